@@ -1,0 +1,371 @@
+/* main.c - the relattn command (SPEC 3.2).
+ *
+ * Each subcommand parses its arguments, calls the library and turns a
+ * failing status into one line on stderr and an exit code:
+ *   0 ok, 64 usage, 65 bad data, 66 input missing, 73 cannot write, 70 bug.
+ * Outputs are written atomically by the library's writer: on failure no
+ * output file exists. */
+#include "relattn.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { EX_OK = 0, EX_USAGE = 64, EX_DATAERR = 65, EX_NOINPUT = 66, EX_SOFTWARE = 70,
+       EX_CANTCREAT = 73 };
+
+static const char *cmd = "relattn";   /* "relattn index", ... for messages */
+
+static int fail(int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return code;
+}
+
+static int usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see '%s --help')\n", cmd);
+    va_end(ap);
+    return EX_USAGE;
+}
+
+/* A failed library call: its reason, and the exit code of its status. */
+static int lib_fail(ra_status st) {
+    int code = st == RA_ERR_IO ? EX_NOINPUT
+             : st == RA_ERR_WRITE ? EX_CANTCREAT
+             : (st == RA_ERR_ARG || st == RA_ERR_SHAPE || st == RA_ERR_FORMAT) ? EX_DATAERR
+             : EX_SOFTWARE;
+    const char *why = ra_last_error();
+    return fail(code, "%s", *why ? why : ra_status_str(st));
+}
+
+/* ---- argument parsing --------------------------------------------------- */
+
+/* A whole decimal integer in [lo, hi]; 0 if malformed (a usage error). */
+static int parse_int(int *out, const char *s, int lo, int hi) {
+    if (!s || !*s || !(*s == '-' || (*s >= '0' && *s <= '9'))) return 0;
+    errno = 0;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end || errno || v < lo || v > hi) return 0;
+    *out = (int)v;
+    return 1;
+}
+
+/* "7", "7x7", "3x5" (also "3,5"). */
+static int parse_window(int w[2], const char *s) {
+    char buf[64];
+    if (!s || strlen(s) >= sizeof buf) return 0;
+    strcpy(buf, s);
+    char *sep = strpbrk(buf, "x,X");
+    if (!sep) return parse_int(&w[0], buf, INT_MIN, INT_MAX) && (w[1] = w[0], 1);
+    *sep = 0;
+    return parse_int(&w[0], buf, INT_MIN, INT_MAX) && parse_int(&w[1], sep + 1, INT_MIN, INT_MAX);
+}
+
+/* Options of a subcommand: "--name" with or without a value. Positional
+ * arguments are gathered in order. "--name=value" is accepted too. */
+typedef struct {
+    const char *name;
+    int takes_value;
+    const char *value;   /* set when given (flags: "1") */
+} opt;
+
+static int parse_args(int argc, char **argv, opt *opts, const char **pos, int maxpos,
+                      int *npos) {
+    *npos = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] == '-' && a[1] && strcmp(a, "-") != 0) {
+            const char *eq = strchr(a, '=');
+            size_t len = eq ? (size_t)(eq - a) : strlen(a);
+            opt *o = NULL;
+            for (opt *p = opts; p->name; p++)
+                if (strlen(p->name) == len && strncmp(p->name, a, len) == 0) o = p;
+            if (!o) return usage_error("unknown option '%s'", a), 0;
+            if (o->value) return usage_error("option %s given twice", o->name), 0;
+            if (!o->takes_value) {
+                if (eq) return usage_error("option %s takes no value", o->name), 0;
+                o->value = "1";
+            } else if (eq) {
+                o->value = eq + 1;
+            } else {
+                if (i + 1 >= argc) return usage_error("option %s needs a value", o->name), 0;
+                o->value = argv[++i];
+            }
+        } else {
+            if (*npos >= maxpos) return usage_error("unexpected argument '%s'", a), 0;
+            pos[(*npos)++] = a;
+        }
+    }
+    return 1;
+}
+
+static const char *get(const opt *opts, const char *name) {
+    for (; opts->name; opts++)
+        if (strcmp(opts->name, name) == 0) return opts->value;
+    return NULL;
+}
+
+static int threads_option(const opt *opts) {
+    const char *t = get(opts, "--threads");
+    int n;
+    if (!t) return 1;
+    if (!parse_int(&n, t, 1, 1024)) return usage_error("--threads '%s': need 1..1024", t), 0;
+    ra_threads_set(n);
+    return 1;
+}
+
+/* ---- relattn index ------------------------------------------------------ */
+
+static const char index_help[] =
+    "usage: relattn index --window WHxWW [--frames D1 --kv-frames D2] [--json]\n"
+    "       relattn index --length N --clip K [--json]\n"
+    "\n"
+    "Prints the relative position index, one row per query token, integers\n"
+    "separated by single spaces; the table size goes to stderr.\n"
+    "  --window WHxWW   Swin window (7x7, 3x5, or 7); its index has (WH*WW)^2 entries\n"
+    "  --frames D1      with --kv-frames D2: RSTT 3-D index over D1 query frames and\n"
+    "                   D2 key/value frames 0, s, 2s, ... with s = (D1+1)/D2\n"
+    "  --length N       Shaw et al. clip index clip(j-i, -K, K) + K over N tokens\n"
+    "  --clip K\n"
+    "  --json           print {\"index\": [[...]], \"table_rows\": T} instead\n";
+
+static int cmd_index(int argc, char **argv) {
+    opt opts[] = {{"--window", 1, 0}, {"--frames", 1, 0}, {"--kv-frames", 1, 0},
+                  {"--length", 1, 0}, {"--clip", 1, 0},  {"--json", 0, 0},
+                  {"--help", 0, 0},   {"-h", 0, 0},      {0, 0, 0}};
+    const char *pos[1];
+    int npos;
+    if (!parse_args(argc, argv, opts, pos, 0, &npos)) return EX_USAGE;
+    if (get(opts, "--help") || get(opts, "-h")) return fputs(index_help, stdout), EX_OK;
+    const char *win = get(opts, "--window"), *fr = get(opts, "--frames"),
+               *kvf = get(opts, "--kv-frames"), *len = get(opts, "--length"),
+               *clip = get(opts, "--clip");
+    if (!!win == !!len) return usage_error("give either --window or --length");
+    if (len && (fr || kvf)) return usage_error("--frames goes with --window, not --length");
+    if (!!fr != !!kvf) return usage_error("--frames and --kv-frames go together");
+    if (!!len != !!clip) return usage_error("--length and --clip go together");
+
+    int w[2] = {0, 0}, d1 = 0, d2 = 0, n = 0, k = 0;
+    if (win && !parse_window(w, win)) return usage_error("--window '%s': expected WHxWW", win);
+    if (fr && !parse_int(&d1, fr, INT_MIN, INT_MAX)) return usage_error("--frames '%s': not an integer", fr);
+    if (kvf && !parse_int(&d2, kvf, INT_MIN, INT_MAX)) return usage_error("--kv-frames '%s': not an integer", kvf);
+    if (len && !parse_int(&n, len, INT_MIN, INT_MAX)) return usage_error("--length '%s': not an integer", len);
+    if (clip && !parse_int(&k, clip, INT_MIN, INT_MAX)) return usage_error("--clip '%s': not an integer", clip);
+
+    /* validate and size, then build */
+    int64_t n1, n2, rows;
+    ra_status st;
+    if (len) {
+        st = ra_relpos_index_clip(NULL, n, k);
+        n1 = n2 = n;
+        rows = 2 * (int64_t)k + 1;
+    } else if (fr) {
+        st = ra_relpos_index_3d(NULL, d1, d2, w[0], w[1], &rows);
+        n1 = (int64_t)d1 * w[0] * w[1];
+        n2 = (int64_t)d2 * w[0] * w[1];
+    } else {
+        st = ra_relpos_index_2d(NULL, w[0], w[1], &rows);
+        n1 = n2 = (int64_t)w[0] * w[1];
+    }
+    if (st) return lib_fail(st);
+    int32_t *idx = malloc((size_t)(n1 * n2) * sizeof *idx);
+    if (!idx) return fail(EX_SOFTWARE, "out of memory for a %lld x %lld index",
+                          (long long)n1, (long long)n2);
+    st = len ? ra_relpos_index_clip(idx, n, k)
+       : fr  ? ra_relpos_index_3d(idx, d1, d2, w[0], w[1], NULL)
+             : ra_relpos_index_2d(idx, w[0], w[1], NULL);
+    if (st) { free(idx); return lib_fail(st); }
+
+    const int json = get(opts, "--json") != NULL;
+    if (json) fputs("{\"index\": [", stdout);
+    for (int64_t i = 0; i < n1; i++) {
+        if (json) fputs(i ? ", [" : "[", stdout);
+        for (int64_t j = 0; j < n2; j++)
+            printf(j ? (json ? ", %d" : " %d") : "%d", idx[i * n2 + j]);
+        fputs(json ? "]" : "\n", stdout);
+    }
+    if (json) printf("], \"table_rows\": %lld}\n", (long long)rows);
+    free(idx);
+    fprintf(stderr, "table_rows: %lld\n", (long long)rows);
+    if (fflush(stdout) || ferror(stdout)) return fail(EX_CANTCREAT, "cannot write to stdout");
+    return EX_OK;
+}
+
+/* ---- relattn forward ---------------------------------------------------- */
+
+static const char forward_help[] =
+    "usage: relattn forward MODEL.safetensors INPUT.safetensors -o OUT.safetensors\n"
+    "                       [--attn] [--threads N]\n"
+    "\n"
+    "Runs the attention layer of MODEL on INPUT and writes OUT.\n"
+    "  INPUT   x (B_, N, C); for window_attention_3d q (B_, N1, C) and optionally\n"
+    "          kv (B_, N2, C); optionally mask (nW, N1, N2) with B_ %% nW == 0.\n"
+    "          A tensor dy (for 'backward') is allowed and ignored.\n"
+    "  OUT     y (B_, N1, C), and with --attn the probabilities attn (B_, nH, N1, N2)\n"
+    "  --threads N   threads to use (default: all cores)\n";
+
+/* A float tensor of the input as F32: checks rank and the dims that are
+ * fixed (-1 = any), converts, and says which it was on failure. */
+static ra_status input_tensor(float **out, const ra_st_tensor **tt, const ra_st_file *f,
+                              const char *name, int ndim, const int64_t *dims) {
+    const ra_st_tensor *t = ra_st_find(f, name);
+    *out = NULL;
+    *tt = t;
+    if (!t) return RA_OK;
+    if (t->dtype != RA_DTYPE_F32 && t->dtype != RA_DTYPE_F16 && t->dtype != RA_DTYPE_BF16 &&
+        t->dtype != RA_DTYPE_F64) {
+        fail(EX_DATAERR, "input tensor '%s' is not a float tensor", name);
+        return RA_ERR_SHAPE;
+    }
+    int ok = t->ndim == ndim;
+    for (int i = 0; ok && i < ndim; i++) ok = t->shape[i] >= 1 && t->shape[i] <= INT_MAX &&
+                                              (dims[i] < 0 || t->shape[i] == dims[i]);
+    if (!ok) {
+        char want[128] = "(", got[256] = "(";
+        for (int i = 0; i < ndim; i++) {
+            char d[24];
+            if (dims[i] < 0) snprintf(d, sizeof d, "%s*", i ? ", " : "");
+            else snprintf(d, sizeof d, "%s%lld", i ? ", " : "", (long long)dims[i]);
+            strcat(want, d);
+        }
+        for (int i = 0; i < t->ndim; i++) {
+            char d[24];
+            snprintf(d, sizeof d, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+            strcat(got, d);
+        }
+        fail(EX_DATAERR, "input tensor '%s' has shape %s), expected %s)", name, got, want);
+        return RA_ERR_SHAPE;
+    }
+    *out = malloc((size_t)t->numel * sizeof(float) + 1);
+    if (!*out) {
+        fail(EX_SOFTWARE, "out of memory for input tensor '%s'", name);
+        return RA_ERR_NOMEM;
+    }
+    ra_status st = ra_st_to_f32(*out, t);
+    if (st) lib_fail(st);
+    return st;
+}
+
+static int status_exit(ra_status st) {
+    return st == RA_ERR_NOMEM ? EX_SOFTWARE : EX_DATAERR;
+}
+
+static int cmd_forward(int argc, char **argv) {
+    opt opts[] = {{"-o", 1, 0},      {"--output", 1, 0}, {"--attn", 0, 0},
+                  {"--threads", 1, 0}, {"--help", 0, 0}, {"-h", 0, 0}, {0, 0, 0}};
+    const char *pos[2];
+    int npos;
+    if (!parse_args(argc, argv, opts, pos, 2, &npos)) return EX_USAGE;
+    if (get(opts, "--help") || get(opts, "-h")) return fputs(forward_help, stdout), EX_OK;
+    const char *outp = get(opts, "-o") ? get(opts, "-o") : get(opts, "--output");
+    if (npos != 2) return usage_error("needs MODEL and INPUT");
+    if (!outp || !*outp) return usage_error("needs -o OUT.safetensors");
+    if (!threads_option(opts)) return EX_USAGE;
+
+    ra_model *m = NULL;
+    ra_st_file *in = NULL;
+    ra_st_writer *w = NULL;
+    float *x = NULL, *kv = NULL, *mask = NULL, *y = NULL, *attn = NULL;
+    int code = EX_OK;
+    ra_status st = ra_model_load(&m, pos[0]);
+    if (st) { code = lib_fail(st); goto done; }
+    if ((st = ra_st_open(&in, pos[1]))) { code = lib_fail(st); goto done; }
+
+    const ra_attn_layer *l = ra_model_attn(m);
+    const ra_attn_config *c = ra_attn_layer_config(l);
+    const int is3d = c->arch == RA_ARCH_WINDOW_ATTENTION_3D;
+    const char *xname = is3d && !ra_st_find(in, "x") ? "q" : "x";
+    for (int i = 0; i < ra_st_count(in); i++) {
+        const char *nm = ra_st_at(in, i)->name;
+        if (strcmp(nm, xname) && strcmp(nm, "mask") && strcmp(nm, "dy") &&
+            !(is3d && strcmp(nm, "kv") == 0)) {
+            code = fail(EX_DATAERR, "unexpected input tensor '%.80s' for %s", nm,
+                        ra_arch_name(c->arch));
+            goto done;
+        }
+    }
+    const ra_st_tensor *tx, *tkv, *tm;
+    if ((st = input_tensor(&x, &tx, in, xname, 3, (int64_t[]){-1, -1, c->dim})))
+        { code = status_exit(st); goto done; }
+    if (!tx) { code = fail(EX_DATAERR, "input has no tensor '%s'", xname); goto done; }
+    const int b_ = (int)tx->shape[0], n1 = (int)tx->shape[1];
+    if ((st = input_tensor(&kv, &tkv, in, "kv", 3, (int64_t[]){b_, -1, c->dim})))
+        { code = status_exit(st); goto done; }
+    const int n2 = tkv ? (int)tkv->shape[1] : n1;
+    if ((st = input_tensor(&mask, &tm, in, "mask", 3, (int64_t[]){-1, n1, n2})))
+        { code = status_exit(st); goto done; }
+    const int nw = tm ? (int)tm->shape[0] : 0;
+    if (tm && b_ % nw) {
+        code = fail(EX_DATAERR, "mask has %d windows, which does not divide B_ = %d", nw, b_);
+        goto done;
+    }
+    if ((st = ra_attn_layer_check_tokens(l, n1, n2))) { code = lib_fail(st); goto done; }
+
+    size_t ny = (size_t)b_ * n1 * c->dim, na = (size_t)b_ * c->num_heads * n1 * n2;
+    y = malloc(ny * sizeof *y);
+    if (get(opts, "--attn")) attn = malloc(na * sizeof *attn);
+    if (!y || (get(opts, "--attn") && !attn)) { code = fail(EX_SOFTWARE, "out of memory"); goto done; }
+    if ((st = ra_attn_layer_forward(l, y, attn, x, kv, b_, n1, n2, mask, nw)))
+        { code = lib_fail(st); goto done; }
+
+    if (!(w = ra_st_writer_new())) { code = fail(EX_SOFTWARE, "out of memory"); goto done; }
+    st = ra_st_writer_add(w, "y", RA_DTYPE_F32, 3, (int64_t[]){b_, n1, c->dim}, y);
+    if (!st && attn)
+        st = ra_st_writer_add(w, "attn", RA_DTYPE_F32, 4,
+                              (int64_t[]){b_, c->num_heads, n1, n2}, attn);
+    if (!st) st = ra_st_writer_meta(w, "arch", ra_arch_name(c->arch));
+    if (!st) st = ra_st_writer_save(w, outp);
+    if (st) code = lib_fail(st);
+done:
+    ra_st_writer_free(w);
+    free(x), free(kv), free(mask), free(y), free(attn);
+    ra_st_close(in);
+    ra_model_free(m);
+    return code;
+}
+
+/* ---- main --------------------------------------------------------------- */
+
+static const char main_help[] =
+    "usage: relattn COMMAND [ARGS]\n"
+    "\n"
+    "Transformer attention with relative position encodings (Shaw, Swin, RSTT, ViT).\n"
+    "\n"
+    "commands:\n"
+    "  index     print a relative position index (Swin 2-D, RSTT 3-D, Shaw clip)\n"
+    "  forward   run an attention layer from a safetensors model file\n"
+    "\n"
+    "'relattn COMMAND --help' describes each. Exit codes: 0 ok, 64 usage,\n"
+    "65 bad data, 66 input missing, 73 output cannot be created, 70 internal.\n"
+    "Environment: RELATTN_KERNEL=ref|avx2 forces an attention kernel.\n";
+
+int main(int argc, char **argv) {
+    static const struct { const char *name; int (*run)(int, char **); } cmds[] = {
+        {"index", cmd_index}, {"forward", cmd_forward}};
+    if (argc < 2) return usage_error("no command given");
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help"))
+        return fputs(main_help, stdout), EX_OK;
+    if (!strcmp(argv[1], "--version"))
+        return printf("relattn %s (kernel %s)\n", RA_VERSION_STRING,
+                      ra_kernel_name(ra_kernel_current())), EX_OK;
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (!strcmp(argv[1], cmds[i].name)) {
+            static char name[64];
+            snprintf(name, sizeof name, "relattn %s", cmds[i].name);
+            cmd = name;
+            return cmds[i].run(argc - 2, argv + 2);
+        }
+    return usage_error("unknown command '%.60s'", argv[1]);
+}

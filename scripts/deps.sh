@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what relattn needs to build and test on Debian 12 (as root).
+# Safe to run again: does nothing when everything is there.
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config libjansson-dev libopenblas-dev libomp-dev)
+[ "${RELATTN_WITH_TORCH:-0}" = 1 ] && pkgs+=(python3-torch python3-numpy)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "deps: installing ${missing[*]}" >&2
+  SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

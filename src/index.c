@@ -1,0 +1,125 @@
+/* index.c - relative position indices (SPEC 2.2).
+ *
+ * One general builder over A axes; the Swin 2-D, RSTT 3-D and Shaw 1-D
+ * indices are thin configurations of it (Shaw's clip is the exception: it
+ * clamps, so it has its own two lines). */
+#include "internal.h"
+
+/* Indices beyond this are refused: 2^28 int32 entries are 1 GiB, past any
+ * window anyone uses (a 16-frame 32x32 3-D window is exactly this). */
+#define RA_INDEX_MAX_ENTRIES ((int64_t)1 << 28)
+
+ra_status ra_relpos_index(int32_t *idx, int64_t *n1_out, int64_t *n2_out,
+                          int64_t *table_rows, const ra_relpos_axes *ax) {
+    if (!ax || ax->naxes < 1 || ax->naxes > RA_MAX_AXES)
+        return ra_fail(RA_ERR_ARG, "relative index: %d axes (1..%d allowed)",
+                       ax ? ax->naxes : 0, RA_MAX_AXES);
+    const int A = ax->naxes;
+    int64_t n1 = 1, n2 = 1, rows = 1;
+    int64_t stride[RA_MAX_AXES];
+    for (int a = A - 1; a >= 0; a--) {
+        int e = ax->extent[a];
+        if (e < 1 || ax->qn[a] < 1 || ax->kn[a] < 1)
+            return ra_fail(RA_ERR_ARG, "relative index: axis %d has extent %d, "
+                           "%d query and %d key coordinates", a, e, ax->qn[a], ax->kn[a]);
+        if (!ax->qcoord[a] || !ax->kcoord[a])
+            return ra_fail(RA_ERR_ARG, "relative index: axis %d has no coordinates", a);
+        for (int t = 0; t < ax->qn[a]; t++)
+            if (ax->qcoord[a][t] < 0 || ax->qcoord[a][t] >= e)
+                return ra_fail(RA_ERR_ARG, "relative index: query coordinate %d "
+                               "outside [0, %d) on axis %d", ax->qcoord[a][t], e, a);
+        for (int t = 0; t < ax->kn[a]; t++)
+            if (ax->kcoord[a][t] < 0 || ax->kcoord[a][t] >= e)
+                return ra_fail(RA_ERR_ARG, "relative index: key coordinate %d "
+                               "outside [0, %d) on axis %d", ax->kcoord[a][t], e, a);
+        stride[a] = rows;
+        if (!ra_mul_i64(&rows, rows, 2 * (int64_t)e - 1) || !ra_mul_i64(&n1, n1, ax->qn[a]) ||
+            !ra_mul_i64(&n2, n2, ax->kn[a]) || rows > INT32_MAX)
+            return ra_fail(RA_ERR_ARG, "relative index: sizes overflow");
+    }
+    int64_t entries;
+    if (!ra_mul_i64(&entries, n1, n2) || entries > RA_INDEX_MAX_ENTRIES)
+        return ra_fail(RA_ERR_ARG, "relative index: %lld x %lld entries is too large",
+                       (long long)n1, (long long)n2);
+    if (n1_out) *n1_out = n1;
+    if (n2_out) *n2_out = n2;
+    if (table_rows) *table_rows = rows;
+    if (!idx) return RA_OK;
+
+    /* Walk query and key tokens with per-axis odometers: the index is a sum
+     * of per-axis terms, so no division per entry. */
+    int qi[RA_MAX_AXES] = {0};
+    for (int64_t i = 0; i < n1; i++) {
+        int ki[RA_MAX_AXES] = {0};
+        int32_t *row = idx + i * n2;
+        for (int64_t j = 0; j < n2; j++) {
+            int64_t v = 0;
+            for (int a = 0; a < A; a++)
+                v += (int64_t)(ax->qcoord[a][qi[a]] - ax->kcoord[a][ki[a]] +
+                               ax->extent[a] - 1) * stride[a];
+            row[j] = (int32_t)v;
+            for (int a = A - 1; a >= 0 && ++ki[a] == ax->kn[a]; a--) ki[a] = 0;
+        }
+        for (int a = A - 1; a >= 0 && ++qi[a] == ax->qn[a]; a--) qi[a] = 0;
+    }
+    return RA_OK;
+}
+
+/* 0, 1, ..., n-1 into c (n entries). */
+static int *iota(int *c, int n) {
+    for (int t = 0; t < n; t++) c[t] = t;
+    return c;
+}
+
+#define RA_MAX_EXTENT 4096  /* window or frame extent; keeps the stacks small */
+
+ra_status ra_relpos_index_2d(int32_t *idx, int wh, int ww, int64_t *table_rows) {
+    if (wh < 1 || ww < 1 || wh > RA_MAX_EXTENT || ww > RA_MAX_EXTENT)
+        return ra_fail(RA_ERR_ARG, "window %dx%d: each side must be in 1..%d",
+                       wh, ww, RA_MAX_EXTENT);
+    int ch[RA_MAX_EXTENT], cw[RA_MAX_EXTENT];
+    ra_relpos_axes ax = {.naxes = 2, .extent = {wh, ww}, .qn = {wh, ww}, .kn = {wh, ww},
+                         .qcoord = {iota(ch, wh), iota(cw, ww)},
+                         .kcoord = {ch, cw}};
+    return ra_relpos_index(idx, NULL, NULL, table_rows, &ax);
+}
+
+ra_status ra_relpos_index_3d(int32_t *idx, int d1, int d2, int wh, int ww,
+                             int64_t *table_rows) {
+    if (d1 < 1 || d2 < 1 || d1 > RA_MAX_EXTENT || d2 > RA_MAX_EXTENT)
+        return ra_fail(RA_ERR_ARG, "frames %d (query) and %d (key/value) must be in 1..%d",
+                       d1, d2, RA_MAX_EXTENT);
+    if (wh < 1 || ww < 1 || wh > RA_MAX_EXTENT || ww > RA_MAX_EXTENT)
+        return ra_fail(RA_ERR_ARG, "window %dx%d: each side must be in 1..%d",
+                       wh, ww, RA_MAX_EXTENT);
+    /* RSTT: torch.arange(0, D1, (D1 + 1) // D2) must give exactly D2 frames */
+    int s = (d1 + 1) / d2;
+    if (s < 1)
+        return ra_fail(RA_ERR_ARG, "num_frames_kv %d > num_frames_q + 1 = %d: the "
+                       "key/value frame stride (D1+1)/D2 is 0", d2, d1 + 1);
+    int nkv = (d1 + s - 1) / s;
+    if (nkv != d2)
+        return ra_fail(RA_ERR_ARG, "num_frames_q %d, num_frames_kv %d: stride %d gives "
+                       "%d key/value frames, not %d", d1, d2, s, nkv, d2);
+    int cd[RA_MAX_EXTENT], ckd[RA_MAX_EXTENT], ch[RA_MAX_EXTENT], cw[RA_MAX_EXTENT];
+    for (int t = 0; t < d2; t++) ckd[t] = t * s;
+    ra_relpos_axes ax = {.naxes = 3, .extent = {d1, wh, ww}, .qn = {d1, wh, ww},
+                         .kn = {d2, wh, ww},
+                         .qcoord = {iota(cd, d1), iota(ch, wh), iota(cw, ww)},
+                         .kcoord = {ckd, ch, cw}};
+    return ra_relpos_index(idx, NULL, NULL, table_rows, &ax);
+}
+
+ra_status ra_relpos_index_clip(int32_t *rel, int n, int k) {
+    if (n < 1 || k < 0 || k > INT32_MAX / 2 - 1)
+        return ra_fail(RA_ERR_ARG, "clip index: length %d must be >= 1 and clip %d >= 0", n, k);
+    if ((int64_t)n * n > RA_INDEX_MAX_ENTRIES)
+        return ra_fail(RA_ERR_ARG, "clip index: length %d is too large", n);
+    if (!rel) return RA_OK;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            int d = j - i;
+            rel[(int64_t)i * n + j] = (d < -k ? -k : d > k ? k : d) + k;
+        }
+    return RA_OK;
+}

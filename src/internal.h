@@ -1,0 +1,36 @@
+/* internal.h - shared by the library's sources; not installed. */
+#ifndef RA_INTERNAL_H
+#define RA_INTERNAL_H
+
+#include "relattn.h"
+
+#include <stdint.h>
+#include <stddef.h>
+
+#if defined(__GNUC__)
+#define RA_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define RA_PRINTF(a, b)
+#endif
+
+/* Record the reason for a failure (thread-local) and return s, so that
+ * error paths read:  return ra_fail(RA_ERR_ARG, "window %d < 1", w); */
+ra_status ra_fail(ra_status s, const char *fmt, ...) RA_PRINTF(2, 3);
+
+/* Checked size arithmetic: return 0 on overflow (result untouched). */
+static inline int ra_mul_size(size_t *r, size_t a, size_t b) {
+    if (a != 0 && b > SIZE_MAX / a) return 0;
+    *r = a * b;
+    return 1;
+}
+static inline int ra_mul_i64(int64_t *r, int64_t a, int64_t b) {
+    return !__builtin_mul_overflow(a, b, r);
+}
+
+/* Allocation of n elements of size sz, 64-byte aligned, NULL on overflow or
+ * failure. Free with ra_free. */
+void *ra_alloc(size_t n, size_t sz);
+void *ra_calloc(size_t n, size_t sz);
+void ra_free(void *p);
+
+#endif

@@ -1,0 +1,64 @@
+/* dispatch.c - choose the attention kernel once, from the CPU.
+ *
+ * The best kernel the CPU supports is chosen at first use; the environment
+ * variable RELATTN_KERNEL (ref, avx2, avx512) or ra_kernel_select() can
+ * force another, which is how the tests run every variant. */
+#include "kernels.h"
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const ra_attn_kernel *table[RA_KERNEL_COUNT] = {
+    [RA_KERNEL_REF] = &ra_kernel_ref,
+#ifdef RA_HAVE_X86_KERNELS
+    [RA_KERNEL_AVX2] = &ra_kernel_avx2,
+#endif
+};
+
+static const char *names[RA_KERNEL_COUNT] = {"ref", "avx2", "avx512"};
+
+/* -1 until chosen; a plain int read and written under a once-style guard
+ * is enough: every thread computes the same answer. */
+static _Atomic int current = -1;
+
+int ra_kernel_supported(ra_kernel_id id) {
+    if ((int)id < 0 || id >= RA_KERNEL_COUNT || !table[id]) return 0;
+#if defined(RA_HAVE_X86_KERNELS) && defined(__GNUC__)
+    if (id == RA_KERNEL_AVX2)
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (id == RA_KERNEL_AVX512)
+        return __builtin_cpu_supports("avx512f");
+#endif
+    return id == RA_KERNEL_REF;
+}
+
+const char *ra_kernel_name(ra_kernel_id id) {
+    return ((int)id >= 0 && id < RA_KERNEL_COUNT) ? names[id] : "unknown";
+}
+
+ra_status ra_kernel_select(ra_kernel_id id) {
+    if (!ra_kernel_supported(id))
+        return ra_fail(RA_ERR_ARG, "kernel '%s' is not supported on this CPU or build",
+                       ra_kernel_name(id));
+    current = (int)id;
+    return RA_OK;
+}
+
+static int choose(void) {
+    const char *env = getenv("RELATTN_KERNEL");
+    if (env && *env)
+        for (int i = 0; i < RA_KERNEL_COUNT; i++)
+            if (strcmp(env, names[i]) == 0 && ra_kernel_supported((ra_kernel_id)i)) return i;
+    for (int i = RA_KERNEL_COUNT - 1; i > 0; i--)
+        if (ra_kernel_supported((ra_kernel_id)i)) return i;
+    return RA_KERNEL_REF;
+}
+
+ra_kernel_id ra_kernel_current(void) {
+    int c = current;
+    if (c < 0) current = c = choose();
+    return (ra_kernel_id)c;
+}
+
+const ra_attn_kernel *ra_kernel_active(void) { return table[ra_kernel_current()]; }

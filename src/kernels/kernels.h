@@ -1,0 +1,49 @@
+/* kernels.h - the attention kernel interface (private).
+ *
+ * The framework (src/attention.c) validates, gathers the bias once per call
+ * and splits the work into tasks, one per (window b, head h); a kernel does
+ * one task: logits, softmax, probabilities times values, for all N1 query
+ * rows of that (b, h). Kernels never allocate: each task gets a private
+ * workspace of work_floats() floats. */
+#ifndef RA_KERNELS_H
+#define RA_KERNELS_H
+
+#include "relattn.h"
+
+typedef struct ra_attn_task {
+    int n1, n2, hd;
+    float scale;
+    const float *q; int ldq;     /* (N1, hd) rows of q for this (b, h)     */
+    const float *k; int ldk;     /* (N2, hd)                                */
+    const float *v; int ldv;     /* (N2, hd)                                */
+    float *out; int ldo;         /* (N1, hd)                                */
+    float *attn;                 /* (N1, N2) probabilities, or NULL         */
+    const float *bias;           /* (N1, N2) bias of head h, or NULL        */
+    const float *mask;           /* (N1, N2) mask of window b % nW, or NULL */
+    const float *rel_k;          /* (R, hd) Shaw key table, or NULL         */
+    const float *rel_v;          /* (R, hd) Shaw value table, or NULL       */
+    const int32_t *rel;          /* (N1, N2) in 0..R-1 when a table is used */
+    int r;
+    float *work;                 /* work_floats() floats, 64-byte aligned   */
+} ra_attn_task;
+
+typedef struct ra_attn_kernel {
+    const char *name;
+    void (*forward)(const ra_attn_task *t);
+    size_t (*work_floats)(int n1, int n2, int hd, int r);
+} ra_attn_kernel;
+
+extern const ra_attn_kernel ra_kernel_ref;
+#ifdef RA_HAVE_X86_KERNELS
+extern const ra_attn_kernel ra_kernel_avx2;
+#endif
+
+/* The kernel chosen now (never NULL). */
+const ra_attn_kernel *ra_kernel_active(void);
+
+/* Softmax of one row in place with the row maximum subtracted; a row whose
+ * logits are all -inf becomes all zeros (not NaN). Shared by kernels whose
+ * exp is scalar. */
+void ra_softmax_row(float *s, int n);
+
+#endif

@@ -1,0 +1,222 @@
+/* layer.c - the seed attention modules: projections around the core.
+ *
+ *   vit_attention, window_attention, shaw_attention:
+ *       qkv = x Wqkv^T + b  ->  core(q, k, v)  ->  y = out Wproj^T + b
+ *   window_attention_3d:
+ *       q = x Wq^T + b,  kv = kv_in Wkv^T + b  ->  core  ->  proj
+ * The core reads q, k and v in place from the projection's output through
+ * row strides: no permute, no copy. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Far above any real model; keeps every size product inside int64 and the
+ * BLAS int arguments. */
+#define RA_MAX_DIM (1 << 16)
+
+struct ra_attn_layer {
+    ra_attn_config cfg;
+    ra_attn_params p;
+    int hd;
+    float scale;
+    int n1, n2;            /* tokens fixed by the window (0: any) */
+    int32_t *idx;          /* (N1, N2) bias index, window archs   */
+    int64_t table_rows;
+};
+
+static const char *arch_names[] = {
+    [RA_ARCH_VIT_ATTENTION] = "vit_attention",
+    [RA_ARCH_WINDOW_ATTENTION] = "window_attention",
+    [RA_ARCH_WINDOW_ATTENTION_3D] = "window_attention_3d",
+    [RA_ARCH_SHAW_ATTENTION] = "shaw_attention",
+};
+
+const char *ra_arch_name(ra_arch a) {
+    return (a > RA_ARCH_NONE && a <= RA_ARCH_SHAW_ATTENTION) ? arch_names[a] : NULL;
+}
+
+ra_arch ra_arch_from_name(const char *name) {
+    for (int a = RA_ARCH_VIT_ATTENTION; name && a <= RA_ARCH_SHAW_ATTENTION; a++)
+        if (strcmp(name, arch_names[a]) == 0) return (ra_arch)a;
+    return RA_ARCH_NONE;
+}
+
+ra_attn_config ra_attn_config_default(ra_arch arch) {
+    ra_attn_config c = {.arch = arch, .qkv_bias = arch != RA_ARCH_VIT_ATTENTION};
+    if (arch == RA_ARCH_SHAW_ATTENTION) c.has_rel_k = c.has_rel_v = 1;
+    return c;
+}
+
+static int is_window_arch(ra_arch a) {
+    return a == RA_ARCH_WINDOW_ATTENTION || a == RA_ARCH_WINDOW_ATTENTION_3D;
+}
+
+static ra_status check_config(const ra_attn_config *c) {
+    if (!ra_arch_name(c->arch)) return ra_fail(RA_ERR_ARG, "unknown attention arch %d", c->arch);
+    if (c->dim < 1 || c->dim > RA_MAX_DIM || c->num_heads < 1 || c->num_heads > c->dim)
+        return ra_fail(RA_ERR_ARG, "dim %d and num_heads %d: need 1 <= num_heads <= dim <= %d",
+                       c->dim, c->num_heads, RA_MAX_DIM);
+    if (c->dim % c->num_heads)
+        return ra_fail(RA_ERR_ARG, "dim %d is not divisible by num_heads %d",
+                       c->dim, c->num_heads);
+    if (c->has_qk_scale && !isfinite(c->qk_scale))
+        return ra_fail(RA_ERR_ARG, "qk_scale is not finite");
+    if (c->arch == RA_ARCH_SHAW_ATTENTION && c->max_rel < 0)
+        return ra_fail(RA_ERR_ARG, "max_relative_position %d must be >= 0", c->max_rel);
+    return RA_OK;
+}
+
+static ra_status check_params(const ra_attn_config *c, const ra_attn_params *p) {
+    const char *missing = NULL;
+    if (!p->proj_w || !p->proj_b) missing = "proj";
+    else if (c->arch == RA_ARCH_WINDOW_ATTENTION_3D) {
+        if (!p->q_w || !p->kv_w || (c->qkv_bias && (!p->q_b || !p->kv_b))) missing = "q / kv";
+    } else if (!p->qkv_w || (c->qkv_bias && !p->qkv_b)) missing = "qkv";
+    if (!missing && is_window_arch(c->arch) && !p->table) missing = "relative_position_bias_table";
+    return missing ? ra_fail(RA_ERR_ARG, "attention layer: parameter %s missing", missing) : RA_OK;
+}
+
+ra_status ra_attn_layer_create(ra_attn_layer **out, const ra_attn_config *cfg,
+                               const ra_attn_params *params) {
+    if (!out || !cfg || !params) return ra_fail(RA_ERR_ARG, "attention layer: NULL argument");
+    *out = NULL;
+    ra_status st = check_config(cfg);
+    if (!st) st = check_params(cfg, params);
+    if (st) return st;
+
+    ra_attn_layer *l = calloc(1, sizeof *l);
+    if (!l) return ra_fail(RA_ERR_NOMEM, "attention layer: out of memory");
+    l->cfg = *cfg;
+    l->p = *params;
+    l->hd = cfg->dim / cfg->num_heads;
+    l->scale = (cfg->has_qk_scale && cfg->qk_scale != 0.0f) ? cfg->qk_scale
+                                                           : 1.0f / sqrtf((float)l->hd);
+    if (cfg->arch == RA_ARCH_SHAW_ATTENTION) {
+        l->cfg.has_rel_k = params->rel_k != NULL;
+        l->cfg.has_rel_v = params->rel_v != NULL;
+    }
+    if (is_window_arch(cfg->arch)) {
+        const int wh = cfg->window[0], ww = cfg->window[1];
+        const int d1 = cfg->arch == RA_ARCH_WINDOW_ATTENTION_3D ? cfg->frames_q : 1;
+        const int d2 = cfg->arch == RA_ARCH_WINDOW_ATTENTION_3D ? cfg->frames_kv : 1;
+        /* validate and size first, then fill */
+        st = d1 == 1 && d2 == 1 && cfg->arch == RA_ARCH_WINDOW_ATTENTION
+                 ? ra_relpos_index_2d(NULL, wh, ww, &l->table_rows)
+                 : ra_relpos_index_3d(NULL, d1, d2, wh, ww, &l->table_rows);
+        if (st) { free(l); return st; }
+        int64_t n1 = (int64_t)d1 * wh * ww, n2 = (int64_t)d2 * wh * ww;
+        l->idx = ra_alloc((size_t)(n1 * n2), sizeof *l->idx);
+        if (!l->idx) { free(l); return ra_fail(RA_ERR_NOMEM, "attention layer: index too large"); }
+        st = cfg->arch == RA_ARCH_WINDOW_ATTENTION
+                 ? ra_relpos_index_2d(l->idx, wh, ww, NULL)
+                 : ra_relpos_index_3d(l->idx, d1, d2, wh, ww, NULL);
+        if (st) { ra_attn_layer_free(l); return st; }
+        l->n1 = (int)n1;
+        l->n2 = (int)n2;
+    }
+    *out = l;
+    return RA_OK;
+}
+
+void ra_attn_layer_free(ra_attn_layer *l) {
+    if (!l) return;
+    ra_free(l->idx);
+    free(l);
+}
+
+const ra_attn_config *ra_attn_layer_config(const ra_attn_layer *l) { return l ? &l->cfg : NULL; }
+
+const int32_t *ra_attn_layer_index(const ra_attn_layer *l, int64_t *n1, int64_t *n2,
+                                   int64_t *table_rows) {
+    if (!l || !l->idx) return NULL;
+    if (n1) *n1 = l->n1;
+    if (n2) *n2 = l->n2;
+    if (table_rows) *table_rows = l->table_rows;
+    return l->idx;
+}
+
+ra_status ra_attn_layer_check_tokens(const ra_attn_layer *l, int n1, int n2) {
+    if (n1 < 1 || n2 < 1) return ra_fail(RA_ERR_SHAPE, "token counts %d, %d must be >= 1", n1, n2);
+    if (l->n1 && (n1 != l->n1 || n2 != l->n2)) {
+        if (l->cfg.arch == RA_ARCH_WINDOW_ATTENTION)
+            return ra_fail(RA_ERR_SHAPE, "window %dx%d needs N = %d tokens, got %d",
+                           l->cfg.window[0], l->cfg.window[1], l->n1, n1);
+        return ra_fail(RA_ERR_SHAPE, "frames %d/%d with window %dx%d need N1 = %d query and "
+                       "N2 = %d key/value tokens, got %d and %d", l->cfg.frames_q,
+                       l->cfg.frames_kv, l->cfg.window[0], l->cfg.window[1], l->n1, l->n2,
+                       n1, n2);
+    }
+    if (!l->n1 && n1 != n2)
+        return ra_fail(RA_ERR_SHAPE, "%s is self-attention: N1 %d != N2 %d",
+                       ra_arch_name(l->cfg.arch), n1, n2);
+    return RA_OK;
+}
+
+ra_status ra_attn_layer_forward(const ra_attn_layer *l, float *y, float *attn,
+                                const float *x, const float *kv, int b_, int n1, int n2,
+                                const float *mask, int nw) {
+    if (!l || !y || !x) return ra_fail(RA_ERR_ARG, "attention forward: NULL argument");
+    if (kv && l->cfg.arch != RA_ARCH_WINDOW_ATTENTION_3D)
+        return ra_fail(RA_ERR_ARG, "%s takes no separate key/value input",
+                       ra_arch_name(l->cfg.arch));
+    if (b_ < 1) return ra_fail(RA_ERR_SHAPE, "batch B_ = %d must be >= 1", b_);
+    ra_status st = ra_attn_layer_check_tokens(l, n1, n2);
+    if (st) return st;
+    const int C = l->cfg.dim, nh = l->cfg.num_heads, hd = l->hd;
+    const int is3d = l->cfg.arch == RA_ARCH_WINDOW_ATTENTION_3D;
+    int64_t rows1 = (int64_t)b_ * n1, rows2 = (int64_t)b_ * n2, big;
+    if (!ra_mul_i64(&big, rows1 > rows2 ? rows1 : rows2, 3 * (int64_t)C) || big > ((int64_t)1 << 40))
+        return ra_fail(RA_ERR_SHAPE, "input of %d x %d tokens is too large", b_, n1);
+
+    ra_attn_desc d = {.b_ = b_, .nh = nh, .n1 = n1, .n2 = n2, .hd = hd, .scale = l->scale,
+                      .mask = mask, .nw = nw};
+    int32_t *rel = NULL;
+    if (l->idx) {
+        d.table = l->p.table;
+        d.idx = l->idx;
+        d.table_rows = l->table_rows;
+    }
+    if (l->cfg.arch == RA_ARCH_SHAW_ATTENTION && (l->p.rel_k || l->p.rel_v)) {
+        rel = ra_alloc((size_t)n1 * n2, sizeof *rel);
+        if (!rel) return ra_fail(RA_ERR_NOMEM, "shaw index: out of memory");
+        st = ra_relpos_index_clip(rel, n1, l->cfg.max_rel);
+        if (st) { ra_free(rel); return st; }
+        d.rel = rel;
+        d.r = 2 * l->cfg.max_rel + 1;
+        d.rel_k = l->p.rel_k;
+        d.rel_v = l->p.rel_v;
+    }
+    st = ra_attention_check(&d);
+    if (st) { ra_free(rel); return st; }
+
+    /* one scratch block: projections, attention output, core workspace */
+    const int nt = ra_threads_get();
+    const size_t wbytes = ra_attention_workspace_size(&d, nt);
+    const size_t nq = (size_t)rows1 * (is3d ? C : 3 * C);
+    const size_t nkv = is3d ? (size_t)rows2 * 2 * C : 0;
+    const size_t no = (size_t)rows1 * C;
+    const size_t nf = nq + nkv + no + (wbytes + sizeof(float) - 1) / sizeof(float) + 48;
+    float *scratch = ra_alloc(nf, sizeof(float));
+    if (!scratch) { ra_free(rel); return ra_fail(RA_ERR_NOMEM, "attention forward: out of memory"); }
+    float *qbuf = scratch, *kvbuf = qbuf + nq, *obuf = kvbuf + nkv;
+    float *work = obuf + ((no + 15) & ~(size_t)15);
+
+    const float *q, *k, *v;
+    int ldq, ldkv;
+    if (is3d) {
+        ra_linear_forward(qbuf, x, l->p.q_w, l->p.q_b, rows1, C, C);
+        ra_linear_forward(kvbuf, kv ? kv : x, l->p.kv_w, l->p.kv_b, rows2, 2 * C, C);
+        q = qbuf, ldq = C, k = kvbuf, v = kvbuf + C, ldkv = 2 * C;
+    } else {
+        ra_linear_forward(qbuf, x, l->p.qkv_w, l->p.qkv_b, rows1, 3 * C, C);
+        q = qbuf, ldq = 3 * C, k = qbuf + C, v = qbuf + 2 * C, ldkv = 3 * C;
+    }
+    st = ra_attention_forward(obuf, C, attn, q, ldq, k, ldkv, v, ldkv, &d, work, wbytes);
+    if (!st) ra_linear_forward(y, obuf, l->p.proj_w, l->p.proj_b, rows1, C, C);
+    ra_free(scratch);
+    ra_free(rel);
+    return st;
+}
+

@@ -1,0 +1,46 @@
+/* check.h - the tests' few macros. Each test program counts its checks and
+ * ends with the line "N passed, N failed"; it exits 1 if any failed. */
+#ifndef RA_CHECK_H
+#define RA_CHECK_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int check_passed, check_failed;
+
+#define CHECK(cond, ...)                                                      \
+    do {                                                                      \
+        if (cond) { check_passed++; }                                         \
+        else {                                                                \
+            check_failed++;                                                   \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);   \
+            fprintf(stderr, __VA_ARGS__);                                     \
+            fputc('\n', stderr);                                              \
+        }                                                                     \
+    } while (0)
+
+/* Largest |a-b| / (atol + rtol*|b|) over n values; <= 1 means close.
+ * NaN anywhere counts as far. */
+static inline double check_err(const float *a, const float *b, long n,
+                               double rtol, double atol) {
+    double worst = 0;
+    for (long i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - (double)b[i]) / (atol + rtol * fabs((double)b[i]));
+        if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+    }
+    return worst;
+}
+
+#define CHECK_CLOSE(a, b, n, rtol, atol, what)                                \
+    do {                                                                      \
+        double e_ = check_err((a), (b), (n), (rtol), (atol));                 \
+        CHECK(e_ <= 1.0, "%s: error %.3g x tolerance", (what), e_);           \
+    } while (0)
+
+static inline int check_done(void) {
+    printf("%d passed, %d failed\n", check_passed, check_failed);
+    return check_failed ? 1 : 0;
+}
+
+#endif
