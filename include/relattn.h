@@ -207,6 +207,28 @@ ra_status ra_attention_forward(float *out, int ldo, float *attn,
                                const ra_attn_desc *d,
                                void *work, size_t work_size);
 
+/* Backward of ra_attention_forward. Every gradient ACCUMULATES (+=):
+ *   dq (B_, N1, lddq), dk (B_, N2, lddk), dv (B_, N2, lddv) at columns
+ *     h*hd + d (they may share one buffer, e.g. the gradient of a fused qkv)
+ *   dtable (T, nH) the bias table's gradient, scattered through idx; NULL
+ *     to skip (no gradient flows into a mask)
+ *   drel_k, drel_v (R, hd) the Shaw tables' gradients, or NULL
+ *   dout (B_, N1, lddo) the gradient of out.
+ * Nothing is saved by the forward: the probabilities are recomputed from q
+ * and k, row by row (one more q·k^T; saving them instead would cost
+ * B_*nH*N1*N2 floats per layer, 59 MB for one Swin-T stage-1 block at batch
+ * 32). Per-thread accumulators for the shared gradients are reduced once. */
+size_t ra_attention_backward_workspace_size(const ra_attn_desc *d, int nthreads);
+ra_status ra_attention_backward(float *dq, int lddq, float *dk, int lddk,
+                                float *dv, int lddv,
+                                float *dtable, float *drel_k, float *drel_v,
+                                const float *dout, int lddo,
+                                const float *q, int ldq,
+                                const float *k, int ldk,
+                                const float *v, int ldv,
+                                const ra_attn_desc *d,
+                                void *work, size_t work_size);
+
 /* Kernels: the scalar reference kernel is the oracle; optimised kernels are
  * chosen at run time from what the CPU supports. The environment variable
  * RELATTN_KERNEL=ref|avx2|avx512 forces a choice (if supported). */
@@ -301,14 +323,278 @@ ra_status ra_attn_layer_forward(const ra_attn_layer *l,
                                 int b_, int n1, int n2,
                                 const float *mask, int nw);
 
+/* Gradients of the parameters of an attention layer, laid out as
+ * ra_attn_params; each ACCUMULATES (+=). A NULL pointer skips that
+ * gradient (its parameter is then treated as frozen). */
+typedef struct ra_attn_grads {
+    float *qkv_w, *qkv_b;
+    float *q_w, *q_b, *kv_w, *kv_b;
+    float *proj_w, *proj_b;
+    float *table;
+    float *rel_k, *rel_v;
+} ra_attn_grads;
+
+/* Backward pass of ra_attn_layer_forward, for the same inputs.
+ *   dx   (B_, N1, C)   gradient of x, ACCUMULATED (+=); for
+ *                      window_attention_3d with kv == NULL it also receives
+ *                      the key/value path (x feeds both)
+ *   dkv  (B_, N2, C)   gradient of kv (3-D with kv given), ACCUMULATED; or NULL
+ *   g                  parameter gradients, ACCUMULATED
+ *   y    (B_, N1, C)   the forward output, written again (or NULL)
+ *   dy   (B_, N1, C)   gradient of y
+ * The projections are recomputed (nothing is kept from the forward), so a
+ * training step costs one forward and this call. */
+ra_status ra_attn_layer_backward(const ra_attn_layer *l,
+                                 float *dx, float *dkv, const ra_attn_grads *g,
+                                 float *y, const float *dy,
+                                 const float *x, const float *kv,
+                                 int b_, int n1, int n2,
+                                 const float *mask, int nw);
+
 /* ------------------------------------------------------------------------ */
 /* 5. Layers used by the modules                                            */
 /* ------------------------------------------------------------------------ */
 
+/* The layers of Swin and ViT around attention, their gradients, the seeded
+ * random generator and the optimiser, all checked against PyTorch float32
+ * (tools/make_nn_fixtures.py, tests/test_nn.c).
+ *
+ * Each layer is a pair X_forward(out, saved..., in..., dims) /
+ * X_backward(dinp..., dout, saved/in..., dims). Every backward call
+ * ACCUMULATES (+=) into its gradient outputs, so that a tensor used twice
+ * (a residual branch, a shared table) collects both contributions: zero the
+ * gradients before the first call. These calls never allocate: what the
+ * backward pass needs from the forward pass (row statistics, dropout masks,
+ * gathered patches) lives in buffers the caller passes and keeps. Calls
+ * that can meet bad sizes or values return an ra_status; the void ones do
+ * nothing for empty sizes. Sums over rows or tokens are accumulated in
+ * double. Unless said otherwise an output may not alias an input.
+ *
+ * The residual connection is ra_add (or a plain loop), its backward is the
+ * identity: add dy into the gradients of both branches. The Swin patch
+ * merging layer is ra_patch_merge_forward, then ra_layernorm_forward over
+ * 4C, then ra_linear_forward (4C -> 2C) without a bias. */
+
 /* y (M, N) = x (M, K) @ w (N, K)^T + b (N) (b may be NULL), like
- * torch.nn.Linear. Uses BLAS for large shapes. */
+ * torch.nn.Linear, on BLAS. */
 void ra_linear_forward(float *y, const float *x, const float *w,
                        const float *b, int64_t m, int n, int k);
+
+/* Gradients of ra_linear_forward, ACCUMULATED:
+ *   dx (M, K) += dy (M, N) @ w (N, K)
+ *   dw (N, K) += dy (M, N)^T @ x (M, K)
+ *   db (N)    += sum over rows of dy
+ * Any of dx, dw, db may be NULL (not wanted); x is needed only for dw,
+ * w only for dx. */
+void ra_linear_backward(float *dx, float *dw, float *db, const float *dy,
+                        const float *x, const float *w,
+                        int64_t m, int n, int k);
+
+/* torch.nn.LayerNorm(C, eps) over the last axis of x (M, C):
+ *   y = (x - mean) * rstd * gamma + beta,  rstd = 1 / sqrt(var + eps)
+ * with the biased variance. Saves mean (M) and rstd (M) for the backward
+ * pass. gamma, beta (C) may be NULL (1 and 0). eps: 1e-5 in Swin
+ * (nn.LayerNorm's default), 1e-6 in timm's ViT. y may alias x. */
+void ra_layernorm_forward(float *y, float *mean, float *rstd,
+                          const float *x, const float *gamma,
+                          const float *beta, int64_t m, int c, float eps);
+
+/* Gradients of ra_layernorm_forward, ACCUMULATED, from the saved mean and
+ * rstd (M) and the input x (M, C):
+ *   dx (M, C) += rstd * (g - mean_c(g) - xhat * mean_c(g * xhat)),
+ *                g = dy * gamma, xhat = (x - mean) * rstd
+ *   dgamma (C) += sum_rows dy * xhat,  dbeta (C) += sum_rows dy
+ * dx, dgamma, dbeta may be NULL; gamma NULL means 1. */
+void ra_layernorm_backward(float *dx, float *dgamma, float *dbeta,
+                           const float *dy, const float *x,
+                           const float *mean, const float *rstd,
+                           const float *gamma, int64_t m, int c);
+
+/* GELU, the exact erf form (torch.nn.GELU() default, approximate='none'):
+ *   y = x * 0.5 * (1 + erf(x / sqrt 2)),  y (n), x (n); y may alias x.
+ * Backward, ACCUMULATED: dx (n) += dy * (Phi(x) + x * phi(x)), from x (n);
+ * dx may alias dy. */
+void ra_gelu_forward(float *y, const float *x, int64_t n);
+void ra_gelu_backward(float *dx, const float *dy, const float *x, int64_t n);
+
+/* y (n) = a (n) + b (n), the residual connection; y may alias a or b. */
+void ra_add(float *y, const float *a, const float *b, int64_t n);
+
+/* Mean over the tokens (Swin's avgpool, timm's global_pool='avg'):
+ *   y (B, C) = mean_n x (B, N, C).
+ * Backward, ACCUMULATED: dx (B, N, C) += dy (B, C) / N. */
+void ra_mean_tokens_forward(float *y, const float *x, int b, int64_t n, int c);
+void ra_mean_tokens_backward(float *dx, const float *dy, int b, int64_t n,
+                             int c);
+
+/* Softmax cross-entropy, torch.nn.CrossEntropyLoss(label_smoothing=eps)
+ * with the mean over the batch, for logits (B, K) and targets (B) in
+ * [0, K):
+ *   loss = mean_b [ (1 - eps) * -logp[b, t_b] + eps / K * sum_k -logp[b, k] ]
+ * Writes *loss and saves probs (B, K) = softmax(logits) for the backward
+ * pass. No ignore_index: every target must be a class; a target outside
+ * [0, K), eps outside [0, 1], B < 1 or K < 1 give RA_ERR_ARG (nothing
+ * written). */
+ra_status ra_cross_entropy_forward(float *loss, float *probs,
+                                   const float *logits, const int32_t *targets,
+                                   int b, int k, float smoothing);
+
+/* Gradient of ra_cross_entropy_forward for a given dloss, ACCUMULATED:
+ *   dlogits (B, K) += dloss / B * (probs - (1 - eps) * onehot(t) - eps / K)
+ * from the saved probs (B, K). Same checks as the forward call. */
+ra_status ra_cross_entropy_backward(float *dlogits, float dloss,
+                                    const float *probs, const int32_t *targets,
+                                    int b, int k, float smoothing);
+
+/* The seeded generator: xoshiro256** (Blackman and Vigna), its 256-bit
+ * state filled from a 64-bit seed by splitmix64. Every random number of
+ * relattn comes from one of these, so the same seed gives the same weights
+ * and the same training run (SPEC 2.5). It cannot reproduce PyTorch's
+ * stream (PyTorch uses mt19937/Philox); tests check distributions instead.
+ * A plain struct, so it can live on the stack or be copied to fork a
+ * stream. Not thread-safe: one generator per thread. */
+typedef struct ra_rng { uint64_t s[4]; } ra_rng;
+
+void ra_rng_seed(ra_rng *rng, uint64_t seed);
+uint64_t ra_rng_u64(ra_rng *rng);        /* 64 random bits */
+double ra_rng_uniform(ra_rng *rng);      /* [0, 1), 53 bits */
+double ra_rng_normal(ra_rng *rng);       /* N(0, 1), Box-Muller, 2 draws */
+
+/* out (n) uniform in [lo, hi) / normal N(mean, std^2). */
+void ra_rng_fill_uniform(ra_rng *rng, float *out, int64_t n, float lo, float hi);
+void ra_rng_fill_normal(ra_rng *rng, float *out, int64_t n, float mean,
+                        float std);
+
+/* out (n) from N(mean, std^2) truncated to [a, b], by inverting the normal
+ * CDF on [Phi((a - mean) / std), Phi((b - mean) / std)] as
+ * torch.nn.init.trunc_normal_ and timm's trunc_normal_ do. a and b are
+ * ABSOLUTE bounds, not multiples of std: timm's trunc_normal_(t, std=.02),
+ * which Swin and ViT use for tables and Linear weights, has the defaults
+ * a = -2, b = 2, i.e. 100 std, so it is in effect an untruncated N(0, .02^2)
+ * (and so is RA_INIT_STD with -2, 2 here). RA_ERR_ARG if std < 0 or not
+ * a < b. */
+#define RA_INIT_STD 0.02f
+ra_status ra_rng_fill_trunc_normal(ra_rng *rng, float *out, int64_t n,
+                                   float mean, float std, float a, float b);
+
+/* Dropout (torch.nn.Dropout in training mode, inverted scaling): each
+ * element is kept with probability 1 - p and scaled by 1 / (1 - p):
+ *   y (n) = x (n) * keep (n) / (1 - p),  keep[i] in {0, 1} saved.
+ * p == 0 copies x (and sets keep to 1) without drawing numbers; p == 1
+ * zeroes y. y may alias x. RA_ERR_ARG if p is outside [0, 1].
+ * Backward, ACCUMULATED: dx (n) += dy (n) * keep / (1 - p) (0 for p == 1).
+ * Callers skip both in evaluation mode. */
+ra_status ra_dropout_forward(float *y, uint8_t *keep, const float *x,
+                             int64_t n, float p, ra_rng *rng);
+void ra_dropout_backward(float *dx, const float *dy, const uint8_t *keep,
+                         int64_t n, float p);
+
+/* DropPath / stochastic depth, timm's drop_path(scale_by_keep=True): one
+ * draw per sample, the whole sample kept or dropped:
+ *   y (B, n) = x (B, n) * keep (B) / (1 - p)
+ * with n the elements per sample (N*C for tokens). Same conventions and
+ * checks as dropout. Backward, ACCUMULATED: dx (B, n) += dy * keep / (1-p). */
+ra_status ra_droppath_forward(float *y, uint8_t *keep, const float *x, int b,
+                              int64_t n, float p, ra_rng *rng);
+void ra_droppath_backward(float *dx, const float *dy, const uint8_t *keep,
+                          int b, int64_t n, float p);
+
+/* The patch grid of an H x W image cut into P x P patches: gh = H / P,
+ * gw = W / P when both divide. If they do not: with pad != 0 the image is
+ * zero-padded at the bottom/right to a multiple of P, as the PatchEmbed of
+ * the Swin detection/video backbones does (gh = ceil(H / P)); with pad == 0
+ * (the classification models, which assert the size) it is RA_ERR_SHAPE.
+ * RA_ERR_ARG for sizes < 1 or a grid too large. */
+ra_status ra_patch_grid(int *gh, int *gw, int h, int w, int p, int pad);
+
+/* Patch embedding, Conv2d(Cin, E, kernel_size=P, stride=P) followed by
+ * flatten(2).transpose(1, 2), as Swin's and ViT's PatchEmbed:
+ *   x (B, Cin, H, W) -> y (B, L, E), L = gh * gw tokens row-major,
+ *   weight (E, Cin, P, P), bias (E) or NULL.
+ * It gathers the patches into cols (B, L, Cin*P*P), column c*P*P + ky*P +
+ * kx (zeros in the padding), then runs ra_linear_forward with the weight
+ * seen as (E, Cin*P*P). Keep cols for the backward pass. Sizes and pad as
+ * ra_patch_grid, whose status is returned. */
+ra_status ra_patch_embed_forward(float *y, float *cols, const float *x,
+                                 const float *weight, const float *bias,
+                                 int b, int cin, int h, int w, int p, int e,
+                                 int pad);
+
+/* Gradients of ra_patch_embed_forward, ACCUMULATED: dweight (E, Cin, P, P)
+ * and dbias (E) from dy (B, L, E) and the saved cols, then dx (B, Cin, H, W)
+ * (the padding's gradient is dropped) through work (B, L, Cin*P*P), which
+ * may be the cols buffer itself (it is overwritten only after dweight is
+ * done). dx, dweight, dbias may be NULL; work is needed only for dx. */
+ra_status ra_patch_embed_backward(float *dx, float *dweight, float *dbias,
+                                  float *work, const float *dy,
+                                  const float *cols, const float *weight,
+                                  int b, int cin, int h, int w, int p, int e,
+                                  int pad);
+
+/* Swin's PatchMerging gather: x (B, H, W, C) -> y (B, H2 * W2, 4C),
+ * H2 = ceil(H / 2), W2 = ceil(W / 2), odd sizes zero-padded at the
+ * bottom/right (as the detection backbone; the classification model needs
+ * even sizes). Channels of token (i, j), in the official order:
+ *   [x(2i, 2j), x(2i+1, 2j), x(2i, 2j+1), x(2i+1, 2j+1)]
+ * (x0 = x[0::2, 0::2], x1 = x[1::2, 0::2], x2 = x[0::2, 1::2],
+ * x3 = x[1::2, 1::2]). RA_ERR_ARG for sizes < 1.
+ * Backward, ACCUMULATED: dx (B, H, W, C) += the scatter of dy. */
+ra_status ra_patch_merge_forward(float *y, const float *x, int b, int h, int w,
+                                 int c);
+ra_status ra_patch_merge_backward(float *dx, const float *dy, int b, int h,
+                                  int w, int c);
+
+/* AdamW, exactly torch.optim.AdamW (amsgrad off, maximize off) on one
+ * parameter tensor; call it for every tensor with the same step:
+ *   p *= 1 - lr * wd                              (decoupled weight decay)
+ *   m = beta1 * m + (1 - beta1) * g
+ *   v = beta2 * v + (1 - beta2) * g * g
+ *   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+ * in float32 with the scalar factors computed in double, as PyTorch does.
+ * param, m, v, grad (n); m and v start at 0; step t >= 1 counts the
+ * optimiser steps taken including this one. decay == 0 skips the weight
+ * decay (the parameter groups of Swin's set_weight_decay, see
+ * ra_param_no_decay). RA_ERR_ARG for t < 1 or n < 0. torch's defaults are
+ * lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 1e-2; Swin trains
+ * with weight_decay 0.05. */
+typedef struct ra_adamw_config {
+    double lr, beta1, beta2, eps, weight_decay;
+} ra_adamw_config;
+
+ra_status ra_adamw_step(float *param, float *m, float *v, const float *grad,
+                        int64_t n, int64_t step, const ra_adamw_config *cfg,
+                        int decay);
+
+/* 1 if the parameter of this PyTorch state_dict name takes no weight decay
+ * (Swin's convention): names ending in ".bias" or containing "norm",
+ * "relative_position_bias_table", "absolute_pos_embed", "cls_token",
+ * "pos_embed", "relative_keys" or "relative_values"; 0 otherwise (and for
+ * NULL). Swin also exempts every 1-D tensor; in Swin and ViT those are all
+ * biases and norm weights, which the names already cover. */
+int ra_param_no_decay(const char *name);
+
+/* torch.nn.utils.clip_grad_norm_(params, max_norm) with the 2-norm over
+ * several tensors: total = || (||g_0||, ||g_1||, ...) ||, then every
+ * g_i (sizes[i]) is multiplied by min(1, max_norm / (total + 1e-6)).
+ * Returns the total norm before clipping. As in PyTorch, a non-finite
+ * total makes the factor 0 (inf) or NaN (NaN): check the returned norm
+ * before stepping. NULL entries are skipped. */
+float ra_clip_grad_norm(float *const *grads, const int64_t *sizes, int count,
+                        float max_norm);
+
+/* The learning rate of optimiser step t (0-based: the step about to be
+ * taken) under timm's CosineLRScheduler(t_initial, lr_min=min_lr,
+ * warmup_t=warmup, warmup_lr_init=warmup_lr, cycle_limit=1,
+ * t_in_epochs=False), as Swin's build_scheduler sets it per step:
+ *   t < warmup:  warmup_lr + t * (base_lr - warmup_lr) / warmup
+ *   otherwise:   u = t - warmup and T = total - warmup if warmup_prefix
+ *                (Swin's WARMUP_PREFIX, the default of its config),
+ *                u = t and T = total if not (timm's default);
+ *                u < T:  min_lr + 0.5 * (base_lr - min_lr) * (1 + cos(pi * u / T))
+ *                u >= T: min_lr  (and min_lr if T < 1)
+ * all in double. */
+double ra_lr_cosine(int64_t t, int64_t total, int64_t warmup, double base_lr,
+                    double min_lr, double warmup_lr, int warmup_prefix);
 
 /* ------------------------------------------------------------------------ */
 /* 6. safetensors files (SPEC 3.1)                                          */
@@ -388,6 +674,25 @@ ra_status ra_model_from_file(ra_model **out, const ra_st_file *f);
 void ra_model_free(ra_model *m);
 ra_arch ra_model_arch(const ra_model *m);
 const ra_attn_layer *ra_model_attn(const ra_model *m);
+
+/* The parameters, in a fixed order, as one flat F32 buffer of
+ * ra_model_param_total() floats; each has its state_dict() name. Changing
+ * the weights in place (training) changes the model. */
+typedef struct ra_param_info {
+    const char *name;
+    int ndim;
+    int64_t shape[2];
+    int64_t offset, numel;   /* floats, into the flat buffer */
+} ra_param_info;
+int ra_model_param_count(const ra_model *m);
+const ra_param_info *ra_model_param(const ra_model *m, int i);
+int64_t ra_model_param_total(const ra_model *m);
+float *ra_model_weights(ra_model *m);
+
+/* Point g into flat (ra_model_param_total() floats, laid out like the
+ * weights) so that ra_attn_layer_backward accumulates each parameter's
+ * gradient at that parameter's offset. */
+void ra_model_attn_grads(const ra_model *m, float *flat, ra_attn_grads *g);
 
 #ifdef __cplusplus
 }

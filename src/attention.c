@@ -116,3 +116,110 @@ ra_status ra_attention_forward(float *out, int ldo, float *attn,
     }
     return RA_OK;
 }
+
+/* ---- backward ------------------------------------------------------------
+ * Workspace: the gathered bias, then per thread the kernel's scratch and its
+ * private accumulators for the shared parameters (the bias gradient per
+ * head, the Shaw tables). Threads never write the same gradient: dq, dk and
+ * dv of a task are its own (window, head) columns, and the shared ones are
+ * reduced once at the end, so the hot loop has no atomics. */
+static const ra_attn_kernel *backward_kernel(void) {
+    const ra_attn_kernel *k = ra_kernel_active();
+    return k->backward ? k : &ra_kernel_ref;
+}
+
+typedef struct {
+    size_t scratch, dbias, drel, total;   /* floats, each rounded to 16 */
+} bslice;
+
+static bslice backward_slice(const ra_attn_desc *d, int want_dtable, int want_drel) {
+    const int r = (d->rel_k || d->rel_v) ? d->r : 0;
+    bslice s;
+    s.scratch = round16(backward_kernel()->backward_work_floats(d->n1, d->n2, d->hd, r));
+    s.dbias = want_dtable && d->table ? round16(bias_floats(d)) : 0;
+    s.drel = want_drel ? round16((size_t)r * d->hd) : 0;
+    s.total = s.scratch + s.dbias + 2 * s.drel;
+    return s;
+}
+
+size_t ra_attention_backward_workspace_size(const ra_attn_desc *d, int nthreads) {
+    if (!d || nthreads < 1) return 0;
+    return (round16(bias_floats(d)) + (size_t)nthreads * backward_slice(d, 1, 1).total) *
+           sizeof(float);
+}
+
+ra_status ra_attention_backward(float *dq, int lddq, float *dk, int lddk, float *dv, int lddv,
+                                float *dtable, float *drel_k, float *drel_v,
+                                const float *dout, int lddo,
+                                const float *q, int ldq, const float *k, int ldk,
+                                const float *v, int ldv, const ra_attn_desc *d,
+                                void *work, size_t work_size) {
+    ra_status st = ra_attention_check(d);
+    if (st) return st;
+    const int C = d->nh * d->hd;
+    if (!dq || !dk || !dv || !dout || !q || !k || !v || !work)
+        return ra_fail(RA_ERR_ARG, "attention backward: missing buffer");
+    if (lddq < C || lddk < C || lddv < C || lddo < C || ldq < C || ldk < C || ldv < C)
+        return ra_fail(RA_ERR_ARG, "attention backward: a row stride is below C=%d", C);
+    int nt = ra_threads_get();
+    const int ntasks = d->b_ * d->nh;
+    if (nt > ntasks) nt = ntasks;
+    if (work_size < ra_attention_backward_workspace_size(d, nt))
+        return ra_fail(RA_ERR_ARG, "attention backward: workspace of %zu bytes, %zu needed",
+                       work_size, ra_attention_backward_workspace_size(d, nt));
+    if (!d->table) dtable = NULL;
+    if (!d->rel_k) drel_k = NULL;
+    if (!d->rel_v) drel_v = NULL;
+
+    const ra_attn_kernel *kern = backward_kernel();
+    const size_t nn = (size_t)d->n1 * d->n2, hdr = (size_t)d->r * d->hd;
+    const bslice sl = backward_slice(d, dtable != NULL, drel_k || drel_v);
+    float *bias = work;
+    float *slices = bias + round16(bias_floats(d));
+    if (d->table)
+        for (int h = 0; h < d->nh; h++)
+            for (size_t e = 0; e < nn; e++)
+                bias[h * nn + e] = d->table[(size_t)d->idx[e] * d->nh + h];
+    for (int t = 0; t < nt; t++)   /* the private accumulators start at zero */
+        memset(slices + t * sl.total + sl.scratch, 0,
+               (sl.dbias + 2 * sl.drel) * sizeof(float));
+
+    #pragma omp parallel for num_threads(nt) schedule(static)
+    for (int task = 0; task < ntasks; task++) {
+        const int b = task / d->nh, h = task % d->nh;
+        const size_t off = (size_t)h * d->hd;
+        float *mine = slices + (size_t)omp_get_thread_num() * sl.total;
+        float *acc = mine + sl.scratch;
+        ra_attn_task t = {
+            .n1 = d->n1, .n2 = d->n2, .hd = d->hd, .scale = d->scale,
+            .q = q + (size_t)b * d->n1 * ldq + off, .ldq = ldq,
+            .k = k + (size_t)b * d->n2 * ldk + off, .ldk = ldk,
+            .v = v + (size_t)b * d->n2 * ldv + off, .ldv = ldv,
+            .bias = d->table ? bias + h * nn : NULL,
+            .mask = d->mask ? d->mask + (size_t)(b % d->nw) * nn : NULL,
+            .rel_k = d->rel_k, .rel_v = d->rel_v, .rel = d->rel, .r = d->r,
+            .work = mine,
+            .dout = dout + (size_t)b * d->n1 * lddo + off, .lddo = lddo,
+            .dq = dq + (size_t)b * d->n1 * lddq + off, .lddq = lddq,
+            .dk = dk + (size_t)b * d->n2 * lddk + off, .lddk = lddk,
+            .dv = dv + (size_t)b * d->n2 * lddv + off, .lddv = lddv,
+            .dbias = dtable ? acc + h * nn : NULL,
+            .drel_k = drel_k ? acc + sl.dbias : NULL,
+            .drel_v = drel_v ? acc + sl.dbias + sl.drel : NULL,
+        };
+        kern->backward(&t);
+    }
+
+    /* reduce the threads' accumulators once; the bias gradient goes back
+     * through the index: dtable[idx[i,j], h] += dbias[h, i, j] */
+    for (int t = 0; t < nt; t++) {
+        const float *acc = slices + t * sl.total + sl.scratch;
+        if (dtable)
+            for (int h = 0; h < d->nh; h++)
+                for (size_t e = 0; e < nn; e++)
+                    dtable[(size_t)d->idx[e] * d->nh + h] += acc[h * nn + e];
+        for (size_t e = 0; drel_k && e < hdr; e++) drel_k[e] += acc[sl.dbias + e];
+        for (size_t e = 0; drel_v && e < hdr; e++) drel_v[e] += acc[sl.dbias + sl.drel + e];
+    }
+    return RA_OK;
+}

@@ -10,14 +10,21 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#define RA_MODEL_MAX_PARAMS 12
+
 struct ra_model {
     ra_attn_config cfg;
     float *weights;        /* every parameter, in the order of spec_of() */
+    int64_t total;         /* floats in weights */
+    int nparams;
+    ra_param_info params[RA_MODEL_MAX_PARAMS];
+    size_t grad_field[RA_MODEL_MAX_PARAMS];   /* offsetof(ra_attn_grads, ...) */
     ra_attn_layer *attn;
 };
 
@@ -120,35 +127,40 @@ static ra_status config_from_meta(ra_attn_config *c, const ra_st_file *f) {
 
 /* ---- tensors ------------------------------------------------------------ */
 
-/* What the configuration implies: name, shape, and where the F32 copy goes. */
+/* What the configuration implies: name, shape, and where the F32 copy (and
+ * later its gradient) goes: the same field of ra_attn_params and
+ * ra_attn_grads, which list their pointers in the same order. */
 typedef struct {
     const char *name;
     int ndim;
     int64_t shape[2];
-    const float **dst;
+    size_t field;          /* offsetof(ra_attn_params, X) */
+    size_t grad_field;     /* offsetof(ra_attn_grads, X)  */
     int optional;          /* shaw tables: either may be absent */
 } tensor_spec;
 
-static int spec_of(tensor_spec *s, const ra_attn_config *c, ra_attn_params *p, int64_t rows) {
+static int spec_of(tensor_spec *s, const ra_attn_config *c, int64_t rows) {
     const int64_t C = c->dim, hd = c->dim / c->num_heads;
     int n = 0;
-#define ADD(nm, nd, a, b, d, opt) s[n++] = (tensor_spec){nm, nd, {a, b}, d, opt}
+#define ADD(nm, nd, a, b, f, opt)                                                         \
+    s[n++] = (tensor_spec){nm, nd, {a, b}, offsetof(ra_attn_params, f),                    \
+                           offsetof(ra_attn_grads, f), opt}
     if (c->arch == RA_ARCH_WINDOW_ATTENTION_3D) {
-        ADD("q.weight", 2, C, C, &p->q_w, 0);
-        if (c->qkv_bias) ADD("q.bias", 1, C, 0, &p->q_b, 0);
-        ADD("kv.weight", 2, 2 * C, C, &p->kv_w, 0);
-        if (c->qkv_bias) ADD("kv.bias", 1, 2 * C, 0, &p->kv_b, 0);
+        ADD("q.weight", 2, C, C, q_w, 0);
+        if (c->qkv_bias) ADD("q.bias", 1, C, 0, q_b, 0);
+        ADD("kv.weight", 2, 2 * C, C, kv_w, 0);
+        if (c->qkv_bias) ADD("kv.bias", 1, 2 * C, 0, kv_b, 0);
     } else {
-        ADD("qkv.weight", 2, 3 * C, C, &p->qkv_w, 0);
-        if (c->qkv_bias) ADD("qkv.bias", 1, 3 * C, 0, &p->qkv_b, 0);
+        ADD("qkv.weight", 2, 3 * C, C, qkv_w, 0);
+        if (c->qkv_bias) ADD("qkv.bias", 1, 3 * C, 0, qkv_b, 0);
     }
-    ADD("proj.weight", 2, C, C, &p->proj_w, 0);
-    ADD("proj.bias", 1, C, 0, &p->proj_b, 0);
+    ADD("proj.weight", 2, C, C, proj_w, 0);
+    ADD("proj.bias", 1, C, 0, proj_b, 0);
     if (c->arch == RA_ARCH_WINDOW_ATTENTION || c->arch == RA_ARCH_WINDOW_ATTENTION_3D)
-        ADD("relative_position_bias_table", 2, rows, c->num_heads, &p->table, 0);
+        ADD("relative_position_bias_table", 2, rows, c->num_heads, table, 0);
     if (c->arch == RA_ARCH_SHAW_ATTENTION) {
-        ADD("relative_keys", 2, 2 * (int64_t)c->max_rel + 1, hd, &p->rel_k, 1);
-        ADD("relative_values", 2, 2 * (int64_t)c->max_rel + 1, hd, &p->rel_v, 1);
+        ADD("relative_keys", 2, 2 * (int64_t)c->max_rel + 1, hd, rel_k, 1);
+        ADD("relative_values", 2, 2 * (int64_t)c->max_rel + 1, hd, rel_v, 1);
     }
 #undef ADD
     return n;
@@ -221,11 +233,11 @@ ra_status ra_model_from_file(ra_model **out, const ra_st_file *f) {
     if (!m) return ra_fail(RA_ERR_NOMEM, "model: out of memory");
     m->cfg = cfg;
     ra_attn_params p = {0};
-    tensor_spec spec[12];
-    const int ns = spec_of(spec, &cfg, &p, rows);
+    tensor_spec spec[RA_MODEL_MAX_PARAMS];
+    const int ns = spec_of(spec, &cfg, rows);
 
     /* every tensor of the file is expected, or the saved index */
-    const ra_st_tensor *found[12] = {0}, *saved_index = NULL;
+    const ra_st_tensor *found[RA_MODEL_MAX_PARAMS] = {0}, *saved_index = NULL;
     for (int i = 0; i < ra_st_count(f) && !st; i++) {
         const ra_st_tensor *t = ra_st_at(f, i);
         int s = 0;
@@ -256,12 +268,19 @@ ra_status ra_model_from_file(ra_model **out, const ra_st_file *f) {
         st = ra_fail(RA_ERR_FORMAT, "shaw_attention needs relative_keys and/or relative_values");
     if (!st && !(m->weights = ra_alloc(total, sizeof(float))))
         st = ra_fail(RA_ERR_NOMEM, "model: out of memory for %zu weights", total);
-    float *w = m->weights;
+    m->total = (int64_t)total;
+    int64_t off = 0;
     for (int s = 0; s < ns && !st; s++) {
-        if (!found[s]) continue;
-        st = ra_st_to_f32(w, found[s]);
-        *spec[s].dst = w;
-        w += found[s]->numel;
+        const ra_st_tensor *t = found[s];
+        if (!t) continue;
+        st = ra_st_to_f32(m->weights + off, t);
+        *(const float **)((char *)&p + spec[s].field) = m->weights + off;
+        ra_param_info *pi = &m->params[m->nparams];
+        *pi = (ra_param_info){.name = spec[s].name, .ndim = spec[s].ndim,
+                              .offset = off, .numel = t->numel};
+        memcpy(pi->shape, spec[s].shape, sizeof spec[s].shape);
+        m->grad_field[m->nparams++] = spec[s].grad_field;
+        off += t->numel;
     }
     if (!st) st = ra_attn_layer_create(&m->attn, &cfg, &p);
     if (!st && saved_index) st = check_saved_index(saved_index, m->attn);
@@ -294,3 +313,19 @@ void ra_model_free(ra_model *m) {
 ra_arch ra_model_arch(const ra_model *m) { return m ? m->cfg.arch : RA_ARCH_NONE; }
 
 const ra_attn_layer *ra_model_attn(const ra_model *m) { return m ? m->attn : NULL; }
+
+int ra_model_param_count(const ra_model *m) { return m ? m->nparams : 0; }
+
+const ra_param_info *ra_model_param(const ra_model *m, int i) {
+    return m && i >= 0 && i < m->nparams ? &m->params[i] : NULL;
+}
+
+int64_t ra_model_param_total(const ra_model *m) { return m ? m->total : 0; }
+
+float *ra_model_weights(ra_model *m) { return m ? m->weights : NULL; }
+
+void ra_model_attn_grads(const ra_model *m, float *flat, ra_attn_grads *g) {
+    memset(g, 0, sizeof *g);
+    for (int i = 0; m && flat && i < m->nparams; i++)
+        *(float **)((char *)g + m->grad_field[i]) = flat + m->params[i].offset;
+}

@@ -25,6 +25,64 @@ static int open_case(ra_st_file **f, const char *dir, const char *name, const ch
     return st == RA_OK;
 }
 
+/* Gradients from PyTorch autograd for the fixture's dy: every input and
+ * parameter gradient, within 1e-4 relative. Run twice to see that they
+ * accumulate. */
+static void check_backward(const char *name, ra_model *m, const ra_st_file *in,
+                           const ra_st_file *ex, const float *x, const float *kv,
+                           const float *mask, int b_, int n1, int n2, int nw) {
+    const ra_attn_layer *l = ra_model_attn(m);
+    const int C = ra_attn_layer_config(l)->dim;
+    const ra_st_tensor *tdy;
+    float *dy = load_f32(in, "dy", &tdy);
+    CHECK(dy != NULL, "%s: no dy", name);
+    if (!dy) return;
+    const int64_t total = ra_model_param_total(m);
+    float *gflat = calloc((size_t)total, sizeof(float));
+    float *dx = calloc((size_t)b_ * n1 * C, sizeof(float));
+    float *dkv = calloc((size_t)b_ * n2 * C, sizeof(float));
+    float *y = malloc(sizeof(float) * (size_t)b_ * n1 * C);
+    ra_attn_grads g;
+    ra_model_attn_grads(m, gflat, &g);
+    for (int round = 1; round <= 2; round++) {
+        ra_threads_set(round);   /* 1 thread, then 2: the same sums */
+        ra_status st = ra_attn_layer_backward(l, dx, kv ? dkv : NULL, &g, y, dy, x, kv, b_,
+                                              n1, n2, mask, nw);
+        CHECK(st == RA_OK, "%s: backward: %s", name, ra_last_error());
+    }
+    ra_threads_set(0);
+    /* two rounds accumulated: halve, then compare */
+    for (int64_t e = 0; e < total; e++) gflat[e] *= 0.5f;
+    for (int64_t e = 0; e < (int64_t)b_ * n1 * C; e++) dx[e] *= 0.5f;
+    for (int64_t e = 0; e < (int64_t)b_ * n2 * C; e++) dkv[e] *= 0.5f;
+    char what[512];
+    const char *xg = ra_st_find(ex, "grad.x") ? "grad.x" : "grad.q";
+    const ra_st_tensor *t;
+    float *want = load_f32(ex, xg, &t);
+    CHECK(want && t->numel == (int64_t)b_ * n1 * C, "%s: %s missing", name, xg);
+    snprintf(what, sizeof what, "%s %s", name, xg);
+    if (want) CHECK_CLOSE(dx, want, t->numel, 1e-4, 1e-5, what);
+    free(want);
+    if (kv) {
+        want = load_f32(ex, "grad.kv", &t);
+        CHECK(want != NULL, "%s: grad.kv missing", name);
+        snprintf(what, sizeof what, "%s grad.kv", name);
+        if (want) CHECK_CLOSE(dkv, want, t->numel, 1e-4, 1e-5, what);
+        free(want);
+    }
+    for (int i = 0; i < ra_model_param_count(m); i++) {
+        const ra_param_info *p = ra_model_param(m, i);
+        char gname[128];
+        snprintf(gname, sizeof gname, "grad.%s", p->name);
+        want = load_f32(ex, gname, &t);
+        CHECK(want && t->numel == p->numel, "%s: %s missing or wrong size", name, gname);
+        snprintf(what, sizeof what, "%s %s", name, gname);
+        if (want && t->numel == p->numel) CHECK_CLOSE(gflat + p->offset, want, p->numel, 1e-4, 1e-5, what);
+        free(want);
+    }
+    free(dy), free(gflat), free(dx), free(dkv), free(y);
+}
+
 static void run_case(const char *dir, const char *name) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s.model.safetensors", dir, name);
@@ -71,6 +129,7 @@ static void run_case(const char *dir, const char *name) {
             }
         }
         ra_threads_set(0);
+        check_backward(name, m, in, ex, x, kv, mask, b_, n1, n2, nw);
         free(y), free(a);
     }
     free(x), free(kv), free(mask), free(yw), free(aw);

@@ -25,12 +25,22 @@ typedef struct ra_attn_task {
     const int32_t *rel;          /* (N1, N2) in 0..R-1 when a table is used */
     int r;
     float *work;                 /* work_floats() floats, 64-byte aligned   */
+    /* backward only: gradients, all accumulated (+=) */
+    const float *dout; int lddo; /* (N1, hd) gradient of out               */
+    float *dq; int lddq;         /* (N1, hd)                                */
+    float *dk; int lddk;         /* (N2, hd)                                */
+    float *dv; int lddv;         /* (N2, hd)                                */
+    float *dbias;                /* (N1, N2) this thread's, for head h, or NULL */
+    float *drel_k, *drel_v;      /* (R, hd) this thread's, or NULL          */
 } ra_attn_task;
 
 typedef struct ra_attn_kernel {
     const char *name;
     void (*forward)(const ra_attn_task *t);
     size_t (*work_floats)(int n1, int n2, int hd, int r);
+    /* NULL: the framework uses the reference kernel's backward */
+    void (*backward)(const ra_attn_task *t);
+    size_t (*backward_work_floats)(int n1, int n2, int hd, int r);
 } ra_attn_kernel;
 
 extern const ra_attn_kernel ra_kernel_ref;

@@ -76,4 +76,104 @@ static void ref_forward(const ra_attn_task *t) {
     }
 }
 
-const ra_attn_kernel ra_kernel_ref = {"ref", ref_forward, ref_work_floats};
+/* Backward of one (b, h), recomputing p row by row from q and k (nothing is
+ * saved by the forward). With do_i the gradient of o_i:
+ *   dp_ij = do_i·(v_j + rel_v[rel_ij])      dv_j += p_ij do_i
+ *   ds_ij = p_ij (dp_ij - sum_j p_ij dp_ij)  (softmax backward)
+ *   dbias_ij += ds_ij                         (scattered into the table later)
+ *   dq_i += scale sum_j ds_ij (k_j + rel_k[rel_ij]),  dk_j += scale ds_ij q_i
+ * and the Shaw tables through R buckets, as in the forward:
+ *   drel_v[m] += (sum_{j: rel_ij = m} p_ij) do_i
+ *   drel_k[m] += scale (sum_{j: rel_ij = m} ds_ij) q_i */
+static size_t ref_backward_work_floats(int n1, int n2, int hd, int r) {
+    (void)n1; (void)hd;
+    return 2 * (size_t)n2 + 4 * (size_t)r;
+}
+
+static void ref_backward(const ra_attn_task *t) {
+    const int n2 = t->n2, hd = t->hd, r = t->r;
+    float *s = t->work;          /* (N2) logits, then p */
+    float *dp = s + n2;          /* (N2) dp, then ds    */
+    float *qr = dp + n2;         /* (R) q·rel_k         */
+    float *dor = qr + r;         /* (R) do·rel_v        */
+    float *pb = dor + r;         /* (R) p buckets       */
+    float *dsb = pb + r;         /* (R) ds buckets      */
+    for (int i = 0; i < t->n1; i++) {
+        const float *qi = t->q + (size_t)i * t->ldq;
+        const float *doi = t->dout + (size_t)i * t->lddo;
+        float *dqi = t->dq + (size_t)i * t->lddq;
+        const int32_t *reli = t->rel ? t->rel + (size_t)i * n2 : NULL;
+        /* the forward's logits and probabilities, recomputed */
+        if (t->rel_k)
+            for (int m = 0; m < r; m++) {
+                float acc = 0;
+                for (int d = 0; d < hd; d++) acc += qi[d] * t->rel_k[(size_t)m * hd + d];
+                qr[m] = acc;
+            }
+        for (int j = 0; j < n2; j++) {
+            const float *kj = t->k + (size_t)j * t->ldk;
+            float acc = 0;
+            for (int d = 0; d < hd; d++) acc += qi[d] * kj[d];
+            if (t->rel_k) acc += qr[reli[j]];
+            float l = t->scale * acc;
+            if (t->bias) l += t->bias[(size_t)i * n2 + j];
+            if (t->mask) l += t->mask[(size_t)i * n2 + j];
+            s[j] = l;
+        }
+        ra_softmax_row(s, n2);
+
+        /* dp, dv, and the value table */
+        if (t->rel_v)
+            for (int m = 0; m < r; m++) {
+                float acc = 0;
+                for (int d = 0; d < hd; d++) acc += doi[d] * t->rel_v[(size_t)m * hd + d];
+                dor[m] = acc;
+                pb[m] = 0;
+            }
+        float dot = 0;   /* sum_j p_j dp_j */
+        for (int j = 0; j < n2; j++) {
+            const float *vj = t->v + (size_t)j * t->ldv;
+            float *dvj = t->dv + (size_t)j * t->lddv;
+            float acc = 0;
+            for (int d = 0; d < hd; d++) {
+                acc += doi[d] * vj[d];
+                dvj[d] += s[j] * doi[d];
+            }
+            if (t->rel_v) {
+                acc += dor[reli[j]];
+                pb[reli[j]] += s[j];
+            }
+            dp[j] = acc;
+            dot += s[j] * acc;
+        }
+        if (t->drel_v)
+            for (int m = 0; m < r; m++)
+                for (int d = 0; d < hd; d++) t->drel_v[(size_t)m * hd + d] += pb[m] * doi[d];
+
+        /* ds, then dq, dk, the bias and the key table */
+        for (int j = 0; j < n2; j++) dp[j] = s[j] * (dp[j] - dot);
+        if (t->dbias)
+            for (int j = 0; j < n2; j++) t->dbias[(size_t)i * n2 + j] += dp[j];
+        if (t->rel_k) {
+            for (int m = 0; m < r; m++) dsb[m] = 0;
+            for (int j = 0; j < n2; j++) dsb[reli[j]] += dp[j];
+            for (int m = 0; m < r; m++)
+                for (int d = 0; d < hd; d++) {
+                    dqi[d] += t->scale * dsb[m] * t->rel_k[(size_t)m * hd + d];
+                    if (t->drel_k) t->drel_k[(size_t)m * hd + d] += t->scale * dsb[m] * qi[d];
+                }
+        }
+        for (int j = 0; j < n2; j++) {
+            const float *kj = t->k + (size_t)j * t->ldk;
+            float *dkj = t->dk + (size_t)j * t->lddk;
+            const float g = t->scale * dp[j];
+            for (int d = 0; d < hd; d++) {
+                dqi[d] += g * kj[d];
+                dkj[d] += g * qi[d];
+            }
+        }
+    }
+}
+
+const ra_attn_kernel ra_kernel_ref = {"ref", ref_forward, ref_work_floats, ref_backward,
+                                      ref_backward_work_floats};

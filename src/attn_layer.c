@@ -1,4 +1,4 @@
-/* layer.c - the seed attention modules: projections around the core.
+/* attn_layer.c - the seed attention modules: projections around the core.
  *
  *   vit_attention, window_attention, shaw_attention:
  *       qkv = x Wqkv^T + b  ->  core(q, k, v)  ->  y = out Wproj^T + b
@@ -154,69 +154,136 @@ ra_status ra_attn_layer_check_tokens(const ra_attn_layer *l, int n1, int n2) {
     return RA_OK;
 }
 
-ra_status ra_attn_layer_forward(const ra_attn_layer *l, float *y, float *attn,
-                                const float *x, const float *kv, int b_, int n1, int n2,
-                                const float *mask, int nw) {
-    if (!l || !y || !x) return ra_fail(RA_ERR_ARG, "attention forward: NULL argument");
+/* ---- forward and backward share one pass -------------------------------
+ * pass_begin validates, projects and runs the core forward into obuf (the
+ * attention output before proj); the forward then applies proj, the
+ * backward goes back through proj, the core and the projections. */
+typedef struct {
+    ra_attn_desc d;
+    int32_t *rel;            /* Shaw clip index (N, N), per call */
+    float *scratch;          /* one block for everything below */
+    float *qbuf, *kvbuf;     /* projections: (rows1, 3C) or (rows1, C) + (rows2, 2C) */
+    float *obuf;             /* (rows1, C) */
+    float *dqbuf, *dkvbuf, *dobuf;   /* backward: gradients of the three above */
+    void *work;
+    size_t wbytes;
+    const float *q, *k, *v;
+    int ldq, ldkv;
+    int64_t rows1, rows2;
+} pass;
+
+static void pass_end(pass *ps) {
+    ra_free(ps->scratch);
+    ra_free(ps->rel);
+}
+
+static size_t up16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+static ra_status pass_begin(pass *ps, const ra_attn_layer *l, float *attn, const float *x,
+                            const float *kv, int b_, int n1, int n2, const float *mask,
+                            int nw, int backward) {
+    memset(ps, 0, sizeof *ps);
+    if (!l || !x) return ra_fail(RA_ERR_ARG, "attention layer: NULL argument");
     if (kv && l->cfg.arch != RA_ARCH_WINDOW_ATTENTION_3D)
         return ra_fail(RA_ERR_ARG, "%s takes no separate key/value input",
                        ra_arch_name(l->cfg.arch));
     if (b_ < 1) return ra_fail(RA_ERR_SHAPE, "batch B_ = %d must be >= 1", b_);
     ra_status st = ra_attn_layer_check_tokens(l, n1, n2);
     if (st) return st;
-    const int C = l->cfg.dim, nh = l->cfg.num_heads, hd = l->hd;
-    const int is3d = l->cfg.arch == RA_ARCH_WINDOW_ATTENTION_3D;
-    int64_t rows1 = (int64_t)b_ * n1, rows2 = (int64_t)b_ * n2, big;
-    if (!ra_mul_i64(&big, rows1 > rows2 ? rows1 : rows2, 3 * (int64_t)C) || big > ((int64_t)1 << 40))
+    const int C = l->cfg.dim, is3d = l->cfg.arch == RA_ARCH_WINDOW_ATTENTION_3D;
+    ps->rows1 = (int64_t)b_ * n1, ps->rows2 = (int64_t)b_ * n2;
+    int64_t big;
+    if (!ra_mul_i64(&big, ps->rows1 > ps->rows2 ? ps->rows1 : ps->rows2, 3 * (int64_t)C) ||
+        big > ((int64_t)1 << 40))
         return ra_fail(RA_ERR_SHAPE, "input of %d x %d tokens is too large", b_, n1);
 
-    ra_attn_desc d = {.b_ = b_, .nh = nh, .n1 = n1, .n2 = n2, .hd = hd, .scale = l->scale,
-                      .mask = mask, .nw = nw};
-    int32_t *rel = NULL;
-    if (l->idx) {
-        d.table = l->p.table;
-        d.idx = l->idx;
-        d.table_rows = l->table_rows;
-    }
+    ra_attn_desc *d = &ps->d;
+    *d = (ra_attn_desc){.b_ = b_, .nh = l->cfg.num_heads, .n1 = n1, .n2 = n2, .hd = l->hd,
+                        .scale = l->scale, .mask = mask, .nw = nw};
+    if (l->idx) d->table = l->p.table, d->idx = l->idx, d->table_rows = l->table_rows;
     if (l->cfg.arch == RA_ARCH_SHAW_ATTENTION && (l->p.rel_k || l->p.rel_v)) {
-        rel = ra_alloc((size_t)n1 * n2, sizeof *rel);
-        if (!rel) return ra_fail(RA_ERR_NOMEM, "shaw index: out of memory");
-        st = ra_relpos_index_clip(rel, n1, l->cfg.max_rel);
-        if (st) { ra_free(rel); return st; }
-        d.rel = rel;
-        d.r = 2 * l->cfg.max_rel + 1;
-        d.rel_k = l->p.rel_k;
-        d.rel_v = l->p.rel_v;
+        if (!(ps->rel = ra_alloc((size_t)n1 * n2, sizeof *ps->rel)))
+            return ra_fail(RA_ERR_NOMEM, "shaw index: out of memory");
+        if ((st = ra_relpos_index_clip(ps->rel, n1, l->cfg.max_rel))) return pass_end(ps), st;
+        d->rel = ps->rel, d->r = 2 * l->cfg.max_rel + 1;
+        d->rel_k = l->p.rel_k, d->rel_v = l->p.rel_v;
     }
-    st = ra_attention_check(&d);
-    if (st) { ra_free(rel); return st; }
+    if ((st = ra_attention_check(d))) return pass_end(ps), st;
 
-    /* one scratch block: projections, attention output, core workspace */
     const int nt = ra_threads_get();
-    const size_t wbytes = ra_attention_workspace_size(&d, nt);
-    const size_t nq = (size_t)rows1 * (is3d ? C : 3 * C);
-    const size_t nkv = is3d ? (size_t)rows2 * 2 * C : 0;
-    const size_t no = (size_t)rows1 * C;
-    const size_t nf = nq + nkv + no + (wbytes + sizeof(float) - 1) / sizeof(float) + 48;
-    float *scratch = ra_alloc(nf, sizeof(float));
-    if (!scratch) { ra_free(rel); return ra_fail(RA_ERR_NOMEM, "attention forward: out of memory"); }
-    float *qbuf = scratch, *kvbuf = qbuf + nq, *obuf = kvbuf + nkv;
-    float *work = obuf + ((no + 15) & ~(size_t)15);
-
-    const float *q, *k, *v;
-    int ldq, ldkv;
-    if (is3d) {
-        ra_linear_forward(qbuf, x, l->p.q_w, l->p.q_b, rows1, C, C);
-        ra_linear_forward(kvbuf, kv ? kv : x, l->p.kv_w, l->p.kv_b, rows2, 2 * C, C);
-        q = qbuf, ldq = C, k = kvbuf, v = kvbuf + C, ldkv = 2 * C;
-    } else {
-        ra_linear_forward(qbuf, x, l->p.qkv_w, l->p.qkv_b, rows1, 3 * C, C);
-        q = qbuf, ldq = 3 * C, k = qbuf + C, v = qbuf + 2 * C, ldkv = 3 * C;
+    ps->wbytes = ra_attention_workspace_size(d, nt);
+    if (backward && ra_attention_backward_workspace_size(d, nt) > ps->wbytes)
+        ps->wbytes = ra_attention_backward_workspace_size(d, nt);
+    const size_t nq = up16((size_t)ps->rows1 * (is3d ? C : 3 * C));
+    const size_t nkv = is3d ? up16((size_t)ps->rows2 * 2 * C) : 0;
+    const size_t no = up16((size_t)ps->rows1 * C);
+    const size_t nact = nq + nkv + no;
+    const size_t nf = nact * (backward ? 2 : 1) + up16((ps->wbytes + 3) / 4);
+    if (!(ps->scratch = ra_alloc(nf, sizeof(float))))
+        return pass_end(ps), ra_fail(RA_ERR_NOMEM, "attention layer: out of memory");
+    ps->qbuf = ps->scratch, ps->kvbuf = ps->qbuf + nq, ps->obuf = ps->kvbuf + nkv;
+    float *next = ps->obuf + no;
+    if (backward) {
+        memset(next, 0, nact * sizeof(float));   /* gradients accumulate */
+        ps->dqbuf = next, ps->dkvbuf = ps->dqbuf + nq, ps->dobuf = ps->dkvbuf + nkv;
+        next += nact;
     }
-    st = ra_attention_forward(obuf, C, attn, q, ldq, k, ldkv, v, ldkv, &d, work, wbytes);
-    if (!st) ra_linear_forward(y, obuf, l->p.proj_w, l->p.proj_b, rows1, C, C);
-    ra_free(scratch);
-    ra_free(rel);
+    ps->work = next;
+
+    if (is3d) {
+        ra_linear_forward(ps->qbuf, x, l->p.q_w, l->p.q_b, ps->rows1, C, C);
+        ra_linear_forward(ps->kvbuf, kv ? kv : x, l->p.kv_w, l->p.kv_b, ps->rows2, 2 * C, C);
+        ps->q = ps->qbuf, ps->ldq = C;
+        ps->k = ps->kvbuf, ps->v = ps->kvbuf + C, ps->ldkv = 2 * C;
+    } else {
+        ra_linear_forward(ps->qbuf, x, l->p.qkv_w, l->p.qkv_b, ps->rows1, 3 * C, C);
+        ps->q = ps->qbuf, ps->ldq = 3 * C;
+        ps->k = ps->qbuf + C, ps->v = ps->qbuf + 2 * C, ps->ldkv = 3 * C;
+    }
+    st = ra_attention_forward(ps->obuf, C, attn, ps->q, ps->ldq, ps->k, ps->ldkv, ps->v,
+                              ps->ldkv, d, ps->work, ps->wbytes);
+    if (st) pass_end(ps);
     return st;
 }
 
+ra_status ra_attn_layer_forward(const ra_attn_layer *l, float *y, float *attn,
+                                const float *x, const float *kv, int b_, int n1, int n2,
+                                const float *mask, int nw) {
+    if (!y) return ra_fail(RA_ERR_ARG, "attention forward: NULL output");
+    pass ps;
+    ra_status st = pass_begin(&ps, l, attn, x, kv, b_, n1, n2, mask, nw, 0);
+    if (st) return st;
+    ra_linear_forward(y, ps.obuf, l->p.proj_w, l->p.proj_b, ps.rows1, l->cfg.dim, l->cfg.dim);
+    pass_end(&ps);
+    return RA_OK;
+}
+
+ra_status ra_attn_layer_backward(const ra_attn_layer *l, float *dx, float *dkv,
+                                 const ra_attn_grads *g, float *y, const float *dy,
+                                 const float *x, const float *kv, int b_, int n1, int n2,
+                                 const float *mask, int nw) {
+    static const ra_attn_grads none;
+    if (!dy) return ra_fail(RA_ERR_ARG, "attention backward: NULL dy");
+    if (!g) g = &none;
+    pass ps;
+    ra_status st = pass_begin(&ps, l, NULL, x, kv, b_, n1, n2, mask, nw, 1);
+    if (st) return st;
+    const int C = l->cfg.dim, is3d = l->cfg.arch == RA_ARCH_WINDOW_ATTENTION_3D;
+    if (y) ra_linear_forward(y, ps.obuf, l->p.proj_w, l->p.proj_b, ps.rows1, C, C);
+
+    ra_linear_backward(ps.dobuf, g->proj_w, g->proj_b, dy, ps.obuf, l->p.proj_w, ps.rows1, C, C);
+    float *dq = ps.dqbuf, *dk = is3d ? ps.dkvbuf : ps.dqbuf + C;
+    float *dv = is3d ? ps.dkvbuf + C : ps.dqbuf + 2 * C;
+    st = ra_attention_backward(dq, ps.ldq, dk, ps.ldkv, dv, ps.ldkv, g->table, g->rel_k,
+                               g->rel_v, ps.dobuf, C, ps.q, ps.ldq, ps.k, ps.ldkv, ps.v,
+                               ps.ldkv, &ps.d, ps.work, ps.wbytes);
+    if (!st && is3d) {
+        ra_linear_backward(dx, g->q_w, g->q_b, ps.dqbuf, x, l->p.q_w, ps.rows1, C, C);
+        ra_linear_backward(kv ? dkv : dx, g->kv_w, g->kv_b, ps.dkvbuf, kv ? kv : x, l->p.kv_w,
+                           ps.rows2, 2 * C, C);
+    } else if (!st) {
+        ra_linear_backward(dx, g->qkv_w, g->qkv_b, ps.dqbuf, x, l->p.qkv_w, ps.rows1, 3 * C, C);
+    }
+    pass_end(&ps);
+    return st;
+}

@@ -1,0 +1,297 @@
+/* avx2.c - the AVX2 + FMA attention kernel.
+ *
+ * Computes what ref.c computes, one (window, head) task at a time, in blocks
+ * of RB query rows so every value loaded from memory feeds RB FMAs:
+ *
+ *   1. K (N2, hd) is transposed once per task into Kt (hd, N2p), N2p = N2
+ *      rounded up to 8, zero padded. The logits of RB rows are then
+ *      sum_d broadcast(q_i[d]) * Kt[d][j..j+7]: no horizontal sums.
+ *      The Shaw key term q_i·rel_k^T (R numbers per row) is the same product
+ *      with a transposed rel_k, and is gathered by rel in the epilogue.
+ *   2. Epilogue + softmax per row, 8 columns at a time: scale, bias, mask,
+ *      padding lanes set to -inf, row max, a vectorised exp, row sum, 1/sum.
+ *   3. out_i = sum_j p_ij v_j with broadcast(p_ij) * v_j[d..d+15] FMAs,
+ *      accumulated in registers (RB rows x 16 columns = 8 ymm) over all j;
+ *      the Shaw value term continues the same accumulators with p summed
+ *      into R buckets by rel and rel_v as the "values".
+ * Nothing of size (N1, N2, hd) ever exists. Only the last chunk of a row of
+ * hd (hd % 8 columns) or N2 uses masked loads and stores; q, k, v, out are
+ * never assumed aligned. */
+#include "kernels.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#define RB 4   /* query rows per block: 4 rows x 2 vectors = 8 accumulators,
+                  enough independent FMAs to hide their latency */
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+static inline size_t round8(size_t n) { return (n + 7) & ~(size_t)7; }
+
+/* Lanes 0..n-1 set (all of them when n >= 8). */
+static inline __m256i lanes(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* Load / store the first min(n, 8) floats; the rest read as 0. */
+static inline __m256 load_n(const float *p, int n) {
+    return n >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lanes(n));
+}
+static inline void store_n(float *p, __m256 x, int n) {
+    if (n >= 8) _mm256_storeu_ps(p, x);
+    else _mm256_maskstore_ps(p, lanes(n), x);
+}
+
+static inline float hmax(__m256 x) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
+static inline float hsum(__m256 x) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+/* e^x for x <= 0 (softmax inputs; larger x up to 88 also work).
+ * x = n ln2 + r, |r| <= ln2/2, with ln2 split in two so n*ln2 loses no bits;
+ * e^r = 1 + r + r^2 P(r), P of degree 4 interpolating (e^r - 1 - r)/r^2 at
+ * Chebyshev nodes (polynomial error < 0.1 ulp, about 1 ulp after rounding);
+ * 2^n is built in the exponent field. Below ln(FLT_MIN) = -87.34 (where
+ * expf would give a subnormal) and for -inf the result is exactly 0;
+ * NaN stays NaN. */
+static inline __m256 exp_ps(__m256 x) {
+    const __m256 lo = _mm256_set1_ps(-87.33654f);
+    /* min/max return their second operand for NaN: this order keeps NaN */
+    __m256 xc = _mm256_min_ps(_mm256_set1_ps(88.0f), _mm256_max_ps(lo, x));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269502f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e43p-1f), xc);    /* ln2 hi */
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-0x1.05c61p-29f), r);          /* ln2 lo */
+    __m256 p = _mm256_set1_ps(0x1.6d10fcp-10f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0x1.120b62p-7f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0x1.55551ap-5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0x1.5554dep-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    return _mm256_andnot_ps(_mm256_cmp_ps(x, lo, _CMP_LT_OQ), y);
+}
+
+/* dst (cols, ldd) = src (rows, cols; row stride lds) transposed, with
+ * columns rows..round8(rows)-1 of dst zeroed. 8x8 blocks go through
+ * registers (unpack pairs, then quads, then swap 128-bit halves); the
+ * ragged edges are copied one by one. */
+static void transpose(float *dst, size_t ldd, const float *src, size_t lds, int rows, int cols) {
+    int r0 = 0;
+    for (; r0 + 8 <= rows; r0 += 8) {
+        int c0 = 0;
+        for (; c0 + 8 <= cols; c0 += 8) {
+            __m256 a[8], b[8];
+            for (int i = 0; i < 8; i++) a[i] = _mm256_loadu_ps(src + (size_t)(r0 + i) * lds + c0);
+            for (int i = 0; i < 8; i += 2) {
+                b[i] = _mm256_unpacklo_ps(a[i], a[i + 1]);
+                b[i + 1] = _mm256_unpackhi_ps(a[i], a[i + 1]);
+            }
+            for (int i = 0; i < 8; i += 4) {
+                a[i] = _mm256_shuffle_ps(b[i], b[i + 2], 0x44);
+                a[i + 1] = _mm256_shuffle_ps(b[i], b[i + 2], 0xEE);
+                a[i + 2] = _mm256_shuffle_ps(b[i + 1], b[i + 3], 0x44);
+                a[i + 3] = _mm256_shuffle_ps(b[i + 1], b[i + 3], 0xEE);
+            }
+            for (int i = 0; i < 4; i++) {
+                _mm256_storeu_ps(dst + (size_t)(c0 + i) * ldd + r0,
+                                 _mm256_permute2f128_ps(a[i], a[i + 4], 0x20));
+                _mm256_storeu_ps(dst + (size_t)(c0 + i + 4) * ldd + r0,
+                                 _mm256_permute2f128_ps(a[i], a[i + 4], 0x31));
+            }
+        }
+        for (; c0 < cols; c0++)
+            for (int i = 0; i < 8; i++) dst[(size_t)c0 * ldd + r0 + i] = src[(size_t)(r0 + i) * lds + c0];
+    }
+    for (int c = 0; c < cols; c++) {
+        for (int r = r0; r < rows; r++) dst[(size_t)c * ldd + r] = src[(size_t)r * lds + c];
+        for (int r = rows; r < (int)round8((size_t)rows); r++) dst[(size_t)c * ldd + r] = 0;
+    }
+}
+
+/* c[r][j] = sum_d a[r][d] * bt[d][j] for RB rows and ncols (a multiple of
+ * 8) columns: 16 columns at a time (8 accumulators), then 8. */
+static void rows_times_bt(float *c, size_t ldc, const float *const a[RB], int hd,
+                          const float *bt, size_t ldb, int ncols) {
+    int j = 0;
+    for (; j + 16 <= ncols; j += 16) {
+        __m256 acc[RB][2];
+#pragma GCC unroll 4
+        for (int r = 0; r < RB; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+        for (int d = 0; d < hd; d++) {
+            const float *b = bt + (size_t)d * ldb + j;
+            __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+#pragma GCC unroll 4
+            for (int r = 0; r < RB; r++) {
+                __m256 x = _mm256_broadcast_ss(a[r] + d);
+                acc[r][0] = _mm256_fmadd_ps(x, b0, acc[r][0]);
+                acc[r][1] = _mm256_fmadd_ps(x, b1, acc[r][1]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < RB; r++) {
+            _mm256_storeu_ps(c + r * ldc + j, acc[r][0]);
+            _mm256_storeu_ps(c + r * ldc + j + 8, acc[r][1]);
+        }
+    }
+    if (j < ncols) {
+        __m256 acc[RB];
+#pragma GCC unroll 4
+        for (int r = 0; r < RB; r++) acc[r] = _mm256_setzero_ps();
+        for (int d = 0; d < hd; d++) {
+            __m256 b0 = _mm256_loadu_ps(bt + (size_t)d * ldb + j);
+#pragma GCC unroll 4
+            for (int r = 0; r < RB; r++)
+                acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(a[r] + d), b0, acc[r]);
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < RB; r++) _mm256_storeu_ps(c + r * ldc + j, acc[r]);
+    }
+}
+
+/* Row i's logits s (N2p floats, raw q·k on entry) become probabilities:
+ * s_j = scale * (q·k_j + qr[rel_ij]) + bias_ij + mask_ij in ref.c's order,
+ * softmax, padding lanes 0. Writes the attn row if asked. */
+static void softmax_row(const ra_attn_task *t, int i, float *s, const float *qr) {
+    const int n2 = t->n2, n2p = (int)round8((size_t)n2);
+    const size_t row = (size_t)i * n2;
+    const __m256 scale = _mm256_set1_ps(t->scale), ninf = _mm256_set1_ps(-INFINITY);
+    __m256 vmax = ninf;
+    for (int j = 0; j < n2p; j += 8) {
+        const int n = n2 - j;
+        __m256 l = _mm256_loadu_ps(s + j);
+        if (qr) {   /* masked lanes read rel 0, always a valid bucket */
+            __m256i m = n >= 8 ? _mm256_loadu_si256((const __m256i *)(t->rel + row + j))
+                               : _mm256_maskload_epi32((const int *)(t->rel + row + j), lanes(n));
+            l = _mm256_add_ps(l, _mm256_i32gather_ps(qr, m, 4));
+        }
+        l = _mm256_mul_ps(scale, l);
+        if (t->bias) l = _mm256_add_ps(l, load_n(t->bias + row + j, n));
+        if (t->mask) l = _mm256_add_ps(l, load_n(t->mask + row + j, n));
+        if (n < 8) l = _mm256_blendv_ps(ninf, l, _mm256_castsi256_ps(lanes(n)));
+        _mm256_storeu_ps(s + j, l);
+        vmax = _mm256_max_ps(vmax, l);
+    }
+    float *attn = t->attn ? t->attn + row : NULL;
+    const float mx = hmax(vmax);
+    if (mx == -INFINITY) {   /* fully masked row: zeros, as ra_softmax_row */
+        memset(s, 0, (size_t)n2p * sizeof *s);
+        if (attn) memset(attn, 0, (size_t)n2 * sizeof *attn);
+        return;
+    }
+    const __m256 vmx = _mm256_set1_ps(mx);
+    __m256 vsum = _mm256_setzero_ps();
+    for (int j = 0; j < n2p; j += 8) {
+        __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(s + j), vmx));
+        _mm256_storeu_ps(s + j, e);
+        vsum = _mm256_add_ps(vsum, e);
+    }
+    const __m256 inv = _mm256_set1_ps(1.0f / hsum(vsum));
+    for (int j = 0; j < n2p; j += 8) {
+        __m256 p = _mm256_mul_ps(_mm256_loadu_ps(s + j), inv);
+        _mm256_storeu_ps(s + j, p);
+        if (attn) store_n(attn + j, p, n2 - j);
+    }
+}
+
+/* acc[r] += sum_{j<n} p[r][j] * v_j[d0 .. d0+8*NV) for RB rows: one load of
+ * each v row chunk feeds RB FMAs. NV == 1 loads min(8, w) columns. */
+ALWAYS_INLINE void pv_accumulate(__m256 acc[RB][2], const int nv, const float *const p[RB],
+                                 const float *v, size_t ldv, int n, int d0, int w) {
+    const __m256i m = lanes(w);
+    for (int j = 0; j < n; j++) {
+        const float *vj = v + (size_t)j * ldv + d0;
+        __m256 v0 = nv == 2 ? _mm256_loadu_ps(vj) : _mm256_maskload_ps(vj, m);
+        __m256 v1 = nv == 2 ? _mm256_loadu_ps(vj + 8) : v0;
+#pragma GCC unroll 4
+        for (int r = 0; r < RB; r++) {
+            __m256 x = _mm256_broadcast_ss(p[r] + j);
+            acc[r][0] = _mm256_fmadd_ps(x, v0, acc[r][0]);
+            if (nv == 2) acc[r][1] = _mm256_fmadd_ps(x, v1, acc[r][1]);
+        }
+    }
+}
+
+/* Output columns d0 .. d0 + 8*NV (or up to hd) of rows i0 .. i0+nr-1:
+ * values, then the Shaw value term on the same accumulators, then store. */
+ALWAYS_INLINE void pv_chunk(const ra_attn_task *t, int i0, int nr, const float *const p[RB],
+                            const float *const pb[RB], const int nv, int d0) {
+    const int w = t->hd - d0;
+    __m256 acc[RB][2];
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    pv_accumulate(acc, nv, p, t->v, (size_t)t->ldv, t->n2, d0, w);
+    if (t->rel_v) pv_accumulate(acc, nv, pb, t->rel_v, (size_t)t->hd, t->r, d0, w);
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++) {
+        if (r >= nr) break;
+        float *o = t->out + (size_t)(i0 + r) * t->ldo + d0;
+        if (nv == 2) {
+            _mm256_storeu_ps(o, acc[r][0]);
+            _mm256_storeu_ps(o + 8, acc[r][1]);
+        } else {
+            store_n(o, acc[r][0], w);
+        }
+    }
+}
+
+/* Workspace: Kt (hd, N2p), logits (RB, N2p), and with Shaw tables
+ * rel_k^T (hd, Rp), q·rel_k^T (RB, Rp), p buckets (RB, Rp). Every part is a
+ * multiple of 8 floats, so all stay 32-byte aligned. */
+static size_t avx2_work_floats(int n1, int n2, int hd, int r) {
+    (void)n1;
+    const size_t n2p = round8((size_t)n2), rp = round8((size_t)r);
+    return ((size_t)hd + RB) * n2p + ((size_t)hd + 2 * RB) * rp;
+}
+
+static void avx2_forward(const ra_attn_task *t) {
+    const int n1 = t->n1, n2 = t->n2, hd = t->hd, nrel = t->r;
+    const size_t n2p = round8((size_t)n2), rp = round8((size_t)(t->rel_k || t->rel_v ? nrel : 0));
+    float *kt = t->work;                     /* (hd, N2p) */
+    float *s = kt + (size_t)hd * n2p;        /* (RB, N2p) */
+    float *rkt = s + RB * n2p;               /* (hd, Rp)  */
+    float *qr = rkt + (size_t)hd * rp;       /* (RB, Rp)  */
+    float *pb = qr + RB * rp;                /* (RB, Rp)  */
+
+    transpose(kt, n2p, t->k, (size_t)t->ldk, n2, hd);
+    if (t->rel_k) transpose(rkt, rp, t->rel_k, (size_t)hd, nrel, hd);
+
+    for (int i0 = 0; i0 < n1; i0 += RB) {
+        /* A last block with fewer rows repeats its last row: the extra rows
+         * are computed in registers but never stored. */
+        const int nr = n1 - i0 < RB ? n1 - i0 : RB;
+        const float *qrow[RB], *prow[RB], *pbrow[RB];
+#pragma GCC unroll 4
+        for (int r = 0; r < RB; r++) {
+            const int rr = r < nr ? r : nr - 1;
+            qrow[r] = t->q + (size_t)(i0 + rr) * t->ldq;
+            prow[r] = s + rr * n2p;
+            pbrow[r] = pb + rr * rp;
+        }
+        rows_times_bt(s, n2p, qrow, hd, kt, n2p, (int)n2p);
+        if (t->rel_k) rows_times_bt(qr, rp, qrow, hd, rkt, rp, (int)rp);
+        for (int r = 0; r < nr; r++) {
+            softmax_row(t, i0 + r, s + r * n2p, t->rel_k ? qr + r * rp : NULL);
+            if (t->rel_v) {   /* bucket p by rel, in ref.c's order */
+                float *b = pb + r * rp;
+                const int32_t *rel = t->rel + (size_t)(i0 + r) * n2;
+                memset(b, 0, (size_t)nrel * sizeof *b);
+                for (int j = 0; j < n2; j++) b[rel[j]] += s[r * n2p + j];
+            }
+        }
+        int d0 = 0;
+        for (; d0 + 16 <= hd; d0 += 16) pv_chunk(t, i0, nr, prow, pbrow, 2, d0);
+        for (; d0 < hd; d0 += 8) pv_chunk(t, i0, nr, prow, pbrow, 1, d0);
+    }
+}
+
+const ra_attn_kernel ra_kernel_avx2 = {"avx2", avx2_forward, avx2_work_floats};

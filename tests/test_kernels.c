@@ -1,0 +1,247 @@
+/* test_kernels.c - every optimised attention kernel against the reference.
+ *
+ * Random configurations (sizes, strides, bias, mask, Shaw tables, attn,
+ * threads) run through the public ra_attention_forward once with the
+ * reference kernel and once with each other kernel this CPU supports; out
+ * (including the untouched columns between rows) and attn must agree to
+ * float rounding. A fully masked row must give zeros, never NaN.
+ * argv[1] (the fixtures directory) is not used. */
+#include "relattn.h"
+#include "check.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng = 0x9E3779B97F4A7C15u;
+
+static uint32_t next(void) {   /* xorshift64*: reproducible everywhere */
+    rng ^= rng >> 12; rng ^= rng << 25; rng ^= rng >> 27;
+    return (uint32_t)((rng * 0x2545F4914F6CDD1Du) >> 32);
+}
+static int irand(int lo, int hi) { return lo + (int)(next() % (uint32_t)(hi - lo + 1)); }
+static float frand(float lo, float hi) { return lo + (hi - lo) * (float)(next() >> 8) / 16777216.0f; }
+
+static float *fill(size_t n, float lo, float hi) {
+    float *p = malloc(n * sizeof *p);
+    for (size_t i = 0; i < n; i++) p[i] = frand(lo, hi);
+    return p;
+}
+
+typedef struct cfg {
+    int b_, nh, n1, n2, hd, nw, r;
+    int bias, mask, rel_k, rel_v, attn, threads, masked_row;
+    int ldq, ldk, ldv, ldo;
+    float scale;
+} cfg;
+
+typedef struct inputs {
+    float *q, *k, *v, *table, *mask, *rel_k, *rel_v;
+    int32_t *idx, *rel;
+    ra_attn_desc d;
+} inputs;
+
+static void make_inputs(inputs *in, const cfg *c) {
+    memset(in, 0, sizeof *in);
+    const size_t nn = (size_t)c->n1 * c->n2;
+    /* one float past each allocation start, so rows are never aligned */
+    in->q = fill((size_t)c->b_ * c->n1 * c->ldq + 1, -1, 1);
+    in->k = fill((size_t)c->b_ * c->n2 * c->ldk + 1, -1, 1);
+    in->v = fill((size_t)c->b_ * c->n2 * c->ldv + 1, -1, 1);
+    ra_attn_desc *d = &in->d;
+    *d = (ra_attn_desc){.b_ = c->b_, .nh = c->nh, .n1 = c->n1, .n2 = c->n2,
+                        .hd = c->hd, .scale = c->scale};
+    if (c->bias) {
+        int rows = irand(1, 40);
+        in->table = fill((size_t)rows * c->nh, -3, 3);
+        in->idx = malloc(nn * sizeof *in->idx);
+        for (size_t e = 0; e < nn; e++) in->idx[e] = irand(0, rows - 1);
+        d->table = in->table; d->idx = in->idx; d->table_rows = rows;
+    }
+    if (c->mask) {   /* Swin-like 0 / -100, a few -inf, maybe a full -inf row */
+        in->mask = malloc((size_t)c->nw * nn * sizeof *in->mask);
+        for (size_t e = 0; e < (size_t)c->nw * nn; e++) {
+            int u = irand(0, 99);
+            in->mask[e] = u < 70 ? 0.0f : u < 95 ? -100.0f : -INFINITY;
+        }
+        /* Each row keeps one 0 (Swin's diagonal is never masked): a row
+         * whose largest logit sits near -100 has only ~1e-5 relative
+         * precision in float, in any kernel, and cannot be compared tightly. */
+        for (int w = 0; w < c->nw; w++)
+            for (int i = 0; i < c->n1; i++)
+                in->mask[(size_t)w * nn + (size_t)i * c->n2 + irand(0, c->n2 - 1)] = 0.0f;
+        if (c->masked_row) {
+            int w = irand(0, c->nw - 1), i = irand(0, c->n1 - 1);
+            for (int j = 0; j < c->n2; j++) in->mask[(size_t)w * nn + (size_t)i * c->n2 + j] = -INFINITY;
+        }
+        d->mask = in->mask; d->nw = c->nw;
+    }
+    if (c->rel_k || c->rel_v) {
+        in->rel = malloc(nn * sizeof *in->rel);
+        for (size_t e = 0; e < nn; e++) in->rel[e] = irand(0, c->r - 1);
+        d->rel = in->rel; d->r = c->r;
+        if (c->rel_k) d->rel_k = in->rel_k = fill((size_t)c->r * c->hd, -1, 1);
+        if (c->rel_v) d->rel_v = in->rel_v = fill((size_t)c->r * c->hd, -1, 1);
+    }
+}
+
+static void free_inputs(inputs *in) {
+    free(in->q); free(in->k); free(in->v); free(in->table); free(in->mask);
+    free(in->rel_k); free(in->rel_v); free(in->idx); free(in->rel);
+}
+
+/* out is pre-filled with a sentinel so columns a kernel must not touch
+ * are compared too. Returns 0 on success. */
+static int run(const cfg *c, const inputs *in, ra_kernel_id id, float *out, float *attn) {
+    if (ra_kernel_select(id) != RA_OK) return -1;
+    ra_threads_set(c->threads);
+    size_t nout = (size_t)c->b_ * c->n1 * c->ldo + 1;
+    for (size_t e = 0; e < nout; e++) out[e] = 12345.0f;
+    size_t ws = ra_attention_workspace_size(&in->d, c->threads);
+    void *work = aligned_alloc(64, (ws + 63) & ~(size_t)63);
+    ra_status st = ra_attention_forward(out + 1, c->ldo, attn, in->q + 1, c->ldq, in->k + 1, c->ldk,
+                                        in->v + 1, c->ldv, &in->d, work, ws);
+    free(work);
+    ra_threads_set(0);
+    if (st != RA_OK) fprintf(stderr, "forward (%s): %s\n", ra_kernel_name(id), ra_last_error());
+    return st;
+}
+
+static int any_nan(const float *p, size_t n) {
+    for (size_t i = 0; i < n; i++) if (isnan(p[i])) return 1;
+    return 0;
+}
+
+static void compare(const cfg *c) {
+    inputs in;
+    make_inputs(&in, c);
+    const size_t nout = (size_t)c->b_ * c->n1 * c->ldo + 1;
+    const size_t natt = (size_t)c->b_ * c->nh * c->n1 * c->n2;
+    float *ref_out = malloc(nout * sizeof(float)), *out = malloc(nout * sizeof(float));
+    float *ref_attn = c->attn ? malloc(natt * sizeof(float)) : NULL;
+    float *attn = c->attn ? malloc(natt * sizeof(float)) : NULL;
+    char what[256];
+    snprintf(what, sizeof what, "B_=%d nH=%d N1=%d N2=%d hd=%d ld=(%d,%d,%d,%d) bias=%d "
+             "mask=%d%s rel_k=%d rel_v=%d R=%d attn=%d threads=%d", c->b_, c->nh, c->n1,
+             c->n2, c->hd, c->ldq, c->ldk, c->ldv, c->ldo, c->bias, c->mask,
+             c->masked_row ? "(full row)" : "", c->rel_k, c->rel_v, c->r, c->attn, c->threads);
+
+    CHECK(run(c, &in, RA_KERNEL_REF, ref_out, ref_attn) == RA_OK, "ref: %s", what);
+    for (int id = RA_KERNEL_REF + 1; id < RA_KERNEL_COUNT; id++) {
+        if (!ra_kernel_supported((ra_kernel_id)id)) continue;
+        char name[300];
+        snprintf(name, sizeof name, "%s %s", ra_kernel_name((ra_kernel_id)id), what);
+        CHECK(run(c, &in, (ra_kernel_id)id, out, attn) == RA_OK, "%s", name);
+        CHECK_CLOSE(out, ref_out, (long)nout, 1e-5, 1e-6, name);
+        CHECK(!any_nan(out, nout), "NaN in out: %s", name);
+        if (c->attn) {
+            CHECK_CLOSE(attn, ref_attn, (long)natt, 1e-5, 1e-6, name);
+            CHECK(!any_nan(attn, natt), "NaN in attn: %s", name);
+        }
+    }
+    free(ref_out); free(out); free(ref_attn); free(attn);
+    free_inputs(&in);
+}
+
+static int pick_n(void) {
+    static const int special[] = {1, 49, 64, 2, 7, 8, 9, 16, 17};
+    return irand(0, 2) == 0 ? special[irand(0, 8)] : irand(1, 70);
+}
+
+static cfg random_cfg(int seq) {
+    static const int hds[] = {1, 3, 8, 16, 24, 32, 33, 64};
+    cfg c = {0};
+    c.b_ = irand(1, 3);
+    c.nh = irand(1, 3);
+    c.n1 = pick_n();
+    c.n2 = irand(0, 2) == 0 ? c.n1 : pick_n();
+    c.hd = hds[irand(0, 7)];
+    c.scale = 1.0f / sqrtf((float)c.hd) * frand(0.5f, 2.0f);
+    c.bias = irand(0, 1);
+    c.mask = irand(0, 1);
+    c.nw = c.mask ? (c.b_ == 2 ? irand(1, 2) : c.b_ == 3 ? 3 : 1) : 0;
+    c.masked_row = c.mask && irand(0, 3) == 0;
+    c.rel_k = irand(0, 1);
+    c.rel_v = irand(0, 1);
+    int n = c.n1 > c.n2 ? c.n1 : c.n2;
+    c.r = (c.rel_k || c.rel_v) ? irand(1, 2 * n + 1) : 0;
+    c.attn = irand(0, 1);
+    c.threads = seq % 2 ? 2 : 1;
+    int C = c.nh * c.hd;
+    c.ldq = C + irand(0, 9);
+    c.ldk = C + irand(0, 9);
+    c.ldv = C + irand(0, 9);
+    c.ldo = C + irand(0, 9);
+    if (seq % 5 == 0) c.ldq = c.ldk = c.ldv = c.ldo = C;   /* packed, too */
+    return c;
+}
+
+/* A row of the mask all -inf: that row of out and attn is exactly zero for
+ * every kernel, everything else finite. */
+static void fully_masked_row(void) {
+    cfg c = {.b_ = 2, .nh = 2, .n1 = 49, .n2 = 49, .hd = 32, .nw = 2, .r = 13,
+             .bias = 1, .mask = 1, .rel_k = 1, .rel_v = 1, .attn = 1, .threads = 2,
+             .ldq = 64, .ldk = 64, .ldv = 64, .ldo = 64, .scale = 0.17677669f};
+    inputs in;
+    make_inputs(&in, &c);
+    const int masked = 5;   /* row 5 of window 1 (b = 1) */
+    const size_t nn = (size_t)c.n1 * c.n2;
+    for (size_t e = 0; e < 2 * nn; e++) in.mask[e] = 0.0f;
+    for (int j = 0; j < c.n2; j++) in.mask[nn + (size_t)masked * c.n2 + j] = -INFINITY;
+    const size_t nout = (size_t)c.b_ * c.n1 * c.ldo + 1;
+    const size_t natt = (size_t)c.b_ * c.nh * nn;
+    float *out = malloc(nout * sizeof(float)), *attn = malloc(natt * sizeof(float));
+    for (int id = 0; id < RA_KERNEL_COUNT; id++) {
+        if (!ra_kernel_supported((ra_kernel_id)id)) continue;
+        const char *name = ra_kernel_name((ra_kernel_id)id);
+        CHECK(run(&c, &in, (ra_kernel_id)id, out, attn) == RA_OK, "%s", name);
+        CHECK(!any_nan(out, nout) && !any_nan(attn, natt), "%s: NaN", name);
+        int zero = 1, nonzero_elsewhere = 0;
+        const float *orow = out + 1 + (size_t)(1 * c.n1 + masked) * c.ldo;
+        for (int d = 0; d < c.nh * c.hd; d++) zero &= orow[d] == 0.0f;
+        for (int h = 0; h < c.nh; h++) {
+            const float *arow = attn + ((size_t)(1 * c.nh + h) * c.n1 + masked) * c.n2;
+            for (int j = 0; j < c.n2; j++) zero &= arow[j] == 0.0f;
+        }
+        for (int d = 0; d < c.nh * c.hd; d++) nonzero_elsewhere |= out[1 + (size_t)masked * c.ldo + d] != 0.0f;
+        CHECK(zero, "%s: fully masked row is not zero", name);
+        CHECK(nonzero_elsewhere, "%s: unmasked row of window 0 is zero", name);
+    }
+    free(out); free(attn);
+    free_inputs(&in);
+}
+
+int main(int argc, char **argv) {
+    (void)argc; (void)argv;
+    int others = 0;
+    for (int id = RA_KERNEL_REF + 1; id < RA_KERNEL_COUNT; id++) {
+        int ok = ra_kernel_supported((ra_kernel_id)id);
+        CHECK(ok == (ra_kernel_select((ra_kernel_id)id) == RA_OK), "select %d", id);
+        others += ok;
+        printf("kernel %s: %s\n", ra_kernel_name((ra_kernel_id)id), ok ? "tested" : "not supported");
+    }
+    if (!others) printf("no optimised kernel on this CPU/build: only the reference runs\n");
+
+    /* The shapes that matter: Swin-T window (49, 32) with bias and mask,
+     * ViT-B (197, 64), Shaw self-attention. */
+    cfg swin = {.b_ = 4, .nh = 3, .n1 = 49, .n2 = 49, .hd = 32, .nw = 2, .bias = 1, .mask = 1,
+                .attn = 1, .threads = 2, .ldq = 288, .ldk = 288, .ldv = 288, .ldo = 96,
+                .scale = 0.17677669f};
+    compare(&swin);
+    cfg vit = {.b_ = 2, .nh = 2, .n1 = 197, .n2 = 197, .hd = 64, .attn = 0, .threads = 1,
+               .ldq = 384, .ldk = 384, .ldv = 384, .ldo = 128, .scale = 0.125f};
+    compare(&vit);
+    cfg shaw = {.b_ = 2, .nh = 2, .n1 = 20, .n2 = 20, .hd = 24, .r = 9, .rel_k = 1, .rel_v = 1,
+                .attn = 1, .threads = 2, .ldq = 51, .ldk = 49, .ldv = 53, .ldo = 48,
+                .scale = 0.2041f};
+    compare(&shaw);
+
+    for (int s = 0; s < 400; s++) {
+        cfg c = random_cfg(s);
+        compare(&c);
+    }
+    fully_masked_row();
+    return check_done();
+}
