@@ -263,6 +263,71 @@ static int status_exit(ra_status st) {
     return st == RA_ERR_NOMEM ? EX_SOFTWARE : EX_DATAERR;
 }
 
+/* What forward and backward share: the model, and the input tensors checked
+ * against it. */
+typedef struct {
+    ra_model *m;
+    ra_st_file *in;
+    const ra_attn_layer *l;
+    const ra_attn_config *c;
+    const char *xname;                 /* "x", or "q" for window_attention_3d */
+    float *x, *kv, *mask, *dy;
+    int b_, n1, n2, nw;
+} job;
+
+static void job_close(job *j) {
+    free(j->x), free(j->kv), free(j->mask), free(j->dy);
+    ra_st_close(j->in);
+    ra_model_free(j->m);
+}
+
+/* 0 on success, else the exit code (the message is printed). */
+static int job_open(job *j, const char *model, const char *input, int need_dy) {
+    memset(j, 0, sizeof *j);
+    ra_status st = ra_model_load(&j->m, model);
+    if (st) return lib_fail(st);
+    if ((st = ra_st_open(&j->in, input))) return lib_fail(st);
+    j->l = ra_model_attn(j->m);
+    j->c = ra_attn_layer_config(j->l);
+    const int is3d = j->c->arch == RA_ARCH_WINDOW_ATTENTION_3D;
+    j->xname = is3d && !ra_st_find(j->in, "x") ? "q" : "x";
+    for (int i = 0; i < ra_st_count(j->in); i++) {
+        const char *nm = ra_st_at(j->in, i)->name;
+        if (strcmp(nm, j->xname) && strcmp(nm, "mask") && strcmp(nm, "dy") &&
+            !(is3d && strcmp(nm, "kv") == 0))
+            return fail(EX_DATAERR, "unexpected input tensor '%.80s' for %s", nm,
+                        ra_arch_name(j->c->arch));
+    }
+    const ra_st_tensor *tx, *tkv, *tm, *tdy;
+    const int C = j->c->dim;
+    if ((st = input_tensor(&j->x, &tx, j->in, j->xname, 3, (int64_t[]){-1, -1, C})))
+        return status_exit(st);
+    if (!tx) return fail(EX_DATAERR, "input has no tensor '%s'", j->xname);
+    j->b_ = (int)tx->shape[0], j->n1 = (int)tx->shape[1];
+    if ((st = input_tensor(&j->kv, &tkv, j->in, "kv", 3, (int64_t[]){j->b_, -1, C})))
+        return status_exit(st);
+    j->n2 = tkv ? (int)tkv->shape[1] : j->n1;
+    if ((st = input_tensor(&j->mask, &tm, j->in, "mask", 3, (int64_t[]){-1, j->n1, j->n2})))
+        return status_exit(st);
+    j->nw = tm ? (int)tm->shape[0] : 0;
+    if (tm && j->b_ % j->nw)
+        return fail(EX_DATAERR, "mask has %d windows, which does not divide B_ = %d", j->nw,
+                    j->b_);
+    if ((st = ra_attn_layer_check_tokens(j->l, j->n1, j->n2))) return lib_fail(st);
+    if (need_dy) {
+        if ((st = input_tensor(&j->dy, &tdy, j->in, "dy", 3, (int64_t[]){j->b_, j->n1, C})))
+            return status_exit(st);
+        if (!tdy) return fail(EX_DATAERR, "input has no tensor 'dy' (the gradient of y)");
+    }
+    return EX_OK;
+}
+
+/* Add a tensor to the writer unless an earlier step failed. */
+static ra_status put(ra_st_writer *w, ra_status st, const char *name, const float *data,
+                     int ndim, const int64_t *shape) {
+    return st ? st : ra_st_writer_add(w, name, RA_DTYPE_F32, ndim, shape, data);
+}
+
 static int cmd_forward(int argc, char **argv) {
     opt opts[] = {{"-o", 1, 0},      {"--output", 1, 0}, {"--attn", 0, 0},
                   {"--threads", 1, 0}, {"--help", 0, 0}, {"-h", 0, 0}, {0, 0, 0}};
@@ -275,65 +340,93 @@ static int cmd_forward(int argc, char **argv) {
     if (!outp || !*outp) return usage_error("needs -o OUT.safetensors");
     if (!threads_option(opts)) return EX_USAGE;
 
-    ra_model *m = NULL;
-    ra_st_file *in = NULL;
+    job j;
     ra_st_writer *w = NULL;
-    float *x = NULL, *kv = NULL, *mask = NULL, *y = NULL, *attn = NULL;
-    int code = EX_OK;
-    ra_status st = ra_model_load(&m, pos[0]);
-    if (st) { code = lib_fail(st); goto done; }
-    if ((st = ra_st_open(&in, pos[1]))) { code = lib_fail(st); goto done; }
-
-    const ra_attn_layer *l = ra_model_attn(m);
-    const ra_attn_config *c = ra_attn_layer_config(l);
-    const int is3d = c->arch == RA_ARCH_WINDOW_ATTENTION_3D;
-    const char *xname = is3d && !ra_st_find(in, "x") ? "q" : "x";
-    for (int i = 0; i < ra_st_count(in); i++) {
-        const char *nm = ra_st_at(in, i)->name;
-        if (strcmp(nm, xname) && strcmp(nm, "mask") && strcmp(nm, "dy") &&
-            !(is3d && strcmp(nm, "kv") == 0)) {
-            code = fail(EX_DATAERR, "unexpected input tensor '%.80s' for %s", nm,
-                        ra_arch_name(c->arch));
-            goto done;
-        }
-    }
-    const ra_st_tensor *tx, *tkv, *tm;
-    if ((st = input_tensor(&x, &tx, in, xname, 3, (int64_t[]){-1, -1, c->dim})))
-        { code = status_exit(st); goto done; }
-    if (!tx) { code = fail(EX_DATAERR, "input has no tensor '%s'", xname); goto done; }
-    const int b_ = (int)tx->shape[0], n1 = (int)tx->shape[1];
-    if ((st = input_tensor(&kv, &tkv, in, "kv", 3, (int64_t[]){b_, -1, c->dim})))
-        { code = status_exit(st); goto done; }
-    const int n2 = tkv ? (int)tkv->shape[1] : n1;
-    if ((st = input_tensor(&mask, &tm, in, "mask", 3, (int64_t[]){-1, n1, n2})))
-        { code = status_exit(st); goto done; }
-    const int nw = tm ? (int)tm->shape[0] : 0;
-    if (tm && b_ % nw) {
-        code = fail(EX_DATAERR, "mask has %d windows, which does not divide B_ = %d", nw, b_);
+    float *y = NULL, *attn = NULL;
+    int code = job_open(&j, pos[0], pos[1], 0);
+    if (code) goto done;
+    const int want_attn = get(opts, "--attn") != NULL, C = j.c->dim, nh = j.c->num_heads;
+    y = malloc((size_t)j.b_ * j.n1 * C * sizeof *y);
+    if (want_attn) attn = malloc((size_t)j.b_ * nh * j.n1 * j.n2 * sizeof *attn);
+    if (!y || (want_attn && !attn) || !(w = ra_st_writer_new())) {
+        code = fail(EX_SOFTWARE, "out of memory");
         goto done;
     }
-    if ((st = ra_attn_layer_check_tokens(l, n1, n2))) { code = lib_fail(st); goto done; }
-
-    size_t ny = (size_t)b_ * n1 * c->dim, na = (size_t)b_ * c->num_heads * n1 * n2;
-    y = malloc(ny * sizeof *y);
-    if (get(opts, "--attn")) attn = malloc(na * sizeof *attn);
-    if (!y || (get(opts, "--attn") && !attn)) { code = fail(EX_SOFTWARE, "out of memory"); goto done; }
-    if ((st = ra_attn_layer_forward(l, y, attn, x, kv, b_, n1, n2, mask, nw)))
-        { code = lib_fail(st); goto done; }
-
-    if (!(w = ra_st_writer_new())) { code = fail(EX_SOFTWARE, "out of memory"); goto done; }
-    st = ra_st_writer_add(w, "y", RA_DTYPE_F32, 3, (int64_t[]){b_, n1, c->dim}, y);
-    if (!st && attn)
-        st = ra_st_writer_add(w, "attn", RA_DTYPE_F32, 4,
-                              (int64_t[]){b_, c->num_heads, n1, n2}, attn);
-    if (!st) st = ra_st_writer_meta(w, "arch", ra_arch_name(c->arch));
+    ra_status st = ra_attn_layer_forward(j.l, y, attn, j.x, j.kv, j.b_, j.n1, j.n2, j.mask,
+                                         j.nw);
+    st = put(w, st, "y", y, 3, (int64_t[]){j.b_, j.n1, C});
+    if (attn) st = put(w, st, "attn", attn, 4, (int64_t[]){j.b_, nh, j.n1, j.n2});
+    if (!st) st = ra_st_writer_meta(w, "arch", ra_arch_name(j.c->arch));
     if (!st) st = ra_st_writer_save(w, outp);
     if (st) code = lib_fail(st);
 done:
     ra_st_writer_free(w);
-    free(x), free(kv), free(mask), free(y), free(attn);
-    ra_st_close(in);
-    ra_model_free(m);
+    free(y), free(attn);
+    job_close(&j);
+    return code;
+}
+
+/* ---- relattn backward --------------------------------------------------- */
+
+static const char backward_help[] =
+    "usage: relattn backward MODEL.safetensors INPUT.safetensors -o OUT.safetensors\n"
+    "                        [--threads N]\n"
+    "\n"
+    "Runs the attention layer of MODEL on INPUT and back-propagates INPUT's dy.\n"
+    "  INPUT   as for 'forward', plus dy (B_, N1, C), the gradient of y\n"
+    "  OUT     y; the input gradients grad.x (window_attention_3d: grad.q, and\n"
+    "          grad.kv when kv was given); grad.NAME for every parameter NAME of\n"
+    "          the model file (grad.relative_position_bias_table, grad.qkv.weight, ...)\n";
+
+static int cmd_backward(int argc, char **argv) {
+    opt opts[] = {{"-o", 1, 0}, {"--output", 1, 0}, {"--threads", 1, 0},
+                  {"--help", 0, 0}, {"-h", 0, 0}, {0, 0, 0}};
+    const char *pos[2];
+    int npos;
+    if (!parse_args(argc, argv, opts, pos, 2, &npos)) return EX_USAGE;
+    if (get(opts, "--help") || get(opts, "-h")) return fputs(backward_help, stdout), EX_OK;
+    const char *outp = get(opts, "-o") ? get(opts, "-o") : get(opts, "--output");
+    if (npos != 2) return usage_error("needs MODEL and INPUT");
+    if (!outp || !*outp) return usage_error("needs -o OUT.safetensors");
+    if (!threads_option(opts)) return EX_USAGE;
+
+    job j;
+    ra_st_writer *w = NULL;
+    float *y = NULL, *dx = NULL, *dkv = NULL, *grads = NULL;
+    int code = job_open(&j, pos[0], pos[1], 1);
+    if (code) goto done;
+    const int C = j.c->dim;
+    const int64_t total = ra_model_param_total(j.m);
+    y = malloc((size_t)j.b_ * j.n1 * C * sizeof *y);
+    dx = calloc((size_t)j.b_ * j.n1 * C, sizeof *dx);
+    if (j.kv) dkv = calloc((size_t)j.b_ * j.n2 * C, sizeof *dkv);
+    grads = calloc((size_t)total + 1, sizeof *grads);
+    if (!y || !dx || (j.kv && !dkv) || !grads || !(w = ra_st_writer_new())) {
+        code = fail(EX_SOFTWARE, "out of memory");
+        goto done;
+    }
+    ra_attn_grads g;
+    ra_model_attn_grads(j.m, grads, &g);
+    ra_status st = ra_attn_layer_backward(j.l, dx, dkv, &g, y, j.dy, j.x, j.kv, j.b_, j.n1,
+                                          j.n2, j.mask, j.nw);
+    char gx[16];
+    snprintf(gx, sizeof gx, "grad.%s", j.xname);
+    st = put(w, st, "y", y, 3, (int64_t[]){j.b_, j.n1, C});
+    st = put(w, st, gx, dx, 3, (int64_t[]){j.b_, j.n1, C});
+    if (dkv) st = put(w, st, "grad.kv", dkv, 3, (int64_t[]){j.b_, j.n2, C});
+    for (int i = 0; i < ra_model_param_count(j.m); i++) {
+        const ra_param_info *p = ra_model_param(j.m, i);
+        char name[96];
+        snprintf(name, sizeof name, "grad.%s", p->name);
+        st = put(w, st, name, grads + p->offset, p->ndim, p->shape);
+    }
+    if (!st) st = ra_st_writer_meta(w, "arch", ra_arch_name(j.c->arch));
+    if (!st) st = ra_st_writer_save(w, outp);
+    if (st) code = lib_fail(st);
+done:
+    ra_st_writer_free(w);
+    free(y), free(dx), free(dkv), free(grads);
+    job_close(&j);
     return code;
 }
 
@@ -423,6 +516,7 @@ static const char main_help[] =
     "commands:\n"
     "  index     print a relative position index (Swin 2-D, RSTT 3-D, Shaw clip)\n"
     "  forward   run an attention layer from a safetensors model file\n"
+    "  backward  its gradients: inputs and every parameter, tables included\n"
     "  show      list a safetensors file, with a summary of attention maps\n"
     "\n"
     "'relattn COMMAND --help' describes each. Exit codes: 0 ok, 64 usage,\n"
@@ -431,7 +525,8 @@ static const char main_help[] =
 
 int main(int argc, char **argv) {
     static const struct { const char *name; int (*run)(int, char **); } cmds[] = {
-        {"index", cmd_index}, {"forward", cmd_forward}, {"show", cmd_show}};
+        {"index", cmd_index}, {"forward", cmd_forward}, {"backward", cmd_backward},
+        {"show", cmd_show}};
     if (argc < 2) return usage_error("no command given");
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help"))
         return fputs(main_help, stdout), EX_OK;

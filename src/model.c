@@ -224,6 +224,17 @@ ra_status ra_model_from_file(ra_model **out, const ra_st_file *f) {
     else if (cfg.arch == RA_ARCH_WINDOW_ATTENTION_3D)
         st = ra_relpos_index_3d(NULL, cfg.frames_q, cfg.frames_kv, cfg.window[0],
                                 cfg.window[1], &rows);
+    if (st) {   /* say which metadata gave the index its size */
+        char why[400];
+        snprintf(why, sizeof why, "%s", ra_last_error());
+        if (cfg.arch == RA_ARCH_WINDOW_ATTENTION)
+            st = ra_fail(st, "metadata window_size = %d,%d: %s", cfg.window[0], cfg.window[1],
+                         why);
+        else
+            st = ra_fail(st, "metadata num_frames_q = %d, num_frames_kv = %d, window_size = "
+                         "%d,%d: %s", cfg.frames_q, cfg.frames_kv, cfg.window[0],
+                         cfg.window[1], why);
+    }
     if (!st && cfg.dim % cfg.num_heads)
         st = ra_fail(RA_ERR_ARG, "dim %d is not divisible by num_heads %d", cfg.dim,
                      cfg.num_heads);

@@ -1,8 +1,40 @@
-/* nn.c - the neural-network layers around attention (Linear on BLAS, ...). */
+/* nn.c - the neural-network layers around attention, forward and backward:
+ * Linear (BLAS), LayerNorm, GELU, residual add, token mean, softmax
+ * cross-entropy, dropout and drop-path, patch embedding and patch merging.
+ * Every backward function accumulates (+=) into its gradients. */
 #include "internal.h"
 
 #include <cblas.h>
 #include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* Column sums: the reductions over rows of the backward passes               */
+/* ------------------------------------------------------------------------ */
+
+/* Below this many elements a loop runs on one thread: starting a team costs
+ * more than it saves. */
+#define RA_NN_PAR_MIN ((int64_t)1 << 15)
+/* Columns per task of a column reduction: one cache line of floats, summed
+ * in doubles on the stack, so reductions need no workspace and give the same
+ * bits whatever the number of threads. */
+#define RA_NN_COLS 16
+
+/* out (N) += sum over rows of a (M, N), in double. */
+static void colsum_add(float *out, const float *a, int64_t m, int n) {
+    const int chunks = (n + RA_NN_COLS - 1) / RA_NN_COLS;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (m * n >= RA_NN_PAR_MIN && chunks > 1)
+#endif
+    for (int t = 0; t < chunks; t++) {
+        const int j0 = t * RA_NN_COLS, jn = n - j0 < RA_NN_COLS ? n - j0 : RA_NN_COLS;
+        double acc[RA_NN_COLS] = {0};
+        for (int64_t i = 0; i < m; i++) {
+            const float *r = a + i * n + j0;
+            for (int j = 0; j < jn; j++) acc[j] += r[j];
+        }
+        for (int j = 0; j < jn; j++) out[j0 + j] = (float)((double)out[j0 + j] + acc[j]);
+    }
+}
 
 void ra_linear_forward(float *y, const float *x, const float *w, const float *b,
                        int64_t m, int n, int k) {
@@ -32,7 +64,5 @@ void ra_linear_backward(float *dx, float *dw, float *db, const float *dy, const 
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, k, mm, 1.0f,
                         dy + i0 * n, n, x + i0 * k, k, 1.0f, dw, k);
     }
-    if (db)
-        for (int64_t i = 0; i < m; i++)
-            for (int j = 0; j < n; j++) db[j] += dy[i * n + j];
+    if (db) colsum_add(db, dy, m, n);   /* db (N) += sum_rows dy, in double */
 }

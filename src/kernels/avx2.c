@@ -91,17 +91,21 @@ static void transpose(float *dst, size_t ldd, const float *src, size_t lds, int 
         int c0 = 0;
         for (; c0 + 8 <= cols; c0 += 8) {
             __m256 a[8], b[8];
+#pragma GCC unroll 8
             for (int i = 0; i < 8; i++) a[i] = _mm256_loadu_ps(src + (size_t)(r0 + i) * lds + c0);
+#pragma GCC unroll 8
             for (int i = 0; i < 8; i += 2) {
                 b[i] = _mm256_unpacklo_ps(a[i], a[i + 1]);
                 b[i + 1] = _mm256_unpackhi_ps(a[i], a[i + 1]);
             }
+#pragma GCC unroll 8
             for (int i = 0; i < 8; i += 4) {
                 a[i] = _mm256_shuffle_ps(b[i], b[i + 2], 0x44);
                 a[i + 1] = _mm256_shuffle_ps(b[i], b[i + 2], 0xEE);
                 a[i + 2] = _mm256_shuffle_ps(b[i + 1], b[i + 3], 0x44);
                 a[i + 3] = _mm256_shuffle_ps(b[i + 1], b[i + 3], 0xEE);
             }
+#pragma GCC unroll 8
             for (int i = 0; i < 4; i++) {
                 _mm256_storeu_ps(dst + (size_t)(c0 + i) * ldd + r0,
                                  _mm256_permute2f128_ps(a[i], a[i + 4], 0x20));
