@@ -64,7 +64,11 @@ static ra_status parse_pair(int out[2], const char *key, const char *s, int lo, 
     const char *second = comma + 1;
     while (*second == ' ') second++;
     ra_status st = parse_int(&out[0], key, first, lo, hi);
-    return st ? st : parse_int(&out[1], key, second, lo, hi);
+    if (!st) st = parse_int(&out[1], key, second, lo, hi);
+    if (st == RA_ERR_FORMAT && strstr(ra_last_error(), "not an integer"))
+        /* name the whole value ("7," or ",7"), not the empty half of it */
+        st = ra_fail(RA_ERR_FORMAT, "metadata %s = \"%.40s\" is not \"a,b\" of integers", key, s);
+    return st;
 }
 
 static ra_status parse_bool(int *out, const char *key, const char *s) {
@@ -107,7 +111,7 @@ static ra_status config_from_meta(ra_attn_config *c, const ra_st_file *f) {
     if (!st && (v = need(f, "num_heads", &st)))
         st = parse_int(&c->num_heads, "num_heads", v, 1, RA_META_MAX);
     if (!st && (v = ra_st_meta(f, "qkv_bias"))) st = parse_bool(&c->qkv_bias, "qkv_bias", v);
-    if (!st && a != RA_ARCH_SHAW_ATTENTION && (v = ra_st_meta(f, "qk_scale"))) {
+    if (!st && (v = ra_st_meta(f, "qk_scale"))) {
         c->has_qk_scale = 1;
         st = parse_float(&c->qk_scale, "qk_scale", v);
     }

@@ -5,6 +5,7 @@
 #include "internal.h"
 
 #include <cblas.h>
+#include <math.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------------ */
@@ -36,11 +37,21 @@ static void colsum_add(float *out, const float *a, int64_t m, int n) {
     }
 }
 
-void ra_linear_forward(float *y, const float *x, const float *w, const float *b,
+/* ------------------------------------------------------------------------ */
+/* Linear                                                                    */
+/* ------------------------------------------------------------------------ */
+
+void ra_linear_forward(float *y,        /* (M, N) */
+                       const float *x,  /* (M, K) */
+                       const float *w,  /* (N, K) */
+                       const float *b,  /* (N) or NULL */
                        int64_t m, int n, int k) {
     if (m <= 0 || n <= 0) return;
     if (b)
         for (int64_t i = 0; i < m; i++) memcpy(y + i * n, b, (size_t)n * sizeof *y);
+    else if (k <= 0)
+        memset(y, 0, (size_t)m * n * sizeof *y);
+    if (k <= 0) return;   /* BLAS rejects a leading dimension of 0 */
     /* row-major y (M, N) += x (M, K) . w (N, K)^T; BLAS takes int sizes, and
      * the callers bound M*N and M*K, so split M only if it is huge. */
     const int64_t chunk = INT32_MAX / 2;
@@ -51,18 +62,538 @@ void ra_linear_forward(float *y, const float *x, const float *w, const float *b,
     }
 }
 
-void ra_linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
-                        const float *w, int64_t m, int n, int k) {
-    if (m <= 0 || n <= 0 || k <= 0) return;
+/* ACCUMULATES into dx, dw, db (each may be NULL). */
+void ra_linear_backward(float *dx,        /* (M, K) or NULL */
+                        float *dw,        /* (N, K) or NULL */
+                        float *db,        /* (N) or NULL */
+                        const float *dy,  /* (M, N) */
+                        const float *x,   /* (M, K), for dw */
+                        const float *w,   /* (N, K), for dx */
+                        int64_t m, int n, int k) {
+    if (m <= 0 || n <= 0) return;
     const int64_t chunk = INT32_MAX / 2;
-    for (int64_t i0 = 0; i0 < m; i0 += chunk) {
+    for (int64_t i0 = 0; k > 0 && i0 < m; i0 += chunk) {
         int mm = (int)(m - i0 < chunk ? m - i0 : chunk);
         if (dx)   /* dx (M, K) += dy (M, N) . w (N, K) */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mm, k, n, 1.0f,
                         dy + i0 * n, n, w, k, 1.0f, dx + i0 * k, k);
-        if (dw)   /* dw (N, K) += dy^T (N, M) . x (M, K) */
+        if (dw)   /* dw (N, K) += dy^T (N, M) . x (M, K), beta 1 over the chunks */
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, k, mm, 1.0f,
                         dy + i0 * n, n, x + i0 * k, k, 1.0f, dw, k);
     }
     if (db) colsum_add(db, dy, m, n);   /* db (N) += sum_rows dy, in double */
+}
+
+/* ------------------------------------------------------------------------ */
+/* LayerNorm                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* Statistics in double, two passes (no cancellation for inputs far from 0),
+ * saved as float: the backward pass recomputes xhat from them. */
+void ra_layernorm_forward(float *y,            /* (M, C), may be x */
+                          float *mean,         /* (M) saved */
+                          float *rstd,         /* (M) saved */
+                          const float *x,      /* (M, C) */
+                          const float *gamma,  /* (C) or NULL */
+                          const float *beta,   /* (C) or NULL */
+                          int64_t m, int c, float eps) {
+    if (m <= 0 || c <= 0) return;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (m * c >= RA_NN_PAR_MIN)
+#endif
+    for (int64_t i = 0; i < m; i++) {
+        const float *xr = x + i * c;
+        float *yr = y + i * c;
+        double s = 0, ss = 0;
+        for (int j = 0; j < c; j++) s += xr[j];
+        const double mu = s / c;
+        for (int j = 0; j < c; j++) {
+            const double d = xr[j] - mu;
+            ss += d * d;
+        }
+        const double rs = 1.0 / sqrt(ss / c + (double)eps);
+        mean[i] = (float)mu;
+        rstd[i] = (float)rs;
+        for (int j = 0; j < c; j++) {
+            double v = (xr[j] - mu) * rs;
+            if (gamma) v *= gamma[j];
+            if (beta) v += beta[j];
+            yr[j] = (float)v;
+        }
+    }
+}
+
+/* ACCUMULATES into dx, dgamma, dbeta (each may be NULL). */
+void ra_layernorm_backward(float *dx,            /* (M, C) or NULL */
+                           float *dgamma,        /* (C) or NULL */
+                           float *dbeta,         /* (C) or NULL */
+                           const float *dy,      /* (M, C) */
+                           const float *x,       /* (M, C) forward input */
+                           const float *mean,    /* (M) saved */
+                           const float *rstd,    /* (M) saved */
+                           const float *gamma,   /* (C) or NULL */
+                           int64_t m, int c) {
+    if (m <= 0 || c <= 0) return;
+    if (dx) {
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (m * c >= RA_NN_PAR_MIN)
+#endif
+        for (int64_t i = 0; i < m; i++) {
+            const float *xr = x + i * c, *gr = dy + i * c;
+            const double mu = mean[i], rs = rstd[i];
+            double sg = 0, sgx = 0;   /* mean of g and of g * xhat */
+            for (int j = 0; j < c; j++) {
+                const double g = gamma ? (double)gr[j] * gamma[j] : gr[j];
+                sg += g;
+                sgx += g * ((xr[j] - mu) * rs);
+            }
+            sg /= c;
+            sgx /= c;
+            float *dr = dx + i * c;
+            for (int j = 0; j < c; j++) {
+                const double g = gamma ? (double)gr[j] * gamma[j] : gr[j];
+                const double xh = (xr[j] - mu) * rs;
+                dr[j] = (float)((double)dr[j] + rs * (g - sg - xh * sgx));
+            }
+        }
+    }
+    if (!dgamma && !dbeta) return;
+    const int chunks = (c + RA_NN_COLS - 1) / RA_NN_COLS;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (m * c >= RA_NN_PAR_MIN && chunks > 1)
+#endif
+    for (int t = 0; t < chunks; t++) {
+        const int j0 = t * RA_NN_COLS, jn = c - j0 < RA_NN_COLS ? c - j0 : RA_NN_COLS;
+        double ag[RA_NN_COLS] = {0}, ab[RA_NN_COLS] = {0};
+        for (int64_t i = 0; i < m; i++) {
+            const float *xr = x + i * c + j0, *gr = dy + i * c + j0;
+            const double mu = mean[i], rs = rstd[i];
+            for (int j = 0; j < jn; j++) {
+                ag[j] += gr[j] * ((xr[j] - mu) * rs);
+                ab[j] += gr[j];
+            }
+        }
+        for (int j = 0; j < jn; j++) {
+            if (dgamma) dgamma[j0 + j] = (float)((double)dgamma[j0 + j] + ag[j]);
+            if (dbeta) dbeta[j0 + j] = (float)((double)dbeta[j0 + j] + ab[j]);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* GELU, residual add, mean over tokens                                      */
+/* ------------------------------------------------------------------------ */
+
+/* The same float expressions as PyTorch's CPU GeluKernel (approximate =
+ * 'none'); erff and expf of glibc are correctly rounded to within an ulp. */
+#define RA_SQRT1_2 0.70710678118654752440      /* 1 / sqrt(2) */
+#define RA_INV_SQRT_2PI 0.39894228040143267794 /* 1 / sqrt(2 pi) */
+
+void ra_gelu_forward(float *y,        /* (n), may be x */
+                     const float *x,  /* (n) */
+                     int64_t n) {
+    const float r2 = (float)RA_SQRT1_2;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (n >= RA_NN_PAR_MIN)
+#endif
+    for (int64_t i = 0; i < n; i++) {
+        const float v = x[i];
+        y[i] = v * 0.5f * (1.0f + erff(v * r2));
+    }
+}
+
+/* ACCUMULATES into dx. */
+void ra_gelu_backward(float *dx,        /* (n), may be dy */
+                      const float *dy,  /* (n) */
+                      const float *x,   /* (n) forward input */
+                      int64_t n) {
+    const float r2 = (float)RA_SQRT1_2;
+    const float beta = (float)RA_INV_SQRT_2PI;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (n >= RA_NN_PAR_MIN)
+#endif
+    for (int64_t i = 0; i < n; i++) {
+        const float v = x[i];
+        const float cdf = 0.5f * (1.0f + erff(v * r2));
+        const float pdf = beta * expf(v * v * -0.5f);
+        dx[i] += dy[i] * (cdf + v * pdf);
+    }
+}
+
+void ra_add(float *y,        /* (n), may be a or b */
+            const float *a,  /* (n) */
+            const float *b,  /* (n) */
+            int64_t n) {
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (n >= RA_NN_PAR_MIN)
+#endif
+    for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+
+void ra_mean_tokens_forward(float *y,        /* (B, C) */
+                            const float *x,  /* (B, N, C) */
+                            int b, int64_t n, int c) {
+    if (b <= 0 || n <= 0 || c <= 0) return;
+    for (int s = 0; s < b; s++) {
+        const float *xs = x + (int64_t)s * n * c;
+        float *ys = y + (int64_t)s * c;
+        for (int j = 0; j < c; j++) ys[j] = 0.0f;
+        colsum_add(ys, xs, n, c);
+        for (int j = 0; j < c; j++) ys[j] = (float)((double)ys[j] / (double)n);
+    }
+}
+
+/* ACCUMULATES into dx. */
+void ra_mean_tokens_backward(float *dx,        /* (B, N, C) */
+                             const float *dy,  /* (B, C) */
+                             int b, int64_t n, int c) {
+    if (b <= 0 || n <= 0 || c <= 0) return;
+    const float fn = (float)n;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if ((int64_t)b * n * c >= RA_NN_PAR_MIN)
+#endif
+    for (int64_t r = 0; r < (int64_t)b * n; r++) {
+        const float *g = dy + (r / n) * c;
+        float *d = dx + r * c;
+        for (int j = 0; j < c; j++) d[j] += g[j] / fn;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Softmax cross-entropy with label smoothing                                */
+/* ------------------------------------------------------------------------ */
+
+static ra_status ce_check(const char *fn, const int32_t *targets, int b, int k,
+                          float smoothing) {
+    if (b < 1 || k < 1) return ra_fail(RA_ERR_ARG, "%s: batch %d, classes %d", fn, b, k);
+    if (!(smoothing >= 0.0f && smoothing <= 1.0f))
+        return ra_fail(RA_ERR_ARG, "%s: label smoothing %g not in [0, 1]", fn, smoothing);
+    for (int i = 0; i < b; i++)
+        if (targets[i] < 0 || targets[i] >= k)
+            return ra_fail(RA_ERR_ARG, "%s: target %d of sample %d not in [0, %d)", fn,
+                           (int)targets[i], i, k);
+    return RA_OK;
+}
+
+ra_status ra_cross_entropy_forward(float *loss,             /* (1) */
+                                   float *probs,            /* (B, K) saved */
+                                   const float *logits,     /* (B, K) */
+                                   const int32_t *targets,  /* (B) */
+                                   int b, int k, float smoothing) {
+    ra_status st = ce_check("ra_cross_entropy_forward", targets, b, k, smoothing);
+    if (st != RA_OK) return st;
+    const double eps = smoothing;
+    double total = 0;
+    for (int i = 0; i < b; i++) {
+        const float *l = logits + (int64_t)i * k;
+        float *p = probs + (int64_t)i * k;
+        double mx = l[0], se = 0, sl = 0;
+        for (int j = 1; j < k; j++)
+            if (l[j] > mx) mx = l[j];
+        for (int j = 0; j < k; j++) {
+            se += exp(l[j] - mx);
+            sl += l[j];
+        }
+        const double lse = mx + log(se);
+        for (int j = 0; j < k; j++) p[j] = (float)exp(l[j] - lse);
+        const double nll = lse - l[targets[i]];      /* -logp[target] */
+        const double smooth = (double)k * lse - sl;  /* sum_k -logp[k] */
+        total += (1.0 - eps) * nll + eps / k * smooth;
+    }
+    *loss = (float)(total / b);
+    return RA_OK;
+}
+
+/* ACCUMULATES into dlogits. */
+ra_status ra_cross_entropy_backward(float *dlogits,          /* (B, K) */
+                                    float dloss,
+                                    const float *probs,      /* (B, K) saved */
+                                    const int32_t *targets,  /* (B) */
+                                    int b, int k, float smoothing) {
+    ra_status st = ce_check("ra_cross_entropy_backward", targets, b, k, smoothing);
+    if (st != RA_OK) return st;
+    const double eps = smoothing, g = (double)dloss / b, off = eps / k;
+    for (int i = 0; i < b; i++) {
+        const float *p = probs + (int64_t)i * k;
+        float *d = dlogits + (int64_t)i * k;
+        for (int j = 0; j < k; j++) {
+            const double t = (j == targets[i] ? 1.0 - eps : 0.0) + off;
+            d[j] = (float)((double)d[j] + g * ((double)p[j] - t));
+        }
+    }
+    return RA_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Dropout and DropPath                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* PyTorch and timm multiply by a float mask divided by (1 - p), i.e. by the
+ * float 1 / (1 - p); a dropped element is x * 0 (NaN stays NaN). The draws
+ * are sequential so a seed gives the same masks whatever the threads. */
+static float keep_scale(float p) {
+    return p >= 1.0f ? 0.0f : 1.0f / (float)(1.0 - (double)p);
+}
+
+ra_status ra_dropout_forward(float *y,          /* (n), may be x */
+                             uint8_t *keep,     /* (n) saved, 0 or 1 */
+                             const float *x,    /* (n) */
+                             int64_t n, float p, ra_rng *rng) {
+    if (!(p >= 0.0f && p <= 1.0f))
+        return ra_fail(RA_ERR_ARG, "ra_dropout_forward: p = %g not in [0, 1]", p);
+    if (n < 0) return ra_fail(RA_ERR_ARG, "ra_dropout_forward: n = %lld", (long long)n);
+    const float scale = keep_scale(p);
+    if (p == 0.0f || p == 1.0f) {   /* no draws, as PyTorch */
+        for (int64_t i = 0; i < n; i++) {
+            keep[i] = p == 0.0f;
+            y[i] = p == 0.0f ? x[i] : x[i] * 0.0f;
+        }
+        return RA_OK;
+    }
+    const double q = 1.0 - (double)p;
+    for (int64_t i = 0; i < n; i++) {
+        const int k = ra_rng_uniform(rng) < q;
+        keep[i] = (uint8_t)k;
+        y[i] = x[i] * (k ? scale : 0.0f);
+    }
+    return RA_OK;
+}
+
+/* ACCUMULATES into dx. */
+void ra_dropout_backward(float *dx,            /* (n), may be dy */
+                         const float *dy,      /* (n) */
+                         const uint8_t *keep,  /* (n) saved */
+                         int64_t n, float p) {
+    const float scale = keep_scale(p);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (n >= RA_NN_PAR_MIN)
+#endif
+    for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * (keep[i] ? scale : 0.0f);
+}
+
+ra_status ra_droppath_forward(float *y,          /* (B, n), may be x */
+                              uint8_t *keep,     /* (B) saved, 0 or 1 */
+                              const float *x,    /* (B, n) */
+                              int b, int64_t n, float p, ra_rng *rng) {
+    if (!(p >= 0.0f && p <= 1.0f))
+        return ra_fail(RA_ERR_ARG, "ra_droppath_forward: p = %g not in [0, 1]", p);
+    if (b < 0 || n < 0)
+        return ra_fail(RA_ERR_ARG, "ra_droppath_forward: B = %d, n = %lld", b, (long long)n);
+    const float scale = keep_scale(p);
+    const double q = 1.0 - (double)p;
+    for (int s = 0; s < b; s++) {
+        const int k = p == 0.0f ? 1 : p == 1.0f ? 0 : ra_rng_uniform(rng) < q;
+        keep[s] = (uint8_t)k;
+        const float f = p == 0.0f ? 1.0f : k ? scale : 0.0f;
+        const float *xs = x + (int64_t)s * n;
+        float *ys = y + (int64_t)s * n;
+        for (int64_t i = 0; i < n; i++) ys[i] = xs[i] * f;
+    }
+    return RA_OK;
+}
+
+/* ACCUMULATES into dx. */
+void ra_droppath_backward(float *dx,            /* (B, n), may be dy */
+                          const float *dy,      /* (B, n) */
+                          const uint8_t *keep,  /* (B) saved */
+                          int b, int64_t n, float p) {
+    const float scale = p == 0.0f ? 1.0f : keep_scale(p);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if ((int64_t)b * n >= RA_NN_PAR_MIN)
+#endif
+    for (int s = 0; s < b; s++) {
+        const float f = keep[s] ? scale : 0.0f;
+        const float *gs = dy + (int64_t)s * n;
+        float *ds = dx + (int64_t)s * n;
+        for (int64_t i = 0; i < n; i++) ds[i] += gs[i] * f;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Patch embedding: im2col + Linear                                          */
+/* ------------------------------------------------------------------------ */
+
+ra_status ra_patch_grid(int *gh, int *gw, int h, int w, int p, int pad) {
+    if (h < 1 || w < 1 || p < 1)
+        return ra_fail(RA_ERR_ARG, "patch grid: image %dx%d, patch %d", h, w, p);
+    if (!pad && (h % p || w % p))
+        return ra_fail(RA_ERR_SHAPE, "patch grid: image %dx%d is not a multiple of the "
+                       "patch size %d", h, w, p);
+    const int64_t a = ((int64_t)h + p - 1) / p, c = ((int64_t)w + p - 1) / p;
+    if (a * c > INT32_MAX)
+        return ra_fail(RA_ERR_ARG, "patch grid: %lldx%lld patches", (long long)a, (long long)c);
+    if (gh) *gh = (int)a;
+    if (gw) *gw = (int)c;
+    return RA_OK;
+}
+
+/* Sizes of a patch embedding: grid, tokens per image, columns per token. */
+static ra_status patch_plan(const char *fn, int b, int cin, int h, int w, int p, int e,
+                            int pad, int *gh, int *gw, int *kcols) {
+    ra_status st = ra_patch_grid(gh, gw, h, w, p, pad);
+    if (st != RA_OK) return st;
+    int64_t k = 0, rows = 0, tmp = 0;
+    if (b < 1 || cin < 1 || e < 1)
+        return ra_fail(RA_ERR_ARG, "%s: B = %d, Cin = %d, E = %d", fn, b, cin, e);
+    if (!ra_mul_i64(&k, (int64_t)cin, (int64_t)p * p) || k > INT32_MAX ||
+        !ra_mul_i64(&rows, (int64_t)b, (int64_t)*gh * *gw) ||
+        !ra_mul_i64(&tmp, rows, k) || !ra_mul_i64(&tmp, rows, e) ||
+        !ra_mul_i64(&tmp, (int64_t)b * cin, (int64_t)h * w) || tmp > INT64_MAX / 8)
+        return ra_fail(RA_ERR_ARG, "%s: sizes too large", fn);
+    *kcols = (int)k;
+    return RA_OK;
+}
+
+ra_status ra_patch_embed_forward(float *y,             /* (B, L, E) */
+                                 float *cols,          /* (B, L, Cin*P*P) saved */
+                                 const float *x,       /* (B, Cin, H, W) */
+                                 const float *weight,  /* (E, Cin, P, P) */
+                                 const float *bias,    /* (E) or NULL */
+                                 int b, int cin, int h, int w, int p, int e, int pad) {
+    int gh, gw, kc;
+    ra_status st = patch_plan("ra_patch_embed_forward", b, cin, h, w, p, e, pad, &gh, &gw, &kc);
+    if (st != RA_OK) return st;
+    const int64_t L = (int64_t)gh * gw, rows = (int64_t)b * L;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (rows * kc >= RA_NN_PAR_MIN)
+#endif
+    for (int64_t r = 0; r < rows; r++) {   /* token r: image r / L, patch r % L */
+        const int64_t s = r / L;
+        const int py = (int)(r % L / gw), px = (int)(r % L % gw);
+        float *dst = cols + r * kc;
+        for (int ci = 0; ci < cin; ci++)
+            for (int ky = 0; ky < p; ky++) {
+                const int yy = py * p + ky;
+                const float *src = x + ((s * cin + ci) * h + yy) * (int64_t)w;
+                for (int kx = 0; kx < p; kx++) {
+                    const int xx = px * p + kx;
+                    *dst++ = yy < h && xx < w ? src[xx] : 0.0f;
+                }
+            }
+    }
+    ra_linear_forward(y, cols, weight, bias, rows, e, kc);
+    return RA_OK;
+}
+
+/* ACCUMULATES into dx, dweight, dbias (each may be NULL). */
+ra_status ra_patch_embed_backward(float *dx,            /* (B, Cin, H, W) or NULL */
+                                  float *dweight,       /* (E, Cin, P, P) or NULL */
+                                  float *dbias,         /* (E) or NULL */
+                                  float *work,          /* (B, L, Cin*P*P), may be cols */
+                                  const float *dy,      /* (B, L, E) */
+                                  const float *cols,    /* (B, L, Cin*P*P) saved */
+                                  const float *weight,  /* (E, Cin, P, P) */
+                                  int b, int cin, int h, int w, int p, int e, int pad) {
+    int gh, gw, kc;
+    ra_status st = patch_plan("ra_patch_embed_backward", b, cin, h, w, p, e, pad, &gh, &gw, &kc);
+    if (st != RA_OK) return st;
+    if (dx && !work)
+        return ra_fail(RA_ERR_ARG, "ra_patch_embed_backward: dx needs a workspace");
+    const int64_t L = (int64_t)gh * gw, rows = (int64_t)b * L;
+    /* weight and bias first: work may be cols */
+    ra_linear_backward(NULL, dweight, dbias, dy, cols, weight, rows, e, kc);
+    if (!dx) return RA_OK;
+    /* dcols (rows, kc) = dy (rows, E) . weight (E, kc), written over work */
+    const int64_t chunk = INT32_MAX / 2;
+    for (int64_t i0 = 0; i0 < rows; i0 += chunk) {
+        int mm = (int)(rows - i0 < chunk ? rows - i0 : chunk);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mm, kc, e, 1.0f,
+                    dy + i0 * e, e, weight, kc, 0.0f, work + i0 * kc, kc);
+    }
+    /* col2im: the patches do not overlap, so each pixel takes one value;
+     * those of the padding are dropped. Rows of patches in parallel. */
+    const int64_t prow = (int64_t)b * gh;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (rows * kc >= RA_NN_PAR_MIN)
+#endif
+    for (int64_t t = 0; t < prow; t++) {
+        const int64_t s = t / gh;
+        const int py = (int)(t % gh);
+        for (int px = 0; px < gw; px++) {
+            const float *src = work + (s * L + (int64_t)py * gw + px) * kc;
+            for (int ci = 0; ci < cin; ci++)
+                for (int ky = 0; ky < p; ky++, src += p) {
+                    const int yy = py * p + ky;
+                    if (yy >= h) continue;
+                    float *d = dx + ((s * cin + ci) * h + yy) * (int64_t)w;
+                    for (int kx = 0; kx < p; kx++) {
+                        const int xx = px * p + kx;
+                        if (xx < w) d[xx] += src[kx];
+                    }
+                }
+        }
+    }
+    return RA_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Patch merging gather (Swin)                                               */
+/* ------------------------------------------------------------------------ */
+
+static ra_status merge_check(const char *fn, int b, int h, int w, int c) {
+    int64_t n = 0;
+    if (b < 1 || h < 1 || w < 1 || c < 1)
+        return ra_fail(RA_ERR_ARG, "%s: B = %d, H = %d, W = %d, C = %d", fn, b, h, w, c);
+    if (!ra_mul_i64(&n, (int64_t)b * (h + 1), (int64_t)(w + 1) * c) || n > INT64_MAX / 8)
+        return ra_fail(RA_ERR_ARG, "%s: sizes too large", fn);
+    return RA_OK;
+}
+
+/* Source pixel of quarter q of a merged token: q = 0..3 -> (dy, dx) offsets
+ * (0,0), (1,0), (0,1), (1,1), the official x0, x1, x2, x3. */
+#define MERGE_DY(q) ((q) & 1)
+#define MERGE_DX(q) ((q) >> 1)
+
+ra_status ra_patch_merge_forward(float *y,        /* (B, H2*W2, 4C) */
+                                 const float *x,  /* (B, H, W, C) */
+                                 int b, int h, int w, int c) {
+    ra_status st = merge_check("ra_patch_merge_forward", b, h, w, c);
+    if (st != RA_OK) return st;
+    const int h2 = (h + 1) / 2, w2 = (w + 1) / 2;
+    const int64_t rows = (int64_t)b * h2;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (rows * w2 * 4 * c >= RA_NN_PAR_MIN)
+#endif
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t s = r / h2;
+        const int i = (int)(r % h2);
+        for (int j = 0; j < w2; j++) {
+            float *dst = y + (r * w2 + j) * 4 * (int64_t)c;
+            for (int q = 0; q < 4; q++, dst += c) {
+                const int yy = 2 * i + MERGE_DY(q), xx = 2 * j + MERGE_DX(q);
+                if (yy < h && xx < w)
+                    memcpy(dst, x + ((s * h + yy) * w + xx) * (int64_t)c, (size_t)c * sizeof *dst);
+                else
+                    memset(dst, 0, (size_t)c * sizeof *dst);
+            }
+        }
+    }
+    return RA_OK;
+}
+
+/* ACCUMULATES into dx. */
+ra_status ra_patch_merge_backward(float *dx,        /* (B, H, W, C) */
+                                  const float *dy,  /* (B, H2*W2, 4C) */
+                                  int b, int h, int w, int c) {
+    ra_status st = merge_check("ra_patch_merge_backward", b, h, w, c);
+    if (st != RA_OK) return st;
+    const int h2 = (h + 1) / 2, w2 = (w + 1) / 2;
+    const int64_t rows = (int64_t)b * h2;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (rows * w2 * 4 * c >= RA_NN_PAR_MIN)
+#endif
+    for (int64_t r = 0; r < rows; r++) {   /* each pixel has one source: no races */
+        const int64_t s = r / h2;
+        const int i = (int)(r % h2);
+        for (int j = 0; j < w2; j++) {
+            const float *src = dy + (r * w2 + j) * 4 * (int64_t)c;
+            for (int q = 0; q < 4; q++, src += c) {
+                const int yy = 2 * i + MERGE_DY(q), xx = 2 * j + MERGE_DX(q);
+                if (yy >= h || xx >= w) continue;
+                float *d = dx + ((s * h + yy) * w + xx) * (int64_t)c;
+                for (int k = 0; k < c; k++) d[k] += src[k];
+            }
+        }
+    }
+    return RA_OK;
 }

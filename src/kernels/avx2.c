@@ -147,18 +147,30 @@ static void rows_times_bt(float *c, size_t ldc, const float *const a[RB], int hd
             _mm256_storeu_ps(c + r * ldc + j + 8, acc[r][1]);
         }
     }
-    if (j < ncols) {
-        __m256 acc[RB];
+    if (j < ncols) {   /* 8 columns: even and odd d in separate accumulators,
+                          so 8 FMA chains are in flight here too */
+        __m256 acc[RB][2];
 #pragma GCC unroll 4
-        for (int r = 0; r < RB; r++) acc[r] = _mm256_setzero_ps();
-        for (int d = 0; d < hd; d++) {
+        for (int r = 0; r < RB; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+        int d = 0;
+        for (; d + 2 <= hd; d += 2) {
+            const float *b = bt + (size_t)d * ldb + j;
+            __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + ldb);
+#pragma GCC unroll 4
+            for (int r = 0; r < RB; r++) {
+                acc[r][0] = _mm256_fmadd_ps(_mm256_broadcast_ss(a[r] + d), b0, acc[r][0]);
+                acc[r][1] = _mm256_fmadd_ps(_mm256_broadcast_ss(a[r] + d + 1), b1, acc[r][1]);
+            }
+        }
+        if (d < hd) {
             __m256 b0 = _mm256_loadu_ps(bt + (size_t)d * ldb + j);
 #pragma GCC unroll 4
             for (int r = 0; r < RB; r++)
-                acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(a[r] + d), b0, acc[r]);
+                acc[r][0] = _mm256_fmadd_ps(_mm256_broadcast_ss(a[r] + d), b0, acc[r][0]);
         }
 #pragma GCC unroll 4
-        for (int r = 0; r < RB; r++) _mm256_storeu_ps(c + r * ldc + j, acc[r]);
+        for (int r = 0; r < RB; r++)
+            _mm256_storeu_ps(c + r * ldc + j, _mm256_add_ps(acc[r][0], acc[r][1]));
     }
 }
 
@@ -207,8 +219,8 @@ static void softmax_row(const ra_attn_task *t, int i, float *s, const float *qr)
     }
 }
 
-/* acc[r] += sum_{j<n} p[r][j] * v_j[d0 .. d0+8*NV) for RB rows: one load of
- * each v row chunk feeds RB FMAs. NV == 1 loads min(8, w) columns. */
+/* acc[r] += sum_{j<n} p[r][j] * v_j[d0 .. d0 + 8*nv) for RB rows: one load
+ * of each v row chunk feeds RB FMAs. nv == 1 loads min(8, w) columns. */
 ALWAYS_INLINE void pv_accumulate(__m256 acc[RB][2], const int nv, const float *const p[RB],
                                  const float *v, size_t ldv, int n, int d0, int w) {
     const __m256i m = lanes(w);
@@ -225,7 +237,7 @@ ALWAYS_INLINE void pv_accumulate(__m256 acc[RB][2], const int nv, const float *c
     }
 }
 
-/* Output columns d0 .. d0 + 8*NV (or up to hd) of rows i0 .. i0+nr-1:
+/* Output columns d0 .. d0 + 8*nv (or up to hd) of rows i0 .. i0+nr-1:
  * values, then the Shaw value term on the same accumulators, then store. */
 ALWAYS_INLINE void pv_chunk(const ra_attn_task *t, int i0, int nr, const float *const p[RB],
                             const float *const pb[RB], const int nv, int d0) {
@@ -270,8 +282,8 @@ static void avx2_forward(const ra_attn_task *t) {
     if (t->rel_k) transpose(rkt, rp, t->rel_k, (size_t)hd, nrel, hd);
 
     for (int i0 = 0; i0 < n1; i0 += RB) {
-        /* A last block with fewer rows repeats its last row: the extra rows
-         * are computed in registers but never stored. */
+        /* A last block with fewer rows repeats its last row: the copies'
+         * logits land in unused rows of s, their outputs are never stored. */
         const int nr = n1 - i0 < RB ? n1 - i0 : RB;
         const float *qrow[RB], *prow[RB], *pbrow[RB];
 #pragma GCC unroll 4
@@ -298,4 +310,7 @@ static void avx2_forward(const ra_attn_task *t) {
     }
 }
 
-const ra_attn_kernel ra_kernel_avx2 = {"avx2", avx2_forward, avx2_work_floats};
+/* No backward of its own: the framework uses the reference backward. */
+const ra_attn_kernel ra_kernel_avx2 = {
+    .name = "avx2", .forward = avx2_forward, .work_floats = avx2_work_floats,
+};

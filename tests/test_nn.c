@@ -1,0 +1,1023 @@
+/* test_nn.c - the layers, the generator and the optimiser (relattn.h
+ * section 5) against PyTorch and against themselves.
+ *
+ *   test_nn FIXTURES_DIR
+ *
+ * 1. the fixtures nn_*.safetensors written by tools/make_nn_fixtures.py:
+ *    forward outputs within 1e-5 relative, gradients within 1e-4, AdamW
+ *    parameters after each of 5 steps, clipping norms and the schedule;
+ * 2. every backward call accumulates: gradients start from a random pattern
+ *    R and two calls must give R + 2 G;
+ * 3. central finite differences of double-precision forward passes written
+ *    here (LayerNorm, GELU, cross-entropy, patch merging) against the float
+ *    backward passes;
+ * 4. the generator: its stream against an independent Python version,
+ *    reproducibility, moments of its distributions; dropout and drop-path
+ *    keep rates and exact backward consistency with the saved masks;
+ * 5. sizes large enough for the threaded loops: 1 and 4 threads must give
+ *    the same bits (reductions are per column, in double), LayerNorm
+ *    against a double reference;
+ * 6. argument errors (status codes, never a crash).
+ * The largest errors against PyTorch are printed.
+ */
+#include "relattn.h"
+#include "check.h"
+
+#include <stdint.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* ---------------------------------------------------------------------- */
+/* Helpers                                                                 */
+/* ---------------------------------------------------------------------- */
+
+static const char *fixtures = "tests/fixtures";
+static double worst_fwd, worst_grad;   /* largest errors against PyTorch */
+
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(2);
+    }
+    return p;
+}
+
+static float *fzeros(int64_t n) {
+    float *p = xmalloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) p[i] = 0.0f;
+    return p;
+}
+
+static float *fcopy(const float *a, int64_t n) {
+    float *p = xmalloc(sizeof(float) * (size_t)n);
+    memcpy(p, a, sizeof(float) * (size_t)n);
+    return p;
+}
+
+static ra_st_file *open_nn(const char *name) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/nn_%s.safetensors", fixtures, name);
+    ra_st_file *f = NULL;
+    ra_status st = ra_st_open(&f, path);
+    CHECK(st == RA_OK, "%s: %s", path, ra_last_error());
+    return st == RA_OK ? f : NULL;
+}
+
+/* A tensor of the fixture as floats (exits if absent: the fixture is ours). */
+static float *get(const ra_st_file *f, const char *name, const ra_st_tensor **info) {
+    const ra_st_tensor *t = ra_st_find(f, name);
+    if (!t) {
+        fprintf(stderr, "fixture lacks %s\n", name);
+        exit(2);
+    }
+    if (info) *info = t;
+    float *p = xmalloc(sizeof(float) * (size_t)(t->numel ? t->numel : 1));
+    if (ra_st_to_f32(p, t) != RA_OK) {
+        fprintf(stderr, "%s is not a float tensor\n", name);
+        exit(2);
+    }
+    return p;
+}
+
+static double meta_d(const ra_st_file *f, const char *key) {
+    const char *v = ra_st_meta(f, key);
+    if (!v) {
+        fprintf(stderr, "fixture lacks metadata %s\n", key);
+        exit(2);
+    }
+    return strtod(v, NULL);
+}
+
+/* F64 tensor as doubles (the schedule tables). */
+static double *get_f64(const ra_st_file *f, const char *name, int64_t *n) {
+    const ra_st_tensor *t = ra_st_find(f, name);
+    if (!t || t->dtype != RA_DTYPE_F64) {
+        fprintf(stderr, "fixture lacks F64 %s\n", name);
+        exit(2);
+    }
+    double *p = xmalloc(sizeof(double) * (size_t)t->numel);
+    memcpy(p, t->data, sizeof(double) * (size_t)t->numel);
+    *n = t->numel;
+    return p;
+}
+
+/* Compare a with the reference b: CHECK_CLOSE, and print and record the
+ * largest absolute error and the largest relative error over the values
+ * that are not tiny (|b| > 1e-3 max |b|). */
+static void compare(const char *what, const float *a, const float *b, int64_t n,
+                    double rtol, double atol, double *worst) {
+    double mabs = 0, mrel = 0, big = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (fabs(b[i]) > big) big = fabs(b[i]);
+    for (int64_t i = 0; i < n; i++) {
+        const double e = fabs((double)a[i] - b[i]);
+        if (!(e <= mabs)) mabs = e;
+        if (fabs(b[i]) > 1e-3 * big && !(e / fabs(b[i]) <= mrel)) mrel = e / fabs(b[i]);
+    }
+    printf("  %-34s max abs %.2e  max rel %.2e\n", what, mabs, mrel);
+    if (worst && !(mrel <= *worst)) *worst = mrel;
+    CHECK_CLOSE(a, b, n, rtol, atol, what);
+}
+
+#define FWD_RTOL 1e-5
+#define GRAD_RTOL 1e-4
+
+/* Fill with a fixed pseudo-random pattern (for accumulation checks). */
+static void pattern(float *p, int64_t n, uint64_t seed) {
+    ra_rng r;
+    ra_rng_seed(&r, seed);
+    ra_rng_fill_uniform(&r, p, n, -1.0f, 1.0f);
+}
+
+/* acc must equal r + 2 g (two accumulating calls from r). */
+static void check_accum(const char *what, const float *acc, const float *r, const float *g,
+                        int64_t n) {
+    float *want = xmalloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) want[i] = r[i] + 2.0f * g[i];
+    char buf[200];
+    snprintf(buf, sizeof buf, "%s accumulates", what);
+    CHECK_CLOSE(acc, want, n, 1e-5, 1e-6, buf);
+    free(want);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Linear                                                                  */
+/* ---------------------------------------------------------------------- */
+
+static void test_linear(void) {
+    ra_st_file *f = open_nn("linear");
+    if (!f) return;
+    printf("linear\n");
+    const ra_st_tensor *tx, *tw;
+    float *x = get(f, "x", &tx), *w = get(f, "weight", &tw), *b = get(f, "bias", NULL);
+    float *yw = get(f, "y", NULL), *dy = get(f, "dy", NULL);
+    float *gx = get(f, "grad.x", NULL), *gw = get(f, "grad.weight", NULL),
+          *gb = get(f, "grad.bias", NULL);
+    const int m = (int)tx->shape[0], k = (int)tx->shape[1], n = (int)tw->shape[0];
+    float *y = fzeros((int64_t)m * n);
+    ra_linear_forward(y, x, w, b, m, n, k);
+    compare("linear y", y, yw, (int64_t)m * n, FWD_RTOL, 1e-6, &worst_fwd);
+
+    float *dx = fzeros((int64_t)m * k), *dw = fzeros((int64_t)n * k), *db = fzeros(n);
+    ra_linear_backward(dx, dw, db, dy, x, w, m, n, k);
+    compare("linear grad.x", dx, gx, (int64_t)m * k, GRAD_RTOL, 1e-6, &worst_grad);
+    compare("linear grad.weight", dw, gw, (int64_t)n * k, GRAD_RTOL, 1e-6, &worst_grad);
+    compare("linear grad.bias", db, gb, n, GRAD_RTOL, 1e-6, &worst_grad);
+
+    /* accumulation, from a random start, twice */
+    float *rx = fzeros((int64_t)m * k), *rw = fzeros((int64_t)n * k), *rb = fzeros(n);
+    pattern(rx, (int64_t)m * k, 1), pattern(rw, (int64_t)n * k, 2), pattern(rb, n, 3);
+    float *ax = fcopy(rx, (int64_t)m * k), *aw = fcopy(rw, (int64_t)n * k), *ab = fcopy(rb, n);
+    ra_linear_backward(ax, aw, ab, dy, x, w, m, n, k);
+    ra_linear_backward(ax, aw, ab, dy, x, w, m, n, k);
+    check_accum("linear dx", ax, rx, gx, (int64_t)m * k);
+    check_accum("linear dw", aw, rw, gw, (int64_t)n * k);
+    check_accum("linear db", ab, rb, gb, n);
+    /* NULL gradients are skipped */
+    float *only_w = fzeros((int64_t)n * k);
+    ra_linear_backward(NULL, only_w, NULL, dy, x, NULL, m, n, k);
+    CHECK_CLOSE(only_w, gw, (int64_t)n * k, GRAD_RTOL, 1e-6, "linear dw alone");
+    /* no bias */
+    ra_linear_forward(y, x, w, NULL, m, n, k);
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) yw[i * n + j] -= b[j];
+    CHECK_CLOSE(y, yw, (int64_t)m * n, 1e-5, 1e-6, "linear without bias");
+
+    free(x), free(w), free(b), free(yw), free(dy), free(gx), free(gw), free(gb), free(y);
+    free(dx), free(dw), free(db), free(rx), free(rw), free(rb), free(ax), free(aw), free(ab);
+    free(only_w);
+    ra_st_close(f);
+}
+
+/* ---------------------------------------------------------------------- */
+/* LayerNorm                                                               */
+/* ---------------------------------------------------------------------- */
+
+/* sum(dy * LayerNorm(x)) in double. */
+static double ln_loss(const double *x, const double *g, const double *b, const float *dy,
+                      int m, int c, double eps) {
+    double tot = 0;
+    for (int i = 0; i < m; i++) {
+        const double *r = x + (int64_t)i * c;
+        double mu = 0, var = 0;
+        for (int j = 0; j < c; j++) mu += r[j];
+        mu /= c;
+        for (int j = 0; j < c; j++) var += (r[j] - mu) * (r[j] - mu);
+        var /= c;
+        const double rs = 1.0 / sqrt(var + eps);
+        for (int j = 0; j < c; j++) tot += dy[i * c + j] * ((r[j] - mu) * rs * g[j] + b[j]);
+    }
+    return tot;
+}
+
+/* Central differences of f over the values v (n), step h, against the
+ * float gradient an. */
+#define FD_CHECK(what, v, n, h, an, expr)                                       \
+    do {                                                                        \
+        double *fd_ = xmalloc(sizeof(double) * (size_t)(n));                    \
+        for (int64_t i_ = 0; i_ < (n); i_++) {                                  \
+            const double s_ = (v)[i_];                                          \
+            (v)[i_] = s_ + (h);                                                 \
+            const double up_ = (expr);                                          \
+            (v)[i_] = s_ - (h);                                                 \
+            const double dn_ = (expr);                                          \
+            (v)[i_] = s_;                                                       \
+            fd_[i_] = (up_ - dn_) / (2 * (h));                                  \
+        }                                                                       \
+        fd_compare((what), (an), fd_, (n));                                     \
+        free(fd_);                                                              \
+    } while (0)
+
+static void fd_compare(const char *what, const float *an, const double *fd, int64_t n) {
+    double big = 0, worst = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (fabs(fd[i]) > big) big = fabs(fd[i]);
+    for (int64_t i = 0; i < n; i++) {
+        const double e = fabs(an[i] - fd[i]) / (1e-4 * fabs(fd[i]) + 1e-5 * big + 1e-12);
+        if (!(e <= worst)) worst = e;
+    }
+    printf("  %-34s finite differences: error %.2g x tolerance\n", what, worst);
+    CHECK(worst <= 1.0, "%s: finite differences, error %.3g x tolerance", what, worst);
+}
+
+static double *to_double(const float *a, int64_t n) {
+    double *d = xmalloc(sizeof(double) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) d[i] = a[i];
+    return d;
+}
+
+static void test_layernorm(const char *name) {
+    ra_st_file *f = open_nn(name);
+    if (!f) return;
+    printf("%s\n", name);
+    const float eps = (float)meta_d(f, "eps");
+    const ra_st_tensor *tx;
+    float *x = get(f, "x", &tx), *g = get(f, "weight", NULL), *b = get(f, "bias", NULL);
+    float *yw = get(f, "y", NULL), *dy = get(f, "dy", NULL);
+    float *gx = get(f, "grad.x", NULL), *gg = get(f, "grad.weight", NULL),
+          *gb = get(f, "grad.bias", NULL);
+    const int c = (int)tx->shape[tx->ndim - 1];
+    const int m = (int)(tx->numel / c);
+    const int64_t n = tx->numel;
+    float *y = fzeros(n), *mean = fzeros(m), *rstd = fzeros(m);
+    char what[200];
+
+    ra_layernorm_forward(y, mean, rstd, x, g, b, m, c, eps);
+    snprintf(what, sizeof what, "%s y", name);
+    compare(what, y, yw, n, FWD_RTOL, 1e-6, &worst_fwd);
+    /* in place */
+    float *yi = fcopy(x, n);
+    ra_layernorm_forward(yi, mean, rstd, yi, g, b, m, c, eps);
+    CHECK(memcmp(yi, y, sizeof(float) * (size_t)n) == 0, "%s: in place differs", name);
+    /* the other eps must be visibly wrong on the ViT case (eps matters there) */
+    if (eps < 5e-6f) {
+        float *mw = fzeros(m), *rw = fzeros(m);
+        ra_layernorm_forward(yi, mw, rw, x, g, b, m, c, 1e-5f);
+        CHECK(check_err(yi, yw, n, 1e-5, 1e-6) > 10.0, "%s: eps 1e-5 is not told apart", name);
+        free(mw), free(rw);
+    }
+
+    float *dx = fzeros(n), *dg = fzeros(c), *db = fzeros(c);
+    ra_layernorm_backward(dx, dg, db, dy, x, mean, rstd, g, m, c);
+    snprintf(what, sizeof what, "%s grad.x", name);
+    compare(what, dx, gx, n, GRAD_RTOL, 1e-5, &worst_grad);
+    snprintf(what, sizeof what, "%s grad.weight", name);
+    compare(what, dg, gg, c, GRAD_RTOL, 1e-5, &worst_grad);
+    snprintf(what, sizeof what, "%s grad.bias", name);
+    compare(what, db, gb, c, GRAD_RTOL, 1e-5, &worst_grad);
+
+    float *rx = fzeros(n), *rg = fzeros(c), *rb = fzeros(c);
+    pattern(rx, n, 4), pattern(rg, c, 5), pattern(rb, c, 6);
+    float *ax = fcopy(rx, n), *ag = fcopy(rg, c), *ab = fcopy(rb, c);
+    ra_layernorm_backward(ax, ag, ab, dy, x, mean, rstd, g, m, c);
+    ra_layernorm_backward(ax, ag, ab, dy, x, mean, rstd, g, m, c);
+    check_accum("layernorm dx", ax, rx, dx, n);
+    check_accum("layernorm dgamma", ag, rg, dg, c);
+    check_accum("layernorm dbeta", ab, rb, db, c);
+
+    /* finite differences of the double forward pass */
+    double *xd = to_double(x, n), *gd = to_double(g, c), *bd = to_double(b, c);
+    double sd = 0;
+    for (int j = 0; j < c; j++) sd += (xd[j] - mean[0]) * (xd[j] - mean[0]);
+    const double h = 1e-4 * sqrt(sd / c);   /* small against the spread of a row */
+    snprintf(what, sizeof what, "%s dx", name);
+    FD_CHECK(what, xd, n, h, dx, ln_loss(xd, gd, bd, dy, m, c, eps));
+    snprintf(what, sizeof what, "%s dgamma", name);
+    FD_CHECK(what, gd, c, 1e-5, dg, ln_loss(xd, gd, bd, dy, m, c, eps));
+    snprintf(what, sizeof what, "%s dbeta", name);
+    FD_CHECK(what, bd, c, 1e-5, db, ln_loss(xd, gd, bd, dy, m, c, eps));
+
+    /* no affine parameters: gamma 1, beta 0 */
+    float *ones = fzeros(c), *y0 = fzeros(n), *y1 = fzeros(n);
+    for (int j = 0; j < c; j++) ones[j] = 1.0f;
+    ra_layernorm_forward(y0, mean, rstd, x, NULL, NULL, m, c, eps);
+    float *zeros = fzeros(c);
+    ra_layernorm_forward(y1, mean, rstd, x, ones, zeros, m, c, eps);
+    CHECK(memcmp(y0, y1, sizeof(float) * (size_t)n) == 0, "%s: NULL gamma/beta", name);
+
+    free(xd), free(gd), free(bd), free(ones), free(zeros), free(y0), free(y1);
+    free(x), free(g), free(b), free(yw), free(dy), free(gx), free(gg), free(gb);
+    free(y), free(yi), free(mean), free(rstd), free(dx), free(dg), free(db);
+    free(rx), free(rg), free(rb), free(ax), free(ag), free(ab);
+    ra_st_close(f);
+}
+
+/* ---------------------------------------------------------------------- */
+/* GELU                                                                    */
+/* ---------------------------------------------------------------------- */
+
+static double gelu_loss(const double *x, const float *dy, int64_t n) {
+    double t = 0;
+    for (int64_t i = 0; i < n; i++) t += dy[i] * x[i] * 0.5 * (1.0 + erf(x[i] / sqrt(2.0)));
+    return t;
+}
+
+static void test_gelu(void) {
+    ra_st_file *f = open_nn("gelu");
+    if (!f) return;
+    printf("gelu\n");
+    const ra_st_tensor *tx;
+    float *x = get(f, "x", &tx), *yw = get(f, "y", NULL), *dy = get(f, "dy", NULL),
+          *gx = get(f, "grad.x", NULL);
+    const int64_t n = tx->numel;
+    float *y = fzeros(n), *dx = fzeros(n);
+    ra_gelu_forward(y, x, n);
+    compare("gelu y", y, yw, n, FWD_RTOL, 1e-6, &worst_fwd);
+    ra_gelu_backward(dx, dy, x, n);
+    compare("gelu grad.x", dx, gx, n, GRAD_RTOL, 1e-6, &worst_grad);
+    float *r = fzeros(n);
+    pattern(r, n, 7);
+    float *a = fcopy(r, n);
+    ra_gelu_backward(a, dy, x, n);
+    ra_gelu_backward(a, dy, x, n);
+    check_accum("gelu dx", a, r, dx, n);
+    double *xd = to_double(x, n);
+    FD_CHECK("gelu dx", xd, n, 1e-5, dx, gelu_loss(xd, dy, n));
+    free(xd), free(r), free(a);
+    free(x), free(yw), free(dy), free(gx), free(y), free(dx);
+    ra_st_close(f);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Cross-entropy                                                           */
+/* ---------------------------------------------------------------------- */
+
+static double ce_loss(const double *l, const int32_t *t, int b, int k, double eps) {
+    double tot = 0;
+    for (int i = 0; i < b; i++) {
+        const double *r = l + (int64_t)i * k;
+        double mx = r[0], se = 0;
+        for (int j = 1; j < k; j++) mx = r[j] > mx ? r[j] : mx;
+        for (int j = 0; j < k; j++) se += exp(r[j] - mx);
+        const double lse = mx + log(se);
+        double smooth = 0;
+        for (int j = 0; j < k; j++) smooth += lse - r[j];
+        tot += (1 - eps) * (lse - r[t[i]]) + eps / k * smooth;
+    }
+    return tot / b;
+}
+
+static void test_ce(const char *name) {
+    ra_st_file *f = open_nn(name);
+    if (!f) return;
+    printf("%s\n", name);
+    const float eps = (float)meta_d(f, "smoothing");
+    const ra_st_tensor *tl, *tt;
+    float *l = get(f, "logits", &tl), *lossw = get(f, "loss", NULL),
+          *pw = get(f, "probs", NULL), *dl = get(f, "dloss", NULL),
+          *gl = get(f, "grad.logits", NULL);
+    tt = ra_st_find(f, "targets");
+    CHECK(tt && tt->dtype == RA_DTYPE_I32, "%s: targets I32", name);
+    const int b = (int)tl->shape[0], k = (int)tl->shape[1];
+    int64_t *t64 = xmalloc(sizeof(int64_t) * b);
+    int32_t *t = xmalloc(sizeof(int32_t) * b);
+    ra_st_to_i64(t64, tt);
+    for (int i = 0; i < b; i++) t[i] = (int32_t)t64[i];
+    char what[200];
+
+    float loss = -1, *p = fzeros((int64_t)b * k), *d = fzeros((int64_t)b * k);
+    CHECK(ra_cross_entropy_forward(&loss, p, l, t, b, k, eps) == RA_OK, "%s", ra_last_error());
+    snprintf(what, sizeof what, "%s loss", name);
+    compare(what, &loss, lossw, 1, FWD_RTOL, 1e-7, &worst_fwd);
+    snprintf(what, sizeof what, "%s probs", name);
+    compare(what, p, pw, (int64_t)b * k, FWD_RTOL, 1e-7, &worst_fwd);
+    CHECK(ra_cross_entropy_backward(d, dl[0], p, t, b, k, eps) == RA_OK, "%s", ra_last_error());
+    snprintf(what, sizeof what, "%s grad.logits", name);
+    compare(what, d, gl, (int64_t)b * k, GRAD_RTOL, 1e-7, &worst_grad);
+
+    float *r = fzeros((int64_t)b * k);
+    pattern(r, (int64_t)b * k, 8);
+    float *a = fcopy(r, (int64_t)b * k);
+    ra_cross_entropy_backward(a, dl[0], p, t, b, k, eps);
+    ra_cross_entropy_backward(a, dl[0], p, t, b, k, eps);
+    check_accum("cross-entropy dlogits", a, r, d, (int64_t)b * k);
+
+    double *ld = to_double(l, (int64_t)b * k);
+    snprintf(what, sizeof what, "%s dlogits", name);
+    float *d1 = fzeros((int64_t)b * k);   /* FD of the loss itself: dloss = 1 */
+    ra_cross_entropy_backward(d1, 1.0f, p, t, b, k, eps);
+    FD_CHECK(what, ld, (int64_t)b * k, 1e-5, d1, ce_loss(ld, t, b, k, eps));
+
+    /* invalid arguments: nothing written, RA_ERR_ARG */
+    float keep = loss;
+    int32_t save = t[2];
+    t[2] = k;
+    CHECK(ra_cross_entropy_forward(&loss, p, l, t, b, k, eps) == RA_ERR_ARG, "target K");
+    CHECK(loss == keep, "loss written on error");
+    CHECK(ra_cross_entropy_backward(d, 1.0f, p, t, b, k, eps) == RA_ERR_ARG, "target K back");
+    t[2] = -1;
+    CHECK(ra_cross_entropy_forward(&loss, p, l, t, b, k, eps) == RA_ERR_ARG, "target -1");
+    CHECK(strstr(ra_last_error(), "target") != NULL, "reason: %s", ra_last_error());
+    t[2] = save;
+    CHECK(ra_cross_entropy_forward(&loss, p, l, t, b, k, 1.5f) == RA_ERR_ARG, "smoothing 1.5");
+    CHECK(ra_cross_entropy_forward(&loss, p, l, t, b, k, NAN) == RA_ERR_ARG, "smoothing NaN");
+    CHECK(ra_cross_entropy_forward(&loss, p, l, t, 0, k, eps) == RA_ERR_ARG, "batch 0");
+    CHECK(ra_cross_entropy_forward(&loss, p, l, t, b, 0, eps) == RA_ERR_ARG, "classes 0");
+
+    free(ld), free(d1), free(r), free(a), free(t64), free(t);
+    free(l), free(lossw), free(pw), free(dl), free(gl), free(p), free(d);
+    ra_st_close(f);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Patch embedding                                                         */
+/* ---------------------------------------------------------------------- */
+
+static void test_patch_embed(const char *name) {
+    ra_st_file *f = open_nn(name);
+    if (!f) return;
+    printf("%s\n", name);
+    const int p = (int)meta_d(f, "patch_size");
+    const int pad = strcmp(ra_st_meta(f, "pad"), "true") == 0;
+    const ra_st_tensor *tx, *tw, *ty;
+    float *x = get(f, "x", &tx), *w = get(f, "weight", &tw), *bias = get(f, "bias", NULL);
+    float *yw = get(f, "y", &ty), *dy = get(f, "dy", NULL);
+    float *gx = get(f, "grad.x", NULL), *gw = get(f, "grad.weight", NULL),
+          *gb = get(f, "grad.bias", NULL);
+    const int b = (int)tx->shape[0], cin = (int)tx->shape[1], h = (int)tx->shape[2],
+              wd = (int)tx->shape[3], e = (int)tw->shape[0];
+    int gh = 0, gw_ = 0;
+    CHECK(ra_patch_grid(&gh, &gw_, h, wd, p, pad) == RA_OK, "%s", ra_last_error());
+    const int64_t L = (int64_t)gh * gw_, kc = (int64_t)cin * p * p;
+    CHECK(ty->shape[1] == L && ty->shape[2] == e, "%s: grid %dx%d", name, gh, gw_);
+    const int64_t nx = tx->numel, nw = tw->numel;
+    float *y = fzeros(b * L * e), *cols = fzeros(b * L * kc), *work = fzeros(b * L * kc);
+    char what[200];
+
+    ra_status st = ra_patch_embed_forward(y, cols, x, w, bias, b, cin, h, wd, p, e, pad);
+    CHECK(st == RA_OK, "%s: %s", name, ra_last_error());
+    snprintf(what, sizeof what, "%s y", name);
+    compare(what, y, yw, b * L * e, FWD_RTOL, 1e-6, &worst_fwd);
+
+    float *dx = fzeros(nx), *dw = fzeros(nw), *db = fzeros(e);
+    st = ra_patch_embed_backward(dx, dw, db, work, dy, cols, w, b, cin, h, wd, p, e, pad);
+    CHECK(st == RA_OK, "%s: %s", name, ra_last_error());
+    snprintf(what, sizeof what, "%s grad.x", name);
+    compare(what, dx, gx, nx, GRAD_RTOL, 1e-6, &worst_grad);
+    snprintf(what, sizeof what, "%s grad.weight", name);
+    compare(what, dw, gw, nw, GRAD_RTOL, 1e-6, &worst_grad);
+    snprintf(what, sizeof what, "%s grad.bias", name);
+    compare(what, db, gb, e, GRAD_RTOL, 1e-6, &worst_grad);
+
+    /* accumulation, with the workspace being cols itself */
+    float *rx = fzeros(nx), *rw = fzeros(nw), *rb = fzeros(e);
+    pattern(rx, nx, 9), pattern(rw, nw, 10), pattern(rb, e, 11);
+    float *ax = fcopy(rx, nx), *aw = fcopy(rw, nw), *ab = fcopy(rb, e);
+    float *cols2 = fcopy(cols, b * L * kc);
+    ra_patch_embed_backward(ax, aw, ab, work, dy, cols, w, b, cin, h, wd, p, e, pad);
+    ra_patch_embed_backward(ax, aw, ab, cols2, dy, cols2, w, b, cin, h, wd, p, e, pad);
+    check_accum("patch_embed dx (work = cols)", ax, rx, dx, nx);
+    check_accum("patch_embed dweight", aw, rw, dw, nw);
+    check_accum("patch_embed dbias", ab, rb, db, e);
+
+    /* errors */
+    if (pad) {
+        CHECK(ra_patch_embed_forward(y, cols, x, w, bias, b, cin, h, wd, p, e, 0) ==
+              RA_ERR_SHAPE, "%s: unpadded non-multiple must be RA_ERR_SHAPE", name);
+        CHECK(ra_patch_grid(&gh, &gw_, h, wd, p, 0) == RA_ERR_SHAPE, "grid unpadded");
+    }
+    CHECK(ra_patch_embed_forward(y, cols, x, w, bias, b, cin, h, wd, 0, e, pad) == RA_ERR_ARG,
+          "patch 0");
+    CHECK(ra_patch_embed_backward(dx, dw, db, NULL, dy, cols, w, b, cin, h, wd, p, e, pad) ==
+          RA_ERR_ARG, "dx without workspace");
+    CHECK(ra_patch_grid(&gh, &gw_, 1 << 30, 1 << 30, 1, 1) == RA_ERR_ARG, "huge grid");
+
+    free(x), free(w), free(bias), free(yw), free(dy), free(gx), free(gw), free(gb);
+    free(y), free(cols), free(work), free(dx), free(dw), free(db);
+    free(rx), free(rw), free(rb), free(ax), free(aw), free(ab), free(cols2);
+    ra_st_close(f);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Patch merging                                                           */
+/* ---------------------------------------------------------------------- */
+
+/* sum(dy * merge(x)) in double, written the PyTorch way: pad to even, then
+ * x0 = x[0::2, 0::2], x1 = x[1::2, 0::2], x2 = x[0::2, 1::2],
+ * x3 = x[1::2, 1::2] concatenated on channels. */
+static double merge_loss(const double *x, const float *dy, int b, int h, int w, int c) {
+    const int hp = h + h % 2, wp = w + w % 2, h2 = hp / 2, w2 = wp / 2;
+    static const int off[4][2] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}};
+    double t = 0;
+    for (int s = 0; s < b; s++)
+        for (int q = 0; q < 4; q++)
+            for (int i = 0; i < h2; i++)
+                for (int j = 0; j < w2; j++)
+                    for (int k = 0; k < c; k++) {
+                        const int yy = 2 * i + off[q][0], xx = 2 * j + off[q][1];
+                        const double v =
+                            yy < h && xx < w ? x[(((int64_t)s * h + yy) * w + xx) * c + k] : 0;
+                        t += v * dy[(((int64_t)s * h2 + i) * w2 + j) * 4 * c + q * c + k];
+                    }
+    return t;
+}
+
+static void test_patch_merge(const char *name) {
+    ra_st_file *f = open_nn(name);
+    if (!f) return;
+    printf("%s\n", name);
+    const ra_st_tensor *tx, *ty;
+    float *x = get(f, "x", &tx), *yw = get(f, "y", &ty), *dy = get(f, "dy", NULL),
+          *gx = get(f, "grad.x", NULL);
+    const int b = (int)tx->shape[0], h = (int)tx->shape[1], w = (int)tx->shape[2],
+              c = (int)tx->shape[3];
+    float *y = fzeros(ty->numel), *dx = fzeros(tx->numel);
+    char what[200];
+    CHECK(ra_patch_merge_forward(y, x, b, h, w, c) == RA_OK, "%s", ra_last_error());
+    CHECK(memcmp(y, yw, sizeof(float) * ty->numel) == 0, "%s: gather not exact", name);
+    snprintf(what, sizeof what, "%s y", name);
+    compare(what, y, yw, ty->numel, FWD_RTOL, 1e-7, &worst_fwd);
+    CHECK(ra_patch_merge_backward(dx, dy, b, h, w, c) == RA_OK, "%s", ra_last_error());
+    snprintf(what, sizeof what, "%s grad.x", name);
+    compare(what, dx, gx, tx->numel, GRAD_RTOL, 1e-7, &worst_grad);
+    float *r = fzeros(tx->numel);
+    pattern(r, tx->numel, 12);
+    float *a = fcopy(r, tx->numel);
+    ra_patch_merge_backward(a, dy, b, h, w, c);
+    ra_patch_merge_backward(a, dy, b, h, w, c);
+    check_accum("patch_merge dx", a, r, dx, tx->numel);
+    double *xd = to_double(x, tx->numel);
+    snprintf(what, sizeof what, "%s dx", name);
+    FD_CHECK(what, xd, tx->numel, 1e-3, dx, merge_loss(xd, dy, b, h, w, c));
+    CHECK(ra_patch_merge_forward(y, x, b, 0, w, c) == RA_ERR_ARG, "H 0");
+    CHECK(ra_patch_merge_backward(dx, dy, b, h, w, -1) == RA_ERR_ARG, "C -1");
+    free(xd), free(r), free(a);
+    free(x), free(yw), free(dy), free(gx), free(y), free(dx);
+    ra_st_close(f);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Mean over tokens, add                                                   */
+/* ---------------------------------------------------------------------- */
+
+static void test_mean_tokens(void) {
+    ra_st_file *f = open_nn("mean_tokens");
+    if (!f) return;
+    printf("mean_tokens\n");
+    const ra_st_tensor *tx;
+    float *x = get(f, "x", &tx), *yw = get(f, "y", NULL), *dy = get(f, "dy", NULL),
+          *gx = get(f, "grad.x", NULL);
+    const int b = (int)tx->shape[0], n = (int)tx->shape[1], c = (int)tx->shape[2];
+    float *y = fzeros((int64_t)b * c), *dx = fzeros(tx->numel);
+    ra_mean_tokens_forward(y, x, b, n, c);
+    compare("mean_tokens y", y, yw, (int64_t)b * c, FWD_RTOL, 1e-7, &worst_fwd);
+    ra_mean_tokens_backward(dx, dy, b, n, c);
+    compare("mean_tokens grad.x", dx, gx, tx->numel, GRAD_RTOL, 1e-7, &worst_grad);
+    float *r = fzeros(tx->numel);
+    pattern(r, tx->numel, 13);
+    float *a = fcopy(r, tx->numel);
+    ra_mean_tokens_backward(a, dy, b, n, c);
+    ra_mean_tokens_backward(a, dy, b, n, c);
+    check_accum("mean_tokens dx", a, r, dx, tx->numel);
+    /* ra_add, in place */
+    float *s = fcopy(x, tx->numel);
+    ra_add(s, s, x, tx->numel);
+    int ok = 1;
+    for (int64_t i = 0; i < tx->numel; i++) ok &= s[i] == 2.0f * x[i];
+    CHECK(ok, "ra_add in place");
+    free(s), free(r), free(a);
+    free(x), free(yw), free(dy), free(gx), free(y), free(dx);
+    ra_st_close(f);
+}
+
+/* ---------------------------------------------------------------------- */
+/* AdamW, clipping, schedule                                               */
+/* ---------------------------------------------------------------------- */
+
+#define MAXP 16
+
+static void test_adamw(void) {
+    ra_st_file *f = open_nn("adamw");
+    if (!f) return;
+    printf("adamw\n");
+    char names[MAXP][128], flags[MAXP];
+    int np = 0;
+    {   /* comma-separated lists in the metadata */
+        char buf[2048];
+        snprintf(buf, sizeof buf, "%s", ra_st_meta(f, "names"));
+        for (char *tok = strtok(buf, ","); tok && np < MAXP; tok = strtok(NULL, ","))
+            snprintf(names[np++], sizeof names[0], "%s", tok);
+        const char *nd = ra_st_meta(f, "no_decay");
+        for (int i = 0; i < np; i++) flags[i] = nd[2 * i] == '1';
+    }
+    CHECK(np == 5, "adamw: %d parameters", np);
+    for (int i = 0; i < np; i++)
+        CHECK(ra_param_no_decay(names[i]) == flags[i], "no_decay(%s) != PyTorch side", names[i]);
+
+    ra_adamw_config cfg = {meta_d(f, "lr"), meta_d(f, "beta1"), meta_d(f, "beta2"),
+                           meta_d(f, "eps"), meta_d(f, "weight_decay")};
+    const float max_norm = (float)meta_d(f, "max_norm");
+    const int steps = (int)meta_d(f, "steps"), total = (int)meta_d(f, "total"),
+              warmup = (int)meta_d(f, "warmup");
+    const double min_lr = meta_d(f, "min_lr"), warmup_lr = meta_d(f, "warmup_lr");
+    int64_t nlr = 0;
+    double *lrw = get_f64(f, "lr", &nlr);
+    float *normw = get(f, "grad_norm", NULL);
+    float *param[MAXP], *m[MAXP], *v[MAXP], *grad[MAXP];
+    int64_t size[MAXP];
+    char key[256];
+    for (int i = 0; i < np; i++) {
+        const ra_st_tensor *t;
+        snprintf(key, sizeof key, "param.%.127s", names[i]);
+        param[i] = get(f, key, &t);
+        size[i] = t->numel;
+        m[i] = fzeros(size[i]), v[i] = fzeros(size[i]), grad[i] = NULL;
+    }
+    double worst_lr = 0;
+    for (int s = 0; s < steps; s++) {
+        const double lr = ra_lr_cosine(s, total, warmup, cfg.lr, min_lr, warmup_lr, 1);
+        const double el = fabs(lr - lrw[s]) / lrw[s];
+        worst_lr = el > worst_lr ? el : worst_lr;
+        for (int i = 0; i < np; i++) {
+            snprintf(key, sizeof key, "grad.%d.%.127s", s, names[i]);
+            free(grad[i]);
+            grad[i] = get(f, key, NULL);
+        }
+        const float norm = ra_clip_grad_norm(grad, size, np, max_norm);
+        snprintf(key, sizeof key, "adamw step %d grad_norm", s);
+        compare(key, &norm, &normw[s], 1, FWD_RTOL, 0, &worst_fwd);
+        ra_adamw_config c = cfg;
+        c.lr = lr;
+        for (int i = 0; i < np; i++) {
+            CHECK(ra_adamw_step(param[i], m[i], v[i], grad[i], size[i], s + 1, &c,
+                                !ra_param_no_decay(names[i])) == RA_OK, "adamw step");
+            snprintf(key, sizeof key, "param.%d.%.127s", s, names[i]);
+            float *want = get(f, key, NULL);
+            snprintf(key, sizeof key, "step %d %.26s", s, names[i] + (strlen(names[i]) > 26 ? strlen(names[i]) - 26 : 0));
+            compare(key, param[i], want, size[i], FWD_RTOL, 1e-6, &worst_fwd);
+            free(want);
+        }
+    }
+    printf("  schedule: max rel error of lr %.2e\n", worst_lr);
+    CHECK(worst_lr <= 1e-15, "lr schedule off by %.3g", worst_lr);
+
+    /* the schedule tables, both conventions and past the end */
+    static const struct { const char *name; int total, warmup, prefix; double base, lo, wl; }
+        tab[] = {{"lr_table.prefix", 10, 3, 1, 1e-3, 1e-5, 1e-6},
+                 {"lr_table.noprefix", 10, 3, 0, 1e-3, 1e-5, 1e-6},
+                 {"lr_table.nowarmup", 7, 0, 1, 2e-3, 0.0, 0.0}};
+    for (size_t k = 0; k < sizeof tab / sizeof tab[0]; k++) {
+        int64_t n = 0;
+        double *want = get_f64(f, tab[k].name, &n), worst = 0;
+        for (int64_t t = 0; t < n; t++) {
+            const double got = ra_lr_cosine(t, tab[k].total, tab[k].warmup, tab[k].base,
+                                             tab[k].lo, tab[k].wl, tab[k].prefix);
+            const double e = fabs(got - want[t]);
+            worst = e > worst ? e : worst;
+        }
+        CHECK(worst <= 1e-18, "%s: error %.3g", tab[k].name, worst);
+        free(want);
+    }
+
+    /* the name rule beyond the fixture */
+    static const struct { const char *name; int nd; } rules[] = {
+        {"cls_token", 1}, {"pos_embed", 1}, {"absolute_pos_embed", 1},
+        {"patch_embed.proj.weight", 0}, {"patch_embed.proj.bias", 1},
+        {"patch_embed.norm.weight", 1}, {"layers.1.downsample.reduction.weight", 0},
+        {"layers.1.downsample.norm.weight", 1}, {"blocks.3.attn.relative_keys", 1},
+        {"blocks.3.attn.relative_values", 1}, {"blocks.0.mlp.fc1.weight", 0},
+        {"head.weight", 0}, {"head.bias", 1}, {"norm.weight", 1}, {"bias", 0}, {"", 0}};
+    for (size_t k = 0; k < sizeof rules / sizeof rules[0]; k++)
+        CHECK(ra_param_no_decay(rules[k].name) == rules[k].nd, "no_decay(%s)", rules[k].name);
+    CHECK(ra_param_no_decay(NULL) == 0, "no_decay(NULL)");
+
+    /* clipping below the threshold leaves gradients alone */
+    float g1[3] = {0.3f, -0.4f, 0.0f}, *gp[2] = {g1, NULL};
+    int64_t gs[2] = {3, 5};
+    const float nrm = ra_clip_grad_norm(gp, gs, 2, 1.0f);
+    CHECK(fabsf(nrm - 0.5f) < 1e-7f && g1[0] == 0.3f && g1[1] == -0.4f, "no clip: %g", nrm);
+    ra_clip_grad_norm(gp, gs, 1, 0.25f);
+    CHECK(fabsf(g1[0] - 0.15f) < 1e-6f && fabsf(g1[1] + 0.2f) < 1e-6f, "clip to 0.25");
+
+    /* errors */
+    CHECK(ra_adamw_step(param[0], m[0], v[0], grad[0], size[0], 0, &cfg, 1) == RA_ERR_ARG,
+          "step 0");
+    ra_adamw_config bad = cfg;
+    bad.beta1 = 1.0;
+    CHECK(ra_adamw_step(param[0], m[0], v[0], grad[0], size[0], 1, &bad, 1) == RA_ERR_ARG,
+          "beta1 1");
+    CHECK(ra_adamw_step(param[0], m[0], v[0], grad[0], size[0], 1, NULL, 1) == RA_ERR_ARG,
+          "no config");
+
+    for (int i = 0; i < np; i++) free(param[i]), free(m[i]), free(v[i]), free(grad[i]);
+    free(lrw), free(normw);
+    ra_st_close(f);
+}
+
+/* ---------------------------------------------------------------------- */
+/* The generator, dropout, drop-path                                       */
+/* ---------------------------------------------------------------------- */
+
+static void test_rng(void) {
+    printf("rng\n");
+    ra_st_file *f = open_nn("rng");
+    if (f) {   /* the stream, against the independent Python version */
+        static const struct { const char *name; uint64_t seed; } seeds[] = {
+            {"seed0", 0}, {"seed42", 42}, {"seed_max", UINT64_MAX}};
+        for (int k = 0; k < 3; k++) {
+            const ra_st_tensor *t = ra_st_find(f, seeds[k].name);
+            CHECK(t && t->numel == 8, "nn_rng: %s", seeds[k].name);
+            if (!t) continue;
+            int64_t want[8];
+            ra_st_to_i64(want, t);
+            ra_rng r;
+            ra_rng_seed(&r, seeds[k].seed);
+            int ok = 1;
+            for (int i = 0; i < 8; i++) ok &= ra_rng_u64(&r) == (uint64_t)want[i];
+            CHECK(ok, "xoshiro256** stream of %s differs from the Python version",
+                  seeds[k].name);
+        }
+        ra_st_close(f);
+    }
+    /* reproducible; different seeds differ */
+    enum { N = 200000 };
+    float *a = fzeros(N), *b = fzeros(N);
+    ra_rng r1, r2;
+    ra_rng_seed(&r1, 7), ra_rng_seed(&r2, 7);
+    ra_rng_fill_normal(&r1, a, N, 0.0f, 1.0f);
+    ra_rng_fill_normal(&r2, b, N, 0.0f, 1.0f);
+    CHECK(memcmp(a, b, sizeof(float) * N) == 0, "same seed, different numbers");
+    ra_rng_seed(&r2, 8);
+    ra_rng_fill_normal(&r2, b, N, 0.0f, 1.0f);
+    CHECK(memcmp(a, b, sizeof(float) * N) != 0, "seeds 7 and 8 give the same numbers");
+
+    /* moments: 5 standard errors */
+    double s1 = 0, s2 = 0;
+    for (int i = 0; i < N; i++) s1 += a[i], s2 += (double)a[i] * a[i];
+    double mean = s1 / N, var = s2 / N - mean * mean;
+    printf("  normal: mean %.4f var %.4f\n", mean, var);
+    CHECK(fabs(mean) < 5 / sqrt(N) && fabs(var - 1) < 5 * sqrt(2.0 / N), "normal moments");
+
+    ra_rng_fill_uniform(&r1, a, N, -2.0f, 3.0f);
+    s1 = s2 = 0;
+    float lo = 10, hi = -10;
+    for (int i = 0; i < N; i++) {
+        s1 += a[i], s2 += (double)a[i] * a[i];
+        lo = a[i] < lo ? a[i] : lo, hi = a[i] > hi ? a[i] : hi;
+    }
+    mean = s1 / N, var = s2 / N - mean * mean;
+    CHECK(lo >= -2.0f && hi < 3.0f, "uniform range [%g, %g]", lo, hi);
+    CHECK(fabs(mean - 0.5) < 5 * sqrt(25.0 / 12 / N) && fabs(var - 25.0 / 12) < 0.05,
+          "uniform moments %g %g", mean, var);
+
+    /* truncated normal, tight bounds: all inside, the truncated variance */
+    CHECK(ra_rng_fill_trunc_normal(&r1, a, N, 1.0f, 2.0f, -1.0f, 3.0f) == RA_OK, "trunc");
+    s1 = s2 = 0, lo = 10, hi = -10;
+    for (int i = 0; i < N; i++) {
+        s1 += a[i], s2 += (double)a[i] * a[i];
+        lo = a[i] < lo ? a[i] : lo, hi = a[i] > hi ? a[i] : hi;
+    }
+    mean = s1 / N, var = s2 / N - mean * mean;
+    /* N(1, 4) cut at +-1 std: mean 1, variance 4 * (1 - 2 phi(1) / (2 Phi(1) - 1)) */
+    const double phi1 = exp(-0.5) / sqrt(2 * 3.14159265358979323846),
+                 Phi1 = 0.5 * erfc(-1 / sqrt(2.0));
+    const double tvar = 4 * (1 - 2 * phi1 / (2 * Phi1 - 1));
+    printf("  trunc_normal(1, 2, [-1, 3]): mean %.4f var %.4f (want 1, %.4f)\n", mean, var, tvar);
+    CHECK(lo >= -1.0f && hi <= 3.0f, "trunc range [%g, %g]", lo, hi);
+    CHECK(fabs(mean - 1) < 0.01 && fabs(var - tvar) < 0.02, "trunc moments");
+    /* one-sided, far in the upper tail: all in [5, 6] std, mean near 5.18 */
+    CHECK(ra_rng_fill_trunc_normal(&r1, a, 1000, 0.0f, 1.0f, 5.0f, 6.0f) == RA_OK, "tail");
+    s1 = 0, lo = 10, hi = -10;
+    for (int i = 0; i < 1000; i++) {
+        s1 += a[i];
+        lo = a[i] < lo ? a[i] : lo, hi = a[i] > hi ? a[i] : hi;
+    }
+    CHECK(lo >= 5.0f && hi <= 6.0f && fabs(s1 / 1000 - 5.18) < 0.03, "tail [%g, %g] mean %g",
+          lo, hi, s1 / 1000);
+    /* timm's default for tables and weights: std .02, bounds +-2 absolute */
+    CHECK(ra_rng_fill_trunc_normal(&r1, a, N, 0.0f, RA_INIT_STD, -2.0f, 2.0f) == RA_OK, "init");
+    s2 = 0;
+    for (int i = 0; i < N; i++) s2 += (double)a[i] * a[i];
+    printf("  trunc_normal(std .02, [-2, 2]): std %.5f\n", sqrt(s2 / N));
+    CHECK(fabs(sqrt(s2 / N) - 0.02) < 2e-4, "init std %g", sqrt(s2 / N));
+    CHECK(ra_rng_fill_trunc_normal(&r1, a, 4, 0.0f, 1.0f, 1.0f, 1.0f) == RA_ERR_ARG, "a == b");
+    CHECK(ra_rng_fill_trunc_normal(&r1, a, 4, 0.0f, -1.0f, -1.0f, 1.0f) == RA_ERR_ARG, "std<0");
+    free(a), free(b);
+}
+
+static void test_dropout(void) {
+    printf("dropout, drop_path\n");
+    enum { N = 100000 };
+    float *x = fzeros(N), *y = fzeros(N), *dy = fzeros(N), *dx = fzeros(N);
+    uint8_t *keep = xmalloc(N);
+    pattern(x, N, 14), pattern(dy, N, 15);
+    ra_rng r;
+    ra_rng_seed(&r, 99);
+    const float p = 0.3f, scale = 1.0f / (float)(1.0 - (double)p);
+    CHECK(ra_dropout_forward(y, keep, x, N, p, &r) == RA_OK, "dropout");
+    int kept = 0, ok = 1;
+    for (int i = 0; i < N; i++) {
+        kept += keep[i];
+        ok &= keep[i] <= 1 && y[i] == (keep[i] ? x[i] * scale : x[i] * 0.0f);
+    }
+    const double rate = (double)kept / N, sd = sqrt(0.7 * 0.3 / N);
+    printf("  dropout p 0.3: keep rate %.4f (want 0.7 +- %.4f)\n", rate, 4 * sd);
+    CHECK(fabs(rate - 0.7) < 4 * sd, "dropout keep rate %g", rate);
+    CHECK(ok, "dropout output != x * keep / (1 - p)");
+    ra_dropout_backward(dx, dy, keep, N, p);
+    ok = 1;
+    for (int i = 0; i < N; i++) ok &= dx[i] == (keep[i] ? dy[i] * scale : 0.0f);
+    CHECK(ok, "dropout backward != dy * keep / (1 - p)");
+    ra_dropout_backward(dx, dy, keep, N, p);
+    ok = 1;
+    for (int i = 0; i < N; i++) ok &= dx[i] == (keep[i] ? 2.0f * (dy[i] * scale) : 0.0f);
+    CHECK(ok, "dropout backward does not accumulate");
+    /* same seed -> same mask; in place; p = 0 and 1; bad p */
+    uint8_t *keep2 = xmalloc(N);
+    float *y2 = fcopy(x, N);
+    ra_rng_seed(&r, 99);
+    ra_dropout_forward(y2, keep2, y2, N, p, &r);
+    CHECK(memcmp(keep, keep2, N) == 0 && memcmp(y, y2, sizeof(float) * N) == 0,
+          "dropout not reproducible / in place");
+    ra_rng before = r;
+    ra_dropout_forward(y, keep, x, N, 0.0f, &r);
+    CHECK(memcmp(y, x, sizeof(float) * N) == 0 && keep[5] == 1 &&
+          memcmp(&before, &r, sizeof r) == 0, "dropout p 0");
+    ra_dropout_forward(y, keep, x, N, 1.0f, &r);
+    ok = 1;
+    for (int i = 0; i < N; i++) ok &= y[i] == 0.0f && keep[i] == 0;
+    CHECK(ok, "dropout p 1");
+    CHECK(ra_dropout_forward(y, keep, x, N, 1.5f, &r) == RA_ERR_ARG, "p 1.5");
+    CHECK(ra_dropout_forward(y, keep, x, N, -0.1f, &r) == RA_ERR_ARG, "p -0.1");
+    CHECK(ra_dropout_forward(y, keep, x, N, NAN, &r) == RA_ERR_ARG, "p NaN");
+
+    /* drop-path: B samples of n elements, one draw each */
+    const int B = 20000, n = 5;
+    const float pp = 0.2f, sp = 1.0f / (float)(1.0 - (double)pp);
+    memset(dx, 0, sizeof(float) * N);
+    CHECK(ra_droppath_forward(y, keep, x, B, n, pp, &r) == RA_OK, "drop_path");
+    kept = 0, ok = 1;
+    for (int s = 0; s < B; s++) {
+        kept += keep[s];
+        for (int i = 0; i < n; i++)
+            ok &= y[s * n + i] == (keep[s] ? x[s * n + i] * sp : x[s * n + i] * 0.0f);
+    }
+    const double prate = (double)kept / B, psd = sqrt(0.8 * 0.2 / B);
+    printf("  drop_path p 0.2: keep rate %.4f (want 0.8 +- %.4f)\n", prate, 4 * psd);
+    CHECK(fabs(prate - 0.8) < 4 * psd, "drop_path keep rate %g", prate);
+    CHECK(ok, "drop_path output != x * keep[b] / (1 - p)");
+    ra_droppath_backward(dx, dy, keep, B, n, pp);
+    ra_droppath_backward(dx, dy, keep, B, n, pp);
+    ok = 1;
+    for (int s = 0; s < B; s++)
+        for (int i = 0; i < n; i++)
+            ok &= dx[s * n + i] == (keep[s] ? 2.0f * (dy[s * n + i] * sp) : 0.0f);
+    CHECK(ok, "drop_path backward != 2 dy * keep[b] / (1 - p)");
+    CHECK(ra_droppath_forward(y, keep, x, B, n, 2.0f, &r) == RA_ERR_ARG, "drop_path p 2");
+    free(x), free(y), free(dy), free(dx), free(keep), free(keep2), free(y2);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Large sizes: the threaded paths                                         */
+/* ---------------------------------------------------------------------- */
+
+static void set_threads(int n) {
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#else
+    (void)n;
+#endif
+}
+
+/* Every layer on sizes above the threading threshold, run with 1 thread
+ * (into out[0]) and 4 threads (into out[1]); returns the float count. */
+typedef struct big_case {
+    int m, c, e, b, h, w, cin, p;
+} big_case;
+
+static int64_t run_big(float **out, const big_case *k, int threads) {
+    set_threads(threads);
+    const int64_t mc = (int64_t)k->m * k->c;
+    float *x = fzeros(mc), *dy = fzeros(mc), *g = fzeros(k->c), *bb = fzeros(k->c);
+    pattern(x, mc, 20), pattern(dy, mc, 21), pattern(g, k->c, 22), pattern(bb, k->c, 23);
+    int64_t at = 0;
+    float *o = *out;
+    float *mean = fzeros(k->m), *rstd = fzeros(k->m);
+    /* LayerNorm forward/backward */
+    ra_layernorm_forward(o + at, mean, rstd, x, g, bb, k->m, k->c, 1e-5f);
+    at += mc;
+    memset(o + at, 0, sizeof(float) * (size_t)(mc + 2 * k->c));
+    ra_layernorm_backward(o + at, o + at + mc, o + at + mc + k->c, dy, x, mean, rstd, g,
+                          k->m, k->c);
+    at += mc + 2 * k->c;
+    /* Linear backward (db is the column reduction), GELU, mean tokens */
+    const int64_t cc = (int64_t)k->c * k->c;   /* Linear(C, C): dy (M, C) */
+    float *w = fzeros(cc);
+    pattern(w, cc, 24);
+    memset(o + at, 0, sizeof(float) * (size_t)(mc + cc + k->c));
+    ra_linear_backward(o + at, o + at + mc, o + at + mc + cc, dy, x, w, k->m, k->c, k->c);
+    at += mc + cc + k->c;
+    ra_gelu_forward(o + at, x, mc);
+    at += mc;
+    memset(o + at, 0, sizeof(float) * (size_t)mc);
+    ra_gelu_backward(o + at, dy, x, mc);
+    at += mc;
+    ra_mean_tokens_forward(o + at, x, 4, k->m / 4, k->c);
+    at += 4 * k->c;
+    /* patch embedding and merging on images */
+    const int64_t nimg = (int64_t)k->b * k->cin * k->h * k->w;
+    int gh, gw;
+    ra_patch_grid(&gh, &gw, k->h, k->w, k->p, 1);
+    const int64_t L = (int64_t)gh * gw, kc = (int64_t)k->cin * k->p * k->p;
+    float *img = fzeros(nimg), *pw = fzeros(k->e * kc), *cols = fzeros(k->b * L * kc);
+    float *pdy = fzeros(k->b * L * k->e);
+    pattern(img, nimg, 25), pattern(pw, k->e * kc, 26), pattern(pdy, k->b * L * k->e, 27);
+    ra_patch_embed_forward(o + at, cols, img, pw, NULL, k->b, k->cin, k->h, k->w, k->p, k->e, 1);
+    at += k->b * L * k->e;
+    memset(o + at, 0, sizeof(float) * (size_t)(nimg + k->e * kc + k->e));
+    ra_patch_embed_backward(o + at, o + at + nimg, o + at + nimg + k->e * kc, cols, pdy, cols,
+                            pw, k->b, k->cin, k->h, k->w, k->p, k->e, 1);
+    at += nimg + k->e * kc + k->e;
+    /* the image as (B, H, W, Cin) for merging */
+    const int64_t nm = (int64_t)k->b * ((k->h + 1) / 2) * ((k->w + 1) / 2) * 4 * k->cin;
+    ra_patch_merge_forward(o + at, img, k->b, k->h, k->w, k->cin);
+    memset(o + at + nm, 0, sizeof(float) * (size_t)nimg);
+    ra_patch_merge_backward(o + at + nm, o + at, k->b, k->h, k->w, k->cin);
+    at += nm + nimg;
+    /* AdamW and clipping */
+    float *pm = fzeros(mc), *pv = fzeros(mc), *pp = fcopy(x, mc), *gg = fcopy(dy, mc);
+    ra_adamw_config cfg = {1e-3, 0.9, 0.999, 1e-8, 0.05};
+    int64_t sz = mc;
+    o[at++] = ra_clip_grad_norm(&gg, &sz, 1, 10.0f);
+    for (int s = 1; s <= 3; s++) ra_adamw_step(pp, pm, pv, gg, mc, s, &cfg, 1);
+    memcpy(o + at, pp, sizeof(float) * (size_t)mc);
+    at += mc;
+    free(x), free(dy), free(g), free(bb), free(mean), free(rstd), free(w);
+    free(img), free(pw), free(cols), free(pdy), free(pm), free(pv), free(pp), free(gg);
+    return at;
+}
+
+static void test_threads(void) {
+    printf("large sizes, 1 and 4 threads\n");
+    const big_case k = {4096, 48, 48, 2, 37, 45, 3, 4};
+    const int64_t cap = 40 * (int64_t)k.m * k.c;
+    float *o1 = fzeros(cap), *o4 = fzeros(cap);
+    const int64_t n1 = run_big(&o1, &k, 1), n4 = run_big(&o4, &k, 4);
+    CHECK(n1 == n4 && n1 <= cap, "sizes %lld %lld", (long long)n1, (long long)n4);
+    int64_t diff = 0;
+    for (int64_t i = 0; i < n1; i++) diff += memcmp(&o1[i], &o4[i], sizeof(float)) != 0;
+    printf("  %lld values, %lld differ between 1 and 4 threads\n", (long long)n1,
+           (long long)diff);
+    CHECK(diff == 0, "threads change %lld values", (long long)diff);
+    /* LayerNorm there against a double reference */
+    float *x = fzeros((int64_t)k.m * k.c), *g = fzeros(k.c), *bb = fzeros(k.c);
+    pattern(x, (int64_t)k.m * k.c, 20), pattern(g, k.c, 22), pattern(bb, k.c, 23);
+    float *ref = fzeros((int64_t)k.m * k.c);
+    for (int i = 0; i < k.m; i++) {
+        const float *r = x + (int64_t)i * k.c;
+        double mu = 0, var = 0;
+        for (int j = 0; j < k.c; j++) mu += r[j];
+        mu /= k.c;
+        for (int j = 0; j < k.c; j++) var += (r[j] - mu) * (r[j] - mu);
+        const double rs = 1 / sqrt(var / k.c + 1e-5);
+        for (int j = 0; j < k.c; j++)
+            ref[(int64_t)i * k.c + j] = (float)((r[j] - mu) * rs * g[j] + bb[j]);
+    }
+    CHECK_CLOSE(o4, ref, (int64_t)k.m * k.c, 1e-6, 1e-7, "large layernorm vs double");
+    free(x), free(g), free(bb), free(ref), free(o1), free(o4);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) fixtures = argv[1];
+    test_linear();
+    test_layernorm("layernorm_swin");
+    test_layernorm("layernorm_vit");
+    test_gelu();
+    test_ce("ce_plain");
+    test_ce("ce_smooth");
+    test_patch_embed("patch_embed");
+    test_patch_embed("patch_embed_pad");
+    test_patch_merge("patch_merge_even");
+    test_patch_merge("patch_merge_odd");
+    test_mean_tokens();
+    test_adamw();
+    test_rng();
+    test_dropout();
+    test_threads();
+    printf("largest relative error vs PyTorch: forward %.2e, gradients %.2e\n", worst_fwd,
+           worst_grad);
+    return check_done();
+}
