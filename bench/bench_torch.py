@@ -70,7 +70,7 @@ def main():
             return s.softmax(-1) @ v
 
         def layer():
-            return m(x, mask) if ws else m(x)
+            return (m(x, mask) if ws else m(x))[0]
 
         with torch.no_grad():
             t_cf = timed(core, a.reps)

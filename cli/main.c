@@ -328,22 +328,31 @@ static ra_status put(ra_st_writer *w, ra_status st, const char *name, const floa
     return st ? st : ra_st_writer_add(w, name, RA_DTYPE_F32, ndim, shape, data);
 }
 
+/* MODEL INPUT -o OUT [--threads N] and the subcommand's flags: -1 to go on,
+ * else the exit code (help printed, or a usage error). */
+static int model_input_args(int argc, char **argv, opt *opts, const char *help,
+                            const char *pos[2], const char **outp) {
+    int npos;
+    if (!parse_args(argc, argv, opts, pos, 2, &npos)) return EX_USAGE;
+    if (get(opts, "--help") || get(opts, "-h")) return fputs(help, stdout), EX_OK;
+    *outp = get(opts, "-o") ? get(opts, "-o") : get(opts, "--output");
+    if (npos != 2) return usage_error("needs MODEL and INPUT");
+    if (!*outp || !**outp) return usage_error("needs -o OUT.safetensors");
+    if (!threads_option(opts)) return EX_USAGE;
+    return -1;
+}
+
 static int cmd_forward(int argc, char **argv) {
     opt opts[] = {{"-o", 1, 0},      {"--output", 1, 0}, {"--attn", 0, 0},
                   {"--threads", 1, 0}, {"--help", 0, 0}, {"-h", 0, 0}, {0, 0, 0}};
-    const char *pos[2];
-    int npos;
-    if (!parse_args(argc, argv, opts, pos, 2, &npos)) return EX_USAGE;
-    if (get(opts, "--help") || get(opts, "-h")) return fputs(forward_help, stdout), EX_OK;
-    const char *outp = get(opts, "-o") ? get(opts, "-o") : get(opts, "--output");
-    if (npos != 2) return usage_error("needs MODEL and INPUT");
-    if (!outp || !*outp) return usage_error("needs -o OUT.safetensors");
-    if (!threads_option(opts)) return EX_USAGE;
+    const char *pos[2], *outp;
+    int code = model_input_args(argc, argv, opts, forward_help, pos, &outp);
+    if (code >= 0) return code;
 
     job j;
     ra_st_writer *w = NULL;
     float *y = NULL, *attn = NULL;
-    int code = job_open(&j, pos[0], pos[1], 0);
+    code = job_open(&j, pos[0], pos[1], 0);
     if (code) goto done;
     const int want_attn = get(opts, "--attn") != NULL, C = j.c->dim, nh = j.c->num_heads;
     y = malloc((size_t)j.b_ * j.n1 * C * sizeof *y);
@@ -381,19 +390,14 @@ static const char backward_help[] =
 static int cmd_backward(int argc, char **argv) {
     opt opts[] = {{"-o", 1, 0}, {"--output", 1, 0}, {"--threads", 1, 0},
                   {"--help", 0, 0}, {"-h", 0, 0}, {0, 0, 0}};
-    const char *pos[2];
-    int npos;
-    if (!parse_args(argc, argv, opts, pos, 2, &npos)) return EX_USAGE;
-    if (get(opts, "--help") || get(opts, "-h")) return fputs(backward_help, stdout), EX_OK;
-    const char *outp = get(opts, "-o") ? get(opts, "-o") : get(opts, "--output");
-    if (npos != 2) return usage_error("needs MODEL and INPUT");
-    if (!outp || !*outp) return usage_error("needs -o OUT.safetensors");
-    if (!threads_option(opts)) return EX_USAGE;
+    const char *pos[2], *outp;
+    int code = model_input_args(argc, argv, opts, backward_help, pos, &outp);
+    if (code >= 0) return code;
 
     job j;
     ra_st_writer *w = NULL;
     float *y = NULL, *dx = NULL, *dkv = NULL, *grads = NULL;
-    int code = job_open(&j, pos[0], pos[1], 1);
+    code = job_open(&j, pos[0], pos[1], 1);
     if (code) goto done;
     const int C = j.c->dim;
     const int64_t total = ra_model_param_total(j.m);

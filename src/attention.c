@@ -60,6 +60,14 @@ static size_t slice_floats(const ra_attn_desc *d) {
                                                    (d->rel_k || d->rel_v) ? d->r : 0));
 }
 
+/* bias (nH, N1, N2): bias[h, e] = table[idx[e], h], once for all windows */
+static void gather_bias(float *bias, const ra_attn_desc *d) {
+    const size_t nn = (size_t)d->n1 * d->n2;
+    if (!d->table) return;
+    for (int h = 0; h < d->nh; h++)
+        for (size_t e = 0; e < nn; e++) bias[h * nn + e] = d->table[(size_t)d->idx[e] * d->nh + h];
+}
+
 size_t ra_attention_workspace_size(const ra_attn_desc *d, int nthreads) {
     if (!d || nthreads < 1) return 0;
     return (round16(bias_floats(d)) + (size_t)nthreads * slice_floats(d)) * sizeof(float);
@@ -90,11 +98,7 @@ ra_status ra_attention_forward(float *out, int ldo, float *attn,
     float *slices = bias + round16(bias_floats(d));
     const size_t slice = slice_floats(d);
 
-    if (d->table) {  /* bias[h, e] = table[idx[e], h], once for all windows */
-        for (int h = 0; h < d->nh; h++)
-            for (size_t e = 0; e < nn; e++)
-                bias[h * nn + e] = d->table[(size_t)d->idx[e] * d->nh + h];
-    }
+    gather_bias(bias, d);
 
     #pragma omp parallel for num_threads(nt) schedule(static)
     for (int task = 0; task < ntasks; task++) {
@@ -176,10 +180,7 @@ ra_status ra_attention_backward(float *dq, int lddq, float *dk, int lddk, float 
     const bslice sl = backward_slice(d, dtable != NULL, drel_k || drel_v);
     float *bias = work;
     float *slices = bias + round16(bias_floats(d));
-    if (d->table)
-        for (int h = 0; h < d->nh; h++)
-            for (size_t e = 0; e < nn; e++)
-                bias[h * nn + e] = d->table[(size_t)d->idx[e] * d->nh + h];
+    gather_bias(bias, d);
     for (int t = 0; t < nt; t++)   /* the private accumulators start at zero */
         memset(slices + t * sl.total + sl.scratch, 0,
                (sl.dbias + 2 * sl.drel) * sizeof(float));

@@ -29,6 +29,31 @@ void ra_softmax_row(float *s, int n) {
     for (int j = 0; j < n; j++) s[j] *= inv;
 }
 
+/* Row i of the probabilities into s (N2): the logits with every term, then
+ * the softmax; qr (R) receives q_i·rel_k^T when there is a key table. */
+static void probabilities_row(float *s, float *qr, const ra_attn_task *t, int i) {
+    const int n2 = t->n2, hd = t->hd;
+    const float *qi = t->q + (size_t)i * t->ldq;
+    const int32_t *reli = t->rel ? t->rel + (size_t)i * n2 : NULL;
+    if (t->rel_k)
+        for (int m = 0; m < t->r; m++) {
+            float acc = 0;
+            for (int d = 0; d < hd; d++) acc += qi[d] * t->rel_k[(size_t)m * hd + d];
+            qr[m] = acc;
+        }
+    for (int j = 0; j < n2; j++) {
+        const float *kj = t->k + (size_t)j * t->ldk;
+        float acc = 0;
+        for (int d = 0; d < hd; d++) acc += qi[d] * kj[d];
+        if (t->rel_k) acc += qr[reli[j]];
+        float l = t->scale * acc;
+        if (t->bias) l += t->bias[(size_t)i * n2 + j];
+        if (t->mask) l += t->mask[(size_t)i * n2 + j];
+        s[j] = l;
+    }
+    ra_softmax_row(s, n2);
+}
+
 static size_t ref_work_floats(int n1, int n2, int hd, int r) {
     (void)n1; (void)hd;
     return (size_t)n2 + 2 * (size_t)r;   /* logits row, q·rel_k, p buckets */
@@ -40,25 +65,8 @@ static void ref_forward(const ra_attn_task *t) {
     float *qr = s + n2;          /* (R)  */
     float *pb = qr + r;          /* (R)  */
     for (int i = 0; i < t->n1; i++) {
-        const float *qi = t->q + (size_t)i * t->ldq;
         const int32_t *reli = t->rel ? t->rel + (size_t)i * n2 : NULL;
-        if (t->rel_k)
-            for (int m = 0; m < r; m++) {
-                float acc = 0;
-                for (int d = 0; d < hd; d++) acc += qi[d] * t->rel_k[(size_t)m * hd + d];
-                qr[m] = acc;
-            }
-        for (int j = 0; j < n2; j++) {
-            const float *kj = t->k + (size_t)j * t->ldk;
-            float acc = 0;
-            for (int d = 0; d < hd; d++) acc += qi[d] * kj[d];
-            if (t->rel_k) acc += qr[reli[j]];
-            float l = t->scale * acc;
-            if (t->bias) l += t->bias[(size_t)i * n2 + j];
-            if (t->mask) l += t->mask[(size_t)i * n2 + j];
-            s[j] = l;
-        }
-        ra_softmax_row(s, n2);
+        probabilities_row(s, qr, t, i);
         if (t->attn) memcpy(t->attn + (size_t)i * n2, s, (size_t)n2 * sizeof *s);
 
         float *oi = t->out + (size_t)i * t->ldo;
@@ -103,24 +111,7 @@ static void ref_backward(const ra_attn_task *t) {
         const float *doi = t->dout + (size_t)i * t->lddo;
         float *dqi = t->dq + (size_t)i * t->lddq;
         const int32_t *reli = t->rel ? t->rel + (size_t)i * n2 : NULL;
-        /* the forward's logits and probabilities, recomputed */
-        if (t->rel_k)
-            for (int m = 0; m < r; m++) {
-                float acc = 0;
-                for (int d = 0; d < hd; d++) acc += qi[d] * t->rel_k[(size_t)m * hd + d];
-                qr[m] = acc;
-            }
-        for (int j = 0; j < n2; j++) {
-            const float *kj = t->k + (size_t)j * t->ldk;
-            float acc = 0;
-            for (int d = 0; d < hd; d++) acc += qi[d] * kj[d];
-            if (t->rel_k) acc += qr[reli[j]];
-            float l = t->scale * acc;
-            if (t->bias) l += t->bias[(size_t)i * n2 + j];
-            if (t->mask) l += t->mask[(size_t)i * n2 + j];
-            s[j] = l;
-        }
-        ra_softmax_row(s, n2);
+        probabilities_row(s, qr, t, i);   /* the forward's, recomputed */
 
         /* dp, dv, and the value table */
         if (t->rel_v)
