@@ -5,6 +5,11 @@
  * reference kernel and once with each other kernel this CPU supports; out
  * (including the untouched columns between rows) and attn must agree to
  * float rounding. A fully masked row must give zeros, never NaN.
+ * The backward likewise: ra_attention_backward under each kernel against
+ * the reference kernel on the same configurations, every gradient (dq, dk,
+ * dv, dtable through idx, drel_k, drel_v) accumulated into non-zero
+ * buffers, dq/dk/dv either separate or interleaved in one qkv-style buffer
+ * (the columns between them must stay untouched), 1 and 2 threads.
  * argv[1] (the fixtures directory) is not used. */
 #include "relattn.h"
 #include "check.h"
@@ -145,6 +150,136 @@ static void compare(const cfg *c) {
     free_inputs(&in);
 }
 
+/* ---- backward ------------------------------------------------------------ */
+
+/* Where the gradients live in one flat array: [dq/dk/dv region][dtable]
+ * [drel_k][drel_v]. The region is either one qkv-style buffer (row stride
+ * ld >= 3C, dq at column 0, dk at C, dv at 2C) or three separate buffers;
+ * it starts one float in, so rows are never aligned. */
+typedef struct glayout {
+    int interleaved, lddq, lddk, lddv;
+    size_t off_q, off_k, off_v, nregion;
+    size_t off_table, off_rk, off_rv, total;
+    int want_table, want_rk, want_rv;   /* 0: the gradient is passed as NULL */
+} glayout;
+
+static glayout make_layout(const cfg *c, int interleaved) {
+    glayout g = {.interleaved = interleaved};
+    const int C = c->nh * c->hd;
+    const int rows = c->b_ * (c->n1 > c->n2 ? c->n1 : c->n2);
+    if (interleaved) {
+        g.lddq = g.lddk = g.lddv = 3 * C + irand(0, 5);
+        g.off_q = 1, g.off_k = 1 + (size_t)C, g.off_v = 1 + 2 * (size_t)C;
+        g.nregion = (size_t)rows * g.lddq + 1;
+    } else {
+        g.lddq = C + irand(0, 9), g.lddk = C + irand(0, 9), g.lddv = C + irand(0, 9);
+        g.off_q = 1;
+        g.off_k = g.off_q + (size_t)c->b_ * c->n1 * g.lddq;
+        g.off_v = g.off_k + (size_t)c->b_ * c->n2 * g.lddk;
+        g.nregion = g.off_v + (size_t)c->b_ * c->n2 * g.lddv;
+    }
+    g.want_table = c->bias && irand(0, 3) != 0;
+    g.want_rk = c->rel_k && irand(0, 3) != 0;
+    g.want_rv = c->rel_v && irand(0, 3) != 0;
+    g.off_table = g.nregion;
+    g.off_rk = g.off_table + (c->bias ? (size_t)40 * c->nh : 0);   /* table rows <= 40 */
+    g.off_rv = g.off_rk + (size_t)c->r * c->hd;
+    g.total = g.off_rv + (size_t)c->r * c->hd;
+    return g;
+}
+
+/* grads = init, then += the backward under kernel id. */
+static int run_backward(const cfg *c, const inputs *in, const glayout *g, ra_kernel_id id,
+                        const float *dout, const float *init, float *grads) {
+    if (ra_kernel_select(id) != RA_OK) return -1;
+    ra_threads_set(c->threads);
+    memcpy(grads, init, g->total * sizeof *grads);
+    size_t ws = ra_attention_backward_workspace_size(&in->d, c->threads);
+    void *work = aligned_alloc(64, (ws + 63) & ~(size_t)63);
+    ra_status st = ra_attention_backward(
+        grads + g->off_q, g->lddq, grads + g->off_k, g->lddk, grads + g->off_v, g->lddv,
+        g->want_table ? grads + g->off_table : NULL, g->want_rk ? grads + g->off_rk : NULL,
+        g->want_rv ? grads + g->off_rv : NULL, dout + 1, c->ldo, in->q + 1, c->ldq, in->k + 1,
+        c->ldk, in->v + 1, c->ldv, &in->d, work, ws);
+    free(work);
+    ra_threads_set(0);
+    if (st != RA_OK) fprintf(stderr, "backward (%s): %s\n", ra_kernel_name(id), ra_last_error());
+    return st;
+}
+
+static void compare_backward(const cfg *c, int interleaved) {
+    inputs in;
+    make_inputs(&in, c);
+    const glayout g = make_layout(c, interleaved);
+    float *dout = fill((size_t)c->b_ * c->n1 * c->ldo + 1, -1, 1);
+    float *init = fill(g.total, -1, 1);   /* the gradients accumulate into these */
+    float *ref = malloc(g.total * sizeof *ref), *got = malloc(g.total * sizeof *got);
+    char what[320];
+    snprintf(what, sizeof what, "backward B_=%d nH=%d N1=%d N2=%d hd=%d ld=(%d,%d,%d,%d) "
+             "dld=(%d,%d,%d)%s bias=%d%s mask=%d%s rel_k=%d%s rel_v=%d%s R=%d threads=%d",
+             c->b_, c->nh, c->n1, c->n2, c->hd, c->ldq, c->ldk, c->ldv, c->ldo, g.lddq, g.lddk,
+             g.lddv, interleaved ? " qkv" : "", c->bias, g.want_table ? "" : "(no grad)",
+             c->mask, c->masked_row ? "(full row)" : "", c->rel_k, g.want_rk ? "" : "(no grad)",
+             c->rel_v, g.want_rv ? "" : "(no grad)", c->r, c->threads);
+
+    CHECK(run_backward(c, &in, &g, RA_KERNEL_REF, dout, init, ref) == RA_OK, "ref: %s", what);
+    for (int id = RA_KERNEL_REF + 1; id < RA_KERNEL_COUNT; id++) {
+        if (!ra_kernel_supported((ra_kernel_id)id)) continue;
+        char name[400];
+        snprintf(name, sizeof name, "%s %s", ra_kernel_name((ra_kernel_id)id), what);
+        CHECK(run_backward(c, &in, &g, (ra_kernel_id)id, dout, init, got) == RA_OK, "%s", name);
+        char part[440];
+        /* the whole region: dq, dk, dv and the columns between them */
+        snprintf(part, sizeof part, "dq/dk/dv: %s", name);
+        CHECK_CLOSE(got, ref, (long)g.nregion, 1e-5, 1e-5, part);
+        snprintf(part, sizeof part, "dtable: %s", name);
+        CHECK_CLOSE(got + g.off_table, ref + g.off_table, (long)(g.off_rk - g.off_table), 1e-5,
+                    1e-5, part);
+        snprintf(part, sizeof part, "drel_k: %s", name);
+        CHECK_CLOSE(got + g.off_rk, ref + g.off_rk, (long)(g.off_rv - g.off_rk), 1e-5, 1e-5, part);
+        snprintf(part, sizeof part, "drel_v: %s", name);
+        CHECK_CLOSE(got + g.off_rv, ref + g.off_rv, (long)(g.total - g.off_rv), 1e-5, 1e-5, part);
+        CHECK(!any_nan(got, g.total), "NaN in gradients: %s", name);
+    }
+    free(dout); free(init); free(ref); free(got);
+    free_inputs(&in);
+}
+
+/* A fully masked row has p = 0: it sends no gradient anywhere, so its dq
+ * row keeps its initial value exactly, and nothing becomes NaN. */
+static void fully_masked_row_backward(void) {
+    cfg c = {.b_ = 2, .nh = 2, .n1 = 49, .n2 = 49, .hd = 32, .nw = 2, .r = 13,
+             .bias = 1, .mask = 1, .rel_k = 1, .rel_v = 1, .threads = 2,
+             .ldq = 64, .ldk = 64, .ldv = 64, .ldo = 64, .scale = 0.17677669f};
+    inputs in;
+    make_inputs(&in, &c);
+    const int masked = 5;   /* row 5 of window 1 (b = 1) */
+    const size_t nn = (size_t)c.n1 * c.n2;
+    for (size_t e = 0; e < 2 * nn; e++) in.mask[e] = 0.0f;
+    for (int j = 0; j < c.n2; j++) in.mask[nn + (size_t)masked * c.n2 + j] = -INFINITY;
+    glayout g = make_layout(&c, 1);
+    g.want_table = g.want_rk = g.want_rv = 1;
+    float *dout = fill((size_t)c.b_ * c.n1 * c.ldo + 1, -1, 1);
+    float *init = fill(g.total, -1, 1);
+    float *got = malloc(g.total * sizeof *got);
+    for (int id = 0; id < RA_KERNEL_COUNT; id++) {
+        if (!ra_kernel_supported((ra_kernel_id)id)) continue;
+        const char *name = ra_kernel_name((ra_kernel_id)id);
+        CHECK(run_backward(&c, &in, &g, (ra_kernel_id)id, dout, init, got) == RA_OK, "%s", name);
+        CHECK(!any_nan(got, g.total), "%s: NaN in gradients", name);
+        const size_t row = g.off_q + (size_t)(1 * c.n1 + masked) * g.lddq;
+        int same = 1, moved = 0;
+        for (int d = 0; d < c.nh * c.hd; d++) same &= got[row + d] == init[row + d];
+        for (int d = 0; d < c.nh * c.hd; d++)   /* an unmasked row does get a gradient */
+            moved |= got[g.off_q + (size_t)masked * g.lddq + d] !=
+                     init[g.off_q + (size_t)masked * g.lddq + d];
+        CHECK(same, "%s: fully masked row received a dq gradient", name);
+        CHECK(moved, "%s: unmasked row of window 0 received no dq gradient", name);
+    }
+    free(dout); free(init); free(got);
+    free_inputs(&in);
+}
+
 static int pick_n(void) {
     static const int special[] = {1, 49, 64, 2, 7, 8, 9, 16, 17};
     return irand(0, 2) == 0 ? special[irand(0, 8)] : irand(1, 70);
@@ -230,18 +365,26 @@ int main(int argc, char **argv) {
                 .attn = 1, .threads = 2, .ldq = 288, .ldk = 288, .ldv = 288, .ldo = 96,
                 .scale = 0.17677669f};
     compare(&swin);
+    compare_backward(&swin, 1);
+    compare_backward(&swin, 0);
     cfg vit = {.b_ = 2, .nh = 2, .n1 = 197, .n2 = 197, .hd = 64, .attn = 0, .threads = 1,
                .ldq = 384, .ldk = 384, .ldv = 384, .ldo = 128, .scale = 0.125f};
     compare(&vit);
+    compare_backward(&vit, 1);
     cfg shaw = {.b_ = 2, .nh = 2, .n1 = 20, .n2 = 20, .hd = 24, .r = 9, .rel_k = 1, .rel_v = 1,
                 .attn = 1, .threads = 2, .ldq = 51, .ldk = 49, .ldv = 53, .ldo = 48,
                 .scale = 0.2041f};
     compare(&shaw);
+    compare_backward(&shaw, 0);
+    shaw.threads = 1;
+    compare_backward(&shaw, 1);
 
     for (int s = 0; s < 400; s++) {
         cfg c = random_cfg(s);
         compare(&c);
+        compare_backward(&c, s % 3 == 0);
     }
     fully_masked_row();
+    fully_masked_row_backward();
     return check_done();
 }

@@ -16,7 +16,9 @@
  *      into R buckets by rel and rel_v as the "values".
  * Nothing of size (N1, N2, hd) ever exists. Only the last chunk of a row of
  * hd (hd % 8 columns) or N2 uses masked loads and stores; q, k, v, out are
- * never assumed aligned. */
+ * never assumed aligned. The backward (below avx2_forward) reuses these
+ * pieces: it recomputes p for all rows of the task, keeps p and ds in the
+ * workspace (N1 x N2 each), and forms dq, dk, dv with the same blocking. */
 #include "kernels.h"
 
 #include <immintrin.h>
@@ -219,10 +221,12 @@ static void softmax_row(const ra_attn_task *t, int i, float *s, const float *qr)
     }
 }
 
-/* acc[r] += sum_{j<n} p[r][j] * v_j[d0 .. d0 + 8*nv) for RB rows: one load
- * of each v row chunk feeds RB FMAs. nv == 1 loads min(8, w) columns. */
-ALWAYS_INLINE void pv_accumulate(__m256 acc[RB][2], const int nv, const float *const p[RB],
-                                 const float *v, size_t ldv, int n, int d0, int w) {
+/* acc[r] += sum_{j<n} p[r][j*ps] * v_j[d0 .. d0 + 8*nv) for RB rows: one
+ * load of each v row chunk feeds RB FMAs. nv == 1 loads min(8, w) columns.
+ * ps is 1 for rows of p; the backward also walks columns of a matrix. */
+ALWAYS_INLINE void pv_accumulate_s(__m256 acc[RB][2], const int nv, const float *const p[RB],
+                                   size_t ps, const float *v, size_t ldv, int n, int d0,
+                                   int w) {
     const __m256i m = lanes(w);
     for (int j = 0; j < n; j++) {
         const float *vj = v + (size_t)j * ldv + d0;
@@ -230,11 +234,15 @@ ALWAYS_INLINE void pv_accumulate(__m256 acc[RB][2], const int nv, const float *c
         __m256 v1 = nv == 2 ? _mm256_loadu_ps(vj + 8) : v0;
 #pragma GCC unroll 4
         for (int r = 0; r < RB; r++) {
-            __m256 x = _mm256_broadcast_ss(p[r] + j);
+            __m256 x = _mm256_broadcast_ss(p[r] + (size_t)j * ps);
             acc[r][0] = _mm256_fmadd_ps(x, v0, acc[r][0]);
             if (nv == 2) acc[r][1] = _mm256_fmadd_ps(x, v1, acc[r][1]);
         }
     }
+}
+ALWAYS_INLINE void pv_accumulate(__m256 acc[RB][2], const int nv, const float *const p[RB],
+                                 const float *v, size_t ldv, int n, int d0, int w) {
+    pv_accumulate_s(acc, nv, p, 1, v, ldv, n, d0, w);
 }
 
 /* Output columns d0 .. d0 + 8*nv (or up to hd) of rows i0 .. i0+nr-1:
@@ -310,7 +318,241 @@ static void avx2_forward(const ra_attn_task *t) {
     }
 }
 
-/* No backward of its own: the framework uses the reference backward. */
+/* ---- backward ------------------------------------------------------------
+ * What ref_backward computes, for all N1 rows of a task at once:
+ *   1. K and V are transposed into Kt, Vt (hd, N2p), the Shaw tables into
+ *      (hd, Rp), as in the forward.
+ *   2. Per block of RB rows: the logits (q Kt) and dp (do Vt) with the same
+ *      rows_times_bt, softmax_row for p, then per row (8 columns at a time)
+ *      dp += (do·rel_v^T)[rel], D = sum_j p dp, ds = p (dp - D); dbias += ds;
+ *      P (N1, N2p) keeps p and DS (N1, N2p) keeps scale * ds for step 3.
+ *      The rows' buckets (p and scale*ds summed by rel) give drel_v and
+ *      drel_k as RB-row outer products, and dq += (scale ds) K plus
+ *      (scale ds buckets) rel_k, with pv_accumulate's register blocking.
+ *   3. Per block of RB columns j: dv_j += sum_i p_ij do_i and
+ *      dk_j += sum_i (scale ds_ij) q_i, the same register blocking with the
+ *      broadcasts walking a column of P or DS.
+ * Padding columns of P and DS are 0 (p is 0 there), so blocks of columns
+ * may read past N2 up to N2p. Every gradient is loaded, added to and stored
+ * back; only the caller's columns are touched. */
+
+static inline size_t round_rb(size_t n) { return (n + RB - 1) / RB * RB; }
+
+/* Workspace: Kt, Vt (hd, N2p), P, DS (N1 rounded to RB, N2p), and with Shaw
+ * tables rel_k^T, rel_v^T (hd, Rp), q·rel_k^T, do·rel_v^T, p buckets and ds
+ * buckets (RB, Rp) each. All parts are multiples of 8 floats. */
+static size_t avx2_backward_work_floats(int n1, int n2, int hd, int r) {
+    const size_t n2p = round8((size_t)n2), rp = round8((size_t)r);
+    return (2 * (size_t)hd + 2 * round_rb((size_t)n1)) * n2p + (2 * (size_t)hd + 4 * RB) * rp;
+}
+
+/* Row i of dp (N2p floats, raw do·v_j on entry; p the probabilities) becomes
+ * scale * ds; dbias row i += ds. dor: do·rel_v^T of the row, or NULL. */
+static void ds_row(const ra_attn_task *t, int i, const float *p, float *dp, const float *dor) {
+    const int n2 = t->n2, n2p = (int)round8((size_t)n2);
+    const size_t row = (size_t)i * n2;
+    __m256 vdot0 = _mm256_setzero_ps(), vdot1 = _mm256_setzero_ps();
+    if (dor) {   /* masked lanes read rel 0, always a valid bucket */
+        for (int j = 0; j < n2p; j += 8) {
+            const int n = n2 - j;
+            __m256i m = n >= 8 ? _mm256_loadu_si256((const __m256i *)(t->rel + row + j))
+                               : _mm256_maskload_epi32((const int *)(t->rel + row + j), lanes(n));
+            __m256 x = _mm256_add_ps(_mm256_loadu_ps(dp + j), _mm256_i32gather_ps(dor, m, 4));
+            _mm256_storeu_ps(dp + j, x);
+        }
+    }
+    int j = 0;
+    for (; j + 16 <= n2p; j += 16) {
+        vdot0 = _mm256_fmadd_ps(_mm256_loadu_ps(p + j), _mm256_loadu_ps(dp + j), vdot0);
+        vdot1 = _mm256_fmadd_ps(_mm256_loadu_ps(p + j + 8), _mm256_loadu_ps(dp + j + 8), vdot1);
+    }
+    if (j < n2p) vdot0 = _mm256_fmadd_ps(_mm256_loadu_ps(p + j), _mm256_loadu_ps(dp + j), vdot0);
+    const __m256 dot = _mm256_set1_ps(hsum(_mm256_add_ps(vdot0, vdot1)));
+    const __m256 scale = _mm256_set1_ps(t->scale);
+    float *dbias = t->dbias ? t->dbias + row : NULL;
+    for (j = 0; j < n2p; j += 8) {
+        __m256 ds = _mm256_mul_ps(_mm256_loadu_ps(p + j), _mm256_sub_ps(_mm256_loadu_ps(dp + j), dot));
+        if (dbias) {
+            const int n = n2 - j;
+            store_n(dbias + j, _mm256_add_ps(load_n(dbias + j, n), ds), n);
+        }
+        _mm256_storeu_ps(dp + j, _mm256_mul_ps(scale, ds));
+    }
+}
+
+/* dst (R, hd) += sum_r b[r][m] * x[r] for every bucket m: RB outer products
+ * with the x chunks held in registers, each dst chunk loaded and stored
+ * once per block. */
+static void outer_accumulate(float *dst, const float *const b[RB], const float *const x[RB],
+                             int nrel, int hd) {
+    int d0 = 0;
+    for (; d0 + 16 <= hd; d0 += 16) {
+        __m256 x0[RB], x1[RB];
+#pragma GCC unroll 4
+        for (int r = 0; r < RB; r++) {
+            x0[r] = _mm256_loadu_ps(x[r] + d0);
+            x1[r] = _mm256_loadu_ps(x[r] + d0 + 8);
+        }
+        for (int m = 0; m < nrel; m++) {
+            float *y = dst + (size_t)m * hd + d0;
+            __m256 y0 = _mm256_loadu_ps(y), y1 = _mm256_loadu_ps(y + 8);
+#pragma GCC unroll 4
+            for (int r = 0; r < RB; r++) {
+                __m256 s = _mm256_broadcast_ss(b[r] + m);
+                y0 = _mm256_fmadd_ps(s, x0[r], y0);
+                y1 = _mm256_fmadd_ps(s, x1[r], y1);
+            }
+            _mm256_storeu_ps(y, y0);
+            _mm256_storeu_ps(y + 8, y1);
+        }
+    }
+    for (; d0 < hd; d0 += 8) {
+        const int w = hd - d0;
+        __m256 x0[RB];
+#pragma GCC unroll 4
+        for (int r = 0; r < RB; r++) x0[r] = load_n(x[r] + d0, w);
+        for (int m = 0; m < nrel; m++) {
+            float *y = dst + (size_t)m * hd + d0;
+            __m256 y0 = load_n(y, w);
+#pragma GCC unroll 4
+            for (int r = 0; r < RB; r++) y0 = _mm256_fmadd_ps(_mm256_broadcast_ss(b[r] + m), x0[r], y0);
+            store_n(y, y0, w);
+        }
+    }
+}
+
+/* rows[r] (r < nr, row stride ld) columns d0 .. d0 + 8*nv (or up to the
+ * width w) += acc[r]. */
+ALWAYS_INLINE void add_rows(float *rows, size_t ld, int nr, __m256 acc[RB][2], const int nv,
+                            int w) {
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++) {
+        if (r >= nr) break;
+        float *o = rows + (size_t)r * ld;
+        if (nv == 2) {
+            _mm256_storeu_ps(o, _mm256_add_ps(_mm256_loadu_ps(o), acc[r][0]));
+            _mm256_storeu_ps(o + 8, _mm256_add_ps(_mm256_loadu_ps(o + 8), acc[r][1]));
+        } else {
+            store_n(o, _mm256_add_ps(load_n(o, w), acc[r][0]), w);
+        }
+    }
+}
+
+/* dq columns d0 .. d0 + 8*nv of rows i0 .. i0+nr-1 += the rows' scale*ds
+ * times K, plus their scale*ds buckets times rel_k. */
+ALWAYS_INLINE void dq_chunk(const ra_attn_task *t, int i0, int nr, const float *const ds[RB],
+                            const float *const dsb[RB], const int nv, int d0) {
+    const int w = t->hd - d0;
+    __m256 acc[RB][2];
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    pv_accumulate(acc, nv, ds, t->k, (size_t)t->ldk, t->n2, d0, w);
+    if (t->rel_k) pv_accumulate(acc, nv, dsb, t->rel_k, (size_t)t->hd, t->r, d0, w);
+    add_rows(t->dq + (size_t)i0 * t->lddq + d0, (size_t)t->lddq, nr, acc, nv, w);
+}
+
+/* dst rows j0 .. j0+nj-1, columns d0 .. d0 + 8*nv, += sum_i a[i][j0 + r] x_i
+ * over the task's N1 rows: a is P or DS (row stride lda), x is do or q. */
+ALWAYS_INLINE void kv_chunk(float *dst, size_t ldd, int j0, int nj, const float *a, size_t lda,
+                            const float *x, size_t ldx, int n1, const int nv, int d0, int w) {
+    const float *col[RB];
+    __m256 acc[RB][2];
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++) {
+        col[r] = a + j0 + r;
+        acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    }
+    pv_accumulate_s(acc, nv, col, lda, x, ldx, n1, d0, w);
+    add_rows(dst + (size_t)j0 * ldd + d0, ldd, nj, acc, nv, w);
+}
+
+static void avx2_backward(const ra_attn_task *t) {
+    const int n1 = t->n1, n2 = t->n2, hd = t->hd, nrel = t->r;
+    const size_t n2p = round8((size_t)n2), rp = round8((size_t)(t->rel_k || t->rel_v ? nrel : 0));
+    const size_t n1r = round_rb((size_t)n1);
+    float *kt = t->work;                     /* (hd, N2p) */
+    float *vt = kt + (size_t)hd * n2p;       /* (hd, N2p) */
+    float *pm = vt + (size_t)hd * n2p;       /* (N1r, N2p) p            */
+    float *dsm = pm + n1r * n2p;             /* (N1r, N2p) scale * ds   */
+    float *rkt = dsm + n1r * n2p;            /* (hd, Rp)  */
+    float *rvt = rkt + (size_t)hd * rp;      /* (hd, Rp)  */
+    float *qr = rvt + (size_t)hd * rp;       /* (RB, Rp) q·rel_k^T      */
+    float *dor = qr + RB * rp;               /* (RB, Rp) do·rel_v^T     */
+    float *pb = dor + RB * rp;               /* (RB, Rp) p buckets      */
+    float *dsb = pb + RB * rp;               /* (RB, Rp) scale*ds buckets */
+
+    transpose(kt, n2p, t->k, (size_t)t->ldk, n2, hd);
+    transpose(vt, n2p, t->v, (size_t)t->ldv, n2, hd);
+    if (t->rel_k) transpose(rkt, rp, t->rel_k, (size_t)hd, nrel, hd);
+    if (t->rel_v) transpose(rvt, rp, t->rel_v, (size_t)hd, nrel, hd);
+
+    for (int i0 = 0; i0 < n1; i0 += RB) {
+        /* A last block with fewer rows repeats its last row, as in the
+         * forward: the copies land in rows of P and DS past N1 (never read)
+         * and their buckets are zeroed, so they add nothing. */
+        const int nr = n1 - i0 < RB ? n1 - i0 : RB;
+        const float *qrow[RB], *dorow[RB], *dsrow[RB], *pbrow[RB], *dsbrow[RB];
+        float *p = pm + (size_t)i0 * n2p, *ds = dsm + (size_t)i0 * n2p;
+#pragma GCC unroll 4
+        for (int r = 0; r < RB; r++) {
+            const int rr = r < nr ? r : nr - 1;
+            qrow[r] = t->q + (size_t)(i0 + rr) * t->ldq;
+            dorow[r] = t->dout + (size_t)(i0 + rr) * t->lddo;
+            dsrow[r] = ds + rr * n2p;
+            pbrow[r] = pb + r * rp;
+            dsbrow[r] = dsb + r * rp;
+        }
+        rows_times_bt(p, n2p, qrow, hd, kt, n2p, (int)n2p);
+        if (t->rel_k) rows_times_bt(qr, rp, qrow, hd, rkt, rp, (int)rp);
+        rows_times_bt(ds, n2p, dorow, hd, vt, n2p, (int)n2p);
+        if (t->rel_v) rows_times_bt(dor, rp, dorow, hd, rvt, rp, (int)rp);
+        for (int r = 0; r < nr; r++) {
+            float *pr = p + r * n2p, *dsr = ds + r * n2p;
+            softmax_row(t, i0 + r, pr, t->rel_k ? qr + r * rp : NULL);
+            ds_row(t, i0 + r, pr, dsr, t->rel_v ? dor + r * rp : NULL);
+            const int32_t *rel = t->rel ? t->rel + (size_t)(i0 + r) * n2 : NULL;
+            if (t->drel_v) {   /* bucket p by rel, in ref.c's order */
+                float *b = pb + r * rp;
+                memset(b, 0, (size_t)nrel * sizeof *b);
+                for (int j = 0; j < n2; j++) b[rel[j]] += pr[j];
+            }
+            if (t->rel_k) {
+                float *b = dsb + r * rp;
+                memset(b, 0, (size_t)nrel * sizeof *b);
+                for (int j = 0; j < n2; j++) b[rel[j]] += dsr[j];
+            }
+        }
+        for (int r = nr; r < RB; r++) {
+            if (t->drel_v) memset(pb + r * rp, 0, (size_t)nrel * sizeof *pb);
+            if (t->rel_k) memset(dsb + r * rp, 0, (size_t)nrel * sizeof *dsb);
+        }
+        if (t->drel_v) outer_accumulate(t->drel_v, pbrow, dorow, nrel, hd);
+        if (t->drel_k) outer_accumulate(t->drel_k, dsbrow, qrow, nrel, hd);
+        int d0 = 0;
+        for (; d0 + 16 <= hd; d0 += 16) dq_chunk(t, i0, nr, dsrow, dsbrow, 2, d0);
+        for (; d0 < hd; d0 += 8) dq_chunk(t, i0, nr, dsrow, dsbrow, 1, d0);
+    }
+
+    /* dv and dk, RB rows j at a time over all N1 rows i */
+    for (int j0 = 0; j0 < n2; j0 += RB) {
+        const int nj = n2 - j0 < RB ? n2 - j0 : RB;
+        int d0 = 0;
+        for (; d0 + 16 <= hd; d0 += 16) {
+            kv_chunk(t->dv, (size_t)t->lddv, j0, nj, pm, n2p, t->dout, (size_t)t->lddo, n1, 2, d0,
+                     hd - d0);
+            kv_chunk(t->dk, (size_t)t->lddk, j0, nj, dsm, n2p, t->q, (size_t)t->ldq, n1, 2, d0,
+                     hd - d0);
+        }
+        for (; d0 < hd; d0 += 8) {
+            kv_chunk(t->dv, (size_t)t->lddv, j0, nj, pm, n2p, t->dout, (size_t)t->lddo, n1, 1, d0,
+                     hd - d0);
+            kv_chunk(t->dk, (size_t)t->lddk, j0, nj, dsm, n2p, t->q, (size_t)t->ldq, n1, 1, d0,
+                     hd - d0);
+        }
+    }
+}
+
 const ra_attn_kernel ra_kernel_avx2 = {
     .name = "avx2", .forward = avx2_forward, .work_floats = avx2_work_floats,
+    .backward = avx2_backward, .backward_work_floats = avx2_backward_work_floats,
 };
