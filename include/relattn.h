@@ -149,6 +149,16 @@ ra_status ra_window_partition(float *windows, const float *x, int b, int c,
 ra_status ra_window_reverse(float *x, const float *windows, int b, int c,
                             const ra_window_geom *g);
 
+/* Backward of the two ops above (padding, shift and cut included); both
+ * ACCUMULATE (+=): dx (B, D, H, W, C) += the gradient through partition
+ * of dwindows (B * nW, N, C); dwindows += the gradient through reverse of
+ * dx. (Each is the other op's walk: the ops are permutations plus zero
+ * padding.) */
+ra_status ra_window_partition_backward(float *dx, const float *dwindows, int b, int c,
+                                       const ra_window_geom *g);
+ra_status ra_window_reverse_backward(float *dwindows, const float *dx, int b, int c,
+                                     const ra_window_geom *g);
+
 /* The shifted-window attention mask (nW, N, N) over the padded map, with
  * 0.0 where two tokens come from the same region and -100.0 otherwise.
  * Regions per axis: [0, P-w), [P-w, P-s), [P-s, P) for padded size P

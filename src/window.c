@@ -184,17 +184,34 @@ static inline void ra_window_coords(const ra_wplan *p, int64_t k, int64_t kw[3])
     kw[0] = k / p->nwin[1];
 }
 
-ra_status ra_window_partition(float *windows,      /* (B*nW, N, C) */
-                              const float *x,      /* (B, D, H, W, C) */
-                              int b, int c, const ra_window_geom *g) {
+/* Partition and reverse are one walk over window rows: each window token
+ * corresponds to exactly one position of the padded, rolled map (a
+ * bijection), so every window writes its own part of either side and the
+ * loop parallelises without races. The direction and whether it copies or
+ * accumulates is the mode; the backward of each op is the other's walk
+ * with +=, since the adjoint of a permutation is its inverse (padding
+ * tokens are dropped one way and zero the other). */
+typedef enum {
+    WALK_PARTITION,      /* windows  = part(x), padding zero   */
+    WALK_REVERSE,        /* x        = rev(windows)            */
+    WALK_PARTITION_BACK, /* dx      += rev(dwindows)           */
+    WALK_REVERSE_BACK    /* dwindows += part(dx), padding kept */
+} walk_mode;
+
+static void add_floats(float *dst, const float *src, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] += src[i];
+}
+
+static ra_status window_walk(float *windows,   /* (B*nW, N, C) */
+                             float *x,         /* (B, D, H, W, C) */
+                             int b, int c, const ra_window_geom *g, walk_mode mode,
+                             const char *fn) {
     ra_wplan p = {0};
     int64_t total = 0;
-    ra_status st = ra_window_plan(&p, g, "ra_window_partition");
+    ra_status st = ra_window_plan(&p, g, fn);
     if (st != RA_OK) return st;
-    if ((st = ra_window_plan_bc(&p, b, c, "ra_window_partition", &total)) != RA_OK)
-        return st;
-    if (!windows || !x)
-        return ra_fail(RA_ERR_ARG, "ra_window_partition: NULL tensor");
+    if ((st = ra_window_plan_bc(&p, b, c, fn, &total)) != RA_OK) return st;
+    if (!windows || !x) return ra_fail(RA_ERR_ARG, "%s: NULL tensor", fn);
 
     const int64_t C = c, nall = (int64_t)b * p.nw;
     const int64_t map = p.size[0] * p.size[1] * p.size[2] * C;  /* floats per map */
@@ -205,25 +222,33 @@ ra_status ra_window_partition(float *windows,      /* (B*nW, N, C) */
     for (int64_t k = 0; k < nall; k++) {
         int64_t kw[3];
         ra_window_coords(&p, k % p.nw, kw);
-        const float *xb = x + (k / p.nw) * map;
-        float *dst = windows + k * p.n * C;
+        float *xb = x + (k / p.nw) * map;
+        float *win = windows + k * p.n * C;
         ra_run run[2];
         int nrun = ra_row_runs(run, ra_unroll(kw[2] * ww, p.shift[2], p.pad[2]),
                                ww, p.pad[2], p.size[2]);
         for (int64_t td = 0; td < p.win[0]; td++) {
             int64_t sd = ra_unroll(kw[0] * p.win[0] + td, p.shift[0], p.pad[0]);
-            for (int64_t th = 0; th < p.win[1]; th++, dst += ww * C) {
+            for (int64_t th = 0; th < p.win[1]; th++, win += ww * C) {
                 int64_t sh = ra_unroll(kw[1] * p.win[1] + th, p.shift[1], p.pad[1]);
-                if (sd >= p.size[0] || sh >= p.size[1]) {
-                    memset(dst, 0, (size_t)(ww * C) * sizeof(float));
+                if (sd >= p.size[0] || sh >= p.size[1]) {   /* a row of padding */
+                    if (mode == WALK_PARTITION) memset(win, 0, (size_t)(ww * C) * sizeof(float));
                     continue;
                 }
-                const float *src = xb + (sd * p.size[1] + sh) * p.size[2] * C;
-                float *o = dst;
+                float *row = xb + (sd * p.size[1] + sh) * p.size[2] * C;
+                float *o = win;
                 for (int r = 0; r < nrun; r++) {
-                    memcpy(o, src + run[r].src * C, (size_t)(run[r].valid * C) * sizeof(float));
-                    memset(o + run[r].valid * C, 0,
-                           (size_t)((run[r].len - run[r].valid) * C) * sizeof(float));
+                    float *m = row + run[r].src * C;
+                    const int64_t nv = run[r].valid * C;
+                    switch (mode) {
+                    case WALK_PARTITION:
+                        memcpy(o, m, (size_t)nv * sizeof(float));
+                        memset(o + nv, 0, (size_t)((run[r].len - run[r].valid) * C) * sizeof(float));
+                        break;
+                    case WALK_REVERSE: memcpy(m, o, (size_t)nv * sizeof(float)); break;
+                    case WALK_PARTITION_BACK: add_floats(m, o, nv); break;
+                    case WALK_REVERSE_BACK: add_floats(o, m, nv); break;
+                    }
                     o += run[r].len * C;
                 }
             }
@@ -232,51 +257,27 @@ ra_status ra_window_partition(float *windows,      /* (B*nW, N, C) */
     return RA_OK;
 }
 
-/* The same walk as the partition with the copy reversed; window tokens that
- * came from padding are dropped. Partition is a bijection between padded
- * positions and window tokens, so windows write disjoint parts of x and
- * the loop parallelises without races. */
-ra_status ra_window_reverse(float *x,              /* (B, D, H, W, C) */
-                            const float *windows,  /* (B*nW, N, C) */
-                            int b, int c, const ra_window_geom *g) {
-    ra_wplan p = {0};
-    int64_t total = 0;
-    ra_status st = ra_window_plan(&p, g, "ra_window_reverse");
-    if (st != RA_OK) return st;
-    if ((st = ra_window_plan_bc(&p, b, c, "ra_window_reverse", &total)) != RA_OK)
-        return st;
-    if (!windows || !x)
-        return ra_fail(RA_ERR_ARG, "ra_window_reverse: NULL tensor");
+ra_status ra_window_partition(float *windows, const float *x, int b, int c,
+                              const ra_window_geom *g) {
+    /* x is only read in this mode */
+    return window_walk(windows, (float *)x, b, c, g, WALK_PARTITION, "ra_window_partition");
+}
 
-    const int64_t C = c, nall = (int64_t)b * p.nw;
-    const int64_t map = p.size[0] * p.size[1] * p.size[2] * C;
-    const int64_t ww = p.win[2];
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (total >= RA_WINDOW_PAR_MIN)
-#endif
-    for (int64_t k = 0; k < nall; k++) {
-        int64_t kw[3];
-        ra_window_coords(&p, k % p.nw, kw);
-        float *xb = x + (k / p.nw) * map;
-        const float *src = windows + k * p.n * C;
-        ra_run run[2];
-        int nrun = ra_row_runs(run, ra_unroll(kw[2] * ww, p.shift[2], p.pad[2]),
-                               ww, p.pad[2], p.size[2]);
-        for (int64_t td = 0; td < p.win[0]; td++) {
-            int64_t sd = ra_unroll(kw[0] * p.win[0] + td, p.shift[0], p.pad[0]);
-            for (int64_t th = 0; th < p.win[1]; th++, src += ww * C) {
-                int64_t sh = ra_unroll(kw[1] * p.win[1] + th, p.shift[1], p.pad[1]);
-                if (sd >= p.size[0] || sh >= p.size[1]) continue;
-                float *dst = xb + (sd * p.size[1] + sh) * p.size[2] * C;
-                const float *s = src;
-                for (int r = 0; r < nrun; r++) {
-                    memcpy(dst + run[r].src * C, s, (size_t)(run[r].valid * C) * sizeof(float));
-                    s += run[r].len * C;
-                }
-            }
-        }
-    }
-    return RA_OK;
+ra_status ra_window_reverse(float *x, const float *windows, int b, int c,
+                            const ra_window_geom *g) {
+    return window_walk((float *)windows, x, b, c, g, WALK_REVERSE, "ra_window_reverse");
+}
+
+ra_status ra_window_partition_backward(float *dx, const float *dwindows, int b, int c,
+                                       const ra_window_geom *g) {
+    return window_walk((float *)dwindows, dx, b, c, g, WALK_PARTITION_BACK,
+                       "ra_window_partition_backward");
+}
+
+ra_status ra_window_reverse_backward(float *dwindows, const float *dx, int b, int c,
+                                     const ra_window_geom *g) {
+    return window_walk(dwindows, (float *)dx, b, c, g, WALK_REVERSE_BACK,
+                       "ra_window_reverse_backward");
 }
 
 /* Region of padded position pos on one axis. The official code labels

@@ -272,6 +272,45 @@ static void test_random(void) {
     printf("random geometries: %d of %d match the oracle\n", total - bad, total);
 }
 
+/* The backward ops are the adjoints: <part(x), w> == <x, part^T(w)> and
+ * <rev(w), x> == <w, rev^T(x)> (in double), and they accumulate. */
+static void test_backward(void) {
+    int bad = 0, total = 0;
+    for (int it = 0; it < 200; it++) {
+        int three = it % 2, wh = rng_int(1, 5), ww = it % 4 < 2 ? wh : rng_int(1, 5);
+        int wd = three ? rng_int(1, 3) : 1, b = rng_int(1, 2), c = rng_int(1, 4);
+        ra_window_geom g = geom(three ? rng_int(1, 6) : 1, rng_int(1, 10), rng_int(1, 10),
+                                wd, wh, ww, rng_int(0, wd - 1), rng_int(0, wh - 1),
+                                rng_int(0, ww - 1));
+        size_t nx = (size_t)b * g.d * g.h * g.w * c;
+        size_t nw = (size_t)(b * ra_window_count(&g) * ra_window_tokens(&g) * c);
+        float *x = xmalloc(nx * 4), *w = xmalloc(nw * 4), *px = xmalloc(nw * 4);
+        float *rw = xmalloc(nx * 4), *dx = xmalloc(nx * 4), *dw = xmalloc(nw * 4);
+        for (size_t i = 0; i < nx; i++) x[i] = (float)rng_int(-50, 50) / 8, dx[i] = 1;
+        for (size_t i = 0; i < nw; i++) w[i] = (float)rng_int(-50, 50) / 8, dw[i] = 1;
+        ra_window_partition(px, x, b, c, &g);
+        ra_window_reverse(rw, w, b, c, &g);
+        /* dx = 1 + 2 part^T(w) after two calls; dw = 1 + 2 rev^T(x) */
+        for (int k = 0; k < 2; k++) {
+            bad += ra_window_partition_backward(dx, w, b, c, &g) != RA_OK;
+            bad += ra_window_reverse_backward(dw, x, b, c, &g) != RA_OK;
+        }
+        double l1 = 0, r1 = 0, l2 = 0, r2 = 0;
+        for (size_t i = 0; i < nw; i++) l1 += (double)px[i] * w[i], r2 += (double)w[i] * (dw[i] - 1) / 2;
+        for (size_t i = 0; i < nx; i++) r1 += (double)x[i] * (dx[i] - 1) / 2, l2 += (double)rw[i] * x[i];
+        total++;
+        if (fabs(l1 - r1) > 1e-9 * (1 + fabs(l1)) || fabs(l2 - r2) > 1e-9 * (1 + fabs(l2))) {
+            char gs[160];
+            geom_str(gs, sizeof gs, &g, b, c);
+            CHECK(0, "window backward is not the adjoint for %s: %g vs %g, %g vs %g", gs, l1, r1,
+                  l2, r2);
+            bad++;
+        }
+        free(x), free(w), free(px), free(rw), free(dx), free(dw);
+    }
+    CHECK(bad == 0, "%d of %d window backward geometries failed", bad, total);
+}
+
 /* ---------------------------------------------------------------------- */
 /* 3. PyTorch fixtures                                                      */
 /* ---------------------------------------------------------------------- */
@@ -632,6 +671,7 @@ int main(int argc, char **argv) {
     test_sizes();
     test_errors();
     test_random();
+    test_backward();
     test_fixtures(argv[1]);
     return check_done();
 }
