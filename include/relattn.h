@@ -258,7 +258,10 @@ typedef enum ra_arch {
     RA_ARCH_VIT_ATTENTION,       /* ViT Attention (seed 002)             */
     RA_ARCH_WINDOW_ATTENTION,    /* Swin WindowAttention (seeds 001, 002)*/
     RA_ARCH_WINDOW_ATTENTION_3D, /* RSTT WindowAttention3D (seed 000)    */
-    RA_ARCH_SHAW_ATTENTION       /* Shaw et al. 2018 (seeds 000, 003)    */
+    RA_ARCH_SHAW_ATTENTION,      /* Shaw et al. 2018 (seeds 000, 003)    */
+    RA_ARCH_SWIN_BLOCK,          /* SwinTransformerBlock                 */
+    RA_ARCH_SWIN,                /* SwinTransformer (classification)     */
+    RA_ARCH_VIT                  /* timm VisionTransformer               */
 } ra_arch;
 
 /* Name as in the model file's "arch" metadata, or NULL. */
@@ -683,7 +686,19 @@ ra_status ra_model_load(ra_model **out, const char *path);
 ra_status ra_model_from_file(ra_model **out, const ra_st_file *f);
 void ra_model_free(ra_model *m);
 ra_arch ra_model_arch(const ra_model *m);
+/* The attention layer of an attention-arch model; NULL for networks. */
 const ra_attn_layer *ra_model_attn(const ra_model *m);
+/* The naming scheme the file's tensors were found in: "official" (SPEC
+ * 3.1), "timm" or "torchvision". */
+const char *ra_model_scheme(const ra_model *m);
+
+/* Run a network model (swin_block, swin, vit):
+ *   swin_block  x (B, H*W, C) or (B, H, W, C) -> y of the same shape
+ *   swin, vit   x (B, C_in, H, W) images      -> y (B, num_classes) logits
+ * *y is allocated by the library (free with free()); its shape is written.
+ * RA_ERR_ARG for an attention-layer model (use ra_attn_layer_forward). */
+ra_status ra_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
+                           const float *x, int x_ndim, const int64_t *x_shape);
 
 /* The parameters, in a fixed order, as one flat F32 buffer of
  * ra_model_param_total() floats; each has its state_dict() name. Changing
@@ -691,8 +706,10 @@ const ra_attn_layer *ra_model_attn(const ra_model *m);
 typedef struct ra_param_info {
     const char *name;
     int ndim;
-    int64_t shape[2];
-    int64_t offset, numel;   /* floats, into the flat buffer */
+    int64_t shape[4];
+    int64_t offset, numel;   /* floats, into the flat buffer; offset -1 when
+                                an optional parameter is absent */
+    int optional;
 } ra_param_info;
 int ra_model_param_count(const ra_model *m);
 const ra_param_info *ra_model_param(const ra_model *m, int i);

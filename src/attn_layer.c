@@ -31,14 +31,17 @@ static const char *arch_names[] = {
     [RA_ARCH_WINDOW_ATTENTION] = "window_attention",
     [RA_ARCH_WINDOW_ATTENTION_3D] = "window_attention_3d",
     [RA_ARCH_SHAW_ATTENTION] = "shaw_attention",
+    [RA_ARCH_SWIN_BLOCK] = "swin_block",
+    [RA_ARCH_SWIN] = "swin",
+    [RA_ARCH_VIT] = "vit",
 };
 
 const char *ra_arch_name(ra_arch a) {
-    return (a > RA_ARCH_NONE && a <= RA_ARCH_SHAW_ATTENTION) ? arch_names[a] : NULL;
+    return (a > RA_ARCH_NONE && a <= RA_ARCH_VIT) ? arch_names[a] : NULL;
 }
 
 ra_arch ra_arch_from_name(const char *name) {
-    for (int a = RA_ARCH_VIT_ATTENTION; name && a <= RA_ARCH_SHAW_ATTENTION; a++)
+    for (int a = RA_ARCH_VIT_ATTENTION; name && a <= RA_ARCH_VIT; a++)
         if (strcmp(name, arch_names[a]) == 0) return (ra_arch)a;
     return RA_ARCH_NONE;
 }
@@ -54,7 +57,8 @@ static int is_window_arch(ra_arch a) {
 }
 
 static ra_status check_config(const ra_attn_config *c) {
-    if (!ra_arch_name(c->arch)) return ra_fail(RA_ERR_ARG, "unknown attention arch %d", c->arch);
+    if (c->arch < RA_ARCH_VIT_ATTENTION || c->arch > RA_ARCH_SHAW_ATTENTION)
+        return ra_fail(RA_ERR_ARG, "arch %d is not an attention layer", c->arch);
     if (c->dim < 1 || c->dim > RA_MAX_DIM || c->num_heads < 1 || c->num_heads > c->dim)
         return ra_fail(RA_ERR_ARG, "dim %d and num_heads %d: need 1 <= num_heads <= dim <= %d",
                        c->dim, c->num_heads, RA_MAX_DIM);

@@ -33,4 +33,7 @@ void *ra_alloc(size_t n, size_t sz);
 void *ra_calloc(size_t n, size_t sz);
 void ra_free(void *p);
 
+/* A malloc'ed copy of s (strdup is not C11), NULL if out of memory. */
+char *ra_strdup(const char *s);
+
 #endif

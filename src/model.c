@@ -1,32 +1,21 @@
-/* model.c - an attention layer from a safetensors model file (SPEC 3.1).
+/* model.c - models from safetensors model files (SPEC 3.1).
  *
  * The file's __metadata__ names the arch and its hyperparameters exactly as
  * the PyTorch constructor does; its tensors carry the state_dict() names.
  * Nothing in the file is trusted: each hyperparameter is parsed strictly,
- * each expected tensor must be there with the shape the configuration
- * implies, nothing unexpected may be there, and a saved
- * relative_position_index must equal the one computed here. Weights are
- * converted to F32 into one flat buffer with named pointers into it. */
-#include "internal.h"
+ * each declared tensor must be there with the shape the configuration
+ * implies, nothing unexpected may be there, and the buffers PyTorch saves
+ * (relative_position_index) must equal what is computed here. Weights are
+ * converted to F32 into one flat buffer with named pointers into it.
+ * How an arch plugs in: src/model_internal.h. */
+#include "model_internal.h"
 
 #include <errno.h>
-#include <stddef.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define RA_MODEL_MAX_PARAMS 12
-
-struct ra_model {
-    ra_attn_config cfg;
-    float *weights;        /* every parameter, in the order of spec_of() */
-    int64_t total;         /* floats in weights */
-    int nparams;
-    ra_param_info params[RA_MODEL_MAX_PARAMS];
-    size_t grad_field[RA_MODEL_MAX_PARAMS];   /* offsetof(ra_attn_grads, ...) */
-    ra_attn_layer *attn;
-};
 
 /* ---- metadata values ---------------------------------------------------- */
 
@@ -47,128 +36,114 @@ static ra_status parse_int(int *out, const char *key, const char *s, int lo, int
     return RA_OK;
 }
 
-/* "Wh,Ww" (spaces allowed after the comma), or one integer for a square. */
-static ra_status parse_pair(int out[2], const char *key, const char *s, int lo, int hi) {
-    const char *comma = strchr(s, ',');
-    if (!comma) {
-        ra_status st = parse_int(&out[0], key, s, lo, hi);
-        out[1] = out[0];
-        return st;
-    }
-    char first[32];
-    size_t n = (size_t)(comma - s);
-    if (n == 0 || n >= sizeof first || strchr(comma + 1, ','))
-        return ra_fail(RA_ERR_FORMAT, "metadata %s = \"%.40s\" is not \"a,b\"", key, s);
-    memcpy(first, s, n);
-    first[n] = 0;
-    const char *second = comma + 1;
-    while (*second == ' ') second++;
-    ra_status st = parse_int(&out[0], key, first, lo, hi);
-    if (!st) st = parse_int(&out[1], key, second, lo, hi);
-    if (st == RA_ERR_FORMAT && strstr(ra_last_error(), "not an integer"))
-        /* name the whole value ("7," or ",7"), not the empty half of it */
-        st = ra_fail(RA_ERR_FORMAT, "metadata %s = \"%.40s\" is not \"a,b\" of integers", key, s);
-    return st;
-}
-
-static ra_status parse_bool(int *out, const char *key, const char *s) {
-    if (strcmp(s, "true") == 0) *out = 1;
-    else if (strcmp(s, "false") == 0) *out = 0;
-    else return ra_fail(RA_ERR_FORMAT, "metadata %s = \"%.40s\" is not true or false", key, s);
-    return RA_OK;
-}
-
-static ra_status parse_float(float *out, const char *key, const char *s) {
-    errno = 0;
-    char *end;
-    float v = strtof(s, &end);
-    if (end == s || *end || errno || !isfinite(v))
-        return ra_fail(RA_ERR_FORMAT, "metadata %s = \"%.40s\" is not a finite number", key, s);
-    *out = v;
-    return RA_OK;
-}
-
-/* A required key: NULL value is an error naming it. */
 static const char *need(const ra_st_file *f, const char *key, ra_status *st) {
     const char *v = ra_st_meta(f, key);
-    if (!v && !*st)
+    if (!v)
         *st = ra_fail(RA_ERR_FORMAT, "metadata key \"%s\" is missing (arch %s)", key,
                       ra_st_meta(f, "arch"));
     return v;
 }
 
-#define RA_META_MAX 65536   /* dims, heads, windows, frames: generous bounds */
-
-static ra_status config_from_meta(ra_attn_config *c, const ra_st_file *f) {
-    const char *arch = ra_st_meta(f, "arch");
-    if (!arch) return ra_fail(RA_ERR_FORMAT, "metadata has no \"arch\"");
-    ra_arch a = ra_arch_from_name(arch);
-    if (a == RA_ARCH_NONE) return ra_fail(RA_ERR_FORMAT, "unknown arch \"%.60s\"", arch);
-    *c = ra_attn_config_default(a);
+ra_status ra_meta_int(const ra_st_file *f, const char *key, int *out, int lo, int hi) {
     ra_status st = RA_OK;
-    const char *v;
-    if ((v = need(f, "dim", &st))) st = parse_int(&c->dim, "dim", v, 1, RA_META_MAX);
-    if (!st && (v = need(f, "num_heads", &st)))
-        st = parse_int(&c->num_heads, "num_heads", v, 1, RA_META_MAX);
-    if (!st && (v = ra_st_meta(f, "qkv_bias"))) st = parse_bool(&c->qkv_bias, "qkv_bias", v);
-    if (!st && (v = ra_st_meta(f, "qk_scale"))) {
-        c->has_qk_scale = 1;
-        st = parse_float(&c->qk_scale, "qk_scale", v);
+    const char *v = need(f, key, &st);
+    return v ? parse_int(out, key, v, lo, hi) : st;
+}
+
+ra_status ra_meta_int_opt(const ra_st_file *f, const char *key, int *out, int lo, int hi) {
+    const char *v = ra_st_meta(f, key);
+    return v ? parse_int(out, key, v, lo, hi) : RA_OK;
+}
+
+ra_status ra_meta_list(const ra_st_file *f, const char *key, int *out, int max, int *n,
+                       int lo, int hi) {
+    ra_status st = RA_OK;
+    const char *v = need(f, key, &st);
+    if (!v) return st;
+    char buf[256];
+    size_t len = strlen(v);
+    if (len >= sizeof buf)
+        return ra_fail(RA_ERR_FORMAT, "metadata %s is too long", key);
+    memcpy(buf, v, len + 1);
+    char *p = buf;
+    *n = 0;
+    for (;;) {
+        if (*n) while (*p == ' ') p++;   /* "3, 5": a space after a comma */
+        char *comma = strchr(p, ',');
+        if (comma) *comma = 0;
+        if (*n >= max)
+            return ra_fail(RA_ERR_FORMAT, "metadata %s = \"%.60s\" has more than %d values",
+                           key, v, max);
+        if ((st = parse_int(&out[(*n)++], key, p, lo, hi))) return st;
+        if (!comma) break;
+        p = comma + 1;
     }
-    if (!st && (a == RA_ARCH_WINDOW_ATTENTION || a == RA_ARCH_WINDOW_ATTENTION_3D) &&
-        (v = need(f, "window_size", &st)))
-        st = parse_pair(c->window, "window_size", v, 1, 4096);
-    if (!st && a == RA_ARCH_WINDOW_ATTENTION_3D) {
-        if ((v = need(f, "num_frames_q", &st)))
-            st = parse_int(&c->frames_q, "num_frames_q", v, 1, 4096);
-        if (!st && (v = need(f, "num_frames_kv", &st)))
-            st = parse_int(&c->frames_kv, "num_frames_kv", v, 1, 4096);
-    }
-    if (!st && a == RA_ARCH_SHAW_ATTENTION && (v = need(f, "max_relative_position", &st)))
-        st = parse_int(&c->max_rel, "max_relative_position", v, 0, RA_META_MAX);
+    return RA_OK;
+}
+
+ra_status ra_meta_pair(const ra_st_file *f, const char *key, int out[2], int lo, int hi) {
+    int n = 0;
+    ra_status st = ra_meta_list(f, key, out, 2, &n, lo, hi);
+    if (!st && n == 1) out[1] = out[0];   /* an int window is a square */
     return st;
 }
 
-/* ---- tensors ------------------------------------------------------------ */
-
-/* What the configuration implies: name, shape, and where the F32 copy (and
- * later its gradient) goes: the same field of ra_attn_params and
- * ra_attn_grads, which list their pointers in the same order. */
-typedef struct {
-    const char *name;
-    int ndim;
-    int64_t shape[2];
-    size_t field;          /* offsetof(ra_attn_params, X) */
-    size_t grad_field;     /* offsetof(ra_attn_grads, X)  */
-    int optional;          /* shaw tables: either may be absent */
-} tensor_spec;
-
-static int spec_of(tensor_spec *s, const ra_attn_config *c, int64_t rows) {
-    const int64_t C = c->dim, hd = c->dim / c->num_heads;
-    int n = 0;
-#define ADD(nm, nd, a, b, f, opt)                                                         \
-    s[n++] = (tensor_spec){nm, nd, {a, b}, offsetof(ra_attn_params, f),                    \
-                           offsetof(ra_attn_grads, f), opt}
-    if (c->arch == RA_ARCH_WINDOW_ATTENTION_3D) {
-        ADD("q.weight", 2, C, C, q_w, 0);
-        if (c->qkv_bias) ADD("q.bias", 1, C, 0, q_b, 0);
-        ADD("kv.weight", 2, 2 * C, C, kv_w, 0);
-        if (c->qkv_bias) ADD("kv.bias", 1, 2 * C, 0, kv_b, 0);
-    } else {
-        ADD("qkv.weight", 2, 3 * C, C, qkv_w, 0);
-        if (c->qkv_bias) ADD("qkv.bias", 1, 3 * C, 0, qkv_b, 0);
-    }
-    ADD("proj.weight", 2, C, C, proj_w, 0);
-    ADD("proj.bias", 1, C, 0, proj_b, 0);
-    if (c->arch == RA_ARCH_WINDOW_ATTENTION || c->arch == RA_ARCH_WINDOW_ATTENTION_3D)
-        ADD("relative_position_bias_table", 2, rows, c->num_heads, table, 0);
-    if (c->arch == RA_ARCH_SHAW_ATTENTION) {
-        ADD("relative_keys", 2, 2 * (int64_t)c->max_rel + 1, hd, rel_k, 1);
-        ADD("relative_values", 2, 2 * (int64_t)c->max_rel + 1, hd, rel_v, 1);
-    }
-#undef ADD
-    return n;
+ra_status ra_meta_bool_opt(const ra_st_file *f, const char *key, int *out) {
+    const char *v = ra_st_meta(f, key);
+    if (!v) return RA_OK;
+    if (strcmp(v, "true") == 0) *out = 1;
+    else if (strcmp(v, "false") == 0) *out = 0;
+    else return ra_fail(RA_ERR_FORMAT, "metadata %s = \"%.40s\" is not true or false", key, v);
+    return RA_OK;
 }
+
+ra_status ra_meta_float_opt(const ra_st_file *f, const char *key, float *out, int *given) {
+    const char *v = ra_st_meta(f, key);
+    if (!v) return RA_OK;
+    errno = 0;
+    char *end;
+    float x = strtof(v, &end);
+    if (end == v || *end || errno || !isfinite(x))
+        return ra_fail(RA_ERR_FORMAT, "metadata %s = \"%.40s\" is not a finite number", key, v);
+    *out = x;
+    if (given) *given = 1;
+    return RA_OK;
+}
+
+/* ---- declared parameters ------------------------------------------------ */
+
+ra_status ra_model_declare(ra_model *m, const char *name, int ndim, const int64_t *shape,
+                           int optional) {
+    if (m->nparams == m->cap) {
+        int cap = m->cap ? 2 * m->cap : 32;
+        ra_param_info *p = realloc(m->params, (size_t)cap * sizeof *p);
+        if (!p) return ra_fail(RA_ERR_NOMEM, "model: out of memory");
+        m->params = p, m->cap = cap;
+    }
+    ra_param_info *pi = &m->params[m->nparams];
+    *pi = (ra_param_info){.ndim = ndim, .offset = -1, .numel = 1, .optional = optional};
+    for (int i = 0; i < ndim; i++) {
+        pi->shape[i] = shape[i];
+        if (shape[i] < 0 || !ra_mul_i64(&pi->numel, pi->numel, shape[i]))
+            return ra_fail(RA_ERR_FORMAT, "parameter %s: shape overflows", name);
+    }
+    if (!(pi->name = ra_strdup(name))) return ra_fail(RA_ERR_NOMEM, "model: out of memory");
+    m->nparams++;
+    return RA_OK;
+}
+
+static int find_param(const ra_model *m, const char *name) {
+    for (int i = 0; i < m->nparams; i++)
+        if (strcmp(m->params[i].name, name) == 0) return i;
+    return -1;
+}
+
+const float *ra_model_get(const ra_model *m, const char *name) {
+    int i = m ? find_param(m, name) : -1;
+    return i >= 0 && m->params[i].offset >= 0 ? m->weights + m->params[i].offset : NULL;
+}
+
+/* ---- the loader --------------------------------------------------------- */
 
 static int is_float_dtype(ra_dtype d) {
     return d == RA_DTYPE_F32 || d == RA_DTYPE_F16 || d == RA_DTYPE_BF16 || d == RA_DTYPE_F64;
@@ -188,8 +163,237 @@ static ra_status check_shape(const ra_st_tensor *t, int ndim, const int64_t *sha
     char got[128], want[128];
     shape_str(got, sizeof got, t->ndim, t->shape);
     shape_str(want, sizeof want, ndim, shape);
-    return ra_fail(RA_ERR_SHAPE, "tensor '%s' has shape %s, the configuration needs %s",
+    return ra_fail(RA_ERR_SHAPE, "tensor '%.80s' has shape %s, the configuration needs %s",
                    t->name, got, want);
+}
+
+static const ra_arch_ops *arch_ops(const char *name) {
+    static const ra_arch_ops *all[] = {
+        &ra_attn_arch_ops[0], &ra_attn_arch_ops[1], &ra_attn_arch_ops[2], &ra_attn_arch_ops[3],
+#ifdef RA_HAVE_NETWORKS
+        &ra_swin_block_ops, &ra_swin_ops, &ra_vit_ops,
+#endif
+    };
+    for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++)
+        if (strcmp(all[i]->name, name) == 0) return all[i];
+    return NULL;
+}
+
+/* Map every file tensor to a declared parameter (or a buffer); then, in
+ * declaration order (so that a wrong configuration is reported at its first
+ * parameter), check each and convert the weights. Optional parameters the
+ * file lacks are dropped from the list. */
+static ra_status load_weights(ra_model *m, const ra_st_file *f) {
+    const int nt = ra_st_count(f);
+    const ra_st_tensor **found = calloc((size_t)m->nparams + 1, sizeof *found);
+    if (!found) return ra_fail(RA_ERR_NOMEM, "model: out of memory");
+    ra_status st = RA_OK;
+    for (int i = 0; i < nt && !st; i++) {
+        const ra_st_tensor *t = ra_st_at(f, i);
+        char buf[256];
+        const char *canon = t->name;
+        ra_tensor_kind kind = RA_TENSOR_PARAM;
+        if (m->ops->canonical) {
+            kind = m->ops->canonical(m, t->name, buf, sizeof buf);
+            canon = buf;
+        }
+        if (kind == RA_TENSOR_BUFFER) continue;
+        int p = kind == RA_TENSOR_PARAM ? find_param(m, canon) : -1;
+        if (p < 0)
+            st = ra_fail(RA_ERR_FORMAT, "unexpected tensor '%.80s' for arch %s%s%s%s", t->name,
+                         m->ops->name, m->scheme[0] ? " (naming scheme " : "", m->scheme,
+                         m->scheme[0] ? ")" : "");
+        else if (found[p])
+            st = ra_fail(RA_ERR_FORMAT, "tensors '%.80s' and '%.80s' are both parameter %s",
+                         found[p]->name, t->name, canon);
+        else
+            found[p] = t;
+    }
+    for (int p = 0; p < m->nparams && !st; p++) {
+        const ra_st_tensor *t = found[p];
+        if (!t) {
+            if (!m->params[p].optional)
+                st = ra_fail(RA_ERR_FORMAT, "tensor '%s' is missing (arch %s%s%s)",
+                             m->params[p].name, m->ops->name,
+                             m->scheme[0] ? ", naming scheme " : "", m->scheme);
+        } else if (!is_float_dtype(t->dtype)) {
+            st = ra_fail(RA_ERR_SHAPE, "tensor '%.80s' must be a float tensor", t->name);
+        } else {
+            st = check_shape(t, m->params[p].ndim, m->params[p].shape);
+        }
+    }
+    if (st) {
+        free(found);
+        return st;
+    }
+    int64_t total = 0;
+    int kept = 0;
+    for (int p = 0; p < m->nparams; p++) {
+        if (!found[p]) {   /* an optional parameter the file does not have */
+            free((char *)m->params[p].name);
+            continue;
+        }
+        m->params[p].offset = total;
+        total += m->params[p].numel;
+        found[kept] = found[p];
+        m->params[kept++] = m->params[p];
+    }
+    m->nparams = kept;
+    if (!(m->weights = ra_alloc((size_t)total, sizeof(float))))
+        st = ra_fail(RA_ERR_NOMEM, "model: out of memory for %lld weights", (long long)total);
+    m->total = total;
+    for (int p = 0; p < m->nparams && !st; p++)
+        st = ra_st_to_f32(m->weights + m->params[p].offset, found[p]);
+    free(found);
+    return st;
+}
+
+ra_status ra_model_from_file(ra_model **out, const ra_st_file *f) {
+    if (!out || !f) return ra_fail(RA_ERR_ARG, "model: NULL argument");
+    *out = NULL;
+    const char *arch = ra_st_meta(f, "arch");
+    if (!arch) return ra_fail(RA_ERR_FORMAT, "metadata has no \"arch\"");
+    const ra_arch_ops *ops = arch_ops(arch);
+    if (!ops) return ra_fail(RA_ERR_FORMAT, "unknown arch \"%.60s\"", arch);
+    ra_model *m = calloc(1, sizeof *m);
+    if (!m) return ra_fail(RA_ERR_NOMEM, "model: out of memory");
+    m->ops = ops;
+    ra_status st = ops->declare(m, f);
+    if (!st && ops->detect) st = ops->detect(m, f);
+    if (!st) st = load_weights(m, f);
+    if (!st) st = ops->build(m, f);
+    if (st) {
+        ra_model_free(m);
+        /* a configuration the library refuses is bad data in a file */
+        return st == RA_ERR_ARG ? RA_ERR_FORMAT : st;
+    }
+    *out = m;
+    return RA_OK;
+}
+
+ra_status ra_model_load(ra_model **out, const char *path) {
+    if (!out) return ra_fail(RA_ERR_ARG, "model: NULL argument");
+    *out = NULL;
+    ra_st_file *f;
+    ra_status st = ra_st_open(&f, path);
+    if (st) return st;
+    st = ra_model_from_file(out, f);
+    ra_st_close(f);
+    return st;
+}
+
+void ra_model_free(ra_model *m) {
+    if (!m) return;
+    if (m->impl && m->ops->destroy) m->ops->destroy(m->impl);
+    for (int i = 0; i < m->nparams; i++) free((char *)m->params[i].name);
+    free(m->params);
+    ra_free(m->weights);
+    free(m);
+}
+
+ra_arch ra_model_arch(const ra_model *m) { return m ? m->ops->arch : RA_ARCH_NONE; }
+
+const char *ra_model_scheme(const ra_model *m) {
+    return m && m->scheme[0] ? m->scheme : "official";
+}
+
+int ra_model_param_count(const ra_model *m) { return m ? m->nparams : 0; }
+
+const ra_param_info *ra_model_param(const ra_model *m, int i) {
+    return m && i >= 0 && i < m->nparams ? &m->params[i] : NULL;
+}
+
+int64_t ra_model_param_total(const ra_model *m) { return m ? m->total : 0; }
+
+float *ra_model_weights(ra_model *m) { return m ? m->weights : NULL; }
+
+ra_status ra_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
+                           const float *x, int x_ndim, const int64_t *x_shape) {
+    if (!m || !y || !y_ndim || !y_shape || !x || !x_shape)
+        return ra_fail(RA_ERR_ARG, "model forward: NULL argument");
+    *y = NULL;
+    if (!m->ops->forward)
+        return ra_fail(RA_ERR_ARG, "%s is an attention layer: use ra_attn_layer_forward",
+                       m->ops->name);
+    return m->ops->forward(m, y, y_ndim, y_shape, x, x_ndim, x_shape);
+}
+
+/* ---- the four attention layers ------------------------------------------ */
+
+#define RA_META_MAX 65536   /* dims, heads: generous bounds */
+
+static ra_status attn_declare(ra_model *m, const ra_st_file *f) {
+    ra_attn_impl *a = calloc(1, sizeof *a);
+    if (!a) return ra_fail(RA_ERR_NOMEM, "model: out of memory");
+    m->impl = a;
+    ra_attn_config *c = &a->cfg;
+    const ra_arch arch = m->ops->arch;
+    *c = ra_attn_config_default(arch);
+    ra_status st = ra_meta_int(f, "dim", &c->dim, 1, RA_META_MAX);
+    if (!st) st = ra_meta_int(f, "num_heads", &c->num_heads, 1, RA_META_MAX);
+    if (!st) st = ra_meta_bool_opt(f, "qkv_bias", &c->qkv_bias);
+    if (!st) st = ra_meta_float_opt(f, "qk_scale", &c->qk_scale, &c->has_qk_scale);
+    const int windowed = arch == RA_ARCH_WINDOW_ATTENTION || arch == RA_ARCH_WINDOW_ATTENTION_3D;
+    if (!st && windowed) st = ra_meta_pair(f, "window_size", c->window, 1, 4096);
+    if (!st && arch == RA_ARCH_WINDOW_ATTENTION_3D) {
+        st = ra_meta_int(f, "num_frames_q", &c->frames_q, 1, 4096);
+        if (!st) st = ra_meta_int(f, "num_frames_kv", &c->frames_kv, 1, 4096);
+    }
+    if (!st && arch == RA_ARCH_SHAW_ATTENTION)
+        st = ra_meta_int(f, "max_relative_position", &c->max_rel, 0, RA_META_MAX);
+    if (st) return st;
+
+    /* validate the configuration (and learn the table size) before sizing
+     * any tensor from it; say which metadata was at fault */
+    int64_t rows = 0;
+    if (arch == RA_ARCH_WINDOW_ATTENTION)
+        st = ra_relpos_index_2d(NULL, c->window[0], c->window[1], &rows);
+    else if (arch == RA_ARCH_WINDOW_ATTENTION_3D)
+        st = ra_relpos_index_3d(NULL, c->frames_q, c->frames_kv, c->window[0], c->window[1],
+                                &rows);
+    if (st) {
+        char why[400];
+        snprintf(why, sizeof why, "%s", ra_last_error());
+        if (arch == RA_ARCH_WINDOW_ATTENTION)
+            return ra_fail(st, "metadata window_size = %d,%d: %s", c->window[0], c->window[1], why);
+        return ra_fail(st, "metadata num_frames_q = %d, num_frames_kv = %d, window_size = "
+                       "%d,%d: %s", c->frames_q, c->frames_kv, c->window[0], c->window[1], why);
+    }
+    if (c->dim % c->num_heads)
+        return ra_fail(RA_ERR_FORMAT, "dim %d is not divisible by num_heads %d", c->dim,
+                       c->num_heads);
+
+    const int64_t C = c->dim, hd = c->dim / c->num_heads, R = 2 * (int64_t)c->max_rel + 1;
+#define DECL(nm, opt, ...) \
+    if (!st) st = ra_model_declare(m, nm, (int)(sizeof((int64_t[]){__VA_ARGS__}) / 8), \
+                                   (int64_t[]){__VA_ARGS__}, opt)
+    if (arch == RA_ARCH_WINDOW_ATTENTION_3D) {
+        DECL("q.weight", 0, C, C);
+        if (c->qkv_bias) DECL("q.bias", 0, C);
+        DECL("kv.weight", 0, 2 * C, C);
+        if (c->qkv_bias) DECL("kv.bias", 0, 2 * C);
+    } else {
+        DECL("qkv.weight", 0, 3 * C, C);
+        if (c->qkv_bias) DECL("qkv.bias", 0, 3 * C);
+    }
+    DECL("proj.weight", 0, C, C);
+    DECL("proj.bias", 0, C);
+    if (windowed) DECL("relative_position_bias_table", 0, rows, c->num_heads);
+    if (arch == RA_ARCH_SHAW_ATTENTION) {
+        DECL("relative_keys", 1, R, hd);
+        DECL("relative_values", 1, R, hd);
+    }
+#undef DECL
+    return st;
+}
+
+static ra_tensor_kind attn_canonical(const ra_model *m, const char *name, char *buf, size_t n) {
+    snprintf(buf, n, "%s", name);
+    const ra_arch a = m->ops->arch;
+    if ((a == RA_ARCH_WINDOW_ATTENTION || a == RA_ARCH_WINDOW_ATTENTION_3D) &&
+        strcmp(name, "relative_position_index") == 0)
+        return RA_TENSOR_BUFFER;
+    return RA_TENSOR_PARAM;
 }
 
 /* A saved relative_position_index is a buffer, not a parameter: it must be
@@ -213,134 +417,58 @@ static ra_status check_saved_index(const ra_st_tensor *t, const ra_attn_layer *l
     return st;
 }
 
-ra_status ra_model_from_file(ra_model **out, const ra_st_file *f) {
-    if (!out || !f) return ra_fail(RA_ERR_ARG, "model: NULL argument");
-    *out = NULL;
-    ra_attn_config cfg;
-    ra_status st = config_from_meta(&cfg, f);
-    if (st) return st;
-
-    /* validate the configuration (and learn the table size) before sizing
-     * any tensor from it */
-    int64_t rows = 0;
-    if (cfg.arch == RA_ARCH_WINDOW_ATTENTION)
-        st = ra_relpos_index_2d(NULL, cfg.window[0], cfg.window[1], &rows);
-    else if (cfg.arch == RA_ARCH_WINDOW_ATTENTION_3D)
-        st = ra_relpos_index_3d(NULL, cfg.frames_q, cfg.frames_kv, cfg.window[0],
-                                cfg.window[1], &rows);
-    if (st) {   /* say which metadata gave the index its size */
-        char why[400];
-        snprintf(why, sizeof why, "%s", ra_last_error());
-        if (cfg.arch == RA_ARCH_WINDOW_ATTENTION)
-            st = ra_fail(st, "metadata window_size = %d,%d: %s", cfg.window[0], cfg.window[1],
-                         why);
-        else
-            st = ra_fail(st, "metadata num_frames_q = %d, num_frames_kv = %d, window_size = "
-                         "%d,%d: %s", cfg.frames_q, cfg.frames_kv, cfg.window[0],
-                         cfg.window[1], why);
-    }
-    if (!st && cfg.dim % cfg.num_heads)
-        st = ra_fail(RA_ERR_ARG, "dim %d is not divisible by num_heads %d", cfg.dim,
-                     cfg.num_heads);
-    if (st) return st == RA_ERR_ARG ? RA_ERR_FORMAT : st;
-
-    ra_model *m = calloc(1, sizeof *m);
-    if (!m) return ra_fail(RA_ERR_NOMEM, "model: out of memory");
-    m->cfg = cfg;
-    ra_attn_params p = {0};
-    tensor_spec spec[RA_MODEL_MAX_PARAMS];
-    const int ns = spec_of(spec, &cfg, rows);
-
-    /* every tensor of the file is expected, or the saved index */
-    const ra_st_tensor *found[RA_MODEL_MAX_PARAMS] = {0}, *saved_index = NULL;
-    for (int i = 0; i < ra_st_count(f) && !st; i++) {
-        const ra_st_tensor *t = ra_st_at(f, i);
-        int s = 0;
-        while (s < ns && strcmp(spec[s].name, t->name) != 0) s++;
-        if (s < ns) found[s] = t;
-        else if (rows && strcmp(t->name, "relative_position_index") == 0) saved_index = t;
-        else st = ra_fail(RA_ERR_FORMAT, "unexpected tensor '%.80s' for arch %s", t->name,
-                          ra_arch_name(cfg.arch));
-    }
-    size_t total = 0;
-    int shaw_tables = 0;
-    for (int s = 0; s < ns && !st; s++) {
-        const ra_st_tensor *t = found[s];
-        if (!t) {
-            if (!spec[s].optional)
-                st = ra_fail(RA_ERR_FORMAT, "tensor '%s' is missing (arch %s)", spec[s].name,
-                             ra_arch_name(cfg.arch));
-            continue;
-        }
-        if (!is_float_dtype(t->dtype))
-            st = ra_fail(RA_ERR_SHAPE, "tensor '%s' must be a float tensor", t->name);
-        else
-            st = check_shape(t, spec[s].ndim, spec[s].shape);
-        total += (size_t)t->numel;
-        shaw_tables += spec[s].optional;
-    }
-    if (!st && cfg.arch == RA_ARCH_SHAW_ATTENTION && shaw_tables == 0)
-        st = ra_fail(RA_ERR_FORMAT, "shaw_attention needs relative_keys and/or relative_values");
-    if (!st && !(m->weights = ra_alloc(total, sizeof(float))))
-        st = ra_fail(RA_ERR_NOMEM, "model: out of memory for %zu weights", total);
-    m->total = (int64_t)total;
-    int64_t off = 0;
-    for (int s = 0; s < ns && !st; s++) {
-        const ra_st_tensor *t = found[s];
-        if (!t) continue;
-        st = ra_st_to_f32(m->weights + off, t);
-        *(const float **)((char *)&p + spec[s].field) = m->weights + off;
-        ra_param_info *pi = &m->params[m->nparams];
-        *pi = (ra_param_info){.name = spec[s].name, .ndim = spec[s].ndim,
-                              .offset = off, .numel = t->numel};
-        memcpy(pi->shape, spec[s].shape, sizeof spec[s].shape);
-        m->grad_field[m->nparams++] = spec[s].grad_field;
-        off += t->numel;
-    }
-    if (!st) st = ra_attn_layer_create(&m->attn, &cfg, &p);
-    if (!st && saved_index) st = check_saved_index(saved_index, m->attn);
-    if (st) {
-        ra_model_free(m);
-        return st == RA_ERR_ARG ? RA_ERR_FORMAT : st;
-    }
-    *out = m;
-    return RA_OK;
-}
-
-ra_status ra_model_load(ra_model **out, const char *path) {
-    if (!out) return ra_fail(RA_ERR_ARG, "model: NULL argument");
-    *out = NULL;
-    ra_st_file *f;
-    ra_status st = ra_st_open(&f, path);
-    if (st) return st;
-    st = ra_model_from_file(out, f);
-    ra_st_close(f);
+static ra_status attn_build(ra_model *m, const ra_st_file *f) {
+    ra_attn_impl *a = m->impl;
+    ra_attn_params p = {
+        .qkv_w = ra_model_get(m, "qkv.weight"), .qkv_b = ra_model_get(m, "qkv.bias"),
+        .q_w = ra_model_get(m, "q.weight"), .q_b = ra_model_get(m, "q.bias"),
+        .kv_w = ra_model_get(m, "kv.weight"), .kv_b = ra_model_get(m, "kv.bias"),
+        .proj_w = ra_model_get(m, "proj.weight"), .proj_b = ra_model_get(m, "proj.bias"),
+        .table = ra_model_get(m, "relative_position_bias_table"),
+        .rel_k = ra_model_get(m, "relative_keys"), .rel_v = ra_model_get(m, "relative_values")};
+    if (a->cfg.arch == RA_ARCH_SHAW_ATTENTION && !p.rel_k && !p.rel_v)
+        return ra_fail(RA_ERR_FORMAT, "shaw_attention needs relative_keys and/or relative_values");
+    ra_status st = ra_attn_layer_create(&a->layer, &a->cfg, &p);
+    const ra_st_tensor *saved = ra_st_find(f, "relative_position_index");
+    if (!st && saved && ra_attn_layer_index(a->layer, NULL, NULL, NULL))
+        st = check_saved_index(saved, a->layer);
     return st;
 }
 
-void ra_model_free(ra_model *m) {
-    if (!m) return;
-    ra_attn_layer_free(m->attn);
-    ra_free(m->weights);
-    free(m);
+static void attn_destroy(void *impl) {
+    ra_attn_impl *a = impl;
+    ra_attn_layer_free(a->layer);
+    free(a);
 }
 
-ra_arch ra_model_arch(const ra_model *m) { return m ? m->cfg.arch : RA_ARCH_NONE; }
+#define ATTN_OPS(nm, a) {.name = nm, .arch = a, .declare = attn_declare,                    \
+                         .canonical = attn_canonical, .build = attn_build,                 \
+                         .destroy = attn_destroy}
+const ra_arch_ops ra_attn_arch_ops[4] = {
+    ATTN_OPS("vit_attention", RA_ARCH_VIT_ATTENTION),
+    ATTN_OPS("window_attention", RA_ARCH_WINDOW_ATTENTION),
+    ATTN_OPS("window_attention_3d", RA_ARCH_WINDOW_ATTENTION_3D),
+    ATTN_OPS("shaw_attention", RA_ARCH_SHAW_ATTENTION),
+};
 
-const ra_attn_layer *ra_model_attn(const ra_model *m) { return m ? m->attn : NULL; }
-
-int ra_model_param_count(const ra_model *m) { return m ? m->nparams : 0; }
-
-const ra_param_info *ra_model_param(const ra_model *m, int i) {
-    return m && i >= 0 && i < m->nparams ? &m->params[i] : NULL;
+const ra_attn_layer *ra_model_attn(const ra_model *m) {
+    return m && m->ops->declare == attn_declare ? ((const ra_attn_impl *)m->impl)->layer : NULL;
 }
-
-int64_t ra_model_param_total(const ra_model *m) { return m ? m->total : 0; }
-
-float *ra_model_weights(ra_model *m) { return m ? m->weights : NULL; }
 
 void ra_model_attn_grads(const ra_model *m, float *flat, ra_attn_grads *g) {
+    static const struct { const char *name; size_t field; } map[] = {
+        {"qkv.weight", offsetof(ra_attn_grads, qkv_w)}, {"qkv.bias", offsetof(ra_attn_grads, qkv_b)},
+        {"q.weight", offsetof(ra_attn_grads, q_w)},     {"q.bias", offsetof(ra_attn_grads, q_b)},
+        {"kv.weight", offsetof(ra_attn_grads, kv_w)},   {"kv.bias", offsetof(ra_attn_grads, kv_b)},
+        {"proj.weight", offsetof(ra_attn_grads, proj_w)},
+        {"proj.bias", offsetof(ra_attn_grads, proj_b)},
+        {"relative_position_bias_table", offsetof(ra_attn_grads, table)},
+        {"relative_keys", offsetof(ra_attn_grads, rel_k)},
+        {"relative_values", offsetof(ra_attn_grads, rel_v)}};
     memset(g, 0, sizeof *g);
-    for (int i = 0; m && flat && i < m->nparams; i++)
-        *(float **)((char *)g + m->grad_field[i]) = flat + m->params[i].offset;
+    for (size_t i = 0; m && flat && i < sizeof map / sizeof map[0]; i++) {
+        int p = find_param(m, map[i].name);
+        if (p >= 0 && m->params[p].offset >= 0)
+            *(float **)((char *)g + map[i].field) = flat + m->params[p].offset;
+    }
 }

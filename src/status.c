@@ -52,3 +52,9 @@ void *ra_calloc(size_t n, size_t sz) {
 }
 
 void ra_free(void *p) { free(p); }
+
+char *ra_strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    return d ? memcpy(d, s, n) : NULL;
+}

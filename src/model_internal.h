@@ -1,0 +1,90 @@
+/* model_internal.h - how an architecture plugs into the model loader.
+ *
+ * Loading a model file is the same for every arch (src/model.c):
+ *   1. ops->declare reads the hyperparameters from __metadata__ (with the
+ *      ra_meta_* parsers below) and declares every parameter it needs with
+ *      its canonical name (the official / SPEC 3.1 state_dict name) and the
+ *      shape the configuration implies;
+ *   2. the loader maps each tensor of the file to a canonical name
+ *      (ops->canonical, for the naming schemes of other code bases), checks
+ *      dtype and shape, refuses what is missing or unexpected, and converts
+ *      the weights into one flat F32 buffer in declaration order;
+ *   3. ops->build binds pointers by name (ra_model_get), validates the
+ *      buffers the file may carry (relative_position_index, attn_mask) and
+ *      builds the runtime object kept in m->impl.
+ * Each arch keeps its hyperparameters in its own impl. */
+#ifndef RA_MODEL_INTERNAL_H
+#define RA_MODEL_INTERNAL_H
+
+#include "internal.h"
+
+typedef struct ra_arch_ops ra_arch_ops;
+
+struct ra_model {
+    const ra_arch_ops *ops;
+    char scheme[32];          /* naming scheme of the file ("official", ...) */
+    float *weights;           /* every parameter, in declaration order */
+    int64_t total;            /* floats in weights */
+    ra_param_info *params;    /* declared parameters (names owned) */
+    int nparams, cap;
+    void *impl;               /* the arch's runtime object */
+};
+
+/* What a file tensor is, for the loader. */
+typedef enum {
+    RA_TENSOR_PARAM,          /* a parameter: canonical name written */
+    RA_TENSOR_BUFFER,         /* a buffer the arch validates in build() */
+    RA_TENSOR_UNKNOWN         /* not of this arch: the file is refused */
+} ra_tensor_kind;
+
+struct ra_arch_ops {
+    const char *name;         /* the "arch" metadata value */
+    ra_arch arch;
+    ra_status (*declare)(ra_model *m, const ra_st_file *f);
+    /* Map a file tensor name to a canonical one (buf, n bytes). NULL means
+     * names are canonical already and only declared names are parameters. */
+    ra_tensor_kind (*canonical)(const ra_model *m, const char *name, char *buf, size_t n);
+    /* Detect the naming scheme from the file's names (sets m->scheme);
+     * NULL means "official". Runs before canonical(). */
+    ra_status (*detect)(ra_model *m, const ra_st_file *f);
+    ra_status (*build)(ra_model *m, const ra_st_file *f);
+    void (*destroy)(void *impl);
+    /* Network forward (swin_block, swin, vit): x of x_ndim dims, y
+     * allocated with ra_alloc (free with ra_free), its shape written. NULL
+     * for the attention layers, which the caller runs through their layer. */
+    ra_status (*forward)(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
+                         const float *x, int x_ndim, const int64_t *x_shape);
+};
+
+/* Declare a parameter (canonical name, copied). optional: may be absent
+ * from the file (then it has no storage and ra_model_get gives NULL). */
+ra_status ra_model_declare(ra_model *m, const char *name, int ndim, const int64_t *shape,
+                           int optional);
+/* The F32 values of a declared parameter, or NULL if absent/undeclared. */
+const float *ra_model_get(const ra_model *m, const char *name);
+
+/* Metadata values, parsed strictly; failures are RA_ERR_FORMAT naming the
+ * key. The _opt variants leave *out alone when the key is absent. */
+ra_status ra_meta_int(const ra_st_file *f, const char *key, int *out, int lo, int hi);
+ra_status ra_meta_int_opt(const ra_st_file *f, const char *key, int *out, int lo, int hi);
+/* "7,7" or "7" (a square); out[0..1] */
+ra_status ra_meta_pair(const ra_st_file *f, const char *key, int out[2], int lo, int hi);
+/* "2,2,6,2": up to max integers, *n of them */
+ra_status ra_meta_list(const ra_st_file *f, const char *key, int *out, int max, int *n,
+                       int lo, int hi);
+ra_status ra_meta_bool_opt(const ra_st_file *f, const char *key, int *out);
+ra_status ra_meta_float_opt(const ra_st_file *f, const char *key, float *out, int *given);
+
+/* Arch tables, one per source file. */
+extern const ra_arch_ops ra_attn_arch_ops[4];   /* the four attention layers */
+#ifdef RA_HAVE_NETWORKS
+extern const ra_arch_ops ra_swin_block_ops, ra_swin_ops, ra_vit_ops;
+#endif
+
+/* The attention layer of an attention-arch model (its impl). */
+typedef struct ra_attn_impl {
+    ra_attn_config cfg;
+    ra_attn_layer *layer;
+} ra_attn_impl;
+
+#endif
