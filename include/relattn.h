@@ -721,6 +721,23 @@ float *ra_model_weights(ra_model *m);
  * gradient at that parameter's offset. */
 void ra_model_attn_grads(const ra_model *m, float *flat, ra_attn_grads *g);
 
+/* ------------------------------------------------------------------------ */
+/* 8. Images (for classification)                                           */
+/* ------------------------------------------------------------------------ */
+
+/* Decode an image file (PNG, JPEG, BMP, GIF, TGA, ... through stb_image)
+ * into rgb (H, W, 3) floats in [0, 1], allocated (free with free()). The
+ * header is read first: an image of more than max_pixels pixels is refused
+ * (RA_ERR_FORMAT) before anything is decoded. RA_ERR_IO if unreadable. */
+ra_status ra_image_load(float **rgb, int *w, int *h, const char *path, int64_t max_pixels);
+
+/* The ImageNet evaluation transform of timm and torchvision: resize so that
+ * the shorter side is `resize` (bilinear; shrinking averages over the
+ * footprint, as PIL does), centre crop `crop` x `crop`, then
+ * (v - mean[c]) / std[c]. out (3, crop, crop), rgb (h, w, 3). */
+ra_status ra_image_preprocess(float *out, const float *rgb, int w, int h, int resize, int crop,
+                              const float mean[3], const float std[3]);
+
 #ifdef __cplusplus
 }
 #endif
