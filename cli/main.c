@@ -8,6 +8,7 @@
 #include "relattn.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -199,8 +200,9 @@ static int cmd_index(int argc, char **argv) {
     }
     if (json) printf("], \"table_rows\": %lld}\n", (long long)rows);
     free(idx);
-    fprintf(stderr, "table_rows: %lld\n", (long long)rows);
+    /* the table size only once stdout is known good: a failure is one line */
     if (fflush(stdout) || ferror(stdout)) return fail(EX_CANTCREAT, "cannot write to stdout");
+    fprintf(stderr, "table_rows: %lld\n", (long long)rows);
     return EX_OK;
 }
 
@@ -282,11 +284,11 @@ static void job_close(job *j) {
 }
 
 /* 0 on success, else the exit code (the message is printed). */
-static int job_open(job *j, const char *model, const char *input, int need_dy) {
+static int job_open(job *j, ra_model *m, const char *input, int need_dy) {
     memset(j, 0, sizeof *j);
-    ra_status st = ra_model_load(&j->m, model);
+    j->m = m;   /* owned by the job from here */
+    ra_status st = ra_st_open(&j->in, input);
     if (st) return lib_fail(st);
-    if ((st = ra_st_open(&j->in, input))) return lib_fail(st);
     j->l = ra_model_attn(j->m);
     j->c = ra_attn_layer_config(j->l);
     const int is3d = j->c->arch == RA_ARCH_WINDOW_ATTENTION_3D;
@@ -328,6 +330,49 @@ static ra_status put(ra_st_writer *w, ra_status st, const char *name, const floa
     return st ? st : ra_st_writer_add(w, name, RA_DTYPE_F32, ndim, shape, data);
 }
 
+/* A network (swin_block, swin, vit): INPUT holds x only; OUT gets y. */
+static int network_forward(ra_model *m, const char *input, const char *outp) {
+    ra_st_file *in = NULL;
+    ra_st_writer *w = NULL;
+    float *x = NULL, *y = NULL;
+    int code = EX_OK;
+    ra_status st = ra_st_open(&in, input);
+    if (st) { code = lib_fail(st); goto done; }
+    const ra_st_tensor *t = ra_st_find(in, "x");
+    for (int i = 0; i < ra_st_count(in); i++)
+        if (strcmp(ra_st_at(in, i)->name, "x") && strcmp(ra_st_at(in, i)->name, "dy")) {
+            code = fail(EX_DATAERR, "unexpected input tensor '%.80s' for %s", ra_st_at(in, i)->name,
+                        ra_arch_name(ra_model_arch(m)));
+            goto done;
+        }
+    if (!t) { code = fail(EX_DATAERR, "input has no tensor 'x'"); goto done; }
+    if (t->ndim < 2 || t->ndim > 4) {
+        code = fail(EX_DATAERR, "input tensor 'x' has %d dims", t->ndim);
+        goto done;
+    }
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shape[d] < 1 || t->shape[d] > INT_MAX) {
+            code = fail(EX_DATAERR, "input tensor 'x' has an empty or huge dimension");
+            goto done;
+        }
+    if (!(x = malloc((size_t)t->numel * sizeof *x))) { code = fail(EX_SOFTWARE, "out of memory"); goto done; }
+    if ((st = ra_st_to_f32(x, t))) { code = lib_fail(st); goto done; }
+    int yn;
+    int64_t ys[4];
+    if ((st = ra_model_forward(m, &y, &yn, ys, x, t->ndim, t->shape))) { code = lib_fail(st); goto done; }
+    if (!(w = ra_st_writer_new())) { code = fail(EX_SOFTWARE, "out of memory"); goto done; }
+    st = ra_st_writer_add(w, "y", RA_DTYPE_F32, yn, ys, y);
+    if (!st) st = ra_st_writer_meta(w, "arch", ra_arch_name(ra_model_arch(m)));
+    if (!st) st = ra_st_writer_save(w, outp);
+    if (st) code = lib_fail(st);
+done:
+    ra_st_writer_free(w);
+    free(x), free(y);
+    ra_st_close(in);
+    ra_model_free(m);
+    return code;
+}
+
 /* MODEL INPUT -o OUT [--threads N] and the subcommand's flags: -1 to go on,
  * else the exit code (help printed, or a usage error). */
 static int model_input_args(int argc, char **argv, opt *opts, const char *help,
@@ -349,10 +394,21 @@ static int cmd_forward(int argc, char **argv) {
     int code = model_input_args(argc, argv, opts, forward_help, pos, &outp);
     if (code >= 0) return code;
 
+    ra_model *m;
+    ra_status st0 = ra_model_load(&m, pos[0]);
+    if (st0) return lib_fail(st0);
+    if (!ra_model_attn(m)) {
+        if (get(opts, "--attn")) {
+            const char *arch = ra_arch_name(ra_model_arch(m));   /* a static string */
+            ra_model_free(m);
+            return usage_error("--attn is for a single attention layer, not %s", arch);
+        }
+        return network_forward(m, pos[1], outp);
+    }
     job j;
     ra_st_writer *w = NULL;
     float *y = NULL, *attn = NULL;
-    code = job_open(&j, pos[0], pos[1], 0);
+    code = job_open(&j, m, pos[1], 0);
     if (code) goto done;
     const int want_attn = get(opts, "--attn") != NULL, C = j.c->dim, nh = j.c->num_heads;
     y = malloc((size_t)j.b_ * j.n1 * C * sizeof *y);
@@ -394,10 +450,19 @@ static int cmd_backward(int argc, char **argv) {
     int code = model_input_args(argc, argv, opts, backward_help, pos, &outp);
     if (code >= 0) return code;
 
+    ra_model *m;
+    ra_status st0 = ra_model_load(&m, pos[0]);
+    if (st0) return lib_fail(st0);
+    if (!ra_model_attn(m)) {
+        const char *arch = ra_arch_name(ra_model_arch(m));   /* a static string */
+        ra_model_free(m);
+        return fail(EX_DATAERR, "backward of whole networks is not implemented yet (arch %s)",
+                    arch);
+    }
     job j;
     ra_st_writer *w = NULL;
     float *y = NULL, *dx = NULL, *dkv = NULL, *grads = NULL;
-    code = job_open(&j, pos[0], pos[1], 1);
+    code = job_open(&j, m, pos[1], 1);
     if (code) goto done;
     const int C = j.c->dim;
     const int64_t total = ra_model_param_total(j.m);
@@ -510,6 +575,216 @@ static int cmd_show(int argc, char **argv) {
     return code;
 }
 
+/* ---- relattn inspect ---------------------------------------------------- */
+
+static const char inspect_help[] =
+    "usage: relattn inspect MODEL.safetensors [--size HxW] [--json]\n"
+    "\n"
+    "Describes a model file: arch, the naming scheme its tensors were found in,\n"
+    "hyperparameters (the metadata), parameters (count and shapes) and the\n"
+    "multiply-adds of one forward as the Swin authors count them: for a network\n"
+    "one image of --size (default img_size), for an attention layer one window\n"
+    "(or one sequence of --size tokens, given as N or HxW).\n";
+
+static int cmd_inspect(int argc, char **argv) {
+    opt opts[] = {{"--size", 1, 0}, {"--json", 0, 0}, {"--help", 0, 0}, {"-h", 0, 0}, {0, 0, 0}};
+    const char *pos[1];
+    int npos;
+    if (!parse_args(argc, argv, opts, pos, 1, &npos)) return EX_USAGE;
+    if (get(opts, "--help") || get(opts, "-h")) return fputs(inspect_help, stdout), EX_OK;
+    if (npos != 1) return usage_error("needs MODEL");
+    int size[2] = {0, 0};
+    const char *sz = get(opts, "--size");
+    if (sz && (!parse_window(size, sz) || size[0] < 1 || size[1] < 1 || size[0] > 1 << 16 ||
+               size[1] > 1 << 16))
+        return usage_error("--size '%s': expected HxW", sz);
+    ra_model *m;
+    ra_status st = ra_model_load(&m, pos[0]);
+    if (st) return lib_fail(st);
+    if (!sz) {   /* networks: img_size; sequences: their own length is unknown */
+        const char *img = ra_model_meta(m, "img_size");
+        size[0] = size[1] = img ? atoi(img) : 1;
+        if (sz == NULL && !img && ra_model_attn(m) == NULL) size[0] = size[1] = 0;
+    } else if (!strpbrk(sz, "x,X") && ra_model_attn(m)) {
+        size[1] = 1;   /* "--size N": N tokens */
+    }
+    int64_t count = 0;
+    for (int i = 0; i < ra_model_param_count(m); i++) count += ra_model_param(m, i)->numel;
+    const int64_t flops = ra_model_flops(m, size[0], size[1]);
+    const int json = get(opts, "--json") != NULL;
+    if (json) {
+        printf("{\"arch\": \"%s\", \"scheme\": \"%s\", \"parameters\": %lld, \"flops\": %lld, "
+               "\"metadata\": {", ra_arch_name(ra_model_arch(m)), ra_model_scheme(m),
+               (long long)count, (long long)flops);
+        for (int i = 0; i < ra_model_meta_count(m); i++) {
+            const char *k = ra_model_meta_key(m, i);
+            printf("%s\"", i ? ", " : "");
+            for (const char *c = k; *c; c++) printf(*c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
+            printf("\": \"");
+            for (const char *c = ra_model_meta(m, k); *c; c++)
+                if ((unsigned char)*c < 0x20) printf("\\u%04x", *c);
+                else printf(*c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
+            printf("\"");
+        }
+        printf("}, \"tensors\": [");
+        for (int i = 0; i < ra_model_param_count(m); i++) {
+            const ra_param_info *p = ra_model_param(m, i);
+            printf("%s{\"name\": \"%s\", \"shape\": [", i ? ", " : "", p->name);
+            for (int d = 0; d < p->ndim; d++) printf(d ? ", %lld" : "%lld", (long long)p->shape[d]);
+            printf("]}");
+        }
+        printf("]}\n");
+    } else {
+        printf("arch:           %s\n", ra_arch_name(ra_model_arch(m)));
+        printf("naming scheme:  %s\n", ra_model_scheme(m));
+        for (int i = 0; i < ra_model_meta_count(m); i++) {
+            const char *k = ra_model_meta_key(m, i), *v = ra_model_meta(m, k);
+            if (strcmp(k, "arch") && strcmp(k, "labels"))
+                printf("  %-20s %.200s\n", k, v);
+        }
+        printf("parameters:     %lld in %d tensors\n", (long long)count, ra_model_param_count(m));
+        const ra_attn_layer *l = ra_model_attn(m);
+        if (flops >= 0 && l && ra_attn_layer_index(l, NULL, NULL, NULL))
+            printf("multiply-adds:  %.4g G (one window)\n", flops * 1e-9);
+        else if (flops >= 0)
+            printf("multiply-adds:  %.4g G (%s %dx%d)\n", flops * 1e-9,
+                   l ? "one sequence of" : "one image", size[0], size[1]);
+    }
+    ra_model_free(m);
+    return EX_OK;
+}
+
+/* ---- relattn classify --------------------------------------------------- */
+
+static const char classify_help[] =
+    "usage: relattn classify MODEL.safetensors IMAGE... [--top K] [--json]\n"
+    "                        [--resize R] [--crop C] [--threads N]\n"
+    "\n"
+    "Classifies images (PNG, JPEG, BMP, GIF, ...) with a swin or vit model file.\n"
+    "Each image goes through the ImageNet evaluation transform of timm and\n"
+    "torchvision: resize the shorter side to R (default C / 0.875), centre crop\n"
+    "C x C (default the model's img_size), scale to [0, 1], normalise with the\n"
+    "metadata's \"mean\" and \"std\" (\"r,g,b\"; default ImageNet's). Prints the top K\n"
+    "(default 5) classes with softmax probabilities, named by the metadata's\n"
+    "\"labels\" (a JSON array of strings) when the file has them. Images over\n"
+    "64 megapixels are refused before decoding.\n";
+
+static int parse_triple(float out[3], const char *s) {
+    return s && sscanf(s, "%f,%f,%f", &out[0], &out[1], &out[2]) == 3;
+}
+
+static void put_json_string(const char *s) {
+    putchar('"');
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20) printf("\\u%04x", *s);
+        else printf(*s == '"' || *s == '\\' ? "\\%c" : "%c", *s);
+    putchar('"');
+}
+
+static int cmd_classify(int argc, char **argv) {
+    opt opts[] = {{"--top", 1, 0},    {"--json", 0, 0},    {"--resize", 1, 0},
+                  {"--crop", 1, 0},   {"--threads", 1, 0}, {"--help", 0, 0},
+                  {"-h", 0, 0},       {0, 0, 0}};
+    const char *pos[256];
+    int npos, top = 5, crop = 0, resize = 0;
+    if (!parse_args(argc, argv, opts, pos, 256, &npos)) return EX_USAGE;
+    if (get(opts, "--help") || get(opts, "-h")) return fputs(classify_help, stdout), EX_OK;
+    if (npos < 2) return usage_error("needs MODEL and at least one IMAGE");
+    if (get(opts, "--top") && !parse_int(&top, get(opts, "--top"), 1, 100000))
+        return usage_error("--top '%s': need a positive integer", get(opts, "--top"));
+    if (get(opts, "--crop") && !parse_int(&crop, get(opts, "--crop"), 1, 8192))
+        return usage_error("--crop '%s': need 1..8192", get(opts, "--crop"));
+    if (get(opts, "--resize") && !parse_int(&resize, get(opts, "--resize"), 1, 8192))
+        return usage_error("--resize '%s': need 1..8192", get(opts, "--resize"));
+    if (!threads_option(opts)) return EX_USAGE;
+
+    ra_model *m;
+    ra_status st = ra_model_load(&m, pos[0]);
+    if (st) return lib_fail(st);
+    const ra_arch arch = ra_model_arch(m);
+    int code = EX_OK, in_chans = 3;
+    float mean[3] = {0.485f, 0.456f, 0.406f}, stdv[3] = {0.229f, 0.224f, 0.225f};
+    json_t *labels = NULL;
+    float *rgb = NULL, *x = NULL, *y = NULL;
+    if (arch != RA_ARCH_SWIN && arch != RA_ARCH_VIT) {
+        code = fail(EX_DATAERR, "classify needs a swin or vit model, not %s", ra_arch_name(arch));
+        goto done;
+    }
+    if (ra_model_meta(m, "in_chans") && atoi(ra_model_meta(m, "in_chans")) != 3) {
+        code = fail(EX_DATAERR, "classify reads RGB images; the model takes %s channels",
+                    ra_model_meta(m, "in_chans"));
+        goto done;
+    }
+    if (!crop) crop = ra_model_meta(m, "img_size") ? atoi(ra_model_meta(m, "img_size")) : 224;
+    if (crop < 1 || crop > 8192) { code = fail(EX_DATAERR, "model img_size is unusable"); goto done; }
+    if (!resize) resize = (int)(crop / 0.875);
+    if (resize < crop) resize = crop;
+    if ((ra_model_meta(m, "mean") && !parse_triple(mean, ra_model_meta(m, "mean"))) ||
+        (ra_model_meta(m, "std") && !parse_triple(stdv, ra_model_meta(m, "std"))) ||
+        !(stdv[0] > 0 && stdv[1] > 0 && stdv[2] > 0)) {
+        code = fail(EX_DATAERR, "metadata mean/std must be \"r,g,b\" with std > 0");
+        goto done;
+    }
+    if (ra_model_meta(m, "labels")) {
+        json_error_t jerr;
+        labels = json_loads(ra_model_meta(m, "labels"), JSON_REJECT_DUPLICATES, &jerr);
+        if (!json_is_array(labels)) {
+            code = fail(EX_DATAERR, "metadata labels is not a JSON array of strings");
+            goto done;
+        }
+    }
+    if (!(x = malloc(sizeof *x * 3 * (size_t)crop * crop))) {
+        code = fail(EX_SOFTWARE, "out of memory");
+        goto done;
+    }
+    const int json = get(opts, "--json") != NULL;
+    if (json) printf("[");
+    for (int im = 1; im < npos && code == EX_OK; im++) {
+        int w, h, yn;
+        int64_t ys[4];
+        if ((st = ra_image_load(&rgb, &w, &h, pos[im], (int64_t)64 << 20)) ||
+            (st = ra_image_preprocess(x, rgb, w, h, resize, crop, mean, stdv)) ||
+            (st = ra_model_forward(m, &y, &yn, ys, x, 4, (int64_t[]){1, in_chans, crop, crop}))) {
+            code = lib_fail(st);
+            break;
+        }
+        free(rgb), rgb = NULL;
+        const int k = (int)ys[yn - 1];
+        /* softmax, then the top entries by selection (k is small enough) */
+        double mx = -INFINITY, sum = 0;
+        for (int c = 0; c < k; c++) mx = y[c] > mx ? y[c] : mx;
+        for (int c = 0; c < k; c++) sum += exp(y[c] - mx);
+        if (json) printf("%s{\"image\": ", im > 1 ? ", " : ""), put_json_string(pos[im]), printf(", \"top\": [");
+        else printf("%s\n", pos[im]);
+        for (int r = 0; r < top && r < k; r++) {
+            int best = -1;
+            for (int c = 0; c < k; c++)
+                if (!isnan(y[c]) && (best < 0 || y[c] > y[best])) best = c;
+            if (best < 0) break;
+            const double p = exp(y[best] - mx) / sum;
+            json_t *lab = labels ? json_array_get(labels, (size_t)best) : NULL;
+            const char *name = json_is_string(lab) ? json_string_value(lab) : NULL;
+            if (json) {
+                printf("%s{\"class\": %d, \"probability\": %.6f, \"label\": ", r ? ", " : "", best, p);
+                if (name) put_json_string(name); else printf("null");
+                printf("}");
+            } else {
+                printf("  %2d. %6.2f%%  class %d%s%s\n", r + 1, 100 * p, best, name ? "  " : "",
+                       name ? name : "");
+            }
+            y[best] = NAN;   /* taken */
+        }
+        if (json) printf("]}");
+        free(y), y = NULL;
+    }
+    if (json && code == EX_OK) printf("]\n");
+done:
+    json_decref(labels);
+    free(rgb), free(x), free(y);
+    ra_model_free(m);
+    return code;
+}
+
 /* ---- main --------------------------------------------------------------- */
 
 static const char main_help[] =
@@ -522,6 +797,8 @@ static const char main_help[] =
     "  forward   run an attention layer from a safetensors model file\n"
     "  backward  its gradients: inputs and every parameter, tables included\n"
     "  show      list a safetensors file, with a summary of attention maps\n"
+    "  inspect   describe a model file: arch, naming scheme, parameters, FLOPs\n"
+    "  classify  classify images with a swin or vit model\n"
     "\n"
     "'relattn COMMAND --help' describes each. Exit codes: 0 ok, 64 usage,\n"
     "65 bad data, 66 input missing, 73 output cannot be created, 70 internal.\n"
@@ -530,19 +807,25 @@ static const char main_help[] =
 int main(int argc, char **argv) {
     static const struct { const char *name; int (*run)(int, char **); } cmds[] = {
         {"index", cmd_index}, {"forward", cmd_forward}, {"backward", cmd_backward},
-        {"show", cmd_show}};
+        {"show", cmd_show}, {"inspect", cmd_inspect}, {"classify", cmd_classify}};
     if (argc < 2) return usage_error("no command given");
+    int code = -1;
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help"))
-        return fputs(main_help, stdout), EX_OK;
-    if (!strcmp(argv[1], "--version"))
-        return printf("relattn %s (kernel %s)\n", RA_VERSION_STRING,
-                      ra_kernel_name(ra_kernel_current())), EX_OK;
-    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        code = (fputs(main_help, stdout), EX_OK);
+    else if (!strcmp(argv[1], "--version"))
+        code = (printf("relattn %s (kernel %s)\n", RA_VERSION_STRING,
+                       ra_kernel_name(ra_kernel_current())), EX_OK);
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0] && code < 0; i++)
         if (!strcmp(argv[1], cmds[i].name)) {
             static char name[64];
             snprintf(name, sizeof name, "relattn %s", cmds[i].name);
             cmd = name;
-            return cmds[i].run(argc - 2, argv + 2);
+            code = cmds[i].run(argc - 2, argv + 2);
         }
-    return usage_error("unknown command '%.60s'", argv[1]);
+    if (code < 0) return usage_error("unknown command '%.60s'", argv[1]);
+    /* what went to stdout (index, show, help) must have arrived: a full disk
+     * is an error, not a success */
+    if (code == EX_OK && (fflush(stdout) || ferror(stdout)))
+        code = fail(EX_CANTCREAT, "cannot write to stdout");
+    return code;
 }

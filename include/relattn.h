@@ -688,6 +688,16 @@ void ra_model_free(ra_model *m);
 ra_arch ra_model_arch(const ra_model *m);
 /* The attention layer of an attention-arch model; NULL for networks. */
 const ra_attn_layer *ra_model_attn(const ra_model *m);
+/* The model file's __metadata__ (hyperparameters, "labels", ...). */
+const char *ra_model_meta(const ra_model *m, const char *key);
+int ra_model_meta_count(const ra_model *m);
+const char *ra_model_meta_key(const ra_model *m, int i);
+
+/* Multiply-adds of one forward as the Swin authors count them (their
+ * flops() methods): for a network, one h x w image; for an attention layer,
+ * one window (window archs) or one sequence of h*w tokens. -1 if unknown. */
+int64_t ra_model_flops(const ra_model *m, int h, int w);
+
 /* The naming scheme the file's tensors were found in: "official" (SPEC
  * 3.1), "timm" or "torchvision". */
 const char *ra_model_scheme(const ra_model *m);

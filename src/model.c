@@ -258,7 +258,17 @@ ra_status ra_model_from_file(ra_model **out, const ra_st_file *f) {
     ra_model *m = calloc(1, sizeof *m);
     if (!m) return ra_fail(RA_ERR_NOMEM, "model: out of memory");
     m->ops = ops;
-    ra_status st = ops->declare(m, f);
+    ra_status st = RA_OK;
+    const int nmeta = ra_st_meta_count(f);
+    if (!(m->meta = calloc((size_t)nmeta * 2 + 1, sizeof *m->meta)))
+        st = ra_fail(RA_ERR_NOMEM, "model: out of memory");
+    for (int i = 0; i < nmeta && !st; i++, m->nmeta++) {
+        const char *key = ra_st_meta_key(f, i);
+        m->meta[2 * i] = ra_strdup(key);
+        m->meta[2 * i + 1] = ra_strdup(ra_st_meta(f, key));
+        if (!m->meta[2 * i] || !m->meta[2 * i + 1]) st = ra_fail(RA_ERR_NOMEM, "model: out of memory");
+    }
+    if (!st) st = ops->declare(m, f);
     if (!st && ops->detect) st = ops->detect(m, f);
     if (!st) st = load_weights(m, f);
     if (!st) st = ops->build(m, f);
@@ -287,6 +297,8 @@ void ra_model_free(ra_model *m) {
     if (m->impl && m->ops->destroy) m->ops->destroy(m->impl);
     for (int i = 0; i < m->nparams; i++) free((char *)m->params[i].name);
     free(m->params);
+    for (int i = 0; i < 2 * m->nmeta; i++) free(m->meta[i]);
+    free(m->meta);
     ra_free(m->weights);
     free(m);
 }
@@ -295,6 +307,22 @@ ra_arch ra_model_arch(const ra_model *m) { return m ? m->ops->arch : RA_ARCH_NON
 
 const char *ra_model_scheme(const ra_model *m) {
     return m && m->scheme[0] ? m->scheme : "official";
+}
+
+const char *ra_model_meta(const ra_model *m, const char *key) {
+    for (int i = 0; m && key && i < m->nmeta; i++)
+        if (strcmp(m->meta[2 * i], key) == 0) return m->meta[2 * i + 1];
+    return NULL;
+}
+
+int ra_model_meta_count(const ra_model *m) { return m ? m->nmeta : 0; }
+
+int64_t ra_model_flops(const ra_model *m, int h, int w) {
+    return m && m->ops->flops && h > 0 && w > 0 ? m->ops->flops(m, h, w) : -1;
+}
+
+const char *ra_model_meta_key(const ra_model *m, int i) {
+    return m && i >= 0 && i < m->nmeta ? m->meta[2 * i] : NULL;
 }
 
 int ra_model_param_count(const ra_model *m) { return m ? m->nparams : 0; }
@@ -435,6 +463,18 @@ static ra_status attn_build(ra_model *m, const ra_st_file *f) {
     return st;
 }
 
+/* WindowAttention.flops(N) of the Swin code: qkv, q·k^T, p·v, proj, for one
+ * window (or sequence) of N query tokens over N2 keys. */
+static int64_t attn_flops(const ra_model *m, int h, int w) {
+    const ra_attn_impl *a = m->impl;
+    int64_t n1, n2;
+    if (!ra_attn_layer_index(a->layer, &n1, &n2, NULL)) n1 = n2 = (int64_t)h * w;
+    const int64_t C = a->cfg.dim;
+    return n1 * C * C + n2 * 2 * C * C   /* q, and k, v projections */
+           + n1 * n2 * C * 2              /* q·k^T and p·v over all heads */
+           + n1 * C * C;                  /* proj */
+}
+
 static void attn_destroy(void *impl) {
     ra_attn_impl *a = impl;
     ra_attn_layer_free(a->layer);
@@ -443,7 +483,7 @@ static void attn_destroy(void *impl) {
 
 #define ATTN_OPS(nm, a) {.name = nm, .arch = a, .declare = attn_declare,                    \
                          .canonical = attn_canonical, .build = attn_build,                 \
-                         .destroy = attn_destroy}
+                         .destroy = attn_destroy, .flops = attn_flops}
 const ra_arch_ops ra_attn_arch_ops[4] = {
     ATTN_OPS("vit_attention", RA_ARCH_VIT_ATTENTION),
     ATTN_OPS("window_attention", RA_ARCH_WINDOW_ATTENTION),

@@ -28,6 +28,8 @@ struct ra_model {
     ra_param_info *params;    /* declared parameters (names owned) */
     int nparams, cap;
     void *impl;               /* the arch's runtime object */
+    char **meta;              /* the file's __metadata__: key, value, ... */
+    int nmeta;
 };
 
 /* What a file tensor is, for the loader. */
@@ -54,6 +56,9 @@ struct ra_arch_ops {
      * for the attention layers, which the caller runs through their layer. */
     ra_status (*forward)(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                          const float *x, int x_ndim, const int64_t *x_shape);
+    /* Multiply-adds of one forward, counted as the Swin authors' flops()
+     * methods do (see ra_model_flops); -1 if not known. */
+    int64_t (*flops)(const ra_model *m, int h, int w);
 };
 
 /* Declare a parameter (canonical name, copied). optional: may be absent
