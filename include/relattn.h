@@ -109,6 +109,14 @@ ra_status ra_relpos_index_3d(int32_t *idx, int d1, int d2, int wh, int ww,
 /* Shaw 1-D: rel[i,j] = clip(j - i, -k, k) + k, in 0..2k. rel (n, n). */
 ra_status ra_relpos_index_clip(int32_t *rel, int n, int k);
 
+/* Resample a relative position bias table to another window, as the Swin
+ * authors do when fine-tuning at a new resolution: each head's grid of
+ * (2Wh-1) x (2Ww-1) biases is interpolated bicubically (PyTorch's
+ * F.interpolate(mode='bicubic', align_corners=False)).
+ *   dst (s2h*s2w, nH)  <-  src (s1h*s1w, nH);  s = 2W - 1 per axis. */
+ra_status ra_bias_table_resize(float *dst, const float *src, int nh, int s1h, int s1w,
+                               int s2h, int s2w);
+
 /* ------------------------------------------------------------------------ */
 /* 2. Windows (SPEC 2.4)                                                    */
 /* ------------------------------------------------------------------------ */

@@ -5,6 +5,8 @@
  * clamps, so it has its own two lines). */
 #include "internal.h"
 
+#include <math.h>
+
 /* Indices beyond this are refused: 2^28 int32 entries are 1 GiB, past any
  * window anyone uses (a 16-frame 32x32 3-D window is exactly this). */
 #define RA_INDEX_MAX_ENTRIES ((int64_t)1 << 28)
@@ -121,5 +123,53 @@ ra_status ra_relpos_index_clip(int32_t *rel, int n, int k) {
             int d = j - i;
             rel[(int64_t)i * n + j] = (d < -k ? -k : d > k ? k : d) + k;
         }
+    return RA_OK;
+}
+
+/* ---- resizing a bias table ----------------------------------------------
+ * The Swin authors fine-tune at a new window size by resampling each head's
+ * (2Wh-1) x (2Ww-1) grid of biases bicubically:
+ *   F.interpolate(table.T.view(1, nH, S1h, S1w), size=(S2h, S2w), mode='bicubic')
+ * i.e. PyTorch's upsample_bicubic2d with align_corners=False: source
+ * position (o + 0.5) * in/out - 0.5 (not clamped), Keys' cubic with
+ * A = -0.75, taps clamped to the border. */
+static float cubic_weight(float x, int tap) {   /* tap -1, 0, 1, 2 around floor */
+    const float A = -0.75f;
+    float d = fabsf(x - (float)tap);
+    if (d <= 1) return ((A + 2) * d - (A + 3)) * d * d + 1;
+    if (d < 2) return ((A * d - 5 * A) * d + 8 * A) * d - 4 * A;
+    return 0;
+}
+
+ra_status ra_bias_table_resize(float *dst, const float *src, int nh, int s1h, int s1w,
+                               int s2h, int s2w) {
+    if (!dst || !src || nh < 1 || s1h < 1 || s1w < 1 || s2h < 1 || s2w < 1 ||
+        (int64_t)s1h * s1w > INT32_MAX / nh || (int64_t)s2h * s2w > INT32_MAX / nh)
+        return ra_fail(RA_ERR_ARG, "bias table resize: %dx%d -> %dx%d grid of %d heads",
+                       s1h, s1w, s2h, s2w, nh);
+    const float sh = (float)s1h / s2h, sw = (float)s1w / s2w;
+    for (int oy = 0; oy < s2h; oy++) {
+        const float ry = (oy + 0.5f) * sh - 0.5f;
+        const int iy = (int)floorf(ry);
+        const float ty = ry - iy;
+        for (int ox = 0; ox < s2w; ox++) {
+            const float rx = (ox + 0.5f) * sw - 0.5f;
+            const int ix = (int)floorf(rx);
+            const float tx = rx - ix;
+            for (int h = 0; h < nh; h++) {
+                float acc = 0;
+                for (int a = -1; a <= 2; a++) {
+                    int yy = iy + a < 0 ? 0 : iy + a >= s1h ? s1h - 1 : iy + a;
+                    float row = 0;
+                    for (int b = -1; b <= 2; b++) {
+                        int xx = ix + b < 0 ? 0 : ix + b >= s1w ? s1w - 1 : ix + b;
+                        row += cubic_weight(tx, b) * src[((size_t)yy * s1w + xx) * nh + h];
+                    }
+                    acc += cubic_weight(ty, a) * row;
+                }
+                dst[((size_t)oy * s2w + ox) * nh + h] = acc;
+            }
+        }
+    }
     return RA_OK;
 }

@@ -152,10 +152,49 @@ static void invalid(void) {
           "sizes");
 }
 
+/* Bias-table resizing against PyTorch's bicubic interpolation (the Swin
+ * authors' fine-tuning recipe), written by tools/make_table_fixtures.py. */
+static void table_resize(const char *dir) {
+    char path[1024], name[256];
+    snprintf(path, sizeof path, "%s/table_resize.txt", dir);
+    FILE *list = fopen(path, "r");
+    CHECK(list != NULL, "cannot open %s", path);
+    int cases = 0;
+    while (list && fscanf(list, "%255s", name) == 1) {
+        snprintf(path, sizeof path, "%s/%s.safetensors", dir, name);
+        ra_st_file *f;
+        if (ra_st_open(&f, path) != RA_OK) { CHECK(0, "%s: %s", path, ra_last_error()); continue; }
+        int w1h, w1w, w2h, w2w;
+        sscanf(ra_st_meta(f, "from"), "%d,%d", &w1h, &w1w);
+        sscanf(ra_st_meta(f, "to"), "%d,%d", &w2h, &w2w);
+        const ra_st_tensor *ts = ra_st_find(f, "src"), *td = ra_st_find(f, "dst");
+        const int nh = (int)ts->shape[1];
+        float *src = malloc(sizeof(float) * ts->numel), *want = malloc(sizeof(float) * td->numel);
+        float *got = malloc(sizeof(float) * td->numel);
+        ra_st_to_f32(src, ts), ra_st_to_f32(want, td);
+        CHECK(ra_bias_table_resize(got, src, nh, 2 * w1h - 1, 2 * w1w - 1, 2 * w2h - 1,
+                                   2 * w2w - 1) == RA_OK, "%s: %s", name, ra_last_error());
+        /* O(1) values summed in another order than PyTorch: 1e-5 absolute */
+        CHECK_CLOSE(got, want, td->numel, 1e-5, 1e-5, name);
+        free(src), free(want), free(got);
+        ra_st_close(f);
+        cases++;
+    }
+    if (list) fclose(list);
+    CHECK(cases >= 5, "only %d table resize fixtures", cases);
+    /* the same size is the identity (the taps land on the grid) */
+    float t[9 * 2], u[9 * 2];
+    for (int i = 0; i < 18; i++) t[i] = (float)(i * 7 % 5) - 2;
+    CHECK(ra_bias_table_resize(u, t, 2, 3, 3, 3, 3) == RA_OK && memcmp(t, u, sizeof t) == 0,
+          "resizing to the same size must be the identity");
+    CHECK(ra_bias_table_resize(u, t, 0, 3, 3, 3, 3) == RA_ERR_ARG, "0 heads");
+}
+
 int main(int argc, char **argv) {
     seeds();
     brute_force();
     fixtures(argc > 1 ? argv[1] : "tests/fixtures");
     invalid();
+    table_resize(argc > 1 ? argv[1] : "tests/fixtures");
     return check_done();
 }
