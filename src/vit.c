@@ -1,9 +1,751 @@
-/* vit.c - placeholder while the vit arch is written (see model_internal.h). */
+/* vit.c - the vit arch: timm's VisionTransformer, inference (SPEC 3.1).
+ *
+ *   x (B, Cin, H, W) --patch_embed (Conv2d k = s = P)--> (B, L, C)
+ *   prepend [cls_token, reg_token...], add pos_embed (1, prefix + L, C)
+ *   [norm_pre]
+ *   depth x  x = x + ls1 * attn(norm1(x));  x = x + ls2 * mlp(norm2(x))
+ *            attn = the vit_attention layer (qkv Linear(C, 3C), proj),
+ *            mlp  = fc1 -> exact GELU -> fc2, LayerNorm eps 1e-6
+ *   norm -> pool ("token": x[:, 0]; "avg": mean of the patch tokens ...)
+ *   -> [fc_norm] -> head Linear(C, num_classes)  -> y (B, num_classes)
+ *
+ * Hyperparameters are timm's constructor arguments. The nine SPEC 3.1 keys
+ * (img_size, patch_size, in_chans, num_classes, embed_dim, depth,
+ * num_heads, mlp_ratio, qkv_bias) are required; these timm options are
+ * read with timm's defaults when absent: global_pool ("token"; also "avg",
+ * "max", "avgmax" and "" = no pooling, y (B, N, num_classes)), class_token
+ * (true), reg_tokens (0), no_embed_class (false), pos_embed ("learn" or
+ * "none"), pre_norm (false), final_norm (true), fc_norm (absent = None:
+ * true for the avg/max pools), pool_include_prefix (false), init_values
+ * (absent = no LayerScale), proj_bias (true), dynamic_img_size (false),
+ * dynamic_img_pad (false). qk_norm, scale_attn_norm, scale_mlp_norm and
+ * the "map"/"prr" pools are refused; other layer types too.
+ *
+ * Image size. timm's PatchEmbed asserts that the input is img_size unless
+ * the model was built with dynamic_img_size=True; so does this arch
+ * (RA_ERR_SHAPE naming both sizes). With dynamic_img_size the position
+ * embedding is resampled as timm's resample_abs_pos_embed does: the patch
+ * part, as a (gh0, gw0) grid, through torch.nn.functional.interpolate(mode=
+ * "bicubic", antialias=True) (PyTorch's separable antialiased kernel,
+ * Keys a = -0.5, width first), prefix rows kept; and, like timm, not at
+ * all when the new grid is square with as many tokens as the old one.
+ * The input must be a multiple of the patch size (RA_ERR_SHAPE), unless
+ * dynamic_img_pad zero-pads it at the bottom/right as timm does.
+ *
+ * Naming schemes (ops->detect): "timm" (canonical) and "torchvision"
+ * (torchvision.models.VisionTransformer: conv_proj, class_token,
+ * encoder.pos_embedding, encoder.layers.encoder_layer_i.{ln_1,
+ * self_attention.in_proj_weight/in_proj_bias/out_proj, ln_2, mlp.0, mlp.3},
+ * encoder.ln, heads.head). torchvision computes the same function
+ * (pre-norm blocks, LayerNorm eps 1e-6, exact GELU, class token first,
+ * position embedding added after the concatenation, head on token 0);
+ * its nn.MultiheadAttention scales q before q.k, the same up to rounding.
+ * Its representation_size (heads.pre_logits) and conv stems are refused as
+ * unexpected tensors. */
 #include "model_internal.h"
 
-static ra_status todo(ra_model *m, const ra_st_file *f) {
-    (void)m, (void)f;
-    return ra_fail(RA_ERR_FORMAT, "this arch is not implemented yet");
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VIT_EPS 1e-6f
+#define VIT_MAX_DIM 65536
+#define VIT_MAX_CLASSES (1 << 24)
+#define VIT_MAX_DEPTH 4096
+/* Elements of any one activation buffer: as the attention layer's bound. */
+#define VIT_MAX_ELEMS ((int64_t)1 << 40)
+
+enum { POOL_NONE, POOL_TOKEN, POOL_AVG, POOL_MAX, POOL_AVGMAX };
+
+typedef struct {
+    const float *n1w, *n1b, *ls1, *n2w, *n2b, *ls2;
+    const float *fc1w, *fc1b, *fc2w, *fc2b;
+    ra_attn_layer *attn;
+} vit_block;
+
+typedef struct {
+    int img[2], patch, in_chans, num_classes, dim, depth, heads, hidden;
+    int qkv_bias, proj_bias, class_token, reg_tokens, no_embed_class, has_pos;
+    int pre_norm, final_norm, use_fc_norm, pool, pool_prefix, layer_scale;
+    int dyn_size, dyn_pad;
+    int grid[2];   /* the patch grid of img_size: the grid of pos_embed */
+    int prefix;    /* class + register tokens */
+    const float *cls, *reg, *pos, *pe_w, *pe_b, *pre_w, *pre_b;
+    const float *norm_w, *norm_b, *fcn_w, *fcn_b, *head_w, *head_b;
+    float *zeros;  /* (C): the proj bias the attention layer needs when proj_bias is false */
+    vit_block *blocks;
+} vit_impl;
+
+/* ---- metadata ----------------------------------------------------------- */
+
+/* A finite double, the whole string (Python's float(str) of the value). */
+static ra_status meta_double(const ra_st_file *f, const char *key, double *out, int *given) {
+    const char *v = ra_st_meta(f, key);
+    if (!v) {
+        if (given) *given = 0;
+        if (!given) return ra_fail(RA_ERR_FORMAT, "metadata key \"%s\" is missing (arch vit)", key);
+        return RA_OK;
+    }
+    errno = 0;
+    char *end;
+    double x = strtod(v, &end);
+    if (end == v || *end || errno || !isfinite(x))
+        return ra_fail(RA_ERR_FORMAT, "metadata %s = \"%.40s\" is not a finite number", key, v);
+    *out = x;
+    if (given) *given = 1;
+    return RA_OK;
 }
-const ra_arch_ops ra_vit_ops = {.name = "vit", .arch = RA_ARCH_VIT, .declare = todo,
-                                .build = todo};
+
+static ra_status meta_pool(const ra_st_file *f, int *pool) {
+    const char *v = ra_st_meta(f, "global_pool");
+    if (!v || strcmp(v, "token") == 0) *pool = POOL_TOKEN;
+    else if (strcmp(v, "avg") == 0) *pool = POOL_AVG;
+    else if (strcmp(v, "max") == 0) *pool = POOL_MAX;
+    else if (strcmp(v, "avgmax") == 0) *pool = POOL_AVGMAX;
+    else if (strcmp(v, "") == 0) *pool = POOL_NONE;
+    else
+        return ra_fail(RA_ERR_FORMAT, "metadata global_pool = \"%.40s\" is not supported "
+                       "(token, avg, max, avgmax or \"\")", v);
+    return RA_OK;
+}
+
+/* Options this arch does not compute: refused rather than ignored. */
+static ra_status meta_unsupported(const ra_st_file *f) {
+    static const char *const flags[] = {"qk_norm", "scale_attn_norm", "scale_mlp_norm"};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        int on = 0;
+        ra_status st = ra_meta_bool_opt(f, flags[i], &on);
+        if (st) return st;
+        if (on) return ra_fail(RA_ERR_FORMAT, "metadata %s = true is not supported by vit",
+                               flags[i]);
+    }
+    static const struct { const char *key, *ok1, *ok2; } layers[] = {
+        {"norm_layer", "layernorm", "LayerNorm"}, {"act_layer", "gelu", "GELU"},
+        {"attn_layer", "attn", "Attention"},      {"embed_norm_layer", "", ""},
+        {"block_fn", "Block", "Block"},           {"mlp_layer", "Mlp", "Mlp"},
+        {"embed_layer", "PatchEmbed", "PatchEmbed"}};
+    for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++) {
+        const char *v = ra_st_meta(f, layers[i].key);
+        if (v && *v && strcmp(v, layers[i].ok1) && strcmp(v, layers[i].ok2))
+            return ra_fail(RA_ERR_FORMAT, "metadata %s = \"%.40s\" is not supported by vit",
+                           layers[i].key, v);
+    }
+    return RA_OK;
+}
+
+/* ---- declaration -------------------------------------------------------- */
+
+static ra_status decl(ra_model *m, const char *name, int ndim, int64_t d0, int64_t d1,
+                      int64_t d2, int64_t d3) {
+    const int64_t shape[4] = {d0, d1, d2, d3};
+    return ra_model_declare(m, name, ndim, shape, 0);
+}
+
+static ra_status vit_declare(ra_model *m, const ra_st_file *f) {
+    vit_impl *v = calloc(1, sizeof *v);
+    if (!v) return ra_fail(RA_ERR_NOMEM, "vit: out of memory");
+    m->impl = v;
+    int patch[2] = {0, 0};
+    double ratio = 0, init_values = 0;
+    int has_init = 0, fc_norm = -1;
+    const char *pe;
+    v->class_token = v->final_norm = v->proj_bias = v->has_pos = 1;
+
+    ra_status st = ra_meta_pair(f, "img_size", v->img, 1, VIT_MAX_DIM);
+    if (!st) st = ra_meta_pair(f, "patch_size", patch, 1, VIT_MAX_DIM);
+    if (!st) st = ra_meta_int(f, "in_chans", &v->in_chans, 1, VIT_MAX_DIM);
+    if (!st) st = ra_meta_int(f, "num_classes", &v->num_classes, 0, VIT_MAX_CLASSES);
+    if (!st) st = ra_meta_int(f, "embed_dim", &v->dim, 1, VIT_MAX_DIM);
+    if (!st) st = ra_meta_int(f, "depth", &v->depth, 0, VIT_MAX_DEPTH);
+    if (!st) st = ra_meta_int(f, "num_heads", &v->heads, 1, VIT_MAX_DIM);
+    if (!st) st = meta_double(f, "mlp_ratio", &ratio, NULL);
+    if (!st && !ra_st_meta(f, "qkv_bias"))
+        st = ra_fail(RA_ERR_FORMAT, "metadata key \"qkv_bias\" is missing (arch vit)");
+    if (!st) st = ra_meta_bool_opt(f, "qkv_bias", &v->qkv_bias);
+    /* timm options, with timm's defaults */
+    if (!st) st = meta_pool(f, &v->pool);
+    if (!st) st = ra_meta_bool_opt(f, "class_token", &v->class_token);
+    if (!st) st = ra_meta_int_opt(f, "reg_tokens", &v->reg_tokens, 0, VIT_MAX_DIM);
+    if (!st) st = ra_meta_bool_opt(f, "no_embed_class", &v->no_embed_class);
+    if (!st) st = ra_meta_bool_opt(f, "pre_norm", &v->pre_norm);
+    if (!st) st = ra_meta_bool_opt(f, "final_norm", &v->final_norm);
+    if (!st) st = ra_meta_bool_opt(f, "fc_norm", &fc_norm);
+    if (!st) st = ra_meta_bool_opt(f, "pool_include_prefix", &v->pool_prefix);
+    if (!st) st = ra_meta_bool_opt(f, "proj_bias", &v->proj_bias);
+    if (!st) st = ra_meta_bool_opt(f, "dynamic_img_size", &v->dyn_size);
+    if (!st) st = ra_meta_bool_opt(f, "dynamic_img_pad", &v->dyn_pad);
+    if (!st) st = meta_double(f, "init_values", &init_values, &has_init);
+    if (!st) st = meta_unsupported(f);
+    if (st) return st;
+    if ((pe = ra_st_meta(f, "pos_embed")) != NULL) {
+        if (strcmp(pe, "learn") == 0) v->has_pos = 1;
+        else if (strcmp(pe, "none") == 0 || strcmp(pe, "") == 0) v->has_pos = 0;
+        else return ra_fail(RA_ERR_FORMAT, "metadata pos_embed = \"%.40s\" is not learn or none", pe);
+    }
+
+    /* the configuration, checked as timm's constructor asserts it */
+    if (patch[0] != patch[1])
+        return ra_fail(RA_ERR_FORMAT, "metadata patch_size = %d,%d: only square patches are "
+                       "supported", patch[0], patch[1]);
+    v->patch = patch[0];
+    if (v->dim % v->heads)
+        return ra_fail(RA_ERR_FORMAT, "embed_dim %d is not divisible by num_heads %d", v->dim,
+                       v->heads);
+    if (!(ratio > 0) || ratio * v->dim >= VIT_MAX_DIM * 64.0)
+        return ra_fail(RA_ERR_FORMAT, "metadata mlp_ratio = %g is out of range", ratio);
+    v->hidden = (int)(v->dim * ratio);   /* int(dim * mlp_ratio), as timm's Block */
+    if (v->hidden == 0) v->hidden = v->dim;   /* Mlp: hidden_features or in_features */
+    if (!v->class_token && v->pool == POOL_TOKEN)
+        return ra_fail(RA_ERR_FORMAT, "global_pool \"token\" needs class_token (timm asserts it)");
+    v->use_fc_norm = fc_norm >= 0 ? fc_norm
+                                  : v->pool == POOL_AVG || v->pool == POOL_MAX ||
+                                        v->pool == POOL_AVGMAX;
+    v->layer_scale = has_init && init_values != 0.0;   /* LayerScale if init_values */
+    v->prefix = v->class_token + v->reg_tokens;
+    ra_status g = ra_patch_grid(&v->grid[0], &v->grid[1], v->img[0], v->img[1], v->patch,
+                                v->dyn_pad);
+    if (g)
+        return ra_fail(RA_ERR_FORMAT, "metadata img_size = %d,%d with patch_size %d: %s",
+                       v->img[0], v->img[1], v->patch,
+                       g == RA_ERR_SHAPE ? "not a multiple of the patch size" : "too many patches");
+    const int64_t C = v->dim, L = (int64_t)v->grid[0] * v->grid[1], P = v->patch;
+    const int64_t embed_len = L + (v->no_embed_class ? 0 : v->prefix);
+
+    /* parameters, in timm's state_dict() order */
+    if (v->class_token) st = decl(m, "cls_token", 3, 1, 1, C, 0);
+    if (!st && v->reg_tokens) st = decl(m, "reg_token", 3, 1, v->reg_tokens, C, 0);
+    if (!st && v->has_pos) st = decl(m, "pos_embed", 3, 1, embed_len, C, 0);
+    if (!st) st = decl(m, "patch_embed.proj.weight", 4, C, v->in_chans, P, P);
+    if (!st && !v->pre_norm) st = decl(m, "patch_embed.proj.bias", 1, C, 0, 0, 0);
+    if (!st && v->pre_norm) st = decl(m, "norm_pre.weight", 1, C, 0, 0, 0);
+    if (!st && v->pre_norm) st = decl(m, "norm_pre.bias", 1, C, 0, 0, 0);
+    for (int i = 0; i < v->depth && !st; i++) {
+        char nm[96];
+#define BLK(suffix, nd, a, b)                                          \
+        if (!st) {                                                     \
+            snprintf(nm, sizeof nm, "blocks.%d.%s", i, suffix);        \
+            st = decl(m, nm, nd, a, b, 0, 0);                          \
+        }
+        BLK("norm1.weight", 1, C, 0);
+        BLK("norm1.bias", 1, C, 0);
+        BLK("attn.qkv.weight", 2, 3 * C, C);
+        if (v->qkv_bias) BLK("attn.qkv.bias", 1, 3 * C, 0);
+        BLK("attn.proj.weight", 2, C, C);
+        if (v->proj_bias) BLK("attn.proj.bias", 1, C, 0);
+        if (v->layer_scale) BLK("ls1.gamma", 1, C, 0);
+        BLK("norm2.weight", 1, C, 0);
+        BLK("norm2.bias", 1, C, 0);
+        BLK("mlp.fc1.weight", 2, v->hidden, C);
+        if (v->proj_bias) BLK("mlp.fc1.bias", 1, v->hidden, 0);
+        BLK("mlp.fc2.weight", 2, C, v->hidden);
+        if (v->proj_bias) BLK("mlp.fc2.bias", 1, C, 0);
+        if (v->layer_scale) BLK("ls2.gamma", 1, C, 0);
+#undef BLK
+    }
+    if (!st && v->final_norm && !v->use_fc_norm) st = decl(m, "norm.weight", 1, C, 0, 0, 0);
+    if (!st && v->final_norm && !v->use_fc_norm) st = decl(m, "norm.bias", 1, C, 0, 0, 0);
+    if (!st && v->final_norm && v->use_fc_norm) st = decl(m, "fc_norm.weight", 1, C, 0, 0, 0);
+    if (!st && v->final_norm && v->use_fc_norm) st = decl(m, "fc_norm.bias", 1, C, 0, 0, 0);
+    if (!st && v->num_classes) st = decl(m, "head.weight", 2, v->num_classes, C, 0, 0);
+    if (!st && v->num_classes) st = decl(m, "head.bias", 1, v->num_classes, 0, 0, 0);
+    return st;
+}
+
+/* ---- naming schemes ----------------------------------------------------- */
+
+/* torchvision name <-> timm name. Top level, then the suffixes inside
+ * encoder.layers.encoder_layer_i. <-> blocks.i.; mlp.linear_1/linear_2 are
+ * the names of torchvision's MLPBlock before version 2 (it renames them on
+ * load), accepted in that direction only. */
+static const char *const tv_top[][2] = {
+    {"conv_proj.weight", "patch_embed.proj.weight"}, {"conv_proj.bias", "patch_embed.proj.bias"},
+    {"class_token", "cls_token"},                    {"encoder.pos_embedding", "pos_embed"},
+    {"encoder.ln.weight", "norm.weight"},            {"encoder.ln.bias", "norm.bias"},
+    {"heads.head.weight", "head.weight"},            {"heads.head.bias", "head.bias"}};
+static const char *const tv_block[][2] = {
+    {"ln_1.weight", "norm1.weight"},
+    {"ln_1.bias", "norm1.bias"},
+    {"self_attention.in_proj_weight", "attn.qkv.weight"},
+    {"self_attention.in_proj_bias", "attn.qkv.bias"},
+    {"self_attention.out_proj.weight", "attn.proj.weight"},
+    {"self_attention.out_proj.bias", "attn.proj.bias"},
+    {"ln_2.weight", "norm2.weight"},
+    {"ln_2.bias", "norm2.bias"},
+    {"mlp.0.weight", "mlp.fc1.weight"},
+    {"mlp.0.bias", "mlp.fc1.bias"},
+    {"mlp.3.weight", "mlp.fc2.weight"},
+    {"mlp.3.bias", "mlp.fc2.bias"},
+    {"mlp.linear_1.weight", "mlp.fc1.weight"},
+    {"mlp.linear_1.bias", "mlp.fc1.bias"},
+    {"mlp.linear_2.weight", "mlp.fc2.weight"},
+    {"mlp.linear_2.bias", "mlp.fc2.bias"}};
+#define NTOP (sizeof tv_top / sizeof tv_top[0])
+#define NBLOCK (sizeof tv_block / sizeof tv_block[0])
+#define NBLOCK_CANON 12   /* the first 12 are the current names */
+
+/* "<prefix><i>.<rest>" with i a decimal block number without leading
+ * zeros: *i and the rest, or 0. */
+static int split_block(const char *name, const char *prefix, int *i, const char **rest) {
+    size_t n = strlen(prefix);
+    if (strncmp(name, prefix, n) != 0) return 0;
+    const char *p = name + n;
+    if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] != '.')) return 0;
+    long v = 0;
+    while (*p >= '0' && *p <= '9') {
+        v = v * 10 + (*p++ - '0');
+        if (v > VIT_MAX_DEPTH) return 0;
+    }
+    if (*p != '.') return 0;
+    *i = (int)v;
+    *rest = p + 1;
+    return 1;
+}
+
+/* A torchvision name as its timm name in buf; 0 if it has none. */
+static int tv_to_timm(const char *name, char *buf, size_t n) {
+    for (size_t k = 0; k < NTOP; k++)
+        if (strcmp(name, tv_top[k][0]) == 0) return snprintf(buf, n, "%s", tv_top[k][1]), 1;
+    int i;
+    const char *rest;
+    if (split_block(name, "encoder.layers.encoder_layer_", &i, &rest))
+        for (size_t k = 0; k < NBLOCK; k++)
+            if (strcmp(rest, tv_block[k][0]) == 0)
+                return snprintf(buf, n, "blocks.%d.%s", i, tv_block[k][1]), 1;
+    return 0;
+}
+
+/* A timm name as its torchvision name (current spelling, alt: the legacy
+ * one or ""); 0 if torchvision has no such parameter. */
+static int timm_to_tv(const char *name, char *buf, size_t n, char *alt, size_t nalt) {
+    alt[0] = 0;
+    for (size_t k = 0; k < NTOP; k++)
+        if (strcmp(name, tv_top[k][1]) == 0) return snprintf(buf, n, "%s", tv_top[k][0]), 1;
+    int i;
+    const char *rest;
+    if (split_block(name, "blocks.", &i, &rest))
+        for (size_t k = 0; k < NBLOCK_CANON; k++)
+            if (strcmp(rest, tv_block[k][1]) == 0) {
+                snprintf(buf, n, "encoder.layers.encoder_layer_%d.%s", i, tv_block[k][0]);
+                for (size_t j = NBLOCK_CANON; j < NBLOCK; j++)
+                    if (strcmp(rest, tv_block[j][1]) == 0)
+                        snprintf(alt, nalt, "encoder.layers.encoder_layer_%d.%s", i,
+                                 tv_block[j][0]);
+                return 1;
+            }
+    return 0;
+}
+
+static int is_declared(const ra_model *m, const char *name) {
+    for (int p = 0; p < m->nparams; p++)
+        if (strcmp(m->params[p].name, name) == 0) return 1;
+    return 0;
+}
+
+/* The scheme whose names cover more of the file's tensors; a file whose
+ * tensors match neither is refused at its first tensor. For torchvision the
+ * missing tensors are named here by their torchvision names (the loader
+ * would give the timm ones); unexpected ones come first, as in the loader. */
+static ra_status vit_detect(ra_model *m, const ra_st_file *f) {
+    const int nt = ra_st_count(f);
+    int ntimm = 0, ntv = 0;
+    char buf[256], alt[256];
+    for (int i = 0; i < nt; i++) {
+        const char *name = ra_st_at(f, i)->name;
+        ntimm += is_declared(m, name);
+        ntv += tv_to_timm(name, buf, sizeof buf) && is_declared(m, buf);
+    }
+    if (nt > 0 && ntimm == 0 && ntv == 0)
+        return ra_fail(RA_ERR_FORMAT, "unexpected tensor '%.80s' for arch vit: the file's "
+                       "names match neither the timm nor the torchvision naming of the "
+                       "configuration", ra_st_at(f, 0)->name);
+    snprintf(m->scheme, sizeof m->scheme, "%s", ntv > ntimm ? "torchvision" : "timm");
+    if (ntv <= ntimm) return RA_OK;
+    for (int i = 0; i < nt; i++) {
+        const char *name = ra_st_at(f, i)->name;
+        if (!tv_to_timm(name, buf, sizeof buf) || !is_declared(m, buf))
+            return ra_fail(RA_ERR_FORMAT, "unexpected tensor '%.80s' for arch vit (naming "
+                           "scheme torchvision)", name);
+    }
+    for (int p = 0; p < m->nparams; p++) {
+        const char *canon = m->params[p].name;
+        if (!timm_to_tv(canon, buf, sizeof buf, alt, sizeof alt))
+            return ra_fail(RA_ERR_FORMAT, "tensor '%s' is missing (arch vit, naming scheme "
+                           "torchvision, which has no such parameter: check the metadata)",
+                           canon);
+        if (!ra_st_find(f, buf) && !(alt[0] && ra_st_find(f, alt)))
+            return ra_fail(RA_ERR_FORMAT, "tensor '%s' is missing (arch vit, naming scheme "
+                           "torchvision; timm name %s)", buf, canon);
+    }
+    return RA_OK;
+}
+
+static ra_tensor_kind vit_canonical(const ra_model *m, const char *name, char *buf, size_t n) {
+    if (strcmp(m->scheme, "torchvision") == 0)
+        return tv_to_timm(name, buf, n) ? RA_TENSOR_PARAM : RA_TENSOR_UNKNOWN;
+    snprintf(buf, n, "%s", name);
+    return RA_TENSOR_PARAM;
+}
+
+/* ---- build -------------------------------------------------------------- */
+
+static void vit_destroy(void *impl) {
+    vit_impl *v = impl;
+    if (!v) return;
+    for (int i = 0; v->blocks && i < v->depth; i++) ra_attn_layer_free(v->blocks[i].attn);
+    free(v->blocks);
+    ra_free(v->zeros);
+    free(v);
+}
+
+static const float *blk_get(const ra_model *m, int i, const char *suffix) {
+    char nm[96];
+    snprintf(nm, sizeof nm, "blocks.%d.%s", i, suffix);
+    return ra_model_get(m, nm);
+}
+
+static ra_status vit_build(ra_model *m, const ra_st_file *f) {
+    (void)f;
+    vit_impl *v = m->impl;
+    v->cls = ra_model_get(m, "cls_token");
+    v->reg = ra_model_get(m, "reg_token");
+    v->pos = ra_model_get(m, "pos_embed");
+    v->pe_w = ra_model_get(m, "patch_embed.proj.weight");
+    v->pe_b = ra_model_get(m, "patch_embed.proj.bias");
+    v->pre_w = ra_model_get(m, "norm_pre.weight");
+    v->pre_b = ra_model_get(m, "norm_pre.bias");
+    v->norm_w = ra_model_get(m, "norm.weight");
+    v->norm_b = ra_model_get(m, "norm.bias");
+    v->fcn_w = ra_model_get(m, "fc_norm.weight");
+    v->fcn_b = ra_model_get(m, "fc_norm.bias");
+    v->head_w = ra_model_get(m, "head.weight");
+    v->head_b = ra_model_get(m, "head.bias");
+    if (!v->proj_bias && !(v->zeros = ra_calloc((size_t)v->dim, sizeof(float))))
+        return ra_fail(RA_ERR_NOMEM, "vit: out of memory");
+    if (v->depth && !(v->blocks = calloc((size_t)v->depth, sizeof *v->blocks)))
+        return ra_fail(RA_ERR_NOMEM, "vit: out of memory");
+    ra_attn_config cfg = ra_attn_config_default(RA_ARCH_VIT_ATTENTION);
+    cfg.dim = v->dim;
+    cfg.num_heads = v->heads;
+    cfg.qkv_bias = v->qkv_bias;
+    for (int i = 0; i < v->depth; i++) {
+        vit_block *b = &v->blocks[i];
+        b->n1w = blk_get(m, i, "norm1.weight");
+        b->n1b = blk_get(m, i, "norm1.bias");
+        b->ls1 = blk_get(m, i, "ls1.gamma");
+        b->n2w = blk_get(m, i, "norm2.weight");
+        b->n2b = blk_get(m, i, "norm2.bias");
+        b->ls2 = blk_get(m, i, "ls2.gamma");
+        b->fc1w = blk_get(m, i, "mlp.fc1.weight");
+        b->fc1b = blk_get(m, i, "mlp.fc1.bias");
+        b->fc2w = blk_get(m, i, "mlp.fc2.weight");
+        b->fc2b = blk_get(m, i, "mlp.fc2.bias");
+        const float *pb = blk_get(m, i, "attn.proj.bias");
+        ra_attn_params p = {.qkv_w = blk_get(m, i, "attn.qkv.weight"),
+                            .qkv_b = blk_get(m, i, "attn.qkv.bias"),
+                            .proj_w = blk_get(m, i, "attn.proj.weight"),
+                            .proj_b = pb ? pb : v->zeros};
+        ra_status st = ra_attn_layer_create(&b->attn, &cfg, &p);
+        if (st) return st;
+    }
+    return RA_OK;
+}
+
+/* ---- position embedding resampling -------------------------------------- */
+
+/* PyTorch's antialiased cubic filter (Keys, a = -0.5), in double on the
+ * float argument as PyTorch's aa_filter. */
+static float aa_cubic(float xf) {
+    const double a = -0.5;
+    double x = xf < 0 ? -(double)xf : xf;
+    if (x < 1.0) return (float)(((a + 2.0) * x - (a + 3.0)) * x * x + 1);
+    if (x < 2.0) return (float)((((x - 5) * x + 8) * x - 4) * a);
+    return 0.0f;
+}
+
+/* One axis of interpolate(mode="bicubic", antialias=True, align_corners=
+ * False) from in to out samples: for output i, taps xmin[i] .. xmin[i] +
+ * xsize[i] - 1 with weights w[i * taps + j], computed in float as PyTorch's
+ * _compute_weights_aa. */
+typedef struct {
+    int taps;
+    int64_t *xmin, *xsize;
+    float *w;
+} aa_axis;
+
+static void aa_axis_free(aa_axis *a) {
+    free(a->xmin);
+    free(a->xsize);
+    free(a->w);
+}
+
+static ra_status aa_axis_make(aa_axis *a, int in, int out) {
+    memset(a, 0, sizeof *a);
+    const float scale = (float)in / (float)out;
+    const float support = scale >= 1.0f ? 2.0f * scale : 2.0f;   /* interp_size 4 / 2 */
+    a->taps = (int)ceilf(support) * 2 + 1;
+    a->xmin = calloc((size_t)out, sizeof *a->xmin);
+    a->xsize = calloc((size_t)out, sizeof *a->xsize);
+    a->w = calloc((size_t)out * (size_t)a->taps, sizeof *a->w);
+    if (!a->xmin || !a->xsize || !a->w) {
+        aa_axis_free(a);
+        return ra_fail(RA_ERR_NOMEM, "vit: out of memory resampling pos_embed");
+    }
+    const float invscale = scale >= 1.0f ? (float)(1.0 / scale) : 1.0f;
+    for (int i = 0; i < out; i++) {
+        const float center = (float)(scale * (i + 0.5));
+        int64_t xmin = (int64_t)(center - support + 0.5);
+        if (xmin < 0) xmin = 0;
+        int64_t xmax = (int64_t)(center + support + 0.5);
+        if (xmax > in) xmax = in;
+        int64_t xsize = xmax - xmin;
+        if (xsize > a->taps) xsize = a->taps;
+        if (xsize < 0) xsize = 0;
+        float *w = a->w + (size_t)i * a->taps, total = 0.0f;
+        for (int64_t j = 0; j < xsize; j++) {
+            w[j] = aa_cubic((float)(((float)(j + xmin) - center + 0.5) * invscale));
+            total += w[j];
+        }
+        for (int64_t j = 0; j < xsize && total != 0.0f; j++) w[j] /= total;
+        a->xmin[i] = xmin;
+        a->xsize[i] = xsize;
+    }
+    return RA_OK;
+}
+
+/* dst (n_out, C) rows with stride `step` rows between taps:
+ * dst[i] = sum_j w[i, j] * src[(xmin[i] + j) * step], accumulated in float
+ * in tap order. */
+static void aa_apply(float *dst, const float *src, const aa_axis *a, int out, int64_t step,
+                     int c) {
+    for (int i = 0; i < out; i++) {
+        const float *w = a->w + (size_t)i * a->taps;
+        float *d = dst + (int64_t)i * c;
+        const float *s0 = src + a->xmin[i] * step * c;
+        for (int k = 0; k < c; k++) d[k] = a->xsize[i] > 0 ? s0[k] * w[0] : 0.0f;
+        for (int64_t j = 1; j < a->xsize[i]; j++) {
+            const float *s = s0 + j * step * c;
+            for (int k = 0; k < c; k++) d[k] += s[k] * w[j];
+        }
+    }
+}
+
+/* out (nh * nw, C) = the (h0, w0, C) grid src resampled: width first, then
+ * height, an axis whose size does not change is copied (as PyTorch). */
+static ra_status resample_grid(float *out, const float *src, int h0, int w0, int nh, int nw,
+                               int c) {
+    aa_axis ah, aw;
+    float *tmp = ra_alloc((size_t)h0 * (size_t)nw, (size_t)c * sizeof(float));
+    if (!tmp) return ra_fail(RA_ERR_NOMEM, "vit: out of memory resampling pos_embed");
+    ra_status st = aa_axis_make(&aw, w0, nw);
+    if (st) return ra_free(tmp), st;
+    if ((st = aa_axis_make(&ah, h0, nh))) return aa_axis_free(&aw), ra_free(tmp), st;
+    if (nw == w0) memcpy(tmp, src, (size_t)h0 * nw * c * sizeof(float));
+    else
+        for (int y = 0; y < h0; y++)
+            aa_apply(tmp + (int64_t)y * nw * c, src + (int64_t)y * w0 * c, &aw, nw, 1, c);
+    if (nh == h0) memcpy(out, tmp, (size_t)nh * nw * c * sizeof(float));
+    else
+        for (int x = 0; x < nw; x++) {   /* column x: rows strided by nw */
+            for (int i = 0; i < nh; i++) {
+                const float *w = ah.w + (size_t)i * ah.taps;
+                float *d = out + ((int64_t)i * nw + x) * c;
+                const float *s0 = tmp + (ah.xmin[i] * nw + x) * c;
+                for (int k = 0; k < c; k++) d[k] = ah.xsize[i] > 0 ? s0[k] * w[0] : 0.0f;
+                for (int64_t j = 1; j < ah.xsize[i]; j++) {
+                    const float *s = s0 + j * nw * c;
+                    for (int k = 0; k < c; k++) d[k] += s[k] * w[j];
+                }
+            }
+        }
+    aa_axis_free(&aw);
+    aa_axis_free(&ah);
+    ra_free(tmp);
+    return RA_OK;
+}
+
+/* ---- forward ------------------------------------------------------------ */
+
+/* x (rows, C) += gamma (C) * a (rows, C), or x += a without gamma. */
+static void residual(float *x, const float *a, const float *gamma, int64_t rows, int c) {
+    if (!gamma) {
+        ra_add(x, x, a, rows * c);
+        return;
+    }
+    for (int64_t r = 0; r < rows; r++)
+        for (int k = 0; k < c; k++) x[r * c + k] += a[r * c + k] * gamma[k];
+}
+
+static int elems_ok(int64_t *out, int64_t a, int64_t b) {
+    return ra_mul_i64(out, a, b) && *out <= VIT_MAX_ELEMS;
+}
+
+static ra_status vit_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
+                             const float *x, int x_ndim, const int64_t *x_shape) {
+    const vit_impl *v = m->impl;
+    const int C = v->dim;
+    if (x_ndim != 4)
+        return ra_fail(RA_ERR_SHAPE, "vit takes images x (B, %d, H, W), got %d dimensions",
+                       v->in_chans, x_ndim);
+    if (x_shape[0] < 1 || x_shape[0] > INT32_MAX || x_shape[1] != v->in_chans ||
+        x_shape[2] < 1 || x_shape[2] > INT32_MAX || x_shape[3] < 1 || x_shape[3] > INT32_MAX)
+        return ra_fail(RA_ERR_SHAPE, "vit takes images x (B, %d, H, W), got (%lld, %lld, %lld, "
+                       "%lld)", v->in_chans, (long long)x_shape[0], (long long)x_shape[1],
+                       (long long)x_shape[2], (long long)x_shape[3]);
+    const int B = (int)x_shape[0], H = (int)x_shape[2], W = (int)x_shape[3], P = v->patch;
+    if (!v->dyn_pad && (H % P || W % P))
+        return ra_fail(RA_ERR_SHAPE, "vit: image %dx%d is not a multiple of the patch size %d",
+                       H, W, P);
+    if (!v->dyn_size && (H != v->img[0] || W != v->img[1]))
+        return ra_fail(RA_ERR_SHAPE, "vit: image %dx%d differs from img_size %dx%d (the model "
+                       "has dynamic_img_size false, so timm refuses it too)", H, W, v->img[0],
+                       v->img[1]);
+    int gh, gw;
+    ra_status st = ra_patch_grid(&gh, &gw, H, W, P, v->dyn_pad);
+    if (st) return st == RA_ERR_ARG ? ra_fail(RA_ERR_SHAPE, "vit: %s", ra_last_error()) : st;
+    const int64_t L = (int64_t)gh * gw, N = L + v->prefix;
+    const int64_t K = (int64_t)v->in_chans * P * P;
+    const int K_out = v->num_classes ? v->num_classes : C;
+    /* every buffer below has at most VIT_MAX_ELEMS elements (the qkv
+     * projection, rows x 3C, is the attention layer's own bound) */
+    int64_t rows = 0, e_x = 0, e_h = 0, e_cols = 0, tmp = 0;
+    if (N > INT32_MAX || !elems_ok(&rows, B, N) || !elems_ok(&tmp, rows, 3 * (int64_t)C) ||
+        !elems_ok(&e_x, rows, C) || !elems_ok(&e_h, rows, v->hidden) ||
+        !elems_ok(&e_cols, (int64_t)B * L, K) || !elems_ok(&tmp, rows, K_out) ||
+        !elems_ok(&tmp, L + v->prefix, C) ||
+        !elems_ok(&tmp, (int64_t)B * v->in_chans, (int64_t)H * W))
+        return ra_fail(RA_ERR_SHAPE, "vit: input (%d, %d, %d, %d) is too large", B,
+                       v->in_chans, H, W);
+    const int64_t outer = v->pool == POOL_NONE ? rows : B;   /* rows of the head */
+
+    /* scratch: tokens X, normalised Hn, branch A (rows, C); MLP hidden
+     * (rows, hidden); LayerNorm statistics; patch columns; pos_embed */
+    float *X = ra_alloc((size_t)e_x, sizeof(float));
+    float *Hn = ra_alloc((size_t)e_x, sizeof(float));
+    float *A = ra_alloc((size_t)e_x, sizeof(float));
+    float *M = ra_alloc((size_t)e_h, sizeof(float));
+    float *mean = ra_alloc((size_t)rows, sizeof(float));
+    float *rstd = ra_alloc((size_t)rows, sizeof(float));
+    float *cols = ra_alloc((size_t)e_cols, sizeof(float));
+    float *pooled = ra_alloc((size_t)outer, (size_t)C * sizeof(float));
+    float *out = ra_alloc((size_t)outer, (size_t)K_out * sizeof(float));
+    float *pos_rs = NULL;
+    if (!X || !Hn || !A || !M || !mean || !rstd || !cols || !pooled || !out) {
+        st = ra_fail(RA_ERR_NOMEM, "vit: out of memory for a batch of %d images of %dx%d", B,
+                     H, W);
+        goto done;
+    }
+
+    /* position embedding for this grid: resampled (dynamic_img_size) when
+     * the grid differs, except timm's shortcut for a square grid with the
+     * same number of tokens */
+    const float *pos = v->pos;
+    const int pos_prefix = v->no_embed_class ? 0 : v->prefix;
+    const int64_t L0 = (int64_t)v->grid[0] * v->grid[1];
+    if (pos && !(gh == v->grid[0] && gw == v->grid[1]) && !(L == L0 && gh == gw)) {
+        if (!(pos_rs = ra_alloc((size_t)(pos_prefix + L), (size_t)C * sizeof(float)))) {
+            st = ra_fail(RA_ERR_NOMEM, "vit: out of memory resampling pos_embed");
+            goto done;
+        }
+        memcpy(pos_rs, v->pos, (size_t)pos_prefix * C * sizeof(float));
+        st = resample_grid(pos_rs + (int64_t)pos_prefix * C, v->pos + (int64_t)pos_prefix * C,
+                           v->grid[0], v->grid[1], gh, gw, C);
+        if (st) goto done;
+        pos = pos_rs;
+    }
+
+    /* tokens: [cls, reg..., patches] + pos_embed */
+    st = ra_patch_embed_forward(A, cols, x, v->pe_w, v->pe_b, B, v->in_chans, H, W, P, C,
+                                v->dyn_pad);
+    if (st) goto done;
+    for (int b = 0; b < B; b++) {
+        float *xb = X + (int64_t)b * N * C;
+        if (v->class_token) memcpy(xb, v->cls, (size_t)C * sizeof(float));
+        if (v->reg_tokens)
+            memcpy(xb + (int64_t)v->class_token * C, v->reg,
+                   (size_t)v->reg_tokens * C * sizeof(float));
+        memcpy(xb + (int64_t)v->prefix * C, A + (int64_t)b * L * C, (size_t)(L * C) * sizeof(float));
+        if (pos) {
+            float *dst = v->no_embed_class ? xb + (int64_t)v->prefix * C : xb;
+            ra_add(dst, dst, pos, (v->no_embed_class ? L : N) * C);
+        }
+    }
+    if (v->pre_norm) ra_layernorm_forward(X, mean, rstd, X, v->pre_w, v->pre_b, rows, C, VIT_EPS);
+
+    for (int i = 0; i < v->depth; i++) {
+        const vit_block *bk = &v->blocks[i];
+        ra_layernorm_forward(Hn, mean, rstd, X, bk->n1w, bk->n1b, rows, C, VIT_EPS);
+        st = ra_attn_layer_forward(bk->attn, A, NULL, Hn, NULL, B, (int)N, (int)N, NULL, 0);
+        if (st) goto done;
+        residual(X, A, bk->ls1, rows, C);
+        ra_layernorm_forward(Hn, mean, rstd, X, bk->n2w, bk->n2b, rows, C, VIT_EPS);
+        ra_linear_forward(M, Hn, bk->fc1w, bk->fc1b, rows, v->hidden, C);
+        ra_gelu_forward(M, M, e_h);
+        ra_linear_forward(A, M, bk->fc2w, bk->fc2b, rows, C, v->hidden);
+        residual(X, A, bk->ls2, rows, C);
+    }
+    if (v->norm_w) ra_layernorm_forward(X, mean, rstd, X, v->norm_w, v->norm_b, rows, C, VIT_EPS);
+
+    /* pooling */
+    const int64_t skip = v->pool_prefix ? 0 : v->prefix, n_pool = N - skip;
+    if (v->pool == POOL_NONE) {
+        memcpy(pooled, X, (size_t)e_x * sizeof(float));
+    } else if (v->pool == POOL_TOKEN) {
+        for (int b = 0; b < B; b++)
+            memcpy(pooled + (int64_t)b * C, X + (int64_t)b * N * C, (size_t)C * sizeof(float));
+    } else {
+        for (int b = 0; b < B; b++) {
+            const float *xb = X + ((int64_t)b * N + skip) * C;
+            float *pb = pooled + (int64_t)b * C;
+            if (v->pool != POOL_MAX) ra_mean_tokens_forward(pb, xb, 1, n_pool, C);
+            if (v->pool == POOL_AVG) continue;
+            for (int k = 0; k < C; k++) {
+                float mx = xb[k];
+                for (int64_t t = 1; t < n_pool; t++) {
+                    const float e = xb[t * C + k];
+                    if (e > mx || isnan(e)) mx = e;   /* amax propagates NaN */
+                    if (isnan(mx)) break;
+                }
+                pb[k] = v->pool == POOL_MAX ? mx : 0.5f * (mx + pb[k]);
+            }
+        }
+    }
+    if (v->fcn_w)
+        ra_layernorm_forward(pooled, mean, rstd, pooled, v->fcn_w, v->fcn_b, outer, C, VIT_EPS);
+    if (v->num_classes)
+        ra_linear_forward(out, pooled, v->head_w, v->head_b, outer, v->num_classes, C);
+    else
+        memcpy(out, pooled, (size_t)outer * C * sizeof(float));
+
+    *y = out;
+    out = NULL;
+    if (v->pool == POOL_NONE) {
+        *y_ndim = 3;
+        y_shape[0] = B, y_shape[1] = N, y_shape[2] = K_out;
+    } else {
+        *y_ndim = 2;
+        y_shape[0] = B, y_shape[1] = K_out;
+    }
+done:
+    ra_free(X);
+    ra_free(Hn);
+    ra_free(A);
+    ra_free(M);
+    ra_free(mean);
+    ra_free(rstd);
+    ra_free(cols);
+    ra_free(pooled);
+    ra_free(out);
+    ra_free(pos_rs);
+    return st;
+}
+
+const ra_arch_ops ra_vit_ops = {.name = "vit",
+                                .arch = RA_ARCH_VIT,
+                                .declare = vit_declare,
+                                .canonical = vit_canonical,
+                                .detect = vit_detect,
+                                .build = vit_build,
+                                .destroy = vit_destroy,
+                                .forward = vit_forward};
