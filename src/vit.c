@@ -741,7 +741,18 @@ done:
     return st;
 }
 
-const ra_arch_ops ra_vit_ops = {.name = "vit",
+/* Multiply-adds of one image, counted like the Swin authors' flops():
+ * patch embedding, per block qkv + q·k^T + p·v + proj + MLP, the head. */
+static int64_t vit_flops(const ra_model *m, int h, int w) {
+    const vit_impl *v = m->impl;
+    const int64_t C = v->dim, P = v->patch;
+    const int64_t np = (int64_t)((h + P - 1) / P) * ((w + P - 1) / P), n = np + v->prefix;
+    int64_t f = np * C * v->in_chans * P * P;
+    f += v->depth * (n * C * 3 * C + 2 * n * n * C + n * C * C + 2 * n * C * v->hidden);
+    return f + C * v->num_classes;
+}
+
+const ra_arch_ops ra_vit_ops = {.flops = vit_flops, .name = "vit",
                                 .arch = RA_ARCH_VIT,
                                 .declare = vit_declare,
                                 .canonical = vit_canonical,
