@@ -820,9 +820,10 @@ static int cmd_resize(int argc, char **argv) {
     ra_status st = ra_model_load(&m, pos[0]);
     if (st) return lib_fail(st);
     const ra_arch arch = ra_model_arch(m);
-    const char *ws = ra_model_meta(m, "window_size");
+    char ws[64] = "";   /* a copy: the model's metadata goes with it */
+    if (ra_model_meta(m, "window_size")) snprintf(ws, sizeof ws, "%s", ra_model_meta(m, "window_size"));
     int ok = (arch == RA_ARCH_WINDOW_ATTENTION || arch == RA_ARCH_SWIN_BLOCK || arch == RA_ARCH_SWIN) &&
-             ws && parse_window(from, ws);
+             ws[0] && parse_window(from, ws);
     ra_model_free(m);
     if (!ok) return fail(EX_DATAERR, "resize works on window_attention, swin_block and swin "
                          "files with a window_size");
