@@ -1,7 +1,15 @@
 /* bench.c - attention throughput: GFLOP/s of relattn's kernels, as a
- * fraction of this machine's FMA peak measured in the same run.
+ * fraction of this machine's FMA peak measured in the same run; and whole
+ * networks (torchvision swin_t and vit_b_16 at 224x224) in images/s.
  *
- *   bench/bench [--threads N] [--reps R]
+ *   bench/bench [--threads N] [--reps R] [--what all|layers|nets]
+ *               [--models DIR] [--batches 1,8]
+ *
+ * Networks: DIR (or $RELATTN_BENCH_MODELS) holds swin_t.safetensors and
+ * vit_b_16.safetensors as tools/export.py writes them (bench/run.sh does);
+ * a missing file is skipped with a note. Each forward of a batch of random
+ * images is timed (one warm-up run, then the median of R); flops are the
+ * Swin authors' multiply-add count (ra_model_flops) x 2 per image.
  *
  * For each shape it times the attention core (q·k^T, softmax, p·v, with the
  * relative position bias) and the whole layer (qkv and proj projections
@@ -185,11 +193,76 @@ static result bench_shape(const shape *s, int reps) {
     return res;
 }
 
+/* ---- networks ------------------------------------------------------------ */
+
+static const char *const nets[] = {"swin_t", "vit_b_16"};
+
+/* Forward of a batch of b random 224x224 images, R timed runs (median). */
+static void bench_net(const char *dir, const char *name, const int *batches, int nb, int reps,
+                      double peak) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.safetensors", dir, name);
+    ra_model *m = NULL;
+    if (ra_model_load(&m, path)) {
+        printf("%-40s skipped: %s\n", name, ra_last_error());
+        return;
+    }
+    const double flops1 = 2.0 * (double)ra_model_flops(m, 224, 224);
+    for (int i = 0; i < nb; i++) {
+        const int b = batches[i];
+        const int64_t xs[4] = {b, 3, 224, 224};
+        unsigned seed = 11;
+        float *x = randn((size_t)b * 3 * 224 * 224, 2, &seed);
+        double t[64];
+        int ok = 1;
+        for (int r = -1; r < reps && ok; r++) {
+            float *y = NULL;
+            int nd;
+            int64_t ys[4];
+            const double t0 = now();
+            ok = ra_model_forward(m, &y, &nd, ys, x, 4, xs) == RA_OK;
+            const double t1 = now();
+            free(y);
+            if (r >= 0) t[r] = t1 - t0;
+        }
+        free(x);
+        char label[64];
+        snprintf(label, sizeof label, "net %s (B=%d 224x224)", name, b);
+        if (!ok) {
+            printf("%-40s failed: %s\n", label, ra_last_error());
+            continue;
+        }
+        const double s = median(t, reps), ips = b / s;
+        printf("%-40s %-6s %10.2f %10.1f %10.2f %9.1f%%   images/s ms GFLOP/s peak\n", label,
+               ra_kernel_name(ra_kernel_current()), ips, 1e3 * s, ips * flops1 * 1e-9,
+               peak > 0 ? 100 * ips * flops1 * 1e-9 / peak : 0.0);
+    }
+    ra_model_free(m);
+}
+
 int main(int argc, char **argv) {
-    int threads = 0, reps = 9;
+    int threads = 0, reps = 9, batches[8] = {1, 8}, nb = 2;
+    const char *what = "all", *models = getenv("RELATTN_BENCH_MODELS");
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--what")) what = argv[i + 1];
+        else if (!strcmp(argv[i], "--models")) models = argv[i + 1];
+        else if (!strcmp(argv[i], "--batches")) {
+            nb = 0;
+            for (char *p = argv[i + 1]; *p && nb < 8;) {
+                const long v = strtol(p, &p, 10);
+                if (v > 0) batches[nb++] = (int)v;
+                if (*p) p++;
+            }
+        } else {
+            fprintf(stderr, "bench: unknown option %s\n", argv[i]);
+            return 64;
+        }
+    }
+    if (strcmp(what, "all") && strcmp(what, "layers") && strcmp(what, "nets")) {
+        fprintf(stderr, "bench: --what all|layers|nets\n");
+        return 64;
     }
     if (threads > 0) ra_threads_set(threads);
     threads = ra_threads_get();
@@ -202,6 +275,16 @@ int main(int argc, char **argv) {
     printf("BLAS kernel set: %s (OPENBLAS_CORETYPE=%s)\n", openblas_get_corename(),
            getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "unset");
     printf("FMA peak (%s, measured): %.1f GFLOP/s\n\n", isa, peak);
+    if (reps > 64) reps = 64;
+    if (strcmp(what, "layers")) {
+        printf("%-40s %-6s %10s %10s %10s %10s\n", "network", "kernel", "images/s", "ms",
+               "GFLOP/s", "of peak");
+        if (!models) printf("(no --models DIR or RELATTN_BENCH_MODELS: networks skipped)\n");
+        for (size_t i = 0; models && i < sizeof nets / sizeof nets[0]; i++)
+            bench_net(models, nets[i], batches, nb, reps, peak);
+        printf("\n");
+    }
+    if (!strcmp(what, "nets")) return 0;
     printf("%-40s %-6s %10s %10s %10s %10s\n", "shape", "kernel", "core fwd", "core bwd",
            "layer fwd", "layer bwd");
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)

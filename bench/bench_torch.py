@@ -1,14 +1,35 @@
 """The PyTorch side of bench/bench.c: the same shapes, the same flop counts,
-the seeds' modules (tools/make_fixtures.py), float32 on the CPU.
+the seeds' modules (tools/make_fixtures.py), float32 on the CPU; and the
+same networks (torchvision swin_t and vit_b_16 with the weights of the files
+in --models DIR, as tools/export.py writes them) in images/s.
 
     /usr/bin/python3 bench/bench_torch.py [--threads N] [--reps R]
+        [--what all|layers|nets] [--models DIR] [--batches 1,8]
 """
 import argparse
 import os
 import sys
 import time
 
-import torch
+
+def _early_threads(argv):
+    """--threads N from the command line, before torch is imported."""
+    for i, a in enumerate(argv):
+        if a == "--threads" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--threads="):
+            return a.split("=", 1)[1]
+    return None
+
+
+# torch.set_num_threads sizes PyTorch's OpenMP pool but not OpenBLAS's own
+# pthread pool, which PyTorch's products run on: without this, "1 thread"
+# would still multiply on every core. relattn's bench tells OpenBLAS the
+# same number (ra_threads_set).
+if _early_threads(sys.argv[1:]) and "OPENBLAS_NUM_THREADS" not in os.environ:
+    os.environ["OPENBLAS_NUM_THREADS"] = _early_threads(sys.argv[1:])
+
+import torch  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 from make_fixtures import Attention, WindowAttention, shift_mask_2d  # noqa: E402
@@ -36,13 +57,76 @@ def timed(fn, reps):
     return median(ts)
 
 
+NETS = ["swin_t", "vit_b_16"]
+
+
+def net_flops(name, model):
+    """Multiply-adds of one 224x224 image, counted as relattn's
+    ra_model_flops (SwinTransformer.flops() of the Swin authors)."""
+    if name == "vit_b_16":
+        C, P, n_p = 768, 16, (224 // 16) ** 2
+        n, depth, hidden = n_p + 1, 12, 3072
+        return (n_p * C * 3 * P * P + depth * (n * C * 3 * C + 2 * n * n * C + n * C * C
+                                               + 2 * n * C * hidden) + C * 1000)
+    # swin_t: patch embedding + norm, blocks, patch merging, final norm, head
+    E, P, depths, win = 96, 4, [2, 2, 6, 2], 7
+    g = 224 // P
+    L0 = g * g
+    f = L0 * E * 3 * P * P + L0 * E
+    C = E
+    for s, d in enumerate(depths):
+        L = g * g
+        wg = -(-g // win) * win
+        nw, N = (wg // win) ** 2, win * win
+        attn = N * C * 3 * C + 2 * N * N * C + N * C * C
+        f += d * (2 * C * L + nw * attn + 2 * L * C * 4 * C)
+        if s < len(depths) - 1:
+            f += g * g * C + ((g + 1) // 2) ** 2 * 4 * C * 2 * C
+            g, C = (g + 1) // 2, C * 2
+    return f + (C * L0 >> len(depths)) + C * 1000
+
+
+def bench_nets(a):
+    import torchvision
+    import st
+    print("%-40s %-6s %10s %10s %10s" % ("network", "kernel", "images/s", "ms", "GFLOP/s"))
+    if not a.models:
+        print("(no --models DIR or RELATTN_BENCH_MODELS: networks skipped)")
+        return
+    for name in NETS:
+        path = os.path.join(a.models, name + ".safetensors")
+        if not os.path.exists(path):
+            print("%-40s skipped: %s is missing" % (name, path))
+            continue
+        tensors, _ = st.read(path)
+        model = getattr(torchvision.models, name)()
+        model.load_state_dict({k: torch.from_numpy(v) for k, v in tensors.items()})
+        model.eval()
+        for b in a.batches:
+            x = torch.randn(b, 3, 224, 224)
+            with torch.no_grad():
+                t = timed(lambda: model(x), a.reps)
+            label = "net %s (B=%d 224x224)" % (name, b)
+            print("%-40s %-6s %10.2f %10.1f %10.2f   images/s ms GFLOP/s" % (
+                label, "torch", b / t, 1e3 * t, b / t * 2 * net_flops(name, model) * 1e-9))
+    print()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--what", choices=("all", "layers", "nets"), default="all")
+    ap.add_argument("--models", default=os.environ.get("RELATTN_BENCH_MODELS"))
+    ap.add_argument("--batches", default="1,8")
     a = ap.parse_args()
+    a.batches = [int(v) for v in a.batches.split(",") if v]
     torch.set_num_threads(a.threads)
     print("torch %s: %d threads, median of %d runs" % (torch.__version__, a.threads, a.reps))
+    if a.what != "layers":
+        bench_nets(a)
+    if a.what == "nets":
+        return
     print("%-40s %-6s %10s %10s %10s %10s" % ("shape", "kernel", "core fwd", "core bwd",
                                                "layer fwd", "layer bwd"))
     torch.manual_seed(0)

@@ -330,6 +330,37 @@ static ra_status put(ra_st_writer *w, ra_status st, const char *name, const floa
     return st ? st : ra_st_writer_add(w, name, RA_DTYPE_F32, ndim, shape, data);
 }
 
+/* A 3-D window block over a batch of clips: x (B, D, H, W, C) and, for a
+ * cross block, kv (B, D2, H, W, C); y (B, D, H, W, C). */
+static int clips_forward(const ra_model *m, const ra_st_tensor *t,
+                         const ra_st_tensor *tkv, const char *outp) {
+    if (t->ndim != 5 || (tkv && (tkv->ndim != 5 || tkv->shape[0] != t->shape[0] ||
+                                 tkv->shape[2] != t->shape[2] || tkv->shape[3] != t->shape[3] ||
+                                 tkv->shape[4] != t->shape[4])))
+        return fail(EX_DATAERR, "swin_block_3d takes x (B, D, H, W, C) and kv (B, D2, H, W, C)");
+    for (int d = 0; d < 5; d++)
+        if (t->shape[d] < 1 || t->shape[d] > INT_MAX || (tkv && (tkv->shape[d] < 1 || tkv->shape[d] > INT_MAX)))
+            return fail(EX_DATAERR, "input tensors have an empty or huge dimension");
+    float *x = malloc((size_t)t->numel * sizeof *x), *y = malloc((size_t)t->numel * sizeof *y);
+    float *kv = tkv ? malloc((size_t)tkv->numel * sizeof *kv) : NULL;
+    ra_st_writer *w = ra_st_writer_new();
+    int code = EX_OK;
+    ra_status st = RA_OK;
+    if (!x || !y || (tkv && !kv) || !w) code = fail(EX_SOFTWARE, "out of memory");
+    if (!code) st = ra_st_to_f32(x, t);
+    if (!code && !st && kv) st = ra_st_to_f32(kv, tkv);
+    if (!code && !st)
+        st = ra_swin_block_3d_forward(m, y, x, kv, (int)t->shape[0], (int)t->shape[1],
+                                      (int)t->shape[2], (int)t->shape[3]);
+    if (!code && !st) st = ra_st_writer_add(w, "y", RA_DTYPE_F32, 5, t->shape, y);
+    if (!code && !st) st = ra_st_writer_meta(w, "arch", ra_arch_name(ra_model_arch(m)));
+    if (!code && !st) st = ra_st_writer_save(w, outp);
+    if (!code && st) code = lib_fail(st);
+    ra_st_writer_free(w);
+    free(x), free(y), free(kv);
+    return code;
+}
+
 /* A network (swin_block, swin, vit): INPUT holds x only; OUT gets y. */
 static int network_forward(ra_model *m, const char *input, const char *outp) {
     ra_st_file *in = NULL;
@@ -338,16 +369,22 @@ static int network_forward(ra_model *m, const char *input, const char *outp) {
     int code = EX_OK;
     ra_status st = ra_st_open(&in, input);
     if (st) { code = lib_fail(st); goto done; }
-    const ra_st_tensor *t = ra_st_find(in, "x");
+    const ra_st_tensor *t = ra_st_find(in, "x"), *tkv = ra_st_find(in, "kv");
+    const int is3d = ra_model_arch(m) == RA_ARCH_SWIN_BLOCK_3D;
     for (int i = 0; i < ra_st_count(in); i++)
-        if (strcmp(ra_st_at(in, i)->name, "x") && strcmp(ra_st_at(in, i)->name, "dy")) {
+        if (strcmp(ra_st_at(in, i)->name, "x") && strcmp(ra_st_at(in, i)->name, "dy") &&
+            !(is3d && strcmp(ra_st_at(in, i)->name, "kv") == 0)) {
             code = fail(EX_DATAERR, "unexpected input tensor '%.80s' for %s", ra_st_at(in, i)->name,
                         ra_arch_name(ra_model_arch(m)));
             goto done;
         }
     if (!t) { code = fail(EX_DATAERR, "input has no tensor 'x'"); goto done; }
-    if (t->ndim < 2 || t->ndim > 4) {
+    if (t->ndim < 2 || t->ndim > (is3d ? 5 : 4)) {
         code = fail(EX_DATAERR, "input tensor 'x' has %d dims", t->ndim);
+        goto done;
+    }
+    if (is3d && (t->ndim == 5 || tkv)) {   /* clips (B, D, H, W, C), kv frames apart */
+        code = clips_forward(m, t, tkv, outp);
         goto done;
     }
     for (int d = 0; d < t->ndim; d++)

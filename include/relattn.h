@@ -269,7 +269,8 @@ typedef enum ra_arch {
     RA_ARCH_SHAW_ATTENTION,      /* Shaw et al. 2018 (seeds 000, 003)    */
     RA_ARCH_SWIN_BLOCK,          /* SwinTransformerBlock                 */
     RA_ARCH_SWIN,                /* SwinTransformer (classification)     */
-    RA_ARCH_VIT                  /* timm VisionTransformer               */
+    RA_ARCH_VIT,                 /* timm VisionTransformer               */
+    RA_ARCH_SWIN_BLOCK_3D        /* Video Swin / RSTT 3-D window block   */
 } ra_arch;
 
 /* Name as in the model file's "arch" metadata, or NULL. */
@@ -710,13 +711,33 @@ int64_t ra_model_flops(const ra_model *m, int h, int w);
  * 3.1), "timm" or "torchvision". */
 const char *ra_model_scheme(const ra_model *m);
 
-/* Run a network model (swin_block, swin, vit):
+/* Run a network model (swin_block, swin, vit, swin_block_3d):
  *   swin_block  x (B, H*W, C) or (B, H, W, C) -> y of the same shape
+ *   swin_block_3d  one clip x (D, H, W, C): see ra_swin_block_3d_forward
  *   swin, vit   x (B, C_in, H, W) images      -> y (B, num_classes) logits
  * *y is allocated by the library (free with free()); its shape is written.
  * RA_ERR_ARG for an attention-layer model (use ra_attn_layer_forward). */
 ra_status ra_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                            const float *x, int x_ndim, const int64_t *x_shape);
+
+/* swin_block_3d (src/swin3d.c): a pre-norm 3-D window block over video
+ * tokens, Video Swin's SwinTransformerBlock3D (self-attention in
+ * (Wd, Wh, Ww) windows) or, when the metadata has num_frames_q and
+ * num_frames_kv, an RSTT-style cross block: its D1 query frames attend to
+ * D2 key/value frames (normalised by their own norm_kv) in windows that
+ * hold every frame. Semantics in full at the top of src/swin3d.c.
+ *   self   x (B, D, H, W, C), kv NULL           -> y (B, D, H, W, C)
+ *   cross  x (B, D1, H, W, C) with d == D1,
+ *          kv (B, D2, H, W, C)                  -> y (B, D1, H, W, C)
+ * y is the caller's and may alias x (not kv). ra_model_forward takes one
+ * clip without the batch axis (its output shape has at most 4 axes):
+ * x (D, H, W, C) -> y (D, H, W, C) for a self block, and for a cross block
+ * x (D1 + D2, H, W, C), the query frames then the key/value frames
+ * concatenated along D -> y (D1, H, W, C).
+ * RA_ERR_ARG if m is not a swin_block_3d model or an argument is NULL,
+ * RA_ERR_SHAPE for inputs that do not fit it. */
+ra_status ra_swin_block_3d_forward(const ra_model *m, float *y, const float *x,
+                                   const float *kv, int b, int d, int h, int w);
 
 /* The parameters, in a fixed order, as one flat F32 buffer of
  * ra_model_param_total() floats; each has its state_dict() name. Changing

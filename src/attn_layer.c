@@ -7,6 +7,7 @@
  * The core reads q, k and v in place from the projection's output through
  * row strides: no permute, no copy. */
 #include "internal.h"
+#include "infer.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -34,14 +35,15 @@ static const char *arch_names[] = {
     [RA_ARCH_SWIN_BLOCK] = "swin_block",
     [RA_ARCH_SWIN] = "swin",
     [RA_ARCH_VIT] = "vit",
+    [RA_ARCH_SWIN_BLOCK_3D] = "swin_block_3d",
 };
 
 const char *ra_arch_name(ra_arch a) {
-    return (a > RA_ARCH_NONE && a <= RA_ARCH_VIT) ? arch_names[a] : NULL;
+    return (a > RA_ARCH_NONE && a <= RA_ARCH_SWIN_BLOCK_3D) ? arch_names[a] : NULL;
 }
 
 ra_arch ra_arch_from_name(const char *name) {
-    for (int a = RA_ARCH_VIT_ATTENTION; name && a <= RA_ARCH_VIT; a++)
+    for (int a = RA_ARCH_VIT_ATTENTION; name && a <= RA_ARCH_SWIN_BLOCK_3D; a++)
         if (strcmp(name, arch_names[a]) == 0) return (ra_arch)a;
     return RA_ARCH_NONE;
 }
@@ -174,18 +176,21 @@ typedef struct {
     const float *q, *k, *v;
     int ldq, ldkv;
     int64_t rows1, rows2;
+    size_t nq, nkv, no, nfloats;   /* floats of the scratch parts, of all of it */
+    int own;                       /* scratch allocated here */
 } pass;
 
 static void pass_end(pass *ps) {
-    ra_free(ps->scratch);
+    if (ps->own) ra_free(ps->scratch);
     ra_free(ps->rel);
 }
 
 static size_t up16(size_t n) { return (n + 15) & ~(size_t)15; }
 
-static ra_status pass_begin(pass *ps, const ra_attn_layer *l, float *attn, const float *x,
-                            const float *kv, int b_, int n1, int n2, const float *mask,
-                            int nw, int backward) {
+/* Validate, describe the core and size the scratch (ps->nfloats). */
+static ra_status pass_prepare(pass *ps, const ra_attn_layer *l, const float *x,
+                              const float *kv, int b_, int n1, int n2, const float *mask,
+                              int nw, int backward) {
     memset(ps, 0, sizeof *ps);
     if (!l || !x) return ra_fail(RA_ERR_ARG, "attention layer: NULL argument");
     if (kv && l->cfg.arch != RA_ARCH_WINDOW_ATTENTION_3D)
@@ -218,18 +223,24 @@ static ra_status pass_begin(pass *ps, const ra_attn_layer *l, float *attn, const
     ps->wbytes = ra_attention_workspace_size(d, nt);
     if (backward && ra_attention_backward_workspace_size(d, nt) > ps->wbytes)
         ps->wbytes = ra_attention_backward_workspace_size(d, nt);
-    const size_t nq = up16((size_t)ps->rows1 * (is3d ? C : 3 * C));
-    const size_t nkv = is3d ? up16((size_t)ps->rows2 * 2 * C) : 0;
-    const size_t no = up16((size_t)ps->rows1 * C);
-    const size_t nact = nq + nkv + no;
-    const size_t nf = nact * (backward ? 2 : 1) + up16((ps->wbytes + 3) / 4);
-    if (!(ps->scratch = ra_alloc(nf, sizeof(float))))
-        return pass_end(ps), ra_fail(RA_ERR_NOMEM, "attention layer: out of memory");
-    ps->qbuf = ps->scratch, ps->kvbuf = ps->qbuf + nq, ps->obuf = ps->kvbuf + nkv;
-    float *next = ps->obuf + no;
+    ps->nq = up16((size_t)ps->rows1 * (is3d ? C : 3 * C));
+    ps->nkv = is3d ? up16((size_t)ps->rows2 * 2 * C) : 0;
+    ps->no = up16((size_t)ps->rows1 * C);
+    ps->nfloats = (ps->nq + ps->nkv + ps->no) * (backward ? 2 : 1) + up16((ps->wbytes + 3) / 4);
+    return RA_OK;
+}
+
+/* Lay the scratch out (scratch: ps->nfloats floats), then project and run
+ * the core forward. */
+static ra_status pass_run(pass *ps, const ra_attn_layer *l, float *attn, const float *x,
+                          const float *kv, int backward) {
+    const int C = l->cfg.dim, is3d = l->cfg.arch == RA_ARCH_WINDOW_ATTENTION_3D;
+    const size_t nact = ps->nq + ps->nkv + ps->no;
+    ps->qbuf = ps->scratch, ps->kvbuf = ps->qbuf + ps->nq, ps->obuf = ps->kvbuf + ps->nkv;
+    float *next = ps->obuf + ps->no;
     if (backward) {
         memset(next, 0, nact * sizeof(float));   /* gradients accumulate */
-        ps->dqbuf = next, ps->dkvbuf = ps->dqbuf + nq, ps->dobuf = ps->dkvbuf + nkv;
+        ps->dqbuf = next, ps->dkvbuf = ps->dqbuf + ps->nq, ps->dobuf = ps->dkvbuf + ps->nkv;
         next += nact;
     }
     ps->work = next;
@@ -244,9 +255,19 @@ static ra_status pass_begin(pass *ps, const ra_attn_layer *l, float *attn, const
         ps->q = ps->qbuf, ps->ldq = 3 * C;
         ps->k = ps->qbuf + C, ps->v = ps->qbuf + 2 * C, ps->ldkv = 3 * C;
     }
-    st = ra_attention_forward(ps->obuf, C, attn, ps->q, ps->ldq, ps->k, ps->ldkv, ps->v,
-                              ps->ldkv, d, ps->work, ps->wbytes);
-    if (st) pass_end(ps);
+    return ra_attention_forward(ps->obuf, C, attn, ps->q, ps->ldq, ps->k, ps->ldkv, ps->v,
+                                ps->ldkv, &ps->d, ps->work, ps->wbytes);
+}
+
+static ra_status pass_begin(pass *ps, const ra_attn_layer *l, float *attn, const float *x,
+                            const float *kv, int b_, int n1, int n2, const float *mask,
+                            int nw, int backward) {
+    ra_status st = pass_prepare(ps, l, x, kv, b_, n1, n2, mask, nw, backward);
+    if (st) return st;
+    if (!(ps->scratch = ra_alloc(ps->nfloats, sizeof(float))))
+        return pass_end(ps), ra_fail(RA_ERR_NOMEM, "attention layer: out of memory");
+    ps->own = 1;
+    if ((st = pass_run(ps, l, attn, x, kv, backward))) pass_end(ps);
     return st;
 }
 
@@ -258,6 +279,48 @@ ra_status ra_attn_layer_forward(const ra_attn_layer *l, float *y, float *attn,
     ra_status st = pass_begin(&ps, l, attn, x, kv, b_, n1, n2, mask, nw, 0);
     if (st) return st;
     ra_linear_forward(y, ps.obuf, l->p.proj_w, l->p.proj_b, ps.rows1, l->cfg.dim, l->cfg.dim);
+    pass_end(&ps);
+    return RA_OK;
+}
+
+size_t ra_attn_layer_forward_ws_size(const ra_attn_layer *l, int b_, int n1, int n2) {
+    if (!l || b_ < 1 || n1 < 1 || n2 < 1 || (l->n1 && (n1 != l->n1 || n2 != l->n2)))
+        return 0;
+    const int C = l->cfg.dim, is3d = l->cfg.arch == RA_ARCH_WINDOW_ATTENTION_3D;
+    const int64_t rows1 = (int64_t)b_ * n1, rows2 = (int64_t)b_ * n2;
+    int64_t big;
+    if (!ra_mul_i64(&big, rows1 > rows2 ? rows1 : rows2, 3 * (int64_t)C) ||
+        big > ((int64_t)1 << 40))
+        return 0;
+    const ra_attn_desc d = {.b_ = b_, .nh = l->cfg.num_heads, .n1 = n1, .n2 = n2,
+                            .hd = l->hd, .table = l->idx ? l->p.table : NULL,
+                            .r = 2 * l->cfg.max_rel + 1,
+                            .rel_k = l->cfg.arch == RA_ARCH_SHAW_ATTENTION ? l->p.rel_k : NULL,
+                            .rel_v = l->cfg.arch == RA_ARCH_SHAW_ATTENTION ? l->p.rel_v : NULL};
+    const size_t wbytes = ra_attention_workspace_size(&d, ra_threads_get());
+    const size_t n = up16((size_t)rows1 * (is3d ? C : 3 * C)) +
+                     (is3d ? up16((size_t)rows2 * 2 * C) : 0) + up16((size_t)rows1 * C) +
+                     up16((wbytes + 3) / 4);
+    return n * sizeof(float);
+}
+
+ra_status ra_attn_layer_forward_ws(const ra_attn_layer *l, float *y, float *attn,
+                                   const float *x, const float *kv, int b_, int n1, int n2,
+                                   const float *mask, int nw, void *work, size_t ws,
+                                   float *res, const int32_t *map) {
+    if (!y || !work) return ra_fail(RA_ERR_ARG, "attention forward: NULL output or workspace");
+    pass ps;
+    ra_status st = pass_prepare(&ps, l, x, kv, b_, n1, n2, mask, nw, 0);
+    if (st) return st;
+    if (ws / sizeof(float) < ps.nfloats) {
+        pass_end(&ps);
+        return ra_fail(RA_ERR_ARG, "attention forward: workspace of %zu bytes, %zu needed", ws,
+                       ps.nfloats * sizeof(float));
+    }
+    ps.scratch = work;
+    if ((st = pass_run(&ps, l, attn, x, kv, 0))) return pass_end(&ps), st;
+    ra_linear_epi(y, ps.obuf, l->p.proj_w, l->p.proj_b, ps.rows1, l->cfg.dim, l->cfg.dim, 0,
+                  res, map);
     pass_end(&ps);
     return RA_OK;
 }

@@ -74,7 +74,11 @@ ra_status ra_meta_list(const ra_st_file *f, const char *key, int *out, int max, 
         if (*n >= max)
             return ra_fail(RA_ERR_FORMAT, "metadata %s = \"%.60s\" has more than %d values",
                            key, v, max);
-        if ((st = parse_int(&out[(*n)++], key, p, lo, hi))) return st;
+        if ((st = parse_int(&out[(*n)++], key, p, lo, hi))) {
+            if (strstr(ra_last_error(), "not an integer"))   /* "7,": name the whole value */
+                st = ra_fail(st, "metadata %s = \"%.60s\" is not a list of integers", key, v);
+            return st;
+        }
         if (!comma) break;
         p = comma + 1;
     }
@@ -171,7 +175,7 @@ static const ra_arch_ops *arch_ops(const char *name) {
     static const ra_arch_ops *all[] = {
         &ra_attn_arch_ops[0], &ra_attn_arch_ops[1], &ra_attn_arch_ops[2], &ra_attn_arch_ops[3],
 #ifdef RA_HAVE_NETWORKS
-        &ra_swin_block_ops, &ra_swin_ops, &ra_vit_ops,
+        &ra_swin_block_ops, &ra_swin_ops, &ra_vit_ops, &ra_swin_block_3d_ops,
 #endif
     };
     for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++)

@@ -84,6 +84,7 @@ ra_status ra_meta_float_opt(const ra_st_file *f, const char *key, float *out, in
 extern const ra_arch_ops ra_attn_arch_ops[4];   /* the four attention layers */
 #ifdef RA_HAVE_NETWORKS
 extern const ra_arch_ops ra_swin_block_ops, ra_swin_ops, ra_vit_ops;
+extern const ra_arch_ops ra_swin_block_3d_ops;
 #endif
 
 /* The attention layer of an attention-arch model (its impl). */

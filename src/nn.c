@@ -3,9 +3,13 @@
  * cross-entropy, dropout and drop-path, patch embedding and patch merging.
  * Every backward function accumulates (+=) into its gradients. */
 #include "internal.h"
+#include "infer.h"
+#include "kernels/nn_kernels.h"
+#include "kernels/gemm_kernels.h"
 
 #include <cblas.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------------ */
@@ -19,12 +23,32 @@
  * in doubles on the stack, so reductions need no workspace and give the same
  * bits whatever the number of threads. */
 #define RA_NN_COLS 16
+/* Elements per task of the element-wise loops. */
+#define RA_NN_BLOCK ((int64_t)1 << 13)
+
+/* The threads of a loop: ra_threads_get(), one below RA_NN_PAR_MIN
+ * elements. */
+static int nn_threads(int64_t work) {
+    return work >= RA_NN_PAR_MIN ? ra_threads_get() : 1;
+}
+
+/* The vectorised loops (src/kernels/nn_avx2.c) when the CPU has AVX2 and
+ * FMA, unless the kernels are forced to the scalar reference
+ * (RELATTN_KERNEL=ref or ra_kernel_select), which keeps these loops as the
+ * oracle. */
+int ra_nn_simd(void) {
+#if defined(RA_HAVE_X86_KERNELS)
+    return ra_kernel_current() != RA_KERNEL_REF && ra_kernel_supported(RA_KERNEL_AVX2);
+#else
+    return 0;
+#endif
+}
 
 /* out (N) += sum over rows of a (M, N), in double. */
 static void colsum_add(float *out, const float *a, int64_t m, int n) {
     const int chunks = (n + RA_NN_COLS - 1) / RA_NN_COLS;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (m * n >= RA_NN_PAR_MIN && chunks > 1)
+#pragma omp parallel for schedule(static) num_threads(nn_threads(m * n)) if (chunks > 1)
 #endif
     for (int t = 0; t < chunks; t++) {
         const int j0 = t * RA_NN_COLS, jn = n - j0 < RA_NN_COLS ? n - j0 : RA_NN_COLS;
@@ -41,12 +65,54 @@ static void colsum_add(float *out, const float *a, int64_t m, int n) {
 /* Linear                                                                    */
 /* ------------------------------------------------------------------------ */
 
+/* The AVX-512 product of src/kernels/gemm_avx512.c for the forward Linear
+ * layers, on CPUs with AVX-512F, unless the kernels are forced to the
+ * reference or RELATTN_GEMM=blas asks for OpenBLAS everywhere. */
+static int gemm_fast(void) {
+#if defined(RA_HAVE_X86_KERNELS) && defined(__GNUC__)
+    static _Atomic int env = -1;   /* RELATTN_GEMM read once */
+    int e = env;
+    if (e < 0) {
+        const char *v = getenv("RELATTN_GEMM");
+        env = e = !(v && strcmp(v, "blas") == 0);
+    }
+    return e && ra_kernel_current() != RA_KERNEL_REF && __builtin_cpu_supports("avx512f");
+#else
+    return 0;
+#endif
+}
+
+/* Threads of a product: one below about a million multiply-adds. */
+static int gemm_threads(int64_t m, int n, int k) {
+    return (double)m * n * k >= (double)(1 << 20) ? ra_threads_get() : 1;
+}
+
+void ra_linear_epi(float *y, const float *x, const float *w, const float *b, int64_t m, int n,
+                   int k, int gelu, float *res, const int32_t *map) {
+    if (m <= 0 || n <= 0) return;
+#ifdef RA_HAVE_X86_KERNELS
+    if (k > 0 && gemm_fast() &&
+        ra_gemm_avx512(y, n, x, k, w, k, m, n, k, b, gelu, res, n, map,
+                       gemm_threads(m, n, k)) == 0)
+        return;
+#endif
+    ra_linear_forward(y, x, w, b, m, n, k);
+    if (gelu) ra_gelu_forward(y, y, m * n);
+    if (res) ra_rows_scatter_add(res, y, map, m, n);
+}
+
 void ra_linear_forward(float *y,        /* (M, N) */
                        const float *x,  /* (M, K) */
                        const float *w,  /* (N, K) */
                        const float *b,  /* (N) or NULL */
                        int64_t m, int n, int k) {
     if (m <= 0 || n <= 0) return;
+#ifdef RA_HAVE_X86_KERNELS
+    if (k > 0 && gemm_fast() &&
+        ra_gemm_avx512(y, n, x, k, w, k, m, n, k, b, 0, NULL, 0, NULL,
+                       gemm_threads(m, n, k)) == 0)
+        return;
+#endif
     if (b)
         for (int64_t i = 0; i < m; i++) memcpy(y + i * n, b, (size_t)n * sizeof *y);
     else if (k <= 0)
@@ -90,6 +156,36 @@ void ra_linear_backward(float *dx,        /* (M, K) or NULL */
 
 /* Statistics in double, two passes (no cancellation for inputs far from 0),
  * saved as float: the backward pass recomputes xhat from them. */
+static void layernorm_row(float *yr, float *mean, float *rstd, const float *xr,
+                          const float *gamma, const float *beta, int c, float eps) {
+    double s = 0, ss = 0;
+    for (int j = 0; j < c; j++) s += xr[j];
+    const double mu = s / c;
+    for (int j = 0; j < c; j++) {
+        const double d = xr[j] - mu;
+        ss += d * d;
+    }
+    const double rs = 1.0 / sqrt(ss / c + (double)eps);
+    if (mean) *mean = (float)mu;
+    if (rstd) *rstd = (float)rs;
+    for (int j = 0; j < c; j++) {
+        double v = (xr[j] - mu) * rs;
+        if (gamma) v *= gamma[j];
+        if (beta) v += beta[j];
+        yr[j] = (float)v;
+    }
+}
+
+typedef void (*ln_row_fn)(float *, float *, float *, const float *, const float *,
+                          const float *, int, float);
+
+static ln_row_fn ln_row(void) {
+#ifdef RA_HAVE_X86_KERNELS
+    if (ra_nn_simd()) return ra_nn_layernorm_row_avx2;
+#endif
+    return layernorm_row;
+}
+
 void ra_layernorm_forward(float *y,            /* (M, C), may be x */
                           float *mean,         /* (M) saved */
                           float *rstd,         /* (M) saved */
@@ -98,28 +194,39 @@ void ra_layernorm_forward(float *y,            /* (M, C), may be x */
                           const float *beta,   /* (C) or NULL */
                           int64_t m, int c, float eps) {
     if (m <= 0 || c <= 0) return;
+    const ln_row_fn row = ln_row();
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (m * c >= RA_NN_PAR_MIN)
+#pragma omp parallel for schedule(static) num_threads(nn_threads(m * c))
+#endif
+    for (int64_t i = 0; i < m; i++)
+        row(y + i * c, mean + i, rstd + i, x + i * c, gamma, beta, c, eps);
+}
+
+void ra_layernorm_rows(float *y, const float *x, const int32_t *src, int64_t m, int c,
+                       const float *gamma, const float *beta, float eps) {
+    if (m <= 0 || c <= 0) return;
+    const ln_row_fn row = ln_row();
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(m * c))
 #endif
     for (int64_t i = 0; i < m; i++) {
-        const float *xr = x + i * c;
-        float *yr = y + i * c;
-        double s = 0, ss = 0;
-        for (int j = 0; j < c; j++) s += xr[j];
-        const double mu = s / c;
-        for (int j = 0; j < c; j++) {
-            const double d = xr[j] - mu;
-            ss += d * d;
-        }
-        const double rs = 1.0 / sqrt(ss / c + (double)eps);
-        mean[i] = (float)mu;
-        rstd[i] = (float)rs;
-        for (int j = 0; j < c; j++) {
-            double v = (xr[j] - mu) * rs;
-            if (gamma) v *= gamma[j];
-            if (beta) v += beta[j];
-            yr[j] = (float)v;
-        }
+        const int64_t r = src ? src[i] : i;
+        if (r < 0) memset(y + i * c, 0, (size_t)c * sizeof *y);
+        else row(y + i * c, NULL, NULL, x + r * c, gamma, beta, c, eps);
+    }
+}
+
+void ra_rows_scatter_add(float *x, const float *a, const int32_t *dst, int64_t m, int c) {
+    if (m <= 0 || c <= 0) return;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(m * c))
+#endif
+    for (int64_t i = 0; i < m; i++) {
+        const int64_t r = dst ? dst[i] : i;
+        if (r < 0) continue;
+        float *xr = x + r * c;
+        const float *ar = a + i * c;
+        for (int j = 0; j < c; j++) xr[j] = xr[j] + ar[j];
     }
 }
 
@@ -136,7 +243,7 @@ void ra_layernorm_backward(float *dx,            /* (M, C) or NULL */
     if (m <= 0 || c <= 0) return;
     if (dx) {
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (m * c >= RA_NN_PAR_MIN)
+#pragma omp parallel for schedule(static) num_threads(nn_threads(m * c))
 #endif
         for (int64_t i = 0; i < m; i++) {
             const float *xr = x + i * c, *gr = dy + i * c;
@@ -160,7 +267,7 @@ void ra_layernorm_backward(float *dx,            /* (M, C) or NULL */
     if (!dgamma && !dbeta) return;
     const int chunks = (c + RA_NN_COLS - 1) / RA_NN_COLS;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (m * c >= RA_NN_PAR_MIN && chunks > 1)
+#pragma omp parallel for schedule(static) num_threads(nn_threads(m * c)) if (chunks > 1)
 #endif
     for (int t = 0; t < chunks; t++) {
         const int j0 = t * RA_NN_COLS, jn = c - j0 < RA_NN_COLS ? c - j0 : RA_NN_COLS;
@@ -189,16 +296,29 @@ void ra_layernorm_backward(float *dx,            /* (M, C) or NULL */
 #define RA_SQRT1_2 0.70710678118654752440      /* 1 / sqrt(2) */
 #define RA_INV_SQRT_2PI 0.39894228040143267794 /* 1 / sqrt(2 pi) */
 
-void ra_gelu_forward(float *y,        /* (n), may be x */
-                     const float *x,  /* (n) */
-                     int64_t n) {
+static void gelu_scalar(float *y, const float *x, int64_t n) {
     const float r2 = (float)RA_SQRT1_2;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (n >= RA_NN_PAR_MIN)
-#endif
     for (int64_t i = 0; i < n; i++) {
         const float v = x[i];
         y[i] = v * 0.5f * (1.0f + erff(v * r2));
+    }
+}
+
+void ra_gelu_forward(float *y,        /* (n), may be x */
+                     const float *x,  /* (n) */
+                     int64_t n) {
+    if (n <= 0) return;
+    void (*fn)(float *, const float *, int64_t) = gelu_scalar;
+#ifdef RA_HAVE_X86_KERNELS
+    if (ra_nn_simd()) fn = ra_nn_gelu_avx2;
+#endif
+    const int64_t blocks = (n + RA_NN_BLOCK - 1) / RA_NN_BLOCK;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(n))
+#endif
+    for (int64_t t = 0; t < blocks; t++) {
+        const int64_t i0 = t * RA_NN_BLOCK;
+        fn(y + i0, x + i0, n - i0 < RA_NN_BLOCK ? n - i0 : RA_NN_BLOCK);
     }
 }
 
@@ -210,7 +330,7 @@ void ra_gelu_backward(float *dx,        /* (n), may be dy */
     const float r2 = (float)RA_SQRT1_2;
     const float beta = (float)RA_INV_SQRT_2PI;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (n >= RA_NN_PAR_MIN)
+#pragma omp parallel for schedule(static) num_threads(nn_threads(n))
 #endif
     for (int64_t i = 0; i < n; i++) {
         const float v = x[i];
@@ -225,7 +345,7 @@ void ra_add(float *y,        /* (n), may be a or b */
             const float *b,  /* (n) */
             int64_t n) {
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (n >= RA_NN_PAR_MIN)
+#pragma omp parallel for schedule(static) num_threads(nn_threads(n))
 #endif
     for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }
@@ -250,7 +370,7 @@ void ra_mean_tokens_backward(float *dx,        /* (B, N, C) */
     if (b <= 0 || n <= 0 || c <= 0) return;
     const float fn = (float)n;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if ((int64_t)b * n * c >= RA_NN_PAR_MIN)
+#pragma omp parallel for schedule(static) num_threads(nn_threads((int64_t)b * n * c))
 #endif
     for (int64_t r = 0; r < (int64_t)b * n; r++) {
         const float *g = dy + (r / n) * c;
@@ -366,7 +486,7 @@ void ra_dropout_backward(float *dx,            /* (n), may be dy */
                          int64_t n, float p) {
     const float scale = keep_scale(p);
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (n >= RA_NN_PAR_MIN)
+#pragma omp parallel for schedule(static) num_threads(nn_threads(n))
 #endif
     for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * (keep[i] ? scale : 0.0f);
 }
@@ -399,7 +519,7 @@ void ra_droppath_backward(float *dx,            /* (B, n), may be dy */
                           int b, int64_t n, float p) {
     const float scale = p == 0.0f ? 1.0f : keep_scale(p);
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if ((int64_t)b * n >= RA_NN_PAR_MIN)
+#pragma omp parallel for schedule(static) num_threads(nn_threads((int64_t)b * n))
 #endif
     for (int s = 0; s < b; s++) {
         const float f = keep[s] ? scale : 0.0f;
@@ -450,12 +570,12 @@ ra_status ra_patch_embed_forward(float *y,             /* (B, L, E) */
                                  const float *weight,  /* (E, Cin, P, P) */
                                  const float *bias,    /* (E) or NULL */
                                  int b, int cin, int h, int w, int p, int e, int pad) {
-    int gh, gw, kc;
+    int gh = 0, gw = 0, kc = 0;
     ra_status st = patch_plan("ra_patch_embed_forward", b, cin, h, w, p, e, pad, &gh, &gw, &kc);
     if (st != RA_OK) return st;
     const int64_t L = (int64_t)gh * gw, rows = (int64_t)b * L;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (rows * kc >= RA_NN_PAR_MIN)
+#pragma omp parallel for schedule(static) num_threads(nn_threads(rows * kc))
 #endif
     for (int64_t r = 0; r < rows; r++) {   /* token r: image r / L, patch r % L */
         const int64_t s = r / L;
@@ -484,7 +604,7 @@ ra_status ra_patch_embed_backward(float *dx,            /* (B, Cin, H, W) or NUL
                                   const float *cols,    /* (B, L, Cin*P*P) saved */
                                   const float *weight,  /* (E, Cin, P, P) */
                                   int b, int cin, int h, int w, int p, int e, int pad) {
-    int gh, gw, kc;
+    int gh = 0, gw = 0, kc = 0;
     ra_status st = patch_plan("ra_patch_embed_backward", b, cin, h, w, p, e, pad, &gh, &gw, &kc);
     if (st != RA_OK) return st;
     if (dx && !work)
@@ -504,7 +624,7 @@ ra_status ra_patch_embed_backward(float *dx,            /* (B, Cin, H, W) or NUL
      * those of the padding are dropped. Rows of patches in parallel. */
     const int64_t prow = (int64_t)b * gh;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (rows * kc >= RA_NN_PAR_MIN)
+#pragma omp parallel for schedule(static) num_threads(nn_threads(rows * kc))
 #endif
     for (int64_t t = 0; t < prow; t++) {
         const int64_t s = t / gh;
@@ -552,7 +672,7 @@ ra_status ra_patch_merge_forward(float *y,        /* (B, H2*W2, 4C) */
     const int h2 = (h + 1) / 2, w2 = (w + 1) / 2;
     const int64_t rows = (int64_t)b * h2;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (rows * w2 * 4 * c >= RA_NN_PAR_MIN)
+#pragma omp parallel for schedule(static) num_threads(nn_threads(rows * w2 * 4 * c))
 #endif
     for (int64_t r = 0; r < rows; r++) {
         const int64_t s = r / h2;
@@ -580,7 +700,7 @@ ra_status ra_patch_merge_backward(float *dx,        /* (B, H, W, C) */
     const int h2 = (h + 1) / 2, w2 = (w + 1) / 2;
     const int64_t rows = (int64_t)b * h2;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (rows * w2 * 4 * c >= RA_NN_PAR_MIN)
+#pragma omp parallel for schedule(static) num_threads(nn_threads(rows * w2 * 4 * c))
 #endif
     for (int64_t r = 0; r < rows; r++) {   /* each pixel has one source: no races */
         const int64_t s = r / h2;

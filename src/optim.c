@@ -39,7 +39,7 @@ ra_status ra_adamw_step(float *param,         /* (n) updated */
     const float bc2_sqrt = (float)sqrt(bc2);
     const float eps = (float)cfg->eps;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (n >= RA_OPT_PAR_MIN)
+#pragma omp parallel for schedule(static) num_threads(ra_threads_get()) if (n >= RA_OPT_PAR_MIN)
 #endif
     for (int64_t i = 0; i < n; i++) {
         const float g = grad[i];
@@ -84,7 +84,7 @@ float ra_clip_grad_norm(float *const *grads,    /* count pointers to (sizes[i]) 
         if (!g || n <= 0) continue;
         double ss = 0.0;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) reduction(+ : ss) if (n >= RA_OPT_PAR_MIN)
+#pragma omp parallel for schedule(static) reduction(+ : ss) num_threads(ra_threads_get()) if (n >= RA_OPT_PAR_MIN)
 #endif
         for (int64_t i = 0; i < n; i++) ss += (double)g[i] * g[i];
         const double nt = (float)sqrt(ss);   /* the per-tensor norm is a float */
@@ -99,7 +99,7 @@ float ra_clip_grad_norm(float *const *grads,    /* count pointers to (sizes[i]) 
         const int64_t n = sizes[t];
         if (!g || n <= 0) continue;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (n >= RA_OPT_PAR_MIN)
+#pragma omp parallel for schedule(static) num_threads(ra_threads_get()) if (n >= RA_OPT_PAR_MIN)
 #endif
         for (int64_t i = 0; i < n; i++) g[i] *= coef;
     }

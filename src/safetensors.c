@@ -299,7 +299,9 @@ static ra_status st_parse(ra_st_file *f) {
 ra_status ra_st_open(ra_st_file **out, const char *path) {
     if (!out || !path) return ra_fail(RA_ERR_ARG, "ra_st_open: NULL argument");
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO must not block the open; it is refused below as not a
+     * regular file (for regular files the flag changes nothing). */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return ra_fail(RA_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {

@@ -51,6 +51,7 @@
  * resolution); a buffer of a block that does not exist (or an attn_mask of
  * a block without shift) is an unexpected tensor. */
 #include "model_internal.h"
+#include "infer.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -66,6 +67,7 @@
 #define SWIN_MAX_WINDOW_TOKENS 4096 /* its index is N^2 int32: 64 MB */
 #define SWIN_MAX_HIDDEN (1 << 20)
 #define SWIN_MLP_CHUNK ((int64_t)1 << 22)   /* floats of MLP hidden rows at once */
+#define SWIN_MAX_GEOMS 4            /* window layouts kept per stage */
 
 typedef enum { SCHEME_OFFICIAL, SCHEME_TIMM, SCHEME_TORCHVISION } swin_scheme;
 static const char *const scheme_names[] = {"official", "timm", "torchvision"};
@@ -89,8 +91,6 @@ typedef struct swin_common {
     int has_qk_scale;
     float qk_scale;
 } swin_common;
-
-static size_t up16(size_t n) { return (n + 15) & ~(size_t)15; }
 
 /* int(dim * mlp_ratio) as Python computes it (double product, truncated). */
 static ra_status hidden_of(int dim, double ratio, int *hidden) {
@@ -196,8 +196,54 @@ static ra_window_geom blk_geom(const swin_blk *b, int h, int w) {
     return g;
 }
 
-/* One block, in place: x (B, H, W, C) -> (B, H, W, C). */
-static ra_status swin_block_forward(const swin_blk *b, float *x, int B, int H, int W) {
+/* A window layout of one forward: which token each window row reads (-1:
+ * padding) and the shifted-window mask, shared by the blocks that have
+ * this geometry (every other block of a stage). */
+typedef struct swin_geo {
+    ra_window_geom g;
+    int b;
+    int32_t *map;   /* (B*nW*N) */
+    float *mask;    /* (nW, N, N), NULL without shift */
+} swin_geo;
+
+/* One forward's workspace and its window layouts. */
+typedef struct swin_run {
+    ra_arena *a;
+    swin_geo geo[SWIN_MAX_GEOMS];
+    int ngeo;
+} swin_run;
+
+static int geom_eq(const ra_window_geom *p, const ra_window_geom *q) {
+    return p->d == q->d && p->h == q->h && p->w == q->w && p->wd == q->wd && p->wh == q->wh &&
+           p->ww == q->ww && p->sd == q->sd && p->sh == q->sh && p->sw == q->sw;
+}
+
+/* The layout of g for B maps, computed on first use (from the arena, below
+ * the blocks' own scratch, so it lives until the caller resets past it). */
+static ra_status run_geo(swin_run *r, const ra_window_geom *g, int B, const swin_geo **out) {
+    for (int i = 0; i < r->ngeo; i++)
+        if (r->geo[i].b == B && geom_eq(&r->geo[i].g, g)) return *out = &r->geo[i], RA_OK;
+    swin_geo *e = &r->geo[r->ngeo < SWIN_MAX_GEOMS ? r->ngeo++ : SWIN_MAX_GEOMS - 1];
+    const int64_t nw = ra_window_count(g), n = ra_window_tokens(g);
+    memset(e, 0, sizeof *e);
+    e->map = ra_arena_bytes(r->a, (size_t)((int64_t)B * nw * n) * sizeof(int32_t));
+    if (g->sh || g->sw) e->mask = ra_arena_floats(r->a, (size_t)(nw * n * n));
+    if (!e->map || ((g->sh || g->sw) && !e->mask))
+        return r->ngeo--, ra_fail(RA_ERR_NOMEM, "swin block: out of memory");
+    ra_status st = ra_window_rowmap(e->map, B, g);
+    if (!st && e->mask) st = ra_window_mask(e->mask, g);
+    if (st) return r->ngeo--, st;
+    e->g = *g, e->b = B;
+    *out = e;
+    return RA_OK;
+}
+
+/* One block, in place: x (B, H, W, C) -> (B, H, W, C). norm1 is computed
+ * straight into the window layout (pad, roll and partition are the row map)
+ * and the attention output goes back the same way into the residual add;
+ * the MLP runs on chunks of rows, each added to x as it is done. */
+static ra_status swin_block_forward(const swin_blk *b, float *x, int B, int H, int W,
+                                    swin_run *run) {
     const int C = b->dim, hidden = b->hidden;
     const ra_window_geom g = blk_geom(b, H, W);
     const int64_t nw = ra_window_count(&g), n = ra_window_tokens(&g);
@@ -209,43 +255,46 @@ static ra_status swin_block_forward(const swin_blk *b, float *x, int B, int H, i
     if (!ra_mul_i64(&M, (int64_t)B * H, W) || !ra_mul_i64(&nx, M, C) ||
         !ra_mul_i64(&bw, B, nw) || bw > INT_MAX || !ra_mul_i64(&nwin, bw * n, C) ||
         !ra_mul_i64(&nmask, nw * n, shifted ? n : 0) || nwin > ((int64_t)1 << 40) ||
-        nmask > ((int64_t)1 << 40))
+        nmask > ((int64_t)1 << 40) || bw * n > INT32_MAX || M > INT32_MAX)
         return ra_fail(RA_ERR_SHAPE, "swin block: %d maps of %dx%dx%d are too large", B, H, W, C);
     /* MLP rows per pass: bounded hidden activations */
     int64_t rows = SWIN_MLP_CHUNK / hidden;
     if (rows < 1) rows = 1;
     if (rows > M) rows = M;
 
-    const size_t o_t = 0, o_mean = o_t + up16((size_t)nx), o_rstd = o_mean + up16((size_t)M),
-                 o_win = o_rstd + up16((size_t)M), o_aw = o_win + up16((size_t)nwin),
-                 o_mask = o_aw + up16((size_t)nwin), o_hid = o_mask + up16((size_t)nmask),
-                 total = o_hid + up16((size_t)(rows * hidden));
-    float *s = ra_alloc(total, sizeof(float));
-    if (!s) return ra_fail(RA_ERR_NOMEM, "swin block: out of memory for %zu floats", total);
-    float *t = s + o_t, *mean = s + o_mean, *rstd = s + o_rstd, *win = s + o_win,
-          *aw = s + o_aw, *mask = shifted ? s + o_mask : NULL, *hid = s + o_hid;
-
-    ra_layernorm_forward(t, mean, rstd, x, b->n1w, b->n1b, M, C, SWIN_EPS);
-    ra_status st = ra_window_partition(win, t, B, C, &g);
-    if (!st && mask) st = ra_window_mask(mask, &g);
-    if (!st)
-        st = ra_attn_layer_forward(b->attn, aw, NULL, win, NULL, (int)bw, (int)n, (int)n, mask,
-                                   mask ? (int)nw : 0);
-    if (!st) st = ra_window_reverse(t, aw, B, C, &g);
-    if (!st) {
-        ra_add(x, x, t, nx);
-        ra_layernorm_forward(t, mean, rstd, x, b->n2w, b->n2b, M, C, SWIN_EPS);
-        for (int64_t r0 = 0; r0 < M; r0 += rows) {
-            const int64_t r = M - r0 < rows ? M - r0 : rows;
-            float *tr = t + r0 * C;
-            ra_linear_forward(hid, tr, b->fc1w, b->fc1b, r, hidden, C);
-            ra_gelu_forward(hid, hid, r * hidden);
-            ra_linear_forward(tr, hid, b->fc2w, b->fc2b, r, C, hidden);   /* rows done */
-        }
-        ra_add(x, x, t, nx);
+    const swin_geo *geo = NULL;
+    ra_status st = run_geo(run, &g, B, &geo);
+    if (st) return st;
+    const size_t mark = ra_arena_mark(run->a);
+    const size_t wsz = ra_attn_layer_forward_ws_size(b->attn, (int)bw, (int)n, (int)n);
+    float *win = ra_arena_floats(run->a, (size_t)nwin);
+    float *aw = ra_arena_floats(run->a, (size_t)nwin);
+    void *ws = ra_arena_bytes(run->a, wsz);
+    if (!win || !aw || !ws) {
+        ra_arena_reset(run->a, mark);
+        return ra_fail(RA_ERR_NOMEM, "swin block: out of memory");
     }
-    ra_free(s);
-    return st;
+
+    ra_layernorm_rows(win, x, geo->map, bw * n, C, b->n1w, b->n1b, SWIN_EPS);
+    st = ra_attn_layer_forward_ws(b->attn, aw, NULL, win, NULL, (int)bw, (int)n, (int)n,
+                                  geo->mask, geo->mask ? (int)nw : 0, ws, wsz, x, geo->map);
+    ra_arena_reset(run->a, mark);
+    if (st) return st;   /* the MLP's scratch reuses the attention's */
+    float *t = ra_arena_floats(run->a, (size_t)(rows * C));
+    float *hid = ra_arena_floats(run->a, (size_t)(rows * hidden));
+    if (!t || !hid) {
+        ra_arena_reset(run->a, mark);
+        return ra_fail(RA_ERR_NOMEM, "swin block: out of memory");
+    }
+    for (int64_t r0 = 0; r0 < M; r0 += rows) {
+        const int64_t r = M - r0 < rows ? M - r0 : rows;
+        float *xr = x + r0 * C;
+        ra_layernorm_rows(t, xr, NULL, r, C, b->n2w, b->n2b, SWIN_EPS);
+        ra_linear_epi(hid, t, b->fc1w, b->fc1b, r, hidden, C, 1, NULL, NULL);
+        ra_linear_epi(t, hid, b->fc2w, b->fc2b, r, C, hidden, 0, xr, NULL);
+    }
+    ra_arena_reset(run->a, mark);
+    return RA_OK;
 }
 
 /* Multiply-adds of a block on an H x W map, as SwinTransformerBlock.flops()
@@ -400,6 +449,7 @@ static ra_status check_mask(const ra_st_tensor *t, const swin_blk *b) {
 typedef struct swin_one {
     swin_scheme scheme;
     swin_blk b;
+    ra_arena_cache ws;   /* the forward's workspace, kept between calls */
 } swin_one;
 
 static swin_scheme block_scheme(const ra_st_file *f) {
@@ -454,6 +504,7 @@ static ra_status one_build(ra_model *m, const ra_st_file *f) {
 static void one_destroy(void *impl) {
     swin_one *o = impl;
     ra_attn_layer_free(o->b.attn);
+    ra_arena_cache_free(&o->ws);
     free(o);
 }
 
@@ -488,7 +539,10 @@ static ra_status one_forward(const ra_model *m, float **y, int *y_ndim, int64_t 
     float *out = ra_alloc((size_t)nx, sizeof *out);
     if (!out) return ra_fail(RA_ERR_NOMEM, "swin_block: out of memory");
     memcpy(out, x, (size_t)nx * sizeof *out);
-    ra_status st = swin_block_forward(b, out, (int)B, (int)H, (int)W);
+    ra_arena local;
+    swin_run run = {.a = ra_arena_begin(&((swin_one *)m->impl)->ws, &local)};
+    ra_status st = swin_block_forward(b, out, (int)B, (int)H, (int)W, &run);
+    ra_arena_end(&((swin_one *)m->impl)->ws, run.a);
     if (st) {
         ra_free(out);
         return st;
@@ -525,6 +579,7 @@ typedef struct swin_net {
     const float *pe_w, *pe_b, *pe_nw, *pe_nb, *ape_w;
     const float *ds_w[SWIN_MAX_STAGES], *ds_nw[SWIN_MAX_STAGES], *ds_nb[SWIN_MAX_STAGES];
     const float *norm_w, *norm_b, *head_w, *head_b;
+    ra_arena_cache ws;                 /* the forward's workspace, kept between calls */
 } swin_net;
 
 /* The scheme from the names: torchvision's features.*; else official or
@@ -759,16 +814,16 @@ static void net_destroy(void *impl) {
     swin_net *n = impl;
     for (int i = 0; n->blocks && i < n->nblocks; i++) ra_attn_layer_free(n->blocks[i].attn);
     free(n->blocks);
+    ra_arena_cache_free(&n->ws);
     free(n);
 }
 
 /* x (B, Cin, H, W) -> tokens (B, gh*gw, E) after the patch embedding, its
- * norm and the absolute position embedding. */
-static ra_status net_embed(const swin_net *n, float **out, int *gh, int *gw, const float *x,
-                           int B, int H, int W) {
+ * norm and the absolute position embedding; *out from the arena. */
+static ra_status net_embed(const swin_net *n, ra_arena *a, float **out, int *gh, int *gw,
+                           const float *x, int B, int H, int W) {
     const int P = n->patch, Cin = n->in_chans, E = n->embed_dim;
     const float *src = x;
-    float *crop = NULL;
     int h = H, w = W, pad = 1;
     ra_status st;
     if (n->scheme == SCHEME_TORCHVISION) {   /* Conv2d(stride P) drops the remainder */
@@ -776,69 +831,59 @@ static ra_status net_embed(const swin_net *n, float **out, int *gh, int *gw, con
         if (h < 1 || w < 1)
             return ra_fail(RA_ERR_SHAPE, "swin: a %dx%d image is smaller than a %dx%d patch", H,
                            W, P, P);
-        if (h != H || w != W) {
-            if (!(crop = ra_alloc((size_t)B * Cin * h * w, sizeof *crop)))
-                return ra_fail(RA_ERR_NOMEM, "swin: out of memory");
-            for (int64_t r = 0; r < (int64_t)B * Cin * h; r++)
-                memcpy(crop + r * w, x + ((r / h) * H + r % h) * (int64_t)W,
-                       (size_t)w * sizeof *crop);
-            src = crop;
-        }
     }
-    if ((st = ra_patch_grid(gh, gw, h, w, P, pad))) return ra_free(crop), st;
-    if (n->ape && (*gh != n->grid[0] || *gw != n->grid[1])) {
-        ra_free(crop);
+    if ((st = ra_patch_grid(gh, gw, h, w, P, pad))) return st;
+    if (n->ape && (*gh != n->grid[0] || *gw != n->grid[1]))
         return ra_fail(RA_ERR_SHAPE, "swin: absolute_pos_embed is for a %dx%d patch grid "
                        "(img_size %dx%d), the input gives %dx%d", n->grid[0], n->grid[1],
                        n->img[0], n->img[1], *gh, *gw);
-    }
     const int64_t L = (int64_t)*gh * *gw, rows = B * L;
     const int64_t kc = (int64_t)Cin * P * P;
-    float *y = ra_alloc((size_t)(rows * E), sizeof *y);
-    float *cols = ra_alloc((size_t)(rows * kc), sizeof *cols);
-    float *stats = ra_alloc((size_t)(2 * rows), sizeof *stats);
-    if (!y || !cols || !stats) st = ra_fail(RA_ERR_NOMEM, "swin: out of memory");
+    float *y = ra_arena_floats(a, (size_t)(rows * E));
+    const size_t mark = ra_arena_mark(a);
+    if (!y) return ra_fail(RA_ERR_NOMEM, "swin: out of memory");
+    if (h != H || w != W) {
+        float *crop = ra_arena_floats(a, (size_t)B * Cin * h * w);
+        if (!crop) return ra_fail(RA_ERR_NOMEM, "swin: out of memory");
+        for (int64_t r = 0; r < (int64_t)B * Cin * h; r++)
+            memcpy(crop + r * w, x + ((r / h) * H + r % h) * (int64_t)W,
+                   (size_t)w * sizeof *crop);
+        src = crop;
+    }
+    float *cols = ra_arena_floats(a, (size_t)(rows * kc));
+    if (!cols) st = ra_fail(RA_ERR_NOMEM, "swin: out of memory");
     else st = ra_patch_embed_forward(y, cols, src, n->pe_w, n->pe_b, B, Cin, h, w, P, E, pad);
     if (!st && n->patch_norm)
-        ra_layernorm_forward(y, stats, stats + rows, y, n->pe_nw, n->pe_nb, rows, E, SWIN_EPS);
+        ra_layernorm_rows(y, y, NULL, rows, E, n->pe_nw, n->pe_nb, SWIN_EPS);
     if (!st && n->ape)
         for (int b = 0; b < B; b++) ra_add(y + b * L * E, y + b * L * E, n->ape_w, L * E);
-    ra_free(cols);
-    ra_free(stats);
-    ra_free(crop);
-    if (st) ra_free(y);
-    else *out = y;
+    ra_arena_reset(a, mark);
+    if (!st) *out = y;
     return st;
 }
 
 /* x (B, H, W, C) -> (B, ceil(H/2) * ceil(W/2), 2C): gather, LayerNorm(4C),
- * Linear(4C, 2C) without bias. */
-static ra_status net_merge(const swin_net *n, int s, float **x, int B, int H, int W, int C) {
+ * Linear(4C, 2C) without bias; *x replaced by a buffer of the arena. */
+static ra_status net_merge(const swin_net *n, ra_arena *a, int s, float **x, int B, int H,
+                           int W, int C) {
     const int64_t rows = (int64_t)B * ((H + 1) / 2) * ((W + 1) / 2);
-    float *cat = ra_alloc((size_t)(rows * 4 * C), sizeof *cat);
-    float *y = ra_alloc((size_t)(rows * 2 * C), sizeof *y);
-    float *stats = ra_alloc((size_t)(2 * rows), sizeof *stats);
-    ra_status st = cat && y && stats ? RA_OK : ra_fail(RA_ERR_NOMEM, "swin: out of memory");
+    float *y = ra_arena_floats(a, (size_t)(rows * 2 * C));
+    const size_t mark = ra_arena_mark(a);
+    float *cat = ra_arena_floats(a, (size_t)(rows * 4 * C));
+    ra_status st = cat && y ? RA_OK : ra_fail(RA_ERR_NOMEM, "swin: out of memory");
     if (!st) st = ra_patch_merge_forward(cat, *x, B, H, W, C);
     if (!st) {
-        ra_layernorm_forward(cat, stats, stats + rows, cat, n->ds_nw[s], n->ds_nb[s], rows,
-                             4 * C, SWIN_EPS);
+        ra_layernorm_rows(cat, cat, NULL, rows, 4 * C, n->ds_nw[s], n->ds_nb[s], SWIN_EPS);
         ra_linear_forward(y, cat, n->ds_w[s], NULL, rows, 2 * C, 4 * C);
+        *x = y;
     }
-    ra_free(cat);
-    ra_free(stats);
-    if (st) {
-        ra_free(y);
-        return st;
-    }
-    ra_free(*x);
-    *x = y;
-    return RA_OK;
+    ra_arena_reset(a, mark);
+    return st;
 }
 
 static ra_status net_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                              const float *x, int x_ndim, const int64_t *x_shape) {
-    const swin_net *n = m->impl;
+    swin_net *n = m->impl;
     if (x_ndim != 4 || x_shape[1] != n->in_chans)
         return ra_fail(RA_ERR_SHAPE, "swin takes images x (B, %d, H, W)", n->in_chans);
     const int64_t B = x_shape[0], H = x_shape[2], W = x_shape[3];
@@ -852,40 +897,40 @@ static ra_status net_forward(const ra_model *m, float **y, int *y_ndim, int64_t 
     if (!ra_mul_i64(&big, B, per) || !ra_mul_i64(&big, big, wide) || big > ((int64_t)1 << 40))
         return ra_fail(RA_ERR_SHAPE, "swin: input too large");
 
-    float *t = NULL;
+    ra_arena local;
+    swin_run run = {.a = ra_arena_begin(&n->ws, &local)};
+    float *t = NULL, *out = NULL;
     int h = 0, w = 0;
-    ra_status st = net_embed(n, &t, &h, &w, x, (int)B, (int)H, (int)W);
+    ra_status st = net_embed(n, run.a, &t, &h, &w, x, (int)B, (int)H, (int)W);
     int C = n->embed_dim;
     for (int s = 0; s < n->nstages && !st; s++) {
+        const size_t mark = ra_arena_mark(run.a);   /* the stage's window layouts */
+        run.ngeo = 0;
         for (int j = 0; j < n->depths[s] && !st; j++)
-            st = swin_block_forward(&n->blocks[n->first[s] + j], t, (int)B, h, w);
+            st = swin_block_forward(&n->blocks[n->first[s] + j], t, (int)B, h, w, &run);
+        ra_arena_reset(run.a, mark);
+        run.ngeo = 0;
         if (s < n->nstages - 1 && !st) {
-            st = net_merge(n, s, &t, (int)B, h, w, C);
+            st = net_merge(n, run.a, s, &t, (int)B, h, w, C);
             h = (h + 1) / 2, w = (w + 1) / 2, C *= 2;
         }
     }
     const int64_t L = (int64_t)h * w, rows = B * L;
-    float *stats = NULL, *pooled = NULL, *out = NULL;
+    float *pooled = NULL;
+    if (!st && !(pooled = ra_arena_floats(run.a, (size_t)(B * C))))
+        st = ra_fail(RA_ERR_NOMEM, "swin: out of memory");
     if (!st) {
-        stats = ra_alloc((size_t)(2 * rows), sizeof *stats);
-        pooled = ra_alloc((size_t)(B * C), sizeof *pooled);
-        if (!stats || !pooled) st = ra_fail(RA_ERR_NOMEM, "swin: out of memory");
-    }
-    if (!st) {
-        ra_layernorm_forward(t, stats, stats + rows, t, n->norm_w, n->norm_b, rows, C, SWIN_EPS);
+        ra_layernorm_rows(t, t, NULL, rows, C, n->norm_w, n->norm_b, SWIN_EPS);
         ra_mean_tokens_forward(pooled, t, (int)B, L, C);
-        if (n->num_classes > 0) {
-            if (!(out = ra_alloc((size_t)(B * n->num_classes), sizeof *out)))
-                st = ra_fail(RA_ERR_NOMEM, "swin: out of memory");
-            else
-                ra_linear_forward(out, pooled, n->head_w, n->head_b, B, n->num_classes, C);
-        } else {
-            out = pooled, pooled = NULL;   /* no head: the pooled features */
-        }
+        const int K = n->num_classes > 0 ? n->num_classes : C;
+        if (!(out = ra_alloc((size_t)(B * K), sizeof *out)))
+            st = ra_fail(RA_ERR_NOMEM, "swin: out of memory");
+        else if (n->num_classes > 0)
+            ra_linear_forward(out, pooled, n->head_w, n->head_b, B, n->num_classes, C);
+        else   /* no head: the pooled features */
+            memcpy(out, pooled, (size_t)(B * C) * sizeof *out);
     }
-    ra_free(t);
-    ra_free(stats);
-    ra_free(pooled);
+    ra_arena_end(&n->ws, run.a);
     if (st) {
         ra_free(out);
         return st;

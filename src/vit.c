@@ -43,6 +43,7 @@
  * Its representation_size (heads.pre_logits) and conv stems are refused as
  * unexpected tensors. */
 #include "model_internal.h"
+#include "infer.h"
 
 #include <errno.h>
 #include <math.h>
@@ -76,6 +77,7 @@ typedef struct {
     const float *norm_w, *norm_b, *fcn_w, *fcn_b, *head_w, *head_b;
     float *zeros;  /* (C): the proj bias the attention layer needs when proj_bias is false */
     vit_block *blocks;
+    ra_arena_cache ws;   /* the forward's workspace, kept between calls */
 } vit_impl;
 
 /* ---- metadata ----------------------------------------------------------- */
@@ -396,6 +398,7 @@ static void vit_destroy(void *impl) {
     for (int i = 0; v->blocks && i < v->depth; i++) ra_attn_layer_free(v->blocks[i].attn);
     free(v->blocks);
     ra_free(v->zeros);
+    ra_arena_cache_free(&v->ws);
     free(v);
 }
 
@@ -583,7 +586,7 @@ static int elems_ok(int64_t *out, int64_t a, int64_t b) {
 
 static ra_status vit_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                              const float *x, int x_ndim, const int64_t *x_shape) {
-    const vit_impl *v = m->impl;
+    vit_impl *v = m->impl;
     const int C = v->dim;
     if (x_ndim != 4)
         return ra_fail(RA_ERR_SHAPE, "vit takes images x (B, %d, H, W), got %d dimensions",
@@ -619,19 +622,23 @@ static ra_status vit_forward(const ra_model *m, float **y, int *y_ndim, int64_t 
                        v->in_chans, H, W);
     const int64_t outer = v->pool == POOL_NONE ? rows : B;   /* rows of the head */
 
-    /* scratch: tokens X, normalised Hn, branch A (rows, C); MLP hidden
-     * (rows, hidden); LayerNorm statistics; patch columns; pos_embed */
-    float *X = ra_alloc((size_t)e_x, sizeof(float));
-    float *Hn = ra_alloc((size_t)e_x, sizeof(float));
-    float *A = ra_alloc((size_t)e_x, sizeof(float));
-    float *M = ra_alloc((size_t)e_h, sizeof(float));
-    float *mean = ra_alloc((size_t)rows, sizeof(float));
-    float *rstd = ra_alloc((size_t)rows, sizeof(float));
-    float *cols = ra_alloc((size_t)e_cols, sizeof(float));
-    float *pooled = ra_alloc((size_t)outer, (size_t)C * sizeof(float));
+    /* scratch, from the model's arena: tokens X, normalised Hn, branch A
+     * (rows, C); MLP hidden (rows, hidden); patch columns; pos_embed; the
+     * attention layer's workspace */
+    ra_arena local;
+    ra_arena *ar = ra_arena_begin(&v->ws, &local);
+    const size_t wsz = ra_attn_layer_forward_ws_size(v->depth > 0 ? v->blocks[0].attn : NULL, B,
+                                                     (int)N, (int)N);
+    float *X = ra_arena_floats(ar, (size_t)e_x);
+    float *Hn = ra_arena_floats(ar, (size_t)e_x);
+    float *A = ra_arena_floats(ar, (size_t)e_x);
+    float *M = ra_arena_floats(ar, (size_t)e_h);
+    float *cols = ra_arena_floats(ar, (size_t)e_cols);
+    float *pooled = ra_arena_floats(ar, (size_t)outer * C);
+    void *ws = ra_arena_bytes(ar, wsz);
     float *out = ra_alloc((size_t)outer, (size_t)K_out * sizeof(float));
     float *pos_rs = NULL;
-    if (!X || !Hn || !A || !M || !mean || !rstd || !cols || !pooled || !out) {
+    if (!X || !Hn || !A || !M || !cols || !pooled || !ws || !out) {
         st = ra_fail(RA_ERR_NOMEM, "vit: out of memory for a batch of %d images of %dx%d", B,
                      H, W);
         goto done;
@@ -644,7 +651,7 @@ static ra_status vit_forward(const ra_model *m, float **y, int *y_ndim, int64_t 
     const int pos_prefix = v->no_embed_class ? 0 : v->prefix;
     const int64_t L0 = (int64_t)v->grid[0] * v->grid[1];
     if (pos && !(gh == v->grid[0] && gw == v->grid[1]) && !(L == L0 && gh == gw)) {
-        if (!(pos_rs = ra_alloc((size_t)(pos_prefix + L), (size_t)C * sizeof(float)))) {
+        if (!(pos_rs = ra_arena_floats(ar, (size_t)(pos_prefix + L) * C))) {
             st = ra_fail(RA_ERR_NOMEM, "vit: out of memory resampling pos_embed");
             goto done;
         }
@@ -671,21 +678,22 @@ static ra_status vit_forward(const ra_model *m, float **y, int *y_ndim, int64_t 
             ra_add(dst, dst, pos, (v->no_embed_class ? L : N) * C);
         }
     }
-    if (v->pre_norm) ra_layernorm_forward(X, mean, rstd, X, v->pre_w, v->pre_b, rows, C, VIT_EPS);
+    if (v->pre_norm) ra_layernorm_rows(X, X, NULL, rows, C, v->pre_w, v->pre_b, VIT_EPS);
 
     for (int i = 0; i < v->depth; i++) {
         const vit_block *bk = &v->blocks[i];
-        ra_layernorm_forward(Hn, mean, rstd, X, bk->n1w, bk->n1b, rows, C, VIT_EPS);
-        st = ra_attn_layer_forward(bk->attn, A, NULL, Hn, NULL, B, (int)N, (int)N, NULL, 0);
+        ra_layernorm_rows(Hn, X, NULL, rows, C, bk->n1w, bk->n1b, VIT_EPS);
+        /* without LayerScale the residual adds are fused into proj and fc2 */
+        st = ra_attn_layer_forward_ws(bk->attn, A, NULL, Hn, NULL, B, (int)N, (int)N, NULL, 0,
+                                      ws, wsz, bk->ls1 ? NULL : X, NULL);
         if (st) goto done;
-        residual(X, A, bk->ls1, rows, C);
-        ra_layernorm_forward(Hn, mean, rstd, X, bk->n2w, bk->n2b, rows, C, VIT_EPS);
-        ra_linear_forward(M, Hn, bk->fc1w, bk->fc1b, rows, v->hidden, C);
-        ra_gelu_forward(M, M, e_h);
-        ra_linear_forward(A, M, bk->fc2w, bk->fc2b, rows, C, v->hidden);
-        residual(X, A, bk->ls2, rows, C);
+        if (bk->ls1) residual(X, A, bk->ls1, rows, C);
+        ra_layernorm_rows(Hn, X, NULL, rows, C, bk->n2w, bk->n2b, VIT_EPS);
+        ra_linear_epi(M, Hn, bk->fc1w, bk->fc1b, rows, v->hidden, C, 1, NULL, NULL);
+        ra_linear_epi(A, M, bk->fc2w, bk->fc2b, rows, C, v->hidden, 0, bk->ls2 ? NULL : X, NULL);
+        if (bk->ls2) residual(X, A, bk->ls2, rows, C);
     }
-    if (v->norm_w) ra_layernorm_forward(X, mean, rstd, X, v->norm_w, v->norm_b, rows, C, VIT_EPS);
+    if (v->norm_w) ra_layernorm_rows(X, X, NULL, rows, C, v->norm_w, v->norm_b, VIT_EPS);
 
     /* pooling */
     const int64_t skip = v->pool_prefix ? 0 : v->prefix, n_pool = N - skip;
@@ -712,7 +720,7 @@ static ra_status vit_forward(const ra_model *m, float **y, int *y_ndim, int64_t 
         }
     }
     if (v->fcn_w)
-        ra_layernorm_forward(pooled, mean, rstd, pooled, v->fcn_w, v->fcn_b, outer, C, VIT_EPS);
+        ra_layernorm_rows(pooled, pooled, NULL, outer, C, v->fcn_w, v->fcn_b, VIT_EPS);
     if (v->num_classes)
         ra_linear_forward(out, pooled, v->head_w, v->head_b, outer, v->num_classes, C);
     else
@@ -728,16 +736,8 @@ static ra_status vit_forward(const ra_model *m, float **y, int *y_ndim, int64_t 
         y_shape[0] = B, y_shape[1] = K_out;
     }
 done:
-    ra_free(X);
-    ra_free(Hn);
-    ra_free(A);
-    ra_free(M);
-    ra_free(mean);
-    ra_free(rstd);
-    ra_free(cols);
-    ra_free(pooled);
+    ra_arena_end(&v->ws, ar);
     ra_free(out);
-    ra_free(pos_rs);
     return st;
 }
 

@@ -12,6 +12,7 @@
  * 2 = columns (W); a 2-D image is the case D = Wd = 1, Sd = 0.
  */
 #include "internal.h"
+#include "infer.h"
 
 #include <limits.h>
 #include <string.h>
@@ -217,7 +218,7 @@ static ra_status window_walk(float *windows,   /* (B*nW, N, C) */
     const int64_t map = p.size[0] * p.size[1] * p.size[2] * C;  /* floats per map */
     const int64_t ww = p.win[2];
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (total >= RA_WINDOW_PAR_MIN)
+#pragma omp parallel for schedule(static) num_threads(ra_threads_get()) if (total >= RA_WINDOW_PAR_MIN)
 #endif
     for (int64_t k = 0; k < nall; k++) {
         int64_t kw[3];
@@ -304,7 +305,7 @@ ra_status ra_window_mask(float *mask,   /* (nW, N, N) */
 
     const int64_t N = p.n;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (total >= RA_WINDOW_PAR_MIN)
+#pragma omp parallel for schedule(static) num_threads(ra_threads_get()) if (total >= RA_WINDOW_PAR_MIN)
 #endif
     for (int64_t k = 0; k < p.nw; k++) {
         int64_t kw[3];
@@ -328,6 +329,44 @@ ra_status ra_window_mask(float *mask,   /* (nW, N, N) */
             float *row = m + i * N;
             for (int64_t j = 0; j < N; j++)
                 row[j] = m[j] == li ? 0.0f : RA_MASK_OFF;
+        }
+    }
+    return RA_OK;
+}
+
+/* Where each window token of a partition comes from (infer.h): the walk of
+ * window_walk, writing source rows instead of copying them. */
+ra_status ra_window_rowmap(int32_t *map, int b, const ra_window_geom *g) {
+    ra_wplan p = {0};
+    int64_t total = 0, rows = 0;
+    ra_status st = ra_window_plan(&p, g, "ra_window_rowmap");
+    if (st != RA_OK) return st;
+    if ((st = ra_window_plan_bc(&p, b, 1, "ra_window_rowmap", &total)) != RA_OK) return st;
+    if (!map) return ra_fail(RA_ERR_ARG, "ra_window_rowmap: NULL map");
+    const int64_t per = p.size[0] * p.size[1] * p.size[2];
+    if (!ra_mul_i64(&rows, per, b) || rows > INT32_MAX)
+        return ra_fail(RA_ERR_ARG, "ra_window_rowmap: %d maps of %lld tokens", b,
+                       (long long)per);
+    const int64_t nall = (int64_t)b * p.nw;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(ra_threads_get()) if (total >= RA_WINDOW_PAR_MIN)
+#endif
+    for (int64_t k = 0; k < nall; k++) {
+        int64_t kw[3];
+        ra_window_coords(&p, k % p.nw, kw);
+        const int64_t base = (k / p.nw) * per;
+        int32_t *m = map + k * p.n;
+        for (int64_t td = 0; td < p.win[0]; td++) {
+            const int64_t sd = ra_unroll(kw[0] * p.win[0] + td, p.shift[0], p.pad[0]);
+            for (int64_t th = 0; th < p.win[1]; th++) {
+                const int64_t sh = ra_unroll(kw[1] * p.win[1] + th, p.shift[1], p.pad[1]);
+                for (int64_t tw = 0; tw < p.win[2]; tw++) {
+                    const int64_t sw = ra_unroll(kw[2] * p.win[2] + tw, p.shift[2], p.pad[2]);
+                    *m++ = sd < p.size[0] && sh < p.size[1] && sw < p.size[2]
+                               ? (int32_t)(base + (sd * p.size[1] + sh) * p.size[2] + sw)
+                               : -1;
+                }
+            }
         }
     }
     return RA_OK;

@@ -39,7 +39,7 @@ typedef struct {
 
 static const char *fixtures;
 static char tmpdir[] = "/tmp/relattn_test_model.XXXXXX";
-static int nfiles;
+static int nfiles, nrefused, naccepted;
 
 static void parts_free(parts *p) {
     for (int i = 0; i < p->nt; i++) free(p->t[i].data);
@@ -188,6 +188,8 @@ static ra_model *expect_parts(const parts *p, ra_status want, const char *needle
                               const char *what) {
     char path[256];
     if (!parts_save(p, path, sizeof path)) return NULL;
+    if (want == RA_OK) naccepted++;
+    else nrefused++;
 
     ra_model *m = (ra_model *)&m;   /* must be reset to NULL on failure */
     ra_status s = ra_model_load(&m, path);
@@ -240,12 +242,14 @@ static int load_base(parts *p, const char *name) {
     return ok;
 }
 
-static void test_fixtures(void) {
+/* Every model of a list file (cases.txt, nets.txt) loads, both ways, with
+ * the arch its metadata names; attention layers also with their dim and
+ * heads. Returns the number of models, -1 if the list is missing. */
+static int load_list(const char *list, int attention) {
     char path[1024];
-    snprintf(path, sizeof path, "%s/cases.txt", fixtures);
+    snprintf(path, sizeof path, "%s/%s", fixtures, list);
     FILE *fp = fopen(path, "r");
-    CHECK(fp != NULL, "cannot open %s", path);
-    if (!fp) return;
+    if (!fp) return -1;
     char line[256];
     int n = 0;
     while (fgets(line, sizeof line, fp)) {
@@ -261,10 +265,12 @@ static void test_fixtures(void) {
             CHECK(arch && ra_model_arch(m) == ra_arch_from_name(arch) &&
                       strcmp(ra_arch_name(ra_model_arch(m)), arch) == 0,
                   "fixture %s: arch %s", line, arch ? arch : "(none)");
-            const ra_attn_config *c = ra_attn_layer_config(ra_model_attn(m));
-            CHECK(c && c->dim == atoi(ra_st_meta(f, "dim")) &&
-                      c->num_heads == atoi(ra_st_meta(f, "num_heads")),
-                  "fixture %s: dim / num_heads", line);
+            if (attention) {
+                const ra_attn_config *c = ra_attn_layer_config(ra_model_attn(m));
+                CHECK(c && c->dim == atoi(ra_st_meta(f, "dim")) &&
+                          c->num_heads == atoi(ra_st_meta(f, "num_heads")),
+                      "fixture %s: dim / num_heads", line);
+            }
             /* the same through from_file */
             ra_model *m2 = NULL;
             CHECK(ra_model_from_file(&m2, f) == RA_OK && m2, "fixture %s from_file: %s", line,
@@ -276,7 +282,14 @@ static void test_fixtures(void) {
         n++;
     }
     fclose(fp);
-    CHECK(n >= 30, "only %d fixture cases", n);
+    return n;
+}
+
+static void test_fixtures(void) {
+    int n = load_list("cases.txt", 1);
+    CHECK(n >= 30, "cases.txt: %d attention fixture cases", n);
+    n = load_list("nets.txt", 0);   /* whole networks, where the fixtures have them */
+    if (n >= 0) printf("%d network fixtures loaded\n", n);
 }
 
 /* ---- metadata ------------------------------------------------------------ */
@@ -340,8 +353,8 @@ static void test_metadata(void) {
         {"swin_7x7", "qk_scale", "0.5 ", RA_ERR_FORMAT, "qk_scale"},
         {"vit_qkscale", "qk_scale", "nan", RA_ERR_FORMAT, "qk_scale"},
         {"w3d_d7d4", "qk_scale", "inf", RA_ERR_FORMAT, "qk_scale"},
-        {"swin_7x7", "window_size", "7,", RA_ERR_FORMAT, "window_size"},
-        {"swin_7x7", "window_size", ",7", RA_ERR_FORMAT, "window_size"},
+        {"swin_7x7", "window_size", "7,", RA_ERR_FORMAT, "window_size = \"7,\""},
+        {"swin_7x7", "window_size", ",7", RA_ERR_FORMAT, "window_size = \",7\""},
         {"swin_7x7", "window_size", "0,7", RA_ERR_FORMAT, "window_size"},
         {"swin_7x7", "window_size", "7,0", RA_ERR_FORMAT, "window_size"},
         {"swin_7x7", "window_size", "7,7,7", RA_ERR_FORMAT, "window_size"},
@@ -805,9 +818,13 @@ static void test_accepted(void) {
         parts_free(&p);
     }
     if (load_base(&p, "shaw_both_k2")) {
-        set_meta(&p, "qk_scale", "nonsense");   /* Shaw takes no qk_scale: ignored */
-        m = expect_parts(&p, RA_OK, NULL, "shaw with an ignored qk_scale");
+        set_meta(&p, "qk_scale", "0.25");   /* parsed for every arch */
+        m = expect_parts(&p, RA_OK, NULL, "shaw with qk_scale");
+        c = m ? ra_attn_layer_config(ra_model_attn(m)) : NULL;
+        CHECK(c && c->has_qk_scale && c->qk_scale == 0.25f, "shaw: qk_scale 0.25");
         ra_model_free(m);
+        set_meta(&p, "qk_scale", "nonsense");
+        expect(&p, RA_ERR_FORMAT, "qk_scale", "shaw with qk_scale \"nonsense\"");
         parts_free(&p);
     }
 }
@@ -837,6 +854,22 @@ static void test_io(void) {
     s = ra_model_load(&m, path);
     CHECK(s == RA_ERR_FORMAT && m == NULL && strstr(ra_last_error(), "arch"),
           "an input file as a model: status %d, '%s'", (int)s, ra_last_error());
+
+    /* the network archs: their metadata is checked before any tensor */
+    static const char *nets[] = {"swin_block", "swin", "vit"};
+    for (size_t i = 0; i < sizeof nets / sizeof nets[0]; i++) {
+        parts p;
+        memset(&p, 0, sizeof p);
+        set_meta(&p, "arch", nets[i]);
+        char what[80];
+        snprintf(what, sizeof what, "arch %s and nothing else", nets[i]);
+        expect(&p, RA_ERR_FORMAT, "metadata", what);
+        set_meta(&p, "dim", "-3");
+        set_meta(&p, "img_size", "abc");
+        snprintf(what, sizeof what, "arch %s with garbage metadata", nets[i]);
+        expect(&p, RA_ERR_FORMAT, "metadata", what);
+        parts_free(&p);
+    }
 
     parts empty;
     memset(&empty, 0, sizeof empty);
@@ -877,7 +910,8 @@ int main(int argc, char **argv) {
     test_each_tensor();
     test_accepted();
     test_io();
-    printf("%d model files written and read\n", nfiles);
+    printf("%d model files written and read: %d must be refused, %d accepted\n", nfiles,
+           nrefused, naccepted);
     cleanup();
     return check_done();
 }

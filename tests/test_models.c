@@ -14,6 +14,7 @@
 #include "check.h"
 #include "relattn.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -498,6 +499,86 @@ done:
     ra_model_free(tv);
 }
 
+/* ---- the workspace a model keeps between forwards -------------------------
+ * Runs reuse it (grown on demand): the same input gives the same bits after
+ * a larger and a smaller input, and two threads running one model at once
+ * (one of them on a workspace of its own) both get those bits. */
+
+typedef struct {
+    const ra_model *m;
+    const float *x;
+    const int64_t *shape;
+    const float *want;
+    int64_t n;
+    int bad;
+} par_run;
+
+static void *par_body(void *arg) {
+    par_run *r = arg;
+    for (int i = 0; i < 4; i++) {
+        float *y = NULL;
+        int nd;
+        int64_t sh[4];
+        if (ra_model_forward(r->m, &y, &nd, sh, r->x, 4, r->shape) != RA_OK ||
+            memcmp(y, r->want, (size_t)r->n * sizeof *y))
+            r->bad++;
+        free(y);
+    }
+    return NULL;
+}
+
+static void workspace_reuse(void) {
+    printf("workspace reuse\n");
+    char p[512];
+    ra_model *m = NULL;
+    path_of(p, sizeof p, "net_swin_tv", "model");
+    ra_status s = ra_model_load(&m, p);
+    CHECK(s == RA_OK, "load: %s", ra_last_error());
+    ra_st_file *in = NULL;
+    path_of(p, sizeof p, "net_swin_tv", "input");
+    if (!s) s = ra_st_open(&in, p);
+    CHECK(s == RA_OK, "input: %s", ra_last_error());
+    if (s) {
+        ra_model_free(m);
+        return;
+    }
+    const ra_st_tensor *tx;
+    float *x = tensor_f32(in, "x", &tx);
+    const int64_t n1 = tx->numel, b = tx->shape[0];
+    const int64_t sh1[4] = {tx->shape[0], tx->shape[1], tx->shape[2], tx->shape[3]};
+    const int64_t sh2[4] = {2 * b, tx->shape[1], tx->shape[2], tx->shape[3]};
+    const int64_t sh3[4] = {1, tx->shape[1], tx->shape[2], tx->shape[3]};
+    float *x2 = malloc((size_t)(2 * n1) * sizeof *x2);
+    memcpy(x2, x, (size_t)n1 * sizeof *x), memcpy(x2 + n1, x, (size_t)n1 * sizeof *x);
+    float *ya = NULL, *yb = NULL, *yc = NULL, *yd = NULL;
+    int nd;
+    int64_t sa[4], sb[4], sc[4], sd[4];
+    CHECK(ra_model_forward(m, &ya, &nd, sa, x, 4, sh1) == RA_OK, "first: %s", ra_last_error());
+    CHECK(ra_model_forward(m, &yb, &nd, sb, x2, 4, sh2) == RA_OK, "larger: %s", ra_last_error());
+    CHECK(ra_model_forward(m, &yc, &nd, sc, x, 4, sh3) == RA_OK, "smaller: %s", ra_last_error());
+    CHECK(ra_model_forward(m, &yd, &nd, sd, x, 4, sh1) == RA_OK, "again: %s", ra_last_error());
+    const int64_t ny = sa[0] * sa[1];
+    if (ya && yb && yc && yd) {
+        CHECK(!memcmp(ya, yd, (size_t)ny * sizeof *ya), "a rerun changes the output");
+        CHECK(!memcmp(ya, yb, (size_t)ny * sizeof *ya) &&
+                  !memcmp(ya, yb + ny, (size_t)ny * sizeof *ya),
+              "a batch of two copies differs from one");
+        CHECK(!memcmp(ya, yc, (size_t)(ny / b) * sizeof *ya), "image 0 alone differs");
+        par_run r[2];
+        pthread_t th[2];
+        for (int i = 0; i < 2; i++) {
+            r[i] = (par_run){.m = m, .x = x, .shape = sh1, .want = ya, .n = ny};
+            CHECK(pthread_create(&th[i], NULL, par_body, &r[i]) == 0, "pthread_create");
+        }
+        for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+        CHECK(r[0].bad == 0 && r[1].bad == 0, "concurrent forwards differ (%d, %d)", r[0].bad,
+              r[1].bad);
+    }
+    free(ya), free(yb), free(yc), free(yd), free(x), free(x2);
+    ra_st_close(in);
+    ra_model_free(m);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: test_models FIXTURES_DIR\n");
@@ -527,6 +608,7 @@ int main(int argc, char **argv) {
     refusals();
     bad_inputs();
     flops();
+    workspace_reuse();
     rmdir(tmpdir);
     return check_done();
 }

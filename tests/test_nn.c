@@ -17,12 +17,24 @@
  * 5. sizes large enough for the threaded loops: 1 and 4 threads must give
  *    the same bits (reductions are per column, in double), LayerNorm
  *    against a double reference;
- * 6. argument errors (status codes, never a crash).
+ * 6. argument errors (status codes, never a crash);
+ * 7. the vectorised inference paths against their scalar oracles: erf and
+ *    GELU (AVX2, and the AVX-512 GELU of the product's epilogue) over a
+ *    dense range, random bit patterns and the extremes (denormals,
+ *    FLT_MAX, inf, NaN); LayerNorm rows; the AVX-512 product with its
+ *    fused bias, GELU and residual scatter against OpenBLAS.
  * The largest errors against PyTorch are printed.
  */
 #include "relattn.h"
 #include "check.h"
+#include "infer.h"
+#if defined(__x86_64__) && !defined(RA_HAVE_X86_KERNELS)
+#define RA_HAVE_X86_KERNELS 1   /* the library's x86 kernels are built there */
+#endif
+#include "kernels/gemm_kernels.h"
+#include "kernels/nn_kernels.h"
 
+#include <float.h>
 #include <stdint.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -1000,6 +1012,221 @@ static void test_threads(void) {
     free(x), free(g), free(bb), free(ref), free(o1), free(o4);
 }
 
+/* ---------------------------------------------------------------------- */
+/* 7. Vectorised paths against their scalar oracles                        */
+/* ---------------------------------------------------------------------- */
+
+#define RA_SQRT1_2_D 0.70710678118654752440
+
+/* Distance in units in the last place between two finite floats. */
+static double ulps(float a, float b) {
+    int32_t ia, ib;
+    memcpy(&ia, &a, 4), memcpy(&ib, &b, 4);
+    if (ia < 0) ia = INT32_MIN - ia;   /* monotone integer order */
+    if (ib < 0) ib = INT32_MIN - ib;
+    return fabs((double)ia - (double)ib);
+}
+
+/* Inputs: a dense grid over [-10, 10], the neighbourhoods of the erf
+ * branch point and of 4 (where erf reaches 1), random bit patterns over the
+ * whole float range, and the extremes. *n set. */
+static float *fast_inputs(int64_t *n) {
+    const int64_t grid = 400001, rnd = 1 << 20, nb = 64;
+    float *x = xmalloc(sizeof(float) * (size_t)(grid + rnd + 4 * nb + 64));
+    int64_t k = 0;
+    for (int64_t i = 0; i < grid; i++) x[k++] = (float)(-10.0 + 20.0 * (double)i / (grid - 1));
+    const float at[4] = {0.921875f, -0.921875f, 4.0f, -4.0f};
+    for (int a = 0; a < 4; a++) {
+        float v = at[a];
+        for (int i = 0; i < nb / 2; i++) v = nextafterf(v, 0.0f);
+        for (int i = 0; i < nb; i++, v = nextafterf(v, at[a] > 0 ? INFINITY : -INFINITY))
+            x[k++] = v;
+    }
+    ra_rng r;
+    ra_rng_seed(&r, 77);
+    for (int64_t i = 0; i < rnd; i++) {
+        uint32_t bits = (uint32_t)(ra_rng_uniform(&r) * 4294967296.0);
+        float v;
+        memcpy(&v, &bits, 4);
+        x[k++] = v;   /* NaN patterns included */
+    }
+    const float ext[] = {0.0f, -0.0f, 1e-45f, -1e-45f, FLT_MIN, -FLT_MIN, 1e-30f, -1e-30f,
+                         1e-8f, -1e-8f, 0.5f, -0.5f, 1.0f, -1.0f, 2.0f, -2.0f, 3.9f, -3.9f,
+                         5.0f, -5.0f, 9.0f, -9.0f, 13.0f, -13.0f, 1e10f, -1e10f, FLT_MAX,
+                         -FLT_MAX, INFINITY, -INFINITY, NAN, -NAN};
+    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++) x[k++] = ext[i];
+    *n = k;
+    return x;
+}
+
+static void test_fast_paths(void) {
+    printf("vectorised paths against the scalar oracles\n");
+    int64_t n = 0;
+    float *x = fast_inputs(&n);
+    float *a = fzeros(n), *b = fzeros(n);
+    const ra_kernel_id keep = ra_kernel_current();
+#if defined(__x86_64__) && defined(__GNUC__)
+    const int has_avx2 = ra_kernel_supported(RA_KERNEL_AVX2);
+    const int has_avx512 = __builtin_cpu_supports("avx512f") != 0;
+#else
+    const int has_avx2 = 0, has_avx512 = 0;
+#endif
+    if (!has_avx2) printf("  no AVX2 + FMA: scalar paths only\n");
+#if defined(__x86_64__)
+    if (has_avx2) {
+        /* erf: within 2 ulp of glibc's erff (itself within 1 ulp), and
+         * 1e-6 relative; NaN stays NaN, erf(+-inf) = +-1 */
+        ra_nn_erf_avx2(a, x, n);
+        double worst_ulp = 0, worst_rel = 0;
+        int64_t bad = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const float want = erff(x[i]);
+            if (isnan(want)) {
+                bad += !isnan(a[i]);
+                continue;
+            }
+            const double u = ulps(a[i], want);
+            const double rel = fabs((double)a[i] - want) / fmax(fabs((double)want), 1e-37);
+            if (u > worst_ulp) worst_ulp = u;
+            if (rel > worst_rel) worst_rel = rel;
+            bad += !(u <= 2.0 && rel <= 1e-6);
+        }
+        printf("  erf: %lld inputs, largest error %.0f ulp (%.2e relative) vs erff\n",
+               (long long)n, worst_ulp, worst_rel);
+        CHECK(bad == 0, "erf: %lld values beyond 2 ulp / 1e-6", (long long)bad);
+        /* GELU: ra_gelu_forward on the AVX2 path against the scalar path;
+         * the only difference is erf's, scaled by |x| / 2 */
+        CHECK(ra_kernel_select(RA_KERNEL_REF) == RA_OK, "select ref");
+        ra_gelu_forward(b, x, n);
+        CHECK(ra_kernel_select(RA_KERNEL_AVX2) == RA_OK, "select avx2");
+        CHECK(ra_nn_simd(), "avx2 selected but the scalar GELU in use");
+        ra_gelu_forward(a, x, n);
+        bad = 0;
+        double worst = 0;
+        for (int64_t i = 0; i < n; i++) {
+            if (isnan(b[i]) || isnan(a[i])) {
+                bad += isnan(b[i]) != isnan(a[i]);
+                continue;
+            }
+            if (isinf(b[i]) || isinf(a[i])) {
+                bad += a[i] != b[i];
+                continue;
+            }
+            const double d = fabs((double)a[i] - b[i]);
+            const double tol = 1e-6 * fabs((double)b[i]) + ldexp(fabs((double)x[i]), -22) + 1e-38;
+            if (d / tol > worst) worst = d / tol;
+            bad += !(d <= tol);
+        }
+        printf("  gelu: largest difference %.3g x tolerance (1e-6 rel + |x| 2^-22)\n", worst);
+        CHECK(bad == 0, "gelu: %lld values differ", (long long)bad);
+        CHECK(isnan(a[n - 1]) && isnan(a[n - 2]) && isnan(a[n - 3]) && a[n - 4] == INFINITY,
+              "gelu(NaN) = NaN, gelu(-inf) = NaN (x * 0), gelu(inf) = inf");
+        if (has_avx512) {   /* the product's epilogue: the same bits */
+            ra_gemm_gelu_avx512(b, x, n);
+            int64_t diff = 0;
+            for (int64_t i = 0; i < n; i++) diff += memcmp(&a[i], &b[i], 4) != 0;
+            CHECK(diff == 0, "AVX-512 GELU differs from AVX2 GELU in %lld values",
+                  (long long)diff);
+        }
+        /* LayerNorm rows, vector against scalar (only the order of the two
+         * sums differs) */
+        const int rows = 64, cs[] = {1, 7, 8, 96, 100, 768};
+        for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
+            const int c = cs[ci];
+            float *lx = fzeros((int64_t)rows * c), *g = fzeros(c), *bb = fzeros(c);
+            float *l0 = fzeros((int64_t)rows * c), *l1 = fzeros((int64_t)rows * c);
+            float *mean = fzeros(rows), *rstd = fzeros(rows);
+            pattern(lx, (int64_t)rows * c, 90 + ci), pattern(g, c, 91), pattern(bb, c, 92);
+            for (int64_t i = 0; i < (int64_t)rows * c; i++) lx[i] = lx[i] * 50.0f + 1000.0f;
+            ra_kernel_select(RA_KERNEL_REF);
+            ra_layernorm_forward(l0, mean, rstd, lx, g, bb, rows, c, 1e-5f);
+            ra_kernel_select(RA_KERNEL_AVX2);
+            ra_layernorm_rows(l1, lx, NULL, rows, c, g, bb, 1e-5f);
+            char what[64];
+            snprintf(what, sizeof what, "layernorm rows avx2 vs scalar, C = %d", c);
+            CHECK_CLOSE(l1, l0, (int64_t)rows * c, 1e-6, 1e-7, what);
+            free(lx), free(g), free(bb), free(l0), free(l1), free(mean), free(rstd);
+        }
+    }
+    if (has_avx512) {
+        /* the AVX-512 product (any kernel but ref) and OpenBLAS (ref), each
+         * with every epilogue, against a double-precision reference within
+         * the worst-case bound of a float sum of k products: (k + 2) eps
+         * times sum |x w| + |b|, through GELU (slope <= 1.13) and the
+         * residual add (one more rounding); edges in M, N and K */
+        const int ms[] = {1, 11, 13, 49, 197}, ns[] = {1, 17, 32, 33, 100}, ks[] = {1, 7, 96, 300};
+        double worst[2] = {0, 0};
+        for (size_t mi = 0; mi < 5; mi++)
+            for (size_t ni = 0; ni < 5; ni++)
+                for (size_t ki = 0; ki < 4; ki++) {
+                    const int m = ms[mi], nn = ns[ni], k = ks[ki];
+                    const int64_t mn = (int64_t)m * nn;
+                    float *gx = fzeros((int64_t)m * k), *gw = fzeros((int64_t)nn * k);
+                    float *gb = fzeros(nn), *y = fzeros(mn), *r = fzeros(mn), *r0 = fzeros(mn);
+                    double *ref = xmalloc(sizeof(double) * (size_t)mn);
+                    double *bound = xmalloc(sizeof(double) * (size_t)mn);
+                    int32_t *map = xmalloc(sizeof(int32_t) * (size_t)m);
+                    pattern(gx, (int64_t)m * k, 100 + mi), pattern(gw, (int64_t)nn * k, 110 + ni);
+                    pattern(gb, nn, 120 + ki), pattern(r0, mn, 130);
+                    for (int i = 0; i < m; i++) map[i] = i % 5 == 3 ? -1 : m - 1 - i;
+                    for (int i = 0; i < m; i++)
+                        for (int j = 0; j < nn; j++) {
+                            double acc = gb[j], mag = fabs((double)gb[j]);
+                            for (int p = 0; p < k; p++) {
+                                acc += (double)gx[(int64_t)i * k + p] * gw[(int64_t)j * k + p];
+                                mag += fabs((double)gx[(int64_t)i * k + p] * gw[(int64_t)j * k + p]);
+                            }
+                            ref[(int64_t)i * nn + j] = acc;
+                            bound[(int64_t)i * nn + j] = (k + 2) * ldexp(mag, -24);
+                        }
+                    for (int path = 0; path < 2; path++)
+                        for (int mode = 0; mode < 3; mode++) {
+                            ra_kernel_select(path ? (keep == RA_KERNEL_REF ? RA_KERNEL_AVX2 : keep)
+                                                  : RA_KERNEL_REF);
+                            memcpy(r, r0, sizeof(float) * (size_t)mn);
+                            if (mode == 0) ra_linear_forward(y, gx, gw, gb, m, nn, k);
+                            else ra_linear_epi(y, gx, gw, gb, m, nn, k, 1, mode == 2 ? r : NULL,
+                                               mode == 2 ? map : NULL);
+                            double e = 0;
+                            for (int i = 0; i < m; i++)
+                                for (int j = 0; j < nn; j++) {
+                                    const int64_t o = (int64_t)i * nn + j;
+                                    double want = ref[o], tol = bound[o];
+                                    if (mode) {   /* exact GELU in double */
+                                        want = want * 0.5 * (1.0 + erf(want * RA_SQRT1_2_D));
+                                        tol = 1.2 * tol + ldexp(fabs(ref[o]), -22);
+                                    }
+                                    double got = y[o];
+                                    if (mode == 2) {
+                                        const int32_t d = map[i];
+                                        if (d < 0) continue;
+                                        want += r0[(int64_t)d * nn + j];
+                                        got = r[(int64_t)d * nn + j];
+                                        tol += ldexp(fabs(want), -23);
+                                    }
+                                    const double q = fabs(got - want) / (tol + 1e-30);
+                                    if (!(q <= e)) e = isnan(q) ? INFINITY : q;
+                                }
+                            if (mode == 2)   /* rows no map entry points to are untouched */
+                                for (int i = 0; i < m; i++)
+                                    if (map[m - 1 - i] < 0)
+                                        e = memcmp(r + (int64_t)i * nn, r0 + (int64_t)i * nn,
+                                                   sizeof(float) * (size_t)nn) ? INFINITY : e;
+                            if (e > worst[path]) worst[path] = e;
+                            CHECK(e <= 1.0, "product %dx%dx%d %s mode %d: %.3g x bound", m, nn, k,
+                                  path ? "avx512" : "openblas", mode, e);
+                        }
+                    free(gx), free(gw), free(gb), free(y), free(r), free(r0), free(ref);
+                    free(bound), free(map);
+                }
+        printf("  products (bias, GELU, residual scatter) vs double: largest error %.3g "
+               "(OpenBLAS), %.3g (AVX-512) x the worst-case bound\n", worst[0], worst[1]);
+    }
+#endif
+    ra_kernel_select(keep);
+    free(x), free(a), free(b);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) fixtures = argv[1];
     test_linear();
@@ -1017,6 +1244,7 @@ int main(int argc, char **argv) {
     test_rng();
     test_dropout();
     test_threads();
+    test_fast_paths();
     printf("largest relative error vs PyTorch: forward %.2e, gradients %.2e\n", worst_fwd,
            worst_grad);
     return check_done();

@@ -22,6 +22,12 @@ Models (random weights from --seed; no downloads):
                       hyperparameters; --torchvision swin lets --set choose
                       them (a small torchvision SwinTransformer)
   --arch vit          tools/vit_twin.py VisionTransformer (timm's names)
+  --arch swin_block_3d  tools/swin3d_twin.py SwinBlock3D: a Video Swin self
+                      block, or with --set num_frames_q=D1 --set
+                      num_frames_kv=D2 (and a 2-D window_size / shift_size)
+                      an RSTT cross block; its --example is one clip
+                      (D, H, W, C) as `relattn forward` reads it (a cross
+                      block's query frames then its key/value frames)
   --torchvision vit_b_16  torchvision's VisionTransformer (conv_proj,
                       encoder.*, heads.head), metadata arch=vit
 
@@ -209,11 +215,40 @@ def build_torchvision_vit(hp):
     return m, vit_twin.vit_metadata(vit_twin.torchvision_hparams(m))
 
 
+# --------------------------------------------------------------------------
+# The 3-D window block (tools/swin3d_twin.py)
+# --------------------------------------------------------------------------
+
+# Video Swin's SwinTransformerBlock3D defaults; num_frames_q / num_frames_kv
+# 0 mean absent (a self block).
+SWIN_BLOCK_3D_DEFAULTS = dict(dim=96, num_heads=3, window_size=[2, 7, 7], shift_size=[0, 0, 0],
+                              mlp_ratio=4.0, qkv_bias=True, qk_scale=None, num_frames_q=0,
+                              num_frames_kv=0)
+
+
+def build_swin_block_3d(hp):
+    import swin3d_twin
+    kw = dict(hp)
+    if not kw["num_frames_q"] and not kw["num_frames_kv"]:
+        kw["num_frames_q"] = kw["num_frames_kv"] = None
+    m = swin3d_twin.SwinBlock3D(**kw)
+    return m, swin3d_twin.metadata(m, kw)
+
+
+def example_swin_block_3d(m, hp, batch, size):
+    if batch != 1:
+        raise SystemExit("swin_block_3d: the example is one clip (D, H, W, C); use --batch 1")
+    H, W = size if size else (2 * m.window_size[-2], 2 * m.window_size[-1])
+    D = sum(m.frames) if m.cross else 2 * m.window_size[0]
+    return torch.randn(D, H, W, hp["dim"])
+
+
 # arch name -> (builder, example input maker, default hyperparameters)
 ARCHS = {
     "swin_block": (build_swin_block, example_swin_block, SWIN_BLOCK_DEFAULTS),
     "swin": (build_swin, example_swin, SWIN_DEFAULTS),
     "vit": (build_vit, example_swin, VIT_DEFAULTS),
+    "swin_block_3d": (build_swin_block_3d, example_swin_block_3d, SWIN_BLOCK_3D_DEFAULTS),
 }
 
 TORCHVISION = {

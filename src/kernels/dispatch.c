@@ -13,6 +13,7 @@ static const ra_attn_kernel *table[RA_KERNEL_COUNT] = {
     [RA_KERNEL_REF] = &ra_kernel_ref,
 #ifdef RA_HAVE_X86_KERNELS
     [RA_KERNEL_AVX2] = &ra_kernel_avx2,
+    [RA_KERNEL_AVX512] = &ra_kernel_avx512,
 #endif
 };
 
@@ -27,8 +28,8 @@ int ra_kernel_supported(ra_kernel_id id) {
 #if defined(RA_HAVE_X86_KERNELS) && defined(__GNUC__)
     if (id == RA_KERNEL_AVX2)
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (id == RA_KERNEL_AVX512)
-        return __builtin_cpu_supports("avx512f");
+    if (id == RA_KERNEL_AVX512)   /* avx512.c is built with -mavx512f only */
+        return __builtin_cpu_supports("avx512f") != 0;   /* the bit, not 1 */
 #endif
     return id == RA_KERNEL_REF;
 }

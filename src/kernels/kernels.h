@@ -46,6 +46,7 @@ typedef struct ra_attn_kernel {
 extern const ra_attn_kernel ra_kernel_ref;
 #ifdef RA_HAVE_X86_KERNELS
 extern const ra_attn_kernel ra_kernel_avx2;
+extern const ra_attn_kernel ra_kernel_avx512;
 #endif
 
 /* The kernel chosen now (never NULL). */

@@ -1,0 +1,21 @@
+/* gemm_kernels.h - the inference product of the Linear layers on AVX-512
+ * (private; src/kernels/gemm_avx512.c, dispatched by src/nn.c). */
+#ifndef RA_GEMM_KERNELS_H
+#define RA_GEMM_KERNELS_H
+
+#include <stdint.h>
+
+#ifdef RA_HAVE_X86_KERNELS
+/* y (M, N; row stride ldy) = epilogue(x (M, K; ldx) . w (N, K; ldw)^T):
+ * + bias (N) if given, then GELU if gelu, then either stored into y or,
+ * with res, added into res row map[i] (skipped if negative; map NULL: row
+ * i; row stride ldres), y unused. nthreads OpenMP threads. Returns 0, or
+ * -1 (nothing done) for K < 1 or no memory for the packed panels. */
+int ra_gemm_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
+                   int64_t ldw, int64_t m, int n, int k, const float *bias, int gelu,
+                   float *res, int64_t ldres, const int32_t *map, int nthreads);
+/* y = GELU(x) on 16 lanes, as the epilogue computes it (y may be x). */
+void ra_gemm_gelu_avx512(float *y, const float *x, int64_t n);
+#endif
+
+#endif

@@ -1,0 +1,162 @@
+/* nn_avx2.c - AVX2 + FMA element-wise layers for inference: erf / exact
+ * GELU and LayerNorm rows. Compiled with -mavx2 -mfma and called only when
+ * the CPU has both (src/nn.c dispatches; its scalar loops are the
+ * fallback and the oracle).
+ *
+ * erf (float, max error about 1 ulp against the correctly rounded value;
+ * tests/test_nn.c compares it with glibc's erff over a dense range):
+ *   |x| <= 0.921875  erf(x) = x + x P(x^2), P of degree 5
+ *   |x| >  0.921875  erf(x) = sign(x) (1 - exp(Q(t))), t = min(|x|, 4),
+ *                    Q of degree 6 ~ log(erfc(t)); erf(4) rounds to 1
+ * Both fitted here as weighted minimax polynomials (Lawson iterations on
+ * the relative error of erf; 1.6e-8 and 1.5e-9 before rounding the
+ * coefficients to float). NaN propagates.
+ * GELU is then the scalar path's float expression, x * 0.5 * (1 + erf(x /
+ * sqrt 2)), evaluated in the same order (no contraction).
+ *
+ * LayerNorm: the scalar path's arithmetic in double (statistics in two
+ * passes, the affine map per element), four lanes at a time; only the
+ * order of the two sums differs. */
+#include "nn_kernels.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+/* ---- exp on [-88, 0]: Cody-Waite reduction, degree-6 polynomial ---------- */
+
+static inline __m256 exp8_neg(__m256 x) {
+    const __m256 log2e = _mm256_set1_ps(1.44269504088896341f);
+    const __m256 c1 = _mm256_set1_ps(0.693359375f), c2 = _mm256_set1_ps(-2.12194440e-4f);
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, log2e),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, c1, x);
+    r = _mm256_fnmadd_ps(n, c2, r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    const __m256 r2 = _mm256_mul_ps(r, r);
+    p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    /* times 2^n: n in [-126, 0] here, so the exponent field stays normal */
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n),
+                                                         _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+/* ---- erf ----------------------------------------------------------------- */
+
+#define ERF_SPLIT 0.921875f
+
+static inline __m256 erf8(__m256 x) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256 ax = _mm256_andnot_ps(sign, x);
+    /* near zero: x + x P(x^2) */
+    const __m256 s = _mm256_mul_ps(x, x);
+    __m256 p = _mm256_set1_ps(-5.990993519e-04f);
+    p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(4.993213109e-03f));
+    p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(-2.676664437e-02f));
+    p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(1.128181722e-01f));
+    p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(-3.761249385e-01f));
+    p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(1.283791496e-01f));
+    const __m256 small = _mm256_fmadd_ps(x, p, x);
+    /* away from zero: 1 - exp(Q(t)) with the sign of x */
+    const __m256 t = _mm256_min_ps(ax, _mm256_set1_ps(4.0f));
+    __m256 q = _mm256_set1_ps(1.947346228e-04f);
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(-3.031601753e-03f));
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(2.218140199e-02f));
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(-1.038389124e-01f));
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(-6.372857526e-01f));
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(-1.127615461e+00f));
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(-2.099135167e-04f));
+    const __m256 big = _mm256_or_ps(_mm256_sub_ps(_mm256_set1_ps(1.0f), exp8_neg(q)),
+                                    _mm256_and_ps(sign, x));
+    const __m256 use_big = _mm256_cmp_ps(ax, _mm256_set1_ps(ERF_SPLIT), _CMP_GT_OQ);
+    const __m256 r = _mm256_blendv_ps(small, big, use_big);
+    /* NaN in, NaN out (the big branch's min would drop it) */
+    return _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+static inline __m256 gelu8(__m256 v) {
+    const __m256 e = erf8(_mm256_mul_ps(v, _mm256_set1_ps(0.70710678118654752440f)));
+    return _mm256_mul_ps(_mm256_mul_ps(v, _mm256_set1_ps(0.5f)),
+                         _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+/* lanes [0, n) of 8 as a maskload / maskstore mask */
+static inline __m256i tail_mask(int64_t n) {
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), idx);
+}
+
+void ra_nn_erf_avx2(float *y, const float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, erf8(_mm256_loadu_ps(x + i)));
+    if (i < n) {
+        const __m256i m = tail_mask(n - i);
+        _mm256_maskstore_ps(y + i, m, erf8(_mm256_maskload_ps(x + i, m)));
+    }
+}
+
+void ra_nn_gelu_avx2(float *y, const float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, gelu8(_mm256_loadu_ps(x + i)));
+    if (i < n) {
+        const __m256i m = tail_mask(n - i);
+        _mm256_maskstore_ps(y + i, m, gelu8(_mm256_maskload_ps(x + i, m)));
+    }
+}
+
+/* ---- LayerNorm of one row ------------------------------------------------ */
+
+static inline double hsum_pd(__m256d v) {
+    const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+
+void ra_nn_layernorm_row_avx2(float *y, float *mean, float *rstd, const float *x,
+                              const float *gamma, const float *beta, int c, float eps) {
+    int j;
+    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+    double tail = 0;
+    for (j = 0; j + 8 <= c; j += 8) {
+        const __m256 v = _mm256_loadu_ps(x + j);
+        a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+        a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+    }
+    for (; j < c; j++) tail += x[j];
+    const double mu = (hsum_pd(_mm256_add_pd(a0, a1)) + tail) / c;
+    const __m256d vmu = _mm256_set1_pd(mu);
+    a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd(), tail = 0;
+    for (j = 0; j + 8 <= c; j += 8) {
+        const __m256 v = _mm256_loadu_ps(x + j);
+        const __m256d d0 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), vmu);
+        const __m256d d1 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), vmu);
+        a0 = _mm256_fmadd_pd(d0, d0, a0);
+        a1 = _mm256_fmadd_pd(d1, d1, a1);
+    }
+    for (; j < c; j++) {
+        const double d = x[j] - mu;
+        tail += d * d;
+    }
+    const double ss = hsum_pd(_mm256_add_pd(a0, a1)) + tail;
+    const double rs = 1.0 / sqrt(ss / c + (double)eps);
+    if (mean) *mean = (float)mu;
+    if (rstd) *rstd = (float)rs;
+    const __m256d vrs = _mm256_set1_pd(rs);
+    for (j = 0; j + 4 <= c; j += 4) {   /* as the scalar loop: ((x - mu) rs) g + b */
+        __m256d v = _mm256_mul_pd(_mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + j)), vmu), vrs);
+        if (gamma) v = _mm256_mul_pd(v, _mm256_cvtps_pd(_mm_loadu_ps(gamma + j)));
+        if (beta) v = _mm256_add_pd(v, _mm256_cvtps_pd(_mm_loadu_ps(beta + j)));
+        _mm_storeu_ps(y + j, _mm256_cvtpd_ps(v));
+    }
+    for (; j < c; j++) {
+        double v = (x[j] - mu) * rs;
+        if (gamma) v *= gamma[j];
+        if (beta) v += beta[j];
+        y[j] = (float)v;
+    }
+}

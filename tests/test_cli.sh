@@ -1,0 +1,344 @@
+#!/usr/bin/env bash
+# test_cli.sh - the relattn command from outside (SPEC 3).
+#
+#   bash tests/test_cli.sh RELATTN_BINARY FIXTURES_DIR
+#
+# 1. Every case of tests/corpus/manifest.txt (written by
+#    tools/make_corpus.py): the exit code is the expected one; no run is
+#    killed by a signal; stderr never holds a sanitizer report; on failure
+#    stderr is exactly one non-empty line starting with "relattn" and no
+#    output file (nor a leftover OUT.tmp.*) exists; on success the output
+#    exists if one was asked for.
+# 2. End to end: `index --window 2x2` prints the index of seed 004, --json is
+#    JSON, and `forward` on every fixture case of cases.txt writes y (and
+#    attn with --attn) equal to PyTorch's within rtol 1e-4, with the default
+#    and the reference kernel; `backward` writes y and every gradient of the
+#    fixture; the networks of nets.txt (if any) write y (compared with
+#    tools/st.py when a python3 with numpy exists; else only the exit codes
+#    and the files are checked, with a note). Every output of a successful
+#    manifest case must be readable by tools/st.py and finite.
+# The last line is "N passed, N failed"; the exit status is 1 if any failed.
+set -u
+
+if [ $# -ne 2 ]; then
+    echo "usage: $0 RELATTN_BINARY FIXTURES_DIR" >&2
+    exit 2
+fi
+abspath() { (cd "$(dirname "$1")" && printf '%s/%s\n' "$(pwd -P)" "$(basename "$1")"); }
+BIN=$(abspath "$1")
+FIXTURES=$(cd "$2" && pwd -P) || { echo "no fixtures dir $2" >&2; exit 2; }
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+CORPUS=$HERE/corpus
+TOOLS=$(cd "$HERE/../tools" && pwd -P)
+[ -x "$BIN" ] || { echo "not executable: $BIN" >&2; exit 2; }
+[ -f "$CORPUS/manifest.txt" ] || { echo "no $CORPUS/manifest.txt (run tools/make_corpus.py)" >&2; exit 2; }
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/relattn_test_cli.XXXXXX") || exit 2
+trap 'rm -rf "$WORK"' EXIT
+# A sanitizer build must report, not hang or leak silently; harmless otherwise.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:allocator_may_return_null=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
+
+# Every run is bounded: a hang is a failure (exit 124), not a stuck test.
+TO=()
+command -v timeout >/dev/null 2>&1 && TO=(timeout 120)
+
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); }
+bad() {
+    failed=$((failed + 1))
+    printf 'FAIL: %s\n' "$*" >&2
+}
+
+# The stderr of a run must hold no sanitizer report, whatever the exit code.
+clean_stderr() {   # file what
+    if grep -qE 'AddressSanitizer|LeakSanitizer|runtime error|UndefinedBehaviorSanitizer' "$1"; then
+        bad "$2: sanitizer report:"
+        sed 's/^/    /' "$1" | head -20 >&2
+        return 1
+    fi
+    return 0
+}
+
+# The comparison runs once at the end over a list of
+#   what<TAB>OUT<TAB>EXPECTED<TAB>names
+# (names: "y", "y attn", or "grads" for y and every gradient of the fixture)
+# and prints "ok" or "FAIL: reason" per line.
+compare_all() {   # list
+    "$PY" - "$TOOLS" "$1" <<'EOF'
+import sys
+sys.dont_write_bytecode = True
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import st
+
+
+def check(out_path, exp_path, names):
+    out, _ = st.read(out_path)
+    if names == ["finite"]:   # a manifest output: readable, y present, all finite
+        bad = [n for n, v in out.items() if not np.all(np.isfinite(v))]
+        return ("not finite: %s" % bad if bad else
+                None if "y" in out else "no y in %s" % sorted(out))
+    exp, _ = st.read(exp_path)
+    atol = 1e-5
+    if names == ["net"]:   # a whole network: y, with its longer chain of roundings
+        names, atol = ["y"], 1e-4
+    if names == ["grads"]:
+        names = sorted(n for n in exp if n != "attn")
+        atol = 1e-4
+    if sorted(out) != sorted(names):
+        return "output holds %s, expected %s" % (sorted(out), sorted(names))
+    for n in names:
+        a, b = out[n], exp[n].astype(np.float32)
+        if a.dtype != np.float32 or a.shape != b.shape:
+            return "%s: %s %s, expected float32 %s" % (n, a.dtype, a.shape, b.shape)
+        if not np.all(np.isfinite(a)):
+            return "%s: not finite" % n
+        err = np.abs(a - b) / (atol + 1e-4 * np.abs(b))
+        if err.max() > 1:
+            i = np.unravel_index(err.argmax(), err.shape)
+            return "%s: at %s got %.7g expected %.7g" % (n, i, a[i], b[i])
+    return None
+
+
+for line in open(sys.argv[2]):
+    what, out_path, exp_path, names = line.rstrip("\n").split("\t")
+    try:
+        why = check(out_path, exp_path, names.split())
+    except Exception as e:  # a file the reader refuses is a failure too
+        why = "%s: %s" % (type(e).__name__, e)
+    print("ok" if why is None else "FAIL: %s: %s" % (what, why))
+EOF
+}
+
+# ---- 1. the manifest ------------------------------------------------------
+
+# Outputs to check with python at the end (see compare_all), one a line.
+: >"$WORK/compare.txt"
+
+n=0
+while IFS= read -r line || [ -n "$line" ]; do
+    case $line in '#'* | '') continue ;; esac
+    want=${line%%$'\t'*}
+    args=${line#*$'\t'}
+    [ "$want" = "$line" ] && args=""
+    n=$((n + 1))
+    dir=$WORK/case$n
+    mkdir "$dir"
+    out=$dir/out.safetensors
+    # placeholders, shell-quoted, then split as a shell would
+    a=${args//'{corpus}'/$(printf '%q' "$CORPUS")}
+    a=${a//'{fixtures}'/$(printf '%q' "$FIXTURES")}
+    a=${a//'{out}'/$(printf '%q' "$out")}
+    a=${a//'{tmp}'/$(printf '%q' "$dir")}
+    eval "set -- $a"
+    ${TO[@]+"${TO[@]}"} "$BIN" "$@" </dev/null >"$WORK/stdout" 2>"$WORK/stderr"
+    got=$?
+    [ "$got" -eq 124 ] && [ ${#TO[@]} -gt 0 ] && { bad "case $n [relattn $args]: timed out"; continue; }
+    what="case $n [relattn $args]"
+    clean_stderr "$WORK/stderr" "$what" || continue
+    if [ "$got" -ge 128 ]; then
+        bad "$what: killed by signal $((got - 128))"
+        sed 's/^/    /' "$WORK/stderr" | head -5 >&2
+        continue
+    fi
+    if [ "$got" != "$want" ]; then
+        bad "$what: exit $got, expected $want"
+        sed 's/^/    /' "$WORK/stderr" | head -3 >&2
+        continue
+    fi
+    # what is left in the case's directory
+    left=$(cd "$dir" && ls -A)
+    if [ "$got" -ne 0 ]; then
+        lines=$(wc -l <"$WORK/stderr")
+        first=$(head -n 1 "$WORK/stderr")
+        if [ "$lines" -ne 1 ] || [ -z "${first#relattn}" ] || [ "${first#relattn}" = "$first" ]; then
+            bad "$what: stderr is not one line starting with 'relattn':"
+            sed 's/^/    /' "$WORK/stderr" | head -5 >&2
+            continue
+        fi
+        if [ -n "$left" ]; then
+            bad "$what: failed but left files: $left"
+            continue
+        fi
+    else
+        case $args in
+        *'{out}'*)
+            if [ "$left" != "out.safetensors" ]; then
+                bad "$what: succeeded but left '$left' (expected out.safetensors)"
+                continue
+            fi
+            printf '%s\t%s\t-\tfinite\n' "$what" "$out" >>"$WORK/compare.txt" ;;
+        *)
+            if [ -n "$left" ]; then
+                bad "$what: succeeded but left files: $left"
+                continue
+            fi ;;
+        esac
+    fi
+    ok
+done <"$CORPUS/manifest.txt"
+echo "manifest: $n cases"
+
+# ---- 2. end to end -----------------------------------------------------------
+
+# index of a 2x2 window (seed 004), and only that on stdout
+expect_2x2=$'4 3 1 0\n5 4 2 1\n7 6 4 3\n8 7 5 4'
+got=$("$BIN" index --window 2x2 2>"$WORK/stderr")
+rc=$?
+clean_stderr "$WORK/stderr" "index --window 2x2" &&
+    if [ $rc -eq 0 ] && [ "$got" = "$expect_2x2" ] &&
+        [ "$("$BIN" index --window 2x2 2>/dev/null | wc -l)" -eq 4 ]; then ok; else
+        bad "index --window 2x2: exit $rc, output:"$'\n'"$got"
+    fi
+
+# --json is JSON with the same numbers
+PY=""
+for p in /usr/bin/python3 python3; do
+    if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import numpy' 2>/dev/null; then PY=$p; break; fi
+done
+JSONPY=$PY
+[ -z "$JSONPY" ] && command -v python3 >/dev/null 2>&1 && JSONPY=python3
+for cfg in "--window 2x2" "--window 3x5" "--window 2x2 --frames 7 --kv-frames 4" "--length 5 --clip 2"; do
+    # shellcheck disable=SC2086
+    "$BIN" index $cfg --json >"$WORK/json" 2>"$WORK/stderr"
+    rc=$?
+    clean_stderr "$WORK/stderr" "index $cfg --json" || continue
+    if [ $rc -ne 0 ]; then bad "index $cfg --json: exit $rc"; continue; fi
+    if [ -n "$JSONPY" ]; then
+        # shellcheck disable=SC2086
+        "$BIN" index $cfg >"$WORK/plain" 2>/dev/null
+        if "$JSONPY" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = [[int(v) for v in l.split()] for l in open(sys.argv[2])]
+assert set(d) == {"index", "table_rows"}, d.keys()
+assert d["index"] == rows, "json and plain index differ"
+assert isinstance(d["table_rows"], int) and d["table_rows"] > max(max(r) for r in rows)
+' "$WORK/json" "$WORK/plain" 2>"$WORK/pyerr"; then ok; else
+            bad "index $cfg --json: $(tail -1 "$WORK/pyerr")"
+        fi
+    elif grep -qE '^\{"index": \[\[[0-9, ]+\](, \[[0-9, ]+\])*\], "table_rows": [0-9]+\}$' "$WORK/json"; then
+        ok
+    else
+        bad "index $cfg --json: not the expected JSON: $(head -c 200 "$WORK/json")"
+    fi
+done
+if [ "$("$BIN" index --window 2x2 --json 2>/dev/null)" = \
+     '{"index": [[4, 3, 1, 0], [5, 4, 2, 1], [7, 6, 4, 3], [8, 7, 5, 4]], "table_rows": 9}' ]; then ok; else
+    bad "index --window 2x2 --json: $("$BIN" index --window 2x2 --json 2>&1)"
+fi
+
+# A run that must fail with `want` and one line on stderr, whatever else:
+# expect_fail WANT STDOUT_FILE ARGS...
+expect_fail() {
+    local want=$1 to=$2 rc
+    shift 2
+    ${TO[@]+"${TO[@]}"} "$BIN" "$@" </dev/null >"$to" 2>"$WORK/stderr"
+    rc=$?
+    clean_stderr "$WORK/stderr" "relattn $* >$to" || return
+    if [ $rc -eq "$want" ] && [ "$(wc -l <"$WORK/stderr")" -eq 1 ] &&
+        grep -q '^relattn' "$WORK/stderr"; then ok; else
+        bad "relattn $* >$to: exit $rc (expected $want; 124: it hung), stderr: $(head -c 300 "$WORK/stderr")"
+    fi
+}
+
+# stdout that cannot be written (a full disk): 73 and one line, never 0
+if [ -c /dev/full ]; then
+    expect_fail 73 /dev/full index --window 7x7
+    expect_fail 73 /dev/full index --length 9 --clip 2 --json
+    expect_fail 73 /dev/full --help
+    expect_fail 73 /dev/full index --help
+    expect_fail 73 /dev/full show "$CORPUS/ok_vit.model.safetensors"
+fi
+
+# a FIFO is not a file: refused at once (66), never waited on
+if command -v mkfifo >/dev/null 2>&1 && mkfifo "$WORK/fifo" 2>/dev/null; then
+    expect_fail 66 /dev/null show "$WORK/fifo"
+    expect_fail 66 /dev/null forward "$WORK/fifo" "$CORPUS/ok_vit.input.safetensors" \
+        -o "$WORK/fifo.out"
+    expect_fail 66 /dev/null forward "$CORPUS/ok_vit.model.safetensors" "$WORK/fifo" \
+        -o "$WORK/fifo.out"
+    if [ -e "$WORK/fifo.out" ]; then bad "an output was written from a FIFO"; else ok; fi
+    rm -f "$WORK/fifo"
+fi
+
+# forward and backward on every fixture case: exit 0, the outputs written and
+# (with python) equal to PyTorch's
+[ -z "$PY" ] && echo "note: no python3 with numpy: outputs are not compared with the fixtures (test_attention does)"
+mkdir "$WORK/e2e"
+ncase=0
+while IFS= read -r c || [ -n "$c" ]; do
+    c=${c%%[[:space:]]*}
+    case $c in '#'* | '') continue ;; esac
+    ncase=$((ncase + 1))
+    # forward (y; y and attn) with the default kernel and the reference one,
+    # and backward (y and every gradient of the fixture)
+    for run in "forward default" "forward-attn default" "forward ref" "forward-attn ref" \
+               "backward default"; do
+        read -r mode kernel <<<"$run"
+        sub=${mode%-attn} attn=""
+        [ "$mode" = forward-attn ] && attn="--attn"
+        out=$WORK/e2e/$c.$mode.$kernel.safetensors
+        what="$sub $c $attn (kernel $kernel)"
+        if [ "$kernel" = default ]; then
+            "$BIN" "$sub" "$FIXTURES/$c.model.safetensors" "$FIXTURES/$c.input.safetensors" \
+                -o "$out" $attn 2>"$WORK/stderr"
+        else
+            RELATTN_KERNEL=ref "$BIN" "$sub" "$FIXTURES/$c.model.safetensors" \
+                "$FIXTURES/$c.input.safetensors" -o "$out" $attn --threads 2 2>"$WORK/stderr"
+        fi
+        rc=$?
+        clean_stderr "$WORK/stderr" "$what" || continue
+        if [ $rc -ne 0 ] || [ ! -s "$out" ]; then
+            bad "$what: exit $rc: $(head -1 "$WORK/stderr")"
+            continue
+        fi
+        if [ -n "$PY" ]; then
+            names="y"
+            [ -n "$attn" ] && names="y attn"
+            [ "$sub" = backward ] && names="grads"
+            printf '%s\t%s\t%s\t%s\n' "$what" "$out" "$FIXTURES/$c.expected.safetensors" \
+                "$names" >>"$WORK/compare.txt"
+        else
+            ok
+        fi
+    done
+done <"$FIXTURES/cases.txt"
+[ $ncase -ge 1 ] || bad "no cases in $FIXTURES/cases.txt"
+# whole networks (swin_block, swin, vit), when the fixtures have them
+if [ -f "$FIXTURES/nets.txt" ]; then
+    while IFS= read -r c || [ -n "$c" ]; do
+        c=${c%%[[:space:]]*}
+        case $c in '#'* | '') continue ;; esac
+        out=$WORK/e2e/$c.net.safetensors
+        what="forward $c (network)"
+        ${TO[@]+"${TO[@]}"} "$BIN" forward "$FIXTURES/$c.model.safetensors" \
+            "$FIXTURES/$c.input.safetensors" -o "$out" 2>"$WORK/stderr"
+        rc=$?
+        clean_stderr "$WORK/stderr" "$what" || continue
+        if [ $rc -ne 0 ] || [ ! -s "$out" ]; then
+            bad "$what: exit $rc: $(head -1 "$WORK/stderr")"
+        elif [ -n "$PY" ]; then
+            printf '%s\t%s\t%s\tnet\n' "$what" "$out" "$FIXTURES/$c.expected.safetensors" \
+                >>"$WORK/compare.txt"
+        else
+            ok
+        fi
+    done <"$FIXTURES/nets.txt"
+fi
+if [ -n "$PY" ]; then
+    ncmp=$(wc -l <"$WORK/compare.txt")
+    nres=0
+    while IFS= read -r r; do
+        nres=$((nres + 1))
+        if [ "$r" = ok ]; then ok; else bad "${r#FAIL: }"; fi
+    done < <(compare_all "$WORK/compare.txt" 2>&1)
+    [ "$nres" -eq "$ncmp" ] || bad "the comparison gave $nres results for $ncmp outputs"
+fi
+leftover=$(find "$WORK" -name '*.tmp.*' | head -5)
+if [ -z "$leftover" ]; then ok; else bad "temporary files left behind: $leftover"; fi
+
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]
