@@ -9,7 +9,7 @@
  *      rounded up to 16, zero padded, in 16x16 register blocks. V is copied
  *      into a packed (N2, hd) block: rows of one head in the caller's
  *      (tokens, C) layout are C floats apart and fall into a few L1 sets,
- *      packed they stream.
+ *      packed they stream. The caller's rows are prefetched ahead of use.
  *   2. One register-blocked product, block_fma, does all the arithmetic:
  *      acc[r][0..nv) += a_r[k] * b_k[d .. d + 16 nv) over k, RB rows x up to
  *      4 vectors (64 columns) of accumulators. The logits are
@@ -127,6 +127,24 @@ static void transpose(float *dst, size_t ldd, const float *src, size_t lds, int 
             for (int i = 0; i < 16; i++)
                 if (i < nc) _mm512_storeu_ps(dst + (size_t)(c0 + i) * ldd + r0, a[i]);
         }
+    }
+}
+
+/* Asks for rows i .. i+RB-1 (of n; none when i >= n) of p (row stride ld,
+ * hd floats each) to be brought into the cache. The rows of one head are
+ * far apart in the caller's (tokens, C) layout, and the caches are cold
+ * when the attention follows a projection: fetched only when first used,
+ * every block of rows would wait for memory (Swin's small windows ran at
+ * ~60% of their warm speed). So what a task transposes or copies at once
+ * (K and V; q and do too in the backward) is prefetched whole at its start,
+ * q and out (dq, dk, dv in the backward) PF blocks ahead of their use. */
+#define PF 2
+static void prefetch_block(const float *p, size_t ld, int i, int n, int hd) {
+    for (int r = i; r < i + RB && r < n; r++) {
+        const char *row = (const char *)(p + (size_t)r * ld);
+        const size_t bytes = (size_t)hd * sizeof *p;
+        for (size_t c = 0; c < bytes; c += 64) _mm_prefetch(row + c, _MM_HINT_T0);
+        _mm_prefetch(row + bytes - 1, _MM_HINT_T0);
     }
 }
 
@@ -393,6 +411,14 @@ static void avx512_forward(const ra_attn_task *t) {
     float *qr = rkt + (size_t)hd * rp;       /* (RB, Rp)  */
     float *eb = qr + RB * rp;                /* (RB, Rp)  */
 
+    for (int j = 0; j < n2; j += RB) {
+        prefetch_block(t->k, (size_t)t->ldk, j, n2, hd);
+        prefetch_block(t->v, (size_t)t->ldv, j, n2, hd);
+    }
+    for (int i = 0; i < PF * RB; i += RB) {
+        prefetch_block(t->q, (size_t)t->ldq, i, n1, hd);
+        prefetch_block(t->out, (size_t)t->ldo, i, n1, hd);
+    }
     transpose(kt, n2p, t->k, (size_t)t->ldk, n2, hd);
     pack(vp, t->v, (size_t)t->ldv, n2, hd);
     if (t->rel_k) transpose(rkt, rp, t->rel_k, (size_t)hd, nrel, hd);
@@ -403,6 +429,8 @@ static void avx512_forward(const ra_attn_task *t) {
         const int nr = n1 - i0 < RB ? n1 - i0 : RB;
         const float *qrow[RB], *erow[RB], *ebrow[RB];
         float mx[RB], inv[RB];
+        prefetch_block(t->q, (size_t)t->ldq, i0 + PF * RB, n1, hd);
+        prefetch_block(t->out, (size_t)t->ldo, i0 + PF * RB, n1, hd);
 #pragma GCC unroll 4
         for (int r = 0; r < RB; r++) {
             const int rr = r < nr ? r : nr - 1;
@@ -552,6 +580,15 @@ static void avx512_backward(const ra_attn_task *t) {
     float *pb = dor + RB * rp;               /* (RB, Rp) p buckets      */
     float *dsb = pb + RB * rp;               /* (RB, Rp) scale*ds buckets */
 
+    for (int j = 0; j < n2; j += RB) {
+        prefetch_block(t->k, (size_t)t->ldk, j, n2, hd);
+        prefetch_block(t->v, (size_t)t->ldv, j, n2, hd);
+    }
+    for (int i = 0; i < n1; i += RB) {
+        prefetch_block(t->q, (size_t)t->ldq, i, n1, hd);
+        prefetch_block(t->dout, (size_t)t->lddo, i, n1, hd);
+    }
+    for (int i = 0; i < PF * RB; i += RB) prefetch_block(t->dq, (size_t)t->lddq, i, n1, hd);
     transpose(kt, n2p, t->k, (size_t)t->ldk, n2, hd);
     transpose(vt, n2p, t->v, (size_t)t->ldv, n2, hd);
     pack(qp, t->q, (size_t)t->ldq, n1, hd);
@@ -568,6 +605,7 @@ static void avx512_backward(const ra_attn_task *t) {
         const float *qrow[RB], *dorow[RB], *dsrow[RB], *pbrow[RB], *dsbrow[RB];
         float *p = pm + (size_t)i0 * n2p, *ds = dsm + (size_t)i0 * n2p;
         float mx[RB], inv[RB];
+        prefetch_block(t->dq, (size_t)t->lddq, i0 + PF * RB, n1, hd);
 #pragma GCC unroll 4
         for (int r = 0; r < RB; r++) {
             const int rr = r < nr ? r : nr - 1;
@@ -602,8 +640,14 @@ static void avx512_backward(const ra_attn_task *t) {
     }
 
     /* dv and dk, RB rows j at a time over all N1 rows i */
+    for (int j = 0; j < PF * RB; j += RB) {
+        prefetch_block(t->dk, (size_t)t->lddk, j, n2, hd);
+        prefetch_block(t->dv, (size_t)t->lddv, j, n2, hd);
+    }
     for (int j0 = 0; j0 < n2; j0 += RB) {
         const int nj = n2 - j0 < RB ? n2 - j0 : RB;
+        prefetch_block(t->dk, (size_t)t->lddk, j0 + PF * RB, n2, hd);
+        prefetch_block(t->dv, (size_t)t->lddv, j0 + PF * RB, n2, hd);
 #define KV(nv, d0, last)                                                                    \
     do {                                                                                    \
         kv_chunk(t->dv, (size_t)t->lddv, j0, nj, pm, n2p, dop, hd, n1, nv, d0, last);       \
