@@ -274,7 +274,12 @@ int main(int argc, char **argv) {
     printf("BLAS: %s\n", openblas_get_config());
     printf("BLAS kernel set: %s (OPENBLAS_CORETYPE=%s)\n", openblas_get_corename(),
            getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "unset");
-    printf("FMA peak (%s, measured): %.1f GFLOP/s\n\n", isa, peak);
+    printf("FMA peak (%s, measured): %.1f GFLOP/s\n", isa, peak);
+    FILE *la = fopen("/proc/loadavg", "r");   /* other work on the cores skews everything */
+    char load[128] = "";
+    if (la && fgets(load, sizeof load, la)) printf("load average: %s", load);
+    if (la) fclose(la);
+    printf("\n");
     if (reps > 64) reps = 64;
     if (strcmp(what, "layers")) {
         printf("%-40s %-6s %10s %10s %10s %10s\n", "network", "kernel", "images/s", "ms",

@@ -31,16 +31,16 @@ echo
 echo
 if grep -q 'images/s' "$out/relattn.txt"; then
   echo "networks, relattn / PyTorch images/s (same weights, same input size; > 1 is faster):"
-  awk '/images\/s/ && /^net / { key = substr($0, 1, 40)
-         if (FILENAME ~ /torch/) t[key] = $(NF-5)
-         else { r[key] = $(NF-7); k[key] = $(NF-8); order[++n] = key } }
+  awk '/images\/s/ && /^net / { key = substr($0, 1, 40); split(substr($0, 41), f, " ")
+         if (FILENAME ~ /torch/) t[key] = f[2]
+         else { r[key] = f[2]; k[key] = f[1]; order[++n] = key } }
        END { printf "%-40s %-6s %10s %10s %10s\n", "network", "kernel", "relattn", "torch", "ratio"
              for (j = 1; j <= n; j++) { key = order[j]
                printf "%-40s %-6s %10.2f %10.2f %9.2fx\n", key, k[key], r[key], t[key],
                       (t[key] > 0 ? r[key] / t[key] : 0) } }' "$out/relattn.txt" "$out/torch.txt"
   echo
 fi
-if grep -q 'GFLOP/s$' "$out/relattn.txt"; then
+if grep -v '^FMA' "$out/relattn.txt" | grep -q 'GFLOP/s$'; then
   echo "layers, relattn / PyTorch (same shapes, same flop counts; > 1 is faster):"
   awk '/GFLOP\/s$/ && !/^net / && !/^FMA / { key = substr($0, 1, 40); k = $(NF-5)
          if (FILENAME ~ /torch/) { for (i = 0; i < 4; i++) t[key, i] = $(NF-4+i) }

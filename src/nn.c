@@ -179,8 +179,11 @@ static void layernorm_row(float *yr, float *mean, float *rstd, const float *xr,
 typedef void (*ln_row_fn)(float *, float *, float *, const float *, const float *,
                           const float *, int, float);
 
+static int gemm_fast(void);
+
 static ln_row_fn ln_row(void) {
 #ifdef RA_HAVE_X86_KERNELS
+    if (gemm_fast()) return ra_nn_layernorm_row_avx512;
     if (ra_nn_simd()) return ra_nn_layernorm_row_avx2;
 #endif
     return layernorm_row;

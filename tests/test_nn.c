@@ -1140,10 +1140,24 @@ static void test_fast_paths(void) {
             for (int64_t i = 0; i < (int64_t)rows * c; i++) lx[i] = lx[i] * 50.0f + 1000.0f;
             ra_kernel_select(RA_KERNEL_REF);
             ra_layernorm_forward(l0, mean, rstd, lx, g, bb, rows, c, 1e-5f);
-            ra_kernel_select(RA_KERNEL_AVX2);
-            ra_layernorm_rows(l1, lx, NULL, rows, c, g, bb, 1e-5f);
             char what[64];
-            snprintf(what, sizeof what, "layernorm rows avx2 vs scalar, C = %d", c);
+            for (int w = 0; w < 1 + has_avx512; w++) {
+                for (int i = 0; i < rows; i++) {
+                    const int64_t o = (int64_t)i * c;
+                    float mu, rs;
+                    if (w) ra_nn_layernorm_row_avx512(l1 + o, &mu, &rs, lx + o, g, bb, c, 1e-5f);
+                    else ra_nn_layernorm_row_avx2(l1 + o, &mu, &rs, lx + o, g, bb, c, 1e-5f);
+                    CHECK(fabsf(mu - mean[i]) <= 1e-6f * fabsf(mean[i]) &&
+                              fabsf(rs - rstd[i]) <= 1e-6f * rstd[i],
+                          "layernorm statistics, C = %d", c);
+                }
+                snprintf(what, sizeof what, "layernorm row %s vs scalar, C = %d",
+                         w ? "avx512" : "avx2", c);
+                CHECK_CLOSE(l1, l0, (int64_t)rows * c, 1e-6, 1e-7, what);
+            }
+            ra_kernel_select(RA_KERNEL_AVX2);   /* and through the dispatcher */
+            ra_layernorm_rows(l1, lx, NULL, rows, c, g, bb, 1e-5f);
+            snprintf(what, sizeof what, "layernorm rows vs scalar, C = %d", c);
             CHECK_CLOSE(l1, l0, (int64_t)rows * c, 1e-6, 1e-7, what);
             free(lx), free(g), free(bb), free(l0), free(l1), free(mean), free(rstd);
         }

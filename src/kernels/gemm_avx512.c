@@ -29,6 +29,7 @@
 #include "gemm_kernels.h"
 
 #include <immintrin.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <threads.h>
@@ -180,19 +181,23 @@ static inline __attribute__((always_inline)) void tile(const gemm_args *a, int m
     const float *xq[MR / 3];
     for (int q = 0; q < (mr + 2) / 3; q++) xq[q] = a->x + (i0 + 3 * q) * ld;
     const float *bp = panel;
-    for (int p = a->k; p > 0; p--, bp += NR) {
-        /* the next block of w towards L2, spread over the FMAs: one line,
-         * two when more lines than iterations are left */
-        if (npf > 0) _mm_prefetch(pf, _MM_HINT_T1), pf += 64, npf--;
-        if (npf >= p) _mm_prefetch(pf, _MM_HINT_T1), pf += 64, npf--;
-        const __m512 b0 = _mm512_load_ps(bp);
-        const __m512 b1 = _mm512_load_ps(bp + 16);
-        for (int i = 0; i < mr; i++) {
-            const __m512 av = _mm512_set1_ps(xq[i / 3][(i % 3) * ld]);
-            c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);
-            c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);
+    for (int p = a->k; p > 0;) {
+        /* k in chunks of 16; before each, its share of the prefetches of
+         * the next block of w (towards L2), spread evenly over the FMAs */
+        const int chunk = p < 16 ? p : 16;
+        for (int64_t share = (npf * chunk + p - 1) / p; share > 0; share--, npf--, pf += 64)
+            _mm_prefetch(pf, _MM_HINT_T1);
+        p -= chunk;
+        for (int c = chunk; c > 0; c--, bp += NR) {
+            const __m512 b0 = _mm512_load_ps(bp);
+            const __m512 b1 = _mm512_load_ps(bp + 16);
+            for (int i = 0; i < mr; i++) {
+                const __m512 av = _mm512_set1_ps(xq[i / 3][(i % 3) * ld]);
+                c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);
+                c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);
+            }
+            for (int q = 0; q < (mr + 2) / 3; q++) xq[q]++;
         }
-        for (int q = 0; q < (mr + 2) / 3; q++) xq[q]++;
     }
     /* epilogue */
     const __mmask16 m0 = jn >= 16 ? 0xFFFF : (__mmask16)((1u << jn) - 1);
@@ -366,4 +371,51 @@ int ra_gemm_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const flo
                              (int)((int64_t)npan * (id + 1) / cnt), (int)per);
     }
     return fail ? -1 : 0;
+}
+
+/* ---- LayerNorm of one row on 8 double lanes ---------------------------------
+ * nn_avx2.c's row (statistics in double, two passes; the affine map in
+ * double, multiply then add, as the scalar loop), twice as wide. */
+static inline double hsum8(__m512d v) { return _mm512_reduce_add_pd(v); }
+
+void ra_nn_layernorm_row_avx512(float *y, float *mean, float *rstd, const float *x,
+                                const float *gamma, const float *beta, int c, float eps) {
+    int j;
+    __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
+    double tail = 0;
+    for (j = 0; j + 16 <= c; j += 16) {
+        a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm256_loadu_ps(x + j)));
+        a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_loadu_ps(x + j + 8)));
+    }
+    for (; j < c; j++) tail += x[j];
+    const double mu = (hsum8(_mm512_add_pd(a0, a1)) + tail) / c;
+    const __m512d vmu = _mm512_set1_pd(mu);
+    a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd(), tail = 0;
+    for (j = 0; j + 16 <= c; j += 16) {
+        const __m512d d0 = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x + j)), vmu);
+        const __m512d d1 = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x + j + 8)), vmu);
+        a0 = _mm512_fmadd_pd(d0, d0, a0);
+        a1 = _mm512_fmadd_pd(d1, d1, a1);
+    }
+    for (; j < c; j++) {
+        const double d = x[j] - mu;
+        tail += d * d;
+    }
+    const double ss = hsum8(_mm512_add_pd(a0, a1)) + tail;
+    const double rs = 1.0 / sqrt(ss / c + (double)eps);
+    if (mean) *mean = (float)mu;
+    if (rstd) *rstd = (float)rs;
+    const __m512d vrs = _mm512_set1_pd(rs);
+    for (j = 0; j + 8 <= c; j += 8) {
+        __m512d v = _mm512_mul_pd(_mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x + j)), vmu), vrs);
+        if (gamma) v = _mm512_mul_pd(v, _mm512_cvtps_pd(_mm256_loadu_ps(gamma + j)));
+        if (beta) v = _mm512_add_pd(v, _mm512_cvtps_pd(_mm256_loadu_ps(beta + j)));
+        _mm256_storeu_ps(y + j, _mm512_cvtpd_ps(v));
+    }
+    for (; j < c; j++) {
+        double v = (x[j] - mu) * rs;
+        if (gamma) v *= gamma[j];
+        if (beta) v += beta[j];
+        y[j] = (float)v;
+    }
 }

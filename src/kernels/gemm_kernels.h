@@ -16,6 +16,9 @@ int ra_gemm_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const flo
                    float *res, int64_t ldres, const int32_t *map, int nthreads);
 /* y = GELU(x) on 16 lanes, as the epilogue computes it (y may be x). */
 void ra_gemm_gelu_avx512(float *y, const float *x, int64_t n);
+/* ra_nn_layernorm_row_avx2 (nn_kernels.h) on 8 double lanes. */
+void ra_nn_layernorm_row_avx512(float *y, float *mean, float *rstd, const float *x,
+                                const float *gamma, const float *beta, int c, float eps);
 #endif
 
 #endif
