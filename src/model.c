@@ -101,6 +101,28 @@ ra_status ra_meta_bool_opt(const ra_st_file *f, const char *key, int *out) {
     return RA_OK;
 }
 
+ra_status ra_meta_double_opt(const ra_st_file *f, const char *key, double *out, int *given) {
+    const char *v = ra_st_meta(f, key);
+    if (!v) return RA_OK;
+    errno = 0;
+    char *end;
+    double x = strtod(v, &end);
+    if (end == v || *end || errno || !isfinite(x))
+        return ra_fail(RA_ERR_FORMAT, "metadata %s = \"%.40s\" is not a finite number", key, v);
+    *out = x;
+    if (given) *given = 1;
+    return RA_OK;
+}
+
+ra_status ra_meta_mlp_ratio(const ra_st_file *f, double *out) {
+    *out = 4.0;   /* the default of every Swin / ViT constructor */
+    ra_status st = ra_meta_double_opt(f, "mlp_ratio", out, NULL);
+    if (!st && !(*out > 0))
+        st = ra_fail(RA_ERR_FORMAT, "metadata mlp_ratio = \"%.40s\" is not a positive number",
+                     ra_st_meta(f, "mlp_ratio"));
+    return st;
+}
+
 ra_status ra_meta_float_opt(const ra_st_file *f, const char *key, float *out, int *given) {
     const char *v = ra_st_meta(f, key);
     if (!v) return RA_OK;

@@ -79,6 +79,9 @@ ra_status ra_meta_list(const ra_st_file *f, const char *key, int *out, int max, 
                        int lo, int hi);
 ra_status ra_meta_bool_opt(const ra_st_file *f, const char *key, int *out);
 ra_status ra_meta_float_opt(const ra_st_file *f, const char *key, float *out, int *given);
+ra_status ra_meta_double_opt(const ra_st_file *f, const char *key, double *out, int *given);
+/* mlp_ratio: a positive number, 4.0 when absent (Python's float). */
+ra_status ra_meta_mlp_ratio(const ra_st_file *f, double *out);
 
 /* Arch tables, one per source file. */
 extern const ra_arch_ops ra_attn_arch_ops[4];   /* the four attention layers */

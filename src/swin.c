@@ -357,25 +357,10 @@ static ra_tensor_kind blk_suffix(swin_scheme sc, const swin_blk *b, const char *
 
 /* ---- metadata ----------------------------------------------------------- */
 
-/* mlp_ratio as a double (Python's float), default 4.0. */
-static ra_status meta_ratio(const ra_st_file *f, double *out) {
-    const char *v = ra_st_meta(f, "mlp_ratio");
-    *out = 4.0;
-    if (!v) return RA_OK;
-    errno = 0;
-    char *end;
-    const double x = strtod(v, &end);
-    if (end == v || *end || errno || !isfinite(x) || !(x > 0))
-        return ra_fail(RA_ERR_FORMAT, "metadata mlp_ratio = \"%.40s\" is not a positive number",
-                       v);
-    *out = x;
-    return RA_OK;
-}
-
 static ra_status meta_common(const ra_st_file *f, swin_common *k) {
     memset(k, 0, sizeof *k);
     k->qkv_bias = 1;
-    ra_status st = meta_ratio(f, &k->mlp_ratio);
+    ra_status st = ra_meta_mlp_ratio(f, &k->mlp_ratio);
     if (!st) st = ra_meta_bool_opt(f, "qkv_bias", &k->qkv_bias);
     if (!st) st = ra_meta_float_opt(f, "qk_scale", &k->qk_scale, &k->has_qk_scale);
     return st;

@@ -96,21 +96,6 @@ static size_t up16(size_t n) { return (n + 15) & ~(size_t)15; }
 
 /* ---- metadata ----------------------------------------------------------- */
 
-/* mlp_ratio as a double (Python's float), default 4.0. */
-static ra_status meta_ratio(const ra_st_file *f, double *out) {
-    const char *v = ra_st_meta(f, "mlp_ratio");
-    *out = 4.0;
-    if (!v) return RA_OK;
-    errno = 0;
-    char *end;
-    const double x = strtod(v, &end);
-    if (end == v || *end || errno || !isfinite(x) || !(x > 0))
-        return ra_fail(RA_ERR_FORMAT, "metadata mlp_ratio = \"%.40s\" is not a positive number",
-                       v);
-    *out = x;
-    return RA_OK;
-}
-
 /* A window_size or shift_size value: 3 integers for a self block; for a
  * cross block 2, or 3 whose first is `frame` (D1, or 0 for the shift). */
 static ra_status meta_triple(const ra_st_file *f, const char *key, int out[3], int cross,
@@ -154,7 +139,7 @@ static ra_status s3_declare(ra_model *m, const ra_st_file *f) {
     s->qkv_bias = 1;
     ra_status st = ra_meta_int(f, "dim", &s->dim, 1, S3_MAX_DIM);
     if (!st) st = ra_meta_int(f, "num_heads", &s->heads, 1, S3_MAX_DIM);
-    if (!st) st = meta_ratio(f, &s->mlp_ratio);
+    if (!st) st = ra_meta_mlp_ratio(f, &s->mlp_ratio);
     if (!st) st = ra_meta_bool_opt(f, "qkv_bias", &s->qkv_bias);
     if (!st) st = ra_meta_float_opt(f, "qk_scale", &s->qk_scale, &s->has_qk_scale);
     if (st) return st;

@@ -82,22 +82,13 @@ typedef struct {
 
 /* ---- metadata ----------------------------------------------------------- */
 
-/* A finite double, the whole string (Python's float(str) of the value). */
+/* A finite double (Python's float(str) of the value); given == NULL means
+ * the key is required. */
 static ra_status meta_double(const ra_st_file *f, const char *key, double *out, int *given) {
-    const char *v = ra_st_meta(f, key);
-    if (!v) {
-        if (given) *given = 0;
-        if (!given) return ra_fail(RA_ERR_FORMAT, "metadata key \"%s\" is missing (arch vit)", key);
-        return RA_OK;
-    }
-    errno = 0;
-    char *end;
-    double x = strtod(v, &end);
-    if (end == v || *end || errno || !isfinite(x))
-        return ra_fail(RA_ERR_FORMAT, "metadata %s = \"%.40s\" is not a finite number", key, v);
-    *out = x;
-    if (given) *given = 1;
-    return RA_OK;
+    if (given) *given = 0;
+    else if (!ra_st_meta(f, key))
+        return ra_fail(RA_ERR_FORMAT, "metadata key \"%s\" is missing (arch vit)", key);
+    return ra_meta_double_opt(f, key, out, given);
 }
 
 static ra_status meta_pool(const ra_st_file *f, int *pool) {
