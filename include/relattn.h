@@ -743,7 +743,10 @@ ra_status ra_swin_block_3d_forward(const ra_model *m, float *y, const float *x,
  * ra_model_param_total() floats; each has its state_dict() name. Changing
  * the weights in place (training) changes the model. */
 typedef struct ra_param_info {
-    const char *name;
+    const char *name;        /* canonical (official / SPEC 3.1) name */
+    const char *file_name;   /* the name in the file it was loaded from (its
+                                naming scheme); the canonical name for a
+                                model made by ra_model_create */
     int ndim;
     int64_t shape[4];
     int64_t offset, numel;   /* floats, into the flat buffer; offset -1 when
@@ -754,6 +757,36 @@ int ra_model_param_count(const ra_model *m);
 const ra_param_info *ra_model_param(const ra_model *m, int i);
 int64_t ra_model_param_total(const ra_model *m);
 float *ra_model_weights(ra_model *m);
+
+/* ---- training (networks: swin_block, swin, vit, swin_block_3d) ----------
+ * A training forward keeps in the model what its backward needs (one
+ * training pass per model at a time; the next training forward replaces
+ * it), and ra_model_backward back-propagates through it:
+ *   grad (ra_model_param_total floats, laid out like the weights)
+ *        += dL/dparameters, ACCUMULATED (zero it before a step);
+ *   dx   (the shape of the forward's x) += dL/dx, or NULL (not wanted);
+ *   dy   (the shape of the forward's y) the gradient of the output.
+ * The forward's inputs and outputs are as ra_model_forward's (y allocated,
+ * free with free()). The numbers equal PyTorch autograd (SPEC 2.6). The
+ * training forward of swin and vit applies the model's stochastic depth
+ * (metadata drop_path_rate, default 0) from rng; rng may be NULL when the
+ * rate is 0. RA_ERR_ARG for an attention-layer model (their backward is
+ * ra_attn_layer_backward) or a backward without a training forward. */
+int ra_model_trainable(const ra_model *m);
+ra_status ra_model_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
+                                 const float *x, int x_ndim, const int64_t *x_shape,
+                                 ra_rng *rng);
+ra_status ra_model_backward(ra_model *m, float *grad, float *dx, const float *dy);
+
+/* A model made from hyperparameters alone: meta holds nmeta key/value pairs
+ * (key, value, key, value, ...) as a model file's __metadata__ (SPEC 3.1,
+ * "arch" included), and the weights are initialised from seed as the
+ * PyTorch constructors do (SPEC 2.5): Linear weights, bias tables, Shaw
+ * tables and position embeddings truncated normal std 0.02 (timm's
+ * trunc_normal_), Linear biases 0, LayerNorm weight 1 and bias 0, the patch
+ * embedding's Conv2d PyTorch's default (uniform +-1/sqrt(fan_in), weight
+ * and bias). Validated as a loaded file's metadata is. */
+ra_status ra_model_create(ra_model **out, const char *const *meta, int nmeta, uint64_t seed);
 
 /* Point g into flat (ra_model_param_total() floats, laid out like the
  * weights) so that ra_attn_layer_backward accumulates each parameter's

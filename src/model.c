@@ -10,6 +10,8 @@
  * How an arch plugs in: src/model_internal.h. */
 #include "model_internal.h"
 
+#include <jansson.h>
+
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
@@ -164,6 +166,11 @@ static int find_param(const ra_model *m, const char *name) {
     return -1;
 }
 
+float *ra_model_grad(const ra_model *m, float *flat, const char *name) {
+    int i = m && flat ? find_param(m, name) : -1;
+    return i >= 0 && m->params[i].offset >= 0 ? flat + m->params[i].offset : NULL;
+}
+
 const float *ra_model_get(const ra_model *m, const char *name) {
     int i = m ? find_param(m, name) : -1;
     return i >= 0 && m->params[i].offset >= 0 ? m->weights + m->params[i].offset : NULL;
@@ -261,10 +268,16 @@ static ra_status load_weights(ra_model *m, const ra_st_file *f) {
         }
         m->params[p].offset = total;
         total += m->params[p].numel;
+        if (!(m->params[p].file_name = ra_strdup(found[p]->name)))
+            st = ra_fail(RA_ERR_NOMEM, "model: out of memory");
         found[kept] = found[p];
         m->params[kept++] = m->params[p];
     }
     m->nparams = kept;
+    if (st) {
+        free(found);
+        return st;
+    }
     if (!(m->weights = ra_alloc((size_t)total, sizeof(float))))
         st = ra_fail(RA_ERR_NOMEM, "model: out of memory for %lld weights", (long long)total);
     m->total = total;
@@ -321,7 +334,10 @@ ra_status ra_model_load(ra_model **out, const char *path) {
 void ra_model_free(ra_model *m) {
     if (!m) return;
     if (m->impl && m->ops->destroy) m->ops->destroy(m->impl);
-    for (int i = 0; i < m->nparams; i++) free((char *)m->params[i].name);
+    for (int i = 0; i < m->nparams; i++) {
+        if (m->params[i].file_name != m->params[i].name) free((char *)m->params[i].file_name);
+        free((char *)m->params[i].name);
+    }
     free(m->params);
     for (int i = 0; i < 2 * m->nmeta; i++) free(m->meta[i]);
     free(m->meta);
@@ -537,4 +553,133 @@ void ra_model_attn_grads(const ra_model *m, float *flat, ra_attn_grads *g) {
         if (p >= 0 && m->params[p].offset >= 0)
             *(float **)((char *)g + map[i].field) = flat + m->params[p].offset;
     }
+}
+
+/* ---- training ----------------------------------------------------------- */
+
+int ra_model_trainable(const ra_model *m) { return m && m->ops->forward_train && m->ops->backward; }
+
+ra_status ra_model_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
+                                 const float *x, int x_ndim, const int64_t *x_shape,
+                                 ra_rng *rng) {
+    if (!m || !y || !y_ndim || !y_shape || !x || !x_shape)
+        return ra_fail(RA_ERR_ARG, "training forward: NULL argument");
+    if (!ra_model_trainable(m))
+        return ra_fail(RA_ERR_ARG, "%s has no training forward (attention layers: use "
+                       "ra_attn_layer_backward)", m->ops->name);
+    return m->ops->forward_train(m, y, y_ndim, y_shape, x, x_ndim, x_shape, rng);
+}
+
+ra_status ra_model_backward(ra_model *m, float *grad, float *dx, const float *dy) {
+    if (!m || !grad || !dy) return ra_fail(RA_ERR_ARG, "model backward: NULL argument");
+    if (!ra_model_trainable(m))
+        return ra_fail(RA_ERR_ARG, "%s has no network backward (attention layers: use "
+                       "ra_attn_layer_backward)", m->ops->name);
+    return m->ops->backward(m, grad, dx, dy);
+}
+
+/* The initial value of a parameter from its name and shape, as the PyTorch
+ * constructors of Swin, ViT and the seeds' modules leave it (a Conv2d's
+ * bias is done by init_weights, which knows its weight's fan_in). */
+static ra_status init_param(float *w, const ra_param_info *p, ra_rng *rng) {
+    const char *nm = p->name;
+    const size_t n = strlen(nm);
+    if (p->ndim == 4) {   /* Conv2d: kaiming_uniform_(a=sqrt(5)) = U(+-1/sqrt(fan_in)) */
+        const float bound = 1.0f / sqrtf((float)(p->shape[1] * p->shape[2] * p->shape[3]));
+        ra_rng_fill_uniform(rng, w, p->numel, -bound, bound);
+    } else if (strstr(nm, "norm") && n >= 7 && strcmp(nm + n - 7, ".weight") == 0) {
+        for (int64_t i = 0; i < p->numel; i++) w[i] = 1.0f;
+    } else if (n >= 5 && strcmp(nm + n - 5, ".bias") == 0) {
+        memset(w, 0, (size_t)p->numel * sizeof *w);
+    } else {
+        return ra_rng_fill_trunc_normal(rng, w, p->numel, 0.0f, RA_INIT_STD, -2.0f, 2.0f);
+    }
+    return RA_OK;
+}
+
+static ra_status init_weights(ra_model *m, uint64_t seed) {
+    ra_rng rng;
+    ra_rng_seed(&rng, seed);
+    int64_t conv_fan_in = 0;
+    for (int i = 0; i < m->nparams; i++) {
+        const ra_param_info *p = &m->params[i];
+        float *w = m->weights + p->offset;
+        if (p->ndim == 4) conv_fan_in = p->shape[1] * p->shape[2] * p->shape[3];
+        ra_status st;
+        if (strcmp(p->name, "patch_embed.proj.bias") == 0) {   /* follows its weight */
+            if (conv_fan_in < 1) return ra_fail(RA_ERR_INTERNAL, "init: conv bias before weight");
+            const float bound = 1.0f / sqrtf((float)conv_fan_in);
+            ra_rng_fill_uniform(&rng, w, p->numel, -bound, bound);
+            continue;
+        }
+        if ((st = init_param(w, p, &rng))) return ra_fail(st, "init: %s", p->name);
+    }
+    return RA_OK;
+}
+
+ra_status ra_model_create(ra_model **out, const char *const *meta, int nmeta, uint64_t seed) {
+    if (!out || (nmeta && !meta) || nmeta < 0)
+        return ra_fail(RA_ERR_ARG, "model create: bad argument");
+    *out = NULL;
+    /* a safetensors file with metadata only, so that the hyperparameters go
+     * through exactly the checks of a loaded file */
+    json_t *root = json_object(), *md = json_object();
+    int bad = !root || !md || json_object_set_new(root, "__metadata__", md);
+    if (bad) json_decref(md);
+    for (int i = 0; i < nmeta && !bad; i++)
+        bad = !meta[2 * i] || !meta[2 * i + 1] ||
+              json_object_set_new(md, meta[2 * i], json_string(meta[2 * i + 1]));
+    char *hdr = bad ? NULL : json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    if (!hdr) return ra_fail(bad ? RA_ERR_ARG : RA_ERR_NOMEM, "model create: bad metadata");
+    const size_t hl = strlen(hdr);
+    unsigned char *buf = malloc(8 + hl);
+    ra_status st = buf ? RA_OK : ra_fail(RA_ERR_NOMEM, "model create: out of memory");
+    ra_st_file *f = NULL;
+    if (!st) {
+        for (int i = 0; i < 8; i++) buf[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+        memcpy(buf + 8, hdr, hl);
+        st = ra_st_open_memory(&f, buf, 8 + hl);
+    }
+    free(buf);
+    free(hdr);
+    if (st) return st;
+    const char *arch = ra_st_meta(f, "arch");
+    const ra_arch_ops *ops = arch ? arch_ops(arch) : NULL;
+    ra_model *m = ops ? calloc(1, sizeof *m) : NULL;
+    if (!ops) st = ra_fail(RA_ERR_FORMAT, "metadata has no known \"arch\"");
+    else if (!m) st = ra_fail(RA_ERR_NOMEM, "model: out of memory");
+    if (!st) {
+        m->ops = ops;
+        if (!(m->meta = calloc((size_t)nmeta * 2 + 1, sizeof *m->meta)))
+            st = ra_fail(RA_ERR_NOMEM, "model: out of memory");
+        for (int i = 0; i < nmeta && !st; i++, m->nmeta++) {
+            m->meta[2 * i] = ra_strdup(meta[2 * i]);
+            m->meta[2 * i + 1] = ra_strdup(meta[2 * i + 1]);
+            if (!m->meta[2 * i] || !m->meta[2 * i + 1])
+                st = ra_fail(RA_ERR_NOMEM, "model: out of memory");
+        }
+    }
+    if (!st) st = ops->declare(m, f);
+    if (!st && ops->detect) st = ops->detect(m, f);
+    if (!st) {   /* every declared parameter, optional ones included, in order */
+        int64_t total = 0;
+        for (int p = 0; p < m->nparams; p++) {
+            m->params[p].offset = total;
+            m->params[p].file_name = m->params[p].name;
+            total += m->params[p].numel;
+        }
+        m->total = total;
+        if (!(m->weights = ra_alloc((size_t)(total ? total : 1), sizeof(float))))
+            st = ra_fail(RA_ERR_NOMEM, "model: out of memory for %lld weights", (long long)total);
+    }
+    if (!st) st = init_weights(m, seed);
+    if (!st) st = ops->build(m, f);
+    ra_st_close(f);
+    if (st) {
+        ra_model_free(m);
+        return st == RA_ERR_ARG ? RA_ERR_FORMAT : st;
+    }
+    *out = m;
+    return RA_OK;
 }

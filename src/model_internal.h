@@ -56,6 +56,13 @@ struct ra_arch_ops {
      * for the attention layers, which the caller runs through their layer. */
     ra_status (*forward)(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                          const float *x, int x_ndim, const int64_t *x_shape);
+    /* Training (NULL: not trainable). forward_train runs the forward as
+     * forward does, keeping what backward needs in the impl (its tape);
+     * backward accumulates into grad (the flat gradient, laid out like
+     * m->weights; bind names with ra_model_grad) and dx (may be NULL). */
+    ra_status (*forward_train)(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
+                               const float *x, int x_ndim, const int64_t *x_shape, ra_rng *rng);
+    ra_status (*backward)(ra_model *m, float *grad, float *dx, const float *dy);
     /* Multiply-adds of one forward, counted as the Swin authors' flops()
      * methods do (see ra_model_flops); -1 if not known. */
     int64_t (*flops)(const ra_model *m, int h, int w);
@@ -67,6 +74,10 @@ ra_status ra_model_declare(ra_model *m, const char *name, int ndim, const int64_
                            int optional);
 /* The F32 values of a declared parameter, or NULL if absent/undeclared. */
 const float *ra_model_get(const ra_model *m, const char *name);
+
+/* The gradient of a declared parameter inside flat (laid out like the
+ * weights), or NULL if absent/undeclared. */
+float *ra_model_grad(const ra_model *m, float *flat, const char *name);
 
 /* Metadata values, parsed strictly; failures are RA_ERR_FORMAT naming the
  * key. The _opt variants leave *out alone when the key is absent. */
