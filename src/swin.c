@@ -50,8 +50,7 @@
  * computed index, a saved attn_mask the computed mask (of the constructor's
  * resolution); a buffer of a block that does not exist (or an attn_mask of
  * a block without shift) is an unexpected tensor. */
-#include "model_internal.h"
-#include "infer.h"
+#include "swin_internal.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -60,37 +59,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SWIN_EPS 1e-5f              /* nn.LayerNorm's default */
-#define SWIN_MAX_STAGES 8
-#define SWIN_MAX_DIM (1 << 16)      /* the attention layer's bound */
-#define SWIN_MAX_SIZE (1 << 16)     /* resolution, image side */
-#define SWIN_MAX_WINDOW_TOKENS 4096 /* its index is N^2 int32: 64 MB */
-#define SWIN_MAX_HIDDEN (1 << 20)
-#define SWIN_MLP_CHUNK ((int64_t)1 << 22)   /* floats of MLP hidden rows at once */
-#define SWIN_MAX_GEOMS 4            /* window layouts kept per stage */
-
-typedef enum { SCHEME_OFFICIAL, SCHEME_TIMM, SCHEME_TORCHVISION } swin_scheme;
 static const char *const scheme_names[] = {"official", "timm", "torchvision"};
 
 /* ---- one block ---------------------------------------------------------- */
-
-typedef struct swin_blk {
-    int dim, heads, hidden;
-    int win[2], shift[2];   /* as the constructor set them (after any clamp) */
-    int res[2];             /* the constructor's resolution (the saved mask's) */
-    int tv;                 /* torchvision: the shift drops per axis at run time */
-    ra_attn_config cfg;
-    ra_attn_layer *attn;
-    const float *n1w, *n1b, *n2w, *n2b, *fc1w, *fc1b, *fc2w, *fc2b;
-} swin_blk;
-
-/* Hyperparameters shared by the blocks of a model. */
-typedef struct swin_common {
-    double mlp_ratio;
-    int qkv_bias;
-    int has_qk_scale;
-    float qk_scale;
-} swin_common;
 
 /* int(dim * mlp_ratio) as Python computes it (double product, truncated). */
 static ra_status hidden_of(int dim, double ratio, int *hidden) {
@@ -184,7 +155,7 @@ static ra_status blk_bind(const ra_model *m, const char *pfx, swin_blk *b) {
 }
 
 /* The geometry of a block on an H x W map at run time. */
-static ra_window_geom blk_geom(const swin_blk *b, int h, int w) {
+ra_window_geom ra_swin_blk_geom(const swin_blk *b, int h, int w) {
     ra_window_geom g = {.d = 1, .h = h, .w = w, .wd = 1, .wh = b->win[0], .ww = b->win[1],
                         .sh = b->shift[0], .sw = b->shift[1]};
     if (b->tv) {   /* torchvision: no shift along an axis that is one window */
@@ -196,22 +167,6 @@ static ra_window_geom blk_geom(const swin_blk *b, int h, int w) {
     return g;
 }
 
-/* A window layout of one forward: which token each window row reads (-1:
- * padding) and the shifted-window mask, shared by the blocks that have
- * this geometry (every other block of a stage). */
-typedef struct swin_geo {
-    ra_window_geom g;
-    int b;
-    int32_t *map;   /* (B*nW*N) */
-    float *mask;    /* (nW, N, N), NULL without shift */
-} swin_geo;
-
-/* One forward's workspace and its window layouts. */
-typedef struct swin_run {
-    ra_arena *a;
-    swin_geo geo[SWIN_MAX_GEOMS];
-    int ngeo;
-} swin_run;
 
 static int geom_eq(const ra_window_geom *p, const ra_window_geom *q) {
     return p->d == q->d && p->h == q->h && p->w == q->w && p->wd == q->wd && p->wh == q->wh &&
@@ -220,7 +175,7 @@ static int geom_eq(const ra_window_geom *p, const ra_window_geom *q) {
 
 /* The layout of g for B maps, computed on first use (from the arena, below
  * the blocks' own scratch, so it lives until the caller resets past it). */
-static ra_status run_geo(swin_run *r, const ra_window_geom *g, int B, const swin_geo **out) {
+ra_status ra_swin_run_geo(swin_run *r, const ra_window_geom *g, int B, const swin_geo **out) {
     for (int i = 0; i < r->ngeo; i++)
         if (r->geo[i].b == B && geom_eq(&r->geo[i].g, g)) return *out = &r->geo[i], RA_OK;
     swin_geo *e = &r->geo[r->ngeo < SWIN_MAX_GEOMS ? r->ngeo++ : SWIN_MAX_GEOMS - 1];
@@ -245,7 +200,7 @@ static ra_status run_geo(swin_run *r, const ra_window_geom *g, int B, const swin
 static ra_status swin_block_forward(const swin_blk *b, float *x, int B, int H, int W,
                                     swin_run *run) {
     const int C = b->dim, hidden = b->hidden;
-    const ra_window_geom g = blk_geom(b, H, W);
+    const ra_window_geom g = ra_swin_blk_geom(b, H, W);
     const int64_t nw = ra_window_count(&g), n = ra_window_tokens(&g);
     if (B < 1 || nw < 1 || n < 1)
         return ra_fail(RA_ERR_SHAPE, "swin block: batch %d of %dx%d maps with window %dx%d",
@@ -263,7 +218,7 @@ static ra_status swin_block_forward(const swin_blk *b, float *x, int B, int H, i
     if (rows > M) rows = M;
 
     const swin_geo *geo = NULL;
-    ra_status st = run_geo(run, &g, B, &geo);
+    ra_status st = ra_swin_run_geo(run, &g, B, &geo);
     if (st) return st;
     const size_t mark = ra_arena_mark(run->a);
     const size_t wsz = ra_attn_layer_forward_ws_size(b->attn, (int)bw, (int)n, (int)n);
@@ -301,7 +256,7 @@ static ra_status swin_block_forward(const swin_blk *b, float *x, int B, int H, i
  * counts them (norm1, the windows' attention, the MLP, norm2), with the
  * windows of the padded map. */
 static int64_t blk_flops(const swin_blk *b, int h, int w) {
-    const ra_window_geom g = blk_geom(b, h, w);
+    const ra_window_geom g = ra_swin_blk_geom(b, h, w);
     const int64_t C = b->dim, N = ra_window_tokens(&g), L = (int64_t)h * w;
     const int64_t attn = N * C * 3 * C + 2 * N * N * C + N * C * C;   /* WindowAttention.flops */
     return 2 * C * L + ra_window_count(&g) * attn + 2 * L * C * b->hidden;
@@ -404,7 +359,7 @@ static ra_status check_index(const ra_st_tensor *t, const swin_blk *b) {
 /* A saved attn_mask must be the shifted-window mask of the constructor's
  * resolution (padded to the window). */
 static ra_status check_mask(const ra_st_tensor *t, const swin_blk *b) {
-    const ra_window_geom g = blk_geom(b, b->res[0], b->res[1]);
+    const ra_window_geom g = ra_swin_blk_geom(b, b->res[0], b->res[1]);
     const int64_t nw = ra_window_count(&g), n = ra_window_tokens(&g);
     if (!(t->ndim == 3 && t->shape[0] == nw && t->shape[1] == n && t->shape[2] == n))
         return ra_fail(RA_ERR_SHAPE, "tensor '%.80s' must have shape (%lld, %lld, %lld): the "
@@ -431,11 +386,6 @@ static ra_status check_mask(const ra_st_tensor *t, const swin_blk *b) {
 /* swin_block                                                               */
 /* ====================================================================== */
 
-typedef struct swin_one {
-    swin_scheme scheme;
-    swin_blk b;
-    ra_arena_cache ws;   /* the forward's workspace, kept between calls */
-} swin_one;
 
 static swin_scheme block_scheme(const ra_st_file *f) {
     for (int i = 0; i < ra_st_count(f); i++) {
@@ -490,6 +440,7 @@ static void one_destroy(void *impl) {
     swin_one *o = impl;
     ra_attn_layer_free(o->b.attn);
     ra_arena_cache_free(&o->ws);
+    ra_swin_tape_free(o->tape);
     free(o);
 }
 
@@ -546,26 +497,14 @@ static int64_t one_flops(const ra_model *m, int h, int w) {
 const ra_arch_ops ra_swin_block_ops = {
     .name = "swin_block", .arch = RA_ARCH_SWIN_BLOCK, .declare = one_declare,
     .canonical = one_canonical, .detect = one_detect, .build = one_build,
-    .destroy = one_destroy, .forward = one_forward, .flops = one_flops};
+    .destroy = one_destroy, .forward = one_forward,
+    .forward_train = ra_swin_one_forward_train, .backward = ra_swin_one_backward,
+    .flops = one_flops};
 
 /* ====================================================================== */
 /* swin                                                                     */
 /* ====================================================================== */
 
-typedef struct swin_net {
-    swin_scheme scheme;
-    int img[2], patch, in_chans, num_classes, embed_dim, nstages;
-    int depths[SWIN_MAX_STAGES], heads[SWIN_MAX_STAGES], window[2];
-    int ape, patch_norm, features;
-    int grid[2];                       /* img_size // patch_size */
-    swin_common k;
-    swin_blk *blocks;                  /* every block, stage by stage */
-    int nblocks, first[SWIN_MAX_STAGES + 1];
-    const float *pe_w, *pe_b, *pe_nw, *pe_nb, *ape_w;
-    const float *ds_w[SWIN_MAX_STAGES], *ds_nw[SWIN_MAX_STAGES], *ds_nb[SWIN_MAX_STAGES];
-    const float *norm_w, *norm_b, *head_w, *head_b;
-    ra_arena_cache ws;                 /* the forward's workspace, kept between calls */
-} swin_net;
 
 /* The scheme from the names: torchvision's features.*; else official or
  * timm by the names only one of them has (head.* or head.fc.*; patch merging
@@ -800,6 +739,7 @@ static void net_destroy(void *impl) {
     for (int i = 0; n->blocks && i < n->nblocks; i++) ra_attn_layer_free(n->blocks[i].attn);
     free(n->blocks);
     ra_arena_cache_free(&n->ws);
+    ra_swin_tape_free(n->tape);
     free(n);
 }
 
@@ -954,4 +894,5 @@ static int64_t net_flops(const ra_model *m, int h, int w) {
 const ra_arch_ops ra_swin_ops = {
     .name = "swin", .arch = RA_ARCH_SWIN, .declare = net_declare, .canonical = net_canonical,
     .detect = net_detect, .build = net_build, .destroy = net_destroy, .forward = net_forward,
+    .forward_train = ra_swin_net_forward_train, .backward = ra_swin_net_backward,
     .flops = net_flops};
