@@ -1,0 +1,135 @@
+/* args.c - what every subcommand shares: messages, exit codes, options. */
+#include "cli.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *cmd = "relattn";   /* main() names the subcommand */
+
+/* ---- messages and exit codes -------------------------------------------- */
+
+int fail(int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return code;
+}
+
+int usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see '%s --help')\n", cmd);
+    va_end(ap);
+    return EX_USAGE;
+}
+
+int lib_fail(ra_status st) {
+    int code = st == RA_ERR_IO ? EX_NOINPUT
+             : st == RA_ERR_WRITE ? EX_CANTCREAT
+             : (st == RA_ERR_ARG || st == RA_ERR_SHAPE || st == RA_ERR_FORMAT) ? EX_DATAERR
+             : EX_SOFTWARE;
+    const char *why = ra_last_error();
+    return fail(code, "%s", *why ? why : ra_status_str(st));
+}
+
+int status_exit(ra_status st) {
+    return st == RA_ERR_NOMEM ? EX_SOFTWARE : EX_DATAERR;
+}
+
+/* ---- argument parsing --------------------------------------------------- */
+
+int parse_int(int *out, const char *s, int lo, int hi) {
+    if (!s || !*s || !(*s == '-' || (*s >= '0' && *s <= '9'))) return 0;
+    errno = 0;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end || errno || v < lo || v > hi) return 0;
+    *out = (int)v;
+    return 1;
+}
+
+int parse_window(int w[2], const char *s) {
+    char buf[64];
+    if (!s || strlen(s) >= sizeof buf) return 0;
+    strcpy(buf, s);
+    char *sep = strpbrk(buf, "x,X");
+    if (!sep) return parse_int(&w[0], buf, INT_MIN, INT_MAX) && (w[1] = w[0], 1);
+    *sep = 0;
+    return parse_int(&w[0], buf, INT_MIN, INT_MAX) && parse_int(&w[1], sep + 1, INT_MIN, INT_MAX);
+}
+
+int parse_args(int argc, char **argv, opt *opts, const char **pos, int maxpos,
+               int *npos) {
+    *npos = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] == '-' && a[1] && strcmp(a, "-") != 0) {
+            const char *eq = strchr(a, '=');
+            size_t len = eq ? (size_t)(eq - a) : strlen(a);
+            opt *o = NULL;
+            for (opt *p = opts; p->name; p++)
+                if (strlen(p->name) == len && strncmp(p->name, a, len) == 0) o = p;
+            if (!o) return usage_error("unknown option '%s'", a), 0;
+            if (o->value) return usage_error("option %s given twice", o->name), 0;
+            if (!o->takes_value) {
+                if (eq) return usage_error("option %s takes no value", o->name), 0;
+                o->value = "1";
+            } else if (eq) {
+                o->value = eq + 1;
+            } else {
+                if (i + 1 >= argc) return usage_error("option %s needs a value", o->name), 0;
+                o->value = argv[++i];
+            }
+        } else {
+            if (*npos >= maxpos) return usage_error("unexpected argument '%s'", a), 0;
+            pos[(*npos)++] = a;
+        }
+    }
+    return 1;
+}
+
+const char *get(const opt *opts, const char *name) {
+    for (; opts->name; opts++)
+        if (strcmp(opts->name, name) == 0) return opts->value;
+    return NULL;
+}
+
+int threads_option(const opt *opts) {
+    const char *t = get(opts, "--threads");
+    int n;
+    if (!t) return 1;
+    if (!parse_int(&n, t, 1, 1024)) return usage_error("--threads '%s': need 1..1024", t), 0;
+    ra_threads_set(n);
+    return 1;
+}
+
+int model_input_args(int argc, char **argv, opt *opts, const char *help,
+                     const char *pos[2], const char **outp) {
+    int npos;
+    if (!parse_args(argc, argv, opts, pos, 2, &npos)) return EX_USAGE;
+    if (get(opts, "--help") || get(opts, "-h")) return fputs(help, stdout), EX_OK;
+    *outp = get(opts, "-o") ? get(opts, "-o") : get(opts, "--output");
+    if (npos != 2) return usage_error("needs MODEL and INPUT");
+    if (!*outp || !**outp) return usage_error("needs -o OUT.safetensors");
+    if (!threads_option(opts)) return EX_USAGE;
+    return -1;
+}
+
+/* ---- output ------------------------------------------------------------- */
+
+void put_json_string(const char *s) {
+    putchar('"');
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20) printf("\\u%04x", *s);
+        else printf(*s == '"' || *s == '\\' ? "\\%c" : "%c", *s);
+    putchar('"');
+}

@@ -1,0 +1,97 @@
+/* cli.h - what the subcommands of the relattn command share (SPEC 3.2).
+ *
+ * Each subcommand (cmd_NAME.c) parses its arguments, calls the library and
+ * turns a failing status into one line on stderr and an exit code:
+ *   0 ok, 64 usage, 65 bad data, 66 input missing, 73 cannot write, 70 bug.
+ * Outputs are written atomically by the library's writer: on failure no
+ * output file exists.
+ *
+ * A new command is a file cmd_NAME.c with `int cmd_NAME(int argc, char **argv)`
+ * (argv holds the arguments after the command's name), its line below, its
+ * line in the table of main.c and its source in CMakeLists.txt. */
+#ifndef RELATTN_CLI_H
+#define RELATTN_CLI_H
+
+#include "relattn.h"
+
+enum { EX_OK = 0, EX_USAGE = 64, EX_DATAERR = 65, EX_NOINPUT = 66, EX_SOFTWARE = 70,
+       EX_CANTCREAT = 73 };
+
+/* ---- the commands (main.c's table) -------------------------------------- */
+
+int cmd_index(int argc, char **argv);
+int cmd_forward(int argc, char **argv);
+int cmd_backward(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_classify(int argc, char **argv);
+int cmd_resize(int argc, char **argv);
+
+/* ---- messages and exit codes (args.c) ----------------------------------- */
+
+extern const char *cmd;   /* "relattn", then "relattn index", ... for messages */
+
+/* "CMD: message" on stderr; returns code. */
+int fail(int code, const char *fmt, ...);
+/* The same with a pointer to --help; returns EX_USAGE. */
+int usage_error(const char *fmt, ...);
+/* A failed library call: its reason, and the exit code of its status. */
+int lib_fail(ra_status st);
+/* The exit code of a status whose message was already printed. */
+int status_exit(ra_status st);
+
+/* ---- arguments (args.c) -------------------------------------------------- */
+
+/* A whole decimal integer in [lo, hi]; 0 if malformed (a usage error). */
+int parse_int(int *out, const char *s, int lo, int hi);
+/* "7", "7x7", "3x5" (also "3,5"). */
+int parse_window(int w[2], const char *s);
+
+/* Options of a subcommand: "--name" with or without a value. Positional
+ * arguments are gathered in order. "--name=value" is accepted too. A table
+ * ends with {0, 0, 0}. */
+typedef struct {
+    const char *name;
+    int takes_value;
+    const char *value;   /* set when given (flags: "1") */
+} opt;
+
+/* 1 on success; 0 after printing a usage error. */
+int parse_args(int argc, char **argv, opt *opts, const char **pos, int maxpos, int *npos);
+/* The value of an option, NULL when not given. */
+const char *get(const opt *opts, const char *name);
+/* Applies --threads N if given; 0 after printing a usage error. */
+int threads_option(const opt *opts);
+/* MODEL INPUT -o OUT [--threads N] and the subcommand's flags: -1 to go on,
+ * else the exit code (help printed, or a usage error). */
+int model_input_args(int argc, char **argv, opt *opts, const char *help,
+                     const char *pos[2], const char **outp);
+
+/* s as a JSON string on stdout, quoted and escaped. */
+void put_json_string(const char *s);
+
+/* ---- the INPUT file of forward and backward (job.c) --------------------- */
+
+/* What forward and backward share: the model, and the input tensors checked
+ * against it. */
+typedef struct {
+    ra_model *m;
+    ra_st_file *in;
+    const ra_attn_layer *l;
+    const ra_attn_config *c;
+    const char *xname;                 /* "x", or "q" for window_attention_3d */
+    float *x, *kv, *mask, *dy;
+    int b_, n1, n2, nw;
+} job;
+
+/* Takes m (an attention layer) and reads INPUT against it; need_dy asks
+ * for dy too. 0 on success, else the exit code (the message is printed).
+ * job_close is due either way. */
+int job_open(job *j, ra_model *m, const char *input, int need_dy);
+void job_close(job *j);
+
+/* Add a tensor to the writer unless an earlier step failed. */
+ra_status put(ra_st_writer *w, ra_status st, const char *name, const float *data,
+              int ndim, const int64_t *shape);
+
+#endif

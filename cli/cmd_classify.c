@@ -1,0 +1,128 @@
+/* cmd_classify.c - relattn classify: classify images with a swin or vit model. */
+#include "cli.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static const char classify_help[] =
+    "usage: relattn classify MODEL.safetensors IMAGE... [--top K] [--json]\n"
+    "                        [--resize R] [--crop C] [--threads N]\n"
+    "\n"
+    "Classifies images (PNG, JPEG, BMP, GIF, ...) with a swin or vit model file.\n"
+    "Each image goes through the ImageNet evaluation transform of timm and\n"
+    "torchvision: resize the shorter side to R (default C / 0.875), centre crop\n"
+    "C x C (default the model's img_size), scale to [0, 1], normalise with the\n"
+    "metadata's \"mean\" and \"std\" (\"r,g,b\"; default ImageNet's). Prints the top K\n"
+    "(default 5) classes with softmax probabilities, named by the metadata's\n"
+    "\"labels\" (a JSON array of strings) when the file has them. Images over\n"
+    "64 megapixels are refused before decoding.\n";
+
+static int parse_triple(float out[3], const char *s) {
+    return s && sscanf(s, "%f,%f,%f", &out[0], &out[1], &out[2]) == 3;
+}
+
+int cmd_classify(int argc, char **argv) {
+    opt opts[] = {{"--top", 1, 0},    {"--json", 0, 0},    {"--resize", 1, 0},
+                  {"--crop", 1, 0},   {"--threads", 1, 0}, {"--help", 0, 0},
+                  {"-h", 0, 0},       {0, 0, 0}};
+    const char *pos[256];
+    int npos, top = 5, crop = 0, resize = 0;
+    if (!parse_args(argc, argv, opts, pos, 256, &npos)) return EX_USAGE;
+    if (get(opts, "--help") || get(opts, "-h")) return fputs(classify_help, stdout), EX_OK;
+    if (npos < 2) return usage_error("needs MODEL and at least one IMAGE");
+    if (get(opts, "--top") && !parse_int(&top, get(opts, "--top"), 1, 100000))
+        return usage_error("--top '%s': need a positive integer", get(opts, "--top"));
+    if (get(opts, "--crop") && !parse_int(&crop, get(opts, "--crop"), 1, 8192))
+        return usage_error("--crop '%s': need 1..8192", get(opts, "--crop"));
+    if (get(opts, "--resize") && !parse_int(&resize, get(opts, "--resize"), 1, 8192))
+        return usage_error("--resize '%s': need 1..8192", get(opts, "--resize"));
+    if (!threads_option(opts)) return EX_USAGE;
+
+    ra_model *m;
+    ra_status st = ra_model_load(&m, pos[0]);
+    if (st) return lib_fail(st);
+    const ra_arch arch = ra_model_arch(m);
+    int code = EX_OK, in_chans = 3;
+    float mean[3] = {0.485f, 0.456f, 0.406f}, stdv[3] = {0.229f, 0.224f, 0.225f};
+    json_t *labels = NULL;
+    float *rgb = NULL, *x = NULL, *y = NULL;
+    if (arch != RA_ARCH_SWIN && arch != RA_ARCH_VIT) {
+        code = fail(EX_DATAERR, "classify needs a swin or vit model, not %s", ra_arch_name(arch));
+        goto done;
+    }
+    if (ra_model_meta(m, "in_chans") && atoi(ra_model_meta(m, "in_chans")) != 3) {
+        code = fail(EX_DATAERR, "classify reads RGB images; the model takes %s channels",
+                    ra_model_meta(m, "in_chans"));
+        goto done;
+    }
+    if (!crop) crop = ra_model_meta(m, "img_size") ? atoi(ra_model_meta(m, "img_size")) : 224;
+    if (crop < 1 || crop > 8192) { code = fail(EX_DATAERR, "model img_size is unusable"); goto done; }
+    if (!resize) resize = (int)(crop / 0.875);
+    if (resize < crop) resize = crop;
+    if ((ra_model_meta(m, "mean") && !parse_triple(mean, ra_model_meta(m, "mean"))) ||
+        (ra_model_meta(m, "std") && !parse_triple(stdv, ra_model_meta(m, "std"))) ||
+        !(stdv[0] > 0 && stdv[1] > 0 && stdv[2] > 0)) {
+        code = fail(EX_DATAERR, "metadata mean/std must be \"r,g,b\" with std > 0");
+        goto done;
+    }
+    if (ra_model_meta(m, "labels")) {
+        json_error_t jerr;
+        labels = json_loads(ra_model_meta(m, "labels"), JSON_REJECT_DUPLICATES, &jerr);
+        if (!json_is_array(labels)) {
+            code = fail(EX_DATAERR, "metadata labels is not a JSON array of strings");
+            goto done;
+        }
+    }
+    if (!(x = malloc(sizeof *x * 3 * (size_t)crop * crop))) {
+        code = fail(EX_SOFTWARE, "out of memory");
+        goto done;
+    }
+    const int json = get(opts, "--json") != NULL;
+    if (json) printf("[");
+    for (int im = 1; im < npos && code == EX_OK; im++) {
+        int w, h, yn;
+        int64_t ys[4];
+        if ((st = ra_image_load(&rgb, &w, &h, pos[im], (int64_t)64 << 20)) ||
+            (st = ra_image_preprocess(x, rgb, w, h, resize, crop, mean, stdv)) ||
+            (st = ra_model_forward(m, &y, &yn, ys, x, 4, (int64_t[]){1, in_chans, crop, crop}))) {
+            code = lib_fail(st);
+            break;
+        }
+        free(rgb), rgb = NULL;
+        const int k = (int)ys[yn - 1];
+        /* softmax, then the top entries by selection (k is small enough) */
+        double mx = -INFINITY, sum = 0;
+        for (int c = 0; c < k; c++) mx = y[c] > mx ? y[c] : mx;
+        for (int c = 0; c < k; c++) sum += exp(y[c] - mx);
+        if (json) printf("%s{\"image\": ", im > 1 ? ", " : ""), put_json_string(pos[im]), printf(", \"top\": [");
+        else printf("%s\n", pos[im]);
+        for (int r = 0; r < top && r < k; r++) {
+            int best = -1;
+            for (int c = 0; c < k; c++)
+                if (!isnan(y[c]) && (best < 0 || y[c] > y[best])) best = c;
+            if (best < 0) break;
+            const double p = exp(y[best] - mx) / sum;
+            json_t *lab = labels ? json_array_get(labels, (size_t)best) : NULL;
+            const char *name = json_is_string(lab) ? json_string_value(lab) : NULL;
+            if (json) {
+                printf("%s{\"class\": %d, \"probability\": %.6f, \"label\": ", r ? ", " : "", best, p);
+                if (name) put_json_string(name); else printf("null");
+                printf("}");
+            } else {
+                printf("  %2d. %6.2f%%  class %d%s%s\n", r + 1, 100 * p, best, name ? "  " : "",
+                       name ? name : "");
+            }
+            y[best] = NAN;   /* taken */
+        }
+        if (json) printf("]}");
+        free(y), y = NULL;
+    }
+    if (json && code == EX_OK) printf("]\n");
+done:
+    json_decref(labels);
+    free(rgb), free(x), free(y);
+    ra_model_free(m);
+    return code;
+}

@@ -1,0 +1,83 @@
+/* cmd_inspect.c - relattn inspect: describe a model file. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char inspect_help[] =
+    "usage: relattn inspect MODEL.safetensors [--size HxW] [--json]\n"
+    "\n"
+    "Describes a model file: arch, the naming scheme its tensors were found in,\n"
+    "hyperparameters (the metadata), parameters (count and shapes) and the\n"
+    "multiply-adds of one forward as the Swin authors count them: for a network\n"
+    "one image of --size (default img_size), for an attention layer one window\n"
+    "(or one sequence of --size tokens, given as N or HxW).\n";
+
+int cmd_inspect(int argc, char **argv) {
+    opt opts[] = {{"--size", 1, 0}, {"--json", 0, 0}, {"--help", 0, 0}, {"-h", 0, 0}, {0, 0, 0}};
+    const char *pos[1];
+    int npos;
+    if (!parse_args(argc, argv, opts, pos, 1, &npos)) return EX_USAGE;
+    if (get(opts, "--help") || get(opts, "-h")) return fputs(inspect_help, stdout), EX_OK;
+    if (npos != 1) return usage_error("needs MODEL");
+    int size[2] = {0, 0};
+    const char *sz = get(opts, "--size");
+    if (sz && (!parse_window(size, sz) || size[0] < 1 || size[1] < 1 || size[0] > 1 << 16 ||
+               size[1] > 1 << 16))
+        return usage_error("--size '%s': expected HxW", sz);
+    ra_model *m;
+    ra_status st = ra_model_load(&m, pos[0]);
+    if (st) return lib_fail(st);
+    if (!sz) {   /* networks: img_size; sequences: their own length is unknown */
+        const char *img = ra_model_meta(m, "img_size");
+        size[0] = size[1] = img ? atoi(img) : 1;
+        if (sz == NULL && !img && ra_model_attn(m) == NULL) size[0] = size[1] = 0;
+    } else if (!strpbrk(sz, "x,X") && ra_model_attn(m)) {
+        size[1] = 1;   /* "--size N": N tokens */
+    }
+    int64_t count = 0;
+    for (int i = 0; i < ra_model_param_count(m); i++) count += ra_model_param(m, i)->numel;
+    const int64_t flops = ra_model_flops(m, size[0], size[1]);
+    const int json = get(opts, "--json") != NULL;
+    if (json) {
+        printf("{\"arch\": \"%s\", \"scheme\": \"%s\", \"parameters\": %lld, \"flops\": %lld, "
+               "\"metadata\": {", ra_arch_name(ra_model_arch(m)), ra_model_scheme(m),
+               (long long)count, (long long)flops);
+        for (int i = 0; i < ra_model_meta_count(m); i++) {
+            const char *k = ra_model_meta_key(m, i);
+            printf("%s\"", i ? ", " : "");
+            for (const char *c = k; *c; c++) printf(*c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
+            printf("\": \"");
+            for (const char *c = ra_model_meta(m, k); *c; c++)
+                if ((unsigned char)*c < 0x20) printf("\\u%04x", *c);
+                else printf(*c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
+            printf("\"");
+        }
+        printf("}, \"tensors\": [");
+        for (int i = 0; i < ra_model_param_count(m); i++) {
+            const ra_param_info *p = ra_model_param(m, i);
+            printf("%s{\"name\": \"%s\", \"shape\": [", i ? ", " : "", p->name);
+            for (int d = 0; d < p->ndim; d++) printf(d ? ", %lld" : "%lld", (long long)p->shape[d]);
+            printf("]}");
+        }
+        printf("]}\n");
+    } else {
+        printf("arch:           %s\n", ra_arch_name(ra_model_arch(m)));
+        printf("naming scheme:  %s\n", ra_model_scheme(m));
+        for (int i = 0; i < ra_model_meta_count(m); i++) {
+            const char *k = ra_model_meta_key(m, i), *v = ra_model_meta(m, k);
+            if (strcmp(k, "arch") && strcmp(k, "labels"))
+                printf("  %-20s %.200s\n", k, v);
+        }
+        printf("parameters:     %lld in %d tensors\n", (long long)count, ra_model_param_count(m));
+        const ra_attn_layer *l = ra_model_attn(m);
+        if (flops >= 0 && l && ra_attn_layer_index(l, NULL, NULL, NULL))
+            printf("multiply-adds:  %.4g G (one window)\n", flops * 1e-9);
+        else if (flops >= 0)
+            printf("multiply-adds:  %.4g G (%s %dx%d)\n", flops * 1e-9,
+                   l ? "one sequence of" : "one image", size[0], size[1]);
+    }
+    ra_model_free(m);
+    return EX_OK;
+}
