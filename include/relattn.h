@@ -810,6 +810,89 @@ ra_status ra_image_load(float **rgb, int *w, int *h, const char *path, int64_t m
 ra_status ra_image_preprocess(float *out, const float *rgb, int w, int h, int resize, int crop,
                               const float mean[3], const float std[3]);
 
+/* ------------------------------------------------------------------------ */
+/* 10. Training (src/train.c)                                               */
+/* ------------------------------------------------------------------------ */
+
+/* An image classifier trained on an ra_dataset with the recipe of Swin's
+ * own training code, scaled to a small machine: AdamW (the Swin no-decay
+ * rule: biases, norms, bias tables, position embeddings and every 1-D
+ * tensor take no weight decay), timm's per-step cosine schedule with
+ * warm-up, label smoothing, gradient-norm clipping, torchvision's
+ * RandomCrop(padding) and RandomHorizontalFlip.
+ *
+ * Determinism: step t (0-based) of a run trains on batch t mod E of epoch
+ * t / E (E = steps per epoch = n / batch, the last partial batch dropped),
+ * whose order is a permutation drawn from (seed, epoch), with augmentation
+ * drawn from (seed, t). Nothing else is random, so a run is a function of
+ * (model, data, configuration, thread count) and a checkpoint needs only
+ * the weights, the AdamW moments and t to continue it exactly. */
+typedef struct ra_train_config {
+    int batch;               /* global batch: 128 */
+    int epochs;              /* the schedule's length: 10 */
+    double lr;               /* peak learning rate: 1e-3 */
+    double min_lr;           /* the cosine's floor: 1e-5 */
+    double warmup_lr;        /* the warm-up's start: 1e-6 */
+    double warmup_epochs;    /* 1 */
+    double weight_decay;     /* 0.05 */
+    float label_smoothing;   /* 0.1 */
+    float clip_grad;         /* max gradient 2-norm: 5; 0 = no clipping */
+    int crop_pad;            /* RandomCrop padding: 2; 0 = no crop */
+    int flip;                /* RandomHorizontalFlip(0.5): 1 */
+    float mean, std;         /* input normalisation: Fashion-MNIST's 0.2860, 0.3530 */
+    uint64_t seed;           /* 0 */
+} ra_train_config;
+
+ra_train_config ra_train_config_default(void);
+
+/* Tensor names of the optimiser state in a checkpoint, never a parameter's:
+ * "__optim__.exp_avg.NAME", "__optim__.exp_avg_sq.NAME" (PyTorch's AdamW
+ * state names). The model loader skips tensors with this prefix, so a
+ * checkpoint is a model file like any other. */
+#define RA_TRAIN_STATE_PREFIX "__optim__."
+
+typedef struct ra_trainer ra_trainer;   /* opaque */
+
+/* A trainer of model m (trainable, a classifier taking (B, 1 or C, H, W)
+ * images of the dataset's size) on data; both are borrowed and must outlive
+ * it. RA_ERR_ARG for a configuration out of range or a dataset smaller than
+ * one batch. */
+ra_status ra_trainer_create(ra_trainer **out, ra_model *m, const ra_train_config *cfg,
+                            const ra_dataset *data);
+void ra_trainer_free(ra_trainer *t);
+
+/* One optimiser step on the next batch: *loss the batch's mean loss (with
+ * label smoothing), *grad_norm the gradient's 2-norm before clipping
+ * (either may be NULL). A non-finite loss or gradient (a learning rate too
+ * high) is RA_ERR_ARG, with the weights left as they were before the step. */
+ra_status ra_trainer_step(ra_trainer *t, float *loss, float *grad_norm);
+
+int64_t ra_trainer_step_count(const ra_trainer *t);      /* steps done */
+int64_t ra_trainer_steps_per_epoch(const ra_trainer *t);
+int64_t ra_trainer_total_steps(const ra_trainer *t);     /* epochs * steps_per_epoch */
+double ra_trainer_lr(const ra_trainer *t);               /* the next step's learning rate */
+const ra_train_config *ra_trainer_config(const ra_trainer *t);
+
+/* Write a checkpoint atomically: the model's metadata and parameters (a
+ * model file of SPEC 3.1, canonical names), the configuration and the step
+ * count as metadata "train.*", the AdamW moments under
+ * RA_TRAIN_STATE_PREFIX, and nextra extra metadata pairs (key, value, ...)
+ * such as a training log. */
+ra_status ra_trainer_save(const ra_trainer *t, const char *path, const char *const *extra,
+                          int nextra);
+
+/* Continue from a checkpoint written by ra_trainer_save: *m is loaded from
+ * it, *out gets its configuration, AdamW moments and step count, on data. */
+ra_status ra_trainer_resume(ra_trainer **out, ra_model **m, const char *path,
+                            const ra_dataset *data);
+
+/* Classification accuracy of model m on data (no augmentation, normalised
+ * with mean/std), in batches of `batch`: *correct of data->n; confusion
+ * (K, K) counts [true][predicted] for K = the model's classes, or NULL.
+ * Uses the inference forward (ra_model_forward). */
+ra_status ra_evaluate(const ra_model *m, const ra_dataset *data, float mean, float std,
+                      int batch, int64_t *correct, int64_t *confusion, int k);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,423 @@
+/* cmd_train.c - relattn train: a small Swin learns Fashion-MNIST (SPEC 3.2).
+ *
+ * The command builds the model from its options (or resumes a checkpoint),
+ * runs the library's trainer (src/train.c) step by step, reports progress,
+ * evaluates at every epoch's end, and writes checkpoints atomically: every
+ * --ckpt-every steps, at every evaluation and at the end. A run interrupted
+ * at any point (kill -9 included) continues with --resume from its last
+ * checkpoint and ends with the weights of an uninterrupted run. */
+#include "cli.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char train_help[] =
+    "usage: relattn train [--out FILE] [--data DIR] [--json] [options]\n"
+    "       relattn train --resume CKPT [--out FILE] [--max-steps N] [--time-budget S] ...\n"
+    "\n"
+    "Trains a Swin Transformer with learned relative position bias on\n"
+    "Fashion-MNIST (IDX files; default: Debian's dataset-fashion-mnist in\n"
+    "/usr/share/datasets/fashion-mnist) and writes a checkpoint that every other\n"
+    "command loads as a swin model file.\n"
+    "\n"
+    "model:\n"
+    "  --patch P           patch size (2: 14x14 tokens)\n"
+    "  --embed-dim C       channels of stage 1 (48)\n"
+    "  --depths D1,D2,..   blocks per stage (2,2)\n"
+    "  --heads H1,H2,..    heads per stage (3,6)\n"
+    "  --window W          window size (7); blocks alternate shift 0 and W/2\n"
+    "  --pos KIND          position encoding: relbias (default; Swin's learned\n"
+    "                      relative position bias), none, abs (absolute\n"
+    "                      embedding), relbias+abs\n"
+    "recipe:\n"
+    "  --epochs E          length of the schedule (10)\n"
+    "  --batch B           global batch (128)\n"
+    "  --lr LR             peak learning rate of AdamW (1e-3); warm-up 1 epoch\n"
+    "                      from 1e-6, cosine to 1e-5; weight decay 0.05 (--wd)\n"
+    "  --label-smoothing E (0.1)   --clip N  gradient-norm clipping (5; 0 off)\n"
+    "  --no-augment        no random crop (padding 2) and horizontal flip\n"
+    "  --seed S            (0) the same seed and --threads give the same run\n"
+    "run:\n"
+    "  --max-steps N       stop after N steps in all (the schedule is unchanged)\n"
+    "  --time-budget S     stop when S seconds of training have passed\n"
+    "  --threads N         threads (default: all cores)\n"
+    "  --out FILE          the checkpoint (default relattn-fmnist.safetensors)\n"
+    "  --ckpt-every N      also write it every N steps (500)\n"
+    "  --resume CKPT       continue a run from its checkpoint (its model and recipe)\n"
+    "  --json              one JSON object per evaluation on stdout, the last with\n"
+    "                      test_accuracy, train_seconds, images_per_second, epochs\n"
+    "  --data DIR          the IDX files (train-images-idx3-ubyte[.gz], ...)\n";
+
+#define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
+#define LOG_EVERY 50   /* steps per point of the loss curve */
+#define MAX_LOG 4096
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The training log: curve points kept in the checkpoint ("train.log.*"),
+ * "step value step value ..." so that a resumed run continues its curves. */
+typedef struct {
+    double loss[2 * MAX_LOG], acc[2 * MAX_LOG];
+    int nloss, nacc;
+    double train_seconds;   /* of all sessions of the run */
+    int64_t images;         /* trained, of all sessions */
+} train_log;
+
+static void log_add(double *v, int *n, double step, double value) {
+    if (*n >= MAX_LOG) {   /* keep every other point */
+        for (int i = 0; i < MAX_LOG / 2; i++) v[2 * i] = v[4 * i], v[2 * i + 1] = v[4 * i + 1];
+        *n = MAX_LOG / 2;
+    }
+    v[2 * *n] = step, v[2 * *n + 1] = value;
+    (*n)++;
+}
+
+static char *log_str(const double *v, int n) {
+    char *s = malloc((size_t)n * 48 + 1), *p = s;
+    if (!s) return NULL;
+    *p = 0;
+    for (int i = 0; i < n; i++)
+        p += sprintf(p, "%s%.0f %.6g", i ? " " : "", v[2 * i], v[2 * i + 1]);
+    return s;
+}
+
+static void log_parse(double *v, int *n, const char *s) {
+    *n = 0;
+    char *end;
+    while (s && *s && *n < MAX_LOG) {
+        double a = strtod(s, &end);
+        if (end == s) break;
+        s = end;
+        double b = strtod(s, &end);
+        if (end == s) break;
+        s = end;
+        v[2 * *n] = a, v[2 * *n + 1] = b;
+        (*n)++;
+    }
+}
+
+/* Save a checkpoint with the log. */
+static ra_status save(const ra_trainer *t, const char *path, const train_log *lg) {
+    char *ls = log_str(lg->loss, lg->nloss), *as = log_str(lg->acc, lg->nacc);
+    char secs[32], imgs[32];
+    snprintf(secs, sizeof secs, "%.3f", lg->train_seconds);
+    snprintf(imgs, sizeof imgs, "%lld", (long long)lg->images);
+    const char *extra[] = {"train.log.loss", ls ? ls : "", "train.log.test_accuracy", as ? as : "",
+                           "train.seconds", secs, "train.images", imgs};
+    ra_status st = ra_trainer_save(t, path, extra, 4);
+    free(ls), free(as);
+    return st;
+}
+
+/* ---- the model of the options --------------------------------------------- */
+
+static int parse_list(char *out, size_t n, const char *s, int lo, int hi, int *count) {
+    /* "2,2" -> validated copy; at most 8 entries */
+    int k = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < lo || v > hi || k == 8) return 0;
+        k++;
+        p = end;
+        if (*p == ',') p++;
+        else if (*p) return 0;
+    }
+    if (k == 0 || strlen(s) >= n) return 0;
+    snprintf(out, n, "%s", s);
+    *count = k;
+    return 1;
+}
+
+static const char fmnist_labels[] =
+    "[\"T-shirt/top\", \"Trouser\", \"Pullover\", \"Dress\", \"Coat\", \"Sandal\", \"Shirt\", "
+    "\"Sneaker\", \"Bag\", \"Ankle boot\"]";
+
+static int build_model(ra_model **m, const opt *o, const ra_dataset *d, const char *data_dir,
+                       const ra_train_config *c) {
+    char depths[64] = "2,2", heads[64] = "3,6", img[32], classes[16], mean[32], std[32];
+    int patch = 2, embed = 48, window = 7, nd = 2, nh = 2;
+    if (get(o, "--patch") && !parse_int(&patch, get(o, "--patch"), 1, 64))
+        return usage_error("--patch '%s': need 1..64", get(o, "--patch"));
+    if (get(o, "--embed-dim") && !parse_int(&embed, get(o, "--embed-dim"), 1, 4096))
+        return usage_error("--embed-dim '%s': need 1..4096", get(o, "--embed-dim"));
+    if (get(o, "--window") && !parse_int(&window, get(o, "--window"), 1, 64))
+        return usage_error("--window '%s': need 1..64", get(o, "--window"));
+    if (get(o, "--depths") && !parse_list(depths, sizeof depths, get(o, "--depths"), 0, 64, &nd))
+        return usage_error("--depths '%s': need a list like 2,2", get(o, "--depths"));
+    if (get(o, "--heads") && !parse_list(heads, sizeof heads, get(o, "--heads"), 1, 1024, &nh))
+        return usage_error("--heads '%s': need a list like 3,6", get(o, "--heads"));
+    if (nd != nh) return usage_error("--depths has %d stages, --heads %d", nd, nh);
+    const char *pos = get(o, "--pos") ? get(o, "--pos") : "relbias";
+    const int abs_pos = !strcmp(pos, "abs") || !strcmp(pos, "relbias+abs");
+    const int rel = !strcmp(pos, "relbias") || !strcmp(pos, "relbias+abs");
+    if (!abs_pos && !rel && strcmp(pos, "none"))
+        return usage_error("--pos '%s': need none, abs, relbias or relbias+abs", pos);
+    char pstr[16], estr[16], wstr[16];
+    snprintf(pstr, sizeof pstr, "%d", patch);
+    snprintf(estr, sizeof estr, "%d", embed);
+    snprintf(wstr, sizeof wstr, "%d", window);
+    snprintf(img, sizeof img, "%d,%d", d->h, d->w);
+    snprintf(classes, sizeof classes, "%d", d->classes);
+    snprintf(mean, sizeof mean, "%.9g", (double)c->mean);
+    snprintf(std, sizeof std, "%.9g", (double)c->std);
+    const int fashion = strstr(data_dir, "fashion") != NULL && d->classes == 10;
+    const char *meta[] = {
+        "arch", "swin", "img_size", img, "patch_size", pstr, "in_chans", "1",
+        "num_classes", classes, "embed_dim", estr, "depths", depths, "num_heads", heads,
+        "window_size", wstr, "mlp_ratio", "4.0", "qkv_bias", "true", "patch_norm", "true",
+        "ape", abs_pos ? "true" : "false", "relative_position_bias", rel ? "true" : "false",
+        "mean", mean, "std", std, "labels", fmnist_labels};
+    const int nmeta = (int)(sizeof meta / sizeof *meta) / 2 - (fashion ? 0 : 1);
+    ra_status st = ra_model_create(m, meta, nmeta, c->seed);
+    return st ? lib_fail(st) : 0;
+}
+
+/* ---- progress ------------------------------------------------------------- */
+
+typedef struct {
+    int tty, json;
+    double last;   /* time of the last line or bar */
+} progress;
+
+static void fmt_time(char *b, size_t n, double s) {
+    if (!(s >= 0) || s > 1e6) snprintf(b, n, "--:--");
+    else if (s >= 3600) snprintf(b, n, "%d:%02d:%02d", (int)s / 3600, (int)s / 60 % 60, (int)s % 60);
+    else snprintf(b, n, "%d:%02d", (int)s / 60, (int)s % 60);
+}
+
+static void show(progress *p, const ra_trainer *t, double loss, double ips, double left,
+                 int force) {
+    const double tn = now();
+    if (!force && tn - p->last < (p->tty ? 0.25 : 10.0)) return;
+    p->last = tn;
+    const int64_t s = ra_trainer_step_count(t), spe = ra_trainer_steps_per_epoch(t);
+    const int64_t total = ra_trainer_total_steps(t);
+    const int epochs = ra_trainer_config(t)->epochs;
+    char eta[16];
+    fmt_time(eta, sizeof eta, left);
+    if (p->tty) {
+        char bar[21];
+        const int fill = (int)(20.0 * (double)(s % spe) / (double)spe);
+        for (int i = 0; i < 20; i++) bar[i] = i < fill ? '#' : '.';
+        bar[20] = 0;
+        fprintf(stderr, "\repoch %lld/%d [%s] step %lld/%lld loss %.4f %.0f img/s ETA %s  ",
+                (long long)(s / spe + (s % spe || !s ? 1 : 0)), epochs, bar, (long long)s,
+                (long long)total, loss, ips, eta);
+    } else {
+        fprintf(stderr, "epoch %lld/%d step %lld/%lld loss %.4f lr %.3g %.0f img/s ETA %s\n",
+                (long long)(s / spe + (s % spe ? 1 : 0)), epochs, (long long)s, (long long)total,
+                loss, ra_trainer_lr(t), ips, eta);
+    }
+    fflush(stderr);
+}
+
+/* ---- the command ------------------------------------------------------------ */
+
+int cmd_train(int argc, char **argv) {
+    opt o[] = {{"--out", 1, 0},        {"-o", 1, 0},           {"--data", 1, 0},
+               {"--json", 0, 0},       {"--epochs", 1, 0},     {"--max-steps", 1, 0},
+               {"--batch", 1, 0},      {"--lr", 1, 0},         {"--wd", 1, 0},
+               {"--seed", 1, 0},       {"--threads", 1, 0},    {"--time-budget", 1, 0},
+               {"--embed-dim", 1, 0},  {"--depths", 1, 0},     {"--heads", 1, 0},
+               {"--window", 1, 0},     {"--patch", 1, 0},      {"--pos", 1, 0},
+               {"--resume", 1, 0},     {"--ckpt-every", 1, 0}, {"--label-smoothing", 1, 0},
+               {"--clip", 1, 0},       {"--no-augment", 0, 0}, {"--help", 0, 0},
+               {"-h", 0, 0},           {0, 0, 0}};
+    const char *pos[1];
+    int npos = 0;
+    if (!parse_args(argc, argv, o, pos, 0, &npos)) return EX_USAGE;
+    if (get(o, "--help") || get(o, "-h")) return fputs(train_help, stdout), EX_OK;
+    if (!threads_option(o)) return EX_USAGE;
+    const char *out = get(o, "--out") ? get(o, "--out") : get(o, "-o");
+    if (!out) out = "relattn-fmnist.safetensors";
+    const char *dir = get(o, "--data") ? get(o, "--data") : DEFAULT_DATA;
+    const char *resume = get(o, "--resume");
+    const int json = get(o, "--json") != NULL;
+
+    ra_train_config c = ra_train_config_default();
+    int seed = 0, max_steps = 0, ckpt_every = 500, v;
+    double budget = 0;
+    char *end;
+    if (get(o, "--epochs") && !parse_int(&c.epochs, get(o, "--epochs"), 1, 100000))
+        return usage_error("--epochs '%s': need 1..100000", get(o, "--epochs"));
+    if (get(o, "--batch") && !parse_int(&c.batch, get(o, "--batch"), 1, 65536))
+        return usage_error("--batch '%s': need 1..65536", get(o, "--batch"));
+    if (get(o, "--seed") && !parse_int(&seed, get(o, "--seed"), 0, 2147483647))
+        return usage_error("--seed '%s': need 0..2147483647", get(o, "--seed"));
+    c.seed = (uint64_t)seed;
+    if (get(o, "--max-steps") && !parse_int(&max_steps, get(o, "--max-steps"), 1, 2147483647))
+        return usage_error("--max-steps '%s': need a positive integer", get(o, "--max-steps"));
+    if (get(o, "--ckpt-every") && !parse_int(&ckpt_every, get(o, "--ckpt-every"), 1, 2147483647))
+        return usage_error("--ckpt-every '%s': need a positive integer", get(o, "--ckpt-every"));
+    if (get(o, "--time-budget") &&
+        (!((budget = strtod(get(o, "--time-budget"), &end)) > 0) || *end || budget > 1e7))
+        return usage_error("--time-budget '%s': need seconds > 0", get(o, "--time-budget"));
+    if (get(o, "--lr") && (!((c.lr = strtod(get(o, "--lr"), &end)) > 0) || *end || c.lr >= 10))
+        return usage_error("--lr '%s': need a number in (0, 10)", get(o, "--lr"));
+    if (get(o, "--wd") &&
+        (!((c.weight_decay = strtod(get(o, "--wd"), &end)) >= 0) || *end || c.weight_decay >= 1))
+        return usage_error("--wd '%s': need a number in [0, 1)", get(o, "--wd"));
+    if (get(o, "--label-smoothing") &&
+        (!((c.label_smoothing = strtof(get(o, "--label-smoothing"), &end)) >= 0) || *end ||
+         c.label_smoothing >= 1))
+        return usage_error("--label-smoothing '%s': need [0, 1)", get(o, "--label-smoothing"));
+    if (get(o, "--clip") &&
+        (!((c.clip_grad = strtof(get(o, "--clip"), &end)) >= 0) || *end))
+        return usage_error("--clip '%s': need a number >= 0", get(o, "--clip"));
+    if (get(o, "--no-augment")) c.crop_pad = 0, c.flip = 0;
+    if (c.min_lr > c.lr) c.min_lr = c.lr;
+    if (c.warmup_lr > c.lr) c.warmup_lr = c.lr;
+    if (c.warmup_epochs > c.epochs) c.warmup_epochs = c.epochs;
+    (void)v;
+    if (resume) {   /* the checkpoint holds the model and the recipe */
+        static const char *const fixed[] = {"--epochs", "--batch", "--lr", "--wd", "--seed",
+                                            "--embed-dim", "--depths", "--heads", "--window",
+                                            "--patch", "--pos", "--label-smoothing", "--clip",
+                                            "--no-augment"};
+        for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
+            if (get(o, fixed[i]))
+                return usage_error("%s cannot change a resumed run (the checkpoint has it)",
+                                   fixed[i]);
+    }
+
+    ra_dataset train = {0}, test = {0};
+    ra_status st = ra_dataset_load_dir(&train, dir, "train");
+    if (!st) st = ra_dataset_load_dir(&test, dir, "test");
+    if (st) {
+        int code = lib_fail(st);
+        ra_dataset_free(&train);
+        return code;
+    }
+    ra_model *m = NULL;
+    ra_trainer *t = NULL;
+    int code = EX_OK;
+    train_log *lg = calloc(1, sizeof *lg);
+    int64_t *confusion = NULL;
+    if (!lg) {
+        code = fail(EX_SOFTWARE, "out of memory");
+        goto done;
+    }
+    if (resume) {
+        if ((st = ra_trainer_resume(&t, &m, resume, &train))) {
+            code = lib_fail(st);
+            goto done;
+        }
+        log_parse(lg->loss, &lg->nloss, ra_model_meta(m, "train.log.loss"));
+        log_parse(lg->acc, &lg->nacc, ra_model_meta(m, "train.log.test_accuracy"));
+        if (ra_model_meta(m, "train.seconds")) lg->train_seconds = atof(ra_model_meta(m, "train.seconds"));
+        if (ra_model_meta(m, "train.images")) lg->images = atoll(ra_model_meta(m, "train.images"));
+        c = *ra_trainer_config(t);
+    } else {
+        if ((code = build_model(&m, o, &train, dir))) goto done;
+        if ((st = ra_trainer_create(&t, m, &c, &train))) {
+            code = lib_fail(st);
+            goto done;
+        }
+    }
+    const int K = train.classes;
+    confusion = calloc((size_t)K * K, sizeof *confusion);
+    if (!confusion) {
+        code = fail(EX_SOFTWARE, "out of memory");
+        goto done;
+    }
+    const int64_t spe = ra_trainer_steps_per_epoch(t), total = ra_trainer_total_steps(t);
+    const int64_t stop = max_steps > 0 && max_steps < total ? max_steps : total;
+    progress pr = {.tty = isatty(2), .json = json};
+    if (!json || pr.tty)
+        fprintf(stderr, "%s: %s, %lld parameters, %lld training images, %lld steps of batch %d "
+                "(%lld per epoch), %d threads\n", cmd, resume ? "resuming" : "training",
+                (long long)ra_model_param_total(m), (long long)train.n, (long long)total,
+                c.batch, (long long)spe, ra_threads_get());
+
+    double sess_seconds = 0, loss_sum = 0;
+    int64_t sess_images = 0, loss_n = 0;
+    double last_loss = NAN;
+    int stopped_by_budget = 0;
+    while (ra_trainer_step_count(t) < stop) {
+        const double t0 = now();
+        float loss;
+        st = ra_trainer_step(t, &loss, NULL);
+        const double dt = now() - t0;
+        if (st) {
+            if (pr.tty) fputc('\n', stderr);
+            code = lib_fail(st);
+            goto done;
+        }
+        sess_seconds += dt, sess_images += c.batch;
+        lg->train_seconds += dt, lg->images += c.batch;
+        loss_sum += loss, loss_n++;
+        const int64_t s = ra_trainer_step_count(t);
+        const double ips = sess_images / (sess_seconds > 0 ? sess_seconds : 1e-9);
+        const double left = (double)(stop - s) * c.batch / (ips > 0 ? ips : 1);
+        if (s % LOG_EVERY == 0 || s == stop) {
+            last_loss = loss_sum / (double)loss_n;
+            log_add(lg->loss, &lg->nloss, (double)s, last_loss);
+            loss_sum = 0, loss_n = 0;
+        }
+        show(&pr, t, isnan(last_loss) ? loss : last_loss, ips, left, 0);
+        if (budget > 0 && sess_seconds >= budget) stopped_by_budget = 1;
+        const int epoch_end = s % spe == 0, last = s == stop || stopped_by_budget;
+        if (epoch_end || last) {
+            int64_t correct = 0;
+            if (pr.tty) fputc('\n', stderr);
+            st = ra_evaluate(m, &test, c.mean, c.std, 500, &correct, confusion, K);
+            if (st) {
+                code = lib_fail(st);
+                goto done;
+            }
+            const double acc = (double)correct / (double)test.n;
+            log_add(lg->acc, &lg->nacc, (double)s, acc);
+            if (json) {
+                printf("{\"epoch\": %.4f, \"step\": %lld, \"train_loss\": %.6f, \"test_accuracy\": "
+                       "%.4f, \"train_seconds\": %.3f, \"images_per_second\": %.1f",
+                       (double)s / spe, (long long)s, isnan(last_loss) ? loss : last_loss, acc,
+                       lg->train_seconds, lg->images / (lg->train_seconds > 0 ? lg->train_seconds : 1));
+                if (last)
+                    printf(", \"epochs\": %.4f, \"steps\": %lld, \"test_correct\": %lld, "
+                           "\"test_images\": %lld, \"threads\": %d, \"checkpoint\": ",
+                           (double)s / spe, (long long)s, (long long)correct,
+                           (long long)test.n, ra_threads_get());
+                if (last) put_json_string(out);
+                printf("}\n");
+                fflush(stdout);
+            } else {
+                fprintf(stderr, "%s: step %lld (epoch %.2f): test accuracy %.4f (%lld/%lld)\n", cmd,
+                        (long long)s, (double)s / spe, acc, (long long)correct, (long long)test.n);
+            }
+        }
+        if (epoch_end || last || s % ckpt_every == 0) {
+            if ((st = save(t, out, lg))) {
+                code = lib_fail(st);
+                goto done;
+            }
+        }
+        if (last) break;
+    }
+    if (ra_trainer_step_count(t) >= stop && !json)
+        fprintf(stderr, "%s: %lld steps, %.1f s of training, %.0f images/s%s; checkpoint %s\n",
+                cmd, (long long)ra_trainer_step_count(t), lg->train_seconds,
+                lg->images / (lg->train_seconds > 0 ? lg->train_seconds : 1),
+                stopped_by_budget ? " (time budget)" : "", out);
+    else if (stopped_by_budget && !json)
+        fprintf(stderr, "%s: time budget reached at step %lld; checkpoint %s (--resume it)\n", cmd,
+                (long long)ra_trainer_step_count(t), out);
+done:
+    free(confusion);
+    free(lg);
+    ra_trainer_free(t);
+    ra_model_free(m);
+    ra_dataset_free(&train);
+    ra_dataset_free(&test);
+    return code;
+}

@@ -1,0 +1,385 @@
+/* train.c - the training loop of an image classifier (relattn.h section 10):
+ * batches, loss, backward, clipping, AdamW on the schedule, checkpoints,
+ * evaluation. The network's forward and backward are the model's
+ * (ra_model_forward_train / ra_model_backward); this file only drives them.
+ *
+ * One step:
+ *   x, labels = batch(permutation(seed, epoch)[...], augmentation(seed, t))
+ *   logits = forward_train(x);  loss = cross_entropy(logits, labels)
+ *   grad = 0;  backward(dloss/dlogits)
+ *   clip(grad);  AdamW(weights, grad) at lr(t);  t += 1
+ * Everything random is drawn from (seed, epoch) or (seed, t), never from a
+ * generator carried from step to step: resuming at t needs nothing but t. */
+#include "model_internal.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ra_trainer {
+    ra_model *m;
+    const ra_dataset *data;
+    ra_train_config cfg;
+    int64_t step, spe, total, warmup;
+    int classes;
+    float *grad, *mom1, *mom2;      /* (P) each, laid out like the weights */
+    float **gptr;                   /* per parameter: its gradient, for clipping */
+    int64_t *gsize;
+    int *decay;                     /* per parameter: takes weight decay */
+    float *x, *dlogits, *probs;     /* (B, Cin, H, W), (B, K), (B, K) */
+    int32_t *labels;                /* (B) */
+    int64_t *perm;                  /* (n) this epoch's order */
+    int64_t perm_epoch;             /* the epoch perm was drawn for, -1 none */
+};
+
+ra_train_config ra_train_config_default(void) {
+    return (ra_train_config){.batch = 128, .epochs = 10, .lr = 1e-3, .min_lr = 1e-5,
+                             .warmup_lr = 1e-6, .warmup_epochs = 1.0, .weight_decay = 0.05,
+                             .label_smoothing = 0.1f, .clip_grad = 5.0f, .crop_pad = 2,
+                             .flip = 1, .mean = 0.2860f, .std = 0.3530f, .seed = 0};
+}
+
+/* splitmix64 of a and b: the seed of the stream of (seed, epoch) or (seed, t). */
+static uint64_t mix(uint64_t a, uint64_t b) {
+    uint64_t z = a ^ (b * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static ra_status check_config(const ra_train_config *c) {
+    if (c->batch < 1 || c->batch > 65536 || c->epochs < 1 || c->epochs > 100000)
+        return ra_fail(RA_ERR_ARG, "batch %d and epochs %d must be in 1..65536 and 1..100000",
+                       c->batch, c->epochs);
+    if (!(c->lr > 0 && c->lr < 10) || !(c->min_lr >= 0 && c->min_lr <= c->lr) ||
+        !(c->warmup_lr >= 0 && c->warmup_lr <= c->lr) ||
+        !(c->warmup_epochs >= 0 && c->warmup_epochs <= c->epochs))
+        return ra_fail(RA_ERR_ARG, "learning rates: lr %g (0..10), min_lr %g and warmup_lr %g "
+                       "(0..lr), warm-up %g epochs (0..epochs)", c->lr, c->min_lr, c->warmup_lr,
+                       c->warmup_epochs);
+    if (!(c->weight_decay >= 0 && c->weight_decay < 1) ||
+        !(c->label_smoothing >= 0 && c->label_smoothing < 1) || !(c->clip_grad >= 0) ||
+        c->crop_pad < 0 || c->crop_pad > 64 || !(c->std > 0) || !isfinite(c->mean))
+        return ra_fail(RA_ERR_ARG, "weight decay %g, label smoothing %g (0..1), clip %g, "
+                       "crop padding %d (0..64), std %g (> 0)", c->weight_decay,
+                       (double)c->label_smoothing, (double)c->clip_grad, c->crop_pad,
+                       (double)c->std);
+    return RA_OK;
+}
+
+void ra_trainer_free(ra_trainer *t) {
+    if (!t) return;
+    ra_free(t->grad), ra_free(t->mom1), ra_free(t->mom2);
+    free(t->gptr), free(t->gsize), free(t->decay);
+    ra_free(t->x), ra_free(t->dlogits), ra_free(t->probs);
+    free(t->labels), free(t->perm);
+    free(t);
+}
+
+/* The number of classes a classifier model predicts (its head), or 0. */
+static int model_classes(const ra_model *m) {
+    const char *k = ra_model_meta(m, "num_classes");
+    return k ? atoi(k) : 0;
+}
+
+ra_status ra_trainer_create(ra_trainer **out, ra_model *m, const ra_train_config *cfg,
+                            const ra_dataset *data) {
+    if (!out || !m || !cfg || !data) return ra_fail(RA_ERR_ARG, "trainer: NULL argument");
+    *out = NULL;
+    ra_status st = check_config(cfg);
+    if (st) return st;
+    if (!ra_model_trainable(m))
+        return ra_fail(RA_ERR_ARG, "arch %s cannot be trained here", m->ops->name);
+    const int k = model_classes(m);
+    if (k < data->classes)
+        return ra_fail(RA_ERR_ARG, "the model has %d classes, the data %d", k, data->classes);
+    if (data->n < cfg->batch)
+        return ra_fail(RA_ERR_ARG, "%lld training images are fewer than one batch of %d",
+                       (long long)data->n, cfg->batch);
+    const char *ic = ra_model_meta(m, "in_chans");
+    if (!ic || strcmp(ic, "1") != 0)
+        return ra_fail(RA_ERR_ARG, "the data are grey images: the model needs in_chans 1");
+    ra_trainer *t = calloc(1, sizeof *t);
+    if (!t) return ra_fail(RA_ERR_NOMEM, "trainer: out of memory");
+    t->m = m, t->data = data, t->cfg = *cfg, t->classes = k, t->perm_epoch = -1;
+    t->spe = data->n / cfg->batch;
+    t->total = t->spe * cfg->epochs;
+    t->warmup = (int64_t)llround(cfg->warmup_epochs * (double)t->spe);
+    const int64_t P = m->total, B = cfg->batch, px = (int64_t)data->h * data->w;
+    t->grad = ra_calloc((size_t)P + 1, sizeof(float));
+    t->mom1 = ra_calloc((size_t)P + 1, sizeof(float));
+    t->mom2 = ra_calloc((size_t)P + 1, sizeof(float));
+    t->gptr = calloc((size_t)m->nparams + 1, sizeof *t->gptr);
+    t->gsize = calloc((size_t)m->nparams + 1, sizeof *t->gsize);
+    t->decay = calloc((size_t)m->nparams + 1, sizeof *t->decay);
+    t->x = ra_alloc((size_t)(B * px), sizeof(float));
+    t->dlogits = ra_alloc((size_t)(B * k), sizeof(float));
+    t->probs = ra_alloc((size_t)(B * k), sizeof(float));
+    t->labels = malloc((size_t)B * sizeof *t->labels);
+    t->perm = malloc((size_t)data->n * sizeof *t->perm);
+    if (!t->grad || !t->mom1 || !t->mom2 || !t->gptr || !t->gsize || !t->decay || !t->x ||
+        !t->dlogits || !t->probs || !t->labels || !t->perm) {
+        ra_trainer_free(t);
+        return ra_fail(RA_ERR_NOMEM, "trainer: out of memory");
+    }
+    for (int i = 0; i < m->nparams; i++) {
+        const ra_param_info *p = &m->params[i];
+        t->gptr[i] = t->grad + p->offset;
+        t->gsize[i] = p->numel;
+        t->decay[i] = p->ndim > 1 && !ra_param_no_decay(p->name);
+    }
+    *out = t;
+    return RA_OK;
+}
+
+int64_t ra_trainer_step_count(const ra_trainer *t) { return t ? t->step : 0; }
+int64_t ra_trainer_steps_per_epoch(const ra_trainer *t) { return t ? t->spe : 0; }
+int64_t ra_trainer_total_steps(const ra_trainer *t) { return t ? t->total : 0; }
+const ra_train_config *ra_trainer_config(const ra_trainer *t) { return t ? &t->cfg : NULL; }
+
+double ra_trainer_lr(const ra_trainer *t) {
+    return ra_lr_cosine(t->step, t->total, t->warmup, t->cfg.lr, t->cfg.min_lr,
+                        t->cfg.warmup_lr, 1);
+}
+
+/* The batch of step t into t->x, t->labels. */
+static ra_status make_batch(ra_trainer *t) {
+    const int64_t epoch = t->step / t->spe, pos = t->step % t->spe;
+    if (t->perm_epoch != epoch) {
+        ra_rng r;
+        ra_rng_seed(&r, mix(t->cfg.seed, (uint64_t)epoch));
+        ra_shuffle(t->perm, t->data->n, &r);
+        t->perm_epoch = epoch;
+    }
+    ra_rng r;
+    ra_rng_seed(&r, mix(t->cfg.seed ^ 0xA5A5A5A5A5A5A5A5ull, (uint64_t)t->step));
+    return ra_dataset_batch(t->x, t->labels, t->data, t->perm + pos * t->cfg.batch,
+                            t->cfg.batch, t->cfg.mean, t->cfg.std, t->cfg.crop_pad,
+                            t->cfg.flip, &r);
+}
+
+static int all_finite(const float *v, int64_t n) {
+    float s = 0;
+    for (int64_t i = 0; i < n; i++) s += v[i] * 0.0f;   /* NaN or inf poisons s */
+    return s == 0.0f;
+}
+
+ra_status ra_trainer_step(ra_trainer *t, float *loss_out, float *norm_out) {
+    if (!t) return ra_fail(RA_ERR_ARG, "trainer: NULL argument");
+    ra_model *m = t->m;
+    const int B = t->cfg.batch, K = t->classes;
+    ra_status st = make_batch(t);
+    if (st) return st;
+    float *logits = NULL;
+    int nd;
+    int64_t ys[4];
+    const int64_t xs[4] = {B, 1, t->data->h, t->data->w};
+    st = ra_model_forward_train(m, &logits, &nd, ys, t->x, 4, xs, NULL);
+    if (st) return st;
+    float loss = 0;
+    if (nd != 2 || ys[1] != K) st = ra_fail(RA_ERR_INTERNAL, "trainer: logits of %lld classes",
+                                            (long long)ys[1]);
+    if (!st) st = ra_cross_entropy_forward(&loss, t->probs, logits, t->labels, B, K,
+                                           t->cfg.label_smoothing);
+    free(logits);
+    if (st) return st;
+    if (!isfinite(loss))
+        return ra_fail(RA_ERR_ARG, "the loss is not finite at step %lld (learning rate %g too "
+                       "high?)", (long long)t->step, ra_trainer_lr(t));
+    memset(t->dlogits, 0, (size_t)B * K * sizeof *t->dlogits);
+    st = ra_cross_entropy_backward(t->dlogits, 1.0f, t->probs, t->labels, B, K,
+                                   t->cfg.label_smoothing);
+    memset(t->grad, 0, (size_t)m->total * sizeof *t->grad);
+    if (!st) st = ra_model_backward(m, t->grad, NULL, t->dlogits);
+    if (st) return st;
+    float norm;
+    if (t->cfg.clip_grad > 0) {
+        norm = ra_clip_grad_norm(t->gptr, t->gsize, m->nparams, t->cfg.clip_grad);
+    } else {
+        double ss = 0;
+        for (int64_t i = 0; i < m->total; i++) ss += (double)t->grad[i] * t->grad[i];
+        norm = (float)sqrt(ss);
+    }
+    if (!isfinite(norm) || !all_finite(t->grad, m->total))
+        return ra_fail(RA_ERR_ARG, "the gradient is not finite at step %lld (learning rate %g "
+                       "too high?)", (long long)t->step, ra_trainer_lr(t));
+    const ra_adamw_config ac = {.lr = ra_trainer_lr(t), .beta1 = 0.9, .beta2 = 0.999,
+                                .eps = 1e-8, .weight_decay = t->cfg.weight_decay};
+    t->step++;   /* AdamW counts its steps from 1 */
+    for (int i = 0; i < m->nparams && !st; i++) {
+        const ra_param_info *p = &m->params[i];
+        st = ra_adamw_step(m->weights + p->offset, t->mom1 + p->offset, t->mom2 + p->offset,
+                           t->grad + p->offset, p->numel, t->step, &ac, t->decay[i]);
+    }
+    if (loss_out) *loss_out = loss;
+    if (norm_out) *norm_out = norm;
+    return st;
+}
+
+/* ---- checkpoints ----------------------------------------------------------- */
+
+typedef struct { const char *key; int kind; size_t off; } cfg_field;   /* kind: 0 int, 1 double, 2 float, 3 u64 */
+static const cfg_field cfg_fields[] = {
+    {"train.batch", 0, offsetof(ra_train_config, batch)},
+    {"train.epochs", 0, offsetof(ra_train_config, epochs)},
+    {"train.lr", 1, offsetof(ra_train_config, lr)},
+    {"train.min_lr", 1, offsetof(ra_train_config, min_lr)},
+    {"train.warmup_lr", 1, offsetof(ra_train_config, warmup_lr)},
+    {"train.warmup_epochs", 1, offsetof(ra_train_config, warmup_epochs)},
+    {"train.weight_decay", 1, offsetof(ra_train_config, weight_decay)},
+    {"train.label_smoothing", 2, offsetof(ra_train_config, label_smoothing)},
+    {"train.clip_grad", 2, offsetof(ra_train_config, clip_grad)},
+    {"train.crop_pad", 0, offsetof(ra_train_config, crop_pad)},
+    {"train.flip", 0, offsetof(ra_train_config, flip)},
+    {"train.mean", 2, offsetof(ra_train_config, mean)},
+    {"train.std", 2, offsetof(ra_train_config, std)},
+    {"train.seed", 3, offsetof(ra_train_config, seed)},
+};
+#define NFIELDS ((int)(sizeof cfg_fields / sizeof cfg_fields[0]))
+
+/* Values are written with 17 significant digits: read back bit-exact. */
+static void field_str(char *buf, size_t n, const ra_train_config *c, const cfg_field *f) {
+    const char *p = (const char *)c + f->off;
+    switch (f->kind) {
+    case 0: snprintf(buf, n, "%d", *(const int *)p); break;
+    case 1: snprintf(buf, n, "%.17g", *(const double *)p); break;
+    case 2: snprintf(buf, n, "%.9g", (double)*(const float *)p); break;
+    default: snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)p); break;
+    }
+}
+
+static ra_status field_parse(ra_train_config *c, const cfg_field *f, const char *v) {
+    char *end = NULL;
+    char *p = (char *)c + f->off;
+    if (!v || !*v) return ra_fail(RA_ERR_FORMAT, "checkpoint: metadata %s missing", f->key);
+    switch (f->kind) {
+    case 0: { long x = strtol(v, &end, 10); *(int *)p = (int)x; if (x < -1000000 || x > 1000000) end = NULL; break; }
+    case 1: *(double *)p = strtod(v, &end); break;
+    case 2: *(float *)p = strtof(v, &end); break;
+    default: *(uint64_t *)p = strtoull(v, &end, 10); break;
+    }
+    if (!end || *end) return ra_fail(RA_ERR_FORMAT, "checkpoint: metadata %s = \"%.40s\"", f->key, v);
+    return RA_OK;
+}
+
+ra_status ra_trainer_save(const ra_trainer *t, const char *path, const char *const *extra,
+                          int nextra) {
+    if (!t || !path || (nextra && !extra)) return ra_fail(RA_ERR_ARG, "trainer save: bad argument");
+    const ra_model *m = t->m;
+    ra_st_writer *w = ra_st_writer_new();
+    if (!w) return ra_fail(RA_ERR_NOMEM, "trainer save: out of memory");
+    ra_status st = RA_OK;
+    char name[320], val[64];
+    for (int i = 0; i < m->nmeta && !st; i++) {
+        const char *k = m->meta[2 * i];
+        int ours = strncmp(k, "train.", 6) == 0;
+        for (int e = 0; e < nextra && !ours; e++) ours = strcmp(k, extra[2 * e]) == 0;
+        if (!ours) st = ra_st_writer_meta(w, k, m->meta[2 * i + 1]);
+    }
+    for (int i = 0; i < NFIELDS && !st; i++) {
+        field_str(val, sizeof val, &t->cfg, &cfg_fields[i]);
+        st = ra_st_writer_meta(w, cfg_fields[i].key, val);
+    }
+    snprintf(val, sizeof val, "%lld", (long long)t->step);
+    if (!st) st = ra_st_writer_meta(w, "train.step", val);
+    for (int e = 0; e < nextra && !st; e++) st = ra_st_writer_meta(w, extra[2 * e], extra[2 * e + 1]);
+    for (int i = 0; i < m->nparams && !st; i++) {
+        const ra_param_info *p = &m->params[i];
+        st = ra_st_writer_add(w, p->name, RA_DTYPE_F32, p->ndim, p->shape, m->weights + p->offset);
+        snprintf(name, sizeof name, "%sexp_avg.%s", RA_TRAIN_STATE_PREFIX, p->name);
+        if (!st) st = ra_st_writer_add(w, name, RA_DTYPE_F32, p->ndim, p->shape, t->mom1 + p->offset);
+        snprintf(name, sizeof name, "%sexp_avg_sq.%s", RA_TRAIN_STATE_PREFIX, p->name);
+        if (!st) st = ra_st_writer_add(w, name, RA_DTYPE_F32, p->ndim, p->shape, t->mom2 + p->offset);
+    }
+    if (!st) st = ra_st_writer_save(w, path);
+    ra_st_writer_free(w);
+    return st;
+}
+
+ra_status ra_trainer_resume(ra_trainer **out, ra_model **mout, const char *path,
+                            const ra_dataset *data) {
+    if (!out || !mout || !path || !data) return ra_fail(RA_ERR_ARG, "trainer resume: NULL argument");
+    *out = NULL, *mout = NULL;
+    ra_st_file *f = NULL;
+    ra_status st = ra_st_open(&f, path);
+    if (st) return st;
+    ra_model *m = NULL;
+    ra_trainer *t = NULL;
+    ra_train_config c = ra_train_config_default();
+    for (int i = 0; i < NFIELDS && !st; i++)
+        st = field_parse(&c, &cfg_fields[i], ra_st_meta(f, cfg_fields[i].key));
+    const char *sv = ra_st_meta(f, "train.step");
+    char *end = NULL;
+    const long long step = sv ? strtoll(sv, &end, 10) : -1;
+    if (!st && (!sv || !end || *end || step < 0))
+        st = ra_fail(RA_ERR_FORMAT, "checkpoint: metadata train.step missing or invalid");
+    if (!st) st = ra_model_from_file(&m, f);
+    if (!st) st = ra_trainer_create(&t, m, &c, data);
+    if (!st && step > t->total)
+        st = ra_fail(RA_ERR_FORMAT, "checkpoint: step %lld is past the run's %lld steps", step,
+                     (long long)t->total);
+    char name[320];
+    for (int i = 0; !st && i < m->nparams; i++) {
+        const ra_param_info *p = &m->params[i];
+        for (int which = 0; which < 2 && !st; which++) {
+            snprintf(name, sizeof name, "%s%s.%s", RA_TRAIN_STATE_PREFIX,
+                     which ? "exp_avg_sq" : "exp_avg", p->name);
+            const ra_st_tensor *ts = ra_st_find(f, name);
+            if (!ts || ts->numel != p->numel)
+                st = ra_fail(RA_ERR_FORMAT, "checkpoint: optimiser state %s missing or of the "
+                             "wrong size", name);
+            else
+                st = ra_st_to_f32((which ? t->mom2 : t->mom1) + p->offset, ts);
+        }
+    }
+    ra_st_close(f);
+    if (st) {
+        ra_trainer_free(t);
+        ra_model_free(m);
+        return st;
+    }
+    t->step = step;
+    *out = t, *mout = m;
+    return RA_OK;
+}
+
+/* ---- evaluation ------------------------------------------------------------ */
+
+ra_status ra_evaluate(const ra_model *m, const ra_dataset *d, float mean, float std, int batch,
+                      int64_t *correct, int64_t *confusion, int k) {
+    if (!m || !d || !correct || batch < 1 || !(std > 0) || (confusion && k < d->classes))
+        return ra_fail(RA_ERR_ARG, "evaluate: bad argument");
+    *correct = 0;
+    if (confusion) memset(confusion, 0, (size_t)k * k * sizeof *confusion);
+    const int64_t px = (int64_t)d->h * d->w;
+    float *x = ra_alloc((size_t)(batch * px), sizeof *x);
+    int64_t *idx = malloc((size_t)batch * sizeof *idx);
+    int32_t *lab = malloc((size_t)batch * sizeof *lab);
+    ra_status st = x && idx && lab ? RA_OK : ra_fail(RA_ERR_NOMEM, "evaluate: out of memory");
+    for (int64_t i0 = 0; i0 < d->n && !st; i0 += batch) {
+        const int b = (int)(d->n - i0 < batch ? d->n - i0 : batch);
+        for (int i = 0; i < b; i++) idx[i] = i0 + i;
+        st = ra_dataset_batch(x, lab, d, idx, b, mean, std, 0, 0, NULL);
+        float *y = NULL;
+        int nd;
+        int64_t ys[4];
+        const int64_t xs[4] = {b, 1, d->h, d->w};
+        if (!st) st = ra_model_forward(m, &y, &nd, ys, x, 4, xs);
+        if (!st && (nd != 2 || ys[1] < d->classes))
+            st = ra_fail(RA_ERR_ARG, "evaluate: the model gives %lld outputs for %d classes",
+                         (long long)ys[1], d->classes);
+        for (int i = 0; i < b && !st; i++) {
+            const float *r = y + (int64_t)i * ys[1];
+            int best = 0;
+            for (int j = 1; j < ys[1]; j++)
+                if (r[j] > r[best]) best = j;   /* the first of equal maxima, as argmax */
+            *correct += best == lab[i];
+            if (confusion && best < k) confusion[(int64_t)lab[i] * k + best]++;
+        }
+        free(y);
+    }
+    ra_free(x), free(idx), free(lab);
+    return st;
+}
