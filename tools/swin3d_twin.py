@@ -25,6 +25,11 @@ for both: a self block is its frames_q = frames_kv = Wd case, whose index is
 Video Swin's. Video Swin names the projection attn.qkv (rows q, k, v);
 qkv_state_dict() writes that naming (attn.q and attn.kv concatenated).
 
+Gradient fixtures (tests/test_swin3d_grad.c): GRAD_CASES, written by
+write_grad_fixtures (also from tools/make_swin3d_fixtures.py):
+
+    /usr/bin/python3 tools/swin3d_twin.py --grad-fixtures tests/fixtures
+
 Run with Debian's python3-torch (/usr/bin/python3).
 """
 
