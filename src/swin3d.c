@@ -620,7 +620,7 @@ typedef struct s3tape {
     sizes z;
     int fused;                   /* q and kv projected as one (rows1, 3C) GEMM */
     ra_attn_desc ad;             /* idx and mask point into the tape */
-    size_t wbytes;               /* attention workspace (forward and backward) */
+    size_t wbytes;               /* the forward attention's workspace */
     float *buf;                  /* the activations, cap floats */
     size_t cap;
     int32_t *idx;                /* the clamped window's index, idx_cap entries */
@@ -690,10 +690,7 @@ static ra_status s3_train_run(s3d *s, float *y, const float *x, const float *kv,
                            .hd = C / s->heads, .scale = s->scale, .table = s->table, .idx = idx,
                            .table_rows = s->rows};
     if ((st = ra_attention_check(&t->ad))) return st;
-    const int nt = ra_threads_get();
-    const size_t wf = ra_attention_workspace_size(&t->ad, nt),
-                 wb = ra_attention_backward_workspace_size(&t->ad, nt);
-    t->wbytes = wf > wb ? wf : wb;
+    t->wbytes = ra_attention_workspace_size(&t->ad, ra_threads_get());
     t->fused = !s->cross && s->kvw == s->qw + (int64_t)C * C && (!s->qb || s->kvb == s->qb + C);
 
     const size_t nx = (size_t)z.nx, nkx = (size_t)z.nkx, M1 = (size_t)z.M1, M2 = (size_t)z.M2,
@@ -799,8 +796,11 @@ static ra_status s3_train_back(const ra_model *m, float *grad, float *dx, float 
                  nq = (size_t)z.rows1 * (t->fused ? 3 : 1) * C,
                  nkv = t->fused ? 0 : (size_t)z.rows2 * 2 * C;
     /* dres (M1, C); dt (max(nx, nkx)); dh1, dh2 (M1, hidden); dwa, dwb
-     * (rows1, C); dq; dkv; dw2 (rows2, C) */
-    const size_t sz[] = {nx, nx > nkx ? nx : nkx, nh, nh, nw1, nw1, nq, nkv, nw2};
+     * (rows1, C); dq; dkv; dw2 (rows2, C); the attention backward's
+     * workspace (sized now: the threads may have changed since the forward) */
+    const size_t wbytes = ra_attention_backward_workspace_size(&t->ad, ra_threads_get());
+    const size_t sz[] = {nx, nx > nkx ? nx : nkx, nh, nh, nw1, nw1, nq, nkv, nw2,
+                         (wbytes + 3) / 4};
     enum { NBUF = sizeof sz / sizeof sz[0] };
     size_t off[NBUF], total = 0;
     for (int i = 0; i < NBUF; i++) off[i] = total, total += up16(sz[i]);
@@ -811,7 +811,8 @@ static ra_status s3_train_back(const ra_model *m, float *grad, float *dx, float 
     float *dres = b + off[0], *dt = b + off[1], *dh1 = b + off[2], *dh2 = b + off[3],
           *dwa = b + off[4], *dwb = b + off[5], *dqb = b + off[6], *dkvb = b + off[7],
           *dw2 = b + off[8];
-    memset(b, 0, total * sizeof *b);
+    void *work = b + off[9];
+    memset(b, 0, off[9] * sizeof *b);
 
     /* y = x1 + fc2(gelu(fc1(norm2(x1)))) */
     memcpy(dres, dy, nx * sizeof *dres);
@@ -840,8 +841,7 @@ static ra_status s3_train_back(const ra_model *m, float *grad, float *dx, float 
         k = t->kvp, v = t->kvp + C, dk = dkvb, dv = dkvb + C, ldq = C, ldkv = 2 * C;
     }
     st = ra_attention_backward(dqb, ldq, dk, ldkv, dv, ldkv, grad_of(m, grad, s->table), NULL,
-                               NULL, dwb, C, t->q, ldq, k, ldkv, v, ldkv, &t->ad, t->work,
-                               t->wbytes);
+                               NULL, dwb, C, t->q, ldq, k, ldkv, v, ldkv, &t->ad, work, wbytes);
     if (st) return st;
     memset(dwa, 0, nw1 * sizeof *dwa);
     if (t->fused) {   /* q, k, v rows follow each other in weights, biases and grad */

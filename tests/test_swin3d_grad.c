@@ -345,6 +345,17 @@ static void misuse(gcase *c) {
         const double e = rel_err(dx, c->gx, c->nx, NULL);
         CHECK(e <= GRAD_RTOL, "%s: grad.x after a larger clip off by %.3g", c->name, e);
     }
+    free(y);
+    y = NULL;
+    /* more threads in the backward than in the training forward */
+    ra_threads_set(1);
+    st = ra_model_forward_train(c->m, &y, &ynd, ysh, c->x, 4, c->shape, NULL);
+    ra_threads_set(4);
+    memset(dx, 0, (size_t)c->nx * sizeof *dx);
+    if (st == RA_OK) st = ra_model_backward(c->m, g1, dx, c->dy);
+    ra_threads_set(0);
+    CHECK(st == RA_OK && rel_err(dx, c->gx, c->nx, NULL) <= GRAD_RTOL,
+          "%s: backward on 4 threads after a forward on 1: %s", c->name, ra_last_error());
 done:
     free(xb), free(dyb), free(g1), free(dx), free(y);
 }
