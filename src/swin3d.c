@@ -1,4 +1,4 @@
-/* swin3d.c - the 3-D window block (arch swin_block_3d), inference.
+/* swin3d.c - the 3-D window block (arch swin_block_3d): forward and training.
  *
  * Two blocks share one arch; the metadata says which.
  *
@@ -90,6 +90,7 @@ typedef struct s3d {
     int32_t *idx;            /* (n1, n2) the constructor's index */
     const float *n1w, *n1b, *nkw, *nkb, *n2w, *n2b, *table;
     const float *qw, *qb, *kvw, *kvb, *pw, *pb, *f1w, *f1b, *f2w, *f2b;
+    struct s3tape *tape;     /* the training pass (NULL until one runs) */
 } s3d;
 
 static size_t up16(size_t n) { return (n + 15) & ~(size_t)15; }
@@ -290,9 +291,12 @@ static ra_status s3_build(ra_model *m, const ra_st_file *f) {
     return st;
 }
 
+static void tape_free(struct s3tape *t);
+
 static void s3_destroy(void *impl) {
     s3d *s = impl;
     ra_free(s->idx);
+    tape_free(s->tape);
     free(s);
 }
 
@@ -361,33 +365,72 @@ static void expand_mask(float *mask, const float *m2, int64_t nw, int64_t t, int
             }
 }
 
+/* Sizes of the tensors of one pass, overflow-checked. */
+typedef struct sizes {
+    int64_t M1, M2;          /* query / key-value tokens of the maps (B * D * H * W) */
+    int64_t nx, nkx;         /* floats of x and kv (M * C) */
+    int64_t bw, rows1, rows2;   /* windows of the batch, their query / key-value rows */
+    int64_t nwin1, nwin2;    /* floats of the windows (rows * C) */
+    int64_t nmask, t2, nm2;  /* the mask (nW, N1, N2), a cross block's spatial mask */
+    int64_t nhid;            /* M1 * hidden */
+} sizes;
+
+static ra_status sizes_of(const s3d *s, const plan *pp, int B, int H, int W, sizes *z) {
+    const int C = s->dim;
+    const plan p = *pp;
+    const int dq = p.gq.d, dkv = p.gkv.d;
+    memset(z, 0, sizeof *z);
+    if (p.nw < 1 || p.n1 < 1 || p.n2 < 1)
+        return ra_fail(RA_ERR_SHAPE, "swin_block_3d: clip %dx%dx%d with window %dx%dx%d",
+                       dq, H, W, s->win[0], s->win[1], s->win[2]);
+    int64_t nproj;
+    int ok = ra_mul_i64(&z->M1, (int64_t)B * dq, (int64_t)H * W) &&
+             ra_mul_i64(&z->M2, (int64_t)B * dkv, (int64_t)H * W) &&
+             ra_mul_i64(&z->nx, z->M1, C) && ra_mul_i64(&z->nkx, s->cross ? z->M2 : 0, C) &&
+             ra_mul_i64(&z->bw, B, p.nw) && z->bw <= INT_MAX &&
+             ra_mul_i64(&z->rows1, z->bw, p.n1) && ra_mul_i64(&z->rows2, z->bw, p.n2) &&
+             ra_mul_i64(&z->nwin1, z->rows1, C) &&
+             ra_mul_i64(&z->nwin2, s->cross ? z->rows2 : 0, C) &&
+             ra_mul_i64(&z->nmask, p.shifted ? p.nw * p.n1 : 0, p.n2) &&
+             ra_mul_i64(&nproj, z->rows1 + z->rows2, 3 * (int64_t)C) &&
+             ra_mul_i64(&z->nhid, z->M1, s->hidden);
+    if (ok && s->cross && p.shifted) {
+        z->t2 = (int64_t)p.gq.wh * p.gq.ww;
+        ok = ra_mul_i64(&z->nm2, p.nw * z->t2, z->t2);
+    }
+    if (!ok || z->nx > S3_MAX_FLOATS || z->nkx > S3_MAX_FLOATS || z->nwin1 > S3_MAX_FLOATS ||
+        z->nwin2 > S3_MAX_FLOATS || z->nmask > S3_MAX_FLOATS || z->nm2 > S3_MAX_FLOATS ||
+        nproj > S3_MAX_FLOATS)
+        return ra_fail(RA_ERR_SHAPE, "swin_block_3d: %d clips of %dx%dx%dx%d are too large", B,
+                       dq, H, W, C);
+    return RA_OK;
+}
+
+/* The attention mask (nW, N1, N2) of a shifted plan into mask; a cross
+ * block builds its spatial mask in m2 (nW, T, T) first. */
+static ra_status build_mask(const s3d *s, const plan *p, int H, int W, float *mask, float *m2,
+                            int64_t t2) {
+    if (!mask) return RA_OK;
+    if (!s->cross) return ra_window_mask(mask, &p->gq);
+    const ra_window_geom g2 = {.d = 1, .h = H, .w = W, .wd = 1, .wh = p->gq.wh, .ww = p->gq.ww,
+                               .sh = p->gq.sh, .sw = p->gq.sw};
+    ra_status st = ra_window_mask(m2, &g2);
+    if (!st) expand_mask(mask, m2, p->nw, t2, s->fq, s->fkv);
+    return st;
+}
+
 /* y (B, Dq, H, W, C) from x (B, Dq, H, W, C) and, for a cross block,
  * kv (B, D2, H, W, C). Dq = d (self) or D1 (cross). y may alias x. */
 static ra_status s3_run(const s3d *s, float *y, const float *x, const float *kv, int B, int d,
                         int H, int W) {
     const int C = s->dim, hidden = s->hidden;
     const plan p = plan_of(s, d, H, W);
-    const int dq = p.gq.d, dkv = p.gkv.d;
-    if (p.nw < 1 || p.n1 < 1 || p.n2 < 1)
-        return ra_fail(RA_ERR_SHAPE, "swin_block_3d: clip %dx%dx%d with window %dx%dx%d",
-                       dq, H, W, s->win[0], s->win[1], s->win[2]);
-    int64_t M1, M2, nx, nkx, bw, rows1, rows2, nwin1, nwin2, nmask, t2 = 0, nm2 = 0, nproj;
-    int ok = ra_mul_i64(&M1, (int64_t)B * dq, (int64_t)H * W) &&
-             ra_mul_i64(&M2, (int64_t)B * dkv, (int64_t)H * W) && ra_mul_i64(&nx, M1, C) &&
-             ra_mul_i64(&nkx, s->cross ? M2 : 0, C) && ra_mul_i64(&bw, B, p.nw) &&
-             bw <= INT_MAX && ra_mul_i64(&rows1, bw, p.n1) && ra_mul_i64(&rows2, bw, p.n2) &&
-             ra_mul_i64(&nwin1, rows1, C) && ra_mul_i64(&nwin2, s->cross ? rows2 : 0, C) &&
-             ra_mul_i64(&nmask, p.shifted ? p.nw * p.n1 : 0, p.n2) &&
-             ra_mul_i64(&nproj, rows1 + rows2, 3 * (int64_t)C);
-    if (ok && s->cross && p.shifted) {
-        t2 = (int64_t)p.gq.wh * p.gq.ww;
-        ok = ra_mul_i64(&nm2, p.nw * t2, t2);
-    }
-    if (!ok || nx > S3_MAX_FLOATS || nkx > S3_MAX_FLOATS || nwin1 > S3_MAX_FLOATS ||
-        nwin2 > S3_MAX_FLOATS || nmask > S3_MAX_FLOATS || nm2 > S3_MAX_FLOATS ||
-        nproj > S3_MAX_FLOATS)
-        return ra_fail(RA_ERR_SHAPE, "swin_block_3d: %d clips of %dx%dx%dx%d are too large", B,
-                       dq, H, W, C);
+    sizes z;
+    ra_status st = sizes_of(s, &p, B, H, W, &z);
+    if (st) return st;
+    const int64_t M1 = z.M1, M2 = z.M2, nx = z.nx, nkx = z.nkx, bw = z.bw, rows1 = z.rows1,
+                  rows2 = z.rows2, nwin1 = z.nwin1, nwin2 = z.nwin2, nmask = z.nmask,
+                  t2 = z.t2, nm2 = z.nm2;
 
     const int32_t *idx = s->idx;
     int32_t *idx_buf = NULL;
@@ -399,7 +442,7 @@ static ra_status s3_run(const s3d *s, float *y, const float *x, const float *kv,
     ra_attn_desc ad = {.b_ = (int)bw, .nh = s->heads, .n1 = (int)p.n1, .n2 = (int)p.n2,
                        .hd = C / s->heads, .scale = s->scale, .table = s->table, .idx = idx,
                        .table_rows = s->rows};
-    ra_status st = ra_attention_check(&ad);   /* mask added below: same sizes */
+    st = ra_attention_check(&ad);   /* mask added below: same sizes */
     if (st) {
         ra_free(idx_buf);
         return st;
@@ -439,13 +482,7 @@ static ra_status s3_run(const s3d *s, float *y, const float *x, const float *kv,
 
     st = ra_window_partition(w1, t, B, C, &p.gq);
     if (!st && s->cross) st = ra_window_partition(w2, tk, B, C, &p.gkv);
-    if (!st && mask && !s->cross) st = ra_window_mask(mask, &p.gq);
-    if (!st && mask && s->cross) {
-        const ra_window_geom g2 = {.d = 1, .h = H, .w = W, .wd = 1, .wh = p.gq.wh,
-                                   .ww = p.gq.ww, .sh = p.gq.sh, .sw = p.gq.sw};
-        st = ra_window_mask(m2, &g2);
-        if (!st) expand_mask(mask, m2, p.nw, t2, s->fq, s->fkv);
-    }
+    if (!st) st = build_mask(s, &p, H, W, mask, m2, t2);
     if (!st) {
         const float *q, *k, *v;
         int ldq, ldkv;
@@ -507,11 +544,11 @@ ra_status ra_swin_block_3d_forward(const ra_model *m, float *y, const float *x, 
     return st ? st : s3_run(s, y, x, kv, b, d, h, w);
 }
 
-/* ra_model_forward: one clip x (D, H, W, C); a cross block's x holds the
- * D1 query frames, then the D2 key/value frames. */
-static ra_status s3_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
-                            const float *x, int x_ndim, const int64_t *x_shape) {
-    const s3d *s = m->impl;
+/* The clip of ra_model_forward / ra_model_forward_train: x (D, H, W, C),
+ * a cross block's holding the D1 query frames, then the D2 key/value
+ * frames. Writes the query frames dq, the map and ny = dq * H * W * C. */
+static ra_status clip_of(const s3d *s, int x_ndim, const int64_t *x_shape, int *dq, int *h,
+                         int *w, int64_t *ny) {
     if (x_ndim != 4)
         return ra_fail(RA_ERR_SHAPE, "swin_block_3d takes one clip x (D, H, W, C)%s, got %d "
                        "dimensions (a batch (B, D, H, W, C) goes through "
@@ -528,23 +565,317 @@ static ra_status s3_forward(const ra_model *m, float **y, int *y_ndim, int64_t y
     if (D < 1 || D > S3_MAX_SIZE || H < 1 || H > S3_MAX_SIZE || W < 1 || W > S3_MAX_SIZE)
         return ra_fail(RA_ERR_SHAPE, "swin_block_3d: a clip of %lldx%lldx%lld", (long long)D,
                        (long long)H, (long long)W);
-    const int dq = s->cross ? s->fq : (int)D;
-    int64_t ny;
-    if (!ra_mul_i64(&ny, (int64_t)dq * H, W * C) || ny > S3_MAX_FLOATS)
+    *dq = s->cross ? s->fq : (int)D, *h = (int)H, *w = (int)W;
+    if (!ra_mul_i64(ny, (int64_t)*dq * H, W * C) || *ny > S3_MAX_FLOATS)
         return ra_fail(RA_ERR_SHAPE, "swin_block_3d: input too large");
+    return check_dims(s, 1, *dq, *h, *w);
+}
+
+/* ra_model_forward: one clip x (D, H, W, C); a cross block's x holds the
+ * D1 query frames, then the D2 key/value frames. */
+static ra_status s3_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
+                            const float *x, int x_ndim, const int64_t *x_shape) {
+    const s3d *s = m->impl;
+    int dq = 0, H = 0, W = 0;
+    int64_t ny = 0;
+    ra_status st = clip_of(s, x_ndim, x_shape, &dq, &H, &W, &ny);
+    if (st) return st;
     float *out = ra_alloc((size_t)ny, sizeof *out);
     if (!out) return ra_fail(RA_ERR_NOMEM, "swin_block_3d: out of memory");
     const float *kv = s->cross ? x + ny : NULL;
-    ra_status st = check_dims(s, 1, dq, (int)H, (int)W);
-    if (!st) st = s3_run(s, out, x, kv, 1, dq, (int)H, (int)W);
-    if (st) {
+    if ((st = s3_run(s, out, x, kv, 1, dq, H, W))) {
         ra_free(out);
         return st;
     }
     *y = out;
     *y_ndim = 4;
-    y_shape[0] = dq, y_shape[1] = H, y_shape[2] = W, y_shape[3] = C;
+    y_shape[0] = dq, y_shape[1] = H, y_shape[2] = W, y_shape[3] = s->dim;
     return RA_OK;
+}
+
+/* ---- training ------------------------------------------------------------
+ * llm.c style: the training forward runs the block as s3_run does, but
+ * keeps every activation the backward reads in the tape (one buffer, kept
+ * between steps and grown only when a larger clip comes), and the backward
+ * walks the forward in reverse through the layers' backward calls:
+ *
+ *   forward                                   backward (reverse order)
+ *   t = norm1(x) -> partition -> w1           dx   += LN1' (partition' (dw1))
+ *   (cross) norm_kv(kv) -> partition -> w2    dkv  += LNkv' (partition' (dw2))
+ *   q, k, v = Linear(w1), Linear(w1 | w2)     dw1, dw2, dWq, dWkv += Linear'
+ *   o = attention(q, k, v; table, mask)       dq, dk, dv, dtable  += attention'
+ *   x1 = x + reverse(proj(o))                 dx += dx1; do, dWp += Linear' (reverse' (dx1))
+ *   h = fc1(norm2(x1)), y = x1 + fc2(gelu(h)) dx1 = dy + LN2' (fc1' (gelu' (fc2' (dy))))
+ *
+ * The attention backward recomputes the probabilities from q and k (see
+ * ra_attention_backward); q, k, v and o themselves are kept. The
+ * parameters' gradients sit at the parameters' offsets in the flat
+ * gradient (a pointer w into m->weights has its gradient at grad + (w -
+ * m->weights)), so Video Swin's fused attn.qkv and RSTT's attn.q / attn.kv
+ * are the same code, and q and kv run as one GEMM whenever the forward does. */
+typedef struct s3tape {
+    int valid;                   /* a training forward has filled it */
+    int B, d, H, W;
+    plan p;
+    sizes z;
+    int fused;                   /* q and kv projected as one (rows1, 3C) GEMM */
+    ra_attn_desc ad;             /* idx and mask point into the tape */
+    size_t wbytes;               /* the forward attention's workspace */
+    float *buf;                  /* the activations, cap floats */
+    size_t cap;
+    int32_t *idx;                /* the clamped window's index, idx_cap entries */
+    size_t idx_cap;
+    float *gbuf;                 /* the backward's scratch, gcap floats */
+    size_t gcap;
+    /* into buf */
+    float *x, *kv;               /* (M1, C), (M2, C) the block's inputs */
+    float *mean1, *rstd1, *meank, *rstdk, *mean2, *rstd2;   /* (M1) or (M2) */
+    float *w1, *w2;              /* (rows1, C), (rows2, C) normalised windows */
+    float *q, *kvp;              /* (rows1, C or 3C), (rows2, 2C) projections */
+    float *o;                    /* (rows1, C) attention output, before proj */
+    float *mask, *m2;            /* (nW, N1, N2), (nW, T, T) */
+    float *x1, *t2;              /* (M1, C) x after attention, norm2(x1) */
+    float *hpre, *hact;          /* (M1, hidden) fc1 output, its GELU */
+    float *tmp;                  /* max(nx, nkx, nwin1) */
+    void *work;
+} s3tape;
+
+static void tape_free(s3tape *t) {
+    if (!t) return;
+    ra_free(t->buf);
+    ra_free(t->idx);
+    ra_free(t->gbuf);
+    free(t);
+}
+
+/* A buffer of at least n elements of sz bytes, kept between calls. */
+static int grow(void **buf, size_t *cap, size_t n, size_t sz) {
+    if (*buf && *cap >= n) return 1;
+    ra_free(*buf);
+    *cap = 0;
+    if (!(*buf = ra_alloc(n ? n : 1, sz))) return 0;
+    *cap = n;
+    return 1;
+}
+
+static size_t max3(size_t a, size_t b, size_t c) {
+    return a > b ? (a > c ? a : c) : (b > c ? b : c);
+}
+
+/* The training forward of B clips: y (B, Dq, H, W, C) (not x) from x and,
+ * for a cross block, kv, as s3_run, filling the tape. */
+static ra_status s3_train_run(s3d *s, float *y, const float *x, const float *kv, int B, int d,
+                              int H, int W) {
+    const int C = s->dim, hidden = s->hidden;
+    if (!s->tape && !(s->tape = calloc(1, sizeof *s->tape)))
+        return ra_fail(RA_ERR_NOMEM, "swin_block_3d: out of memory for the tape");
+    s3tape *t = s->tape;
+    t->valid = 0;
+    const plan p = plan_of(s, d, H, W);
+    sizes z;
+    ra_status st = sizes_of(s, &p, B, H, W, &z);
+    if (st) return st;
+    if (z.nhid > S3_MAX_FLOATS)
+        return ra_fail(RA_ERR_SHAPE, "swin_block_3d: %d clips of %dx%dx%d are too large to "
+                       "train on", B, p.gq.d, H, W);
+    t->B = B, t->d = d, t->H = H, t->W = W, t->p = p, t->z = z;
+
+    const int32_t *idx = s->idx;
+    if (p.n1 != s->n1 || p.n2 != s->n2) {
+        if (!grow((void **)&t->idx, &t->idx_cap, (size_t)(p.n1 * p.n2), sizeof *t->idx))
+            return ra_fail(RA_ERR_NOMEM, "swin_block_3d: out of memory");
+        idx = run_index(s, &p, t->idx);
+    }
+    t->ad = (ra_attn_desc){.b_ = (int)z.bw, .nh = s->heads, .n1 = (int)p.n1, .n2 = (int)p.n2,
+                           .hd = C / s->heads, .scale = s->scale, .table = s->table, .idx = idx,
+                           .table_rows = s->rows};
+    if ((st = ra_attention_check(&t->ad))) return st;
+    t->wbytes = ra_attention_workspace_size(&t->ad, ra_threads_get());
+    t->fused = !s->cross && s->kvw == s->qw + (int64_t)C * C && (!s->qb || s->kvb == s->qb + C);
+
+    const size_t nx = (size_t)z.nx, nkx = (size_t)z.nkx, M1 = (size_t)z.M1, M2 = (size_t)z.M2,
+                 nw1 = (size_t)z.nwin1, nw2 = (size_t)z.nwin2, nh = (size_t)z.nhid;
+    const size_t sz[] = {nx, nkx, M1, M1, M2, M2, M1, M1, nw1, nw2,
+                         (size_t)z.rows1 * (t->fused ? 3 : 1) * C,
+                         t->fused ? 0 : (size_t)z.rows2 * 2 * C, nw1, (size_t)z.nmask,
+                         (size_t)z.nm2, nx, nx, nh, nh, max3(nx, nkx, nw1),
+                         (t->wbytes + 3) / 4};
+    enum { NBUF = sizeof sz / sizeof sz[0] };
+    size_t off[NBUF], total = 0;
+    for (int i = 0; i < NBUF; i++) off[i] = total, total += up16(sz[i]);
+    if (!grow((void **)&t->buf, &t->cap, total, sizeof(float)))
+        return ra_fail(RA_ERR_NOMEM, "swin_block_3d: out of memory for a tape of %zu floats",
+                       total);
+    float *const b = t->buf;
+    t->x = b + off[0], t->kv = b + off[1], t->mean1 = b + off[2], t->rstd1 = b + off[3];
+    t->meank = b + off[4], t->rstdk = b + off[5], t->mean2 = b + off[6], t->rstd2 = b + off[7];
+    t->w1 = b + off[8], t->w2 = b + off[9], t->q = b + off[10], t->kvp = b + off[11];
+    t->o = b + off[12], t->mask = p.shifted ? b + off[13] : NULL, t->m2 = b + off[14];
+    t->x1 = b + off[15], t->t2 = b + off[16], t->hpre = b + off[17], t->hact = b + off[18];
+    t->tmp = b + off[19], t->work = b + off[20];
+
+    /* attention: norm1 (and norm_kv) into windows, projections, core, proj */
+    memcpy(t->x, x, nx * sizeof *x);
+    if (s->cross) memcpy(t->kv, kv, nkx * sizeof *kv);
+    ra_layernorm_forward(t->tmp, t->mean1, t->rstd1, x, s->n1w, s->n1b, z.M1, C, S3_EPS);
+    st = ra_window_partition(t->w1, t->tmp, B, C, &p.gq);
+    if (!st && s->cross) {
+        ra_layernorm_forward(t->tmp, t->meank, t->rstdk, kv, s->nkw, s->nkb, z.M2, C, S3_EPS);
+        st = ra_window_partition(t->w2, t->tmp, B, C, &p.gkv);
+    }
+    if (!st) st = build_mask(s, &p, H, W, t->mask, t->m2, z.t2);
+    if (st) return st;
+    t->ad.mask = t->mask, t->ad.nw = t->mask ? (int)p.nw : 0;
+    const float *q = t->q, *k, *v;
+    int ldq, ldkv;
+    if (t->fused) {
+        ra_linear_forward(t->q, t->w1, s->qw, s->qb, z.rows1, 3 * C, C);
+        k = t->q + C, v = t->q + 2 * C, ldq = ldkv = 3 * C;
+    } else {
+        ra_linear_forward(t->q, t->w1, s->qw, s->qb, z.rows1, C, C);
+        ra_linear_forward(t->kvp, s->cross ? t->w2 : t->w1, s->kvw, s->kvb, z.rows2, 2 * C, C);
+        k = t->kvp, v = t->kvp + C, ldq = C, ldkv = 2 * C;
+    }
+    st = ra_attention_forward(t->o, C, NULL, q, ldq, k, ldkv, v, ldkv, &t->ad, t->work,
+                              t->wbytes);
+    if (st) return st;
+    ra_linear_forward(t->tmp, t->o, s->pw, s->pb, z.rows1, C, C);
+    if ((st = ra_window_reverse(t->x1, t->tmp, B, C, &p.gq))) return st;
+    ra_add(t->x1, t->x1, x, z.nx);
+
+    /* MLP */
+    ra_layernorm_forward(t->t2, t->mean2, t->rstd2, t->x1, s->n2w, s->n2b, z.M1, C, S3_EPS);
+    ra_linear_forward(t->hpre, t->t2, s->f1w, s->f1b, z.M1, hidden, C);
+    ra_gelu_forward(t->hact, t->hpre, z.nhid);
+    ra_linear_forward(y, t->hact, s->f2w, s->f2b, z.M1, C, hidden);
+    ra_add(y, y, t->x1, z.nx);
+    t->valid = 1;
+    return RA_OK;
+}
+
+static ra_status s3_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
+                                  const float *x, int x_ndim, const int64_t *x_shape,
+                                  ra_rng *rng) {
+    (void)rng;   /* no dropout or stochastic depth in this block */
+    s3d *s = m->impl;
+    if (s->tape) s->tape->valid = 0;
+    int dq = 0, H = 0, W = 0;
+    int64_t ny = 0;
+    ra_status st = clip_of(s, x_ndim, x_shape, &dq, &H, &W, &ny);
+    if (st) return st;
+    float *out = ra_alloc((size_t)ny, sizeof *out);
+    if (!out) return ra_fail(RA_ERR_NOMEM, "swin_block_3d: out of memory");
+    if ((st = s3_train_run(s, out, x, s->cross ? x + ny : NULL, 1, dq, H, W))) {
+        ra_free(out);
+        return st;
+    }
+    *y = out;
+    *y_ndim = 4;
+    y_shape[0] = dq, y_shape[1] = H, y_shape[2] = W, y_shape[3] = s->dim;
+    return RA_OK;
+}
+
+/* The gradient of the parameter at w (a pointer into m->weights). */
+static float *grad_of(const ra_model *m, float *grad, const float *w) {
+    return w ? grad + (w - m->weights) : NULL;
+}
+
+/* dx (B, Dq, H, W, C) and, for a cross block, dkv (B, D2, H, W, C), either
+ * NULL, and grad (the flat parameter gradient), all ACCUMULATED, from
+ * dy (B, Dq, H, W, C) and the tape. The tape is only read: a second call
+ * gives the same gradients again. */
+static ra_status s3_train_back(const ra_model *m, float *grad, float *dx, float *dkv,
+                               const float *dy) {
+    const s3d *s = m->impl;
+    s3tape *t = s->tape;
+    const int C = s->dim, hidden = s->hidden, B = t->B;
+    const sizes z = t->z;
+    const plan p = t->p;
+    const size_t nx = (size_t)z.nx, nkx = (size_t)z.nkx, nw1 = (size_t)z.nwin1,
+                 nw2 = (size_t)z.nwin2, nh = (size_t)z.nhid,
+                 nq = (size_t)z.rows1 * (t->fused ? 3 : 1) * C,
+                 nkv = t->fused ? 0 : (size_t)z.rows2 * 2 * C;
+    /* dres (M1, C); dt (max(nx, nkx)); dh1, dh2 (M1, hidden); dwa, dwb
+     * (rows1, C); dq; dkv; dw2 (rows2, C); the attention backward's
+     * workspace (sized now: the threads may have changed since the forward) */
+    const size_t wbytes = ra_attention_backward_workspace_size(&t->ad, ra_threads_get());
+    const size_t sz[] = {nx, nx > nkx ? nx : nkx, nh, nh, nw1, nw1, nq, nkv, nw2,
+                         (wbytes + 3) / 4};
+    enum { NBUF = sizeof sz / sizeof sz[0] };
+    size_t off[NBUF], total = 0;
+    for (int i = 0; i < NBUF; i++) off[i] = total, total += up16(sz[i]);
+    if (!grow((void **)&t->gbuf, &t->gcap, total, sizeof(float)))
+        return ra_fail(RA_ERR_NOMEM, "swin_block_3d: out of memory for the backward (%zu "
+                       "floats)", total);
+    float *const b = t->gbuf;
+    float *dres = b + off[0], *dt = b + off[1], *dh1 = b + off[2], *dh2 = b + off[3],
+          *dwa = b + off[4], *dwb = b + off[5], *dqb = b + off[6], *dkvb = b + off[7],
+          *dw2 = b + off[8];
+    void *work = b + off[9];
+    memset(b, 0, off[9] * sizeof *b);
+
+    /* y = x1 + fc2(gelu(fc1(norm2(x1)))) */
+    memcpy(dres, dy, nx * sizeof *dres);
+    ra_linear_backward(dh1, grad_of(m, grad, s->f2w), grad_of(m, grad, s->f2b), dy, t->hact,
+                       s->f2w, z.M1, C, hidden);
+    ra_gelu_backward(dh2, dh1, t->hpre, (int64_t)nh);
+    ra_linear_backward(dt, grad_of(m, grad, s->f1w), grad_of(m, grad, s->f1b), dh2, t->t2,
+                       s->f1w, z.M1, hidden, C);
+    ra_layernorm_backward(dres, grad_of(m, grad, s->n2w), grad_of(m, grad, s->n2b), dt, t->x1,
+                          t->mean2, t->rstd2, s->n2w, z.M1, C);
+
+    /* x1 = x + crop(reverse(proj(o))) */
+    if (dx) ra_add(dx, dx, dres, z.nx);
+    ra_status st = ra_window_reverse_backward(dwa, dres, B, C, &p.gq);
+    if (st) return st;
+    ra_linear_backward(dwb, grad_of(m, grad, s->pw), grad_of(m, grad, s->pb), dwa, t->o, s->pw,
+                       z.rows1, C, C);
+
+    /* o = attention(q, k, v), then the projections (dwa: d norm1 windows) */
+    const float *k, *v;
+    float *dk, *dv;
+    int ldq, ldkv;
+    if (t->fused) {
+        k = t->q + C, v = t->q + 2 * C, dk = dqb + C, dv = dqb + 2 * C, ldq = ldkv = 3 * C;
+    } else {
+        k = t->kvp, v = t->kvp + C, dk = dkvb, dv = dkvb + C, ldq = C, ldkv = 2 * C;
+    }
+    st = ra_attention_backward(dqb, ldq, dk, ldkv, dv, ldkv, grad_of(m, grad, s->table), NULL,
+                               NULL, dwb, C, t->q, ldq, k, ldkv, v, ldkv, &t->ad, work, wbytes);
+    if (st) return st;
+    memset(dwa, 0, nw1 * sizeof *dwa);
+    if (t->fused) {   /* q, k, v rows follow each other in weights, biases and grad */
+        ra_linear_backward(dwa, grad_of(m, grad, s->qw), grad_of(m, grad, s->qb), dqb, t->w1,
+                           s->qw, z.rows1, 3 * C, C);
+    } else {
+        ra_linear_backward(dwa, grad_of(m, grad, s->qw), grad_of(m, grad, s->qb), dqb, t->w1,
+                           s->qw, z.rows1, C, C);
+        ra_linear_backward(s->cross ? dw2 : dwa, grad_of(m, grad, s->kvw),
+                           grad_of(m, grad, s->kvb), dkvb, s->cross ? t->w2 : t->w1, s->kvw,
+                           z.rows2, 2 * C, C);
+    }
+
+    /* w1 = partition(norm1(x)), w2 = partition(norm_kv(kv)) */
+    memset(dt, 0, nx * sizeof *dt);
+    if ((st = ra_window_partition_backward(dt, dwa, B, C, &p.gq))) return st;
+    ra_layernorm_backward(dx, grad_of(m, grad, s->n1w), grad_of(m, grad, s->n1b), dt, t->x,
+                          t->mean1, t->rstd1, s->n1w, z.M1, C);
+    if (s->cross) {
+        memset(dt, 0, nkx * sizeof *dt);
+        if ((st = ra_window_partition_backward(dt, dw2, B, C, &p.gkv))) return st;
+        ra_layernorm_backward(dkv, grad_of(m, grad, s->nkw), grad_of(m, grad, s->nkb), dt,
+                              t->kv, t->meank, t->rstdk, s->nkw, z.M2, C);
+    }
+    return RA_OK;
+}
+
+/* ra_model_backward: dx is the clip's shape, a cross block's query frames
+ * then its key/value frames (one clip: the two are consecutive). */
+static ra_status s3_backward(ra_model *m, float *grad, float *dx, const float *dy) {
+    const s3d *s = m->impl;
+    if (!s->tape || !s->tape->valid)
+        return ra_fail(RA_ERR_ARG, "swin_block_3d: backward without a training forward");
+    return s3_train_back(m, grad, dx, dx && s->cross ? dx + s->tape->z.nx : NULL, dy);
 }
 
 /* Multiply-adds of one clip of h x w frames, counted as Swin's
@@ -564,4 +895,5 @@ static int64_t s3_flops(const ra_model *m, int h, int w) {
 const ra_arch_ops ra_swin_block_3d_ops = {
     .name = "swin_block_3d", .arch = RA_ARCH_SWIN_BLOCK_3D, .declare = s3_declare,
     .canonical = s3_canonical, .detect = s3_detect, .build = s3_build, .destroy = s3_destroy,
-    .forward = s3_forward, .flops = s3_flops};
+    .forward = s3_forward, .forward_train = s3_forward_train,
+    .backward = s3_backward, .flops = s3_flops};

@@ -18,6 +18,9 @@ For each case NAME (all named net3d_*) it writes, with tools/st.py:
                              scheme the loader must detect
   nets3d.txt                 the case names, one per line
 
+and the gradient fixtures of swin3d_twin.write_grad_fixtures (grad3d_*,
+grads3d.txt; tests/test_swin3d_grad.c).
+
 Every parameter is re-drawn with export.fixture_init, so every term counts.
 """
 
@@ -137,6 +140,8 @@ def main(argv=None):
     with open(os.path.join(out_dir, "nets3d.txt"), "w") as f:
         f.write("".join(c[0] + "\n" for c in CASES))
     print("wrote %d swin_block_3d cases (%d bytes) to %s" % (len(CASES), total, out_dir))
+    # the training pass (tests/test_swin3d_grad.c): grad3d_* and grads3d.txt
+    swin3d_twin.write_grad_fixtures(out_dir)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,11 @@ for both: a self block is its frames_q = frames_kv = Wd case, whose index is
 Video Swin's. Video Swin names the projection attn.qkv (rows q, k, v);
 qkv_state_dict() writes that naming (attn.q and attn.kv concatenated).
 
+Gradient fixtures (tests/test_swin3d_grad.c): GRAD_CASES, written by
+write_grad_fixtures (also from tools/make_swin3d_fixtures.py):
+
+    /usr/bin/python3 tools/swin3d_twin.py --grad-fixtures tests/fixtures
+
 Run with Debian's python3-torch (/usr/bin/python3).
 """
 
@@ -289,7 +294,98 @@ def self_check():
         assert torch.allclose(cr(x, x), se(x), atol=1e-5)
 
 
+# ---------------------------------------------------------------------------
+# Gradient fixtures (tests/test_swin3d_grad.c)
+# ---------------------------------------------------------------------------
+
+def _hp(dim, heads, window, shift=None, **kw):
+    d = dict(dim=dim, num_heads=heads, window_size=list(window),
+             shift_size=list(shift) if shift is not None else None)
+    d.update(kw)
+    return d
+
+
+# name, constructor arguments, clip (D, H, W) of ra_model_forward's x (a
+# cross block's D = D1 + D2: query frames, then key/value frames), Video
+# Swin's fused attn.qkv naming or not
+GRAD_CASES = [
+    # shifted on every axis, padded on D (3 -> 4) and H (5 -> 6)
+    ("grad3d_self_shift_pad", _hp(16, 2, (2, 3, 3), (1, 1, 1)), (3, 5, 6), False),
+    # no shift (no mask), padded on H, Video Swin's attn.qkv naming
+    ("grad3d_self_noshift_qkv", _hp(16, 2, (2, 3, 3)), (2, 5, 6), True),
+    # clamp: D 2 <= Wd 4 and H 4 <= Wh 4 (window = size, no shift there),
+    # W 5 shifted by 1, padded to 6; no qkv bias, qk_scale, mlp_ratio 2
+    ("grad3d_self_clamp", _hp(8, 2, (4, 4, 3), (2, 2, 1), qkv_bias=False, qk_scale=0.4,
+                              mlp_ratio=2.0), (2, 4, 5), False),
+    # clamp of a spatial axis below its window (Video Swin's index[:N, :N]),
+    # D 3 > Wd 2 padded and shifted
+    ("grad3d_self_clamp_spatial", _hp(8, 2, (2, 4, 4), (1, 2, 2)), (3, 3, 6), True),
+    # RSTT cross block, D1 = 3 query frames, D2 = 2 key/value frames (0, 2),
+    # shifted, padded on H
+    ("grad3d_cross_d3d2", _hp(16, 2, (3, 3), (1, 1), num_frames_q=3, num_frames_kv=2),
+     (5, 5, 6), False),
+    # cross with a clamped spatial window: H 3 < 4 (no row shift), W 6 > 4
+    # shifted by 2, padded to 8; no qkv bias
+    ("grad3d_cross_clamp", _hp(8, 2, (4, 4), (2, 2), num_frames_q=3, num_frames_kv=2,
+                               qkv_bias=False, mlp_ratio=2.0), (5, 3, 6), False),
+]
+
+
+def grad_fixture(name, spec, clip, qkv, out_dir):
+    """NAME.model.safetensors (the model file) and NAME.grad.safetensors:
+    x (D, H, W, C), dy, y, grad.x and grad.NAME for every parameter under
+    the model file's names, from PyTorch autograd of sum(y * dy) in float32.
+    Parameters are re-drawn by export.fixture_init (bias tables std 0.5)."""
+    import zlib
+    import export
+    import st
+    seed = zlib.crc32(name.encode("utf-8")) & 0x7FFFFFFF
+    torch.manual_seed(seed)
+    model = SwinBlock3D(**spec)
+    export.fixture_init(model, seed)
+    meta = metadata(model, spec)
+    g = torch.Generator().manual_seed(seed + 1)
+    D, H, W = clip
+    C = spec["dim"]
+    x = torch.randn((D, H, W, C), generator=g).requires_grad_(True)
+    y = model(x)
+    dy = torch.randn(y.shape, generator=g)
+    (y * dy).sum().backward()
+    grads = {k: p.grad for k, p in model.named_parameters()}
+    sd = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+    del sd["attn.relative_position_index"]
+    if qkv:  # Video Swin's names: the q and kv gradients concatenated as the weights are
+        sd, grads = qkv_state_dict(sd), qkv_state_dict(grads)
+    grads = {"grad." + k: v for k, v in grads.items()}
+    for k in sd:
+        assert "grad." + k in grads, k
+    out = {"x": x.detach(), "dy": dy, "y": y.detach(), "grad.x": x.grad}
+    out.update({k: v.detach().contiguous() for k, v in grads.items()})
+    st.write(os.path.join(out_dir, name + ".model.safetensors"), sd, meta)
+    st.write(os.path.join(out_dir, name + ".grad.safetensors"), out)
+    return sum(os.path.getsize(os.path.join(out_dir, name + s)) for s in
+               (".model.safetensors", ".grad.safetensors"))
+
+
+def write_grad_fixtures(out_dir):
+    torch.set_num_threads(1)
+    torch.set_default_dtype(torch.float32)
+    os.makedirs(out_dir, exist_ok=True)
+    total = 0
+    for name, spec, clip, qkv in GRAD_CASES:
+        total += grad_fixture(name, spec, clip, qkv, out_dir)
+    with open(os.path.join(out_dir, "grads3d.txt"), "w") as f:
+        f.write("".join(c[0] + "\n" for c in GRAD_CASES))
+    print("wrote %d swin_block_3d gradient cases (%d bytes) to %s"
+          % (len(GRAD_CASES), total, out_dir))
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)
     self_check()
     print("swin3d_twin: self checks pass")
+    # /usr/bin/python3 tools/swin3d_twin.py --grad-fixtures tests/fixtures
+    if len(sys.argv) == 3 and sys.argv[1] == "--grad-fixtures":
+        write_grad_fixtures(sys.argv[2])
+    elif len(sys.argv) > 1:
+        sys.exit("usage: swin3d_twin.py [--grad-fixtures DIR]")
