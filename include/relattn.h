@@ -811,6 +811,73 @@ ra_status ra_image_preprocess(float *out, const float *rgb, int w, int h, int re
                               const float mean[3], const float std[3]);
 
 /* ------------------------------------------------------------------------ */
+/* 9. Datasets (for training): MNIST and Fashion-MNIST IDX files            */
+/* ------------------------------------------------------------------------ */
+
+/* A labelled set of grey images, all H x W bytes, held in memory. */
+typedef struct ra_dataset {
+    int64_t n;           /* images */
+    int h, w;            /* rows, columns of each image */
+    int classes;         /* max label + 1 (1..256) */
+    uint8_t *images;     /* (n, h, w), 0 = black as stored in the file */
+    uint8_t *labels;     /* (n), each < classes */
+} ra_dataset;
+
+/* Limits on what a header may claim: checked before anything is allocated. */
+#define RA_DATASET_MAX_SIDE 4096
+#define RA_DATASET_MAX_COUNT 100000000
+#define RA_DATASET_MAX_BYTES ((int64_t)1 << 32)   /* n * h * w */
+
+/* Read an IDX images file (magic 0x00000803: unsigned bytes, rank 3,
+ * n x h x w big-endian dimensions) and its IDX labels file (0x00000801:
+ * unsigned bytes, rank 1, n), each gzip-compressed or not (told apart by
+ * the gzip magic). Every header is validated: magic, data type, rank,
+ * dimensions >= 1 and within the limits above, the data exactly as long as
+ * the header says (a truncated or longer file is refused; the reading stops
+ * one byte past the header's size, and memory grows only with the data
+ * actually read, so neither a lying header nor a decompression bomb can
+ * make it allocate much more than the file holds), the same count in both
+ * files. On success d owns its buffers (release with ra_dataset_free); on
+ * failure d is zeroed. RA_ERR_IO if a file is missing or unreadable,
+ * RA_ERR_FORMAT if malformed (a corrupt gzip stream included), RA_ERR_NOMEM;
+ * the reason names the file. */
+ra_status ra_dataset_load(ra_dataset *d, const char *images_path, const char *labels_path);
+
+/* The same from a directory laid out as the MNIST / Fashion-MNIST
+ * distributions are: split "train" reads train-images-idx3-ubyte and
+ * train-labels-idx1-ubyte, split "test" (or "t10k") the t10k- files; each
+ * file is taken raw if present, else with the suffix .gz. RA_ERR_ARG for
+ * another split, RA_ERR_IO if neither form of a file exists. Debian's
+ * dataset-fashion-mnist puts them in /usr/share/datasets/fashion-mnist. */
+ra_status ra_dataset_load_dir(ra_dataset *d, const char *dir, const char *split);
+
+void ra_dataset_free(ra_dataset *d);   /* frees the buffers, zeroes d */
+
+/* Assemble a training batch of the samples idx[0..b):
+ *   x (B, 1, H, W) = (p / 255 - mean) / std for each pixel byte p, computed
+ *     in float32 exactly as torchvision's ToTensor then Normalize;
+ *   labels (B) the samples' labels.
+ * Augmentation as torchvision's RandomCrop((H, W), padding=pad) then
+ * RandomHorizontalFlip(0.5): with pad > 0 the image is padded with pad
+ * zero pixels on every side (0 before normalisation) and an H x W window is
+ * taken at row offset i and column offset j, each uniform in [0, 2*pad];
+ * with flip != 0 the result is mirrored left-right with probability 1/2.
+ * Per sample, in order, the numbers drawn from rng are: i then j (when
+ * pad > 0), then one ra_rng_u64 whose top bit set means mirror (when
+ * flip != 0). A draw below m (here and in ra_shuffle) is ra_rng_u64() % m,
+ * drawn again while the 64 bits are below 2^64 mod m (so it is unbiased).
+ * Nothing is drawn without augmentation (rng may then be NULL), so the
+ * same rng state gives the same batch. RA_ERR_ARG for b < 1, an index outside [0, n), pad outside
+ * [0, 4096], std not > 0, mean or std not finite, a NULL argument. */
+ra_status ra_dataset_batch(float *x, int32_t *labels, const ra_dataset *d,
+                           const int64_t *idx, int b, float mean, float std,
+                           int pad, int flip, ra_rng *rng);
+
+/* perm (n) = a uniformly random permutation of 0..n-1 (an epoch's order):
+ * Fisher-Yates: perm = 0..n-1, then for i = n-1 down to 1 swap perm[i]
+ * with perm[j], j a draw below i + 1 (as in ra_dataset_batch). n <= 0
+ * does nothing. */
+void ra_shuffle(int64_t *perm, int64_t n, ra_rng *rng);
 /* 10. Training (src/train.c)                                               */
 /* ------------------------------------------------------------------------ */
 
