@@ -26,6 +26,8 @@ int cmd_show(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_classify(int argc, char **argv);
 int cmd_resize(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
 
 /* ---- messages and exit codes (args.c) ----------------------------------- */
 

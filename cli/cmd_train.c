@@ -319,7 +319,7 @@ int cmd_train(int argc, char **argv) {
         if (ra_model_meta(m, "train.images")) lg->images = atoll(ra_model_meta(m, "train.images"));
         c = *ra_trainer_config(t);
     } else {
-        if ((code = build_model(&m, o, &train, dir))) goto done;
+        if ((code = build_model(&m, o, &train, dir, &c))) goto done;
         if ((st = ra_trainer_create(&t, m, &c, &train))) {
             code = lib_fail(st);
             goto done;

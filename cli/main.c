@@ -19,6 +19,8 @@ static const struct {
     {"inspect", cmd_inspect, "describe a model file: arch, naming scheme, parameters, FLOPs"},
     {"classify", cmd_classify, "classify images with a swin or vit model"},
     {"resize", cmd_resize, "resample a model's bias tables for another window size"},
+    {"train", cmd_train, "train a Swin with relative position bias on Fashion-MNIST"},
+    {"eval", cmd_eval, "test accuracy and confusion matrix of a trained checkpoint"},
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
 

@@ -95,7 +95,9 @@ static ra_status blk_setup(swin_blk *b, int dim, int heads, const int res[2], co
         return ra_fail(RA_ERR_FORMAT, "window %dx%d has more than %d tokens", g.wh, g.ww,
                        SWIN_MAX_WINDOW_TOKENS);
     b->win[0] = g.wh, b->win[1] = g.ww, b->shift[0] = g.sh, b->shift[1] = g.sw;
-    b->cfg = ra_attn_config_default(RA_ARCH_WINDOW_ATTENTION);
+    /* without a bias table the windows run plain multi-head attention */
+    b->cfg = ra_attn_config_default(k->rel_bias ? RA_ARCH_WINDOW_ATTENTION
+                                                : RA_ARCH_VIT_ATTENTION);
     b->cfg.dim = dim, b->cfg.num_heads = heads;
     b->cfg.window[0] = g.wh, b->cfg.window[1] = g.ww;
     b->cfg.qkv_bias = k->qkv_bias;
@@ -118,7 +120,8 @@ static ra_status blk_declare(ra_model *m, const char *pfx, const swin_blk *b) {
     const int64_t C = b->dim, T = (2 * (int64_t)b->win[0] - 1) * (2 * (int64_t)b->win[1] - 1);
     ra_status st = decl(m, pfx, "norm1.weight", 1, C, 0, 0, 0);
     if (!st) st = decl(m, pfx, "norm1.bias", 1, C, 0, 0, 0);
-    if (!st) st = decl(m, pfx, "attn.relative_position_bias_table", 2, T, b->heads, 0, 0);
+    if (!st && b->cfg.arch == RA_ARCH_WINDOW_ATTENTION)
+        st = decl(m, pfx, "attn.relative_position_bias_table", 2, T, b->heads, 0, 0);
     if (!st) st = decl(m, pfx, "attn.qkv.weight", 2, 3 * C, C, 0, 0);
     if (!st && b->cfg.qkv_bias) st = decl(m, pfx, "attn.qkv.bias", 1, 3 * C, 0, 0, 0);
     if (!st) st = decl(m, pfx, "attn.proj.weight", 2, C, C, 0, 0);
@@ -292,6 +295,7 @@ static ra_tensor_kind blk_suffix(swin_scheme sc, const swin_blk *b, const char *
                                  size_t n) {
     if (!b) return RA_TENSOR_UNKNOWN;
     if (strcmp(s, "attn.relative_position_index") == 0) {
+        if (b->cfg.arch != RA_ARCH_WINDOW_ATTENTION) return RA_TENSOR_UNKNOWN;
         snprintf(out, n, "%s", s);
         return RA_TENSOR_BUFFER;
     }
@@ -318,6 +322,8 @@ static ra_status meta_common(const ra_st_file *f, swin_common *k) {
     ra_status st = ra_meta_mlp_ratio(f, &k->mlp_ratio);
     if (!st) st = ra_meta_bool_opt(f, "qkv_bias", &k->qkv_bias);
     if (!st) st = ra_meta_float_opt(f, "qk_scale", &k->qk_scale, &k->has_qk_scale);
+    k->rel_bias = 1;
+    if (!st) st = ra_meta_bool_opt(f, "relative_position_bias", &k->rel_bias);
     return st;
 }
 

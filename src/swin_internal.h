@@ -34,6 +34,9 @@ typedef struct swin_common {
     int qkv_bias;
     int has_qk_scale;
     float qk_scale;
+    int rel_bias;   /* metadata relative_position_bias (an extension of
+                       relattn, default true): false builds the blocks
+                       without the bias table, for ablations */
 } swin_common;
 
 /* A window layout of one forward: which token each window row reads (-1:
