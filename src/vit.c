@@ -63,6 +63,7 @@ enum { POOL_NONE, POOL_TOKEN, POOL_AVG, POOL_MAX, POOL_AVGMAX };
 typedef struct {
     const float *n1w, *n1b, *ls1, *n2w, *n2b, *ls2;
     const float *fc1w, *fc1b, *fc2w, *fc2b;
+    float drop_path;   /* stochastic depth of both branches (training only) */
     ra_attn_layer *attn;
 } vit_block;
 
@@ -79,6 +80,7 @@ typedef struct {
     float *f1;             /* (rows, hidden) fc1 output, GELU's input */
     float *g;              /* (rows, hidden) GELU output, fc2's input */
     float *mo;             /* (rows, C) MLP output (LayerScale only) */
+    uint8_t *keep1, *keep2;   /* (B) drop-path draws of the two branches */
 } vit_tape_block;
 
 /* The training forward's tape, one flat buffer grown as needed and kept
@@ -105,6 +107,7 @@ typedef struct {
     int qkv_bias, proj_bias, class_token, reg_tokens, no_embed_class, has_pos;
     int pre_norm, final_norm, use_fc_norm, pool, pool_prefix, layer_scale;
     int dyn_size, dyn_pad;
+    double drop_path_rate;   /* timm's: linspace(0, rate, depth) over the blocks */
     int grid[2];   /* the patch grid of img_size: the grid of pos_embed */
     int prefix;    /* class + register tokens */
     const float *cls, *reg, *pos, *pe_w, *pe_b, *pre_w, *pre_b;
@@ -177,7 +180,7 @@ static ra_status vit_declare(ra_model *m, const ra_st_file *f) {
     m->impl = v;
     int patch[2] = {0, 0};
     double ratio = 0, init_values = 0;
-    int has_init = 0, fc_norm = -1;
+    int has_init = 0, has_dpr = 0, fc_norm = -1;
     const char *pe;
     v->class_token = v->final_norm = v->proj_bias = v->has_pos = 1;
 
@@ -205,6 +208,10 @@ static ra_status vit_declare(ra_model *m, const ra_st_file *f) {
     if (!st) st = ra_meta_bool_opt(f, "dynamic_img_size", &v->dyn_size);
     if (!st) st = ra_meta_bool_opt(f, "dynamic_img_pad", &v->dyn_pad);
     if (!st) st = meta_double(f, "init_values", &init_values, &has_init);
+    if (!st) st = meta_double(f, "drop_path_rate", &v->drop_path_rate, &has_dpr);
+    if (!st && !(v->drop_path_rate >= 0.0 && v->drop_path_rate <= 1.0))
+        st = ra_fail(RA_ERR_FORMAT, "metadata drop_path_rate = %g is not in [0, 1]",
+                     v->drop_path_rate);
     if (!st) st = meta_unsupported(f);
     if (st) return st;
     if ((pe = ra_st_meta(f, "pos_embed")) != NULL) {
@@ -472,6 +479,8 @@ static ra_status vit_build(ra_model *m, const ra_st_file *f) {
         b->fc1b = blk_get(m, i, "mlp.fc1.bias");
         b->fc2w = blk_get(m, i, "mlp.fc2.weight");
         b->fc2b = blk_get(m, i, "mlp.fc2.bias");
+        /* torch.linspace(0, rate, depth) in float32, as timm's dpr */
+        b->drop_path = v->depth > 1 ? (float)(v->drop_path_rate * i / (v->depth - 1)) : 0.0f;
         const float *pb = blk_get(m, i, "attn.proj.bias");
         ra_attn_params p = {.qkv_w = blk_get(m, i, "attn.qkv.weight"),
                             .qkv_b = blk_get(m, i, "attn.qkv.bias"),
@@ -855,8 +864,11 @@ done:
  * the layer pairs of relattn.h section 5 and ra_attn_layer_backward (which
  * recomputes q, k, v and the probabilities from the saved norm1 output).
  * Everything dynamic_img_size / dynamic_img_pad allow is differentiated,
- * the pos_embed resampling included (its adjoint). The vit arch has no
- * dropout or drop-path, so the forward draws nothing from rng. */
+ * the pos_embed resampling included (its adjoint). Stochastic depth
+ * (metadata drop_path_rate, timm's linspace(0, rate, depth) over the
+ * blocks, both branches of a block) draws one keep per sample and branch
+ * from rng; timm's other dropouts (drop_rate, attn_drop_rate, ...) are not
+ * applied. */
 
 /* n floats at *off of base (NULL base: only count), 64-byte steps. */
 static float *carve(float *base, size_t *off, size_t n) {
@@ -870,7 +882,6 @@ static size_t tape_layout(vit_impl *v, float *base, const vit_dims *d) {
     vit_tape *t = &v->tape;
     const size_t C = (size_t)v->dim, rows = (size_t)d->rows, hid = (size_t)v->hidden;
     const size_t outer = (size_t)d->outer;
-    const int ls = v->layer_scale;
     size_t off = 0;
     t->cols = carve(base, &off, (size_t)(d->B * d->L * d->K));
     t->x0 = v->pre_norm ? carve(base, &off, rows * C) : NULL;
@@ -878,6 +889,12 @@ static size_t tape_layout(vit_impl *v, float *base, const vit_dims *d) {
     t->pre_rstd = v->pre_norm ? carve(base, &off, rows) : NULL;
     for (int i = 0; i < v->depth; i++) {
         vit_tape_block b;
+        /* the branch outputs are kept when a step sits between them and
+         * the residual add (LayerScale, drop-path) */
+        const int ls = v->layer_scale || v->blocks[i].drop_path > 0;
+        const size_t kb = v->blocks[i].drop_path > 0 ? ((size_t)d->B + 3) / 4 : 0;
+        b.keep1 = kb ? (uint8_t *)carve(base, &off, kb) : NULL;
+        b.keep2 = kb ? (uint8_t *)carve(base, &off, kb) : NULL;
         b.x = carve(base, &off, rows * C);
         b.mean1 = carve(base, &off, rows);
         b.rstd1 = carve(base, &off, rows);
@@ -903,14 +920,84 @@ static size_t tape_layout(vit_impl *v, float *base, const vit_dims *d) {
     return off;
 }
 
+/* Below this many elements a loop runs on one thread (as nn.c). */
+#define VIT_PAR_MIN ((int64_t)1 << 15)
+static int par_threads(int64_t work) { return work >= VIT_PAR_MIN ? ra_threads_get() : 1; }
+
+/* dst (rows, C) = src (rows, C) * gamma (C): LayerScale's input gradient. */
+static void scale_cols(float *dst, const float *src, const float *gamma, int64_t rows, int c) {
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(par_threads(rows * c))
+#endif
+    for (int64_t r = 0; r < rows; r++)
+        for (int k = 0; k < c; k++) dst[r * c + k] = src[r * c + k] * gamma[k];
+}
+
+/* out (C) += sum over rows of a (rows, C) * b (rows, C), in double:
+ * LayerScale's gamma gradient. Blocks of 16 columns per task. */
+static void colsum_prod_add(float *out, const float *a, const float *b, int64_t rows, int c) {
+    const int chunks = (c + 15) / 16;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(par_threads(rows * c)) if (chunks > 1)
+#endif
+    for (int t = 0; t < chunks; t++) {
+        const int j0 = t * 16, jn = c - j0 < 16 ? c - j0 : 16;
+        double acc[16] = {0};
+        for (int64_t r = 0; r < rows; r++)
+            for (int j = 0; j < jn; j++) acc[j] += (double)a[r * c + j0 + j] * b[r * c + j0 + j];
+        for (int j = 0; j < jn; j++) out[j0 + j] = (float)((double)out[j0 + j] + acc[j]);
+    }
+}
+
+/* x (rows, C) += drop_path(gamma * a): a residual branch with LayerScale
+ * (gamma (C), or NULL) and drop-path (p > 0: one draw per sample into
+ * keep (B)); tmp (rows, C) is scratch. */
+static ra_status branch_add(float *x, float *tmp, const float *a, const float *gamma,
+                            uint8_t *keep, float p, int B, int N, int c, ra_rng *rng) {
+    const int64_t rows = (int64_t)B * N;
+    if (!(p > 0)) {
+        residual(x, a, gamma, rows, c);
+        return RA_OK;
+    }
+    const float *src = a;
+    if (gamma) {
+        scale_cols(tmp, a, gamma, rows, c);
+        src = tmp;
+    }
+    ra_status st = ra_droppath_forward(tmp, keep, src, B, (int64_t)N * c, p, rng);
+    if (!st) ra_add(x, x, tmp, rows * c);
+    return st;
+}
+
+/* The gradient of the branch output a from the residual stream's dR
+ * (rows, C), through drop-path and LayerScale (dgamma (C) accumulated):
+ * dR itself, or dA (rows, C) holding it. */
+static const float *branch_backward(float *dA, const float *dR, const float *a,
+                                    const float *gamma, float *dgamma, const uint8_t *keep,
+                                    float p, int B, int N, int c) {
+    const int64_t rows = (int64_t)B * N;
+    const float *g = dR;
+    if (p > 0) {
+        memset(dA, 0, (size_t)(rows * c) * sizeof(float));
+        ra_droppath_backward(dA, dR, keep, B, (int64_t)N * c, p);
+        g = dA;
+    }
+    if (!gamma) return g;
+    if (dgamma) colsum_prod_add(dgamma, g, a, rows, c);
+    scale_cols(dA, g, gamma, rows, c);
+    return dA;
+}
+
 static ra_status vit_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                                    const float *x, int x_ndim, const int64_t *x_shape,
                                    ra_rng *rng) {
-    (void)rng;   /* no stochastic layers */
     vit_impl *v = m->impl;
     vit_tape *t = &v->tape;
     const int C = v->dim;
     t->valid = 0;
+    if (v->drop_path_rate > 0 && v->depth > 1 && !rng)
+        return ra_fail(RA_ERR_ARG, "vit: drop_path_rate %g needs a random generator for the "
+                       "training forward", v->drop_path_rate);
     vit_dims d = {0};
     ra_status st = vit_dims_of(v, &d, x_ndim, x_shape);
     if (st) return st;
@@ -964,19 +1051,22 @@ static ra_status vit_forward_train(ra_model *m, float **y, int *y_ndim, int64_t 
         const size_t bytes = (size_t)(rows * C) * sizeof(float);
         ra_layernorm_forward(b->h1, b->mean1, b->rstd1, b->x, bk->n1w, bk->n1b, rows, C,
                              VIT_EPS);
+        const int keep = bk->ls1 || bk->drop_path > 0;   /* the branch output kept */
         memcpy(b->xm, b->x, bytes);
-        st = ra_attn_layer_forward_ws(bk->attn, bk->ls1 ? b->a : A, NULL, b->h1, NULL, B, N, N,
-                                      NULL, 0, ws, wsz, bk->ls1 ? NULL : b->xm, NULL);
+        st = ra_attn_layer_forward_ws(bk->attn, keep ? b->a : A, NULL, b->h1, NULL, B, N, N,
+                                      NULL, 0, ws, wsz, keep ? NULL : b->xm, NULL);
+        if (!st && keep) st = branch_add(b->xm, A, b->a, bk->ls1, b->keep1, bk->drop_path, B, N, C, rng);
         if (st) goto done;
-        if (bk->ls1) residual(b->xm, b->a, bk->ls1, rows, C);
         ra_layernorm_forward(b->h2, b->mean2, b->rstd2, b->xm, bk->n2w, bk->n2b, rows, C,
                              VIT_EPS);
         ra_linear_forward(b->f1, b->h2, bk->fc1w, bk->fc1b, rows, v->hidden, C);
         ra_gelu_forward(b->g, b->f1, rows * v->hidden);
         memcpy(next, b->xm, bytes);
-        ra_linear_epi(bk->ls2 ? b->mo : A, b->g, bk->fc2w, bk->fc2b, rows, C, v->hidden, 0,
-                      bk->ls2 ? NULL : next, NULL);
-        if (bk->ls2) residual(next, b->mo, bk->ls2, rows, C);
+        ra_linear_epi(keep ? b->mo : A, b->g, bk->fc2w, bk->fc2b, rows, C, v->hidden, 0,
+                      keep ? NULL : next, NULL);
+        if (keep &&
+            (st = branch_add(next, A, b->mo, bk->ls2, b->keep2, bk->drop_path, B, N, C, rng)))
+            goto done;
     }
     if (v->norm_w)
         ra_layernorm_forward(t->xo, t->fmean, t->frstd, t->xf, v->norm_w, v->norm_b, rows, C,
@@ -999,35 +1089,6 @@ done:
     ra_arena_end(&v->ws, ar);
     ra_free(out);
     return st;
-}
-
-/* Below this many elements a loop runs on one thread (as nn.c). */
-#define VIT_PAR_MIN ((int64_t)1 << 15)
-static int par_threads(int64_t work) { return work >= VIT_PAR_MIN ? ra_threads_get() : 1; }
-
-/* dst (rows, C) = src (rows, C) * gamma (C): LayerScale's input gradient. */
-static void scale_cols(float *dst, const float *src, const float *gamma, int64_t rows, int c) {
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(par_threads(rows * c))
-#endif
-    for (int64_t r = 0; r < rows; r++)
-        for (int k = 0; k < c; k++) dst[r * c + k] = src[r * c + k] * gamma[k];
-}
-
-/* out (C) += sum over rows of a (rows, C) * b (rows, C), in double:
- * LayerScale's gamma gradient. Blocks of 16 columns per task. */
-static void colsum_prod_add(float *out, const float *a, const float *b, int64_t rows, int c) {
-    const int chunks = (c + 15) / 16;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(par_threads(rows * c)) if (chunks > 1)
-#endif
-    for (int t = 0; t < chunks; t++) {
-        const int j0 = t * 16, jn = c - j0 < 16 ? c - j0 : 16;
-        double acc[16] = {0};
-        for (int64_t r = 0; r < rows; r++)
-            for (int j = 0; j < jn; j++) acc[j] += (double)a[r * c + j0 + j] * b[r * c + j0 + j];
-        for (int j = 0; j < jn; j++) out[j0 + j] = (float)((double)out[j0 + j] + acc[j]);
-    }
 }
 
 /* out (n, C) += sum over b < B of x[b * stride + r * C + k], in double: the
@@ -1171,12 +1232,9 @@ static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *
         const vit_block *bk = &v->blocks[i];
         const vit_tape_block *b = &t->blk[i];
         /* x_next = xm + ls2 * fc2(GELU(fc1(norm2(xm)))) */
-        const float *dM = dR;
-        if (bk->ls2) {
-            colsum_prod_add(blk_grad(m, grad, i, "ls2.gamma"), dR, b->mo, rows, C);
-            scale_cols(dA, dR, bk->ls2, rows, C);
-            dM = dA;
-        }
+        const float *dM = branch_backward(dA, dR, b->mo, bk->ls2,
+                                          blk_grad(m, grad, i, "ls2.gamma"), b->keep2,
+                                          bk->drop_path, B, N, C);
         memset(dG, 0, rh * sizeof(float));
         ra_linear_backward(dG, blk_grad(m, grad, i, "mlp.fc2.weight"),
                            blk_grad(m, grad, i, "mlp.fc2.bias"), dM, b->g, bk->fc2w, rows, C,
@@ -1191,12 +1249,9 @@ static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *
                               blk_grad(m, grad, i, "norm2.bias"), dH, b->xm, b->mean2, b->rstd2,
                               bk->n2w, rows, C);
         /* xm = x + ls1 * attn(norm1(x)) */
-        const float *dAt = dR;
-        if (bk->ls1) {
-            colsum_prod_add(blk_grad(m, grad, i, "ls1.gamma"), dR, b->a, rows, C);
-            scale_cols(dA, dR, bk->ls1, rows, C);
-            dAt = dA;
-        }
+        const float *dAt = branch_backward(dA, dR, b->a, bk->ls1,
+                                           blk_grad(m, grad, i, "ls1.gamma"), b->keep1,
+                                           bk->drop_path, B, N, C);
         const ra_attn_grads ag = {.qkv_w = blk_grad(m, grad, i, "attn.qkv.weight"),
                                   .qkv_b = blk_grad(m, grad, i, "attn.qkv.bias"),
                                   .proj_w = blk_grad(m, grad, i, "attn.proj.weight"),

@@ -192,13 +192,20 @@ out:
 
 /* ---- finite differences --------------------------------------------------- */
 
-/* L = sum(y * dy) of an inference forward, in double. */
-static double loss_of(const ra_model *m, const float *x, int xd, const int64_t *xs,
-                      const float *dy, int64_t ny) {
+/* With fd_rng, the loss is that of a training forward drawing from a copy
+ * of it (the same drop-path draws every time). */
+static const ra_rng *fd_rng;
+
+/* L = sum(y * dy) of a forward, in double. */
+static double loss_of(ra_model *m, const float *x, int xd, const int64_t *xs, const float *dy,
+                      int64_t ny) {
     float *y = NULL;
     int yd = 0;
     int64_t ys[4];
-    if (ra_model_forward(m, &y, &yd, ys, x, xd, xs) != RA_OK) return NAN;
+    ra_rng r = fd_rng ? *fd_rng : (ra_rng){{0}};
+    if ((fd_rng ? ra_model_forward_train(m, &y, &yd, ys, x, xd, xs, &r)
+                : ra_model_forward(m, &y, &yd, ys, x, xd, xs)) != RA_OK)
+        return NAN;
     double l = 0;
     for (int64_t i = 0; i < ny; i++) l += (double)y[i] * dy[i];
     free(y);
@@ -284,6 +291,58 @@ static void fd_case(const char *name) {
     ra_model_free(m);
 }
 
+/* Stochastic depth: a model made with drop_path_rate and LayerScale, its
+ * weights made non-trivial; the training forward needs an rng, drops some
+ * samples' branches, and its backward matches central differences of the
+ * training forward with the same draws. */
+static void drop_path_case(void) {
+    const char *meta[] = {"arch", "vit", "img_size", "8", "patch_size", "4", "in_chans", "2",
+                          "num_classes", "3", "embed_dim", "8", "depth", "3", "num_heads", "2",
+                          "mlp_ratio", "2.0", "qkv_bias", "true", "init_values", "0.5",
+                          "drop_path_rate", "0.6"};
+    ra_model *m = NULL;
+    CHECK(ra_model_create(&m, meta, 12, 11) == RA_OK, "drop_path create: %s", ra_last_error());
+    if (!m) return;
+    ra_rng rng;
+    ra_rng_seed(&rng, 5);
+    const int64_t total = ra_model_param_total(m), xs[4] = {4, 2, 8, 8}, nx = 4 * 2 * 64;
+    const int64_t ny = 4 * 3;
+    float *w = ra_model_weights(m), x[4 * 2 * 64], dy[12], dx[4 * 2 * 64];
+    for (int64_t i = 0; i < total; i++) w[i] += (float)(ra_rng_uniform(&rng) - 0.5);
+    for (int64_t i = 0; i < nx; i++) x[i] = (float)ra_rng_normal(&rng);
+    for (int64_t i = 0; i < ny; i++) dy[i] = (float)ra_rng_normal(&rng);
+    float *grad = calloc((size_t)total, sizeof *grad), *y = NULL, *yi = NULL;
+    int yd = 0;
+    int64_t ys[4];
+    ra_status st = ra_model_forward_train(m, &y, &yd, ys, x, 4, xs, NULL);
+    CHECK(st == RA_ERR_ARG, "drop_path without an rng gave %d", st);
+    ra_rng draws;
+    ra_rng_seed(&draws, 99);
+    ra_rng r = draws;
+    memset(dx, 0, sizeof dx);
+    st = ra_model_forward_train(m, &y, &yd, ys, x, 4, xs, &r);
+    if (!st) st = ra_model_backward(m, grad, dx, dy);
+    CHECK(st == RA_OK, "drop_path step: %s", ra_last_error());
+    CHECK(ra_model_forward(m, &yi, &yd, ys, x, 4, xs) == RA_OK, "drop_path inference");
+    double diff = 0;
+    for (int64_t i = 0; y && yi && i < ny; i++) diff += fabs(y[i] - yi[i]);
+    CHECK(diff > 1e-3, "drop_path: the training forward dropped nothing (%g)", diff);
+    if (!st) {
+        double worst = 0;
+        fd_rng = &draws;
+        for (int p = 0; p < ra_model_param_count(m); p++) {
+            const ra_param_info *pi = ra_model_param(m, p);
+            fd_tensor(m, "drop_path", pi->name, w + pi->offset, grad + pi->offset, pi->numel, x,
+                      4, xs, dy, ny, &worst);
+        }
+        fd_tensor(m, "drop_path", "x", x, dx, nx, x, 4, xs, dy, ny, &worst);
+        fd_rng = NULL;
+        printf("drop_path: finite differences, worst %.2f x tolerance\n", worst);
+    }
+    free(grad), free(y), free(yi);
+    ra_model_free(m);
+}
+
 int main(int argc, char **argv) {
     fixtures = argc > 1 ? argv[1] : "tests/fixtures";
     if (argc > 2 && strcmp(argv[2], "-q") == 0) verbose = 0;
@@ -305,6 +364,7 @@ int main(int argc, char **argv) {
 
     fd_case("vit_grad_opts");
     fd_case("vit_grad_feat");
+    drop_path_case();
 
     /* a model made from hyperparameters trains too */
     {
