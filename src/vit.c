@@ -1,4 +1,5 @@
-/* vit.c - the vit arch: timm's VisionTransformer, inference (SPEC 3.1).
+/* vit.c - the vit arch: timm's VisionTransformer (SPEC 3.1), inference and
+ * training (forward_train / backward: see "training" below).
  *
  *   x (B, Cin, H, W) --patch_embed (Conv2d k = s = P)--> (B, L, C)
  *   prepend [cls_token, reg_token...], add pos_embed (1, prefix + L, C)

@@ -9,8 +9,10 @@
  * step (with an inference forward in between) gives the same bits, a
  * second backward from the same tape too, and gradients accumulate. A
  * backward with no training forward, or after a refused one, is an error.
- * Finally central differences of L = sum(y * dy) on two small models check
- * the largest and a random entry of every parameter and of x.
+ * Finally central differences of L = sum(y * dy) (step 1e-2) on two small
+ * fixture models and on a created model with drop_path_rate and LayerScale
+ * (its training forward rerun with the same draws) check the largest and a
+ * random entry of every parameter and of x.
  *
  *   test_vit_grad FIXTURES_DIR */
 #define _POSIX_C_SOURCE 200809L
