@@ -2,7 +2,7 @@
 # Installs what relattn needs to build and test on Debian 12 (as root).
 # Safe to run again: does nothing when everything is there.
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config libjansson-dev libopenblas-dev libomp-dev libstb-dev)
+pkgs=(build-essential cmake pkg-config libjansson-dev libopenblas-dev libomp-dev libstb-dev libspng-dev)
 [ "${RELATTN_WITH_TORCH:-0}" = 1 ] && pkgs+=(python3-torch python3-numpy)
 missing=()
 for p in "${pkgs[@]}"; do
