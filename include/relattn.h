@@ -959,6 +959,93 @@ ra_status ra_trainer_resume(ra_trainer **out, ra_model **m, const char *path,
  * Uses the inference forward (ra_model_forward). */
 ra_status ra_evaluate(const ra_model *m, const ra_dataset *data, float mean, float std,
                       int batch, int64_t *correct, int64_t *confusion, int k);
+/* 11. Pictures (PNG files, for looking at training)                        */
+/* ------------------------------------------------------------------------ */
+
+/* Every picture is written as an 8-bit RGB PNG (libspng), atomically as
+ * the safetensors writer: PATH.tmp.XXXXXX in the same directory, fsync,
+ * rename; on failure nothing exists at path (RA_ERR_WRITE). Pictures are
+ * labelled with relattn's own 5x7 bitmap font (printable ASCII; anything
+ * else is drawn as '?'). A picture larger than the limits below is refused
+ * (RA_ERR_ARG) before anything is allocated. NULL titles and labels are
+ * simply left out. */
+#define RA_PNG_MAX_SIDE 16384              /* pixels, width and height      */
+#define RA_PNG_MAX_PIXELS (1 << 26)        /* 64 megapixels                 */
+
+/* rgb (h, w, 3) bytes, row-major, top row first. */
+ra_status ra_png_write(const char *path, const uint8_t *rgb, int w, int h);
+
+/* Heat maps of learned relative position bias tables, Swin's layout: for
+ * each head a (2Wh-1) x (2Ww-1) grid whose row is dy = yq - yk and whose
+ * column is dx = xq - xk (top-left cell dy = dx = -(W-1)), the cell being
+ *   table[((dy + Wh - 1) * (2Ww - 1) + (dx + Ww - 1)) * nH + h],
+ * i.e. exactly the row of the table that ra_relpos_index_2d points to.
+ * Cells are squares of 4..16 px (as large as fits ~190 px per head); small
+ * ticks mark dy = 0 and dx = 0 and the first head of each row is labelled
+ * with its dy / dx range. Colours are diverging, blue (negative) - white
+ * (0) - red (positive), symmetric around 0; a colour bar gives the limits.
+ *
+ * Several tables make one picture (a whole model in one call): one row of
+ * heads per table, labelled (e.g. "stage 1 block 0"), heads wrapped after
+ * 12 per line. Tables may differ in window and head count. */
+typedef struct ra_plot_table {
+    const float *table;      /* (T, nH), T = (2Wh-1)(2Ww-1) */
+    int nh, wh, ww;
+    const char *label;       /* row label, or NULL */
+} ra_plot_table;
+
+typedef enum ra_plot_scale {
+    RA_PLOT_SCALE_SHARED = 0,    /* one scale, max |value| over every table
+                                    and head, one colour bar: colours compare
+                                    across the whole picture */
+    RA_PLOT_SCALE_PER_TABLE = 1  /* max |value| per table, a colour bar per
+                                    row: for tables of very different size */
+} ra_plot_scale;
+
+ra_status ra_plot_bias_tables(const char *path, const ra_plot_table *tables, int ntables,
+                              ra_plot_scale scale, const char *title);
+/* One table: ra_plot_bias_tables with one unlabelled row. */
+ra_status ra_plot_bias_table(const char *path, const float *table, /* (T, nH) */
+                             int nh, int wh, int ww, const char *title);
+
+/* Attention maps over an image: one row per query, the input image with
+ * the query's cell outlined in cyan, then one panel per head with that
+ * query's attention probabilities as a heat overlay (an inferno-like
+ * sequential colour map, black - purple - orange - pale yellow) blended
+ * over the darkened grey image. The overlay's opacity and colour are
+ * p / max p of the panel (each panel is normalised to its own maximum,
+ * printed under it), so that the pattern shows even when p is spread over
+ * hundreds of tokens. Panels are the image scaled up (nearest) to about
+ * 170 px (8x at most, 6x for 28 x 28) or down to 512 px at most.
+ *   image   (h, w, channels) in [0, 1], channels 1 (grey) or 3 (RGB)
+ *   maps    (nQ, nH, gh, gw) probabilities over a gh x gw token grid that
+ *           covers the image (grid cell (i, j) covers image rows
+ *           [i*h/gh, (i+1)*h/gh) and columns likewise), e.g. 7 x 7 for a
+ *           28 x 28 image cut into 4 x 4 patches, or h x w per pixel
+ *   queries (nQ, 2) the query tokens' (row, column) in the grid. */
+ra_status ra_plot_attention(const char *path, const float *image, int h, int w, int channels,
+                            const float *maps, int nq, int nh, int gh, int gw,
+                            const int *queries, const char *title);
+
+/* Curves of training: line plots (2 px) in panels side by side (e.g. loss
+ * | accuracy), each with x and y axes, nice ticks with numbers, a light
+ * grid and a legend in its emptiest corner. The axes span the data
+ * widened to the nearest ticks. Series of the same name share a colour
+ * across panels (ten distinct colours, then they repeat). Non-finite
+ * values leave a gap in the line. */
+typedef struct ra_plot_series {
+    const char *name;        /* legend text (NULL: no legend entry) */
+    const float *x;          /* (n) step or epoch; NULL for 0, 1, ..., n-1 */
+    const float *y;          /* (n) */
+    int n;
+    int panel;               /* 0 .. npanels-1 */
+} ra_plot_series;
+
+/* panel_titles: npanels titles (e.g. {"loss", "accuracy"}), or NULL;
+ * xlabel under every panel ("step", "epoch"), or NULL. 1 <= npanels <= 4. */
+ra_status ra_plot_curves(const char *path, const ra_plot_series *series, int nseries,
+                         const char *const *panel_titles, int npanels, const char *xlabel,
+                         const char *title);
 
 #ifdef __cplusplus
 }

@@ -3,7 +3,7 @@
 # Safe to run again: does nothing when everything is there.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libjansson-dev libopenblas-dev libomp-dev libstb-dev zlib1g-dev
-      dataset-fashion-mnist)
+      libspng-dev dataset-fashion-mnist)
 [ "${RELATTN_WITH_TORCH:-0}" = 1 ] && pkgs+=(python3-torch python3-numpy)
 missing=()
 for p in "${pkgs[@]}"; do
