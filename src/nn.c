@@ -137,6 +137,29 @@ void ra_linear_backward(float *dx,        /* (M, K) or NULL */
                         const float *w,   /* (N, K), for dx */
                         int64_t m, int n, int k) {
     if (m <= 0 || n <= 0) return;
+#ifdef RA_HAVE_X86_KERNELS
+    if (k > 0 && gemm_fast()) {
+        /* dx += dy . w on the forward's product, with w transposed (small);
+         * dw += dy^T x read row by row from both */
+        float *wt = dx ? ra_alloc((size_t)n * k, sizeof *wt) : NULL;
+        if (!dx || wt) {
+            if (dx) {
+                for (int64_t j = 0; j < k; j++)
+                    for (int64_t i = 0; i < n; i++) wt[j * n + i] = w[i * k + j];
+            }
+            if (!dx || ra_gemm_avx512(dx, k, dy, n, wt, n, m, k, n, NULL, 0, dx, k, NULL,
+                                      gemm_threads(m, n, k)) == 0) {
+                ra_free(wt);
+                if (dw && ra_gemm_tn_avx512(dw, k, dy, n, x, k, m, n, k, gemm_threads(m, n, k)))
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, k, (int)m, 1.0f, dy,
+                                n, x, k, 1.0f, dw, k);
+                if (db) colsum_add(db, dy, m, n);
+                return;
+            }
+            ra_free(wt);
+        }
+    }
+#endif
     const int64_t chunk = INT32_MAX / 2;
     for (int64_t i0 = 0; k > 0 && i0 < m; i0 += chunk) {
         int mm = (int)(m - i0 < chunk ? m - i0 : chunk);

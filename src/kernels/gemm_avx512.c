@@ -373,6 +373,93 @@ int ra_gemm_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const flo
     return fail ? -1 : 0;
 }
 
+/* ---- the weight gradient: c += a^T . b ------------------------------------------
+ * c (N, K) += a (M, N)^T . b (M, K), a Linear layer's dW += dY^T X, read row
+ * by row from both operands: for each row r of a block, a tile of c (TN rows
+ * n, 32 columns k) takes the outer product of a[r][n..n+TN) (broadcast) and
+ * b[r][k..k+32) (two vectors). Rows go in blocks of TM, so that a block of a
+ * and b stays in L2 while all the tiles of c walk it; each element of c is
+ * one chain of FMAs over r = 0, 1, ..., M-1 in order, whatever the blocks
+ * and threads. Threads own tiles of c: no reduction, no waiting. Returns
+ * -1 (nothing done) when the scratch of the sums cannot be allocated. */
+#define TN 12
+#define TM 256
+
+static inline __attribute__((always_inline)) void tn_tile(float *c, int64_t ldc,
+                                                          const float *a, int64_t lda,
+                                                          const float *b, int64_t ldb,
+                                                          int64_t r0, int64_t r1, int nr,
+                                                          __mmask16 m0, __mmask16 m1) {
+    __m512 c0[TN], c1[TN];
+    for (int i = 0; i < nr; i++) {
+        c0[i] = _mm512_maskz_loadu_ps(m0, c + i * ldc);
+        c1[i] = _mm512_maskz_loadu_ps(m1, c + i * ldc + 16);
+    }
+    for (int64_t r = r0; r < r1; r++) {
+        const float *ar = a + r * lda, *br = b + r * ldb;
+        const __m512 b0 = _mm512_maskz_loadu_ps(m0, br), b1 = _mm512_maskz_loadu_ps(m1, br + 16);
+        for (int i = 0; i < nr; i++) {
+            const __m512 av = _mm512_set1_ps(ar[i]);
+            c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);
+            c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);
+        }
+    }
+    for (int i = 0; i < nr; i++) {
+        _mm512_mask_storeu_ps(c + i * ldc, m0, c0[i]);
+        _mm512_mask_storeu_ps(c + i * ldc + 16, m1, c1[i]);
+    }
+}
+
+static void tn_tile_any(float *c, int64_t ldc, const float *a, int64_t lda, const float *b,
+                        int64_t ldb, int64_t r0, int64_t r1, int nr, int kn) {
+    const __mmask16 m0 = kn >= 16 ? 0xFFFF : (__mmask16)((1u << kn) - 1);
+    const __mmask16 m1 = kn >= 32 ? 0xFFFF : kn <= 16 ? 0 : (__mmask16)((1u << (kn - 16)) - 1);
+    switch (nr) {   /* constant row counts: the accumulators stay in registers */
+#define CASE(R) case R: tn_tile(c, ldc, a, lda, b, ldb, r0, r1, R, m0, m1); break;
+        CASE(12) CASE(11) CASE(10) CASE(9) CASE(8) CASE(7) CASE(6) CASE(5) CASE(4)
+        CASE(3) CASE(2) CASE(1)
+#undef CASE
+    default: break;
+    }
+}
+
+int ra_gemm_tn_avx512(float *c, int64_t ldc, const float *a, int64_t lda, const float *b,
+                      int64_t ldb, int64_t m, int n, int k, int nthreads) {
+    if (m <= 0 || n <= 0 || k <= 0) return 0;
+    /* the sums start from 0 in a scratch and are added to c at the end, as
+     * c += (a^T b) promises (and the same sums whatever c held) */
+    float *s = calloc((size_t)n * k, sizeof *s);
+    if (!s) return -1;
+    const int tn = (n + TN - 1) / TN, tk = (k + 31) / 32;
+    const int64_t tiles = (int64_t)tn * tk;
+    int nt = nthreads < 1 ? 1 : nthreads;
+    if (nt > tiles) nt = (int)tiles;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt) if (nt > 1)
+#endif
+    {
+#ifdef _OPENMP
+        const int id = omp_get_thread_num(), cnt = omp_get_num_threads();
+#else
+        const int id = 0, cnt = 1;
+#endif
+        const int64_t t0 = tiles * id / cnt, t1 = tiles * (id + 1) / cnt;
+        for (int64_t r0 = 0; r0 < m; r0 += TM) {
+            const int64_t r1 = m - r0 < TM ? m : r0 + TM;
+            for (int64_t t = t0; t < t1; t++) {
+                const int i0 = (int)(t / tk) * TN, j0 = (int)(t % tk) * 32;
+                const int nr = n - i0 < TN ? n - i0 : TN, kn = k - j0 < 32 ? k - j0 : 32;
+                tn_tile_any(s + (int64_t)i0 * k + j0, k, a + i0, lda, b + j0, ldb, r0, r1, nr,
+                            kn);
+            }
+        }
+    }
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < k; j++) c[i * ldc + j] += s[(int64_t)i * k + j];
+    free(s);
+    return 0;
+}
+
 /* ---- LayerNorm of one row on 8 double lanes ---------------------------------
  * nn_avx2.c's row (statistics in double, two passes; the affine map in
  * double, multiply then add, as the scalar loop), twice as wide. */

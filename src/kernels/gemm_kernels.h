@@ -14,6 +14,11 @@
 int ra_gemm_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
                    int64_t ldw, int64_t m, int n, int k, const float *bias, int gelu,
                    float *res, int64_t ldres, const int32_t *map, int nthreads);
+/* c (N, K; ldc) += a (M, N; lda)^T . b (M, K; ldb), the weight gradient of
+ * a Linear layer; each element one ordered chain over the M rows, the same
+ * bits for any nthreads. Returns 0, or -1 (nothing done) without memory. */
+int ra_gemm_tn_avx512(float *c, int64_t ldc, const float *a, int64_t lda, const float *b,
+                      int64_t ldb, int64_t m, int n, int k, int nthreads);
 /* y = GELU(x) on 16 lanes, as the epilogue computes it (y may be x). */
 void ra_gemm_gelu_avx512(float *y, const float *x, int64_t n);
 /* ra_nn_layernorm_row_avx2 (nn_kernels.h) on 8 double lanes. */
