@@ -28,6 +28,7 @@ int cmd_classify(int argc, char **argv);
 int cmd_resize(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
 
 /* ---- messages and exit codes (args.c) ----------------------------------- */
 

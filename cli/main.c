@@ -21,6 +21,7 @@ static const struct {
     {"resize", cmd_resize, "resample a model's bias tables for another window size"},
     {"train", cmd_train, "train a Swin with relative position bias on Fashion-MNIST"},
     {"eval", cmd_eval, "test accuracy and confusion matrix of a trained checkpoint"},
+    {"plot", cmd_plot, "pictures: learned bias tables, attention maps, training curves"},
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
 

@@ -739,6 +739,16 @@ ra_status ra_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_
 ra_status ra_swin_block_3d_forward(const ra_model *m, float *y, const float *x,
                                    const float *kv, int b, int d, int h, int w);
 
+/* The attention of one block of a swin network over one image x
+ * (1, C_in, H, W), as maps over that stage's token grid (gh x gw tokens,
+ * nh heads): maps (nq, nh, gh, gw) holds, for each query token
+ * queries[q] = (row, column) of the grid, the probability its head gives
+ * every token of its (shifted) window, 0 elsewhere. Call with maps NULL to
+ * learn gh, gw and nh first. Stages and blocks count from 0. */
+ra_status ra_swin_attention_maps(const ra_model *m, float *maps, int *gh, int *gw, int *nh,
+                                 const float *x, int h, int w, int stage, int block,
+                                 const int *queries, int nq);
+
 /* The parameters, in a fixed order, as one flat F32 buffer of
  * ra_model_param_total() floats; each has its state_dict() name. Changing
  * the weights in place (training) changes the model. */

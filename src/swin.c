@@ -873,6 +873,86 @@ static ra_status net_forward(const ra_model *m, float **y, int *y_ndim, int64_t 
     return RA_OK;
 }
 
+/* The attention probabilities of block (stage, block) over one image, as
+ * maps over the stage's token grid (relattn.h). The network runs as its
+ * forward does up to that block; there norm1 goes into the window layout
+ * and the attention layer returns its probabilities, which the row map
+ * (pad, roll, partition) sends back to grid positions. */
+ra_status ra_swin_attention_maps(const ra_model *m, float *maps, int *gh, int *gw, int *nh,
+                                 const float *x, int h_img, int w_img, int stage, int block,
+                                 const int *queries, int nq) {
+    if (!m || !gh || !gw || !nh || !x || ra_model_arch(m) != RA_ARCH_SWIN)
+        return ra_fail(RA_ERR_ARG, "attention maps: a swin model and an image are needed");
+    const swin_net *n = m->impl;
+    if (stage < 0 || stage >= n->nstages || block < 0 || block >= n->depths[stage])
+        return ra_fail(RA_ERR_ARG, "attention maps: no block %d in stage %d (depths %d stages)",
+                       block, stage, n->nstages);
+    if (h_img < 1 || h_img > SWIN_MAX_SIZE || w_img < 1 || w_img > SWIN_MAX_SIZE)
+        return ra_fail(RA_ERR_SHAPE, "attention maps: a %dx%d image", h_img, w_img);
+    const swin_blk *b = &n->blocks[n->first[stage] + block];
+    ra_arena local;
+    swin_run run = {.a = ra_arena_begin((ra_arena_cache *)&n->ws, &local)};
+    float *t = NULL;
+    int h = 0, w = 0, C = n->embed_dim;
+    ra_status st = net_embed(n, run.a, &t, &h, &w, x, 1, h_img, w_img);
+    for (int s = 0; s < stage && !st; s++) {
+        const size_t mark = ra_arena_mark(run.a);
+        run.ngeo = 0;
+        for (int j = 0; j < n->depths[s] && !st; j++)
+            st = swin_block_forward(&n->blocks[n->first[s] + j], t, 1, h, w, &run);
+        ra_arena_reset(run.a, mark);
+        run.ngeo = 0;
+        if (!st) {
+            st = net_merge(n, run.a, s, &t, 1, h, w, C);
+            h = (h + 1) / 2, w = (w + 1) / 2, C *= 2;
+        }
+    }
+    for (int j = 0; j < block && !st; j++)
+        st = swin_block_forward(&n->blocks[n->first[stage] + j], t, 1, h, w, &run);
+    *gh = h, *gw = w, *nh = b->heads;
+    for (int q = 0; !st && maps && q < nq; q++)
+        if (queries[2 * q] < 0 || queries[2 * q] >= h || queries[2 * q + 1] < 0 ||
+            queries[2 * q + 1] >= w)
+            st = ra_fail(RA_ERR_ARG, "attention maps: query (%d, %d) outside the %dx%d grid of "
+                         "stage %d", queries[2 * q], queries[2 * q + 1], h, w, stage);
+    if (st || !maps) {
+        ra_arena_end((ra_arena_cache *)&n->ws, run.a);
+        return st;
+    }
+    const ra_window_geom g = ra_swin_blk_geom(b, h, w);
+    const int64_t nw = ra_window_count(&g), N = ra_window_tokens(&g), H = b->heads;
+    const swin_geo *geo = NULL;
+    st = ra_swin_run_geo(&run, &g, 1, &geo);
+    const size_t wsz = ra_attn_layer_forward_ws_size(b->attn, (int)nw, (int)N, (int)N);
+    float *win = ra_arena_floats(run.a, (size_t)(nw * N * C));
+    float *out = ra_arena_floats(run.a, (size_t)(nw * N * C));
+    float *attn = ra_arena_floats(run.a, (size_t)(nw * H * N * N));
+    void *ws = ra_arena_bytes(run.a, wsz);
+    if (!st && (!win || !out || !attn || !ws)) st = ra_fail(RA_ERR_NOMEM, "attention maps: out of memory");
+    if (!st) {
+        ra_layernorm_rows(win, t, geo->map, nw * N, C, b->n1w, b->n1b, SWIN_EPS);
+        st = ra_attn_layer_forward_ws(b->attn, out, attn, win, NULL, (int)nw, (int)N, (int)N,
+                                      geo->mask, geo->mask ? (int)nw : 0, ws, wsz, NULL, NULL);
+    }
+    memset(maps, 0, (size_t)nq * H * h * w * sizeof *maps);
+    for (int q = 0; !st && q < nq; q++) {
+        const int32_t tok = queries[2 * q] * w + queries[2 * q + 1];
+        int64_t r = 0;   /* the query's row in the window layout */
+        while (r < nw * N && geo->map[r] != tok) r++;
+        if (r == nw * N) { st = ra_fail(RA_ERR_INTERNAL, "attention maps: token not found"); break; }
+        const int64_t win_i = r / N, i = r % N;
+        for (int64_t hh = 0; hh < H; hh++)
+            for (int64_t j = 0; j < N; j++) {
+                const int32_t key = geo->map[win_i * N + j];
+                if (key >= 0)
+                    maps[((int64_t)q * H + hh) * h * w + key] =
+                        attn[((win_i * H + hh) * N + i) * N + j];
+            }
+    }
+    ra_arena_end((ra_arena_cache *)&n->ws, run.a);
+    return st;
+}
+
 /* Multiply-adds of one h x w image, as SwinTransformer.flops() counts them:
  * patch embedding (and its norm), the blocks and patch merging of every
  * stage at the resolution the image gives, the final norm as the official
