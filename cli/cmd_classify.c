@@ -19,8 +19,24 @@ static const char classify_help[] =
     "\"labels\" (a JSON array of strings) when the file has them. Images over\n"
     "64 megapixels are refused before decoding.\n";
 
+/* "r,g,b", or one number for all three (a grey model's). */
 static int parse_triple(float out[3], const char *s) {
-    return s && sscanf(s, "%f,%f,%f", &out[0], &out[1], &out[2]) == 3;
+    char tail;
+    if (!s) return 0;
+    if (sscanf(s, "%f,%f,%f %c", &out[0], &out[1], &out[2], &tail) == 3) return 1;
+    if (sscanf(s, "%f %c", &out[0], &tail) != 1) return 0;
+    out[1] = out[2] = out[0];
+    return 1;
+}
+
+/* A grey model's input from the three normalised planes x (3, C, C): the
+ * luma of ITU-R 601 (PIL's "L" conversion), which commutes with the resize
+ * and with a normalisation that is the same for the three channels (a grey
+ * model's mean/std is one number): plane 0 = .299 R + .587 G + .114 B. */
+static ra_status to_grey(float *x, int crop) {
+    const int64_t n = (int64_t)crop * crop;
+    for (int64_t i = 0; i < n; i++) x[i] = 0.299f * x[i] + 0.587f * x[n + i] + 0.114f * x[2 * n + i];
+    return RA_OK;
 }
 
 int cmd_classify(int argc, char **argv) {
@@ -52,19 +68,21 @@ int cmd_classify(int argc, char **argv) {
         code = fail(EX_DATAERR, "classify needs a swin or vit model, not %s", ra_arch_name(arch));
         goto done;
     }
-    if (ra_model_meta(m, "in_chans") && atoi(ra_model_meta(m, "in_chans")) != 3) {
-        code = fail(EX_DATAERR, "classify reads RGB images; the model takes %s channels",
+    if (ra_model_meta(m, "in_chans")) in_chans = atoi(ra_model_meta(m, "in_chans"));
+    if (in_chans != 3 && in_chans != 1) {
+        code = fail(EX_DATAERR, "classify reads RGB or grey images; the model takes %s channels",
                     ra_model_meta(m, "in_chans"));
         goto done;
     }
     if (!crop) crop = ra_model_meta(m, "img_size") ? atoi(ra_model_meta(m, "img_size")) : 224;
     if (crop < 1 || crop > 8192) { code = fail(EX_DATAERR, "model img_size is unusable"); goto done; }
-    if (!resize) resize = (int)(crop / 0.875);
+    if (!resize) resize = in_chans == 1 ? crop : (int)(crop / 0.875);   /* grey: MNIST-like */
     if (resize < crop) resize = crop;
     if ((ra_model_meta(m, "mean") && !parse_triple(mean, ra_model_meta(m, "mean"))) ||
         (ra_model_meta(m, "std") && !parse_triple(stdv, ra_model_meta(m, "std"))) ||
         !(stdv[0] > 0 && stdv[1] > 0 && stdv[2] > 0)) {
-        code = fail(EX_DATAERR, "metadata mean/std must be \"r,g,b\" with std > 0");
+        code = fail(EX_DATAERR, "metadata mean/std must be \"r,g,b\" (or one number for a grey "
+                    "model) with std > 0");
         goto done;
     }
     if (ra_model_meta(m, "labels")) {
@@ -86,6 +104,7 @@ int cmd_classify(int argc, char **argv) {
         int64_t ys[4];
         if ((st = ra_image_load(&rgb, &w, &h, pos[im], (int64_t)64 << 20)) ||
             (st = ra_image_preprocess(x, rgb, w, h, resize, crop, mean, stdv)) ||
+            (in_chans == 1 && (st = to_grey(x, crop))) ||
             (st = ra_model_forward(m, &y, &yn, ys, x, 4, (int64_t[]){1, in_chans, crop, crop}))) {
             code = lib_fail(st);
             break;

@@ -17,6 +17,7 @@ static const char plot_help[] =
     "       relattn plot attention MODEL.safetensors -o OUT.png [--image FILE | --index I]\n"
     "                  [--data DIR] [--stage S] [--block J] [--query R,C]...\n"
     "       relattn plot curves CKPT.safetensors... -o OUT.png [--label NAME]...\n"
+    "       relattn plot sample -o OUT.png [--index I] [--data DIR]\n"
     "\n"
     "bias       the relative position bias table of every block of a swin model (or\n"
     "           a swin_block / window_attention file): one row of heads per block,\n"
@@ -28,7 +29,8 @@ static const char plot_help[] =
     "           grey PNG/JPEG FILE of the model's size; --query R,C picks query\n"
     "           tokens of that stage's grid (default three along the diagonal)\n"
     "curves     training loss and test accuracy against the step, one series per\n"
-    "           checkpoint of 'relattn train' (named by --label, else the file)\n";
+    "           checkpoint of 'relattn train' (named by --label, else the file)\n"
+    "sample     test image I of DIR as a grey PNG (for 'relattn classify')\n";
 
 /* ---- bias ------------------------------------------------------------------ */
 
@@ -156,6 +158,32 @@ done:
     return code;
 }
 
+/* ---- a sample image of the data ------------------------------------------------ */
+
+static int plot_sample(const opt *o, const char *out) {
+    int index = 0;
+    if (get(o, "--index") && !parse_int(&index, get(o, "--index"), 0, 100000000))
+        return usage_error("--index '%s': need an image number", get(o, "--index"));
+    const char *dir = get(o, "--data") ? get(o, "--data") : "/usr/share/datasets/fashion-mnist";
+    ra_dataset d = {0};
+    ra_status st = ra_dataset_load_dir(&d, dir, "test");
+    if (st) return lib_fail(st);
+    int code = EX_OK;
+    uint8_t *rgb = NULL;
+    if (index >= d.n) code = fail(EX_DATAERR, "--index %d: the test set has %lld images", index,
+                                  (long long)d.n);
+    else if (!(rgb = malloc((size_t)3 * d.h * d.w))) code = fail(EX_SOFTWARE, "out of memory");
+    else {
+        for (int64_t i = 0; i < (int64_t)d.h * d.w; i++)
+            rgb[3 * i] = rgb[3 * i + 1] = rgb[3 * i + 2] = d.images[(int64_t)index * d.h * d.w + i];
+        if ((st = ra_png_write(out, rgb, d.w, d.h))) code = lib_fail(st);
+        else fprintf(stderr, "%s: test image %d, class %d\n", cmd, index, d.labels[index]);
+    }
+    free(rgb);
+    ra_dataset_free(&d);
+    return code;
+}
+
 /* ---- curves ----------------------------------------------------------------- */
 
 /* "step value step value ..." -> x, y (malloc), *n points. */
@@ -255,8 +283,12 @@ int cmd_plot(int argc, char **argv) {
         if (npos < 1) return usage_error("expected one or more checkpoints");
         return plot_curves(pos, npos, labels, nl, out);
     }
+    if (!strcmp(what, "sample")) {
+        if (npos) return usage_error("sample takes no model");
+        return plot_sample(o, out);
+    }
     if (strcmp(what, "bias") && strcmp(what, "attention"))
-        return usage_error("unknown picture '%.40s' (bias, attention or curves)", what);
+        return usage_error("unknown picture '%.40s' (bias, attention, curves or sample)", what);
     if (npos != 1) return usage_error("expected one MODEL.safetensors");
     ra_model *m = NULL;
     ra_status st = ra_model_load(&m, pos[0]);
