@@ -33,7 +33,8 @@ static const char train_help[] =
     "  --window W          window size (7); blocks alternate shift 0 and W/2\n"
     "  --pos KIND          position encoding: relbias (default; Swin's learned\n"
     "                      relative position bias), none, abs (absolute\n"
-    "                      embedding), relbias+abs\n"
+    "                      embedding), relbias+abs, shaw (Shaw et al.'s relative\n"
+    "                      keys and values over the window's 2-D offsets)\n"
     "recipe:\n"
     "  --epochs E          length of the schedule (10)\n"
     "  --batch B           global batch (128)\n"
@@ -161,8 +162,9 @@ static int build_model(ra_model **m, const opt *o, const ra_dataset *d, const ch
     const char *pos = get(o, "--pos") ? get(o, "--pos") : "relbias";
     const int abs_pos = !strcmp(pos, "abs") || !strcmp(pos, "relbias+abs");
     const int rel = !strcmp(pos, "relbias") || !strcmp(pos, "relbias+abs");
-    if (!abs_pos && !rel && strcmp(pos, "none"))
-        return usage_error("--pos '%s': need none, abs, relbias or relbias+abs", pos);
+    const int shaw = !strcmp(pos, "shaw");
+    if (!abs_pos && !rel && !shaw && strcmp(pos, "none"))
+        return usage_error("--pos '%s': need none, abs, relbias, relbias+abs or shaw", pos);
     char pstr[16], estr[16], wstr[16];
     snprintf(pstr, sizeof pstr, "%d", patch);
     snprintf(estr, sizeof estr, "%d", embed);
@@ -176,7 +178,8 @@ static int build_model(ra_model **m, const opt *o, const ra_dataset *d, const ch
         "arch", "swin", "img_size", img, "patch_size", pstr, "in_chans", "1",
         "num_classes", classes, "embed_dim", estr, "depths", depths, "num_heads", heads,
         "window_size", wstr, "mlp_ratio", "4.0", "qkv_bias", "true", "patch_norm", "true",
-        "ape", abs_pos ? "true" : "false", "relative_position_bias", rel ? "true" : "false",
+        "ape", abs_pos ? "true" : "false",
+        "relative_position", rel ? "bias" : shaw ? "shaw" : "none",
         "mean", mean, "std", std, "labels", fmnist_labels};
     const int nmeta = (int)(sizeof meta / sizeof *meta) / 2 - (fashion ? 0 : 1);
     ra_status st = ra_model_create(m, meta, nmeta, c->seed);

@@ -286,6 +286,12 @@ typedef struct ra_attn_config {
     int frames_q;          /* D1: window_attention_3d */
     int frames_kv;         /* D2: window_attention_3d */
     int max_rel;           /* k: shaw_attention */
+    int shaw_window[2];    /* shaw_attention over the tokens of a (Wh, Ww)
+                              window, row-major, when both are > 0: 2-D
+                              relative positions, clipped per axis,
+                              rel = (clip(dy)+k)*(2k+1) + clip(dx)+k with
+                              dy = yk - yq, dx = xk - xq, in (2k+1)^2
+                              buckets (tables ((2k+1)^2, hd)); N = Wh*Ww */
     int qkv_bias;          /* bias on qkv (or q and kv) */
     int has_qk_scale;      /* qk_scale given */
     float qk_scale;        /* scale = qk_scale if given (and non-zero, as

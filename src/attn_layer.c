@@ -24,6 +24,7 @@ struct ra_attn_layer {
     float scale;
     int n1, n2;            /* tokens fixed by the window (0: any) */
     int32_t *idx;          /* (N1, N2) bias index, window archs   */
+    int32_t *rel2;         /* (N, N) 2-D Shaw index (shaw_window)  */
     int64_t table_rows;
 };
 
@@ -52,6 +53,12 @@ ra_attn_config ra_attn_config_default(ra_arch arch) {
     ra_attn_config c = {.arch = arch, .qkv_bias = arch != RA_ARCH_VIT_ATTENTION};
     if (arch == RA_ARCH_SHAW_ATTENTION) c.has_rel_k = c.has_rel_v = 1;
     return c;
+}
+
+/* The Shaw tables' rows: 2k+1, or (2k+1)^2 over a window. */
+static int shaw_buckets(const ra_attn_layer *l) {
+    const int r = 2 * l->cfg.max_rel + 1;
+    return l->rel2 ? r * r : r;
 }
 
 static int is_window_arch(ra_arch a) {
@@ -103,6 +110,27 @@ ra_status ra_attn_layer_create(ra_attn_layer **out, const ra_attn_config *cfg,
         l->cfg.has_rel_k = params->rel_k != NULL;
         l->cfg.has_rel_v = params->rel_v != NULL;
     }
+    if (cfg->arch == RA_ARCH_SHAW_ATTENTION && cfg->shaw_window[0] > 0 &&
+        cfg->shaw_window[1] > 0) {   /* 2-D Shaw over a window's tokens */
+        const int wh = cfg->shaw_window[0], ww = cfg->shaw_window[1], k = cfg->max_rel;
+        const int64_t n = (int64_t)wh * ww;
+        if (n > 4096 || k > 1023) {
+            free(l);
+            return ra_fail(RA_ERR_ARG, "shaw window %dx%d or clip %d too large", wh, ww, k);
+        }
+        if (!(l->rel2 = ra_alloc((size_t)(n * n), sizeof *l->rel2))) {
+            free(l);
+            return ra_fail(RA_ERR_NOMEM, "attention layer: out of memory");
+        }
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < n; j++) {
+                int dy = (int)(j / ww - i / ww), dx = (int)(j % ww - i % ww);
+                dy = dy < -k ? -k : dy > k ? k : dy;
+                dx = dx < -k ? -k : dx > k ? k : dx;
+                l->rel2[i * n + j] = (dy + k) * (2 * k + 1) + dx + k;
+            }
+        l->n1 = l->n2 = (int)n;
+    }
     if (is_window_arch(cfg->arch)) {
         const int wh = cfg->window[0], ww = cfg->window[1];
         const int d1 = cfg->arch == RA_ARCH_WINDOW_ATTENTION_3D ? cfg->frames_q : 1;
@@ -129,6 +157,7 @@ ra_status ra_attn_layer_create(ra_attn_layer **out, const ra_attn_config *cfg,
 void ra_attn_layer_free(ra_attn_layer *l) {
     if (!l) return;
     ra_free(l->idx);
+    ra_free(l->rel2);
     free(l);
 }
 
@@ -210,7 +239,10 @@ static ra_status pass_prepare(pass *ps, const ra_attn_layer *l, const float *x,
     *d = (ra_attn_desc){.b_ = b_, .nh = l->cfg.num_heads, .n1 = n1, .n2 = n2, .hd = l->hd,
                         .scale = l->scale, .mask = mask, .nw = nw};
     if (l->idx) d->table = l->p.table, d->idx = l->idx, d->table_rows = l->table_rows;
-    if (l->cfg.arch == RA_ARCH_SHAW_ATTENTION && (l->p.rel_k || l->p.rel_v)) {
+    if (l->rel2 && (l->p.rel_k || l->p.rel_v)) {
+        d->rel = l->rel2, d->r = shaw_buckets(l);
+        d->rel_k = l->p.rel_k, d->rel_v = l->p.rel_v;
+    } else if (l->cfg.arch == RA_ARCH_SHAW_ATTENTION && (l->p.rel_k || l->p.rel_v)) {
         if (!(ps->rel = ra_alloc((size_t)n1 * n2, sizeof *ps->rel)))
             return ra_fail(RA_ERR_NOMEM, "shaw index: out of memory");
         if ((st = ra_relpos_index_clip(ps->rel, n1, l->cfg.max_rel))) return pass_end(ps), st;
@@ -294,7 +326,7 @@ size_t ra_attn_layer_forward_ws_size(const ra_attn_layer *l, int b_, int n1, int
         return 0;
     const ra_attn_desc d = {.b_ = b_, .nh = l->cfg.num_heads, .n1 = n1, .n2 = n2,
                             .hd = l->hd, .table = l->idx ? l->p.table : NULL,
-                            .r = 2 * l->cfg.max_rel + 1,
+                            .r = shaw_buckets(l),
                             .rel_k = l->cfg.arch == RA_ARCH_SHAW_ATTENTION ? l->p.rel_k : NULL,
                             .rel_v = l->cfg.arch == RA_ARCH_SHAW_ATTENTION ? l->p.rel_v : NULL};
     const size_t wbytes = ra_attention_workspace_size(&d, ra_threads_get());

@@ -95,9 +95,15 @@ static ra_status blk_setup(swin_blk *b, int dim, int heads, const int res[2], co
         return ra_fail(RA_ERR_FORMAT, "window %dx%d has more than %d tokens", g.wh, g.ww,
                        SWIN_MAX_WINDOW_TOKENS);
     b->win[0] = g.wh, b->win[1] = g.ww, b->shift[0] = g.sh, b->shift[1] = g.sw;
-    /* without a bias table the windows run plain multi-head attention */
-    b->cfg = ra_attn_config_default(k->rel_bias ? RA_ARCH_WINDOW_ATTENTION
-                                                : RA_ARCH_VIT_ATTENTION);
+    /* without a bias table the windows run plain multi-head attention, or
+     * Shaw's attention over the window's tokens */
+    b->cfg = ra_attn_config_default(k->relpos == RELPOS_BIAS   ? RA_ARCH_WINDOW_ATTENTION
+                                    : k->relpos == RELPOS_SHAW ? RA_ARCH_SHAW_ATTENTION
+                                                               : RA_ARCH_VIT_ATTENTION);
+    if (k->relpos == RELPOS_SHAW) {
+        b->cfg.shaw_window[0] = g.wh, b->cfg.shaw_window[1] = g.ww;
+        b->cfg.max_rel = k->shaw_k >= 0 ? k->shaw_k : (g.wh > g.ww ? g.wh : g.ww) - 1;
+    }
     b->cfg.dim = dim, b->cfg.num_heads = heads;
     b->cfg.window[0] = g.wh, b->cfg.window[1] = g.ww;
     b->cfg.qkv_bias = k->qkv_bias;
@@ -122,6 +128,11 @@ static ra_status blk_declare(ra_model *m, const char *pfx, const swin_blk *b) {
     if (!st) st = decl(m, pfx, "norm1.bias", 1, C, 0, 0, 0);
     if (!st && b->cfg.arch == RA_ARCH_WINDOW_ATTENTION)
         st = decl(m, pfx, "attn.relative_position_bias_table", 2, T, b->heads, 0, 0);
+    if (b->cfg.arch == RA_ARCH_SHAW_ATTENTION) {   /* ((2k+1)^2, hd), shared by the heads */
+        const int64_t R = (2 * (int64_t)b->cfg.max_rel + 1) * (2 * b->cfg.max_rel + 1);
+        if (!st) st = decl(m, pfx, "attn.relative_keys", 2, R, C / b->heads, 0, 0);
+        if (!st) st = decl(m, pfx, "attn.relative_values", 2, R, C / b->heads, 0, 0);
+    }
     if (!st) st = decl(m, pfx, "attn.qkv.weight", 2, 3 * C, C, 0, 0);
     if (!st && b->cfg.qkv_bias) st = decl(m, pfx, "attn.qkv.bias", 1, 3 * C, 0, 0, 0);
     if (!st) st = decl(m, pfx, "attn.proj.weight", 2, C, C, 0, 0);
@@ -153,7 +164,8 @@ static ra_status blk_bind(const ra_model *m, const char *pfx, swin_blk *b) {
     ra_attn_params p = {
         .qkv_w = get(m, pfx, "attn.qkv.weight"), .qkv_b = get(m, pfx, "attn.qkv.bias"),
         .proj_w = get(m, pfx, "attn.proj.weight"), .proj_b = get(m, pfx, "attn.proj.bias"),
-        .table = get(m, pfx, "attn.relative_position_bias_table")};
+        .table = get(m, pfx, "attn.relative_position_bias_table"),
+        .rel_k = get(m, pfx, "attn.relative_keys"), .rel_v = get(m, pfx, "attn.relative_values")};
     return ra_attn_layer_create(&b->attn, &b->cfg, &p);
 }
 
@@ -322,8 +334,17 @@ static ra_status meta_common(const ra_st_file *f, swin_common *k) {
     ra_status st = ra_meta_mlp_ratio(f, &k->mlp_ratio);
     if (!st) st = ra_meta_bool_opt(f, "qkv_bias", &k->qkv_bias);
     if (!st) st = ra_meta_float_opt(f, "qk_scale", &k->qk_scale, &k->has_qk_scale);
-    k->rel_bias = 1;
-    if (!st) st = ra_meta_bool_opt(f, "relative_position_bias", &k->rel_bias);
+    k->relpos = RELPOS_BIAS, k->shaw_k = -1;
+    const char *rp = ra_st_meta(f, "relative_position");
+    if (!st && rp) {
+        if (!strcmp(rp, "none")) k->relpos = RELPOS_NONE;
+        else if (!strcmp(rp, "shaw")) k->relpos = RELPOS_SHAW;
+        else if (strcmp(rp, "bias"))
+            st = ra_fail(RA_ERR_FORMAT, "metadata relative_position = \"%.40s\": need bias, "
+                         "none or shaw", rp);
+    }
+    if (!st && k->relpos == RELPOS_SHAW)
+        st = ra_meta_int_opt(f, "max_relative_position", &k->shaw_k, 0, 1023);
     return st;
 }
 

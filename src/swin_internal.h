@@ -34,9 +34,13 @@ typedef struct swin_common {
     int qkv_bias;
     int has_qk_scale;
     float qk_scale;
-    int rel_bias;   /* metadata relative_position_bias (an extension of
-                       relattn, default true): false builds the blocks
-                       without the bias table, for ablations */
+    /* metadata relative_position (an extension of relattn, for
+     * ablations): "bias" (Swin's table, the default), "none" (plain
+     * multi-head attention in the windows) or "shaw" (Shaw et al.'s
+     * relative keys and values over the window's 2-D offsets, clipped at
+     * max_relative_position, default window - 1) */
+    enum { RELPOS_NONE, RELPOS_BIAS, RELPOS_SHAW } relpos;
+    int shaw_k;   /* -1: window - 1 */
 } swin_common;
 
 /* A window layout of one forward: which token each window row reads (-1:

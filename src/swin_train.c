@@ -167,6 +167,7 @@ static ra_status blk_grads_bind(blk_grads *g, const ra_model *m, float *grad, co
     G(attn.qkv_w, "attn.qkv.weight"), G(attn.qkv_b, "attn.qkv.bias");
     G(attn.proj_w, "attn.proj.weight"), G(attn.proj_b, "attn.proj.bias");
     G(attn.table, "attn.relative_position_bias_table");
+    G(attn.rel_k, "attn.relative_keys"), G(attn.rel_v, "attn.relative_values");
 #undef G
     if (!g->n1w || !g->fc1w || !g->fc2w || !g->attn.qkv_w || !g->attn.proj_w)
         return ra_fail(RA_ERR_INTERNAL, "swin: block %s has no gradient slot", pfx);

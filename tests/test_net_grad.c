@@ -167,18 +167,12 @@ static double loss_of(case_io *c) {
 }
 
 /* Central differences in float32 against the analytic gradient, for the
- * largest-gradient entries of a few parameters (the bias table, a qkv
- * weight, a norm, the patch embedding) of a small network. */
-static void finite_differences(const char *name) {
-    char p[512];
-    case_io c = {0};
-    snprintf(p, sizeof p, "%s/%s.model.safetensors", fixtures, name);
-    CHECK(ra_model_load(&c.m, p) == RA_OK, "fd: load %s", ra_last_error());
-    if (!c.m) return;
-    ra_st_file *in = NULL;
-    snprintf(p, sizeof p, "%s/%s.input.safetensors", fixtures, name);
-    ra_st_open(&in, p);
-    c.x = in ? tensor(in, "x", &c.tx) : NULL;
+ * largest-gradient entries of the parameters named in want (the bias table
+ * or Shaw's tables, a qkv weight, a norm, the patch embedding, ...) of a
+ * small network m on input x. */
+static void fd_check(ra_model *m, float *x, const ra_st_tensor *tx, const char *const *want,
+                     int nwant) {
+    case_io c = {.m = m, .x = x, .tx = tx};
     float *y = NULL, *grad = NULL, *dx = NULL;
     int nd;
     int64_t sh[4];
@@ -191,15 +185,11 @@ static void finite_differences(const char *name) {
         free(y);
         CHECK(step(&c, &y, &grad, &dx) == RA_OK, "fd: step: %s", ra_last_error());
         float *w = ra_model_weights(c.m);
-        const char *want[] = {"layers.0.blocks.1.attn.relative_position_bias_table",
-                              "layers.0.blocks.0.attn.qkv.weight", "layers.1.blocks.0.norm2.bias",
-                              "layers.0.downsample.reduction.weight", "patch_embed.proj.weight",
-                              "head.bias"};
         int tested = 0;
         for (int i = 0; i < ra_model_param_count(c.m); i++) {
             const ra_param_info *pi = ra_model_param(c.m, i);
             int hit = 0;
-            for (size_t k = 0; k < sizeof want / sizeof *want; k++) hit |= !strcmp(pi->name, want[k]);
+            for (int k = 0; k < nwant; k++) hit |= !strcmp(pi->name, want[k]);
             if (!hit) continue;
             int64_t at = 0;   /* the entry with the largest gradient */
             for (int64_t e = 1; e < pi->numel; e++)
@@ -217,11 +207,68 @@ static void finite_differences(const char *name) {
             printf("  finite difference %-52s %.5g vs %.5g\n", pi->name, fd, an);
             tested++;
         }
-        CHECK(tested == 6, "fd: %d parameters tested", tested);
+        CHECK(tested == nwant, "fd: %d parameters tested of %d", tested, nwant);
     }
-    free(y), free(grad), free(dx), free(c.x), free(c.dy);
+    free(y), free(grad), free(dx), free(c.dy);
+}
+
+static void finite_differences(const char *name) {
+    char p[512];
+    ra_model *m = NULL;
+    snprintf(p, sizeof p, "%s/%s.model.safetensors", fixtures, name);
+    CHECK(ra_model_load(&m, p) == RA_OK, "fd: load %s", ra_last_error());
+    ra_st_file *in = NULL;
+    snprintf(p, sizeof p, "%s/%s.input.safetensors", fixtures, name);
+    ra_st_open(&in, p);
+    const ra_st_tensor *tx = NULL;
+    float *x = in ? tensor(in, "x", &tx) : NULL;
+    static const char *const want[] = {
+        "layers.0.blocks.1.attn.relative_position_bias_table", "layers.0.blocks.0.attn.qkv.weight",
+        "layers.1.blocks.0.norm2.bias", "layers.0.downsample.reduction.weight",
+        "patch_embed.proj.weight", "head.bias"};
+    if (m && x) fd_check(m, x, tx, want, 6);
+    free(x);
     ra_st_close(in);
-    ra_model_free(c.m);
+    ra_model_free(m);
+}
+
+/* The ablation variants of relattn train (metadata relative_position none
+ * and shaw, a model made by ra_model_create) by finite differences: the
+ * 2-D Shaw tables' gradients included. */
+static void created_variants(void) {
+    static const char *const kinds[] = {"shaw", "none"};
+    for (int v = 0; v < 2; v++) {
+        const char *meta[] = {"arch", "swin", "img_size", "12", "patch_size", "2", "in_chans", "1",
+                              "num_classes", "4", "embed_dim", "8", "depths", "2,1",
+                              "num_heads", "2,2", "window_size", "3", "relative_position", kinds[v],
+                              "max_relative_position", "1"};
+        ra_model *m = NULL;
+        ra_status s = ra_model_create(&m, meta, v == 0 ? 11 : 10, 7);
+        CHECK(s == RA_OK, "create %s: %s", kinds[v], ra_last_error());
+        if (s) continue;
+        /* weights far larger than the 0.02 initialisation, so that every
+         * term (Shaw's tables above all) matters in the loss */
+        float *w = ra_model_weights(m);
+        ra_rng r;
+        ra_rng_seed(&r, 11);
+        for (int i = 0; i < ra_model_param_count(m); i++) {
+            const ra_param_info *pi = ra_model_param(m, i);
+            if (pi->ndim >= 2) ra_rng_fill_normal(&r, w + pi->offset, pi->numel, 0, 0.4f);
+        }
+        float x[2 * 12 * 12];
+        ra_rng_fill_normal(&r, x, 2 * 12 * 12, 0, 1);
+        const ra_st_tensor tx = {.name = "x", .dtype = RA_DTYPE_F32, .ndim = 4,
+                                 .shape = {2, 1, 12, 12}, .numel = 2 * 12 * 12};
+        static const char *const shaw[] = {"layers.0.blocks.1.attn.relative_keys",
+                                           "layers.0.blocks.1.attn.relative_values",
+                                           "layers.0.blocks.0.attn.relative_keys",
+                                           "layers.1.blocks.0.attn.qkv.weight"};
+        static const char *const none[] = {"layers.0.blocks.1.attn.qkv.weight",
+                                           "layers.0.blocks.0.attn.proj.weight"};
+        if (v == 0) fd_check(m, x, &tx, shaw, 4);
+        else fd_check(m, x, &tx, none, 2);
+        ra_model_free(m);
+    }
 }
 
 int main(int argc, char **argv) {
@@ -243,5 +290,6 @@ int main(int argc, char **argv) {
     CHECK(n >= 10, "only %d gradient cases", n);
     printf("%d gradient cases; worst %.2e of scale (%s)\n", n, worst_all, worst_name);
     finite_differences("net_swin_official");
+    created_variants();
     return check_done();
 }
