@@ -18,6 +18,14 @@ torch is loaded. Set OPENBLAS_NUM_THREADS=T as well; if it is unset, this
 script sets it from --threads before importing torch (as bench/bench_torch.py
 does), and it warns if it is set to another number.
 
+BLAS kernels: the JSON reports OpenBLAS's kernel set (blas_core, from
+openblas_get_corename, as bench/bench.c prints it). OpenBLAS 0.3.21 does not
+know every recent CPU and then falls back to its Prescott (SSE3) kernels:
+on the 2-core AVX-512 machine this was written on, a training step was
+about 2.2x faster with OPENBLAS_CORETYPE=SkylakeX than with it unset
+(Prescott). Quote the kernel set with every number. With 2 cores, 2 OpenMP
+plus 2 OpenBLAS threads fight and were slower than 1 + 1.
+
 What the C side must do the same way (or knowingly differently):
 
   data      the idx files, pixel/255, then (x - 0.2860) / 0.3530. Training
