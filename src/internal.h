@@ -33,6 +33,12 @@ void *ra_alloc(size_t n, size_t sz);
 void *ra_calloc(size_t n, size_t sz);
 void ra_free(void *p);
 
+/* Create path atomically from nparts byte ranges (src/fileio.c): a
+ * temporary file in the same directory, fsync, rename; on failure
+ * (RA_ERR_WRITE, RA_ERR_NOMEM) nothing exists at path. */
+ra_status ra_write_file_atomic(const char *path, const void *const *parts, const size_t *sizes,
+                               int nparts);
+
 /* A malloc'ed copy of s (strdup is not C11), NULL if out of memory. */
 char *ra_strdup(const char *s);
 

@@ -24,48 +24,6 @@
 /* PNG files                                                                */
 /* ------------------------------------------------------------------------ */
 
-static int write_all(int fd, const unsigned char *p, size_t n) {
-    while (n > 0) {
-        ssize_t k = write(fd, p, n);
-        if (k < 0) {
-            if (errno == EINTR) continue;
-            return errno;
-        }
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
-/* Same directory as the target, so the rename cannot cross devices and a
- * reader never sees a partial file at path. */
-static ra_status write_atomic(const char *path, const void *data, size_t n) {
-    char *tmp = malloc(strlen(path) + sizeof ".tmp.XXXXXX");
-    if (!tmp) return ra_fail(RA_ERR_NOMEM, "out of memory saving '%s'", path);
-    sprintf(tmp, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        ra_status s = ra_fail(RA_ERR_WRITE, "cannot create a temporary file for '%s': %s", path,
-                              strerror(errno));
-        free(tmp);
-        return s;
-    }
-    const char *step = "write";
-    int err = write_all(fd, data, n);
-    /* mkstemp creates 0600; a picture should be as readable as any file. */
-    if (!err && fchmod(fd, 0644) != 0) { err = errno; step = "chmod"; }
-    if (!err && fsync(fd) != 0) { err = errno; step = "fsync"; }
-    if (close(fd) != 0 && !err) { err = errno; step = "close"; }
-    if (!err && rename(tmp, path) != 0) { err = errno; step = "rename"; }
-    ra_status s = RA_OK;
-    if (err) {
-        unlink(tmp);
-        s = ra_fail(RA_ERR_WRITE, "cannot write '%s' (%s): %s", path, step, strerror(err));
-    }
-    free(tmp);
-    return s;
-}
-
 static ra_status check_size(int64_t w, int64_t h) {
     if (w < 1 || h < 1 || w > RA_PNG_MAX_SIDE || h > RA_PNG_MAX_SIDE ||
         w * h > RA_PNG_MAX_PIXELS)
@@ -94,7 +52,7 @@ ra_status ra_png_write(const char *path, const uint8_t *rgb, int w, int h) {
         return ra_fail(e == SPNG_EMEM ? RA_ERR_NOMEM : RA_ERR_INTERNAL, "png '%s': %s", path,
                        spng_strerror(e));
     }
-    s = write_atomic(path, png, png_len);
+    s = ra_write_file_atomic(path, (const void *const[]){png}, (const size_t[]){png_len}, 1);
     free(png);
     return s;
 }

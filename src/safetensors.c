@@ -627,59 +627,29 @@ static ra_status st_build_header(ra_st_writer *w, const st_wtensor **sorted,
     return RA_OK;
 }
 
-static int st_write_all(int fd, const unsigned char *p, size_t n) {
-    while (n) {
-        ssize_t k = write(fd, p, n);
-        if (k < 0) {
-            if (errno == EINTR) continue;
-            return errno;
-        }
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
 ra_status ra_st_writer_save(ra_st_writer *w, const char *path) {
     if (!w || !path || !path[0]) return ra_fail(RA_ERR_ARG, "ra_st_writer_save: NULL or empty path");
+    /* the header, then the tensors sorted by name: the file's parts */
     const st_wtensor **sorted = malloc(((size_t)w->n + 1) * sizeof *sorted);
-    char *tmp = malloc(strlen(path) + sizeof ".tmp.XXXXXX");
+    const void **parts = malloc(((size_t)w->n + 1) * sizeof *parts);
+    size_t *sizes = malloc(((size_t)w->n + 1) * sizeof *sizes);
     unsigned char *hdr = NULL;
     size_t hlen = 0;
-    if (!sorted || !tmp) {
-        free(sorted);
-        free(tmp);
-        return ra_fail(RA_ERR_NOMEM, "out of memory saving '%s'", path);
+    ra_status s = sorted && parts && sizes ? RA_OK
+                                           : ra_fail(RA_ERR_NOMEM, "out of memory saving '%s'", path);
+    if (!s) {
+        for (int i = 0; i < w->n; i++) sorted[i] = &w->t[i];
+        qsort(sorted, (size_t)w->n, sizeof *sorted, st_cmp_wname);
+        s = st_build_header(w, sorted, &hdr, &hlen);
     }
-    for (int i = 0; i < w->n; i++) sorted[i] = &w->t[i];
-    qsort(sorted, (size_t)w->n, sizeof *sorted, st_cmp_wname);
-    ra_status s = st_build_header(w, sorted, &hdr, &hlen);
-    if (s != RA_OK) goto done;
-
-    /* Same directory as the target, so the rename cannot cross devices
-     * and readers never see a partial file at path. */
-    sprintf(tmp, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        s = ra_fail(RA_ERR_WRITE, "cannot create a temporary file for '%s': %s", path,
-                    strerror(errno));
-        goto done;
+    if (!s) {
+        parts[0] = hdr, sizes[0] = hlen;
+        for (int i = 0; i < w->n; i++) parts[i + 1] = sorted[i]->data, sizes[i + 1] = sorted[i]->nbytes;
+        s = ra_write_file_atomic(path, (const void *const *)parts, sizes, w->n + 1);
     }
-    const char *step = "write";
-    int err = st_write_all(fd, hdr, hlen);
-    for (int i = 0; !err && i < w->n; i++) err = st_write_all(fd, sorted[i]->data, sorted[i]->nbytes);
-    /* mkstemp creates 0600; an output file should be as readable as any. */
-    if (!err && fchmod(fd, 0644) != 0) { err = errno; step = "chmod"; }
-    if (!err && fsync(fd) != 0) { err = errno; step = "fsync"; }
-    if (close(fd) != 0 && !err) { err = errno; step = "close"; }
-    if (!err && rename(tmp, path) != 0) { err = errno; step = "rename"; }
-    if (err) {
-        unlink(tmp);
-        s = ra_fail(RA_ERR_WRITE, "cannot write '%s' (%s): %s", path, step, strerror(err));
-    }
-done:
     free(hdr);
-    free(tmp);
     free(sorted);
+    free(parts);
+    free(sizes);
     return s;
 }
