@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,4 +133,37 @@ void put_json_string(const char *s) {
         if ((unsigned char)*s < 0x20) printf("\\u%04x", *s);
         else printf(*s == '"' || *s == '\\' ? "\\%c" : "%c", *s);
     putchar('"');
+}
+
+static int meta_num(const ra_model *m, const char *a, const char *b, float def, float *out) {
+    const char *v = ra_model_meta(m, a);
+    if (!v) v = ra_model_meta(m, b);
+    if (!v) return *out = def, 1;
+    char *end;
+    *out = strtof(v, &end);
+    return end != v && !*end && isfinite(*out);
+}
+
+int model_norm(const ra_model *m, float *mean, float *std) {
+    if (!meta_num(m, "train.mean", "mean", 0.2860f, mean) ||
+        !meta_num(m, "train.std", "std", 0.3530f, std) || !(*std > 0)) {
+        fail(EX_DATAERR, "the model's mean/std metadata must be one number each, std > 0");
+        return 0;
+    }
+    return 1;
+}
+
+int parse_pairs(double *v, int max, const char *s) {
+    int n = 0;
+    char *end;
+    while (s && *s && n < max) {
+        const double a = strtod(s, &end);
+        if (end == s) break;
+        s = end;
+        const double b = strtod(s, &end);
+        if (end == s) break;
+        s = end;
+        v[2 * n] = a, v[2 * n + 1] = b, n++;
+    }
+    return n;
 }

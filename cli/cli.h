@@ -70,6 +70,15 @@ int threads_option(const opt *opts);
 int model_input_args(int argc, char **argv, opt *opts, const char *help,
                      const char *pos[2], const char **outp);
 
+/* The input normalisation of a grey classifier: a checkpoint's train.mean
+ * and train.std, else the metadata's mean and std (one number each), else
+ * Fashion-MNIST's. 0 (and a message) if they are unusable. */
+int model_norm(const ra_model *m, float *mean, float *std);
+
+/* "step value step value ..." (a checkpoint's train.log.*): up to max
+ * pairs into v (2 * max doubles); returns how many. */
+int parse_pairs(double *v, int max, const char *s);
+
 /* s as a JSON string on stdout, quoted and escaped. */
 void put_json_string(const char *s);
 

@@ -19,15 +19,6 @@ static const char eval_help[] =
     "predicted); --json prints one JSON object with test_accuracy, correct,\n"
     "images, classes, labels and confusion.\n";
 
-/* A float of the metadata, or def. */
-static float meta_float(const ra_model *m, const char *a, const char *b, float def) {
-    const char *v = ra_model_meta(m, a);
-    if (!v) v = ra_model_meta(m, b);
-    char *end;
-    float f = v ? strtof(v, &end) : def;
-    return v && (*end || end == v) ? NAN : f;
-}
-
 int cmd_eval(int argc, char **argv) {
     opt o[] = {{"--data", 1, 0}, {"--json", 0, 0}, {"--threads", 1, 0},
                {"--help", 0, 0}, {"-h", 0, 0},     {0, 0, 0}};
@@ -44,12 +35,11 @@ int cmd_eval(int argc, char **argv) {
     ra_dataset test = {0};
     int64_t *conf = NULL;
     int code = EX_OK;
-    const float mean = meta_float(m, "train.mean", "mean", 0.2860f);
-    const float std = meta_float(m, "train.std", "std", 0.3530f);
+    float mean, std;
     const char *kc = ra_model_meta(m, "num_classes");
     const int K = kc ? atoi(kc) : 0;
-    if (!(std > 0) || mean != mean) {
-        code = fail(EX_DATAERR, "metadata mean/std must be single numbers with std > 0");
+    if (!model_norm(m, &mean, &std)) {
+        code = EX_DATAERR;
         goto done;
     }
     if ((st = ra_dataset_load_dir(&test, dir, "test"))) {

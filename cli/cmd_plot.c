@@ -83,12 +83,6 @@ static int plot_bias(ra_model *m, const char *out, int per_table) {
 
 /* ---- attention -------------------------------------------------------------- */
 
-static float meta_float(const ra_model *m, const char *a, const char *b, float def) {
-    const char *v = ra_model_meta(m, a);
-    if (!v) v = ra_model_meta(m, b);
-    return v ? strtof(v, NULL) : def;
-}
-
 static int plot_attention(ra_model *m, const char *out, const opt *o, const char **qs, int nqs) {
     if (ra_model_arch(m) != RA_ARCH_SWIN) return fail(EX_DATAERR, "attention maps need a swin model");
     const char *ic = ra_model_meta(m, "in_chans");
@@ -100,9 +94,8 @@ static int plot_attention(ra_model *m, const char *out, const opt *o, const char
         return usage_error("--block '%s': need 0..1024", get(o, "--block"));
     if (get(o, "--index") && !parse_int(&index, get(o, "--index"), 0, 100000000))
         return usage_error("--index '%s': need an image number", get(o, "--index"));
-    const float mean = meta_float(m, "train.mean", "mean", 0.2860f);
-    const float std = meta_float(m, "train.std", "std", 0.3530f);
-    if (!(std > 0) || !isfinite(mean)) return fail(EX_DATAERR, "metadata mean/std unusable");
+    float mean, std;
+    if (!model_norm(m, &mean, &std)) return EX_DATAERR;
     float *grey = NULL, *x = NULL, *maps = NULL;
     int h = 0, w = 0;
     ra_status st = RA_OK;
@@ -186,30 +179,15 @@ static int plot_sample(const opt *o, const char *out) {
 
 /* ---- curves ----------------------------------------------------------------- */
 
-/* "step value step value ..." -> x, y (malloc), *n points. */
-static int parse_log(const char *s, float **x, float **y, int *n) {
-    int cap = 64;
-    *n = 0;
-    *x = malloc(cap * sizeof **x), *y = malloc(cap * sizeof **y);
-    char *end;
-    while (*x && *y && s && *s) {
-        double a = strtod(s, &end);
-        if (end == s) break;
-        s = end;
-        double b = strtod(s, &end);
-        if (end == s) break;
-        s = end;
-        if (*n == cap) {
-            cap *= 2;
-            float *nx = realloc(*x, cap * sizeof *nx);
-            if (nx) *x = nx;
-            float *ny = realloc(*y, cap * sizeof *ny);
-            if (ny) *y = ny;
-            if (!nx || !ny) return 0;
-        }
-        (*x)[*n] = (float)a, (*y)[*n] = (float)b, (*n)++;
-    }
-    return *x && *y;
+/* A checkpoint's log as float series, x and y (malloc'ed): 0 if no memory. */
+static int log_series(const char *s, float **x, float **y, int *n) {
+    enum { MAX = 1 << 16 };
+    double *v = malloc(2 * MAX * sizeof *v);
+    *n = v ? parse_pairs(v, MAX, s) : 0;
+    *x = malloc(((size_t)*n + 1) * sizeof **x), *y = malloc(((size_t)*n + 1) * sizeof **y);
+    for (int i = 0; v && *x && *y && i < *n; i++) (*x)[i] = (float)v[2 * i], (*y)[i] = (float)v[2 * i + 1];
+    free(v);
+    return v && *x && *y;
 }
 
 static int plot_curves(const char **files, int nf, const char **labels, int nl, const char *out) {
@@ -230,8 +208,8 @@ static int plot_curves(const char **files, int nf, const char **labels, int nl, 
         }
         int n1, n2;
         const char *name = i < nl ? labels[i] : files[i];
-        if (!parse_log(ls, &bufs[4 * i], &bufs[4 * i + 1], &n1) ||
-            !parse_log(as, &bufs[4 * i + 2], &bufs[4 * i + 3], &n2))
+        if (!log_series(ls, &bufs[4 * i], &bufs[4 * i + 1], &n1) ||
+            !log_series(as, &bufs[4 * i + 2], &bufs[4 * i + 3], &n2))
             code = fail(EX_SOFTWARE, "out of memory");
         ra_st_close(f);
         if (code) break;

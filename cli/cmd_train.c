@@ -91,21 +91,6 @@ static char *log_str(const double *v, int n) {
     return s;
 }
 
-static void log_parse(double *v, int *n, const char *s) {
-    *n = 0;
-    char *end;
-    while (s && *s && *n < MAX_LOG) {
-        double a = strtod(s, &end);
-        if (end == s) break;
-        s = end;
-        double b = strtod(s, &end);
-        if (end == s) break;
-        s = end;
-        v[2 * *n] = a, v[2 * *n + 1] = b;
-        (*n)++;
-    }
-}
-
 /* Save a checkpoint with the log. */
 static ra_status save(const ra_trainer *t, const char *path, const train_log *lg) {
     char *ls = log_str(lg->loss, lg->nloss), *as = log_str(lg->acc, lg->nacc);
@@ -316,8 +301,8 @@ int cmd_train(int argc, char **argv) {
             code = lib_fail(st);
             goto done;
         }
-        log_parse(lg->loss, &lg->nloss, ra_model_meta(m, "train.log.loss"));
-        log_parse(lg->acc, &lg->nacc, ra_model_meta(m, "train.log.test_accuracy"));
+        lg->nloss = parse_pairs(lg->loss, MAX_LOG, ra_model_meta(m, "train.log.loss"));
+        lg->nacc = parse_pairs(lg->acc, MAX_LOG, ra_model_meta(m, "train.log.test_accuracy"));
         if (ra_model_meta(m, "train.seconds")) lg->train_seconds = atof(ra_model_meta(m, "train.seconds"));
         if (ra_model_meta(m, "train.images")) lg->images = atoll(ra_model_meta(m, "train.images"));
         c = *ra_trainer_config(t);
