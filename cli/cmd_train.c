@@ -98,7 +98,7 @@ static ra_status save(const ra_trainer *t, const char *path, const train_log *lg
     snprintf(secs, sizeof secs, "%.3f", lg->train_seconds);
     snprintf(imgs, sizeof imgs, "%lld", (long long)lg->images);
     const char *extra[] = {"train.log.loss", ls ? ls : "", "train.log.test_accuracy", as ? as : "",
-                           "train.seconds", secs, "train.images", imgs};
+                           "train.seconds", secs, "train.images_seen", imgs};
     ra_status st = ra_trainer_save(t, path, extra, 4);
     free(ls), free(as);
     return st;
@@ -304,7 +304,7 @@ int cmd_train(int argc, char **argv) {
         lg->nloss = parse_pairs(lg->loss, MAX_LOG, ra_model_meta(m, "train.log.loss"));
         lg->nacc = parse_pairs(lg->acc, MAX_LOG, ra_model_meta(m, "train.log.test_accuracy"));
         if (ra_model_meta(m, "train.seconds")) lg->train_seconds = atof(ra_model_meta(m, "train.seconds"));
-        if (ra_model_meta(m, "train.images")) lg->images = atoll(ra_model_meta(m, "train.images"));
+        if (ra_model_meta(m, "train.images_seen")) lg->images = atoll(ra_model_meta(m, "train.images_seen"));
         c = *ra_trainer_config(t);
     } else {
         if ((code = build_model(&m, o, &train, dir, &c))) goto done;

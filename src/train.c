@@ -284,6 +284,8 @@ ra_status ra_trainer_save(const ra_trainer *t, const char *path, const char *con
     }
     snprintf(val, sizeof val, "%lld", (long long)t->step);
     if (!st) st = ra_st_writer_meta(w, "train.step", val);
+    snprintf(val, sizeof val, "%lld", (long long)t->data->n);   /* the schedule depends on it */
+    if (!st) st = ra_st_writer_meta(w, "train.images", val);
     for (int e = 0; e < nextra && !st; e++) st = ra_st_writer_meta(w, extra[2 * e], extra[2 * e + 1]);
     for (int i = 0; i < m->nparams && !st; i++) {
         const ra_param_info *p = &m->params[i];
@@ -317,6 +319,10 @@ ra_status ra_trainer_resume(ra_trainer **out, ra_model **mout, const char *path,
         st = ra_fail(RA_ERR_FORMAT, "checkpoint: metadata train.step missing or invalid");
     if (!st) st = ra_model_from_file(&m, f);
     if (!st) st = ra_trainer_create(&t, m, &c, data);
+    const char *nv = ra_st_meta(f, "train.images");
+    if (!st && nv && strtoll(nv, NULL, 10) != data->n)
+        st = ra_fail(RA_ERR_ARG, "checkpoint: the run trained on %s images, the data has %lld "
+                     "(resume with the same --data)", nv, (long long)data->n);
     if (!st && step > t->total)
         st = ra_fail(RA_ERR_FORMAT, "checkpoint: step %lld is past the run's %lld steps", step,
                      (long long)t->total);

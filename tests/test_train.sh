@@ -80,6 +80,7 @@ cp $data/train-labels-idx1-ubyte.gz $data/t10k-* "$tmp/bad/"
 check '[ $code = 65 ]' "a truncated data file exits 65 (got $code: $(cat "$tmp/r.err"))"
 "$bin" train --resume "$tmp/s.st" --lr 0.1 --out "$tmp/r.st" 2> /dev/null; check '[ $? = 64 ]' "a resumed run cannot change its recipe"
 "$bin" train --resume "$tmp/nowhere.st" --out "$tmp/r.st" 2> /dev/null; check '[ $? = 66 ]' "resuming a missing checkpoint exits 66"
+"$bin" train --resume "$tmp/s.st" --out "$tmp/r.st" 2> /dev/null; check '[ $? = 65 ]' "resuming on other data (the full set) exits 65"
 check '[ ! -e "$tmp/r.st" ]' "failed runs leave no checkpoint"
 "$bin" eval "$tmp/nowhere.st" 2> /dev/null; check '[ $? = 66 ]' "eval of a missing model exits 66"
 
