@@ -614,6 +614,13 @@ static ra_status init_weights(ra_model *m, uint64_t seed) {
             ra_rng_fill_uniform(&rng, w, p->numel, -bound, bound);
             continue;
         }
+        const size_t ln = strlen(p->name);
+        if (ln >= 6 && strcmp(p->name + ln - 6, ".gamma") == 0) {   /* timm's LayerScale */
+            const char *iv = ra_model_meta(m, "init_values");
+            const float v = iv ? strtof(iv, NULL) : 1e-5f;
+            for (int64_t e = 0; e < p->numel; e++) w[e] = v;
+            continue;
+        }
         if ((st = init_param(w, p, &rng))) return ra_fail(st, "init: %s", p->name);
     }
     return RA_OK;
