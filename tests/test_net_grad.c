@@ -271,6 +271,44 @@ static void created_variants(void) {
     }
 }
 
+/* ra_model_create: PyTorch's initial values by parameter, and the seed. */
+static void create_init(void) {
+    const char *meta[] = {"arch", "swin", "img_size", "28", "patch_size", "2", "in_chans", "1",
+                          "num_classes", "10", "embed_dim", "48", "depths", "2,2",
+                          "num_heads", "3,6", "window_size", "7"};
+    ra_model *a = NULL, *b = NULL, *c = NULL;
+    CHECK(ra_model_create(&a, meta, 9, 1) == RA_OK, "create: %s", ra_last_error());
+    CHECK(ra_model_create(&b, meta, 9, 1) == RA_OK, "create: %s", ra_last_error());
+    CHECK(ra_model_create(&c, meta, 9, 2) == RA_OK, "create: %s", ra_last_error());
+    if (!a || !b || !c) goto out;
+    const int64_t n = ra_model_param_total(a);
+    CHECK(n == 303580, "default model: %lld parameters (the PyTorch twin has 303580)", (long long)n);
+    CHECK(!memcmp(ra_model_weights(a), ra_model_weights(b), (size_t)n * 4), "same seed, same weights");
+    CHECK(memcmp(ra_model_weights(a), ra_model_weights(c), (size_t)n * 4), "another seed, other weights");
+    for (int i = 0; i < ra_model_param_count(a); i++) {
+        const ra_param_info *p = ra_model_param(a, i);
+        const float *w = ra_model_weights(a) + p->offset;
+        double s1 = 0, s2 = 0, mx = 0;
+        for (int64_t e = 0; e < p->numel; e++) {
+            s1 += w[e], s2 += (double)w[e] * w[e];
+            if (fabs(w[e]) > mx) mx = fabs(w[e]);
+        }
+        const double mean = s1 / p->numel, sd = sqrt(s2 / p->numel - mean * mean);
+        const size_t ln = strlen(p->name);
+        if (!strcmp(p->name, "patch_embed.proj.weight") || !strcmp(p->name, "patch_embed.proj.bias"))
+            CHECK(mx <= 0.5 && mx > 0.4 && sd > 0.2, "%s: U(+-1/sqrt(4)): max %g sd %g", p->name, mx, sd);
+        else if (strstr(p->name, "norm") && !strcmp(p->name + ln - 7, ".weight"))
+            CHECK(mean == 1 && sd == 0, "%s: ones", p->name);
+        else if (!strcmp(p->name + ln - 5, ".bias"))
+            CHECK(mx == 0, "%s: zeros", p->name);
+        else if (p->numel >= 1000)
+            CHECK(fabs(sd - 0.02) < 0.002 && fabs(mean) < 0.002, "%s: N(0, 0.02^2): mean %g sd %g",
+                  p->name, mean, sd);
+    }
+out:
+    ra_model_free(a), ra_model_free(b), ra_model_free(c);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: test_net_grad FIXTURES_DIR\n");
@@ -291,5 +329,6 @@ int main(int argc, char **argv) {
     printf("%d gradient cases; worst %.2e of scale (%s)\n", n, worst_all, worst_name);
     finite_differences("net_swin_official");
     created_variants();
+    create_init();
     return check_done();
 }
