@@ -353,6 +353,23 @@ void ra_gelu_backward(float *dx,        /* (n), may be dy */
                       const float *dy,  /* (n) */
                       const float *x,   /* (n) forward input */
                       int64_t n) {
+    if (n <= 0) return;
+#ifdef RA_HAVE_X86_KERNELS
+    void (*fn)(float *, const float *, const float *, int64_t) = NULL;
+    if (gemm_fast()) fn = ra_gemm_gelu_backward_avx512;
+    else if (ra_nn_simd()) fn = ra_nn_gelu_backward_avx2;
+    if (fn) {
+        const int64_t blocks = (n + RA_NN_BLOCK - 1) / RA_NN_BLOCK;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(n))
+#endif
+        for (int64_t t = 0; t < blocks; t++) {
+            const int64_t i0 = t * RA_NN_BLOCK;
+            fn(dx + i0, dy + i0, x + i0, n - i0 < RA_NN_BLOCK ? n - i0 : RA_NN_BLOCK);
+        }
+        return;
+    }
+#endif
     const float r2 = (float)RA_SQRT1_2;
     const float beta = (float)RA_INV_SQRT_2PI;
 #ifdef _OPENMP

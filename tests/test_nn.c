@@ -1128,6 +1128,50 @@ static void test_fast_paths(void) {
             CHECK(diff == 0, "AVX-512 GELU differs from AVX2 GELU in %lld values",
                   (long long)diff);
         }
+        /* GELU backward, vector against the scalar loop: dx += dy GELU'(x),
+         * erf's and exp's errors (a few ulp) scaled by dy; the same NaNs */
+        {
+            float *dy = fzeros(n), *d0 = fzeros(n), *d1 = fzeros(n);
+            pattern(dy, n, 61), pattern(d0, n, 62);
+            memcpy(d1, d0, sizeof(float) * (size_t)n);
+            for (int64_t i = 0; i < n; i++) dy[i] *= 3.0f;
+            ra_kernel_select(RA_KERNEL_REF);
+            ra_gelu_backward(d0, dy, x, n);
+            for (int w = 0; w < 2 + has_avx512; w++) {
+                float *d = fzeros(n);
+                memcpy(d, d1, sizeof(float) * (size_t)n);
+                if (w == 0) ra_nn_gelu_backward_avx2(d, dy, x, n);
+                else if (w == 1) {   /* through the dispatcher, threaded */
+                    ra_kernel_select(RA_KERNEL_AVX2);
+                    ra_gelu_backward(d, dy, x, n);
+                } else {
+                    ra_gemm_gelu_backward_avx512(d, dy, x, n);
+                }
+                int64_t bad2 = 0;
+                double worst2 = 0;
+                for (int64_t i = 0; i < n; i++) {
+                    if (isnan(d0[i]) || isnan(d[i])) {
+                        bad2 += isnan(d0[i]) != isnan(d[i]);
+                        continue;
+                    }
+                    if (isinf(d0[i]) || isinf(d[i])) {
+                        bad2 += d0[i] != d[i];
+                        continue;
+                    }
+                    const double e = fabs((double)d[i] - d0[i]);
+                    const double ax = fabs((double)x[i]) < 1e6 ? fabs((double)x[i]) : 1e6;
+                    const double tol = 1e-6 * fabs((double)d0[i]) +
+                                       fabs((double)dy[i]) * ldexp(1.0 + ax, -21) + 1e-38;
+                    if (e / tol > worst2) worst2 = e / tol;
+                    bad2 += !(e <= tol);
+                }
+                printf("  gelu backward (%s): largest difference %.3g x tolerance\n",
+                       w == 0 ? "avx2" : w == 1 ? "dispatch" : "avx512", worst2);
+                CHECK(bad2 == 0, "gelu backward %d: %lld values differ", w, (long long)bad2);
+                free(d);
+            }
+            free(dy), free(d0), free(d1);
+        }
         /* LayerNorm rows, vector against scalar (only the order of the two
          * sums differs) */
         const int rows = 64, cs[] = {1, 7, 8, 96, 100, 768};

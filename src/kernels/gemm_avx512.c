@@ -99,6 +99,36 @@ static inline __m512 gelu16(__m512 v) {
                          _mm512_add_ps(_mm512_set1_ps(1.0f), e));
 }
 
+/* GELU'(v) = Phi(v) + v phi(v), as the scalar backward: 0.5 (1 + erf(v /
+ * sqrt 2)) + v (1 / sqrt(2 pi)) exp(-v^2 / 2), in that order; exp's
+ * argument below -87 gives 0 (expf is below 2^-125 there: so v = +-inf
+ * gives NaN as inf * 0 does in the scalar loop). */
+static inline __m512 gelu_grad16(__m512 v) {
+    const __m512 cdf = _mm512_mul_ps(
+        _mm512_set1_ps(0.5f),
+        _mm512_add_ps(_mm512_set1_ps(1.0f),
+                      erf16(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752440f)))));
+    const __m512 arg = _mm512_mul_ps(_mm512_mul_ps(v, v), _mm512_set1_ps(-0.5f));
+    const __m512 e = _mm512_maskz_mov_ps(
+        _mm512_cmp_ps_mask(arg, _mm512_set1_ps(-87.0f), _CMP_GE_OQ), exp16_neg(arg));
+    const __m512 pdf = _mm512_mul_ps(_mm512_set1_ps(0.39894228040143267794f), e);
+    return _mm512_add_ps(cdf, _mm512_mul_ps(v, pdf));
+}
+
+void ra_gemm_gelu_backward_avx512(float *dx, const float *dy, const float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 d = _mm512_mul_ps(_mm512_loadu_ps(dy + i), gelu_grad16(_mm512_loadu_ps(x + i)));
+        _mm512_storeu_ps(dx + i, _mm512_add_ps(_mm512_loadu_ps(dx + i), d));
+    }
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        const __m512 d = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, dy + i),
+                                       gelu_grad16(_mm512_maskz_loadu_ps(m, x + i)));
+        _mm512_mask_storeu_ps(dx + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, dx + i), d));
+    }
+}
+
 void ra_gemm_gelu_avx512(float *y, const float *x, int64_t n) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, gelu16(_mm512_loadu_ps(x + i)));

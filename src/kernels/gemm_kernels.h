@@ -21,6 +21,8 @@ int ra_gemm_tn_avx512(float *c, int64_t ldc, const float *a, int64_t lda, const 
                       int64_t ldb, int64_t m, int n, int k, int nthreads);
 /* y = GELU(x) on 16 lanes, as the epilogue computes it (y may be x). */
 void ra_gemm_gelu_avx512(float *y, const float *x, int64_t n);
+/* dx += dy * GELU'(x) on 16 lanes (dx may be dy). */
+void ra_gemm_gelu_backward_avx512(float *dx, const float *dy, const float *x, int64_t n);
 /* ra_nn_layernorm_row_avx2 (nn_kernels.h) on 8 double lanes. */
 void ra_nn_layernorm_row_avx512(float *y, float *mean, float *rstd, const float *x,
                                 const float *gamma, const float *beta, int c, float eps);
