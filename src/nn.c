@@ -150,7 +150,11 @@ void ra_linear_backward(float *dx,        /* (M, K) or NULL */
             if (!dx || ra_gemm_avx512(dx, k, dy, n, wt, n, m, k, n, NULL, 0, dx, k, NULL,
                                       gemm_threads(m, n, k)) == 0) {
                 ra_free(wt);
-                if (dw && ra_gemm_tn_avx512(dw, k, dy, n, x, k, m, n, k, gemm_threads(m, n, k)))
+                /* dw and db in one pass over dy */
+                if (dw && ra_gemm_tn_avx512(dw, k, dy, n, x, k, m, n, k, db,
+                                            gemm_threads(m, n, k)) == 0)
+                    return;
+                if (dw)
                     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, k, (int)m, 1.0f, dy,
                                 n, x, k, 1.0f, dw, k);
                 if (db) colsum_add(db, dy, m, n);

@@ -1279,6 +1279,77 @@ static void test_fast_paths(void) {
                 }
         printf("  products (bias, GELU, residual scatter) vs double: largest error %.3g "
                "(OpenBLAS), %.3g (AVX-512) x the worst-case bound\n", worst[0], worst[1]);
+        /* the backward products (ra_linear_backward on the AVX-512 path): dw
+         * += dy^T x (ra_gemm_tn_avx512, every tile shape and edge) and dx +=
+         * dy w against double within the bound of an M- (K-, N-) term float
+         * sum plus the final add; db the same bits as the scalar path's
+         * double column sums; 1, 2 and 3 threads the same bits */
+        const int bms[] = {1, 13, 129, 300}, bns[] = {1, 7, 8, 9, 25, 48, 100},
+                  bks[] = {1, 4, 16, 17, 33, 48, 49, 96, 100};
+        double bworst = 0;
+        for (size_t mi = 0; mi < 4; mi++)
+            for (size_t ni = 0; ni < 7; ni++)
+                for (size_t ki = 0; ki < 9; ki++) {
+                    const int m = bms[mi], nn = bns[ni], k = bks[ki];
+                    float *gx = fzeros((int64_t)m * k), *gw = fzeros((int64_t)nn * k);
+                    float *dy = fzeros((int64_t)m * nn), *w0 = fzeros((int64_t)nn * k);
+                    float *b0 = fzeros(nn), *x0 = fzeros((int64_t)m * k);
+                    pattern(gx, (int64_t)m * k, 140 + mi), pattern(gw, (int64_t)nn * k, 150 + ni);
+                    pattern(dy, (int64_t)m * nn, 160 + ki), pattern(w0, (int64_t)nn * k, 170);
+                    pattern(b0, nn, 171), pattern(x0, (int64_t)m * k, 172);
+                    float *out[4][3];   /* ref, then avx512 at 1, 2, 3 threads: dw, db, dx */
+                    for (int p = 0; p < 4; p++) {
+                        out[p][0] = fcopy(w0, (int64_t)nn * k), out[p][1] = fcopy(b0, nn);
+                        out[p][2] = fcopy(x0, (int64_t)m * k);
+                        ra_kernel_select(p ? (keep == RA_KERNEL_REF ? RA_KERNEL_AVX2 : keep)
+                                           : RA_KERNEL_REF);
+                        ra_threads_set(p ? p : 1);
+                        ra_linear_backward(out[p][2], out[p][0], out[p][1], dy, gx, gw, m, nn, k);
+                    }
+                    ra_threads_set(1);
+                    double e = 0;
+                    for (int j = 0; j < nn; j++)
+                        for (int c = 0; c < k; c++) {
+                            double acc = 0, mag = 0;
+                            for (int r = 0; r < m; r++) {
+                                const double t = (double)dy[(int64_t)r * nn + j] * gx[(int64_t)r * k + c];
+                                acc += t, mag += fabs(t);
+                            }
+                            const int64_t o = (int64_t)j * k + c;
+                            const double want = acc + w0[o];
+                            const double tol = (m + 2) * ldexp(mag, -24) + ldexp(fabs(want), -23);
+                            const double q = fabs(out[1][0][o] - want) / (tol + 1e-30);
+                            if (!(q <= e)) e = isnan(q) ? INFINITY : q;
+                        }
+                    for (int r = 0; r < m; r++)
+                        for (int c = 0; c < k; c++) {
+                            double acc = 0, mag = 0;
+                            for (int j = 0; j < nn; j++) {
+                                const double t = (double)dy[(int64_t)r * nn + j] * gw[(int64_t)j * k + c];
+                                acc += t, mag += fabs(t);
+                            }
+                            const int64_t o = (int64_t)r * k + c;
+                            const double want = acc + x0[o];
+                            const double tol = (nn + 2) * ldexp(mag, -24) + ldexp(fabs(want), -23);
+                            const double q = fabs(out[1][2][o] - want) / (tol + 1e-30);
+                            if (!(q <= e)) e = isnan(q) ? INFINITY : q;
+                        }
+                    if (e > bworst) bworst = e;
+                    CHECK(e <= 1.0, "backward products %dx%dx%d: %.3g x bound", m, nn, k, e);
+                    CHECK(memcmp(out[0][1], out[1][1], sizeof(float) * (size_t)nn) == 0,
+                          "db %dx%d: AVX-512 path differs from the scalar column sums", m, nn);
+                    for (int p = 2; p < 4; p++)
+                        for (int q = 0; q < 3; q++) {
+                            const int64_t len = q == 0 ? (int64_t)nn * k : q == 1 ? nn : (int64_t)m * k;
+                            CHECK(memcmp(out[1][q], out[p][q], sizeof(float) * (size_t)len) == 0,
+                                  "backward %dx%dx%d: %d threads change %s", m, nn, k, p,
+                                  q == 0 ? "dw" : q == 1 ? "db" : "dx");
+                        }
+                    for (int p = 0; p < 4; p++) free(out[p][0]), free(out[p][1]), free(out[p][2]);
+                    free(gx), free(gw), free(dy), free(w0), free(b0), free(x0);
+                }
+        printf("  backward products (dw, dx) vs double: largest error %.3g x the bound; db "
+               "equal to the scalar sums\n", bworst);
     }
 #endif
     ra_kernel_select(keep);

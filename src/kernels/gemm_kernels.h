@@ -15,10 +15,13 @@ int ra_gemm_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const flo
                    int64_t ldw, int64_t m, int n, int k, const float *bias, int gelu,
                    float *res, int64_t ldres, const int32_t *map, int nthreads);
 /* c (N, K; ldc) += a (M, N; lda)^T . b (M, K; ldb), the weight gradient of
- * a Linear layer; each element one ordered chain over the M rows, the same
- * bits for any nthreads. Returns 0, or -1 (nothing done) without memory. */
+ * a Linear layer, and db (N) += the column sums of a (in double, rows in
+ * order: nn.c's colsum_add) if db is not NULL; each element of c one
+ * ordered chain over the M rows from 0, the same bits for any nthreads.
+ * Returns 0, or -1 (nothing done) without memory for the per-thread
+ * scratch (kept between calls: nothing is allocated once it has grown). */
 int ra_gemm_tn_avx512(float *c, int64_t ldc, const float *a, int64_t lda, const float *b,
-                      int64_t ldb, int64_t m, int n, int k, int nthreads);
+                      int64_t ldb, int64_t m, int n, int k, float *db, int nthreads);
 /* y = GELU(x) on 16 lanes, as the epilogue computes it (y may be x). */
 void ra_gemm_gelu_avx512(float *y, const float *x, int64_t n);
 /* dx += dy * GELU'(x) on 16 lanes (dx may be dy). */
