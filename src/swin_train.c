@@ -8,9 +8,12 @@
  *   x_in    (M, C)        its input, for norm1's backward
  *   mean1, rstd1 (M)      norm1's statistics
  *   win     (B_*N, C)     norm1's output in window layout (pad, roll and
- *                         partition as one row map): the attention's input;
- *                         the attention backward recomputes q, k, v and the
- *                         probabilities from it (nothing (B_, nH, N, N) kept)
+ *                         partition as one row map): the attention's input
+ *   aws                   the attention forward's workspace, holding qkv
+ *                         (B_*N, 3C) and the attention output (B_*N, C):
+ *                         the backward reads them instead of recomputing
+ *                         them, and recomputes only the probabilities from
+ *                         q and k (nothing (B_, nH, N, N) kept)
  *   x_mid   (M, C)        x after the attention residual, for norm2
  *   mean2, rstd2, t2      norm2's statistics and output (fc1's input)
  *   h, g    (M, hidden)   fc1's output before and after GELU
@@ -31,6 +34,8 @@ typedef struct blk_tape {
     swin_geo geo;                 /* a copy: run's table is reused per stage */
     int64_t nw, n, bw;            /* windows per map, tokens per window, B * nw */
     float *x_in, *mean1, *rstd1, *win, *x_mid, *mean2, *rstd2, *t2, *h, *g;
+    void *aws;                    /* the attention forward's workspace: its qkv
+                                     and output, read by the backward */
 } blk_tape;
 
 typedef struct swin_tape {
@@ -124,11 +129,11 @@ static ra_status block_forward_train(blk_tape *bt, const swin_blk *b, float *x, 
 
     /* attention branch: x += reverse(attn(partition(norm1(x)))) */
     memcpy(bt->x_in, x, (size_t)(M * C) * sizeof *x);
-    const size_t mark = ra_arena_mark(a);
     const size_t wsz = ra_attn_layer_forward_ws_size(b->attn, (int)bw, (int)n, (int)n);
+    void *ws = bt->aws = ra_arena_bytes(a, wsz);   /* kept: qkv, attention output */
+    const size_t mark = ra_arena_mark(a);
     float *t1 = ra_arena_floats(a, (size_t)(M * C));
     float *aw = ra_arena_floats(a, (size_t)(bw * n * C));
-    void *ws = ra_arena_bytes(a, wsz);
     if (!t1 || !aw || !ws) return nomem();
     ra_layernorm_forward(t1, bt->mean1, bt->rstd1, x, b->n1w, b->n1b, M, C, SWIN_EPS);
     rows_gather(bt->win, t1, bt->geo.map, bw * n, C);
@@ -202,12 +207,15 @@ static ra_status block_backward(float *dx, const blk_tape *bt, const blk_grads *
     float *daw = ra_arena_floats(a, (size_t)(rows * C));
     float *dwin = ra_arena_floats(a, (size_t)(rows * C));
     dt = ra_arena_floats(a, (size_t)(m * C));
-    if (!daw || !dwin || !dt) return ra_arena_reset(a, mark), nomem();
+    const size_t wsz = ra_attn_layer_backward_ws_size(b->attn, (int)bt->bw, (int)bt->n,
+                                                      (int)bt->n, 1);
+    void *ws = ra_arena_bytes(a, wsz);
+    if (!daw || !dwin || !dt || !ws) return ra_arena_reset(a, mark), nomem();
     rows_gather(daw, dx, bt->geo.map, rows, C);
     memset(dwin, 0, (size_t)(rows * C) * sizeof *dwin);
-    st = ra_attn_layer_backward(b->attn, dwin, NULL, &g->attn, NULL, daw, bt->win, NULL,
-                                (int)bt->bw, (int)bt->n, (int)bt->n, bt->geo.mask,
-                                bt->geo.mask ? (int)bt->nw : 0);
+    st = ra_attn_layer_backward_ws(b->attn, dwin, NULL, &g->attn, daw, bt->win, NULL,
+                                   (int)bt->bw, (int)bt->n, (int)bt->n, bt->geo.mask,
+                                   bt->geo.mask ? (int)bt->nw : 0, bt->aws, ws, wsz);
     if (!st) {
         memset(dt, 0, (size_t)(m * C) * sizeof *dt);
         ra_rows_scatter_add(dt, dwin, bt->geo.map, rows, C);
