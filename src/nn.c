@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <threads.h>
 
 /* ------------------------------------------------------------------------ */
 /* Column sums: the reductions over rows of the backward passes               */
@@ -260,6 +261,40 @@ void ra_rows_scatter_add(float *x, const float *a, const int32_t *dst, int64_t m
     }
 }
 
+/* Rows per block of the vectorised LayerNorm backward: each block's column
+ * sums (dgamma, dbeta) go to its own slot, added in block order, so the
+ * result does not depend on the threads. */
+#define LN_ROWS 256
+
+/* A buffer kept per thread between calls (freed with the thread): the
+ * scratch of the column reductions, so that no call allocates once it has
+ * grown. */
+static tss_t scratch_key;
+static once_flag scratch_once = ONCE_FLAG_INIT;
+static int scratch_ok;
+typedef struct scratch_buf { void *p; size_t cap; } scratch_buf;
+static void scratch_free(void *v) {
+    scratch_buf *b = v;
+    if (b) free(b->p);
+    free(b);
+}
+static void scratch_init(void) { scratch_ok = tss_create(&scratch_key, scratch_free) == thrd_success; }
+static void *nn_scratch(size_t bytes) {
+    call_once(&scratch_once, scratch_init);
+    if (!scratch_ok) return NULL;
+    scratch_buf *b = tss_get(scratch_key);
+    if (!b) {
+        if (!(b = calloc(1, sizeof *b))) return NULL;
+        if (tss_set(scratch_key, b) != thrd_success) return free(b), NULL;
+    }
+    if (bytes > b->cap) {
+        free(b->p);
+        b->p = malloc(bytes);
+        b->cap = b->p ? bytes : 0;
+    }
+    return b->p;
+}
+
 /* ACCUMULATES into dx, dgamma, dbeta (each may be NULL). */
 void ra_layernorm_backward(float *dx,            /* (M, C) or NULL */
                            float *dgamma,        /* (C) or NULL */
@@ -271,6 +306,42 @@ void ra_layernorm_backward(float *dx,            /* (M, C) or NULL */
                            const float *gamma,   /* (C) or NULL */
                            int64_t m, int c) {
     if (m <= 0 || c <= 0) return;
+#ifdef RA_HAVE_X86_KERNELS
+    if (gemm_fast()) {
+        const int64_t nb = (m + LN_ROWS - 1) / LN_ROWS;
+        const int sums = dgamma || dbeta;
+        double *part = sums ? nn_scratch((size_t)nb * 2 * c * sizeof(double)) : NULL;
+        if (!sums || part) {
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(m * c))
+#endif
+            for (int64_t t = 0; t < nb; t++) {
+                const int64_t i0 = t * LN_ROWS, rows = m - i0 < LN_ROWS ? m - i0 : LN_ROWS;
+                double *pg = part ? part + t * 2 * c : NULL;
+                if (pg) memset(pg, 0, 2 * (size_t)c * sizeof *pg);
+                ra_nn_layernorm_backward_rows_avx512(dx ? dx + i0 * c : NULL, pg,
+                                                     pg ? pg + c : NULL, dy + i0 * c,
+                                                     x + i0 * c, mean + i0, rstd + i0, gamma,
+                                                     rows, c);
+            }
+            if (sums) {
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(m * c / 8)) if (c >= 64)
+#endif
+                for (int j = 0; j < c; j++) {
+                    double ag = 0, ab = 0;
+                    for (int64_t t = 0; t < nb; t++) {
+                        ag += part[t * 2 * c + j];
+                        ab += part[t * 2 * c + c + j];
+                    }
+                    if (dgamma) dgamma[j] = (float)((double)dgamma[j] + ag);
+                    if (dbeta) dbeta[j] = (float)((double)dbeta[j] + ab);
+                }
+            }
+            return;
+        }
+    }
+#endif
     if (dx) {
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nn_threads(m * c))

@@ -1279,6 +1279,66 @@ static void test_fast_paths(void) {
                 }
         printf("  products (bias, GELU, residual scatter) vs double: largest error %.3g "
                "(OpenBLAS), %.3g (AVX-512) x the worst-case bound\n", worst[0], worst[1]);
+        /* LayerNorm backward on the AVX-512 path against the scalar loops:
+         * dx within an ulp or so (only the order of the row sums differs),
+         * dgamma, dbeta (double sums by blocks of rows) within an ulp;
+         * blocks crossed, C with and without a tail, gamma or none, dx
+         * NULL; 1 and 2 threads the same bits */
+        {
+            const int lms[] = {1, 255, 700}, lcs[] = {1, 7, 48, 100, 384};
+            double lworst = 0;
+            for (size_t mi = 0; mi < 3; mi++)
+                for (size_t ci = 0; ci < 5; ci++)
+                    for (int variant = 0; variant < 3; variant++) {
+                        const int m = lms[mi], c = lcs[ci];
+                        const int64_t mc = (int64_t)m * c;
+                        float *lx = fzeros(mc), *ldy = fzeros(mc), *g = fzeros(c);
+                        float *mean = fzeros(m), *rstd = fzeros(m), *yy = fzeros(mc);
+                        pattern(lx, mc, 200 + ci), pattern(ldy, mc, 210 + mi), pattern(g, c, 220);
+                        for (int64_t i = 0; i < mc; i++) lx[i] = lx[i] * 3.0f + 0.5f;
+                        ra_kernel_select(RA_KERNEL_REF);
+                        ra_layernorm_forward(yy, mean, rstd, lx, g, NULL, m, c, 1e-5f);
+                        const float *gam = variant == 1 ? NULL : g;
+                        float *o[3][3];   /* ref, avx512 1 thread, 2 threads: dx, dg, db */
+                        for (int p = 0; p < 3; p++) {
+                            o[p][0] = fzeros(mc), o[p][1] = fzeros(c), o[p][2] = fzeros(c);
+                            pattern(o[p][0], mc, 230), pattern(o[p][1], c, 231);
+                            pattern(o[p][2], c, 232);
+                            ra_kernel_select(p ? (keep == RA_KERNEL_REF ? RA_KERNEL_AVX2 : keep)
+                                               : RA_KERNEL_REF);
+                            ra_threads_set(p ? p : 1);
+                            ra_layernorm_backward(variant == 2 ? NULL : o[p][0], o[p][1], o[p][2],
+                                                  ldy, lx, mean, rstd, gam, m, c);
+                        }
+                        ra_threads_set(1);
+                        double e = 0;
+                        for (int64_t i = 0; i < mc; i++) {
+                            const int j = (int)(i % c);
+                            const double gi = gam ? fabs((double)ldy[i] * gam[j]) : fabs(ldy[i]);
+                            const double tol = ldexp(fabs(o[0][0][i]), -22) +
+                                               1e-6 * rstd[i / c] * (gi + 1e-3) + 1e-30;
+                            const double q = fabs((double)o[1][0][i] - o[0][0][i]) / tol;
+                            if (!(q <= e)) e = isnan(q) ? INFINITY : q;
+                        }
+                        for (int k2 = 1; k2 < 3; k2++)
+                            for (int j = 0; j < c; j++) {
+                                const double tol = ldexp(fabs(o[0][k2][j]), -22) + 1e-30;
+                                const double q = fabs((double)o[1][k2][j] - o[0][k2][j]) / tol;
+                                if (!(q <= e)) e = isnan(q) ? INFINITY : q;
+                            }
+                        if (e > lworst) lworst = e;
+                        CHECK(e <= 1.0, "layernorm backward M %d C %d variant %d: %.3g x tol",
+                              m, c, variant, e);
+                        CHECK(memcmp(o[1][0], o[2][0], sizeof(float) * (size_t)mc) == 0 &&
+                                  memcmp(o[1][1], o[2][1], sizeof(float) * (size_t)c) == 0 &&
+                                  memcmp(o[1][2], o[2][2], sizeof(float) * (size_t)c) == 0,
+                              "layernorm backward M %d C %d: 2 threads change the bits", m, c);
+                        for (int p = 0; p < 3; p++) free(o[p][0]), free(o[p][1]), free(o[p][2]);
+                        free(lx), free(ldy), free(g), free(mean), free(rstd), free(yy);
+                    }
+            printf("  layernorm backward (AVX-512) vs scalar: largest difference %.3g x "
+                   "tolerance\n", lworst);
+        }
         /* the backward products (ra_linear_backward on the AVX-512 path): dw
          * += dy^T x (ra_gemm_tn_avx512, every tile shape and edge) and dx +=
          * dy w against double within the bound of an M- (K-, N-) term float

@@ -689,3 +689,61 @@ void ra_nn_layernorm_row_avx512(float *y, float *mean, float *rstd, const float 
         y[j] = (float)v;
     }
 }
+
+/* ---- LayerNorm backward of a block of rows on 8 double lanes ---------------
+ * nn.c's scalar backward, per row: g = dy gamma, xhat = (x - mu) rstd, the
+ * row means of g and g xhat, dx += rstd (g - mean(g) - xhat mean(g xhat)),
+ * all in double with separate multiplies and adds as the scalar loop (only
+ * the order of the two row sums differs); and the block's column sums
+ * pg += dy xhat, pb += dy, rows in order (the caller adds the blocks'
+ * sums in block order). */
+void ra_nn_layernorm_backward_rows_avx512(float *dx, double *pg, double *pb, const float *dy,
+                                          const float *x, const float *mean, const float *rstd,
+                                          const float *gamma, int64_t rows, int c) {
+    const int nv = (c + 7) / 8;
+    const __mmask8 ml = (__mmask8)((1u << (c - 8 * (nv - 1))) - 1);
+    for (int64_t i = 0; i < rows; i++) {
+        const float *xr = x + i * c, *gr = dy + i * c;
+        const __m512d mu = _mm512_set1_pd((double)mean[i]), rs = _mm512_set1_pd((double)rstd[i]);
+        __m512d sg = _mm512_setzero_pd(), sgx = _mm512_setzero_pd();
+        for (int v = 0; v < nv; v++) {
+            const __mmask8 m = v == nv - 1 ? ml : 0xFF;
+            const __m512d xv = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(m, xr + 8 * v)));
+            const __m512d gv = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(m, gr + 8 * v)));
+            const __m512d xh = _mm512_mul_pd(_mm512_sub_pd(xv, mu), rs);
+            const __m512d g = gamma ? _mm512_mul_pd(gv, _mm512_cvtps_pd(_mm512_castps512_ps256(
+                                                            _mm512_maskz_loadu_ps(m, gamma + 8 * v))))
+                                    : gv;
+            sg = _mm512_add_pd(sg, g);
+            sgx = _mm512_add_pd(sgx, _mm512_mul_pd(g, xh));   /* masked lanes: 0 */
+            if (pg) {
+                double *p = pg + 8 * v;
+                _mm512_mask_storeu_pd(p, m, _mm512_add_pd(_mm512_maskz_loadu_pd(m, p),
+                                                          _mm512_mul_pd(gv, xh)));
+            }
+            if (pb) {
+                double *p = pb + 8 * v;
+                _mm512_mask_storeu_pd(p, m, _mm512_add_pd(_mm512_maskz_loadu_pd(m, p), gv));
+            }
+        }
+        if (!dx) continue;
+        const __m512d mg = _mm512_set1_pd(_mm512_reduce_add_pd(sg) / c);
+        const __m512d mgx = _mm512_set1_pd(_mm512_reduce_add_pd(sgx) / c);
+        float *dr = dx + i * c;
+        for (int v = 0; v < nv; v++) {
+            const __mmask8 m = v == nv - 1 ? ml : 0xFF;
+            const __mmask16 m16 = m;
+            const __m512d xv = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(m16, xr + 8 * v)));
+            const __m512d gv = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(m16, gr + 8 * v)));
+            const __m512d xh = _mm512_mul_pd(_mm512_sub_pd(xv, mu), rs);
+            const __m512d g = gamma ? _mm512_mul_pd(gv, _mm512_cvtps_pd(_mm512_castps512_ps256(
+                                                            _mm512_maskz_loadu_ps(m16, gamma + 8 * v))))
+                                    : gv;
+            const __m512d t = _mm512_mul_pd(rs, _mm512_sub_pd(_mm512_sub_pd(g, mg),
+                                                               _mm512_mul_pd(xh, mgx)));
+            const __m512d d = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(m16, dr + 8 * v)));
+            const __m256 r = _mm512_cvtpd_ps(_mm512_add_pd(d, t));
+            _mm512_mask_storeu_ps(dr + 8 * v, m16, _mm512_castps256_ps512(r));
+        }
+    }
+}

@@ -29,6 +29,12 @@ void ra_gemm_gelu_backward_avx512(float *dx, const float *dy, const float *x, in
 /* ra_nn_layernorm_row_avx2 (nn_kernels.h) on 8 double lanes. */
 void ra_nn_layernorm_row_avx512(float *y, float *mean, float *rstd, const float *x,
                                 const float *gamma, const float *beta, int c, float eps);
+/* LayerNorm backward of rows [0, rows) (src/nn.c's scalar loop on 8 double
+ * lanes): dx += (may be NULL), and the column sums of dy xhat and dy
+ * ADDED to pg and pb (c doubles each; either may be NULL), rows in order. */
+void ra_nn_layernorm_backward_rows_avx512(float *dx, double *pg, double *pb, const float *dy,
+                                          const float *x, const float *mean, const float *rstd,
+                                          const float *gamma, int64_t rows, int c);
 #endif
 
 #endif
