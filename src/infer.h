@@ -64,6 +64,16 @@ void ra_rows_scatter_add(float *x, const float *a, const int32_t *dst, int64_t r
 void ra_linear_epi(float *y, const float *x, const float *w, const float *b, int64_t m, int n,
                    int k, int gelu, float *res, const int32_t *map);
 
+/* ra_linear_backward with dx overwritten instead of accumulated if set,
+ * and, with gh (M, K), dx = (dy . w) * GELU'(gh) (set implied): the GELU
+ * before the layer back-propagated in the same product. */
+void ra_linear_backward_ex(float *dx, float *dw, float *db, const float *dy, const float *x,
+                           const float *w, int64_t m, int n, int k, int set, const float *gh);
+/* h (M, N) = x . w^T + b and g = GELU(h), in one pass on the AVX-512 path
+ * (the training forward of an MLP's first layer keeps both). */
+void ra_linear_gelu_keep(float *h, float *g, const float *x, const float *w, const float *b,
+                         int64_t m, int n, int k);
+
 /* ---- windows (window.c) ----------------------------------------------------
  * map (B*nW*N) = for each window token of ra_window_partition's output, the
  * row of x (B, D, H, W) it copies, or -1 for padding. Rows of x must fit in

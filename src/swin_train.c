@@ -148,8 +148,7 @@ static ra_status block_forward_train(blk_tape *bt, const swin_blk *b, float *x, 
     float *tmp = ra_arena_floats(a, (size_t)(M * C));
     if (!tmp) return nomem();
     ra_layernorm_forward(bt->t2, bt->mean2, bt->rstd2, x, b->n2w, b->n2b, M, C, SWIN_EPS);
-    ra_linear_epi(bt->h, bt->t2, b->fc1w, b->fc1b, M, hidden, C, 0, NULL, NULL);
-    ra_gelu_forward(bt->g, bt->h, M * hidden);
+    ra_linear_gelu_keep(bt->h, bt->g, bt->t2, b->fc1w, b->fc1b, M, hidden, C);
     ra_linear_epi(tmp, bt->g, b->fc2w, b->fc2b, M, C, hidden, 0, x, NULL);
     ra_arena_reset(a, mark);
     return RA_OK;
@@ -190,16 +189,12 @@ static ra_status block_backward(float *dx, const blk_tape *bt, const blk_grads *
     const int64_t m = bt->geo.b * (int64_t)bt->geo.g.h * bt->geo.g.w;
 
     /* MLP branch */
-    float *dg = ra_arena_floats(a, (size_t)(m * hidden));
     float *dh = ra_arena_floats(a, (size_t)(m * hidden));
     float *dt = ra_arena_floats(a, (size_t)(m * C));
-    if (!dg || !dh || !dt) return ra_arena_reset(a, mark), nomem();
-    memset(dg, 0, (size_t)(m * hidden) * sizeof *dg);
-    memset(dh, 0, (size_t)(m * hidden) * sizeof *dh);
-    memset(dt, 0, (size_t)(m * C) * sizeof *dt);
-    ra_linear_backward(dg, g->fc2w, g->fc2b, dx, bt->g, b->fc2w, m, C, hidden);
-    ra_gelu_backward(dh, dg, bt->h, m * hidden);
-    ra_linear_backward(dt, g->fc1w, g->fc1b, dh, bt->t2, b->fc1w, m, hidden, C);
+    if (!dh || !dt) return ra_arena_reset(a, mark), nomem();
+    /* dh = (dx . fc2w) GELU'(h): fc2's and GELU's backward in one product */
+    ra_linear_backward_ex(dh, g->fc2w, g->fc2b, dx, bt->g, b->fc2w, m, C, hidden, 1, bt->h);
+    ra_linear_backward_ex(dt, g->fc1w, g->fc1b, dh, bt->t2, b->fc1w, m, hidden, C, 1, NULL);
     ra_layernorm_backward(dx, g->n2w, g->n2b, dt, bt->x_mid, bt->mean2, bt->rstd2, b->n2w, m, C);
     ra_arena_reset(a, mark);
 

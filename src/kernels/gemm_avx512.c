@@ -180,6 +180,18 @@ static void pack_panel(float *panel, const float *w, int64_t ldw, int jn, int k)
             memset(panel + (int64_t)p * NR + jn, 0, (size_t)(NR - jn) * sizeof(float));
 }
 
+/* panel (K, 32) from w given transposed, (K, N; ldw): panel[k][jj] =
+ * w[k][jj] for the jn <= 32 columns given, zeros beyond. */
+static void pack_panel_t(float *panel, const float *w, int64_t ldw, int jn, int k) {
+    const __mmask16 m0 = jn >= 16 ? 0xFFFF : (__mmask16)((1u << jn) - 1);
+    const __mmask16 m1 = jn >= 32 ? 0xFFFF : jn <= 16 ? 0 : (__mmask16)((1u << (jn - 16)) - 1);
+    for (int p = 0; p < k; p++) {
+        const float *r = w + p * ldw;
+        _mm512_store_ps(panel + (int64_t)p * NR, _mm512_maskz_loadu_ps(m0, r));
+        _mm512_store_ps(panel + (int64_t)p * NR + 16, _mm512_maskz_loadu_ps(m1, r + 16));
+    }
+}
+
 /* ---- microkernel ------------------------------------------------------------ */
 
 typedef struct gemm_args {
@@ -196,6 +208,9 @@ typedef struct gemm_args {
     float *res;
     int64_t ldres;
     const int32_t *map;
+    int wt;              /* w given transposed, (K, N; ldw) */
+    float *pre;          /* also store the sums before GELU here (ldy) */
+    const float *gh;     /* multiply by GELU'(gh) (ldy) */
 } gemm_args;
 
 /* Rows i0 .. i0+mr-1 of the output against one packed panel (columns j0 ..
@@ -240,10 +255,22 @@ static inline __attribute__((always_inline)) void tile(const gemm_args *a, int m
             c1[i] = _mm512_add_ps(c1[i], b1);
         }
     }
+    if (a->pre)
+        for (int i = 0; i < mr; i++) {
+            float *d = a->pre + (i0 + i) * a->ldy + j0;
+            _mm512_mask_storeu_ps(d, m0, c0[i]);
+            if (m1) _mm512_mask_storeu_ps(d + 16, m1, c1[i]);
+        }
     if (a->gelu)
         for (int i = 0; i < mr; i++) {
             c0[i] = gelu16(c0[i]);
             if (m1) c1[i] = gelu16(c1[i]);
+        }
+    if (a->gh)
+        for (int i = 0; i < mr; i++) {
+            const float *h = a->gh + (i0 + i) * a->ldy + j0;
+            c0[i] = _mm512_mul_ps(c0[i], gelu_grad16(_mm512_maskz_loadu_ps(m0, h)));
+            if (m1) c1[i] = _mm512_mul_ps(c1[i], gelu_grad16(_mm512_maskz_loadu_ps(m1, h + 16)));
         }
     if (a->res) {
         for (int i = 0; i < mr; i++) {
@@ -332,13 +359,17 @@ static int run_part(const gemm_args *a, int64_t mt, int64_t t0, int64_t t1, int 
         const int np = p1 - jb < per ? p1 - jb : per;
         for (int p = 0; p < np; p++) {
             const int j0 = (jb + p) * NR;
-            pack_panel(buf + (int64_t)p * k * NR, a->w + j0 * a->ldw, a->ldw,
-                       a->n - j0 < NR ? a->n - j0 : NR, k);
+            if (a->wt)
+                pack_panel_t(buf + (int64_t)p * k * NR, a->w + j0, a->ldw,
+                             a->n - j0 < NR ? a->n - j0 : NR, k);
+            else
+                pack_panel(buf + (int64_t)p * k * NR, a->w + j0 * a->ldw, a->ldw,
+                           a->n - j0 < NR ? a->n - j0 : NR, k);
         }
         /* the next block's rows of w: contiguous when ldw == k */
         const char *pf = NULL;
         int64_t lines = 0;
-        if (jb + np < p1 && a->ldw == k) {
+        if (jb + np < p1 && a->ldw == k && !a->wt) {
             const int64_t r0 = (int64_t)(jb + np) * NR;
             int64_t r1 = (int64_t)(jb + np + (p1 - jb - np < per ? p1 - jb - np : per)) * NR;
             if (r1 > a->n) r1 = a->n;
@@ -366,6 +397,14 @@ static int run_part(const gemm_args *a, int64_t mt, int64_t t0, int64_t t1, int 
 int ra_gemm_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
                    int64_t ldw, int64_t m, int n, int k, const float *bias, int gelu,
                    float *res, int64_t ldres, const int32_t *map, int nthreads) {
+    return ra_gemm_avx512_ext(y, ldy, x, ldx, w, ldw, 0, m, n, k, bias, gelu, NULL, NULL, res,
+                              ldres, map, nthreads);
+}
+
+int ra_gemm_avx512_ext(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
+                       int64_t ldw, int wt, int64_t m, int n, int k, const float *bias, int gelu,
+                       float *pre, const float *gh, float *res, int64_t ldres,
+                       const int32_t *map, int nthreads) {
     if (m <= 0 || n <= 0) return 0;
     if (k <= 0) return -1;   /* the caller's path handles it */
     const int npan = (n + NR - 1) / NR;
@@ -374,7 +413,8 @@ int ra_gemm_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const flo
     if (per > npan) per = npan;
     const gemm_args a = {.y = y, .ldy = ldy, .x = x, .ldx = ldx, .w = w, .ldw = ldw, .m = m,
                          .n = n, .k = k, .bias = bias, .gelu = gelu, .res = res,
-                         .ldres = ldres, .map = map};
+                         .ldres = ldres, .map = map, .wt = wt,
+                         .pre = pre, .gh = gh};
     const int64_t mt = (m + MR - 1) / MR;
     int nt = nthreads < 1 ? 1 : nthreads;
     if (nt > mt * npan) nt = (int)(mt * npan);
