@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 static double now(void) {
@@ -64,6 +65,8 @@ int main(int argc, char **argv) {
         if ((st = ra_trainer_step(t, &loss, &gn)))
             return fprintf(stderr, "step: %s\n", ra_last_error()), 1;
     double ips[64];
+    struct rusage ru0, ru1;
+    getrusage(RUSAGE_SELF, &ru0);
     for (int r = 0; r < reps; r++) {
         const double t0 = now();
         for (int i = 0; i < steps; i++)
@@ -72,6 +75,9 @@ int main(int argc, char **argv) {
         ips[r] = (double)steps * batch / (now() - t0);
         printf("rep %d: %.1f img/s (loss %.6f)\n", r, ips[r], loss);
     }
+    getrusage(RUSAGE_SELF, &ru1);
+    printf("page faults per timed step: %.1f\n",
+           (double)(ru1.ru_minflt - ru0.ru_minflt) / ((double)reps * steps));
     const float *w = ra_model_weights(m);
     double sum = 0, sabs = 0;
     for (int64_t i = 0; i < ra_model_param_total(m); i++) sum += w[i] * (double)(i % 7 + 1), sabs += w[i] < 0 ? -w[i] : w[i];

@@ -238,8 +238,7 @@ static ra_status pass_run(pass *ps, const ra_attn_layer *l, float *attn, const f
     const size_t nact = ps->nq + ps->nkv + ps->no;
     ps->qbuf = ps->scratch, ps->kvbuf = ps->qbuf + ps->nq, ps->obuf = ps->kvbuf + ps->nkv;
     float *next = ps->obuf + ps->no;
-    if (backward) {
-        memset(next, 0, nact * sizeof(float));   /* gradients accumulate */
+    if (backward) {   /* backward_run zeroes what accumulates */
         ps->dqbuf = next, ps->dkvbuf = ps->dqbuf + ps->nq, ps->dobuf = ps->dkvbuf + ps->nkv;
         next += nact;
     }
@@ -326,26 +325,31 @@ ra_status ra_attn_layer_forward_ws(const ra_attn_layer *l, float *y, float *attn
 }
 
 /* The backward from pass_begin / pass_run on: proj, core, projections. */
+/* dx_set: dx is overwritten, not accumulated (dkv always accumulates). The
+ * gradient of the core's output is overwritten by proj's backward: only
+ * those of q, k, v need zeros before the core accumulates into them. */
 static ra_status backward_run(pass *ps, const ra_attn_layer *l, float *dx, float *dkv,
                               const ra_attn_grads *g, float *y, const float *dy, const float *x,
-                              const float *kv) {
+                              const float *kv, int dx_set) {
     const int C = l->cfg.dim, is3d = l->cfg.arch == RA_ARCH_WINDOW_ATTENTION_3D;
     if (y) ra_linear_forward(y, ps->obuf, l->p.proj_w, l->p.proj_b, ps->rows1, C, C);
 
-    ra_linear_backward(ps->dobuf, g->proj_w, g->proj_b, dy, ps->obuf, l->p.proj_w, ps->rows1, C,
-                       C);
+    memset(ps->dqbuf, 0, (ps->nq + ps->nkv) * sizeof(float));
+    ra_linear_backward_ex(ps->dobuf, g->proj_w, g->proj_b, dy, ps->obuf, l->p.proj_w, ps->rows1,
+                          C, C, 1, NULL);
     float *dq = ps->dqbuf, *dk = is3d ? ps->dkvbuf : ps->dqbuf + C;
     float *dv = is3d ? ps->dkvbuf + C : ps->dqbuf + 2 * C;
     ra_status st = ra_attention_backward(dq, ps->ldq, dk, ps->ldkv, dv, ps->ldkv, g->table,
                                          g->rel_k, g->rel_v, ps->dobuf, C, ps->q, ps->ldq, ps->k,
                                          ps->ldkv, ps->v, ps->ldkv, &ps->d, ps->work, ps->wbytes);
     if (!st && is3d) {
-        ra_linear_backward(dx, g->q_w, g->q_b, ps->dqbuf, x, l->p.q_w, ps->rows1, C, C);
+        ra_linear_backward_ex(dx, g->q_w, g->q_b, ps->dqbuf, x, l->p.q_w, ps->rows1, C, C,
+                              dx_set, NULL);
         ra_linear_backward(kv ? dkv : dx, g->kv_w, g->kv_b, ps->dkvbuf, kv ? kv : x, l->p.kv_w,
                            ps->rows2, 2 * C, C);
     } else if (!st) {
-        ra_linear_backward(dx, g->qkv_w, g->qkv_b, ps->dqbuf, x, l->p.qkv_w, ps->rows1, 3 * C,
-                           C);
+        ra_linear_backward_ex(dx, g->qkv_w, g->qkv_b, ps->dqbuf, x, l->p.qkv_w, ps->rows1, 3 * C,
+                              C, dx_set, NULL);
     }
     return st;
 }
@@ -360,7 +364,7 @@ ra_status ra_attn_layer_backward(const ra_attn_layer *l, float *dx, float *dkv,
     pass ps;
     ra_status st = pass_begin(&ps, l, NULL, x, kv, b_, n1, n2, mask, nw, 1);
     if (st) return st;
-    st = backward_run(&ps, l, dx, dkv, g, y, dy, x, kv);
+    st = backward_run(&ps, l, dx, dkv, g, y, dy, x, kv, 0);
     pass_end(&ps);
     return st;
 }
@@ -381,7 +385,8 @@ size_t ra_attn_layer_backward_ws_size(const ra_attn_layer *l, int b_, int n1, in
 ra_status ra_attn_layer_backward_ws(const ra_attn_layer *l, float *dx, float *dkv,
                                     const ra_attn_grads *g, const float *dy, const float *x,
                                     const float *kv, int b_, int n1, int n2, const float *mask,
-                                    int nw, const void *saved, void *work, size_t ws) {
+                                    int nw, const void *saved, void *work, size_t ws,
+                                    int dx_set) {
     static const ra_attn_grads none;
     if (!dy || !work) return ra_fail(RA_ERR_ARG, "attention backward: NULL dy or workspace");
     if (!g) g = &none;
@@ -403,7 +408,6 @@ ra_status ra_attn_layer_backward_ws(const ra_attn_layer *l, float *dx, float *dk
         float *sv = (float *)saved;
         ps.qbuf = sv, ps.kvbuf = sv + ps.nq, ps.obuf = ps.kvbuf + ps.nkv;
         ps.dqbuf = work, ps.dkvbuf = ps.dqbuf + ps.nq, ps.dobuf = ps.dkvbuf + ps.nkv;
-        memset(work, 0, nact * sizeof(float));   /* gradients accumulate */
         ps.work = ps.dqbuf + nact;
         if (is3d) {
             ps.q = ps.qbuf, ps.ldq = C;
@@ -413,7 +417,7 @@ ra_status ra_attn_layer_backward_ws(const ra_attn_layer *l, float *dx, float *dk
             ps.k = ps.qbuf + C, ps.v = ps.qbuf + 2 * C, ps.ldkv = 3 * C;
         }
     }
-    st = backward_run(&ps, l, dx, dkv, g, NULL, dy, x, kv);
+    st = backward_run(&ps, l, dx, dkv, g, NULL, dy, x, kv, dx_set);
     pass_end(&ps);
     return st;
 }

@@ -98,12 +98,14 @@ ra_status ra_attn_layer_forward_ws(const ra_attn_layer *l, float *y, float *attn
 size_t ra_attn_layer_backward_ws_size(const ra_attn_layer *l, int b_, int n1, int n2,
                                       int saved);
 /* ra_attn_layer_backward (y not rewritten) with its scratch taken from work
- * (ws bytes). saved: the workspace of the ra_attn_layer_forward_ws call
+ * (ws bytes); dx_set: dx (B_, N1, C) is overwritten instead of accumulated
+ * (dkv still accumulates). saved: the workspace of the ra_attn_layer_forward_ws call
  * that ran this forward, untouched since, whose projections and attention
  * output are then read instead of recomputed; or NULL (recomputed). */
 ra_status ra_attn_layer_backward_ws(const ra_attn_layer *l, float *dx, float *dkv,
                                     const ra_attn_grads *g, const float *dy, const float *x,
                                     const float *kv, int b_, int n1, int n2, const float *mask,
-                                    int nw, const void *saved, void *work, size_t ws);
+                                    int nw, const void *saved, void *work, size_t ws,
+                                    int dx_set);
 
 #endif

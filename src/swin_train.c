@@ -207,10 +207,9 @@ static ra_status block_backward(float *dx, const blk_tape *bt, const blk_grads *
     void *ws = ra_arena_bytes(a, wsz);
     if (!daw || !dwin || !dt || !ws) return ra_arena_reset(a, mark), nomem();
     rows_gather(daw, dx, bt->geo.map, rows, C);
-    memset(dwin, 0, (size_t)(rows * C) * sizeof *dwin);
     st = ra_attn_layer_backward_ws(b->attn, dwin, NULL, &g->attn, daw, bt->win, NULL,
                                    (int)bt->bw, (int)bt->n, (int)bt->n, bt->geo.mask,
-                                   bt->geo.mask ? (int)bt->nw : 0, bt->aws, ws, wsz);
+                                   bt->geo.mask ? (int)bt->nw : 0, bt->aws, ws, wsz, 1);
     if (!st) {
         memset(dt, 0, (size_t)(m * C) * sizeof *dt);
         ra_rows_scatter_add(dt, dwin, bt->geo.map, rows, C);
