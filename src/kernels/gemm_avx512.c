@@ -476,15 +476,21 @@ typedef struct tn_args {
 } tn_args;
 
 /* rows r0..r1-1 into the tile sums s ([TR][16 TV], aligned): s = (first ?
- * 0 : s) + sum_r a[r][i] b[r][j..]; nr <= TR rows valid, the last vector's
- * lanes masked by ml. */
+ * 0 : s) + sum_r a[r][i] b[r][j..]; nr <= TR rows valid, cols <= 16 TV
+ * columns (the vectors' lanes beyond them masked: never read). */
 static inline __attribute__((always_inline)) void tn_micro(float *restrict s,
                                                            const float *restrict a, int64_t lda,
                                                            const float *restrict b, int64_t ldb,
                                                            int64_t rows, const int TR,
-                                                           const int TV, __mmask16 ml,
+                                                           const int TV, int cols,
                                                            int first) {
     __m512 acc[24];
+    __mmask16 mv[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < TV; v++) {
+        const int lv = cols - 16 * v;
+        mv[v] = lv >= 16 ? 0xFFFF : lv <= 0 ? 0 : (__mmask16)((1u << lv) - 1);
+    }
     if (first)
 #pragma GCC unroll 24
         for (int i = 0; i < TR * TV; i++) acc[i] = _mm512_setzero_ps();
@@ -495,7 +501,7 @@ static inline __attribute__((always_inline)) void tn_micro(float *restrict s,
         __m512 bv[4];
 #pragma GCC unroll 4
         for (int v = 0; v < TV; v++)
-            bv[v] = v == TV - 1 ? _mm512_maskz_loadu_ps(ml, b + 16 * v) : _mm512_loadu_ps(b + 16 * v);
+            bv[v] = _mm512_maskz_loadu_ps(mv[v], b + 16 * v);
 #pragma GCC unroll 24
         for (int i = 0; i < TR; i++) {
             const __m512 av = _mm512_set1_ps(a[i]);
@@ -507,12 +513,12 @@ static inline __attribute__((always_inline)) void tn_micro(float *restrict s,
     for (int i = 0; i < TR * TV; i++) _mm512_store_ps(s + 16 * i, acc[i]);
 }
 
-typedef void (*tn_fn)(float *, const float *, int64_t, const float *, int64_t, int64_t,
-                      __mmask16, int);
+typedef void (*tn_fn)(float *, const float *, int64_t, const float *, int64_t, int64_t, int,
+                      int);
 #define TN_FN(R, V)                                                                      \
     static void tn_##R##_##V(float *s, const float *a, int64_t lda, const float *b,     \
-                             int64_t ldb, int64_t rows, __mmask16 ml, int first) {       \
-        tn_micro(s, a, lda, b, ldb, rows, R, V, ml, first);                             \
+                             int64_t ldb, int64_t rows, int cols, int first) {           \
+        tn_micro(s, a, lda, b, ldb, rows, R, V, cols, first);                           \
     }
 TN_FN(1, 3) TN_FN(2, 3) TN_FN(3, 3) TN_FN(4, 3) TN_FN(5, 3) TN_FN(6, 3) TN_FN(7, 3) TN_FN(8, 3)
 TN_FN(1, 2) TN_FN(2, 2) TN_FN(3, 2) TN_FN(4, 2) TN_FN(5, 2) TN_FN(6, 2) TN_FN(7, 2) TN_FN(8, 2)
@@ -601,13 +607,11 @@ static void tn_part(const tn_args *g, int t0, int t1, float *sums) {
         const int64_t rows = g->m - r0 < TM ? g->m - r0 : TM;
         for (int j = 0; j < tj; j++) {
             const int cols = j == tj - 1 ? last : 16 * TV;
-            const int lv = cols - 16 * (TV - 1);            /* lanes of the last vector */
-            const __mmask16 ml = lv >= 16 ? 0xFFFF : lv <= 0 ? 0 : (__mmask16)((1u << lv) - 1);
             const float *bb = g->b + r0 * g->ldb + j * 16 * TV;
             for (int t = t0; t < t1; t++) {
                 const int i0 = t * TR, nr = g->n - i0 < TR ? g->n - i0 : TR;
                 tab[nr - 1](sums + ((size_t)(t - t0) * tj + j) * ts, g->a + r0 * g->lda + i0,
-                            g->lda, bb, g->ldb, rows, ml, r0 == 0);
+                            g->lda, bb, g->ldb, rows, cols, r0 == 0);
             }
         }
         if (g->db) tn_colsum(dsum, g->a, g->lda, r0, r0 + rows, j0c, j1c);
