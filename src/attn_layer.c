@@ -270,8 +270,7 @@ static ra_status pass_run(pass *ps, const ra_attn_layer *l, float *attn, const f
     const size_t nact = ps->nq + ps->nkv + ps->no;
     ps->qbuf = ps->scratch, ps->kvbuf = ps->qbuf + ps->nq, ps->obuf = ps->kvbuf + ps->nkv;
     float *next = ps->obuf + ps->no;
-    if (backward) {
-        memset(next, 0, nact * sizeof(float));   /* gradients accumulate */
+    if (backward) {   /* backward_run zeroes what accumulates */
         ps->dqbuf = next, ps->dkvbuf = ps->dqbuf + ps->nq, ps->dobuf = ps->dkvbuf + ps->nkv;
         next += nact;
     }
@@ -357,6 +356,36 @@ ra_status ra_attn_layer_forward_ws(const ra_attn_layer *l, float *y, float *attn
     return RA_OK;
 }
 
+/* The backward from pass_begin / pass_run on: proj, core, projections. */
+/* dx_set: dx is overwritten, not accumulated (dkv always accumulates). The
+ * gradient of the core's output is overwritten by proj's backward: only
+ * those of q, k, v need zeros before the core accumulates into them. */
+static ra_status backward_run(pass *ps, const ra_attn_layer *l, float *dx, float *dkv,
+                              const ra_attn_grads *g, float *y, const float *dy, const float *x,
+                              const float *kv, int dx_set) {
+    const int C = l->cfg.dim, is3d = l->cfg.arch == RA_ARCH_WINDOW_ATTENTION_3D;
+    if (y) ra_linear_forward(y, ps->obuf, l->p.proj_w, l->p.proj_b, ps->rows1, C, C);
+
+    memset(ps->dqbuf, 0, (ps->nq + ps->nkv) * sizeof(float));
+    ra_linear_backward_ex(ps->dobuf, g->proj_w, g->proj_b, dy, ps->obuf, l->p.proj_w, ps->rows1,
+                          C, C, 1, NULL);
+    float *dq = ps->dqbuf, *dk = is3d ? ps->dkvbuf : ps->dqbuf + C;
+    float *dv = is3d ? ps->dkvbuf + C : ps->dqbuf + 2 * C;
+    ra_status st = ra_attention_backward(dq, ps->ldq, dk, ps->ldkv, dv, ps->ldkv, g->table,
+                                         g->rel_k, g->rel_v, ps->dobuf, C, ps->q, ps->ldq, ps->k,
+                                         ps->ldkv, ps->v, ps->ldkv, &ps->d, ps->work, ps->wbytes);
+    if (!st && is3d) {
+        ra_linear_backward_ex(dx, g->q_w, g->q_b, ps->dqbuf, x, l->p.q_w, ps->rows1, C, C,
+                              dx_set, NULL);
+        ra_linear_backward(kv ? dkv : dx, g->kv_w, g->kv_b, ps->dkvbuf, kv ? kv : x, l->p.kv_w,
+                           ps->rows2, 2 * C, C);
+    } else if (!st) {
+        ra_linear_backward_ex(dx, g->qkv_w, g->qkv_b, ps->dqbuf, x, l->p.qkv_w, ps->rows1, 3 * C,
+                              C, dx_set, NULL);
+    }
+    return st;
+}
+
 ra_status ra_attn_layer_backward(const ra_attn_layer *l, float *dx, float *dkv,
                                  const ra_attn_grads *g, float *y, const float *dy,
                                  const float *x, const float *kv, int b_, int n1, int n2,
@@ -367,22 +396,60 @@ ra_status ra_attn_layer_backward(const ra_attn_layer *l, float *dx, float *dkv,
     pass ps;
     ra_status st = pass_begin(&ps, l, NULL, x, kv, b_, n1, n2, mask, nw, 1);
     if (st) return st;
-    const int C = l->cfg.dim, is3d = l->cfg.arch == RA_ARCH_WINDOW_ATTENTION_3D;
-    if (y) ra_linear_forward(y, ps.obuf, l->p.proj_w, l->p.proj_b, ps.rows1, C, C);
+    st = backward_run(&ps, l, dx, dkv, g, y, dy, x, kv, 0);
+    pass_end(&ps);
+    return st;
+}
 
-    ra_linear_backward(ps.dobuf, g->proj_w, g->proj_b, dy, ps.obuf, l->p.proj_w, ps.rows1, C, C);
-    float *dq = ps.dqbuf, *dk = is3d ? ps.dkvbuf : ps.dqbuf + C;
-    float *dv = is3d ? ps.dkvbuf + C : ps.dqbuf + 2 * C;
-    st = ra_attention_backward(dq, ps.ldq, dk, ps.ldkv, dv, ps.ldkv, g->table, g->rel_k,
-                               g->rel_v, ps.dobuf, C, ps.q, ps.ldq, ps.k, ps.ldkv, ps.v,
-                               ps.ldkv, &ps.d, ps.work, ps.wbytes);
-    if (!st && is3d) {
-        ra_linear_backward(dx, g->q_w, g->q_b, ps.dqbuf, x, l->p.q_w, ps.rows1, C, C);
-        ra_linear_backward(kv ? dkv : dx, g->kv_w, g->kv_b, ps.dkvbuf, kv ? kv : x, l->p.kv_w,
-                           ps.rows2, 2 * C, C);
-    } else if (!st) {
-        ra_linear_backward(dx, g->qkv_w, g->qkv_b, ps.dqbuf, x, l->p.qkv_w, ps.rows1, 3 * C, C);
+/* The backward on a caller's workspace, with the forward's projections and
+ * core output read from the forward's workspace (saved) instead of being
+ * recomputed: there the forward laid out [q or qkv][kv][out] (pass_run). */
+size_t ra_attn_layer_backward_ws_size(const ra_attn_layer *l, int b_, int n1, int n2,
+                                      int saved) {
+    pass ps;
+    static const float one;
+    if (pass_prepare(&ps, l, &one, NULL, b_, n1, n2, NULL, 0, 1)) return 0;
+    const size_t nact = ps.nq + ps.nkv + ps.no;
+    pass_end(&ps);
+    return (ps.nfloats - (saved ? nact : 0)) * sizeof(float);
+}
+
+ra_status ra_attn_layer_backward_ws(const ra_attn_layer *l, float *dx, float *dkv,
+                                    const ra_attn_grads *g, const float *dy, const float *x,
+                                    const float *kv, int b_, int n1, int n2, const float *mask,
+                                    int nw, const void *saved, void *work, size_t ws,
+                                    int dx_set) {
+    static const ra_attn_grads none;
+    if (!dy || !work) return ra_fail(RA_ERR_ARG, "attention backward: NULL dy or workspace");
+    if (!g) g = &none;
+    pass ps;
+    ra_status st = pass_prepare(&ps, l, x, kv, b_, n1, n2, mask, nw, 1);
+    if (st) return st;
+    const size_t nact = ps.nq + ps.nkv + ps.no;
+    const size_t need = ps.nfloats - (saved ? nact : 0);
+    if (ws / sizeof(float) < need) {
+        pass_end(&ps);
+        return ra_fail(RA_ERR_ARG, "attention backward: workspace of %zu bytes, %zu needed", ws,
+                       need * sizeof(float));
     }
+    if (!saved) {
+        ps.scratch = work;
+        if ((st = pass_run(&ps, l, NULL, x, kv, 1))) return pass_end(&ps), st;
+    } else {   /* pass_run's layout without its products */
+        const int C = l->cfg.dim, is3d = l->cfg.arch == RA_ARCH_WINDOW_ATTENTION_3D;
+        float *sv = (float *)saved;
+        ps.qbuf = sv, ps.kvbuf = sv + ps.nq, ps.obuf = ps.kvbuf + ps.nkv;
+        ps.dqbuf = work, ps.dkvbuf = ps.dqbuf + ps.nq, ps.dobuf = ps.dkvbuf + ps.nkv;
+        ps.work = ps.dqbuf + nact;
+        if (is3d) {
+            ps.q = ps.qbuf, ps.ldq = C;
+            ps.k = ps.kvbuf, ps.v = ps.kvbuf + C, ps.ldkv = 2 * C;
+        } else {
+            ps.q = ps.qbuf, ps.ldq = 3 * C;
+            ps.k = ps.qbuf + C, ps.v = ps.qbuf + 2 * C, ps.ldkv = 3 * C;
+        }
+    }
+    st = backward_run(&ps, l, dx, dkv, g, NULL, dy, x, kv, dx_set);
     pass_end(&ps);
     return st;
 }

@@ -64,6 +64,16 @@ void ra_rows_scatter_add(float *x, const float *a, const int32_t *dst, int64_t r
 void ra_linear_epi(float *y, const float *x, const float *w, const float *b, int64_t m, int n,
                    int k, int gelu, float *res, const int32_t *map);
 
+/* ra_linear_backward with dx overwritten instead of accumulated if set,
+ * and, with gh (M, K), dx = (dy . w) * GELU'(gh) (set implied): the GELU
+ * before the layer back-propagated in the same product. */
+void ra_linear_backward_ex(float *dx, float *dw, float *db, const float *dy, const float *x,
+                           const float *w, int64_t m, int n, int k, int set, const float *gh);
+/* h (M, N) = x . w^T + b and g = GELU(h), in one pass on the AVX-512 path
+ * (the training forward of an MLP's first layer keeps both). */
+void ra_linear_gelu_keep(float *h, float *g, const float *x, const float *w, const float *b,
+                         int64_t m, int n, int k);
+
 /* ---- windows (window.c) ----------------------------------------------------
  * map (B*nW*N) = for each window token of ra_window_partition's output, the
  * row of x (B, D, H, W) it copies, or -1 for padding. Rows of x must fit in
@@ -82,5 +92,20 @@ ra_status ra_attn_layer_forward_ws(const ra_attn_layer *l, float *y, float *attn
                                    const float *x, const float *kv, int b_, int n1, int n2,
                                    const float *mask, int nw, void *work, size_t ws,
                                    float *res, const int32_t *map);
+
+/* Bytes of workspace ra_attn_layer_backward_ws needs (saved: with the
+ * forward's workspace given); 0 if the sizes are invalid. */
+size_t ra_attn_layer_backward_ws_size(const ra_attn_layer *l, int b_, int n1, int n2,
+                                      int saved);
+/* ra_attn_layer_backward (y not rewritten) with its scratch taken from work
+ * (ws bytes); dx_set: dx (B_, N1, C) is overwritten instead of accumulated
+ * (dkv still accumulates). saved: the workspace of the ra_attn_layer_forward_ws call
+ * that ran this forward, untouched since, whose projections and attention
+ * output are then read instead of recomputed; or NULL (recomputed). */
+ra_status ra_attn_layer_backward_ws(const ra_attn_layer *l, float *dx, float *dkv,
+                                    const ra_attn_grads *g, const float *dy, const float *x,
+                                    const float *kv, int b_, int n1, int n2, const float *mask,
+                                    int nw, const void *saved, void *work, size_t ws,
+                                    int dx_set);
 
 #endif

@@ -11,10 +11,14 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <threads.h>
 
 /* ------------------------------------------------------------------------ */
 /* Column sums: the reductions over rows of the backward passes               */
 /* ------------------------------------------------------------------------ */
+
+#define RA_SQRT1_2 0.70710678118654752440      /* 1 / sqrt(2) */
+#define RA_INV_SQRT_2PI 0.39894228040143267794 /* 1 / sqrt(2 pi) */
 
 /* Below this many elements a loop runs on one thread: starting a team costs
  * more than it saves. */
@@ -128,38 +132,64 @@ void ra_linear_forward(float *y,        /* (M, N) */
     }
 }
 
-/* ACCUMULATES into dx, dw, db (each may be NULL). */
-void ra_linear_backward(float *dx,        /* (M, K) or NULL */
-                        float *dw,        /* (N, K) or NULL */
-                        float *db,        /* (N) or NULL */
-                        const float *dy,  /* (M, N) */
-                        const float *x,   /* (M, K), for dw */
-                        const float *w,   /* (N, K), for dx */
-                        int64_t m, int n, int k) {
+/* d[i] *= GELU'(x[i]): the scalar backward's expression, or its vectors. */
+static void gelu_grad_mul(float *d, const float *x, int64_t n) {
+    if (n <= 0) return;
+#ifdef RA_HAVE_X86_KERNELS
+    if (ra_nn_simd()) {
+        const int64_t blocks = (n + RA_NN_BLOCK - 1) / RA_NN_BLOCK;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(n))
+#endif
+        for (int64_t t = 0; t < blocks; t++) {
+            const int64_t i0 = t * RA_NN_BLOCK;
+            ra_nn_gelu_grad_mul_avx2(d + i0, x + i0, n - i0 < RA_NN_BLOCK ? n - i0 : RA_NN_BLOCK);
+        }
+        return;
+    }
+#endif
+    const float r2 = (float)RA_SQRT1_2;
+    const float beta = (float)RA_INV_SQRT_2PI;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(n))
+#endif
+    for (int64_t i = 0; i < n; i++) {
+        const float v = x[i];
+        const float cdf = 0.5f * (1.0f + erff(v * r2));
+        const float pdf = beta * expf(v * v * -0.5f);
+        d[i] = d[i] * (cdf + v * pdf);
+    }
+}
+
+void ra_linear_backward_ex(float *dx,        /* (M, K) or NULL */
+                           float *dw,        /* (N, K) or NULL */
+                           float *db,        /* (N) or NULL */
+                           const float *dy,  /* (M, N) */
+                           const float *x,   /* (M, K), for dw */
+                           const float *w,   /* (N, K), for dx */
+                           int64_t m, int n, int k, int set,
+                           const float *gh) {   /* (M, K) or NULL */
     if (m <= 0 || n <= 0) return;
+    if (gh) set = 1;
 #ifdef RA_HAVE_X86_KERNELS
     if (k > 0 && gemm_fast()) {
-        /* dx += dy . w on the forward's product, with w transposed (small);
-         * dw += dy^T x read row by row from both */
-        float *wt = dx ? ra_alloc((size_t)n * k, sizeof *wt) : NULL;
-        if (!dx || wt) {
-            if (dx) {
-                for (int64_t j = 0; j < k; j++)
-                    for (int64_t i = 0; i < n; i++) wt[j * n + i] = w[i * k + j];
-            }
-            if (!dx || ra_gemm_avx512(dx, k, dy, n, wt, n, m, k, n, NULL, 0, dx, k, NULL,
-                                      gemm_threads(m, n, k)) == 0) {
-                ra_free(wt);
-                if (dw && ra_gemm_tn_avx512(dw, k, dy, n, x, k, m, n, k, gemm_threads(m, n, k)))
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, k, (int)m, 1.0f, dy,
-                                n, x, k, 1.0f, dw, k);
-                if (db) colsum_add(db, dy, m, n);
+        /* dx = or += dy . w on the forward's product, reading w as it is
+         * (transposed); dw += dy^T x and db += column sums of dy in one
+         * pass over dy */
+        if (!dx || ra_gemm_avx512_ext(dx, k, dy, n, w, k, 1, m, k, n, NULL, 0, NULL, gh,
+                                      set ? NULL : dx, k, NULL, gemm_threads(m, n, k)) == 0) {
+            if (dw && ra_gemm_tn_avx512(dw, k, dy, n, x, k, m, n, k, db,
+                                        gemm_threads(m, n, k)) == 0)
                 return;
-            }
-            ra_free(wt);
+            if (dw)
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, k, (int)m, 1.0f, dy, n, x,
+                            k, 1.0f, dw, k);
+            if (db) colsum_add(db, dy, m, n);
+            return;
         }
     }
 #endif
+    if (dx && set && k > 0) memset(dx, 0, (size_t)m * k * sizeof *dx);
     const int64_t chunk = INT32_MAX / 2;
     for (int64_t i0 = 0; k > 0 && i0 < m; i0 += chunk) {
         int mm = (int)(m - i0 < chunk ? m - i0 : chunk);
@@ -171,6 +201,31 @@ void ra_linear_backward(float *dx,        /* (M, K) or NULL */
                         dy + i0 * n, n, x + i0 * k, k, 1.0f, dw, k);
     }
     if (db) colsum_add(db, dy, m, n);   /* db (N) += sum_rows dy, in double */
+    if (dx && gh) gelu_grad_mul(dx, gh, m * k);
+}
+
+/* ACCUMULATES into dx, dw, db (each may be NULL). */
+void ra_linear_backward(float *dx,        /* (M, K) or NULL */
+                        float *dw,        /* (N, K) or NULL */
+                        float *db,        /* (N) or NULL */
+                        const float *dy,  /* (M, N) */
+                        const float *x,   /* (M, K), for dw */
+                        const float *w,   /* (N, K), for dx */
+                        int64_t m, int n, int k) {
+    ra_linear_backward_ex(dx, dw, db, dy, x, w, m, n, k, 0, NULL);
+}
+
+void ra_linear_gelu_keep(float *h, float *g, const float *x, const float *w, const float *b,
+                         int64_t m, int n, int k) {
+    if (m <= 0 || n <= 0) return;
+#ifdef RA_HAVE_X86_KERNELS
+    if (k > 0 && gemm_fast() &&
+        ra_gemm_avx512_ext(g, n, x, k, w, k, 0, m, n, k, b, 1, h, NULL, NULL, 0, NULL,
+                           gemm_threads(m, n, k)) == 0)
+        return;
+#endif
+    ra_linear_forward(h, x, w, b, m, n, k);
+    ra_gelu_forward(g, h, m * n);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -256,6 +311,40 @@ void ra_rows_scatter_add(float *x, const float *a, const int32_t *dst, int64_t m
     }
 }
 
+/* Rows per block of the vectorised LayerNorm backward: each block's column
+ * sums (dgamma, dbeta) go to its own slot, added in block order, so the
+ * result does not depend on the threads. */
+#define LN_ROWS 256
+
+/* A buffer kept per thread between calls (freed with the thread): the
+ * scratch of the column reductions, so that no call allocates once it has
+ * grown. */
+static tss_t scratch_key;
+static once_flag scratch_once = ONCE_FLAG_INIT;
+static int scratch_ok;
+typedef struct scratch_buf { void *p; size_t cap; } scratch_buf;
+static void scratch_free(void *v) {
+    scratch_buf *b = v;
+    if (b) free(b->p);
+    free(b);
+}
+static void scratch_init(void) { scratch_ok = tss_create(&scratch_key, scratch_free) == thrd_success; }
+static void *nn_scratch(size_t bytes) {
+    call_once(&scratch_once, scratch_init);
+    if (!scratch_ok) return NULL;
+    scratch_buf *b = tss_get(scratch_key);
+    if (!b) {
+        if (!(b = calloc(1, sizeof *b))) return NULL;
+        if (tss_set(scratch_key, b) != thrd_success) return free(b), NULL;
+    }
+    if (bytes > b->cap) {
+        free(b->p);
+        b->p = malloc(bytes);
+        b->cap = b->p ? bytes : 0;
+    }
+    return b->p;
+}
+
 /* ACCUMULATES into dx, dgamma, dbeta (each may be NULL). */
 void ra_layernorm_backward(float *dx,            /* (M, C) or NULL */
                            float *dgamma,        /* (C) or NULL */
@@ -267,6 +356,42 @@ void ra_layernorm_backward(float *dx,            /* (M, C) or NULL */
                            const float *gamma,   /* (C) or NULL */
                            int64_t m, int c) {
     if (m <= 0 || c <= 0) return;
+#ifdef RA_HAVE_X86_KERNELS
+    if (gemm_fast()) {
+        const int64_t nb = (m + LN_ROWS - 1) / LN_ROWS;
+        const int sums = dgamma || dbeta;
+        double *part = sums ? nn_scratch((size_t)nb * 2 * c * sizeof(double)) : NULL;
+        if (!sums || part) {
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(m * c))
+#endif
+            for (int64_t t = 0; t < nb; t++) {
+                const int64_t i0 = t * LN_ROWS, rows = m - i0 < LN_ROWS ? m - i0 : LN_ROWS;
+                double *pg = part ? part + t * 2 * c : NULL;
+                if (pg) memset(pg, 0, 2 * (size_t)c * sizeof *pg);
+                ra_nn_layernorm_backward_rows_avx512(dx ? dx + i0 * c : NULL, pg,
+                                                     pg ? pg + c : NULL, dy + i0 * c,
+                                                     x + i0 * c, mean + i0, rstd + i0, gamma,
+                                                     rows, c);
+            }
+            if (sums) {
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(m * c / 8)) if (c >= 64)
+#endif
+                for (int j = 0; j < c; j++) {
+                    double ag = 0, ab = 0;
+                    for (int64_t t = 0; t < nb; t++) {
+                        ag += part[t * 2 * c + j];
+                        ab += part[t * 2 * c + c + j];
+                    }
+                    if (dgamma) dgamma[j] = (float)((double)dgamma[j] + ag);
+                    if (dbeta) dbeta[j] = (float)((double)dbeta[j] + ab);
+                }
+            }
+            return;
+        }
+    }
+#endif
     if (dx) {
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nn_threads(m * c))
@@ -319,9 +444,6 @@ void ra_layernorm_backward(float *dx,            /* (M, C) or NULL */
 
 /* The same float expressions as PyTorch's CPU GeluKernel (approximate =
  * 'none'); erff and expf of glibc are correctly rounded to within an ulp. */
-#define RA_SQRT1_2 0.70710678118654752440      /* 1 / sqrt(2) */
-#define RA_INV_SQRT_2PI 0.39894228040143267794 /* 1 / sqrt(2 pi) */
-
 static void gelu_scalar(float *y, const float *x, int64_t n) {
     const float r2 = (float)RA_SQRT1_2;
     for (int64_t i = 0; i < n; i++) {
@@ -353,6 +475,23 @@ void ra_gelu_backward(float *dx,        /* (n), may be dy */
                       const float *dy,  /* (n) */
                       const float *x,   /* (n) forward input */
                       int64_t n) {
+    if (n <= 0) return;
+#ifdef RA_HAVE_X86_KERNELS
+    void (*fn)(float *, const float *, const float *, int64_t) = NULL;
+    if (gemm_fast()) fn = ra_gemm_gelu_backward_avx512;
+    else if (ra_nn_simd()) fn = ra_nn_gelu_backward_avx2;
+    if (fn) {
+        const int64_t blocks = (n + RA_NN_BLOCK - 1) / RA_NN_BLOCK;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(n))
+#endif
+        for (int64_t t = 0; t < blocks; t++) {
+            const int64_t i0 = t * RA_NN_BLOCK;
+            fn(dx + i0, dy + i0, x + i0, n - i0 < RA_NN_BLOCK ? n - i0 : RA_NN_BLOCK);
+        }
+        return;
+    }
+#endif
     const float r2 = (float)RA_SQRT1_2;
     const float beta = (float)RA_INV_SQRT_2PI;
 #ifdef _OPENMP

@@ -8,9 +8,12 @@
  *   x_in    (M, C)        its input, for norm1's backward
  *   mean1, rstd1 (M)      norm1's statistics
  *   win     (B_*N, C)     norm1's output in window layout (pad, roll and
- *                         partition as one row map): the attention's input;
- *                         the attention backward recomputes q, k, v and the
- *                         probabilities from it (nothing (B_, nH, N, N) kept)
+ *                         partition as one row map): the attention's input
+ *   aws                   the attention forward's workspace, holding qkv
+ *                         (B_*N, 3C) and the attention output (B_*N, C):
+ *                         the backward reads them instead of recomputing
+ *                         them, and recomputes only the probabilities from
+ *                         q and k (nothing (B_, nH, N, N) kept)
  *   x_mid   (M, C)        x after the attention residual, for norm2
  *   mean2, rstd2, t2      norm2's statistics and output (fc1's input)
  *   h, g    (M, hidden)   fc1's output before and after GELU
@@ -31,6 +34,8 @@ typedef struct blk_tape {
     swin_geo geo;                 /* a copy: run's table is reused per stage */
     int64_t nw, n, bw;            /* windows per map, tokens per window, B * nw */
     float *x_in, *mean1, *rstd1, *win, *x_mid, *mean2, *rstd2, *t2, *h, *g;
+    void *aws;                    /* the attention forward's workspace: its qkv
+                                     and output, read by the backward */
 } blk_tape;
 
 typedef struct swin_tape {
@@ -124,11 +129,11 @@ static ra_status block_forward_train(blk_tape *bt, const swin_blk *b, float *x, 
 
     /* attention branch: x += reverse(attn(partition(norm1(x)))) */
     memcpy(bt->x_in, x, (size_t)(M * C) * sizeof *x);
-    const size_t mark = ra_arena_mark(a);
     const size_t wsz = ra_attn_layer_forward_ws_size(b->attn, (int)bw, (int)n, (int)n);
+    void *ws = bt->aws = ra_arena_bytes(a, wsz);   /* kept: qkv, attention output */
+    const size_t mark = ra_arena_mark(a);
     float *t1 = ra_arena_floats(a, (size_t)(M * C));
     float *aw = ra_arena_floats(a, (size_t)(bw * n * C));
-    void *ws = ra_arena_bytes(a, wsz);
     if (!t1 || !aw || !ws) return nomem();
     ra_layernorm_forward(t1, bt->mean1, bt->rstd1, x, b->n1w, b->n1b, M, C, SWIN_EPS);
     rows_gather(bt->win, t1, bt->geo.map, bw * n, C);
@@ -143,8 +148,7 @@ static ra_status block_forward_train(blk_tape *bt, const swin_blk *b, float *x, 
     float *tmp = ra_arena_floats(a, (size_t)(M * C));
     if (!tmp) return nomem();
     ra_layernorm_forward(bt->t2, bt->mean2, bt->rstd2, x, b->n2w, b->n2b, M, C, SWIN_EPS);
-    ra_linear_epi(bt->h, bt->t2, b->fc1w, b->fc1b, M, hidden, C, 0, NULL, NULL);
-    ra_gelu_forward(bt->g, bt->h, M * hidden);
+    ra_linear_gelu_keep(bt->h, bt->g, bt->t2, b->fc1w, b->fc1b, M, hidden, C);
     ra_linear_epi(tmp, bt->g, b->fc2w, b->fc2b, M, C, hidden, 0, x, NULL);
     ra_arena_reset(a, mark);
     return RA_OK;
@@ -186,16 +190,12 @@ static ra_status block_backward(float *dx, const blk_tape *bt, const blk_grads *
     const int64_t m = bt->geo.b * (int64_t)bt->geo.g.h * bt->geo.g.w;
 
     /* MLP branch */
-    float *dg = ra_arena_floats(a, (size_t)(m * hidden));
     float *dh = ra_arena_floats(a, (size_t)(m * hidden));
     float *dt = ra_arena_floats(a, (size_t)(m * C));
-    if (!dg || !dh || !dt) return ra_arena_reset(a, mark), nomem();
-    memset(dg, 0, (size_t)(m * hidden) * sizeof *dg);
-    memset(dh, 0, (size_t)(m * hidden) * sizeof *dh);
-    memset(dt, 0, (size_t)(m * C) * sizeof *dt);
-    ra_linear_backward(dg, g->fc2w, g->fc2b, dx, bt->g, b->fc2w, m, C, hidden);
-    ra_gelu_backward(dh, dg, bt->h, m * hidden);
-    ra_linear_backward(dt, g->fc1w, g->fc1b, dh, bt->t2, b->fc1w, m, hidden, C);
+    if (!dh || !dt) return ra_arena_reset(a, mark), nomem();
+    /* dh = (dx . fc2w) GELU'(h): fc2's and GELU's backward in one product */
+    ra_linear_backward_ex(dh, g->fc2w, g->fc2b, dx, bt->g, b->fc2w, m, C, hidden, 1, bt->h);
+    ra_linear_backward_ex(dt, g->fc1w, g->fc1b, dh, bt->t2, b->fc1w, m, hidden, C, 1, NULL);
     ra_layernorm_backward(dx, g->n2w, g->n2b, dt, bt->x_mid, bt->mean2, bt->rstd2, b->n2w, m, C);
     ra_arena_reset(a, mark);
 
@@ -203,12 +203,14 @@ static ra_status block_backward(float *dx, const blk_tape *bt, const blk_grads *
     float *daw = ra_arena_floats(a, (size_t)(rows * C));
     float *dwin = ra_arena_floats(a, (size_t)(rows * C));
     dt = ra_arena_floats(a, (size_t)(m * C));
-    if (!daw || !dwin || !dt) return ra_arena_reset(a, mark), nomem();
+    const size_t wsz = ra_attn_layer_backward_ws_size(b->attn, (int)bt->bw, (int)bt->n,
+                                                      (int)bt->n, 1);
+    void *ws = ra_arena_bytes(a, wsz);
+    if (!daw || !dwin || !dt || !ws) return ra_arena_reset(a, mark), nomem();
     rows_gather(daw, dx, bt->geo.map, rows, C);
-    memset(dwin, 0, (size_t)(rows * C) * sizeof *dwin);
-    st = ra_attn_layer_backward(b->attn, dwin, NULL, &g->attn, NULL, daw, bt->win, NULL,
-                                (int)bt->bw, (int)bt->n, (int)bt->n, bt->geo.mask,
-                                bt->geo.mask ? (int)bt->nw : 0);
+    st = ra_attn_layer_backward_ws(b->attn, dwin, NULL, &g->attn, daw, bt->win, NULL,
+                                   (int)bt->bw, (int)bt->n, (int)bt->n, bt->geo.mask,
+                                   bt->geo.mask ? (int)bt->nw : 0, bt->aws, ws, wsz, 1);
     if (!st) {
         memset(dt, 0, (size_t)(m * C) * sizeof *dt);
         ra_rows_scatter_add(dt, dwin, bt->geo.map, rows, C);

@@ -1128,6 +1128,50 @@ static void test_fast_paths(void) {
             CHECK(diff == 0, "AVX-512 GELU differs from AVX2 GELU in %lld values",
                   (long long)diff);
         }
+        /* GELU backward, vector against the scalar loop: dx += dy GELU'(x),
+         * erf's and exp's errors (a few ulp) scaled by dy; the same NaNs */
+        {
+            float *dy = fzeros(n), *d0 = fzeros(n), *d1 = fzeros(n);
+            pattern(dy, n, 61), pattern(d0, n, 62);
+            memcpy(d1, d0, sizeof(float) * (size_t)n);
+            for (int64_t i = 0; i < n; i++) dy[i] *= 3.0f;
+            ra_kernel_select(RA_KERNEL_REF);
+            ra_gelu_backward(d0, dy, x, n);
+            for (int w = 0; w < 2 + has_avx512; w++) {
+                float *d = fzeros(n);
+                memcpy(d, d1, sizeof(float) * (size_t)n);
+                if (w == 0) ra_nn_gelu_backward_avx2(d, dy, x, n);
+                else if (w == 1) {   /* through the dispatcher, threaded */
+                    ra_kernel_select(RA_KERNEL_AVX2);
+                    ra_gelu_backward(d, dy, x, n);
+                } else {
+                    ra_gemm_gelu_backward_avx512(d, dy, x, n);
+                }
+                int64_t bad2 = 0;
+                double worst2 = 0;
+                for (int64_t i = 0; i < n; i++) {
+                    if (isnan(d0[i]) || isnan(d[i])) {
+                        bad2 += isnan(d0[i]) != isnan(d[i]);
+                        continue;
+                    }
+                    if (isinf(d0[i]) || isinf(d[i])) {
+                        bad2 += d0[i] != d[i];
+                        continue;
+                    }
+                    const double e = fabs((double)d[i] - d0[i]);
+                    const double ax = fabs((double)x[i]) < 1e6 ? fabs((double)x[i]) : 1e6;
+                    const double tol = 1e-6 * fabs((double)d0[i]) +
+                                       fabs((double)dy[i]) * ldexp(1.0 + ax, -21) + 1e-38;
+                    if (e / tol > worst2) worst2 = e / tol;
+                    bad2 += !(e <= tol);
+                }
+                printf("  gelu backward (%s): largest difference %.3g x tolerance\n",
+                       w == 0 ? "avx2" : w == 1 ? "dispatch" : "avx512", worst2);
+                CHECK(bad2 == 0, "gelu backward %d: %lld values differ", w, (long long)bad2);
+                free(d);
+            }
+            free(dy), free(d0), free(d1);
+        }
         /* LayerNorm rows, vector against scalar (only the order of the two
          * sums differs) */
         const int rows = 64, cs[] = {1, 7, 8, 96, 100, 768};
@@ -1235,6 +1279,206 @@ static void test_fast_paths(void) {
                 }
         printf("  products (bias, GELU, residual scatter) vs double: largest error %.3g "
                "(OpenBLAS), %.3g (AVX-512) x the worst-case bound\n", worst[0], worst[1]);
+        /* LayerNorm backward on the AVX-512 path against the scalar loops:
+         * dx within an ulp or so (only the order of the row sums differs),
+         * dgamma, dbeta (double sums by blocks of rows) within an ulp;
+         * blocks crossed, C with and without a tail, gamma or none, dx
+         * NULL; 1 and 2 threads the same bits */
+        {
+            const int lms[] = {1, 255, 700}, lcs[] = {1, 7, 48, 100, 384};
+            double lworst = 0;
+            for (size_t mi = 0; mi < 3; mi++)
+                for (size_t ci = 0; ci < 5; ci++)
+                    for (int variant = 0; variant < 3; variant++) {
+                        const int m = lms[mi], c = lcs[ci];
+                        const int64_t mc = (int64_t)m * c;
+                        float *lx = fzeros(mc), *ldy = fzeros(mc), *g = fzeros(c);
+                        float *mean = fzeros(m), *rstd = fzeros(m), *yy = fzeros(mc);
+                        pattern(lx, mc, 200 + ci), pattern(ldy, mc, 210 + mi), pattern(g, c, 220);
+                        for (int64_t i = 0; i < mc; i++) lx[i] = lx[i] * 3.0f + 0.5f;
+                        ra_kernel_select(RA_KERNEL_REF);
+                        ra_layernorm_forward(yy, mean, rstd, lx, g, NULL, m, c, 1e-5f);
+                        const float *gam = variant == 1 ? NULL : g;
+                        float *o[3][3];   /* ref, avx512 1 thread, 2 threads: dx, dg, db */
+                        for (int p = 0; p < 3; p++) {
+                            o[p][0] = fzeros(mc), o[p][1] = fzeros(c), o[p][2] = fzeros(c);
+                            pattern(o[p][0], mc, 230), pattern(o[p][1], c, 231);
+                            pattern(o[p][2], c, 232);
+                            ra_kernel_select(p ? (keep == RA_KERNEL_REF ? RA_KERNEL_AVX2 : keep)
+                                               : RA_KERNEL_REF);
+                            ra_threads_set(p ? p : 1);
+                            ra_layernorm_backward(variant == 2 ? NULL : o[p][0], o[p][1], o[p][2],
+                                                  ldy, lx, mean, rstd, gam, m, c);
+                        }
+                        ra_threads_set(1);
+                        double e = 0;
+                        for (int64_t i = 0; i < mc; i++) {
+                            const int j = (int)(i % c);
+                            const double gi = gam ? fabs((double)ldy[i] * gam[j]) : fabs(ldy[i]);
+                            const double tol = ldexp(fabs(o[0][0][i]), -22) +
+                                               1e-6 * rstd[i / c] * (gi + 1e-3) + 1e-30;
+                            const double q = fabs((double)o[1][0][i] - o[0][0][i]) / tol;
+                            if (!(q <= e)) e = isnan(q) ? INFINITY : q;
+                        }
+                        for (int k2 = 1; k2 < 3; k2++)
+                            for (int j = 0; j < c; j++) {
+                                const double tol = ldexp(fabs(o[0][k2][j]), -22) + 1e-30;
+                                const double q = fabs((double)o[1][k2][j] - o[0][k2][j]) / tol;
+                                if (!(q <= e)) e = isnan(q) ? INFINITY : q;
+                            }
+                        if (e > lworst) lworst = e;
+                        CHECK(e <= 1.0, "layernorm backward M %d C %d variant %d: %.3g x tol",
+                              m, c, variant, e);
+                        CHECK(memcmp(o[1][0], o[2][0], sizeof(float) * (size_t)mc) == 0 &&
+                                  memcmp(o[1][1], o[2][1], sizeof(float) * (size_t)c) == 0 &&
+                                  memcmp(o[1][2], o[2][2], sizeof(float) * (size_t)c) == 0,
+                              "layernorm backward M %d C %d: 2 threads change the bits", m, c);
+                        for (int p = 0; p < 3; p++) free(o[p][0]), free(o[p][1]), free(o[p][2]);
+                        free(lx), free(ldy), free(g), free(mean), free(rstd), free(yy);
+                    }
+            printf("  layernorm backward (AVX-512) vs scalar: largest difference %.3g x "
+                   "tolerance\n", lworst);
+        }
+        /* the backward products (ra_linear_backward on the AVX-512 path): dw
+         * += dy^T x (ra_gemm_tn_avx512, every tile shape and edge) and dx +=
+         * dy w against double within the bound of an M- (K-, N-) term float
+         * sum plus the final add; db the same bits as the scalar path's
+         * double column sums; 1, 2 and 3 threads the same bits */
+        const int bms[] = {1, 13, 129, 300}, bns[] = {1, 7, 8, 9, 25, 48, 100},
+                  bks[] = {1, 4, 16, 17, 33, 48, 49, 96, 100};
+        double bworst = 0;
+        for (size_t mi = 0; mi < 4; mi++)
+            for (size_t ni = 0; ni < 7; ni++)
+                for (size_t ki = 0; ki < 9; ki++) {
+                    const int m = bms[mi], nn = bns[ni], k = bks[ki];
+                    float *gx = fzeros((int64_t)m * k), *gw = fzeros((int64_t)nn * k);
+                    float *dy = fzeros((int64_t)m * nn), *w0 = fzeros((int64_t)nn * k);
+                    float *b0 = fzeros(nn), *x0 = fzeros((int64_t)m * k);
+                    pattern(gx, (int64_t)m * k, 140 + mi), pattern(gw, (int64_t)nn * k, 150 + ni);
+                    pattern(dy, (int64_t)m * nn, 160 + ki), pattern(w0, (int64_t)nn * k, 170);
+                    pattern(b0, nn, 171), pattern(x0, (int64_t)m * k, 172);
+                    float *out[4][3];   /* ref, then avx512 at 1, 2, 3 threads: dw, db, dx */
+                    for (int p = 0; p < 4; p++) {
+                        out[p][0] = fcopy(w0, (int64_t)nn * k), out[p][1] = fcopy(b0, nn);
+                        out[p][2] = fcopy(x0, (int64_t)m * k);
+                        ra_kernel_select(p ? (keep == RA_KERNEL_REF ? RA_KERNEL_AVX2 : keep)
+                                           : RA_KERNEL_REF);
+                        ra_threads_set(p ? p : 1);
+                        ra_linear_backward(out[p][2], out[p][0], out[p][1], dy, gx, gw, m, nn, k);
+                    }
+                    ra_threads_set(1);
+                    double e = 0;
+                    for (int j = 0; j < nn; j++)
+                        for (int c = 0; c < k; c++) {
+                            double acc = 0, mag = 0;
+                            for (int r = 0; r < m; r++) {
+                                const double t = (double)dy[(int64_t)r * nn + j] * gx[(int64_t)r * k + c];
+                                acc += t, mag += fabs(t);
+                            }
+                            const int64_t o = (int64_t)j * k + c;
+                            const double want = acc + w0[o];
+                            const double tol = (m + 2) * ldexp(mag, -24) + ldexp(fabs(want), -23);
+                            const double q = fabs(out[1][0][o] - want) / (tol + 1e-30);
+                            if (!(q <= e)) e = isnan(q) ? INFINITY : q;
+                        }
+                    for (int r = 0; r < m; r++)
+                        for (int c = 0; c < k; c++) {
+                            double acc = 0, mag = 0;
+                            for (int j = 0; j < nn; j++) {
+                                const double t = (double)dy[(int64_t)r * nn + j] * gw[(int64_t)j * k + c];
+                                acc += t, mag += fabs(t);
+                            }
+                            const int64_t o = (int64_t)r * k + c;
+                            const double want = acc + x0[o];
+                            const double tol = (nn + 2) * ldexp(mag, -24) + ldexp(fabs(want), -23);
+                            const double q = fabs(out[1][2][o] - want) / (tol + 1e-30);
+                            if (!(q <= e)) e = isnan(q) ? INFINITY : q;
+                        }
+                    if (e > bworst) bworst = e;
+                    CHECK(e <= 1.0, "backward products %dx%dx%d: %.3g x bound", m, nn, k, e);
+                    CHECK(memcmp(out[0][1], out[1][1], sizeof(float) * (size_t)nn) == 0,
+                          "db %dx%d: AVX-512 path differs from the scalar column sums", m, nn);
+                    for (int p = 2; p < 4; p++)
+                        for (int q = 0; q < 3; q++) {
+                            const int64_t len = q == 0 ? (int64_t)nn * k : q == 1 ? nn : (int64_t)m * k;
+                            CHECK(memcmp(out[1][q], out[p][q], sizeof(float) * (size_t)len) == 0,
+                                  "backward %dx%dx%d: %d threads change %s", m, nn, k, p,
+                                  q == 0 ? "dw" : q == 1 ? "db" : "dx");
+                        }
+                    for (int p = 0; p < 4; p++) free(out[p][0]), free(out[p][1]), free(out[p][2]);
+                    free(gx), free(gw), free(dy), free(w0), free(b0), free(x0);
+                }
+        printf("  backward products (dw, dx) vs double: largest error %.3g x the bound; db "
+               "equal to the scalar sums\n", bworst);
+        /* the fused MLP pieces against their unfused sequences on the same
+         * path (the same bits: the epilogue's GELU and GELU' are the
+         * element-wise kernels'), and the AVX-512 path against the scalar
+         * one (OpenBLAS, separate loops) within the products' bounds:
+         *   ra_linear_gelu_keep: h = x w^T + b, g = GELU(h)
+         *   ra_linear_backward_ex(set, gh): dx = (dy w) GELU'(gh) */
+        {
+            const int fm[] = {5, 130}, fn[] = {7, 48, 100}, fk[] = {3, 33, 96};
+            double fworst = 0;
+            for (size_t mi = 0; mi < 2; mi++)
+                for (size_t ni = 0; ni < 3; ni++)
+                    for (size_t ki = 0; ki < 3; ki++) {
+                        const int m = fm[mi], nn = fn[ni], k = fk[ki];
+                        const int64_t mn = (int64_t)m * nn, mk = (int64_t)m * k;
+                        float *fx = fzeros(mk), *fw = fzeros((int64_t)nn * k), *fb = fzeros(nn);
+                        float *h[2], *gg[2], *h2 = fzeros(mn), *g2 = fzeros(mn);
+                        float *dy = fzeros(mn), *gh = fzeros(mk), *dx[2], *dx2 = fzeros(mk);
+                        pattern(fx, mk, 300 + mi), pattern(fw, (int64_t)nn * k, 310 + ni);
+                        pattern(fb, nn, 320), pattern(dy, mn, 330 + ki), pattern(gh, mk, 340);
+                        for (int64_t i = 0; i < mk; i++) gh[i] *= 3.0f;
+                        for (int p = 0; p < 2; p++) {
+                            ra_kernel_select(p ? (keep == RA_KERNEL_REF ? RA_KERNEL_AVX2 : keep)
+                                               : RA_KERNEL_REF);
+                            h[p] = fzeros(mn), gg[p] = fzeros(mn), dx[p] = fzeros(mk);
+                            pattern(dx[p], mk, 350);   /* overwritten */
+                            ra_linear_gelu_keep(h[p], gg[p], fx, fw, fb, m, nn, k);
+                            ra_linear_backward_ex(dx[p], NULL, NULL, dy, NULL, fw, m, nn, k, 1, gh);
+                        }
+                        /* unfused on the AVX-512 path: the same bits */
+                        ra_linear_forward(h2, fx, fw, fb, m, nn, k);
+                        ra_gelu_forward(g2, h2, mn);
+                        float *dg = fzeros(mk);
+                        ra_linear_backward(dg, NULL, NULL, dy, NULL, fw, m, nn, k);
+                        ra_gelu_backward(dx2, dg, gh, mk);
+                        CHECK(memcmp(h2, h[1], sizeof(float) * (size_t)mn) == 0 &&
+                                  memcmp(g2, gg[1], sizeof(float) * (size_t)mn) == 0,
+                              "linear_gelu_keep %dx%dx%d differs from linear + gelu", m, nn, k);
+                        CHECK(memcmp(dx2, dx[1], sizeof(float) * (size_t)mk) == 0,
+                              "linear_backward_ex gh %dx%dx%d differs from the unfused pair", m,
+                              nn, k);
+                        /* AVX-512 vs scalar path: the products' rounding, through GELU */
+                        double e = 0;   /* twice the bound of a float sum: two paths */
+                        for (int64_t i = 0; i < mn; i++) {
+                            double mag = fabs((double)fb[i % nn]);
+                            for (int p = 0; p < k; p++)
+                                mag += fabs((double)fx[i / nn * k + p] * fw[i % nn * k + p]);
+                            const double t = 2 * (k + 2) * ldexp(mag, -24) + 1e-30;
+                            e = fmax(e, fabs((double)h[1][i] - h[0][i]) / t);
+                            e = fmax(e, fabs((double)gg[1][i] - gg[0][i]) /
+                                            (1.2 * t + ldexp(fabs((double)gg[0][i]), -21)));
+                        }
+                        for (int64_t i = 0; i < mk; i++) {
+                            double mag = 0;
+                            for (int j = 0; j < nn; j++)
+                                mag += fabs((double)dy[i / k * nn + j] * fw[(int64_t)j * k + i % k]);
+                            const double t = 2.4 * (nn + 2) * ldexp(mag, -24) +
+                                             ldexp(fabs((double)dx[0][i]), -20) + 1e-30;
+                            e = fmax(e, fabs((double)dx[1][i] - dx[0][i]) / t);
+                        }
+                        if (e > fworst) fworst = e;
+                        CHECK(e <= 1.0, "fused MLP pieces %dx%dx%d: AVX-512 vs scalar %.3g x tol",
+                              m, nn, k, e);
+                        for (int p = 0; p < 2; p++) free(h[p]), free(gg[p]), free(dx[p]);
+                        free(fx), free(fw), free(fb), free(h2), free(g2), free(dy), free(gh);
+                        free(dx2), free(dg);
+                    }
+            printf("  fused GELU forward / backward products: equal to the unfused pairs; "
+                   "AVX-512 vs scalar %.3g x tolerance\n", fworst);
+        }
     }
 #endif
     ra_kernel_select(keep);

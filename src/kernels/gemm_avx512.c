@@ -99,6 +99,36 @@ static inline __m512 gelu16(__m512 v) {
                          _mm512_add_ps(_mm512_set1_ps(1.0f), e));
 }
 
+/* GELU'(v) = Phi(v) + v phi(v), as the scalar backward: 0.5 (1 + erf(v /
+ * sqrt 2)) + v (1 / sqrt(2 pi)) exp(-v^2 / 2), in that order; exp's
+ * argument below -87 gives 0 (expf is below 2^-125 there: so v = +-inf
+ * gives NaN as inf * 0 does in the scalar loop). */
+static inline __m512 gelu_grad16(__m512 v) {
+    const __m512 cdf = _mm512_mul_ps(
+        _mm512_set1_ps(0.5f),
+        _mm512_add_ps(_mm512_set1_ps(1.0f),
+                      erf16(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752440f)))));
+    const __m512 arg = _mm512_mul_ps(_mm512_mul_ps(v, v), _mm512_set1_ps(-0.5f));
+    const __m512 e = _mm512_maskz_mov_ps(
+        _mm512_cmp_ps_mask(arg, _mm512_set1_ps(-87.0f), _CMP_GE_OQ), exp16_neg(arg));
+    const __m512 pdf = _mm512_mul_ps(_mm512_set1_ps(0.39894228040143267794f), e);
+    return _mm512_add_ps(cdf, _mm512_mul_ps(v, pdf));
+}
+
+void ra_gemm_gelu_backward_avx512(float *dx, const float *dy, const float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 d = _mm512_mul_ps(_mm512_loadu_ps(dy + i), gelu_grad16(_mm512_loadu_ps(x + i)));
+        _mm512_storeu_ps(dx + i, _mm512_add_ps(_mm512_loadu_ps(dx + i), d));
+    }
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        const __m512 d = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, dy + i),
+                                       gelu_grad16(_mm512_maskz_loadu_ps(m, x + i)));
+        _mm512_mask_storeu_ps(dx + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, dx + i), d));
+    }
+}
+
 void ra_gemm_gelu_avx512(float *y, const float *x, int64_t n) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, gelu16(_mm512_loadu_ps(x + i)));
@@ -150,6 +180,18 @@ static void pack_panel(float *panel, const float *w, int64_t ldw, int jn, int k)
             memset(panel + (int64_t)p * NR + jn, 0, (size_t)(NR - jn) * sizeof(float));
 }
 
+/* panel (K, 32) from w given transposed, (K, N; ldw): panel[k][jj] =
+ * w[k][jj] for the jn <= 32 columns given, zeros beyond. */
+static void pack_panel_t(float *panel, const float *w, int64_t ldw, int jn, int k) {
+    const __mmask16 m0 = jn >= 16 ? 0xFFFF : (__mmask16)((1u << jn) - 1);
+    const __mmask16 m1 = jn >= 32 ? 0xFFFF : jn <= 16 ? 0 : (__mmask16)((1u << (jn - 16)) - 1);
+    for (int p = 0; p < k; p++) {
+        const float *r = w + p * ldw;
+        _mm512_store_ps(panel + (int64_t)p * NR, _mm512_maskz_loadu_ps(m0, r));
+        _mm512_store_ps(panel + (int64_t)p * NR + 16, _mm512_maskz_loadu_ps(m1, r + 16));
+    }
+}
+
 /* ---- microkernel ------------------------------------------------------------ */
 
 typedef struct gemm_args {
@@ -166,6 +208,9 @@ typedef struct gemm_args {
     float *res;
     int64_t ldres;
     const int32_t *map;
+    int wt;              /* w given transposed, (K, N; ldw) */
+    float *pre;          /* also store the sums before GELU here (ldy) */
+    const float *gh;     /* multiply by GELU'(gh) (ldy) */
 } gemm_args;
 
 /* Rows i0 .. i0+mr-1 of the output against one packed panel (columns j0 ..
@@ -210,10 +255,22 @@ static inline __attribute__((always_inline)) void tile(const gemm_args *a, int m
             c1[i] = _mm512_add_ps(c1[i], b1);
         }
     }
+    if (a->pre)
+        for (int i = 0; i < mr; i++) {
+            float *d = a->pre + (i0 + i) * a->ldy + j0;
+            _mm512_mask_storeu_ps(d, m0, c0[i]);
+            if (m1) _mm512_mask_storeu_ps(d + 16, m1, c1[i]);
+        }
     if (a->gelu)
         for (int i = 0; i < mr; i++) {
             c0[i] = gelu16(c0[i]);
             if (m1) c1[i] = gelu16(c1[i]);
+        }
+    if (a->gh)
+        for (int i = 0; i < mr; i++) {
+            const float *h = a->gh + (i0 + i) * a->ldy + j0;
+            c0[i] = _mm512_mul_ps(c0[i], gelu_grad16(_mm512_maskz_loadu_ps(m0, h)));
+            if (m1) c1[i] = _mm512_mul_ps(c1[i], gelu_grad16(_mm512_maskz_loadu_ps(m1, h + 16)));
         }
     if (a->res) {
         for (int i = 0; i < mr; i++) {
@@ -302,13 +359,17 @@ static int run_part(const gemm_args *a, int64_t mt, int64_t t0, int64_t t1, int 
         const int np = p1 - jb < per ? p1 - jb : per;
         for (int p = 0; p < np; p++) {
             const int j0 = (jb + p) * NR;
-            pack_panel(buf + (int64_t)p * k * NR, a->w + j0 * a->ldw, a->ldw,
-                       a->n - j0 < NR ? a->n - j0 : NR, k);
+            if (a->wt)
+                pack_panel_t(buf + (int64_t)p * k * NR, a->w + j0, a->ldw,
+                             a->n - j0 < NR ? a->n - j0 : NR, k);
+            else
+                pack_panel(buf + (int64_t)p * k * NR, a->w + j0 * a->ldw, a->ldw,
+                           a->n - j0 < NR ? a->n - j0 : NR, k);
         }
         /* the next block's rows of w: contiguous when ldw == k */
         const char *pf = NULL;
         int64_t lines = 0;
-        if (jb + np < p1 && a->ldw == k) {
+        if (jb + np < p1 && a->ldw == k && !a->wt) {
             const int64_t r0 = (int64_t)(jb + np) * NR;
             int64_t r1 = (int64_t)(jb + np + (p1 - jb - np < per ? p1 - jb - np : per)) * NR;
             if (r1 > a->n) r1 = a->n;
@@ -336,6 +397,14 @@ static int run_part(const gemm_args *a, int64_t mt, int64_t t0, int64_t t1, int 
 int ra_gemm_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
                    int64_t ldw, int64_t m, int n, int k, const float *bias, int gelu,
                    float *res, int64_t ldres, const int32_t *map, int nthreads) {
+    return ra_gemm_avx512_ext(y, ldy, x, ldx, w, ldw, 0, m, n, k, bias, gelu, NULL, NULL, res,
+                              ldres, map, nthreads);
+}
+
+int ra_gemm_avx512_ext(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
+                       int64_t ldw, int wt, int64_t m, int n, int k, const float *bias, int gelu,
+                       float *pre, const float *gh, float *res, int64_t ldres,
+                       const int32_t *map, int nthreads) {
     if (m <= 0 || n <= 0) return 0;
     if (k <= 0) return -1;   /* the caller's path handles it */
     const int npan = (n + NR - 1) / NR;
@@ -344,7 +413,8 @@ int ra_gemm_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const flo
     if (per > npan) per = npan;
     const gemm_args a = {.y = y, .ldy = ldy, .x = x, .ldx = ldx, .w = w, .ldw = ldw, .m = m,
                          .n = n, .k = k, .bias = bias, .gelu = gelu, .res = res,
-                         .ldres = ldres, .map = map};
+                         .ldres = ldres, .map = map, .wt = wt,
+                         .pre = pre, .gh = gh};
     const int64_t mt = (m + MR - 1) / MR;
     int nt = nthreads < 1 ? 1 : nthreads;
     if (nt > mt * npan) nt = (int)(mt * npan);
@@ -373,69 +443,222 @@ int ra_gemm_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const flo
     return fail ? -1 : 0;
 }
 
-/* ---- the weight gradient: c += a^T . b ------------------------------------------
+/* ---- the weight gradient: c += a^T . b, db += column sums of a ------------
  * c (N, K) += a (M, N)^T . b (M, K), a Linear layer's dW += dY^T X, read row
- * by row from both operands: for each row r of a block, a tile of c (TN rows
- * n, 32 columns k) takes the outer product of a[r][n..n+TN) (broadcast) and
- * b[r][k..k+32) (two vectors). Rows go in blocks of TM, so that a block of a
- * and b stays in L2 while all the tiles of c walk it; each element of c is
- * one chain of FMAs over r = 0, 1, ..., M-1 in order, whatever the blocks
- * and threads. Threads own tiles of c: no reduction, no waiting. Returns
- * -1 (nothing done) when the scratch of the sums cannot be allocated. */
-#define TN 12
-#define TM 256
+ * by row from both operands: for each row r of a block, a tile of c (NRT
+ * rows n by TV vectors of 16 columns k) takes the outer product of
+ * a[r][n..n+NRT) (broadcast) and b[r][k..k+16 TV) (TV vectors): TV = 3,
+ * NRT = 8 (24 accumulators, 11 loads per 24 FMAs) unless another shape
+ * wastes fewer lanes on the edges of K and N. Rows go in blocks of TM: the
+ * block's b columns of a tile stay in L1 while the row tiles of c walk them,
+ * and the tile's sums go back to a per-thread scratch between blocks. Each
+ * element of c is one chain of FMAs over r = 0, 1, ..., M-1 in order,
+ * starting from 0, added to c at the end: the same bits whatever the blocks
+ * and threads. db (N) += the column sums of a, in double over the rows in
+ * order (nn.c's colsum_add, the same bits), from each block while it is in
+ * cache. Threads own ranges of c's rows (and of db): no reduction, no
+ * waiting. Scratch: per-thread buffers kept between calls (no allocation
+ * once they have grown). */
+#define TM 128
 
-static inline __attribute__((always_inline)) void tn_tile(float *c, int64_t ldc,
-                                                          const float *a, int64_t lda,
-                                                          const float *b, int64_t ldb,
-                                                          int64_t r0, int64_t r1, int nr,
-                                                          __mmask16 m0, __mmask16 m1) {
-    __m512 c0[TN], c1[TN];
-    for (int i = 0; i < nr; i++) {
-        c0[i] = _mm512_maskz_loadu_ps(m0, c + i * ldc);
-        c1[i] = _mm512_maskz_loadu_ps(m1, c + i * ldc + 16);
+typedef struct tn_args {
+    float *c;
+    int64_t ldc;
+    const float *a;
+    int64_t lda;
+    const float *b;
+    int64_t ldb;
+    int64_t m;
+    int n, k;
+    float *db;
+    int kv, nrt;               /* tile shape: TV vectors of columns, NRT rows */
+    int ti, tj;                /* tiles along n and k */
+} tn_args;
+
+/* rows r0..r1-1 into the tile sums s ([TR][16 TV], aligned): s = (first ?
+ * 0 : s) + sum_r a[r][i] b[r][j..]; nr <= TR rows valid, cols <= 16 TV
+ * columns (the vectors' lanes beyond them masked: never read). */
+static inline __attribute__((always_inline)) void tn_micro(float *restrict s,
+                                                           const float *restrict a, int64_t lda,
+                                                           const float *restrict b, int64_t ldb,
+                                                           int64_t rows, const int TR,
+                                                           const int TV, int cols,
+                                                           int first) {
+    __m512 acc[24];
+    __mmask16 mv[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < TV; v++) {
+        const int lv = cols - 16 * v;
+        mv[v] = lv >= 16 ? 0xFFFF : lv <= 0 ? 0 : (__mmask16)((1u << lv) - 1);
     }
-    for (int64_t r = r0; r < r1; r++) {
-        const float *ar = a + r * lda, *br = b + r * ldb;
-        const __m512 b0 = _mm512_maskz_loadu_ps(m0, br), b1 = _mm512_maskz_loadu_ps(m1, br + 16);
-        for (int i = 0; i < nr; i++) {
-            const __m512 av = _mm512_set1_ps(ar[i]);
-            c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);
-            c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);
+    if (first)
+#pragma GCC unroll 24
+        for (int i = 0; i < TR * TV; i++) acc[i] = _mm512_setzero_ps();
+    else
+#pragma GCC unroll 24
+        for (int i = 0; i < TR * TV; i++) acc[i] = _mm512_load_ps(s + 16 * i);
+    for (int64_t r = 0; r < rows; r++, a += lda, b += ldb) {
+        __m512 bv[4];
+#pragma GCC unroll 4
+        for (int v = 0; v < TV; v++)
+            bv[v] = _mm512_maskz_loadu_ps(mv[v], b + 16 * v);
+#pragma GCC unroll 24
+        for (int i = 0; i < TR; i++) {
+            const __m512 av = _mm512_set1_ps(a[i]);
+#pragma GCC unroll 4
+            for (int v = 0; v < TV; v++) acc[i * TV + v] = _mm512_fmadd_ps(av, bv[v], acc[i * TV + v]);
         }
     }
-    for (int i = 0; i < nr; i++) {
-        _mm512_mask_storeu_ps(c + i * ldc, m0, c0[i]);
-        _mm512_mask_storeu_ps(c + i * ldc + 16, m1, c1[i]);
+#pragma GCC unroll 24
+    for (int i = 0; i < TR * TV; i++) _mm512_store_ps(s + 16 * i, acc[i]);
+}
+
+typedef void (*tn_fn)(float *, const float *, int64_t, const float *, int64_t, int64_t, int,
+                      int);
+#define TN_FN(R, V)                                                                      \
+    static void tn_##R##_##V(float *s, const float *a, int64_t lda, const float *b,     \
+                             int64_t ldb, int64_t rows, int cols, int first) {           \
+        tn_micro(s, a, lda, b, ldb, rows, R, V, cols, first);                           \
+    }
+TN_FN(1, 3) TN_FN(2, 3) TN_FN(3, 3) TN_FN(4, 3) TN_FN(5, 3) TN_FN(6, 3) TN_FN(7, 3) TN_FN(8, 3)
+TN_FN(1, 2) TN_FN(2, 2) TN_FN(3, 2) TN_FN(4, 2) TN_FN(5, 2) TN_FN(6, 2) TN_FN(7, 2) TN_FN(8, 2)
+TN_FN(9, 2) TN_FN(10, 2) TN_FN(11, 2) TN_FN(12, 2)
+TN_FN(1, 1) TN_FN(2, 1) TN_FN(3, 1) TN_FN(4, 1) TN_FN(5, 1) TN_FN(6, 1) TN_FN(7, 1) TN_FN(8, 1)
+TN_FN(9, 1) TN_FN(10, 1) TN_FN(11, 1) TN_FN(12, 1) TN_FN(13, 1) TN_FN(14, 1) TN_FN(15, 1)
+TN_FN(16, 1) TN_FN(17, 1) TN_FN(18, 1) TN_FN(19, 1) TN_FN(20, 1) TN_FN(21, 1) TN_FN(22, 1)
+TN_FN(23, 1) TN_FN(24, 1)
+#undef TN_FN
+static const tn_fn tn_v3[8] = {tn_1_3, tn_2_3, tn_3_3, tn_4_3, tn_5_3, tn_6_3, tn_7_3, tn_8_3};
+static const tn_fn tn_v2[12] = {tn_1_2, tn_2_2, tn_3_2, tn_4_2, tn_5_2,  tn_6_2,
+                                tn_7_2, tn_8_2, tn_9_2, tn_10_2, tn_11_2, tn_12_2};
+static const tn_fn tn_v1[24] = {tn_1_1,  tn_2_1,  tn_3_1,  tn_4_1,  tn_5_1,  tn_6_1,
+                                tn_7_1,  tn_8_1,  tn_9_1,  tn_10_1, tn_11_1, tn_12_1,
+                                tn_13_1, tn_14_1, tn_15_1, tn_16_1, tn_17_1, tn_18_1,
+                                tn_19_1, tn_20_1, tn_21_1, tn_22_1, tn_23_1, tn_24_1};
+
+/* The per-thread scratch of the tile sums (aligned) and of db's double
+ * sums: one buffer per thread, grown on demand, freed when it ends. */
+static tss_t tn_key;
+static once_flag tn_once = ONCE_FLAG_INIT;
+static int tn_key_ok;
+static void tn_key_init(void) { tn_key_ok = tss_create(&tn_key, pack_buf_free) == thrd_success; }
+
+static void *tn_space(size_t bytes) {
+    call_once(&tn_once, tn_key_init);
+    if (!tn_key_ok) return NULL;
+    pack_buf *b = tss_get(tn_key);
+    if (!b) {
+        if (!(b = calloc(1, sizeof *b))) return NULL;
+        if (tss_set(tn_key, b) != thrd_success) return free(b), NULL;
+    }
+    const size_t floats = (bytes + 3) / 4;
+    if (floats > b->cap) {
+        free(b->p);
+        b->p = aligned_alloc(64, (floats * sizeof(float) + 63) & ~(size_t)63);
+        b->cap = b->p ? floats : 0;
+    }
+    return b->p;
+}
+
+/* db's sums over rows r0..r1 of columns [j0, j1) of a, into dsum (double,
+ * one per column): 64 columns at a time in registers, rows in order. */
+static void tn_colsum(double *dsum, const float *a, int64_t lda, int64_t r0, int64_t r1, int j0,
+                      int j1) {
+    for (int j = j0; j < j1; j += 64) {
+        const int w = j1 - j < 64 ? j1 - j : 64, nv = (w + 7) / 8;
+        __m512d acc[8];
+        for (int v = 0; v < nv; v++) acc[v] = _mm512_loadu_pd(dsum + (j - j0) + 8 * v);
+        const __mmask8 ml = (__mmask8)((1u << (w - 8 * (nv - 1))) - 1);
+        for (int64_t r = r0; r < r1; r++) {
+            const float *ar = a + r * lda + j;
+            for (int v = 0; v < nv; v++) {
+                const __m256 x =
+                    v == nv - 1 ? _mm512_castps512_ps256(_mm512_maskz_loadu_ps(ml, ar + 8 * v))
+                                : _mm256_loadu_ps(ar + 8 * v);
+                acc[v] = _mm512_add_pd(acc[v], _mm512_cvtps_pd(x));
+            }
+        }
+        for (int v = 0; v < nv; v++) {
+            if (v == nv - 1) _mm512_mask_storeu_pd(dsum + (j - j0) + 8 * v, ml, acc[v]);
+            else _mm512_storeu_pd(dsum + (j - j0) + 8 * v, acc[v]);
+        }
     }
 }
 
-static void tn_tile_any(float *c, int64_t ldc, const float *a, int64_t lda, const float *b,
-                        int64_t ldb, int64_t r0, int64_t r1, int nr, int kn) {
-    const __mmask16 m0 = kn >= 16 ? 0xFFFF : (__mmask16)((1u << kn) - 1);
-    const __mmask16 m1 = kn >= 32 ? 0xFFFF : kn <= 16 ? 0 : (__mmask16)((1u << (kn - 16)) - 1);
-    switch (nr) {   /* constant row counts: the accumulators stay in registers */
-#define CASE(R) case R: tn_tile(c, ldc, a, lda, b, ldb, r0, r1, R, m0, m1); break;
-        CASE(12) CASE(11) CASE(10) CASE(9) CASE(8) CASE(7) CASE(6) CASE(5) CASE(4)
-        CASE(3) CASE(2) CASE(1)
-#undef CASE
-    default: break;
+/* Bytes of one thread's scratch for row tiles [t0, t1). */
+static size_t tn_bytes(const tn_args *g, int t0, int t1) {
+    const int j0c = t0 * g->nrt, j1c = t1 * g->nrt < g->n ? t1 * g->nrt : g->n;
+    return (size_t)(t1 - t0) * g->tj * g->nrt * g->kv * 16 * sizeof(float) +
+           (g->db ? (size_t)(j1c - j0c + 8) * sizeof(double) : 0);
+}
+
+/* One thread: row tiles [t0, t1) of c (all of its column tiles), db's
+ * columns of those rows; sums: tn_bytes of scratch. */
+static void tn_part(const tn_args *g, int t0, int t1, float *sums) {
+    if (t0 >= t1) return;
+    const int TR = g->nrt, TV = g->kv, tj = g->tj, ts = TR * TV * 16;
+    const int j0c = t0 * TR, j1c = t1 * TR < g->n ? t1 * TR : g->n;   /* db's columns */
+    const size_t tiles = (size_t)(t1 - t0) * tj;
+    double *dsum = (double *)(sums + tiles * ts);
+    if (g->db) memset(dsum, 0, (size_t)(j1c - j0c) * sizeof *dsum);
+    const tn_fn *tab = TV == 3 ? tn_v3 : TV == 2 ? tn_v2 : tn_v1;
+    const int last = g->k - (tj - 1) * 16 * TV;            /* columns of the last tile */
+    for (int64_t r0 = 0; r0 < g->m; r0 += TM) {
+        const int64_t rows = g->m - r0 < TM ? g->m - r0 : TM;
+        for (int j = 0; j < tj; j++) {
+            const int cols = j == tj - 1 ? last : 16 * TV;
+            const float *bb = g->b + r0 * g->ldb + j * 16 * TV;
+            for (int t = t0; t < t1; t++) {
+                const int i0 = t * TR, nr = g->n - i0 < TR ? g->n - i0 : TR;
+                tab[nr - 1](sums + ((size_t)(t - t0) * tj + j) * ts, g->a + r0 * g->lda + i0,
+                            g->lda, bb, g->ldb, rows, cols, r0 == 0);
+            }
+        }
+        if (g->db) tn_colsum(dsum, g->a, g->lda, r0, r0 + rows, j0c, j1c);
     }
+    /* c += the sums; db += its sums */
+    for (int t = t0; t < t1; t++) {
+        const int i0 = t * TR, nr = g->n - i0 < TR ? g->n - i0 : TR;
+        for (int j = 0; j < tj; j++) {
+            const float *sv = sums + ((size_t)(t - t0) * tj + j) * ts;
+            const int c0 = j * 16 * TV, cols = g->k - c0 < 16 * TV ? g->k - c0 : 16 * TV;
+            for (int i = 0; i < nr; i++) {
+                float *cr = g->c + (int64_t)(i0 + i) * g->ldc + c0;
+                for (int v = 0; v * 16 < cols; v++) {
+                    const int lv = cols - 16 * v;
+                    const __mmask16 ml = lv >= 16 ? 0xFFFF : (__mmask16)((1u << lv) - 1);
+                    const __m512 x = _mm512_maskz_loadu_ps(ml, cr + 16 * v);
+                    _mm512_mask_storeu_ps(cr + 16 * v, ml,
+                                          _mm512_add_ps(x, _mm512_load_ps(sv + (i * TV + v) * 16)));
+                }
+            }
+        }
+    }
+    if (g->db)
+        for (int j = j0c; j < j1c; j++) g->db[j] = (float)((double)g->db[j] + dsum[j - j0c]);
 }
 
 int ra_gemm_tn_avx512(float *c, int64_t ldc, const float *a, int64_t lda, const float *b,
-                      int64_t ldb, int64_t m, int n, int k, int nthreads) {
+                      int64_t ldb, int64_t m, int n, int k, float *db, int nthreads) {
     if (m <= 0 || n <= 0 || k <= 0) return 0;
-    /* the sums start from 0 in a scratch and are added to c at the end, as
-     * c += (a^T b) promises (and the same sums whatever c held) */
-    float *s = calloc((size_t)n * k, sizeof *s);
-    if (!s) return -1;
-    const int tn = (n + TN - 1) / TN, tk = (k + 31) / 32;
-    const int64_t tiles = (int64_t)tn * tk;
+    /* the tile shape wasting the fewest lanes on the edges; ties to wider */
+    static const int kvs[3] = {3, 2, 1}, nrs[3] = {8, 12, 24};
+    int best = 0;
+    double eff = -1;
+    for (int s = 0; s < 3; s++) {
+        const int64_t w = 16 * kvs[s], kp = (k + w - 1) / w * w;
+        const int64_t np = ((int64_t)n + nrs[s] - 1) / nrs[s] * nrs[s];
+        const double e = (double)n * k / ((double)np * kp) * (s == 2 ? 0.9 : 1.0);
+        if (e > eff + 1e-9) eff = e, best = s;
+    }
+    tn_args g = {.c = c, .ldc = ldc, .a = a, .lda = lda, .b = b, .ldb = ldb, .m = m, .n = n,
+                 .k = k, .db = db, .kv = kvs[best], .nrt = nrs[best]};
+    g.ti = (n + g.nrt - 1) / g.nrt, g.tj = (k + 16 * g.kv - 1) / (16 * g.kv);
     int nt = nthreads < 1 ? 1 : nthreads;
-    if (nt > tiles) nt = (int)tiles;
+    if (nt > g.ti) nt = g.ti;
+    int fail = 0;   /* any thread without scratch: nobody starts */
 #ifdef _OPENMP
-#pragma omp parallel num_threads(nt) if (nt > 1)
+#pragma omp parallel num_threads(nt) if (nt > 1) shared(fail)
 #endif
     {
 #ifdef _OPENMP
@@ -443,21 +666,25 @@ int ra_gemm_tn_avx512(float *c, int64_t ldc, const float *a, int64_t lda, const 
 #else
         const int id = 0, cnt = 1;
 #endif
-        const int64_t t0 = tiles * id / cnt, t1 = tiles * (id + 1) / cnt;
-        for (int64_t r0 = 0; r0 < m; r0 += TM) {
-            const int64_t r1 = m - r0 < TM ? m : r0 + TM;
-            for (int64_t t = t0; t < t1; t++) {
-                const int i0 = (int)(t / tk) * TN, j0 = (int)(t % tk) * 32;
-                const int nr = n - i0 < TN ? n - i0 : TN, kn = k - j0 < 32 ? k - j0 : 32;
-                tn_tile_any(s + (int64_t)i0 * k + j0, k, a + i0, lda, b + j0, ldb, r0, r1, nr,
-                            kn);
-            }
+        const int t0 = (int)((int64_t)g.ti * id / cnt), t1 = (int)((int64_t)g.ti * (id + 1) / cnt);
+        float *sums = tn_space(tn_bytes(&g, t0, t1));
+        if (!sums) {
+#ifdef _OPENMP
+#pragma omp atomic write
+#endif
+            fail = 1;
         }
+#ifdef _OPENMP
+#pragma omp barrier
+#endif
+        int stop;
+#ifdef _OPENMP
+#pragma omp atomic read
+#endif
+        stop = fail;
+        if (!stop) tn_part(&g, t0, t1, sums);
     }
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < k; j++) c[i * ldc + j] += s[(int64_t)i * k + j];
-    free(s);
-    return 0;
+    return fail ? -1 : 0;
 }
 
 /* ---- LayerNorm of one row on 8 double lanes ---------------------------------
@@ -504,5 +731,63 @@ void ra_nn_layernorm_row_avx512(float *y, float *mean, float *rstd, const float 
         if (gamma) v *= gamma[j];
         if (beta) v += beta[j];
         y[j] = (float)v;
+    }
+}
+
+/* ---- LayerNorm backward of a block of rows on 8 double lanes ---------------
+ * nn.c's scalar backward, per row: g = dy gamma, xhat = (x - mu) rstd, the
+ * row means of g and g xhat, dx += rstd (g - mean(g) - xhat mean(g xhat)),
+ * all in double with separate multiplies and adds as the scalar loop (only
+ * the order of the two row sums differs); and the block's column sums
+ * pg += dy xhat, pb += dy, rows in order (the caller adds the blocks'
+ * sums in block order). */
+void ra_nn_layernorm_backward_rows_avx512(float *dx, double *pg, double *pb, const float *dy,
+                                          const float *x, const float *mean, const float *rstd,
+                                          const float *gamma, int64_t rows, int c) {
+    const int nv = (c + 7) / 8;
+    const __mmask8 ml = (__mmask8)((1u << (c - 8 * (nv - 1))) - 1);
+    for (int64_t i = 0; i < rows; i++) {
+        const float *xr = x + i * c, *gr = dy + i * c;
+        const __m512d mu = _mm512_set1_pd((double)mean[i]), rs = _mm512_set1_pd((double)rstd[i]);
+        __m512d sg = _mm512_setzero_pd(), sgx = _mm512_setzero_pd();
+        for (int v = 0; v < nv; v++) {
+            const __mmask8 m = v == nv - 1 ? ml : 0xFF;
+            const __m512d xv = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(m, xr + 8 * v)));
+            const __m512d gv = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(m, gr + 8 * v)));
+            const __m512d xh = _mm512_mul_pd(_mm512_sub_pd(xv, mu), rs);
+            const __m512d g = gamma ? _mm512_mul_pd(gv, _mm512_cvtps_pd(_mm512_castps512_ps256(
+                                                            _mm512_maskz_loadu_ps(m, gamma + 8 * v))))
+                                    : gv;
+            sg = _mm512_add_pd(sg, g);
+            sgx = _mm512_add_pd(sgx, _mm512_mul_pd(g, xh));   /* masked lanes: 0 */
+            if (pg) {
+                double *p = pg + 8 * v;
+                _mm512_mask_storeu_pd(p, m, _mm512_add_pd(_mm512_maskz_loadu_pd(m, p),
+                                                          _mm512_mul_pd(gv, xh)));
+            }
+            if (pb) {
+                double *p = pb + 8 * v;
+                _mm512_mask_storeu_pd(p, m, _mm512_add_pd(_mm512_maskz_loadu_pd(m, p), gv));
+            }
+        }
+        if (!dx) continue;
+        const __m512d mg = _mm512_set1_pd(_mm512_reduce_add_pd(sg) / c);
+        const __m512d mgx = _mm512_set1_pd(_mm512_reduce_add_pd(sgx) / c);
+        float *dr = dx + i * c;
+        for (int v = 0; v < nv; v++) {
+            const __mmask8 m = v == nv - 1 ? ml : 0xFF;
+            const __mmask16 m16 = m;
+            const __m512d xv = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(m16, xr + 8 * v)));
+            const __m512d gv = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(m16, gr + 8 * v)));
+            const __m512d xh = _mm512_mul_pd(_mm512_sub_pd(xv, mu), rs);
+            const __m512d g = gamma ? _mm512_mul_pd(gv, _mm512_cvtps_pd(_mm512_castps512_ps256(
+                                                            _mm512_maskz_loadu_ps(m16, gamma + 8 * v))))
+                                    : gv;
+            const __m512d t = _mm512_mul_pd(rs, _mm512_sub_pd(_mm512_sub_pd(g, mg),
+                                                               _mm512_mul_pd(xh, mgx)));
+            const __m512d d = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(m16, dr + 8 * v)));
+            const __m256 r = _mm512_cvtpd_ps(_mm512_add_pd(d, t));
+            _mm512_mask_storeu_ps(dr + 8 * v, m16, _mm512_castps256_ps512(r));
+        }
     }
 }

@@ -110,6 +110,46 @@ void ra_nn_gelu_avx2(float *y, const float *x, int64_t n) {
     }
 }
 
+/* GELU'(v) = 0.5 (1 + erf(v / sqrt 2)) + v (1 / sqrt(2 pi)) exp(-v^2 / 2),
+ * the scalar backward's expression in its order; exp of an argument below
+ * -87 is 0 (so +-inf gives NaN, as inf * 0 in the scalar loop). */
+static inline __m256 gelu_grad8(__m256 v) {
+    const __m256 cdf = _mm256_mul_ps(
+        _mm256_set1_ps(0.5f),
+        _mm256_add_ps(_mm256_set1_ps(1.0f),
+                      erf8(_mm256_mul_ps(v, _mm256_set1_ps(0.70710678118654752440f)))));
+    const __m256 arg = _mm256_mul_ps(_mm256_mul_ps(v, v), _mm256_set1_ps(-0.5f));
+    const __m256 e = _mm256_and_ps(_mm256_cmp_ps(arg, _mm256_set1_ps(-87.0f), _CMP_GE_OQ),
+                                   exp8_neg(arg));
+    const __m256 pdf = _mm256_mul_ps(_mm256_set1_ps(0.39894228040143267794f), e);
+    return _mm256_add_ps(cdf, _mm256_mul_ps(v, pdf));
+}
+
+void ra_nn_gelu_backward_avx2(float *dx, const float *dy, const float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 d = _mm256_mul_ps(_mm256_loadu_ps(dy + i), gelu_grad8(_mm256_loadu_ps(x + i)));
+        _mm256_storeu_ps(dx + i, _mm256_add_ps(_mm256_loadu_ps(dx + i), d));
+    }
+    if (i < n) {
+        const __m256i m = tail_mask(n - i);
+        const __m256 d = _mm256_mul_ps(_mm256_maskload_ps(dy + i, m),
+                                       gelu_grad8(_mm256_maskload_ps(x + i, m)));
+        _mm256_maskstore_ps(dx + i, m, _mm256_add_ps(_mm256_maskload_ps(dx + i, m), d));
+    }
+}
+
+void ra_nn_gelu_grad_mul_avx2(float *d, const float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(d + i, _mm256_mul_ps(_mm256_loadu_ps(d + i), gelu_grad8(_mm256_loadu_ps(x + i))));
+    if (i < n) {
+        const __m256i m = tail_mask(n - i);
+        _mm256_maskstore_ps(d + i, m, _mm256_mul_ps(_mm256_maskload_ps(d + i, m),
+                                                    gelu_grad8(_mm256_maskload_ps(x + i, m))));
+    }
+}
+
 /* ---- LayerNorm of one row ------------------------------------------------ */
 
 static inline double hsum_pd(__m256d v) {
