@@ -703,6 +703,10 @@ ra_status ra_plot_curves(const char *path, const ra_plot_series *series, int nse
                 if (!isfinite(xv) || !isfinite(yv)) { have = 0; continue; }
                 int cx = PX(xv), cy = PY(yv);
                 cv_line2(&c, have ? lx : cx, have ? ly : cy, cx, cy, palette[colour[k]], in);
+                /* a series of few points (evaluations per epoch) gets a
+                 * marker at each, so that a single point shows */
+                if (series[k].n <= 40 && cx - 2 >= X0 && cx + 3 <= X1 && cy - 2 >= Y0 && cy + 3 <= Y1)
+                    cv_fill(&c, cx - 2, cy - 2, 5, 5, palette[colour[k]]);
                 have = 1, lx = cx, ly = cy;
             }
         }
