@@ -603,12 +603,31 @@ static void tn_part(const tn_args *g, int t0, int t1, float *sums) {
     if (g->db) memset(dsum, 0, (size_t)(j1c - j0c) * sizeof *dsum);
     const tn_fn *tab = TV == 3 ? tn_v3 : TV == 2 ? tn_v2 : tn_v1;
     const int last = g->k - (tj - 1) * 16 * TV;            /* columns of the last tile */
+    /* the bytes of a row of a and of b this thread reads */
+    const int64_t abytes = (int64_t)(j1c - j0c) * (int64_t)sizeof(float);
+    const int64_t bbytes = (int64_t)g->k * (int64_t)sizeof(float);
+    const int64_t calls = (int64_t)tj * (t1 - t0);
+    /* short rows (a few lines each) the hardware prefetcher follows alone */
+    const int pref = abytes + bbytes > 512;
     for (int64_t r0 = 0; r0 < g->m; r0 += TM) {
         const int64_t rows = g->m - r0 < TM ? g->m - r0 : TM;
+        /* the next block's rows, prefetched a share before each call: the
+         * hardware prefetcher does not follow a's strided slices in time */
+        const int64_t nx = !pref ? 0 : g->m - r0 - rows < TM ? g->m - r0 - rows : TM;
+        int64_t c = 0;
         for (int j = 0; j < tj; j++) {
             const int cols = j == tj - 1 ? last : 16 * TV;
             const float *bb = g->b + r0 * g->ldb + j * 16 * TV;
-            for (int t = t0; t < t1; t++) {
+            for (int t = t0; t < t1; t++, c++) {
+                for (int64_t r = r0 + rows + nx * c / calls; r < r0 + rows + nx * (c + 1) / calls;
+                     r++) {
+                    const char *pa = (const char *)(g->a + r * g->lda + j0c);
+                    const char *pb = (const char *)(g->b + r * g->ldb);
+                    for (int64_t o = 0; o < abytes + 63; o += 64)
+                        _mm_prefetch(pa + (o < abytes ? o : abytes - 1), _MM_HINT_T0);
+                    for (int64_t o = 0; o < bbytes + 63; o += 64)
+                        _mm_prefetch(pb + (o < bbytes ? o : bbytes - 1), _MM_HINT_T0);
+                }
                 const int i0 = t * TR, nr = g->n - i0 < TR ? g->n - i0 : TR;
                 tab[nr - 1](sums + ((size_t)(t - t0) * tj + j) * ts, g->a + r0 * g->lda + i0,
                             g->lda, bb, g->ldb, rows, cols, r0 == 0);
