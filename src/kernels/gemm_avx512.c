@@ -378,17 +378,29 @@ static int run_part(const gemm_args *a, int64_t mt, int64_t t0, int64_t t1, int 
         }
         const int64_t calls = (t1 - t0) * np;
         int64_t c = 0;
+        int64_t i0 = tile_row(t0, a->m, mt);
         for (int64_t t = t0; t < t1; t++) {
-            const int64_t i0 = tile_row(t, a->m, mt);
-            const int mr = (int)(tile_row(t + 1, a->m, mt) - i0);
+            const int64_t i1 = tile_row(t + 1, a->m, mt);
+            const int mr = (int)(i1 - i0);
+            /* without a next block of w: the next row tile's rows of x
+             * (contiguous), a share before each panel's call */
+            const char *px = NULL;
+            int64_t xl = 0;
+            if (!pf && t + 1 < t1) {
+                const int64_t i2 = tile_row(t + 2, a->m, mt);
+                px = (const char *)(a->x + i1 * a->ldx);
+                xl = (((i2 - i1 - 1) * a->ldx + k) * (int64_t)sizeof(float) + 63) / 64;
+            }
             for (int p = 0; p < np; p++, c++) {
                 const int j0 = (jb + p) * NR;
                 const int jn = a->n - j0 < NR ? a->n - j0 : NR;
-                const int64_t l0 = lines * c / calls, l1 = lines * (c + 1) / calls;
-                const char *pp = pf ? pf + l0 * 64 : NULL;
+                const int64_t l0 = pf ? lines * c / calls : xl * p / np;
+                const int64_t l1 = pf ? lines * (c + 1) / calls : xl * (p + 1) / np;
+                const char *pp = pf ? pf + l0 * 64 : px ? px + l0 * 64 : NULL;
                 if (mr == MR) tile(a, MR, i0, buf + (int64_t)p * k * NR, j0, jn, pp, l1 - l0);
                 else tile_any(a, mr, i0, buf + (int64_t)p * k * NR, j0, jn, pp, l1 - l0);
             }
+            i0 = i1;
         }
     }
     return 0;
