@@ -2,7 +2,8 @@
  * the shapes of the default `relattn train` model (swin 28x28, patch 2,
  * embed 48, depths 2,2, batch 128): each Linear layer's forward product,
  * its backward dX and dW (+ db) products, LayerNorm and GELU backward.
- *   relattn_bench_layers [--threads T] [--reps R]
+ *   relattn_bench_layers [--threads T] [--reps R] [--div D]
+ * (--div D: M / D rows, e.g. to see a product run from cache)
  * Median of R timed calls after one warm-up call. */
 #include "relattn.h"
 
@@ -44,9 +45,10 @@ static float *rnd(int64_t n, uint64_t s) {
     } while (0)
 
 int main(int argc, char **argv) {
-    int threads = 1, reps = 5;
+    int threads = 1, reps = 5, div = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--div")) div = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
     }
     if (reps < 1 || reps > 100) reps = 5;
@@ -61,7 +63,7 @@ int main(int argc, char **argv) {
     printf("threads %d; GFLOP/s: forward (y = x w^T + b), dx, dw + db\n", threads);
     double tot[3] = {0, 0, 0};
     for (size_t l = 0; l < sizeof L / sizeof *L; l++) {
-        const int64_t m = L[l].m;
+        const int64_t m = L[l].m / (div > 0 ? div : 1);
         const int n = L[l].n, k = L[l].k;
         float *x = rnd(m * k, 1), *w = rnd((int64_t)n * k, 2), *b = rnd(n, 3);
         float *y = rnd(m * n, 4), *dx = rnd(m * k, 5), *dw = rnd((int64_t)n * k, 6);

@@ -1212,10 +1212,12 @@ static void test_fast_paths(void) {
          * the worst-case bound of a float sum of k products: (k + 2) eps
          * times sum |x w| + |b|, through GELU (slope <= 1.13) and the
          * residual add (one more rounding); edges in M, N and K */
-        const int ms[] = {1, 11, 13, 49, 197}, ns[] = {1, 17, 32, 33, 100}, ks[] = {1, 7, 96, 300};
+        /* (panels of 32 columns: N = 1, 17, 32, 100; of 48: 33, 48, 144) */
+        const int ms[] = {1, 11, 13, 49, 197}, ns[] = {1, 17, 32, 33, 48, 100, 144},
+                  ks[] = {1, 7, 96, 300};
         double worst[2] = {0, 0};
         for (size_t mi = 0; mi < 5; mi++)
-            for (size_t ni = 0; ni < 5; ni++)
+            for (size_t ni = 0; ni < 7; ni++)
                 for (size_t ki = 0; ki < 4; ki++) {
                     const int m = ms[mi], nn = ns[ni], k = ks[ki];
                     const int64_t mn = (int64_t)m * nn;

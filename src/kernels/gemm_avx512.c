@@ -5,12 +5,15 @@
  * AVX-512F (OpenBLAS, whose kernels the environment may pin to AVX2, stays
  * the fallback and does every backward product).
  *
- * Blocking: w is packed per call, NR = 32 of its rows at a time, into
- * k-major panels (each k: 32 consecutive outputs), a block of panels of
- * about 256 KB at a time per thread, while the next block's rows of w are
- * prefetched into L2. x is not packed: the microkernel broadcasts x[i][k]
- * from its rows directly. A tile is up to MR = 12 rows by NR = 32 columns,
- * 24 accumulators over the whole of K (no K blocking: the epilogue sees
+ * Blocking: w is packed per call, NR = 32 or 48 of its rows at a time
+ * (whichever wastes fewer lanes on N's edge: 48 for the N = 48 and 144 of
+ * a small Swin, where 32 wasted a quarter of the FMAs), into k-major panels
+ * (each k: NR consecutive outputs), a block of panels of about 256 KB at a
+ * time per thread, while the next block's rows of w are prefetched into L2
+ * (or, when w fits in one block, the next row tile's rows of x). x is not
+ * packed: the microkernel broadcasts x[i][k] from its rows directly. A tile
+ * is up to MR = 12 rows by 32 columns or 8 rows by 48 columns, 24
+ * accumulators over the whole of K (no K blocking: the epilogue sees
  * finished sums), so every output is one sequential chain of FMAs over k,
  * then + bias. The summation order differs from OpenBLAS's, so results
  * differ from it within rounding (tests/test_nn.c holds both to the same
@@ -38,7 +41,7 @@
 #endif
 
 #define MR 12
-#define NR 32
+
 #define BLOCK_FLOATS ((int64_t)1 << 16)   /* packed w per block: 256 KB */
 
 /* ---- GELU on 16 lanes (nn_avx2.c's erf8, widened) -------------------------- */
@@ -159,7 +162,7 @@ static inline void transpose8(__m256 r[8]) {
     }
 }
 
-static void pack_panel(float *panel, const float *w, int64_t ldw, int jn, int k) {
+static void pack_panel(float *panel, const float *w, int64_t ldw, int jn, int k, int nr) {
     int j = 0;
     for (; j + 8 <= jn; j += 8) {
         const float *w0 = w + j * ldw;
@@ -168,27 +171,31 @@ static void pack_panel(float *panel, const float *w, int64_t ldw, int jn, int k)
             __m256 r[8];
             for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(w0 + i * ldw + p);
             transpose8(r);
-            for (int i = 0; i < 8; i++) _mm256_storeu_ps(panel + (int64_t)(p + i) * NR + j, r[i]);
+            for (int i = 0; i < 8; i++) _mm256_storeu_ps(panel + (int64_t)(p + i) * nr + j, r[i]);
         }
         for (; p < k; p++)
-            for (int i = 0; i < 8; i++) panel[(int64_t)p * NR + j + i] = w0[i * ldw + p];
+            for (int i = 0; i < 8; i++) panel[(int64_t)p * nr + j + i] = w0[i * ldw + p];
     }
     for (; j < jn; j++)
-        for (int p = 0; p < k; p++) panel[(int64_t)p * NR + j] = w[j * ldw + p];
-    if (jn < NR)
+        for (int p = 0; p < k; p++) panel[(int64_t)p * nr + j] = w[j * ldw + p];
+    if (jn < nr)
         for (int p = 0; p < k; p++)
-            memset(panel + (int64_t)p * NR + jn, 0, (size_t)(NR - jn) * sizeof(float));
+            memset(panel + (int64_t)p * nr + jn, 0, (size_t)(nr - jn) * sizeof(float));
 }
 
-/* panel (K, 32) from w given transposed, (K, N; ldw): panel[k][jj] =
- * w[k][jj] for the jn <= 32 columns given, zeros beyond. */
-static void pack_panel_t(float *panel, const float *w, int64_t ldw, int jn, int k) {
-    const __mmask16 m0 = jn >= 16 ? 0xFFFF : (__mmask16)((1u << jn) - 1);
-    const __mmask16 m1 = jn >= 32 ? 0xFFFF : jn <= 16 ? 0 : (__mmask16)((1u << (jn - 16)) - 1);
+/* panel (K, nr) from w given transposed, (K, N; ldw): panel[k][jj] =
+ * w[k][jj] for the jn <= nr columns given, zeros beyond. */
+static inline __mmask16 lane_mask(int left) {
+    return left >= 16 ? 0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+}
+
+static void pack_panel_t(float *panel, const float *w, int64_t ldw, int jn, int k, int nr) {
+    const int nv = nr / 16;
     for (int p = 0; p < k; p++) {
         const float *r = w + p * ldw;
-        _mm512_store_ps(panel + (int64_t)p * NR, _mm512_maskz_loadu_ps(m0, r));
-        _mm512_store_ps(panel + (int64_t)p * NR + 16, _mm512_maskz_loadu_ps(m1, r + 16));
+        for (int v = 0; v < nv; v++)
+            _mm512_store_ps(panel + (int64_t)p * nr + 16 * v,
+                            _mm512_maskz_loadu_ps(lane_mask(jn - 16 * v), r + 16 * v));
     }
 }
 
@@ -211,15 +218,20 @@ typedef struct gemm_args {
     int wt;              /* w given transposed, (K, N; ldw) */
     float *pre;          /* also store the sums before GELU here (ldy) */
     const float *gh;     /* multiply by GELU'(gh) (ldy) */
+    int nv, nr, mr;      /* panels of nv vectors (nr = 16 nv columns), tiles of
+                            up to mr rows */
 } gemm_args;
 
-/* Rows i0 .. i0+mr-1 of the output against one packed panel (columns j0 ..
- * j0+jn-1). */
-static inline __attribute__((always_inline)) void tile(const gemm_args *a, int mr, int64_t i0,
-                                                       const float *panel, int j0, int jn,
-                                                       const char *pf, int64_t npf) {
-    __m512 c0[MR], c1[MR];
-    for (int i = 0; i < mr; i++) c0[i] = _mm512_setzero_ps(), c1[i] = _mm512_setzero_ps();
+/* Rows i0 .. i0+mr-1 of the output against one packed panel of NV vectors
+ * (columns j0 .. j0+jn-1, jn <= 16 NV). */
+static inline __attribute__((always_inline)) void tile(const gemm_args *a, const int NV, int mr,
+                                                       int64_t i0, const float *panel, int j0,
+                                                       int jn, const char *pf, int64_t npf) {
+    __m512 c[3][MR];
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; v++)
+#pragma GCC unroll 12
+        for (int i = 0; i < mr; i++) c[v][i] = _mm512_setzero_ps();
     /* rows by threes: base pointers xq (rows 3q) advance with k, row 3q + r
      * is xq[r * ldx] (addressing base + ldx*4*r, r = 0, 1, 2) */
     const int64_t ld = a->ldx;
@@ -228,73 +240,93 @@ static inline __attribute__((always_inline)) void tile(const gemm_args *a, int m
     const float *bp = panel;
     for (int p = a->k; p > 0;) {
         /* k in chunks of 16; before each, its share of the prefetches of
-         * the next block of w (towards L2), spread evenly over the FMAs */
+         * the next block of w or of the next rows of x (towards L2),
+         * spread evenly over the FMAs */
         const int chunk = p < 16 ? p : 16;
-        for (int64_t share = (npf * chunk + p - 1) / p; share > 0; share--, npf--, pf += 64)
-            _mm_prefetch(pf, _MM_HINT_T1);
+        if (npf > 0)
+            for (int64_t share = (npf * chunk + p - 1) / p; share > 0; share--, npf--, pf += 64)
+                _mm_prefetch(pf, _MM_HINT_T1);
         p -= chunk;
-        for (int c = chunk; c > 0; c--, bp += NR) {
-            const __m512 b0 = _mm512_load_ps(bp);
-            const __m512 b1 = _mm512_load_ps(bp + 16);
+        for (int cc = chunk; cc > 0; cc--, bp += 16 * NV) {
+            __m512 bv[3];
+#pragma GCC unroll 3
+            for (int v = 0; v < NV; v++) bv[v] = _mm512_load_ps(bp + 16 * v);
+#pragma GCC unroll 12
             for (int i = 0; i < mr; i++) {
                 const __m512 av = _mm512_set1_ps(xq[i / 3][(i % 3) * ld]);
-                c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);
-                c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);
+#pragma GCC unroll 3
+                for (int v = 0; v < NV; v++) c[v][i] = _mm512_fmadd_ps(av, bv[v], c[v][i]);
             }
             for (int q = 0; q < (mr + 2) / 3; q++) xq[q]++;
         }
     }
     /* epilogue */
-    const __mmask16 m0 = jn >= 16 ? 0xFFFF : (__mmask16)((1u << jn) - 1);
-    const __mmask16 m1 = jn >= 32 ? 0xFFFF : jn <= 16 ? 0 : (__mmask16)((1u << (jn - 16)) - 1);
-    if (a->bias) {
-        const __m512 b0 = _mm512_maskz_loadu_ps(m0, a->bias + j0);
-        const __m512 b1 = _mm512_maskz_loadu_ps(m1, a->bias + j0 + 16);
-        for (int i = 0; i < mr; i++) {
-            c0[i] = _mm512_add_ps(c0[i], b0);
-            c1[i] = _mm512_add_ps(c1[i], b1);
+    __mmask16 mv[3];
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; v++) mv[v] = lane_mask(jn - 16 * v);
+    if (a->bias)
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; v++) {
+            const __m512 bb = _mm512_maskz_loadu_ps(mv[v], a->bias + j0 + 16 * v);
+            for (int i = 0; i < mr; i++) c[v][i] = _mm512_add_ps(c[v][i], bb);
         }
-    }
     if (a->pre)
         for (int i = 0; i < mr; i++) {
             float *d = a->pre + (i0 + i) * a->ldy + j0;
-            _mm512_mask_storeu_ps(d, m0, c0[i]);
-            if (m1) _mm512_mask_storeu_ps(d + 16, m1, c1[i]);
+#pragma GCC unroll 3
+            for (int v = 0; v < NV; v++)
+                if (mv[v]) _mm512_mask_storeu_ps(d + 16 * v, mv[v], c[v][i]);
         }
     if (a->gelu)
-        for (int i = 0; i < mr; i++) {
-            c0[i] = gelu16(c0[i]);
-            if (m1) c1[i] = gelu16(c1[i]);
-        }
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; v++)
+            if (mv[v])
+                for (int i = 0; i < mr; i++) c[v][i] = gelu16(c[v][i]);
     if (a->gh)
         for (int i = 0; i < mr; i++) {
             const float *h = a->gh + (i0 + i) * a->ldy + j0;
-            c0[i] = _mm512_mul_ps(c0[i], gelu_grad16(_mm512_maskz_loadu_ps(m0, h)));
-            if (m1) c1[i] = _mm512_mul_ps(c1[i], gelu_grad16(_mm512_maskz_loadu_ps(m1, h + 16)));
+#pragma GCC unroll 3
+            for (int v = 0; v < NV; v++)
+                if (mv[v])
+                    c[v][i] = _mm512_mul_ps(c[v][i],
+                                            gelu_grad16(_mm512_maskz_loadu_ps(mv[v], h + 16 * v)));
         }
     if (a->res) {
         for (int i = 0; i < mr; i++) {
             const int64_t row = a->map ? a->map[i0 + i] : i0 + i;
             if (row < 0) continue;
             float *d = a->res + row * a->ldres + j0;
-            _mm512_mask_storeu_ps(d, m0, _mm512_add_ps(_mm512_maskz_loadu_ps(m0, d), c0[i]));
-            if (m1)
-                _mm512_mask_storeu_ps(d + 16, m1,
-                                      _mm512_add_ps(_mm512_maskz_loadu_ps(m1, d + 16), c1[i]));
+#pragma GCC unroll 3
+            for (int v = 0; v < NV; v++)
+                if (mv[v])
+                    _mm512_mask_storeu_ps(d + 16 * v, mv[v],
+                                          _mm512_add_ps(_mm512_maskz_loadu_ps(mv[v], d + 16 * v),
+                                                        c[v][i]));
         }
     } else {
         for (int i = 0; i < mr; i++) {
             float *d = a->y + (i0 + i) * a->ldy + j0;
-            _mm512_mask_storeu_ps(d, m0, c0[i]);
-            if (m1) _mm512_mask_storeu_ps(d + 16, m1, c1[i]);
+#pragma GCC unroll 3
+            for (int v = 0; v < NV; v++)
+                if (mv[v]) _mm512_mask_storeu_ps(d + 16 * v, mv[v], c[v][i]);
         }
     }
 }
 
-static void tile_any(const gemm_args *a, int mr, int64_t i0, const float *panel, int j0, int jn,
-                     const char *pf, int64_t npf) {
+/* A tile of NV = 2 (up to 12 rows) or NV = 3 vectors (up to 8 rows). */
+static void tile_any(const gemm_args *a, int nv, int mr, int64_t i0, const float *panel, int j0,
+                     int jn, const char *pf, int64_t npf) {
+    if (nv == 3) {
+        switch (mr) {
+#define CASE(r) case r: tile(a, 3, r, i0, panel, j0, jn, pf, npf); break;
+            CASE(1) CASE(2) CASE(3) CASE(4) CASE(5) CASE(6) CASE(7) CASE(8)
+#undef CASE
+        default: break;
+        }
+        return;
+    }
     switch (mr) {
-#define CASE(r) case r: tile(a, r, i0, panel, j0, jn, pf, npf); break;
+#define CASE(r) case r: tile(a, 2, r, i0, panel, j0, jn, pf, npf); break;
         CASE(1) CASE(2) CASE(3) CASE(4) CASE(5) CASE(6)
         CASE(7) CASE(8) CASE(9) CASE(10) CASE(11) CASE(12)
 #undef CASE
@@ -353,42 +385,57 @@ static inline int64_t tile_row(int64_t t, int64_t m, int64_t mt) {
 static int run_part(const gemm_args *a, int64_t mt, int64_t t0, int64_t t1, int p0, int p1,
                     int per) {
     const int k = a->k;
-    float *buf = pack_space((size_t)per * k * NR);
+    const int NRv = a->nr;
+    float *buf = pack_space((size_t)per * k * NRv);
     if (!buf) return -1;
     for (int jb = p0; jb < p1; jb += per) {
         const int np = p1 - jb < per ? p1 - jb : per;
         for (int p = 0; p < np; p++) {
-            const int j0 = (jb + p) * NR;
+            const int j0 = (jb + p) * NRv;
             if (a->wt)
-                pack_panel_t(buf + (int64_t)p * k * NR, a->w + j0, a->ldw,
-                             a->n - j0 < NR ? a->n - j0 : NR, k);
+                pack_panel_t(buf + (int64_t)p * k * NRv, a->w + j0, a->ldw,
+                             a->n - j0 < NRv ? a->n - j0 : NRv, k, NRv);
             else
-                pack_panel(buf + (int64_t)p * k * NR, a->w + j0 * a->ldw, a->ldw,
-                           a->n - j0 < NR ? a->n - j0 : NR, k);
+                pack_panel(buf + (int64_t)p * k * NRv, a->w + j0 * a->ldw, a->ldw,
+                           a->n - j0 < NRv ? a->n - j0 : NRv, k, NRv);
         }
         /* the next block's rows of w: contiguous when ldw == k */
         const char *pf = NULL;
         int64_t lines = 0;
         if (jb + np < p1 && a->ldw == k && !a->wt) {
-            const int64_t r0 = (int64_t)(jb + np) * NR;
-            int64_t r1 = (int64_t)(jb + np + (p1 - jb - np < per ? p1 - jb - np : per)) * NR;
+            const int64_t r0 = (int64_t)(jb + np) * NRv;
+            int64_t r1 = (int64_t)(jb + np + (p1 - jb - np < per ? p1 - jb - np : per)) * NRv;
             if (r1 > a->n) r1 = a->n;
             pf = (const char *)(a->w + r0 * k);
             lines = ((r1 - r0) * k * (int64_t)sizeof(float) + 63) / 64;
         }
         const int64_t calls = (t1 - t0) * np;
         int64_t c = 0;
+        int64_t i0 = tile_row(t0, a->m, mt);
         for (int64_t t = t0; t < t1; t++) {
-            const int64_t i0 = tile_row(t, a->m, mt);
-            const int mr = (int)(tile_row(t + 1, a->m, mt) - i0);
-            for (int p = 0; p < np; p++, c++) {
-                const int j0 = (jb + p) * NR;
-                const int jn = a->n - j0 < NR ? a->n - j0 : NR;
-                const int64_t l0 = lines * c / calls, l1 = lines * (c + 1) / calls;
-                const char *pp = pf ? pf + l0 * 64 : NULL;
-                if (mr == MR) tile(a, MR, i0, buf + (int64_t)p * k * NR, j0, jn, pp, l1 - l0);
-                else tile_any(a, mr, i0, buf + (int64_t)p * k * NR, j0, jn, pp, l1 - l0);
+            const int64_t i1 = tile_row(t + 1, a->m, mt);
+            const int mr = (int)(i1 - i0);
+            /* without a next block of w: the next row tile's rows of x
+             * (contiguous), a share before each panel's call */
+            const char *px = NULL;
+            int64_t xl = 0;
+            if (!pf && t + 1 < t1) {
+                const int64_t i2 = tile_row(t + 2, a->m, mt);
+                px = (const char *)(a->x + i1 * a->ldx);
+                xl = (((i2 - i1 - 1) * a->ldx + k) * (int64_t)sizeof(float) + 63) / 64;
             }
+            for (int p = 0; p < np; p++, c++) {
+                const int j0 = (jb + p) * NRv;
+                const int jn = a->n - j0 < NRv ? a->n - j0 : NRv;
+                const int64_t l0 = pf ? lines * c / calls : xl * p / np;
+                const int64_t l1 = pf ? lines * (c + 1) / calls : xl * (p + 1) / np;
+                const char *pp = pf ? pf + l0 * 64 : px ? px + l0 * 64 : NULL;
+                const float *pan = buf + (int64_t)p * k * NRv;
+                if (a->nv == 2 && mr == 12) tile(a, 2, 12, i0, pan, j0, jn, pp, l1 - l0);
+                else if (a->nv == 3 && mr == 8) tile(a, 3, 8, i0, pan, j0, jn, pp, l1 - l0);
+                else tile_any(a, a->nv, mr, i0, pan, j0, jn, pp, l1 - l0);
+            }
+            i0 = i1;
         }
     }
     return 0;
@@ -407,15 +454,20 @@ int ra_gemm_avx512_ext(float *y, int64_t ldy, const float *x, int64_t ldx, const
                        const int32_t *map, int nthreads) {
     if (m <= 0 || n <= 0) return 0;
     if (k <= 0) return -1;   /* the caller's path handles it */
-    const int npan = (n + NR - 1) / NR;
-    int64_t per = BLOCK_FLOATS / ((int64_t)k * NR);
+    /* panels of 32 or 48 columns, whichever wastes fewer lanes (48 on a
+     * tie: 11 loads per 24 FMAs instead of 14); every output is the same
+     * chain of FMAs over k either way */
+    const int nv = ((n + 47) / 48 * 48 <= (n + 31) / 32 * 32) ? 3 : 2;
+    const int NRv = 16 * nv, MRv = nv == 3 ? 8 : 12;
+    const int npan = (n + NRv - 1) / NRv;
+    int64_t per = BLOCK_FLOATS / ((int64_t)k * NRv);
     if (per < 1) per = 1;
     if (per > npan) per = npan;
     const gemm_args a = {.y = y, .ldy = ldy, .x = x, .ldx = ldx, .w = w, .ldw = ldw, .m = m,
                          .n = n, .k = k, .bias = bias, .gelu = gelu, .res = res,
                          .ldres = ldres, .map = map, .wt = wt,
-                         .pre = pre, .gh = gh};
-    const int64_t mt = (m + MR - 1) / MR;
+                         .pre = pre, .gh = gh, .nv = nv, .nr = NRv, .mr = MRv};
+    const int64_t mt = (m + MRv - 1) / MRv;
     int nt = nthreads < 1 ? 1 : nthreads;
     if (nt > mt * npan) nt = (int)(mt * npan);
     /* Split the panels or the row tiles between the threads, whichever
@@ -603,12 +655,31 @@ static void tn_part(const tn_args *g, int t0, int t1, float *sums) {
     if (g->db) memset(dsum, 0, (size_t)(j1c - j0c) * sizeof *dsum);
     const tn_fn *tab = TV == 3 ? tn_v3 : TV == 2 ? tn_v2 : tn_v1;
     const int last = g->k - (tj - 1) * 16 * TV;            /* columns of the last tile */
+    /* the bytes of a row of a and of b this thread reads */
+    const int64_t abytes = (int64_t)(j1c - j0c) * (int64_t)sizeof(float);
+    const int64_t bbytes = (int64_t)g->k * (int64_t)sizeof(float);
+    const int64_t calls = (int64_t)tj * (t1 - t0);
+    /* short rows (a few lines each) the hardware prefetcher follows alone */
+    const int pref = abytes + bbytes > 512;
     for (int64_t r0 = 0; r0 < g->m; r0 += TM) {
         const int64_t rows = g->m - r0 < TM ? g->m - r0 : TM;
+        /* the next block's rows, prefetched a share before each call: the
+         * hardware prefetcher does not follow a's strided slices in time */
+        const int64_t nx = !pref ? 0 : g->m - r0 - rows < TM ? g->m - r0 - rows : TM;
+        int64_t c = 0;
         for (int j = 0; j < tj; j++) {
             const int cols = j == tj - 1 ? last : 16 * TV;
             const float *bb = g->b + r0 * g->ldb + j * 16 * TV;
-            for (int t = t0; t < t1; t++) {
+            for (int t = t0; t < t1; t++, c++) {
+                for (int64_t r = r0 + rows + nx * c / calls; r < r0 + rows + nx * (c + 1) / calls;
+                     r++) {
+                    const char *pa = (const char *)(g->a + r * g->lda + j0c);
+                    const char *pb = (const char *)(g->b + r * g->ldb);
+                    for (int64_t o = 0; o < abytes + 63; o += 64)
+                        _mm_prefetch(pa + (o < abytes ? o : abytes - 1), _MM_HINT_T0);
+                    for (int64_t o = 0; o < bbytes + 63; o += 64)
+                        _mm_prefetch(pb + (o < bbytes ? o : bbytes - 1), _MM_HINT_T0);
+                }
                 const int i0 = t * TR, nr = g->n - i0 < TR ? g->n - i0 : TR;
                 tab[nr - 1](sums + ((size_t)(t - t0) * tj + j) * ts, g->a + r0 * g->lda + i0,
                             g->lda, bb, g->ldb, rows, cols, r0 == 0);
