@@ -40,6 +40,7 @@ static const char train_help[] =
     "  --batch B           global batch (128)\n"
     "  --lr LR             peak learning rate of AdamW (1e-3); warm-up 1 epoch\n"
     "                      from 1e-6, cosine to 1e-5; weight decay 0.05 (--wd)\n"
+    "  --warmup-epochs W   length of the linear warm-up (1)\n"
     "  --label-smoothing E (0.1)   --clip N  gradient-norm clipping (5; 0 off)\n"
     "  --no-augment        no random crop (padding 2) and horizontal flip\n"
     "  --seed S            (0) the same seed and --threads give the same run\n"
@@ -220,7 +221,8 @@ int cmd_train(int argc, char **argv) {
                {"--embed-dim", 1, 0},  {"--depths", 1, 0},     {"--heads", 1, 0},
                {"--window", 1, 0},     {"--patch", 1, 0},      {"--pos", 1, 0},
                {"--resume", 1, 0},     {"--ckpt-every", 1, 0}, {"--label-smoothing", 1, 0},
-               {"--clip", 1, 0},       {"--no-augment", 0, 0}, {"--help", 0, 0},
+               {"--clip", 1, 0},       {"--no-augment", 0, 0}, {"--warmup-epochs", 1, 0},
+               {"--help", 0, 0},
                {"-h", 0, 0},           {0, 0, 0}};
     const char *pos[1];
     int npos = 0;
@@ -263,6 +265,10 @@ int cmd_train(int argc, char **argv) {
     if (get(o, "--clip") &&
         (!((c.clip_grad = strtof(get(o, "--clip"), &end)) >= 0) || *end))
         return usage_error("--clip '%s': need a number >= 0", get(o, "--clip"));
+    if (get(o, "--warmup-epochs") &&
+        (!((c.warmup_epochs = strtod(get(o, "--warmup-epochs"), &end)) >= 0) || *end ||
+         c.warmup_epochs > 1000))
+        return usage_error("--warmup-epochs '%s': need a number >= 0", get(o, "--warmup-epochs"));
     if (get(o, "--no-augment")) c.crop_pad = 0, c.flip = 0;
     if (c.min_lr > c.lr) c.min_lr = c.lr;
     if (c.warmup_lr > c.lr) c.warmup_lr = c.lr;
@@ -272,7 +278,7 @@ int cmd_train(int argc, char **argv) {
         static const char *const fixed[] = {"--epochs", "--batch", "--lr", "--wd", "--seed",
                                             "--embed-dim", "--depths", "--heads", "--window",
                                             "--patch", "--pos", "--label-smoothing", "--clip",
-                                            "--no-augment"};
+                                            "--no-augment", "--warmup-epochs"};
         for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
             if (get(o, fixed[i]))
                 return usage_error("%s cannot change a resumed run (the checkpoint has it)",
