@@ -132,6 +132,14 @@ void ra_linear_forward(float *y,        /* (M, N) */
     }
 }
 
+/* GELU'(v) = Phi(v) + v * phi(v), in PyTorch's float expressions (its CPU
+ * GeluBackwardKernel): the scalar oracle of the vector kernels. */
+static inline float gelu_deriv(float v) {
+    const float cdf = 0.5f * (1.0f + erff(v * (float)RA_SQRT1_2));
+    const float pdf = (float)RA_INV_SQRT_2PI * expf(v * v * -0.5f);
+    return cdf + v * pdf;
+}
+
 /* d[i] *= GELU'(x[i]): the scalar backward's expression, or its vectors. */
 static void gelu_grad_mul(float *d, const float *x, int64_t n) {
     if (n <= 0) return;
@@ -148,17 +156,10 @@ static void gelu_grad_mul(float *d, const float *x, int64_t n) {
         return;
     }
 #endif
-    const float r2 = (float)RA_SQRT1_2;
-    const float beta = (float)RA_INV_SQRT_2PI;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nn_threads(n))
 #endif
-    for (int64_t i = 0; i < n; i++) {
-        const float v = x[i];
-        const float cdf = 0.5f * (1.0f + erff(v * r2));
-        const float pdf = beta * expf(v * v * -0.5f);
-        d[i] = d[i] * (cdf + v * pdf);
-    }
+    for (int64_t i = 0; i < n; i++) d[i] = d[i] * gelu_deriv(x[i]);
 }
 
 void ra_linear_backward_ex(float *dx,        /* (M, K) or NULL */
@@ -492,17 +493,10 @@ void ra_gelu_backward(float *dx,        /* (n), may be dy */
         return;
     }
 #endif
-    const float r2 = (float)RA_SQRT1_2;
-    const float beta = (float)RA_INV_SQRT_2PI;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nn_threads(n))
 #endif
-    for (int64_t i = 0; i < n; i++) {
-        const float v = x[i];
-        const float cdf = 0.5f * (1.0f + erff(v * r2));
-        const float pdf = beta * expf(v * v * -0.5f);
-        dx[i] += dy[i] * (cdf + v * pdf);
-    }
+    for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * gelu_deriv(x[i]);
 }
 
 void ra_add(float *y,        /* (n), may be a or b */

@@ -833,21 +833,33 @@ static ra_status net_merge(const swin_net *n, ra_arena *a, int s, float **x, int
     return st;
 }
 
+ra_status ra_swin_net_input(const swin_net *n, int x_ndim, const int64_t *x_shape, int train,
+                            int64_t *B, int64_t *H, int64_t *W) {
+    if (x_ndim != 4 || x_shape[1] != n->in_chans)
+        return ra_fail(RA_ERR_SHAPE, "swin takes images x (B, %d, H, W)", n->in_chans);
+    const int64_t b = x_shape[0], h = x_shape[2], w = x_shape[3];
+    if (b < 1 || b > INT_MAX || h < 1 || h > SWIN_MAX_SIZE || w < 1 || w > SWIN_MAX_SIZE)
+        return ra_fail(RA_ERR_SHAPE, "swin: batch %lld of %lldx%lld images", (long long)b,
+                       (long long)h, (long long)w);
+    /* every activation is at most about (B, H*W/P^2 rounded up, max(E*kc)),
+     * and the training tape keeps a few of them per block */
+    int64_t big;
+    const int64_t per = (h + n->patch) * (w + n->patch) / ((int64_t)n->patch * n->patch) + 1;
+    const int64_t wide = (int64_t)n->in_chans * n->patch * n->patch +
+                         (train ? 8 : 4) * (int64_t)n->features;
+    if (!ra_mul_i64(&big, b, per) || !ra_mul_i64(&big, big, wide) ||
+        big > ((int64_t)1 << (train ? 38 : 40)))
+        return ra_fail(RA_ERR_SHAPE, "swin: input too large%s", train ? " to train on" : "");
+    *B = b, *H = h, *W = w;
+    return RA_OK;
+}
+
 static ra_status net_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                              const float *x, int x_ndim, const int64_t *x_shape) {
     swin_net *n = m->impl;
-    if (x_ndim != 4 || x_shape[1] != n->in_chans)
-        return ra_fail(RA_ERR_SHAPE, "swin takes images x (B, %d, H, W)", n->in_chans);
-    const int64_t B = x_shape[0], H = x_shape[2], W = x_shape[3];
-    if (B < 1 || B > INT_MAX || H < 1 || H > SWIN_MAX_SIZE || W < 1 || W > SWIN_MAX_SIZE)
-        return ra_fail(RA_ERR_SHAPE, "swin: batch %lld of %lldx%lld images", (long long)B,
-                       (long long)H, (long long)W);
-    /* every activation is at most about (B, H*W/P^2 rounded up, max(E*kc)) */
-    int64_t big;
-    const int64_t per = (H + n->patch) * (W + n->patch) / ((int64_t)n->patch * n->patch) + 1;
-    const int64_t wide = (int64_t)n->in_chans * n->patch * n->patch + 4 * (int64_t)n->features;
-    if (!ra_mul_i64(&big, B, per) || !ra_mul_i64(&big, big, wide) || big > ((int64_t)1 << 40))
-        return ra_fail(RA_ERR_SHAPE, "swin: input too large");
+    int64_t B, H, W;
+    ra_status st0 = ra_swin_net_input(n, x_ndim, x_shape, 0, &B, &H, &W);
+    if (st0) return st0;
 
     ra_arena local;
     swin_run run = {.a = ra_arena_begin(&n->ws, &local)};

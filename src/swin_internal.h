@@ -93,6 +93,10 @@ typedef struct swin_net {
 /* Patch embedding (+ norm, + absolute position embedding) and patch merging
  * of the inference path (swin.c). */
 void ra_swin_tape_free(struct swin_tape *t);
+/* Check images x (B, C_in, H, W) for the network (train: the tape's larger
+ * bound) and give their sizes. */
+ra_status ra_swin_net_input(const swin_net *n, int x_ndim, const int64_t *x_shape, int train,
+                            int64_t *B, int64_t *H, int64_t *W);
 ra_status ra_swin_one_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                                     const float *x, int x_ndim, const int64_t *x_shape,
                                     ra_rng *rng);

@@ -295,18 +295,9 @@ ra_status ra_swin_net_forward_train(ra_model *m, float **y, int *y_ndim, int64_t
                                     ra_rng *rng) {
     (void)rng;
     swin_net *n = m->impl;
-    if (x_ndim != 4 || x_shape[1] != n->in_chans)
-        return ra_fail(RA_ERR_SHAPE, "swin takes images x (B, %d, H, W)", n->in_chans);
-    const int64_t B = x_shape[0], H = x_shape[2], W = x_shape[3];
-    if (B < 1 || B > INT_MAX || H < 1 || H > SWIN_MAX_SIZE || W < 1 || W > SWIN_MAX_SIZE)
-        return ra_fail(RA_ERR_SHAPE, "swin: batch %lld of %lldx%lld images", (long long)B,
-                       (long long)H, (long long)W);
-    int64_t big;
-    const int64_t per = (H + n->patch) * (W + n->patch) / ((int64_t)n->patch * n->patch) + 1;
-    const int64_t wide = (int64_t)n->in_chans * n->patch * n->patch + 8 * (int64_t)n->features;
-    if (!ra_mul_i64(&big, B, per) || !ra_mul_i64(&big, big, wide) || big > ((int64_t)1 << 38))
-        return ra_fail(RA_ERR_SHAPE, "swin: input too large to train on");
-    ra_status st = tape_begin(&n->tape, n->nblocks);
+    int64_t B, H, W;
+    ra_status st = ra_swin_net_input(n, x_ndim, x_shape, 1, &B, &H, &W);
+    if (!st) st = tape_begin(&n->tape, n->nblocks);
     if (st) return st;
     swin_tape *t = n->tape;
     ra_arena *a = t->a;
