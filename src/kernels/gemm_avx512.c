@@ -1,9 +1,11 @@
-/* gemm_avx512.c - the Linear layers' product for inference on AVX-512
- * CPUs: y (M, N) = x (M, K) . w (N, K)^T, with the bias, GELU and residual
- * add applied to each output tile while it is still in registers.
+/* gemm_avx512.c - the Linear layers' products on AVX-512 CPUs, forward
+ * and backward: y (M, N) = x (M, K) . w (N, K)^T, with the bias, GELU and
+ * residual add applied to each output tile while it is still in registers
+ * (the forward, and dX = dY . W of the backward), and the weight gradient
+ * dW += dY^T X with the bias gradient in the same pass (ra_gemm_tn_avx512).
  * Compiled with -mavx512f -mfma; src/nn.c calls it only when the CPU has
  * AVX-512F (OpenBLAS, whose kernels the environment may pin to AVX2, stays
- * the fallback and does every backward product).
+ * the fallback).
  *
  * Blocking: w is packed per call, NR = 32 or 48 of its rows at a time
  * (whichever wastes fewer lanes on N's edge: 48 for the N = 48 and 144 of
