@@ -20,6 +20,7 @@
  * beside PyTorch's for the same shapes. */
 #define _POSIX_C_SOURCE 200809L
 #include "relattn.h"
+#include "peak.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -43,51 +44,6 @@ static int cmp_double(const void *a, const void *b) {
 static double median(double *t, int n) {
     qsort(t, (size_t)n, sizeof *t, cmp_double);
     return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
-
-/* ---- the machine's FMA peak: independent FMA chains on every thread --- */
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-__attribute__((target("avx2,fma"))) static double fma_loop_avx2(long iters) {
-    __m256 a[10], m = _mm256_set1_ps(0.9999999f), c = _mm256_set1_ps(1e-7f);
-    for (int i = 0; i < 10; i++) a[i] = _mm256_set1_ps((float)i);
-    for (long it = 0; it < iters; it++)
-        for (int i = 0; i < 10; i++) a[i] = _mm256_fmadd_ps(a[i], m, c);
-    float s = 0, o[8];
-    for (int i = 0; i < 10; i++) { _mm256_storeu_ps(o, a[i]); s += o[0]; }
-    return s * 0 + iters * 10.0 * 16;   /* flops: 8 lanes x 2; s keeps the loop */
-}
-__attribute__((target("avx512f"))) static double fma_loop_avx512(long iters) {
-    __m512 a[12], m = _mm512_set1_ps(0.9999999f), c = _mm512_set1_ps(1e-7f);
-    for (int i = 0; i < 12; i++) a[i] = _mm512_set1_ps((float)i);
-    for (long it = 0; it < iters; it++)
-        for (int i = 0; i < 12; i++) a[i] = _mm512_fmadd_ps(a[i], m, c);
-    float s = 0;
-    for (int i = 0; i < 12; i++) s += _mm512_reduce_add_ps(a[i]);
-    return s * 0 + iters * 12.0 * 32;
-}
-#endif
-
-/* GFLOP/s of the widest FMA the CPU has, all threads; the median of 5. */
-static double fma_peak(int threads, const char **isa) {
-    double (*loop)(long) = NULL;
-    *isa = "none";
-#if defined(__x86_64__)
-    if (__builtin_cpu_supports("avx512f")) loop = fma_loop_avx512, *isa = "avx512 fma";
-    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        loop = fma_loop_avx2, *isa = "avx2 fma";
-#endif
-    if (!loop) return 0;
-    double t[5];
-    const long iters = 20000000;
-    for (int r = 0; r < 5; r++) {
-        double flops = 0, t0 = now();
-        #pragma omp parallel num_threads(threads) reduction(+ : flops)
-        flops += loop(iters);
-        t[r] = flops / (now() - t0) * 1e-9;
-    }
-    return median(t, 5);
 }
 
 /* ---- shapes ------------------------------------------------------------- */

@@ -7,6 +7,7 @@
  *                       [--reps R]
  * Prints each repetition's images/s, then the median. */
 #include "relattn.h"
+#include "peak.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,7 +42,7 @@ int main(int argc, char **argv) {
                           "in_chans", "1", "num_classes", "10", "embed_dim", "48",
                           "depths", "2,2", "num_heads", "3,6", "window_size", "7",
                           "mlp_ratio", "4.0", "qkv_bias", "true", "patch_norm", "true",
-                          "ape", "false", "relative_position_bias", "true"};
+                          "ape", "false", "relative_position", "bias"};
     ra_model *m = NULL;
     ra_status st = ra_model_create(&m, meta, (int)(sizeof meta / sizeof *meta) / 2, 0);
     if (st) return fprintf(stderr, "model: %s\n", ra_last_error()), 1;
@@ -82,8 +83,15 @@ int main(int argc, char **argv) {
     double sum = 0, sabs = 0;
     for (int64_t i = 0; i < ra_model_param_total(m); i++) sum += w[i] * (double)(i % 7 + 1), sabs += w[i] < 0 ? -w[i] : w[i];
     qsort(ips, (size_t)reps, sizeof *ips, cmp_d);
-    printf("threads %d batch %d: median %.1f img/s; weights checksum %.17g %.17g\n", threads,
-           batch, ips[reps / 2], sum, sabs);
+    /* a training step is counted as 3 forwards (the backward as 2), each
+     * 2 flops per multiply-add of the Swin authors' count */
+    const double flop_img = 6.0 * (double)ra_model_flops(m, 28, 28);
+    const char *isa;
+    const double peak = fma_peak(threads, &isa);
+    printf("threads %d batch %d: median %.1f img/s = %.1f GFLOP/s (%.2f GFLOP per image), "
+           "%.1f%% of the FMA peak (%s, measured: %.1f GFLOP/s); weights checksum %.17g %.17g\n",
+           threads, batch, ips[reps / 2], ips[reps / 2] * flop_img * 1e-9, flop_img * 1e-9,
+           peak > 0 ? 100.0 * ips[reps / 2] * flop_img * 1e-9 / peak : 0.0, isa, peak, sum, sabs);
     ra_trainer_free(t);
     ra_model_free(m);
     free(d.images);

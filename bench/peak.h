@@ -1,0 +1,10 @@
+/* peak.h - the machine's FMA peak, measured in the same run as a benchmark
+ * (bench.c, bench_train.c): independent FMA chains on every thread. */
+#ifndef RA_BENCH_PEAK_H
+#define RA_BENCH_PEAK_H
+
+/* GFLOP/s of the widest FMA the CPU has on `threads` threads, the median
+ * of 5; *isa names it ("avx512 fma", "avx2 fma", or "none": 0). */
+double fma_peak(int threads, const char **isa);
+
+#endif
