@@ -1,10 +1,11 @@
 /* bench_train.c - images/s of the training step (ra_trainer_step) of the
- * default `relattn train` model (swin on 28x28 one-channel images: patch 2,
- * embed 48, depths 2,2, heads 3,6, window 7, batch 128) on random data, and
+ * default `relattn train` model (swin on 28x28 one-channel images: patch 4,
+ * embed 64, depths 2,2, heads 2,4, window 7, batch 128; --patch,
+ * --embed-dim, --depths, --heads for others) on random data, and
  * a checksum of the weights after the steps (the same for the same thread
  * count: the determinism check).
  *   relattn_bench_train [--threads T] [--steps N] [--warmup W] [--batch B]
- *                       [--reps R]
+ *                       [--reps R] [--patch P] [--embed-dim C] [--depths ..] [--heads ..]
  * Prints each repetition's images/s, then the median. */
 #include "relattn.h"
 #include "peak.h"
@@ -28,8 +29,13 @@ static int cmp_d(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     int threads = 1, steps = 10, warmup = 2, batch = 128, reps = 3;
+    const char *patch = "4", *embed = "64", *depths = "2,2", *heads = "2,4";
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--patch")) patch = argv[i + 1];
+        else if (!strcmp(argv[i], "--embed-dim")) embed = argv[i + 1];
+        else if (!strcmp(argv[i], "--depths")) depths = argv[i + 1];
+        else if (!strcmp(argv[i], "--heads")) heads = argv[i + 1];
         else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--batch")) batch = atoi(argv[i + 1]);
@@ -38,9 +44,9 @@ int main(int argc, char **argv) {
     }
     if (reps < 1 || reps > 64) reps = 3;
     ra_threads_set(threads);
-    const char *meta[] = {"arch", "swin", "img_size", "28,28", "patch_size", "2",
-                          "in_chans", "1", "num_classes", "10", "embed_dim", "48",
-                          "depths", "2,2", "num_heads", "3,6", "window_size", "7",
+    const char *meta[] = {"arch", "swin", "img_size", "28,28", "patch_size", patch,
+                          "in_chans", "1", "num_classes", "10", "embed_dim", embed,
+                          "depths", depths, "num_heads", heads, "window_size", "7",
                           "mlp_ratio", "4.0", "qkv_bias", "true", "patch_norm", "true",
                           "ape", "false", "relative_position", "bias"};
     ra_model *m = NULL;

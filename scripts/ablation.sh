@@ -6,7 +6,7 @@
 #   scripts/ablation.sh [EPOCHS] [THREADS]      -> out/ablation/
 set -euo pipefail
 cd "$(dirname "$0")/.."
-epochs=${1:-2}
+epochs=${1:-3}
 threads=${2:-2}
 r=build/relattn
 [ -x $r ] || { bash scripts/deps.sh && cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null &&

@@ -20,7 +20,7 @@ say "Train (checkpoint every 500 steps and every epoch; --resume $ck continues)"
 say "Evaluate the checkpoint: the same test accuracy, and the confusion matrix" $r eval "$ck"
 say "The learned relative position bias of every block and head" \
     $r plot bias "$ck" -o "$out/bias.png"
-say "Attention of three query tokens over a test image (stage 1, shifted block)" \
+say "Attention of three query tokens over a test image (stage 1, block 1)" \
     $r plot attention "$ck" --index 0 --stage 0 --block 1 -o "$out/attention.png"
 say "Loss and test accuracy" $r plot curves "$ck" --label relbias -o "$out/curves.png"
 say "A test image as PNG, classified" $r plot sample --index 0 -o "$out/sample.png"

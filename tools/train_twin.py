@@ -2,9 +2,9 @@
 with the same architecture and recipe, for the accuracy and speed comparison.
 
     OPENBLAS_NUM_THREADS=T /usr/bin/python3 tools/train_twin.py --threads T [--json]
-        [--epochs 10] [--max-steps N] [--time-budget S] [--seed 0] [--data DIR]
-        [--embed-dim 48] [--depths 2,2] [--heads 3,6] [--window 7] [--patch 2]
-        [--pos none|abs|relbias|relbias+abs] [--lr 1e-3] [--batch 128] ...
+        [--epochs 13] [--max-steps N] [--time-budget S] [--seed 0] [--data DIR]
+        [--embed-dim 64] [--depths 2,2] [--heads 2,4] [--window 7] [--patch 4]
+        [--pos none|abs|relbias|relbias+abs] [--lr 3e-3] [--batch 128] ...
     OPENBLAS_NUM_THREADS=T /usr/bin/python3 tools/train_twin.py --threads T \
         --bench-steps 30 [--bench-data real|random]
 
@@ -40,8 +40,8 @@ What the C side must do the same way (or knowingly differently):
             in this order: top[B], left[B] (torch.randint(0, 2*pad+1)), then
             flip[B] (torch.rand < 0.5), all on the data generator (seeded with
             --seed, separate from the model's initialisation RNG).
-  model     SwinTransformer(img 28, patch 2, 1 channel, 10 classes, embed 48,
-            depths (2,2), heads (3,6), window 7, mlp 4, qkv_bias, patch_norm,
+  model     SwinTransformer(img 28, patch 4, 1 channel, 10 classes, embed 64,
+            depths (2,2), heads (2,4), window 7, mlp 4, qkv_bias, patch_norm,
             no dropout, exact GELU, LayerNorm eps 1e-5). Initialisation as the
             official Swin: Linear weights (qkv, proj, fc1, fc2, reduction,
             head) trunc_normal(std .02, bounds +-2 absolute) and zero biases;
@@ -61,7 +61,7 @@ What the C side must do the same way (or knowingly differently):
             absolute_pos_embed (Swin's set_weight_decay); 0 on biases,
             LayerNorm weights and every other 1-D tensor.
   schedule  per step, t = 0-based index of the step (the lr used BY step t):
-            warmup = steps of one epoch, total = epochs * steps per epoch,
+            warmup = --warmup-epochs (0.5) of steps, total = epochs * steps per epoch,
             t < warmup: warmup_lr + t * (lr - warmup_lr) / warmup,
             else min_lr + 0.5 * (lr - min_lr) * (1 + cos(pi * (t - warmup) /
             (total - warmup))). (The official Swin loop applies lr(t - 1) at
@@ -84,14 +84,14 @@ sys.dont_write_bytecode = True  # no tools/__pycache__ in the tree
 RECIPE = {
     "data": "/usr/share/datasets/fashion-mnist",
     "mean": 0.2860, "std": 0.3530,
-    "crop_padding": 2, "flip_p": 0.5,
-    "img_size": 28, "patch": 2, "in_chans": 1, "num_classes": 10,
-    "embed_dim": 48, "depths": (2, 2), "heads": (3, 6), "window": 7, "mlp_ratio": 4.0,
+    "crop_padding": 0, "flip_p": 0.5,
+    "img_size": 28, "patch": 4, "in_chans": 1, "num_classes": 10,
+    "embed_dim": 64, "depths": (2, 2), "heads": (2, 4), "window": 7, "mlp_ratio": 4.0,
     "qkv_bias": True, "patch_norm": True, "pos": "relbias",
-    "lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.05,
+    "lr": 3e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.05,
     "batch": 128, "label_smoothing": 0.1, "clip_grad": 5.0,
-    "warmup_epochs": 1.0, "warmup_lr": 1e-6, "min_lr": 1e-5,
-    "epochs": 10, "last_batch": "drop",
+    "warmup_epochs": 0.5, "warmup_lr": 1e-6, "min_lr": 1e-5,
+    "epochs": 13, "last_batch": "drop",
     "seed": 0, "eval_batch": 1000,
 }
 
