@@ -36,7 +36,7 @@ static void print_help(void) {
     fputs("\n"
           "'relattn COMMAND --help' describes each. Exit codes: 0 ok, 64 usage,\n"
           "65 bad data, 66 input missing, 73 output cannot be created, 70 internal.\n"
-          "Environment: RELATTN_KERNEL=ref|avx2 forces an attention kernel.\n", stdout);
+          "Environment: RELATTN_KERNEL=ref|avx2|avx512 forces a kernel set.\n", stdout);
 }
 
 int main(int argc, char **argv) {
