@@ -53,6 +53,24 @@ check '"$bin" inspect "$tmp/a.st" | grep -q swin' "the checkpoint inspects as a 
 check '[ -z "$(ls "$tmp" | grep tmp)" ]' "no temporary files left"
 check '"$bin" eval "$tmp/a.st" --data "$tmp/fm" | grep -q "^test accuracy 0\.[0-9]* ([0-9]*/500)"' "eval prints the accuracy"
 
+# pictures of the checkpoint: PNG files (their pixels are tests/test_plot.c's)
+png() { [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; }
+"$bin" plot bias "$tmp/a.st" -o "$tmp/bias.png" 2> /dev/null
+check 'png "$tmp/bias.png"' "plot bias writes a PNG"
+"$bin" plot attention "$tmp/a.st" --data "$tmp/fm" --index 3 --query 1,2 -o "$tmp/att.png" 2> /dev/null
+check 'png "$tmp/att.png"' "plot attention writes a PNG"
+"$bin" plot curves "$tmp/a.st" "$tmp/a.st" --label one --label two -o "$tmp/cur.png" 2> /dev/null
+check 'png "$tmp/cur.png"' "plot curves writes a PNG"
+"$bin" plot sample --data "$tmp/fm" --index 7 -o "$tmp/s.png" 2> /dev/null
+check 'png "$tmp/s.png"' "plot sample writes a PNG"
+check '"$bin" classify "$tmp/a.st" "$tmp/s.png" --top 1 | grep -q "class "' "classify reads the sample"
+"$bin" plot attention "$tmp/a.st" --data "$tmp/fm" --query 9,9 -o "$tmp/q.png" 2> /dev/null
+check '[ $? = 65 ] && [ ! -e "$tmp/q.png" ]' "a query outside the grid exits 65, no file"
+"$bin" plot colours "$tmp/a.st" -o "$tmp/q.png" 2> /dev/null; check '[ $? = 64 ]' "an unknown picture is a usage error"
+"$bin" plot bias "$tmp/a.st" 2> /dev/null; check '[ $? = 64 ]' "plot without -o is a usage error"
+"$bin" plot curves "$tmp/fm/train-images-idx3-ubyte" -o "$tmp/q.png" 2> /dev/null
+check '[ $? = 65 ]' "curves of a file that is not a checkpoint exit 65"
+
 # 2. kill -9 after a checkpoint, resume: the same weights
 "$bin" train "${tiny[@]}" --max-steps 12 --ckpt-every 4 --out "$tmp/s.st" 2> /dev/null
 "$bin" train "${tiny[@]}" --max-steps 12 --ckpt-every 2 --out "$tmp/k.st" 2> /dev/null &
