@@ -238,7 +238,7 @@ int cmd_train(int argc, char **argv) {
     const int json = get(o, "--json") != NULL;
 
     ra_train_config c = ra_train_config_default();
-    int seed = 0, max_steps = 0, ckpt_every = 500, v;
+    int seed = 0, max_steps = 0, ckpt_every = 500;
     double budget = 0;
     char *end;
     if (get(o, "--epochs") && !parse_int(&c.epochs, get(o, "--epochs"), 1, 100000))
@@ -283,7 +283,6 @@ int cmd_train(int argc, char **argv) {
     if (c.min_lr > c.lr) c.min_lr = c.lr;
     if (c.warmup_lr > c.lr) c.warmup_lr = c.lr;
     if (c.warmup_epochs > c.epochs) c.warmup_epochs = c.epochs;
-    (void)v;
     if (resume) {   /* the checkpoint holds the model and the recipe */
         static const char *const fixed[] = {"--epochs", "--batch", "--lr", "--wd", "--seed",
                                             "--embed-dim", "--depths", "--heads", "--window",

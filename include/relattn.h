@@ -784,9 +784,9 @@ float *ra_model_weights(ra_model *m);
  *   dy   (the shape of the forward's y) the gradient of the output.
  * The forward's inputs and outputs are as ra_model_forward's (y allocated,
  * free with free()). The numbers equal PyTorch autograd (SPEC 2.6). The
- * training forward of swin and vit applies the model's stochastic depth
- * (metadata drop_path_rate, default 0) from rng; rng may be NULL when the
- * rate is 0. RA_ERR_ARG for an attention-layer model (their backward is
+ * training forward of vit applies the model's stochastic depth (metadata
+ * drop_path_rate, default 0) from rng; rng may be NULL when the rate is 0.
+ * swin and the 3-D block have no stochastic depth (rng is not used). RA_ERR_ARG for an attention-layer model (their backward is
  * ra_attn_layer_backward) or a backward without a training forward. */
 int ra_model_trainable(const ra_model *m);
 ra_status ra_model_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],

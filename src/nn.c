@@ -36,6 +36,20 @@ static int nn_threads(int64_t work) {
     return work >= RA_NN_PAR_MIN ? ra_threads_get() : 1;
 }
 
+/* y = fn(x) over n elements in blocks of RA_NN_BLOCK, the blocks in
+ * parallel (element-wise kernels: the same bits for any thread count). */
+static void run_blocks(void (*fn)(float *, const float *, int64_t), float *y, const float *x,
+                       int64_t n) {
+    const int64_t blocks = (n + RA_NN_BLOCK - 1) / RA_NN_BLOCK;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(n))
+#endif
+    for (int64_t t = 0; t < blocks; t++) {
+        const int64_t i0 = t * RA_NN_BLOCK;
+        fn(y + i0, x + i0, n - i0 < RA_NN_BLOCK ? n - i0 : RA_NN_BLOCK);
+    }
+}
+
 /* The vectorised loops (src/kernels/nn_avx2.c) when the CPU has AVX2 and
  * FMA, unless the kernels are forced to the scalar reference
  * (RELATTN_KERNEL=ref or ra_kernel_select), which keeps these loops as the
@@ -140,26 +154,18 @@ static inline float gelu_deriv(float v) {
     return cdf + v * pdf;
 }
 
+static void gelu_grad_mul_scalar(float *d, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) d[i] = d[i] * gelu_deriv(x[i]);
+}
+
 /* d[i] *= GELU'(x[i]): the scalar backward's expression, or its vectors. */
 static void gelu_grad_mul(float *d, const float *x, int64_t n) {
     if (n <= 0) return;
+    void (*fn)(float *, const float *, int64_t) = gelu_grad_mul_scalar;
 #ifdef RA_HAVE_X86_KERNELS
-    if (ra_nn_simd()) {
-        const int64_t blocks = (n + RA_NN_BLOCK - 1) / RA_NN_BLOCK;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(nn_threads(n))
+    if (ra_nn_simd()) fn = ra_nn_gelu_grad_mul_avx2;
 #endif
-        for (int64_t t = 0; t < blocks; t++) {
-            const int64_t i0 = t * RA_NN_BLOCK;
-            ra_nn_gelu_grad_mul_avx2(d + i0, x + i0, n - i0 < RA_NN_BLOCK ? n - i0 : RA_NN_BLOCK);
-        }
-        return;
-    }
-#endif
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(nn_threads(n))
-#endif
-    for (int64_t i = 0; i < n; i++) d[i] = d[i] * gelu_deriv(x[i]);
+    run_blocks(fn, d, x, n);
 }
 
 void ra_linear_backward_ex(float *dx,        /* (M, K) or NULL */
@@ -461,14 +467,7 @@ void ra_gelu_forward(float *y,        /* (n), may be x */
 #ifdef RA_HAVE_X86_KERNELS
     if (ra_nn_simd()) fn = ra_nn_gelu_avx2;
 #endif
-    const int64_t blocks = (n + RA_NN_BLOCK - 1) / RA_NN_BLOCK;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(nn_threads(n))
-#endif
-    for (int64_t t = 0; t < blocks; t++) {
-        const int64_t i0 = t * RA_NN_BLOCK;
-        fn(y + i0, x + i0, n - i0 < RA_NN_BLOCK ? n - i0 : RA_NN_BLOCK);
-    }
+    run_blocks(fn, y, x, n);
 }
 
 /* ACCUMULATES into dx. */
