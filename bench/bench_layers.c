@@ -1,6 +1,6 @@
 /* bench_layers.c - GFLOP/s (or GB/s) of the pieces of a training step on
- * the shapes of the default `relattn train` model (swin 28x28, patch 2,
- * embed 48, depths 2,2, batch 128): each Linear layer's forward product,
+ * the shapes of the default `relattn train` model (swin 28x28, patch 4,
+ * embed 64, depths 2,2, batch 128): each Linear layer's forward product,
  * its backward dX and dW (+ db) products, LayerNorm and GELU backward.
  *   relattn_bench_layers [--threads T] [--reps R] [--div D]
  * (--div D: M / D rows, e.g. to see a product run from cache)
@@ -55,10 +55,10 @@ int main(int argc, char **argv) {
     ra_threads_set(threads);
     double ts[100], med;
     static const struct { const char *name; int64_t m; int n, k; } L[] = {
-        {"s1 qkv", 25088, 144, 48}, {"s1 proj", 25088, 48, 48}, {"s1 fc1", 25088, 192, 48},
-        {"s1 fc2", 25088, 48, 192}, {"merge", 6272, 96, 192},   {"s2 qkv", 6272, 288, 96},
-        {"s2 proj", 6272, 96, 96},  {"s2 fc1", 6272, 384, 96},  {"s2 fc2", 6272, 96, 384},
-        {"embed", 25088, 48, 4},
+        {"s1 qkv", 6272, 192, 64}, {"s1 proj", 6272, 64, 64},  {"s1 fc1", 6272, 256, 64},
+        {"s1 fc2", 6272, 64, 256}, {"merge", 2048, 128, 256},  {"s2 qkv", 2048, 384, 128},
+        {"s2 proj", 2048, 128, 128}, {"s2 fc1", 2048, 512, 128}, {"s2 fc2", 2048, 128, 512},
+        {"embed", 6272, 64, 16},
     };
     printf("threads %d; GFLOP/s: forward (y = x w^T + b), dx, dw + db\n", threads);
     double tot[3] = {0, 0, 0};
@@ -85,8 +85,8 @@ int main(int argc, char **argv) {
     printf("  total ms: forward %.2f, dx %.2f, dw %.2f\n", tot[0] * 1e3, tot[1] * 1e3,
            tot[2] * 1e3);
     {   /* element-wise backward layers: stage 1's MLP and norms */
-        const int64_t m = 25088;
-        const int c = 48, h = 192;
+        const int64_t m = 6272;
+        const int c = 64, h = 256;
         float *x = rnd(m * h, 1), *dy = rnd(m * h, 2), *dx = rnd(m * h, 3);
         float *mean = rnd(m, 4), *rstd = rnd(m, 5), *gm = rnd(c, 6), *dg = rnd(c, 7),
               *dbb = rnd(c, 8);

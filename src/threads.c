@@ -16,4 +16,9 @@ void ra_threads_set(int n) {
     openblas_set_num_threads(ra_threads_get());
 }
 
-int ra_threads_get(void) { return requested > 0 ? requested : omp_get_max_threads(); }
+/* Inside a parallel region (the trainer's shards, or a caller's own) the
+ * kernels run on the calling thread alone. */
+int ra_threads_get(void) {
+    if (omp_in_parallel()) return 1;
+    return requested > 0 ? requested : omp_get_max_threads();
+}
