@@ -10,11 +10,21 @@ static size_t align_up(size_t n) { return (n + ARENA_ALIGN - 1) & ~(ARENA_ALIGN 
 
 ra_arena *ra_arena_begin(ra_arena_cache *c, ra_arena *local) {
     memset(local, 0, sizeof *local);
-    if (!c || atomic_exchange(&c->busy, 1)) return local;
-    ra_arena *a = &c->arena;
-    a->used = a->peak = a->spilled = 0;
-    a->spill = NULL;
-    return a;
+    for (int i = 0; c && i < RA_ARENA_SLOTS; i++)
+        if (!atomic_exchange(&c->busy[i], 1)) {
+            ra_arena *a = &c->arena[i];
+            a->used = a->peak = a->spilled = 0;
+            a->spill = NULL;
+            return a;
+        }
+    return local;
+}
+
+/* The slot of a in c, or -1 for a private arena. */
+static int slot_of(const ra_arena_cache *c, const ra_arena *a) {
+    for (int i = 0; c && i < RA_ARENA_SLOTS; i++)
+        if (a == &c->arena[i]) return i;
+    return -1;
 }
 
 void ra_arena_end(ra_arena_cache *c, ra_arena *a) {
@@ -23,7 +33,7 @@ void ra_arena_end(ra_arena_cache *c, ra_arena *a) {
         ra_free(a->spill);
         a->spill = next;
     }
-    const int cached = c && a == &c->arena;
+    const int slot = slot_of(c, a), cached = slot >= 0;
     if (cached && a->peak > a->cap) {   /* grow to what this run needed */
         ra_free(a->base);
         a->base = ra_alloc(a->peak, 1);
@@ -34,13 +44,14 @@ void ra_arena_end(ra_arena_cache *c, ra_arena *a) {
         memset(a, 0, sizeof *a);
     }
     a->used = a->peak = a->spilled = 0;
-    if (cached) atomic_store(&c->busy, 0);
+    if (cached) atomic_store(&c->busy[slot], 0);
 }
 
 void ra_arena_cache_free(ra_arena_cache *c) {
-    if (!c) return;
-    ra_free(c->arena.base);
-    memset(&c->arena, 0, sizeof c->arena);
+    for (int i = 0; c && i < RA_ARENA_SLOTS; i++) {
+        ra_free(c->arena[i].base);
+        memset(&c->arena[i], 0, sizeof c->arena[i]);
+    }
 }
 
 void *ra_arena_bytes(ra_arena *a, size_t bytes) {

@@ -24,14 +24,16 @@ typedef struct ra_arena {
     size_t spilled;       /* their bytes, counted into the peak */
 } ra_arena;
 
-/* A model's cached arena; one forward at a time uses it, a concurrent one
- * gets a private arena (plain allocations). */
+/* A model's cached arenas: up to RA_ARENA_SLOTS forwards at a time (threads
+ * sharing the model) each keep one between calls; one more gets a private
+ * arena (plain allocations). */
+#define RA_ARENA_SLOTS 8
 typedef struct ra_arena_cache {
-    atomic_int busy;
-    ra_arena arena;
+    atomic_int busy[RA_ARENA_SLOTS];
+    ra_arena arena[RA_ARENA_SLOTS];
 } ra_arena_cache;
 
-/* Take the cache's arena (or a fresh one if another thread has it). */
+/* Take a free arena of the cache (or a fresh one if all are taken). */
 ra_arena *ra_arena_begin(ra_arena_cache *c, ra_arena *local);
 /* Free the spills; give the cache's arena back, grown to the peak. */
 void ra_arena_end(ra_arena_cache *c, ra_arena *a);

@@ -437,18 +437,18 @@ ra_status ra_trainer_resume(ra_trainer **out, ra_model **mout, const char *path,
 
 /* ---- evaluation ------------------------------------------------------------ */
 
-ra_status ra_evaluate(const ra_model *m, const ra_dataset *d, float mean, float std, int batch,
-                      int64_t *correct, int64_t *confusion, int k) {
-    if (!m || !d || !correct || batch < 1 || !(std > 0) || (confusion && k < d->classes))
-        return ra_fail(RA_ERR_ARG, "evaluate: bad argument");
-    *correct = 0;
-    if (confusion) memset(confusion, 0, (size_t)k * k * sizeof *confusion);
+/* Batches [b0, b1) of the evaluation on one thread: *correct and confusion
+ * (its own, k x k) counted; x, idx, lab hold one batch. */
+static ra_status eval_batches(const ra_model *m, const ra_dataset *d, float mean, float std,
+                              int batch, int64_t b0, int64_t b1, int64_t *correct,
+                              int64_t *confusion, int k) {
     const int64_t px = (int64_t)d->h * d->w;
     float *x = ra_alloc((size_t)(batch * px), sizeof *x);
     int64_t *idx = malloc((size_t)batch * sizeof *idx);
     int32_t *lab = malloc((size_t)batch * sizeof *lab);
     ra_status st = x && idx && lab ? RA_OK : ra_fail(RA_ERR_NOMEM, "evaluate: out of memory");
-    for (int64_t i0 = 0; i0 < d->n && !st; i0 += batch) {
+    for (int64_t bi = b0; bi < b1 && !st; bi++) {
+        const int64_t i0 = bi * batch;
         const int b = (int)(d->n - i0 < batch ? d->n - i0 : batch);
         for (int i = 0; i < b; i++) idx[i] = i0 + i;
         st = ra_dataset_batch(x, lab, d, idx, b, mean, std, 0, 0, NULL);
@@ -472,4 +472,41 @@ ra_status ra_evaluate(const ra_model *m, const ra_dataset *d, float mean, float 
     }
     ra_free(x), free(idx), free(lab);
     return st;
+}
+
+/* The batches are shared out among the threads, as the training step's
+ * shards: each runs whole forwards with single-threaded kernels. Counting
+ * is exact, so the result is the same whatever the threads. */
+ra_status ra_evaluate(const ra_model *m, const ra_dataset *d, float mean, float std, int batch,
+                      int64_t *correct, int64_t *confusion, int k) {
+    if (!m || !d || !correct || batch < 1 || !(std > 0) || (confusion && k < d->classes))
+        return ra_fail(RA_ERR_ARG, "evaluate: bad argument");
+    *correct = 0;
+    if (confusion) memset(confusion, 0, (size_t)k * k * sizeof *confusion);
+    const int64_t nb = (d->n + batch - 1) / batch;
+    int T = ra_threads_get();
+    if (T > nb) T = (int)(nb > 0 ? nb : 1);
+    if (T > MAX_SHARDS) T = MAX_SHARDS;
+    int64_t cnt[MAX_SHARDS] = {0};
+    int64_t *conf = confusion && T > 1 ? calloc((size_t)T * k * k, sizeof *conf) : NULL;
+    if (confusion && T > 1 && !conf) T = 1;   /* no room for the threads' counts */
+    ra_status sst[MAX_SHARDS];
+    char why[512] = "";
+    #pragma omp parallel for num_threads(T) schedule(static, 1) if (T > 1)
+    for (int s = 0; s < T; s++) {
+        sst[s] = eval_batches(m, d, mean, std, batch, nb * s / T, nb * (s + 1) / T, &cnt[s],
+                              T > 1 ? (conf ? conf + (size_t)s * k * k : NULL) : confusion, k);
+        if (sst[s]) {
+            #pragma omp critical(ra_eval_why)
+            if (!why[0]) snprintf(why, sizeof why, "%s", ra_last_error());
+        }
+    }
+    ra_status st = RA_OK;
+    for (int s = 0; s < T && !st; s++) st = sst[s];
+    for (int s = 0; s < T && !st; s++) {
+        *correct += cnt[s];
+        for (int64_t e = 0; conf && e < (int64_t)k * k; e++) confusion[e] += conf[(size_t)s * k * k + e];
+    }
+    free(conf);
+    return st ? ra_fail(st, "%s", why) : RA_OK;
 }
