@@ -10,6 +10,8 @@
  * How an arch plugs in: src/model_internal.h. */
 #include "model_internal.h"
 
+#include <omp.h>
+
 #include <jansson.h>
 
 #include <errno.h>
@@ -379,6 +381,60 @@ int64_t ra_model_param_total(const ra_model *m) { return m ? m->total : 0; }
 
 float *ra_model_weights(ra_model *m) { return m ? m->weights : NULL; }
 
+#define MAX_SHARDS 64
+
+/* A batch of several images (or token maps) on several threads is cut into
+ * one shard of consecutive samples per thread, each run through the whole
+ * network with single-threaded kernels: the networks treat every sample on
+ * its own (LayerNorm, no batch statistics) and every kernel computes a row
+ * the same way wherever it sits in the batch, so y is the same as one pass
+ * over the batch gives, without a barrier in every layer. One sample, or one
+ * thread, runs on the layers' own threads. */
+static ra_status forward_shards(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
+                                const float *x, int x_ndim, const int64_t *x_shape, int S) {
+    const int64_t B = x_shape[0];
+    int64_t per_x = 1, xs[8];
+    for (int d = 1; d < x_ndim; d++) per_x *= x_shape[d];   /* bounded: x exists */
+    float *part[MAX_SHARDS] = {0};
+    int nd[MAX_SHARDS];
+    int64_t ys[MAX_SHARDS][4];
+    ra_status sst[MAX_SHARDS];
+    char why[512] = "";
+    #pragma omp parallel for num_threads(S) schedule(static, 1) private(xs)
+    for (int s = 0; s < S; s++) {
+        const int64_t b0 = B * s / S, b1 = B * (s + 1) / S;
+        memcpy(xs, x_shape, (size_t)x_ndim * sizeof *xs);
+        xs[0] = b1 - b0;
+        sst[s] = m->ops->forward(m, &part[s], &nd[s], ys[s], x + b0 * per_x, x_ndim, xs);
+        if (sst[s]) {
+            #pragma omp critical(ra_forward_why)
+            if (!why[0]) snprintf(why, sizeof why, "%s", ra_last_error());
+        }
+    }
+    ra_status st = RA_OK;
+    for (int s = 0; s < S && !st; s++) st = sst[s];
+    if (st) {   /* the shards' reason, raised again on this thread */
+        for (int s = 0; s < S; s++) ra_free(part[s]);
+        return ra_fail(st, "%s", why);
+    }
+    int64_t per_y = 1;
+    for (int d = 1; !st && d < nd[0]; d++) per_y *= ys[0][d];
+    for (int s = 1; s < S && !st; s++)   /* the shards agree on a sample's shape */
+        if (nd[s] != nd[0] || ys[s][0] != (B * (s + 1) / S - B * s / S) ||
+            memcmp(ys[s] + 1, ys[0] + 1, (size_t)(nd[0] - 1) * sizeof(int64_t)))
+            st = ra_fail(RA_ERR_INTERNAL, "model forward: shards of different shapes");
+    if (!st && !(*y = ra_alloc((size_t)(B * per_y), sizeof **y)))
+        st = ra_fail(RA_ERR_NOMEM, "model forward: out of memory for y");
+    for (int s = 0; s < S && !st; s++)
+        memcpy(*y + (B * s / S) * per_y, part[s], (size_t)(ys[s][0] * per_y) * sizeof **y);
+    for (int s = 0; s < S; s++) ra_free(part[s]);
+    if (st) return st;
+    *y_ndim = nd[0];
+    memcpy(y_shape, ys[0], sizeof ys[0]);
+    y_shape[0] = B;
+    return RA_OK;
+}
+
 ra_status ra_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                            const float *x, int x_ndim, const int64_t *x_shape) {
     if (!m || !y || !y_ndim || !y_shape || !x || !x_shape)
@@ -387,6 +443,15 @@ ra_status ra_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_
     if (!m->ops->forward)
         return ra_fail(RA_ERR_ARG, "%s is an attention layer: use ra_attn_layer_forward",
                        m->ops->name);
+    /* batch-first archs (swin_block_3d takes one clip, frames first) */
+    const ra_arch a = m->ops->arch;
+    const int batched = a == RA_ARCH_SWIN || a == RA_ARCH_VIT || a == RA_ARCH_SWIN_BLOCK;
+    int S = ra_threads_get();
+    if (batched && x_ndim >= 2 && x_ndim <= 8 && x_shape[0] >= 2 && S >= 2) {
+        if (S > x_shape[0]) S = (int)x_shape[0];
+        if (S > MAX_SHARDS) S = MAX_SHARDS;
+        return forward_shards(m, y, y_ndim, y_shape, x, x_ndim, x_shape, S);
+    }
     return m->ops->forward(m, y, y_ndim, y_shape, x, x_ndim, x_shape);
 }
 

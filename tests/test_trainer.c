@@ -5,7 +5,8 @@
  * compared between 1 thread (one shard: the layers' own code path) and 2,
  * 3 and 5 threads (even and uneven shards, more threads than images), for
  * a Swin and a ViT. A shard sliced wrongly, summed twice or left out moves
- * the loss or the norm by far more than rounding. */
+ * the loss or the norm by far more than rounding. The inference forward's
+ * shards (src/model.c) must give the very bits of one pass. */
 #include "check.h"
 #include "relattn.h"
 
@@ -57,6 +58,47 @@ static void compare(const char *what, const char *const *meta, int nmeta, const 
     free(ref.w);
 }
 
+/* ra_model_forward of a batch: one shard per thread from 2 threads on, and
+ * the same bits as one pass on one thread (each sample on its own). */
+static void forward_same(const char *what, const char *const *meta, int nmeta, int b) {
+    ra_model *m = NULL;
+    CHECK(ra_model_create(&m, meta, nmeta, 5) == RA_OK, "create: %s", ra_last_error());
+    if (!m) return;
+    const int64_t xs[4] = {b, 1, 28, 28};
+    float *x = malloc(sizeof *x * 2 * b * 28 * 28);   /* room for 2 channels */
+    uint64_t s = 3;
+    for (int i = 0; i < 2 * b * 28 * 28; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((int32_t)(s >> 32)) * (1.0f / 2147483648.0f);
+    }
+    float *ref = NULL;
+    int nd = 0;
+    int64_t ys[4];
+    ra_threads_set(1);
+    CHECK(ra_model_forward(m, &ref, &nd, ys, x, 4, xs) == RA_OK, "%s", ra_last_error());
+    const int threads[] = {2, 3, 8};
+    for (int k = 0; k < 3 && ref; k++) {
+        float *y = NULL;
+        int nd2 = 0;
+        int64_t ys2[4];
+        ra_threads_set(threads[k]);
+        CHECK(ra_model_forward(m, &y, &nd2, ys2, x, 4, xs) == RA_OK, "%s", ra_last_error());
+        CHECK(y && nd2 == nd && ys2[0] == b && ys2[1] == ys[1] &&
+                  memcmp(y, ref, sizeof *y * b * ys[1]) == 0,
+              "%s, %d threads: y differs from one thread's", what, threads[k]);
+        free(y);
+    }
+    /* a bad input is refused with the shards' reason */
+    const int64_t bad[4] = {b, 2, 28, 28};
+    float *y = NULL;
+    ra_threads_set(2);
+    CHECK(ra_model_forward(m, &y, &nd, ys, x, 4, bad) != RA_OK && !y &&
+              ra_last_error()[0] != 0,
+          "%s: a batch of 2 channels: \"%s\"", what, ra_last_error());
+    free(ref), free(x);
+    ra_model_free(m);
+}
+
 int main(void) {
     const int h = 28, w = 28, n = 16;
     ra_dataset d = {.n = n, .h = h, .w = w, .classes = 10};
@@ -79,6 +121,8 @@ int main(void) {
                          "num_classes", "10", "embed_dim", "16", "depth", "2", "num_heads", "2",
                          "mlp_ratio", "2.0", "qkv_bias", "true"};
     compare("vit, batch 10", vit, (int)(sizeof vit / sizeof *vit) / 2, &d, 10);
+    forward_same("swin, batch 5", swin, (int)(sizeof swin / sizeof *swin) / 2, 5);
+    forward_same("vit, batch 5", vit, (int)(sizeof vit / sizeof *vit) / 2, 5);
     free(d.images), free(d.labels);
     printf("%d passed, %d failed\n", check_passed, check_failed);
     return check_failed ? 1 : 0;
