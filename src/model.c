@@ -386,9 +386,11 @@ float *ra_model_weights(ra_model *m) { return m ? m->weights : NULL; }
 /* A batch of several images (or token maps) on several threads is cut into
  * one shard of consecutive samples per thread, each run through the whole
  * network with single-threaded kernels: the networks treat every sample on
- * its own (LayerNorm, no batch statistics) and every kernel computes a row
- * the same way wherever it sits in the batch, so y is the same as one pass
- * over the batch gives, without a barrier in every layer. One sample, or one
+ * its own (LayerNorm, no batch statistics) and relattn's kernels compute a
+ * row the same way wherever it sits in the batch, so y has the very bits of
+ * one pass over the batch (within rounding where OpenBLAS, which blocks and
+ * threads by the batch, does the products), without a barrier in every
+ * layer. One sample, or one
  * thread, runs on the layers' own threads. */
 static ra_status forward_shards(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                                 const float *x, int x_ndim, const int64_t *x_shape, int S) {
