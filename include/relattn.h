@@ -198,9 +198,11 @@ typedef struct ra_attn_desc {
     const float *table;
     const int32_t *idx;
     int64_t table_rows;
-    /* optional additive mask (nW, N1, N2); requires B_ % nW == 0 */
+    /* optional additive mask (nW, N1, N2): window b takes mask[(w0 + b) % nW]
+     * (w0 = 0 for a whole batch, whose B_ the layers require to be a multiple
+     * of nW; w0 > 0 for a part of a batch that starts at its window w0) */
     const float *mask;
-    int nw;
+    int nw, w0;
     /* optional Shaw tables (R, hd), shared by heads, rel (N1, N2) in 0..R-1 */
     const float *rel_k;
     const float *rel_v;

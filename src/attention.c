@@ -33,9 +33,9 @@ ra_status ra_attention_check(const ra_attn_desc *d) {
                                "the table's %lld rows", (long long)e, d->idx[e],
                                (long long)d->table_rows);
     }
-    if (d->mask && (d->nw < 1 || d->b_ % d->nw != 0))
-        return ra_fail(RA_ERR_SHAPE, "attention: mask has %d windows, which does not "
-                       "divide B_=%d", d->nw, d->b_);
+    if (d->mask && (d->nw < 1 || d->w0 < 0))
+        return ra_fail(RA_ERR_SHAPE, "attention: a mask of %d windows from window %d",
+                       d->nw, d->w0);
     if (d->rel_k || d->rel_v) {
         if (!d->rel || d->r < 1)
             return ra_fail(RA_ERR_ARG, "attention: Shaw tables need rel and R >= 1");
@@ -112,7 +112,7 @@ ra_status ra_attention_forward(float *out, int ldo, float *attn,
             .out = out + (size_t)b * d->n1 * ldo + off, .ldo = ldo,
             .attn = attn ? attn + (size_t)task * nn : NULL,
             .bias = d->table ? bias + h * nn : NULL,
-            .mask = d->mask ? d->mask + (size_t)(b % d->nw) * nn : NULL,
+            .mask = d->mask ? d->mask + (size_t)((d->w0 + b) % d->nw) * nn : NULL,
             .rel_k = d->rel_k, .rel_v = d->rel_v, .rel = d->rel, .r = d->r,
             .work = slices + (size_t)omp_get_thread_num() * slice,
         };
@@ -197,7 +197,7 @@ ra_status ra_attention_backward(float *dq, int lddq, float *dk, int lddk, float 
             .k = k + (size_t)b * d->n2 * ldk + off, .ldk = ldk,
             .v = v + (size_t)b * d->n2 * ldv + off, .ldv = ldv,
             .bias = d->table ? bias + h * nn : NULL,
-            .mask = d->mask ? d->mask + (size_t)(b % d->nw) * nn : NULL,
+            .mask = d->mask ? d->mask + (size_t)((d->w0 + b) % d->nw) * nn : NULL,
             .rel_k = d->rel_k, .rel_v = d->rel_v, .rel = d->rel, .r = d->r,
             .work = mine,
             .dout = dout + (size_t)b * d->n1 * lddo + off, .lddo = lddo,

@@ -11,6 +11,8 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <omp.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Far above any real model; keeps every size product inside int64 and the
@@ -219,13 +221,18 @@ static size_t up16(size_t n) { return (n + 15) & ~(size_t)15; }
 /* Validate, describe the core and size the scratch (ps->nfloats). */
 static ra_status pass_prepare(pass *ps, const ra_attn_layer *l, const float *x,
                               const float *kv, int b_, int n1, int n2, const float *mask,
-                              int nw, int backward) {
+                              int nw, int w0, int backward) {
+    /* w0: -1 for a whole batch (B_ a multiple of nW), else the first window
+     * of a part of one */
     memset(ps, 0, sizeof *ps);
     if (!l || !x) return ra_fail(RA_ERR_ARG, "attention layer: NULL argument");
     if (kv && l->cfg.arch != RA_ARCH_WINDOW_ATTENTION_3D)
         return ra_fail(RA_ERR_ARG, "%s takes no separate key/value input",
                        ra_arch_name(l->cfg.arch));
     if (b_ < 1) return ra_fail(RA_ERR_SHAPE, "batch B_ = %d must be >= 1", b_);
+    if (mask && w0 < 0 && (nw < 1 || b_ % nw != 0))
+        return ra_fail(RA_ERR_SHAPE, "attention: mask has %d windows, which does not "
+                       "divide B_=%d", nw, b_);
     ra_status st = ra_attn_layer_check_tokens(l, n1, n2);
     if (st) return st;
     const int C = l->cfg.dim, is3d = l->cfg.arch == RA_ARCH_WINDOW_ATTENTION_3D;
@@ -237,7 +244,7 @@ static ra_status pass_prepare(pass *ps, const ra_attn_layer *l, const float *x,
 
     ra_attn_desc *d = &ps->d;
     *d = (ra_attn_desc){.b_ = b_, .nh = l->cfg.num_heads, .n1 = n1, .n2 = n2, .hd = l->hd,
-                        .scale = l->scale, .mask = mask, .nw = nw};
+                        .scale = l->scale, .mask = mask, .nw = nw, .w0 = w0 > 0 ? w0 : 0};
     if (l->idx) d->table = l->p.table, d->idx = l->idx, d->table_rows = l->table_rows;
     if (l->rel2 && (l->p.rel_k || l->p.rel_v)) {
         d->rel = l->rel2, d->r = shaw_buckets(l);
@@ -293,7 +300,7 @@ static ra_status pass_run(pass *ps, const ra_attn_layer *l, float *attn, const f
 static ra_status pass_begin(pass *ps, const ra_attn_layer *l, float *attn, const float *x,
                             const float *kv, int b_, int n1, int n2, const float *mask,
                             int nw, int backward) {
-    ra_status st = pass_prepare(ps, l, x, kv, b_, n1, n2, mask, nw, backward);
+    ra_status st = pass_prepare(ps, l, x, kv, b_, n1, n2, mask, nw, -1, backward);
     if (st) return st;
     if (!(ps->scratch = ra_alloc(ps->nfloats, sizeof(float))))
         return pass_end(ps), ra_fail(RA_ERR_NOMEM, "attention layer: out of memory");
@@ -302,15 +309,59 @@ static ra_status pass_begin(pass *ps, const ra_attn_layer *l, float *attn, const
     return st;
 }
 
+/* Windows [b0, b0 + nb) of a batch: x, kv, y, attn at their rows. */
+static ra_status forward_part(const ra_attn_layer *l, float *y, float *attn, const float *x,
+                              const float *kv, int b0, int nb, int n1, int n2,
+                              const float *mask, int nw) {
+    const int C = l->cfg.dim;
+    pass ps;
+    ra_status st = pass_prepare(&ps, l, x, kv, nb, n1, n2, mask, nw, b0, 0);
+    if (st) return st;
+    x += (size_t)b0 * n1 * C;
+    if (kv) kv += (size_t)b0 * n2 * C;
+    if (attn) attn += (size_t)b0 * l->cfg.num_heads * n1 * n2;
+    if (!(ps.scratch = ra_alloc(ps.nfloats, sizeof(float))))
+        return pass_end(&ps), ra_fail(RA_ERR_NOMEM, "attention layer: out of memory");
+    ps.own = 1;
+    if (!(st = pass_run(&ps, l, attn, x, kv, 0)))
+        ra_linear_forward(y + (size_t)b0 * n1 * C, ps.obuf, l->p.proj_w, l->p.proj_b,
+                          ps.rows1, C, C);
+    pass_end(&ps);
+    return st;
+}
+
+/* With several threads and windows, each thread takes a part of the
+ * windows through the whole layer (projection, core, output projection)
+ * with single-threaded kernels: no barrier between the three, each part's
+ * rows stay in its core's cache, and every number is what one pass gives
+ * (relattn's own products compute a row the same way wherever it sits;
+ * OpenBLAS's may differ in the last bits). */
 ra_status ra_attn_layer_forward(const ra_attn_layer *l, float *y, float *attn,
                                 const float *x, const float *kv, int b_, int n1, int n2,
                                 const float *mask, int nw) {
     if (!y) return ra_fail(RA_ERR_ARG, "attention forward: NULL output");
-    pass ps;
-    ra_status st = pass_begin(&ps, l, attn, x, kv, b_, n1, n2, mask, nw, 0);
-    if (st) return st;
-    ra_linear_forward(y, ps.obuf, l->p.proj_w, l->p.proj_b, ps.rows1, l->cfg.dim, l->cfg.dim);
+    pass ps;   /* validates the whole call once */
+    ra_status st = pass_prepare(&ps, l, x, kv, b_, n1, n2, mask, nw, -1, 0);
     pass_end(&ps);
+    if (st) return st;
+    int S = ra_threads_get();
+    if (S > b_) S = b_;
+    if (S < 2) return forward_part(l, y, attn, x, kv, 0, b_, n1, n2, mask, nw);
+    enum { MAXS = 64 };
+    if (S > MAXS) S = MAXS;
+    ra_status sst[MAXS];
+    char why[512] = "";
+    #pragma omp parallel for num_threads(S) schedule(static, 1)
+    for (int s = 0; s < S; s++) {
+        const int b0 = (int)((int64_t)b_ * s / S), b1 = (int)((int64_t)b_ * (s + 1) / S);
+        sst[s] = forward_part(l, y, attn, x, kv, b0, b1 - b0, n1, n2, mask, nw);
+        if (sst[s]) {
+            #pragma omp critical(ra_layer_why)
+            if (!why[0]) snprintf(why, sizeof why, "%s", ra_last_error());
+        }
+    }
+    for (int s = 0; s < S; s++)
+        if (sst[s]) return ra_fail(sst[s], "%s", why);
     return RA_OK;
 }
 
@@ -341,7 +392,7 @@ ra_status ra_attn_layer_forward_ws(const ra_attn_layer *l, float *y, float *attn
                                    float *res, const int32_t *map) {
     if (!y || !work) return ra_fail(RA_ERR_ARG, "attention forward: NULL output or workspace");
     pass ps;
-    ra_status st = pass_prepare(&ps, l, x, kv, b_, n1, n2, mask, nw, 0);
+    ra_status st = pass_prepare(&ps, l, x, kv, b_, n1, n2, mask, nw, -1, 0);
     if (st) return st;
     if (ws / sizeof(float) < ps.nfloats) {
         pass_end(&ps);
@@ -408,7 +459,7 @@ size_t ra_attn_layer_backward_ws_size(const ra_attn_layer *l, int b_, int n1, in
                                       int saved) {
     pass ps;
     static const float one;
-    if (pass_prepare(&ps, l, &one, NULL, b_, n1, n2, NULL, 0, 1)) return 0;
+    if (pass_prepare(&ps, l, &one, NULL, b_, n1, n2, NULL, 0, -1, 1)) return 0;
     const size_t nact = ps.nq + ps.nkv + ps.no;
     pass_end(&ps);
     return (ps.nfloats - (saved ? nact : 0)) * sizeof(float);
@@ -423,7 +474,7 @@ ra_status ra_attn_layer_backward_ws(const ra_attn_layer *l, float *dx, float *dk
     if (!dy || !work) return ra_fail(RA_ERR_ARG, "attention backward: NULL dy or workspace");
     if (!g) g = &none;
     pass ps;
-    ra_status st = pass_prepare(&ps, l, x, kv, b_, n1, n2, mask, nw, 1);
+    ra_status st = pass_prepare(&ps, l, x, kv, b_, n1, n2, mask, nw, -1, 1);
     if (st) return st;
     const size_t nact = ps.nq + ps.nkv + ps.no;
     const size_t need = ps.nfloats - (saved ? nact : 0);
