@@ -299,8 +299,8 @@ static ra_status pass_run(pass *ps, const ra_attn_layer *l, float *attn, const f
 
 static ra_status pass_begin(pass *ps, const ra_attn_layer *l, float *attn, const float *x,
                             const float *kv, int b_, int n1, int n2, const float *mask,
-                            int nw, int backward) {
-    ra_status st = pass_prepare(ps, l, x, kv, b_, n1, n2, mask, nw, -1, backward);
+                            int nw, int w0, int backward) {
+    ra_status st = pass_prepare(ps, l, x, kv, b_, n1, n2, mask, nw, w0, backward);
     if (st) return st;
     if (!(ps->scratch = ra_alloc(ps->nfloats, sizeof(float))))
         return pass_end(ps), ra_fail(RA_ERR_NOMEM, "attention layer: out of memory");
@@ -314,20 +314,16 @@ static ra_status forward_part(const ra_attn_layer *l, float *y, float *attn, con
                               const float *kv, int b0, int nb, int n1, int n2,
                               const float *mask, int nw) {
     const int C = l->cfg.dim;
-    pass ps;
-    ra_status st = pass_prepare(&ps, l, x, kv, nb, n1, n2, mask, nw, b0, 0);
-    if (st) return st;
     x += (size_t)b0 * n1 * C;
     if (kv) kv += (size_t)b0 * n2 * C;
     if (attn) attn += (size_t)b0 * l->cfg.num_heads * n1 * n2;
-    if (!(ps.scratch = ra_alloc(ps.nfloats, sizeof(float))))
-        return pass_end(&ps), ra_fail(RA_ERR_NOMEM, "attention layer: out of memory");
-    ps.own = 1;
-    if (!(st = pass_run(&ps, l, attn, x, kv, 0)))
-        ra_linear_forward(y + (size_t)b0 * n1 * C, ps.obuf, l->p.proj_w, l->p.proj_b,
-                          ps.rows1, C, C);
+    pass ps;
+    ra_status st = pass_begin(&ps, l, attn, x, kv, nb, n1, n2, mask, nw, b0, 0);
+    if (st) return st;
+    ra_linear_forward(y + (size_t)b0 * n1 * C, ps.obuf, l->p.proj_w, l->p.proj_b, ps.rows1, C,
+                      C);
     pass_end(&ps);
-    return st;
+    return RA_OK;
 }
 
 /* With several threads and windows, each thread takes a part of the
@@ -437,6 +433,46 @@ static ra_status backward_run(pass *ps, const ra_attn_layer *l, float *dx, float
     return st;
 }
 
+/* Windows [b0, b0 + nb) of a batch through the backward, into g. */
+static ra_status backward_part(const ra_attn_layer *l, float *dx, float *dkv,
+                               const ra_attn_grads *g, float *y, const float *dy,
+                               const float *x, const float *kv, int b0, int nb, int n1, int n2,
+                               const float *mask, int nw) {
+    const int C = l->cfg.dim;
+    const size_t r1 = (size_t)b0 * n1 * C, r2 = (size_t)b0 * n2 * C;
+    x += r1, dy += r1;
+    if (dx) dx += r1;
+    if (y) y += r1;
+    if (kv) kv += r2;
+    if (dkv) dkv += r2;
+    pass ps;
+    ra_status st = pass_begin(&ps, l, NULL, x, kv, nb, n1, n2, mask, nw, b0, 1);
+    if (st) return st;
+    st = backward_run(&ps, l, dx, dkv, g, y, dy, x, kv, 0);
+    pass_end(&ps);
+    return st;
+}
+
+/* The parameter gradients of g, and the floats of each. */
+enum { NGRADS = 11 };
+static void grad_slots(ra_attn_grads *g, float **slot[NGRADS]) {
+    float **p[NGRADS] = {&g->qkv_w, &g->qkv_b, &g->q_w,    &g->q_b,    &g->kv_w, &g->kv_b,
+                         &g->proj_w, &g->proj_b, &g->table, &g->rel_k, &g->rel_v};
+    memcpy(slot, p, sizeof p);
+}
+
+static void grad_sizes(const ra_attn_layer *l, size_t n[NGRADS]) {
+    const size_t C = (size_t)l->cfg.dim;
+    const size_t rk = (size_t)shaw_buckets(l) * l->hd;
+    const size_t s[NGRADS] = {3 * C * C, 3 * C, C * C, C, 2 * C * C, 2 * C, C * C, C,
+                              (size_t)l->table_rows * l->cfg.num_heads, rk, rk};
+    memcpy(n, s, sizeof s);
+}
+
+/* With several threads and windows, the windows are shared out as in the
+ * forward; each part accumulates the parameters' gradients into its own
+ * zeroed buffers (the first part into the caller's), added to the
+ * caller's in part order at the end: deterministic for a thread count. */
 ra_status ra_attn_layer_backward(const ra_attn_layer *l, float *dx, float *dkv,
                                  const ra_attn_grads *g, float *y, const float *dy,
                                  const float *x, const float *kv, int b_, int n1, int n2,
@@ -444,12 +480,56 @@ ra_status ra_attn_layer_backward(const ra_attn_layer *l, float *dx, float *dkv,
     static const ra_attn_grads none;
     if (!dy) return ra_fail(RA_ERR_ARG, "attention backward: NULL dy");
     if (!g) g = &none;
-    pass ps;
-    ra_status st = pass_begin(&ps, l, NULL, x, kv, b_, n1, n2, mask, nw, 1);
-    if (st) return st;
-    st = backward_run(&ps, l, dx, dkv, g, y, dy, x, kv, 0);
+    pass ps;   /* validates the whole call once */
+    ra_status st = pass_prepare(&ps, l, x, kv, b_, n1, n2, mask, nw, -1, 1);
     pass_end(&ps);
-    return st;
+    if (st) return st;
+    int S = ra_threads_get();
+    if (S > b_) S = b_;
+    enum { MAXS = 64 };
+    if (S > MAXS) S = MAXS;
+    size_t n[NGRADS], per = 0;
+    ra_attn_grads ug = *g;
+    float **user[NGRADS];
+    grad_sizes(l, n);
+    grad_slots(&ug, user);
+    for (int f = 0; f < NGRADS; f++) per += *user[f] ? n[f] : 0;
+    float *priv = S > 1 && per ? ra_calloc((size_t)(S - 1) * per, sizeof(float)) : NULL;
+    if (S > 1 && per && !priv) S = 1;   /* no room for the parts' sums: one pass */
+    if (S < 2) return backward_part(l, dx, dkv, g, y, dy, x, kv, 0, b_, n1, n2, mask, nw);
+    ra_attn_grads pg[MAXS];
+    for (int s = 0; s < S; s++) {
+        pg[s] = *g;
+        if (s == 0) continue;
+        float **dst[NGRADS];
+        grad_slots(&pg[s], dst);
+        size_t at = (size_t)(s - 1) * per;
+        for (int f = 0; f < NGRADS; f++)
+            if (*user[f]) *dst[f] = priv + at, at += n[f];
+    }
+    ra_status sst[MAXS];
+    char why[512] = "";
+    #pragma omp parallel for num_threads(S) schedule(static, 1)
+    for (int s = 0; s < S; s++) {
+        const int b0 = (int)((int64_t)b_ * s / S), b1 = (int)((int64_t)b_ * (s + 1) / S);
+        sst[s] = backward_part(l, dx, dkv, &pg[s], y, dy, x, kv, b0, b1 - b0, n1, n2, mask, nw);
+        if (sst[s]) {
+            #pragma omp critical(ra_layer_why)
+            if (!why[0]) snprintf(why, sizeof why, "%s", ra_last_error());
+        }
+    }
+    for (int s = 0; s < S && !st; s++) st = sst[s];
+    for (int f = 0, at = 0; !st && f < NGRADS; f++) {
+        if (!*user[f]) continue;
+        float *d = *user[f];
+        for (int s = 1; s < S; s++) {
+            const float *src = priv + (size_t)(s - 1) * per + at;
+            for (size_t i = 0; i < n[f]; i++) d[i] += src[i];
+        }
+        at += (int)n[f];
+    }
+    ra_free(priv);
+    return st ? ra_fail(st, "%s", why) : RA_OK;
 }
 
 /* The backward on a caller's workspace, with the forward's projections and
