@@ -44,8 +44,10 @@ static void check_backward(const char *name, ra_model *m, const ra_st_file *in,
     float *y = malloc(sizeof(float) * (size_t)b_ * n1 * C);
     ra_attn_grads g;
     ra_model_attn_grads(m, gflat, &g);
-    for (int round = 1; round <= 2; round++) {
-        ra_threads_set(round);   /* 1 thread, then 2: the same sums */
+    for (int round = 1; round <= 3; round += 2) {
+        /* 1 thread, then 3: windows in uneven parts, the mask from a part's
+         * first window on, the parts' gradients summed */
+        ra_threads_set(round);
         ra_status st = ra_attn_layer_backward(l, dx, kv ? dkv : NULL, &g, y, dy, x, kv, b_,
                                               n1, n2, mask, nw);
         CHECK(st == RA_OK, "%s: backward: %s", name, ra_last_error());
@@ -110,7 +112,7 @@ static void run_case(const char *dir, const char *name) {
         for (int k = 0; k < RA_KERNEL_COUNT; k++) {
             if (!ra_kernel_supported((ra_kernel_id)k)) continue;
             ra_kernel_select((ra_kernel_id)k);
-            for (int threads = 1; threads <= 2; threads++) {
+            for (int threads = 1; threads <= 3; threads++) {   /* 3: uneven parts */
                 ra_threads_set(threads);
                 memset(y, 0xff, sizeof(float) * ty->numel);   /* NaN: unwritten shows */
                 st = ra_attn_layer_forward(l, y, a, x, kv, b_, n1, n2, mask, nw);
