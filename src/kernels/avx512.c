@@ -269,11 +269,11 @@ typedef struct logits_rows {
 
 /* Columns j .. j+15 of logit row r: l = raw q·k on entry; returns
  * scale * (q·k + qr[rel]) + bias + mask in ref.c's order, -inf in the
- * padding lanes past N2. */
-ALWAYS_INLINE __m512 logit_epilogue(const logits_rows *lr, int r, int j, __m512 l) {
+ * padding lanes past N2 (m: the lanes before N2). */
+ALWAYS_INLINE __m512 logit_epilogue(const logits_rows *lr, int r, int j, __mmask16 m,
+                                    __m512 l) {
     const ra_attn_task *t = lr->t;
     const size_t row = (size_t)(lr->i0 + (r < lr->nr ? r : lr->nr - 1)) * t->n2 + j;
-    const __mmask16 m = lanes(t->n2 - j);
     if (lr->qr) {   /* masked lanes read rel 0, always a valid bucket */
         __m512i rel = _mm512_maskz_loadu_epi32(m, t->rel + row);
         l = _mm512_add_ps(l, _mm512_i32gather_ps(rel, lr->qr + (size_t)r * lr->rp, 4));
@@ -281,7 +281,7 @@ ALWAYS_INLINE __m512 logit_epilogue(const logits_rows *lr, int r, int j, __m512 
     l = _mm512_mul_ps(_mm512_set1_ps(t->scale), l);
     if (t->bias) l = _mm512_add_ps(l, _mm512_maskz_loadu_ps(m, t->bias + row));
     if (t->mask) l = _mm512_add_ps(l, _mm512_maskz_loadu_ps(m, t->mask + row));
-    return _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), m, l);
+    return m == 0xFFFF ? l : _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), m, l);
 }
 
 /* c[r][j] = sum_d a[r][d] * bt[d][j] for RB rows and ncols (a multiple of
@@ -295,11 +295,14 @@ ALWAYS_INLINE void times_bt(float *c, size_t ldc, const float *const a[RB], int 
 #define CHUNK(nv)                                                                    \
     do {                                                                             \
         block_fma(acc, nv, a, 1, bt + j, ldb, hd, 0xFFFF);                           \
+        __mmask16 mv[NVMAX];                                                         \
+        _Pragma("GCC unroll 4") for (int v = 0; v < nv; v++)                         \
+            mv[v] = lr ? lanes(lr->t->n2 - j - 16 * v) : 0xFFFF;                     \
         _Pragma("GCC unroll 4") for (int r = 0; r < RB; r++)                         \
             _Pragma("GCC unroll 4") for (int v = 0; v < nv; v++) {                   \
                 __m512 x = acc[r][v];                                                \
                 if (lr) {                                                            \
-                    x = logit_epilogue(lr, r, j + 16 * v, x);                        \
+                    x = logit_epilogue(lr, r, j + 16 * v, mv[v], x);                 \
                     lr->vmax[r] = _mm512_max_ps(lr->vmax[r], x);                     \
                 }                                                                    \
                 _mm512_storeu_ps(c + r * ldc + j + 16 * v, x);                       \
