@@ -99,3 +99,12 @@ ra_status put(ra_st_writer *w, ra_status st, const char *name, const float *data
               int ndim, const int64_t *shape) {
     return st ? st : ra_st_writer_add(w, name, RA_DTYPE_F32, ndim, shape, data);
 }
+
+int job_save(ra_st_writer *w, ra_status st, const ra_model *m, const char *outp,
+             const repeat *r) {
+    if (!st) st = ra_st_writer_meta(w, "arch", ra_arch_name(ra_model_arch(m)));
+    if (!st) st = ra_st_writer_save(w, outp);
+    if (st) return lib_fail(st);
+    repeat_report(r);
+    return EX_OK;
+}
