@@ -34,6 +34,7 @@ static const char backward_help[] =
  * replaces y and checks dy against it the first time. */
 typedef struct {
     ra_model *m;
+    const ra_st_file *in;
     const ra_st_tensor *t, *td;
     const float *x;
     float *y, *dy, *dx, *grad;
@@ -58,7 +59,7 @@ static int net_once(void *p) {
                         c->yn, (long long)c->ys[0], (long long)c->ys[1]);
         if (!(c->dy = malloc((size_t)c->td->numel * sizeof *c->dy)))
             return fail(EX_SOFTWARE, "out of memory");
-        if ((st = ra_st_to_f32(c->dy, c->td))) return lib_fail(st);
+        if ((st = ra_st_read_f32(c->dy, c->in, c->td))) return lib_fail(st);
     }
     st = ra_model_backward(c->m, c->grad, c->dx, c->dy);
     return st ? lib_fail(st) : EX_OK;
@@ -97,8 +98,8 @@ static int network_backward(ra_model *m, const char *input, const char *outp, re
         code = fail(EX_SOFTWARE, "out of memory");
         goto done;
     }
-    if ((st = ra_st_to_f32(x, t))) { code = lib_fail(st); goto done; }
-    c.x = x;
+    if ((st = ra_st_read_f32(x, in, t))) { code = lib_fail(st); goto done; }
+    c.x = x, c.in = in;
     if ((code = repeat_run(rep, net_once, &c, 6 * run_macs(m, t->ndim, t->shape)))) goto done;
     st = put(w, RA_OK, "y", c.y, c.yn, c.ys);
     st = put(w, st, "grad.x", c.dx, t->ndim, t->shape);

@@ -43,7 +43,7 @@ static int clips_once(void *p) {
 
 /* A 3-D window block over a batch of clips: x (B, D, H, W, C) and, for a
  * cross block, kv (B, D2, H, W, C); y (B, D, H, W, C). */
-static int clips_forward(const ra_model *m, const ra_st_tensor *t,
+static int clips_forward(const ra_model *m, const ra_st_file *in, const ra_st_tensor *t,
                          const ra_st_tensor *tkv, const char *outp, repeat *rep) {
     if (t->ndim != 5 || (tkv && (tkv->ndim != 5 || tkv->shape[0] != t->shape[0] ||
                                  tkv->shape[2] != t->shape[2] || tkv->shape[3] != t->shape[3] ||
@@ -60,7 +60,8 @@ static int clips_forward(const ra_model *m, const ra_st_tensor *t,
     int code = EX_OK;
     ra_status st;
     if (!x || !y || (tkv && !kv) || !w) code = fail(EX_SOFTWARE, "out of memory");
-    else if ((st = ra_st_to_f32(x, t)) || (kv && (st = ra_st_to_f32(kv, tkv)))) code = lib_fail(st);
+    else if ((st = ra_st_read_f32(x, in, t)) || (kv && (st = ra_st_read_f32(kv, in, tkv))))
+        code = lib_fail(st);
     else if (!(code = repeat_run(rep, clips_once, &c, 2 * run_macs(m, 5, t->shape))))
         code = job_save(w, ra_st_writer_add(w, "y", RA_DTYPE_F32, 5, t->shape, y), m, outp, rep);
     ra_st_writer_free(w);
@@ -111,7 +112,7 @@ static int network_forward(ra_model *m, const char *input, const char *outp, rep
         goto done;
     }
     if (is3d && (t->ndim == 5 || tkv)) {   /* clips (B, D, H, W, C), kv frames apart */
-        code = clips_forward(m, t, tkv, outp, rep);
+        code = clips_forward(m, in, t, tkv, outp, rep);
         goto done;
     }
     for (int d = 0; d < t->ndim; d++)
@@ -123,7 +124,7 @@ static int network_forward(ra_model *m, const char *input, const char *outp, rep
         code = fail(EX_SOFTWARE, "out of memory");
         goto done;
     }
-    if ((st = ra_st_to_f32(x, t))) { code = lib_fail(st); goto done; }
+    if ((st = ra_st_read_f32(x, in, t))) { code = lib_fail(st); goto done; }
     c.x = x, c.ndim = t->ndim, c.shape = t->shape;
     if (!(code = repeat_run(rep, net_once, &c, 2 * run_macs(m, t->ndim, t->shape))))
         code = job_save(w, ra_st_writer_add(w, "y", RA_DTYPE_F32, c.yn, c.ys, c.y), m, outp, rep);

@@ -44,7 +44,7 @@ static ra_status input_tensor(float **out, const ra_st_tensor **tt, const ra_st_
         fail(EX_SOFTWARE, "out of memory for input tensor '%s'", name);
         return RA_ERR_NOMEM;
     }
-    ra_status st = ra_st_to_f32(*out, t);
+    ra_status st = ra_st_read_f32(*out, f, t);
     if (st) lib_fail(st);
     return st;
 }
