@@ -531,15 +531,26 @@ static int st_pread_all(int fd, void *p, size_t n, off_t off) {
     return 0;
 }
 
-/* t's elements from f's file into dst (out_size bytes each): straight in
- * when the bytes are dst's values already (as_is), else in slices through
- * a buffer, each converted by conv as it arrives. */
-static ra_status st_read(void *dst, size_t out_size, const ra_st_file *f, const ra_st_tensor *t,
-                         int as_is, st_conv *conv) {
+/* ra_st_read_f32 (want_float) and ra_st_read_i64: t's elements from f's
+ * file into dst, straight in when the bytes are dst's values already, else
+ * in slices through a buffer, each converted as it arrives. A file opened
+ * from memory is converted from there. */
+static ra_status st_read(void *dst, const ra_st_file *f, const ra_st_tensor *t, int want_float,
+                         const char *fn) {
+    ra_status s = f ? st_check(dst, t, want_float, fn)
+                    : ra_fail(RA_ERR_ARG, "%s: NULL argument", fn);
+    if (s) return s;
     const uintptr_t b = (uintptr_t)f->base, p = (uintptr_t)t->data;
     if (p < b || p - b > f->len || t->nbytes > f->len - (p - b))
         return ra_fail(RA_ERR_ARG, "tensor " NAMEF " is not in this file", t->name ? t->name : "");
+    st_conv *conv = want_float ? st_conv_f32 : st_conv_i64;
+    const size_t out_size = want_float ? sizeof(float) : sizeof(int64_t);
     const size_t size = st_dtype_size(t->dtype), n = (size_t)t->numel;
+    if (f->fd < 0) {
+        conv(dst, t->data, t->dtype, n);
+        return RA_OK;
+    }
+    const int as_is = ST_LITTLE_HOST && t->dtype == (want_float ? RA_DTYPE_F32 : RA_DTYPE_I64);
 #ifdef MADV_POPULATE_WRITE
     {   /* map dst's whole pages in one call rather than a fault each (a
          * model's weights go to a fresh buffer; it fails harmlessly before
@@ -568,19 +579,11 @@ static ra_status st_read(void *dst, size_t out_size, const ra_st_file *f, const 
 }
 
 ra_status ra_st_read_f32(float *dst, const ra_st_file *f, const ra_st_tensor *t) {
-    ra_status s = f ? st_check(dst, t, 1, "ra_st_read_f32")
-                    : ra_fail(RA_ERR_ARG, "ra_st_read_f32: NULL argument");
-    if (s || f->fd < 0) return s ? s : ra_st_to_f32(dst, t);
-    return st_read(dst, sizeof *dst, f, t, ST_LITTLE_HOST && t->dtype == RA_DTYPE_F32,
-                   st_conv_f32);
+    return st_read(dst, f, t, 1, "ra_st_read_f32");
 }
 
 ra_status ra_st_read_i64(int64_t *dst, const ra_st_file *f, const ra_st_tensor *t) {
-    ra_status s = f ? st_check(dst, t, 0, "ra_st_read_i64")
-                    : ra_fail(RA_ERR_ARG, "ra_st_read_i64: NULL argument");
-    if (s || f->fd < 0) return s ? s : ra_st_to_i64(dst, t);
-    return st_read(dst, sizeof *dst, f, t, ST_LITTLE_HOST && t->dtype == RA_DTYPE_I64,
-                   st_conv_i64);
+    return st_read(dst, f, t, 0, "ra_st_read_i64");
 }
 
 /* ------------------------------------------------------------------------ */
