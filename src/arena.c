@@ -58,7 +58,8 @@ void ra_arena_cache_free(ra_arena_cache *c) {
 
 void *ra_arena_bytes(ra_arena *a, size_t bytes) {
     const size_t n = align_up(bytes ? bytes : 1);
-    if (n < bytes || n > SIZE_MAX - ARENA_ALIGN - a->used) return NULL;
+    if (n < bytes || a->used > SIZE_MAX - ARENA_ALIGN || n > SIZE_MAX - ARENA_ALIGN - a->used)
+        return NULL;
     char *p;
     if (a->base && a->used <= a->cap && n <= a->cap - a->used) {
         p = a->base + a->used;
