@@ -106,4 +106,43 @@ void job_close(job *j);
 ra_status put(ra_st_writer *w, ra_status st, const char *name, const float *data,
               int ndim, const int64_t *shape);
 
+/* ---- timed runs of forward and backward (repeat.c) ---------------------- */
+
+/* --repeat R and --json. R timed runs follow one warm-up run; --json alone
+ * means --repeat 1; without either there is one untimed run and no report. */
+typedef struct {
+    int runs;                  /* R; 0: one plain run */
+    int json;                  /* report on stdout as JSON, else a line on stderr */
+    double flops;              /* of one run; < 0 unknown */
+    double median_ms, min_ms;  /* the timed runs' */
+} repeat;
+
+/* Reads --repeat and --json: 1, or 0 after a usage error. */
+int repeat_option(repeat *r, const opt *opts);
+
+/* Multiply-adds of one forward of m over an input x of that shape, as
+ * ra_model_flops counts them, times the windows, sequences, images or clips
+ * of x; -1 where there is no count. Forward runs are 2 flops each, forward
+ * plus backward 6 (backward = twice the forward, the usual convention). */
+double run_macs(const ra_model *m, int ndim, const int64_t *shape);
+
+/* One run of the compute being timed: EX_OK, or the exit code of a failure
+ * whose message is printed. A run must leave its outputs complete. */
+typedef int (*run_fn)(void *ctx);
+
+/* run(ctx) once; with r->runs, a warm-up and r->runs timed runs, their
+ * median and minimum kept in r (flops: of one run, < 0 unknown). Returns
+ * the first failure's exit code, else EX_OK. */
+int repeat_run(repeat *r, run_fn run, void *ctx, double flops);
+
+/* The report of timed runs: one JSON line on stdout
+ * {"median_ms": M, "min_ms": m, "gflops": G or null}, or one human line on
+ * stderr. Nothing without --repeat / --json. */
+void repeat_report(const repeat *r);
+
+/* Write w with m's arch as metadata to outp (unless st already failed),
+ * then the timing report: the exit code. */
+int job_save(ra_st_writer *w, ra_status st, const ra_model *m, const char *outp,
+             const repeat *r);
+
 #endif

@@ -9,7 +9,7 @@
 
 static const char backward_help[] =
     "usage: relattn backward MODEL.safetensors INPUT.safetensors -o OUT.safetensors\n"
-    "                        [--threads N]\n"
+    "                        [--threads N] [--repeat R] [--json]\n"
     "\n"
     "Runs MODEL on INPUT and back-propagates INPUT's dy.\n"
     "  INPUT   as for 'forward', plus dy, the gradient of y (its shape)\n"
@@ -19,18 +19,62 @@ static const char backward_help[] =
     "  OUT     y; the input gradients grad.x (window_attention_3d: grad.q, and\n"
     "          grad.kv when kv was given); grad.NAME for every parameter NAME of\n"
     "          the model file, under the file's own names\n"
-    "          (grad.relative_position_bias_table, grad.qkv.weight, ...)\n";
+    "          (grad.relative_position_bias_table, grad.qkv.weight, ...)\n"
+    "  --threads N   threads to use (default: all cores)\n"
+    "  --repeat R    time the compute (not the files): one warm-up run, then R\n"
+    "                runs (1..1000000) of forward and backward; OUT is written\n"
+    "                from the last one, and the median, the minimum and GFLOP/s\n"
+    "                go to stderr (a run counted as 3 forwards: 6 flops per\n"
+    "                multiply-add of the Swin authors' count)\n"
+    "  --json        the timing as one JSON line on stdout instead:\n"
+    "                {\"median_ms\": M, \"min_ms\": m, \"gflops\": G}, G null where\n"
+    "                no count exists; --json alone means --repeat 1\n";
+
+/* The runs of a network: each zeroes the gradients (they accumulate),
+ * replaces y and checks dy against it the first time. */
+typedef struct {
+    ra_model *m;
+    const ra_st_file *in;
+    const ra_st_tensor *t, *td;
+    const float *x;
+    float *y, *dy, *dx, *grad;
+    int yn;
+    int64_t ys[4];
+} net_run;
+
+static int net_once(void *p) {
+    net_run *c = p;
+    memset(c->grad, 0, (size_t)ra_model_param_total(c->m) * sizeof *c->grad);
+    memset(c->dx, 0, (size_t)c->t->numel * sizeof *c->dx);
+    free(c->y);
+    c->y = NULL;
+    ra_status st = ra_model_forward_train(c->m, &c->y, &c->yn, c->ys, c->x, c->t->ndim,
+                                          c->t->shape, NULL);
+    if (st) return lib_fail(st);
+    if (!c->dy) {
+        int same = c->td->ndim == c->yn;
+        for (int d = 0; same && d < c->yn; d++) same = c->td->shape[d] == c->ys[d];
+        if (!same)
+            return fail(EX_DATAERR, "dy must have the shape of y (%d dims, (%lld, %lld, ...))",
+                        c->yn, (long long)c->ys[0], (long long)c->ys[1]);
+        if (!(c->dy = malloc((size_t)c->td->numel * sizeof *c->dy)))
+            return fail(EX_SOFTWARE, "out of memory");
+        if ((st = ra_st_read_f32(c->dy, c->in, c->td))) return lib_fail(st);
+    }
+    st = ra_model_backward(c->m, c->grad, c->dx, c->dy);
+    return st ? lib_fail(st) : EX_OK;
+}
 
 /* A network: OUT gets y, grad.x and grad.NAME (NAME as in the file). */
-static int network_backward(ra_model *m, const char *input, const char *outp) {
+static int network_backward(ra_model *m, const char *input, const char *outp, repeat *rep) {
     ra_st_file *in = NULL;
     ra_st_writer *w = NULL;
-    float *x = NULL, *dy = NULL, *y = NULL, *dx = NULL, *grad = NULL;
-    int code = EX_OK, yn = 0;
-    int64_t ys[4] = {0};
+    float *x = NULL;
+    net_run c = {.m = m};
+    int code = EX_OK;
     ra_status st = ra_st_open(&in, input);
     if (st) { code = lib_fail(st); goto done; }
-    const ra_st_tensor *t = ra_st_find(in, "x"), *td = ra_st_find(in, "dy");
+    const ra_st_tensor *t = c.t = ra_st_find(in, "x"), *td = c.td = ra_st_find(in, "dy");
     for (int i = 0; i < ra_st_count(in); i++)
         if (strcmp(ra_st_at(in, i)->name, "x") && strcmp(ra_st_at(in, i)->name, "dy")) {
             code = fail(EX_DATAERR, "unexpected input tensor '%.80s' for %s", ra_st_at(in, i)->name,
@@ -47,95 +91,98 @@ static int network_backward(ra_model *m, const char *input, const char *outp) {
             code = fail(EX_DATAERR, "input tensor 'x' has an empty or huge dimension");
             goto done;
         }
-    const int64_t total = ra_model_param_total(m);
     x = malloc((size_t)t->numel * sizeof *x);
-    dx = calloc((size_t)t->numel, sizeof *dx);
-    grad = calloc((size_t)total + 1, sizeof *grad);
-    if (!x || !dx || !grad) { code = fail(EX_SOFTWARE, "out of memory"); goto done; }
-    if ((st = ra_st_to_f32(x, t))) { code = lib_fail(st); goto done; }
-    if ((st = ra_model_forward_train(m, &y, &yn, ys, x, t->ndim, t->shape, NULL))) {
-        code = lib_fail(st);
+    c.dx = malloc((size_t)t->numel * sizeof *c.dx);
+    c.grad = malloc(((size_t)ra_model_param_total(m) + 1) * sizeof *c.grad);
+    if (!x || !c.dx || !c.grad || !(w = ra_st_writer_new())) {
+        code = fail(EX_SOFTWARE, "out of memory");
         goto done;
     }
-    int same = td->ndim == yn;
-    for (int d = 0; same && d < yn; d++) same = td->shape[d] == ys[d];
-    if (!same) {
-        code = fail(EX_DATAERR, "dy must have the shape of y (%d dims, (%lld, %lld, ...))", yn,
-                    (long long)ys[0], (long long)ys[1]);
-        goto done;
-    }
-    if (!(dy = malloc((size_t)td->numel * sizeof *dy))) { code = fail(EX_SOFTWARE, "out of memory"); goto done; }
-    if ((st = ra_st_to_f32(dy, td)) || (st = ra_model_backward(m, grad, dx, dy))) {
-        code = lib_fail(st);
-        goto done;
-    }
-    if (!(w = ra_st_writer_new())) { code = fail(EX_SOFTWARE, "out of memory"); goto done; }
-    st = put(w, RA_OK, "y", y, yn, ys);
-    st = put(w, st, "grad.x", dx, t->ndim, t->shape);
+    if ((st = ra_st_read_f32(x, in, t))) { code = lib_fail(st); goto done; }
+    c.x = x, c.in = in;
+    if ((code = repeat_run(rep, net_once, &c, 6 * run_macs(m, t->ndim, t->shape)))) goto done;
+    st = put(w, RA_OK, "y", c.y, c.yn, c.ys);
+    st = put(w, st, "grad.x", c.dx, t->ndim, t->shape);
     for (int i = 0; i < ra_model_param_count(m); i++) {
         const ra_param_info *p = ra_model_param(m, i);
         char name[320];
         snprintf(name, sizeof name, "grad.%s", p->file_name);
-        st = put(w, st, name, grad + p->offset, p->ndim, p->shape);
+        st = put(w, st, name, c.grad + p->offset, p->ndim, p->shape);
     }
-    if (!st) st = ra_st_writer_meta(w, "arch", ra_arch_name(ra_model_arch(m)));
-    if (!st) st = ra_st_writer_save(w, outp);
-    if (st) code = lib_fail(st);
+    code = job_save(w, st, m, outp, rep);
 done:
     ra_st_writer_free(w);
-    free(x), free(dy), free(y), free(dx), free(grad);
+    free(x), free(c.dy), free(c.y), free(c.dx), free(c.grad);
     ra_st_close(in);
     ra_model_free(m);
     return code;
 }
 
+/* The runs of an attention layer: each zeroes the gradients first. */
+typedef struct {
+    const job *j;
+    float *y, *dx, *dkv, *grads;
+    ra_attn_grads g;
+} layer_run;
+
+static int layer_once(void *p) {
+    layer_run *c = p;
+    const job *j = c->j;
+    const size_t C = (size_t)j->c->dim;
+    memset(c->grads, 0, (size_t)ra_model_param_total(j->m) * sizeof *c->grads);
+    memset(c->dx, 0, (size_t)j->b_ * j->n1 * C * sizeof *c->dx);
+    if (c->dkv) memset(c->dkv, 0, (size_t)j->b_ * j->n2 * C * sizeof *c->dkv);
+    ra_status st = ra_attn_layer_backward(j->l, c->dx, c->dkv, &c->g, c->y, j->dy, j->x, j->kv,
+                                          j->b_, j->n1, j->n2, j->mask, j->nw);
+    return st ? lib_fail(st) : EX_OK;
+}
+
 int cmd_backward(int argc, char **argv) {
-    opt opts[] = {{"-o", 1, 0}, {"--output", 1, 0}, {"--threads", 1, 0},
-                  {"--help", 0, 0}, {"-h", 0, 0}, {0, 0, 0}};
+    opt opts[] = {{"-o", 1, 0},       {"--output", 1, 0}, {"--threads", 1, 0},
+                  {"--repeat", 1, 0}, {"--json", 0, 0},   {"--help", 0, 0},
+                  {"-h", 0, 0},       {0, 0, 0}};
     const char *pos[2], *outp;
+    repeat rep;
     int code = model_input_args(argc, argv, opts, backward_help, pos, &outp);
     if (code >= 0) return code;
+    if (!repeat_option(&rep, opts)) return EX_USAGE;
 
     ra_model *m;
     ra_status st0 = ra_model_load(&m, pos[0]);
     if (st0) return lib_fail(st0);
-    if (!ra_model_attn(m)) return network_backward(m, pos[1], outp);
+    if (!ra_model_attn(m)) return network_backward(m, pos[1], outp, &rep);
     job j;
     ra_st_writer *w = NULL;
-    float *y = NULL, *dx = NULL, *dkv = NULL, *grads = NULL;
+    layer_run c = {.j = &j};
     code = job_open(&j, m, pos[1], 1);
     if (code) goto done;
     const int C = j.c->dim;
-    const int64_t total = ra_model_param_total(j.m);
-    y = malloc((size_t)j.b_ * j.n1 * C * sizeof *y);
-    dx = calloc((size_t)j.b_ * j.n1 * C, sizeof *dx);
-    if (j.kv) dkv = calloc((size_t)j.b_ * j.n2 * C, sizeof *dkv);
-    grads = calloc((size_t)total + 1, sizeof *grads);
-    if (!y || !dx || (j.kv && !dkv) || !grads || !(w = ra_st_writer_new())) {
+    c.y = malloc((size_t)j.b_ * j.n1 * C * sizeof *c.y);
+    c.dx = malloc((size_t)j.b_ * j.n1 * C * sizeof *c.dx);
+    if (j.kv) c.dkv = malloc((size_t)j.b_ * j.n2 * C * sizeof *c.dkv);
+    c.grads = malloc(((size_t)ra_model_param_total(j.m) + 1) * sizeof *c.grads);
+    if (!c.y || !c.dx || (j.kv && !c.dkv) || !c.grads || !(w = ra_st_writer_new())) {
         code = fail(EX_SOFTWARE, "out of memory");
         goto done;
     }
-    ra_attn_grads g;
-    ra_model_attn_grads(j.m, grads, &g);
-    ra_status st = ra_attn_layer_backward(j.l, dx, dkv, &g, y, j.dy, j.x, j.kv, j.b_, j.n1,
-                                          j.n2, j.mask, j.nw);
+    ra_model_attn_grads(j.m, c.grads, &c.g);
+    const int64_t xs[3] = {j.b_, j.n1, C};
+    if ((code = repeat_run(&rep, layer_once, &c, 6 * run_macs(j.m, 3, xs)))) goto done;
     char gx[16];
     snprintf(gx, sizeof gx, "grad.%s", j.xname);
-    st = put(w, st, "y", y, 3, (int64_t[]){j.b_, j.n1, C});
-    st = put(w, st, gx, dx, 3, (int64_t[]){j.b_, j.n1, C});
-    if (dkv) st = put(w, st, "grad.kv", dkv, 3, (int64_t[]){j.b_, j.n2, C});
+    ra_status st = put(w, RA_OK, "y", c.y, 3, xs);
+    st = put(w, st, gx, c.dx, 3, xs);
+    if (c.dkv) st = put(w, st, "grad.kv", c.dkv, 3, (int64_t[]){j.b_, j.n2, C});
     for (int i = 0; i < ra_model_param_count(j.m); i++) {
         const ra_param_info *p = ra_model_param(j.m, i);
         char name[96];
         snprintf(name, sizeof name, "grad.%s", p->name);
-        st = put(w, st, name, grads + p->offset, p->ndim, p->shape);
+        st = put(w, st, name, c.grads + p->offset, p->ndim, p->shape);
     }
-    if (!st) st = ra_st_writer_meta(w, "arch", ra_arch_name(j.c->arch));
-    if (!st) st = ra_st_writer_save(w, outp);
-    if (st) code = lib_fail(st);
+    code = job_save(w, st, j.m, outp, &rep);
 done:
     ra_st_writer_free(w);
-    free(y), free(dx), free(dkv), free(grads);
+    free(c.y), free(c.dx), free(c.dkv), free(c.grads);
     job_close(&j);
     return code;
 }

@@ -8,19 +8,43 @@
 
 static const char forward_help[] =
     "usage: relattn forward MODEL.safetensors INPUT.safetensors -o OUT.safetensors\n"
-    "                       [--attn] [--threads N]\n"
+    "                       [--attn] [--threads N] [--repeat R] [--json]\n"
     "\n"
-    "Runs the attention layer of MODEL on INPUT and writes OUT.\n"
+    "Runs the attention layer or network of MODEL on INPUT and writes OUT.\n"
     "  INPUT   x (B_, N, C); for window_attention_3d q (B_, N1, C) and optionally\n"
     "          kv (B_, N2, C); optionally mask (nW, N1, N2) with B_ %% nW == 0.\n"
+    "          Networks: x (swin_block (B, H*W, C) or (B, H, W, C); swin, vit\n"
+    "          images (B, C, H, W); swin_block_3d clips (B, D, H, W, C) and for a\n"
+    "          cross block kv (B, D2, H, W, C)).\n"
     "          A tensor dy (for 'backward') is allowed and ignored.\n"
     "  OUT     y (B_, N1, C), and with --attn the probabilities attn (B_, nH, N1, N2)\n"
-    "  --threads N   threads to use (default: all cores)\n";
+    "  --threads N   threads to use (default: all cores)\n"
+    "  --repeat R    time the compute (not the files): one warm-up run, then R\n"
+    "                runs (1..1000000); OUT is written from the last one, and the\n"
+    "                median, the minimum and GFLOP/s go to stderr (2 flops per\n"
+    "                multiply-add of the Swin authors' count, as 'inspect' gives)\n"
+    "  --json        the timing as one JSON line on stdout instead:\n"
+    "                {\"median_ms\": M, \"min_ms\": m, \"gflops\": G}, G null where\n"
+    "                no count exists; --json alone means --repeat 1\n";
+
+/* The runs of a 3-D window block over a batch of clips. */
+typedef struct {
+    const ra_model *m;
+    float *y;
+    const float *x, *kv;
+    int b, d, h, w;
+} clips_run;
+
+static int clips_once(void *p) {
+    const clips_run *c = p;
+    ra_status st = ra_swin_block_3d_forward(c->m, c->y, c->x, c->kv, c->b, c->d, c->h, c->w);
+    return st ? lib_fail(st) : EX_OK;
+}
 
 /* A 3-D window block over a batch of clips: x (B, D, H, W, C) and, for a
  * cross block, kv (B, D2, H, W, C); y (B, D, H, W, C). */
-static int clips_forward(const ra_model *m, const ra_st_tensor *t,
-                         const ra_st_tensor *tkv, const char *outp) {
+static int clips_forward(const ra_model *m, const ra_st_file *in, const ra_st_tensor *t,
+                         const ra_st_tensor *tkv, const char *outp, repeat *rep) {
     if (t->ndim != 5 || (tkv && (tkv->ndim != 5 || tkv->shape[0] != t->shape[0] ||
                                  tkv->shape[2] != t->shape[2] || tkv->shape[3] != t->shape[3] ||
                                  tkv->shape[4] != t->shape[4])))
@@ -30,29 +54,46 @@ static int clips_forward(const ra_model *m, const ra_st_tensor *t,
             return fail(EX_DATAERR, "input tensors have an empty or huge dimension");
     float *x = malloc((size_t)t->numel * sizeof *x), *y = malloc((size_t)t->numel * sizeof *y);
     float *kv = tkv ? malloc((size_t)tkv->numel * sizeof *kv) : NULL;
+    clips_run c = {.m = m, .y = y, .x = x, .kv = kv, .b = (int)t->shape[0],
+                   .d = (int)t->shape[1], .h = (int)t->shape[2], .w = (int)t->shape[3]};
     ra_st_writer *w = ra_st_writer_new();
     int code = EX_OK;
-    ra_status st = RA_OK;
+    ra_status st;
     if (!x || !y || (tkv && !kv) || !w) code = fail(EX_SOFTWARE, "out of memory");
-    if (!code) st = ra_st_to_f32(x, t);
-    if (!code && !st && kv) st = ra_st_to_f32(kv, tkv);
-    if (!code && !st)
-        st = ra_swin_block_3d_forward(m, y, x, kv, (int)t->shape[0], (int)t->shape[1],
-                                      (int)t->shape[2], (int)t->shape[3]);
-    if (!code && !st) st = ra_st_writer_add(w, "y", RA_DTYPE_F32, 5, t->shape, y);
-    if (!code && !st) st = ra_st_writer_meta(w, "arch", ra_arch_name(ra_model_arch(m)));
-    if (!code && !st) st = ra_st_writer_save(w, outp);
-    if (!code && st) code = lib_fail(st);
+    else if ((st = ra_st_read_f32(x, in, t)) || (kv && (st = ra_st_read_f32(kv, in, tkv))))
+        code = lib_fail(st);
+    else if (!(code = repeat_run(rep, clips_once, &c, 2 * run_macs(m, 5, t->shape))))
+        code = job_save(w, ra_st_writer_add(w, "y", RA_DTYPE_F32, 5, t->shape, y), m, outp, rep);
     ra_st_writer_free(w);
     free(x), free(y), free(kv);
     return code;
 }
 
-/* A network (swin_block, swin, vit): INPUT holds x only; OUT gets y. */
-static int network_forward(ra_model *m, const char *input, const char *outp) {
+/* The runs of a network; each replaces y. */
+typedef struct {
+    const ra_model *m;
+    const float *x;
+    int ndim, yn;
+    const int64_t *shape;
+    float *y;
+    int64_t ys[4];
+} net_run;
+
+static int net_once(void *p) {
+    net_run *c = p;
+    free(c->y);
+    c->y = NULL;
+    ra_status st = ra_model_forward(c->m, &c->y, &c->yn, c->ys, c->x, c->ndim, c->shape);
+    return st ? lib_fail(st) : EX_OK;
+}
+
+/* A network (swin_block, swin, vit, swin_block_3d): INPUT holds x (and kv
+ * for clips of a cross block); OUT gets y. */
+static int network_forward(ra_model *m, const char *input, const char *outp, repeat *rep) {
     ra_st_file *in = NULL;
     ra_st_writer *w = NULL;
-    float *x = NULL, *y = NULL;
+    float *x = NULL;
+    net_run c = {.m = m};
     int code = EX_OK;
     ra_status st = ra_st_open(&in, input);
     if (st) { code = lib_fail(st); goto done; }
@@ -71,7 +112,7 @@ static int network_forward(ra_model *m, const char *input, const char *outp) {
         goto done;
     }
     if (is3d && (t->ndim == 5 || tkv)) {   /* clips (B, D, H, W, C), kv frames apart */
-        code = clips_forward(m, t, tkv, outp);
+        code = clips_forward(m, in, t, tkv, outp, rep);
         goto done;
     }
     for (int d = 0; d < t->ndim; d++)
@@ -79,30 +120,45 @@ static int network_forward(ra_model *m, const char *input, const char *outp) {
             code = fail(EX_DATAERR, "input tensor 'x' has an empty or huge dimension");
             goto done;
         }
-    if (!(x = malloc((size_t)t->numel * sizeof *x))) { code = fail(EX_SOFTWARE, "out of memory"); goto done; }
-    if ((st = ra_st_to_f32(x, t))) { code = lib_fail(st); goto done; }
-    int yn;
-    int64_t ys[4];
-    if ((st = ra_model_forward(m, &y, &yn, ys, x, t->ndim, t->shape))) { code = lib_fail(st); goto done; }
-    if (!(w = ra_st_writer_new())) { code = fail(EX_SOFTWARE, "out of memory"); goto done; }
-    st = ra_st_writer_add(w, "y", RA_DTYPE_F32, yn, ys, y);
-    if (!st) st = ra_st_writer_meta(w, "arch", ra_arch_name(ra_model_arch(m)));
-    if (!st) st = ra_st_writer_save(w, outp);
-    if (st) code = lib_fail(st);
+    if (!(x = malloc((size_t)t->numel * sizeof *x)) || !(w = ra_st_writer_new())) {
+        code = fail(EX_SOFTWARE, "out of memory");
+        goto done;
+    }
+    if ((st = ra_st_read_f32(x, in, t))) { code = lib_fail(st); goto done; }
+    c.x = x, c.ndim = t->ndim, c.shape = t->shape;
+    if (!(code = repeat_run(rep, net_once, &c, 2 * run_macs(m, t->ndim, t->shape))))
+        code = job_save(w, ra_st_writer_add(w, "y", RA_DTYPE_F32, c.yn, c.ys, c.y), m, outp, rep);
 done:
     ra_st_writer_free(w);
-    free(x), free(y);
+    free(x), free(c.y);
     ra_st_close(in);
     ra_model_free(m);
     return code;
 }
 
+/* The runs of an attention layer. */
+typedef struct {
+    const job *j;
+    float *y, *attn;
+} layer_run;
+
+static int layer_once(void *p) {
+    const layer_run *c = p;
+    const job *j = c->j;
+    ra_status st = ra_attn_layer_forward(j->l, c->y, c->attn, j->x, j->kv, j->b_, j->n1, j->n2,
+                                         j->mask, j->nw);
+    return st ? lib_fail(st) : EX_OK;
+}
+
 int cmd_forward(int argc, char **argv) {
-    opt opts[] = {{"-o", 1, 0},      {"--output", 1, 0}, {"--attn", 0, 0},
-                  {"--threads", 1, 0}, {"--help", 0, 0}, {"-h", 0, 0}, {0, 0, 0}};
+    opt opts[] = {{"-o", 1, 0},        {"--output", 1, 0}, {"--attn", 0, 0},
+                  {"--threads", 1, 0}, {"--repeat", 1, 0}, {"--json", 0, 0},
+                  {"--help", 0, 0},    {"-h", 0, 0},       {0, 0, 0}};
     const char *pos[2], *outp;
+    repeat rep;
     int code = model_input_args(argc, argv, opts, forward_help, pos, &outp);
     if (code >= 0) return code;
+    if (!repeat_option(&rep, opts)) return EX_USAGE;
 
     ra_model *m;
     ra_status st0 = ra_model_load(&m, pos[0]);
@@ -113,30 +169,28 @@ int cmd_forward(int argc, char **argv) {
             ra_model_free(m);
             return usage_error("--attn is for a single attention layer, not %s", arch);
         }
-        return network_forward(m, pos[1], outp);
+        return network_forward(m, pos[1], outp, &rep);
     }
     job j;
     ra_st_writer *w = NULL;
-    float *y = NULL, *attn = NULL;
+    layer_run c = {.j = &j};
     code = job_open(&j, m, pos[1], 0);
     if (code) goto done;
     const int want_attn = get(opts, "--attn") != NULL, C = j.c->dim, nh = j.c->num_heads;
-    y = malloc((size_t)j.b_ * j.n1 * C * sizeof *y);
-    if (want_attn) attn = malloc((size_t)j.b_ * nh * j.n1 * j.n2 * sizeof *attn);
-    if (!y || (want_attn && !attn) || !(w = ra_st_writer_new())) {
+    c.y = malloc((size_t)j.b_ * j.n1 * C * sizeof *c.y);
+    if (want_attn) c.attn = malloc((size_t)j.b_ * nh * j.n1 * j.n2 * sizeof *c.attn);
+    if (!c.y || (want_attn && !c.attn) || !(w = ra_st_writer_new())) {
         code = fail(EX_SOFTWARE, "out of memory");
         goto done;
     }
-    ra_status st = ra_attn_layer_forward(j.l, y, attn, j.x, j.kv, j.b_, j.n1, j.n2, j.mask,
-                                         j.nw);
-    st = put(w, st, "y", y, 3, (int64_t[]){j.b_, j.n1, C});
-    if (attn) st = put(w, st, "attn", attn, 4, (int64_t[]){j.b_, nh, j.n1, j.n2});
-    if (!st) st = ra_st_writer_meta(w, "arch", ra_arch_name(j.c->arch));
-    if (!st) st = ra_st_writer_save(w, outp);
-    if (st) code = lib_fail(st);
+    const int64_t xs[3] = {j.b_, j.n1, C};
+    if ((code = repeat_run(&rep, layer_once, &c, 2 * run_macs(j.m, 3, xs)))) goto done;
+    ra_status st = put(w, RA_OK, "y", c.y, 3, xs);
+    if (c.attn) st = put(w, st, "attn", c.attn, 4, (int64_t[]){j.b_, nh, j.n1, j.n2});
+    code = job_save(w, st, j.m, outp, &rep);
 done:
     ra_st_writer_free(w);
-    free(y), free(attn);
+    free(c.y), free(c.attn);
     job_close(&j);
     return code;
 }

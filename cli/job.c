@@ -44,7 +44,7 @@ static ra_status input_tensor(float **out, const ra_st_tensor **tt, const ra_st_
         fail(EX_SOFTWARE, "out of memory for input tensor '%s'", name);
         return RA_ERR_NOMEM;
     }
-    ra_status st = ra_st_to_f32(*out, t);
+    ra_status st = ra_st_read_f32(*out, f, t);
     if (st) lib_fail(st);
     return st;
 }
@@ -98,4 +98,13 @@ int job_open(job *j, ra_model *m, const char *input, int need_dy) {
 ra_status put(ra_st_writer *w, ra_status st, const char *name, const float *data,
               int ndim, const int64_t *shape) {
     return st ? st : ra_st_writer_add(w, name, RA_DTYPE_F32, ndim, shape, data);
+}
+
+int job_save(ra_st_writer *w, ra_status st, const ra_model *m, const char *outp,
+             const repeat *r) {
+    if (!st) st = ra_st_writer_meta(w, "arch", ra_arch_name(ra_model_arch(m)));
+    if (!st) st = ra_st_writer_save(w, outp);
+    if (st) return lib_fail(st);
+    repeat_report(r);
+    return EX_OK;
 }

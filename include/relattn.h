@@ -656,7 +656,8 @@ typedef struct ra_st_file ra_st_file;   /* opaque: a validated, mapped file */
  * dtype, shape entries >= 0, offsets [begin, end] inside the data, byte
  * count = dtype size x element count (overflow-checked), tensors sorted by
  * offset with no overlap and no gap covering the whole data section, no
- * duplicate names, __metadata__ a string -> string object.
+ * duplicate names, __metadata__ a string -> string object. The file stays
+ * open until ra_st_close, for ra_st_read_f32 / ra_st_read_i64.
  * RA_ERR_IO if the file cannot be opened/read, RA_ERR_FORMAT otherwise. */
 ra_status ra_st_open(ra_st_file **out, const char *path);
 /* The same for a buffer in memory (copied). */
@@ -676,6 +677,16 @@ const char *ra_st_meta_key(const ra_st_file *f, int i);
 ra_status ra_st_to_f32(float *dst, const ra_st_tensor *t);
 /* Convert an integer tensor (I64, I32, I16, I8, U8) into dst (numel int64). */
 ra_status ra_st_to_i64(int64_t *dst, const ra_st_tensor *t);
+
+/* The same two for a tensor of f, read from the file (pread) instead of
+ * through the mapping: the bytes travel once, straight into dst when they
+ * are its values already (F32, I64 on a little-endian host), and a file
+ * that shrinks after ra_st_open is an error (RA_ERR_FORMAT), never a
+ * SIGBUS. The model loader reads every tensor this way. For a file opened
+ * from memory they are ra_st_to_f32 / ra_st_to_i64. RA_ERR_ARG if t is not
+ * one of f's tensors. */
+ra_status ra_st_read_f32(float *dst, const ra_st_file *f, const ra_st_tensor *t);
+ra_status ra_st_read_i64(int64_t *dst, const ra_st_file *f, const ra_st_tensor *t);
 
 /* A writer: collect tensors (the data is copied) and metadata, then write
  * atomically (PATH.tmp.XXXXXX in the same directory, fsync, rename). On

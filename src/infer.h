@@ -12,16 +12,19 @@
 /* ---- workspace ------------------------------------------------------------
  * An arena: allocations are carved from one block, 64-byte aligned, and
  * released stack-wise (ra_arena_mark / ra_arena_reset). A request that does
- * not fit is served by its own allocation (freed at ra_arena_end), and the
- * peak is remembered, so the next run gets one block of the right size:
+ * not fit is served by its own allocation, which takes its place on the
+ * stack and is freed when the stack unwinds past it; the deepest the stack
+ * went is remembered, so the next run gets one block of the right size:
  * after the first forward of a given shape nothing is allocated, and the
  * pages are already mapped (first-touch page faults of fresh large
- * allocations cost as much as the element-wise layers). */
+ * allocations cost as much as the element-wise layers). The first run
+ * itself holds no more memory at once than that depth. */
 typedef struct ra_arena {
     char *base;
-    size_t cap, used, peak;
-    void *spill;          /* allocations that did not fit, a linked list */
-    size_t spilled;       /* their bytes, counted into the peak */
+    size_t cap;           /* bytes of the block */
+    size_t used;          /* depth of the stack, in the block or in spills */
+    size_t peak;          /* the deepest it went */
+    void *spill;          /* allocations that did not fit, the newest first */
 } ra_arena;
 
 /* A model's cached arenas: up to RA_ARENA_SLOTS forwards at a time (threads
@@ -42,7 +45,8 @@ void ra_arena_cache_free(ra_arena_cache *c);
 float *ra_arena_floats(ra_arena *a, size_t n);
 void *ra_arena_bytes(ra_arena *a, size_t bytes);
 static inline size_t ra_arena_mark(const ra_arena *a) { return a->used; }
-static inline void ra_arena_reset(ra_arena *a, size_t mark) { a->used = mark; }
+/* Release what was allocated since mark (spills are freed). */
+void ra_arena_reset(ra_arena *a, size_t mark);
 
 /* ---- element-wise layers (nn.c) ------------------------------------------- */
 

@@ -6,7 +6,8 @@
  * each declared tensor must be there with the shape the configuration
  * implies, nothing unexpected may be there, and the buffers PyTorch saves
  * (relative_position_index) must equal what is computed here. Weights are
- * converted to F32 into one flat buffer with named pointers into it.
+ * read (pread, never through a mapping) and converted to F32 into one flat
+ * buffer with named pointers into it.
  * How an arch plugs in: src/model_internal.h. */
 #include "model_internal.h"
 
@@ -282,13 +283,28 @@ static ra_status load_weights(ra_model *m, const ra_st_file *f) {
         free(found);
         return st;
     }
-    if (!(m->weights = ra_alloc((size_t)total, sizeof(float))))
-        st = ra_fail(RA_ERR_NOMEM, "model: out of memory for %lld weights", (long long)total);
+    if (!(m->weights = ra_alloc((size_t)total, sizeof(float)))) {
+        free(found);
+        return ra_fail(RA_ERR_NOMEM, "model: out of memory for %lld weights", (long long)total);
+    }
     m->total = total;
-    for (int p = 0; p < m->nparams && !st; p++)
-        st = ra_st_to_f32(m->weights + m->params[p].offset, found[p]);
+    /* Read (pread) in parallel: most of the cost is the first touch of the
+     * fresh buffer, a page fault per 4 KB, and it scales with threads. A
+     * failure reports the first tensor that failed. */
+    int bad = m->nparams;
+    ra_status bad_st = RA_OK;
+    char why[512] = "";
+    #pragma omp parallel for schedule(dynamic, 1) num_threads(ra_threads_get()) \
+        if (total >= (1 << 20))
+    for (int p = 0; p < m->nparams; p++) {
+        const ra_status s = ra_st_read_f32(m->weights + m->params[p].offset, f, found[p]);
+        if (s) {
+            #pragma omp critical(ra_load_weights)
+            if (p < bad) bad = p, bad_st = s, snprintf(why, sizeof why, "%s", ra_last_error());
+        }
+    }
     free(found);
-    return st;
+    return bad < m->nparams ? ra_fail(bad_st, "%s", why) : RA_OK;
 }
 
 ra_status ra_model_from_file(ra_model **out, const ra_st_file *f) {
@@ -537,7 +553,8 @@ static ra_tensor_kind attn_canonical(const ra_model *m, const char *name, char *
 
 /* A saved relative_position_index is a buffer, not a parameter: it must be
  * exactly what the configuration gives, or the file is inconsistent. */
-static ra_status check_saved_index(const ra_st_tensor *t, const ra_attn_layer *l) {
+static ra_status check_saved_index(const ra_st_file *f, const ra_st_tensor *t,
+                                   const ra_attn_layer *l) {
     int64_t n1, n2;
     const int32_t *idx = ra_attn_layer_index(l, &n1, &n2, NULL);
     ra_status st = check_shape(t, 2, (int64_t[]){n1, n2});
@@ -546,7 +563,7 @@ static ra_status check_saved_index(const ra_st_tensor *t, const ra_attn_layer *l
         return ra_fail(RA_ERR_SHAPE, "relative_position_index must hold integers");
     int64_t *v = ra_alloc((size_t)t->numel, sizeof *v);
     if (!v) return ra_fail(RA_ERR_NOMEM, "relative_position_index: out of memory");
-    st = ra_st_to_i64(v, t);
+    st = ra_st_read_i64(v, f, t);
     for (int64_t e = 0; !st && e < t->numel; e++)
         if (v[e] != idx[e])
             st = ra_fail(RA_ERR_FORMAT, "relative_position_index differs from the computed "
@@ -570,7 +587,7 @@ static ra_status attn_build(ra_model *m, const ra_st_file *f) {
     ra_status st = ra_attn_layer_create(&a->layer, &a->cfg, &p);
     const ra_st_tensor *saved = ra_st_find(f, "relative_position_index");
     if (!st && saved && ra_attn_layer_index(a->layer, NULL, NULL, NULL))
-        st = check_saved_index(saved, a->layer);
+        st = check_saved_index(f, saved, a->layer);
     return st;
 }
 

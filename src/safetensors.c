@@ -3,7 +3,11 @@
  * Layout: u64 little-endian header length N | N bytes of JSON | data.
  * A file is validated completely when it is opened, so a tensor handed out
  * by ra_st_at / ra_st_find always lies inside the mapping and its byte count
- * matches its dtype and shape; later code needs no further checks. */
+ * matches its dtype and shape; later code needs no further checks.
+ * Tensors are read either through the mapping (ra_st_to_*: t->data) or
+ * from the file itself (ra_st_read_*: pread, which a file cut short after
+ * the open cannot turn into a SIGBUS); both share the element conversions. */
+#define _DEFAULT_SOURCE   /* madvise */
 #define _POSIX_C_SOURCE 200809L
 
 #include "internal.h"
@@ -115,6 +119,7 @@ struct ra_st_file {
     unsigned char *base;   /* the whole file: a mapping or a heap copy */
     size_t len;
     int mapped;
+    int fd;                /* the open file (ra_st_read_*), -1 for a heap copy */
     json_t *root;          /* owns every name and metadata string */
     json_t *meta;          /* __metadata__, or NULL */
     st_entry *e;           /* (n) sorted by offset */
@@ -323,18 +328,24 @@ ra_status ra_st_open(ra_st_file **out, const char *path) {
         close(fd);
         return ra_fail(RA_ERR_IO, "'%s' is too large to map", path);
     }
+    /* The header is parsed in the mapping; ra_st_read_* read tensors
+     * through fd instead, touching no mapped page. */
     void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     int err = errno;
-    close(fd);   /* the mapping keeps the file alive */
-    if (p == MAP_FAILED) return ra_fail(RA_ERR_IO, "cannot map '%s': %s", path, strerror(err));
+    if (p == MAP_FAILED) {
+        close(fd);
+        return ra_fail(RA_ERR_IO, "cannot map '%s': %s", path, strerror(err));
+    }
     ra_st_file *f = calloc(1, sizeof *f);
     if (!f) {
         munmap(p, (size_t)st.st_size);
+        close(fd);
         return ra_fail(RA_ERR_NOMEM, "out of memory opening '%s'", path);
     }
     f->base = p;
     f->len = (size_t)st.st_size;
     f->mapped = 1;
+    f->fd = fd;
     ra_status s = st_parse(f);
     if (s != RA_OK) {
         char why[400];
@@ -354,6 +365,7 @@ ra_status ra_st_open_memory(ra_st_file **out, const void *buf, size_t len) {
         free(f);
         return ra_fail(RA_ERR_NOMEM, "out of memory copying a %zu-byte buffer", len);
     }
+    f->fd = -1;
     if (len) memcpy(f->base, buf, len);
     f->len = len;
     ra_status s = st_parse(f);
@@ -373,6 +385,7 @@ void ra_st_close(ra_st_file *f) {
     free(f->meta_keys);
     if (f->mapped) munmap(f->base, f->len);
     else free(f->base);
+    if (f->fd >= 0) close(f->fd);
     free(f);
 }
 
@@ -423,54 +436,154 @@ static float st_half(uint16_t h) {
     return sign ? -v : v;
 }
 
-ra_status ra_st_to_f32(float *dst, const ra_st_tensor *t) {
-    if (!dst || !t) return ra_fail(RA_ERR_ARG, "ra_st_to_f32: NULL argument");
-    const unsigned char *p = t->data;
-    size_t n = (size_t)t->numel;
-    switch (t->dtype) {
-    case RA_DTYPE_F32:
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-        if (n) memcpy(dst, p, n * 4);
+#define ST_LITTLE_HOST 1   /* F32 and I64 bytes are the host's values */
 #else
-        for (size_t i = 0; i < n; i++) dst[i] = st_bits_f32(st_u32(p + 4 * i));
+#define ST_LITTLE_HOST 0
 #endif
-        return RA_OK;
+
+/* Element conversions: dst (n) from n little-endian elements at p. When
+ * the bytes are the host's values already (F32 into floats, I64 into
+ * int64 on a little-endian host), p may be dst itself. */
+typedef void st_conv(void *dst, const unsigned char *p, ra_dtype d, size_t n);
+
+static void st_conv_f32(void *out, const unsigned char *p, ra_dtype d, size_t n) {
+    float *dst = out;
+    switch (d) {
+    case RA_DTYPE_F32:
+        if (!ST_LITTLE_HOST) {
+            for (size_t i = 0; i < n; i++) dst[i] = st_bits_f32(st_u32(p + 4 * i));
+        } else if (n && out != (const void *)p) {
+            memcpy(dst, p, n * 4);
+        }
+        break;
     case RA_DTYPE_F16:
         for (size_t i = 0; i < n; i++) dst[i] = st_half(st_u16(p + 2 * i));
-        return RA_OK;
+        break;
     case RA_DTYPE_BF16:
         for (size_t i = 0; i < n; i++) dst[i] = st_bits_f32((uint32_t)st_u16(p + 2 * i) << 16);
-        return RA_OK;
-    case RA_DTYPE_F64:
+        break;
+    default:   /* F64 */
         for (size_t i = 0; i < n; i++) {
             uint64_t u = st_u64(p + 8 * i);
-            double d;
-            memcpy(&d, &u, sizeof d);
-            dst[i] = (float)d;   /* IEEE (Annex F): round to nearest, inf past the range */
+            double x;
+            memcpy(&x, &u, sizeof x);
+            dst[i] = (float)x;   /* IEEE (Annex F): round to nearest, inf past the range */
         }
-        return RA_OK;
-    default:
-        return ra_fail(RA_ERR_SHAPE, "tensor " NAMEF ": dtype %s is not a float type",
-                       t->name ? t->name : "", st_dtype_name(t->dtype));
     }
 }
 
-ra_status ra_st_to_i64(int64_t *dst, const ra_st_tensor *t) {
-    if (!dst || !t) return ra_fail(RA_ERR_ARG, "ra_st_to_i64: NULL argument");
-    const unsigned char *p = t->data;
-    size_t n = (size_t)t->numel;
-    switch (t->dtype) {
-    case RA_DTYPE_I64: for (size_t i = 0; i < n; i++) dst[i] = st_sext(st_u64(p + 8 * i), 64); break;
+static void st_conv_i64(void *out, const unsigned char *p, ra_dtype d, size_t n) {
+    int64_t *dst = out;
+    switch (d) {
+    case RA_DTYPE_I64:
+        if (!ST_LITTLE_HOST || out != (const void *)p)
+            for (size_t i = 0; i < n; i++) dst[i] = st_sext(st_u64(p + 8 * i), 64);
+        break;
     case RA_DTYPE_I32: for (size_t i = 0; i < n; i++) dst[i] = st_sext(st_u32(p + 4 * i), 32); break;
     case RA_DTYPE_I16: for (size_t i = 0; i < n; i++) dst[i] = st_sext(st_u16(p + 2 * i), 16); break;
     case RA_DTYPE_I8:  for (size_t i = 0; i < n; i++) dst[i] = st_sext(p[i], 8); break;
     case RA_DTYPE_U8:  for (size_t i = 0; i < n; i++) dst[i] = p[i]; break;
-    case RA_DTYPE_BOOL: for (size_t i = 0; i < n; i++) dst[i] = p[i] != 0; break;
-    default:
-        return ra_fail(RA_ERR_SHAPE, "tensor " NAMEF ": dtype %s is not an integer type",
-                       t->name ? t->name : "", st_dtype_name(t->dtype));
+    default:           for (size_t i = 0; i < n; i++) dst[i] = p[i] != 0; break;   /* BOOL */
+    }
+}
+
+static int st_is_float(ra_dtype d) {
+    return d == RA_DTYPE_F32 || d == RA_DTYPE_F16 || d == RA_DTYPE_BF16 || d == RA_DTYPE_F64;
+}
+static int st_is_int(ra_dtype d) {
+    return d == RA_DTYPE_I64 || d == RA_DTYPE_I32 || d == RA_DTYPE_I16 || d == RA_DTYPE_I8 ||
+           d == RA_DTYPE_U8 || d == RA_DTYPE_BOOL;
+}
+
+/* The checks both kinds share: a NULL argument, the wrong kind of dtype. */
+static ra_status st_check(const void *dst, const ra_st_tensor *t, int want_float,
+                          const char *fn) {
+    if (!dst || !t) return ra_fail(RA_ERR_ARG, "%s: NULL argument", fn);
+    if (want_float ? st_is_float(t->dtype) : st_is_int(t->dtype)) return RA_OK;
+    return ra_fail(RA_ERR_SHAPE, "tensor " NAMEF ": dtype %s is not %s type",
+                   t->name ? t->name : "", st_dtype_name(t->dtype),
+                   want_float ? "a float" : "an integer");
+}
+
+ra_status ra_st_to_f32(float *dst, const ra_st_tensor *t) {
+    ra_status s = st_check(dst, t, 1, "ra_st_to_f32");
+    if (!s) st_conv_f32(dst, t->data, t->dtype, (size_t)t->numel);
+    return s;
+}
+
+ra_status ra_st_to_i64(int64_t *dst, const ra_st_tensor *t) {
+    ra_status s = st_check(dst, t, 0, "ra_st_to_i64");
+    if (!s) st_conv_i64(dst, t->data, t->dtype, (size_t)t->numel);
+    return s;
+}
+
+/* Read n bytes at offset off of fd into p: 0, -1 if the file ends first
+ * (it shrank after it was opened), else an errno. */
+static int st_pread_all(int fd, void *p, size_t n, off_t off) {
+    unsigned char *q = p;
+    while (n) {
+        ssize_t k = pread(fd, q, n, off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return k < 0 ? errno : -1;
+        q += k, n -= (size_t)k, off += k;
+    }
+    return 0;
+}
+
+/* ra_st_read_f32 (want_float) and ra_st_read_i64: t's elements from f's
+ * file into dst, straight in when the bytes are dst's values already, else
+ * in slices through a buffer, each converted as it arrives. A file opened
+ * from memory is converted from there. */
+static ra_status st_read(void *dst, const ra_st_file *f, const ra_st_tensor *t, int want_float,
+                         const char *fn) {
+    ra_status s = f ? st_check(dst, t, want_float, fn)
+                    : ra_fail(RA_ERR_ARG, "%s: NULL argument", fn);
+    if (s) return s;
+    const uintptr_t b = (uintptr_t)f->base, p = (uintptr_t)t->data;
+    if (p < b || p - b > f->len || t->nbytes > f->len - (p - b))
+        return ra_fail(RA_ERR_ARG, "tensor " NAMEF " is not in this file", t->name ? t->name : "");
+    st_conv *conv = want_float ? st_conv_f32 : st_conv_i64;
+    const size_t out_size = want_float ? sizeof(float) : sizeof(int64_t);
+    const size_t size = st_dtype_size(t->dtype), n = (size_t)t->numel;
+    if (f->fd < 0) {
+        conv(dst, t->data, t->dtype, n);
+        return RA_OK;
+    }
+    const int as_is = ST_LITTLE_HOST && t->dtype == (want_float ? RA_DTYPE_F32 : RA_DTYPE_I64);
+#ifdef MADV_POPULATE_WRITE
+    {   /* map dst's whole pages in one call rather than a fault each (a
+         * model's weights go to a fresh buffer; it fails harmlessly before
+         * Linux 5.14) */
+        const uintptr_t pg = 4096, d0 = ((uintptr_t)dst + pg - 1) & ~(pg - 1);
+        const uintptr_t d1 = ((uintptr_t)dst + n * out_size) & ~(pg - 1);
+        if (d1 > d0) madvise((void *)d0, d1 - d0, MADV_POPULATE_WRITE);
+    }
+#endif
+    enum { SLICE = 4096 };
+    unsigned char buf[SLICE * 8];
+    off_t off = (off_t)(p - b);
+    for (size_t i = 0; i < n;) {
+        const size_t k = as_is ? n : n - i < SLICE ? n - i : SLICE;
+        unsigned char *to = as_is ? dst : buf;
+        const int err = st_pread_all(f->fd, to, k * size, off);
+        if (err)
+            return ra_fail(err < 0 ? RA_ERR_FORMAT : RA_ERR_IO, "tensor " NAMEF ": %s",
+                           t->name ? t->name : "",
+                           err < 0 ? "the file ended early (it changed after it was opened)"
+                                   : strerror(err));
+        conv((unsigned char *)dst + i * out_size, to, t->dtype, k);
+        i += k, off += (off_t)(k * size);
     }
     return RA_OK;
+}
+
+ra_status ra_st_read_f32(float *dst, const ra_st_file *f, const ra_st_tensor *t) {
+    return st_read(dst, f, t, 1, "ra_st_read_f32");
+}
+
+ra_status ra_st_read_i64(int64_t *dst, const ra_st_file *f, const ra_st_tensor *t) {
+    return st_read(dst, f, t, 0, "ra_st_read_i64");
 }
 
 /* ------------------------------------------------------------------------ */

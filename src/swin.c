@@ -356,7 +356,7 @@ static int is_float(ra_dtype d) {
 
 /* A saved relative_position_index must be the computed one ((N, N), or
  * (N*N) flattened in torchvision). */
-static ra_status check_index(const ra_st_tensor *t, const swin_blk *b) {
+static ra_status check_index(const ra_st_file *f, const ra_st_tensor *t, const swin_blk *b) {
     int64_t n1 = 0, n2 = 0;
     const int32_t *idx = ra_attn_layer_index(b->attn, &n1, &n2, NULL);
     if (!idx) return ra_fail(RA_ERR_INTERNAL, "swin: block without an index");
@@ -373,7 +373,7 @@ static ra_status check_index(const ra_st_tensor *t, const swin_blk *b) {
         return ra_fail(RA_ERR_SHAPE, "tensor '%.80s' must hold integers", t->name);
     int64_t *v = ra_alloc((size_t)t->numel, sizeof *v);
     if (!v) return ra_fail(RA_ERR_NOMEM, "relative_position_index: out of memory");
-    ra_status st = ra_st_to_i64(v, t);
+    ra_status st = ra_st_read_i64(v, f, t);
     for (int64_t e = 0; !st && e < t->numel; e++)
         if (v[e] != idx[e])
             st = ra_fail(RA_ERR_FORMAT, "tensor '%.80s' differs from the computed index at (%lld, "
@@ -385,7 +385,7 @@ static ra_status check_index(const ra_st_tensor *t, const swin_blk *b) {
 
 /* A saved attn_mask must be the shifted-window mask of the constructor's
  * resolution (padded to the window). */
-static ra_status check_mask(const ra_st_tensor *t, const swin_blk *b) {
+static ra_status check_mask(const ra_st_file *f, const ra_st_tensor *t, const swin_blk *b) {
     const ra_window_geom g = ra_swin_blk_geom(b, b->res[0], b->res[1]);
     const int64_t nw = ra_window_count(&g), n = ra_window_tokens(&g);
     if (!(t->ndim == 3 && t->shape[0] == nw && t->shape[1] == n && t->shape[2] == n))
@@ -398,7 +398,7 @@ static ra_status check_mask(const ra_st_tensor *t, const swin_blk *b) {
     float *got = ra_alloc((size_t)t->numel, sizeof *got);
     ra_status st = want && got ? RA_OK : ra_fail(RA_ERR_NOMEM, "attn_mask: out of memory");
     if (!st) st = ra_window_mask(want, &g);
-    if (!st) st = ra_st_to_f32(got, t);
+    if (!st) st = ra_st_read_f32(got, f, t);
     for (int64_t e = 0; !st && e < t->numel; e++)
         if (!(got[e] == want[e]))
             st = ra_fail(RA_ERR_FORMAT, "tensor '%.80s' differs from the shifted-window mask at "
@@ -458,7 +458,8 @@ static ra_status one_build(ra_model *m, const ra_st_file *f) {
         const ra_st_tensor *t = ra_st_at(f, i);
         char canon[256];
         if (one_canonical(m, t->name, canon, sizeof canon) != RA_TENSOR_BUFFER) continue;
-        st = strcmp(canon, "attn_mask") == 0 ? check_mask(t, &o->b) : check_index(t, &o->b);
+        st = strcmp(canon, "attn_mask") == 0 ? check_mask(f, t, &o->b)
+                                              : check_index(f, t, &o->b);
     }
     return st;
 }
@@ -756,7 +757,7 @@ static ra_status net_build(ra_model *m, const ra_st_file *f) {
             !take_index(&p, &j) || !net_block(n, s, j))
             return ra_fail(RA_ERR_INTERNAL, "swin: buffer %s", canon);
         const swin_blk *b = net_block(n, s, j);
-        st = strcmp(p, "attn_mask") == 0 ? check_mask(t, b) : check_index(t, b);
+        st = strcmp(p, "attn_mask") == 0 ? check_mask(f, t, b) : check_index(f, t, b);
     }
     return st;
 }

@@ -243,7 +243,7 @@ static int is_float(ra_dtype d) {
 }
 
 /* A saved attn.relative_position_index must be the constructor's index. */
-static ra_status check_index(const ra_st_tensor *t, const s3d *s) {
+static ra_status check_index(const ra_st_file *f, const ra_st_tensor *t, const s3d *s) {
     if (!(t->ndim == 2 && t->shape[0] == s->n1 && t->shape[1] == s->n2))
         return ra_fail(RA_ERR_SHAPE, "tensor '%.80s' must have shape (%lld, %lld)", t->name,
                        (long long)s->n1, (long long)s->n2);
@@ -251,7 +251,7 @@ static ra_status check_index(const ra_st_tensor *t, const s3d *s) {
         return ra_fail(RA_ERR_SHAPE, "tensor '%.80s' must hold integers", t->name);
     int64_t *v = ra_alloc((size_t)t->numel, sizeof *v);
     if (!v) return ra_fail(RA_ERR_NOMEM, "relative_position_index: out of memory");
-    ra_status st = ra_st_to_i64(v, t);
+    ra_status st = ra_st_read_i64(v, f, t);
     for (int64_t e = 0; !st && e < t->numel; e++)
         if (v[e] != s->idx[e])
             st = ra_fail(RA_ERR_FORMAT, "tensor '%.80s' differs from the computed index at "
@@ -287,7 +287,7 @@ static ra_status s3_build(ra_model *m, const ra_st_file *f) {
         return ra_fail(RA_ERR_NOMEM, "swin_block_3d: out of memory for the index");
     ra_status st = ra_relpos_index_3d(s->idx, s->fq, s->fkv, s->win[1], s->win[2], NULL);
     const ra_st_tensor *t = ra_st_find(f, "attn.relative_position_index");
-    if (!st && t) st = check_index(t, s);
+    if (!st && t) st = check_index(f, t, s);
     return st;
 }
 

@@ -421,7 +421,7 @@ ra_status ra_trainer_resume(ra_trainer **out, ra_model **mout, const char *path,
                 st = ra_fail(RA_ERR_FORMAT, "checkpoint: optimiser state %s missing or of the "
                              "wrong size", name);
             else
-                st = ra_st_to_f32((which ? t->mom2 : t->mom1) + p->offset, ts);
+                st = ra_st_read_f32((which ? t->mom2 : t->mom1) + p->offset, f, ts);
         }
     }
     ra_st_close(f);

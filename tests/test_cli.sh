@@ -328,6 +328,121 @@ if [ -f "$FIXTURES/nets.txt" ]; then
         fi
     done <"$FIXTURES/nets.txt"
 fi
+# --repeat R --json (SPEC 3.2): one JSON line with positive times (and
+# gflops a positive number, or null where no count exists), the output
+# byte-identical to a plain run's; --repeat alone: one line on stderr and
+# nothing on stdout; --json alone: --repeat 1; a bad R: 64, no output.
+mkdir "$WORK/rep"
+check_json() {   # file what want_gflops(number|null)
+    if [ -n "$JSONPY" ]; then
+        "$JSONPY" -c '
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert len(lines) == 1, "%d lines on stdout" % len(lines)
+d = json.loads(lines[0])
+assert set(d) == {"median_ms", "min_ms", "gflops"}, sorted(d)
+for k in ("median_ms", "min_ms"):
+    assert type(d[k]) in (int, float) and d[k] > 0, "%s = %r" % (k, d[k])
+assert d["min_ms"] <= d["median_ms"], d
+g = d["gflops"]
+if sys.argv[2] == "null":
+    assert g is None, "gflops = %r, expected null" % g
+else:
+    assert type(g) in (int, float) and g > 0, "gflops = %r" % g
+' "$1" "$3" 2>"$WORK/pyerr" || { bad "$2: $(tail -1 "$WORK/pyerr")"; return 1; }
+    else
+        local num='[0-9.]+(e[-+]?[0-9]+)?' g='[0-9.]+(e[-+]?[0-9]+)?'
+        [ "$3" = null ] && g=null
+        if ! grep -qE "^\{\"median_ms\": $num, \"min_ms\": $num, \"gflops\": $g\}$" "$1" ||
+            [ "$(wc -l <"$1")" -ne 1 ]; then
+            bad "$2: not the expected JSON: $(head -c 200 "$1")"
+            return 1
+        fi
+    fi
+    return 0
+}
+# same_timed SUB MODEL INPUT GFLOPS: a plain run, then --repeat 3 --json
+same_timed() {
+    local sub=$1 model=$2 input=$3 want=$4 rc
+    local what="$sub $(basename "$model") --repeat 3 --json"
+    "$BIN" "$sub" "$model" "$input" -o "$WORK/rep/plain.st" 2>"$WORK/stderr"
+    rc=$?
+    clean_stderr "$WORK/stderr" "$sub $(basename "$model")" || return
+    [ $rc -eq 0 ] || { bad "$sub $(basename "$model"): exit $rc: $(head -1 "$WORK/stderr")"; return; }
+    "$BIN" "$sub" "$model" "$input" -o "$WORK/rep/timed.st" --repeat 3 --json \
+        >"$WORK/rep/json" 2>"$WORK/stderr"
+    rc=$?
+    clean_stderr "$WORK/stderr" "$what" || return
+    [ $rc -eq 0 ] || { bad "$what: exit $rc: $(head -1 "$WORK/stderr")"; return; }
+    [ -s "$WORK/stderr" ] && { bad "$what: wrote to stderr: $(head -1 "$WORK/stderr")"; return; }
+    check_json "$WORK/rep/json" "$what" "$want" || return
+    if cmp -s "$WORK/rep/plain.st" "$WORK/rep/timed.st"; then ok; else
+        bad "$what: the output differs from a plain run's"
+    fi
+}
+for c in swin_4x4_shiftmask w3d_d2d2_kv shaw_both_k2 vit_n17_h4; do
+    for sub in forward backward; do
+        same_timed $sub "$FIXTURES/$c.model.safetensors" "$FIXTURES/$c.input.safetensors" number
+    done
+done
+for c in net_block_w4_shift net_block_4d_10x6 net_swin_tv vit_net_tv net3d_cross_d3d2; do
+    same_timed forward "$FIXTURES/$c.model.safetensors" "$FIXTURES/$c.input.safetensors" number
+done
+# a self 3-D block over 3 frames in windows of 2 frames: no count (null)
+same_timed forward "$FIXTURES/net3d_self_pad.model.safetensors" \
+    "$FIXTURES/net3d_self_pad.input.safetensors" null
+# a network's backward: x from the fixture's input, dy from its gradients
+if [ -n "$PY" ]; then
+    for c in net_block_w4_shift net_swin_tv; do
+        "$PY" -c '
+import sys
+sys.dont_write_bytecode = True
+sys.path.insert(0, sys.argv[1])
+import st
+x, _ = st.read(sys.argv[2] + ".input.safetensors")
+g, _ = st.read(sys.argv[2] + ".grad.safetensors")
+st.write(sys.argv[3], {"x": x["x"], "dy": g["dy"]})
+' "$TOOLS" "$FIXTURES/$c" "$WORK/rep/$c.bwd.safetensors"
+        same_timed backward "$FIXTURES/$c.model.safetensors" "$WORK/rep/$c.bwd.safetensors" number
+    done
+    # a dy of the wrong shape is found in the warm-up run: 65, no output
+    rm -f "$WORK/rep/timed.st"
+    expect_fail 65 /dev/null backward "$FIXTURES/net_block_w4.model.safetensors" \
+        "$WORK/rep/net_swin_tv.bwd.safetensors" -o "$WORK/rep/timed.st" --repeat 2 --json
+    [ -e "$WORK/rep/timed.st" ] && bad "backward with a bad dy left an output"
+fi
+# --repeat alone: nothing on stdout, one line on stderr
+"$BIN" forward "$FIXTURES/swin_7x7.model.safetensors" "$FIXTURES/swin_7x7.input.safetensors" \
+    -o "$WORK/rep/r.st" --repeat 2 >"$WORK/rep/stdout" 2>"$WORK/stderr"
+rc=$?
+if [ $rc -eq 0 ] && [ ! -s "$WORK/rep/stdout" ] && [ "$(wc -l <"$WORK/stderr")" -eq 1 ] &&
+    grep -qE '^relattn forward: 2 runs after a warm-up: median [0-9.]+ ms, min [0-9.]+ ms, [0-9.]+ GFLOP/s$' \
+        "$WORK/stderr"; then ok; else
+    bad "forward --repeat 2: exit $rc, stdout '$(head -c 100 "$WORK/rep/stdout")', stderr $(head -c 200 "$WORK/stderr")"
+fi
+# --json alone: one timed run
+"$BIN" backward "$FIXTURES/shaw_both_k2.model.safetensors" "$FIXTURES/shaw_both_k2.input.safetensors" \
+    -o "$WORK/rep/j.st" --json >"$WORK/rep/json" 2>"$WORK/stderr"
+rc=$?
+if [ $rc -eq 0 ] && [ ! -s "$WORK/stderr" ]; then
+    check_json "$WORK/rep/json" "backward --json" number && ok
+else
+    bad "backward --json: exit $rc: $(head -1 "$WORK/stderr")"
+fi
+# a bad R: 64 and one line, nothing on stdout, no output
+for r in 0 -1 x 1.5 '' 1000001 99999999999 ' 3'; do
+    for sub in forward backward; do
+        expect_fail 64 "$WORK/rep/stdout" "$sub" "$FIXTURES/swin_7x7.model.safetensors" \
+            "$FIXTURES/swin_7x7.input.safetensors" -o "$WORK/rep/bad.st" --repeat "$r" --json
+        [ -s "$WORK/rep/stdout" ] && bad "$sub --repeat '$r': wrote to stdout"
+        [ -e "$WORK/rep/bad.st" ] && { bad "$sub --repeat '$r': wrote an output"; rm -f "$WORK/rep/bad.st"; }
+    done
+done
+expect_fail 64 /dev/null forward "$FIXTURES/swin_7x7.model.safetensors" \
+    "$FIXTURES/swin_7x7.input.safetensors" -o "$WORK/rep/bad.st" --repeat
+expect_fail 64 /dev/null backward "$FIXTURES/swin_7x7.model.safetensors" \
+    "$FIXTURES/swin_7x7.input.safetensors" -o "$WORK/rep/bad.st" --json=1
+
 if [ -n "$PY" ]; then
     ncmp=$(wc -l <"$WORK/compare.txt")
     nres=0
