@@ -419,7 +419,8 @@ static void run_net_step(void *p) {
 
 static void print_net_header(const run *R) {
     printf("%-40s %-8s %-6s %-8s %10s %10s %10s %10s %8s\n", "network", "measure", "kernel",
-           "threads", "images/s", "ms", "GFLOP/s", "of peak", scaling_label(R));
+           "threads", "images/s", "ms", "GFLOP/s", "of peak",
+           R->nthreads > 1 ? scaling_label(R) : "");
 }
 
 /* Forward (and training step) of batches of random 224x224 images. */
