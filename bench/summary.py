@@ -113,7 +113,7 @@ def fpct(v):
 
 
 def speed(b, t):
-    """"52.1 GFLOP/s", with images/s first for a network."""
+    """A record's speed: GFLOP/s, after images/s for a network."""
     if t is None:
         return "-"
     g = b.gflops(t)
