@@ -506,6 +506,7 @@ static void info(const run *R, const char *key, const char *value) {
 }
 
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);   /* rows show as they are done, through a pipe too */
     run R = {.reps = 9};
     int batches[8] = {1, 8}, nb = 2, all_kernels = 1;
     const char *what = "all", *models = getenv("RELATTN_BENCH_MODELS"), *rows = "";
