@@ -64,7 +64,7 @@ echo
 memory=(--memory)   # the Shaw rows' memory: once, it does not depend on the setting
 for ct in $(blas_coretypes); do
   for t in $counts; do
-    blas_run "$ct" "$t" /usr/bin/python3 bench/bench_torch.py "${common[@]}" --threads "$t" \
+    blas_run "$ct" "$t" /usr/bin/python3 -u bench/bench_torch.py "${common[@]}" --threads "$t" \
       "${memory[@]}"
     memory=()
     echo
