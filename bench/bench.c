@@ -1,23 +1,46 @@
-/* bench.c - attention throughput: GFLOP/s of relattn's kernels, as a
- * fraction of this machine's FMA peak measured in the same run; and whole
- * networks (torchvision swin_t and vit_b_16 at 224x224) in images/s.
+/* bench.c - relattn_bench: throughput of relattn's attention layers and
+ * networks at several thread counts in one run, as GFLOP/s and as a share of
+ * this machine's FMA peak measured in the same run (bench/peak.c).
+ * bench/run.sh runs it beside its PyTorch twin (bench/bench_torch.py) and
+ * bench/summary.py sets the two side by side (bench/README.md).
  *
- *   bench/bench [--threads N] [--reps R] [--what all|layers|nets]
- *               [--models DIR] [--batches 1,8]
+ *   relattn_bench [--threads 1,2] [--reps R] [--what all|layers|nets]
+ *                 [--models DIR] [--batches 1,8] [--kernels all|default]
+ *                 [--rows TEXT] [--results FILE]
  *
- * Networks: DIR (or $RELATTN_BENCH_MODELS) holds swin_t.safetensors and
- * vit_b_16.safetensors as tools/export.py writes them (bench/run.sh does);
- * a missing file is skipped with a note. Each forward of a batch of random
- * images is timed (one warm-up run, then the median of R); flops are the
- * Swin authors' multiply-add count (ra_model_flops) x 2 per image.
- *
- * For each shape it times the attention core (q·k^T, softmax, p·v, with the
- * relative position bias) and the whole layer (qkv and proj projections
- * too), forward and backward, under every kernel the CPU supports, and
- * prints the median of R runs. Flops counted: core 4*B_*nH*N1*N2*hd forward
- * and 8*B_*nH*N1*N2*hd backward (p recomputed, dp, dv, dq, dk); each linear
- * 2*M*N*K forward and twice that backward. bench/run.sh puts the numbers
- * beside PyTorch's for the same shapes. */
+ * --threads: every row runs at each of these thread counts (default 1 and
+ *   every core); the tables show each count's GFLOP/s, its share of the peak
+ *   measured at that count at the start, and the last count over the first
+ *   (2T/1T). The peak is measured again at the end (measure_peaks).
+ * Layer rows (shapes[] below): the attention core alone (q·k^T, softmax,
+ *   p·v with the row's relative terms) and the whole layer (qkv and proj
+ *   projections too), forward and backward (input and every parameter
+ *   gradient, the bias or Shaw tables included), under every kernel the CPU
+ *   supports (--kernels default: only the one the library picks). Their
+ *   forward + backward (a training step of the layer) is the sum of the two:
+ *   the layer's backward recomputes what it needs from x.
+ * Networks: torchvision swin_t and vit_b_16 at 224x224, read from DIR (or
+ *   $RELATTN_BENCH_MODELS) as tools/export.py writes them; the inference
+ *   forward of a batch of random images, and for swin_t a training step:
+ *   ra_model_forward_train + ra_model_backward of a random dL/dy (relattn's
+ *   swin has no stochastic depth; the twin turns torchvision's off).
+ * --rows TEXT keeps the rows whose name contains TEXT.
+ * Timing: one warm-up call, then the median of R calls (time_median).
+ * Flops, 2 per multiply-add: core forward 4·B_·nH·N²·hd, plus 2·B_·nH·N·R·hd
+ *   for each Shaw table (R = 2k+1 rows: the terms as products with the
+ *   tables, not with N² gathered vectors); the layer adds 8·B_·N·C² (qkv 3C
+ *   and proj C outputs); a network twice the Swin authors' multiply-add
+ *   count (ra_model_flops). A backward counts twice its forward's flops (a
+ *   recomputed forward is not counted), forward + backward three times.
+ * Memory (shaw rows): the peak resident memory one layer forward adds to the
+ *   process, with and without the Shaw tables, at N/2 and N tokens; the
+ *   difference is what the relative terms cost (peak_extra_bytes).
+ * --results FILE appends one tab-separated line per measurement for
+ * bench/summary.py:
+ *   info    relattn KEY VALUE
+ *   peak    THREADS GFLOP/S ISA
+ *   time    relattn ROW MEASURE KERNEL THREADS SETTING SECONDS FLOPS IMAGES
+ *   memory  relattn ROW N BYTES_WITH_TABLES BYTES_WITHOUT */
 #define _POSIX_C_SOURCE 200809L
 #include "relattn.h"
 #include "peak.h"
@@ -28,7 +51,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <omp.h>
+#if defined(__linux__) && defined(__GLIBC__)
+#include <malloc.h>
+#define HAVE_PEAK_RSS 1
+#endif
+
+#define MAX_THREAD_COUNTS 4
+#define MAX_REPS 64
+
+/* ---- timing: the one helper every row goes through ------------------------ */
+
+typedef void (*bench_fn)(void *ctx);
 
 static double now(void) {
     struct timespec ts;
@@ -37,227 +70,551 @@ static double now(void) {
 }
 
 static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
+    const double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
-static double median(double *t, int n) {
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+/* Seconds of one call of fn: one warm-up call, then the median of reps. */
+static double time_median(bench_fn fn, void *ctx, int reps) {
+    double t[MAX_REPS];
+    fn(ctx);
+    for (int r = 0; r < reps; r++) {
+        const double t0 = now();
+        fn(ctx);
+        t[r] = now() - t0;
+    }
+    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    return reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
 }
 
-/* ---- shapes ------------------------------------------------------------- */
+/* Bytes the peak resident memory of the process rises by during one call
+ * of fn, or -1 where it cannot be told (Linux with glibc only): freed heap
+ * pages are handed back first, then /proc/self/clear_refs resets the peak
+ * (VmHWM) to the current size (VmRSS). */
+#ifdef HAVE_PEAK_RSS
+static long long status_kb(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long long kb = -1;
+    const size_t n = strlen(key);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n) && line[n] == ':') kb = atoll(line + n + 1);
+    if (f) fclose(f);
+    return kb;
+}
+#endif
 
-typedef struct {
-    const char *name;
-    ra_arch arch;
-    int b_, n, c, nh, window;
-    int mask;
-} shape;
+static double peak_extra_bytes(bench_fn fn, void *ctx) {
+#ifdef HAVE_PEAK_RSS
+    malloc_trim(0);
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f) return -1;
+    const int ok = fputs("5", f) >= 0;
+    if (fclose(f) || !ok) return -1;
+    const long long rss = status_kb("VmRSS");
+    fn(ctx);
+    const long long hwm = status_kb("VmHWM");
+    return rss < 0 || hwm < 0 ? -1 : 1024.0 * (double)(hwm - rss);
+#else
+    (void)fn, (void)ctx;
+    return -1;
+#endif
+}
 
-static const shape shapes[] = {
-    /* Swin-T stage 1 at 224x224, batch 1: 8x8 windows of 7x7, C 96, 3 heads */
-    {"swin-t stage1 (B_=64 N=49 C=96 nH=3)", RA_ARCH_WINDOW_ATTENTION, 64, 49, 96, 3, 7, 1},
-    /* Swin-T stage 3: 2x2 windows (x4 batch), C 384, 12 heads */
-    {"swin-t stage3 (B_=16 N=49 C=384 nH=12)", RA_ARCH_WINDOW_ATTENTION, 16, 49, 384, 12, 7, 0},
-    /* ViT-B/16 at 224: 197 tokens, C 768, 12 heads, batch 4 */
-    {"vit-b/16 (B=4 N=197 C=768 nH=12)", RA_ARCH_VIT_ATTENTION, 4, 197, 768, 12, 0, 0},
-};
+static void must(ra_status st, const char *what) {
+    if (st == RA_OK) return;
+    fprintf(stderr, "relattn_bench: %s: %s\n", what, ra_last_error());
+    exit(70);
+}
 
-static float *randn(size_t n, float s, unsigned *seed) {
-    float *p = malloc(n * sizeof *p);
-    for (size_t i = 0; i < n; i++) p[i] = s * ((float)rand_r(seed) / RAND_MAX - 0.5f);
+static float *rnd(size_t n, float scale, ra_rng *rng) {
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    if (!p) must(RA_ERR_NOMEM, "allocation");
+    ra_rng_fill_uniform(rng, p, (int64_t)n, -scale, scale);
     return p;
 }
 
-typedef struct { double core_f, core_b, layer_f, layer_b; } result;
-
-static result bench_shape(const shape *s, int reps) {
-    unsigned seed = 7;
-    const int C = s->c, n = s->n, hd = C / s->nh;
-    const size_t rows = (size_t)s->b_ * n;
-    int64_t trows = 0;
-    int32_t *idx = NULL;
-    if (s->window) {
-        ra_relpos_index_2d(NULL, s->window, s->window, &trows);
-        idx = malloc(sizeof *idx * n * n);
-        ra_relpos_index_2d(idx, s->window, s->window, NULL);
-    }
-    float *wqkv = randn((size_t)3 * C * C, 0.1f, &seed), *bqkv = randn(3 * C, 0.1f, &seed);
-    float *wp = randn((size_t)C * C, 0.1f, &seed), *bp = randn(C, 0.1f, &seed);
-    float *table = trows ? randn((size_t)trows * s->nh, 1, &seed) : NULL;
-    float *x = randn(rows * C, 1, &seed), *dy = randn(rows * C, 1, &seed);
-    float *y = malloc(rows * C * 4), *dx = calloc(rows * C, 4);
-    float *qkv = randn(rows * 3 * C, 1, &seed), *dqkv = calloc(rows * 3 * C, 4);
-    float *out = malloc(rows * C * 4), *dtab = calloc((size_t)(trows ? trows : 1) * s->nh, 4);
-    float *mask = NULL;
-    int nw = 0;
-    if (s->mask) {   /* the shifted-window mask of an 8x8-window map, shift 3 */
-        ra_window_geom g = {1, 56, 56, 1, 7, 7, 0, 3, 3};
-        nw = (int)ra_window_count(&g);
-        mask = malloc(sizeof *mask * nw * n * n);
-        ra_window_mask(mask, &g);
-    }
-    ra_attn_config cfg = ra_attn_config_default(s->arch);
-    cfg.dim = C, cfg.num_heads = s->nh, cfg.window[0] = cfg.window[1] = s->window;
-    ra_attn_params p = {.qkv_w = wqkv, .qkv_b = bqkv, .proj_w = wp, .proj_b = bp,
-                        .table = table};
-    ra_attn_layer *l;
-    if (ra_attn_layer_create(&l, &cfg, &p)) {
-        fprintf(stderr, "bench: %s\n", ra_last_error());
-        exit(70);
-    }
-    ra_attn_desc d = {.b_ = s->b_, .nh = s->nh, .n1 = n, .n2 = n, .hd = hd,
-                      .scale = 1.0f / sqrtf((float)hd), .table = table, .idx = idx,
-                      .table_rows = trows, .mask = mask, .nw = nw};
-    const int nt = ra_threads_get();
-    size_t ws = ra_attention_workspace_size(&d, nt);
-    if (ra_attention_backward_workspace_size(&d, nt) > ws)
-        ws = ra_attention_backward_workspace_size(&d, nt);
-    void *work = malloc(ws);
-    ra_attn_grads g = {.qkv_w = calloc((size_t)3 * C * C, 4), .qkv_b = calloc(3 * C, 4),
-                       .proj_w = calloc((size_t)C * C, 4), .proj_b = calloc(C, 4),
-                       .table = dtab};
-
-    const double core = 4.0 * s->b_ * s->nh * n * n * hd;
-    const double lin = 2.0 * rows * C * 4 * C;   /* qkv (3C) + proj (C) */
-    double t[4][64];
-    if (reps > 64) reps = 64;
-    for (int r = -1; r < reps; r++) {   /* r = -1: warm-up */
-        double t0 = now();
-        ra_attention_forward(out, C, NULL, qkv, 3 * C, qkv + C, 3 * C, qkv + 2 * C, 3 * C, &d,
-                             work, ws);
-        double t1 = now();
-        ra_attention_backward(dqkv, 3 * C, dqkv + C, 3 * C, dqkv + 2 * C, 3 * C, dtab, NULL,
-                              NULL, dy, C, qkv, 3 * C, qkv + C, 3 * C, qkv + 2 * C, 3 * C, &d,
-                              work, ws);
-        double t2 = now();
-        ra_attn_layer_forward(l, y, NULL, x, NULL, s->b_, n, n, mask, nw);
-        double t3 = now();
-        ra_attn_layer_backward(l, dx, NULL, &g, NULL, dy, x, NULL, s->b_, n, n, mask, nw);
-        double t4 = now();
-        if (r < 0) continue;
-        t[0][r] = t1 - t0, t[1][r] = t2 - t1, t[2][r] = t3 - t2, t[3][r] = t4 - t3;
-    }
-    result res = {core / median(t[0], reps) * 1e-9, 2 * core / median(t[1], reps) * 1e-9,
-                  (core + lin) / median(t[2], reps) * 1e-9,
-                  (3 * core + 2 * lin) / median(t[3], reps) * 1e-9};
-    ra_attn_layer_free(l);
-    free(wqkv), free(bqkv), free(wp), free(bp), free(table), free(x), free(dy), free(y);
-    free(dx), free(qkv), free(dqkv), free(out), free(dtab), free(mask), free(work), free(idx);
-    free(g.qkv_w), free(g.qkv_b), free(g.proj_w), free(g.proj_b);
-    return res;
+static float *zeros(size_t n) {
+    float *p = calloc(n ? n : 1, sizeof *p);
+    if (!p) must(RA_ERR_NOMEM, "allocation");
+    return p;
 }
 
-/* ---- networks ------------------------------------------------------------ */
+/* ---- the run: thread counts, peaks, results file --------------------------- */
 
-static const char *const nets[] = {"swin_t", "vit_b_16"};
+typedef struct {
+    int threads[MAX_THREAD_COUNTS], nthreads;   /* thread counts, in order */
+    double peak[MAX_THREAD_COUNTS];             /* GFLOP/s at each */
+    int reps;
+    FILE *results;                              /* --results, or NULL */
+} run;
 
-/* Forward of a batch of b random 224x224 images, R timed runs (median). */
-static void bench_net(const char *dir, const char *name, const int *batches, int nb, int reps,
-                      double peak) {
-    char path[4096];
+static void emit_time(const run *R, const char *row, const char *measure, const char *kernel,
+                      int threads, double seconds, double flops, int images) {
+    if (R->results)
+        fprintf(R->results, "time\trelattn\t%s\t%s\t%s\t%d\tkernel %s\t%.6g\t%.6g\t%d\n", row,
+                measure, kernel, threads, kernel, seconds, flops, images);
+}
+
+/* "2T/1T": the last thread count over the first */
+static const char *scaling_label(const run *R) {
+    static char label[32];
+    snprintf(label, sizeof label, "%dT/%dT", R->threads[R->nthreads - 1], R->threads[0]);
+    return label;
+}
+
+/* ---- layer rows ----------------------------------------------------------- */
+
+typedef struct {
+    const char *name;   /* the row's name, shared with bench_torch.py */
+    ra_arch arch;
+    int b_, n, c, nh;
+    int window;         /* window_attention: window side (N = window²) */
+    int shifted;        /* Swin-T stage 1's shifted-window mask: a 56x56 map,
+                           7x7 windows shifted by 3, 64 windows (B_ % 64 == 0) */
+    int k;              /* shaw_attention: clip distance, tables of 2k+1 rows */
+} shape;
+
+static const shape shapes[] = {
+    /* the issue's rows: Swin-T stage 1 at batch 8, Shaw over 512 tokens,
+     * ViT-B/16 at batch 8 */
+    {"window_attention 512x49x96 nH3 shifted", RA_ARCH_WINDOW_ATTENTION, 512, 49, 96, 3, 7, 1, 0},
+    {"shaw_attention 4x512x512 nH8 k16", RA_ARCH_SHAW_ATTENTION, 4, 512, 512, 8, 0, 0, 16},
+    {"vit_attention 8x197x768 nH12", RA_ARCH_VIT_ATTENTION, 8, 197, 768, 12, 0, 0, 0},
+    /* Swin-T stage 1 at batch 1, stage 3 at batch 4 (2x2 windows each),
+     * ViT-B/16 at batch 4 */
+    {"window_attention 64x49x96 nH3 shifted", RA_ARCH_WINDOW_ATTENTION, 64, 49, 96, 3, 7, 1, 0},
+    {"window_attention 16x49x384 nH12", RA_ARCH_WINDOW_ATTENTION, 16, 49, 384, 12, 7, 0, 0},
+    {"vit_attention 4x197x768 nH12", RA_ARCH_VIT_ATTENTION, 4, 197, 768, 12, 0, 0, 0},
+};
+
+enum { CORE_FWD, CORE_BWD, FWD, BWD, FWD_BWD, NMEASURES };
+static const char *const measure_names[NMEASURES] = {"core fwd", "core bwd", "fwd", "bwd",
+                                                     "fwd+bwd"};
+
+/* A layer and the core under it, with every buffer its calls need. */
+typedef struct {
+    const shape *s;
+    int n;                       /* tokens: the shape's, or N/2 for the memory probe */
+    ra_attn_layer *layer;
+    ra_attn_desc d;              /* the core's description */
+    float *qkv_w, *qkv_b, *proj_w, *proj_b, *table, *rel_k, *rel_v;   /* parameters */
+    ra_attn_grads g;
+    float *x, *y, *dx, *dy;      /* (B_, N, C) */
+    float *qkv, *dqkv;           /* (B_, N, 3C): the core's q, k, v and gradients */
+    float *out;                  /* (B_, N, C): the core's output */
+    float *mask;                 /* (nW, N, N) or NULL */
+    int32_t *idx, *rel;          /* bias index (N, N), Shaw clip index (N, N) */
+    void *work;
+    size_t ws;
+} layer_case;
+
+/* Forward flops of the core and of the layer (see the top of the file). */
+static void layer_flops(const shape *s, int n, double *core, double *layer) {
+    const double hd = s->c / s->nh, tokens = (double)s->b_ * n;
+    *core = 4.0 * tokens * s->nh * n * hd;
+    if (s->k) *core += 2 * 2.0 * tokens * s->nh * (2 * s->k + 1) * hd;
+    *layer = *core + 8.0 * tokens * s->c * s->c;
+}
+
+/* tables: 0 leaves a Shaw layer without its tables (plain attention). */
+static void case_init(layer_case *lc, const shape *s, int n, int tables, int max_threads) {
+    memset(lc, 0, sizeof *lc);
+    lc->s = s, lc->n = n;
+    ra_rng rng;
+    ra_rng_seed(&rng, 7);
+    const int C = s->c, hd = C / s->nh;
+    const size_t rows = (size_t)s->b_ * n, nn = (size_t)n * n;
+    ra_attn_config cfg = ra_attn_config_default(s->arch);
+    cfg.dim = C, cfg.num_heads = s->nh, cfg.max_rel = s->k;
+    cfg.window[0] = cfg.window[1] = s->window;
+
+    lc->qkv_w = rnd((size_t)3 * C * C, 0.05f, &rng);
+    lc->qkv_b = cfg.qkv_bias ? rnd((size_t)3 * C, 0.05f, &rng) : NULL;
+    lc->proj_w = rnd((size_t)C * C, 0.05f, &rng), lc->proj_b = rnd(C, 0.05f, &rng);
+    lc->d = (ra_attn_desc){.b_ = s->b_, .nh = s->nh, .n1 = n, .n2 = n, .hd = hd,
+                           .scale = 1.0f / sqrtf((float)hd)};
+    if (s->window) {
+        int64_t trows;
+        must(ra_relpos_index_2d(NULL, s->window, s->window, &trows), "index");
+        lc->idx = malloc(nn * sizeof *lc->idx);
+        must(ra_relpos_index_2d(lc->idx, s->window, s->window, NULL), "index");
+        lc->table = rnd((size_t)trows * s->nh, 0.5f, &rng);
+        lc->d.table = lc->table, lc->d.idx = lc->idx, lc->d.table_rows = trows;
+    }
+    if (s->k && tables) {
+        const int r = 2 * s->k + 1;
+        lc->rel = malloc(nn * sizeof *lc->rel);
+        must(ra_relpos_index_clip(lc->rel, n, s->k), "clip index");
+        lc->rel_k = rnd((size_t)r * hd, 0.5f, &rng), lc->rel_v = rnd((size_t)r * hd, 0.5f, &rng);
+        lc->d.rel_k = lc->rel_k, lc->d.rel_v = lc->rel_v, lc->d.rel = lc->rel, lc->d.r = r;
+    }
+    if (s->shifted) {
+        const ra_window_geom g = {1, 56, 56, 1, 7, 7, 0, 3, 3};
+        lc->d.nw = (int)ra_window_count(&g);
+        lc->mask = malloc((size_t)lc->d.nw * nn * sizeof *lc->mask);
+        must(ra_window_mask(lc->mask, &g), "mask");
+        lc->d.mask = lc->mask;
+    }
+    const ra_attn_params p = {.qkv_w = lc->qkv_w, .qkv_b = lc->qkv_b, .proj_w = lc->proj_w,
+                              .proj_b = lc->proj_b, .table = lc->table, .rel_k = lc->rel_k,
+                              .rel_v = lc->rel_v};
+    must(ra_attn_layer_create(&lc->layer, &cfg, &p), "layer");
+    lc->g = (ra_attn_grads){.qkv_w = zeros((size_t)3 * C * C),
+                            .qkv_b = lc->qkv_b ? zeros((size_t)3 * C) : NULL,
+                            .proj_w = zeros((size_t)C * C), .proj_b = zeros(C),
+                            .table = lc->table ? zeros((size_t)lc->d.table_rows * s->nh) : NULL,
+                            .rel_k = lc->rel_k ? zeros((size_t)lc->d.r * hd) : NULL,
+                            .rel_v = lc->rel_v ? zeros((size_t)lc->d.r * hd) : NULL};
+    lc->x = rnd(rows * C, 1, &rng), lc->dy = rnd(rows * C, 1, &rng);
+    lc->y = zeros(rows * C), lc->dx = zeros(rows * C), lc->out = zeros(rows * C);
+    lc->qkv = rnd(rows * 3 * C, 1, &rng), lc->dqkv = zeros(rows * 3 * C);
+    lc->ws = ra_attention_workspace_size(&lc->d, max_threads);
+    if (ra_attention_backward_workspace_size(&lc->d, max_threads) > lc->ws)
+        lc->ws = ra_attention_backward_workspace_size(&lc->d, max_threads);
+    if (!(lc->work = malloc(lc->ws))) must(RA_ERR_NOMEM, "workspace");
+}
+
+static void case_free(layer_case *lc) {
+    ra_attn_layer_free(lc->layer);
+    float *f[] = {lc->qkv_w, lc->qkv_b, lc->proj_w, lc->proj_b, lc->table, lc->rel_k,
+                  lc->rel_v, lc->g.qkv_w, lc->g.qkv_b, lc->g.proj_w, lc->g.proj_b, lc->g.table,
+                  lc->g.rel_k, lc->g.rel_v, lc->x, lc->y, lc->dx, lc->dy, lc->qkv, lc->dqkv,
+                  lc->out, lc->mask};
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++) free(f[i]);
+    free(lc->idx), free(lc->rel), free(lc->work);
+}
+
+static void run_core_fwd(void *p) {
+    layer_case *c = p;
+    const int C = c->s->c;
+    must(ra_attention_forward(c->out, C, NULL, c->qkv, 3 * C, c->qkv + C, 3 * C, c->qkv + 2 * C,
+                              3 * C, &c->d, c->work, c->ws), "core forward");
+}
+
+static void run_core_bwd(void *p) {
+    layer_case *c = p;
+    const int C = c->s->c;
+    must(ra_attention_backward(c->dqkv, 3 * C, c->dqkv + C, 3 * C, c->dqkv + 2 * C, 3 * C,
+                               c->g.table, c->g.rel_k, c->g.rel_v, c->dy, C, c->qkv, 3 * C,
+                               c->qkv + C, 3 * C, c->qkv + 2 * C, 3 * C, &c->d, c->work, c->ws),
+         "core backward");
+}
+
+static void run_fwd(void *p) {
+    layer_case *c = p;
+    must(ra_attn_layer_forward(c->layer, c->y, NULL, c->x, NULL, c->s->b_, c->n, c->n, c->mask,
+                               c->d.nw), "layer forward");
+}
+
+static void run_bwd(void *p) {
+    layer_case *c = p;
+    must(ra_attn_layer_backward(c->layer, c->dx, NULL, &c->g, NULL, c->dy, c->x, NULL, c->s->b_,
+                                c->n, c->n, c->mask, c->d.nw), "layer backward");
+}
+
+/* The peak memory one layer forward adds, with and without the Shaw
+ * tables, at N/2 and N tokens (a warm-up call first, so that only the
+ * call's own scratch counts). */
+static void layer_memory(const run *R, const shape *s) {
+    ra_threads_set(R->threads[R->nthreads - 1]);
+    printf("%-40s memory one forward adds (MiB): ", s->name);
+    for (int n = s->n / 2; n <= s->n; n *= 2) {
+        double bytes[2];
+        for (int tables = 1; tables >= 0; tables--) {
+            layer_case lc;
+            case_init(&lc, s, n, tables, R->threads[R->nthreads - 1]);
+            run_fwd(&lc);
+            bytes[tables] = peak_extra_bytes(run_fwd, &lc);
+            case_free(&lc);
+        }
+        if (bytes[0] < 0 || bytes[1] < 0) {
+            printf("not measurable here (needs Linux and glibc)");
+            break;
+        }
+        printf("N=%d %.2f with tables, %.2f without; ", n, bytes[1] / 1048576,
+               bytes[0] / 1048576);
+        if (R->results)
+            fprintf(R->results, "memory\trelattn\t%s\t%d\t%.0f\t%.0f\n", s->name, n, bytes[1],
+                    bytes[0]);
+    }
+    printf("\n");
+}
+
+static void print_layer_header(void) {
+    printf("%-40s %-6s %-9s", "layer (GFLOP/s)", "kernel", "threads");
+    for (int m = 0; m < NMEASURES; m++) printf(" %9s", measure_names[m]);
+    printf("\n");
+}
+
+/* Every measure of a shape under the current kernel at every thread count. */
+static void bench_layer(const run *R, const shape *s) {
+    const char *kernel = ra_kernel_name(ra_kernel_current());
+    static const bench_fn fns[FWD_BWD] = {run_core_fwd, run_core_bwd, run_fwd, run_bwd};
+    double core, layer;
+    layer_flops(s, s->n, &core, &layer);
+    const double flops[NMEASURES] = {core, 2 * core, layer, 2 * layer, 3 * layer};
+    double gf[MAX_THREAD_COUNTS][NMEASURES];
+    layer_case lc;
+    case_init(&lc, s, s->n, 1, R->threads[R->nthreads - 1]);
+    for (int i = 0; i < R->nthreads; i++) {
+        ra_threads_set(R->threads[i]);
+        double t[NMEASURES];
+        for (int m = 0; m < FWD_BWD; m++) t[m] = time_median(fns[m], &lc, R->reps);
+        t[FWD_BWD] = t[FWD] + t[BWD];   /* a training step of the layer */
+        printf("%-40s %-6s %-9d", i ? "" : s->name, i ? "" : kernel, R->threads[i]);
+        for (int m = 0; m < NMEASURES; m++) {
+            gf[i][m] = flops[m] / t[m] * 1e-9;
+            printf(" %9.2f", gf[i][m]);
+            emit_time(R, s->name, measure_names[m], kernel, R->threads[i], t[m], flops[m], 0);
+        }
+        printf("\n");
+    }
+    case_free(&lc);
+    const int last = R->nthreads - 1;
+    char label[32];
+    snprintf(label, sizeof label, "%dT %% peak", R->threads[last]);
+    printf("%-40s %-6s %-9s", "", "", label);
+    for (int m = 0; m < NMEASURES; m++)
+        printf(" %8.1f%%", R->peak[last] > 0 ? 100 * gf[last][m] / R->peak[last] : 0.0);
+    printf("\n");
+    if (last > 0) {
+        printf("%-40s %-6s %-9s", "", "", scaling_label(R));
+        for (int m = 0; m < NMEASURES; m++) printf(" %8.2fx", gf[last][m] / gf[0][m]);
+        printf("\n");
+    }
+}
+
+/* ---- networks ------------------------------------------------------------- */
+
+static const struct {
+    const char *name;   /* DIR/NAME.safetensors */
+    int train;          /* also time a training step (forward + backward) */
+} nets[] = {{"swin_t", 1}, {"vit_b_16", 0}};
+
+typedef struct {
+    ra_model *m;
+    int64_t xs[4];
+    float *x, *dy, *grad;   /* images (B, 3, 224, 224), dL/dy (B, classes), gradient */
+} net_case;
+
+static void run_net_fwd(void *p) {
+    net_case *c = p;
+    float *y = NULL;
+    int nd;
+    int64_t ys[4];
+    must(ra_model_forward(c->m, &y, &nd, ys, c->x, 4, c->xs), "network forward");
+    free(y);
+}
+
+static void run_net_step(void *p) {
+    net_case *c = p;
+    float *y = NULL;
+    int nd;
+    int64_t ys[4];
+    memset(c->grad, 0, (size_t)ra_model_param_total(c->m) * sizeof *c->grad);
+    must(ra_model_forward_train(c->m, &y, &nd, ys, c->x, 4, c->xs, NULL), "training forward");
+    must(ra_model_backward(c->m, c->grad, NULL, c->dy), "backward");
+    free(y);
+}
+
+static void print_net_header(const run *R) {
+    printf("%-40s %-8s %-6s %-8s %10s %10s %10s %10s %8s\n", "network", "measure", "kernel",
+           "threads", "images/s", "ms", "GFLOP/s", "of peak",
+           R->nthreads > 1 ? scaling_label(R) : "");
+}
+
+/* Forward (and training step) of batches of random 224x224 images. */
+static void bench_net(const run *R, const char *dir, const char *name, int train,
+                      const int *batches, int nb) {
+    char path[4096], row[64];
     snprintf(path, sizeof path, "%s/%s.safetensors", dir, name);
-    ra_model *m = NULL;
-    if (ra_model_load(&m, path)) {
+    net_case c = {0};
+    if (ra_model_load(&c.m, path)) {
         printf("%-40s skipped: %s\n", name, ra_last_error());
         return;
     }
-    const double flops1 = 2.0 * (double)ra_model_flops(m, 224, 224);
+    const char *kernel = ra_kernel_name(ra_kernel_current());
+    const double fwd_flops = 2.0 * (double)ra_model_flops(c.m, 224, 224);
     for (int i = 0; i < nb; i++) {
         const int b = batches[i];
-        const int64_t xs[4] = {b, 3, 224, 224};
-        unsigned seed = 11;
-        float *x = randn((size_t)b * 3 * 224 * 224, 2, &seed);
-        double t[64];
-        int ok = 1;
-        for (int r = -1; r < reps && ok; r++) {
-            float *y = NULL;
-            int nd;
-            int64_t ys[4];
-            const double t0 = now();
-            ok = ra_model_forward(m, &y, &nd, ys, x, 4, xs) == RA_OK;
-            const double t1 = now();
-            free(y);
-            if (r >= 0) t[r] = t1 - t0;
+        ra_rng rng;
+        ra_rng_seed(&rng, 11);
+        c.xs[0] = b, c.xs[1] = 3, c.xs[2] = c.xs[3] = 224;
+        c.x = rnd((size_t)b * 3 * 224 * 224, 2, &rng);
+        float *y = NULL;
+        int nd;
+        int64_t ys[4];
+        must(ra_model_forward(c.m, &y, &nd, ys, c.x, 4, c.xs), "network forward");
+        free(y);
+        c.dy = rnd((size_t)(ys[0] * ys[1]), 1, &rng);
+        c.grad = zeros((size_t)ra_model_param_total(c.m));
+        snprintf(row, sizeof row, "%s B=%d", name, b);
+        for (int step = 0; step <= (train && ra_model_trainable(c.m)); step++) {
+            const double flops = (step ? 3 : 1) * fwd_flops * b;
+            double first = 0;
+            for (int t = 0; t < R->nthreads; t++) {
+                ra_threads_set(R->threads[t]);
+                const double s = time_median(step ? run_net_step : run_net_fwd, &c, R->reps);
+                const double gf = flops / s * 1e-9;
+                if (t == 0) first = gf;
+                printf("%-40s %-8s %-6s %-8d %10.2f %10.1f %10.2f %9.1f%%", t ? "" : row,
+                       t ? "" : (step ? "fwd+bwd" : "fwd"), t ? "" : kernel, R->threads[t],
+                       b / s, 1e3 * s, gf, R->peak[t] > 0 ? 100 * gf / R->peak[t] : 0.0);
+                if (t) printf(" %7.2fx", gf / first);
+                printf("\n");
+                emit_time(R, row, step ? "fwd+bwd" : "fwd", kernel, R->threads[t], s, flops, b);
+            }
         }
-        free(x);
-        char label[64];
-        snprintf(label, sizeof label, "net %s (B=%d 224x224)", name, b);
-        if (!ok) {
-            printf("%-40s failed: %s\n", label, ra_last_error());
-            continue;
-        }
-        const double s = median(t, reps), ips = b / s;
-        printf("%-40s %-6s %10.2f %10.1f %10.2f %9.1f%%   images/s ms GFLOP/s peak\n", label,
-               ra_kernel_name(ra_kernel_current()), ips, 1e3 * s, ips * flops1 * 1e-9,
-               peak > 0 ? 100 * ips * flops1 * 1e-9 / peak : 0.0);
+        free(c.x), free(c.dy), free(c.grad);
     }
-    ra_model_free(m);
+    ra_model_free(c.m);
+}
+
+/* ---- main ----------------------------------------------------------------- */
+
+/* "1,8" -> {1, 8}; returns the count (at most max), 0 if malformed. */
+static int parse_list(const char *s, int *out, int max) {
+    int n = 0;
+    for (const char *p = s; *p;) {
+        char *end;
+        const long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > 4096 || n == max) return 0;
+        out[n++] = (int)v;
+        p = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') return 0;
+    }
+    return n;
+}
+
+static void cpu_model(char *buf, size_t n) {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    snprintf(buf, n, "unknown CPU");
+    while (f && fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (!strncmp(line, "model name", 10) && colon) {
+            snprintf(buf, n, "%s", colon + 2);
+            buf[strcspn(buf, "\n")] = 0;
+            break;
+        }
+    }
+    if (f) fclose(f);
+}
+
+/* The FMA peak at each thread count, at the start and again at the end of
+ * the run: R->peak keeps the higher (a peak measured while other work had
+ * the cores is too low), and the results file gets it (summary.py reads
+ * the last line of each count). The tables use the start's. */
+static void measure_peaks(run *R, const char *when) {
+    for (int i = 0; i < R->nthreads; i++) {
+        const char *isa;
+        const double g = fma_peak(R->threads[i], &isa);
+        printf("FMA peak (%s, measured at the %s) at %d threads: %.1f GFLOP/s\n", isa, when,
+               R->threads[i], g);
+        if (g > R->peak[i]) R->peak[i] = g;
+        if (R->results)
+            fprintf(R->results, "peak\t%d\t%.6g\t%s\n", R->threads[i], R->peak[i], isa);
+    }
+}
+
+static void info(const run *R, const char *key, const char *value) {
+    if (R->results) fprintf(R->results, "info\trelattn\t%s\t%s\n", key, value);
 }
 
 int main(int argc, char **argv) {
-    int threads = 0, reps = 9, batches[8] = {1, 8}, nb = 2;
-    const char *what = "all", *models = getenv("RELATTN_BENCH_MODELS");
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--what")) what = argv[i + 1];
-        else if (!strcmp(argv[i], "--models")) models = argv[i + 1];
-        else if (!strcmp(argv[i], "--batches")) {
-            nb = 0;
-            for (char *p = argv[i + 1]; *p && nb < 8;) {
-                const long v = strtol(p, &p, 10);
-                if (v > 0) batches[nb++] = (int)v;
-                if (*p) p++;
-            }
-        } else {
-            fprintf(stderr, "bench: unknown option %s\n", argv[i]);
+    setvbuf(stdout, NULL, _IOLBF, 0);   /* rows show as they are done, through a pipe too */
+    run R = {.reps = 9};
+    int batches[8] = {1, 8}, nb = 2, all_kernels = 1;
+    const char *what = "all", *models = getenv("RELATTN_BENCH_MODELS"), *rows = "";
+    const char *threads = NULL, *results = NULL;
+    for (int i = 1; i < argc; i += 2) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int ok = 1;
+        if (!v) ok = 0;
+        else if (!strcmp(o, "--threads")) threads = v;
+        else if (!strcmp(o, "--reps")) R.reps = atoi(v);
+        else if (!strcmp(o, "--what")) what = v;
+        else if (!strcmp(o, "--models")) models = v;
+        else if (!strcmp(o, "--rows")) rows = v;
+        else if (!strcmp(o, "--results")) results = v;
+        else if (!strcmp(o, "--batches")) ok = (nb = parse_list(v, batches, 8)) > 0;
+        else if (!strcmp(o, "--kernels"))
+            ok = !strcmp(v, "all") || !strcmp(v, "default"), all_kernels = !strcmp(v, "all");
+        else ok = 0;
+        if (!ok) {
+            fprintf(stderr, "relattn_bench: bad option %s (see the top of bench/bench.c)\n", o);
             return 64;
         }
     }
-    if (strcmp(what, "all") && strcmp(what, "layers") && strcmp(what, "nets")) {
-        fprintf(stderr, "bench: --what all|layers|nets\n");
-        return 64;
+    const int do_nets = strcmp(what, "layers") != 0, do_layers = strcmp(what, "nets") != 0;
+    if (!do_nets && !do_layers)
+        return fprintf(stderr, "relattn_bench: --what all|layers|nets\n"), 64;
+    if (threads) {
+        if (!(R.nthreads = parse_list(threads, R.threads, MAX_THREAD_COUNTS)))
+            return fprintf(stderr, "relattn_bench: --threads 1,2 (up to %d counts)\n",
+                           MAX_THREAD_COUNTS), 64;
+    } else {   /* 1 and every core */
+        R.threads[R.nthreads++] = 1;
+        if (ra_threads_get() > 1) R.threads[R.nthreads++] = ra_threads_get();
     }
-    if (threads > 0) ra_threads_set(threads);
-    threads = ra_threads_get();
-    if (reps < 1) reps = 1;
-    openblas_set_num_threads(threads);
-    const char *isa;
-    const double peak = fma_peak(threads, &isa);
-    printf("relattn bench: %d threads, median of %d runs\n", threads, reps);
-    printf("BLAS: %s\n", openblas_get_config());
-    printf("BLAS kernel set: %s (OPENBLAS_CORETYPE=%s)\n", openblas_get_corename(),
-           getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "unset");
-    printf("FMA peak (%s, measured): %.1f GFLOP/s\n", isa, peak);
+    if (R.reps < 1) R.reps = 1;
+    if (R.reps > MAX_REPS) R.reps = MAX_REPS;
+    if (results && !(R.results = fopen(results, "a")))
+        return fprintf(stderr, "relattn_bench: cannot write %s\n", results), 73;
+
+    char cpu[256], text[512];
+    cpu_model(cpu, sizeof cpu);
+    const ra_kernel_id chosen = ra_kernel_current();
+    const char *coretype = getenv("OPENBLAS_CORETYPE");
+    printf("relattn bench: threads");
+    for (int i = 0; i < R.nthreads; i++) printf("%s%d", i ? "," : " ", R.threads[i]);
+    printf("; median of %d runs; kernel %s\n", R.reps, ra_kernel_name(chosen));
+    printf("CPU: %s, %d cores\n", cpu, ra_threads_get());
+    printf("BLAS: %s, kernel set %s (OPENBLAS_CORETYPE %s)\n", openblas_get_config(),
+           openblas_get_corename(), coretype ? coretype : "unset");
+    info(&R, "cpu", cpu);
+    snprintf(text, sizeof text, "%d", ra_threads_get());
+    info(&R, "cores", text);
+    info(&R, "blas", openblas_get_config());
+    info(&R, "blas_core", openblas_get_corename());
+    info(&R, "kernel", ra_kernel_name(chosen));
+    snprintf(text, sizeof text, "%d", R.reps);
+    info(&R, "reps", text);
+    measure_peaks(&R, "start");
     FILE *la = fopen("/proc/loadavg", "r");   /* other work on the cores skews everything */
-    char load[128] = "";
-    if (la && fgets(load, sizeof load, la)) printf("load average: %s", load);
+    if (la && fgets(text, sizeof text, la)) {
+        text[strcspn(text, "\n")] = 0;
+        printf("load average: %s\n", text);
+        info(&R, "load", text);
+    }
     if (la) fclose(la);
     printf("\n");
-    if (reps > 64) reps = 64;
-    if (strcmp(what, "layers")) {
-        printf("%-40s %-6s %10s %10s %10s %10s\n", "network", "kernel", "images/s", "ms",
-               "GFLOP/s", "of peak");
+
+    if (do_nets) {
+        print_net_header(&R);
         if (!models) printf("(no --models DIR or RELATTN_BENCH_MODELS: networks skipped)\n");
-        for (size_t i = 0; models && i < sizeof nets / sizeof nets[0]; i++)
-            bench_net(models, nets[i], batches, nb, reps, peak);
+        for (size_t i = 0; models && i < sizeof nets / sizeof *nets; i++)
+            if (strstr(nets[i].name, rows))
+                bench_net(&R, models, nets[i].name, nets[i].train, batches, nb);
         printf("\n");
     }
-    if (!strcmp(what, "nets")) return 0;
-    printf("%-40s %-6s %10s %10s %10s %10s\n", "shape", "kernel", "core fwd", "core bwd",
-           "layer fwd", "layer bwd");
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-        for (int k = 0; k < RA_KERNEL_COUNT; k++) {
-            if (!ra_kernel_supported((ra_kernel_id)k)) continue;
-            ra_kernel_select((ra_kernel_id)k);
-            result r = bench_shape(&shapes[s], reps);
-            printf("%-40s %-6s %10.2f %10.2f %10.2f %10.2f   GFLOP/s\n", shapes[s].name,
-                   ra_kernel_name((ra_kernel_id)k), r.core_f, r.core_b, r.layer_f, r.layer_b);
-            printf("%-40s %-6s %9.1f%% %9.1f%% %9.1f%% %9.1f%%   of FMA peak\n", "",
-                   "", 100 * r.core_f / peak, 100 * r.core_b / peak, 100 * r.layer_f / peak,
-                   100 * r.layer_b / peak);
+    if (do_layers) {
+        print_layer_header();
+        for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+            if (!strstr(shapes[s].name, rows)) continue;
+            for (int k = 0; k < RA_KERNEL_COUNT; k++) {
+                if (!ra_kernel_supported((ra_kernel_id)k) || (!all_kernels && k != (int)chosen))
+                    continue;
+                ra_kernel_select((ra_kernel_id)k);
+                bench_layer(&R, &shapes[s]);
+            }
+            ra_kernel_select(chosen);
+            if (shapes[s].k) layer_memory(&R, &shapes[s]);
         }
+    }
+    printf("\n");
+    measure_peaks(&R, "end");
+    if (R.results) fclose(R.results);
     return 0;
 }

@@ -1,155 +1,337 @@
-"""The PyTorch side of bench/bench.c: the same shapes, the same flop counts,
-the seeds' modules (tools/make_fixtures.py), float32 on the CPU; and the
-same networks (torchvision swin_t and vit_b_16 with the weights of the files
-in --models DIR, as tools/export.py writes them) in images/s.
+"""The PyTorch side of bench/bench.c: the same layer rows (the project's
+reference modules of tools/make_fixtures.py, the seeds' code) and the same
+networks (torchvision swin_t and vit_b_16 with the weights of the files in
+--models DIR, as tools/export.py writes them), float32 on the CPU, timed
+the same way: one warm-up call, then the median of R calls.
 
-    /usr/bin/python3 bench/bench_torch.py [--threads N] [--reps R]
-        [--what all|layers|nets] [--models DIR] [--batches 1,8]
+    OPENBLAS_CORETYPE=... OPENBLAS_NUM_THREADS=T /usr/bin/python3 bench/bench_torch.py
+        --threads T [--reps R] [--what all|layers|nets] [--models DIR]
+        [--batches 1,8] [--rows TEXT] [--memory] [--results FILE]
+
+One process measures one BLAS setting: OpenBLAS reads OPENBLAS_CORETYPE
+(its kernel set) when it is loaded, and the size of its thread pool from
+OPENBLAS_NUM_THREADS, so bench/run.sh starts a process for each kernel set
+and thread count. Inside it every split of T threads between PyTorch's
+OpenMP pool (torch.set_num_threads) and OpenBLAS's pool is tried: with both
+pools on every core they fight, so each split is a setting of its own, and
+bench/summary.py takes PyTorch's best per row.
+
+Layer rows: the core (q·k^T, softmax, p·v with the row's relative terms, on
+q, k, v given) and the layer (the module's forward from x): the forward
+under no_grad, the backward alone (from the graph of an untimed forward:
+dL/dx and every parameter gradient, the bias table included) and forward +
+backward (a training step: the forward recording its graph). Shaw rows
+time the layer's forward only, in two forms: "torch" is the seed's naive
+form (tools/make_fixtures.py ShawAttention: a^K and a^V gathered into
+(N, N, hd) tensors and broadcast against q and p; the issue's comparison)
+and "torch matmul" the same gathered tensors taken into batched products
+over the query index (Shaw et al. 2018, section 3.3), for reference.
+--memory also measures the peak memory one Shaw forward adds, with and
+without the tables, at N/2 and N (as bench.c does).
+
+Networks: the inference forward (eval, no_grad) and, for swin_t, a training
+step (train mode, stochastic depth off as relattn's swin has none, dropout
+0 in torchvision's defaults): forward, then backward of a random dL/dy.
+
+Flops are not counted here: bench/summary.py takes them from bench.c's
+lines, the same work for both. --results FILE appends tab-separated lines:
+    info    torch KEY VALUE
+    time    torch ROW MEASURE KERNEL THREADS SETTING SECONDS 0 IMAGES
+    memory  torch ROW N BYTES_WITH_TABLES BYTES_WITHOUT
 """
 import argparse
+import ctypes
 import os
 import sys
 import time
 
-
-def _early_threads(argv):
-    """--threads N from the command line, before torch is imported."""
-    for i, a in enumerate(argv):
-        if a == "--threads" and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith("--threads="):
-            return a.split("=", 1)[1]
-    return None
-
-
-# torch.set_num_threads sizes PyTorch's OpenMP pool but not OpenBLAS's own
-# pthread pool, which PyTorch's products run on: without this, "1 thread"
-# would still multiply on every core. relattn's bench tells OpenBLAS the
-# same number (ra_threads_set).
-if _early_threads(sys.argv[1:]) and "OPENBLAS_NUM_THREADS" not in os.environ:
-    os.environ["OPENBLAS_NUM_THREADS"] = _early_threads(sys.argv[1:])
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True  # no tools/__pycache__ in the tree
+sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 
 import torch  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
-from make_fixtures import Attention, WindowAttention, shift_mask_2d  # noqa: E402
+from make_fixtures import (Attention, ShawAttention, WindowAttention, clip_index,  # noqa: E402
+                           shift_mask_2d)
+from train_twin import blas_info, openblas  # noqa: E402
 
-SHAPES = [  # name, window (0: ViT), B_, N, C, nH, mask
-    ("swin-t stage1 (B_=64 N=49 C=96 nH=3)", 7, 64, 49, 96, 3, True),
-    ("swin-t stage3 (B_=16 N=49 C=384 nH=12)", 7, 16, 49, 384, 12, False),
-    ("vit-b/16 (B=4 N=197 C=768 nH=12)", 0, 4, 197, 768, 12, False),
+# name (as bench.c's), kind, B_, N, C, nH, Swin-T stage 1's shifted mask, Shaw k
+LAYERS = [
+    ("window_attention 512x49x96 nH3 shifted", "window", 512, 49, 96, 3, True, 0),
+    ("shaw_attention 4x512x512 nH8 k16", "shaw", 4, 512, 512, 8, False, 16),
+    ("vit_attention 8x197x768 nH12", "vit", 8, 197, 768, 12, False, 0),
+    ("window_attention 64x49x96 nH3 shifted", "window", 64, 49, 96, 3, True, 0),
+    ("window_attention 16x49x384 nH12", "window", 16, 49, 384, 12, False, 0),
+    ("vit_attention 4x197x768 nH12", "vit", 4, 197, 768, 12, False, 0),
 ]
+MEASURES = ["core fwd", "core bwd", "fwd", "bwd", "fwd+bwd"]
+
+# name, also time a training step
+NETS = [("swin_t", True), ("vit_b_16", False)]
 
 
-def median(xs):
-    xs = sorted(xs)
-    n = len(xs)
-    return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
+# --------------------------------------------------------------------------
+# Timing, memory, results
+# --------------------------------------------------------------------------
 
-
-def timed(fn, reps):
-    fn()
-    ts = []
-    for _ in range(reps):
+def timed(fn, reps, setup=None):
+    """Seconds of one call of fn, or of fn(setup()) with setup untimed (a
+    backward from the graph of an untimed forward): one warm-up call, then
+    the median of reps."""
+    def once():
+        arg = setup() if setup else None
         t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return median(ts)
+        fn(arg) if setup else fn()
+        return time.perf_counter() - t0
+    once()
+    ts = sorted(once() for _ in range(reps))
+    n = len(ts)
+    return ts[n // 2] if n % 2 else 0.5 * (ts[n // 2 - 1] + ts[n // 2])
 
 
-NETS = ["swin_t", "vit_b_16"]
+def _status_kb(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return -1
 
 
-def net_flops(name, model):
-    """Multiply-adds of one 224x224 image, counted as relattn's
-    ra_model_flops (SwinTransformer.flops() of the Swin authors)."""
-    if name == "vit_b_16":
-        C, P, n_p = 768, 16, (224 // 16) ** 2
-        n, depth, hidden = n_p + 1, 12, 3072
-        return (n_p * C * 3 * P * P + depth * (n * C * 3 * C + 2 * n * n * C + n * C * C
-                                               + 2 * n * C * hidden) + C * 1000)
-    # swin_t: patch embedding + norm, blocks, patch merging, final norm, head
-    E, P, depths, win = 96, 4, [2, 2, 6, 2], 7
-    g = 224 // P
-    L0 = g * g
-    f = L0 * E * 3 * P * P + L0 * E
-    C = E
-    for s, d in enumerate(depths):
-        L = g * g
-        wg = -(-g // win) * win
-        nw, N = (wg // win) ** 2, win * win
-        attn = N * C * 3 * C + 2 * N * N * C + N * C * C
-        f += d * (2 * C * L + nw * attn + 2 * L * C * 4 * C)
-        if s < len(depths) - 1:
-            f += g * g * C + ((g + 1) // 2) ** 2 * 4 * C * 2 * C
-            g, C = (g + 1) // 2, C * 2
-    return f + (C * L0 >> len(depths)) + C * 1000
+def peak_extra_bytes(fn):
+    """Bytes the peak resident memory of the process rises by during one call
+    of fn (as bench.c measures it: freed heap pages handed back, then the
+    peak reset through /proc/self/clear_refs), or -1 where it cannot be told."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        rss = _status_kb("VmRSS")
+    except OSError:
+        return -1
+    fn()
+    return 1024 * (_status_kb("VmHWM") - rss)
 
 
-def openblas_threads(n):
-    """Resize the pool of the OpenBLAS that torch has loaded (its products
-    run there, outside torch.set_num_threads); False if there is none."""
-    import ctypes
-    for lib in ("libopenblas.so.0", "libopenblasp-r0.3.21.so", "libblas.so.3"):
-        try:
-            fn = ctypes.CDLL(lib).openblas_set_num_threads
-        except (OSError, AttributeError):
-            continue
-        fn(int(n))
-        return True
-    return False
+class Results:
+    """--results FILE: the lines bench/summary.py reads."""
+
+    def __init__(self, path):
+        self.f = open(path, "a") if path else None
+
+    def line(self, *fields):
+        if self.f:
+            print("\t".join(str(v) for v in fields), file=self.f, flush=True)
 
 
-def thread_configs(n):
-    """(OpenMP threads, OpenBLAS threads) for at most n cores: PyTorch's own
-    loops and the products share them, and with both pools on every core
-    they fight (on 2 cores that is slower than 1 thread), so every split is
-    tried and the fastest is reported."""
-    if n <= 1:
-        return [(1, 1)]
-    return [(1, n), (n, 1), (n, n)]
+# --------------------------------------------------------------------------
+# Threads: splits of T between PyTorch's OpenMP pool and OpenBLAS's pool
+# --------------------------------------------------------------------------
+
+class Threads:
+    def __init__(self, n):
+        self.lib = openblas()
+        self.core = blas_info().get("blas_core", "unknown")
+        env = os.environ.get("OPENBLAS_CORETYPE")
+        self.coretype = "OPENBLAS_CORETYPE=" + env if env else "OPENBLAS_CORETYPE unset"
+        # OpenBLAS's pool can only be resized if we found the library
+        if n <= 1:
+            self.splits = [(1, 1)]
+        elif self.lib is None:
+            self.splits = [(n, n)]
+        else:
+            self.splits = [(1, n), (n, 1), (n, n)]
+
+    def use(self, omp, blas):
+        torch.set_num_threads(omp)
+        if self.lib is not None:
+            self.lib.openblas_set_num_threads(blas)
+
+    def setting(self, omp, blas):
+        return "%s (%s kernels), %d OpenMP + %d OpenBLAS threads" % (
+            self.coretype, self.core, omp, blas)
 
 
-def bench_nets(a):
+def split_label(omp, blas):
+    return "%d+%d" % (omp, blas)
+
+
+# --------------------------------------------------------------------------
+# Layer rows
+# --------------------------------------------------------------------------
+
+def shaw_key_term(q, a_k, form):
+    """sum_d q[b,h,i,d] a_k[i,j,d]: q (B_, nH, N, hd), a_k (N, N, hd) ->
+    (B_, nH, N, N)."""
+    if form == "torch":   # the seed's broadcast (tools/make_fixtures.py)
+        return (q.unsqueeze(3) * a_k).sum(-1)
+    b, h, n, d = q.shape   # per query i: (B_ nH, hd) @ (hd, N)
+    t = q.permute(2, 0, 1, 3).reshape(n, b * h, d) @ a_k.transpose(1, 2)
+    return t.view(n, b, h, n).permute(1, 2, 0, 3)
+
+
+def shaw_value_term(p, a_v, form):
+    """sum_j p[b,h,i,j] a_v[i,j,d]: p (B_, nH, N, N), a_v (N, N, hd) ->
+    (B_, nH, N, hd)."""
+    if form == "torch":
+        return (p.unsqueeze(-1) * a_v).sum(3)
+    b, h, n, _ = p.shape   # per query i: (B_ nH, N) @ (N, hd)
+    t = p.permute(2, 0, 1, 3).reshape(n, b * h, n) @ a_v
+    return t.view(n, b, h, -1).permute(1, 2, 0, 3)
+
+
+def core(m, kind, form, q, k, v, mask):
+    """The attention of module m from q, k, v (B_, nH, N, hd) on, as its
+    forward computes it; out (B_, nH, N, hd)."""
+    n = q.shape[2]
+    if kind == "window":   # Swin scales q, the others the logits
+        q = q * m.scale
+    s = q @ k.transpose(-2, -1)
+    if kind == "shaw":
+        rel = clip_index(n, m.max_relative_position)
+        s = s + shaw_key_term(q, m.relative_keys[rel], form)
+    if kind != "window":
+        s = s * m.scale
+    if kind == "window":
+        bias = m.relative_position_bias_table[m.relative_position_index.view(-1)]
+        s = s + bias.view(n, n, -1).permute(2, 0, 1).unsqueeze(0)
+    if mask is not None:
+        nw = mask.shape[0]
+        s = (s.view(-1, nw, *s.shape[1:]) + mask.unsqueeze(1).unsqueeze(0)).view(s.shape)
+    p = s.softmax(-1)
+    out = p @ v
+    if kind == "shaw":
+        out = out + shaw_value_term(p, m.relative_values[rel], form)
+    return out
+
+
+class ShawMatmul(ShawAttention):
+    """The seed's Shaw module with its relative terms as batched products
+    (the "torch matmul" form)."""
+
+    def forward(self, x, mask=None):
+        B_, N, C = x.shape
+        q, k, v = self.qkv(x).reshape(B_, N, 3, self.num_heads, -1).permute(2, 0, 3, 1, 4)
+        out = core(self, "shaw", "torch matmul", q, k, v, mask)
+        return self.proj(out.transpose(1, 2).reshape(B_, N, C)), None
+
+
+def make_layer(kind, form, c, nh, k):
+    if kind == "window":
+        m = WindowAttention(c, (7, 7), nh)
+    elif kind == "vit":
+        m = Attention(c, nh)
+    else:
+        m = (ShawAttention if form == "torch" else ShawMatmul)(c, nh, k)
+    with torch.no_grad():   # every parameter non-trivial, as bench.c's
+        for p in m.parameters():
+            p.uniform_(-0.05, 0.05)
+    return m
+
+
+def uniform(*shape):
+    return torch.rand(*shape) * 2 - 1
+
+
+def bench_layer(a, th, res, row):
+    name, kind, b_, n, c, nh, shifted, k = row
+    hd = c // nh
+    full = kind != "shaw"   # the naive Shaw terms make the rest minutes long
+    mask = shift_mask_2d(56, 56, 7, 7, 3, 3) if shifted else None
+    x = uniform(b_, n, c).requires_grad_()
+    dy = uniform(b_, n, c)
+    q, k_, v = (uniform(b_, nh, n, hd).requires_grad_() for _ in range(3))
+    dout = uniform(b_, nh, n, hd)
+    for form in (["torch", "torch matmul"] if kind == "shaw" else ["torch"]):
+        m = make_layer(kind, form, c, nh, k)
+
+        def core_fwd():
+            return core(m, kind, form, q, k_, v, mask)
+
+        def layer_fwd():
+            return m(x, mask)[0] if kind == "window" else m(x)[0]
+
+        for omp, blas in th.splits:
+            th.use(omp, blas)
+            t = {}
+            with torch.no_grad():
+                t["fwd"] = timed(layer_fwd, a.reps)
+                if full:
+                    t["core fwd"] = timed(core_fwd, a.reps)
+            if full:
+                t["core bwd"] = timed(lambda o: o.backward(dout), a.reps, core_fwd)
+                t["bwd"] = timed(lambda y: y.backward(dy), a.reps, layer_fwd)
+                t["fwd+bwd"] = timed(lambda: layer_fwd().backward(dy), a.reps)
+            print("%-40s %-12s %-7s" % (name, form, split_label(omp, blas)) +
+                  "".join(" %9.2f" % (1e3 * t[ms]) if ms in t else " %9s" % "-"
+                          for ms in MEASURES))
+            for ms in MEASURES:
+                if ms in t:
+                    res.line("time", "torch", name, ms, form, max(omp, blas),
+                             th.setting(omp, blas), "%.6g" % t[ms], 0, 0)
+    if a.memory and kind == "shaw":
+        shaw_memory(res, row)
+
+
+def shaw_memory(res, row):
+    """Peak memory one forward of the seed's Shaw module adds, with and
+    without its tables, at N/2 and N tokens."""
+    name, _, b_, n, c, nh, _, k = row
+    line = "%-40s memory one forward adds (MiB):" % name
+    for nt in (n // 2, n):
+        x = torch.rand(b_, nt, c)
+        got = []
+        for tables in (True, False):
+            m = ShawAttention(c, nh, k, use_keys=tables, use_values=tables)
+            with torch.no_grad():
+                m(x)
+                got.append(peak_extra_bytes(lambda: m(x)))
+        line += " N=%d %.2f with tables, %.2f without;" % (nt, got[0] / 2**20, got[1] / 2**20)
+        res.line("memory", "torch", name, nt, got[0], got[1])
+    print(line)
+
+
+# --------------------------------------------------------------------------
+# Networks
+# --------------------------------------------------------------------------
+
+def bench_net(a, th, res, name, train):
     import torchvision
     import st
-    print("%-40s %-6s %10s %10s %10s" % ("network", "kernel", "images/s", "ms", "GFLOP/s"))
-    if not a.models:
-        print("(no --models DIR or RELATTN_BENCH_MODELS: networks skipped)")
+    path = os.path.join(a.models, name + ".safetensors")
+    if not os.path.exists(path):
+        print("%-40s skipped: %s is missing" % (name, path))
         return
-    can_split = openblas_threads(a.threads)
-    configs = thread_configs(a.threads) if can_split else [(a.threads, a.threads)]
-    for name in NETS:
-        path = os.path.join(a.models, name + ".safetensors")
-        if not os.path.exists(path):
-            print("%-40s skipped: %s is missing" % (name, path))
-            continue
-        tensors, _ = st.read(path)
-        model = getattr(torchvision.models, name)()
-        model.load_state_dict({k: torch.from_numpy(v) for k, v in tensors.items()})
-        model.eval()
-        for b in a.batches:
-            x = torch.randn(b, 3, 224, 224)
-            best = None
-            for omp, blas in configs:
-                torch.set_num_threads(omp)
-                if can_split:
-                    openblas_threads(blas)
-                with torch.no_grad():
-                    model(x)   # settle the pools after a change (timed warms up once more)
-                    t = timed(lambda: model(x), a.reps)
-                if best is None or t < best[0]:
-                    best = (t, omp, blas)
-            t, omp, blas = best
-            label = "net %s (B=%d 224x224)" % (name, b)
-            print("%-40s %-6s %10.2f %10.1f %10.2f   images/s ms GFLOP/s (best: %d OpenMP, "
-                  "%d OpenBLAS threads)" % (label, "torch", b / t, 1e3 * t,
-                                            b / t * 2 * net_flops(name, model) * 1e-9, omp, blas))
-    torch.set_num_threads(a.threads)
-    if can_split:
-        openblas_threads(a.threads)
-    print()
+    tensors, _ = st.read(path)
+    model = getattr(torchvision.models, name)()
+    model.load_state_dict({k: torch.from_numpy(v) for k, v in tensors.items()})
+    for mod in model.modules():   # no stochastic depth in training: relattn's swin has none
+        if isinstance(mod, torchvision.ops.StochasticDepth):
+            mod.p = 0.0
+    for b in a.batches:
+        row = "%s B=%d" % (name, b)
+        x = torch.randn(b, 3, 224, 224)
+        dy = torch.randn(b, 1000)
 
+        def fwd():
+            with torch.no_grad():
+                model(x)
+
+        def step():
+            model.zero_grad(set_to_none=True)
+            model(x).backward(dy)
+
+        for measure, fn, mode in (("fwd", fwd, False), ("fwd+bwd", step, True))[:1 + train]:
+            model.train(mode)
+            for omp, blas in th.splits:
+                th.use(omp, blas)
+                t = timed(fn, a.reps)
+                print("%-40s %-8s %-7s %10.2f %10.1f" % (row, measure, split_label(omp, blas),
+                                                         b / t, 1e3 * t))
+                res.line("time", "torch", row, measure, "torch", max(omp, blas),
+                         th.setting(omp, blas), "%.6g" % t, 0, b)
+
+
+# --------------------------------------------------------------------------
 
 def main():
     ap = argparse.ArgumentParser()
@@ -158,58 +340,40 @@ def main():
     ap.add_argument("--what", choices=("all", "layers", "nets"), default="all")
     ap.add_argument("--models", default=os.environ.get("RELATTN_BENCH_MODELS"))
     ap.add_argument("--batches", default="1,8")
+    ap.add_argument("--rows", default="", help="only the rows whose name contains this")
+    ap.add_argument("--memory", action="store_true", help="measure the Shaw rows' memory")
+    ap.add_argument("--results", help="append tab-separated results to this file")
     a = ap.parse_args()
     a.batches = [int(v) for v in a.batches.split(",") if v]
-    torch.set_num_threads(a.threads)
-    print("torch %s: %d threads, median of %d runs" % (torch.__version__, a.threads, a.reps))
+    a.reps = max(1, a.reps)
+    torch.manual_seed(0)
+    th = Threads(a.threads)
+    res = Results(a.results)
+    res.line("info", "torch", "torch", torch.__version__)
+    res.line("info", "torch", "blas_core", th.core)
+    print("torch %s: %s, OPENBLAS_NUM_THREADS %s, kernel set %s; thread splits (OpenMP+OpenBLAS)"
+          " %s; median of %d runs" % (torch.__version__, th.coretype,
+                                      os.environ.get("OPENBLAS_NUM_THREADS", "unset"), th.core,
+                                      ", ".join(split_label(*s) for s in th.splits), a.reps))
     try:
         with open("/proc/loadavg") as f:
             print("load average: " + f.read().strip())
     except OSError:
         pass
     if a.what != "layers":
-        bench_nets(a)
-    if a.what == "nets":
-        return
-    print("%-40s %-6s %10s %10s %10s %10s" % ("shape", "kernel", "core fwd", "core bwd",
-                                               "layer fwd", "layer bwd"))
-    torch.manual_seed(0)
-    for name, ws, b_, n, c, nh, use_mask in SHAPES:
-        hd = c // nh
-        m = WindowAttention(c, (ws, ws), nh) if ws else Attention(c, nh)
-        x = torch.randn(b_, n, c, requires_grad=True)
-        dy = torch.randn(b_, n, c)
-        mask = shift_mask_2d(56, 56, 7, 7, 3, 3) if use_mask else None
-        q, k, v = (torch.randn(b_, nh, n, hd, requires_grad=True) for _ in range(3))
-        dout = torch.randn(b_, nh, n, hd)
-        if ws:
-            bias = m.relative_position_bias_table[m.relative_position_index.view(-1)].view(
-                n, n, -1).permute(2, 0, 1).contiguous().detach().requires_grad_(True)
-        else:
-            bias = None
-
-        def core():
-            s = (q * hd ** -0.5) @ k.transpose(-2, -1)
-            if bias is not None:
-                s = s + bias.unsqueeze(0)
-            if mask is not None:
-                nw = mask.shape[0]
-                s = (s.view(b_ // nw, nw, nh, n, n) + mask.unsqueeze(1).unsqueeze(0)).view(-1, nh, n, n)
-            return s.softmax(-1) @ v
-
-        def layer():
-            return (m(x, mask) if ws else m(x))[0]
-
-        with torch.no_grad():
-            t_cf = timed(core, a.reps)
-            t_lf = timed(layer, a.reps)
-        t_cb = timed(lambda: core().backward(dout), a.reps) - t_cf
-        t_lb = timed(lambda: layer().backward(dy), a.reps) - t_lf
-        fc = 4.0 * b_ * nh * n * n * hd
-        fl = 2.0 * b_ * n * c * 4 * c
-        print("%-40s %-6s %10.2f %10.2f %10.2f %10.2f   GFLOP/s" % (
-            name, "torch", fc / t_cf * 1e-9, 2 * fc / max(t_cb, 1e-9) * 1e-9,
-            (fc + fl) / t_lf * 1e-9, (3 * fc + 2 * fl) / max(t_lb, 1e-9) * 1e-9))
+        print("%-40s %-8s %-7s %10s %10s" % ("network", "measure", "threads", "images/s", "ms"))
+        if not a.models:
+            print("(no --models DIR or RELATTN_BENCH_MODELS: networks skipped)")
+        for name, train in NETS if a.models else []:
+            if a.rows in name:
+                bench_net(a, th, res, name, train)
+        print()
+    if a.what != "nets":
+        print("%-40s %-12s %-7s" % ("layer (ms)", "form", "threads") +
+              "".join(" %9s" % ms for ms in MEASURES))
+        for row in LAYERS:
+            if a.rows in row[0]:
+                bench_layer(a, th, res, row)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,8 @@
 #ifndef RA_BENCH_PEAK_H
 #define RA_BENCH_PEAK_H
 
-/* GFLOP/s of the widest FMA the CPU has on `threads` threads, the median
- * of 5; *isa names it ("avx512 fma", "avx2 fma", or "none": 0). */
+/* GFLOP/s of the widest FMA the CPU has on `threads` threads, the best of
+ * 7 runs; *isa names it ("avx512 fma", "avx2 fma", or "none": 0). */
 double fma_peak(int threads, const char **isa);
 
 #endif

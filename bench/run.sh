@@ -1,21 +1,46 @@
 #!/usr/bin/env bash
-# Builds relattn, then runs its benchmark and PyTorch's on the same shapes and
-# the same networks in the same session, and prints relattn / PyTorch ratios.
-#   bench/run.sh [--threads N] [--reps R] [--what all|layers|nets] [--batches 1,8]
+# Builds relattn, runs its benchmark (relattn_bench) and PyTorch's
+# (bench/bench_torch.py) on the same rows and networks in one session, and
+# sets them side by side against the issue's targets (bench/summary.py).
+#   bench/run.sh [--threads N] [--reps R] [--what all|layers|nets]
+#                [--batches 1,8] [--rows TEXT] [--kernels all|default]
+#                [--markdown FILE] [--keep DIR]
+# relattn runs every row at 1 and N threads (default N: every core).
+# PyTorch runs in one process per BLAS setting, each kernel set of
+# bench/blas.sh at 1 and N threads; summary.py takes its best per row.
+# --markdown FILE writes the targets' summary as a Markdown table; --keep DIR
+# keeps the raw results (DIR/results.tsv) instead of a temporary directory.
 # Networks: torchvision swin_t and vit_b_16 with random weights, exported
 # once by tools/export.py into $RELATTN_BENCH_MODELS (default
 # /tmp/relattn-bench-models); both sides load the same files.
 # $RELATTN_BUILD picks the build directory (default build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/blas.sh
+threads=$(nproc) reps=5 what=all batches=1,8 rows= kernels=all markdown= keep=
+while [ $# -gt 0 ]; do
+  [ $# -ge 2 ] || { echo "run.sh: $1 needs a value" >&2; exit 64; }
+  case $1 in
+    --threads) threads=$2 ;;
+    --reps) reps=$2 ;;
+    --what) what=$2 ;;
+    --batches) batches=$2 ;;
+    --rows) rows=$2 ;;
+    --kernels) kernels=$2 ;;
+    --markdown) markdown=$2 ;;
+    --keep) keep=$2 ;;
+    *) echo "run.sh: unknown option $1 (see the top of bench/run.sh)" >&2; exit 64 ;;
+  esac
+  shift 2
+done
+counts=1
+[ "$threads" -gt 1 ] && counts="1 $threads"
+
 RELATTN_WITH_TORCH=1 bash scripts/deps.sh
 build=${RELATTN_BUILD:-build}
 models=${RELATTN_BENCH_MODELS:-/tmp/relattn-bench-models}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j "$(nproc)" --target relattn_bench >/dev/null
-what=all
-prev=
-for a in "$@"; do [ "$prev" = --what ] && what=$a; prev=$a; done
 if [ "$what" != layers ]; then
   mkdir -p "$models"
   for net in swin_t vit_b_16; do
@@ -23,31 +48,26 @@ if [ "$what" != layers ]; then
       /usr/bin/python3 tools/export.py --torchvision "$net" --out "$models/$net.safetensors" >&2
   done
 fi
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-"$build/relattn_bench" --models "$models" "$@" | tee "$out/relattn.txt"
-echo
-/usr/bin/python3 bench/bench_torch.py --models "$models" "$@" | tee "$out/torch.txt"
-echo
-if grep -q 'images/s' "$out/relattn.txt"; then
-  echo "networks, relattn / PyTorch images/s (same weights, same input size; > 1 is faster):"
-  awk '/images\/s/ && /^net / { key = substr($0, 1, 40); split(substr($0, 41), f, " ")
-         if (FILENAME ~ /torch/) t[key] = f[2]
-         else { r[key] = f[2]; k[key] = f[1]; order[++n] = key } }
-       END { printf "%-40s %-6s %10s %10s %10s\n", "network", "kernel", "relattn", "torch", "ratio"
-             for (j = 1; j <= n; j++) { key = order[j]
-               printf "%-40s %-6s %10.2f %10.2f %9.2fx\n", key, k[key], r[key], t[key],
-                      (t[key] > 0 ? r[key] / t[key] : 0) } }' "$out/relattn.txt" "$out/torch.txt"
-  echo
+if [ -n "$keep" ]; then
+  out=$keep
+  mkdir -p "$out"
+  rm -f "$out/results.tsv"
+else
+  out=$(mktemp -d)
+  trap 'rm -rf "$out"' EXIT
 fi
-if grep -v '^FMA' "$out/relattn.txt" | grep -q 'GFLOP/s$'; then
-  echo "layers, relattn / PyTorch (same shapes, same flop counts; > 1 is faster):"
-  awk '/GFLOP\/s$/ && !/^net / && !/^FMA / { key = substr($0, 1, 40); k = $(NF-5)
-         if (FILENAME ~ /torch/) { for (i = 0; i < 4; i++) t[key, i] = $(NF-4+i) }
-         else { best[key, k] = 1; for (i = 0; i < 4; i++) r[key, k, i] = $(NF-4+i); order[++n] = key SUBSEP k } }
-       END { printf "%-40s %-6s %10s %10s %10s %10s\n", "shape", "kernel", "core fwd", "core bwd", "layer fwd", "layer bwd"
-             for (j = 1; j <= n; j++) { split(order[j], p, SUBSEP); key = p[1]; k = p[2]
-               printf "%-40s %-6s", key, k
-               for (i = 0; i < 4; i++) printf " %9.2fx", (t[key, i] > 0 ? r[key, k, i] / t[key, i] : 0)
-               printf "\n" } }' "$out/relattn.txt" "$out/torch.txt"
-fi
+common=(--reps "$reps" --what "$what" --batches "$batches" --rows "$rows"
+        --models "$models" --results "$out/results.tsv")
+
+"$build/relattn_bench" "${common[@]}" --threads "${counts// /,}" --kernels "$kernels"
+echo
+memory=(--memory)   # the Shaw rows' memory: once, it does not depend on the setting
+for ct in $(blas_coretypes); do
+  for t in $counts; do
+    blas_run "$ct" "$t" /usr/bin/python3 -u bench/bench_torch.py "${common[@]}" --threads "$t" \
+      "${memory[@]}"
+    memory=()
+    echo
+  done
+done
+/usr/bin/python3 bench/summary.py "$out/results.tsv" ${markdown:+--markdown "$markdown"}

@@ -5,17 +5,16 @@
 # repetitions, GFLOP/s and share of the FMA peak measured in the same run),
 # PyTorch at 1 and 2 threads with OPENBLAS_NUM_THREADS to match, each with
 # OPENBLAS_CORETYPE as the environment has it (or unset) and with the best
-# kernel set for this CPU (SkylakeX for AVX-512, else Haswell), so that no
-# ratio flatters relattn. Prints images/s and the ratio to PyTorch's best.
+# kernel set for this CPU (bench/blas.sh), so that no ratio flatters
+# relattn. Prints images/s and the ratio to PyTorch's best.
 #   bench/train.sh [REPS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/blas.sh
 reps=${1:-3}
 RELATTN_WITH_TORCH=1 bash scripts/deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$(nproc)" --target relattn_bench_train >/dev/null
-best_ct=Haswell
-grep -q avx512f /proc/cpuinfo && best_ct=SkylakeX
 declare -A ips
 for t in 1 2; do
   line=$(build/relattn_bench_train --threads $t --steps 10 --reps "$reps" | tail -n 1)
@@ -24,16 +23,11 @@ for t in 1 2; do
 done
 torch_best=0 torch_best_how=
 for t in 1 2; do
-  for ct in "${OPENBLAS_CORETYPE:-unset}" $best_ct; do
+  for ct in $(blas_coretypes); do
     runs=()
     for r in $(seq 1 "$reps"); do
-      if [ "$ct" = unset ]; then
-        v=$(env -u OPENBLAS_CORETYPE OPENBLAS_NUM_THREADS=$t /usr/bin/python3 tools/train_twin.py \
-              --threads $t --bench-steps 20 2>/dev/null | tail -n 1)
-      else
-        v=$(OPENBLAS_CORETYPE=$ct OPENBLAS_NUM_THREADS=$t /usr/bin/python3 tools/train_twin.py \
-              --threads $t --bench-steps 20 2>/dev/null | tail -n 1)
-      fi
+      v=$(blas_run "$ct" "$t" /usr/bin/python3 tools/train_twin.py --threads "$t" --bench-steps 20 \
+            2>/dev/null | tail -n 1)
       runs+=("$(echo "$v" | sed -E 's/.*"images_per_second": ([0-9.]+).*/\1/')")
       core=$(echo "$v" | sed -E 's/.*"blas_core": "?([A-Za-z0-9_]*)"?.*/\1/')
     done

@@ -130,8 +130,9 @@ def log(msg):
 # BLAS: the library torch runs its products on, as bench/bench.c prints it
 # --------------------------------------------------------------------------
 
-def _openblas():
-    """The OpenBLAS that this process has loaded (through torch), or None."""
+def openblas():
+    """The OpenBLAS that this process has loaded (through torch), or None
+    (bench/bench_torch.py resizes its thread pool through it)."""
     import ctypes
     paths = []
     try:
@@ -154,7 +155,7 @@ def _openblas():
 
 
 def blas_info():
-    lib = _openblas()
+    lib = openblas()
     info = {"blas_coretype_env": os.environ.get("OPENBLAS_CORETYPE", "unset"),
             "openblas_num_threads_env": os.environ.get("OPENBLAS_NUM_THREADS", "unset")}
     if lib is None:

@@ -1,0 +1,290 @@
+"""Sets relattn's measurements beside PyTorch's and checks them against the
+issue's targets (bench/README.md).
+
+    python3 bench/summary.py RESULTS... [--markdown FILE]
+
+RESULTS are the tab-separated files bench.c and bench_torch.py append to
+(--results). For each row and measure it takes relattn's figures at its
+default kernel and largest thread count, and PyTorch's best over every
+setting it ran (kernel set, threads, split between its two pools), and
+prints a table of every row, then the summary of the targets; --markdown
+writes that summary as a Markdown table with a line about the machine.
+Flops come from bench.c's lines (the same work for both sides).
+"""
+import argparse
+import datetime
+import sys
+from collections import defaultdict
+
+# The issue's targets: row, measure, kind, threshold. Kinds: "ratio"
+# (relattn / PyTorch's best at the same work), "peak" (share of the FMA
+# peak measured at the same thread count), "linear" (the relative terms'
+# memory may grow at most threshold-fold when N doubles; 4 is quadratic).
+TARGETS = [
+    ("window_attention 512x49x96 nH3 shifted", "fwd", "ratio", 6.0),
+    ("window_attention 512x49x96 nH3 shifted", "fwd+bwd", "ratio", 5.0),
+    ("shaw_attention 4x512x512 nH8 k16", "fwd", "ratio", 10.0),
+    ("shaw_attention 4x512x512 nH8 k16", "memory", "linear", 2.5),
+    ("vit_attention 8x197x768 nH12", "fwd", "ratio", 3.0),
+    ("swin_t B=8", "fwd", "ratio", 3.5),
+    ("swin_t B=8", "fwd", "peak", 0.85),
+    ("swin_t B=8", "fwd+bwd", "ratio", 4.0),
+    ("vit_b_16 B=8", "fwd", "peak", 0.90),
+]
+LAYER_BWD_PEAK = 0.50   # every layer row's backward
+SCALING = 1.7           # largest thread count over 1 thread, every row and kernel
+MEMORY_FLOOR = 64 << 10  # bytes: less is no memory at all (page granularity)
+NOTES = {"fwd+bwd": "training step; no stochastic depth on either side"}
+
+
+def read(paths):
+    info = defaultdict(set)
+    peak, mem = {}, defaultdict(dict)
+    times = []
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                p = line.rstrip("\n").split("\t")
+                if p[0] == "info":
+                    info[(p[1], p[2])].add(p[3])
+                elif p[0] == "peak":
+                    peak[int(p[1])] = (float(p[2]), p[3])
+                elif p[0] == "memory":
+                    mem[(p[1], p[2])][int(p[3])] = (float(p[4]), float(p[5]))
+                elif p[0] == "time":
+                    side, row, measure, kernel, threads, setting, s, flops, images = p[1:]
+                    times.append(dict(side=side, row=row, measure=measure, kernel=kernel,
+                                      threads=int(threads), setting=setting, s=float(s),
+                                      flops=float(flops), images=int(images)))
+    return info, peak, mem, times
+
+
+class Bench:
+    def __init__(self, paths):
+        self.info, self.peak, self.mem, times = read(paths)
+        self.rel = {(t["row"], t["measure"], t["kernel"], t["threads"]): t
+                    for t in times if t["side"] == "relattn"}
+        self.flops = {(t["row"], t["measure"]): t["flops"] for t in self.rel.values()}
+        self.torch = {}   # (row, measure, form) -> PyTorch's fastest record
+        for t in times:
+            key = (t["row"], t["measure"], t["kernel"])
+            if t["side"] == "torch" and (key not in self.torch or t["s"] < self.torch[key]["s"]):
+                self.torch[key] = t
+        counts = sorted(self.peak) or sorted({k[3] for k in self.rel})
+        self.t1, self.tn = counts[0], counts[-1]
+        self.kernel = next(iter(self.info.get(("relattn", "kernel"), {"?"})))
+        rows = []
+        for k in self.rel:
+            if (k[0], k[1]) not in rows:
+                rows.append((k[0], k[1]))
+        self.rows = rows   # (row, measure) in bench.c's order
+
+    def gflops(self, t):
+        f = self.flops.get((t["row"], t["measure"]), 0)
+        return f / t["s"] * 1e-9 if f else None
+
+    def relattn(self, row, measure, kernel=None, threads=None):
+        return self.rel.get((row, measure, kernel or self.kernel, threads or self.tn))
+
+    def share(self, t):
+        g, p = self.gflops(t), self.peak.get(t["threads"], (0, ""))[0]
+        return g / p if g and p else None
+
+    def scaling(self, row, measure, kernel=None):
+        a, b = self.relattn(row, measure, kernel, self.t1), self.relattn(row, measure, kernel)
+        return a["s"] / b["s"] if a and b and self.tn > self.t1 else None
+
+    def ratio(self, row, measure, form="torch", kernel=None):
+        r, t = self.relattn(row, measure, kernel), self.torch.get((row, measure, form))
+        return t["s"] / r["s"] if r and t else None
+
+    def label_scaling(self):
+        return "%dT/%dT" % (self.tn, self.t1)
+
+
+# ---- formatting -------------------------------------------------------------
+
+def fx(v, fmt="%.2fx"):
+    return fmt % v if v is not None else "-"
+
+
+def fpct(v):
+    return "%.1f%%" % (100 * v) if v is not None else "-"
+
+
+def speed(b, t):
+    """A record's speed: GFLOP/s, after images/s for a network."""
+    if t is None:
+        return "-"
+    g = b.gflops(t)
+    gs = "%.1f GFLOP/s" % g if g else "%.1f ms" % (1e3 * t["s"])
+    return "%.2f img/s, %s" % (t["images"] / t["s"], gs) if t["images"] else gs
+
+
+def mib(v):
+    return "%.2f MiB" % (v / 2**20)
+
+
+def memory_growth(m):
+    """(text, growth) of the relative terms' bytes when N doubles, from
+    {N: (bytes with the tables, bytes without)}: growth None if not measured
+    (-1), inf from (almost) nothing to something."""
+    if len(m) < 2 or min(min(v) for v in m.values()) < 0:
+        return "-", None
+    n0, n1 = sorted(m)[-2:]
+    a, c = (max(m[n][0] - m[n][1], 0) for n in (n0, n1))
+    if a >= MEMORY_FLOOR:
+        grow = c / a
+    else:
+        grow = 1.0 if c < MEMORY_FLOOR else float("inf")
+    return "+%s at N=%d, +%s at N=%d (x%.1f)" % (mib(a), n0, mib(c), n1, grow), grow
+
+
+# ---- the tables ---------------------------------------------------------------
+
+def print_all(b):
+    kernels = sorted({k[2] for k in b.rel}, key=lambda k: k != b.kernel)
+    sc = b.label_scaling()
+    print("every row: relattn at %d threads against PyTorch's best (any setting); "
+          "> 1x is relattn faster" % b.tn)
+    print("%-40s %-8s %-6s %20s %7s %6s %18s %7s  %s" % (
+        "row", "measure", "kernel", "relattn", "peak", sc, "PyTorch best", "ratio",
+        "PyTorch's setting"))
+    for row, measure in b.rows:
+        for form in sorted({k[2] for k in b.torch if k[:2] == (row, measure)} or {"torch"}):
+            t = b.torch.get((row, measure, form))
+            for kernel in kernels if form == "torch" else [b.kernel]:
+                r = b.relattn(row, measure, kernel)
+                if r is None:
+                    continue
+                g = b.gflops(r)
+                print("%-40s %-8s %-6s %20s %7s %6s %18s %7s  %s" % (
+                    row, measure, kernel, "%.2f GFLOP/s" % g if g else "-", fpct(b.share(r)),
+                    fx(b.scaling(row, measure, kernel)),
+                    ("%.2f GFLOP/s" % b.gflops(t)) if t and g else "-",
+                    fx(b.ratio(row, measure, form, kernel)),
+                    (form + ": " if form != "torch" else "") + (t["setting"] if t else "-")))
+    print()
+
+
+def target_lines(b):
+    """[(target, relattn, PyTorch best, ratio, peak, scaling, wanted, met)]"""
+    lines = []
+    targets = TARGETS + [(row, "bwd", "peak", LAYER_BWD_PEAK)
+                         for row, measure in b.rows if measure == "bwd"]
+    for row, measure, kind, want in targets:
+        name = "%s, %s" % (row, measure)
+        if measure in NOTES:
+            name += " (%s)" % NOTES[measure]
+        if kind == "linear":
+            rt, rg = memory_growth(b.mem.get(("relattn", row), {}))
+            tt, _ = memory_growth(b.mem.get(("torch", row), {}))
+            lines.append((row + ", memory of the relative terms", rt, "naive form: " + tt,
+                          "-", "-", "-", "linear: at most x%.1f per doubling of N" % want,
+                          None if rg is None else rg <= want))
+            continue
+        r, t = b.relattn(row, measure), b.torch.get((row, measure, "torch"))
+        ratio, share = b.ratio(row, measure), b.share(r) if r else None
+        got = ratio if kind == "ratio" else share
+        wanted = (">= %.1fx PyTorch" % want if kind == "ratio"
+                  else ">= %d%% of peak" % (100 * want))
+        lines.append((name, speed(b, r),
+                      "%s with %s" % (speed(b, t), t["setting"]) if t else "-",
+                      fx(ratio), fpct(share), fx(b.scaling(row, measure)), wanted,
+                      None if got is None else got >= want))
+    for kernel in sorted({k[2] for k in b.rel}, key=lambda k: k != b.kernel):
+        if b.tn == b.t1:
+            break
+        s = [(b.scaling(row, m, kernel), row, m) for row, m in b.rows
+             if b.scaling(row, m, kernel) is not None]
+        if not s:
+            continue
+        worst = min(s)
+        below = sum(v < SCALING for v, _, _ in s)
+        lines.append(("every row and measure, kernel %s: %s" % (kernel, b.label_scaling()),
+                      "worst %s (%s, %s); %d of %d below" % (fx(worst[0]), worst[1], worst[2],
+                                                             below, len(s)),
+                      "-", "-", "-", fx(worst[0]), "%s >= %.1fx" % (b.label_scaling(), SCALING),
+                      below == 0))
+    return lines
+
+
+def yes_no(met):
+    return "?" if met is None else ("yes" if met else "no")
+
+
+def print_targets(b, lines):
+    print("the issue's targets: relattn at %d threads, kernel %s; PyTorch at its best setting"
+          % (b.tn, b.kernel))
+    for ln in lines:
+        print("- %s\n    relattn %s | PyTorch %s\n    ratio %s, share of peak %s, %s %s | "
+              "target %s: %s" % (ln[0], ln[1], ln[2], ln[3], ln[4], b.label_scaling(), ln[5],
+                                 ln[6], yes_no(ln[7]).upper()))
+    met = sum(ln[7] is True for ln in lines)
+    print("\n%d of %d targets met" % (met, len(lines)))
+
+
+def busy_warning(b):
+    """A sentence if other work shared the cores during the run, else ''."""
+    load = b.info.get(("relattn", "load"))
+    load = float(next(iter(load)).split()[0]) if load else 0.0
+    p1, pn = b.peak.get(b.t1, (0,))[0], b.peak.get(b.tn, (0,))[0]
+    if b.tn > b.t1 and p1 > 0 and pn < 0.9 * p1 * b.tn / b.t1:
+        return ("Warning: the FMA peak at %d threads is %.2fx that at %d (load average %.2f at "
+                "the start): other work shared the cores, so the %d-thread figures understate "
+                "what the machine can do." % (b.tn, pn / p1, b.t1, load, b.tn))
+    if load > 0.5:
+        return ("Warning: load average %.2f at the start: other work may have shared the "
+                "cores." % load)
+    return ""
+
+
+def machine_line(b):
+    def one(side, key):
+        return ", ".join(sorted(b.info.get((side, key), {"?"})))
+    peaks = ", ".join("%.1f GFLOP/s at %d thread%s" % (p[0], n, "s" if n > 1 else "")
+                      for n, p in sorted(b.peak.items()))
+    isa = next(iter(b.peak.values()))[1] if b.peak else "?"
+    return ("%s, %s cores, %s. BLAS: %s; relattn on kernel set %s (its own products on "
+            "AVX-512), PyTorch %s at its best of kernel sets %s. FMA peak (%s, measured in the "
+            "run): %s. relattn kernel %s; medians of %s runs; load average at the start %s." % (
+                one("relattn", "cpu"), one("relattn", "cores"), datetime.date.today().isoformat(),
+                one("relattn", "blas"), one("relattn", "blas_core"), one("torch", "torch"),
+                one("torch", "blas_core"), isa, peaks, b.kernel, one("relattn", "reps"),
+                one("relattn", "load").split(" ")[0] if b.info.get(("relattn", "load")) else "?"))
+
+
+def write_markdown(path, b, lines):
+    head = ["target", "relattn (%d threads)" % b.tn, "PyTorch best (setting)", "ratio",
+            "share of peak", b.label_scaling(), "target", "met"]
+    with open(path, "w") as f:
+        f.write("Machine: %s\n\n" % machine_line(b))
+        if busy_warning(b):
+            f.write(busy_warning(b) + "\n\n")
+        f.write("| " + " | ".join(head) + " |\n")
+        f.write("|" + "---|" * len(head) + "\n")
+        for ln in lines:
+            cells = list(ln[:7]) + [yes_no(ln[7])]
+            f.write("| " + " | ".join(c.replace("|", "/") for c in cells) + " |\n")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("results", nargs="+")
+    ap.add_argument("--markdown", help="write the targets' summary here as Markdown")
+    a = ap.parse_args()
+    b = Bench(a.results)
+    if not b.rel:
+        sys.exit("summary: no relattn measurements in " + " ".join(a.results))
+    print("machine: " + machine_line(b))
+    print(busy_warning(b) + "\n")
+    print_all(b)
+    lines = target_lines(b)
+    print_targets(b, lines)
+    if a.markdown:
+        write_markdown(a.markdown, b, lines)
+        print("markdown summary: " + a.markdown)
+
+
+if __name__ == "__main__":
+    main()
