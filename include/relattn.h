@@ -203,10 +203,14 @@ typedef struct ra_attn_desc {
      * of nW; w0 > 0 for a part of a batch that starts at its window w0) */
     const float *mask;
     int nw, w0;
-    /* optional Shaw tables (R, hd), shared by heads, rel (N1, N2) in 0..R-1 */
+    /* optional Shaw tables (R, hd), shared by heads, rel (N1, N2) in 0..R-1,
+     * row i at rel + i * rel_ld (rel_ld 0 means N2). An index whose entries
+     * depend on j - i alone takes N1 + N2 - 1 numbers g (g[j - i + N1 - 1]):
+     * rel = g + N1 - 1, rel_ld = -1 */
     const float *rel_k;
     const float *rel_v;
     const int32_t *rel;
+    int64_t rel_ld;
     int r;
 } ra_attn_desc;
 

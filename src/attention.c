@@ -7,6 +7,7 @@
 #include "kernels/kernels.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <omp.h>
 #include <string.h>
 
@@ -39,10 +40,14 @@ ra_status ra_attention_check(const ra_attn_desc *d) {
     if (d->rel_k || d->rel_v) {
         if (!d->rel || d->r < 1)
             return ra_fail(RA_ERR_ARG, "attention: Shaw tables need rel and R >= 1");
-        for (int64_t e = 0; e < nn; e++)
-            if (d->rel[e] < 0 || d->rel[e] >= d->r)
-                return ra_fail(RA_ERR_ARG, "attention: rel entry %lld is %d, outside "
-                               "0..%d", (long long)e, d->rel[e], d->r - 1);
+        const int64_t ld = d->rel_ld ? d->rel_ld : d->n2;
+        for (int i = 0; i < d->n1; i++)
+            for (int j = 0; j < d->n2; j++) {
+                const int32_t v = d->rel[(ptrdiff_t)i * ld + j];
+                if (v < 0 || v >= d->r)
+                    return ra_fail(RA_ERR_ARG, "attention: rel entry (%d, %d) is %d, outside "
+                                   "0..%d", i, j, v, d->r - 1);
+            }
     }
     return RA_OK;
 }
@@ -114,6 +119,7 @@ ra_status ra_attention_forward(float *out, int ldo, float *attn,
             .bias = d->table ? bias + h * nn : NULL,
             .mask = d->mask ? d->mask + (size_t)((d->w0 + b) % d->nw) * nn : NULL,
             .rel_k = d->rel_k, .rel_v = d->rel_v, .rel = d->rel, .r = d->r,
+            .rel_ld = d->rel_ld ? d->rel_ld : d->n2,
             .work = slices + (size_t)omp_get_thread_num() * slice,
         };
         kern->forward(&t);
@@ -199,6 +205,7 @@ ra_status ra_attention_backward(float *dq, int lddq, float *dk, int lddk, float 
             .bias = d->table ? bias + h * nn : NULL,
             .mask = d->mask ? d->mask + (size_t)((d->w0 + b) % d->nw) * nn : NULL,
             .rel_k = d->rel_k, .rel_v = d->rel_v, .rel = d->rel, .r = d->r,
+            .rel_ld = d->rel_ld ? d->rel_ld : d->n2,
             .work = mine,
             .dout = dout + (size_t)b * d->n1 * lddo + off, .lddo = lddo,
             .dq = dq + (size_t)b * d->n1 * lddq + off, .lddq = lddq,

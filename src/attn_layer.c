@@ -78,8 +78,9 @@ static ra_status check_config(const ra_attn_config *c) {
                        c->dim, c->num_heads);
     if (c->has_qk_scale && !isfinite(c->qk_scale))
         return ra_fail(RA_ERR_ARG, "qk_scale is not finite");
-    if (c->arch == RA_ARCH_SHAW_ATTENTION && c->max_rel < 0)
-        return ra_fail(RA_ERR_ARG, "max_relative_position %d must be >= 0", c->max_rel);
+    if (c->arch == RA_ARCH_SHAW_ATTENTION && (c->max_rel < 0 || c->max_rel > (1 << 20)))
+        return ra_fail(RA_ERR_ARG, "max_relative_position %d must be in 0..%d", c->max_rel,
+                       1 << 20);
     return RA_OK;
 }
 
@@ -197,7 +198,7 @@ ra_status ra_attn_layer_check_tokens(const ra_attn_layer *l, int n1, int n2) {
  * backward goes back through proj, the core and the projections. */
 typedef struct {
     ra_attn_desc d;
-    int32_t *rel;            /* Shaw clip index (N, N), per call */
+    int32_t *rel;            /* Shaw clip index by j - i (N1 + N2 - 1), per call */
     float *scratch;          /* one block for everything below */
     float *qbuf, *kvbuf;     /* projections: (rows1, 3C) or (rows1, C) + (rows2, 2C) */
     float *obuf;             /* (rows1, C) */
@@ -250,10 +251,16 @@ static ra_status pass_prepare(pass *ps, const ra_attn_layer *l, const float *x,
         d->rel = l->rel2, d->r = shaw_buckets(l);
         d->rel_k = l->p.rel_k, d->rel_v = l->p.rel_v;
     } else if (l->cfg.arch == RA_ARCH_SHAW_ATTENTION && (l->p.rel_k || l->p.rel_v)) {
-        if (!(ps->rel = ra_alloc((size_t)n1 * n2, sizeof *ps->rel)))
+        /* clip(j - i) + k depends on j - i alone: N1 + N2 - 1 numbers, never
+         * an (N1, N2) index (memory linear in the sequence) */
+        const int k = l->cfg.max_rel;
+        if (!(ps->rel = ra_alloc((size_t)n1 + n2 - 1, sizeof *ps->rel)))
             return ra_fail(RA_ERR_NOMEM, "shaw index: out of memory");
-        if ((st = ra_relpos_index_clip(ps->rel, n1, l->cfg.max_rel))) return pass_end(ps), st;
-        d->rel = ps->rel, d->r = 2 * l->cfg.max_rel + 1;
+        for (int e = 0; e < n1 + n2 - 1; e++) {
+            const int dist = e - (n1 - 1);
+            ps->rel[e] = (dist < -k ? -k : dist > k ? k : dist) + k;
+        }
+        d->rel = ps->rel + (n1 - 1), d->rel_ld = -1, d->r = 2 * k + 1;
         d->rel_k = l->p.rel_k, d->rel_v = l->p.rel_v;
     }
     if ((st = ra_attention_check(d))) return pass_end(ps), st;

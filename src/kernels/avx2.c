@@ -188,8 +188,8 @@ static void softmax_row(const ra_attn_task *t, int i, float *s, const float *qr)
         const int n = n2 - j;
         __m256 l = _mm256_loadu_ps(s + j);
         if (qr) {   /* masked lanes read rel 0, always a valid bucket */
-            __m256i m = n >= 8 ? _mm256_loadu_si256((const __m256i *)(t->rel + row + j))
-                               : _mm256_maskload_epi32((const int *)(t->rel + row + j), lanes(n));
+            __m256i m = n >= 8 ? _mm256_loadu_si256((const __m256i *)(ra_rel_row(t, i) + j))
+                               : _mm256_maskload_epi32((const int *)(ra_rel_row(t, i) + j), lanes(n));
             l = _mm256_add_ps(l, _mm256_i32gather_ps(qr, m, 4));
         }
         l = _mm256_mul_ps(scale, l);
@@ -307,7 +307,7 @@ static void avx2_forward(const ra_attn_task *t) {
             softmax_row(t, i0 + r, s + r * n2p, t->rel_k ? qr + r * rp : NULL);
             if (t->rel_v) {   /* bucket p by rel, in ref.c's order */
                 float *b = pb + r * rp;
-                const int32_t *rel = t->rel + (size_t)(i0 + r) * n2;
+                const int32_t *rel = ra_rel_row(t, i0 + r);
                 memset(b, 0, (size_t)nrel * sizeof *b);
                 for (int j = 0; j < n2; j++) b[rel[j]] += s[r * n2p + j];
             }
@@ -355,8 +355,8 @@ static void ds_row(const ra_attn_task *t, int i, const float *p, float *dp, cons
     if (dor) {   /* masked lanes read rel 0, always a valid bucket */
         for (int j = 0; j < n2p; j += 8) {
             const int n = n2 - j;
-            __m256i m = n >= 8 ? _mm256_loadu_si256((const __m256i *)(t->rel + row + j))
-                               : _mm256_maskload_epi32((const int *)(t->rel + row + j), lanes(n));
+            __m256i m = n >= 8 ? _mm256_loadu_si256((const __m256i *)(ra_rel_row(t, i) + j))
+                               : _mm256_maskload_epi32((const int *)(ra_rel_row(t, i) + j), lanes(n));
             __m256 x = _mm256_add_ps(_mm256_loadu_ps(dp + j), _mm256_i32gather_ps(dor, m, 4));
             _mm256_storeu_ps(dp + j, x);
         }
@@ -510,7 +510,7 @@ static void avx2_backward(const ra_attn_task *t) {
             float *pr = p + r * n2p, *dsr = ds + r * n2p;
             softmax_row(t, i0 + r, pr, t->rel_k ? qr + r * rp : NULL);
             ds_row(t, i0 + r, pr, dsr, t->rel_v ? dor + r * rp : NULL);
-            const int32_t *rel = t->rel ? t->rel + (size_t)(i0 + r) * n2 : NULL;
+            const int32_t *rel = t->rel ? ra_rel_row(t, i0 + r) : NULL;
             if (t->drel_v) {   /* bucket p by rel, in ref.c's order */
                 float *b = pb + r * rp;
                 memset(b, 0, (size_t)nrel * sizeof *b);

@@ -275,7 +275,8 @@ ALWAYS_INLINE __m512 logit_epilogue(const logits_rows *lr, int r, int j, __mmask
     const ra_attn_task *t = lr->t;
     const size_t row = (size_t)(lr->i0 + (r < lr->nr ? r : lr->nr - 1)) * t->n2 + j;
     if (lr->qr) {   /* masked lanes read rel 0, always a valid bucket */
-        __m512i rel = _mm512_maskz_loadu_epi32(m, t->rel + row);
+        const int i = lr->i0 + (r < lr->nr ? r : lr->nr - 1);
+        __m512i rel = _mm512_maskz_loadu_epi32(m, ra_rel_row(t, i) + j);
         l = _mm512_add_ps(l, _mm512_i32gather_ps(rel, lr->qr + (size_t)r * lr->rp, 4));
     }
     l = _mm512_mul_ps(_mm512_set1_ps(t->scale), l);
@@ -447,7 +448,7 @@ static void avx512_forward(const ra_attn_task *t) {
         for (int r = 0; r < nr; r++) {
             if (t->attn) scale_row(t->attn + (size_t)(i0 + r) * n2, s + r * n2p, n2, inv[r]);
             if (t->rel_v)
-                bucket_row(eb + r * rp, s + r * n2p, t->rel + (size_t)(i0 + r) * n2, n2, nrel);
+                bucket_row(eb + r * rp, s + r * n2p, ra_rel_row(t, i0 + r), n2, nrel);
         }
 #define PV(nv, d0, last) pv_chunk(t, i0, nr, erow, ebrow, inv, vp, nv, d0, last)
         FOR_CHUNKS(hd, PV)
@@ -491,7 +492,7 @@ static void ds_row(const ra_attn_task *t, int i, const float *p, float *dp, cons
     const size_t row = (size_t)i * n2;
     if (dor)   /* masked lanes read rel 0, always a valid bucket */
         for (int j = 0; j < n2p; j += 16) {
-            __m512i rel = _mm512_maskz_loadu_epi32(lanes(n2 - j), t->rel + row + j);
+            __m512i rel = _mm512_maskz_loadu_epi32(lanes(n2 - j), ra_rel_row(t, i) + j);
             _mm512_storeu_ps(dp + j, _mm512_add_ps(_mm512_loadu_ps(dp + j),
                                                    _mm512_i32gather_ps(rel, dor, 4)));
         }
@@ -627,7 +628,7 @@ static void avx512_backward(const ra_attn_task *t) {
             float *pr = p + r * n2p, *dsr = ds + r * n2p;
             scale_row(pr, pr, (int)n2p, inv[r]);
             ds_row(t, i0 + r, pr, dsr, t->rel_v ? dor + r * rp : NULL);
-            const int32_t *rel = t->rel ? t->rel + (size_t)(i0 + r) * n2 : NULL;
+            const int32_t *rel = t->rel ? ra_rel_row(t, i0 + r) : NULL;
             if (t->drel_v) bucket_row(pb + r * rp, pr, rel, n2, nrel);
             if (t->rel_k) bucket_row(dsb + r * rp, dsr, rel, n2, nrel);
         }

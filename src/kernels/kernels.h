@@ -10,6 +10,8 @@
 
 #include "relattn.h"
 
+#include <stddef.h>
+
 typedef struct ra_attn_task {
     int n1, n2, hd;
     float scale;
@@ -22,7 +24,8 @@ typedef struct ra_attn_task {
     const float *mask;           /* (N1, N2) mask of window b % nW, or NULL */
     const float *rel_k;          /* (R, hd) Shaw key table, or NULL         */
     const float *rel_v;          /* (R, hd) Shaw value table, or NULL       */
-    const int32_t *rel;          /* (N1, N2) in 0..R-1 when a table is used */
+    const int32_t *rel;          /* (N1, N2) in 0..R-1 when a table is used: */
+    int64_t rel_ld;              /* row i at rel + i * rel_ld (may be < 0) */
     int r;
     float *work;                 /* work_floats() floats, 64-byte aligned   */
     /* backward only: gradients, all accumulated (+=) */
@@ -48,6 +51,11 @@ extern const ra_attn_kernel ra_kernel_ref;
 extern const ra_attn_kernel ra_kernel_avx2;
 extern const ra_attn_kernel ra_kernel_avx512;
 #endif
+
+/* Row i of the task's Shaw index (N2 entries). */
+static inline const int32_t *ra_rel_row(const ra_attn_task *t, int i) {
+    return t->rel + (ptrdiff_t)i * t->rel_ld;
+}
 
 /* The kernel chosen now (never NULL). */
 const ra_attn_kernel *ra_kernel_active(void);

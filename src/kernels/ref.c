@@ -34,7 +34,7 @@ void ra_softmax_row(float *s, int n) {
 static void probabilities_row(float *s, float *qr, const ra_attn_task *t, int i) {
     const int n2 = t->n2, hd = t->hd;
     const float *qi = t->q + (size_t)i * t->ldq;
-    const int32_t *reli = t->rel ? t->rel + (size_t)i * n2 : NULL;
+    const int32_t *reli = t->rel ? ra_rel_row(t, i) : NULL;
     if (t->rel_k)
         for (int m = 0; m < t->r; m++) {
             float acc = 0;
@@ -65,7 +65,7 @@ static void ref_forward(const ra_attn_task *t) {
     float *qr = s + n2;          /* (R)  */
     float *pb = qr + r;          /* (R)  */
     for (int i = 0; i < t->n1; i++) {
-        const int32_t *reli = t->rel ? t->rel + (size_t)i * n2 : NULL;
+        const int32_t *reli = t->rel ? ra_rel_row(t, i) : NULL;
         probabilities_row(s, qr, t, i);
         if (t->attn) memcpy(t->attn + (size_t)i * n2, s, (size_t)n2 * sizeof *s);
 
@@ -110,7 +110,7 @@ static void ref_backward(const ra_attn_task *t) {
         const float *qi = t->q + (size_t)i * t->ldq;
         const float *doi = t->dout + (size_t)i * t->lddo;
         float *dqi = t->dq + (size_t)i * t->lddq;
-        const int32_t *reli = t->rel ? t->rel + (size_t)i * n2 : NULL;
+        const int32_t *reli = t->rel ? ra_rel_row(t, i) : NULL;
         probabilities_row(s, qr, t, i);   /* the forward's, recomputed */
 
         /* dp, dv, and the value table */
