@@ -300,7 +300,10 @@ static ra_status load_weights(ra_model *m, const ra_st_file *f) {
         const ra_status s = ra_st_read_f32(m->weights + m->params[p].offset, f, found[p]);
         if (s) {
             #pragma omp critical(ra_load_weights)
-            if (p < bad) bad = p, bad_st = s, snprintf(why, sizeof why, "%s", ra_last_error());
+            if (p < bad) {
+                bad = p, bad_st = s;
+                snprintf(why, sizeof why, "%s", ra_last_error());
+            }
         }
     }
     free(found);
