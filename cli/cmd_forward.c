@@ -21,13 +21,9 @@ static const char forward_help[] =
  * cross block, kv (B, D2, H, W, C); y (B, D, H, W, C). */
 static int clips_forward(const ra_model *m, const ra_st_tensor *t,
                          const ra_st_tensor *tkv, const char *outp) {
-    if (t->ndim != 5 || (tkv && (tkv->ndim != 5 || tkv->shape[0] != t->shape[0] ||
-                                 tkv->shape[2] != t->shape[2] || tkv->shape[3] != t->shape[3] ||
-                                 tkv->shape[4] != t->shape[4])))
-        return fail(EX_DATAERR, "swin_block_3d takes x (B, D, H, W, C) and kv (B, D2, H, W, C)");
-    for (int d = 0; d < 5; d++)
-        if (t->shape[d] < 1 || t->shape[d] > INT_MAX || (tkv && (tkv->shape[d] < 1 || tkv->shape[d] > INT_MAX)))
-            return fail(EX_DATAERR, "input tensors have an empty or huge dimension");
+    ra_status st0 = ra_swin_block_3d_check(m, t->ndim, t->shape, tkv ? tkv->ndim : 0,
+                                           tkv ? tkv->shape : NULL);
+    if (st0) return lib_fail(st0);
     float *x = malloc((size_t)t->numel * sizeof *x), *y = malloc((size_t)t->numel * sizeof *y);
     float *kv = tkv ? malloc((size_t)tkv->numel * sizeof *kv) : NULL;
     ra_st_writer *w = ra_st_writer_new();

@@ -744,6 +744,14 @@ ra_status ra_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_
  * RA_ERR_SHAPE for inputs that do not fit it. */
 ra_status ra_swin_block_3d_forward(const ra_model *m, float *y, const float *x,
                                    const float *kv, int b, int d, int h, int w);
+/* The shapes of x and kv (kv_ndim 0 and kv_shape NULL for none) checked
+ * against a swin_block_3d model, as ra_swin_block_3d_forward needs them:
+ * x (B, D, H, W, dim) with D = D1 for a cross block, kv (B, D2, H, W, dim)
+ * for a cross block only, every size in range. Call it first whenever the
+ * shapes come from outside (a file): ra_swin_block_3d_forward takes bare
+ * pointers and trusts b, d, h, w. RA_ERR_SHAPE with the reason if not. */
+ra_status ra_swin_block_3d_check(const ra_model *m, int x_ndim, const int64_t *x_shape,
+                                 int kv_ndim, const int64_t *kv_shape);
 
 /* The attention of one block of a swin network over one image x
  * (1, C_in, H, W), as maps over that stage's token grid (gh x gw tokens,
