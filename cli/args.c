@@ -1,13 +1,18 @@
 /* args.c - what every subcommand shares: messages, exit codes, options. */
+#define _XOPEN_SOURCE 700   /* sigaction, SA_RESETHAND, PATH_MAX */
 #include "cli.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 const char *cmd = "relattn";   /* main() names the subcommand */
 
@@ -44,6 +49,55 @@ int lib_fail(ra_status st) {
 
 int status_exit(ra_status st) {
     return st == RA_ERR_NOMEM ? EX_SOFTWARE : EX_DATAERR;
+}
+
+/* ---- outputs ------------------------------------------------------------ */
+
+int output_not_input(const char *out, const char *const *inputs, int n) {
+    struct stat so, si;
+    if (stat(out, &so) != 0) return EX_OK;   /* nothing there yet (or the writer says why) */
+    for (int i = 0; i < n; i++)
+        if (inputs[i] && stat(inputs[i], &si) == 0 && si.st_dev == so.st_dev &&
+            si.st_ino == so.st_ino)
+            return fail(EX_CANTCREAT, "output '%s' is the input '%s': refusing to overwrite it",
+                        out, inputs[i]);
+    return EX_OK;
+}
+
+/* The temporary file being written (the library's hook keeps it here), for
+ * the signal handler: a flag that is lock-free and a buffer that is never
+ * freed, so that the handler, in whatever thread, calls only unlink. */
+static atomic_int temp_known;
+static char temp_path[PATH_MAX + 32];
+
+static void track_temp(const char *tmp) {
+    atomic_store(&temp_known, 0);
+    if (tmp && strlen(tmp) < sizeof temp_path) {
+        strcpy(temp_path, tmp);
+        atomic_store(&temp_known, 1);
+    }
+}
+
+static void remove_temp_and_die(int sig) {
+    if (atomic_load(&temp_known)) unlink(temp_path);
+    raise(sig);   /* SA_RESETHAND: the default action, once this returns */
+}
+
+void cleanup_on_signals(void) {
+    ra_set_tempfile_hook(track_temp);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = remove_temp_and_die;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (int i = 0; i < 3; i++) {
+        struct sigaction old;
+        /* a signal ignored by the parent (nohup) stays ignored */
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+            sigaction(sigs[i], &sa, NULL);
+    }
+    signal(SIGXFSZ, SIG_IGN);
 }
 
 /* ---- argument parsing --------------------------------------------------- */
@@ -122,6 +176,7 @@ int model_input_args(int argc, char **argv, opt *opts, const char *help,
     if (npos != 2) return usage_error("needs MODEL and INPUT");
     if (!*outp || !**outp) return usage_error("needs -o OUT.safetensors");
     if (!threads_option(opts)) return EX_USAGE;
+    if (output_not_input(*outp, pos, 2)) return EX_CANTCREAT;
     return -1;
 }
 

@@ -43,6 +43,16 @@ int lib_fail(ra_status st);
 /* The exit code of a status whose message was already printed. */
 int status_exit(ra_status st);
 
+/* ---- outputs (args.c) ---------------------------------------------------- */
+
+/* EX_OK if out is none of the n inputs (compared as files: device and
+ * inode, through links); else EX_CANTCREAT after a message. */
+int output_not_input(const char *out, const char *const *inputs, int n);
+/* Signals that end the command (SIGINT, SIGTERM, SIGHUP) remove the
+ * temporary file of an output being written, then end it as they would
+ * have; SIGXFSZ is ignored, so that a file-size limit is a write error. */
+void cleanup_on_signals(void);
+
 /* ---- arguments (args.c) -------------------------------------------------- */
 
 /* A whole decimal integer in [lo, hi]; 0 if malformed (a usage error). */

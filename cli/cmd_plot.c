@@ -257,6 +257,9 @@ int cmd_plot(int argc, char **argv) {
     if (!threads_option(o)) return EX_USAGE;
     const char *out = get(o, "-o") ? get(o, "-o") : get(o, "--output");
     if (!out) return usage_error("-o OUT.png is required");
+    const char *in_files[65] = {get(o, "--image")};
+    for (int i = 0; i < npos; i++) in_files[i + 1] = pos[i];
+    if (output_not_input(out, in_files, npos + 1)) return EX_CANTCREAT;
     if (!strcmp(what, "curves")) {
         if (npos < 1) return usage_error("expected one or more checkpoints");
         return plot_curves(pos, npos, labels, nl, out);

@@ -63,6 +63,7 @@ int cmd_resize(int argc, char **argv) {
         return usage_error("needs --window WHxWW");
     if (to[0] < 1 || to[1] < 1 || to[0] > 4096 || to[1] > 4096)
         return fail(EX_DATAERR, "--window %dx%d: each side must be in 1..4096", to[0], to[1]);
+    if (output_not_input(outp, pos, 1)) return EX_CANTCREAT;
     ra_model *m = NULL, *nm = NULL;   /* validates the whole file first */
     ra_status st = ra_model_load(&m, pos[0]);
     if (st) return lib_fail(st);

@@ -41,6 +41,7 @@ static void print_help(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) return usage_error("no command given");
+    cleanup_on_signals();
     int code = -1;
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help"))
         code = (print_help(), EX_OK);

@@ -677,7 +677,16 @@ ra_status ra_st_to_i64(int64_t *dst, const ra_st_tensor *t);
 
 /* A writer: collect tensors (the data is copied) and metadata, then write
  * atomically (PATH.tmp.XXXXXX in the same directory, fsync, rename). On
- * failure nothing exists at path. Tensors are written sorted by name. */
+ * failure nothing exists at path. Tensors are written sorted by name.
+ *
+ * What every output of the library (safetensors, PNG) may replace: a
+ * regular file the caller may write (mode with a write bit), or nothing.
+ * RA_ERR_WRITE, and nothing touched, for a symbolic link to anything but a
+ * FIFO or terminal, a read-only file, a directory, a block device, a
+ * socket, or a character device other than /dev/null, /dev/zero,
+ * /dev/full or a terminal. Those character devices and FIFOs are written
+ * through (a FIFO must have a reader): what a user asks for with
+ * `-o /dev/null`, and where no partial file can be left anyway. */
 typedef struct ra_st_writer ra_st_writer;
 ra_st_writer *ra_st_writer_new(void);          /* NULL if out of memory */
 void ra_st_writer_free(ra_st_writer *w);
@@ -686,6 +695,14 @@ ra_status ra_st_writer_add(ra_st_writer *w, const char *name, ra_dtype dtype,
 ra_status ra_st_writer_meta(ra_st_writer *w, const char *key,
                             const char *value);
 ra_status ra_st_writer_save(ra_st_writer *w, const char *path);
+
+/* A program that may be ended by a signal while an output is written can
+ * remove the temporary file: hook(tmp) is called once the temporary file
+ * exists, hook(NULL) once it is renamed or removed. Set it once at start,
+ * before any thread writes (it is read without a lock); NULL (the default)
+ * for none. The hook runs in the writing thread and must not write files. */
+typedef void (*ra_tempfile_hook)(const char *tmp_path);
+void ra_set_tempfile_hook(ra_tempfile_hook hook);
 
 /* ------------------------------------------------------------------------ */
 /* 7. Models: a layer from a safetensors model file                         */
