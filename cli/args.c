@@ -18,22 +18,40 @@ const char *cmd = "relattn";   /* main() names the subcommand */
 
 /* ---- messages and exit codes -------------------------------------------- */
 
+/* "CMD: message[suffix]" on stderr, the message escaped as a whole
+ * (ra_escape_text): names from files and arguments cannot drive the
+ * terminal, and nothing is cut short. */
+static void message(const char *suffix, const char *fmt, va_list ap) {
+    char small[1024], *raw = small, *esc = NULL;
+    va_list ap2;
+    va_copy(ap2, ap);
+    const int len = vsnprintf(small, sizeof small, fmt, ap);
+    if (len >= (int)sizeof small && (raw = malloc((size_t)len + 1)))
+        vsnprintf(raw, (size_t)len + 1, fmt, ap2);
+    else if (!raw) raw = small;
+    va_end(ap2);
+    char none[1];
+    const size_t need = ra_escape_text(none, 1, raw);
+    if ((esc = malloc(need + 1))) ra_escape_text(esc, need + 1, raw);
+    fprintf(stderr, "%s: %s%s\n", cmd, esc ? esc : "(out of memory)", suffix);
+    free(esc);
+    if (raw != small) free(raw);
+}
+
 int fail(int code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s: ", cmd);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    message("", fmt, ap);
     va_end(ap);
     return code;
 }
 
 int usage_error(const char *fmt, ...) {
+    char suffix[96];
+    snprintf(suffix, sizeof suffix, " (see '%s --help')", cmd);
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s: ", cmd);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (see '%s --help')\n", cmd);
+    message(suffix, fmt, ap);
     va_end(ap);
     return EX_USAGE;
 }
@@ -181,6 +199,14 @@ int model_input_args(int argc, char **argv, opt *opts, const char *help,
 }
 
 /* ---- output ------------------------------------------------------------- */
+
+const char *safe_text(const char *s) {
+    static char buf[4][4096];
+    static int k;
+    char *b = buf[k++ % 4];
+    ra_escape_text(b, sizeof buf[0], s);
+    return b;
+}
 
 void put_json_string(const char *s) {
     putchar('"');

@@ -89,6 +89,10 @@ int model_norm(const ra_model *m, float *mean, float *std);
  * pairs into v (2 * max doubles); returns how many. */
 int parse_pairs(double *v, int max, const char *s);
 
+/* s escaped for a terminal (ra_escape_text), in one of 4 rotating buffers
+ * of 4 KB (longer text is cut), for names from files on stdout. */
+const char *safe_text(const char *s);
+
 /* s as a JSON string on stdout, quoted and escaped. */
 void put_json_string(const char *s);
 

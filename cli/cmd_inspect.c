@@ -71,7 +71,7 @@ int cmd_inspect(int argc, char **argv) {
         for (int i = 0; i < ra_model_meta_count(m); i++) {
             const char *k = ra_model_meta_key(m, i), *v = ra_model_meta(m, k);
             if (strcmp(k, "arch") && strcmp(k, "labels"))
-                printf("  %-20s %.200s\n", k, v);
+                printf("  %-20s %.200s\n", safe_text(k), safe_text(v));
         }
         printf("parameters:     %lld in %d tensors\n", (long long)count, ra_model_param_count(m));
         const ra_attn_layer *l = ra_model_attn(m);

@@ -53,9 +53,19 @@ typedef enum ra_status {
 /* Short fixed text for a status ("invalid argument", ...). Never NULL. */
 const char *ra_status_str(ra_status s);
 
-/* The reason for the last failure in this thread, one line, no newline.
+/* The reason for the last failure in this thread, one line, no newline,
+ * safe to print on a terminal (ra_escape_text), never cut short of its
+ * end: a reason longer than 8 KB loses the middle, where the names are.
  * Empty string if none. Valid until the next failing call in this thread. */
 const char *ra_last_error(void);
+
+/* Text from a file or an argument made safe for a terminal: every byte of
+ * an ASCII control character (newline and tab included, and DEL), of a
+ * C1 control (U+0080..U+009F) and of invalid UTF-8 becomes \xHH; valid
+ * UTF-8 is kept. Applying it twice changes nothing. Writes at most cap
+ * bytes (NUL included, cap >= 1) and returns the length the whole escaped
+ * text needs, like snprintf. */
+size_t ra_escape_text(char *dst, size_t cap, const char *src);
 
 /* ------------------------------------------------------------------------ */
 /* Threads                                                                   */

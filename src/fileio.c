@@ -2,8 +2,8 @@
  *
  * A regular file (or a new one): the bytes go to PATH.tmp.XXXXXX in the
  * same directory (so the rename cannot cross devices), are synced, made
- * 0644 (mkstemp creates 0600; an output should be as readable as any
- * file), and renamed over PATH. A reader never sees a partial file, and a
+ * 0644 (the temporary file is created 0600; an output should be as
+ * readable as any file), and renamed over PATH. A reader never sees a partial file, and a
  * failure leaves nothing at PATH.
  *
  * Anything else at PATH is never replaced (a rename would turn a device
@@ -16,10 +16,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #ifdef __linux__
 #include <sys/sysmacros.h>
@@ -28,6 +31,33 @@
 static ra_tempfile_hook tempfile_hook;
 
 void ra_set_tempfile_hook(ra_tempfile_hook hook) { tempfile_hook = hook; }
+
+/* mkstemp, but the hook hears of the name before the file exists, so that
+ * no signal can come between the file and the hook: a name made of the
+ * clock, the process and a counter, created with O_EXCL (a name taken is
+ * tried again). */
+static int make_temp(char *tmp, size_t at) {
+    static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    static _Atomic unsigned counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t seed = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15u ^ (uint64_t)getpid() << 32 ^
+                    (uint64_t)ts.tv_sec;
+    for (int attempt = 0; attempt < 100; attempt++) {
+        uint64_t r = seed ^ (uint64_t)++counter * 0xbf58476d1ce4e5b9u;
+        r ^= r >> 31;
+        for (int i = 0; i < 6; i++, r /= 62) tmp[at + i] = digits[r % 62];
+        if (tempfile_hook) tempfile_hook(tmp);
+        const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd >= 0 || errno != EEXIST) {
+            if (fd < 0 && tempfile_hook) tempfile_hook(NULL);
+            return fd;
+        }
+    }
+    if (tempfile_hook) tempfile_hook(NULL);
+    errno = EEXIST;
+    return -1;
+}
 
 static int write_all(int fd, const unsigned char *p, size_t n) {
     while (n > 0) {
@@ -124,14 +154,13 @@ ra_status ra_write_file_atomic(const char *path, const void *const *parts, const
     char *tmp = malloc(strlen(path) + sizeof ".tmp.XXXXXX");
     if (!tmp) return ra_fail(RA_ERR_NOMEM, "out of memory saving '%s'", path);
     sprintf(tmp, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
+    int fd = make_temp(tmp, strlen(path) + 5);
     if (fd < 0) {
         s = ra_fail(RA_ERR_WRITE, "cannot create a temporary file for '%s': %s", path,
                     strerror(errno));
         free(tmp);
         return s;
     }
-    if (tempfile_hook) tempfile_hook(tmp);
     const char *step = "write";
     int err = 0;
     for (int i = 0; !err && i < nparts; i++) err = write_all(fd, parts[i], sizes[i]);
