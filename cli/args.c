@@ -56,17 +56,23 @@ int usage_error(const char *fmt, ...) {
     return EX_USAGE;
 }
 
+/* Out of memory is bad data: what is allocated is sized by the files and
+ * arguments (within the documented limits), so the input is too large for
+ * this machine. */
 int lib_fail(ra_status st) {
     int code = st == RA_ERR_IO ? EX_NOINPUT
              : st == RA_ERR_WRITE ? EX_CANTCREAT
-             : (st == RA_ERR_ARG || st == RA_ERR_SHAPE || st == RA_ERR_FORMAT) ? EX_DATAERR
+             : (st == RA_ERR_ARG || st == RA_ERR_SHAPE || st == RA_ERR_FORMAT ||
+                st == RA_ERR_NOMEM) ? EX_DATAERR
              : EX_SOFTWARE;
     const char *why = ra_last_error();
-    return fail(code, "%s", *why ? why : ra_status_str(st));
+    return fail(code, "%s%s", st == RA_ERR_NOMEM ? "too large: " : "",
+                *why ? why : ra_status_str(st));
 }
 
 int status_exit(ra_status st) {
-    return st == RA_ERR_NOMEM ? EX_SOFTWARE : EX_DATAERR;
+    (void)st;
+    return EX_DATAERR;
 }
 
 /* ---- outputs ------------------------------------------------------------ */

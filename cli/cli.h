@@ -38,7 +38,8 @@ extern const char *cmd;   /* "relattn", then "relattn index", ... for messages *
 int fail(int code, const char *fmt, ...);
 /* The same with a pointer to --help; returns EX_USAGE. */
 int usage_error(const char *fmt, ...);
-/* A failed library call: its reason, and the exit code of its status. */
+/* A failed library call: its reason, and the exit code of its status
+ * (out of memory: 65, "too large"). */
 int lib_fail(ra_status st);
 /* The exit code of a status whose message was already printed. */
 int status_exit(ra_status st);
@@ -116,7 +117,12 @@ typedef struct {
 int job_open(job *j, ra_model *m, const char *input, int need_dy);
 void job_close(job *j);
 
-/* Add a tensor to the writer unless an earlier step failed. */
+/* EX_OK if the attention map of the job (--attn) is within RA_MAX_ATTN_MAP
+ * floats; else the exit code after a message. */
+int attn_map_fits(const job *j);
+
+/* Add a tensor to the writer unless an earlier step failed; not copied:
+ * data must live until the writer is saved. */
 ra_status put(ra_st_writer *w, ra_status st, const char *name, const float *data,
               int ndim, const int64_t *shape);
 

@@ -51,7 +51,7 @@ static int network_backward(ra_model *m, const char *input, const char *outp) {
     x = malloc((size_t)t->numel * sizeof *x);
     dx = calloc((size_t)t->numel, sizeof *dx);
     grad = calloc((size_t)total + 1, sizeof *grad);
-    if (!x || !dx || !grad) { code = fail(EX_SOFTWARE, "out of memory"); goto done; }
+    if (!x || !dx || !grad) { code = fail(EX_DATAERR, "too large: out of memory"); goto done; }
     if ((st = ra_st_to_f32(x, t))) { code = lib_fail(st); goto done; }
     if ((st = ra_model_forward_train(m, &y, &yn, ys, x, t->ndim, t->shape, NULL))) {
         code = lib_fail(st);
@@ -64,12 +64,12 @@ static int network_backward(ra_model *m, const char *input, const char *outp) {
                     (long long)ys[0], (long long)ys[1]);
         goto done;
     }
-    if (!(dy = malloc((size_t)td->numel * sizeof *dy))) { code = fail(EX_SOFTWARE, "out of memory"); goto done; }
+    if (!(dy = malloc((size_t)td->numel * sizeof *dy))) { code = fail(EX_DATAERR, "too large: out of memory"); goto done; }
     if ((st = ra_st_to_f32(dy, td)) || (st = ra_model_backward(m, grad, dx, dy))) {
         code = lib_fail(st);
         goto done;
     }
-    if (!(w = ra_st_writer_new())) { code = fail(EX_SOFTWARE, "out of memory"); goto done; }
+    if (!(w = ra_st_writer_new())) { code = fail(EX_DATAERR, "too large: out of memory"); goto done; }
     st = put(w, RA_OK, "y", y, yn, ys);
     st = put(w, st, "grad.x", dx, t->ndim, t->shape);
     for (int i = 0; i < ra_model_param_count(m); i++) {
@@ -112,7 +112,7 @@ int cmd_backward(int argc, char **argv) {
     if (j.kv) dkv = calloc((size_t)j.b_ * j.n2 * C, sizeof *dkv);
     grads = calloc((size_t)total + 1, sizeof *grads);
     if (!y || !dx || (j.kv && !dkv) || !grads || !(w = ra_st_writer_new())) {
-        code = fail(EX_SOFTWARE, "out of memory");
+        code = fail(EX_DATAERR, "too large: out of memory");
         goto done;
     }
     ra_attn_grads g;

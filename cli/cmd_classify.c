@@ -94,7 +94,7 @@ int cmd_classify(int argc, char **argv) {
         }
     }
     if (!(x = malloc(sizeof *x * 3 * (size_t)crop * crop))) {
-        code = fail(EX_SOFTWARE, "out of memory");
+        code = fail(EX_DATAERR, "too large: out of memory");
         goto done;
     }
     const int json = get(opts, "--json") != NULL;

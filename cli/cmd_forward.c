@@ -29,7 +29,7 @@ static int clips_forward(const ra_model *m, const ra_st_tensor *t,
     ra_st_writer *w = ra_st_writer_new();
     int code = EX_OK;
     ra_status st = RA_OK;
-    if (!x || !y || (tkv && !kv) || !w) code = fail(EX_SOFTWARE, "out of memory");
+    if (!x || !y || (tkv && !kv) || !w) code = fail(EX_DATAERR, "too large: out of memory");
     if (!code) st = ra_st_to_f32(x, t);
     if (!code && !st && kv) st = ra_st_to_f32(kv, tkv);
     if (!code && !st)
@@ -75,12 +75,12 @@ static int network_forward(ra_model *m, const char *input, const char *outp) {
             code = fail(EX_DATAERR, "input tensor 'x' has an empty or huge dimension");
             goto done;
         }
-    if (!(x = malloc((size_t)t->numel * sizeof *x))) { code = fail(EX_SOFTWARE, "out of memory"); goto done; }
+    if (!(x = malloc((size_t)t->numel * sizeof *x))) { code = fail(EX_DATAERR, "too large: out of memory"); goto done; }
     if ((st = ra_st_to_f32(x, t))) { code = lib_fail(st); goto done; }
     int yn;
     int64_t ys[4];
     if ((st = ra_model_forward(m, &y, &yn, ys, x, t->ndim, t->shape))) { code = lib_fail(st); goto done; }
-    if (!(w = ra_st_writer_new())) { code = fail(EX_SOFTWARE, "out of memory"); goto done; }
+    if (!(w = ra_st_writer_new())) { code = fail(EX_DATAERR, "too large: out of memory"); goto done; }
     st = ra_st_writer_add(w, "y", RA_DTYPE_F32, yn, ys, y);
     if (!st) st = ra_st_writer_meta(w, "arch", ra_arch_name(ra_model_arch(m)));
     if (!st) st = ra_st_writer_save(w, outp);
@@ -117,10 +117,11 @@ int cmd_forward(int argc, char **argv) {
     code = job_open(&j, m, pos[1], 0);
     if (code) goto done;
     const int want_attn = get(opts, "--attn") != NULL, C = j.c->dim, nh = j.c->num_heads;
+    if (want_attn && (code = attn_map_fits(&j))) goto done;
     y = malloc((size_t)j.b_ * j.n1 * C * sizeof *y);
     if (want_attn) attn = malloc((size_t)j.b_ * nh * j.n1 * j.n2 * sizeof *attn);
     if (!y || (want_attn && !attn) || !(w = ra_st_writer_new())) {
-        code = fail(EX_SOFTWARE, "out of memory");
+        code = fail(EX_DATAERR, "too large: out of memory");
         goto done;
     }
     ra_status st = ra_attn_layer_forward(j.l, y, attn, j.x, j.kv, j.b_, j.n1, j.n2, j.mask,

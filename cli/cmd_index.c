@@ -58,7 +58,7 @@ int cmd_index(int argc, char **argv) {
     }
     if (st) return lib_fail(st);
     int32_t *idx = malloc((size_t)(n1 * n2) * sizeof *idx);
-    if (!idx) return fail(EX_SOFTWARE, "out of memory for a %lld x %lld index",
+    if (!idx) return fail(EX_DATAERR, "too large: out of memory for a %lld x %lld index",
                           (long long)n1, (long long)n2);
     st = len ? ra_relpos_index_clip(idx, n, k)
        : fr  ? ra_relpos_index_3d(idx, d1, d2, w[0], w[1], NULL)

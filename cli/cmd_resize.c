@@ -83,7 +83,7 @@ int cmd_resize(int argc, char **argv) {
      * refuses is refused here */
     const int nmeta = ra_model_meta_count(m);
     const char **meta = calloc((size_t)nmeta * 2 + 1, sizeof *meta);
-    if (!meta) return ra_model_free(m), fail(EX_SOFTWARE, "out of memory");
+    if (!meta) return ra_model_free(m), fail(EX_DATAERR, "too large: out of memory");
     for (int i = 0; i < nmeta; i++) {
         const char *k = ra_model_meta_key(m, i);
         meta[2 * i] = k, meta[2 * i + 1] = strcmp(k, "window_size") ? ra_model_meta(m, k) : wbuf;
@@ -101,7 +101,7 @@ int cmd_resize(int argc, char **argv) {
     ra_st_writer *w = ra_st_writer_new();
     float *src = NULL, *dst = NULL;
     int code = EX_OK;
-    if (!w) { code = fail(EX_SOFTWARE, "out of memory"); goto done; }
+    if (!w) { code = fail(EX_DATAERR, "too large: out of memory"); goto done; }
     if ((st = ra_st_open(&f, pos[0]))) { code = lib_fail(st); goto done; }
     for (int i = 0; i < ra_st_count(f) && !st; i++) {
         const ra_st_tensor *t = ra_st_at(f, i);
@@ -128,7 +128,7 @@ int cmd_resize(int argc, char **argv) {
         free(src), free(dst);
         src = malloc(sizeof *src * (size_t)t->numel);
         dst = malloc(sizeof *dst * (size_t)s2h * s2w * nh);
-        if (!src || !dst) { code = fail(EX_SOFTWARE, "out of memory"); goto done; }
+        if (!src || !dst) { code = fail(EX_DATAERR, "too large: out of memory"); goto done; }
         st = ra_st_to_f32(src, t);
         if (!st) st = ra_bias_table_resize(dst, src, nh, s1h, s1w, s2h, s2w);
         if (!st) st = ra_st_writer_add(w, t->name, RA_DTYPE_F32, 2,

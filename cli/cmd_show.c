@@ -62,7 +62,7 @@ int cmd_show(int argc, char **argv) {
         }
         printf("%-32s %-4s (%s)", safe_text(t->name), dt[t->dtype], shape);
         float *v = malloc((size_t)t->numel * sizeof *v + 1);
-        if (!v) { code = fail(EX_SOFTWARE, "out of memory"); break; }
+        if (!v) { code = fail(EX_DATAERR, "too large: out of memory"); break; }
         const int is_float = ra_st_to_f32(v, t) == RA_OK;
         if (is_float && t->numel > 0) {
             double lo = v[0], hi = v[0], sum = 0;

@@ -308,7 +308,7 @@ int cmd_train(int argc, char **argv) {
     train_log *lg = calloc(1, sizeof *lg);
     int64_t *confusion = NULL;
     if (!lg) {
-        code = fail(EX_SOFTWARE, "out of memory");
+        code = fail(EX_DATAERR, "too large: out of memory");
         goto done;
     }
     if (resume) {
@@ -331,7 +331,7 @@ int cmd_train(int argc, char **argv) {
     const int K = train.classes;
     confusion = calloc((size_t)K * K, sizeof *confusion);
     if (!confusion) {
-        code = fail(EX_SOFTWARE, "out of memory");
+        code = fail(EX_DATAERR, "too large: out of memory");
         goto done;
     }
     const int64_t spe = ra_trainer_steps_per_epoch(t), total = ra_trainer_total_steps(t);

@@ -343,7 +343,13 @@ const int32_t *ra_attn_layer_index(const ra_attn_layer *l, int64_t *n1,
                                    int64_t *n2, int64_t *table_rows);
 
 /* Token counts the layer accepts: window archs fix N1 (and N2); others take
- * any n >= 1 (N1 == N2). Returns RA_ERR_SHAPE with a reason if not. */
+ * any n >= 1 (N1 == N2), shaw_attention at most RA_MAX_SHAW_TOKENS (its
+ * (N, N) clip index, 4 N^2 bytes, is built per call). Returns RA_ERR_SHAPE
+ * with a reason if not. */
+#define RA_MAX_SHAW_TOKENS 16384
+/* The largest attention map (B_ * nH * N1 * N2 floats, 4 GiB) the command
+ * line writes (forward --attn). */
+#define RA_MAX_ATTN_MAP ((int64_t)1 << 30)
 ra_status ra_attn_layer_check_tokens(const ra_attn_layer *l, int n1, int n2);
 
 /* Forward pass.
@@ -702,6 +708,10 @@ ra_st_writer *ra_st_writer_new(void);          /* NULL if out of memory */
 void ra_st_writer_free(ra_st_writer *w);
 ra_status ra_st_writer_add(ra_st_writer *w, const char *name, ra_dtype dtype,
                            int ndim, const int64_t *shape, const void *data);
+/* The same without the copy: data must stay unchanged until the writer is
+ * saved or freed (an output as large as the memory is not held twice). */
+ra_status ra_st_writer_add_ref(ra_st_writer *w, const char *name, ra_dtype dtype,
+                               int ndim, const int64_t *shape, const void *data);
 ra_status ra_st_writer_meta(ra_st_writer *w, const char *key,
                             const char *value);
 ra_status ra_st_writer_save(ra_st_writer *w, const char *path);

@@ -24,6 +24,7 @@ static const char *fixtures, *relattn;
 static char tmp[256];            /* this run's directory */
 static char err[8192], out[8192];   /* stderr and stdout of the last run */
 static long fsize_limit;            /* RLIMIT_FSIZE of the next runs, 0 for none */
+static long as_limit;               /* RLIMIT_AS of the next runs, 0 for none */
 
 /* A path in the temporary directory (one of a few rotating buffers). */
 static const char *T(const char *name) {
@@ -63,6 +64,7 @@ static int run(const char *arg0, ...) {
     pid_t pid = fork();
     if (pid == 0) {
         if (fsize_limit) setrlimit(RLIMIT_FSIZE, &(struct rlimit){fsize_limit, fsize_limit});
+        if (as_limit) setrlimit(RLIMIT_AS, &(struct rlimit){as_limit, as_limit});
         int in = open("/dev/null", O_RDONLY), o = open(eo, O_WRONLY | O_CREAT | O_TRUNC, 0644),
             e = open(ee, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         dup2(in, 0), dup2(o, 1), dup2(e, 2);
@@ -451,6 +453,35 @@ static void messages(void) {
     CHECK(ra_escape_text(b, 4, "ab\xc3\xa9") == 4 && !strcmp(b, "ab"), "no half sequence: %s", b);
 }
 
+/* ---- 7. limits: checked before the allocation, 65 and the limit named ---- */
+
+static void limits(void) {
+    const char *shaw = F("shaw_both_k2.model.safetensors");
+    const int C = dim_of(shaw);
+    CHECK(C > 0, "shaw fixture");
+    /* Shaw's (N, N) index: one token over the limit is refused at once */
+    write_input(T("long.st"), "x", 3, 1, RA_MAX_SHAW_TOKENS + 1, C, (char *)NULL);
+    CHECK(run("forward", shaw, T("long.st"), "-o", T("o.st"), NULL) == 65 && one_line() &&
+          strstr(err, "too large") && strstr(err, "16384") && !exists(T("o.st")),
+          "shaw beyond its limit: %s", err);
+    /* --attn: the map is bounded before it is allocated */
+    const char *vit = F("vit_n17_h4.model.safetensors");
+    const int Cv = dim_of(vit);
+    write_input(T("seq.st"), "x", 3, 1, 20000, Cv, (char *)NULL);
+    CHECK(run("forward", vit, T("seq.st"), "-o", T("o.st"), "--attn", NULL) == 65 &&
+          one_line() && strstr(err, "too large") && strstr(err, "limit") && !exists(T("o.st")),
+          "--attn of 4 x 20000^2 floats: %s", err);
+    /* out of memory (an address-space limit) is 65, "too large" */
+    if (!getenv("RELATTN_SANITIZED")) {
+        write_input(T("mid.st"), "x", 3, 1, RA_MAX_SHAW_TOKENS, C, (char *)NULL);
+        as_limit = 512L << 20;
+        const int rc = run("forward", shaw, T("mid.st"), "-o", T("o.st"), "--threads", "1", NULL);
+        as_limit = 0;
+        CHECK(rc == 65 && one_line() && strstr(err, "too large") && !exists(T("o.st")),
+              "out of memory: exit %d: %s", rc, err);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: test_hardening FIXTURES_DIR RELATTN_BINARY\n");
@@ -465,6 +496,7 @@ int main(int argc, char **argv) {
     flop_overflow();
     outputs();
     messages();
+    limits();
     char rm[512];
     snprintf(rm, sizeof rm, "rm -rf '%s'", tmp);
     if (system(rm) != 0) fprintf(stderr, "note: could not remove %s\n", tmp);
