@@ -136,6 +136,18 @@ int parse_int(int *out, const char *s, int lo, int hi) {
     return 1;
 }
 
+const char *int_problem(const char *s, int lo, int hi) {
+    static char why[64];
+    long v;
+    char *end;
+    errno = 0;
+    if (!s || !*s || !(*s == '-' || (*s >= '0' && *s <= '9')) ||
+        ((void)(v = strtol(s, &end, 10)), *end) || (errno && errno != ERANGE))
+        return "not an integer";
+    snprintf(why, sizeof why, "out of range %d..%d", lo, hi);
+    return why;
+}
+
 int parse_window(int w[2], const char *s) {
     char buf[64];
     if (!s || strlen(s) >= sizeof buf) return 0;

@@ -58,6 +58,9 @@ void cleanup_on_signals(void);
 
 /* A whole decimal integer in [lo, hi]; 0 if malformed (a usage error). */
 int parse_int(int *out, const char *s, int lo, int hi);
+/* Why s is not an int in [lo, hi]: "not an integer" or "out of range lo..hi"
+ * (a static buffer). */
+const char *int_problem(const char *s, int lo, int hi);
 /* "7", "7x7", "3x5" (also "3,5"). */
 int parse_window(int w[2], const char *s);
 

@@ -65,12 +65,12 @@ int cmd_classify(int argc, char **argv) {
     json_t *labels = NULL;
     float *rgb = NULL, *x = NULL, *y = NULL;
     if (arch != RA_ARCH_SWIN && arch != RA_ARCH_VIT) {
-        code = fail(EX_DATAERR, "classify needs a swin or vit model, not %s", ra_arch_name(arch));
+        code = fail(EX_DATAERR, "needs a swin or vit model, not %s", ra_arch_name(arch));
         goto done;
     }
     if (ra_model_meta(m, "in_chans")) in_chans = atoi(ra_model_meta(m, "in_chans"));
     if (in_chans != 3 && in_chans != 1) {
-        code = fail(EX_DATAERR, "classify reads RGB or grey images; the model takes %s channels",
+        code = fail(EX_DATAERR, "reads RGB or grey images; the model takes %s channels",
                     ra_model_meta(m, "in_chans"));
         goto done;
     }

@@ -12,7 +12,7 @@ static const char forward_help[] =
     "\n"
     "Runs the attention layer of MODEL on INPUT and writes OUT.\n"
     "  INPUT   x (B_, N, C); for window_attention_3d q (B_, N1, C) and optionally\n"
-    "          kv (B_, N2, C); optionally mask (nW, N1, N2) with B_ %% nW == 0.\n"
+    "          kv (B_, N2, C); optionally mask (nW, N1, N2) with B_ % nW == 0.\n"
     "          A tensor dy (for 'backward') is allowed and ignored.\n"
     "  OUT     y (B_, N1, C), and with --attn the probabilities attn (B_, nH, N1, N2)\n"
     "  --threads N   threads to use (default: all cores)\n";

@@ -25,6 +25,7 @@ static char tmp[256];            /* this run's directory */
 static char err[8192], out[8192];   /* stderr and stdout of the last run */
 static long fsize_limit;            /* RLIMIT_FSIZE of the next runs, 0 for none */
 static long as_limit;               /* RLIMIT_AS of the next runs, 0 for none */
+static const char *kernel_env;      /* RELATTN_KERNEL of the next runs, NULL for none */
 
 /* A path in the temporary directory (one of a few rotating buffers). */
 static const char *T(const char *name) {
@@ -65,6 +66,8 @@ static int run(const char *arg0, ...) {
     if (pid == 0) {
         if (fsize_limit) setrlimit(RLIMIT_FSIZE, &(struct rlimit){fsize_limit, fsize_limit});
         if (as_limit) setrlimit(RLIMIT_AS, &(struct rlimit){as_limit, as_limit});
+        if (kernel_env) setenv("RELATTN_KERNEL", kernel_env, 1);
+        else unsetenv("RELATTN_KERNEL");
         int in = open("/dev/null", O_RDONLY), o = open(eo, O_WRONLY | O_CREAT | O_TRUNC, 0644),
             e = open(ee, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         dup2(in, 0), dup2(o, 1), dup2(e, 2);
@@ -482,6 +485,28 @@ static void limits(void) {
     }
 }
 
+/* ---- 8. the small items of the same review --------------------------------- */
+
+static void small_items(void) {
+    CHECK(run("index", "--length", "99999999999", "--clip", "1", NULL) == 64 && one_line() &&
+          strstr(err, "out of range"), "--length 99999999999: %s", err);
+    CHECK(run("index", "--length", "5x", "--clip", "1", NULL) == 64 &&
+          strstr(err, "not an integer"), "--length 5x: %s", err);
+    CHECK(run("index", "--length", "5", "--clip", "-1", NULL) == 65 && one_line() &&
+          strstr(err, "clip -1") && !strstr(err, "length"), "--clip -1 blames --clip only: %s",
+          err);
+    kernel_env = "fast";
+    CHECK(run("index", "--window", "2", NULL) == 64 && one_line() && strstr(err, "RELATTN_KERNEL"),
+          "an unknown RELATTN_KERNEL: %s", err);
+    kernel_env = "ref";
+    CHECK(run("index", "--window", "2", NULL) == 0, "RELATTN_KERNEL=ref: %s", err);
+    kernel_env = NULL;
+    CHECK(run("forward", "--help", NULL) == 0 && !strstr(out, "%%") && strstr(out, "B_ % nW"),
+          "forward --help: %s", out);
+    CHECK(run("classify", F("vit_n17_h4.model.safetensors"), F("img_wide.png"), NULL) == 65 &&
+          one_line() && !strstr(err, "classify: classify"), "classify repeats itself: %s", err);
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: test_hardening FIXTURES_DIR RELATTN_BINARY\n");
@@ -497,6 +522,7 @@ int main(int argc, char **argv) {
     outputs();
     messages();
     limits();
+    small_items();
     char rm[512];
     snprintf(rm, sizeof rm, "rm -rf '%s'", tmp);
     if (system(rm) != 0) fprintf(stderr, "note: could not remove %s\n", tmp);
