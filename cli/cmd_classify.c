@@ -10,7 +10,7 @@ static const char classify_help[] =
     "usage: relattn classify MODEL.safetensors IMAGE... [--top K] [--json]\n"
     "                        [--resize R] [--crop C] [--threads N]\n"
     "\n"
-    "Classifies images (PNG, JPEG, BMP, GIF, ...) with a swin or vit model file.\n"
+    "Classifies PNG and JPEG images with a swin or vit model file.\n"
     "Each image goes through the ImageNet evaluation transform of timm and\n"
     "torchvision: resize the shorter side to R (default C / 0.875), centre crop\n"
     "C x C (default the model's img_size), scale to [0, 1], normalise with the\n"

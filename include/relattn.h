@@ -858,10 +858,12 @@ void ra_model_attn_grads(const ra_model *m, float *flat, ra_attn_grads *g);
 /* 8. Images (for classification)                                           */
 /* ------------------------------------------------------------------------ */
 
-/* Decode an image file (PNG, JPEG, BMP, GIF, TGA, ... through stb_image)
- * into rgb (H, W, 3) floats in [0, 1], allocated (free with free()). The
- * header is read first: an image of more than max_pixels pixels is refused
- * (RA_ERR_FORMAT) before anything is decoded. RA_ERR_IO if unreadable. */
+/* Decode an image file, PNG (libspng) or JPEG (libjpeg-turbo; greyscale or
+ * colour, not CMYK), into rgb (H, W, 3) floats in [0, 1], allocated (free
+ * with free()); other formats are refused by their first bytes. The header
+ * is read first: an image of more than max_pixels pixels is refused
+ * (RA_ERR_FORMAT) before anything is decoded; corrupt or truncated data is
+ * RA_ERR_FORMAT too. RA_ERR_IO if unreadable. */
 ra_status ra_image_load(float **rgb, int *w, int *h, const char *path, int64_t max_pixels);
 
 /* The ImageNet evaluation transform of timm and torchvision: resize so that
