@@ -5,7 +5,8 @@ set -euo pipefail
 # python3-numpy: tests/test_cli.sh compares the command's outputs with the
 # fixtures through tools/st.py; without it those comparisons fail.
 pkgs=(build-essential cmake pkg-config libjansson-dev libopenblas-dev libomp-dev zlib1g-dev
-      libspng-dev libjpeg62-turbo-dev dataset-fashion-mnist python3 python3-numpy)
+      libspng-dev libjpeg62-turbo-dev dataset-fashion-mnist python3 python3-numpy
+      clang libclang-rt-14-dev)   # clang + libFuzzer: scripts/fuzz.sh
 [ "${RELATTN_WITH_TORCH:-0}" = 1 ] && pkgs+=(python3-torch python3-numpy)
 missing=()
 for p in "${pkgs[@]}"; do
