@@ -27,22 +27,20 @@ static long fsize_limit;            /* RLIMIT_FSIZE of the next runs, 0 for none
 static long as_limit;               /* RLIMIT_AS of the next runs, 0 for none */
 static const char *kernel_env;      /* RELATTN_KERNEL of the next runs, NULL for none */
 
-/* A path in the temporary directory (one of a few rotating buffers). */
-static const char *T(const char *name) {
-    static char buf[8][512];
-    static int k;
-    char *b = buf[k++ % 8];
-    snprintf(b, sizeof buf[0], "%s/%s", tmp, name);
+/* dir/name in one of 12 rotating buffers of a ring: a path lives for the
+ * next 11 of its ring's calls. */
+static const char *join(int ring, const char *dir, const char *name) {
+    static char buf[2][12][512];
+    static int k[2];
+    char *b = buf[ring][k[ring]++ % 12];
+    snprintf(b, sizeof buf[0][0], "%s/%s", dir, name);
     return b;
 }
 
-static const char *F(const char *name) {
-    static char buf[4][512];
-    static int k;
-    char *b = buf[k++ % 4];
-    snprintf(b, sizeof buf[0], "%s/%s", fixtures, name);
-    return b;
-}
+/* A path in the temporary directory, and a fixture (two rings: the
+ * fixtures a test holds outlive many temporary paths). */
+static const char *T(const char *name) { return join(0, tmp, name); }
+static const char *F(const char *name) { return join(1, fixtures, name); }
 
 static void slurp(const char *path, char *buf, size_t n) {
     FILE *f = fopen(path, "rb");
