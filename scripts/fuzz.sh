@@ -2,7 +2,8 @@
 # Builds the libFuzzer harnesses of fuzz/ (clang, ASan + UBSan) and runs
 # each for SECONDS (default 30), one after the other, seeded from the
 # repository's corpora (tests/corpus: malformed and valid safetensors files
-# and models; tests/fixtures: models of every arch, the images). New inputs
+# and models; tests/fixtures: models of every arch, the images; fuzz/corpus:
+# IDX dataset pairs). New inputs
 # go to build-fuzz/corpus/NAME (kept between runs); a crash leaves
 # build-fuzz/crash-* and fails the script (make it a regression test).
 #   bash scripts/fuzz.sh [SECONDS]
@@ -13,7 +14,7 @@ bash scripts/deps.sh
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DRELATTN_FUZZ=ON -DRELATTN_TESTS=OFF >/dev/null
 cmake --build build-fuzz -j "$(nproc 2>/dev/null || echo 2)" \
-      --target fuzz_safetensors fuzz_model fuzz_image
+      --target fuzz_safetensors fuzz_model fuzz_image fuzz_idx
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export OMP_NUM_THREADS=1   # one core a fuzzer; the library's threads are not what is fuzzed
@@ -29,4 +30,5 @@ seeds_img=$(ls "$PWD"/tests/fixtures/img_*.png "$PWD"/tests/fixtures/img_*.jpg |
 run fuzz_safetensors "$PWD/tests/corpus"
 run fuzz_model "$PWD/tests/corpus" "$PWD/tests/fixtures"
 run fuzz_image -seed_inputs="$seeds_img"
+run fuzz_idx "$PWD/fuzz/corpus/idx"
 echo "fuzz: no crash"
