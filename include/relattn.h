@@ -702,7 +702,9 @@ ra_status ra_st_to_i64(int64_t *dst, const ra_st_tensor *t);
  * socket, or a character device other than /dev/null, /dev/zero,
  * /dev/full or a terminal. Those character devices and FIFOs are written
  * through (a FIFO must have a reader): what a user asks for with
- * `-o /dev/null`, and where no partial file can be left anyway. */
+ * `-o /dev/null`, and where no partial file can be left anyway. The path
+ * "-" is standard output (file descriptor 1), written as it comes, and
+ * refused (RA_ERR_WRITE) when it is a terminal. */
 typedef struct ra_st_writer ra_st_writer;
 ra_st_writer *ra_st_writer_new(void);          /* NULL if out of memory */
 void ra_st_writer_free(ra_st_writer *w);

@@ -144,9 +144,22 @@ static ra_status classify_target(const char *path, int *through, int *fifo) {
     return RA_OK;
 }
 
+/* "-": the bytes to standard output as they come (no temporary file can
+ * stand for a stream), never to a terminal. */
+static ra_status write_stdout(const void *const *parts, const size_t *sizes, int nparts) {
+    if (isatty(1))
+        return ra_fail(RA_ERR_WRITE, "cannot write to standard output: it is a terminal "
+                       "(redirect it, or give a file name)");
+    int err = 0;
+    for (int i = 0; !err && i < nparts; i++) err = write_all(1, parts[i], sizes[i]);
+    if (err) return ra_fail(RA_ERR_WRITE, "cannot write to standard output: %s", strerror(err));
+    return RA_OK;
+}
+
 ra_status ra_write_file_atomic(const char *path, const void *const *parts, const size_t *sizes,
                                int nparts) {
     if (!path || !path[0]) return ra_fail(RA_ERR_ARG, "cannot write: NULL or empty path");
+    if (strcmp(path, "-") == 0) return write_stdout(parts, sizes, nparts);
     int through, fifo;
     ra_status s = classify_target(path, &through, &fifo);
     if (s) return s;

@@ -322,6 +322,11 @@ static void outputs(void) {
     CHECK(rc == 0 && lstat(T("fifo"), &sf) == 0 && S_ISFIFO(sf.st_mode) &&
           file_size(T("fifo.out")) > 8, "-o a FIFO with a reader: exit %d, %s", rc, err);
     CHECK(!temp_left(), "temporary files left");
+    /* -o -: standard output (here a file) gets the whole file */
+    ra_st_file *so = NULL;
+    CHECK(run("forward", model, in, "-o", "-", NULL) == 0 &&
+          ra_st_open(&so, T("stdout.txt")) == RA_OK && ra_st_find(so, "y"), "-o -: %s", err);
+    ra_st_close(so);
 
     /* a file-size limit: a write error (73), the temporary file removed */
     fsize_limit = 100;
