@@ -14,7 +14,7 @@ bash scripts/deps.sh
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DRELATTN_FUZZ=ON -DRELATTN_TESTS=OFF >/dev/null
 cmake --build build-fuzz -j "$(nproc 2>/dev/null || echo 2)" \
-      --target fuzz_safetensors fuzz_model fuzz_image fuzz_idx
+      --target fuzz_safetensors fuzz_model fuzz_image fuzz_idx fuzz_args
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export OMP_NUM_THREADS=1   # one core a fuzzer; the library's threads are not what is fuzzed
@@ -31,4 +31,5 @@ run fuzz_safetensors "$PWD/tests/corpus"
 run fuzz_model "$PWD/tests/corpus" "$PWD/tests/fixtures"
 run fuzz_image -seed_inputs="$seeds_img"
 run fuzz_idx "$PWD/fuzz/corpus/idx"
+run fuzz_args -close_fd_mask=2 "$PWD/fuzz/corpus/args"   # (its messages go to stderr)
 echo "fuzz: no crash"
