@@ -35,7 +35,8 @@ void ra_set_tempfile_hook(ra_tempfile_hook hook) { tempfile_hook = hook; }
 /* mkstemp, but the hook hears of the name before the file exists, so that
  * no signal can come between the file and the hook: a name made of the
  * clock, the process and a counter, created with O_EXCL (a name taken is
- * tried again). */
+ * tried again; only while open() finds it taken could a signal remove a
+ * file of that random name, a leftover of an earlier run). */
 static int make_temp(char *tmp, size_t at) {
     static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
     static _Atomic unsigned counter;
@@ -49,12 +50,13 @@ static int make_temp(char *tmp, size_t at) {
         for (int i = 0; i < 6; i++, r /= 62) tmp[at + i] = digits[r % 62];
         if (tempfile_hook) tempfile_hook(tmp);
         const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (fd >= 0 || errno != EEXIST) {
-            if (fd < 0 && tempfile_hook) tempfile_hook(NULL);
+        const int err = errno;
+        if (fd < 0 && tempfile_hook) tempfile_hook(NULL);
+        if (fd >= 0 || err != EEXIST) {
+            errno = err;
             return fd;
         }
     }
-    if (tempfile_hook) tempfile_hook(NULL);
     errno = EEXIST;
     return -1;
 }
