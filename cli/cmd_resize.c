@@ -72,7 +72,7 @@ int cmd_resize(int argc, char **argv) {
     if (!((arch == RA_ARCH_WINDOW_ATTENTION || arch == RA_ARCH_SWIN_BLOCK || arch == RA_ARCH_SWIN) &&
           ws && parse_window(from, ws))) {
         ra_model_free(m);
-        return fail(EX_DATAERR, "resize works on window_attention, swin_block and swin "
+        return fail(EX_DATAERR, "works on window_attention, swin_block and swin "
                     "files with a window_size");
     }
     char wbuf[32];
