@@ -1,49 +1,127 @@
 /* args.c - what every subcommand shares: messages, exit codes, options. */
+#define _XOPEN_SOURCE 700   /* sigaction, SA_RESETHAND, PATH_MAX */
 #include "cli.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 const char *cmd = "relattn";   /* main() names the subcommand */
 
 /* ---- messages and exit codes -------------------------------------------- */
 
+/* "CMD: message[suffix]" on stderr, the message escaped as a whole
+ * (ra_escape_text): names from files and arguments cannot drive the
+ * terminal, and nothing is cut short. */
+static void message(const char *suffix, const char *fmt, va_list ap) {
+    char small[1024], *raw = small, *esc = NULL;
+    va_list ap2;
+    va_copy(ap2, ap);
+    const int len = vsnprintf(small, sizeof small, fmt, ap);
+    if (len >= (int)sizeof small && (raw = malloc((size_t)len + 1)))
+        vsnprintf(raw, (size_t)len + 1, fmt, ap2);
+    else if (!raw) raw = small;
+    va_end(ap2);
+    char none[1];
+    const size_t need = ra_escape_text(none, 1, raw);
+    if ((esc = malloc(need + 1))) ra_escape_text(esc, need + 1, raw);
+    fprintf(stderr, "%s: %s%s\n", cmd, esc ? esc : "(out of memory)", suffix);
+    free(esc);
+    if (raw != small) free(raw);
+}
+
 int fail(int code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s: ", cmd);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    message("", fmt, ap);
     va_end(ap);
     return code;
 }
 
 int usage_error(const char *fmt, ...) {
+    char suffix[96];
+    snprintf(suffix, sizeof suffix, " (see '%s --help')", cmd);
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s: ", cmd);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (see '%s --help')\n", cmd);
+    message(suffix, fmt, ap);
     va_end(ap);
     return EX_USAGE;
 }
 
+/* Out of memory is bad data: what is allocated is sized by the files and
+ * arguments (within the documented limits), so the input is too large for
+ * this machine. */
 int lib_fail(ra_status st) {
     int code = st == RA_ERR_IO ? EX_NOINPUT
              : st == RA_ERR_WRITE ? EX_CANTCREAT
-             : (st == RA_ERR_ARG || st == RA_ERR_SHAPE || st == RA_ERR_FORMAT) ? EX_DATAERR
+             : (st == RA_ERR_ARG || st == RA_ERR_SHAPE || st == RA_ERR_FORMAT ||
+                st == RA_ERR_NOMEM) ? EX_DATAERR
              : EX_SOFTWARE;
     const char *why = ra_last_error();
-    return fail(code, "%s", *why ? why : ra_status_str(st));
+    return fail(code, "%s%s", st == RA_ERR_NOMEM ? "too large: " : "",
+                *why ? why : ra_status_str(st));
 }
 
 int status_exit(ra_status st) {
-    return st == RA_ERR_NOMEM ? EX_SOFTWARE : EX_DATAERR;
+    (void)st;
+    return EX_DATAERR;
+}
+
+/* ---- outputs ------------------------------------------------------------ */
+
+int output_not_input(const char *out, const char *const *inputs, int n) {
+    struct stat so, si;
+    if (stat(out, &so) != 0) return EX_OK;   /* nothing there yet (or the writer says why) */
+    for (int i = 0; i < n; i++)
+        if (inputs[i] && stat(inputs[i], &si) == 0 && si.st_dev == so.st_dev &&
+            si.st_ino == so.st_ino)
+            return fail(EX_CANTCREAT, "output '%s' is the input '%s': refusing to overwrite it",
+                        out, inputs[i]);
+    return EX_OK;
+}
+
+/* The temporary file being written (the library's hook keeps it here), for
+ * the signal handler: a flag that is lock-free and a buffer that is never
+ * freed, so that the handler, in whatever thread, calls only unlink. */
+static atomic_int temp_known;
+static char temp_path[PATH_MAX + 32];
+
+static void track_temp(const char *tmp) {
+    atomic_store(&temp_known, 0);
+    if (tmp && strlen(tmp) < sizeof temp_path) {
+        strcpy(temp_path, tmp);
+        atomic_store(&temp_known, 1);
+    }
+}
+
+static void remove_temp_and_die(int sig) {
+    if (atomic_load(&temp_known)) unlink(temp_path);
+    raise(sig);   /* SA_RESETHAND: the default action, once this returns */
+}
+
+void cleanup_on_signals(void) {
+    ra_set_tempfile_hook(track_temp);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = remove_temp_and_die;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (int i = 0; i < 3; i++) {
+        struct sigaction old;
+        /* a signal ignored by the parent (nohup) stays ignored */
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+            sigaction(sigs[i], &sa, NULL);
+    }
+    signal(SIGXFSZ, SIG_IGN);
 }
 
 /* ---- argument parsing --------------------------------------------------- */
@@ -56,6 +134,18 @@ int parse_int(int *out, const char *s, int lo, int hi) {
     if (*end || errno || v < lo || v > hi) return 0;
     *out = (int)v;
     return 1;
+}
+
+const char *int_problem(const char *s, int lo, int hi) {
+    static char why[64];
+    long v;
+    char *end;
+    errno = 0;
+    if (!s || !*s || !(*s == '-' || (*s >= '0' && *s <= '9')) ||
+        ((void)(v = strtol(s, &end, 10)), *end) || (errno && errno != ERANGE))
+        return "not an integer";
+    snprintf(why, sizeof why, "out of range %d..%d", lo, hi);
+    return why;
 }
 
 int parse_window(int w[2], const char *s) {
@@ -122,10 +212,19 @@ int model_input_args(int argc, char **argv, opt *opts, const char *help,
     if (npos != 2) return usage_error("needs MODEL and INPUT");
     if (!*outp || !**outp) return usage_error("needs -o OUT.safetensors");
     if (!threads_option(opts)) return EX_USAGE;
+    if (output_not_input(*outp, pos, 2)) return EX_CANTCREAT;
     return -1;
 }
 
 /* ---- output ------------------------------------------------------------- */
+
+const char *safe_text(const char *s) {
+    static char buf[4][4096];
+    static int k;
+    char *b = buf[k++ % 4];
+    ra_escape_text(b, sizeof buf[0], s);
+    return b;
+}
 
 void put_json_string(const char *s) {
     putchar('"');

@@ -38,15 +38,29 @@ extern const char *cmd;   /* "relattn", then "relattn index", ... for messages *
 int fail(int code, const char *fmt, ...);
 /* The same with a pointer to --help; returns EX_USAGE. */
 int usage_error(const char *fmt, ...);
-/* A failed library call: its reason, and the exit code of its status. */
+/* A failed library call: its reason, and the exit code of its status
+ * (out of memory: 65, "too large"). */
 int lib_fail(ra_status st);
 /* The exit code of a status whose message was already printed. */
 int status_exit(ra_status st);
+
+/* ---- outputs (args.c) ---------------------------------------------------- */
+
+/* EX_OK if out is none of the n inputs (compared as files: device and
+ * inode, through links); else EX_CANTCREAT after a message. */
+int output_not_input(const char *out, const char *const *inputs, int n);
+/* Signals that end the command (SIGINT, SIGTERM, SIGHUP) remove the
+ * temporary file of an output being written, then end it as they would
+ * have; SIGXFSZ is ignored, so that a file-size limit is a write error. */
+void cleanup_on_signals(void);
 
 /* ---- arguments (args.c) -------------------------------------------------- */
 
 /* A whole decimal integer in [lo, hi]; 0 if malformed (a usage error). */
 int parse_int(int *out, const char *s, int lo, int hi);
+/* Why s is not an int in [lo, hi]: "not an integer" or "out of range lo..hi"
+ * (a static buffer). */
+const char *int_problem(const char *s, int lo, int hi);
 /* "7", "7x7", "3x5" (also "3,5"). */
 int parse_window(int w[2], const char *s);
 
@@ -78,6 +92,10 @@ int model_norm(const ra_model *m, float *mean, float *std);
 /* "step value step value ..." (a checkpoint's train.log.*): up to max
  * pairs into v (2 * max doubles); returns how many. */
 int parse_pairs(double *v, int max, const char *s);
+
+/* s escaped for a terminal (ra_escape_text), in one of 4 rotating buffers
+ * of 4 KB (longer text is cut), for names from files on stdout. */
+const char *safe_text(const char *s);
 
 /* s as a JSON string on stdout, quoted and escaped. */
 void put_json_string(const char *s);
@@ -136,7 +154,12 @@ typedef struct {
 int job_open(job *j, ra_model *m, const char *input, int need_dy);
 void job_close(job *j);
 
-/* Add a tensor to the writer unless an earlier step failed. */
+/* EX_OK if the attention map of the job (--attn) is within RA_MAX_ATTN_MAP
+ * floats; else the exit code after a message. */
+int attn_map_fits(const job *j);
+
+/* Add a tensor to the writer unless an earlier step failed; not copied:
+ * data must live until the writer is saved. */
 ra_status put(ra_st_writer *w, ra_status st, const char *name, const float *data,
               int ndim, const int64_t *shape);
 

@@ -58,7 +58,7 @@ static int net_once(void *p) {
             return fail(EX_DATAERR, "dy must have the shape of y (%d dims, (%lld, %lld, ...))",
                         c->yn, (long long)c->ys[0], (long long)c->ys[1]);
         if (!(c->dy = malloc((size_t)c->td->numel * sizeof *c->dy)))
-            return fail(EX_SOFTWARE, "out of memory");
+            return fail(EX_DATAERR, "too large: out of memory");
         if ((st = ra_st_read_f32(c->dy, c->in, c->td))) return lib_fail(st);
     }
     st = ra_model_backward(c->m, c->grad, c->dx, c->dy);
@@ -95,7 +95,7 @@ static int network_backward(ra_model *m, const char *input, const char *outp, re
     c.dx = malloc((size_t)t->numel * sizeof *c.dx);
     c.grad = malloc(((size_t)ra_model_param_total(m) + 1) * sizeof *c.grad);
     if (!x || !c.dx || !c.grad || !(w = ra_st_writer_new())) {
-        code = fail(EX_SOFTWARE, "out of memory");
+        code = fail(EX_DATAERR, "too large: out of memory");
         goto done;
     }
     if ((st = ra_st_read_f32(x, in, t))) { code = lib_fail(st); goto done; }
@@ -162,7 +162,7 @@ int cmd_backward(int argc, char **argv) {
     if (j.kv) c.dkv = malloc((size_t)j.b_ * j.n2 * C * sizeof *c.dkv);
     c.grads = malloc(((size_t)ra_model_param_total(j.m) + 1) * sizeof *c.grads);
     if (!c.y || !c.dx || (j.kv && !c.dkv) || !c.grads || !(w = ra_st_writer_new())) {
-        code = fail(EX_SOFTWARE, "out of memory");
+        code = fail(EX_DATAERR, "too large: out of memory");
         goto done;
     }
     ra_model_attn_grads(j.m, c.grads, &c.g);

@@ -10,7 +10,7 @@ static const char classify_help[] =
     "usage: relattn classify MODEL.safetensors IMAGE... [--top K] [--json]\n"
     "                        [--resize R] [--crop C] [--threads N]\n"
     "\n"
-    "Classifies images (PNG, JPEG, BMP, GIF, ...) with a swin or vit model file.\n"
+    "Classifies PNG and JPEG images with a swin or vit model file.\n"
     "Each image goes through the ImageNet evaluation transform of timm and\n"
     "torchvision: resize the shorter side to R (default C / 0.875), centre crop\n"
     "C x C (default the model's img_size), scale to [0, 1], normalise with the\n"
@@ -65,12 +65,12 @@ int cmd_classify(int argc, char **argv) {
     json_t *labels = NULL;
     float *rgb = NULL, *x = NULL, *y = NULL;
     if (arch != RA_ARCH_SWIN && arch != RA_ARCH_VIT) {
-        code = fail(EX_DATAERR, "classify needs a swin or vit model, not %s", ra_arch_name(arch));
+        code = fail(EX_DATAERR, "needs a swin or vit model, not %s", ra_arch_name(arch));
         goto done;
     }
     if (ra_model_meta(m, "in_chans")) in_chans = atoi(ra_model_meta(m, "in_chans"));
     if (in_chans != 3 && in_chans != 1) {
-        code = fail(EX_DATAERR, "classify reads RGB or grey images; the model takes %s channels",
+        code = fail(EX_DATAERR, "reads RGB or grey images; the model takes %s channels",
                     ra_model_meta(m, "in_chans"));
         goto done;
     }
@@ -94,7 +94,7 @@ int cmd_classify(int argc, char **argv) {
         }
     }
     if (!(x = malloc(sizeof *x * 3 * (size_t)crop * crop))) {
-        code = fail(EX_SOFTWARE, "out of memory");
+        code = fail(EX_DATAERR, "too large: out of memory");
         goto done;
     }
     const int json = get(opts, "--json") != NULL;

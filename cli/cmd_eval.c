@@ -51,7 +51,7 @@ int cmd_eval(int argc, char **argv) {
         goto done;
     }
     if (!(conf = calloc((size_t)K * K, sizeof *conf))) {
-        code = fail(EX_SOFTWARE, "out of memory");
+        code = fail(EX_DATAERR, "too large: out of memory");
         goto done;
     }
     int64_t correct = 0;

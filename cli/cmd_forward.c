@@ -12,7 +12,7 @@ static const char forward_help[] =
     "\n"
     "Runs the attention layer or network of MODEL on INPUT and writes OUT.\n"
     "  INPUT   x (B_, N, C); for window_attention_3d q (B_, N1, C) and optionally\n"
-    "          kv (B_, N2, C); optionally mask (nW, N1, N2) with B_ %% nW == 0.\n"
+    "          kv (B_, N2, C); optionally mask (nW, N1, N2) with B_ % nW == 0.\n"
     "          Networks: x (swin_block (B, H*W, C) or (B, H, W, C); swin, vit\n"
     "          images (B, C, H, W); swin_block_3d clips (B, D, H, W, C) and for a\n"
     "          cross block kv (B, D2, H, W, C)).\n"
@@ -45,13 +45,9 @@ static int clips_once(void *p) {
  * cross block, kv (B, D2, H, W, C); y (B, D, H, W, C). */
 static int clips_forward(const ra_model *m, const ra_st_file *in, const ra_st_tensor *t,
                          const ra_st_tensor *tkv, const char *outp, repeat *rep) {
-    if (t->ndim != 5 || (tkv && (tkv->ndim != 5 || tkv->shape[0] != t->shape[0] ||
-                                 tkv->shape[2] != t->shape[2] || tkv->shape[3] != t->shape[3] ||
-                                 tkv->shape[4] != t->shape[4])))
-        return fail(EX_DATAERR, "swin_block_3d takes x (B, D, H, W, C) and kv (B, D2, H, W, C)");
-    for (int d = 0; d < 5; d++)
-        if (t->shape[d] < 1 || t->shape[d] > INT_MAX || (tkv && (tkv->shape[d] < 1 || tkv->shape[d] > INT_MAX)))
-            return fail(EX_DATAERR, "input tensors have an empty or huge dimension");
+    ra_status st0 = ra_swin_block_3d_check(m, t->ndim, t->shape, tkv ? tkv->ndim : 0,
+                                           tkv ? tkv->shape : NULL);
+    if (st0) return lib_fail(st0);
     float *x = malloc((size_t)t->numel * sizeof *x), *y = malloc((size_t)t->numel * sizeof *y);
     float *kv = tkv ? malloc((size_t)tkv->numel * sizeof *kv) : NULL;
     clips_run c = {.m = m, .y = y, .x = x, .kv = kv, .b = (int)t->shape[0],
@@ -59,7 +55,7 @@ static int clips_forward(const ra_model *m, const ra_st_file *in, const ra_st_te
     ra_st_writer *w = ra_st_writer_new();
     int code = EX_OK;
     ra_status st;
-    if (!x || !y || (tkv && !kv) || !w) code = fail(EX_SOFTWARE, "out of memory");
+    if (!x || !y || (tkv && !kv) || !w) code = fail(EX_DATAERR, "too large: out of memory");
     else if ((st = ra_st_read_f32(x, in, t)) || (kv && (st = ra_st_read_f32(kv, in, tkv))))
         code = lib_fail(st);
     else if (!(code = repeat_run(rep, clips_once, &c, 2 * run_macs(m, 5, t->shape))))
@@ -121,7 +117,7 @@ static int network_forward(ra_model *m, const char *input, const char *outp, rep
             goto done;
         }
     if (!(x = malloc((size_t)t->numel * sizeof *x)) || !(w = ra_st_writer_new())) {
-        code = fail(EX_SOFTWARE, "out of memory");
+        code = fail(EX_DATAERR, "too large: out of memory");
         goto done;
     }
     if ((st = ra_st_read_f32(x, in, t))) { code = lib_fail(st); goto done; }
@@ -177,10 +173,11 @@ int cmd_forward(int argc, char **argv) {
     code = job_open(&j, m, pos[1], 0);
     if (code) goto done;
     const int want_attn = get(opts, "--attn") != NULL, C = j.c->dim, nh = j.c->num_heads;
+    if (want_attn && (code = attn_map_fits(&j))) goto done;
     c.y = malloc((size_t)j.b_ * j.n1 * C * sizeof *c.y);
     if (want_attn) c.attn = malloc((size_t)j.b_ * nh * j.n1 * j.n2 * sizeof *c.attn);
     if (!c.y || (want_attn && !c.attn) || !(w = ra_st_writer_new())) {
-        code = fail(EX_SOFTWARE, "out of memory");
+        code = fail(EX_DATAERR, "too large: out of memory");
         goto done;
     }
     const int64_t xs[3] = {j.b_, j.n1, C};

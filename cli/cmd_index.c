@@ -36,10 +36,10 @@ int cmd_index(int argc, char **argv) {
 
     int w[2] = {0, 0}, d1 = 0, d2 = 0, n = 0, k = 0;
     if (win && !parse_window(w, win)) return usage_error("--window '%s': expected WHxWW", win);
-    if (fr && !parse_int(&d1, fr, INT_MIN, INT_MAX)) return usage_error("--frames '%s': not an integer", fr);
-    if (kvf && !parse_int(&d2, kvf, INT_MIN, INT_MAX)) return usage_error("--kv-frames '%s': not an integer", kvf);
-    if (len && !parse_int(&n, len, INT_MIN, INT_MAX)) return usage_error("--length '%s': not an integer", len);
-    if (clip && !parse_int(&k, clip, INT_MIN, INT_MAX)) return usage_error("--clip '%s': not an integer", clip);
+    if (fr && !parse_int(&d1, fr, INT_MIN, INT_MAX)) return usage_error("--frames '%s': %s", fr, int_problem(fr, INT_MIN, INT_MAX));
+    if (kvf && !parse_int(&d2, kvf, INT_MIN, INT_MAX)) return usage_error("--kv-frames '%s': %s", kvf, int_problem(kvf, INT_MIN, INT_MAX));
+    if (len && !parse_int(&n, len, INT_MIN, INT_MAX)) return usage_error("--length '%s': %s", len, int_problem(len, INT_MIN, INT_MAX));
+    if (clip && !parse_int(&k, clip, INT_MIN, INT_MAX)) return usage_error("--clip '%s': %s", clip, int_problem(clip, INT_MIN, INT_MAX));
 
     /* validate and size, then build */
     int64_t n1, n2, rows;
@@ -58,7 +58,7 @@ int cmd_index(int argc, char **argv) {
     }
     if (st) return lib_fail(st);
     int32_t *idx = malloc((size_t)(n1 * n2) * sizeof *idx);
-    if (!idx) return fail(EX_SOFTWARE, "out of memory for a %lld x %lld index",
+    if (!idx) return fail(EX_DATAERR, "too large: out of memory for a %lld x %lld index",
                           (long long)n1, (long long)n2);
     st = len ? ra_relpos_index_clip(idx, n, k)
        : fr  ? ra_relpos_index_3d(idx, d1, d2, w[0], w[1], NULL)

@@ -41,23 +41,26 @@ int cmd_inspect(int argc, char **argv) {
     const int64_t flops = ra_model_flops(m, size[0], size[1]);
     const int json = get(opts, "--json") != NULL;
     if (json) {
-        printf("{\"arch\": \"%s\", \"scheme\": \"%s\", \"parameters\": %lld, \"flops\": %lld, "
-               "\"metadata\": {", ra_arch_name(ra_model_arch(m)), ra_model_scheme(m),
-               (long long)count, (long long)flops);
+        /* every string from the file escaped; a count too large for int64
+         * (or none) is null */
+        printf("{\"arch\": \"%s\", \"scheme\": \"%s\", \"parameters\": %lld, \"flops\": ",
+               ra_arch_name(ra_model_arch(m)), ra_model_scheme(m), (long long)count);
+        if (flops >= 0) printf("%lld", (long long)flops);
+        else printf("null");
+        printf(", \"metadata\": {");
         for (int i = 0; i < ra_model_meta_count(m); i++) {
             const char *k = ra_model_meta_key(m, i);
-            printf("%s\"", i ? ", " : "");
-            for (const char *c = k; *c; c++) printf(*c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
-            printf("\": \"");
-            for (const char *c = ra_model_meta(m, k); *c; c++)
-                if ((unsigned char)*c < 0x20) printf("\\u%04x", *c);
-                else printf(*c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
-            printf("\"");
+            printf("%s", i ? ", " : "");
+            put_json_string(k);
+            printf(": ");
+            put_json_string(ra_model_meta(m, k));
         }
         printf("}, \"tensors\": [");
         for (int i = 0; i < ra_model_param_count(m); i++) {
             const ra_param_info *p = ra_model_param(m, i);
-            printf("%s{\"name\": \"%s\", \"shape\": [", i ? ", " : "", p->name);
+            printf("%s{\"name\": ", i ? ", " : "");
+            put_json_string(p->name);
+            printf(", \"shape\": [");
             for (int d = 0; d < p->ndim; d++) printf(d ? ", %lld" : "%lld", (long long)p->shape[d]);
             printf("]}");
         }
@@ -68,7 +71,7 @@ int cmd_inspect(int argc, char **argv) {
         for (int i = 0; i < ra_model_meta_count(m); i++) {
             const char *k = ra_model_meta_key(m, i), *v = ra_model_meta(m, k);
             if (strcmp(k, "arch") && strcmp(k, "labels"))
-                printf("  %-20s %.200s\n", k, v);
+                printf("  %-20s %.200s\n", safe_text(k), safe_text(v));
         }
         printf("parameters:     %lld in %d tensors\n", (long long)count, ra_model_param_count(m));
         const ra_attn_layer *l = ra_model_attn(m);
@@ -77,6 +80,8 @@ int cmd_inspect(int argc, char **argv) {
         else if (flops >= 0)
             printf("multiply-adds:  %.4g G (%s %dx%d)\n", flops * 1e-9,
                    l ? "one sequence of" : "one image", size[0], size[1]);
+        else if (sz)
+            printf("multiply-adds:  too many to count (more than 2^63) or unknown\n");
     }
     ra_model_free(m);
     return EX_OK;

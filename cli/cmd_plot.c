@@ -51,7 +51,7 @@ static int plot_bias(ra_model *m, const char *out, int per_table) {
     const int np = ra_model_param_count(m);
     ra_plot_table *tabs = calloc((size_t)np + 1, sizeof *tabs);
     char (*labels)[64] = calloc((size_t)np + 1, sizeof *labels);
-    if (!tabs || !labels) { free(tabs), free(labels); return fail(EX_SOFTWARE, "out of memory"); }
+    if (!tabs || !labels) { free(tabs), free(labels); return fail(EX_DATAERR, "too large: out of memory"); }
     const float *wts = ra_model_weights(m);
     for (int i = 0; i < np; i++) {
         const ra_param_info *p = ra_model_param(m, i);
@@ -120,7 +120,7 @@ static int plot_attention(ra_model *m, const char *out, const opt *o, const char
             grey[i] = d.images[(int64_t)index * h * w + i] / 255.0f;
     }
     x = malloc((size_t)w * h * sizeof *x);
-    if (!grey || !x) { code = fail(EX_SOFTWARE, "out of memory"); goto done; }
+    if (!grey || !x) { code = fail(EX_DATAERR, "too large: out of memory"); goto done; }
     for (int64_t i = 0; i < (int64_t)w * h; i++) x[i] = (grey[i] - mean) / std;
     int gh, gw, nh;
     if ((st = ra_swin_attention_maps(m, NULL, &gh, &gw, &nh, x, h, w, stage, block, NULL, 0))) {
@@ -136,7 +136,7 @@ static int plot_attention(ra_model *m, const char *out, const opt *o, const char
     if (!nq)   /* three along the diagonal */
         for (; nq < 3; nq++) q[2 * nq] = gh * (nq + 1) / 4, q[2 * nq + 1] = gw * (nq + 1) / 4;
     if (!(maps = malloc((size_t)nq * nh * gh * gw * sizeof *maps))) {
-        code = fail(EX_SOFTWARE, "out of memory");
+        code = fail(EX_DATAERR, "too large: out of memory");
         goto done;
     }
     st = ra_swin_attention_maps(m, maps, &gh, &gw, &nh, x, h, w, stage, block, q, nq);
@@ -165,7 +165,7 @@ static int plot_sample(const opt *o, const char *out) {
     uint8_t *rgb = NULL;
     if (index >= d.n) code = fail(EX_DATAERR, "--index %d: the test set has %lld images", index,
                                   (long long)d.n);
-    else if (!(rgb = malloc((size_t)3 * d.h * d.w))) code = fail(EX_SOFTWARE, "out of memory");
+    else if (!(rgb = malloc((size_t)3 * d.h * d.w))) code = fail(EX_DATAERR, "too large: out of memory");
     else {
         for (int64_t i = 0; i < (int64_t)d.h * d.w; i++)
             rgb[3 * i] = rgb[3 * i + 1] = rgb[3 * i + 2] = d.images[(int64_t)index * d.h * d.w + i];
@@ -194,7 +194,7 @@ static int plot_curves(const char **files, int nf, const char **labels, int nl, 
     ra_plot_series *sr = calloc((size_t)2 * nf, sizeof *sr);
     float **bufs = calloc((size_t)4 * nf, sizeof *bufs);
     int ns = 0, code = EX_OK;
-    if (!sr || !bufs) code = fail(EX_SOFTWARE, "out of memory");
+    if (!sr || !bufs) code = fail(EX_DATAERR, "too large: out of memory");
     for (int i = 0; i < nf && !code; i++) {
         ra_st_file *f = NULL;
         ra_status st = ra_st_open(&f, files[i]);
@@ -210,7 +210,7 @@ static int plot_curves(const char **files, int nf, const char **labels, int nl, 
         const char *name = i < nl ? labels[i] : files[i];
         if (!log_series(ls, &bufs[4 * i], &bufs[4 * i + 1], &n1) ||
             !log_series(as, &bufs[4 * i + 2], &bufs[4 * i + 3], &n2))
-            code = fail(EX_SOFTWARE, "out of memory");
+            code = fail(EX_DATAERR, "too large: out of memory");
         ra_st_close(f);
         if (code) break;
         sr[ns++] = (ra_plot_series){.name = name, .x = bufs[4 * i], .y = bufs[4 * i + 1], .n = n1, .panel = 0};
@@ -257,6 +257,9 @@ int cmd_plot(int argc, char **argv) {
     if (!threads_option(o)) return EX_USAGE;
     const char *out = get(o, "-o") ? get(o, "-o") : get(o, "--output");
     if (!out) return usage_error("-o OUT.png is required");
+    const char *in_files[65] = {get(o, "--image")};
+    for (int i = 0; i < npos; i++) in_files[i + 1] = pos[i];
+    if (output_not_input(out, in_files, npos + 1)) return EX_CANTCREAT;
     if (!strcmp(what, "curves")) {
         if (npos < 1) return usage_error("expected one or more checkpoints");
         return plot_curves(pos, npos, labels, nl, out);

@@ -47,7 +47,8 @@ int cmd_show(int argc, char **argv) {
     ra_status st = ra_st_open(&f, pos[0]);
     if (st) return lib_fail(st);
     for (int i = 0; i < ra_st_meta_count(f); i++)
-        printf("%s = %s\n", ra_st_meta_key(f, i), ra_st_meta(f, ra_st_meta_key(f, i)));
+        printf("%s = %s\n", safe_text(ra_st_meta_key(f, i)),
+               safe_text(ra_st_meta(f, ra_st_meta_key(f, i))));
     int code = EX_OK;
     for (int i = 0; i < ra_st_count(f) && code == EX_OK; i++) {
         const ra_st_tensor *t = ra_st_at(f, i);
@@ -59,9 +60,9 @@ int cmd_show(int argc, char **argv) {
             snprintf(one, sizeof one, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
             strcat(shape, one);
         }
-        printf("%-32s %-4s (%s)", t->name, dt[t->dtype], shape);
+        printf("%-32s %-4s (%s)", safe_text(t->name), dt[t->dtype], shape);
         float *v = malloc((size_t)t->numel * sizeof *v + 1);
-        if (!v) { code = fail(EX_SOFTWARE, "out of memory"); break; }
+        if (!v) { code = fail(EX_DATAERR, "too large: out of memory"); break; }
         const int is_float = ra_st_to_f32(v, t) == RA_OK;
         if (is_float && t->numel > 0) {
             double lo = v[0], hi = v[0], sum = 0;

@@ -308,7 +308,7 @@ int cmd_train(int argc, char **argv) {
     train_log *lg = calloc(1, sizeof *lg);
     int64_t *confusion = NULL;
     if (!lg) {
-        code = fail(EX_SOFTWARE, "out of memory");
+        code = fail(EX_DATAERR, "too large: out of memory");
         goto done;
     }
     if (resume) {
@@ -331,7 +331,7 @@ int cmd_train(int argc, char **argv) {
     const int K = train.classes;
     confusion = calloc((size_t)K * K, sizeof *confusion);
     if (!confusion) {
-        code = fail(EX_SOFTWARE, "out of memory");
+        code = fail(EX_DATAERR, "too large: out of memory");
         goto done;
     }
     const int64_t spe = ra_trainer_steps_per_epoch(t), total = ra_trainer_total_steps(t);
@@ -411,10 +411,10 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "%s: %lld steps, %.1f s of training, %.0f images/s%s; checkpoint %s\n",
                 cmd, (long long)ra_trainer_step_count(t), lg->train_seconds,
                 lg->images / (lg->train_seconds > 0 ? lg->train_seconds : 1),
-                stopped_by_budget ? " (time budget)" : "", out);
+                stopped_by_budget ? " (time budget)" : "", safe_text(out));
     else if (stopped_by_budget && !json)
         fprintf(stderr, "%s: time budget reached at step %lld; checkpoint %s (--resume it)\n", cmd,
-                (long long)ra_trainer_step_count(t), out);
+                (long long)ra_trainer_step_count(t), safe_text(out));
 done:
     free(confusion);
     free(lg);

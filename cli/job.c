@@ -41,7 +41,8 @@ static ra_status input_tensor(float **out, const ra_st_tensor **tt, const ra_st_
     }
     *out = malloc((size_t)t->numel * sizeof(float) + 1);
     if (!*out) {
-        fail(EX_SOFTWARE, "out of memory for input tensor '%s'", name);
+        fail(EX_DATAERR, "input tensor '%s' (%lld values) is too large: out of memory", name,
+             (long long)t->numel);
         return RA_ERR_NOMEM;
     }
     ra_status st = ra_st_read_f32(*out, f, t);
@@ -95,9 +96,19 @@ int job_open(job *j, ra_model *m, const char *input, int need_dy) {
     return EX_OK;
 }
 
+int attn_map_fits(const job *j) {
+    int64_t n = j->b_;
+    if (__builtin_mul_overflow(n, j->c->num_heads, &n) || __builtin_mul_overflow(n, j->n1, &n) ||
+        __builtin_mul_overflow(n, j->n2, &n) || n > RA_MAX_ATTN_MAP)
+        return fail(EX_DATAERR, "too large: --attn map of %d x %d x %d x %d floats exceeds the "
+                    "limit of %lld", j->b_, j->c->num_heads, j->n1, j->n2,
+                    (long long)RA_MAX_ATTN_MAP);
+    return EX_OK;
+}
+
 ra_status put(ra_st_writer *w, ra_status st, const char *name, const float *data,
               int ndim, const int64_t *shape) {
-    return st ? st : ra_st_writer_add(w, name, RA_DTYPE_F32, ndim, shape, data);
+    return st ? st : ra_st_writer_add_ref(w, name, RA_DTYPE_F32, ndim, shape, data);
 }
 
 int job_save(ra_st_writer *w, ra_status st, const ra_model *m, const char *outp,

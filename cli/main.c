@@ -4,6 +4,7 @@
 #include "cli.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* One line a command: its name, its function (cli.h) and its line of help. */
@@ -39,8 +40,26 @@ static void print_help(void) {
           "Environment: RELATTN_KERNEL=ref|avx2|avx512 forces a kernel set.\n", stdout);
 }
 
+/* RELATTN_KERNEL, if set, must name a kernel set this CPU runs: the library
+ * would fall back to the best one silently, and a benchmark or a test that
+ * asked for one must not measure another. */
+static int kernel_env_ok(void) {
+    const char *env = getenv("RELATTN_KERNEL");
+    if (!env || !*env) return 1;
+    for (int i = 0; i < RA_KERNEL_COUNT; i++)
+        if (strcmp(env, ra_kernel_name((ra_kernel_id)i)) == 0) {
+            if (ra_kernel_supported((ra_kernel_id)i)) return 1;
+            fail(EX_USAGE, "RELATTN_KERNEL=%s: this CPU does not support it", env);
+            return 0;
+        }
+    fail(EX_USAGE, "RELATTN_KERNEL='%s': unknown (ref, avx2 or avx512)", env);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return usage_error("no command given");
+    if (!kernel_env_ok()) return EX_USAGE;
+    cleanup_on_signals();
     int code = -1;
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help"))
         code = (print_help(), EX_OK);

@@ -81,7 +81,7 @@ int repeat_run(repeat *r, run_fn run, void *ctx, double flops) {
     r->flops = flops;
     if (!r->runs) return run(ctx);
     double *t = malloc((size_t)r->runs * sizeof *t);
-    if (!t) return fail(EX_SOFTWARE, "out of memory for %d timings", r->runs);
+    if (!t) return fail(EX_DATAERR, "too large: out of memory for %d timings", r->runs);
     int code = run(ctx);   /* the warm-up: first-touch pages, workspaces, thread pools */
     for (int i = 0; i < r->runs && !code; i++) {
         const double t0 = now_ms();

@@ -53,9 +53,19 @@ typedef enum ra_status {
 /* Short fixed text for a status ("invalid argument", ...). Never NULL. */
 const char *ra_status_str(ra_status s);
 
-/* The reason for the last failure in this thread, one line, no newline.
+/* The reason for the last failure in this thread, one line, no newline,
+ * safe to print on a terminal (ra_escape_text), never cut short of its
+ * end: a reason longer than 8 KB loses the middle, where the names are.
  * Empty string if none. Valid until the next failing call in this thread. */
 const char *ra_last_error(void);
+
+/* Text from a file or an argument made safe for a terminal: every byte of
+ * an ASCII control character (newline and tab included, and DEL), of a
+ * C1 control (U+0080..U+009F) and of invalid UTF-8 becomes \xHH; valid
+ * UTF-8 is kept. Applying it twice changes nothing. Writes at most cap
+ * bytes (NUL included, cap >= 1) and returns the length the whole escaped
+ * text needs, like snprintf. */
+size_t ra_escape_text(char *dst, size_t cap, const char *src);
 
 /* ------------------------------------------------------------------------ */
 /* Threads                                                                   */
@@ -339,7 +349,13 @@ const int32_t *ra_attn_layer_index(const ra_attn_layer *l, int64_t *n1,
                                    int64_t *n2, int64_t *table_rows);
 
 /* Token counts the layer accepts: window archs fix N1 (and N2); others take
- * any n >= 1 (N1 == N2). Returns RA_ERR_SHAPE with a reason if not. */
+ * any n >= 1 (N1 == N2), shaw_attention at most RA_MAX_SHAW_TOKENS (its
+ * (N, N) clip index, 4 N^2 bytes, is built per call). Returns RA_ERR_SHAPE
+ * with a reason if not. */
+#define RA_MAX_SHAW_TOKENS 16384
+/* The largest attention map (B_ * nH * N1 * N2 floats, 4 GiB) the command
+ * line writes (forward --attn). */
+#define RA_MAX_ATTN_MAP ((int64_t)1 << 30)
 ra_status ra_attn_layer_check_tokens(const ra_attn_layer *l, int n1, int n2);
 
 /* Forward pass.
@@ -694,15 +710,38 @@ ra_status ra_st_read_i64(int64_t *dst, const ra_st_file *f, const ra_st_tensor *
 
 /* A writer: collect tensors (the data is copied) and metadata, then write
  * atomically (PATH.tmp.XXXXXX in the same directory, fsync, rename). On
- * failure nothing exists at path. Tensors are written sorted by name. */
+ * failure nothing exists at path. Tensors are written sorted by name.
+ *
+ * What every output of the library (safetensors, PNG) may replace: a
+ * regular file the caller may write (mode with a write bit), or nothing.
+ * RA_ERR_WRITE, and nothing touched, for a symbolic link to anything but a
+ * FIFO or terminal, a read-only file, a directory, a block device, a
+ * socket, or a character device other than /dev/null, /dev/zero,
+ * /dev/full or a terminal. Those character devices and FIFOs are written
+ * through (a FIFO must have a reader): what a user asks for with
+ * `-o /dev/null`, and where no partial file can be left anyway. The path
+ * "-" is standard output (file descriptor 1), written as it comes, and
+ * refused (RA_ERR_WRITE) when it is a terminal. */
 typedef struct ra_st_writer ra_st_writer;
 ra_st_writer *ra_st_writer_new(void);          /* NULL if out of memory */
 void ra_st_writer_free(ra_st_writer *w);
 ra_status ra_st_writer_add(ra_st_writer *w, const char *name, ra_dtype dtype,
                            int ndim, const int64_t *shape, const void *data);
+/* The same without the copy: data must stay unchanged until the writer is
+ * saved or freed (an output as large as the memory is not held twice). */
+ra_status ra_st_writer_add_ref(ra_st_writer *w, const char *name, ra_dtype dtype,
+                               int ndim, const int64_t *shape, const void *data);
 ra_status ra_st_writer_meta(ra_st_writer *w, const char *key,
                             const char *value);
 ra_status ra_st_writer_save(ra_st_writer *w, const char *path);
+
+/* A program that may be ended by a signal while an output is written can
+ * remove the temporary file: hook(tmp) is called once the temporary file
+ * exists, hook(NULL) once it is renamed or removed. Set it once at start,
+ * before any thread writes (it is read without a lock); NULL (the default)
+ * for none. The hook runs in the writing thread and must not write files. */
+typedef void (*ra_tempfile_hook)(const char *tmp_path);
+void ra_set_tempfile_hook(ra_tempfile_hook hook);
 
 /* ------------------------------------------------------------------------ */
 /* 7. Models: a layer from a safetensors model file                         */
@@ -761,6 +800,14 @@ ra_status ra_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_
  * RA_ERR_SHAPE for inputs that do not fit it. */
 ra_status ra_swin_block_3d_forward(const ra_model *m, float *y, const float *x,
                                    const float *kv, int b, int d, int h, int w);
+/* The shapes of x and kv (kv_ndim 0 and kv_shape NULL for none) checked
+ * against a swin_block_3d model, as ra_swin_block_3d_forward needs them:
+ * x (B, D, H, W, dim) with D = D1 for a cross block, kv (B, D2, H, W, dim)
+ * for a cross block only, every size in range. Call it first whenever the
+ * shapes come from outside (a file): ra_swin_block_3d_forward takes bare
+ * pointers and trusts b, d, h, w. RA_ERR_SHAPE with the reason if not. */
+ra_status ra_swin_block_3d_check(const ra_model *m, int x_ndim, const int64_t *x_shape,
+                                 int kv_ndim, const int64_t *kv_shape);
 
 /* The attention of one block of a swin network over one image x
  * (1, C_in, H, W), as maps over that stage's token grid (gh x gw tokens,
@@ -830,10 +877,12 @@ void ra_model_attn_grads(const ra_model *m, float *flat, ra_attn_grads *g);
 /* 8. Images (for classification)                                           */
 /* ------------------------------------------------------------------------ */
 
-/* Decode an image file (PNG, JPEG, BMP, GIF, TGA, ... through stb_image)
- * into rgb (H, W, 3) floats in [0, 1], allocated (free with free()). The
- * header is read first: an image of more than max_pixels pixels is refused
- * (RA_ERR_FORMAT) before anything is decoded. RA_ERR_IO if unreadable. */
+/* Decode an image file, PNG (libspng) or JPEG (libjpeg-turbo; greyscale or
+ * colour, not CMYK), into rgb (H, W, 3) floats in [0, 1], allocated (free
+ * with free()); other formats are refused by their first bytes. The header
+ * is read first: an image of more than max_pixels pixels is refused
+ * (RA_ERR_FORMAT) before anything is decoded; corrupt or truncated data is
+ * RA_ERR_FORMAT too. RA_ERR_IO if unreadable. */
 ra_status ra_image_load(float **rgb, int *w, int *h, const char *path, int64_t max_pixels);
 
 /* The ImageNet evaluation transform of timm and torchvision: resize so that

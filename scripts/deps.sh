@@ -2,8 +2,11 @@
 # Installs what relattn needs to build and test on Debian 12 (as root).
 # Safe to run again: does nothing when everything is there.
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config libjansson-dev libopenblas-dev libomp-dev libstb-dev zlib1g-dev
-      libspng-dev dataset-fashion-mnist)
+# python3-numpy: tests/test_cli.sh compares the command's outputs with the
+# fixtures through tools/st.py; without it those comparisons fail.
+pkgs=(build-essential cmake pkg-config libjansson-dev libopenblas-dev libomp-dev zlib1g-dev
+      libspng-dev libjpeg62-turbo-dev dataset-fashion-mnist python3 python3-numpy
+      clang libclang-rt-14-dev valgrind)   # scripts/fuzz.sh, scripts/valgrind.sh
 [ "${RELATTN_WITH_TORCH:-0}" = 1 ] && pkgs+=(python3-torch python3-numpy)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -189,6 +189,10 @@ ra_status ra_attn_layer_check_tokens(const ra_attn_layer *l, int n1, int n2) {
     if (!l->n1 && n1 != n2)
         return ra_fail(RA_ERR_SHAPE, "%s is self-attention: N1 %d != N2 %d",
                        ra_arch_name(l->cfg.arch), n1, n2);
+    if (l->cfg.arch == RA_ARCH_SHAW_ATTENTION && !l->rel2 && (l->p.rel_k || l->p.rel_v) &&
+        n1 > RA_MAX_SHAW_TOKENS)
+        return ra_fail(RA_ERR_SHAPE, "too large: shaw_attention takes at most %d tokens (its "
+                       "(N, N) clip index is built per call), got %d", RA_MAX_SHAW_TOKENS, n1);
     return RA_OK;
 }
 

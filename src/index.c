@@ -113,8 +113,9 @@ ra_status ra_relpos_index_3d(int32_t *idx, int d1, int d2, int wh, int ww,
 }
 
 ra_status ra_relpos_index_clip(int32_t *rel, int n, int k) {
-    if (n < 1 || k < 0 || k > INT32_MAX / 2 - 1)
-        return ra_fail(RA_ERR_ARG, "clip index: length %d must be >= 1 and clip %d >= 0", n, k);
+    if (n < 1) return ra_fail(RA_ERR_ARG, "clip index: length %d must be >= 1", n);
+    if (k < 0 || k > INT32_MAX / 2 - 1)
+        return ra_fail(RA_ERR_ARG, "clip index: clip %d must be in 0..%d", k, INT32_MAX / 2 - 1);
     if ((int64_t)n * n > RA_INDEX_MAX_ENTRIES)
         return ra_fail(RA_ERR_ARG, "clip index: length %d is too large", n);
     if (!rel) return RA_OK;

@@ -27,6 +27,21 @@ static inline int ra_mul_i64(int64_t *r, int64_t a, int64_t b) {
     return !__builtin_mul_overflow(a, b, r);
 }
 
+/* Multiply-add counts (the flops() methods): -1 stands for a count too
+ * large for int64 and stays -1 through every product and sum, so that a
+ * large size reads as unknown instead of wrapping. Arguments are >= 0 or -1. */
+static inline int64_t ra_cmul(int64_t a, int64_t b) {
+    int64_t r;
+    return a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r) ? -1 : r;
+}
+static inline int64_t ra_cmul3(int64_t a, int64_t b, int64_t c) {
+    return ra_cmul(ra_cmul(a, b), c);
+}
+static inline int64_t ra_cadd(int64_t a, int64_t b) {
+    int64_t r;
+    return a < 0 || b < 0 || __builtin_add_overflow(a, b, &r) ? -1 : r;
+}
+
 /* Allocation of n elements of size sz, 64-byte aligned, NULL on overflow or
  * failure. Free with ra_free. */
 void *ra_alloc(size_t n, size_t sz);

@@ -601,9 +601,9 @@ static int64_t attn_flops(const ra_model *m, int h, int w) {
     int64_t n1, n2;
     if (!ra_attn_layer_index(a->layer, &n1, &n2, NULL)) n1 = n2 = (int64_t)h * w;
     const int64_t C = a->cfg.dim;
-    return n1 * C * C + n2 * 2 * C * C   /* q, and k, v projections */
-           + n1 * n2 * C * 2              /* q·k^T and p·v over all heads */
-           + n1 * C * C;                  /* proj */
+    int64_t f = ra_cadd(ra_cmul3(n1, C, C), ra_cmul3(n2, 2 * C, C));   /* q, and k, v */
+    f = ra_cadd(f, ra_cmul3(n1, n2, 2 * C));   /* q·k^T and p·v over all heads */
+    return ra_cadd(f, ra_cmul3(n1, C, C));      /* proj */
 }
 
 static void attn_destroy(void *impl) {

@@ -597,6 +597,7 @@ typedef struct st_wtensor {
     int64_t shape[RA_ST_MAX_DIMS];
     size_t nbytes;
     unsigned char *data;
+    int borrowed;   /* data is the caller's (ra_st_writer_add_ref), not freed here */
 } st_wtensor;
 
 struct ra_st_writer {
@@ -619,15 +620,15 @@ void ra_st_writer_free(ra_st_writer *w) {
     if (!w) return;
     for (int i = 0; i < w->n; i++) {
         free(w->t[i].name);
-        free(w->t[i].data);
+        if (!w->t[i].borrowed) free(w->t[i].data);
     }
     free(w->t);
     json_decref(w->meta);
     free(w);
 }
 
-ra_status ra_st_writer_add(ra_st_writer *w, const char *name, ra_dtype dtype,
-                           int ndim, const int64_t *shape, const void *data) {
+static ra_status writer_add(ra_st_writer *w, const char *name, ra_dtype dtype, int ndim,
+                            const int64_t *shape, const void *data, int copy) {
     if (!w || !name) return ra_fail(RA_ERR_ARG, "ra_st_writer_add: NULL argument");
     if (!name[0]) return ra_fail(RA_ERR_ARG, "tensor name is empty");
     if (strcmp(name, "__metadata__") == 0)
@@ -664,14 +665,15 @@ ra_status ra_st_writer_add(ra_st_writer *w, const char *name, ra_dtype dtype,
     st_wtensor *t = &w->t[w->n];
     size_t len = strlen(name) + 1;
     t->name = malloc(len);
-    t->data = malloc(nbytes ? (size_t)nbytes : 1);
+    t->borrowed = !copy && nbytes;
+    t->data = t->borrowed ? (unsigned char *)(uintptr_t)data : malloc(nbytes ? (size_t)nbytes : 1);
     if (!t->name || !t->data) {
         free(t->name);
-        free(t->data);
+        if (!t->borrowed) free(t->data);
         return ra_fail(RA_ERR_NOMEM, "out of memory copying tensor " NAMEF, name);
     }
     memcpy(t->name, name, len);
-    if (nbytes) memcpy(t->data, data, (size_t)nbytes);
+    if (nbytes && !t->borrowed) memcpy(t->data, data, (size_t)nbytes);
     t->dtype = dtype;
     t->ndim = ndim;
     for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
@@ -679,6 +681,16 @@ ra_status ra_st_writer_add(ra_st_writer *w, const char *name, ra_dtype dtype,
     w->total = total;
     w->n++;
     return RA_OK;
+}
+
+ra_status ra_st_writer_add(ra_st_writer *w, const char *name, ra_dtype dtype,
+                           int ndim, const int64_t *shape, const void *data) {
+    return writer_add(w, name, dtype, ndim, shape, data, 1);
+}
+
+ra_status ra_st_writer_add_ref(ra_st_writer *w, const char *name, ra_dtype dtype,
+                               int ndim, const int64_t *shape, const void *data) {
+    return writer_add(w, name, dtype, ndim, shape, data, 0);
 }
 
 ra_status ra_st_writer_meta(ra_st_writer *w, const char *key, const char *value) {

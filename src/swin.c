@@ -273,8 +273,10 @@ static ra_status swin_block_forward(const swin_blk *b, float *x, int B, int H, i
 static int64_t blk_flops(const swin_blk *b, int h, int w) {
     const ra_window_geom g = ra_swin_blk_geom(b, h, w);
     const int64_t C = b->dim, N = ra_window_tokens(&g), L = (int64_t)h * w;
-    const int64_t attn = N * C * 3 * C + 2 * N * N * C + N * C * C;   /* WindowAttention.flops */
-    return 2 * C * L + ra_window_count(&g) * attn + 2 * L * C * b->hidden;
+    int64_t attn = ra_cadd(ra_cmul3(N, C, 3 * C), ra_cmul3(N, N, 2 * C));   /* WindowAttention */
+    attn = ra_cadd(attn, ra_cmul3(N, C, C));
+    const int64_t f = ra_cadd(ra_cmul(2 * C, L), ra_cmul(ra_window_count(&g), attn));
+    return ra_cadd(f, ra_cmul3(2 * L, C, b->hidden));
 }
 
 /* ---- tensor names ------------------------------------------------------- */
@@ -999,16 +1001,20 @@ static int64_t net_flops(const ra_model *m, int h, int w) {
     int gw = n->scheme == SCHEME_TORCHVISION ? w / n->patch : (w + n->patch - 1) / n->patch;
     if (gh < 1 || gw < 1) return -1;
     const int64_t L0 = (int64_t)gh * gw;
-    int64_t f = L0 * E * n->in_chans * P * P + (n->patch_norm ? L0 * E : 0);
+    int64_t f = ra_cadd(ra_cmul3(L0, E, n->in_chans * P * P), n->patch_norm ? L0 * E : 0);
     int64_t C = E;
     for (int s = 0; s < n->nstages; s++) {
-        for (int j = 0; j < n->depths[s]; j++) f += blk_flops(&n->blocks[n->first[s] + j], gh, gw);
+        for (int j = 0; j < n->depths[s]; j++)
+            f = ra_cadd(f, blk_flops(&n->blocks[n->first[s] + j], gh, gw));
         if (s < n->nstages - 1) {   /* PatchMerging.flops() */
-            f += (int64_t)gh * gw * C + (int64_t)((gh + 1) / 2) * ((gw + 1) / 2) * 4 * C * 2 * C;
+            const int64_t half = (int64_t)((gh + 1) / 2) * ((gw + 1) / 2);
+            f = ra_cadd(f, ra_cadd(ra_cmul((int64_t)gh * gw, C), ra_cmul3(half, 4 * C, 2 * C)));
             gh = (gh + 1) / 2, gw = (gw + 1) / 2, C *= 2;
         }
     }
-    return f + ((int64_t)n->features * L0 >> n->nstages) + (int64_t)n->features * n->num_classes;
+    const int64_t norm = ra_cmul(n->features, L0);
+    f = ra_cadd(f, norm < 0 ? -1 : norm >> n->nstages);
+    return ra_cadd(f, (int64_t)n->features * n->num_classes);
 }
 
 const ra_arch_ops ra_swin_ops = {

@@ -544,6 +544,44 @@ ra_status ra_swin_block_3d_forward(const ra_model *m, float *y, const float *x, 
     return st ? st : s3_run(s, y, x, kv, b, d, h, w);
 }
 
+/* Where the batched call meets tensors from a file: every axis of x and kv
+ * against the model (channels = dim, a cross block's D1 and D2 frames), and
+ * the element counts bounded, so that ra_swin_block_3d_forward reads and
+ * writes only what the tensors hold. */
+ra_status ra_swin_block_3d_check(const ra_model *m, int x_ndim, const int64_t *x_shape,
+                                 int kv_ndim, const int64_t *kv_shape) {
+    if (!m || m->ops != &ra_swin_block_3d_ops || !x_shape || (kv_ndim && !kv_shape))
+        return ra_fail(RA_ERR_ARG, "ra_swin_block_3d_check: not a swin_block_3d model");
+    const s3d *s = m->impl;
+    if (x_ndim != 5)
+        return ra_fail(RA_ERR_SHAPE, "swin_block_3d takes x (B, D, H, W, C), got %d dimensions",
+                       x_ndim);
+    for (int i = 0; i < 5; i++)
+        if (x_shape[i] < 1 || x_shape[i] > S3_MAX_SIZE)
+            return ra_fail(RA_ERR_SHAPE, "swin_block_3d: x has size %lld on axis %d, outside "
+                           "1..%d", (long long)x_shape[i], i, S3_MAX_SIZE);
+    if (x_shape[4] != s->dim)
+        return ra_fail(RA_ERR_SHAPE, "swin_block_3d: x has %lld channels, dim is %d",
+                       (long long)x_shape[4], s->dim);
+    int64_t n = x_shape[0];
+    for (int i = 1; i < 5; i++)
+        if (!ra_mul_i64(&n, n, x_shape[i]) || n > S3_MAX_FLOATS)
+            return ra_fail(RA_ERR_SHAPE, "swin_block_3d: x holds more than %lld values",
+                           (long long)S3_MAX_FLOATS);
+    if (!s->cross && kv_ndim)
+        return ra_fail(RA_ERR_SHAPE, "swin_block_3d: a self-attention block takes no kv");
+    if (s->cross) {
+        const int64_t want[5] = {x_shape[0], s->fkv, x_shape[2], x_shape[3], s->dim};
+        int ok = kv_ndim == 5;
+        for (int i = 0; ok && i < 5; i++) ok = kv_shape[i] == want[i];
+        if (!ok)
+            return ra_fail(RA_ERR_SHAPE, "swin_block_3d: the cross block takes kv (B, D2, H, W, "
+                           "C) = (%lld, %d, %lld, %lld, %d)", (long long)want[0], s->fkv,
+                           (long long)want[2], (long long)want[3], s->dim);
+    }
+    return check_dims(s, (int)x_shape[0], (int)x_shape[1], (int)x_shape[2], (int)x_shape[3]);
+}
+
 /* The clip of ra_model_forward / ra_model_forward_train: x (D, H, W, C),
  * a cross block's holding the D1 query frames, then the D2 key/value
  * frames. Writes the query frames dq, the map and ny = dq * H * W * C. */
@@ -888,8 +926,11 @@ static int64_t s3_flops(const ra_model *m, int h, int w) {
     if (h > S3_MAX_SIZE || w > S3_MAX_SIZE) return -1;
     const plan p = plan_of(s, s->win[0], h, w);
     const int64_t C = s->dim, L1 = (int64_t)p.gq.d * h * w, L2 = (int64_t)p.gkv.d * h * w;
-    const int64_t attn = p.n1 * C * C + p.n2 * 2 * C * C + 2 * p.n1 * p.n2 * C + p.n1 * C * C;
-    return 2 * C * L1 + (s->cross ? C * L2 : 0) + p.nw * attn + 2 * L1 * C * s->hidden;
+    int64_t attn = ra_cadd(ra_cmul3(p.n1, C, C), ra_cmul3(p.n2, 2 * C, C));
+    attn = ra_cadd(ra_cadd(attn, ra_cmul3(p.n1, p.n2, 2 * C)), ra_cmul3(p.n1, C, C));
+    int64_t f = ra_cadd(ra_cmul(2 * C, L1), s->cross ? ra_cmul(C, L2) : 0);
+    f = ra_cadd(f, ra_cmul(p.nw, attn));
+    return ra_cadd(f, ra_cmul3(2 * L1, C, s->hidden));
 }
 
 const ra_arch_ops ra_swin_block_3d_ops = {

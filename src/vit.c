@@ -1312,9 +1312,10 @@ static int64_t vit_flops(const ra_model *m, int h, int w) {
     const vit_impl *v = m->impl;
     const int64_t C = v->dim, P = v->patch;
     const int64_t np = (int64_t)((h + P - 1) / P) * ((w + P - 1) / P), n = np + v->prefix;
-    int64_t f = np * C * v->in_chans * P * P;
-    f += v->depth * (n * C * 3 * C + 2 * n * n * C + n * C * C + 2 * n * C * v->hidden);
-    return f + C * v->num_classes;
+    int64_t blk = ra_cadd(ra_cmul3(n, C, 3 * C), ra_cmul3(n, n, 2 * C));
+    blk = ra_cadd(ra_cadd(blk, ra_cmul3(n, C, C)), ra_cmul3(2 * n, C, v->hidden));
+    const int64_t f = ra_cadd(ra_cmul3(np, C, v->in_chans * P * P), ra_cmul(v->depth, blk));
+    return ra_cadd(f, C * v->num_classes);
 }
 
 const ra_arch_ops ra_vit_ops = {.flops = vit_flops, .name = "vit",

@@ -1487,11 +1487,55 @@ static void test_fast_paths(void) {
     free(x), free(a), free(b);
 }
 
+/* Each SIMD LayerNorm row against a double-precision oracle at several eps
+ * (rows of small variance, where eps matters): a kernel with eps fixed at
+ * 1e-5 fails here, whatever the fixtures' eps. */
+#ifdef RA_HAVE_X86_KERNELS
+static void ln_rows_eps(const char *what, void (*row)(float *, float *, float *, const float *,
+                                                      const float *, const float *, int, float)) {
+    static const float epss[] = {1e-6f, 1e-5f, 1e-3f, 0.25f};
+    static const int cs[] = {1, 7, 8, 17, 64, 96, 193};
+    double worst = 0;
+    for (int ie = 0; ie < 4; ie++)
+        for (int ic = 0; ic < 7; ic++) {
+            const int c = cs[ic];
+            float x[193], g[193], b[193], y[193], mean, rstd;
+            for (int i = 0; i < c; i++) {
+                x[i] = 1e-3f * (float)((i * 37 % 23) - 11) + 0.5f;
+                g[i] = 1.0f + 0.01f * (float)(i % 5), b[i] = 0.1f * (float)(i % 3);
+            }
+            row(y, &mean, &rstd, x, g, b, c, epss[ie]);
+            double m = 0, v = 0;
+            for (int i = 0; i < c; i++) m += x[i];
+            m /= c;
+            for (int i = 0; i < c; i++) v += (x[i] - m) * (x[i] - m);
+            const double rs = 1.0 / sqrt(v / c + epss[ie]);
+            for (int i = 0; i < c; i++) {
+                const double want = (x[i] - m) * rs * g[i] + b[i];
+                const double e = fabs(y[i] - want) / (1e-6 + 1e-5 * fabs(want));
+                if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+            }
+            const double er = fabs(rstd - rs) / (1e-5 * rs);
+            if (!(er <= worst)) worst = isnan(er) ? INFINITY : er;
+        }
+    printf("  %s LayerNorm rows at eps 1e-6..0.25: %.3g x tolerance\n", what, worst);
+    CHECK(worst <= 1.0, "%s LayerNorm: %.3g x tolerance against the oracle", what, worst);
+}
+#endif
+
+static void test_layernorm_eps(void) {
+#ifdef RA_HAVE_X86_KERNELS
+    if (ra_kernel_supported(RA_KERNEL_AVX2)) ln_rows_eps("AVX2", ra_nn_layernorm_row_avx2);
+    if (ra_kernel_supported(RA_KERNEL_AVX512)) ln_rows_eps("AVX-512", ra_nn_layernorm_row_avx512);
+#endif
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) fixtures = argv[1];
     test_linear();
     test_layernorm("layernorm_swin");
     test_layernorm("layernorm_vit");
+    test_layernorm_eps();
     test_gelu();
     test_ce("ce_plain");
     test_ce("ce_smooth");
