@@ -328,7 +328,7 @@ void ra_rows_scatter_add(float *x, const float *a, const int32_t *dst, int64_t m
  * grown. */
 static tss_t scratch_key;
 static once_flag scratch_once = ONCE_FLAG_INIT;
-static int scratch_ok;
+static _Atomic int scratch_ok;   /* atomic: what call_once publishes, as TSan sees it */
 typedef struct scratch_buf { void *p; size_t cap; } scratch_buf;
 static void scratch_free(void *v) {
     scratch_buf *b = v;

@@ -345,7 +345,7 @@ typedef struct pack_buf {
 
 static tss_t pack_key;
 static once_flag pack_once = ONCE_FLAG_INIT;
-static int pack_key_ok;
+static _Atomic int pack_key_ok;   /* atomic: what call_once publishes, as TSan sees it */
 
 static void pack_buf_free(void *v) {
     pack_buf *b = v;
@@ -594,7 +594,7 @@ static const tn_fn tn_v1[24] = {tn_1_1,  tn_2_1,  tn_3_1,  tn_4_1,  tn_5_1,  tn_
  * sums: one buffer per thread, grown on demand, freed when it ends. */
 static tss_t tn_key;
 static once_flag tn_once = ONCE_FLAG_INIT;
-static int tn_key_ok;
+static _Atomic int tn_key_ok;
 static void tn_key_init(void) { tn_key_ok = tss_create(&tn_key, pack_buf_free) == thrd_success; }
 
 static void *tn_space(size_t bytes) {
