@@ -174,7 +174,7 @@ def target_lines(b):
                          for row, measure in b.rows if measure == "bwd"]
     for row, measure, kind, want in targets:
         name = "%s, %s" % (row, measure)
-        if measure in NOTES:
+        if measure in NOTES and " B=" in row:   # the networks' training step
             name += " (%s)" % NOTES[measure]
         if kind == "linear":
             rt, rg = memory_growth(b.mem.get(("relattn", row), {}))
