@@ -11,7 +11,6 @@
 
 #include <math.h>
 #include <stdlib.h>
-#include <omp.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -337,6 +336,33 @@ static ra_status forward_part(const ra_attn_layer *l, float *y, float *attn, con
     return RA_OK;
 }
 
+/* One call of a layer over B_ windows, shared out in parts (ra_run_parts). */
+typedef struct {
+    const ra_attn_layer *l;
+    float *y, *attn, *dx, *dkv;
+    const float *x, *kv, *dy, *mask;
+    int b_, n1, n2, nw, parts;
+    ra_attn_grads g[RA_MAX_PARTS];   /* backward: each part's gradients */
+} layer_call;
+
+static int layer_parts(int b_) {
+    int S = ra_threads_get();
+    if (S > b_) S = b_;
+    return S < 1 ? 1 : S > RA_MAX_PARTS ? RA_MAX_PARTS : S;
+}
+
+static void part_windows(const layer_call *c, int s, int *b0, int *nb) {
+    *b0 = (int)((int64_t)c->b_ * s / c->parts);
+    *nb = (int)((int64_t)c->b_ * (s + 1) / c->parts) - *b0;
+}
+
+static ra_status forward_one(void *ctx, int s) {
+    const layer_call *c = ctx;
+    int b0, nb;
+    part_windows(c, s, &b0, &nb);
+    return forward_part(c->l, c->y, c->attn, c->x, c->kv, b0, nb, c->n1, c->n2, c->mask, c->nw);
+}
+
 /* With several threads and windows, each thread takes a part of the
  * windows through the whole layer (projection, core, output projection)
  * with single-threaded kernels: no barrier between the three, each part's
@@ -351,25 +377,9 @@ ra_status ra_attn_layer_forward(const ra_attn_layer *l, float *y, float *attn,
     ra_status st = pass_prepare(&ps, l, x, kv, b_, n1, n2, mask, nw, -1, 0);
     pass_end(&ps);
     if (st) return st;
-    int S = ra_threads_get();
-    if (S > b_) S = b_;
-    if (S < 2) return forward_part(l, y, attn, x, kv, 0, b_, n1, n2, mask, nw);
-    enum { MAXS = 64 };
-    if (S > MAXS) S = MAXS;
-    ra_status sst[MAXS];
-    char why[512] = "";
-    #pragma omp parallel for num_threads(S) schedule(static, 1)
-    for (int s = 0; s < S; s++) {
-        const int b0 = (int)((int64_t)b_ * s / S), b1 = (int)((int64_t)b_ * (s + 1) / S);
-        sst[s] = forward_part(l, y, attn, x, kv, b0, b1 - b0, n1, n2, mask, nw);
-        if (sst[s]) {
-            #pragma omp critical(ra_layer_why)
-            if (!why[0]) snprintf(why, sizeof why, "%s", ra_last_error());
-        }
-    }
-    for (int s = 0; s < S; s++)
-        if (sst[s]) return ra_fail(sst[s], "%s", why);
-    return RA_OK;
+    layer_call c = {.l = l, .y = y, .attn = attn, .x = x, .kv = kv, .mask = mask, .b_ = b_,
+                    .n1 = n1, .n2 = n2, .nw = nw, .parts = layer_parts(b_)};
+    return ra_run_parts(c.parts, forward_one, &c);
 }
 
 size_t ra_attn_layer_forward_ws_size(const ra_attn_layer *l, int b_, int n1, int n2) {
@@ -464,6 +474,14 @@ static ra_status backward_part(const ra_attn_layer *l, float *dx, float *dkv,
     return st;
 }
 
+static ra_status backward_one(void *ctx, int s) {
+    const layer_call *c = ctx;
+    int b0, nb;
+    part_windows(c, s, &b0, &nb);
+    return backward_part(c->l, c->dx, c->dkv, &c->g[s], c->y, c->dy, c->x, c->kv, b0, nb,
+                         c->n1, c->n2, c->mask, c->nw);
+}
+
 /* The parameter gradients of g, and the floats of each. */
 enum { NGRADS = 11 };
 static void grad_slots(ra_attn_grads *g, float **slot[NGRADS]) {
@@ -495,10 +513,10 @@ ra_status ra_attn_layer_backward(const ra_attn_layer *l, float *dx, float *dkv,
     ra_status st = pass_prepare(&ps, l, x, kv, b_, n1, n2, mask, nw, -1, 1);
     pass_end(&ps);
     if (st) return st;
-    int S = ra_threads_get();
-    if (S > b_) S = b_;
-    enum { MAXS = 64 };
-    if (S > MAXS) S = MAXS;
+    layer_call c = {.l = l, .y = y, .dx = dx, .dkv = dkv, .x = x, .kv = kv, .dy = dy,
+                    .mask = mask, .b_ = b_, .n1 = n1, .n2 = n2, .nw = nw,
+                    .parts = layer_parts(b_)};
+    int S = c.parts;
     size_t n[NGRADS], per = 0;
     ra_attn_grads ug = *g;
     float **user[NGRADS];
@@ -506,41 +524,28 @@ ra_status ra_attn_layer_backward(const ra_attn_layer *l, float *dx, float *dkv,
     grad_slots(&ug, user);
     for (int f = 0; f < NGRADS; f++) per += *user[f] ? n[f] : 0;
     float *priv = S > 1 && per ? ra_calloc((size_t)(S - 1) * per, sizeof(float)) : NULL;
-    if (S > 1 && per && !priv) S = 1;   /* no room for the parts' sums: one pass */
-    if (S < 2) return backward_part(l, dx, dkv, g, y, dy, x, kv, 0, b_, n1, n2, mask, nw);
-    ra_attn_grads pg[MAXS];
+    if (S > 1 && per && !priv) c.parts = S = 1;   /* no room for the parts' sums: one pass */
     for (int s = 0; s < S; s++) {
-        pg[s] = *g;
+        c.g[s] = *g;
         if (s == 0) continue;
         float **dst[NGRADS];
-        grad_slots(&pg[s], dst);
+        grad_slots(&c.g[s], dst);
         size_t at = (size_t)(s - 1) * per;
         for (int f = 0; f < NGRADS; f++)
             if (*user[f]) *dst[f] = priv + at, at += n[f];
     }
-    ra_status sst[MAXS];
-    char why[512] = "";
-    #pragma omp parallel for num_threads(S) schedule(static, 1)
-    for (int s = 0; s < S; s++) {
-        const int b0 = (int)((int64_t)b_ * s / S), b1 = (int)((int64_t)b_ * (s + 1) / S);
-        sst[s] = backward_part(l, dx, dkv, &pg[s], y, dy, x, kv, b0, b1 - b0, n1, n2, mask, nw);
-        if (sst[s]) {
-            #pragma omp critical(ra_layer_why)
-            if (!why[0]) snprintf(why, sizeof why, "%s", ra_last_error());
-        }
-    }
-    for (int s = 0; s < S && !st; s++) st = sst[s];
-    for (int f = 0, at = 0; !st && f < NGRADS; f++) {
+    st = ra_run_parts(S, backward_one, &c);
+    for (size_t f = 0, at = 0; !st && f < NGRADS; f++) {
         if (!*user[f]) continue;
         float *d = *user[f];
         for (int s = 1; s < S; s++) {
             const float *src = priv + (size_t)(s - 1) * per + at;
             for (size_t i = 0; i < n[f]; i++) d[i] += src[i];
         }
-        at += (int)n[f];
+        at += n[f];
     }
     ra_free(priv);
-    return st ? ra_fail(st, "%s", why) : RA_OK;
+    return st;
 }
 
 /* The backward on a caller's workspace, with the forward's projections and

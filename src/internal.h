@@ -17,6 +17,13 @@
  * error paths read:  return ra_fail(RA_ERR_ARG, "window %d < 1", w); */
 ra_status ra_fail(ra_status s, const char *fmt, ...) RA_PRINTF(2, 3);
 
+/* Work split into parts of samples (src/threads.c): part(ctx, s) for
+ * s = 0 .. n-1 (1 <= n <= RA_MAX_PARTS), one thread each, the kernels
+ * inside on one thread; the first failing part's status is returned, its
+ * reason raised again on the calling thread. */
+#define RA_MAX_PARTS 64
+ra_status ra_run_parts(int n, ra_status (*part)(void *ctx, int s), void *ctx);
+
 /* Checked size arithmetic: return 0 on overflow (result untouched). */
 static inline int ra_mul_size(size_t *r, size_t a, size_t b) {
     if (a != 0 && b > SIZE_MAX / a) return 0;

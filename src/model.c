@@ -11,7 +11,6 @@
  * How an arch plugs in: src/model_internal.h. */
 #include "model_internal.h"
 
-#include <omp.h>
 
 #include <jansson.h>
 
@@ -400,8 +399,6 @@ int64_t ra_model_param_total(const ra_model *m) { return m ? m->total : 0; }
 
 float *ra_model_weights(ra_model *m) { return m ? m->weights : NULL; }
 
-#define MAX_SHARDS 64
-
 /* A batch of several images (or token maps) on several threads is cut into
  * one shard of consecutive samples per thread, each run through the whole
  * network with single-threaded kernels: the networks treat every sample on
@@ -411,33 +408,37 @@ float *ra_model_weights(ra_model *m) { return m ? m->weights : NULL; }
  * threads by the batch, does the products), without a barrier in every
  * layer. One sample, or one
  * thread, runs on the layers' own threads. */
+typedef struct {
+    const ra_model *m;
+    const float *x;
+    int x_ndim, parts;
+    const int64_t *x_shape;
+    int64_t per_x;
+    float *y[RA_MAX_PARTS];
+    int nd[RA_MAX_PARTS];
+    int64_t ys[RA_MAX_PARTS][4];
+} forward_parts;
+
+static ra_status forward_part(void *ctx, int s) {
+    forward_parts *c = ctx;
+    const int64_t B = c->x_shape[0], b0 = B * s / c->parts, b1 = B * (s + 1) / c->parts;
+    int64_t xs[8];
+    memcpy(xs, c->x_shape, (size_t)c->x_ndim * sizeof *xs);
+    xs[0] = b1 - b0;
+    return c->m->ops->forward(c->m, &c->y[s], &c->nd[s], c->ys[s], c->x + b0 * c->per_x,
+                              c->x_ndim, xs);
+}
+
 static ra_status forward_shards(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                                 const float *x, int x_ndim, const int64_t *x_shape, int S) {
     const int64_t B = x_shape[0];
-    int64_t per_x = 1, xs[8];
-    for (int d = 1; d < x_ndim; d++) per_x *= x_shape[d];   /* bounded: x exists */
-    float *part[MAX_SHARDS] = {0};
-    int nd[MAX_SHARDS];
-    int64_t ys[MAX_SHARDS][4];
-    ra_status sst[MAX_SHARDS];
-    char why[512] = "";
-    #pragma omp parallel for num_threads(S) schedule(static, 1) private(xs)
-    for (int s = 0; s < S; s++) {
-        const int64_t b0 = B * s / S, b1 = B * (s + 1) / S;
-        memcpy(xs, x_shape, (size_t)x_ndim * sizeof *xs);
-        xs[0] = b1 - b0;
-        sst[s] = m->ops->forward(m, &part[s], &nd[s], ys[s], x + b0 * per_x, x_ndim, xs);
-        if (sst[s]) {
-            #pragma omp critical(ra_forward_why)
-            if (!why[0]) snprintf(why, sizeof why, "%s", ra_last_error());
-        }
-    }
-    ra_status st = RA_OK;
-    for (int s = 0; s < S && !st; s++) st = sst[s];
-    if (st) {   /* the shards' reason, raised again on this thread */
-        for (int s = 0; s < S; s++) ra_free(part[s]);
-        return ra_fail(st, "%s", why);
-    }
+    forward_parts c = {.m = m, .x = x, .x_ndim = x_ndim, .parts = S, .x_shape = x_shape,
+                       .per_x = 1};
+    for (int d = 1; d < x_ndim; d++) c.per_x *= x_shape[d];   /* bounded: x exists */
+    ra_status st = ra_run_parts(S, forward_part, &c);
+    float *const *part = c.y;
+    const int *nd = c.nd;
+    int64_t(*ys)[4] = c.ys;
     int64_t per_y = 1;
     for (int d = 1; !st && d < nd[0]; d++) per_y *= ys[0][d];
     for (int s = 1; s < S && !st; s++)   /* the shards agree on a sample's shape */
@@ -470,7 +471,7 @@ ra_status ra_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_
     int S = ra_threads_get();
     if (batched && x_ndim >= 2 && x_ndim <= 8 && x_shape[0] >= 2 && S >= 2) {
         if (S > x_shape[0]) S = (int)x_shape[0];
-        if (S > MAX_SHARDS) S = MAX_SHARDS;
+        if (S > RA_MAX_PARTS) S = RA_MAX_PARTS;
         return forward_shards(m, y, y_ndim, y_shape, x, x_ndim, x_shape, S);
     }
     return m->ops->forward(m, y, y_ndim, y_shape, x, x_ndim, x_shape);

@@ -24,7 +24,6 @@
 #include "model_internal.h"
 
 #include <math.h>
-#include <omp.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +48,6 @@ struct ra_trainer {
     float **rgrad;                  /* their gradients, (P) each */
 };
 
-#define MAX_SHARDS 64
 
 ra_train_config ra_train_config_default(void) {
     return (ra_train_config){.batch = 128, .epochs = 13, .lr = 3e-3, .min_lr = 1e-5,
@@ -102,7 +100,7 @@ static void drop_shards(ra_trainer *t) {
 static void plan_shards(ra_trainer *t) {
     int want = ra_threads_get();
     if (want > t->cfg.batch) want = t->cfg.batch;
-    if (want > MAX_SHARDS) want = MAX_SHARDS;
+    if (want > RA_MAX_PARTS) want = RA_MAX_PARTS;
     if (want < 1) want = 1;
     if (want == t->shards) return;
     drop_shards(t);
@@ -243,42 +241,36 @@ static ra_status shard_step(ra_trainer *t, ra_model *r, float *grad, int i0, int
     return st;
 }
 
+typedef struct {
+    ra_trainer *t;
+    float loss[RA_MAX_PARTS];
+} step_parts;
+
+static ra_status step_part(void *ctx, int s) {
+    step_parts *c = ctx;
+    ra_trainer *t = c->t;
+    const int S = t->shards, B = t->cfg.batch;
+    return shard_step(t, s ? t->rep[s - 1] : t->m, s ? t->rgrad[s - 1] : t->grad,
+                      (int)((int64_t)B * s / S), (int)((int64_t)B * (s + 1) / S), &c->loss[s]);
+}
+
 ra_status ra_trainer_step(ra_trainer *t, float *loss_out, float *norm_out) {
     if (!t) return ra_fail(RA_ERR_ARG, "trainer: NULL argument");
     ra_model *m = t->m;
-    const int B = t->cfg.batch;
     ra_status st = make_batch(t);
     if (st) return st;
     plan_shards(t);
     const int S = t->shards;
-    float loss = 0, part[MAX_SHARDS];
-    ra_status sst[MAX_SHARDS];
-    char why[MAX_SHARDS > 1 ? 512 : 1] = "";
-    if (S == 1) {
-        st = shard_step(t, m, t->grad, 0, B, &loss);
-    } else {
-        for (int s = 0; s + 1 < S; s++)
-            memcpy(t->rep[s]->weights, m->weights, (size_t)m->total * sizeof *m->weights);
-        /* nested regions (the layers' own) run on their caller's thread */
-        #pragma omp parallel for num_threads(S) schedule(static, 1)
-        for (int s = 0; s < S; s++) {
-            sst[s] = shard_step(t, s ? t->rep[s - 1] : m, s ? t->rgrad[s - 1] : t->grad,
-                                (int)((int64_t)B * s / S), (int)((int64_t)B * (s + 1) / S),
-                                &part[s]);
-            if (sst[s]) {   /* the reason is this thread's: keep it */
-                #pragma omp critical(ra_train_why)
-                if (!why[0]) snprintf(why, sizeof why, "%s", ra_last_error());
-            }
-        }
-        for (int s = 0; s < S && !st; s++) st = sst[s];
-        if (st) return ra_fail(st, "%s", why);
-        for (int s = 0; s < S; s++) loss += part[s];
-        const int64_t P = m->total;
-        #pragma omp parallel for num_threads(S) schedule(static)
-        for (int64_t i = 0; i < P; i++)
-            for (int s = 1; s < S; s++) t->grad[i] += t->rgrad[s - 1][i];
-    }
-    if (st) return st;
+    for (int s = 0; s + 1 < S; s++)
+        memcpy(t->rep[s]->weights, m->weights, (size_t)m->total * sizeof *m->weights);
+    step_parts c = {.t = t};
+    if ((st = ra_run_parts(S, step_part, &c))) return st;
+    float loss = 0;
+    for (int s = 0; s < S; s++) loss += c.loss[s];
+    const int64_t P = m->total;
+    #pragma omp parallel for num_threads(S) schedule(static) if (S > 1)
+    for (int64_t i = 0; i < P; i++)
+        for (int s = 1; s < S; s++) t->grad[i] += t->rgrad[s - 1][i];
     if (!isfinite(loss))
         return ra_fail(RA_ERR_ARG, "the loss is not finite at step %lld (learning rate %g too "
                        "high?)", (long long)t->step, ra_trainer_lr(t));
@@ -474,6 +466,22 @@ static ra_status eval_batches(const ra_model *m, const ra_dataset *d, float mean
     return st;
 }
 
+typedef struct {
+    const ra_model *m;
+    const ra_dataset *d;
+    float mean, std;
+    int batch, k, parts;
+    int64_t nb, cnt[RA_MAX_PARTS];
+    int64_t *confusion;   /* one k x k per part */
+} eval_parts;
+
+static ra_status eval_part(void *ctx, int s) {
+    eval_parts *c = ctx;
+    return eval_batches(c->m, c->d, c->mean, c->std, c->batch, c->nb * s / c->parts,
+                        c->nb * (s + 1) / c->parts, &c->cnt[s],
+                        c->confusion ? c->confusion + (size_t)s * c->k * c->k : NULL, c->k);
+}
+
 /* The batches are shared out among the threads, as the training step's
  * shards: each runs whole forwards with single-threaded kernels. Counting
  * is exact, so the result is the same whatever the threads. */
@@ -486,27 +494,16 @@ ra_status ra_evaluate(const ra_model *m, const ra_dataset *d, float mean, float 
     const int64_t nb = (d->n + batch - 1) / batch;
     int T = ra_threads_get();
     if (T > nb) T = (int)(nb > 0 ? nb : 1);
-    if (T > MAX_SHARDS) T = MAX_SHARDS;
-    int64_t cnt[MAX_SHARDS] = {0};
+    if (T > RA_MAX_PARTS) T = RA_MAX_PARTS;
     int64_t *conf = confusion && T > 1 ? calloc((size_t)T * k * k, sizeof *conf) : NULL;
     if (confusion && T > 1 && !conf) T = 1;   /* no room for the threads' counts */
-    ra_status sst[MAX_SHARDS];
-    char why[512] = "";
-    #pragma omp parallel for num_threads(T) schedule(static, 1) if (T > 1)
-    for (int s = 0; s < T; s++) {
-        sst[s] = eval_batches(m, d, mean, std, batch, nb * s / T, nb * (s + 1) / T, &cnt[s],
-                              T > 1 ? (conf ? conf + (size_t)s * k * k : NULL) : confusion, k);
-        if (sst[s]) {
-            #pragma omp critical(ra_eval_why)
-            if (!why[0]) snprintf(why, sizeof why, "%s", ra_last_error());
-        }
-    }
-    ra_status st = RA_OK;
-    for (int s = 0; s < T && !st; s++) st = sst[s];
+    eval_parts c = {.m = m, .d = d, .mean = mean, .std = std, .batch = batch, .k = k,
+                    .parts = T, .nb = nb, .confusion = T > 1 ? conf : confusion};
+    ra_status st = ra_run_parts(T, eval_part, &c);
     for (int s = 0; s < T && !st; s++) {
-        *correct += cnt[s];
+        *correct += c.cnt[s];
         for (int64_t e = 0; conf && e < (int64_t)k * k; e++) confusion[e] += conf[(size_t)s * k * k + e];
     }
     free(conf);
-    return st ? ra_fail(st, "%s", why) : RA_OK;
+    return st;
 }
