@@ -286,7 +286,12 @@ typedef enum ra_arch {
     RA_ARCH_SWIN_BLOCK,          /* SwinTransformerBlock                 */
     RA_ARCH_SWIN,                /* SwinTransformer (classification)     */
     RA_ARCH_VIT,                 /* timm VisionTransformer               */
-    RA_ARCH_SWIN_BLOCK_3D        /* Video Swin / RSTT 3-D window block   */
+    RA_ARCH_SWIN_BLOCK_3D,       /* Video Swin / RSTT 3-D window block   */
+    /* the later relative position schemes (docs/arch-relpos.md) */
+    RA_ARCH_T5_ATTENTION,        /* Hugging Face T5Attention, buckets    */
+    RA_ARCH_ALIBI_ATTENTION,     /* ALiBi (Press et al.)                 */
+    RA_ARCH_DECOMPOSED_ATTENTION,/* MViTv2 / ViTDet / SAM decomposed     */
+    RA_ARCH_ROPE_ATTENTION       /* RoPE-Axial (Heo et al. 2024)         */
 } ra_arch;
 
 /* Name as in the model file's "arch" metadata, or NULL. */
@@ -314,9 +319,20 @@ typedef struct ra_attn_config {
                               PyTorch's `qk_scale or hd**-0.5`), else hd^-0.5 */
     int has_rel_k, has_rel_v;  /* shaw: which tables exist; set by the layer
                                   from the params (a NULL table is absent) */
+    /* the relative position schemes (docs/arch-relpos.md) */
+    int inner_dim;         /* t5: num_heads * d_kv, the width of q, k, v and
+                              the input of o (0: dim); hd = inner / nH */
+    int num_buckets;       /* t5: relative_attention_num_buckets (32) */
+    int max_distance;      /* t5: relative_attention_max_distance (128) */
+    int causal;            /* t5 is_decoder, alibi causal: keys after the
+                              query masked (t5: one-sided buckets too) */
+    int grid[2];           /* (H, W): decomposed input_size, rope grid_size */
+    float rope_theta;      /* rope: frequency base (100) */
+    int num_prefix;        /* rope: num_prefix_tokens, not rotated (1) */
 } ra_attn_config;
 
-/* Default configuration of an arch (qkv_bias false for ViT, true else). */
+/* Default configuration of an arch (qkv_bias false for ViT, true else;
+ * the defaults of docs/arch-relpos.md for the schemes). */
 ra_attn_config ra_attn_config_default(ra_arch arch);
 
 /* Parameter tensors, borrowed (the layer never frees them). Shapes:
@@ -325,6 +341,10 @@ ra_attn_config ra_attn_config_default(ra_arch arch);
  *   proj_w (C, C), proj_b (C)
  *   table (T, nH)                     window archs
  *   rel_k, rel_v (2k+1, hd)           shaw (either may be NULL)
+ *   t5: q_w, k_w, v_w (E, C), proj_w (C, E) (o.weight), no biases,
+ *       table (buckets, nH) (relative_attention_bias.weight, may be NULL);
+ *       E = inner_dim
+ *   decomposed: rel_h (2H-1, hd), rel_w (2W-1, hd) (rel_pos_h, rel_pos_w)
  * Biases are NULL when qkv_bias is false. */
 typedef struct ra_attn_params {
     const float *qkv_w, *qkv_b;
@@ -332,6 +352,8 @@ typedef struct ra_attn_params {
     const float *proj_w, *proj_b;
     const float *table;
     const float *rel_k, *rel_v;
+    const float *k_w, *v_w;
+    const float *rel_h, *rel_w;
 } ra_attn_params;
 
 typedef struct ra_attn_layer ra_attn_layer;   /* opaque */
@@ -348,7 +370,9 @@ const ra_attn_config *ra_attn_layer_config(const ra_attn_layer *l);
 const int32_t *ra_attn_layer_index(const ra_attn_layer *l, int64_t *n1,
                                    int64_t *n2, int64_t *table_rows);
 
-/* Token counts the layer accepts: window archs fix N1 (and N2); others take
+/* Token counts the layer accepts: window archs fix N1 (and N2); rope N =
+ * num_prefix + H*W of its grid_size, decomposed N = H*W of input_size (or
+ * of the call's grid, ra_attn_layer_forward_ex); others take
  * any n >= 1 (N1 == N2), shaw_attention at most RA_MAX_SHAW_TOKENS (its
  * (N, N) clip index, 4 N^2 bytes, is built per call). Returns RA_ERR_SHAPE
  * with a reason if not. */
@@ -382,6 +406,8 @@ typedef struct ra_attn_grads {
     float *proj_w, *proj_b;
     float *table;
     float *rel_k, *rel_v;
+    float *k_w, *v_w;
+    float *rel_h, *rel_w;
 } ra_attn_grads;
 
 /* Backward pass of ra_attn_layer_forward, for the same inputs.
@@ -400,6 +426,32 @@ ra_status ra_attn_layer_backward(const ra_attn_layer *l,
                                  const float *x, const float *kv,
                                  int b_, int n1, int n2,
                                  const float *mask, int nw);
+
+/* The two calls above on a token grid: grid (H, W) is the map of the
+ * call's tokens, N1 = N2 = H * W, row-major. decomposed_attention resamples
+ * its tables to a grid other than input_size (as SAM's get_rel_pos; the
+ * gradient goes back through the resampling). grid NULL (what the calls
+ * above pass) means the layer's own: input_size for decomposed_attention,
+ * which then needs N = H*W of it; the other archs ignore a grid. */
+ra_status ra_attn_layer_forward_ex(const ra_attn_layer *l, float *y, float *attn,
+                                   const float *x, const float *kv, int b_, int n1, int n2,
+                                   const float *mask, int nw, const int grid[2]);
+ra_status ra_attn_layer_backward_ex(const ra_attn_layer *l, float *dx, float *dkv,
+                                    const ra_attn_grads *g, float *y, const float *dy,
+                                    const float *x, const float *kv, int b_, int n1, int n2,
+                                    const float *mask, int nw, const int grid[2]);
+
+/* T5's relative position bucket of key j for query i (Hugging Face's
+ * T5Attention._relative_position_bucket of j - i, float32 logarithm,
+ * truncated): bidirectional (is_decoder false) or one-sided. -1 for an
+ * invalid configuration (buckets < 2, or < 4 bidirectionally; max_distance
+ * not above the exact range buckets / 4, or / 2 one-sided). */
+int ra_t5_bucket(int rel, int bidirectional, int num_buckets, int max_distance);
+
+/* ALiBi's slope of head h of nh (Press et al., the authors' get_slopes):
+ * 2^(-8(h+1)/n) for n a power of two; otherwise those of the largest power
+ * of two below n, then every other slope of twice that. */
+float ra_alibi_slope(int h, int nh);
 
 /* ------------------------------------------------------------------------ */
 /* 5. Layers used by the modules                                            */

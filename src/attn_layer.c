@@ -1,12 +1,17 @@
-/* attn_layer.c - the seed attention modules: projections around the core.
+/* attn_layer.c - the attention modules: projections around the core.
  *
- *   vit_attention, window_attention, shaw_attention:
+ *   vit_attention, window_attention, shaw_attention, and the schemes
+ *   alibi_attention, decomposed_attention, rope_attention:
  *       qkv = x Wqkv^T + b  ->  core(q, k, v)  ->  y = out Wproj^T + b
  *   window_attention_3d:
  *       q = x Wq^T + b,  kv = kv_in Wkv^T + b  ->  core  ->  proj
+ *   t5_attention:
+ *       q, k, v = x Wq^T, x Wk^T, x Wv^T (width E)  ->  core  ->  y = out Wo^T
  * The core reads q, k and v in place from the projection's output through
- * row strides: no permute, no copy. */
-#include "internal.h"
+ * row strides: no permute, no copy. The relative position schemes hook in
+ * through src/attn_schemes.c: position terms of the core's description per
+ * call (ra_pos_*), and RoPE's rotation between projection and core. */
+#include "attn_internal.h"
 #include "infer.h"
 
 #include <math.h>
@@ -18,17 +23,6 @@
  * BLAS int arguments. */
 #define RA_MAX_DIM (1 << 16)
 
-struct ra_attn_layer {
-    ra_attn_config cfg;
-    ra_attn_params p;
-    int hd;
-    float scale;
-    int n1, n2;            /* tokens fixed by the window (0: any) */
-    int32_t *idx;          /* (N1, N2) bias index, window archs   */
-    int32_t *rel2;         /* (N, N) 2-D Shaw index (shaw_window)  */
-    int64_t table_rows;
-};
-
 static const char *arch_names[] = {
     [RA_ARCH_VIT_ATTENTION] = "vit_attention",
     [RA_ARCH_WINDOW_ATTENTION] = "window_attention",
@@ -38,43 +32,58 @@ static const char *arch_names[] = {
     [RA_ARCH_SWIN] = "swin",
     [RA_ARCH_VIT] = "vit",
     [RA_ARCH_SWIN_BLOCK_3D] = "swin_block_3d",
+    [RA_ARCH_T5_ATTENTION] = "t5_attention",
+    [RA_ARCH_ALIBI_ATTENTION] = "alibi_attention",
+    [RA_ARCH_DECOMPOSED_ATTENTION] = "decomposed_attention",
+    [RA_ARCH_ROPE_ATTENTION] = "rope_attention",
 };
+#define NARCH ((int)(sizeof arch_names / sizeof arch_names[0]))
 
 const char *ra_arch_name(ra_arch a) {
-    return (a > RA_ARCH_NONE && a <= RA_ARCH_SWIN_BLOCK_3D) ? arch_names[a] : NULL;
+    return (a > RA_ARCH_NONE && (int)a < NARCH) ? arch_names[a] : NULL;
 }
 
 ra_arch ra_arch_from_name(const char *name) {
-    for (int a = RA_ARCH_VIT_ATTENTION; name && a <= RA_ARCH_SWIN_BLOCK_3D; a++)
-        if (strcmp(name, arch_names[a]) == 0) return (ra_arch)a;
+    for (int a = RA_ARCH_VIT_ATTENTION; name && a < NARCH; a++)
+        if (arch_names[a] && strcmp(name, arch_names[a]) == 0) return (ra_arch)a;
     return RA_ARCH_NONE;
 }
 
 ra_attn_config ra_attn_config_default(ra_arch arch) {
-    ra_attn_config c = {.arch = arch, .qkv_bias = arch != RA_ARCH_VIT_ATTENTION};
+    ra_attn_config c = {.arch = arch, .qkv_bias = arch != RA_ARCH_VIT_ATTENTION &&
+                                                  arch != RA_ARCH_T5_ATTENTION};
     if (arch == RA_ARCH_SHAW_ATTENTION) c.has_rel_k = c.has_rel_v = 1;
+    if (arch == RA_ARCH_T5_ATTENTION) c.num_buckets = 32, c.max_distance = 128;
+    if (arch == RA_ARCH_ROPE_ATTENTION) c.rope_theta = 100.0f, c.num_prefix = 1;
     return c;
 }
 
-/* The Shaw tables' rows: 2k+1, or (2k+1)^2 over a window. */
-static int shaw_buckets(const ra_attn_layer *l) {
-    const int r = 2 * l->cfg.max_rel + 1;
-    return l->rel2 ? r * r : r;
+/* The attention layers (the others are networks built from them). */
+static int is_layer_arch(ra_arch a) {
+    return (a >= RA_ARCH_VIT_ATTENTION && a <= RA_ARCH_SHAW_ATTENTION) ||
+           (a >= RA_ARCH_T5_ATTENTION && a <= RA_ARCH_ROPE_ATTENTION);
 }
 
 static int is_window_arch(ra_arch a) {
     return a == RA_ARCH_WINDOW_ATTENTION || a == RA_ARCH_WINDOW_ATTENTION_3D;
 }
 
+/* The width of q, k and v: inner_dim for t5 (0: dim), else dim. */
+static int inner_width(const ra_attn_config *c) {
+    return c->arch == RA_ARCH_T5_ATTENTION && c->inner_dim ? c->inner_dim : c->dim;
+}
+
 static ra_status check_config(const ra_attn_config *c) {
-    if (c->arch < RA_ARCH_VIT_ATTENTION || c->arch > RA_ARCH_SHAW_ATTENTION)
+    if (!is_layer_arch(c->arch))
         return ra_fail(RA_ERR_ARG, "arch %d is not an attention layer", c->arch);
-    if (c->dim < 1 || c->dim > RA_MAX_DIM || c->num_heads < 1 || c->num_heads > c->dim)
+    const int E = inner_width(c);
+    if (c->dim < 1 || c->dim > RA_MAX_DIM || E < 1 || E > RA_MAX_DIM || c->num_heads < 1 ||
+        c->num_heads > E)
         return ra_fail(RA_ERR_ARG, "dim %d and num_heads %d: need 1 <= num_heads <= dim <= %d",
-                       c->dim, c->num_heads, RA_MAX_DIM);
-    if (c->dim % c->num_heads)
+                       E, c->num_heads, RA_MAX_DIM);
+    if (E % c->num_heads)
         return ra_fail(RA_ERR_ARG, "dim %d is not divisible by num_heads %d",
-                       c->dim, c->num_heads);
+                       E, c->num_heads);
     if (c->has_qk_scale && !isfinite(c->qk_scale))
         return ra_fail(RA_ERR_ARG, "qk_scale is not finite");
     if (c->arch == RA_ARCH_SHAW_ATTENTION && (c->max_rel < 0 || c->max_rel > (1 << 20)))
@@ -85,7 +94,8 @@ static ra_status check_config(const ra_attn_config *c) {
 
 static ra_status check_params(const ra_attn_config *c, const ra_attn_params *p) {
     const char *missing = NULL;
-    if (!p->proj_w || !p->proj_b) missing = "proj";
+    if (c->arch == RA_ARCH_T5_ATTENTION) missing = NULL;   /* ra_scheme_create checks */
+    else if (!p->proj_w || !p->proj_b) missing = "proj";
     else if (c->arch == RA_ARCH_WINDOW_ATTENTION_3D) {
         if (!p->q_w || !p->kv_w || (c->qkv_bias && (!p->q_b || !p->kv_b))) missing = "q / kv";
     } else if (!p->qkv_w || (c->qkv_bias && !p->qkv_b)) missing = "qkv";
@@ -105,12 +115,17 @@ ra_status ra_attn_layer_create(ra_attn_layer **out, const ra_attn_config *cfg,
     if (!l) return ra_fail(RA_ERR_NOMEM, "attention layer: out of memory");
     l->cfg = *cfg;
     l->p = *params;
-    l->hd = cfg->dim / cfg->num_heads;
+    l->inner = inner_width(cfg);
+    l->hd = l->inner / cfg->num_heads;
     l->scale = (cfg->has_qk_scale && cfg->qk_scale != 0.0f) ? cfg->qk_scale
                                                            : 1.0f / sqrtf((float)l->hd);
     if (cfg->arch == RA_ARCH_SHAW_ATTENTION) {
         l->cfg.has_rel_k = params->rel_k != NULL;
         l->cfg.has_rel_v = params->rel_v != NULL;
+    }
+    if ((st = ra_scheme_create(l))) {
+        ra_attn_layer_free(l);
+        return st;
     }
     if (cfg->arch == RA_ARCH_SHAW_ATTENTION && cfg->shaw_window[0] > 0 &&
         cfg->shaw_window[1] > 0) {   /* 2-D Shaw over a window's tokens */
@@ -160,6 +175,7 @@ void ra_attn_layer_free(ra_attn_layer *l) {
     if (!l) return;
     ra_free(l->idx);
     ra_free(l->rel2);
+    ra_scheme_free(l);
     free(l);
 }
 
@@ -174,8 +190,12 @@ const int32_t *ra_attn_layer_index(const ra_attn_layer *l, int64_t *n1, int64_t 
     return l->idx;
 }
 
-ra_status ra_attn_layer_check_tokens(const ra_attn_layer *l, int n1, int n2) {
+/* The tokens of a call on a grid (NULL: the layer's own). */
+static ra_status check_tokens(const ra_attn_layer *l, int n1, int n2, const int grid[2]) {
+    if (!l) return ra_fail(RA_ERR_ARG, "attention layer: NULL argument");
     if (n1 < 1 || n2 < 1) return ra_fail(RA_ERR_SHAPE, "token counts %d, %d must be >= 1", n1, n2);
+    ra_status st = ra_scheme_check_tokens(l, n1, n2, grid);
+    if (st) return st;
     if (l->n1 && (n1 != l->n1 || n2 != l->n2)) {
         if (l->cfg.arch == RA_ARCH_WINDOW_ATTENTION)
             return ra_fail(RA_ERR_SHAPE, "window %dx%d needs N = %d tokens, got %d",
@@ -195,29 +215,38 @@ ra_status ra_attn_layer_check_tokens(const ra_attn_layer *l, int n1, int n2) {
     return RA_OK;
 }
 
+ra_status ra_attn_layer_check_tokens(const ra_attn_layer *l, int n1, int n2) {
+    return check_tokens(l, n1, n2, NULL);
+}
+
 /* ---- forward and backward share one pass -------------------------------
  * pass_begin validates, projects and runs the core forward into obuf (the
  * attention output before proj); the forward then applies proj, the
- * backward goes back through proj, the core and the projections. */
+ * backward goes back through proj, the core and the projections. The
+ * position terms of a call (ra_pos_call) are built once by the caller of
+ * the parts, or by the pass itself (pc NULL). */
 typedef struct {
     ra_attn_desc d;
-    int32_t *rel;            /* Shaw clip index by j - i (N1 + N2 - 1), per call */
+    ra_pos_call own;         /* the position terms, when the caller gave none */
+    const ra_pos_call *pc;
     float *scratch;          /* one block for everything below */
-    float *qbuf, *kvbuf;     /* projections: (rows1, 3C) or (rows1, C) + (rows2, 2C) */
-    float *obuf;             /* (rows1, C) */
+    float *qbuf, *kvbuf;     /* projections: (rows1, 3E), or (rows1, C) + (rows2, 2C) */
+    float *obuf;             /* (rows1, E) */
     float *dqbuf, *dkvbuf, *dobuf;   /* backward: gradients of the three above */
+    float *drel;             /* backward: the decomposed table's gradient (R, hd) */
     void *work;
     size_t wbytes;
     const float *q, *k, *v;
     int ldq, ldkv;
     int64_t rows1, rows2;
-    size_t nq, nkv, no, nfloats;   /* floats of the scratch parts, of all of it */
-    int own;                       /* scratch allocated here */
+    size_t nq, nkv, no, ndrel, nfloats;   /* floats of the scratch parts, of all of it */
+    int own_scratch, own_pc;
 } pass;
 
 static void pass_end(pass *ps) {
-    if (ps->own) ra_free(ps->scratch);
-    ra_free(ps->rel);
+    if (ps->own_scratch) ra_free(ps->scratch);
+    if (ps->own_pc) ra_pos_end(&ps->own);
+    ps->own_scratch = ps->own_pc = 0;
 }
 
 static size_t up16(size_t n) { return (n + 15) & ~(size_t)15; }
@@ -225,7 +254,8 @@ static size_t up16(size_t n) { return (n + 15) & ~(size_t)15; }
 /* Validate, describe the core and size the scratch (ps->nfloats). */
 static ra_status pass_prepare(pass *ps, const ra_attn_layer *l, const float *x,
                               const float *kv, int b_, int n1, int n2, const float *mask,
-                              int nw, int w0, int backward) {
+                              int nw, int w0, int backward, const int grid[2],
+                              const ra_pos_call *pc) {
     /* w0: -1 for a whole batch (B_ a multiple of nW), else the first window
      * of a part of one */
     memset(ps, 0, sizeof *ps);
@@ -237,103 +267,110 @@ static ra_status pass_prepare(pass *ps, const ra_attn_layer *l, const float *x,
     if (mask && w0 < 0 && (nw < 1 || b_ % nw != 0))
         return ra_fail(RA_ERR_SHAPE, "attention: mask has %d windows, which does not "
                        "divide B_=%d", nw, b_);
-    ra_status st = ra_attn_layer_check_tokens(l, n1, n2);
+    ra_status st = check_tokens(l, n1, n2, grid);
     if (st) return st;
-    const int C = l->cfg.dim, is3d = l->cfg.arch == RA_ARCH_WINDOW_ATTENTION_3D;
+    const int C = l->cfg.dim, E = l->inner, is3d = l->cfg.arch == RA_ARCH_WINDOW_ATTENTION_3D;
     ps->rows1 = (int64_t)b_ * n1, ps->rows2 = (int64_t)b_ * n2;
     int64_t big;
-    if (!ra_mul_i64(&big, ps->rows1 > ps->rows2 ? ps->rows1 : ps->rows2, 3 * (int64_t)C) ||
+    if (!ra_mul_i64(&big, ps->rows1 > ps->rows2 ? ps->rows1 : ps->rows2,
+                    3 * (int64_t)(C > E ? C : E)) ||
         big > ((int64_t)1 << 40))
         return ra_fail(RA_ERR_SHAPE, "input of %d x %d tokens is too large", b_, n1);
+    if (!pc) {
+        if ((st = ra_pos_begin(&ps->own, l, n1, n2, grid, mask, nw))) return st;
+        ps->own_pc = 1;
+        pc = &ps->own;
+    }
+    ps->pc = pc;
 
     ra_attn_desc *d = &ps->d;
     *d = (ra_attn_desc){.b_ = b_, .nh = l->cfg.num_heads, .n1 = n1, .n2 = n2, .hd = l->hd,
-                        .scale = l->scale, .mask = mask, .nw = nw, .w0 = w0 > 0 ? w0 : 0};
+                        .scale = l->scale, .w0 = w0 > 0 ? w0 : 0};
     if (l->idx) d->table = l->p.table, d->idx = l->idx, d->table_rows = l->table_rows;
-    if (l->rel2 && (l->p.rel_k || l->p.rel_v)) {
-        d->rel = l->rel2, d->r = shaw_buckets(l);
-        d->rel_k = l->p.rel_k, d->rel_v = l->p.rel_v;
-    } else if (l->cfg.arch == RA_ARCH_SHAW_ATTENTION && (l->p.rel_k || l->p.rel_v)) {
-        /* clip(j - i) + k depends on j - i alone: N1 + N2 - 1 numbers, never
-         * an (N1, N2) index (memory linear in the sequence) */
-        const int k = l->cfg.max_rel;
-        if (!(ps->rel = ra_alloc((size_t)n1 + n2 - 1, sizeof *ps->rel)))
-            return ra_fail(RA_ERR_NOMEM, "shaw index: out of memory");
-        for (int e = 0; e < n1 + n2 - 1; e++) {
-            const int dist = e - (n1 - 1);
-            ps->rel[e] = (dist < -k ? -k : dist > k ? k : dist) + k;
-        }
-        d->rel = ps->rel + (n1 - 1), d->rel_ld = -1, d->r = 2 * k + 1;
-        d->rel_k = l->p.rel_k, d->rel_v = l->p.rel_v;
-    }
+    ra_pos_desc(pc, mask, nw, d);
     if ((st = ra_attention_check(d))) return pass_end(ps), st;
 
     const int nt = ra_threads_get();
     ps->wbytes = ra_attention_workspace_size(d, nt);
     if (backward && ra_attention_backward_workspace_size(d, nt) > ps->wbytes)
         ps->wbytes = ra_attention_backward_workspace_size(d, nt);
-    ps->nq = up16((size_t)ps->rows1 * (is3d ? C : 3 * C));
+    ps->nq = up16((size_t)ps->rows1 * (is3d ? C : 3 * E));
     ps->nkv = is3d ? up16((size_t)ps->rows2 * 2 * C) : 0;
-    ps->no = up16((size_t)ps->rows1 * C);
-    ps->nfloats = (ps->nq + ps->nkv + ps->no) * (backward ? 2 : 1) + up16((ps->wbytes + 3) / 4);
+    ps->no = up16((size_t)ps->rows1 * E);
+    ps->ndrel = backward ? up16(ra_pos_drel_floats(pc, l)) : 0;
+    ps->nfloats = (ps->nq + ps->nkv + ps->no) * (backward ? 2 : 1) + ps->ndrel +
+                  up16((ps->wbytes + 3) / 4);
     return RA_OK;
+}
+
+/* q, k, v inside the projections' buffers (or their gradients inside the
+ * gradients' buffers, laid out alike); their row stride is ps->ldq / ldkv:
+ *   fused qkv (rows1, 3E): q, k, v at columns 0, E, 2E
+ *   t5: three (rows1, E) blocks one after the other
+ *   3-D: q (rows1, C), kv (rows2, 2C) with k, v at columns 0, C */
+static void pass_views(pass *ps, const ra_attn_layer *l, float *qb, float *kvb, float **q,
+                       float **k, float **v) {
+    const int C = l->cfg.dim, E = l->inner;
+    if (l->cfg.arch == RA_ARCH_WINDOW_ATTENTION_3D) {
+        *q = qb, *k = kvb, *v = kvb + C;
+        ps->ldq = C, ps->ldkv = 2 * C;
+    } else if (l->cfg.arch == RA_ARCH_T5_ATTENTION) {
+        const size_t blk = (size_t)ps->rows1 * E;
+        *q = qb, *k = qb + blk, *v = qb + 2 * blk;
+        ps->ldq = ps->ldkv = E;
+    } else {
+        *q = qb, *k = qb + E, *v = qb + 2 * E;
+        ps->ldq = ps->ldkv = 3 * E;
+    }
 }
 
 /* Lay the scratch out (scratch: ps->nfloats floats), then project and run
  * the core forward. */
 static ra_status pass_run(pass *ps, const ra_attn_layer *l, float *attn, const float *x,
                           const float *kv, int backward) {
-    const int C = l->cfg.dim, is3d = l->cfg.arch == RA_ARCH_WINDOW_ATTENTION_3D;
+    const int C = l->cfg.dim, E = l->inner;
     const size_t nact = ps->nq + ps->nkv + ps->no;
     ps->qbuf = ps->scratch, ps->kvbuf = ps->qbuf + ps->nq, ps->obuf = ps->kvbuf + ps->nkv;
     float *next = ps->obuf + ps->no;
     if (backward) {   /* backward_run zeroes what accumulates */
         ps->dqbuf = next, ps->dkvbuf = ps->dqbuf + ps->nq, ps->dobuf = ps->dkvbuf + ps->nkv;
-        next += nact;
+        ps->drel = ps->ndrel ? ps->dqbuf + nact : NULL;
+        next += nact + ps->ndrel;
     }
     ps->work = next;
 
-    if (is3d) {
-        ra_linear_forward(ps->qbuf, x, l->p.q_w, l->p.q_b, ps->rows1, C, C);
-        ra_linear_forward(ps->kvbuf, kv ? kv : x, l->p.kv_w, l->p.kv_b, ps->rows2, 2 * C, C);
-        ps->q = ps->qbuf, ps->ldq = C;
-        ps->k = ps->kvbuf, ps->v = ps->kvbuf + C, ps->ldkv = 2 * C;
-    } else {
-        ra_linear_forward(ps->qbuf, x, l->p.qkv_w, l->p.qkv_b, ps->rows1, 3 * C, C);
-        ps->q = ps->qbuf, ps->ldq = 3 * C;
-        ps->k = ps->qbuf + C, ps->v = ps->qbuf + 2 * C, ps->ldkv = 3 * C;
+    float *q, *k, *v;
+    pass_views(ps, l, ps->qbuf, ps->kvbuf, &q, &k, &v);
+    switch (l->cfg.arch) {
+    case RA_ARCH_WINDOW_ATTENTION_3D:
+        ra_linear_forward(q, x, l->p.q_w, l->p.q_b, ps->rows1, C, C);
+        ra_linear_forward(k, kv ? kv : x, l->p.kv_w, l->p.kv_b, ps->rows2, 2 * C, C);
+        break;
+    case RA_ARCH_T5_ATTENTION:
+        ra_linear_forward(q, x, l->p.q_w, NULL, ps->rows1, E, C);
+        ra_linear_forward(k, x, l->p.k_w, NULL, ps->rows1, E, C);
+        ra_linear_forward(v, x, l->p.v_w, NULL, ps->rows1, E, C);
+        break;
+    default:
+        ra_linear_forward(q, x, l->p.qkv_w, l->p.qkv_b, ps->rows1, 3 * E, C);
     }
-    return ra_attention_forward(ps->obuf, C, attn, ps->q, ps->ldq, ps->k, ps->ldkv, ps->v,
+    ra_rope_rotate(l, q, k, ps->ldq, ps->d.b_, ps->d.n1, 0);
+    ps->q = q, ps->k = k, ps->v = v;
+    return ra_attention_forward(ps->obuf, E, attn, ps->q, ps->ldq, ps->k, ps->ldkv, ps->v,
                                 ps->ldkv, &ps->d, ps->work, ps->wbytes);
 }
 
 static ra_status pass_begin(pass *ps, const ra_attn_layer *l, float *attn, const float *x,
                             const float *kv, int b_, int n1, int n2, const float *mask,
-                            int nw, int w0, int backward) {
-    ra_status st = pass_prepare(ps, l, x, kv, b_, n1, n2, mask, nw, w0, backward);
+                            int nw, int w0, int backward, const int grid[2],
+                            const ra_pos_call *pc) {
+    ra_status st = pass_prepare(ps, l, x, kv, b_, n1, n2, mask, nw, w0, backward, grid, pc);
     if (st) return st;
     if (!(ps->scratch = ra_alloc(ps->nfloats, sizeof(float))))
         return pass_end(ps), ra_fail(RA_ERR_NOMEM, "attention layer: out of memory");
-    ps->own = 1;
+    ps->own_scratch = 1;
     if ((st = pass_run(ps, l, attn, x, kv, backward))) pass_end(ps);
     return st;
-}
-
-/* Windows [b0, b0 + nb) of a batch: x, kv, y, attn at their rows. */
-static ra_status forward_part(const ra_attn_layer *l, float *y, float *attn, const float *x,
-                              const float *kv, int b0, int nb, int n1, int n2,
-                              const float *mask, int nw) {
-    const int C = l->cfg.dim;
-    x += (size_t)b0 * n1 * C;
-    if (kv) kv += (size_t)b0 * n2 * C;
-    if (attn) attn += (size_t)b0 * l->cfg.num_heads * n1 * n2;
-    pass ps;
-    ra_status st = pass_begin(&ps, l, attn, x, kv, nb, n1, n2, mask, nw, b0, 0);
-    if (st) return st;
-    ra_linear_forward(y + (size_t)b0 * n1 * C, ps.obuf, l->p.proj_w, l->p.proj_b, ps.rows1, C,
-                      C);
-    pass_end(&ps);
-    return RA_OK;
 }
 
 /* One call of a layer over B_ windows, shared out in parts (ra_run_parts). */
@@ -342,13 +379,24 @@ typedef struct {
     float *y, *attn, *dx, *dkv;
     const float *x, *kv, *dy, *mask;
     int b_, n1, n2, nw, parts;
+    const int *grid;
+    ra_pos_call pc;                  /* the call's position terms, for every part */
     ra_attn_grads g[RA_MAX_PARTS];   /* backward: each part's gradients */
 } layer_call;
 
-static int layer_parts(int b_) {
+/* Validate the whole call once and build its position terms. */
+static ra_status call_begin(layer_call *c, int backward) {
+    pass ps;
+    ra_status st = pass_prepare(&ps, c->l, c->x, c->kv, c->b_, c->n1, c->n2, c->mask, c->nw,
+                                -1, backward, c->grid, NULL);
+    if (st) return st;
+    c->pc = ps.own;   /* the terms move to the call */
+    ps.own_pc = 0;
+    pass_end(&ps);
     int S = ra_threads_get();
-    if (S > b_) S = b_;
-    return S < 1 ? 1 : S > RA_MAX_PARTS ? RA_MAX_PARTS : S;
+    if (S > c->b_) S = c->b_;
+    c->parts = S < 1 ? 1 : S > RA_MAX_PARTS ? RA_MAX_PARTS : S;
+    return RA_OK;
 }
 
 static void part_windows(const layer_call *c, int s, int *b0, int *nb) {
@@ -356,11 +404,23 @@ static void part_windows(const layer_call *c, int s, int *b0, int *nb) {
     *nb = (int)((int64_t)c->b_ * (s + 1) / c->parts) - *b0;
 }
 
+/* Windows [b0, b0 + nb) of a batch: x, kv, y, attn at their rows. */
 static ra_status forward_one(void *ctx, int s) {
     const layer_call *c = ctx;
+    const ra_attn_layer *l = c->l;
     int b0, nb;
     part_windows(c, s, &b0, &nb);
-    return forward_part(c->l, c->y, c->attn, c->x, c->kv, b0, nb, c->n1, c->n2, c->mask, c->nw);
+    const int C = l->cfg.dim, n1 = c->n1, n2 = c->n2;
+    float *attn = c->attn ? c->attn + (size_t)b0 * l->cfg.num_heads * n1 * n2 : NULL;
+    pass ps;
+    ra_status st = pass_begin(&ps, l, attn, c->x + (size_t)b0 * n1 * C,
+                              c->kv ? c->kv + (size_t)b0 * n2 * C : NULL, nb, n1, n2, c->mask,
+                              c->nw, b0, 0, c->grid, &c->pc);
+    if (st) return st;
+    ra_linear_forward(c->y + (size_t)b0 * n1 * C, ps.obuf, l->p.proj_w, l->p.proj_b, ps.rows1,
+                      C, l->inner);
+    pass_end(&ps);
+    return RA_OK;
 }
 
 /* With several threads and windows, each thread takes a part of the
@@ -369,38 +429,30 @@ static ra_status forward_one(void *ctx, int s) {
  * rows stay in its core's cache, and every number is what one pass gives
  * (relattn's own products compute a row the same way wherever it sits;
  * OpenBLAS's may differ in the last bits). */
+ra_status ra_attn_layer_forward_ex(const ra_attn_layer *l, float *y, float *attn,
+                                   const float *x, const float *kv, int b_, int n1, int n2,
+                                   const float *mask, int nw, const int grid[2]) {
+    if (!y) return ra_fail(RA_ERR_ARG, "attention forward: NULL output");
+    layer_call c = {.l = l, .y = y, .attn = attn, .x = x, .kv = kv, .mask = mask, .b_ = b_,
+                    .n1 = n1, .n2 = n2, .nw = nw, .grid = grid};
+    ra_status st = call_begin(&c, 0);
+    if (!st) st = ra_run_parts(c.parts, forward_one, &c);
+    ra_pos_end(&c.pc);
+    return st;
+}
+
 ra_status ra_attn_layer_forward(const ra_attn_layer *l, float *y, float *attn,
                                 const float *x, const float *kv, int b_, int n1, int n2,
                                 const float *mask, int nw) {
-    if (!y) return ra_fail(RA_ERR_ARG, "attention forward: NULL output");
-    pass ps;   /* validates the whole call once */
-    ra_status st = pass_prepare(&ps, l, x, kv, b_, n1, n2, mask, nw, -1, 0);
-    pass_end(&ps);
-    if (st) return st;
-    layer_call c = {.l = l, .y = y, .attn = attn, .x = x, .kv = kv, .mask = mask, .b_ = b_,
-                    .n1 = n1, .n2 = n2, .nw = nw, .parts = layer_parts(b_)};
-    return ra_run_parts(c.parts, forward_one, &c);
+    return ra_attn_layer_forward_ex(l, y, attn, x, kv, b_, n1, n2, mask, nw, NULL);
 }
 
 size_t ra_attn_layer_forward_ws_size(const ra_attn_layer *l, int b_, int n1, int n2) {
-    if (!l || b_ < 1 || n1 < 1 || n2 < 1 || (l->n1 && (n1 != l->n1 || n2 != l->n2)))
-        return 0;
-    const int C = l->cfg.dim, is3d = l->cfg.arch == RA_ARCH_WINDOW_ATTENTION_3D;
-    const int64_t rows1 = (int64_t)b_ * n1, rows2 = (int64_t)b_ * n2;
-    int64_t big;
-    if (!ra_mul_i64(&big, rows1 > rows2 ? rows1 : rows2, 3 * (int64_t)C) ||
-        big > ((int64_t)1 << 40))
-        return 0;
-    const ra_attn_desc d = {.b_ = b_, .nh = l->cfg.num_heads, .n1 = n1, .n2 = n2,
-                            .hd = l->hd, .table = l->idx ? l->p.table : NULL,
-                            .r = shaw_buckets(l),
-                            .rel_k = l->cfg.arch == RA_ARCH_SHAW_ATTENTION ? l->p.rel_k : NULL,
-                            .rel_v = l->cfg.arch == RA_ARCH_SHAW_ATTENTION ? l->p.rel_v : NULL};
-    const size_t wbytes = ra_attention_workspace_size(&d, ra_threads_get());
-    const size_t n = up16((size_t)rows1 * (is3d ? C : 3 * C)) +
-                     (is3d ? up16((size_t)rows2 * 2 * C) : 0) + up16((size_t)rows1 * C) +
-                     up16((wbytes + 3) / 4);
-    return n * sizeof(float);
+    static const float one;
+    pass ps;
+    if (pass_prepare(&ps, l, &one, NULL, b_, n1, n2, NULL, 0, -1, 0, NULL, NULL)) return 0;
+    pass_end(&ps);
+    return ps.nfloats * sizeof(float);
 }
 
 ra_status ra_attn_layer_forward_ws(const ra_attn_layer *l, float *y, float *attn,
@@ -409,7 +461,7 @@ ra_status ra_attn_layer_forward_ws(const ra_attn_layer *l, float *y, float *attn
                                    float *res, const int32_t *map) {
     if (!y || !work) return ra_fail(RA_ERR_ARG, "attention forward: NULL output or workspace");
     pass ps;
-    ra_status st = pass_prepare(&ps, l, x, kv, b_, n1, n2, mask, nw, -1, 0);
+    ra_status st = pass_prepare(&ps, l, x, kv, b_, n1, n2, mask, nw, -1, 0, NULL, NULL);
     if (st) return st;
     if (ws / sizeof(float) < ps.nfloats) {
         pass_end(&ps);
@@ -418,7 +470,7 @@ ra_status ra_attn_layer_forward_ws(const ra_attn_layer *l, float *y, float *attn
     }
     ps.scratch = work;
     if ((st = pass_run(&ps, l, attn, x, kv, 0))) return pass_end(&ps), st;
-    ra_linear_epi(y, ps.obuf, l->p.proj_w, l->p.proj_b, ps.rows1, l->cfg.dim, l->cfg.dim, 0,
+    ra_linear_epi(y, ps.obuf, l->p.proj_w, l->p.proj_b, ps.rows1, l->cfg.dim, l->inner, 0,
                   res, map);
     pass_end(&ps);
     return RA_OK;
@@ -431,70 +483,79 @@ ra_status ra_attn_layer_forward_ws(const ra_attn_layer *l, float *y, float *attn
 static ra_status backward_run(pass *ps, const ra_attn_layer *l, float *dx, float *dkv,
                               const ra_attn_grads *g, float *y, const float *dy, const float *x,
                               const float *kv, int dx_set) {
-    const int C = l->cfg.dim, is3d = l->cfg.arch == RA_ARCH_WINDOW_ATTENTION_3D;
-    if (y) ra_linear_forward(y, ps->obuf, l->p.proj_w, l->p.proj_b, ps->rows1, C, C);
+    const int C = l->cfg.dim, E = l->inner;
+    const ra_arch a = l->cfg.arch;
+    if (y) ra_linear_forward(y, ps->obuf, l->p.proj_w, l->p.proj_b, ps->rows1, C, E);
 
     memset(ps->dqbuf, 0, (ps->nq + ps->nkv) * sizeof(float));
+    if (ps->drel) memset(ps->drel, 0, ps->ndrel * sizeof(float));
     ra_linear_backward_ex(ps->dobuf, g->proj_w, g->proj_b, dy, ps->obuf, l->p.proj_w, ps->rows1,
-                          C, C, 1, NULL);
-    float *dq = ps->dqbuf, *dk = is3d ? ps->dkvbuf : ps->dqbuf + C;
-    float *dv = is3d ? ps->dkvbuf + C : ps->dqbuf + 2 * C;
-    ra_status st = ra_attention_backward(dq, ps->ldq, dk, ps->ldkv, dv, ps->ldkv, g->table,
-                                         g->rel_k, g->rel_v, ps->dobuf, C, ps->q, ps->ldq, ps->k,
-                                         ps->ldkv, ps->v, ps->ldkv, &ps->d, ps->work, ps->wbytes);
-    if (!st && is3d) {
-        ra_linear_backward_ex(dx, g->q_w, g->q_b, ps->dqbuf, x, l->p.q_w, ps->rows1, C, C,
-                              dx_set, NULL);
-        ra_linear_backward(kv ? dkv : dx, g->kv_w, g->kv_b, ps->dkvbuf, kv ? kv : x, l->p.kv_w,
+                          C, E, 1, NULL);
+    float *dq, *dk, *dv;
+    pass_views(ps, l, ps->dqbuf, ps->dkvbuf, &dq, &dk, &dv);
+    /* alibi's table is computed, not a parameter; decomposed's combined
+     * table goes back to rel_pos_h / rel_pos_w below */
+    float *dtable = a == RA_ARCH_ALIBI_ATTENTION ? NULL : g->table;
+    ra_status st = ra_attention_backward(dq, ps->ldq, dk, ps->ldkv, dv, ps->ldkv, dtable,
+                                         ps->drel ? ps->drel : g->rel_k, g->rel_v, ps->dobuf, E,
+                                         ps->q, ps->ldq, ps->k, ps->ldkv, ps->v, ps->ldkv,
+                                         &ps->d, ps->work, ps->wbytes);
+    if (st) return st;
+    ra_pos_backward(ps->pc, l, ps->drel, g->rel_h, g->rel_w);
+    ra_rope_rotate(l, dq, dk, ps->ldq, ps->d.b_, ps->d.n1, 1);
+    switch (a) {
+    case RA_ARCH_WINDOW_ATTENTION_3D:
+        ra_linear_backward_ex(dx, g->q_w, g->q_b, dq, x, l->p.q_w, ps->rows1, C, C, dx_set, NULL);
+        ra_linear_backward(kv ? dkv : dx, g->kv_w, g->kv_b, dk, kv ? kv : x, l->p.kv_w,
                            ps->rows2, 2 * C, C);
-    } else if (!st) {
-        ra_linear_backward_ex(dx, g->qkv_w, g->qkv_b, ps->dqbuf, x, l->p.qkv_w, ps->rows1, 3 * C,
-                              C, dx_set, NULL);
+        break;
+    case RA_ARCH_T5_ATTENTION:
+        ra_linear_backward_ex(dx, g->q_w, NULL, dq, x, l->p.q_w, ps->rows1, E, C, dx_set, NULL);
+        ra_linear_backward(dx, g->k_w, NULL, dk, x, l->p.k_w, ps->rows1, E, C);
+        ra_linear_backward(dx, g->v_w, NULL, dv, x, l->p.v_w, ps->rows1, E, C);
+        break;
+    default:
+        ra_linear_backward_ex(dx, g->qkv_w, g->qkv_b, dq, x, l->p.qkv_w, ps->rows1, 3 * E, C,
+                              dx_set, NULL);
     }
-    return st;
+    return RA_OK;
 }
 
-/* Windows [b0, b0 + nb) of a batch through the backward, into g. */
-static ra_status backward_part(const ra_attn_layer *l, float *dx, float *dkv,
-                               const ra_attn_grads *g, float *y, const float *dy,
-                               const float *x, const float *kv, int b0, int nb, int n1, int n2,
-                               const float *mask, int nw) {
+/* Windows [b0, b0 + nb) of a batch through the backward, into the part's g. */
+static ra_status backward_one(void *ctx, int s) {
+    const layer_call *c = ctx;
+    const ra_attn_layer *l = c->l;
+    int b0, nb;
+    part_windows(c, s, &b0, &nb);
     const int C = l->cfg.dim;
-    const size_t r1 = (size_t)b0 * n1 * C, r2 = (size_t)b0 * n2 * C;
-    x += r1, dy += r1;
-    if (dx) dx += r1;
-    if (y) y += r1;
-    if (kv) kv += r2;
-    if (dkv) dkv += r2;
+    const size_t r1 = (size_t)b0 * c->n1 * C, r2 = (size_t)b0 * c->n2 * C;
+    const float *x = c->x + r1, *kv = c->kv ? c->kv + r2 : NULL;
     pass ps;
-    ra_status st = pass_begin(&ps, l, NULL, x, kv, nb, n1, n2, mask, nw, b0, 1);
+    ra_status st = pass_begin(&ps, l, NULL, x, kv, nb, c->n1, c->n2, c->mask, c->nw, b0, 1,
+                              c->grid, &c->pc);
     if (st) return st;
-    st = backward_run(&ps, l, dx, dkv, g, y, dy, x, kv, 0);
+    st = backward_run(&ps, l, c->dx ? c->dx + r1 : NULL, c->dkv ? c->dkv + r2 : NULL, &c->g[s],
+                      c->y ? c->y + r1 : NULL, c->dy + r1, x, kv, 0);
     pass_end(&ps);
     return st;
 }
 
-static ra_status backward_one(void *ctx, int s) {
-    const layer_call *c = ctx;
-    int b0, nb;
-    part_windows(c, s, &b0, &nb);
-    return backward_part(c->l, c->dx, c->dkv, &c->g[s], c->y, c->dy, c->x, c->kv, b0, nb,
-                         c->n1, c->n2, c->mask, c->nw);
-}
-
 /* The parameter gradients of g, and the floats of each. */
-enum { NGRADS = 11 };
+enum { NGRADS = 15 };
 static void grad_slots(ra_attn_grads *g, float **slot[NGRADS]) {
-    float **p[NGRADS] = {&g->qkv_w, &g->qkv_b, &g->q_w,    &g->q_b,    &g->kv_w, &g->kv_b,
-                         &g->proj_w, &g->proj_b, &g->table, &g->rel_k, &g->rel_v};
+    float **p[NGRADS] = {&g->qkv_w, &g->qkv_b, &g->q_w,    &g->q_b,    &g->kv_w,
+                         &g->kv_b,  &g->proj_w, &g->proj_b, &g->table, &g->rel_k,
+                         &g->rel_v, &g->k_w,    &g->v_w,    &g->rel_h, &g->rel_w};
     memcpy(slot, p, sizeof p);
 }
 
 static void grad_sizes(const ra_attn_layer *l, size_t n[NGRADS]) {
-    const size_t C = (size_t)l->cfg.dim;
-    const size_t rk = (size_t)shaw_buckets(l) * l->hd;
-    const size_t s[NGRADS] = {3 * C * C, 3 * C, C * C, C, 2 * C * C, 2 * C, C * C, C,
-                              (size_t)l->table_rows * l->cfg.num_heads, rk, rk};
+    const size_t C = (size_t)l->cfg.dim, E = (size_t)l->inner, hd = (size_t)l->hd;
+    const size_t r = 2 * (size_t)l->cfg.max_rel + 1, rk = (l->rel2 ? r * r : r) * hd;
+    const size_t s[NGRADS] = {3 * E * C, 3 * E, E * C, C, 2 * C * C, 2 * C, C * E, C,
+                              (size_t)l->table_rows * l->cfg.num_heads, rk, rk, E * C, E * C,
+                              (2 * (size_t)l->cfg.grid[0] - 1) * hd,
+                              (2 * (size_t)l->cfg.grid[1] - 1) * hd};
     memcpy(n, s, sizeof s);
 }
 
@@ -502,20 +563,17 @@ static void grad_sizes(const ra_attn_layer *l, size_t n[NGRADS]) {
  * forward; each part accumulates the parameters' gradients into its own
  * zeroed buffers (the first part into the caller's), added to the
  * caller's in part order at the end: deterministic for a thread count. */
-ra_status ra_attn_layer_backward(const ra_attn_layer *l, float *dx, float *dkv,
-                                 const ra_attn_grads *g, float *y, const float *dy,
-                                 const float *x, const float *kv, int b_, int n1, int n2,
-                                 const float *mask, int nw) {
+ra_status ra_attn_layer_backward_ex(const ra_attn_layer *l, float *dx, float *dkv,
+                                    const ra_attn_grads *g, float *y, const float *dy,
+                                    const float *x, const float *kv, int b_, int n1, int n2,
+                                    const float *mask, int nw, const int grid[2]) {
     static const ra_attn_grads none;
     if (!dy) return ra_fail(RA_ERR_ARG, "attention backward: NULL dy");
     if (!g) g = &none;
-    pass ps;   /* validates the whole call once */
-    ra_status st = pass_prepare(&ps, l, x, kv, b_, n1, n2, mask, nw, -1, 1);
-    pass_end(&ps);
-    if (st) return st;
     layer_call c = {.l = l, .y = y, .dx = dx, .dkv = dkv, .x = x, .kv = kv, .dy = dy,
-                    .mask = mask, .b_ = b_, .n1 = n1, .n2 = n2, .nw = nw,
-                    .parts = layer_parts(b_)};
+                    .mask = mask, .b_ = b_, .n1 = n1, .n2 = n2, .nw = nw, .grid = grid};
+    ra_status st = call_begin(&c, 1);
+    if (st) return st;
     int S = c.parts;
     size_t n[NGRADS], per = 0;
     ra_attn_grads ug = *g;
@@ -545,7 +603,15 @@ ra_status ra_attn_layer_backward(const ra_attn_layer *l, float *dx, float *dkv,
         at += n[f];
     }
     ra_free(priv);
+    ra_pos_end(&c.pc);
     return st;
+}
+
+ra_status ra_attn_layer_backward(const ra_attn_layer *l, float *dx, float *dkv,
+                                 const ra_attn_grads *g, float *y, const float *dy,
+                                 const float *x, const float *kv, int b_, int n1, int n2,
+                                 const float *mask, int nw) {
+    return ra_attn_layer_backward_ex(l, dx, dkv, g, y, dy, x, kv, b_, n1, n2, mask, nw, NULL);
 }
 
 /* The backward on a caller's workspace, with the forward's projections and
@@ -555,7 +621,7 @@ size_t ra_attn_layer_backward_ws_size(const ra_attn_layer *l, int b_, int n1, in
                                       int saved) {
     pass ps;
     static const float one;
-    if (pass_prepare(&ps, l, &one, NULL, b_, n1, n2, NULL, 0, -1, 1)) return 0;
+    if (pass_prepare(&ps, l, &one, NULL, b_, n1, n2, NULL, 0, -1, 1, NULL, NULL)) return 0;
     const size_t nact = ps.nq + ps.nkv + ps.no;
     pass_end(&ps);
     return (ps.nfloats - (saved ? nact : 0)) * sizeof(float);
@@ -570,7 +636,7 @@ ra_status ra_attn_layer_backward_ws(const ra_attn_layer *l, float *dx, float *dk
     if (!dy || !work) return ra_fail(RA_ERR_ARG, "attention backward: NULL dy or workspace");
     if (!g) g = &none;
     pass ps;
-    ra_status st = pass_prepare(&ps, l, x, kv, b_, n1, n2, mask, nw, -1, 1);
+    ra_status st = pass_prepare(&ps, l, x, kv, b_, n1, n2, mask, nw, -1, 1, NULL, NULL);
     if (st) return st;
     const size_t nact = ps.nq + ps.nkv + ps.no;
     const size_t need = ps.nfloats - (saved ? nact : 0);
@@ -583,18 +649,13 @@ ra_status ra_attn_layer_backward_ws(const ra_attn_layer *l, float *dx, float *dk
         ps.scratch = work;
         if ((st = pass_run(&ps, l, NULL, x, kv, 1))) return pass_end(&ps), st;
     } else {   /* pass_run's layout without its products */
-        const int C = l->cfg.dim, is3d = l->cfg.arch == RA_ARCH_WINDOW_ATTENTION_3D;
-        float *sv = (float *)saved;
+        float *sv = (float *)saved, *q, *k, *v;
         ps.qbuf = sv, ps.kvbuf = sv + ps.nq, ps.obuf = ps.kvbuf + ps.nkv;
         ps.dqbuf = work, ps.dkvbuf = ps.dqbuf + ps.nq, ps.dobuf = ps.dkvbuf + ps.nkv;
-        ps.work = ps.dqbuf + nact;
-        if (is3d) {
-            ps.q = ps.qbuf, ps.ldq = C;
-            ps.k = ps.kvbuf, ps.v = ps.kvbuf + C, ps.ldkv = 2 * C;
-        } else {
-            ps.q = ps.qbuf, ps.ldq = 3 * C;
-            ps.k = ps.qbuf + C, ps.v = ps.qbuf + 2 * C, ps.ldkv = 3 * C;
-        }
+        ps.drel = ps.ndrel ? ps.dqbuf + nact : NULL;
+        ps.work = ps.dqbuf + nact + ps.ndrel;
+        pass_views(&ps, l, ps.qbuf, ps.kvbuf, &q, &k, &v);
+        ps.q = q, ps.k = k, ps.v = v;
     }
     st = backward_run(&ps, l, dx, dkv, g, NULL, dy, x, kv, dx_set);
     pass_end(&ps);

@@ -483,7 +483,7 @@ int main(int argc, char **argv) {
     CHECK(ra_arch_from_name("swin_block_3d") == RA_ARCH_SWIN_BLOCK_3D, "arch name lookup");
     CHECK(ra_arch_name(RA_ARCH_SWIN_BLOCK_3D) &&
           strcmp(ra_arch_name(RA_ARCH_SWIN_BLOCK_3D), "swin_block_3d") == 0, "arch name");
-    CHECK(ra_arch_name(RA_ARCH_SWIN_BLOCK_3D + 1) == NULL, "no arch past the last");
+    CHECK(ra_arch_name(RA_ARCH_ROPE_ATTENTION + 1) == NULL, "no arch past the last");
 
     char p[512];
     snprintf(p, sizeof p, "%s/nets3d.txt", fixtures);
