@@ -146,6 +146,10 @@ typedef struct {
     const char *xname;                 /* "x", or "q" for window_attention_3d */
     float *x, *kv, *mask, *dy;
     int b_, n1, n2, nw;
+    int x_ndim;                        /* 3, or 4 for a (B, H, W, C) grid */
+    int64_t x_shape[4];                /* y, dy and grad.x have this shape */
+    int grid[2];
+    const int *gridp;                  /* grid of a (B, H, W, C) x, or NULL */
 } job;
 
 /* Takes m (an attention layer) and reads INPUT against it; need_dy asks

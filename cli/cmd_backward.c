@@ -132,8 +132,9 @@ static int layer_once(void *p) {
     memset(c->grads, 0, (size_t)ra_model_param_total(j->m) * sizeof *c->grads);
     memset(c->dx, 0, (size_t)j->b_ * j->n1 * C * sizeof *c->dx);
     if (c->dkv) memset(c->dkv, 0, (size_t)j->b_ * j->n2 * C * sizeof *c->dkv);
-    ra_status st = ra_attn_layer_backward(j->l, c->dx, c->dkv, &c->g, c->y, j->dy, j->x, j->kv,
-                                          j->b_, j->n1, j->n2, j->mask, j->nw);
+    ra_status st = ra_attn_layer_backward_ex(j->l, c->dx, c->dkv, &c->g, c->y, j->dy, j->x,
+                                             j->kv, j->b_, j->n1, j->n2, j->mask, j->nw,
+                                             j->gridp);
     return st ? lib_fail(st) : EX_OK;
 }
 
@@ -170,8 +171,8 @@ int cmd_backward(int argc, char **argv) {
     if ((code = repeat_run(&rep, layer_once, &c, 6 * run_macs(j.m, 3, xs)))) goto done;
     char gx[16];
     snprintf(gx, sizeof gx, "grad.%s", j.xname);
-    ra_status st = put(w, RA_OK, "y", c.y, 3, xs);
-    st = put(w, st, gx, c.dx, 3, xs);
+    ra_status st = put(w, RA_OK, "y", c.y, j.x_ndim, j.x_shape);
+    st = put(w, st, gx, c.dx, j.x_ndim, j.x_shape);
     if (c.dkv) st = put(w, st, "grad.kv", c.dkv, 3, (int64_t[]){j.b_, j.n2, C});
     for (int i = 0; i < ra_model_param_count(j.m); i++) {
         const ra_param_info *p = ra_model_param(j.m, i);

@@ -12,6 +12,7 @@ static const char forward_help[] =
     "\n"
     "Runs the attention layer or network of MODEL on INPUT and writes OUT.\n"
     "  INPUT   x (B_, N, C); for window_attention_3d q (B_, N1, C) and optionally\n"
+    "          decomposed_attention also x (B, H, W, C) on any grid (y alike)\n"
     "          kv (B_, N2, C); optionally mask (nW, N1, N2) with B_ % nW == 0.\n"
     "          Networks: x (swin_block (B, H*W, C) or (B, H, W, C); swin, vit\n"
     "          images (B, C, H, W); swin_block_3d clips (B, D, H, W, C) and for a\n"
@@ -141,8 +142,8 @@ typedef struct {
 static int layer_once(void *p) {
     const layer_run *c = p;
     const job *j = c->j;
-    ra_status st = ra_attn_layer_forward(j->l, c->y, c->attn, j->x, j->kv, j->b_, j->n1, j->n2,
-                                         j->mask, j->nw);
+    ra_status st = ra_attn_layer_forward_ex(j->l, c->y, c->attn, j->x, j->kv, j->b_, j->n1,
+                                            j->n2, j->mask, j->nw, j->gridp);
     return st ? lib_fail(st) : EX_OK;
 }
 
@@ -182,7 +183,7 @@ int cmd_forward(int argc, char **argv) {
     }
     const int64_t xs[3] = {j.b_, j.n1, C};
     if ((code = repeat_run(&rep, layer_once, &c, 2 * run_macs(j.m, 3, xs)))) goto done;
-    ra_status st = put(w, RA_OK, "y", c.y, 3, xs);
+    ra_status st = put(w, RA_OK, "y", c.y, j.x_ndim, j.x_shape);
     if (c.attn) st = put(w, st, "attn", c.attn, 4, (int64_t[]){j.b_, nh, j.n1, j.n2});
     code = job_save(w, st, j.m, outp, &rep);
 done:

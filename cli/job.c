@@ -74,10 +74,22 @@ int job_open(job *j, ra_model *m, const char *input, int need_dy) {
     }
     const ra_st_tensor *tx, *tkv, *tm, *tdy;
     const int C = j->c->dim;
-    if ((st = input_tensor(&j->x, &tx, j->in, j->xname, 3, (int64_t[]){-1, -1, C})))
+    /* decomposed_attention takes x as (B, H, W, C) (its grid) or (B, N, C) */
+    const ra_st_tensor *t0 = ra_st_find(j->in, j->xname);
+    j->x_ndim = j->c->arch == RA_ARCH_DECOMPOSED_ATTENTION && t0 && t0->ndim == 4 ? 4 : 3;
+    if ((st = input_tensor(&j->x, &tx, j->in, j->xname, j->x_ndim,
+                           j->x_ndim == 4 ? (int64_t[]){-1, -1, -1, C} : (int64_t[]){-1, -1, C})))
         return status_exit(st);
     if (!tx) return fail(EX_DATAERR, "input has no tensor '%s'", j->xname);
+    memcpy(j->x_shape, tx->shape, (size_t)j->x_ndim * sizeof *j->x_shape);
     j->b_ = (int)tx->shape[0], j->n1 = (int)tx->shape[1];
+    if (j->x_ndim == 4) {
+        if (tx->shape[1] * tx->shape[2] > INT_MAX)
+            return fail(EX_DATAERR, "input tensor '%s' has too many tokens", j->xname);
+        j->grid[0] = (int)tx->shape[1], j->grid[1] = (int)tx->shape[2];
+        j->n1 = j->grid[0] * j->grid[1];
+        j->gridp = j->grid;
+    }
     if ((st = input_tensor(&j->kv, &tkv, j->in, "kv", 3, (int64_t[]){j->b_, -1, C})))
         return status_exit(st);
     j->n2 = tkv ? (int)tkv->shape[1] : j->n1;
@@ -87,9 +99,9 @@ int job_open(job *j, ra_model *m, const char *input, int need_dy) {
     if (tm && j->b_ % j->nw)
         return fail(EX_DATAERR, "mask has %d windows, which does not divide B_ = %d", j->nw,
                     j->b_);
-    if ((st = ra_attn_layer_check_tokens(j->l, j->n1, j->n2))) return lib_fail(st);
+    if (!j->gridp && (st = ra_attn_layer_check_tokens(j->l, j->n1, j->n2))) return lib_fail(st);
     if (need_dy) {
-        if ((st = input_tensor(&j->dy, &tdy, j->in, "dy", 3, (int64_t[]){j->b_, j->n1, C})))
+        if ((st = input_tensor(&j->dy, &tdy, j->in, "dy", j->x_ndim, j->x_shape)))
             return status_exit(st);
         if (!tdy) return fail(EX_DATAERR, "input has no tensor 'dy' (the gradient of y)");
     }

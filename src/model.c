@@ -205,6 +205,7 @@ static ra_status check_shape(const ra_st_tensor *t, int ndim, const int64_t *sha
 static const ra_arch_ops *arch_ops(const char *name) {
     static const ra_arch_ops *all[] = {
         &ra_attn_arch_ops[0], &ra_attn_arch_ops[1], &ra_attn_arch_ops[2], &ra_attn_arch_ops[3],
+        &ra_attn_arch_ops[4], &ra_attn_arch_ops[5], &ra_attn_arch_ops[6], &ra_attn_arch_ops[7],
 #ifdef RA_HAVE_NETWORKS
         &ra_swin_block_ops, &ra_swin_ops, &ra_vit_ops, &ra_swin_block_3d_ops,
 #endif
@@ -477,9 +478,79 @@ ra_status ra_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_
     return m->ops->forward(m, y, y_ndim, y_shape, x, x_ndim, x_shape);
 }
 
-/* ---- the four attention layers ------------------------------------------ */
+/* ---- the attention layers ----------------------------------------------- */
 
 #define RA_META_MAX 65536   /* dims, heads: generous bounds */
+
+#define DECL(nm, opt, ...) \
+    if (!st) st = ra_model_declare(m, nm, (int)(sizeof((int64_t[]){__VA_ARGS__}) / 8), \
+                                   (int64_t[]){__VA_ARGS__}, opt)
+
+/* The relative position schemes (docs/arch-relpos.md): hyperparameters
+ * and tensors; the layer (ra_attn_layer_create) checks the combination. */
+static ra_status scheme_declare(ra_model *m, const ra_st_file *f, ra_attn_config *c) {
+    const ra_arch arch = c->arch;
+    ra_status st;
+    if (arch == RA_ARCH_T5_ATTENTION) {
+        int dkv = 0;
+        st = ra_meta_int(f, "d_model", &c->dim, 1, RA_META_MAX);
+        if (!st) st = ra_meta_int(f, "d_kv", &dkv, 1, RA_META_MAX);
+        if (!st) st = ra_meta_int(f, "num_heads", &c->num_heads, 1, RA_META_MAX);
+        if (!st) st = ra_meta_int_opt(f, "relative_attention_num_buckets", &c->num_buckets, 1,
+                                      RA_META_MAX);
+        if (!st) st = ra_meta_int_opt(f, "relative_attention_max_distance", &c->max_distance, 1,
+                                      1 << 30);
+        if (!st) st = ra_meta_bool_opt(f, "is_decoder", &c->causal);
+        if (!st && (int64_t)dkv * c->num_heads > RA_META_MAX)
+            st = ra_fail(RA_ERR_FORMAT, "num_heads %d x d_kv %d is too large", c->num_heads, dkv);
+        if (!st && ra_t5_bucket(0, !c->causal, c->num_buckets, c->max_distance) < 0)
+            st = ra_fail(RA_ERR_FORMAT, "metadata relative_attention_num_buckets = %d, "
+                         "relative_attention_max_distance = %d: need at least %d buckets and "
+                         "a max_distance above the exact buckets (%d)", c->num_buckets,
+                         c->max_distance, c->causal ? 2 : 4,
+                         (c->causal ? c->num_buckets : c->num_buckets / 2) / 2);
+        if (st) return st;
+        const int64_t C = c->dim, E = (int64_t)dkv * c->num_heads;
+        c->inner_dim = (int)E;
+        DECL("q.weight", 0, E, C);
+        DECL("k.weight", 0, E, C);
+        DECL("v.weight", 0, E, C);
+        DECL("o.weight", 0, C, E);
+        DECL("relative_attention_bias.weight", 1, c->num_buckets, c->num_heads);
+        return st;
+    }
+    st = ra_meta_int(f, "dim", &c->dim, 1, RA_META_MAX);
+    if (!st) st = ra_meta_int(f, "num_heads", &c->num_heads, 1, RA_META_MAX);
+    if (!st) st = ra_meta_bool_opt(f, "qkv_bias", &c->qkv_bias);
+    if (!st && arch == RA_ARCH_ALIBI_ATTENTION) st = ra_meta_bool_opt(f, "causal", &c->causal);
+    if (!st && arch == RA_ARCH_DECOMPOSED_ATTENTION)
+        st = ra_meta_pair(f, "input_size", c->grid, 1, 4096);
+    if (!st && arch == RA_ARCH_ROPE_ATTENTION) {
+        st = ra_meta_pair(f, "grid_size", c->grid, 1, 4096);
+        if (!st) st = ra_meta_float_opt(f, "rope_theta", &c->rope_theta, NULL);
+        if (!st) st = ra_meta_int_opt(f, "num_prefix_tokens", &c->num_prefix, 0, 1024);
+        if (!st && !(c->rope_theta > 0.0f))
+            st = ra_fail(RA_ERR_FORMAT, "metadata rope_theta = %g must be positive",
+                         (double)c->rope_theta);
+    }
+    if (st) return st;
+    if (c->dim % c->num_heads)
+        return ra_fail(RA_ERR_FORMAT, "dim %d is not divisible by num_heads %d", c->dim,
+                       c->num_heads);
+    const int64_t C = c->dim, hd = c->dim / c->num_heads;
+    if (arch == RA_ARCH_ROPE_ATTENTION && hd % 4)
+        return ra_fail(RA_ERR_FORMAT, "rope_attention: head dim %lld (dim / num_heads) is not a "
+                       "multiple of 4", (long long)hd);
+    DECL("qkv.weight", 0, 3 * C, C);
+    if (c->qkv_bias) DECL("qkv.bias", 0, 3 * C);
+    DECL("proj.weight", 0, C, C);
+    DECL("proj.bias", 0, C);
+    if (arch == RA_ARCH_DECOMPOSED_ATTENTION) {
+        DECL("rel_pos_h", 0, 2 * (int64_t)c->grid[0] - 1, hd);
+        DECL("rel_pos_w", 0, 2 * (int64_t)c->grid[1] - 1, hd);
+    }
+    return st;
+}
 
 static ra_status attn_declare(ra_model *m, const ra_st_file *f) {
     ra_attn_impl *a = calloc(1, sizeof *a);
@@ -488,6 +559,7 @@ static ra_status attn_declare(ra_model *m, const ra_st_file *f) {
     ra_attn_config *c = &a->cfg;
     const ra_arch arch = m->ops->arch;
     *c = ra_attn_config_default(arch);
+    if (arch >= RA_ARCH_T5_ATTENTION) return scheme_declare(m, f, c);
     ra_status st = ra_meta_int(f, "dim", &c->dim, 1, RA_META_MAX);
     if (!st) st = ra_meta_int(f, "num_heads", &c->num_heads, 1, RA_META_MAX);
     if (!st) st = ra_meta_bool_opt(f, "qkv_bias", &c->qkv_bias);
@@ -523,9 +595,6 @@ static ra_status attn_declare(ra_model *m, const ra_st_file *f) {
                        c->num_heads);
 
     const int64_t C = c->dim, hd = c->dim / c->num_heads, R = 2 * (int64_t)c->max_rel + 1;
-#define DECL(nm, opt, ...) \
-    if (!st) st = ra_model_declare(m, nm, (int)(sizeof((int64_t[]){__VA_ARGS__}) / 8), \
-                                   (int64_t[]){__VA_ARGS__}, opt)
     if (arch == RA_ARCH_WINDOW_ATTENTION_3D) {
         DECL("q.weight", 0, C, C);
         if (c->qkv_bias) DECL("q.bias", 0, C);
@@ -585,7 +654,13 @@ static ra_status attn_build(ra_model *m, const ra_st_file *f) {
         .kv_w = ra_model_get(m, "kv.weight"), .kv_b = ra_model_get(m, "kv.bias"),
         .proj_w = ra_model_get(m, "proj.weight"), .proj_b = ra_model_get(m, "proj.bias"),
         .table = ra_model_get(m, "relative_position_bias_table"),
-        .rel_k = ra_model_get(m, "relative_keys"), .rel_v = ra_model_get(m, "relative_values")};
+        .rel_k = ra_model_get(m, "relative_keys"), .rel_v = ra_model_get(m, "relative_values"),
+        .k_w = ra_model_get(m, "k.weight"), .v_w = ra_model_get(m, "v.weight"),
+        .rel_h = ra_model_get(m, "rel_pos_h"), .rel_w = ra_model_get(m, "rel_pos_w")};
+    if (a->cfg.arch == RA_ARCH_T5_ATTENTION) {   /* T5's names for the output and bias */
+        p.proj_w = ra_model_get(m, "o.weight");
+        p.table = ra_model_get(m, "relative_attention_bias.weight");
+    }
     if (a->cfg.arch == RA_ARCH_SHAW_ATTENTION && !p.rel_k && !p.rel_v)
         return ra_fail(RA_ERR_FORMAT, "shaw_attention needs relative_keys and/or relative_values");
     ra_status st = ra_attn_layer_create(&a->layer, &a->cfg, &p);
@@ -601,10 +676,10 @@ static int64_t attn_flops(const ra_model *m, int h, int w) {
     const ra_attn_impl *a = m->impl;
     int64_t n1, n2;
     if (!ra_attn_layer_index(a->layer, &n1, &n2, NULL)) n1 = n2 = (int64_t)h * w;
-    const int64_t C = a->cfg.dim;
-    int64_t f = ra_cadd(ra_cmul3(n1, C, C), ra_cmul3(n2, 2 * C, C));   /* q, and k, v */
-    f = ra_cadd(f, ra_cmul3(n1, n2, 2 * C));   /* q·k^T and p·v over all heads */
-    return ra_cadd(f, ra_cmul3(n1, C, C));      /* proj */
+    const int64_t C = a->cfg.dim, E = a->cfg.inner_dim ? a->cfg.inner_dim : C;
+    int64_t f = ra_cadd(ra_cmul3(n1, E, C), ra_cmul3(n2, 2 * E, C));   /* q, and k, v */
+    f = ra_cadd(f, ra_cmul3(n1, n2, 2 * E));   /* q·k^T and p·v over all heads */
+    return ra_cadd(f, ra_cmul3(n1, E, C));      /* proj */
 }
 
 static void attn_destroy(void *impl) {
@@ -616,11 +691,15 @@ static void attn_destroy(void *impl) {
 #define ATTN_OPS(nm, a) {.name = nm, .arch = a, .declare = attn_declare,                    \
                          .canonical = attn_canonical, .build = attn_build,                 \
                          .destroy = attn_destroy, .flops = attn_flops}
-const ra_arch_ops ra_attn_arch_ops[4] = {
+const ra_arch_ops ra_attn_arch_ops[RA_ATTN_ARCHS] = {
     ATTN_OPS("vit_attention", RA_ARCH_VIT_ATTENTION),
     ATTN_OPS("window_attention", RA_ARCH_WINDOW_ATTENTION),
     ATTN_OPS("window_attention_3d", RA_ARCH_WINDOW_ATTENTION_3D),
     ATTN_OPS("shaw_attention", RA_ARCH_SHAW_ATTENTION),
+    ATTN_OPS("t5_attention", RA_ARCH_T5_ATTENTION),
+    ATTN_OPS("alibi_attention", RA_ARCH_ALIBI_ATTENTION),
+    ATTN_OPS("decomposed_attention", RA_ARCH_DECOMPOSED_ATTENTION),
+    ATTN_OPS("rope_attention", RA_ARCH_ROPE_ATTENTION),
 };
 
 const ra_attn_layer *ra_model_attn(const ra_model *m) {
@@ -636,7 +715,11 @@ void ra_model_attn_grads(const ra_model *m, float *flat, ra_attn_grads *g) {
         {"proj.bias", offsetof(ra_attn_grads, proj_b)},
         {"relative_position_bias_table", offsetof(ra_attn_grads, table)},
         {"relative_keys", offsetof(ra_attn_grads, rel_k)},
-        {"relative_values", offsetof(ra_attn_grads, rel_v)}};
+        {"relative_values", offsetof(ra_attn_grads, rel_v)},
+        {"k.weight", offsetof(ra_attn_grads, k_w)},     {"v.weight", offsetof(ra_attn_grads, v_w)},
+        {"o.weight", offsetof(ra_attn_grads, proj_w)},
+        {"relative_attention_bias.weight", offsetof(ra_attn_grads, table)},
+        {"rel_pos_h", offsetof(ra_attn_grads, rel_h)},  {"rel_pos_w", offsetof(ra_attn_grads, rel_w)}};
     memset(g, 0, sizeof *g);
     for (size_t i = 0; m && flat && i < sizeof map / sizeof map[0]; i++) {
         int p = find_param(m, map[i].name);

@@ -95,7 +95,8 @@ ra_status ra_meta_double_opt(const ra_st_file *f, const char *key, double *out, 
 ra_status ra_meta_mlp_ratio(const ra_st_file *f, double *out);
 
 /* Arch tables, one per source file. */
-extern const ra_arch_ops ra_attn_arch_ops[4];   /* the four attention layers */
+#define RA_ATTN_ARCHS 8
+extern const ra_arch_ops ra_attn_arch_ops[RA_ATTN_ARCHS];   /* the attention layers */
 #ifdef RA_HAVE_NETWORKS
 extern const ra_arch_ops ra_swin_block_ops, ra_swin_ops, ra_vit_ops;
 extern const ra_arch_ops ra_swin_block_3d_ops;

@@ -21,6 +21,11 @@ script's parent), safetensors files made with tools/st.py:
   index_NAME.safetensors     index (I64) from the seeds' PyTorch lines
   indices.txt                the index case names (with the index_ prefix)
 
+With --family relpos (or all, the default) also the cases of the relative
+position schemes (T5, ALiBi, decomposed, RoPE) from tools/relpos_twin.py:
+relpos_cases.txt, their NAME.{model,input,expected}.safetensors and
+relpos_tables.safetensors.
+
 The reference modules are the seed code (ViT Attention and Swin
 WindowAttention from seeds 001/002, RSTT WindowAttention3D from seed 000),
 changed only to return (y, attn), plus a naive Shaw et al. 2018 module that
@@ -762,11 +767,21 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(here, "..", "tests", "fixtures"),
                     help="output directory (default: tests/fixtures)")
+    ap.add_argument("--family", choices=("all", "seeds", "relpos"), default="all",
+                    help="which fixtures: the seed modules', the relative position "
+                    "schemes' (tools/relpos_twin.py), or both (default)")
     args = ap.parse_args(argv)
     out_dir = os.path.normpath(args.out)
     os.makedirs(out_dir, exist_ok=True)
     torch.set_num_threads(1)
     torch.set_default_dtype(torch.float32)
+
+    if args.family in ("all", "relpos"):
+        import relpos_twin
+        n = relpos_twin.write_fixtures(out_dir, case_seed)
+        print("wrote %d relative position scheme cases to %s" % (n, out_dir))
+        if args.family == "relpos":
+            return
 
     self_checks()
 
