@@ -173,19 +173,25 @@ typedef struct {
     int shifted;        /* Swin-T stage 1's shifted-window mask: a 56x56 map,
                            7x7 windows shifted by 3, 64 windows (B_ % 64 == 0) */
     int k;              /* shaw_attention: clip distance, tables of 2k+1 rows */
+    int grid;           /* rope_attention: a grid x grid patch map and a class
+                           token (N = 1 + grid²): RoPE-Axial on ViT-B/16 */
 } shape;
 
 static const shape shapes[] = {
     /* the issue's rows: Swin-T stage 1 at batch 8, Shaw over 512 tokens,
      * ViT-B/16 at batch 8 */
-    {"window_attention 512x49x96 nH3 shifted", RA_ARCH_WINDOW_ATTENTION, 512, 49, 96, 3, 7, 1, 0},
-    {"shaw_attention 4x512x512 nH8 k16", RA_ARCH_SHAW_ATTENTION, 4, 512, 512, 8, 0, 0, 16},
-    {"vit_attention 8x197x768 nH12", RA_ARCH_VIT_ATTENTION, 8, 197, 768, 12, 0, 0, 0},
+    {"window_attention 512x49x96 nH3 shifted", RA_ARCH_WINDOW_ATTENTION, 512, 49, 96, 3, 7, 1, 0, 0},
+    {"shaw_attention 4x512x512 nH8 k16", RA_ARCH_SHAW_ATTENTION, 4, 512, 512, 8, 0, 0, 16, 0},
+    {"vit_attention 8x197x768 nH12", RA_ARCH_VIT_ATTENTION, 8, 197, 768, 12, 0, 0, 0, 0},
     /* Swin-T stage 1 at batch 1, stage 3 at batch 4 (2x2 windows each),
      * ViT-B/16 at batch 4 */
-    {"window_attention 64x49x96 nH3 shifted", RA_ARCH_WINDOW_ATTENTION, 64, 49, 96, 3, 7, 1, 0},
-    {"window_attention 16x49x384 nH12", RA_ARCH_WINDOW_ATTENTION, 16, 49, 384, 12, 7, 0, 0},
-    {"vit_attention 4x197x768 nH12", RA_ARCH_VIT_ATTENTION, 4, 197, 768, 12, 0, 0, 0},
+    {"window_attention 64x49x96 nH3 shifted", RA_ARCH_WINDOW_ATTENTION, 64, 49, 96, 3, 7, 1, 0, 0},
+    {"window_attention 16x49x384 nH12", RA_ARCH_WINDOW_ATTENTION, 16, 49, 384, 12, 7, 0, 0, 0},
+    {"vit_attention 4x197x768 nH12", RA_ARCH_VIT_ATTENTION, 4, 197, 768, 12, 0, 0, 0, 0},
+    /* 2-D axial RoPE (rope-vit's RoPE-Axial) on ViT-B/16's shapes: the
+     * vit_attention rows plus the rotation of q and k (and of dq, dk) */
+    {"rope_attention 8x197x768 nH12", RA_ARCH_ROPE_ATTENTION, 8, 197, 768, 12, 0, 0, 0, 14},
+    {"rope_attention 4x197x768 nH12", RA_ARCH_ROPE_ATTENTION, 4, 197, 768, 12, 0, 0, 0, 14},
 };
 
 enum { CORE_FWD, CORE_BWD, FWD, BWD, FWD_BWD, NMEASURES };
@@ -228,6 +234,7 @@ static void case_init(layer_case *lc, const shape *s, int n, int tables, int max
     ra_attn_config cfg = ra_attn_config_default(s->arch);
     cfg.dim = C, cfg.num_heads = s->nh, cfg.max_rel = s->k;
     cfg.window[0] = cfg.window[1] = s->window;
+    cfg.grid[0] = cfg.grid[1] = s->grid;
 
     lc->qkv_w = rnd((size_t)3 * C * C, 0.05f, &rng);
     lc->qkv_b = cfg.qkv_bias ? rnd((size_t)3 * C, 0.05f, &rng) : NULL;

@@ -63,6 +63,8 @@ LAYERS = [
     ("window_attention 64x49x96 nH3 shifted", "window", 64, 49, 96, 3, True, 0),
     ("window_attention 16x49x384 nH12", "window", 16, 49, 384, 12, False, 0),
     ("vit_attention 4x197x768 nH12", "vit", 4, 197, 768, 12, False, 0),
+    ("rope_attention 8x197x768 nH12", "rope", 8, 197, 768, 12, False, 0),
+    ("rope_attention 4x197x768 nH12", "rope", 4, 197, 768, 12, False, 0),
 ]
 MEASURES = ["core fwd", "core bwd", "fwd", "bwd", "fwd+bwd"]
 
@@ -220,6 +222,9 @@ def make_layer(kind, form, c, nh, k):
         m = WindowAttention(c, (7, 7), nh)
     elif kind == "vit":
         m = Attention(c, nh)
+    elif kind == "rope":   # rope-vit's RoPE-Axial, a 14x14 map and a class token
+        from relpos_twin import RoPEAttention
+        m = RoPEAttention(c, nh, grid_size=(14, 14))
     else:
         m = (ShawAttention if form == "torch" else ShawMatmul)(c, nh, k)
     with torch.no_grad():   # every parameter non-trivial, as bench.c's
