@@ -110,6 +110,9 @@ ra_status ra_scheme_create(ra_attn_layer *l) {
         if (c->num_prefix < 0 || c->num_prefix > 1024 || hw + c->num_prefix > INT32_MAX / 2)
             return ra_fail(RA_ERR_ARG, "rope_attention: num_prefix_tokens %d must be in 0..1024",
                            c->num_prefix);
+        if (hw * hd > ((int64_t)1 << 27))   /* the angles' table: 512 MiB at most */
+            return ra_fail(RA_ERR_ARG, "rope_attention: grid_size %d,%d with head dim %d is too "
+                           "large", c->grid[0], W, hd);
         const int q = hd / 4;
         if (!(l->rope = ra_alloc((size_t)hw * (size_t)hd, sizeof *l->rope)))
             return ra_fail(RA_ERR_NOMEM, "rope_attention: out of memory");

@@ -302,6 +302,12 @@ static void bad_inputs(void) {
     const char *rt[] = {"arch", "rope_attention", "dim", "16", "num_heads", "2", "grid_size",
                         "2,2", "rope_theta", "-1"};
     refuse(rt, 5, "rope theta -1");
+    const char *rbig[] = {"arch", "rope_attention", "dim", "64", "num_heads", "1", "grid_size",
+                          "4096,4096"};
+    refuse(rbig, 4, "rope grid 4096x4096 (a table of 2^30 angles)");
+    const char *rpre[] = {"arch", "rope_attention", "dim", "16", "num_heads", "2", "grid_size",
+                          "2,2", "num_prefix_tokens", "-1"};
+    refuse(rpre, 5, "rope prefix -1");
     const char *dg[] = {"arch", "decomposed_attention", "dim", "16", "num_heads", "2"};
     refuse(dg, 3, "decomposed without input_size");
     const char *ah[] = {"arch", "alibi_attention", "dim", "10", "num_heads", "3"};
@@ -397,7 +403,7 @@ int main(int argc, char **argv) {
         cases++;
     }
     if (list) fclose(list);
-    CHECK(cases >= 15, "only %d relpos fixtures", cases);
+    CHECK(cases >= 16, "only %d relpos fixtures", cases);
     check_tables(dir);
     finite_differences();
     bad_inputs();

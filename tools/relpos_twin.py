@@ -68,7 +68,8 @@ def t5_bucket(relative_position, bidirectional, num_buckets, max_distance):
 
 class T5Attention(nn.Module):
     def __init__(self, d_model, d_kv, num_heads, relative_attention_num_buckets=32,
-                 relative_attention_max_distance=128, is_decoder=False):
+                 relative_attention_max_distance=128, is_decoder=False,
+                 has_relative_attention_bias=True):
         super().__init__()
         self.h, self.dkv = num_heads, d_kv
         self.nb, self.md, self.is_decoder = (relative_attention_num_buckets,
@@ -78,7 +79,12 @@ class T5Attention(nn.Module):
         self.k = nn.Linear(d_model, inner, bias=False)
         self.v = nn.Linear(d_model, inner, bias=False)
         self.o = nn.Linear(inner, d_model, bias=False)
-        self.relative_attention_bias = nn.Embedding(self.nb, num_heads)
+        # Hugging Face gives the first layer of a stack the table; the others
+        # get its position bias, here none (zeros)
+        if has_relative_attention_bias:
+            self.relative_attention_bias = nn.Embedding(self.nb, num_heads)
+        else:
+            self.relative_attention_bias = None
 
     def forward(self, x):
         B, N, _ = x.shape
@@ -88,7 +94,10 @@ class T5Attention(nn.Module):
         ctx = torch.arange(N)[:, None]
         mem = torch.arange(N)[None, :]
         buckets = t5_bucket(mem - ctx, not self.is_decoder, self.nb, self.md)
-        bias = self.relative_attention_bias(buckets).permute(2, 0, 1).unsqueeze(0)
+        if self.relative_attention_bias is not None:
+            bias = self.relative_attention_bias(buckets).permute(2, 0, 1).unsqueeze(0)
+        else:
+            bias = torch.zeros(1, self.h, N, N)
         if self.is_decoder:   # the decoder's extended causal mask
             causal = (mem <= ctx).float()
             bias = bias + (1.0 - causal) * torch.finfo(torch.float32).min
@@ -253,6 +262,9 @@ CASES = [
      ("relative_attention_num_buckets", "relative_attention_max_distance", "is_decoder"), 1,
      (9,)),
     ("t5_long", "t5_attention", dict(d_model=8, d_kv=4, num_heads=2), (), 1, (136,)),
+    ("t5_dec_nobias", "t5_attention", dict(d_model=8, d_kv=4, num_heads=2, is_decoder=True,
+                                           has_relative_attention_bias=False),
+     ("has_relative_attention_bias",), 2, (7,)),
     ("alibi_h8", "alibi_attention", dict(dim=32, num_heads=8), ("qkv_bias", "causal"), 2, (11,)),
     ("alibi_h8_causal", "alibi_attention", dict(dim=32, num_heads=8, causal=True), (), 2, (9,)),
     ("alibi_h6", "alibi_attention", dict(dim=24, num_heads=6, qkv_bias=False), (), 2, (10,)),
@@ -287,7 +299,7 @@ DEFAULTS = {
 
 def metadata(arch, hp, omit):
     meta = {"arch": arch}
-    for k, v in dict(DEFAULTS[arch], **hp).items():
+    for k, v in dict(DEFAULTS[arch], **hp).items():   # (a T5 table's absence shows)
         if k in omit:
             continue
         if isinstance(v, bool):
