@@ -22,6 +22,10 @@ static void attention(const ra_model *m) {
     const ra_attn_config *c = ra_attn_layer_config(l);
     int64_t n1 = 5, n2 = 5;
     ra_attn_layer_index(l, &n1, &n2, NULL);
+    if (c->arch == RA_ARCH_ROPE_ATTENTION)   /* the tokens its grid fixes */
+        n1 = n2 = c->num_prefix + (int64_t)c->grid[0] * c->grid[1];
+    if (c->arch == RA_ARCH_DECOMPOSED_ATTENTION)
+        n1 = n2 = (int64_t)c->grid[0] * c->grid[1];
     const int64_t nh = c->num_heads, C = c->dim;
     if (n1 * C > MAX_VALUES || n2 * C > MAX_VALUES || nh * n1 * n2 > MAX_VALUES) return;
     if (ra_attn_layer_check_tokens(l, (int)n1, (int)n2) != RA_OK) return;
