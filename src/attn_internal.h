@@ -56,8 +56,8 @@ void ra_pos_desc(const ra_pos_call *pc, const float *mask, int nw, ra_attn_desc 
 size_t ra_pos_drel_floats(const ra_pos_call *pc, const ra_attn_layer *l);
 /* The decomposed tables' gradients from the combined table's (R, hd):
  * ACCUMULATED into drel_h (2H-1, hd), drel_w (2W-1, hd) (either may be
- * NULL), through the resampling. */
-void ra_pos_backward(const ra_pos_call *pc, const ra_attn_layer *l, const float *drel,
+ * NULL), through the resampling. RA_ERR_NOMEM if its scratch fails. */
+ra_status ra_pos_backward(const ra_pos_call *pc, const ra_attn_layer *l, const float *drel,
                      float *drel_h, float *drel_w);
 
 /* RoPE on the patch tokens of q and k (B_, N, ld) at columns h*hd + d, in

@@ -500,8 +500,7 @@ static ra_status backward_run(pass *ps, const ra_attn_layer *l, float *dx, float
                                          ps->drel ? ps->drel : g->rel_k, g->rel_v, ps->dobuf, E,
                                          ps->q, ps->ldq, ps->k, ps->ldkv, ps->v, ps->ldkv,
                                          &ps->d, ps->work, ps->wbytes);
-    if (st) return st;
-    ra_pos_backward(ps->pc, l, ps->drel, g->rel_h, g->rel_w);
+    if (st || (st = ra_pos_backward(ps->pc, l, ps->drel, g->rel_h, g->rel_w))) return st;
     ra_rope_rotate(l, dq, dk, ps->ldq, ps->d.b_, ps->d.n1, 1);
     switch (a) {
     case RA_ARCH_WINDOW_ATTENTION_3D:

@@ -354,13 +354,13 @@ size_t ra_pos_drel_floats(const ra_pos_call *pc, const ra_attn_layer *l) {
     return pc->own_rel_k ? (size_t)pc->r * l->hd : 0;
 }
 
-void ra_pos_backward(const ra_pos_call *pc, const ra_attn_layer *l, const float *drel,
-                     float *drel_h, float *drel_w) {
-    if (!pc->own_rel_k || (!drel_h && !drel_w)) return;
+ra_status ra_pos_backward(const ra_pos_call *pc, const ra_attn_layer *l, const float *drel,
+                          float *drel_h, float *drel_w) {
+    if (!pc->own_rel_k || (!drel_h && !drel_w)) return RA_OK;
     const int hd = l->hd, rh = 2 * pc->gh - 1, rw = 2 * pc->gw - 1;
     const int h0 = 2 * l->cfg.grid[0] - 1, w0 = 2 * l->cfg.grid[1] - 1;
     float *th = ra_calloc((size_t)(rh + rw) * hd, sizeof *th);
-    if (!th) return;   /* cannot happen for sizes the forward allocated twice over */
+    if (!th) return ra_fail(RA_ERR_NOMEM, "decomposed_attention backward: out of memory");
     float *tw = th + (size_t)rh * hd;
     for (int a = 0; a < rh; a++)
         for (int b = 0; b < rw; b++) {
@@ -374,6 +374,7 @@ void ra_pos_backward(const ra_pos_call *pc, const ra_attn_layer *l, const float 
     if (drel_h) resample_rows_backward(drel_h, th, h0, rh, hd);
     if (drel_w) resample_rows_backward(drel_w, tw, w0, rw, hd);
     ra_free(th);
+    return RA_OK;
 }
 
 /* ---- RoPE ----------------------------------------------------------------- */
