@@ -222,6 +222,11 @@ typedef struct ra_attn_desc {
     const int32_t *rel;
     int64_t rel_ld;
     int r;
+    /* optional second index into rel_k, for the key term only (rel_v must
+     * be NULL), rows as rel's: the logits also get scale * q·rel_k[rel2[i,j]].
+     * Decomposed relative positions stack Rh and Rw in one table, rel picks
+     * the row of Rh, rel2 that of Rw: R = (2H-1) + (2W-1) rows */
+    const int32_t *rel2;
 } ra_attn_desc;
 
 /* Check a description (sizes, index ranges) before running it. */

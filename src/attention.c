@@ -44,11 +44,16 @@ ra_status ra_attention_check(const ra_attn_desc *d) {
         for (int i = 0; i < d->n1; i++)
             for (int j = 0; j < d->n2; j++) {
                 const int32_t v = d->rel[(ptrdiff_t)i * ld + j];
-                if (v < 0 || v >= d->r)
-                    return ra_fail(RA_ERR_ARG, "attention: rel entry (%d, %d) is %d, outside "
-                                   "0..%d", i, j, v, d->r - 1);
+                const int32_t v2 = d->rel2 ? d->rel2[(ptrdiff_t)i * ld + j] : 0;
+                if (v < 0 || v >= d->r || v2 < 0 || v2 >= d->r)
+                    return ra_fail(RA_ERR_ARG, "attention: rel%s entry (%d, %d) is %d, outside "
+                                   "0..%d", v < 0 || v >= d->r ? "" : "2", i, j,
+                                   v < 0 || v >= d->r ? v : v2, d->r - 1);
             }
     }
+    if (d->rel2 && (!d->rel_k || d->rel_v))
+        return ra_fail(RA_ERR_ARG, "attention: a second index needs a key table and no value "
+                       "table");
     return RA_OK;
 }
 
@@ -119,7 +124,7 @@ ra_status ra_attention_forward(float *out, int ldo, float *attn,
             .bias = d->table ? bias + h * nn : NULL,
             .mask = d->mask ? d->mask + (size_t)((d->w0 + b) % d->nw) * nn : NULL,
             .rel_k = d->rel_k, .rel_v = d->rel_v, .rel = d->rel, .r = d->r,
-            .rel_ld = d->rel_ld ? d->rel_ld : d->n2,
+            .rel_ld = d->rel_ld ? d->rel_ld : d->n2, .rel2 = d->rel2,
             .work = slices + (size_t)omp_get_thread_num() * slice,
         };
         kern->forward(&t);
@@ -205,7 +210,7 @@ ra_status ra_attention_backward(float *dq, int lddq, float *dk, int lddk, float 
             .bias = d->table ? bias + h * nn : NULL,
             .mask = d->mask ? d->mask + (size_t)((d->w0 + b) % d->nw) * nn : NULL,
             .rel_k = d->rel_k, .rel_v = d->rel_v, .rel = d->rel, .r = d->r,
-            .rel_ld = d->rel_ld ? d->rel_ld : d->n2,
+            .rel_ld = d->rel_ld ? d->rel_ld : d->n2, .rel2 = d->rel2,
             .work = mine,
             .dout = dout + (size_t)b * d->n1 * lddo + off, .lddo = lddo,
             .dq = dq + (size_t)b * d->n1 * lddq + off, .lddq = lddq,

@@ -31,10 +31,11 @@ typedef struct ra_pos_call {
     float *mask;              /* (nW, N1, N2) causal (with the caller's mask) */
     int nw;
     int32_t *rel;             /* Shaw-style index: shaw clip (by j - i) or the
-                                 decomposed (N, N) index */
+                                 decomposed (N, N) index of Rh's rows */
+    int32_t *rel2;            /* decomposed: (N, N) index of Rw's rows */
     int64_t rel_ld, rel_off;  /* row stride; the core's rel is rel + rel_off */
     const float *rel_k, *rel_v;
-    float *own_rel_k;         /* decomposed: (Rh'[a] + Rw'[b]) / scale */
+    float *own_rel_k;         /* decomposed: Rh' / scale then Rw' / scale */
     int r;
     int gh, gw;               /* decomposed: the call's grid */
 } ra_pos_call;

@@ -8,9 +8,10 @@
  *                         per call (N1, N2); no 1/sqrt(d) scaling
  *   alibi_attention       -m_h |i - j| as a computed (N, nH) table indexed
  *                         by |i - j|; causal: a -inf mask on the future
- *   decomposed_attention  q·Rh[qh-kh+H-1] + q·Rw[qw-kw+W-1] = q·(Rh + Rw)[a, b]:
- *                         a Shaw key table over the (2H-1)(2W-1) pairs,
- *                         divided by the scale the core multiplies by
+ *   decomposed_attention  q·Rh[qh-kh+H-1] + q·Rw[qw-kw+W-1]: a Shaw key
+ *                         table of Rh's and Rw's rows stacked, divided by
+ *                         the scale the core multiplies by, read through
+ *                         two indexes (the core's rel and rel2)
  *   rope_attention        rotation of q and k after the projection, the
  *                         transposed rotation of dq and dk in the backward
  * and the Shaw clip index of shaw_attention, also per call.
@@ -224,36 +225,31 @@ static ra_status pos_nomem(ra_pos_call *pc, const ra_attn_layer *l) {
                    ra_arch_name(l->cfg.arch));
 }
 
-/* The decomposed terms: the combined table (R, hd) over (a, b) =
- * (qh - kh + H - 1, qw - kw + W - 1), R = (2H-1)(2W-1), and the (N, N)
- * index a * (2W - 1) + b. */
+/* The decomposed terms: the table (2H-1 + 2W-1, hd) of Rh's rows then
+ * Rw's (resampled to the call's grid, divided by the scale), and two (N, N)
+ * indexes: qh - kh + H - 1 into Rh's rows, 2H - 1 + qw - kw + W - 1 into
+ * Rw's. The core adds both terms to the logits from one q·tableᵀ product
+ * of 2(H + W) - 2 numbers per query. */
 static ra_status decomposed_begin(ra_pos_call *pc, const ra_attn_layer *l, const int grid[2]) {
     const int H = grid ? grid[0] : l->cfg.grid[0], W = grid ? grid[1] : l->cfg.grid[1];
     const int H0 = l->cfg.grid[0], W0 = l->cfg.grid[1], hd = l->hd;
     const int rh = 2 * H - 1, rw = 2 * W - 1;
     const int64_t n = (int64_t)H * W;
     pc->gh = H, pc->gw = W;
-    pc->r = rh * rw;
-    float *th = ra_alloc((size_t)(rh + rw) * hd, sizeof *th);
+    pc->r = rh + rw;
     pc->own_rel_k = ra_alloc((size_t)pc->r * hd, sizeof *pc->own_rel_k);
     pc->rel = ra_alloc((size_t)(n * n), sizeof *pc->rel);
-    if (!th || !pc->own_rel_k || !pc->rel) {
-        ra_free(th);
-        return pos_nomem(pc, l);
-    }
-    float *tw = th + (size_t)rh * hd;
+    pc->rel2 = ra_alloc((size_t)(n * n), sizeof *pc->rel2);
+    if (!pc->own_rel_k || !pc->rel || !pc->rel2) return pos_nomem(pc, l);
+    float *th = pc->own_rel_k, *tw = th + (size_t)rh * hd;
     resample_rows(th, l->p.rel_h, 2 * H0 - 1, rh, hd);
     resample_rows(tw, l->p.rel_w, 2 * W0 - 1, rw, hd);
-    for (int a = 0; a < rh; a++)
-        for (int b = 0; b < rw; b++) {
-            float *dst = pc->own_rel_k + ((size_t)a * rw + b) * hd;
-            for (int d = 0; d < hd; d++)
-                dst[d] = (th[(size_t)a * hd + d] + tw[(size_t)b * hd + d]) / l->scale;
-        }
-    ra_free(th);
+    for (size_t e = 0; e < (size_t)pc->r * hd; e++) th[e] /= l->scale;
     for (int64_t i = 0; i < n; i++)
-        for (int64_t j = 0; j < n; j++)
-            pc->rel[i * n + j] = (int32_t)((i / W - j / W + H - 1) * rw + (i % W - j % W + W - 1));
+        for (int64_t j = 0; j < n; j++) {
+            pc->rel[i * n + j] = (int32_t)(i / W - j / W + H - 1);
+            pc->rel2[i * n + j] = (int32_t)(rh + i % W - j % W + W - 1);
+        }
     pc->rel_k = pc->own_rel_k;
     pc->rel_ld = 0;
     return RA_OK;
@@ -334,8 +330,9 @@ void ra_pos_end(ra_pos_call *pc) {
     ra_free(pc->idx);
     ra_free(pc->own_table);
     ra_free(pc->mask);
-    ra_free(pc->own_rel_k);
+    ra_free(pc->rel2);
     if (pc->rel_ld == -1 || pc->own_rel_k) ra_free(pc->rel);   /* else the layer's rel2 */
+    ra_free(pc->own_rel_k);
     memset(pc, 0, sizeof *pc);
 }
 
@@ -346,7 +343,7 @@ void ra_pos_desc(const ra_pos_call *pc, const float *mask, int nw, ra_attn_desc 
     if (pc->rel) {
         d->rel = pc->rel + pc->rel_off;
         d->rel_ld = pc->rel_ld, d->r = pc->r;
-        d->rel_k = pc->rel_k, d->rel_v = pc->rel_v;
+        d->rel_k = pc->rel_k, d->rel_v = pc->rel_v, d->rel2 = pc->rel2;
     }
 }
 
@@ -359,18 +356,10 @@ ra_status ra_pos_backward(const ra_pos_call *pc, const ra_attn_layer *l, const f
     if (!pc->own_rel_k || (!drel_h && !drel_w)) return RA_OK;
     const int hd = l->hd, rh = 2 * pc->gh - 1, rw = 2 * pc->gw - 1;
     const int h0 = 2 * l->cfg.grid[0] - 1, w0 = 2 * l->cfg.grid[1] - 1;
-    float *th = ra_calloc((size_t)(rh + rw) * hd, sizeof *th);
+    float *th = ra_alloc((size_t)(rh + rw) * hd, sizeof *th);
     if (!th) return ra_fail(RA_ERR_NOMEM, "decomposed_attention backward: out of memory");
     float *tw = th + (size_t)rh * hd;
-    for (int a = 0; a < rh; a++)
-        for (int b = 0; b < rw; b++) {
-            const float *g = drel + ((size_t)a * rw + b) * hd;
-            for (int d = 0; d < hd; d++) {
-                const float v = g[d] / l->scale;
-                th[(size_t)a * hd + d] += v;
-                tw[(size_t)b * hd + d] += v;
-            }
-        }
+    for (size_t e = 0; e < (size_t)(rh + rw) * hd; e++) th[e] = drel[e] / l->scale;
     if (drel_h) resample_rows_backward(drel_h, th, h0, rh, hd);
     if (drel_w) resample_rows_backward(drel_w, tw, w0, rw, hd);
     ra_free(th);

@@ -373,6 +373,20 @@ static void bad_inputs(void) {
         CHECK(st == RA_OK, "decomposed on a 2x4 grid: %s", ra_last_error());
     }
     ra_model_free(m);
+    /* the core's second key index: in range, and with a key table only */
+    {
+        static const float tab[3 * 4], q[2 * 4];
+        static const int32_t good[4] = {0, 1, 2, 0}, bad[4] = {0, 3, 1, 1};
+        ra_attn_desc d = {.b_ = 1, .nh = 1, .n1 = 2, .n2 = 2, .hd = 4, .scale = 1.0f,
+                          .rel_k = tab, .rel = good, .r = 3, .rel2 = bad};
+        CHECK(ra_attention_check(&d) == RA_ERR_ARG && strstr(ra_last_error(), "rel2"),
+              "rel2 out of range: %s", ra_last_error());
+        d.rel2 = good;
+        CHECK(ra_attention_check(&d) == RA_OK, "rel2 in range: %s", ra_last_error());
+        d.rel_v = tab;
+        CHECK(ra_attention_check(&d) == RA_ERR_ARG, "rel2 with a value table");
+        (void)q;
+    }
     /* the layer refuses what the loader would (a library caller) */
     ra_attn_config cfg = ra_attn_config_default(RA_ARCH_T5_ATTENTION);
     cfg.dim = 8, cfg.num_heads = 2, cfg.inner_dim = 8, cfg.num_buckets = 1;

@@ -191,6 +191,11 @@ static void softmax_row(const ra_attn_task *t, int i, float *s, const float *qr)
             __m256i m = n >= 8 ? _mm256_loadu_si256((const __m256i *)(ra_rel_row(t, i) + j))
                                : _mm256_maskload_epi32((const int *)(ra_rel_row(t, i) + j), lanes(n));
             l = _mm256_add_ps(l, _mm256_i32gather_ps(qr, m, 4));
+            if (t->rel2) {
+                m = n >= 8 ? _mm256_loadu_si256((const __m256i *)(ra_rel2_row(t, i) + j))
+                           : _mm256_maskload_epi32((const int *)(ra_rel2_row(t, i) + j), lanes(n));
+                l = _mm256_add_ps(l, _mm256_i32gather_ps(qr, m, 4));
+            }
         }
         l = _mm256_mul_ps(scale, l);
         if (t->bias) l = _mm256_add_ps(l, load_n(t->bias + row + j, n));
@@ -520,6 +525,10 @@ static void avx2_backward(const ra_attn_task *t) {
                 float *b = dsb + r * rp;
                 memset(b, 0, (size_t)nrel * sizeof *b);
                 for (int j = 0; j < n2; j++) b[rel[j]] += dsr[j];
+                if (t->rel2) {
+                    const int32_t *rel2 = ra_rel2_row(t, i0 + r);
+                    for (int j = 0; j < n2; j++) b[rel2[j]] += dsr[j];
+                }
             }
         }
         for (int r = nr; r < RB; r++) {

@@ -278,6 +278,10 @@ ALWAYS_INLINE __m512 logit_epilogue(const logits_rows *lr, int r, int j, __mmask
         const int i = lr->i0 + (r < lr->nr ? r : lr->nr - 1);
         __m512i rel = _mm512_maskz_loadu_epi32(m, ra_rel_row(t, i) + j);
         l = _mm512_add_ps(l, _mm512_i32gather_ps(rel, lr->qr + (size_t)r * lr->rp, 4));
+        if (t->rel2) {
+            rel = _mm512_maskz_loadu_epi32(m, ra_rel2_row(t, i) + j);
+            l = _mm512_add_ps(l, _mm512_i32gather_ps(rel, lr->qr + (size_t)r * lr->rp, 4));
+        }
     }
     l = _mm512_mul_ps(_mm512_set1_ps(t->scale), l);
     if (t->bias) l = _mm512_add_ps(l, _mm512_maskz_loadu_ps(m, t->bias + row));
@@ -631,6 +635,11 @@ static void avx512_backward(const ra_attn_task *t) {
             const int32_t *rel = t->rel ? ra_rel_row(t, i0 + r) : NULL;
             if (t->drel_v) bucket_row(pb + r * rp, pr, rel, n2, nrel);
             if (t->rel_k) bucket_row(dsb + r * rp, dsr, rel, n2, nrel);
+            if (t->rel2) {   /* the second index adds into the same buckets */
+                const int32_t *rel2 = ra_rel2_row(t, i0 + r);
+                float *b = dsb + r * rp;
+                for (int j = 0; j < n2; j++) b[rel2[j]] += dsr[j];
+            }
         }
         for (int r = nr; r < RB; r++) {
             if (t->drel_v) memset(pb + r * rp, 0, (size_t)nrel * sizeof *pb);

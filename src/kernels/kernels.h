@@ -27,6 +27,8 @@ typedef struct ra_attn_task {
     const int32_t *rel;          /* (N1, N2) in 0..R-1 when a table is used: */
     int64_t rel_ld;              /* row i at rel + i * rel_ld (may be < 0) */
     int r;
+    const int32_t *rel2;         /* (N1, N2) a second key index into rel_k
+                                    (rows as rel's), or NULL */
     float *work;                 /* work_floats() floats, 64-byte aligned   */
     /* backward only: gradients, all accumulated (+=) */
     const float *dout; int lddo; /* (N1, hd) gradient of out               */
@@ -52,9 +54,12 @@ extern const ra_attn_kernel ra_kernel_avx2;
 extern const ra_attn_kernel ra_kernel_avx512;
 #endif
 
-/* Row i of the task's Shaw index (N2 entries). */
+/* Row i of the task's Shaw index (N2 entries), and of its second key index. */
 static inline const int32_t *ra_rel_row(const ra_attn_task *t, int i) {
     return t->rel + (ptrdiff_t)i * t->rel_ld;
+}
+static inline const int32_t *ra_rel2_row(const ra_attn_task *t, int i) {
+    return t->rel2 + (ptrdiff_t)i * t->rel_ld;
 }
 
 /* The kernel chosen now (never NULL). */

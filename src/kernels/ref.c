@@ -35,6 +35,7 @@ static void probabilities_row(float *s, float *qr, const ra_attn_task *t, int i)
     const int n2 = t->n2, hd = t->hd;
     const float *qi = t->q + (size_t)i * t->ldq;
     const int32_t *reli = t->rel ? ra_rel_row(t, i) : NULL;
+    const int32_t *rel2i = t->rel2 ? ra_rel2_row(t, i) : NULL;
     if (t->rel_k)
         for (int m = 0; m < t->r; m++) {
             float acc = 0;
@@ -46,6 +47,7 @@ static void probabilities_row(float *s, float *qr, const ra_attn_task *t, int i)
         float acc = 0;
         for (int d = 0; d < hd; d++) acc += qi[d] * kj[d];
         if (t->rel_k) acc += qr[reli[j]];
+        if (rel2i) acc += qr[rel2i[j]];
         float l = t->scale * acc;
         if (t->bias) l += t->bias[(size_t)i * n2 + j];
         if (t->mask) l += t->mask[(size_t)i * n2 + j];
@@ -148,6 +150,10 @@ static void ref_backward(const ra_attn_task *t) {
         if (t->rel_k) {
             for (int m = 0; m < r; m++) dsb[m] = 0;
             for (int j = 0; j < n2; j++) dsb[reli[j]] += dp[j];
+            if (t->rel2) {
+                const int32_t *rel2i = ra_rel2_row(t, i);
+                for (int j = 0; j < n2; j++) dsb[rel2i[j]] += dp[j];
+            }
             for (int m = 0; m < r; m++)
                 for (int d = 0; d < hd; d++) {
                     dqi[d] += t->scale * dsb[m] * t->rel_k[(size_t)m * hd + d];
