@@ -134,38 +134,13 @@ int repeat_run(repeat *r, run_fn run, void *ctx, double flops);
  * stderr. Nothing without --repeat / --json. */
 void repeat_report(const repeat *r);
 
-/* ---- the INPUT file of forward and backward (job.c) --------------------- */
+/* ---- forward and backward (job.c) ---------------------------------------- */
 
-/* What forward and backward share: the model, and the input tensors checked
- * against it. */
-typedef struct {
-    ra_model *m;
-    ra_st_file *in;
-    const ra_attn_layer *l;
-    const ra_attn_config *c;
-    const char *xname;                 /* "x", or "q" for window_attention_3d */
-    float *x, *kv, *mask, *dy;
-    int b_, n1, n2, nw;
-} job;
-
-/* Takes m (an attention layer) and reads INPUT against it; need_dy asks
- * for dy too. 0 on success, else the exit code (the message is printed).
- * job_close is due either way. */
-int job_open(job *j, ra_model *m, const char *input, int need_dy);
-void job_close(job *j);
-
-/* EX_OK if the attention map of the job (--attn) is within RA_MAX_ATTN_MAP
- * floats; else the exit code after a message. */
-int attn_map_fits(const job *j);
-
-/* Add a tensor to the writer unless an earlier step failed; not copied:
- * data must live until the writer is saved. */
-ra_status put(ra_st_writer *w, ra_status st, const char *name, const float *data,
-              int ndim, const int64_t *shape);
-
-/* Write w with m's arch as metadata to outp (unless st already failed),
- * then r's timing report: the exit code. */
-int job_save(ra_st_writer *w, ra_status st, const ra_model *m, const char *outp,
-             const repeat *r);
+/* Load MODEL, read INPUT's tensors, run the model on them (ra_run_*: the
+ * checks of the inputs and the names of the outputs are the library's)
+ * with r's timing, and write OUT with the model's arch as metadata: the
+ * exit code, after a message on failure. */
+int job_run(const char *model, const char *input, const char *outp, ra_run_mode mode,
+            repeat *r);
 
 #endif

@@ -873,6 +873,71 @@ ra_status ra_model_create(ra_model **out, const char *const *meta, int nmeta, ui
  * gradient at that parameter's offset. */
 void ra_model_attn_grads(const ra_model *m, float *flat, ra_attn_grads *g);
 
+/* The architectures the model loader knows, as the "arch" values of model
+ * files: ra_model_arch_name(i) for 0 <= i < ra_model_arch_count(), NULL
+ * outside. */
+int ra_model_arch_count(void);
+const char *ra_model_arch_name(int i);
+
+/* ---- running any model on named tensors ----------------------------------
+ * What `relattn forward` and `relattn backward` do, and what the Python
+ * package calls: a model, its inputs by name, and its outputs by name, for
+ * every arch without code of its own.
+ *
+ * Inputs (named as in an INPUT file of the command line):
+ *   attention layers  x (B_, N1, C), or q (B_, N1, C) and optionally
+ *                     kv (B_, N2, C) for window_attention_3d; optionally
+ *                     mask (nW, N1, N2) with B_ % nW == 0
+ *   networks          x (see ra_model_forward; swin_block_3d also takes
+ *                     clips x (B, D, H, W, C) and, for a cross block,
+ *                     kv (B, D2, H, W, C) in forward)
+ *   backward          also dy, the gradient of y (its shape)
+ * An input whose data is NULL stands for a tensor that is not float32
+ * values and is refused by name. A dy in a forward run is ignored.
+ * Outputs, valid after a successful ra_run_exec until the next exec or
+ * ra_run_free, owned by the run:
+ *   forward           y; with RA_RUN_FORWARD_ATTN also attn (B_, nH, N1, N2)
+ *                     (attention layers only, at most RA_MAX_ATTN_MAP floats)
+ *   backward          y, grad.x (grad.q, and grad.kv when kv was given), and
+ *                     grad.NAME for every parameter (NAME: the canonical name
+ *                     for attention layers, the file's own name for networks)
+ * Failures: RA_ERR_SHAPE for inputs that do not fit the model (missing,
+ * unexpected, wrong shape), RA_ERR_ARG for a mode the model has not,
+ * RA_ERR_NOMEM, each with its reason in ra_last_error(). */
+typedef struct ra_tensor {
+    const char *name;
+    int ndim;
+    int64_t shape[RA_ST_MAX_DIMS];
+    float *data;             /* (shape) row-major float32; inputs are only read */
+} ra_tensor;
+
+typedef enum ra_run_mode {
+    RA_RUN_FORWARD = 0,      /* y */
+    RA_RUN_FORWARD_ATTN = 1, /* y and attn */
+    RA_RUN_BACKWARD = 2      /* y and the gradients (gradients zeroed per exec) */
+} ra_run_mode;
+
+typedef struct ra_run ra_run;   /* opaque */
+
+/* Check the inputs against m and allocate the outputs. m and the inputs'
+ * data are borrowed and must outlive the run (the names and shapes are read
+ * here, the data at each exec). A backward run uses m's training state: one
+ * backward run per model at a time. */
+ra_status ra_run_create(ra_run **out, ra_model *m, ra_run_mode mode, const ra_tensor *inputs,
+                        int ninputs);
+/* Compute; may be repeated (timing), each exec giving the same outputs. */
+ra_status ra_run_exec(ra_run *r);
+int ra_run_output_count(const ra_run *r);
+const ra_tensor *ra_run_output(const ra_run *r, int i);
+const ra_tensor *ra_run_find(const ra_run *r, const char *name);   /* or NULL */
+void ra_run_free(ra_run *r);
+
+/* The library's version ("0.1.0", as RA_VERSION_STRING of the header it was
+ * built with) and the BLAS it runs on: OpenBLAS's configuration and core
+ * ("OpenBLAS 0.3.21 DYNAMIC_ARCH ... (core Haswell)") when available. */
+const char *ra_version(void);
+const char *ra_blas_info(void);
+
 /* ------------------------------------------------------------------------ */
 /* 8. Images (for classification)                                           */
 /* ------------------------------------------------------------------------ */

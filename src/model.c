@@ -202,16 +202,24 @@ static ra_status check_shape(const ra_st_tensor *t, int ndim, const int64_t *sha
                    t->name, got, want);
 }
 
-static const ra_arch_ops *arch_ops(const char *name) {
-    static const ra_arch_ops *all[] = {
+/* Every arch the loader knows (ra_model_arch_count / ra_model_arch_name). */
+static const ra_arch_ops *const all[] = {
         &ra_attn_arch_ops[0], &ra_attn_arch_ops[1], &ra_attn_arch_ops[2], &ra_attn_arch_ops[3],
 #ifdef RA_HAVE_NETWORKS
         &ra_swin_block_ops, &ra_swin_ops, &ra_vit_ops, &ra_swin_block_3d_ops,
 #endif
-    };
+};
+
+static const ra_arch_ops *arch_ops(const char *name) {
     for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++)
         if (strcmp(all[i]->name, name) == 0) return all[i];
     return NULL;
+}
+
+int ra_model_arch_count(void) { return (int)(sizeof all / sizeof all[0]); }
+
+const char *ra_model_arch_name(int i) {
+    return i >= 0 && i < ra_model_arch_count() ? all[i]->name : NULL;
 }
 
 /* Map every file tensor to a declared parameter (or a buffer); then, in
