@@ -62,3 +62,12 @@ if(RELATTN_TESTS AND NOT RELATTN_SANITIZE AND NOT RELATTN_TSAN AND NOT RELATTN_F
   add_test(NAME test_install COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/test_install.sh
            ${CMAKE_CURRENT_BINARY_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
 endif()
+
+# The Python package over the shared library (not under the sanitizers:
+# Python would have to preload their runtimes).
+if(RELATTN_TESTS AND NOT RELATTN_SANITIZE AND NOT RELATTN_TSAN AND NOT RELATTN_FUZZ)
+  add_test(NAME test_python COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/test_python.sh
+           $<TARGET_FILE:relattn_cli> ${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures
+           ${CMAKE_CURRENT_SOURCE_DIR} $<TARGET_FILE:relattn_shared>)
+  set_tests_properties(test_python PROPERTIES SKIP_RETURN_CODE 77)
+endif()
