@@ -23,7 +23,9 @@
 
 The core reads q, k and v token-major, (B_, N, nH*hd) rows with head h at
 columns h*hd: WindowAttention hands it the qkv projection in place; the
-(B_, nH, N, hd) form of attention() costs one permutation of each tensor.
+(B_, nH, N, hd) form of attention() costs one permutation of each tensor
+(and of the gradients) when heads differ (a bias table or a mask), and none
+without them (each head is then a window of its own).
 """
 
 import ctypes
@@ -177,6 +179,12 @@ def attention(q, k, v, *, scale, bias_table=None, index=None, mask=None, rel_k=N
     if k.shape[0] != b_ or k.shape[1] != nh or k.shape[3] != hd or tuple(v.shape) != tuple(k.shape):
         raise ValueError("relattn: q %s, k %s, v %s do not fit (B_, nH, N, hd)" %
                          (tuple(q.shape), tuple(k.shape), tuple(v.shape)))
+    if bias_table is None and mask is None:
+        # nothing differs between heads: each (window, head) is a window of
+        # one head, and (B_*nH, N, hd) is the core's layout as it is
+        out = _tokens(*(t.reshape(b_ * nh, t.shape[2], hd) for t in (q, k, v)), 1, scale,
+                      None, None, None, rel_k, rel_v, rel)
+        return out.view(b_, nh, n1, hd)
     # (B_, nH, N, hd) -> token-major (B_, N, nH*hd), the core's layout
     qt, kt, vt = (t.transpose(1, 2).reshape(t.shape[0], t.shape[2], nh * hd) for t in (q, k, v))
     out = _tokens(qt, kt, vt, nh, scale, bias_table, index, mask, rel_k, rel_v, rel)
