@@ -20,7 +20,7 @@ import os
 
 from ._lib import RelattnError, Tensor, check, lib, path as library_path
 
-__all__ = ["relpos_index", "window_mask", "Model", "RelattnError", "archs", "version", "library_path"]
+__all__ = ["relpos_index", "window_mask", "load", "Model", "RelattnError", "archs", "version", "library_path"]
 
 __version__ = lib.ra_version().decode()
 
@@ -104,6 +104,37 @@ def window_mask(size, window, shift):
     mask = np.empty((nw, n, n), dtype=np.float32)
     check(lib.ra_window_mask(mask.ctypes.data, ctypes.byref(g)))
     return mask
+
+
+_FLOAT_DTYPES = (1, 2, 3, 4)   # RA_DTYPE_F32, F16, BF16, F64
+
+
+def load(path):
+    """A safetensors file, read and validated by the library: ({name: array},
+    {metadata}). Float tensors come as float32, integer ones as int64."""
+    np = _np()
+    f = ctypes.c_void_p()
+    check(lib.ra_st_open(ctypes.byref(f), os.fsencode(path)))
+    try:
+        tensors = {}
+        for i in range(lib.ra_st_count(f)):
+            tp = lib.ra_st_at(f, i)
+            t = tp.contents
+            shape = tuple(t.shape[d] for d in range(t.ndim))
+            if t.dtype in _FLOAT_DTYPES:
+                a = np.empty(shape, dtype=np.float32)
+                check(lib.ra_st_read_f32(a.ctypes.data, f, tp))
+            else:
+                a = np.empty(shape, dtype=np.int64)
+                check(lib.ra_st_read_i64(a.ctypes.data, f, tp))
+            tensors[t.name.decode()] = a
+        meta = {}
+        for i in range(lib.ra_st_meta_count(f)):
+            k = lib.ra_st_meta_key(f, i)
+            meta[k.decode()] = lib.ra_st_meta(f, k).decode()
+        return tensors, meta
+    finally:
+        lib.ra_st_close(f)
 
 
 def _as_f32(name, a):

@@ -25,6 +25,13 @@ class Tensor(ctypes.Structure):
                 ("shape", ctypes.c_int64 * MAX_DIMS), ("data", ctypes.c_void_p)]
 
 
+class StTensor(ctypes.Structure):
+    """ra_st_tensor: a tensor of a safetensors file."""
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("ndim", ctypes.c_int),
+                ("shape", ctypes.c_int64 * MAX_DIMS), ("numel", ctypes.c_int64),
+                ("data", ctypes.c_void_p), ("nbytes", ctypes.c_size_t)]
+
+
 class WindowGeom(ctypes.Structure):
     """ra_window_geom."""
     _fields_ = [(n, ctypes.c_int) for n in ("d", "h", "w", "wd", "wh", "ww", "sd", "sh", "sw")]
@@ -103,6 +110,15 @@ _sig("ra_relpos_index_clip", _I, _P, _I, _I)
 _sig("ra_window_count", _I64, ctypes.POINTER(WindowGeom))
 _sig("ra_window_tokens", _I64, ctypes.POINTER(WindowGeom))
 _sig("ra_window_mask", _I, _P, ctypes.POINTER(WindowGeom))
+_sig("ra_st_open", _I, ctypes.POINTER(_P), _S)
+_sig("ra_st_close", None, _P)
+_sig("ra_st_count", _I, _P)
+_sig("ra_st_at", ctypes.POINTER(StTensor), _P, _I)
+_sig("ra_st_meta_count", _I, _P)
+_sig("ra_st_meta_key", _S, _P, _I)
+_sig("ra_st_meta", _S, _P, _S)
+_sig("ra_st_read_f32", _I, _P, _P, ctypes.POINTER(StTensor))
+_sig("ra_st_read_i64", _I, _P, _P, ctypes.POINTER(StTensor))
 _sig("ra_model_load", _I, ctypes.POINTER(_P), _S)
 _sig("ra_model_free", None, _P)
 _sig("ra_model_meta_count", _I, _P)

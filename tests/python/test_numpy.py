@@ -177,6 +177,20 @@ class Library(unittest.TestCase):
         self.assertIn(relattn.__version__, out.splitlines()[0])
         self.assertTrue(relattn.version().startswith("relattn " + relattn.__version__))
 
+    def test_load(self):
+        for name in ["swin_7x7.input.safetensors", "index_2d_3x5.safetensors",
+                     "net_block_w4.model.safetensors"]:
+            path = os.path.join(FIXTURES, name)
+            got, meta = relattn.load(path)
+            want, wmeta = st.read(path)
+            self.assertEqual(meta, wmeta)
+            self.assertEqual(sorted(got), sorted(want))
+            for k in want:
+                np.testing.assert_array_equal(got[k], want[k].astype(got[k].dtype), err_msg=k)
+        with self.assertRaises(relattn.RelattnError) as e:
+            relattn.load(os.path.join(FIXTURES, "cases.txt"))
+        self.assertEqual(e.exception.status, -3)   # RA_ERR_FORMAT
+
     def test_window_mask(self):
         m = relattn.window_mask((14, 14), (7, 7), (3, 3))
         self.assertEqual(m.shape, (4, 49, 49))
