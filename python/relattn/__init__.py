@@ -20,7 +20,8 @@ import os
 
 from ._lib import RelattnError, Tensor, check, lib, path as library_path
 
-__all__ = ["relpos_index", "window_mask", "load", "Model", "RelattnError", "archs", "version", "library_path"]
+__all__ = ["relpos_index", "window_mask", "load", "Model", "RelattnError", "archs", "version",
+           "set_threads", "library_path"]
 
 __version__ = lib.ra_version().decode()
 
@@ -40,6 +41,12 @@ def version():
     return "relattn %s (kernel %s; %s)" % (__version__,
                                             lib.ra_kernel_name(lib.ra_kernel_current()).decode(),
                                             lib.ra_blas_info().decode())
+
+
+def set_threads(n):
+    """Threads of the library's kernels (OpenMP and OpenBLAS), process-wide;
+    n <= 0 restores the default (all cores, or OMP_NUM_THREADS)."""
+    lib.ra_threads_set(int(n))
 
 
 def archs():
