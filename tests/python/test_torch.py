@@ -170,6 +170,17 @@ class Modules(unittest.TestCase):
         plain.load_state_dict(seed.state_dict())
         close(self, plain(x).detach(), seed(x)[0].detach(), "without attn")
 
+    def same_network(self, mine, ref, x):
+        """The same logits and parameter gradients (of a random linear loss)."""
+        y1, y2 = mine(x), ref(x)
+        close(self, y1.detach(), y2.detach(), "logits", 1e-5)
+        w = torch.randn(y1.shape)
+        (y1 * w).sum().backward()
+        (y2 * w).sum().backward()
+        for (n1, p1), (n2, p2) in zip(mine.named_parameters(), ref.named_parameters()):
+            self.assertEqual(n1, n2)
+            close(self, p1.grad, p2.grad, "grad " + n1, 1e-4)
+
     def test_swapped_into_a_swin(self):
         """Every block of an official-style Swin (tools/swin_twin.py) on
         relattn's WindowAttention: the same logits and gradients."""
@@ -189,15 +200,7 @@ class Modules(unittest.TestCase):
                 n += 1
         self.assertEqual(n, 4)
         self.assertEqual(sorted(mine.state_dict()), sorted(ref.state_dict()))
-        x = torch.randn(3, 1, 28, 28)
-        y1, y2 = mine(x), ref(x)
-        close(self, y1.detach(), y2.detach(), "logits", 1e-5)
-        w = torch.randn(y1.shape)
-        (y1 * w).sum().backward()
-        (y2 * w).sum().backward()
-        for (n1, p1), (n2, p2) in zip(mine.named_parameters(), ref.named_parameters()):
-            self.assertEqual(n1, n2)
-            close(self, p1.grad, p2.grad, "grad " + n1, 1e-4)
+        self.same_network(mine, ref, torch.randn(3, 1, 28, 28))
 
     def test_swapped_into_torchvision(self):
         try:
@@ -221,14 +224,8 @@ class Modules(unittest.TestCase):
         self.assertEqual(n, 4)
         self.assertEqual(sorted(mine.state_dict()), sorted(ref.state_dict()))
         ref.eval(), mine.eval()
-        x = torch.randn(2, 3, 40, 44)   # 10 x 11 tokens: padded to 12 x 12, shifted by 2
-        y1, y2 = mine(x), ref(x)
-        close(self, y1.detach(), y2.detach(), "logits", 1e-5)
-        w = torch.randn(y1.shape)
-        (y1 * w).sum().backward()
-        (y2 * w).sum().backward()
-        for (n1, p1), (n2, p2) in zip(mine.named_parameters(), ref.named_parameters()):
-            close(self, p1.grad, p2.grad, "grad " + n1, 1e-4)
+        # 10 x 11 tokens: padded to 12 x 12, shifted by 2
+        self.same_network(mine, ref, torch.randn(2, 3, 40, 44))
 
 
 if __name__ == "__main__":
