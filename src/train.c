@@ -11,16 +11,12 @@
  * Everything random is drawn from (seed, epoch) or (seed, t), never from a
  * generator carried from step to step: resuming at t needs nothing but t.
  *
- * With T threads the batch is cut into T shards of consecutive images, one
- * thread each: shard s runs forward and backward on a replica of the model
- * (its own tape, its own gradient buffer; the weights copied from the model
- * before the step) with single-threaded kernels, and the shards' gradients
- * are summed in shard order. A Swin or ViT treats each image on its own
- * (LayerNorm, no batch statistics), so this is the same gradient as the
- * whole batch's, up to the order of the sums: threads never wait for each
- * other inside the network, where the layers' own threading meets a
- * barrier in every product. The result depends on T (the summation order),
- * never on timing: the same seed and threads give the same run. */
+ * With T threads the model cuts the batch into T shards of consecutive
+ * images, one thread each, on replicas with their own tapes (src/model.c,
+ * ra_model_forward_train): threads never wait for each other inside the
+ * network, where the layers' own threading meets a barrier in every
+ * product. The result depends on T (the order of the gradient sums), never
+ * on timing: the same seed and threads give the same run. */
 #include "model_internal.h"
 
 #include <math.h>
@@ -43,9 +39,6 @@ struct ra_trainer {
     int32_t *labels;                /* (B) */
     int64_t *perm;                  /* (n) this epoch's order */
     int64_t perm_epoch;             /* the epoch perm was drawn for, -1 none */
-    int shards;                     /* threads of a step: data shards (>= 1) */
-    ra_model **rep;                 /* shards - 1 replicas of m for shards 1.. */
-    float **rgrad;                  /* their gradients, (P) each */
 };
 
 
@@ -84,43 +77,8 @@ static ra_status check_config(const ra_train_config *c) {
     return RA_OK;
 }
 
-static void drop_shards(ra_trainer *t) {
-    for (int s = 0; s + 1 < t->shards && t->rep; s++) {
-        ra_model_free(t->rep[s]);
-        ra_free(t->rgrad[s]);
-    }
-    free(t->rep), free(t->rgrad);
-    t->rep = NULL, t->rgrad = NULL, t->shards = 1;
-}
-
-/* One shard per thread (at most one image each): replicas of the model
- * made from its metadata, as ra_model_create makes any model. A model that
- * cannot be replicated (or memory that runs out) trains in one shard, on
- * the layers' own threads: slower, never wrong. */
-static void plan_shards(ra_trainer *t) {
-    int want = ra_threads_get();
-    if (want > t->cfg.batch) want = t->cfg.batch;
-    if (want > RA_MAX_PARTS) want = RA_MAX_PARTS;
-    if (want < 1) want = 1;
-    if (want == t->shards) return;
-    drop_shards(t);
-    if (want == 1) return;
-    const ra_model *m = t->m;
-    t->rep = calloc((size_t)want - 1, sizeof *t->rep);
-    t->rgrad = calloc((size_t)want - 1, sizeof *t->rgrad);
-    int ok = t->rep && t->rgrad;
-    for (int s = 0; ok && s + 1 < want; s++) {
-        ok = ra_model_create(&t->rep[s], (const char *const *)m->meta, m->nmeta, 0) == RA_OK &&
-             t->rep[s]->total == m->total && t->rep[s]->nparams == m->nparams &&
-             (t->rgrad[s] = ra_calloc((size_t)m->total + 1, sizeof(float))) != NULL;
-        t->shards = s + 2;   /* what drop_shards frees */
-    }
-    if (!ok) drop_shards(t);
-}
-
 void ra_trainer_free(ra_trainer *t) {
     if (!t) return;
-    drop_shards(t);
     ra_free(t->grad), ra_free(t->mom1), ra_free(t->mom2);
     free(t->gptr), free(t->gsize), free(t->decay);
     ra_free(t->x), ra_free(t->dlogits), ra_free(t->probs);
@@ -153,7 +111,7 @@ ra_status ra_trainer_create(ra_trainer **out, ra_model *m, const ra_train_config
         return ra_fail(RA_ERR_ARG, "the data are grey images: the model needs in_chans 1");
     ra_trainer *t = calloc(1, sizeof *t);
     if (!t) return ra_fail(RA_ERR_NOMEM, "trainer: out of memory");
-    t->m = m, t->data = data, t->cfg = *cfg, t->classes = k, t->perm_epoch = -1, t->shards = 1;
+    t->m = m, t->data = data, t->cfg = *cfg, t->classes = k, t->perm_epoch = -1;
     t->spe = data->n / cfg->batch;
     t->total = t->spe * cfg->epochs;
     t->warmup = (int64_t)llround(cfg->warmup_epochs * (double)t->spe);
@@ -210,48 +168,27 @@ static ra_status make_batch(ra_trainer *t) {
                             t->cfg.flip, &r);
 }
 
-/* Forward, loss and backward of images [i0, i1) of the batch on model r
- * into grad (zeroed here): the loss of each image over B goes to *loss, so
- * the shards' losses add up to the batch's mean. */
-static ra_status shard_step(ra_trainer *t, ra_model *r, float *grad, int i0, int i1,
-                            float *loss) {
-    const int B = t->cfg.batch, K = t->classes, nb = i1 - i0;
-    const int64_t px = (int64_t)t->data->h * t->data->w;
+/* Forward, loss and backward of the batch into t->grad (zeroed here). */
+static ra_status batch_step(ra_trainer *t, float *loss) {
+    ra_model *m = t->m;
+    const int B = t->cfg.batch, K = t->classes;
     float *logits = NULL;
     int nd;
     int64_t ys[4];
-    const int64_t xs[4] = {nb, 1, t->data->h, t->data->w};
-    ra_status st = ra_model_forward_train(r, &logits, &nd, ys, t->x + i0 * px, 4, xs, NULL);
+    const int64_t xs[4] = {B, 1, t->data->h, t->data->w};
+    ra_status st = ra_model_forward_train(m, &logits, &nd, ys, t->x, 4, xs, NULL);
     if (st) return st;
-    float *probs = t->probs + (size_t)i0 * K, *dl = t->dlogits + (size_t)i0 * K;
-    float mean = 0;
     if (nd != 2 || ys[1] != K) st = ra_fail(RA_ERR_INTERNAL, "trainer: logits of %lld classes",
                                             (long long)ys[1]);
-    if (!st) st = ra_cross_entropy_forward(&mean, probs, logits, t->labels + i0, nb, K,
+    if (!st) st = ra_cross_entropy_forward(loss, t->probs, logits, t->labels, B, K,
                                            t->cfg.label_smoothing);
-    free(logits);
+    ra_free(logits);
     if (st) return st;
-    *loss = mean * (float)nb / (float)B;
-    /* dloss of the shard's mean is nb / B: dlogits = (p - target) / B */
-    memset(dl, 0, (size_t)nb * K * sizeof *dl);
-    st = ra_cross_entropy_backward(dl, (float)nb / (float)B, probs, t->labels + i0, nb, K,
+    memset(t->dlogits, 0, (size_t)B * K * sizeof *t->dlogits);
+    st = ra_cross_entropy_backward(t->dlogits, 1.0f, t->probs, t->labels, B, K,
                                    t->cfg.label_smoothing);
-    memset(grad, 0, (size_t)r->total * sizeof *grad);
-    if (!st) st = ra_model_backward(r, grad, NULL, dl);
-    return st;
-}
-
-typedef struct {
-    ra_trainer *t;
-    float loss[RA_MAX_PARTS];
-} step_parts;
-
-static ra_status step_part(void *ctx, int s) {
-    step_parts *c = ctx;
-    ra_trainer *t = c->t;
-    const int S = t->shards, B = t->cfg.batch;
-    return shard_step(t, s ? t->rep[s - 1] : t->m, s ? t->rgrad[s - 1] : t->grad,
-                      (int)((int64_t)B * s / S), (int)((int64_t)B * (s + 1) / S), &c->loss[s]);
+    memset(t->grad, 0, (size_t)m->total * sizeof *t->grad);
+    return st ? st : ra_model_backward(m, t->grad, NULL, t->dlogits);
 }
 
 ra_status ra_trainer_step(ra_trainer *t, float *loss_out, float *norm_out) {
@@ -259,18 +196,8 @@ ra_status ra_trainer_step(ra_trainer *t, float *loss_out, float *norm_out) {
     ra_model *m = t->m;
     ra_status st = make_batch(t);
     if (st) return st;
-    plan_shards(t);
-    const int S = t->shards;
-    for (int s = 0; s + 1 < S; s++)
-        memcpy(t->rep[s]->weights, m->weights, (size_t)m->total * sizeof *m->weights);
-    step_parts c = {.t = t};
-    if ((st = ra_run_parts(S, step_part, &c))) return st;
     float loss = 0;
-    for (int s = 0; s < S; s++) loss += c.loss[s];
-    const int64_t P = m->total;
-    #pragma omp parallel for num_threads(S) schedule(static) if (S > 1)
-    for (int64_t i = 0; i < P; i++)
-        for (int s = 1; s < S; s++) t->grad[i] += t->rgrad[s - 1][i];
+    if ((st = batch_step(t, &loss))) return st;
     if (!isfinite(loss))
         return ra_fail(RA_ERR_ARG, "the loss is not finite at step %lld (learning rate %g too "
                        "high?)", (long long)t->step, ra_trainer_lr(t));
