@@ -168,4 +168,25 @@ ra_status put(ra_st_writer *w, ra_status st, const char *name, const float *data
 int job_save(ra_st_writer *w, ra_status st, const ra_model *m, const char *outp,
              const repeat *r);
 
+/* ---- the processes of a data-parallel run (procs.c) ---------------------- */
+typedef struct {
+    int rank, size;   /* this process, how many (1 without a launcher) */
+    int local;        /* how many share this machine */
+} procs;
+
+/* MPI_Init when started by mpirun (or another MPI launcher), else one
+ * process; EX_OK or an exit code after a message. */
+int procs_start(procs *p, int *argc, char ***argv);
+void procs_end(const procs *p);
+/* After a failure in one process: end every process (MPI_Abort), since
+ * the others would wait at their next collective; returns code. */
+int procs_abort(const procs *p, int code);
+ra_train_comm procs_comm(const procs *p);
+/* n integers summed over the processes in place; 0 on failure. */
+int procs_sum_i64(const procs *p, int64_t *v, int n);
+/* Whether flag is set in any process. */
+int procs_any(const procs *p, int flag);
+/* The cores of this machine shared by the processes on it (at least 1). */
+int procs_default_threads(const procs *p);
+
 #endif

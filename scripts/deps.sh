@@ -6,7 +6,8 @@ set -euo pipefail
 # fixtures through tools/st.py; without it those comparisons fail.
 pkgs=(build-essential cmake pkg-config libjansson-dev libopenblas-dev libomp-dev zlib1g-dev
       libspng-dev libjpeg62-turbo-dev dataset-fashion-mnist python3 python3-numpy
-      clang libclang-rt-14-dev valgrind)   # scripts/fuzz.sh, scripts/valgrind.sh
+      clang libclang-rt-14-dev valgrind    # scripts/fuzz.sh, scripts/valgrind.sh
+      openmpi-bin libopenmpi-dev)          # relattn train under mpirun (tests/test_mpi.sh)
 [ "${RELATTN_WITH_TORCH:-0}" = 1 ] && pkgs+=(python3-torch python3-numpy)
 missing=()
 for p in "${pkgs[@]}"; do
