@@ -186,6 +186,8 @@ ra_train_comm procs_comm(const procs *p);
 int procs_sum_i64(const procs *p, int64_t *v, int n);
 /* Whether flag is set in any process. */
 int procs_any(const procs *p, int flag);
+/* Seconds this process spent in the trainer's collectives so far. */
+double procs_comm_seconds(void);
 /* The cores of this machine shared by the processes on it (at least 1). */
 int procs_default_threads(const procs *p);
 

@@ -443,8 +443,9 @@ static int train(const opt *o, const procs *pc) {
                 if (last)
                     printf(", \"epochs\": %.4f, \"steps\": %lld, \"test_correct\": %lld, "
                            "\"test_images\": %lld, \"threads\": %d, \"processes\": %d, "
-                           "\"checkpoint\": ", (double)s / spe, (long long)s,
-                           (long long)correct, (long long)test.n, ra_threads_get(), pc->size);
+                           "\"comm_seconds\": %.3f, \"checkpoint\": ", (double)s / spe,
+                           (long long)s, (long long)correct, (long long)test.n,
+                           ra_threads_get(), pc->size, procs_comm_seconds());
                 if (last) put_json_string(out);
                 printf("}\n");
                 fflush(stdout);
@@ -470,6 +471,10 @@ static int train(const opt *o, const procs *pc) {
     else if (stopped_by_budget && !json)
         fprintf(stderr, "%s: time budget reached at step %lld; checkpoint %s (--resume it)\n", cmd,
                 (long long)ra_trainer_step_count(t), safe_text(out));
+    if (lead && !json && pc->size > 1)
+        fprintf(stderr, "%s: process 0 spent %.2f s of its %.1f s of steps in the sums across "
+                "processes (%.1f %%)\n", cmd, procs_comm_seconds(), sess_seconds,
+                100 * procs_comm_seconds() / (sess_seconds > 0 ? sess_seconds : 1));
 done:
     free(confusion);
     free(lg);

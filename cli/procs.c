@@ -26,6 +26,8 @@ static int launched_size(void) {
     return getenv("PMIX_RANK") ? 2 : 0;   /* PMIx without a size: assume several */
 }
 
+static double comm_seconds;   /* spent in the trainer's collectives */
+
 #ifdef RA_HAVE_MPI
 static int mpi_on;
 
@@ -34,12 +36,15 @@ enum { PIECE = 1 << 30 };
 
 static ra_status mpi_allreduce_sum(float *buf, int64_t n, void *ctx) {
     (void)ctx;
-    for (int64_t i = 0; i < n; i += PIECE) {
+    const double t0 = MPI_Wtime();
+    ra_status st = RA_OK;
+    for (int64_t i = 0; i < n && !st; i += PIECE) {
         const int k = (int)(n - i < PIECE ? n - i : PIECE);
         if (MPI_Allreduce(MPI_IN_PLACE, buf + i, k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD))
-            return RA_ERR_IO;
+            st = RA_ERR_IO;
     }
-    return RA_OK;
+    comm_seconds += MPI_Wtime() - t0;
+    return st;
 }
 
 /* The processes' counts and offsets as MPI's ints, or 0 if one is too big. */
@@ -52,6 +57,7 @@ static int int_parts(int *cnt, int *dsp, const int64_t *off, const int64_t *coun
 }
 
 static ra_status mpi_parts(float *buf, const int64_t *off, const int64_t *count, int scatter) {
+    const double t0 = MPI_Wtime();
     int n, me;
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
@@ -76,6 +82,7 @@ static ra_status mpi_parts(float *buf, const int64_t *off, const int64_t *count,
         st = RA_ERR_IO;
     }
     free(cnt), free(dsp);
+    comm_seconds += MPI_Wtime() - t0;
     return st;
 }
 
@@ -164,6 +171,8 @@ int procs_any(const procs *p, int flag) {
     (void)p;
     return flag;
 }
+
+double procs_comm_seconds(void) { return comm_seconds; }
 
 int procs_default_threads(const procs *p) {
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
