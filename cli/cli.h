@@ -143,4 +143,27 @@ void repeat_report(const repeat *r);
 int job_run(const char *model, const char *input, const char *outp, ra_run_mode mode,
             repeat *r);
 
+/* ---- the processes of a data-parallel run (procs.c) ---------------------- */
+typedef struct {
+    int rank, size;   /* this process, how many (1 without a launcher) */
+    int local;        /* how many share this machine */
+} procs;
+
+/* MPI_Init when started by mpirun (or another MPI launcher), else one
+ * process; EX_OK or an exit code after a message. */
+int procs_start(procs *p, int *argc, char ***argv);
+void procs_end(const procs *p);
+/* After a failure in one process: end every process (MPI_Abort), since
+ * the others would wait at their next collective; returns code. */
+int procs_abort(const procs *p, int code);
+ra_train_comm procs_comm(const procs *p);
+/* n integers summed over the processes in place; 0 on failure. */
+int procs_sum_i64(const procs *p, int64_t *v, int n);
+/* Whether flag is set in any process. */
+int procs_any(const procs *p, int flag);
+/* Seconds this process spent in the trainer's collectives so far. */
+double procs_comm_seconds(void);
+/* The cores of this machine shared by the processes on it (at least 1). */
+int procs_default_threads(const procs *p);
+
 #endif

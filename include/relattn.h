@@ -1088,11 +1088,51 @@ int64_t ra_trainer_total_steps(const ra_trainer *t);     /* epochs * steps_per_e
 double ra_trainer_lr(const ra_trainer *t);               /* the next step's learning rate */
 const ra_train_config *ra_trainer_config(const ra_trainer *t);
 
+/* Data parallelism over several processes (MPI ranks under mpirun, or any
+ * transport that can sum buffers): the caller gives the collectives, the
+ * library stays free of MPI. Each of `size` processes runs a trainer on the
+ * same model, data and configuration; process `rank` takes images
+ * [B*rank/size, B*(rank+1)/size) of every global batch of B (--batch stays
+ * the global batch), and the gradients and the loss are summed over the
+ * processes by one allreduce_sum per step, so every process makes the same
+ * optimiser step. With size 1 nothing is sent.
+ *
+ * With shard_optimizer (ZeRO-1), each process keeps the AdamW moments of a
+ * run of whole parameter tensors only (about 1/size of them, by size); a
+ * step is then reduce_scatter_sum of the gradients (each process gets the
+ * sum of its own run), one allreduce_sum of two floats (the loss and the
+ * squared norm), AdamW on the own run and allgather of the weights.
+ * Checkpoints are the same either way: ra_trainer_save gathers the moments,
+ * so every process must call it; process 0 alone writes. Every collective
+ * must give every process the same bits (MPI's built-in sums do). */
+typedef struct ra_train_comm {
+    int rank, size;
+    void *ctx;
+    /* n floats summed over the processes, in place */
+    ra_status (*allreduce_sum)(float *buf, int64_t n, void *ctx);
+    /* ZeRO-1 only (else NULL). Process r's part of buf is [off[r], off[r] +
+     * count[r]); reduce_scatter_sum leaves in each process's own part the
+     * sum of that part over the processes (the rest of buf undefined);
+     * allgather copies every process's part to every process. */
+    ra_status (*reduce_scatter_sum)(float *buf, const int64_t *off, const int64_t *count,
+                                    void *ctx);
+    ra_status (*allgather)(float *buf, const int64_t *off, const int64_t *count, void *ctx);
+} ra_train_comm;
+
+/* Attach comm (copied) to t; RA_ERR_ARG for a rank out of range, a batch
+ * smaller than size, or ZeRO without its collectives. */
+ra_status ra_trainer_set_comm(ra_trainer *t, const ra_train_comm *comm, int shard_optimizer);
+
+/* Floats of AdamW state this process keeps (2 per parameter, or 2 per
+ * parameter of its run with ZeRO-1). */
+int64_t ra_trainer_optimizer_floats(const ra_trainer *t);
+
 /* Write a checkpoint atomically: the model's metadata and parameters (a
  * model file of SPEC 3.1, canonical names), the configuration and the step
  * count as metadata "train.*", the AdamW moments under
  * RA_TRAIN_STATE_PREFIX, and nextra extra metadata pairs (key, value, ...)
- * such as a training log. */
+ * such as a training log. With a comm of several processes, every process
+ * calls it and process 0 alone writes (see ra_train_comm). */
 ra_status ra_trainer_save(const ra_trainer *t, const char *path, const char *const *extra,
                           int nextra);
 
