@@ -23,7 +23,7 @@ cmds=$("$BIN" --list-commands) || bad "relattn --list-commands failed"
 for c in $cmds; do
   has "relattn $c" && ok || bad "subcommand $c is not described in docs/*.md (as 'relattn $c')"
   for o in $("$BIN" "$c" --help 2>/dev/null | grep -oE -- '--[a-z][a-z0-9-]*' | sort -u); do
-    has -- "$o" && ok || bad "option $o of relattn $c is not in docs/*.md"
+    has "$o" && ok || bad "option $o of relattn $c is not in docs/*.md"
   done
 done
 for g in --version --list-archs --list-commands --help; do
