@@ -65,21 +65,50 @@ def _desc(b_, nh, n1, n2, hd, scale, table, idx, mask, rel_k, rel_v, rel):
     return d
 
 
+def _run_forward(d, out, attn, q, k, v):
+    """ra_attention_forward on (pointer, row stride) pairs q, k, v."""
+    size = lib.ra_attention_workspace_size(ctypes.byref(d), lib.ra_threads_get())
+    work = torch.empty(max(size, 1), dtype=torch.uint8)
+    check(lib.ra_attention_forward(_ptr(out), out.shape[-1], _ptr(attn), q[0], q[1], k[0], k[1],
+                                   v[0], v[1], ctypes.byref(d), _ptr(work), size))
+
+
+def _run_backward(d, dq, dk, dv, dtable, drel_k, drel_v, dout, q, k, v):
+    """ra_attention_backward; dq, dk, dv, q, k, v are (pointer, row stride)."""
+    size = lib.ra_attention_backward_workspace_size(ctypes.byref(d), lib.ra_threads_get())
+    work = torch.empty(max(size, 1), dtype=torch.uint8)
+    check(lib.ra_attention_backward(dq[0], dq[1], dk[0], dk[1], dv[0], dv[1], _ptr(dtable),
+                                    _ptr(drel_k), _ptr(drel_v), _ptr(dout), dout.shape[-1],
+                                    q[0], q[1], k[0], k[1], v[0], v[1], ctypes.byref(d),
+                                    _ptr(work), size))
+
+
+def _rows_of(t, name):
+    return _ptr(t), _rows(t, name)
+
+
+def _qkv_rows(qkv, c):
+    """q, k, v side by side in the rows of qkv (B_, N, 3C): (pointer, 3C) each."""
+    base = qkv.data_ptr()
+    return [(ctypes.c_void_p(base + 4 * i * c), 3 * c) for i in range(3)]
+
+
+def _param_grads(ctx, first, table, rel_k, rel_v):
+    need = ctx.needs_input_grad
+    return (torch.zeros_like(table) if table is not None and need[first] else None,
+            torch.zeros_like(rel_k) if rel_k is not None and need[first + 1] else None,
+            torch.zeros_like(rel_v) if rel_v is not None and need[first + 2] else None)
+
+
 class _Core(torch.autograd.Function):
     """The core on token-major q (B_, N1, C), k, v (B_, N2, C) -> out (B_, N1, C)."""
 
     @staticmethod
     def forward(ctx, q, k, v, table, rel_k, rel_v, idx, mask, rel, nh, scale):
         b_, n1, c = q.shape
-        n2 = k.shape[1]
-        hd = c // nh
-        d = _desc(b_, nh, n1, n2, hd, scale, table, idx, mask, rel_k, rel_v, rel)
-        ldq, ldk, ldv = _rows(q, "q"), _rows(k, "k"), _rows(v, "v")
+        d = _desc(b_, nh, n1, k.shape[1], c // nh, scale, table, idx, mask, rel_k, rel_v, rel)
         out = torch.empty((b_, n1, c), dtype=torch.float32)
-        size = lib.ra_attention_workspace_size(ctypes.byref(d), lib.ra_threads_get())
-        work = torch.empty(max(size, 1), dtype=torch.uint8)
-        check(lib.ra_attention_forward(_ptr(out), c, None, _ptr(q), ldq, _ptr(k), ldk, _ptr(v),
-                                       ldv, ctypes.byref(d), _ptr(work), size))
+        _run_forward(d, out, None, _rows_of(q, "q"), _rows_of(k, "k"), _rows_of(v, "v"))
         ctx.save_for_backward(q, k, v, table, rel_k, rel_v, idx, mask, rel)
         ctx.nh, ctx.scale = nh, scale
         return out
@@ -90,21 +119,43 @@ class _Core(torch.autograd.Function):
         b_, n1, c = q.shape
         n2 = k.shape[1]
         d = _desc(b_, ctx.nh, n1, n2, c // ctx.nh, ctx.scale, table, idx, mask, rel_k, rel_v, rel)
-        dout = dout.contiguous()
         dq = torch.zeros((b_, n1, c), dtype=torch.float32)
         dk = torch.zeros((b_, n2, c), dtype=torch.float32)
         dv = torch.zeros((b_, n2, c), dtype=torch.float32)
-        need = ctx.needs_input_grad
-        dtable = torch.zeros_like(table) if table is not None and need[3] else None
-        drel_k = torch.zeros_like(rel_k) if rel_k is not None and need[4] else None
-        drel_v = torch.zeros_like(rel_v) if rel_v is not None and need[5] else None
-        size = lib.ra_attention_backward_workspace_size(ctypes.byref(d), lib.ra_threads_get())
-        work = torch.empty(max(size, 1), dtype=torch.uint8)
-        check(lib.ra_attention_backward(
-            _ptr(dq), c, _ptr(dk), c, _ptr(dv), c, _ptr(dtable), _ptr(drel_k), _ptr(drel_v),
-            _ptr(dout), c, _ptr(q), _rows(q, "q"), _ptr(k), _rows(k, "k"), _ptr(v), _rows(v, "v"),
-            ctypes.byref(d), _ptr(work), size))
+        dtable, drel_k, drel_v = _param_grads(ctx, 3, table, rel_k, rel_v)
+        _run_backward(d, _rows_of(dq, "dq"), _rows_of(dk, "dk"), _rows_of(dv, "dv"), dtable,
+                      drel_k, drel_v, dout.contiguous(), _rows_of(q, "q"), _rows_of(k, "k"),
+                      _rows_of(v, "v"))
         return dq, dk, dv, dtable, drel_k, drel_v, None, None, None, None, None
+
+
+class _CoreQKV(torch.autograd.Function):
+    """The core on a fused projection qkv (B_, N, 3C), q, k, v side by side in
+    its rows, read in place; its gradient is one (B_, N, 3C) buffer, written
+    in place too (no slices to scatter back)."""
+
+    @staticmethod
+    def forward(ctx, qkv, table, idx, mask, nh, scale):
+        b_, n, c3 = qkv.shape
+        c = c3 // 3
+        d = _desc(b_, nh, n, n, c // nh, scale, table, idx, mask, None, None, None)
+        out = torch.empty((b_, n, c), dtype=torch.float32)
+        _run_forward(d, out, None, *_qkv_rows(qkv, c))
+        ctx.save_for_backward(qkv, table, idx, mask)
+        ctx.nh, ctx.scale = nh, scale
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        qkv, table, idx, mask = ctx.saved_tensors
+        b_, n, c3 = qkv.shape
+        c = c3 // 3
+        d = _desc(b_, ctx.nh, n, n, c // ctx.nh, ctx.scale, table, idx, mask, None, None, None)
+        dqkv = torch.zeros_like(qkv)
+        dtable = _param_grads(ctx, 1, table, None, None)[0]
+        _run_backward(d, *_qkv_rows(dqkv, c), dtable, None, None, dout.contiguous(),
+                      *_qkv_rows(qkv, c))
+        return dqkv, dtable, None, None, None, None
 
 
 def _f32(t, name):
@@ -155,6 +206,19 @@ def _tokens(q, k, v, nh, scale, bias_table, index, mask, rel_k, rel_v, rel):
     rel = _i32(rel, "rel", (n1, n2))
     q, k, v = (_token_rows(t) for t in (q, k, v))
     return _Core.apply(q, k, v, bias_table, rel_k, rel_v, idx, mask, rel, nh, float(scale))
+
+
+def _window_core(qkv, nh, scale, table, idx32, mask):
+    """Window attention on a fused qkv (B_, N, 3C) with a bias table (T, nH),
+    its int32 index (N, N) and a mask (nW, N, N) or None: out (B_, N, C)."""
+    if qkv.dtype != torch.float32 or qkv.device.type != "cpu":
+        raise TypeError("relattn: the qkv projection must be CPU float32, not %s" % qkv.dtype)
+    b_, n, c3 = qkv.shape
+    table = _f32(table, "relative_position_bias_table")
+    if mask is not None:
+        mask = mask.to(torch.float32).contiguous()
+    _check_args(b_, nh, n, n, c3 // 3 // nh, table, idx32, mask, None, None, None)
+    return _CoreQKV.apply(qkv, table, idx32, mask, nh, float(scale))
 
 
 def _token_rows(t):
@@ -247,12 +311,9 @@ class WindowAttention(nn.Module):
         if self.training and self.attn_drop_p > 0:
             raise NotImplementedError("relattn: attention dropout in training mode")
         b_, n, c = x.shape
-        qkv = self.qkv(x)   # (B_, N, 3C): q, k, v side by side, used in place
-        q, k, v = qkv[:, :, :c], qkv[:, :, c:2 * c], qkv[:, :, 2 * c:]
-        if mask is not None:
-            mask = mask.to(torch.float32).contiguous()
-        out = _tokens(q, k, v, self.num_heads, self.scale, self.relative_position_bias_table,
-                      self._index(), mask, None, None, None)
+        qkv = self.qkv(x).contiguous()   # (B_, N, 3C): q, k, v side by side, used in place
+        out = _window_core(qkv, self.num_heads, self.scale, self.relative_position_bias_table,
+                           self._index(), mask)
         y = self.proj_drop(self.proj(out))
         if not self.return_attn:
             return y
@@ -261,19 +322,11 @@ class WindowAttention(nn.Module):
     def _probabilities(self, qkv, mask):
         b_, n, c3 = qkv.shape
         c = c3 // 3
-        table = self.relative_position_bias_table.detach().contiguous()
-        idx = self._index()
-        d = _desc(b_, self.num_heads, n, n, c // self.num_heads, self.scale, table, idx, mask,
+        d = _desc(b_, self.num_heads, n, n, c // self.num_heads, self.scale,
+                  self.relative_position_bias_table.detach().contiguous(), self._index(), mask,
                   None, None, None)
-        out = torch.empty((b_, n, c))
         attn = torch.empty((b_, self.num_heads, n, n))
-        size = lib.ra_attention_workspace_size(ctypes.byref(d), lib.ra_threads_get())
-        work = torch.empty(max(size, 1), dtype=torch.uint8)
-        base = qkv.contiguous()
-        check(lib.ra_attention_forward(_ptr(out), c, _ptr(attn), _ptr(base), c3,
-                                       ctypes.c_void_p(base.data_ptr() + 4 * c), c3,
-                                       ctypes.c_void_p(base.data_ptr() + 8 * c), c3,
-                                       ctypes.byref(d), _ptr(work), size))
+        _run_forward(d, torch.empty((b_, n, c)), attn, *_qkv_rows(qkv.contiguous(), c))
         return attn
 
 
@@ -339,11 +392,9 @@ class ShiftedWindowAttention(nn.Module):
         nwh, nww = hp // wh, wp // ww
         x = x.view(b, nwh, wh, nww, ww, c).permute(0, 1, 3, 2, 4, 5).reshape(b * nwh * nww,
                                                                             wh * ww, c)
-        qkv = self.qkv(x)
-        q, k, v = qkv[:, :, :c], qkv[:, :, c:2 * c], qkv[:, :, 2 * c:]
         mask = self._mask(hp, wp, sh, sw) if sh or sw else None
-        x = _tokens(q, k, v, self.num_heads, (c // self.num_heads) ** -0.5,
-                    self.relative_position_bias_table, self._index(), mask, None, None, None)
+        x = _window_core(self.qkv(x).contiguous(), self.num_heads, (c // self.num_heads) ** -0.5,
+                         self.relative_position_bias_table, self._index(), mask)
         x = F.dropout(self.proj(x), p=self.dropout, training=self.training)
         x = x.view(b, nwh, nww, wh, ww, c).permute(0, 1, 3, 2, 4, 5).reshape(b, hp, wp, c)
         if sh or sw:
