@@ -3,9 +3,10 @@ the op (relattn.torch.attention on (B_, nH, N, hd) tensors) and the module
 (relattn.torch.WindowAttention against the seeds' WindowAttention of
 tools/make_fixtures.py), forward and forward + backward, on the layer rows
 of bench/bench.c. Also the cost of the layout adapter alone: the op reads
-q, k, v token-major, (B_, N, nH*hd), so attention() permutes each (and its
-backward permutes the gradients back); WindowAttention uses its qkv
-projection in place and needs none.
+q, k, v token-major, (B_, N, nH*hd), so attention() permutes each when the
+heads differ (a bias table or a mask; its backward permutes the gradients
+back); without, each head is a window and nothing is copied (no adapter
+row); WindowAttention uses its qkv projection in place and needs none.
 
     OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 bench/bench_torch_op.py
         [--threads 2] [--reps 9] [--rows TEXT] [--markdown FILE]
@@ -94,10 +95,11 @@ def bench_row(row, reps):
         fn(**t).backward(dout)
     res["op fwd+bwd"] = (timed(lambda: step(rt.attention, ga), reps),
                          timed(lambda: step(naive, gn), reps))
-    # the layout adapter alone: q, k, v to token-major, the output back
-    q = a["q"]
-    res["adapter"] = (timed(lambda: [t.transpose(1, 2).contiguous() for t in (q, a["k"], a["v"])],
-                            reps), None)
+    # the layout adapter alone (q, k, v to token-major), which the op runs
+    # only when heads differ (a bias table or a mask)
+    if "bias_table" in a or "mask" in a:
+        res["adapter"] = (timed(lambda: [t.transpose(1, 2).contiguous()
+                                         for t in (a["q"], a["k"], a["v"])], reps), None)
     if n == 49 and not k:
         from make_fixtures import WindowAttention as Seed
         torch.manual_seed(0)
