@@ -37,6 +37,13 @@ static int run_once(void *r) {
     return st ? lib_fail(st) : EX_OK;
 }
 
+/* The arch written into OUT and named in messages: the enum's name, else
+ * the model file's own "arch". */
+static const char *arch_of(const ra_model *m) {
+    const char *a = ra_arch_name(ra_model_arch(m));
+    return a ? a : ra_model_meta(m, "arch") ? ra_model_meta(m, "arch") : "unknown";
+}
+
 int job_run(const char *model, const char *input, const char *outp, ra_run_mode mode,
             repeat *rep) {
     ra_model *m = NULL;
@@ -49,7 +56,7 @@ int job_run(const char *model, const char *input, const char *outp, ra_run_mode 
     if (st) return lib_fail(st);
     if (mode == RA_RUN_FORWARD_ATTN && !ra_model_attn(m)) {
         code = usage_error("--attn is for a single attention layer, not %s",
-                           ra_arch_name(ra_model_arch(m)));
+                           arch_of(m));
         goto done;
     }
     if ((st = ra_st_open(&in, input))) { code = lib_fail(st); goto done; }
@@ -67,7 +74,7 @@ int job_run(const char *model, const char *input, const char *outp, ra_run_mode 
         const ra_tensor *o = ra_run_output(r, i);
         st = ra_st_writer_add_ref(w, o->name, RA_DTYPE_F32, o->ndim, o->shape, o->data);
     }
-    if (!st) st = ra_st_writer_meta(w, "arch", ra_arch_name(ra_model_arch(m)));
+    if (!st) st = ra_st_writer_meta(w, "arch", arch_of(m));
     if (!st) st = ra_st_writer_save(w, outp);
     if (st) { code = lib_fail(st); goto done; }
     repeat_report(rep);

@@ -39,6 +39,13 @@ struct ra_run {
 
 /* ---- the inputs ---------------------------------------------------------- */
 
+/* The model's arch for messages: its enum's name, else its metadata's. */
+static const char *arch_of(const ra_model *m) {
+    const char *a = ra_arch_name(ra_model_arch(m));
+    if (!a) a = ra_model_meta(m, "arch");
+    return a ? a : "this model";
+}
+
 static const ra_tensor *find(const ra_tensor *in, int n, const char *name) {
     for (int i = 0; i < n; i++)
         if (in[i].name && strcmp(in[i].name, name) == 0) return &in[i];
@@ -103,7 +110,7 @@ static ra_status grad_names(ra_run *r, int file_names) {
 
 static ra_status create_layer(ra_run *r, const ra_tensor *in, int n) {
     const ra_attn_config *c = ra_attn_layer_config(r->l);
-    const char *arch = ra_arch_name(c->arch);
+    const char *arch = arch_of(r->m);
     const int is3d = c->arch == RA_ARCH_WINDOW_ATTENTION_3D;
     const char *xname = is3d && !find(in, n, "x") ? "q" : "x";
     ra_status st = only(in, n, (const char *const[]){xname, "mask", "dy", is3d ? "kv" : NULL,
@@ -154,7 +161,7 @@ static ra_status create_layer(ra_run *r, const ra_tensor *in, int n) {
 }
 
 static ra_status create_network(ra_run *r, const ra_tensor *in, int n) {
-    const char *arch = ra_arch_name(ra_model_arch(r->m));
+    const char *arch = arch_of(r->m);
     const int is3d = ra_model_arch(r->m) == RA_ARCH_SWIN_BLOCK_3D;
     const int bwd = r->mode == RA_RUN_BACKWARD;
     ra_status st = only(in, n, (const char *const[]){"x", "dy", is3d && !bwd ? "kv" : NULL, NULL},
@@ -212,7 +219,7 @@ ra_status ra_run_create(ra_run **out, ra_model *m, ra_run_mode mode, const ra_te
     if (mode != RA_RUN_FORWARD && mode != RA_RUN_FORWARD_ATTN && mode != RA_RUN_BACKWARD)
         return ra_fail(RA_ERR_ARG, "run: unknown mode %d", (int)mode);
     if (mode == RA_RUN_BACKWARD && !ra_model_attn(m) && !ra_model_trainable(m))
-        return ra_fail(RA_ERR_ARG, "%s has no backward", ra_arch_name(ra_model_arch(m)));
+        return ra_fail(RA_ERR_ARG, "%s has no backward", arch_of(m));
     ra_run *r = calloc(1, sizeof *r);
     if (!r) return ra_fail(RA_ERR_NOMEM, "out of memory");
     r->m = m, r->mode = mode;
