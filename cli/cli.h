@@ -134,42 +134,36 @@ int repeat_run(repeat *r, run_fn run, void *ctx, double flops);
  * stderr. Nothing without --repeat / --json. */
 void repeat_report(const repeat *r);
 
-/* ---- the INPUT file of forward and backward (job.c) --------------------- */
+/* ---- forward and backward (job.c) ---------------------------------------- */
 
-/* What forward and backward share: the model, and the input tensors checked
- * against it. */
+/* Load MODEL, read INPUT's tensors, run the model on them (ra_run_*: the
+ * checks of the inputs and the names of the outputs are the library's)
+ * with r's timing, and write OUT with the model's arch as metadata: the
+ * exit code, after a message on failure. */
+int job_run(const char *model, const char *input, const char *outp, ra_run_mode mode,
+            repeat *r);
+
+/* ---- the processes of a data-parallel run (procs.c) ---------------------- */
 typedef struct {
-    ra_model *m;
-    ra_st_file *in;
-    const ra_attn_layer *l;
-    const ra_attn_config *c;
-    const char *xname;                 /* "x", or "q" for window_attention_3d */
-    float *x, *kv, *mask, *dy;
-    int b_, n1, n2, nw;
-    int x_ndim;                        /* 3, or 4 for a (B, H, W, C) grid */
-    int64_t x_shape[4];                /* y, dy and grad.x have this shape */
-    int grid[2];
-    const int *gridp;                  /* grid of a (B, H, W, C) x, or NULL */
-} job;
+    int rank, size;   /* this process, how many (1 without a launcher) */
+    int local;        /* how many share this machine */
+} procs;
 
-/* Takes m (an attention layer) and reads INPUT against it; need_dy asks
- * for dy too. 0 on success, else the exit code (the message is printed).
- * job_close is due either way. */
-int job_open(job *j, ra_model *m, const char *input, int need_dy);
-void job_close(job *j);
-
-/* EX_OK if the attention map of the job (--attn) is within RA_MAX_ATTN_MAP
- * floats; else the exit code after a message. */
-int attn_map_fits(const job *j);
-
-/* Add a tensor to the writer unless an earlier step failed; not copied:
- * data must live until the writer is saved. */
-ra_status put(ra_st_writer *w, ra_status st, const char *name, const float *data,
-              int ndim, const int64_t *shape);
-
-/* Write w with m's arch as metadata to outp (unless st already failed),
- * then r's timing report: the exit code. */
-int job_save(ra_st_writer *w, ra_status st, const ra_model *m, const char *outp,
-             const repeat *r);
+/* MPI_Init when started by mpirun (or another MPI launcher), else one
+ * process; EX_OK or an exit code after a message. */
+int procs_start(procs *p, int *argc, char ***argv);
+void procs_end(const procs *p);
+/* After a failure in one process: end every process (MPI_Abort), since
+ * the others would wait at their next collective; returns code. */
+int procs_abort(const procs *p, int code);
+ra_train_comm procs_comm(const procs *p);
+/* n integers summed over the processes in place; 0 on failure. */
+int procs_sum_i64(const procs *p, int64_t *v, int n);
+/* Whether flag is set in any process. */
+int procs_any(const procs *p, int flag);
+/* Seconds this process spent in the trainer's collectives so far. */
+double procs_comm_seconds(void);
+/* The cores of this machine shared by the processes on it (at least 1). */
+int procs_default_threads(const procs *p);
 
 #endif

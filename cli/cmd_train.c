@@ -5,7 +5,12 @@
  * evaluates at every epoch's end, and writes checkpoints atomically: every
  * --ckpt-every steps, at every evaluation and at the end. A run interrupted
  * at any point (kill -9 included) continues with --resume from its last
- * checkpoint and ends with the weights of an uninterrupted run. */
+ * checkpoint and ends with the weights of an uninterrupted run.
+ *
+ * Under mpirun each process takes its slice of every global batch and the
+ * gradients are summed across processes once per step (src/train.c,
+ * ra_train_comm; cli/procs.c holds the MPI side): process 0 alone prints
+ * and writes, the evaluation is split across the processes and summed. */
 #include "cli.h"
 
 #include <math.h>
@@ -48,13 +53,20 @@ static const char train_help[] =
     "run:\n"
     "  --max-steps N       stop after N steps in all (the schedule is unchanged)\n"
     "  --time-budget S     stop when S seconds of training have passed\n"
-    "  --threads N         threads (default: all cores)\n"
+    "  --threads N         threads (default: all cores; under mpirun, the cores\n"
+    "                      of the machine shared by the processes on it)\n"
     "  --out FILE          the checkpoint (default relattn-fmnist.safetensors)\n"
     "  --ckpt-every N      also write it every N steps (500)\n"
     "  --resume CKPT       continue a run from its checkpoint (its model and recipe)\n"
     "  --json              one JSON object per evaluation on stdout, the last with\n"
     "                      test_accuracy, train_seconds, images_per_second, epochs\n"
-    "  --data DIR          the IDX files (train-images-idx3-ubyte[.gz], ...)\n";
+    "  --data DIR          the IDX files (train-images-idx3-ubyte[.gz], ...)\n"
+    "several processes (MPI): mpirun -np P relattn train ...\n"
+    "  every process takes B/P images of each global batch of B; the gradients\n"
+    "  are summed across processes each step, so P processes of T threads train\n"
+    "  as one process of P*T threads would; --resume works for any P\n"
+    "  --zero              ZeRO-1: each process keeps the AdamW state of about 1/P\n"
+    "                      of the parameters (the checkpoint is the same)\n";
 
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
 #define LOG_EVERY 50   /* steps per point of the loss curve */
@@ -214,6 +226,8 @@ static void show(progress *p, const ra_trainer *t, double loss, double ips, doub
 
 /* ---- the command ------------------------------------------------------------ */
 
+static int train(const opt *o, const procs *pc);
+
 int cmd_train(int argc, char **argv) {
     opt o[] = {{"--out", 1, 0},        {"-o", 1, 0},           {"--data", 1, 0},
                {"--json", 0, 0},       {"--epochs", 1, 0},     {"--max-steps", 1, 0},
@@ -223,7 +237,7 @@ int cmd_train(int argc, char **argv) {
                {"--window", 1, 0},     {"--patch", 1, 0},      {"--pos", 1, 0},
                {"--resume", 1, 0},     {"--ckpt-every", 1, 0}, {"--label-smoothing", 1, 0},
                {"--clip", 1, 0},       {"--no-augment", 0, 0}, {"--warmup-epochs", 1, 0},
-               {"--augment", 1, 0},
+               {"--augment", 1, 0},    {"--zero", 0, 0},
                {"--help", 0, 0},
                {"-h", 0, 0},           {0, 0, 0}};
     const char *pos[1];
@@ -231,9 +245,22 @@ int cmd_train(int argc, char **argv) {
     if (!parse_args(argc, argv, o, pos, 0, &npos)) return EX_USAGE;
     if (get(o, "--help") || get(o, "-h")) return fputs(train_help, stdout), EX_OK;
     if (!threads_option(o)) return EX_USAGE;
+    procs pc;
+    int code = procs_start(&pc, &argc, &argv);
+    if (code) return code;
+    if ((code = train(o, &pc))) procs_abort(&pc, code);
+    procs_end(&pc);
+    return code;
+}
+
+/* The run of one process (of pc->size). */
+static int train(const opt *o, const procs *pc) {
+    const int lead = pc->rank == 0;   /* prints and writes */
+    if (pc->size > 1 && !get(o, "--threads")) ra_threads_set(procs_default_threads(pc));
     const char *out = get(o, "--out") ? get(o, "--out") : get(o, "-o");
     if (!out) out = "relattn-fmnist.safetensors";
     const char *dir = get(o, "--data") ? get(o, "--data") : DEFAULT_DATA;
+    const int zero = get(o, "--zero") != NULL;
     const char *resume = get(o, "--resume");
     const int json = get(o, "--json") != NULL;
 
@@ -305,6 +332,11 @@ int cmd_train(int argc, char **argv) {
     ra_model *m = NULL;
     ra_trainer *t = NULL;
     int code = EX_OK;
+    ra_dataset part = test;   /* this process's slice of the test images */
+    const int64_t first = test.n * pc->rank / pc->size;
+    part.n = test.n * (pc->rank + 1) / pc->size - first;
+    if (part.images) part.images += (size_t)first * test.h * test.w;
+    if (part.labels) part.labels += first;
     train_log *lg = calloc(1, sizeof *lg);
     int64_t *confusion = NULL;
     if (!lg) {
@@ -328,6 +360,16 @@ int cmd_train(int argc, char **argv) {
             goto done;
         }
     }
+    if (pc->size > 1) {
+        const ra_train_comm comm = procs_comm(pc);
+        if ((st = ra_trainer_set_comm(t, &comm, zero))) {
+            code = lib_fail(st);
+            goto done;
+        }
+    } else if (zero) {
+        fprintf(stderr, "%s: --zero shards the optimiser state across processes; one process "
+                "keeps all of it\n", cmd);
+    }
     const int K = train.classes;
     confusion = calloc((size_t)K * K, sizeof *confusion);
     if (!confusion) {
@@ -336,12 +378,18 @@ int cmd_train(int argc, char **argv) {
     }
     const int64_t spe = ra_trainer_steps_per_epoch(t), total = ra_trainer_total_steps(t);
     const int64_t stop = max_steps > 0 && max_steps < total ? max_steps : total;
-    progress pr = {.tty = isatty(2), .json = json};
-    if (!json || pr.tty)
+    progress pr = {.tty = lead && isatty(2), .json = json};
+    if (lead && (!json || pr.tty)) {
         fprintf(stderr, "%s: %s, %lld parameters, %lld training images, %lld steps of batch %d "
-                "(%lld per epoch), %d threads\n", cmd, resume ? "resuming" : "training",
+                "(%lld per epoch), %d threads", cmd, resume ? "resuming" : "training",
                 (long long)ra_model_param_total(m), (long long)train.n, (long long)total,
                 c.batch, (long long)spe, ra_threads_get());
+        if (pc->size > 1)
+            fprintf(stderr, " in each of %d processes; optimiser state %.2f MiB per process%s",
+                    pc->size, (double)ra_trainer_optimizer_floats(t) * 4 / (1 << 20),
+                    zero ? " (ZeRO-1)" : "");
+        fputc('\n', stderr);
+    }
 
     double sess_seconds = 0, loss_sum = 0;
     int64_t sess_images = 0, loss_n = 0;
@@ -368,29 +416,36 @@ int cmd_train(int argc, char **argv) {
             log_add(lg->loss, &lg->nloss, (double)s, last_loss);
             loss_sum = 0, loss_n = 0;
         }
-        show(&pr, t, isnan(last_loss) ? loss : last_loss, ips, left, 0);
-        if (budget > 0 && sess_seconds >= budget) stopped_by_budget = 1;
+        if (lead) show(&pr, t, isnan(last_loss) ? loss : last_loss, ips, left, 0);
+        if (budget > 0)   /* every process stops at the same step */
+            stopped_by_budget = procs_any(pc, sess_seconds >= budget);
         const int epoch_end = s % spe == 0, last = s == stop || stopped_by_budget;
         if (epoch_end || last) {
             int64_t correct = 0;
             if (pr.tty) fputc('\n', stderr);
-            st = ra_evaluate(m, &test, c.mean, c.std, 500, &correct, confusion, K);
+            st = ra_evaluate(m, &part, c.mean, c.std, 500, &correct, confusion, K);
             if (st) {
                 code = lib_fail(st);
                 goto done;
             }
+            if (!procs_sum_i64(pc, &correct, 1) || !procs_sum_i64(pc, confusion, K * K)) {
+                code = fail(EX_SOFTWARE, "MPI: summing the evaluation failed");
+                goto done;
+            }
             const double acc = (double)correct / (double)test.n;
             log_add(lg->acc, &lg->nacc, (double)s, acc);
-            if (json) {
+            if (!lead) {
+            } else if (json) {
                 printf("{\"epoch\": %.4f, \"step\": %lld, \"train_loss\": %.6f, \"test_accuracy\": "
                        "%.4f, \"train_seconds\": %.3f, \"images_per_second\": %.1f",
                        (double)s / spe, (long long)s, isnan(last_loss) ? loss : last_loss, acc,
                        lg->train_seconds, lg->images / (lg->train_seconds > 0 ? lg->train_seconds : 1));
                 if (last)
                     printf(", \"epochs\": %.4f, \"steps\": %lld, \"test_correct\": %lld, "
-                           "\"test_images\": %lld, \"threads\": %d, \"checkpoint\": ",
-                           (double)s / spe, (long long)s, (long long)correct,
-                           (long long)test.n, ra_threads_get());
+                           "\"test_images\": %lld, \"threads\": %d, \"processes\": %d, "
+                           "\"comm_seconds\": %.3f, \"checkpoint\": ", (double)s / spe,
+                           (long long)s, (long long)correct, (long long)test.n,
+                           ra_threads_get(), pc->size, procs_comm_seconds());
                 if (last) put_json_string(out);
                 printf("}\n");
                 fflush(stdout);
@@ -407,7 +462,8 @@ int cmd_train(int argc, char **argv) {
         }
         if (last) break;
     }
-    if (ra_trainer_step_count(t) >= stop && !json)
+    if (!lead) {
+    } else if (ra_trainer_step_count(t) >= stop && !json)
         fprintf(stderr, "%s: %lld steps, %.1f s of training, %.0f images/s%s; checkpoint %s\n",
                 cmd, (long long)ra_trainer_step_count(t), lg->train_seconds,
                 lg->images / (lg->train_seconds > 0 ? lg->train_seconds : 1),
@@ -415,6 +471,10 @@ int cmd_train(int argc, char **argv) {
     else if (stopped_by_budget && !json)
         fprintf(stderr, "%s: time budget reached at step %lld; checkpoint %s (--resume it)\n", cmd,
                 (long long)ra_trainer_step_count(t), safe_text(out));
+    if (lead && !json && pc->size > 1)
+        fprintf(stderr, "%s: process 0 spent %.2f s of its %.1f s of steps in the sums across "
+                "processes (%.1f %%)\n", cmd, procs_comm_seconds(), sess_seconds,
+                100 * procs_comm_seconds() / (sess_seconds > 0 ? sess_seconds : 1));
 done:
     free(confusion);
     free(lg);

@@ -37,7 +37,16 @@ static void print_help(void) {
     fputs("\n"
           "'relattn COMMAND --help' describes each. Exit codes: 0 ok, 64 usage,\n"
           "65 bad data, 66 input missing, 73 output cannot be created, 70 internal.\n"
+          "'relattn --version': version, kernels, BLAS; '--list-archs', '--list-commands'.\n"
           "Environment: RELATTN_KERNEL=ref|avx2|avx512 forces a kernel set.\n", stdout);
+}
+
+/* The version, the kernel set in use and those this CPU runs, the BLAS. */
+static void print_version(void) {
+    printf("relattn %s\nkernel: %s (supported:", ra_version(), ra_kernel_name(ra_kernel_current()));
+    for (int i = 0; i < RA_KERNEL_COUNT; i++)
+        if (ra_kernel_supported((ra_kernel_id)i)) printf(" %s", ra_kernel_name((ra_kernel_id)i));
+    printf(")\nblas: %s\n", ra_blas_info());
 }
 
 /* RELATTN_KERNEL, if set, must name a kernel set this CPU runs: the library
@@ -64,8 +73,11 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help"))
         code = (print_help(), EX_OK);
     else if (!strcmp(argv[1], "--version"))
-        code = (printf("relattn %s (kernel %s)\n", RA_VERSION_STRING,
-                       ra_kernel_name(ra_kernel_current())), EX_OK);
+        code = (print_version(), EX_OK);
+    else if (!strcmp(argv[1], "--list-archs"))   /* what docs/ must describe (tests) */
+        for (int i = code = 0; i < ra_model_arch_count(); i++) puts(ra_model_arch_name(i));
+    else if (!strcmp(argv[1], "--list-commands"))
+        for (int i = code = 0; i < NCOMMANDS; i++) puts(commands[i].name);
     for (int i = 0; i < NCOMMANDS && code < 0; i++)
         if (!strcmp(argv[1], commands[i].name)) {
             static char name[64];

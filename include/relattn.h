@@ -930,6 +930,71 @@ ra_status ra_model_create(ra_model **out, const char *const *meta, int nmeta, ui
  * gradient at that parameter's offset. */
 void ra_model_attn_grads(const ra_model *m, float *flat, ra_attn_grads *g);
 
+/* The architectures the model loader knows, as the "arch" values of model
+ * files: ra_model_arch_name(i) for 0 <= i < ra_model_arch_count(), NULL
+ * outside. */
+int ra_model_arch_count(void);
+const char *ra_model_arch_name(int i);
+
+/* ---- running any model on named tensors ----------------------------------
+ * What `relattn forward` and `relattn backward` do, and what the Python
+ * package calls: a model, its inputs by name, and its outputs by name, for
+ * every arch without code of its own.
+ *
+ * Inputs (named as in an INPUT file of the command line):
+ *   attention layers  x (B_, N1, C), or q (B_, N1, C) and optionally
+ *                     kv (B_, N2, C) for window_attention_3d; optionally
+ *                     mask (nW, N1, N2) with B_ % nW == 0
+ *   networks          x (see ra_model_forward; swin_block_3d also takes
+ *                     clips x (B, D, H, W, C) and, for a cross block,
+ *                     kv (B, D2, H, W, C) in forward)
+ *   backward          also dy, the gradient of y (its shape)
+ * An input whose data is NULL stands for a tensor that is not float32
+ * values and is refused by name. A dy in a forward run is ignored.
+ * Outputs, valid after a successful ra_run_exec until the next exec or
+ * ra_run_free, owned by the run:
+ *   forward           y; with RA_RUN_FORWARD_ATTN also attn (B_, nH, N1, N2)
+ *                     (attention layers only, at most RA_MAX_ATTN_MAP floats)
+ *   backward          y, grad.x (grad.q, and grad.kv when kv was given), and
+ *                     grad.NAME for every parameter (NAME: the canonical name
+ *                     for attention layers, the file's own name for networks)
+ * Failures: RA_ERR_SHAPE for inputs that do not fit the model (missing,
+ * unexpected, wrong shape), RA_ERR_ARG for a mode the model has not,
+ * RA_ERR_NOMEM, each with its reason in ra_last_error(). */
+typedef struct ra_tensor {
+    const char *name;
+    int ndim;
+    int64_t shape[RA_ST_MAX_DIMS];
+    float *data;             /* (shape) row-major float32; inputs are only read */
+} ra_tensor;
+
+typedef enum ra_run_mode {
+    RA_RUN_FORWARD = 0,      /* y */
+    RA_RUN_FORWARD_ATTN = 1, /* y and attn */
+    RA_RUN_BACKWARD = 2      /* y and the gradients (gradients zeroed per exec) */
+} ra_run_mode;
+
+typedef struct ra_run ra_run;   /* opaque */
+
+/* Check the inputs against m and allocate the outputs. m and the inputs'
+ * data are borrowed and must outlive the run (the names and shapes are read
+ * here, the data at each exec). A backward run uses m's training state: one
+ * backward run per model at a time. */
+ra_status ra_run_create(ra_run **out, ra_model *m, ra_run_mode mode, const ra_tensor *inputs,
+                        int ninputs);
+/* Compute; may be repeated (timing), each exec giving the same outputs. */
+ra_status ra_run_exec(ra_run *r);
+int ra_run_output_count(const ra_run *r);
+const ra_tensor *ra_run_output(const ra_run *r, int i);
+const ra_tensor *ra_run_find(const ra_run *r, const char *name);   /* or NULL */
+void ra_run_free(ra_run *r);
+
+/* The library's version ("0.1.0", as RA_VERSION_STRING of the header it was
+ * built with) and the BLAS it runs on: OpenBLAS's configuration and core
+ * ("OpenBLAS 0.3.21 DYNAMIC_ARCH ... (core Haswell)") when available. */
+const char *ra_version(void);
+const char *ra_blas_info(void);
+
 /* ------------------------------------------------------------------------ */
 /* 8. Images (for classification)                                           */
 /* ------------------------------------------------------------------------ */
@@ -1080,11 +1145,51 @@ int64_t ra_trainer_total_steps(const ra_trainer *t);     /* epochs * steps_per_e
 double ra_trainer_lr(const ra_trainer *t);               /* the next step's learning rate */
 const ra_train_config *ra_trainer_config(const ra_trainer *t);
 
+/* Data parallelism over several processes (MPI ranks under mpirun, or any
+ * transport that can sum buffers): the caller gives the collectives, the
+ * library stays free of MPI. Each of `size` processes runs a trainer on the
+ * same model, data and configuration; process `rank` takes images
+ * [B*rank/size, B*(rank+1)/size) of every global batch of B (--batch stays
+ * the global batch), and the gradients and the loss are summed over the
+ * processes by one allreduce_sum per step, so every process makes the same
+ * optimiser step. With size 1 nothing is sent.
+ *
+ * With shard_optimizer (ZeRO-1), each process keeps the AdamW moments of a
+ * run of whole parameter tensors only (about 1/size of them, by size); a
+ * step is then reduce_scatter_sum of the gradients (each process gets the
+ * sum of its own run), one allreduce_sum of two floats (the loss and the
+ * squared norm), AdamW on the own run and allgather of the weights.
+ * Checkpoints are the same either way: ra_trainer_save gathers the moments,
+ * so every process must call it; process 0 alone writes. Every collective
+ * must give every process the same bits (MPI's built-in sums do). */
+typedef struct ra_train_comm {
+    int rank, size;
+    void *ctx;
+    /* n floats summed over the processes, in place */
+    ra_status (*allreduce_sum)(float *buf, int64_t n, void *ctx);
+    /* ZeRO-1 only (else NULL). Process r's part of buf is [off[r], off[r] +
+     * count[r]); reduce_scatter_sum leaves in each process's own part the
+     * sum of that part over the processes (the rest of buf undefined);
+     * allgather copies every process's part to every process. */
+    ra_status (*reduce_scatter_sum)(float *buf, const int64_t *off, const int64_t *count,
+                                    void *ctx);
+    ra_status (*allgather)(float *buf, const int64_t *off, const int64_t *count, void *ctx);
+} ra_train_comm;
+
+/* Attach comm (copied) to t; RA_ERR_ARG for a rank out of range, a batch
+ * smaller than size, or ZeRO without its collectives. */
+ra_status ra_trainer_set_comm(ra_trainer *t, const ra_train_comm *comm, int shard_optimizer);
+
+/* Floats of AdamW state this process keeps (2 per parameter, or 2 per
+ * parameter of its run with ZeRO-1). */
+int64_t ra_trainer_optimizer_floats(const ra_trainer *t);
+
 /* Write a checkpoint atomically: the model's metadata and parameters (a
  * model file of SPEC 3.1, canonical names), the configuration and the step
  * count as metadata "train.*", the AdamW moments under
  * RA_TRAIN_STATE_PREFIX, and nextra extra metadata pairs (key, value, ...)
- * such as a training log. */
+ * such as a training log. With a comm of several processes, every process
+ * calls it and process 0 alone writes (see ra_train_comm). */
 ra_status ra_trainer_save(const ra_trainer *t, const char *path, const char *const *extra,
                           int nextra);
 

@@ -3,11 +3,15 @@
 # Safe to run again: does nothing when everything is there.
 set -euo pipefail
 # python3-numpy: tests/test_cli.sh compares the command's outputs with the
-# fixtures through tools/st.py; without it those comparisons fail.
+# fixtures through tools/st.py, and the Python package (tests/test_python.sh)
+# needs it; python3-pip for the test of `pip install ./python`.
 pkgs=(build-essential cmake pkg-config libjansson-dev libopenblas-dev libomp-dev zlib1g-dev
-      libspng-dev libjpeg62-turbo-dev dataset-fashion-mnist python3 python3-numpy
-      clang libclang-rt-14-dev valgrind)   # scripts/fuzz.sh, scripts/valgrind.sh
-[ "${RELATTN_WITH_TORCH:-0}" = 1 ] && pkgs+=(python3-torch python3-numpy)
+      libspng-dev libjpeg62-turbo-dev dataset-fashion-mnist python3 python3-numpy python3-pip
+      clang libclang-rt-14-dev valgrind    # scripts/fuzz.sh, scripts/valgrind.sh
+      openmpi-bin libopenmpi-dev)          # relattn train under mpirun (tests/test_mpi.sh)
+# PyTorch: the fixtures' twins, and the tests of relattn.torch (skipped without
+# it); torchvision for the test that swaps relattn into its Swin.
+[ "${RELATTN_WITH_TORCH:-0}" = 1 ] && pkgs+=(python3-torch python3-torchvision python3-numpy)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -24,6 +24,14 @@ ra_status ra_fail(ra_status s, const char *fmt, ...) RA_PRINTF(2, 3);
 #define RA_MAX_PARTS 64
 ra_status ra_run_parts(int n, ra_status (*part)(void *ctx, int s), void *ctx);
 
+/* ra_clip_grad_norm in two halves, for gradients spread over processes:
+ * the sum of the squared per-tensor norms (each rounded to a float, as
+ * PyTorch), and the scaling of the gradients by min(1, max_norm / (total +
+ * 1e-6)) for the total norm of all of them. */
+double ra_grad_sumsq(float *const *grads, const int64_t *sizes, int count);
+void ra_grad_clip(float *const *grads, const int64_t *sizes, int count, float total,
+                  float max_norm);
+
 /* Checked size arithmetic: return 0 on overflow (result untouched). */
 static inline int ra_mul_size(size_t *r, size_t a, size_t b) {
     if (a != 0 && b > SIZE_MAX / a) return 0;

@@ -202,17 +202,25 @@ static ra_status check_shape(const ra_st_tensor *t, int ndim, const int64_t *sha
                    t->name, got, want);
 }
 
-static const ra_arch_ops *arch_ops(const char *name) {
-    static const ra_arch_ops *all[] = {
+/* Every arch the loader knows (ra_model_arch_count / ra_model_arch_name). */
+static const ra_arch_ops *const all[] = {
         &ra_attn_arch_ops[0], &ra_attn_arch_ops[1], &ra_attn_arch_ops[2], &ra_attn_arch_ops[3],
         &ra_attn_arch_ops[4], &ra_attn_arch_ops[5], &ra_attn_arch_ops[6], &ra_attn_arch_ops[7],
 #ifdef RA_HAVE_NETWORKS
         &ra_swin_block_ops, &ra_swin_ops, &ra_vit_ops, &ra_swin_block_3d_ops,
 #endif
-    };
+};
+
+static const ra_arch_ops *arch_ops(const char *name) {
     for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++)
         if (strcmp(all[i]->name, name) == 0) return all[i];
     return NULL;
+}
+
+int ra_model_arch_count(void) { return (int)(sizeof all / sizeof all[0]); }
+
+const char *ra_model_arch_name(int i) {
+    return i >= 0 && i < ra_model_arch_count() ? all[i]->name : NULL;
 }
 
 /* Map every file tensor to a declared parameter (or a buffer); then, in
@@ -354,8 +362,18 @@ ra_status ra_model_load(ra_model **out, const char *path) {
     return st;
 }
 
+static void drop_replicas(ra_model *m) {
+    for (int s = 0; s < m->nrep; s++) {
+        ra_model_free(m->rep[s]);
+        ra_free(m->rgrad[s]);
+    }
+    free(m->rep), free(m->rgrad);
+    m->rep = NULL, m->rgrad = NULL, m->nrep = 0, m->shards = 1;
+}
+
 void ra_model_free(ra_model *m) {
     if (!m) return;
+    drop_replicas(m);
     if (m->impl && m->ops->destroy) m->ops->destroy(m->impl);
     for (int i = 0; i < m->nparams; i++) {
         if (m->params[i].file_name != m->params[i].name) free((char *)m->params[i].file_name);
@@ -411,6 +429,7 @@ float *ra_model_weights(ra_model *m) { return m ? m->weights : NULL; }
  * thread, runs on the layers' own threads. */
 typedef struct {
     const ra_model *m;
+    ra_model *train[RA_MAX_PARTS];   /* training: the model of each shard */
     const float *x;
     int x_ndim, parts;
     const int64_t *x_shape;
@@ -426,20 +445,28 @@ static ra_status forward_part(void *ctx, int s) {
     int64_t xs[8];
     memcpy(xs, c->x_shape, (size_t)c->x_ndim * sizeof *xs);
     xs[0] = b1 - b0;
-    return c->m->ops->forward(c->m, &c->y[s], &c->nd[s], c->ys[s], c->x + b0 * c->per_x,
-                              c->x_ndim, xs);
+    ra_model *r = c->train[s];
+    if (!r)
+        return c->m->ops->forward(c->m, &c->y[s], &c->nd[s], c->ys[s], c->x + b0 * c->per_x,
+                                  c->x_ndim, xs);
+    if (r != c->m)   /* a replica takes the weights as they are now */
+        memcpy(r->weights, c->m->weights, (size_t)c->m->total * sizeof *r->weights);
+    return r->ops->forward_train(r, &c->y[s], &c->nd[s], c->ys[s], c->x + b0 * c->per_x,
+                                 c->x_ndim, xs, NULL);
 }
 
-static ra_status forward_shards(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
-                                const float *x, int x_ndim, const int64_t *x_shape, int S) {
-    const int64_t B = x_shape[0];
-    forward_parts c = {.m = m, .x = x, .x_ndim = x_ndim, .parts = S, .x_shape = x_shape,
-                       .per_x = 1};
-    for (int d = 1; d < x_ndim; d++) c.per_x *= x_shape[d];   /* bounded: x exists */
-    ra_status st = ra_run_parts(S, forward_part, &c);
-    float *const *part = c.y;
-    const int *nd = c.nd;
-    int64_t(*ys)[4] = c.ys;
+/* Runs the parts of c (c->parts shards of x) and joins their outputs into
+ * y; *per_y gets the floats of one sample of y. */
+static ra_status forward_shards(forward_parts *c, float **y, int *y_ndim, int64_t y_shape[4],
+                                int64_t *per_y_out) {
+    const int64_t B = c->x_shape[0];
+    const int S = c->parts;
+    c->per_x = 1;
+    for (int d = 1; d < c->x_ndim; d++) c->per_x *= c->x_shape[d];   /* bounded: x exists */
+    ra_status st = ra_run_parts(S, forward_part, c);
+    float *const *part = c->y;
+    const int *nd = c->nd;
+    int64_t(*ys)[4] = c->ys;
     int64_t per_y = 1;
     for (int d = 1; !st && d < nd[0]; d++) per_y *= ys[0][d];
     for (int s = 1; s < S && !st; s++)   /* the shards agree on a sample's shape */
@@ -455,7 +482,20 @@ static ra_status forward_shards(const ra_model *m, float **y, int *y_ndim, int64
     *y_ndim = nd[0];
     memcpy(y_shape, ys[0], sizeof ys[0]);
     y_shape[0] = B;
+    *per_y_out = per_y;
     return RA_OK;
+}
+
+/* How many shards a batch of x takes: one per thread, at most one sample
+ * each; 1 for archs that are not batch-first (swin_block_3d takes one clip,
+ * frames first) or inside a parallel region. */
+static int batch_shards(const ra_model *m, int x_ndim, const int64_t *x_shape) {
+    const ra_arch a = m->ops->arch;
+    const int batched = a == RA_ARCH_SWIN || a == RA_ARCH_VIT || a == RA_ARCH_SWIN_BLOCK;
+    int S = ra_threads_get();
+    if (!batched || x_ndim < 2 || x_ndim > 8 || x_shape[0] < 2 || S < 2) return 1;
+    if (S > x_shape[0]) S = (int)x_shape[0];
+    return S > RA_MAX_PARTS ? RA_MAX_PARTS : S;
 }
 
 ra_status ra_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
@@ -466,16 +506,11 @@ ra_status ra_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_
     if (!m->ops->forward)
         return ra_fail(RA_ERR_ARG, "%s is an attention layer: use ra_attn_layer_forward",
                        m->ops->name);
-    /* batch-first archs (swin_block_3d takes one clip, frames first) */
-    const ra_arch a = m->ops->arch;
-    const int batched = a == RA_ARCH_SWIN || a == RA_ARCH_VIT || a == RA_ARCH_SWIN_BLOCK;
-    int S = ra_threads_get();
-    if (batched && x_ndim >= 2 && x_ndim <= 8 && x_shape[0] >= 2 && S >= 2) {
-        if (S > x_shape[0]) S = (int)x_shape[0];
-        if (S > RA_MAX_PARTS) S = RA_MAX_PARTS;
-        return forward_shards(m, y, y_ndim, y_shape, x, x_ndim, x_shape, S);
-    }
-    return m->ops->forward(m, y, y_ndim, y_shape, x, x_ndim, x_shape);
+    const int S = batch_shards(m, x_ndim, x_shape);
+    if (S < 2) return m->ops->forward(m, y, y_ndim, y_shape, x, x_ndim, x_shape);
+    forward_parts c = {.m = m, .x = x, .x_ndim = x_ndim, .parts = S, .x_shape = x_shape};
+    int64_t per_y;
+    return forward_shards(&c, y, y_ndim, y_shape, &per_y);
 }
 
 /* ---- the attention layers ----------------------------------------------- */
@@ -732,6 +767,37 @@ void ra_model_attn_grads(const ra_model *m, float *flat, ra_attn_grads *g) {
 
 int ra_model_trainable(const ra_model *m) { return m && m->ops->forward_train && m->ops->backward; }
 
+/* Training in shards: as ra_model_forward, one shard of the batch per
+ * thread, each on a model with its own tape: m for the first, replicas
+ * made from m's metadata (as ra_model_create makes any model) for the
+ * others, their weights copied from m at each forward. The backward runs
+ * each shard on its model, the replicas into their own zeroed gradients,
+ * added to the caller's in shard order: the result depends on the thread
+ * count only. A model that cannot be replicated, or memory that runs
+ * out, trains in one shard on the layers' own threads: slower, never
+ * wrong. Drop path draws from rng per sample in batch order: with an rng
+ * the batch runs in one shard. */
+static int make_replicas(ra_model *m, int want) {
+    if (want - 1 <= m->nrep) return want;
+    ra_model **rep = realloc(m->rep, (size_t)(want - 1) * sizeof *rep);
+    float **rgrad = rep ? realloc(m->rgrad, (size_t)(want - 1) * sizeof *rgrad) : NULL;
+    if (rep) m->rep = rep;
+    if (rgrad) m->rgrad = rgrad;
+    if (!rep || !rgrad) return m->nrep + 1;
+    while (m->nrep < want - 1) {
+        ra_model *r = NULL;
+        float *g = NULL;
+        if (ra_model_create(&r, (const char *const *)m->meta, m->nmeta, 0) != RA_OK ||
+            r->total != m->total || r->nparams != m->nparams ||
+            !(g = ra_alloc((size_t)m->total + 1, sizeof *g))) {
+            ra_model_free(r);
+            break;
+        }
+        m->rep[m->nrep] = r, m->rgrad[m->nrep] = g, m->nrep++;
+    }
+    return m->nrep + 1;
+}
+
 ra_status ra_model_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                                  const float *x, int x_ndim, const int64_t *x_shape,
                                  ra_rng *rng) {
@@ -740,7 +806,33 @@ ra_status ra_model_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_
     if (!ra_model_trainable(m))
         return ra_fail(RA_ERR_ARG, "%s has no training forward (attention layers: use "
                        "ra_attn_layer_backward)", m->ops->name);
-    return m->ops->forward_train(m, y, y_ndim, y_shape, x, x_ndim, x_shape, rng);
+    *y = NULL;
+    m->shards = 1;
+    int S = rng ? 1 : batch_shards(m, x_ndim, x_shape);
+    if (S > 1) S = make_replicas(m, S);
+    if (S < 2) return m->ops->forward_train(m, y, y_ndim, y_shape, x, x_ndim, x_shape, rng);
+    forward_parts c = {.m = m, .x = x, .x_ndim = x_ndim, .parts = S, .x_shape = x_shape};
+    for (int s = 0; s < S; s++) c.train[s] = s ? m->rep[s - 1] : m;
+    int64_t per_y;
+    ra_status st = forward_shards(&c, y, y_ndim, y_shape, &per_y);
+    if (st) return st;
+    m->shards = S, m->batch = x_shape[0], m->per_x = c.per_x, m->per_y = per_y;
+    return RA_OK;
+}
+
+typedef struct {
+    ra_model *m;
+    float *grad, *dx;
+    const float *dy;
+} backward_parts;
+
+static ra_status backward_part(void *ctx, int s) {
+    backward_parts *c = ctx;
+    ra_model *m = c->m, *r = s ? m->rep[s - 1] : m;
+    const int64_t b0 = m->batch * s / m->shards;
+    float *g = s ? m->rgrad[s - 1] : c->grad;
+    if (s) memset(g, 0, (size_t)m->total * sizeof *g);
+    return r->ops->backward(r, g, c->dx ? c->dx + b0 * m->per_x : NULL, c->dy + b0 * m->per_y);
 }
 
 ra_status ra_model_backward(ra_model *m, float *grad, float *dx, const float *dy) {
@@ -748,7 +840,15 @@ ra_status ra_model_backward(ra_model *m, float *grad, float *dx, const float *dy
     if (!ra_model_trainable(m))
         return ra_fail(RA_ERR_ARG, "%s has no network backward (attention layers: use "
                        "ra_attn_layer_backward)", m->ops->name);
-    return m->ops->backward(m, grad, dx, dy);
+    const int S = m->shards;
+    if (S < 2) return m->ops->backward(m, grad, dx, dy);
+    backward_parts c = {.m = m, .grad = grad, .dx = dx, .dy = dy};
+    ra_status st = ra_run_parts(S, backward_part, &c);
+    const int64_t P = m->total;
+    #pragma omp parallel for num_threads(S) schedule(static) if (!st)
+    for (int64_t i = 0; i < P; i++)
+        for (int s = 1; s < S; s++) grad[i] += m->rgrad[s - 1][i];
+    return st;
 }
 
 /* The initial value of a parameter from its name and shape, as the PyTorch

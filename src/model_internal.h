@@ -30,6 +30,13 @@ struct ra_model {
     void *impl;               /* the arch's runtime object */
     char **meta;              /* the file's __metadata__: key, value, ... */
     int nmeta;
+    /* training in shards (ra_model_forward_train of a batch on several
+     * threads): replicas for shards 1.., made from meta, and their
+     * gradients; the split of the last training forward (shards 1: none) */
+    struct ra_model **rep;
+    float **rgrad;
+    int nrep, shards;
+    int64_t batch, per_x, per_y;
 };
 
 /* What a file tensor is, for the loader. */

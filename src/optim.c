@@ -74,9 +74,7 @@ int ra_param_no_decay(const char *name) {
  * float tensor, the norm of those norms, clip_coef = max_norm / (total +
  * 1e-6), clamped to at most 1 (a NaN stays NaN), every gradient multiplied
  * by it. Sums of squares here are in double. */
-float ra_clip_grad_norm(float *const *grads,    /* count pointers to (sizes[i]) */
-                        const int64_t *sizes,   /* (count) */
-                        int count, float max_norm) {
+double ra_grad_sumsq(float *const *grads, const int64_t *sizes, int count) {
     double tot = 0.0;
     for (int t = 0; t < count; t++) {
         const float *g = grads[t];
@@ -90,10 +88,14 @@ float ra_clip_grad_norm(float *const *grads,    /* count pointers to (sizes[i]) 
         const double nt = (float)sqrt(ss);   /* the per-tensor norm is a float */
         tot += nt * nt;
     }
-    const float total = (float)sqrt(tot);
+    return tot;
+}
+
+void ra_grad_clip(float *const *grads, const int64_t *sizes, int count, float total,
+                  float max_norm) {
     float coef = max_norm / (total + 1e-6f);
     if (coef > 1.0f) coef = 1.0f;   /* torch.clamp(max=1): NaN passes */
-    if (coef == 1.0f) return total;  /* multiplying by 1 changes nothing */
+    if (coef == 1.0f) return;        /* multiplying by 1 changes nothing */
     for (int t = 0; t < count; t++) {
         float *g = grads[t];
         const int64_t n = sizes[t];
@@ -103,6 +105,13 @@ float ra_clip_grad_norm(float *const *grads,    /* count pointers to (sizes[i]) 
 #endif
         for (int64_t i = 0; i < n; i++) g[i] *= coef;
     }
+}
+
+float ra_clip_grad_norm(float *const *grads,    /* count pointers to (sizes[i]) */
+                        const int64_t *sizes,   /* (count) */
+                        int count, float max_norm) {
+    const float total = (float)sqrt(ra_grad_sumsq(grads, sizes, count));
+    ra_grad_clip(grads, sizes, count, total, max_norm);
     return total;
 }
 

@@ -11,16 +11,12 @@
  * Everything random is drawn from (seed, epoch) or (seed, t), never from a
  * generator carried from step to step: resuming at t needs nothing but t.
  *
- * With T threads the batch is cut into T shards of consecutive images, one
- * thread each: shard s runs forward and backward on a replica of the model
- * (its own tape, its own gradient buffer; the weights copied from the model
- * before the step) with single-threaded kernels, and the shards' gradients
- * are summed in shard order. A Swin or ViT treats each image on its own
- * (LayerNorm, no batch statistics), so this is the same gradient as the
- * whole batch's, up to the order of the sums: threads never wait for each
- * other inside the network, where the layers' own threading meets a
- * barrier in every product. The result depends on T (the summation order),
- * never on timing: the same seed and threads give the same run. */
+ * With T threads the model cuts the batch into T shards of consecutive
+ * images, one thread each, on replicas with their own tapes (src/model.c,
+ * ra_model_forward_train): threads never wait for each other inside the
+ * network, where the layers' own threading meets a barrier in every
+ * product. The result depends on T (the order of the gradient sums), never
+ * on timing: the same seed and threads give the same run. */
 #include "model_internal.h"
 
 #include <math.h>
@@ -43,9 +39,11 @@ struct ra_trainer {
     int32_t *labels;                /* (B) */
     int64_t *perm;                  /* (n) this epoch's order */
     int64_t perm_epoch;             /* the epoch perm was drawn for, -1 none */
-    int shards;                     /* threads of a step: data shards (>= 1) */
-    ra_model **rep;                 /* shards - 1 replicas of m for shards 1.. */
-    float **rgrad;                  /* their gradients, (P) each */
+    ra_train_comm comm;             /* the processes of a data-parallel run */
+    int zero;                       /* ZeRO-1: moments of the own run only */
+    int p0, p1;                     /* parameter tensors this process updates */
+    int64_t moff;                   /* the float offset mom1 / mom2 start at */
+    int64_t *zoff, *zcnt;           /* ZeRO-1: every process's run of floats */
 };
 
 
@@ -84,47 +82,13 @@ static ra_status check_config(const ra_train_config *c) {
     return RA_OK;
 }
 
-static void drop_shards(ra_trainer *t) {
-    for (int s = 0; s + 1 < t->shards && t->rep; s++) {
-        ra_model_free(t->rep[s]);
-        ra_free(t->rgrad[s]);
-    }
-    free(t->rep), free(t->rgrad);
-    t->rep = NULL, t->rgrad = NULL, t->shards = 1;
-}
-
-/* One shard per thread (at most one image each): replicas of the model
- * made from its metadata, as ra_model_create makes any model. A model that
- * cannot be replicated (or memory that runs out) trains in one shard, on
- * the layers' own threads: slower, never wrong. */
-static void plan_shards(ra_trainer *t) {
-    int want = ra_threads_get();
-    if (want > t->cfg.batch) want = t->cfg.batch;
-    if (want > RA_MAX_PARTS) want = RA_MAX_PARTS;
-    if (want < 1) want = 1;
-    if (want == t->shards) return;
-    drop_shards(t);
-    if (want == 1) return;
-    const ra_model *m = t->m;
-    t->rep = calloc((size_t)want - 1, sizeof *t->rep);
-    t->rgrad = calloc((size_t)want - 1, sizeof *t->rgrad);
-    int ok = t->rep && t->rgrad;
-    for (int s = 0; ok && s + 1 < want; s++) {
-        ok = ra_model_create(&t->rep[s], (const char *const *)m->meta, m->nmeta, 0) == RA_OK &&
-             t->rep[s]->total == m->total && t->rep[s]->nparams == m->nparams &&
-             (t->rgrad[s] = ra_calloc((size_t)m->total + 1, sizeof(float))) != NULL;
-        t->shards = s + 2;   /* what drop_shards frees */
-    }
-    if (!ok) drop_shards(t);
-}
-
 void ra_trainer_free(ra_trainer *t) {
     if (!t) return;
-    drop_shards(t);
     ra_free(t->grad), ra_free(t->mom1), ra_free(t->mom2);
     free(t->gptr), free(t->gsize), free(t->decay);
     ra_free(t->x), ra_free(t->dlogits), ra_free(t->probs);
     free(t->labels), free(t->perm);
+    free(t->zoff), free(t->zcnt);
     free(t);
 }
 
@@ -153,7 +117,9 @@ ra_status ra_trainer_create(ra_trainer **out, ra_model *m, const ra_train_config
         return ra_fail(RA_ERR_ARG, "the data are grey images: the model needs in_chans 1");
     ra_trainer *t = calloc(1, sizeof *t);
     if (!t) return ra_fail(RA_ERR_NOMEM, "trainer: out of memory");
-    t->m = m, t->data = data, t->cfg = *cfg, t->classes = k, t->perm_epoch = -1, t->shards = 1;
+    t->m = m, t->data = data, t->cfg = *cfg, t->classes = k, t->perm_epoch = -1;
+    t->comm = (ra_train_comm){.rank = 0, .size = 1};
+    t->p1 = m->nparams;
     t->spe = data->n / cfg->batch;
     t->total = t->spe * cfg->epochs;
     t->warmup = (int64_t)llround(cfg->warmup_epochs * (double)t->spe);
@@ -210,48 +176,64 @@ static ra_status make_batch(ra_trainer *t) {
                             t->cfg.flip, &r);
 }
 
-/* Forward, loss and backward of images [i0, i1) of the batch on model r
- * into grad (zeroed here): the loss of each image over B goes to *loss, so
- * the shards' losses add up to the batch's mean. */
-static ra_status shard_step(ra_trainer *t, ra_model *r, float *grad, int i0, int i1,
-                            float *loss) {
+/* Forward, loss and backward of images [i0, i1) of the batch (this
+ * process's slice) into t->grad (zeroed here): *loss gets the slice's share
+ * of the batch's mean loss, so that the processes' shares add up to it. */
+static ra_status batch_step(ra_trainer *t, int i0, int i1, float *loss) {
+    ra_model *m = t->m;
     const int B = t->cfg.batch, K = t->classes, nb = i1 - i0;
     const int64_t px = (int64_t)t->data->h * t->data->w;
-    float *logits = NULL;
+    float *logits = NULL, *probs = t->probs + (size_t)i0 * K, *dl = t->dlogits + (size_t)i0 * K;
     int nd;
     int64_t ys[4];
     const int64_t xs[4] = {nb, 1, t->data->h, t->data->w};
-    ra_status st = ra_model_forward_train(r, &logits, &nd, ys, t->x + i0 * px, 4, xs, NULL);
+    ra_status st = ra_model_forward_train(m, &logits, &nd, ys, t->x + i0 * px, 4, xs, NULL);
     if (st) return st;
-    float *probs = t->probs + (size_t)i0 * K, *dl = t->dlogits + (size_t)i0 * K;
     float mean = 0;
     if (nd != 2 || ys[1] != K) st = ra_fail(RA_ERR_INTERNAL, "trainer: logits of %lld classes",
                                             (long long)ys[1]);
     if (!st) st = ra_cross_entropy_forward(&mean, probs, logits, t->labels + i0, nb, K,
                                            t->cfg.label_smoothing);
-    free(logits);
+    ra_free(logits);
     if (st) return st;
-    *loss = mean * (float)nb / (float)B;
-    /* dloss of the shard's mean is nb / B: dlogits = (p - target) / B */
+    *loss = nb == B ? mean : mean * (float)nb / (float)B;
+    /* the slice's mean has dloss nb / B: dlogits = (p - target) / B */
     memset(dl, 0, (size_t)nb * K * sizeof *dl);
-    st = ra_cross_entropy_backward(dl, (float)nb / (float)B, probs, t->labels + i0, nb, K,
-                                   t->cfg.label_smoothing);
-    memset(grad, 0, (size_t)r->total * sizeof *grad);
-    if (!st) st = ra_model_backward(r, grad, NULL, dl);
-    return st;
+    st = ra_cross_entropy_backward(dl, nb == B ? 1.0f : (float)nb / (float)B, probs,
+                                   t->labels + i0, nb, K, t->cfg.label_smoothing);
+    memset(t->grad, 0, (size_t)m->total * sizeof *t->grad);
+    return st ? st : ra_model_backward(m, t->grad, NULL, dl);
 }
 
-typedef struct {
-    ra_trainer *t;
-    float loss[RA_MAX_PARTS];
-} step_parts;
+/* The sums over the processes: the loss into *loss and the squared norm of
+ * the whole gradient into *sumsq; with ZeRO-1 only the own run's gradient
+ * is summed (the rest of t->grad is stale afterwards). */
+static ra_status collective(ra_status st, const char *what) {
+    return st ? ra_fail(st, "trainer: %s across the processes failed (%s)", what,
+                        ra_status_str(st))
+              : RA_OK;
+}
 
-static ra_status step_part(void *ctx, int s) {
-    step_parts *c = ctx;
-    ra_trainer *t = c->t;
-    const int S = t->shards, B = t->cfg.batch;
-    return shard_step(t, s ? t->rep[s - 1] : t->m, s ? t->rgrad[s - 1] : t->grad,
-                      (int)((int64_t)B * s / S), (int)((int64_t)B * (s + 1) / S), &c->loss[s]);
+static ra_status reduce(ra_trainer *t, float *loss, double *sumsq) {
+    const ra_train_comm *c = &t->comm;
+    const int64_t P = t->m->total;
+    ra_status st = RA_OK;
+    if (!t->zero) {
+        if (c->size > 1) {
+            t->grad[P] = *loss;   /* one message: the gradient and the loss */
+            st = collective(c->allreduce_sum(t->grad, P + 1, c->ctx), "the gradient sum");
+            *loss = t->grad[P];
+        }
+        *sumsq = ra_grad_sumsq(t->gptr, t->gsize, t->m->nparams);
+        return st;
+    }
+    st = collective(c->reduce_scatter_sum(t->grad, t->zoff, t->zcnt, c->ctx),
+                    "the gradient sum");
+    float two[2] = {*loss, (float)ra_grad_sumsq(t->gptr + t->p0, t->gsize + t->p0,
+                                                t->p1 - t->p0)};
+    if (!st) st = collective(c->allreduce_sum(two, 2, c->ctx), "the loss and norm sum");
+    *loss = two[0], *sumsq = two[1];
+    return st;
 }
 
 ra_status ra_trainer_step(ra_trainer *t, float *loss_out, float *norm_out) {
@@ -259,39 +241,95 @@ ra_status ra_trainer_step(ra_trainer *t, float *loss_out, float *norm_out) {
     ra_model *m = t->m;
     ra_status st = make_batch(t);
     if (st) return st;
-    plan_shards(t);
-    const int S = t->shards;
-    for (int s = 0; s + 1 < S; s++)
-        memcpy(t->rep[s]->weights, m->weights, (size_t)m->total * sizeof *m->weights);
-    step_parts c = {.t = t};
-    if ((st = ra_run_parts(S, step_part, &c))) return st;
+    const int64_t B = t->cfg.batch, r = t->comm.rank, n = t->comm.size;
     float loss = 0;
-    for (int s = 0; s < S; s++) loss += c.loss[s];
-    const int64_t P = m->total;
-    #pragma omp parallel for num_threads(S) schedule(static) if (S > 1)
-    for (int64_t i = 0; i < P; i++)
-        for (int s = 1; s < S; s++) t->grad[i] += t->rgrad[s - 1][i];
+    double sumsq = 0;
+    if ((st = batch_step(t, (int)(B * r / n), (int)(B * (r + 1) / n), &loss)) ||
+        (st = reduce(t, &loss, &sumsq)))
+        return st;
     if (!isfinite(loss))
         return ra_fail(RA_ERR_ARG, "the loss is not finite at step %lld (learning rate %g too "
                        "high?)", (long long)t->step, ra_trainer_lr(t));
     /* the norm is taken either way (an infinite bound clips nothing); a NaN
      * or inf anywhere in the gradient makes it non-finite */
-    const float norm = ra_clip_grad_norm(t->gptr, t->gsize, m->nparams,
-                                         t->cfg.clip_grad > 0 ? t->cfg.clip_grad : INFINITY);
+    const float norm = (float)sqrt(sumsq);
+    ra_grad_clip(t->gptr + t->p0, t->gsize + t->p0, t->p1 - t->p0, norm,
+                 t->cfg.clip_grad > 0 ? t->cfg.clip_grad : INFINITY);
     if (!isfinite(norm))
         return ra_fail(RA_ERR_ARG, "the gradient is not finite at step %lld (learning rate %g "
                        "too high?)", (long long)t->step, ra_trainer_lr(t));
     const ra_adamw_config ac = {.lr = ra_trainer_lr(t), .beta1 = 0.9, .beta2 = 0.999,
                                 .eps = 1e-8, .weight_decay = t->cfg.weight_decay};
     t->step++;   /* AdamW counts its steps from 1 */
-    for (int i = 0; i < m->nparams && !st; i++) {
+    for (int i = t->p0; i < t->p1 && !st; i++) {
         const ra_param_info *p = &m->params[i];
-        st = ra_adamw_step(m->weights + p->offset, t->mom1 + p->offset, t->mom2 + p->offset,
+        const int64_t mo = p->offset - t->moff;
+        st = ra_adamw_step(m->weights + p->offset, t->mom1 + mo, t->mom2 + mo,
                            t->grad + p->offset, p->numel, t->step, &ac, t->decay[i]);
     }
+    if (!st && t->zero)
+        st = collective(t->comm.allgather(m->weights, t->zoff, t->zcnt, t->comm.ctx),
+                        "gathering the weights");
     if (loss_out) *loss_out = loss;
     if (norm_out) *norm_out = norm;
     return st;
+}
+
+/* ---- several processes ------------------------------------------------------ */
+
+ra_status ra_trainer_set_comm(ra_trainer *t, const ra_train_comm *c, int shard_optimizer) {
+    if (!t || !c) return ra_fail(RA_ERR_ARG, "trainer comm: NULL argument");
+    if (c->size < 1 || c->rank < 0 || c->rank >= c->size)
+        return ra_fail(RA_ERR_ARG, "trainer comm: rank %d of %d processes", c->rank, c->size);
+    if (c->size > t->cfg.batch)
+        return ra_fail(RA_ERR_ARG, "a batch of %d images cannot be shared by %d processes",
+                       t->cfg.batch, c->size);
+    if (c->size > 1 && !c->allreduce_sum)
+        return ra_fail(RA_ERR_ARG, "trainer comm: no allreduce_sum");
+    if (shard_optimizer && (!c->allreduce_sum || !c->reduce_scatter_sum || !c->allgather))
+        return ra_fail(RA_ERR_ARG, "trainer comm: ZeRO-1 needs allreduce_sum, "
+                       "reduce_scatter_sum and allgather");
+    if (t->zero) return ra_fail(RA_ERR_ARG, "trainer comm: the optimizer is sharded already");
+    if (shard_optimizer && t->step > 0 && t->moff != 0)
+        return ra_fail(RA_ERR_INTERNAL, "trainer comm: moments");
+    const ra_model *m = t->m;
+    const int S = c->size, np = m->nparams;
+    t->comm = *c;
+    if (!shard_optimizer) return RA_OK;
+    /* runs of whole tensors: process r's starts at the first tensor at or
+     * after r/S of the floats */
+    int64_t *off = malloc(((size_t)S + 1) * sizeof *off), *cnt = malloc((size_t)S * sizeof *cnt);
+    int *first = malloc(((size_t)S + 1) * sizeof *first);
+    if (!off || !cnt || !first) {
+        free(off), free(cnt), free(first);
+        return ra_fail(RA_ERR_NOMEM, "trainer comm: out of memory");
+    }
+    for (int r = 0, i = 0; r <= S; r++) {
+        const int64_t at = m->total * r / S;
+        while (i < np && m->params[i].offset < at) i++;
+        first[r] = r == S ? np : i;
+        off[r] = first[r] < np ? m->params[first[r]].offset : m->total;
+    }
+    for (int r = 0; r < S; r++) cnt[r] = off[r + 1] - off[r];
+    const int me = c->rank;
+    float *m1 = ra_alloc((size_t)cnt[me] + 1, sizeof *m1), *m2 = ra_alloc((size_t)cnt[me] + 1, sizeof *m2);
+    if (!m1 || !m2) {
+        ra_free(m1), ra_free(m2), free(off), free(cnt), free(first);
+        return ra_fail(RA_ERR_NOMEM, "trainer comm: out of memory");
+    }
+    memcpy(m1, t->mom1 + off[me], (size_t)cnt[me] * sizeof *m1);   /* a resumed run's */
+    memcpy(m2, t->mom2 + off[me], (size_t)cnt[me] * sizeof *m2);
+    ra_free(t->mom1), ra_free(t->mom2);
+    t->mom1 = m1, t->mom2 = m2, t->moff = off[me];
+    t->p0 = first[me], t->p1 = first[me + 1];
+    t->zoff = off, t->zcnt = cnt, t->zero = 1;
+    free(first);
+    return RA_OK;
+}
+
+int64_t ra_trainer_optimizer_floats(const ra_trainer *t) {
+    if (!t) return 0;
+    return 2 * (t->zero ? t->zcnt[t->comm.rank] : t->m->total);
 }
 
 /* ---- checkpoints ----------------------------------------------------------- */
@@ -340,13 +378,36 @@ static ra_status field_parse(ra_train_config *c, const cfg_field *f, const char 
     return RA_OK;
 }
 
+/* ZeRO-1: the whole moments, every process's run gathered, into full[2]
+ * (P floats each, allocated here). A collective: every process calls it
+ * (a process that fails here must end the run, as every failure in a
+ * data-parallel run must: the others would wait for it). */
+static ra_status gather_moments(const ra_trainer *t, float *full[2]) {
+    const int64_t P = t->m->total, own = t->zcnt[t->comm.rank];
+    full[0] = ra_alloc((size_t)P + 1, sizeof(float));
+    full[1] = ra_alloc((size_t)P + 1, sizeof(float));
+    if (!full[0] || !full[1]) return ra_fail(RA_ERR_NOMEM, "trainer save: out of memory");
+    ra_status st = RA_OK;
+    for (int k = 0; k < 2 && !st; k++) {
+        memcpy(full[k] + t->moff, k ? t->mom2 : t->mom1, (size_t)own * sizeof(float));
+        st = collective(t->comm.allgather(full[k], t->zoff, t->zcnt, t->comm.ctx),
+                        "gathering the optimiser state");
+    }
+    return st;
+}
+
 ra_status ra_trainer_save(const ra_trainer *t, const char *path, const char *const *extra,
                           int nextra) {
     if (!t || !path || (nextra && !extra)) return ra_fail(RA_ERR_ARG, "trainer save: bad argument");
     const ra_model *m = t->m;
-    ra_st_writer *w = ra_st_writer_new();
-    if (!w) return ra_fail(RA_ERR_NOMEM, "trainer save: out of memory");
-    ra_status st = RA_OK;
+    float *full[2] = {NULL, NULL};
+    ra_status st = t->zero ? gather_moments(t, full) : RA_OK;
+    const float *mom1 = t->zero ? full[0] : t->mom1, *mom2 = t->zero ? full[1] : t->mom2;
+    ra_st_writer *w = st || t->comm.rank != 0 ? NULL : ra_st_writer_new();
+    if (st || t->comm.rank != 0 || !w) {   /* process 0 alone writes */
+        ra_free(full[0]), ra_free(full[1]);
+        return st || t->comm.rank != 0 ? st : ra_fail(RA_ERR_NOMEM, "trainer save: out of memory");
+    }
     char name[320], val[64];
     for (int i = 0; i < m->nmeta && !st; i++) {
         const char *k = m->meta[2 * i];
@@ -367,12 +428,13 @@ ra_status ra_trainer_save(const ra_trainer *t, const char *path, const char *con
         const ra_param_info *p = &m->params[i];
         st = ra_st_writer_add(w, p->name, RA_DTYPE_F32, p->ndim, p->shape, m->weights + p->offset);
         snprintf(name, sizeof name, "%sexp_avg.%s", RA_TRAIN_STATE_PREFIX, p->name);
-        if (!st) st = ra_st_writer_add(w, name, RA_DTYPE_F32, p->ndim, p->shape, t->mom1 + p->offset);
+        if (!st) st = ra_st_writer_add(w, name, RA_DTYPE_F32, p->ndim, p->shape, mom1 + p->offset);
         snprintf(name, sizeof name, "%sexp_avg_sq.%s", RA_TRAIN_STATE_PREFIX, p->name);
-        if (!st) st = ra_st_writer_add(w, name, RA_DTYPE_F32, p->ndim, p->shape, t->mom2 + p->offset);
+        if (!st) st = ra_st_writer_add(w, name, RA_DTYPE_F32, p->ndim, p->shape, mom2 + p->offset);
     }
     if (!st) st = ra_st_writer_save(w, path);
     ra_st_writer_free(w);
+    ra_free(full[0]), ra_free(full[1]);
     return st;
 }
 

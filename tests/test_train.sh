@@ -24,16 +24,9 @@ if [ ! -f $data/train-images-idx3-ubyte.gz ]; then
 fi
 tmp=$(mktemp -d /tmp/relattn_test_train.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-# a small copy of the data (2000 training and 500 test images, IDX as the
-# originals) keeps the evaluations short
-be32() { printf '\\x%02x\\x%02x\\x%02x\\x%02x' $(($1 >> 24 & 255)) $(($1 >> 16 & 255)) $(($1 >> 8 & 255)) $(($1 & 255)); }
-small() {   # small SRC_PREFIX DST_PREFIX N
-  { printf "\x00\x00\x08\x03$(be32 $3)$(be32 28)$(be32 28)"; zcat "$1-images-idx3-ubyte.gz" | tail -c +17 | head -c $(($3 * 784)); } > "$2-images-idx3-ubyte"
-  { printf "\x00\x00\x08\x01$(be32 $3)"; zcat "$1-labels-idx1-ubyte.gz" | tail -c +9 | head -c $3; } > "$2-labels-idx1-ubyte"
-}
-mkdir -p "$tmp/fm"
-small $data/train "$tmp/fm/train" 2000
-small $data/t10k "$tmp/fm/t10k" 500
+# a small copy of the data (2000 training and 500 test images)
+. "$(dirname "$0")/small_data.sh"
+small_data "$data" "$tmp/fm" 2000 500
 tiny=(--data "$tmp/fm" --embed-dim 12 --depths 1,1 --heads 2,2 --window 7 --batch 32 --epochs 1 --seed 3 --threads 2)
 
 # 1. a short run, then eval

@@ -58,6 +58,56 @@ static void compare(const char *what, const char *const *meta, int nmeta, const 
     free(ref.w);
 }
 
+/* ra_model_forward_train + ra_model_backward of a batch, the layer the
+ * trainer's shards now live in: y, dx and the gradient at 1 thread against
+ * 3 and 4 (uneven shards, replicas reused), before and after the weights
+ * change (a replica must take the weights of the moment). */
+static void train_same(const char *what, const char *const *meta, int nmeta, int b) {
+    ra_model *m = NULL;
+    CHECK(ra_model_create(&m, meta, nmeta, 5) == RA_OK, "create: %s", ra_last_error());
+    if (!m) return;
+    const int64_t xs[4] = {b, 1, 28, 28}, nx = (int64_t)b * 28 * 28, P = ra_model_param_total(m);
+    float *x = malloc(sizeof *x * nx), *dy = malloc(sizeof *dy * b * 10);
+    float *g[2] = {calloc((size_t)P, sizeof(float)), calloc((size_t)P, sizeof(float))};
+    float *dx[2] = {calloc((size_t)nx, sizeof(float)), calloc((size_t)nx, sizeof(float))};
+    float *y[2] = {NULL, NULL};
+    uint64_t s = 11;
+    for (int64_t i = 0; i < nx; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((int32_t)(s >> 32)) * (1.0f / 2147483648.0f);
+        if (i < b * 10) dy[i] = x[i] * 0.5f;
+    }
+    const int threads[] = {1, 3, 1, 4};
+    for (int k = 0; k < 4; k++) {
+        const int r = k & 1;
+        if (k == 2) {   /* new weights for the second pair */
+            float *w = ra_model_weights(m);
+            for (int64_t i = 0; i < P; i++) w[i] *= 1.25f;
+        }
+        ra_threads_set(threads[k]);
+        int nd = 0;
+        int64_t ys[4];
+        free(y[r]);
+        y[r] = NULL;
+        memset(g[r], 0, (size_t)P * sizeof(float));
+        memset(dx[r], 0, (size_t)nx * sizeof(float));
+        CHECK(ra_model_forward_train(m, &y[r], &nd, ys, x, 4, xs, NULL) == RA_OK, "%s: %s", what,
+              ra_last_error());
+        CHECK(nd == 2 && ys[0] == b && ys[1] == 10, "%s: y shape", what);
+        CHECK(ra_model_backward(m, g[r], dx[r], dy) == RA_OK, "%s: %s", what, ra_last_error());
+        if (!r || !y[0] || !y[1]) continue;
+        char tag[96];
+        snprintf(tag, sizeof tag, "%s, %d threads: y", what, threads[k]);
+        CHECK_CLOSE(y[1], y[0], (long)b * 10, 1e-6, 1e-7, tag);
+        snprintf(tag, sizeof tag, "%s, %d threads: dx", what, threads[k]);
+        CHECK_CLOSE(dx[1], dx[0], (long)nx, 1e-5, 1e-7, tag);
+        snprintf(tag, sizeof tag, "%s, %d threads: gradient", what, threads[k]);
+        CHECK_CLOSE(g[1], g[0], (long)P, 1e-4, 1e-6, tag);
+    }
+    free(y[0]), free(y[1]), free(g[0]), free(g[1]), free(dx[0]), free(dx[1]), free(x), free(dy);
+    ra_model_free(m);
+}
+
 /* ra_model_forward of a batch: one shard per thread from 2 threads on, and
  * the same numbers as one pass on one thread (each sample on its own): the
  * very bits on relattn's own products, within rounding where OpenBLAS
@@ -130,6 +180,8 @@ int main(void) {
                          "num_classes", "10", "embed_dim", "16", "depth", "2", "num_heads", "2",
                          "mlp_ratio", "2.0", "qkv_bias", "true"};
     compare("vit, batch 10", vit, (int)(sizeof vit / sizeof *vit) / 2, &d, 10);
+    train_same("swin, batch 5", swin, (int)(sizeof swin / sizeof *swin) / 2, 5);
+    train_same("vit, batch 7", vit, (int)(sizeof vit / sizeof *vit) / 2, 7);
     forward_same("swin, batch 5", swin, (int)(sizeof swin / sizeof *swin) / 2, 5);
     forward_same("vit, batch 5", vit, (int)(sizeof vit / sizeof *vit) / 2, 5);
     free(d.images), free(d.labels);

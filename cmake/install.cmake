@@ -1,0 +1,76 @@
+# install.cmake - the shared library and `cmake --install build --prefix P`:
+#   lib/librelattn.so.X.Y.Z (soname librelattn.so.X), lib/librelattn.a,
+#   include/relattn.h, bin/relattn, lib/pkgconfig/relattn.pc,
+#   lib/cmake/relattn/ (find_package(relattn) -> relattn::relattn, and
+#   relattn::relattn_static).
+# Users need relattn.h alone: jansson, OpenBLAS, OpenMP, zlib, libspng and
+# libjpeg are private (linked into the shared library; listed for static
+# linking in Libs.private / Requires.private and relattn::relattn_static).
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+# The header names the version too; the two must agree.
+file(STRINGS ${CMAKE_CURRENT_SOURCE_DIR}/include/relattn.h _ra_version_line
+     REGEX "^#define RA_VERSION_STRING ")
+if(NOT _ra_version_line MATCHES "\"${PROJECT_VERSION}\"")
+  message(FATAL_ERROR "include/relattn.h: ${_ra_version_line} is not project VERSION ${PROJECT_VERSION}")
+endif()
+
+# The shared library: every object of the static one, only the ra_ names
+# exported (cmake/relattn.map).
+add_library(relattn_shared SHARED cmake/empty.c)
+target_link_libraries(relattn_shared PRIVATE "-Wl,--whole-archive" relattn "-Wl,--no-whole-archive"
+                      "-Wl,--version-script=${CMAKE_CURRENT_SOURCE_DIR}/cmake/relattn.map")
+set_target_properties(relattn_shared PROPERTIES
+  OUTPUT_NAME relattn VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}
+  LINK_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/cmake/relattn.map)
+target_include_directories(relattn_shared INTERFACE
+  $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+
+install(TARGETS relattn_shared relattn_cli
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS relattn ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(FILES include/relattn.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+
+# pkg-config: relocatable (the prefix is found from the .pc file's place).
+set(_ra_up "\${pcfiledir}/..")
+string(REPLACE "/" ";" _ra_parts "${CMAKE_INSTALL_LIBDIR}")
+foreach(_p IN LISTS _ra_parts)
+  string(APPEND _ra_up "/..")
+endforeach()
+set(RA_PC_PREFIX "${_ra_up}")
+set(RA_PC_LIBS_PRIVATE "${OpenMP_C_FLAGS} -lm")
+configure_file(cmake/relattn.pc.in ${CMAKE_CURRENT_BINARY_DIR}/relattn.pc @ONLY)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/relattn.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# The CMake package.
+set(RA_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/relattn)
+configure_package_config_file(cmake/relattnConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/relattnConfig.cmake INSTALL_DESTINATION ${RA_CMAKE_DIR}
+  PATH_VARS CMAKE_INSTALL_LIBDIR CMAKE_INSTALL_INCLUDEDIR)
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/relattnConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/relattnConfig.cmake
+              ${CMAKE_CURRENT_BINARY_DIR}/relattnConfigVersion.cmake
+        DESTINATION ${RA_CMAKE_DIR})
+
+# The test: install into a temporary prefix, then build and run the example
+# of examples/c through pkg-config and through find_package. (Not under the
+# sanitizers: the example is built without them.)
+if(RELATTN_TESTS AND NOT RELATTN_SANITIZE AND NOT RELATTN_TSAN AND NOT RELATTN_FUZZ)
+  add_test(NAME test_install COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/test_install.sh
+           ${CMAKE_CURRENT_BINARY_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
+endif()
+
+# The Python package over the shared library (not under the sanitizers:
+# Python would have to preload their runtimes).
+if(RELATTN_TESTS AND NOT RELATTN_SANITIZE AND NOT RELATTN_TSAN AND NOT RELATTN_FUZZ)
+  add_test(NAME test_python COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/test_python.sh
+           $<TARGET_FILE:relattn_cli> ${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures
+           ${CMAKE_CURRENT_SOURCE_DIR} $<TARGET_FILE:relattn_shared>)
+  set_tests_properties(test_python PROPERTIES SKIP_RETURN_CODE 77)
+  # the README's "Use it from C / Python" blocks, as written
+  add_test(NAME test_readme COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/test_readme.sh
+           ${CMAKE_CURRENT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR})
+endif()

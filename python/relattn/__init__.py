@@ -1,0 +1,241 @@
+"""relattn: transformer attention with relative position encodings, from Python.
+
+A thin layer over the C library (librelattn, through ctypes; see _lib.py for
+where it is found). NumPy arrays go in and come out; C-contiguous float32
+arrays are passed without a copy.
+
+  relpos_index(window=(wh, ww), frames=None, kv_frames=None)
+  relpos_index(length=n, clip=k)      the relative position index (int64)
+  Model(path)                         a model file: .arch, .meta,
+                                      .forward(**inputs), .backward(**inputs)
+  relattn.torch                       the attention core as a PyTorch op and
+                                      Swin's WindowAttention on it
+
+Errors of the library are raised as RelattnError, whose text is the
+library's one-line reason.
+"""
+
+import ctypes
+import os
+
+from ._lib import RelattnError, Tensor, check, lib, path as library_path
+
+__all__ = ["relpos_index", "window_mask", "load", "Model", "RelattnError", "archs", "version",
+           "set_threads", "library_path"]
+
+__version__ = lib.ra_version().decode()
+
+RUN_FORWARD, RUN_FORWARD_ATTN, RUN_BACKWARD = 0, 1, 2
+
+
+def _np():
+    try:
+        import numpy
+    except ImportError as e:  # import relattn works without it; arrays need it
+        raise ImportError("relattn: NumPy is needed for arrays (Debian: python3-numpy)") from e
+    return numpy
+
+
+def version():
+    """The library's version, kernel in use and BLAS, as `relattn --version`."""
+    return "relattn %s (kernel %s; %s)" % (__version__,
+                                            lib.ra_kernel_name(lib.ra_kernel_current()).decode(),
+                                            lib.ra_blas_info().decode())
+
+
+def set_threads(n):
+    """Threads of the library's kernels (OpenMP and OpenBLAS), process-wide;
+    n <= 0 restores the default (all cores, or OMP_NUM_THREADS)."""
+    lib.ra_threads_set(int(n))
+
+
+def archs():
+    """The architectures the library's model loader knows (model files' "arch")."""
+    return [lib.ra_model_arch_name(i).decode() for i in range(lib.ra_model_arch_count())]
+
+
+def _pair(v, what):
+    if isinstance(v, int):
+        return v, v
+    v = tuple(v)
+    if len(v) != 2:
+        raise ValueError("relpos_index: %s must be an int or a pair, not %r" % (what, v))
+    return int(v[0]), int(v[1])
+
+
+def relpos_index(window=None, frames=None, kv_frames=None, *, length=None, clip=None):
+    """The relative position index, as `relattn index` prints it, int64 (N1, N2):
+    Swin 2-D for window=(wh, ww) (or an int), RSTT 3-D with frames=D1 and
+    kv_frames=D2 too, Shaw's clip(j - i, -k, k) + k for length=n, clip=k."""
+    np = _np()
+    if (window is None) == (length is None):
+        raise ValueError("relpos_index: give either window or length")
+    if length is not None and (frames is not None or kv_frames is not None):
+        raise ValueError("relpos_index: frames go with window, not length")
+    if (frames is None) != (kv_frames is None):
+        raise ValueError("relpos_index: frames and kv_frames go together")
+    if (length is None) != (clip is None):
+        raise ValueError("relpos_index: length and clip go together")
+    rows = ctypes.c_int64()
+    if length is not None:
+        n, k = int(length), int(clip)
+        check(lib.ra_relpos_index_clip(None, n, k))
+        n1 = n2 = n
+        fill = lambda p: lib.ra_relpos_index_clip(p, n, k)  # noqa: E731
+    else:
+        wh, ww = _pair(window, "window")
+        if frames is not None:
+            d1, d2 = int(frames), int(kv_frames)
+            check(lib.ra_relpos_index_3d(None, d1, d2, wh, ww, ctypes.byref(rows)))
+            n1, n2 = d1 * wh * ww, d2 * wh * ww
+            fill = lambda p: lib.ra_relpos_index_3d(p, d1, d2, wh, ww, None)  # noqa: E731
+        else:
+            check(lib.ra_relpos_index_2d(None, wh, ww, ctypes.byref(rows)))
+            n1 = n2 = wh * ww
+            fill = lambda p: lib.ra_relpos_index_2d(p, wh, ww, None)  # noqa: E731
+    idx = np.empty((n1, n2), dtype=np.int32)
+    check(fill(idx.ctypes.data))
+    return idx.astype(np.int64)
+
+
+def window_mask(size, window, shift):
+    """Swin's shifted-window attention mask over an (H, W) map (a multiple of
+    the window): float32 (nW, N, N), 0 within a region, -100 across."""
+    np = _np()
+    from ._lib import WindowGeom
+    (h, w), (wh, ww), (sh, sw) = _pair(size, "size"), _pair(window, "window"), _pair(shift, "shift")
+    g = WindowGeom(d=1, h=h, w=w, wd=1, wh=wh, ww=ww, sd=0, sh=sh, sw=sw)
+    nw, n = lib.ra_window_count(ctypes.byref(g)), lib.ra_window_tokens(ctypes.byref(g))
+    if nw < 1 or n < 1:
+        check(lib.ra_window_mask(None, ctypes.byref(g)))
+    mask = np.empty((nw, n, n), dtype=np.float32)
+    check(lib.ra_window_mask(mask.ctypes.data, ctypes.byref(g)))
+    return mask
+
+
+_FLOAT_DTYPES = (1, 2, 3, 4)   # RA_DTYPE_F32, F16, BF16, F64
+
+
+def load(path):
+    """A safetensors file, read and validated by the library: ({name: array},
+    {metadata}). Float tensors come as float32, integer ones as int64."""
+    np = _np()
+    f = ctypes.c_void_p()
+    check(lib.ra_st_open(ctypes.byref(f), os.fsencode(path)))
+    try:
+        tensors = {}
+        for i in range(lib.ra_st_count(f)):
+            tp = lib.ra_st_at(f, i)
+            t = tp.contents
+            shape = tuple(t.shape[d] for d in range(t.ndim))
+            if t.dtype in _FLOAT_DTYPES:
+                a = np.empty(shape, dtype=np.float32)
+                check(lib.ra_st_read_f32(a.ctypes.data, f, tp))
+            else:
+                a = np.empty(shape, dtype=np.int64)
+                check(lib.ra_st_read_i64(a.ctypes.data, f, tp))
+            tensors[t.name.decode()] = a
+        meta = {}
+        for i in range(lib.ra_st_meta_count(f)):
+            k = lib.ra_st_meta_key(f, i)
+            meta[k.decode()] = lib.ra_st_meta(f, k).decode()
+        return tensors, meta
+    finally:
+        lib.ra_st_close(f)
+
+
+def _as_f32(name, a):
+    """A C-contiguous float32 array for the library (the same array when it is one)."""
+    np = _np()
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    if a.ndim > 8:
+        raise ValueError("input '%s' has %d dims (8 at most)" % (name, a.ndim))
+    return a
+
+
+class _Run:
+    """An ra_run; freed when the last array of its outputs is gone."""
+
+    def __init__(self, handle, model):
+        self.handle, self.model = handle, model
+
+    def __del__(self):
+        if self.handle:
+            lib.ra_run_free(self.handle)
+            self.handle = None
+
+
+class Model:
+    """A model file (SPEC 3.1 / docs/reference.md), any arch the library knows.
+
+    .arch       the "arch" of its metadata
+    .meta       its __metadata__ as a dict
+    .scheme     the naming scheme its tensors were found in
+    .forward(**inputs) -> {"y": ..., ["attn": ...]}
+    .backward(**inputs) -> {"y", "grad.x", ..., "grad.NAME", ...}
+    Inputs are named as in an INPUT file of `relattn forward`: x (or q and kv),
+    mask, dy. Outputs are named as `relattn forward/backward` writes them.
+    """
+
+    def __init__(self, path):
+        h = ctypes.c_void_p()
+        check(lib.ra_model_load(ctypes.byref(h), os.fsencode(path)))
+        self._h = h
+        self.path = path
+        n = lib.ra_model_meta_count(h)
+        self.meta = {}
+        for i in range(n):
+            k = lib.ra_model_meta_key(h, i)
+            self.meta[k.decode()] = lib.ra_model_meta(h, k).decode()
+        self.arch = self.meta.get("arch")
+        self.scheme = lib.ra_model_scheme(h).decode()
+
+    def close(self):
+        if getattr(self, "_h", None):
+            lib.ra_model_free(self._h)
+            self._h = None
+
+    def __del__(self):
+        self.close()
+
+    def __repr__(self):
+        return "relattn.Model(%r, arch=%r)" % (self.path, self.arch)
+
+    def _run(self, mode, inputs):
+        np = _np()
+        if not self._h:
+            raise ValueError("relattn.Model: closed")
+        arrays = {k: _as_f32(k, v) for k, v in inputs.items()}
+        names = {k: k.encode() for k in arrays}
+        tensors = (Tensor * max(len(arrays), 1))()
+        for i, (k, a) in enumerate(arrays.items()):
+            t = tensors[i]
+            t.name = names[k]
+            t.ndim = a.ndim
+            for d, s in enumerate(a.shape):
+                t.shape[d] = s
+            t.data = a.ctypes.data
+        h = ctypes.c_void_p()
+        check(lib.ra_run_create(ctypes.byref(h), self._h, mode, tensors, len(arrays)))
+        run = _Run(h, self)
+        check(lib.ra_run_exec(h))
+        out = {}
+        for i in range(lib.ra_run_output_count(h)):
+            t = lib.ra_run_output(h, i).contents
+            shape = tuple(t.shape[d] for d in range(t.ndim))
+            n = 1
+            for s in shape:
+                n *= s
+            buf = (ctypes.c_float * n).from_address(t.data)
+            buf._relattn_run = run  # the outputs keep the run's memory alive
+            out[t.name.decode()] = np.frombuffer(buf, dtype=np.float32).reshape(shape)
+        return out
+
+    def forward(self, attn=False, **inputs):
+        """Run the model: {"y"} and, with attn=True (attention layers), {"attn"}."""
+        return self._run(RUN_FORWARD_ATTN if attn else RUN_FORWARD, inputs)
+
+    def backward(self, **inputs):
+        """The gradients for dy: {"y", "grad.x" (or "grad.q", "grad.kv"), "grad.NAME"...}."""
+        return self._run(RUN_BACKWARD, inputs)
+

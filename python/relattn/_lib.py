@@ -1,0 +1,158 @@
+"""The shared library librelattn through ctypes: where it is found, and the
+signatures of the calls the package makes.
+
+The library is looked for, in this order:
+  1. the file named by the environment variable RELATTN_LIBRARY;
+  2. the build tree this package sits in (python/../build/librelattn.so,
+     where the README's build puts it);
+  3. the library `pip install ./python` recorded when it installed the
+     package (relattn/_built_with.py), if that file still exists;
+  4. an installed prefix: the dynamic linker's search (ldconfig, as
+     ctypes.util.find_library sees it), then sys.prefix/lib and /usr/local/lib.
+"""
+
+import ctypes
+import ctypes.util
+import os
+import sys
+
+MAX_DIMS = 8  # RA_ST_MAX_DIMS
+
+
+class Tensor(ctypes.Structure):
+    """ra_tensor: a name, a shape and float32 data."""
+    _fields_ = [("name", ctypes.c_char_p), ("ndim", ctypes.c_int),
+                ("shape", ctypes.c_int64 * MAX_DIMS), ("data", ctypes.c_void_p)]
+
+
+class StTensor(ctypes.Structure):
+    """ra_st_tensor: a tensor of a safetensors file."""
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("ndim", ctypes.c_int),
+                ("shape", ctypes.c_int64 * MAX_DIMS), ("numel", ctypes.c_int64),
+                ("data", ctypes.c_void_p), ("nbytes", ctypes.c_size_t)]
+
+
+class WindowGeom(ctypes.Structure):
+    """ra_window_geom."""
+    _fields_ = [(n, ctypes.c_int) for n in ("d", "h", "w", "wd", "wh", "ww", "sd", "sh", "sw")]
+
+
+class AttnDesc(ctypes.Structure):
+    """ra_attn_desc, field for field (relattn.h, section 3)."""
+    _fields_ = [("b_", ctypes.c_int), ("nh", ctypes.c_int), ("n1", ctypes.c_int),
+                ("n2", ctypes.c_int), ("hd", ctypes.c_int), ("scale", ctypes.c_float),
+                ("table", ctypes.c_void_p), ("idx", ctypes.c_void_p),
+                ("table_rows", ctypes.c_int64), ("mask", ctypes.c_void_p),
+                ("nw", ctypes.c_int), ("w0", ctypes.c_int),
+                ("rel_k", ctypes.c_void_p), ("rel_v", ctypes.c_void_p),
+                ("rel", ctypes.c_void_p), ("rel_ld", ctypes.c_int64), ("r", ctypes.c_int),
+                ("rel2", ctypes.c_void_p)]
+
+
+def _candidates():
+    env = os.environ.get("RELATTN_LIBRARY")
+    if env:
+        return [env]
+    here = os.path.dirname(os.path.abspath(__file__))
+    found = [os.path.join(here, os.pardir, os.pardir, "build", "librelattn.so")]
+    try:
+        from ._built_with import LIBRARY
+        found.append(LIBRARY)
+    except ImportError:
+        pass
+    name = ctypes.util.find_library("relattn")
+    if name:
+        found.append(name)
+    for prefix in (sys.prefix, "/usr/local"):
+        found.append(os.path.join(prefix, "lib", "librelattn.so"))
+    return found
+
+
+def _load():
+    tried = []
+    for path in _candidates():
+        if os.sep in path and not os.path.exists(path):
+            tried.append(path)
+            continue
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            tried.append("%s (%s)" % (path, e))
+    raise ImportError("relattn: cannot find the shared library librelattn.so; build it "
+                      "(README: cmake -S . -B build && cmake --build build) or set "
+                      "RELATTN_LIBRARY to its path. Tried: " + ", ".join(tried))
+
+
+lib, path = _load()
+
+_P = ctypes.c_void_p
+_I = ctypes.c_int
+_I64 = ctypes.c_int64
+_S = ctypes.c_char_p
+
+
+def _sig(name, restype, *argtypes):
+    f = getattr(lib, name)
+    f.restype = restype
+    f.argtypes = list(argtypes)
+
+
+_sig("ra_status_str", _S, _I)
+_sig("ra_last_error", _S)
+_sig("ra_version", _S)
+_sig("ra_blas_info", _S)
+_sig("ra_kernel_current", _I)
+_sig("ra_kernel_name", _S, _I)
+_sig("ra_threads_get", _I)
+_sig("ra_threads_set", None, _I)
+_sig("ra_relpos_index_2d", _I, _P, _I, _I, ctypes.POINTER(_I64))
+_sig("ra_relpos_index_3d", _I, _P, _I, _I, _I, _I, ctypes.POINTER(_I64))
+_sig("ra_relpos_index_clip", _I, _P, _I, _I)
+_sig("ra_window_count", _I64, ctypes.POINTER(WindowGeom))
+_sig("ra_window_tokens", _I64, ctypes.POINTER(WindowGeom))
+_sig("ra_window_mask", _I, _P, ctypes.POINTER(WindowGeom))
+_sig("ra_st_open", _I, ctypes.POINTER(_P), _S)
+_sig("ra_st_close", None, _P)
+_sig("ra_st_count", _I, _P)
+_sig("ra_st_at", ctypes.POINTER(StTensor), _P, _I)
+_sig("ra_st_meta_count", _I, _P)
+_sig("ra_st_meta_key", _S, _P, _I)
+_sig("ra_st_meta", _S, _P, _S)
+_sig("ra_st_read_f32", _I, _P, _P, ctypes.POINTER(StTensor))
+_sig("ra_st_read_i64", _I, _P, _P, ctypes.POINTER(StTensor))
+_sig("ra_model_load", _I, ctypes.POINTER(_P), _S)
+_sig("ra_model_free", None, _P)
+_sig("ra_model_meta_count", _I, _P)
+_sig("ra_model_meta_key", _S, _P, _I)
+_sig("ra_model_meta", _S, _P, _S)
+_sig("ra_model_scheme", _S, _P)
+_sig("ra_model_arch_count", _I)
+_sig("ra_model_arch_name", _S, _I)
+_sig("ra_run_create", _I, ctypes.POINTER(_P), _P, _I, ctypes.POINTER(Tensor), _I)
+_sig("ra_run_exec", _I, _P)
+_sig("ra_run_output_count", _I, _P)
+_sig("ra_run_output", ctypes.POINTER(Tensor), _P, _I)
+_sig("ra_run_free", None, _P)
+_sig("ra_attention_workspace_size", ctypes.c_size_t, ctypes.POINTER(AttnDesc), _I)
+_sig("ra_attention_backward_workspace_size", ctypes.c_size_t, ctypes.POINTER(AttnDesc), _I)
+_sig("ra_attention_forward", _I, _P, _I, _P, _P, _I, _P, _I, _P, _I,
+     ctypes.POINTER(AttnDesc), _P, ctypes.c_size_t)
+_sig("ra_attention_backward", _I, _P, _I, _P, _I, _P, _I, _P, _P, _P, _P, _I, _P, _I, _P, _I,
+     _P, _I, ctypes.POINTER(AttnDesc), _P, ctypes.c_size_t)
+
+
+class RelattnError(Exception):
+    """A failure of the library: str() is its one-line reason (ra_last_error),
+    .status the ra_status code and .status_text its name."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+        self.status_text = lib.ra_status_str(status).decode()
+
+
+def check(status):
+    """Raise RelattnError for a failing ra_status (< 0), with the reason."""
+    if status != 0:
+        why = lib.ra_last_error().decode("utf-8", "replace")
+        raise RelattnError(status, why or lib.ra_status_str(status).decode())
