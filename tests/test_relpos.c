@@ -313,39 +313,39 @@ static void refuse(const char *const *meta, int n, const char *why) {
 }
 
 static void bad_inputs(void) {
-    const char *b0[] = {"arch", "t5_attention", "d_model", "8", "d_kv", "4", "num_heads", "2",
-                        "relative_attention_num_buckets", "0"};
-    refuse(b0, 5, "t5 buckets 0");
-    const char *b2[] = {"arch", "t5_attention", "d_model", "8", "d_kv", "4", "num_heads", "2",
-                        "relative_attention_num_buckets", "3"};
-    refuse(b2, 5, "t5 3 buckets bidirectional");
-    const char *md[] = {"arch", "t5_attention", "d_model", "8", "d_kv", "4", "num_heads", "2",
-                        "relative_attention_max_distance", "8"};
-    refuse(md, 5, "t5 max_distance within the exact buckets");
-    const char *nokv[] = {"arch", "t5_attention", "d_model", "8", "num_heads", "2"};
-    refuse(nokv, 3, "t5 without d_kv");
-    const char *dec[] = {"arch", "t5_attention", "d_model", "8", "d_kv", "4", "num_heads", "2",
-                         "is_decoder", "maybe"};
-    refuse(dec, 5, "t5 is_decoder not a boolean");
-    const char *rhd[] = {"arch", "rope_attention", "dim", "12", "num_heads", "2", "grid_size",
-                         "2,2"};
-    refuse(rhd, 4, "rope head dim 6");
-    const char *rg[] = {"arch", "rope_attention", "dim", "16", "num_heads", "2", "grid_size",
-                        "0,2"};
-    refuse(rg, 4, "rope grid 0");
-    const char *rt[] = {"arch", "rope_attention", "dim", "16", "num_heads", "2", "grid_size",
-                        "2,2", "rope_theta", "-1"};
-    refuse(rt, 5, "rope theta -1");
-    const char *rbig[] = {"arch", "rope_attention", "dim", "64", "num_heads", "1", "grid_size",
-                          "4096,4096"};
-    refuse(rbig, 4, "rope grid 4096x4096 (a table of 2^30 angles)");
-    const char *rpre[] = {"arch", "rope_attention", "dim", "16", "num_heads", "2", "grid_size",
-                          "2,2", "num_prefix_tokens", "-1"};
-    refuse(rpre, 5, "rope prefix -1");
-    const char *dg[] = {"arch", "decomposed_attention", "dim", "16", "num_heads", "2"};
-    refuse(dg, 3, "decomposed without input_size");
-    const char *ah[] = {"arch", "alibi_attention", "dim", "10", "num_heads", "3"};
-    refuse(ah, 3, "alibi dim not divisible");
+    static const struct {
+        const char *why;
+        const char *meta[12];   /* key, value, ...; NULL after the last */
+    } refusals[] = {
+        {"t5 buckets 0", {"arch", "t5_attention", "d_model", "8", "d_kv", "4", "num_heads", "2",
+                          "relative_attention_num_buckets", "0"}},
+        {"t5 3 buckets bidirectional", {"arch", "t5_attention", "d_model", "8", "d_kv", "4",
+                                        "num_heads", "2", "relative_attention_num_buckets", "3"}},
+        {"t5 max_distance within the exact buckets",
+         {"arch", "t5_attention", "d_model", "8", "d_kv", "4", "num_heads", "2",
+          "relative_attention_max_distance", "8"}},
+        {"t5 without d_kv", {"arch", "t5_attention", "d_model", "8", "num_heads", "2"}},
+        {"t5 is_decoder not a boolean", {"arch", "t5_attention", "d_model", "8", "d_kv", "4",
+                                         "num_heads", "2", "is_decoder", "maybe"}},
+        {"rope head dim 6", {"arch", "rope_attention", "dim", "12", "num_heads", "2",
+                             "grid_size", "2,2"}},
+        {"rope grid 0", {"arch", "rope_attention", "dim", "16", "num_heads", "2", "grid_size",
+                         "0,2"}},
+        {"rope theta -1", {"arch", "rope_attention", "dim", "16", "num_heads", "2", "grid_size",
+                           "2,2", "rope_theta", "-1"}},
+        {"rope grid 4096x4096 (a table of 2^30 angles)",
+         {"arch", "rope_attention", "dim", "64", "num_heads", "1", "grid_size", "4096,4096"}},
+        {"rope prefix -1", {"arch", "rope_attention", "dim", "16", "num_heads", "2", "grid_size",
+                            "2,2", "num_prefix_tokens", "-1"}},
+        {"decomposed without input_size", {"arch", "decomposed_attention", "dim", "16",
+                                           "num_heads", "2"}},
+        {"alibi dim not divisible", {"arch", "alibi_attention", "dim", "10", "num_heads", "3"}},
+    };
+    for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; i++) {
+        int n = 0;
+        while (n < 12 && refusals[i].meta[n]) n++;
+        refuse(refusals[i].meta, n / 2, refusals[i].why);
+    }
 
     /* token counts that do not fit the grid */
     const char *rp[] = {"arch", "rope_attention", "dim", "16", "num_heads", "2", "grid_size",
