@@ -61,7 +61,8 @@ ra_attn_config ra_attn_config_default(ra_arch arch) {
 /* The attention layers (the others are networks built from them). */
 static int is_layer_arch(ra_arch a) {
     return (a >= RA_ARCH_VIT_ATTENTION && a <= RA_ARCH_SHAW_ATTENTION) ||
-           (a >= RA_ARCH_T5_ATTENTION && a <= RA_ARCH_ROPE_ATTENTION);
+           a == RA_ARCH_T5_ATTENTION || a == RA_ARCH_ALIBI_ATTENTION ||
+           a == RA_ARCH_DECOMPOSED_ATTENTION || a == RA_ARCH_ROPE_ATTENTION;
 }
 
 static int is_window_arch(ra_arch a) {

@@ -594,7 +594,9 @@ static ra_status attn_declare(ra_model *m, const ra_st_file *f) {
     ra_attn_config *c = &a->cfg;
     const ra_arch arch = m->ops->arch;
     *c = ra_attn_config_default(arch);
-    if (arch >= RA_ARCH_T5_ATTENTION) return scheme_declare(m, f, c);
+    if (arch == RA_ARCH_T5_ATTENTION || arch == RA_ARCH_ALIBI_ATTENTION ||
+        arch == RA_ARCH_DECOMPOSED_ATTENTION || arch == RA_ARCH_ROPE_ATTENTION)
+        return scheme_declare(m, f, c);
     ra_status st = ra_meta_int(f, "dim", &c->dim, 1, RA_META_MAX);
     if (!st) st = ra_meta_int(f, "num_heads", &c->num_heads, 1, RA_META_MAX);
     if (!st) st = ra_meta_bool_opt(f, "qkv_bias", &c->qkv_bias);
