@@ -190,7 +190,8 @@ ra_status ra_window_mask(float *mask, const ra_window_geom *g);
 /* One description serves every variant: self- or cross-attention, optional
  * bias (table + index), optional additive mask, optional Shaw tables.
  *
- *   logits[b,h,i,j] = scale * q[b,h,i]·(k[b,h,j] + rel_k[rel[i,j]])
+ *   logits[b,h,i,j] = scale * q[b,h,i]·(k[b,h,j] + rel_k[rel[i,j]]
+ *                                       (+ rel_k[rel2[i,j]] with a second index))
  *                     + table[idx[i,j], h] + mask[b % nW, i, j]
  *   p = softmax_j(logits)
  *   out[b,i,h*hd+d] = sum_j p[b,h,i,j] * (v[b,h,j,d] + rel_v[rel[i,j],d])
