@@ -33,6 +33,7 @@ typedef struct ra_pos_call {
     int32_t *rel;             /* Shaw-style index: shaw clip (by j - i) or the
                                  decomposed (N, N) index of Rh's rows */
     int32_t *rel2;            /* decomposed: (N, N) index of Rw's rows */
+    int own_rel;              /* rel was allocated here (not the layer's) */
     int64_t rel_ld, rel_off;  /* row stride; the core's rel is rel + rel_off */
     const float *rel_k, *rel_v;
     float *own_rel_k;         /* decomposed: Rh' / scale then Rw' / scale */

@@ -239,6 +239,7 @@ static ra_status decomposed_begin(ra_pos_call *pc, const ra_attn_layer *l, const
     pc->r = rh + rw;
     pc->own_rel_k = ra_alloc((size_t)pc->r * hd, sizeof *pc->own_rel_k);
     pc->rel = ra_alloc((size_t)(n * n), sizeof *pc->rel);
+    pc->own_rel = 1;
     pc->rel2 = ra_alloc((size_t)(n * n), sizeof *pc->rel2);
     if (!pc->own_rel_k || !pc->rel || !pc->rel2) return pos_nomem(pc, l);
     float *th = pc->own_rel_k, *tw = th + (size_t)rh * hd;
@@ -272,6 +273,7 @@ ra_status ra_pos_begin(ra_pos_call *pc, const ra_attn_layer *l, int n1, int n2,
          * an (N1, N2) index (memory linear in the sequence); rel points at
          * j - i = 0 and rows step back one (rel_ld -1) */
         if (!(pc->rel = ra_alloc((size_t)n1 + n2 - 1, sizeof *pc->rel))) return pos_nomem(pc, l);
+        pc->own_rel = 1;
         for (int e = 0; e < n1 + n2 - 1; e++) {
             const int dist = e - (n1 - 1);
             pc->rel[e] = (dist < -k ? -k : dist > k ? k : dist) + k;
@@ -331,7 +333,7 @@ void ra_pos_end(ra_pos_call *pc) {
     ra_free(pc->own_table);
     ra_free(pc->mask);
     ra_free(pc->rel2);
-    if (pc->rel_ld == -1 || pc->own_rel_k) ra_free(pc->rel);   /* else the layer's rel2 */
+    if (pc->own_rel) ra_free(pc->rel);   /* else the layer's 2-D Shaw index */
     ra_free(pc->own_rel_k);
     memset(pc, 0, sizeof *pc);
 }
