@@ -286,7 +286,9 @@ typedef enum ra_arch {
     RA_ARCH_SWIN_BLOCK,          /* SwinTransformerBlock                 */
     RA_ARCH_SWIN,                /* SwinTransformer (classification)     */
     RA_ARCH_VIT,                 /* timm VisionTransformer               */
-    RA_ARCH_SWIN_BLOCK_3D        /* Video Swin / RSTT 3-D window block   */
+    RA_ARCH_SWIN_BLOCK_3D,       /* Video Swin / RSTT 3-D window block   */
+    RA_ARCH_SWINV2_WINDOW_ATTENTION, /* SwinV2 WindowAttention (cosine, CPB) */
+    RA_ARCH_SWINV2               /* SwinTransformerV2 (classification)   */
 } ra_arch;
 
 /* Name as in the model file's "arch" metadata, or NULL. */
@@ -314,6 +316,9 @@ typedef struct ra_attn_config {
                               PyTorch's `qk_scale or hd**-0.5`), else hd^-0.5 */
     int has_rel_k, has_rel_v;  /* shaw: which tables exist; set by the layer
                                   from the params (a NULL table is absent) */
+    int pretrained_window[2];  /* swinv2: the coordinates of the continuous
+                                  position bias are normalised by this - 1
+                                  when both are > 0, else by window - 1 */
 } ra_attn_config;
 
 /* Default configuration of an arch (qkv_bias false for ViT, true else). */
@@ -332,6 +337,11 @@ typedef struct ra_attn_params {
     const float *proj_w, *proj_b;
     const float *table;
     const float *rel_k, *rel_v;
+    /* swinv2_window_attention (no qkv_b, no table: qkv_w (3C, C) without
+     * bias; the key has no bias):
+     *   logit_scale (nH), cpb_w1 (512, 2), cpb_b1 (512), cpb_w2 (nH, 512),
+     *   q_bias (C), v_bias (C) (both NULL when qkv_bias is false) */
+    const float *logit_scale, *cpb_w1, *cpb_b1, *cpb_w2, *q_bias, *v_bias;
 } ra_attn_params;
 
 typedef struct ra_attn_layer ra_attn_layer;   /* opaque */
@@ -382,6 +392,7 @@ typedef struct ra_attn_grads {
     float *proj_w, *proj_b;
     float *table;
     float *rel_k, *rel_v;
+    float *logit_scale, *cpb_w1, *cpb_b1, *cpb_w2, *q_bias, *v_bias;   /* swinv2 */
 } ra_attn_grads;
 
 /* Backward pass of ra_attn_layer_forward, for the same inputs.
