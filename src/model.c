@@ -712,6 +712,14 @@ static ra_status init_weights(ra_model *m, uint64_t seed) {
             continue;
         }
         const size_t ln = strlen(p->name);
+        if (ln >= 11 && strcmp(p->name + ln - 11, "logit_scale") == 0) {   /* SwinV2 */
+            for (int64_t e = 0; e < p->numel; e++) w[e] = logf(10.0f);
+            continue;
+        }
+        if (ln >= 6 && (!strcmp(p->name + ln - 6, "q_bias") || !strcmp(p->name + ln - 6, "v_bias"))) {
+            memset(w, 0, (size_t)p->numel * sizeof *w);
+            continue;
+        }
         if (ln >= 6 && strcmp(p->name + ln - 6, ".gamma") == 0) {   /* timm's LayerScale */
             const char *iv = ra_model_meta(m, "init_values");
             const float v = iv ? strtof(iv, NULL) : 1e-5f;

@@ -12,7 +12,11 @@
  * training forward is refused, and a central finite difference of
  * L = sum(y * dy) in a few parameters agrees with the analytic gradient.
  *
- *   test_net_grad FIXTURES_DIR */
+ * With "swinv2": the SwinV2 networks of swinv2_grads.txt
+ * (tools/swinv2_twin.py: the official twin and torchvision's v2 blocks),
+ * the finite differences in logit_scale and the CPB's weights.
+ *
+ *   test_net_grad FIXTURES_DIR [swinv2] */
 #include "check.h"
 #include "relattn.h"
 
@@ -212,7 +216,7 @@ static void fd_check(ra_model *m, float *x, const ra_st_tensor *tx, const char *
     free(y), free(grad), free(dx), free(c.dy);
 }
 
-static void finite_differences(const char *name) {
+static void finite_differences(const char *name, const char *const *want, int nwant) {
     char p[512];
     ra_model *m = NULL;
     snprintf(p, sizeof p, "%s/%s.model.safetensors", fixtures, name);
@@ -222,11 +226,7 @@ static void finite_differences(const char *name) {
     ra_st_open(&in, p);
     const ra_st_tensor *tx = NULL;
     float *x = in ? tensor(in, "x", &tx) : NULL;
-    static const char *const want[] = {
-        "layers.0.blocks.1.attn.relative_position_bias_table", "layers.0.blocks.0.attn.qkv.weight",
-        "layers.1.blocks.0.norm2.bias", "layers.0.downsample.reduction.weight",
-        "patch_embed.proj.weight", "head.bias"};
-    if (m && x) fd_check(m, x, tx, want, 6);
+    if (m && x) fd_check(m, x, tx, want, nwant);
     free(x);
     ra_st_close(in);
     ra_model_free(m);
@@ -315,8 +315,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     fixtures = argv[1];
+    const int v2 = argc > 2 && !strcmp(argv[2], "swinv2");
     char list[512], line[256];
-    snprintf(list, sizeof list, "%s/grads.txt", fixtures);
+    snprintf(list, sizeof list, "%s/%s", fixtures, v2 ? "swinv2_grads.txt" : "grads.txt");
     FILE *f = fopen(list, "r");
     CHECK(f != NULL, "cannot open %s", list);
     int n = 0;
@@ -325,9 +326,21 @@ int main(int argc, char **argv) {
         if (line[0]) run_case(line), n++;
     }
     if (f) fclose(f);
-    CHECK(n >= 10, "only %d gradient cases", n);
+    CHECK(n >= (v2 ? 3 : 10), "only %d gradient cases", n);
     printf("%d gradient cases; worst %.2e of scale (%s)\n", n, worst_all, worst_name);
-    finite_differences("net_swin_official");
+    if (v2) {
+        static const char *const want[] = {
+            "layers.0.blocks.1.attn.logit_scale", "layers.0.blocks.1.attn.cpb_mlp.0.weight",
+            "layers.0.blocks.0.attn.cpb_mlp.0.bias", "layers.1.blocks.0.attn.cpb_mlp.2.weight",
+            "layers.0.blocks.0.attn.q_bias", "layers.0.downsample.norm.weight"};
+        finite_differences("v2_net_official", want, 6);
+        return check_done();
+    }
+    static const char *const want[] = {
+        "layers.0.blocks.1.attn.relative_position_bias_table", "layers.0.blocks.0.attn.qkv.weight",
+        "layers.1.blocks.0.norm2.bias", "layers.0.downsample.reduction.weight",
+        "patch_embed.proj.weight", "head.bias"};
+    finite_differences("net_swin_official", want, 6);
     created_variants();
     create_init();
     return check_done();
