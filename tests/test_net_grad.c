@@ -19,6 +19,7 @@
  *   test_net_grad FIXTURES_DIR [swinv2] */
 #include "check.h"
 #include "relattn.h"
+#include "grad_check.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -26,26 +27,6 @@
 static const char *fixtures;
 static double worst_all;
 static char worst_name[420];
-
-static float *tensor(const ra_st_file *f, const char *name, const ra_st_tensor **out) {
-    const ra_st_tensor *t = ra_st_find(f, name);
-    if (out) *out = t;
-    if (!t) return NULL;
-    float *v = malloc((size_t)(t->numel ? t->numel : 1) * sizeof *v);
-    if (v && ra_st_to_f32(v, t)) free(v), v = NULL;
-    return v;
-}
-
-/* max |a - e| / max |e| */
-static double rel_err(const float *a, const float *e, int64_t n) {
-    double d = 0, m = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double x = fabs((double)a[i] - e[i]);
-        if (!(x <= d)) d = isnan(x) ? INFINITY : x;
-        if (fabs(e[i]) > m) m = fabs(e[i]);
-    }
-    return m > 0 ? d / m : d;
-}
 
 static void compare(const char *cs, const char *what, const float *a, const float *e, int64_t n,
                     double *worst, char *wname) {

@@ -46,7 +46,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import st  # noqa: E402
 from make_fixtures import index_2d, padded, shift_mask_2d, window_partition_2d  # noqa: E402
-from swin_twin import Mlp, PatchEmbed, clamp_window, window_reverse_2d  # noqa: E402
+from swin_twin import (BasicLayer, PatchEmbed, SwinTransformer,  # noqa: E402
+                       SwinTransformerBlock, window_reverse_2d)
 
 LOGIT_MAX = math.log(1.0 / 0.01)
 
@@ -110,27 +111,17 @@ class WindowAttentionV2(nn.Module):
         return self.proj((attn @ v).transpose(1, 2).reshape(B_, N, C))
 
 
-class SwinTransformerBlockV2(nn.Module):
-    """Post-norm block; the window clamp of the official code."""
+class SwinTransformerBlockV2(SwinTransformerBlock):
+    """Post-norm block; the window clamp and the mask of swin_twin's block,
+    with SwinV2's attention."""
 
     def __init__(self, dim, input_resolution, num_heads, window_size=7, shift_size=0,
                  mlp_ratio=4., qkv_bias=True, pretrained_window_size=0):
-        super().__init__()
-        self.input_resolution = tuple(input_resolution)
-        self.window_size, self.shift_size = clamp_window(self.input_resolution, window_size,
-                                                         shift_size)
+        super().__init__(dim, input_resolution, num_heads, window_size, shift_size, mlp_ratio,
+                         qkv_bias)
         ws = self.window_size
-        self.norm1 = nn.LayerNorm(dim)
         self.attn = WindowAttentionV2(dim, (ws, ws), num_heads, qkv_bias,
                                       (pretrained_window_size, pretrained_window_size))
-        self.norm2 = nn.LayerNorm(dim)
-        self.mlp = Mlp(dim, int(dim * mlp_ratio))
-        H, W = self.input_resolution
-        self.register_buffer("attn_mask", self.make_mask(H, W) if self.shift_size > 0 else None)
-
-    def make_mask(self, H, W):
-        ws, s = self.window_size, self.shift_size
-        return shift_mask_2d(padded(H, ws), padded(W, ws), ws, ws, s, s)
 
     def forward(self, x, H, W):
         B, L, C = x.shape
@@ -166,10 +157,13 @@ class PatchMergingV2(nn.Module):
         return self.norm(self.reduction(x))
 
 
-class BasicLayerV2(nn.Module):
+class BasicLayerV2(BasicLayer):
+    """A stage of V2 blocks (shift 0, window // 2, ...), then PatchMergingV2;
+    the forward is swin_twin's."""
+
     def __init__(self, dim, input_resolution, depth, num_heads, window_size, mlp_ratio,
                  qkv_bias, downsample, pretrained_window_size):
-        super().__init__()
+        nn.Module.__init__(self)
         self.blocks = nn.ModuleList([
             SwinTransformerBlockV2(dim, input_resolution, num_heads, window_size,
                                    0 if i % 2 == 0 else window_size // 2, mlp_ratio, qkv_bias,
@@ -177,22 +171,16 @@ class BasicLayerV2(nn.Module):
             for i in range(depth)])
         self.downsample = PatchMergingV2(input_resolution, dim) if downsample else None
 
-    def forward(self, x, H, W):
-        for blk in self.blocks:
-            x = blk(x, H, W)
-        if self.downsample is not None:
-            x = self.downsample(x, H, W)
-            H, W = (H + 1) // 2, (W + 1) // 2
-        return x, H, W
 
-
-class SwinTransformerV2(nn.Module):
-    """The classification network (the official constructor's arguments)."""
+class SwinTransformerV2(SwinTransformer):
+    """The classification network (the official constructor's arguments);
+    the forward is swin_twin's (patch embedding, ape, stages, norm, mean,
+    head)."""
 
     def __init__(self, img_size=256, patch_size=4, in_chans=3, num_classes=1000, embed_dim=96,
                  depths=(2, 2, 6, 2), num_heads=(3, 6, 12, 24), window_size=8, mlp_ratio=4.,
                  qkv_bias=True, ape=False, patch_norm=True, pretrained_window_sizes=(0, 0, 0, 0)):
-        super().__init__()
+        nn.Module.__init__(self)
         n = len(depths)
         self.ape = ape
         self.num_features = int(embed_dim * 2 ** (n - 1))
@@ -206,15 +194,8 @@ class SwinTransformerV2(nn.Module):
                          pretrained_window_sizes[i])
             for i in range(n)])
         self.norm = nn.LayerNorm(self.num_features)
+        self.avgpool = nn.AdaptiveAvgPool1d(1)
         self.head = nn.Linear(self.num_features, num_classes) if num_classes > 0 else nn.Identity()
-
-    def forward(self, x):
-        x, H, W = self.patch_embed(x)
-        if self.ape:
-            x = x + self.absolute_pos_embed
-        for layer in self.layers:
-            x, H, W = layer(x, H, W)
-        return self.head(self.norm(x).mean(1))
 
 
 # --------------------------------------------------------------------------
