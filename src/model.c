@@ -469,7 +469,8 @@ ra_status ra_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_
                        m->ops->name);
     /* batch-first archs (swin_block_3d takes one clip, frames first) */
     const ra_arch a = m->ops->arch;
-    const int batched = a == RA_ARCH_SWIN || a == RA_ARCH_VIT || a == RA_ARCH_SWIN_BLOCK;
+    const int batched = a == RA_ARCH_SWIN || a == RA_ARCH_VIT || a == RA_ARCH_SWIN_BLOCK ||
+                        a == RA_ARCH_SWINV2;
     int S = ra_threads_get();
     if (batched && x_ndim >= 2 && x_ndim <= 8 && x_shape[0] >= 2 && S >= 2) {
         if (S > x_shape[0]) S = (int)x_shape[0];

@@ -104,23 +104,32 @@ void ra_swinv2_qk_backward(float *dqkv, const float *qkv, const float *yq, const
                            int64_t rows, int c, int nh, const float *logit_scale,
                            float *dlogit_scale, float *dq_bias, float *dv_bias) {
     const int hd = c / nh;
-    /* per row, then summed in row order: deterministic for any thread count */
+    /* d(s yq)/d logit_scale = s yq, from the core's dq (0 where the clamp
+     * holds, as torch.clamp's gradient); summed in row order */
+    for (int h = 0; dlogit_scale && h < nh; h++) {
+        if (!(logit_scale[h] <= (float)LOGIT_MAX)) continue;
+        double dot = 0;
+        for (int64_t r = 0; r < rows; r++) {
+            const float *dq = dqkv + r * 3 * c + h * hd, *y = yq + r * c + h * hd;
+            for (int d = 0; d < hd; d++) dot += (double)dq[d] * y[d];
+        }
+        dlogit_scale[h] += (float)(dot * head_scale(logit_scale, h));
+    }
+    /* each row back through the scale and both normalisations */
+#pragma omp parallel for schedule(static) num_threads(ra_threads_get()) if (rows * c > 65536)
     for (int64_t r = 0; r < rows; r++) {
         float *dq = dqkv + r * 3 * c, *dk = dq + c;
         const float *k = qkv + r * 3 * c + c, *y = yq + r * c, *nr = norms + r * 2 * nh;
         for (int h = 0; h < nh; h++) {
-            float *dqh = dq + h * hd;
             const float s = head_scale(logit_scale, h);
-            const float *yh = y + h * hd;
-            if (dlogit_scale && logit_scale[h] <= (float)LOGIT_MAX) {
-                double dot = 0;   /* d(s yq)/d logit_scale = s yq */
-                for (int d = 0; d < hd; d++) dot += (double)dqh[d] * yh[d];
-                dlogit_scale[h] += (float)(dot * s);
-            }
-            for (int d = 0; d < hd; d++) dqh[d] *= s;
-            normalize_backward(dqh, yh, nr[h], hd);
+            for (int d = 0; d < hd; d++) dq[h * hd + d] *= s;
+            normalize_backward(dq + h * hd, y + h * hd, nr[h], hd);
             normalize_backward(dk + h * hd, k + h * hd, nr[nh + h], hd);
         }
+    }
+    /* the biases' gradients, in row order: deterministic for any thread count */
+    for (int64_t r = 0; (dq_bias || dv_bias) && r < rows; r++) {
+        const float *dq = dqkv + r * 3 * c;
         for (int e = 0; dq_bias && e < c; e++) dq_bias[e] += dq[e];
         for (int e = 0; dv_bias && e < c; e++) dv_bias[e] += dq[2 * c + e];
     }
