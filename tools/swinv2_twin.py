@@ -24,8 +24,8 @@ Fixtures (tests/test_swinv2.c, tests/test_net_grad.c with "swinv2"):
     /usr/bin/python3 tools/make_model_fixtures.py --family swinv2
 
 writes, for the layer cases (swinv2_layers.txt) NAME.model.safetensors,
-NAME.input.safetensors (x, dy, mask when shifted) and NAME.grad.safetensors
-(y, grad.x, grad.NAME); for the network cases (swinv2_grads.txt: the
+NAME.input.safetensors (x, dy, mask when shifted: what `relattn backward`
+reads) and NAME.grad.safetensors (y, grad.x, grad.NAME: what it writes); for the network cases (swinv2_grads.txt: the
 official twin and reduced-depth torchvision SwinTransformers with v2 blocks)
 NAME.model / NAME.input (x) / NAME.grad (dy, y, grad.x, grad.NAME). Float32
 on one thread, seeded per case.
@@ -357,8 +357,8 @@ def write_layer_case(name, hp, b_, shift, out_dir):
     g = grads_of(m, x, dy, names, mask)
     st.write(os.path.join(out_dir, name + ".model.safetensors"), state_dict_f32(m), meta)
     st.write(os.path.join(out_dir, name + ".input.safetensors"), inputs)
-    st.write(os.path.join(out_dir, name + ".grad.safetensors"),
-             {k: v.contiguous() for k, v in g.items()})
+    st.write(os.path.join(out_dir, name + ".grad.safetensors"),   # dy is in the input
+             {k: v.contiguous() for k, v in g.items() if k != "dy"})
 
 
 def write_net_case(name, kind, hp, inp, out_dir):
