@@ -784,10 +784,10 @@ int64_t ra_model_flops(const ra_model *m, int h, int w);
  * 3.1), "timm" or "torchvision". */
 const char *ra_model_scheme(const ra_model *m);
 
-/* Run a network model (swin_block, swin, vit, swin_block_3d):
+/* Run a network model (swin_block, swin, vit, swin_block_3d, swinv2):
  *   swin_block  x (B, H*W, C) or (B, H, W, C) -> y of the same shape
  *   swin_block_3d  one clip x (D, H, W, C): see ra_swin_block_3d_forward
- *   swin, vit   x (B, C_in, H, W) images      -> y (B, num_classes) logits
+ *   swin, vit, swinv2  x (B, C_in, H, W) images -> y (B, num_classes) logits
  * *y is allocated by the library (free with free()); its shape is written.
  * RA_ERR_ARG for an attention-layer model (use ra_attn_layer_forward). */
 ra_status ra_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
@@ -849,7 +849,7 @@ const ra_param_info *ra_model_param(const ra_model *m, int i);
 int64_t ra_model_param_total(const ra_model *m);
 float *ra_model_weights(ra_model *m);
 
-/* ---- training (networks: swin_block, swin, vit, swin_block_3d) ----------
+/* ---- training (networks: swin_block, swin, vit, swin_block_3d, swinv2) --
  * A training forward keeps in the model what its backward needs (one
  * training pass per model at a time; the next training forward replaces
  * it), and ra_model_backward back-propagates through it:
