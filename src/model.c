@@ -717,7 +717,8 @@ static ra_status init_weights(ra_model *m, uint64_t seed) {
             for (int64_t e = 0; e < p->numel; e++) w[e] = logf(10.0f);
             continue;
         }
-        if (ln >= 6 && (!strcmp(p->name + ln - 6, "q_bias") || !strcmp(p->name + ln - 6, "v_bias"))) {
+        if (ln >= 6 &&
+            (!strcmp(p->name + ln - 6, "q_bias") || !strcmp(p->name + ln - 6, "v_bias"))) {
             memset(w, 0, (size_t)p->numel * sizeof *w);
             continue;
         }

@@ -238,7 +238,8 @@ static ra_status v2_build(ra_model *m, const ra_st_file *f) {
     const ra_st_tensor *t;
     if (!st && (t = ra_st_find(f, "relative_position_index")))
         st = ra_model_check_index(f, t, a->layer);
-    if (!st && (t = ra_st_find(f, "relative_coords_table"))) st = ra_swinv2_check_coords(f, t, &a->cfg);
+    if (!st && (t = ra_st_find(f, "relative_coords_table")))
+        st = ra_swinv2_check_coords(f, t, &a->cfg);
     return st;
 }
 

@@ -132,7 +132,8 @@ static void run_layer(const char *name, double *worst_all) {
         if (s) continue;
         double worst = rel_err(k.y, ey, nx), e;
         char wname[200] = "y";
-        if ((e = rel_err(k.dx, egx, nx)) > worst) worst = e, snprintf(wname, sizeof wname, "grad.x");
+        if ((e = rel_err(k.dx, egx, nx)) > worst)
+            worst = e, snprintf(wname, sizeof wname, "grad.x");
         int seen = 0;
         for (int i = 0; i < ra_model_param_count(k.m); i++) {
             const ra_param_info *pi = ra_model_param(k.m, i);
