@@ -235,6 +235,9 @@ typedef struct {
                                         (rows1, C), |q| and |k| (rows1, 2 nH), the
                                         CPB table (T, nH) */
     float *dtab;                     /* swinv2 backward: the table's gradient */
+    const float *tab_given;          /* swinv2: the table, computed once by the caller,
+                                        who then takes the table's gradient (g->table)
+                                        back through the CPB; NULL: done here */
     void *work;
     size_t wbytes;
     const float *q, *k, *v;
@@ -366,8 +369,12 @@ static ra_status pass_run(pass *ps, const ra_attn_layer *l, float *attn, const f
     if (l->coords) {   /* swinv2: biases, cosine normalisation, the CPB table */
         ra_swinv2_qk_forward(ps->qbuf, ps->rows1, C, l->cfg.num_heads, l->p.logit_scale,
                              l->p.q_bias, l->p.v_bias, ps->yq, ps->norms);
-        ra_cpb_forward(ps->tab, ps->work, l->coords, l->table_rows, l->cfg.num_heads,
-                       l->p.cpb_w1, l->p.cpb_b1, l->p.cpb_w2);
+        if (ps->tab_given)
+            memcpy(ps->tab, ps->tab_given,
+                   (size_t)l->table_rows * l->cfg.num_heads * sizeof *ps->tab);
+        else
+            ra_cpb_forward(ps->tab, ps->work, l->coords, l->table_rows, l->cfg.num_heads,
+                           l->p.cpb_w1, l->p.cpb_b1, l->p.cpb_w2);
     }
     return ra_attention_forward(ps->obuf, C, attn, ps->q, ps->ldq, ps->k, ps->ldkv, ps->v,
                                 ps->ldkv, &ps->d, ps->work, ps->wbytes);
@@ -375,9 +382,10 @@ static ra_status pass_run(pass *ps, const ra_attn_layer *l, float *attn, const f
 
 static ra_status pass_begin(pass *ps, const ra_attn_layer *l, float *attn, const float *x,
                             const float *kv, int b_, int n1, int n2, const float *mask,
-                            int nw, int w0, int backward) {
+                            int nw, int w0, int backward, const float *tab) {
     ra_status st = pass_prepare(ps, l, x, kv, b_, n1, n2, mask, nw, w0, backward);
     if (st) return st;
+    ps->tab_given = tab;
     if (!(ps->scratch = ra_alloc(ps->nfloats, sizeof(float))))
         return pass_end(ps), ra_fail(RA_ERR_NOMEM, "attention layer: out of memory");
     ps->own = 1;
@@ -388,13 +396,13 @@ static ra_status pass_begin(pass *ps, const ra_attn_layer *l, float *attn, const
 /* Windows [b0, b0 + nb) of a batch: x, kv, y, attn at their rows. */
 static ra_status forward_part(const ra_attn_layer *l, float *y, float *attn, const float *x,
                               const float *kv, int b0, int nb, int n1, int n2,
-                              const float *mask, int nw) {
+                              const float *mask, int nw, const float *tab) {
     const int C = l->cfg.dim;
     x += (size_t)b0 * n1 * C;
     if (kv) kv += (size_t)b0 * n2 * C;
     if (attn) attn += (size_t)b0 * l->cfg.num_heads * n1 * n2;
     pass ps;
-    ra_status st = pass_begin(&ps, l, attn, x, kv, nb, n1, n2, mask, nw, b0, 0);
+    ra_status st = pass_begin(&ps, l, attn, x, kv, nb, n1, n2, mask, nw, b0, 0, tab);
     if (st) return st;
     ra_linear_forward(y + (size_t)b0 * n1 * C, ps.obuf, l->p.proj_w, l->p.proj_b, ps.rows1, C,
                       C);
@@ -407,6 +415,7 @@ typedef struct {
     const ra_attn_layer *l;
     float *y, *attn, *dx, *dkv;
     const float *x, *kv, *dy, *mask;
+    const float *tab;                /* swinv2: the CPB table of the call */
     int b_, n1, n2, nw, parts;
     ra_attn_grads g[RA_MAX_PARTS];   /* backward: each part's gradients */
 } layer_call;
@@ -426,7 +435,21 @@ static ra_status forward_one(void *ctx, int s) {
     const layer_call *c = ctx;
     int b0, nb;
     part_windows(c, s, &b0, &nb);
-    return forward_part(c->l, c->y, c->attn, c->x, c->kv, b0, nb, c->n1, c->n2, c->mask, c->nw);
+    return forward_part(c->l, c->y, c->attn, c->x, c->kv, b0, nb, c->n1, c->n2, c->mask, c->nw,
+                        c->tab);
+}
+
+/* swinv2: *out = [table (T, nH) | its gradient (T, nH), zeroed | the CPB's
+ * scratch (2 T 512)], the table computed from the parameters. */
+static ra_status cpb_begin(const ra_attn_layer *l, float **out) {
+    const size_t tn = up16((size_t)l->table_rows * l->cfg.num_heads);
+    float *b = ra_alloc(2 * tn + 2 * (size_t)l->table_rows * RA_CPB_HIDDEN, sizeof *b);
+    if (!b) return ra_fail(RA_ERR_NOMEM, "attention layer: out of memory");
+    ra_cpb_forward(b, b + 2 * tn, l->coords, l->table_rows, l->cfg.num_heads, l->p.cpb_w1,
+                   l->p.cpb_b1, l->p.cpb_w2);
+    memset(b + tn, 0, tn * sizeof *b);
+    *out = b;
+    return RA_OK;
 }
 
 /* With several threads and windows, each thread takes a part of the
@@ -445,7 +468,12 @@ ra_status ra_attn_layer_forward(const ra_attn_layer *l, float *y, float *attn,
     if (st) return st;
     layer_call c = {.l = l, .y = y, .attn = attn, .x = x, .kv = kv, .mask = mask, .b_ = b_,
                     .n1 = n1, .n2 = n2, .nw = nw, .parts = layer_parts(b_)};
-    return ra_run_parts(c.parts, forward_one, &c);
+    float *cpb = NULL;   /* swinv2: the table once for all parts */
+    if (l->coords && (st = cpb_begin(l, &cpb))) return st;
+    c.tab = cpb;
+    st = ra_run_parts(c.parts, forward_one, &c);
+    ra_free(cpb);
+    return st;
 }
 
 size_t ra_attn_layer_forward_ws_size(const ra_attn_layer *l, int b_, int n1, int n2) {
@@ -494,7 +522,7 @@ static ra_status backward_run(pass *ps, const ra_attn_layer *l, float *dx, float
     float *dv = is3d ? ps->dkvbuf + C : ps->dqbuf + 2 * C;
     float *dtable = g->table;
     const size_t tn = (size_t)l->table_rows * l->cfg.num_heads;
-    if (l->coords) memset(dtable = ps->dtab, 0, tn * sizeof *dtable);
+    if (l->coords && !ps->tab_given) memset(dtable = ps->dtab, 0, tn * sizeof *dtable);
     ra_status st = ra_attention_backward(dq, ps->ldq, dk, ps->ldkv, dv, ps->ldkv, dtable,
                                          g->rel_k, g->rel_v, ps->dobuf, C, ps->q, ps->ldq, ps->k,
                                          ps->ldkv, ps->v, ps->ldkv, &ps->d, ps->work, ps->wbytes);
@@ -502,7 +530,7 @@ static ra_status backward_run(pass *ps, const ra_attn_layer *l, float *dx, float
         ra_swinv2_qk_backward(ps->dqbuf, ps->qbuf, ps->yq, ps->norms, ps->rows1, C,
                               l->cfg.num_heads, l->p.logit_scale, g->logit_scale, g->q_bias,
                               g->v_bias);
-        if (g->cpb_w1 || g->cpb_b1 || g->cpb_w2)
+        if (!ps->tab_given && (g->cpb_w1 || g->cpb_b1 || g->cpb_w2))
             ra_cpb_backward(g->cpb_w1, g->cpb_b1, g->cpb_w2, ps->dtab, ps->tab, ps->work,
                             l->coords, l->table_rows, l->cfg.num_heads, l->p.cpb_w1,
                             l->p.cpb_b1, l->p.cpb_w2);
@@ -524,7 +552,7 @@ static ra_status backward_run(pass *ps, const ra_attn_layer *l, float *dx, float
 static ra_status backward_part(const ra_attn_layer *l, float *dx, float *dkv,
                                const ra_attn_grads *g, float *y, const float *dy,
                                const float *x, const float *kv, int b0, int nb, int n1, int n2,
-                               const float *mask, int nw) {
+                               const float *mask, int nw, const float *tab) {
     const int C = l->cfg.dim;
     const size_t r1 = (size_t)b0 * n1 * C, r2 = (size_t)b0 * n2 * C;
     x += r1, dy += r1;
@@ -533,7 +561,7 @@ static ra_status backward_part(const ra_attn_layer *l, float *dx, float *dkv,
     if (kv) kv += r2;
     if (dkv) dkv += r2;
     pass ps;
-    ra_status st = pass_begin(&ps, l, NULL, x, kv, nb, n1, n2, mask, nw, b0, 1);
+    ra_status st = pass_begin(&ps, l, NULL, x, kv, nb, n1, n2, mask, nw, b0, 1, tab);
     if (st) return st;
     st = backward_run(&ps, l, dx, dkv, g, y, dy, x, kv, 0);
     pass_end(&ps);
@@ -545,7 +573,7 @@ static ra_status backward_one(void *ctx, int s) {
     int b0, nb;
     part_windows(c, s, &b0, &nb);
     return backward_part(c->l, c->dx, c->dkv, &c->g[s], c->y, c->dy, c->x, c->kv, b0, nb,
-                         c->n1, c->n2, c->mask, c->nw);
+                         c->n1, c->n2, c->mask, c->nw, c->tab);
 }
 
 /* The parameter gradients of g, and the floats of each. */
@@ -589,6 +617,12 @@ ra_status ra_attn_layer_backward(const ra_attn_layer *l, float *dx, float *dkv,
     int S = c.parts;
     size_t n[NGRADS], per = 0;
     ra_attn_grads ug = *g;
+    float *cpb = NULL;   /* swinv2: the table once; the parts sum its gradient */
+    if (l->coords) {
+        if ((st = cpb_begin(l, &cpb))) return st;
+        c.tab = cpb;
+        ug.table = cpb + up16((size_t)l->table_rows * l->cfg.num_heads);
+    }
     float **user[NGRADS];
     grad_sizes(l, n);
     grad_slots(&ug, user);
@@ -596,7 +630,7 @@ ra_status ra_attn_layer_backward(const ra_attn_layer *l, float *dx, float *dkv,
     float *priv = S > 1 && per ? ra_calloc((size_t)(S - 1) * per, sizeof(float)) : NULL;
     if (S > 1 && per && !priv) c.parts = S = 1;   /* no room for the parts' sums: one pass */
     for (int s = 0; s < S; s++) {
-        c.g[s] = *g;
+        c.g[s] = ug;
         if (s == 0) continue;
         float **dst[NGRADS];
         grad_slots(&c.g[s], dst);
@@ -614,6 +648,12 @@ ra_status ra_attn_layer_backward(const ra_attn_layer *l, float *dx, float *dkv,
         }
         at += n[f];
     }
+    if (!st && cpb && (g->cpb_w1 || g->cpb_b1 || g->cpb_w2)) {   /* back through the CPB once */
+        const size_t tn = up16((size_t)l->table_rows * l->cfg.num_heads);
+        ra_cpb_backward(g->cpb_w1, g->cpb_b1, g->cpb_w2, cpb + tn, cpb, cpb + 2 * tn, l->coords,
+                        l->table_rows, l->cfg.num_heads, l->p.cpb_w1, l->p.cpb_b1, l->p.cpb_w2);
+    }
+    ra_free(cpb);
     ra_free(priv);
     return st;
 }

@@ -167,6 +167,22 @@ static void run_layer(const char *name, double *worst_all) {
                    ra_kernel_name((ra_kernel_id)id), a);
         }
     }
+    /* one part or several (the CPB table computed once per call, its
+     * gradient summed over the parts): the same numbers */
+    const int threads = ra_threads_get();
+    ra_threads_set(1);
+    if (!run(&k)) {
+        float *y1 = k.y, *dx1 = k.dx, *g1 = k.grad;
+        k.y = k.dx = k.grad = NULL;
+        ra_threads_set(3);
+        if (!run(&k)) {
+            const double a = fmax(rel_err(k.y, y1, nx), fmax(rel_err(k.dx, dx1, nx),
+                                                             rel_err(k.grad, g1, np)));
+            CHECK(a <= 1e-6, "%s: 1 and 3 threads differ by %.3g", name, a);
+        }
+        free(y1), free(dx1), free(g1);
+    }
+    ra_threads_set(threads);
     ra_kernel_select(RA_KERNEL_REF);
     free(ref_y), free(ref_dx), free(ref_g);
 
