@@ -629,9 +629,10 @@ ra_status ra_adamw_step(float *param, float *m, float *v, const float *grad,
 /* 1 if the parameter of this PyTorch state_dict name takes no weight decay
  * (Swin's convention): names ending in ".bias" or containing "norm",
  * "relative_position_bias_table", "absolute_pos_embed", "cls_token",
- * "pos_embed", "relative_keys" or "relative_values"; 0 otherwise (and for
- * NULL). Swin also exempts every 1-D tensor; in Swin and ViT those are all
- * biases and norm weights, which the names already cover. */
+ * "pos_embed", "relative_keys", "relative_values", or SwinV2's "cpb_mlp" and
+ * "logit_scale"; 0 otherwise (and for NULL). Swin also exempts every 1-D
+ * tensor; in Swin and ViT those are all biases and norm weights, which the
+ * names already cover (SwinV2's q_bias and v_bias are 1-D). */
 int ra_param_no_decay(const char *name);
 
 /* torch.nn.utils.clip_grad_norm_(params, max_norm) with the 2-norm over
