@@ -78,12 +78,16 @@ void ra_swinv2_qk_forward(float *qkv, int64_t rows, int c, int nh, const float *
             float *qh = q + h * hd, *kh = k + h * hd, *yh = y + h * hd;
             const float s = head_scale(logit_scale, h);
             const float nq = norm_of(qh, hd), nk = norm_of(kh, hd);
-            const float dq = nq > NORM_EPS ? nq : NORM_EPS, dk = nk > NORM_EPS ? nk : NORM_EPS;
+            /* reciprocals: a division per element costs as much as the
+             * rest of the pass (the results differ from x / |x| in the last
+             * bit at most) */
+            const float iq = 1.0f / (nq > NORM_EPS ? nq : NORM_EPS);
+            const float ik = 1.0f / (nk > NORM_EPS ? nk : NORM_EPS);
             nr[h] = nq, nr[nh + h] = nk;
             for (int d = 0; d < hd; d++) {
-                yh[d] = qh[d] / dq;
+                yh[d] = qh[d] * iq;
                 qh[d] = s * yh[d];
-                kh[d] = kh[d] / dk;
+                kh[d] *= ik;
             }
         }
     }
@@ -92,12 +96,13 @@ void ra_swinv2_qk_forward(float *qkv, int64_t rows, int c, int nh, const float *
 /* dx of y = x / max(|x|, eps) from g = dL/dy, in place on g. */
 static void normalize_backward(float *g, const float *y, float n, int hd) {
     if (!(n > NORM_EPS)) {   /* the clamp holds: y = x / eps */
-        for (int d = 0; d < hd; d++) g[d] /= NORM_EPS;
+        for (int d = 0; d < hd; d++) g[d] *= 1.0f / NORM_EPS;
         return;
     }
     double dot = 0;
     for (int d = 0; d < hd; d++) dot += (double)y[d] * g[d];
-    for (int d = 0; d < hd; d++) g[d] = (g[d] - y[d] * (float)dot) / n;
+    const float in = 1.0f / n, fdot = (float)dot;
+    for (int d = 0; d < hd; d++) g[d] = (g[d] - y[d] * fdot) * in;
 }
 
 void ra_swinv2_qk_backward(float *dqkv, const float *qkv, const float *yq, const float *norms,
