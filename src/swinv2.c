@@ -111,14 +111,20 @@ void ra_swinv2_qk_backward(float *dqkv, const float *qkv, const float *yq, const
     const int hd = c / nh;
     /* d(s yq)/d logit_scale = s yq, from the core's dq (0 where the clamp
      * holds, as torch.clamp's gradient); summed in row order */
-    for (int h = 0; dlogit_scale && h < nh; h++) {
-        if (!(logit_scale[h] <= (float)LOGIT_MAX)) continue;
-        double dot = 0;
+    for (int h0 = 0; dlogit_scale && h0 < nh; h0 += 64) {   /* 64 heads per pass over rows */
+        const int hn = nh - h0 < 64 ? nh - h0 : 64;
+        double dot[64] = {0};
         for (int64_t r = 0; r < rows; r++) {
-            const float *dq = dqkv + r * 3 * c + h * hd, *y = yq + r * c + h * hd;
-            for (int d = 0; d < hd; d++) dot += (double)dq[d] * y[d];
+            const float *dq = dqkv + r * 3 * c + h0 * hd, *y = yq + r * c + h0 * hd;
+            for (int j = 0; j < hn; j++) {
+                float part = 0;
+                for (int d = 0; d < hd; d++) part += dq[j * hd + d] * y[j * hd + d];
+                dot[j] += part;
+            }
         }
-        dlogit_scale[h] += (float)(dot * head_scale(logit_scale, h));
+        for (int j = 0; j < hn; j++)
+            if (logit_scale[h0 + j] <= (float)LOGIT_MAX)
+                dlogit_scale[h0 + j] += (float)(dot[j] * head_scale(logit_scale, h0 + j));
     }
     /* each row back through the scale and both normalisations */
 #pragma omp parallel for schedule(static) num_threads(ra_threads_get()) if (rows * c > 65536)
