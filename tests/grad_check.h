@@ -7,6 +7,7 @@
 #include "relattn.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 /* The tensor name of f converted to F32 (malloc'ed), NULL if absent or
@@ -29,6 +30,33 @@ static inline double rel_err(const float *a, const float *e, int64_t n) {
         if (fabs(e[i]) > m) m = fabs(e[i]);
     }
     return m > 0 ? d / m : d;
+}
+
+/* The parameter gradients grad (flat, laid out like m's weights) against
+ * the fixture gf's grad.NAME (NAME as in m's file): the worst rel_err into
+ * *worst (kept if larger) with its name into wname (n bytes); returns how
+ * many were compared, or -1 if one is missing or misshapen (its name then
+ * in wname). */
+static inline int grads_vs_fixture(const ra_model *m, const float *grad, const ra_st_file *gf,
+                                   double *worst, char *wname, size_t n) {
+    int seen = 0;
+    for (int i = 0; i < ra_model_param_count(m); i++) {
+        const ra_param_info *pi = ra_model_param(m, i);
+        char gn[160];
+        snprintf(gn, sizeof gn, "grad.%s", pi->file_name);
+        const ra_st_tensor *te;
+        float *e = tensor(gf, gn, &te);
+        if (!e || te->numel != pi->numel) {
+            free(e);
+            snprintf(wname, n, "%s", gn);
+            return -1;
+        }
+        const double r = rel_err(grad + pi->offset, e, pi->numel);
+        if (!(r <= *worst)) *worst = r, snprintf(wname, n, "%s", gn);
+        free(e);
+        seen++;
+    }
+    return seen;
 }
 
 #endif

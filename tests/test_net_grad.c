@@ -32,7 +32,7 @@ static void compare(const char *cs, const char *what, const float *a, const floa
                     double *worst, char *wname) {
     const double r = rel_err(a, e, n);
     CHECK(r <= 1e-4, "%s: %s: max error %.3g of its scale", cs, what, r);
-    if (r > *worst) *worst = r, snprintf(wname, 160, "%s", what);
+    if (r > *worst) *worst = r, snprintf(wname, 200, "%s", what);
 }
 
 typedef struct {
@@ -86,24 +86,12 @@ static void run_case(const char *name) {
     CHECK(s == RA_OK, "%s: step: %s", name, ra_last_error());
     if (!s) {
         double worst = 0;
-        char wname[160] = "";
+        char wname[200] = "";
         compare(name, "y", y, ey, c.ny, &worst, wname);
         compare(name, "grad.x", dx, egx, c.tx->numel, &worst, wname);
-        int seen = 0;
-        for (int i = 0; i < ra_model_param_count(c.m); i++) {
-            const ra_param_info *pi = ra_model_param(c.m, i);
-            char gn[200];
-            snprintf(gn, sizeof gn, "grad.%s", pi->file_name);
-            const ra_st_tensor *te;
-            float *e = tensor(gf, gn, &te);
-            CHECK(e && te->numel == pi->numel, "%s: %s missing or misshapen in the fixture",
-                  name, gn);
-            if (e && te->numel == pi->numel) {
-                compare(name, gn, grad + pi->offset, e, pi->numel, &worst, wname);
-                seen++;
-            }
-            free(e);
-        }
+        const int seen = grads_vs_fixture(c.m, grad, gf, &worst, wname, sizeof wname);
+        CHECK(seen >= 0, "%s: %s missing or misshapen in the fixture", name, wname);
+        CHECK(worst <= 1e-4, "%s: %s: max error %.3g of its scale", name, wname, worst);
         CHECK(seen == ra_model_param_count(c.m) && seen > 5, "%s: %d gradients compared", name,
               seen);
         printf("  %-28s %-11s %3d tensors, worst %.2e of scale (%s)\n", name,

@@ -130,25 +130,12 @@ static void run_layer(const char *name, double *worst_all) {
         s = run(&k);
         CHECK(s == RA_OK, "%s %s: %s", name, ra_kernel_name((ra_kernel_id)id), ra_last_error());
         if (s) continue;
-        double worst = rel_err(k.y, ey, nx), e;
+        double worst = rel_err(k.y, ey, nx);
         char wname[200] = "y";
-        if ((e = rel_err(k.dx, egx, nx)) > worst)
-            worst = e, snprintf(wname, sizeof wname, "grad.x");
-        int seen = 0;
-        for (int i = 0; i < ra_model_param_count(k.m); i++) {
-            const ra_param_info *pi = ra_model_param(k.m, i);
-            char gn[200];
-            snprintf(gn, sizeof gn, "grad.%s", pi->file_name);
-            const ra_st_tensor *te;
-            float *ex = tensor(gf, gn, &te);
-            CHECK(ex && te->numel == pi->numel, "%s: %s missing in the fixture", name, gn);
-            if (ex && te->numel == pi->numel) {
-                seen++;
-                if ((e = rel_err(k.grad + pi->offset, ex, pi->numel)) > worst)
-                    worst = e, snprintf(wname, sizeof wname, "%s", gn);
-            }
-            free(ex);
-        }
+        if (rel_err(k.dx, egx, nx) > worst)
+            worst = rel_err(k.dx, egx, nx), snprintf(wname, sizeof wname, "grad.x");
+        const int seen = grads_vs_fixture(k.m, k.grad, gf, &worst, wname, sizeof wname);
+        CHECK(seen >= 0, "%s: %s missing in the fixture", name, wname);
         CHECK(seen >= 7, "%s: %d gradients", name, seen);
         CHECK(worst <= 1e-4, "%s %s: %s differs from PyTorch by %.3g of its scale", name,
               ra_kernel_name((ra_kernel_id)id), wname, worst);
