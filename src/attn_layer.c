@@ -8,6 +8,7 @@
  * row strides: no permute, no copy. */
 #include "internal.h"
 #include "infer.h"
+#include "swinv2.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@ struct ra_attn_layer {
     int32_t *idx;          /* (N1, N2) bias index, window archs   */
     int32_t *rel2;         /* (N, N) 2-D Shaw index (shaw_window)  */
     int64_t table_rows;
+    float *coords;         /* swinv2: (T, 2) CPB input (swinv2.h)  */
 };
 
 static const char *arch_names[] = {
@@ -38,15 +40,18 @@ static const char *arch_names[] = {
     [RA_ARCH_SWIN] = "swin",
     [RA_ARCH_VIT] = "vit",
     [RA_ARCH_SWIN_BLOCK_3D] = "swin_block_3d",
+    [RA_ARCH_SWINV2_WINDOW_ATTENTION] = "swinv2_window_attention",
+    [RA_ARCH_SWINV2] = "swinv2",
 };
+#define NARCH_NAMES ((int)(sizeof arch_names / sizeof arch_names[0]))
 
 const char *ra_arch_name(ra_arch a) {
-    return (a > RA_ARCH_NONE && a <= RA_ARCH_SWIN_BLOCK_3D) ? arch_names[a] : NULL;
+    return ((int)a > RA_ARCH_NONE && (int)a < NARCH_NAMES) ? arch_names[a] : NULL;
 }
 
 ra_arch ra_arch_from_name(const char *name) {
-    for (int a = RA_ARCH_VIT_ATTENTION; name && a <= RA_ARCH_SWIN_BLOCK_3D; a++)
-        if (strcmp(name, arch_names[a]) == 0) return (ra_arch)a;
+    for (int a = RA_ARCH_VIT_ATTENTION; name && a < NARCH_NAMES; a++)
+        if (arch_names[a] && strcmp(name, arch_names[a]) == 0) return (ra_arch)a;
     return RA_ARCH_NONE;
 }
 
@@ -63,11 +68,17 @@ static int shaw_buckets(const ra_attn_layer *l) {
 }
 
 static int is_window_arch(ra_arch a) {
-    return a == RA_ARCH_WINDOW_ATTENTION || a == RA_ARCH_WINDOW_ATTENTION_3D;
+    return a == RA_ARCH_WINDOW_ATTENTION || a == RA_ARCH_WINDOW_ATTENTION_3D ||
+           a == RA_ARCH_SWINV2_WINDOW_ATTENTION;
+}
+
+static int is_attn_arch(ra_arch a) {
+    return (a >= RA_ARCH_VIT_ATTENTION && a <= RA_ARCH_SHAW_ATTENTION) ||
+           a == RA_ARCH_SWINV2_WINDOW_ATTENTION;
 }
 
 static ra_status check_config(const ra_attn_config *c) {
-    if (c->arch < RA_ARCH_VIT_ATTENTION || c->arch > RA_ARCH_SHAW_ATTENTION)
+    if (!is_attn_arch(c->arch))
         return ra_fail(RA_ERR_ARG, "arch %d is not an attention layer", c->arch);
     if (c->dim < 1 || c->dim > RA_MAX_DIM || c->num_heads < 1 || c->num_heads > c->dim)
         return ra_fail(RA_ERR_ARG, "dim %d and num_heads %d: need 1 <= num_heads <= dim <= %d",
@@ -88,6 +99,13 @@ static ra_status check_params(const ra_attn_config *c, const ra_attn_params *p) 
     if (!p->proj_w || !p->proj_b) missing = "proj";
     else if (c->arch == RA_ARCH_WINDOW_ATTENTION_3D) {
         if (!p->q_w || !p->kv_w || (c->qkv_bias && (!p->q_b || !p->kv_b))) missing = "q / kv";
+    } else if (c->arch == RA_ARCH_SWINV2_WINDOW_ATTENTION) {
+        if (!p->qkv_w) missing = "qkv";
+        else if (c->qkv_bias && (!p->q_bias || !p->v_bias)) missing = "q_bias / v_bias";
+        else if (!p->logit_scale) missing = "logit_scale";
+        else if (!p->cpb_w1 || !p->cpb_b1 || !p->cpb_w2) missing = "cpb_mlp";
+        return missing ? ra_fail(RA_ERR_ARG, "attention layer: parameter %s missing", missing)
+                       : RA_OK;
     } else if (!p->qkv_w || (c->qkv_bias && !p->qkv_b)) missing = "qkv";
     if (!missing && is_window_arch(c->arch) && !p->table) missing = "relative_position_bias_table";
     return missing ? ra_fail(RA_ERR_ARG, "attention layer: parameter %s missing", missing) : RA_OK;
@@ -138,16 +156,22 @@ ra_status ra_attn_layer_create(ra_attn_layer **out, const ra_attn_config *cfg,
         const int d1 = cfg->arch == RA_ARCH_WINDOW_ATTENTION_3D ? cfg->frames_q : 1;
         const int d2 = cfg->arch == RA_ARCH_WINDOW_ATTENTION_3D ? cfg->frames_kv : 1;
         /* validate and size first, then fill */
-        st = d1 == 1 && d2 == 1 && cfg->arch == RA_ARCH_WINDOW_ATTENTION
+        const int is2d = cfg->arch != RA_ARCH_WINDOW_ATTENTION_3D;
+        st = d1 == 1 && d2 == 1 && is2d
                  ? ra_relpos_index_2d(NULL, wh, ww, &l->table_rows)
                  : ra_relpos_index_3d(NULL, d1, d2, wh, ww, &l->table_rows);
         if (st) { free(l); return st; }
         int64_t n1 = (int64_t)d1 * wh * ww, n2 = (int64_t)d2 * wh * ww;
         l->idx = ra_alloc((size_t)(n1 * n2), sizeof *l->idx);
         if (!l->idx) { free(l); return ra_fail(RA_ERR_NOMEM, "attention layer: index too large"); }
-        st = cfg->arch == RA_ARCH_WINDOW_ATTENTION
-                 ? ra_relpos_index_2d(l->idx, wh, ww, NULL)
-                 : ra_relpos_index_3d(l->idx, d1, d2, wh, ww, NULL);
+        st = is2d ? ra_relpos_index_2d(l->idx, wh, ww, NULL)
+                  : ra_relpos_index_3d(l->idx, d1, d2, wh, ww, NULL);
+        if (!st && cfg->arch == RA_ARCH_SWINV2_WINDOW_ATTENTION) {
+            if (!(l->coords = ra_alloc((size_t)l->table_rows * 2, sizeof *l->coords)))
+                st = ra_fail(RA_ERR_NOMEM, "attention layer: out of memory");
+            else
+                st = ra_swinv2_coords(l->coords, wh, ww, cfg->pretrained_window);
+        }
         if (st) { ra_attn_layer_free(l); return st; }
         l->n1 = (int)n1;
         l->n2 = (int)n2;
@@ -160,6 +184,7 @@ void ra_attn_layer_free(ra_attn_layer *l) {
     if (!l) return;
     ra_free(l->idx);
     ra_free(l->rel2);
+    ra_free(l->coords);
     free(l);
 }
 
@@ -177,7 +202,7 @@ const int32_t *ra_attn_layer_index(const ra_attn_layer *l, int64_t *n1, int64_t 
 ra_status ra_attn_layer_check_tokens(const ra_attn_layer *l, int n1, int n2) {
     if (n1 < 1 || n2 < 1) return ra_fail(RA_ERR_SHAPE, "token counts %d, %d must be >= 1", n1, n2);
     if (l->n1 && (n1 != l->n1 || n2 != l->n2)) {
-        if (l->cfg.arch == RA_ARCH_WINDOW_ATTENTION)
+        if (l->cfg.arch != RA_ARCH_WINDOW_ATTENTION_3D)
             return ra_fail(RA_ERR_SHAPE, "window %dx%d needs N = %d tokens, got %d",
                            l->cfg.window[0], l->cfg.window[1], l->n1, n1);
         return ra_fail(RA_ERR_SHAPE, "frames %d/%d with window %dx%d need N1 = %d query and "
@@ -206,12 +231,20 @@ typedef struct {
     float *qbuf, *kvbuf;     /* projections: (rows1, 3C) or (rows1, C) + (rows2, 2C) */
     float *obuf;             /* (rows1, C) */
     float *dqbuf, *dkvbuf, *dobuf;   /* backward: gradients of the three above */
+    float *yq, *norms, *tab;         /* swinv2, kept with the above: the normalised q
+                                        (rows1, C), |q| and |k| (rows1, 2 nH), the
+                                        CPB table (T, nH) */
+    float *dtab;                     /* swinv2 backward: the table's gradient */
+    const float *tab_given;          /* swinv2: the table, computed once by the caller,
+                                        who then takes the table's gradient (g->table)
+                                        back through the CPB; NULL: done here */
     void *work;
     size_t wbytes;
     const float *q, *k, *v;
     int ldq, ldkv;
     int64_t rows1, rows2;
     size_t nq, nkv, no, nfloats;   /* floats of the scratch parts, of all of it */
+    size_t nx, ndx;                /* swinv2: floats of yq..tab, of dtab */
     int own;                       /* scratch allocated here */
 } pass;
 
@@ -250,6 +283,9 @@ static ra_status pass_prepare(pass *ps, const ra_attn_layer *l, const float *x,
     *d = (ra_attn_desc){.b_ = b_, .nh = l->cfg.num_heads, .n1 = n1, .n2 = n2, .hd = l->hd,
                         .scale = l->scale, .mask = mask, .nw = nw, .w0 = w0 > 0 ? w0 : 0};
     if (l->idx) d->table = l->p.table, d->idx = l->idx, d->table_rows = l->table_rows;
+    if (l->coords)   /* cosine attention; the table is computed in pass_run (until
+                        then the check sees that there is one) */
+        d->scale = 1.0f, d->table = l->coords;
     if (l->rel2 && (l->p.rel_k || l->p.rel_v)) {
         d->rel = l->rel2, d->r = shaw_buckets(l);
         d->rel_k = l->p.rel_k, d->rel_v = l->p.rel_v;
@@ -275,8 +311,45 @@ static ra_status pass_prepare(pass *ps, const ra_attn_layer *l, const float *x,
     ps->nq = up16((size_t)ps->rows1 * (is3d ? C : 3 * C));
     ps->nkv = is3d ? up16((size_t)ps->rows2 * 2 * C) : 0;
     ps->no = up16((size_t)ps->rows1 * C);
-    ps->nfloats = (ps->nq + ps->nkv + ps->no) * (backward ? 2 : 1) + up16((ps->wbytes + 3) / 4);
+    if (l->coords) {
+        const size_t tn = (size_t)l->table_rows * l->cfg.num_heads;
+        const size_t hid = 2 * (size_t)l->table_rows * RA_CPB_HIDDEN * sizeof(float);
+        ps->nx = up16((size_t)ps->rows1 * C) + up16((size_t)ps->rows1 * 2 * d->nh) + up16(tn);
+        ps->ndx = up16(tn);
+        if (ps->wbytes < hid) ps->wbytes = hid;   /* the CPB's scratch, outside the core */
+    }
+    const size_t nact = ps->nq + ps->nkv + ps->no;
+    ps->nfloats = nact + ps->nx + (backward ? nact + ps->ndx : 0) + up16((ps->wbytes + 3) / 4);
     return RA_OK;
+}
+
+/* Point the parts of the scratch: what the forward keeps from save (qkv or
+ * q, kv, out, the swinv2 extras), the backward's gradients from back (NULL:
+ * forward only), the work area after the last. */
+static void pass_layout(pass *ps, const ra_attn_layer *l, float *save, float *back) {
+    const int C = l->cfg.dim, is3d = l->cfg.arch == RA_ARCH_WINDOW_ATTENTION_3D;
+    ps->qbuf = save, ps->kvbuf = ps->qbuf + ps->nq, ps->obuf = ps->kvbuf + ps->nkv;
+    float *next = ps->obuf + ps->no;
+    if (l->coords) {
+        ps->yq = next;
+        ps->norms = ps->yq + up16((size_t)ps->rows1 * C);
+        ps->tab = ps->norms + up16((size_t)ps->rows1 * 2 * l->cfg.num_heads);
+        ps->d.table = ps->tab;
+        next += ps->nx;
+    }
+    if (back) {
+        ps->dqbuf = back, ps->dkvbuf = ps->dqbuf + ps->nq, ps->dobuf = ps->dkvbuf + ps->nkv;
+        ps->dtab = ps->dobuf + ps->no;
+        next = ps->dtab + ps->ndx;
+    }
+    ps->work = next;
+    if (is3d) {
+        ps->q = ps->qbuf, ps->ldq = C;
+        ps->k = ps->kvbuf, ps->v = ps->kvbuf + C, ps->ldkv = 2 * C;
+    } else {
+        ps->q = ps->qbuf, ps->ldq = 3 * C;
+        ps->k = ps->qbuf + C, ps->v = ps->qbuf + 2 * C, ps->ldkv = 3 * C;
+    }
 }
 
 /* Lay the scratch out (scratch: ps->nfloats floats), then project and run
@@ -284,24 +357,24 @@ static ra_status pass_prepare(pass *ps, const ra_attn_layer *l, const float *x,
 static ra_status pass_run(pass *ps, const ra_attn_layer *l, float *attn, const float *x,
                           const float *kv, int backward) {
     const int C = l->cfg.dim, is3d = l->cfg.arch == RA_ARCH_WINDOW_ATTENTION_3D;
-    const size_t nact = ps->nq + ps->nkv + ps->no;
-    ps->qbuf = ps->scratch, ps->kvbuf = ps->qbuf + ps->nq, ps->obuf = ps->kvbuf + ps->nkv;
-    float *next = ps->obuf + ps->no;
-    if (backward) {   /* backward_run zeroes what accumulates */
-        ps->dqbuf = next, ps->dkvbuf = ps->dqbuf + ps->nq, ps->dobuf = ps->dkvbuf + ps->nkv;
-        next += nact;
-    }
-    ps->work = next;
-
+    /* backward_run zeroes what accumulates */
+    pass_layout(ps, l, ps->scratch,
+                backward ? ps->scratch + ps->nq + ps->nkv + ps->no + ps->nx : NULL);
     if (is3d) {
         ra_linear_forward(ps->qbuf, x, l->p.q_w, l->p.q_b, ps->rows1, C, C);
         ra_linear_forward(ps->kvbuf, kv ? kv : x, l->p.kv_w, l->p.kv_b, ps->rows2, 2 * C, C);
-        ps->q = ps->qbuf, ps->ldq = C;
-        ps->k = ps->kvbuf, ps->v = ps->kvbuf + C, ps->ldkv = 2 * C;
     } else {
         ra_linear_forward(ps->qbuf, x, l->p.qkv_w, l->p.qkv_b, ps->rows1, 3 * C, C);
-        ps->q = ps->qbuf, ps->ldq = 3 * C;
-        ps->k = ps->qbuf + C, ps->v = ps->qbuf + 2 * C, ps->ldkv = 3 * C;
+    }
+    if (l->coords) {   /* swinv2: biases, cosine normalisation, the CPB table */
+        ra_swinv2_qk_forward(ps->qbuf, ps->rows1, C, l->cfg.num_heads, l->p.logit_scale,
+                             l->p.q_bias, l->p.v_bias, ps->yq, ps->norms);
+        if (ps->tab_given)
+            memcpy(ps->tab, ps->tab_given,
+                   (size_t)l->table_rows * l->cfg.num_heads * sizeof *ps->tab);
+        else
+            ra_cpb_forward(ps->tab, ps->work, l->coords, l->table_rows, l->cfg.num_heads,
+                           l->p.cpb_w1, l->p.cpb_b1, l->p.cpb_w2);
     }
     return ra_attention_forward(ps->obuf, C, attn, ps->q, ps->ldq, ps->k, ps->ldkv, ps->v,
                                 ps->ldkv, &ps->d, ps->work, ps->wbytes);
@@ -309,9 +382,10 @@ static ra_status pass_run(pass *ps, const ra_attn_layer *l, float *attn, const f
 
 static ra_status pass_begin(pass *ps, const ra_attn_layer *l, float *attn, const float *x,
                             const float *kv, int b_, int n1, int n2, const float *mask,
-                            int nw, int w0, int backward) {
+                            int nw, int w0, int backward, const float *tab) {
     ra_status st = pass_prepare(ps, l, x, kv, b_, n1, n2, mask, nw, w0, backward);
     if (st) return st;
+    ps->tab_given = tab;
     if (!(ps->scratch = ra_alloc(ps->nfloats, sizeof(float))))
         return pass_end(ps), ra_fail(RA_ERR_NOMEM, "attention layer: out of memory");
     ps->own = 1;
@@ -322,13 +396,13 @@ static ra_status pass_begin(pass *ps, const ra_attn_layer *l, float *attn, const
 /* Windows [b0, b0 + nb) of a batch: x, kv, y, attn at their rows. */
 static ra_status forward_part(const ra_attn_layer *l, float *y, float *attn, const float *x,
                               const float *kv, int b0, int nb, int n1, int n2,
-                              const float *mask, int nw) {
+                              const float *mask, int nw, const float *tab) {
     const int C = l->cfg.dim;
     x += (size_t)b0 * n1 * C;
     if (kv) kv += (size_t)b0 * n2 * C;
     if (attn) attn += (size_t)b0 * l->cfg.num_heads * n1 * n2;
     pass ps;
-    ra_status st = pass_begin(&ps, l, attn, x, kv, nb, n1, n2, mask, nw, b0, 0);
+    ra_status st = pass_begin(&ps, l, attn, x, kv, nb, n1, n2, mask, nw, b0, 0, tab);
     if (st) return st;
     ra_linear_forward(y + (size_t)b0 * n1 * C, ps.obuf, l->p.proj_w, l->p.proj_b, ps.rows1, C,
                       C);
@@ -341,6 +415,7 @@ typedef struct {
     const ra_attn_layer *l;
     float *y, *attn, *dx, *dkv;
     const float *x, *kv, *dy, *mask;
+    const float *tab;                /* swinv2: the CPB table of the call */
     int b_, n1, n2, nw, parts;
     ra_attn_grads g[RA_MAX_PARTS];   /* backward: each part's gradients */
 } layer_call;
@@ -360,7 +435,21 @@ static ra_status forward_one(void *ctx, int s) {
     const layer_call *c = ctx;
     int b0, nb;
     part_windows(c, s, &b0, &nb);
-    return forward_part(c->l, c->y, c->attn, c->x, c->kv, b0, nb, c->n1, c->n2, c->mask, c->nw);
+    return forward_part(c->l, c->y, c->attn, c->x, c->kv, b0, nb, c->n1, c->n2, c->mask, c->nw,
+                        c->tab);
+}
+
+/* swinv2: *out = [table (T, nH) | its gradient (T, nH), zeroed | the CPB's
+ * scratch (2 T 512)], the table computed from the parameters. */
+static ra_status cpb_begin(const ra_attn_layer *l, float **out) {
+    const size_t tn = up16((size_t)l->table_rows * l->cfg.num_heads);
+    float *b = ra_alloc(2 * tn + 2 * (size_t)l->table_rows * RA_CPB_HIDDEN, sizeof *b);
+    if (!b) return ra_fail(RA_ERR_NOMEM, "attention layer: out of memory");
+    ra_cpb_forward(b, b + 2 * tn, l->coords, l->table_rows, l->cfg.num_heads, l->p.cpb_w1,
+                   l->p.cpb_b1, l->p.cpb_w2);
+    memset(b + tn, 0, tn * sizeof *b);
+    *out = b;
+    return RA_OK;
 }
 
 /* With several threads and windows, each thread takes a part of the
@@ -379,28 +468,20 @@ ra_status ra_attn_layer_forward(const ra_attn_layer *l, float *y, float *attn,
     if (st) return st;
     layer_call c = {.l = l, .y = y, .attn = attn, .x = x, .kv = kv, .mask = mask, .b_ = b_,
                     .n1 = n1, .n2 = n2, .nw = nw, .parts = layer_parts(b_)};
-    return ra_run_parts(c.parts, forward_one, &c);
+    float *cpb = NULL;   /* swinv2: the table once for all parts */
+    if (l->coords && (st = cpb_begin(l, &cpb))) return st;
+    c.tab = cpb;
+    st = ra_run_parts(c.parts, forward_one, &c);
+    ra_free(cpb);
+    return st;
 }
 
 size_t ra_attn_layer_forward_ws_size(const ra_attn_layer *l, int b_, int n1, int n2) {
-    if (!l || b_ < 1 || n1 < 1 || n2 < 1 || (l->n1 && (n1 != l->n1 || n2 != l->n2)))
-        return 0;
-    const int C = l->cfg.dim, is3d = l->cfg.arch == RA_ARCH_WINDOW_ATTENTION_3D;
-    const int64_t rows1 = (int64_t)b_ * n1, rows2 = (int64_t)b_ * n2;
-    int64_t big;
-    if (!ra_mul_i64(&big, rows1 > rows2 ? rows1 : rows2, 3 * (int64_t)C) ||
-        big > ((int64_t)1 << 40))
-        return 0;
-    const ra_attn_desc d = {.b_ = b_, .nh = l->cfg.num_heads, .n1 = n1, .n2 = n2,
-                            .hd = l->hd, .table = l->idx ? l->p.table : NULL,
-                            .r = shaw_buckets(l),
-                            .rel_k = l->cfg.arch == RA_ARCH_SHAW_ATTENTION ? l->p.rel_k : NULL,
-                            .rel_v = l->cfg.arch == RA_ARCH_SHAW_ATTENTION ? l->p.rel_v : NULL};
-    const size_t wbytes = ra_attention_workspace_size(&d, ra_threads_get());
-    const size_t n = up16((size_t)rows1 * (is3d ? C : 3 * C)) +
-                     (is3d ? up16((size_t)rows2 * 2 * C) : 0) + up16((size_t)rows1 * C) +
-                     up16((wbytes + 3) / 4);
-    return n * sizeof(float);
+    pass ps;
+    static const float one;
+    if (!l || pass_prepare(&ps, l, &one, NULL, b_, n1, n2, NULL, 0, -1, 0)) return 0;
+    pass_end(&ps);
+    return ps.nfloats * sizeof(float);
 }
 
 ra_status ra_attn_layer_forward_ws(const ra_attn_layer *l, float *y, float *attn,
@@ -439,17 +520,30 @@ static ra_status backward_run(pass *ps, const ra_attn_layer *l, float *dx, float
                           C, C, 1, NULL);
     float *dq = ps->dqbuf, *dk = is3d ? ps->dkvbuf : ps->dqbuf + C;
     float *dv = is3d ? ps->dkvbuf + C : ps->dqbuf + 2 * C;
-    ra_status st = ra_attention_backward(dq, ps->ldq, dk, ps->ldkv, dv, ps->ldkv, g->table,
+    float *dtable = g->table;
+    const size_t tn = (size_t)l->table_rows * l->cfg.num_heads;
+    if (l->coords && !ps->tab_given) memset(dtable = ps->dtab, 0, tn * sizeof *dtable);
+    ra_status st = ra_attention_backward(dq, ps->ldq, dk, ps->ldkv, dv, ps->ldkv, dtable,
                                          g->rel_k, g->rel_v, ps->dobuf, C, ps->q, ps->ldq, ps->k,
                                          ps->ldkv, ps->v, ps->ldkv, &ps->d, ps->work, ps->wbytes);
+    if (!st && l->coords) {   /* swinv2: back through the normalisation and the CPB */
+        ra_swinv2_qk_backward(ps->dqbuf, ps->qbuf, ps->yq, ps->norms, ps->rows1, C,
+                              l->cfg.num_heads, l->p.logit_scale, g->logit_scale, g->q_bias,
+                              g->v_bias);
+        if (!ps->tab_given && (g->cpb_w1 || g->cpb_b1 || g->cpb_w2))
+            ra_cpb_backward(g->cpb_w1, g->cpb_b1, g->cpb_w2, ps->dtab, ps->tab, ps->work,
+                            l->coords, l->table_rows, l->cfg.num_heads, l->p.cpb_w1,
+                            l->p.cpb_b1, l->p.cpb_w2);
+    }
     if (!st && is3d) {
         ra_linear_backward_ex(dx, g->q_w, g->q_b, ps->dqbuf, x, l->p.q_w, ps->rows1, C, C,
                               dx_set, NULL);
         ra_linear_backward(kv ? dkv : dx, g->kv_w, g->kv_b, ps->dkvbuf, kv ? kv : x, l->p.kv_w,
                            ps->rows2, 2 * C, C);
     } else if (!st) {
-        ra_linear_backward_ex(dx, g->qkv_w, g->qkv_b, ps->dqbuf, x, l->p.qkv_w, ps->rows1, 3 * C,
-                              C, dx_set, NULL);
+        /* swinv2: q_bias and v_bias took their gradients above */
+        ra_linear_backward_ex(dx, g->qkv_w, l->coords ? NULL : g->qkv_b, ps->dqbuf, x,
+                              l->p.qkv_w, ps->rows1, 3 * C, C, dx_set, NULL);
     }
     return st;
 }
@@ -458,7 +552,7 @@ static ra_status backward_run(pass *ps, const ra_attn_layer *l, float *dx, float
 static ra_status backward_part(const ra_attn_layer *l, float *dx, float *dkv,
                                const ra_attn_grads *g, float *y, const float *dy,
                                const float *x, const float *kv, int b0, int nb, int n1, int n2,
-                               const float *mask, int nw) {
+                               const float *mask, int nw, const float *tab) {
     const int C = l->cfg.dim;
     const size_t r1 = (size_t)b0 * n1 * C, r2 = (size_t)b0 * n2 * C;
     x += r1, dy += r1;
@@ -467,7 +561,7 @@ static ra_status backward_part(const ra_attn_layer *l, float *dx, float *dkv,
     if (kv) kv += r2;
     if (dkv) dkv += r2;
     pass ps;
-    ra_status st = pass_begin(&ps, l, NULL, x, kv, nb, n1, n2, mask, nw, b0, 1);
+    ra_status st = pass_begin(&ps, l, NULL, x, kv, nb, n1, n2, mask, nw, b0, 1, tab);
     if (st) return st;
     st = backward_run(&ps, l, dx, dkv, g, y, dy, x, kv, 0);
     pass_end(&ps);
@@ -479,22 +573,26 @@ static ra_status backward_one(void *ctx, int s) {
     int b0, nb;
     part_windows(c, s, &b0, &nb);
     return backward_part(c->l, c->dx, c->dkv, &c->g[s], c->y, c->dy, c->x, c->kv, b0, nb,
-                         c->n1, c->n2, c->mask, c->nw);
+                         c->n1, c->n2, c->mask, c->nw, c->tab);
 }
 
 /* The parameter gradients of g, and the floats of each. */
-enum { NGRADS = 11 };
+enum { NGRADS = 17 };
 static void grad_slots(ra_attn_grads *g, float **slot[NGRADS]) {
     float **p[NGRADS] = {&g->qkv_w, &g->qkv_b, &g->q_w,    &g->q_b,    &g->kv_w, &g->kv_b,
-                         &g->proj_w, &g->proj_b, &g->table, &g->rel_k, &g->rel_v};
+                         &g->proj_w, &g->proj_b, &g->table, &g->rel_k, &g->rel_v,
+                         &g->logit_scale, &g->cpb_w1, &g->cpb_b1, &g->cpb_w2, &g->q_bias,
+                         &g->v_bias};
     memcpy(slot, p, sizeof p);
 }
 
 static void grad_sizes(const ra_attn_layer *l, size_t n[NGRADS]) {
     const size_t C = (size_t)l->cfg.dim;
     const size_t rk = (size_t)shaw_buckets(l) * l->hd;
+    const size_t nh = (size_t)l->cfg.num_heads;
     const size_t s[NGRADS] = {3 * C * C, 3 * C, C * C, C, 2 * C * C, 2 * C, C * C, C,
-                              (size_t)l->table_rows * l->cfg.num_heads, rk, rk};
+                              (size_t)l->table_rows * nh, rk, rk, nh, 2 * RA_CPB_HIDDEN,
+                              RA_CPB_HIDDEN, nh * RA_CPB_HIDDEN, C, C};
     memcpy(n, s, sizeof s);
 }
 
@@ -519,6 +617,12 @@ ra_status ra_attn_layer_backward(const ra_attn_layer *l, float *dx, float *dkv,
     int S = c.parts;
     size_t n[NGRADS], per = 0;
     ra_attn_grads ug = *g;
+    float *cpb = NULL;   /* swinv2: the table once; the parts sum its gradient */
+    if (l->coords) {
+        if ((st = cpb_begin(l, &cpb))) return st;
+        c.tab = cpb;
+        ug.table = cpb + up16((size_t)l->table_rows * l->cfg.num_heads);
+    }
     float **user[NGRADS];
     grad_sizes(l, n);
     grad_slots(&ug, user);
@@ -526,7 +630,7 @@ ra_status ra_attn_layer_backward(const ra_attn_layer *l, float *dx, float *dkv,
     float *priv = S > 1 && per ? ra_calloc((size_t)(S - 1) * per, sizeof(float)) : NULL;
     if (S > 1 && per && !priv) c.parts = S = 1;   /* no room for the parts' sums: one pass */
     for (int s = 0; s < S; s++) {
-        c.g[s] = *g;
+        c.g[s] = ug;
         if (s == 0) continue;
         float **dst[NGRADS];
         grad_slots(&c.g[s], dst);
@@ -544,6 +648,12 @@ ra_status ra_attn_layer_backward(const ra_attn_layer *l, float *dx, float *dkv,
         }
         at += n[f];
     }
+    if (!st && cpb && (g->cpb_w1 || g->cpb_b1 || g->cpb_w2)) {   /* back through the CPB once */
+        const size_t tn = up16((size_t)l->table_rows * l->cfg.num_heads);
+        ra_cpb_backward(g->cpb_w1, g->cpb_b1, g->cpb_w2, cpb + tn, cpb, cpb + 2 * tn, l->coords,
+                        l->table_rows, l->cfg.num_heads, l->p.cpb_w1, l->p.cpb_b1, l->p.cpb_w2);
+    }
+    ra_free(cpb);
     ra_free(priv);
     return st;
 }
@@ -556,9 +666,9 @@ size_t ra_attn_layer_backward_ws_size(const ra_attn_layer *l, int b_, int n1, in
     pass ps;
     static const float one;
     if (pass_prepare(&ps, l, &one, NULL, b_, n1, n2, NULL, 0, -1, 1)) return 0;
-    const size_t nact = ps.nq + ps.nkv + ps.no;
+    const size_t nsave = ps.nq + ps.nkv + ps.no + ps.nx;
     pass_end(&ps);
-    return (ps.nfloats - (saved ? nact : 0)) * sizeof(float);
+    return (ps.nfloats - (saved ? nsave : 0)) * sizeof(float);
 }
 
 ra_status ra_attn_layer_backward_ws(const ra_attn_layer *l, float *dx, float *dkv,
@@ -572,8 +682,8 @@ ra_status ra_attn_layer_backward_ws(const ra_attn_layer *l, float *dx, float *dk
     pass ps;
     ra_status st = pass_prepare(&ps, l, x, kv, b_, n1, n2, mask, nw, -1, 1);
     if (st) return st;
-    const size_t nact = ps.nq + ps.nkv + ps.no;
-    const size_t need = ps.nfloats - (saved ? nact : 0);
+    const size_t nsave = ps.nq + ps.nkv + ps.no + ps.nx;
+    const size_t need = ps.nfloats - (saved ? nsave : 0);
     if (ws / sizeof(float) < need) {
         pass_end(&ps);
         return ra_fail(RA_ERR_ARG, "attention backward: workspace of %zu bytes, %zu needed", ws,
@@ -583,18 +693,7 @@ ra_status ra_attn_layer_backward_ws(const ra_attn_layer *l, float *dx, float *dk
         ps.scratch = work;
         if ((st = pass_run(&ps, l, NULL, x, kv, 1))) return pass_end(&ps), st;
     } else {   /* pass_run's layout without its products */
-        const int C = l->cfg.dim, is3d = l->cfg.arch == RA_ARCH_WINDOW_ATTENTION_3D;
-        float *sv = (float *)saved;
-        ps.qbuf = sv, ps.kvbuf = sv + ps.nq, ps.obuf = ps.kvbuf + ps.nkv;
-        ps.dqbuf = work, ps.dkvbuf = ps.dqbuf + ps.nq, ps.dobuf = ps.dkvbuf + ps.nkv;
-        ps.work = ps.dqbuf + nact;
-        if (is3d) {
-            ps.q = ps.qbuf, ps.ldq = C;
-            ps.k = ps.kvbuf, ps.v = ps.kvbuf + C, ps.ldkv = 2 * C;
-        } else {
-            ps.q = ps.qbuf, ps.ldq = 3 * C;
-            ps.k = ps.qbuf + C, ps.v = ps.qbuf + 2 * C, ps.ldkv = 3 * C;
-        }
+        pass_layout(&ps, l, (float *)saved, work);
     }
     st = backward_run(&ps, l, dx, dkv, g, NULL, dy, x, kv, dx_set);
     pass_end(&ps);
