@@ -19,7 +19,7 @@
  *   supports (--kernels default: only the one the library picks). Their
  *   forward + backward (a training step of the layer) is the sum of the two:
  *   the layer's backward recomputes what it needs from x.
- * Networks: torchvision swin_t and vit_b_16 at 224x224, read from DIR (or
+ * Networks: torchvision swin_t and vit_b_16 at 224x224 (swin_v2_t at 256x256), read from DIR (or
  *   $RELATTN_BENCH_MODELS) as tools/export.py writes them; the inference
  *   forward of a batch of random images, and for swin_t a training step:
  *   ra_model_forward_train + ra_model_backward of a random dL/dy (relattn's
@@ -170,8 +170,9 @@ typedef struct {
     ra_arch arch;
     int b_, n, c, nh;
     int window;         /* window_attention: window side (N = window²) */
-    int shifted;        /* Swin-T stage 1's shifted-window mask: a 56x56 map,
-                           7x7 windows shifted by 3, 64 windows (B_ % 64 == 0) */
+    int shifted;        /* the shifted-window mask of a map of 8x8 windows
+                           shifted by window / 2 (Swin-T stage 1: 56x56, 7x7
+                           windows, shift 3), 64 windows (B_ % 64 == 0) */
     int k;              /* shaw_attention: clip distance, tables of 2k+1 rows */
     int grid;           /* rope_attention: a grid x grid patch map and a class
                            token (N = 1 + grid²): RoPE-Axial on ViT-B/16 */
@@ -192,6 +193,10 @@ static const shape shapes[] = {
      * vit_attention rows plus the rotation of q and k (and of dq, dk) */
     {"rope_attention 8x197x768 nH12", RA_ARCH_ROPE_ATTENTION, 8, 197, 768, 12, 0, 0, 0, 14},
     {"rope_attention 4x197x768 nH12", RA_ARCH_ROPE_ATTENTION, 4, 197, 768, 12, 0, 0, 0, 14},
+    /* SwinV2-T stage 1 at batch 8 (256x256 images: a 64x64 map of 8x8
+     * windows, shift 4): cosine attention, the CPB bias table per call */
+    {"swinv2_window_attn 512x64x96 nH3 shifted", RA_ARCH_SWINV2_WINDOW_ATTENTION, 512, 64,
+     96, 3, 8, 1, 0, 0},
 };
 
 enum { CORE_FWD, CORE_BWD, FWD, BWD, FWD_BWD, NMEASURES };
@@ -205,6 +210,7 @@ typedef struct {
     ra_attn_layer *layer;
     ra_attn_desc d;              /* the core's description */
     float *qkv_w, *qkv_b, *proj_w, *proj_b, *table, *rel_k, *rel_v;   /* parameters */
+    float *v2[6];                /* swinv2: logit_scale, cpb_mlp 0.w, 0.b, 2.w, q_bias, v_bias */
     ra_attn_grads g;
     float *x, *y, *dx, *dy;      /* (B_, N, C) */
     float *qkv, *dqkv;           /* (B_, N, 3C): the core's q, k, v and gradients */
@@ -257,15 +263,25 @@ static void case_init(layer_case *lc, const shape *s, int n, int tables, int max
         lc->d.rel_k = lc->rel_k, lc->d.rel_v = lc->rel_v, lc->d.rel = lc->rel, lc->d.r = r;
     }
     if (s->shifted) {
-        const ra_window_geom g = {1, 56, 56, 1, 7, 7, 0, 3, 3};
+        const int w = s->window;
+        const ra_window_geom g = {1, 8 * w, 8 * w, 1, w, w, 0, w / 2, w / 2};
         lc->d.nw = (int)ra_window_count(&g);
         lc->mask = malloc((size_t)lc->d.nw * nn * sizeof *lc->mask);
         must(ra_window_mask(lc->mask, &g), "mask");
         lc->d.mask = lc->mask;
     }
-    const ra_attn_params p = {.qkv_w = lc->qkv_w, .qkv_b = lc->qkv_b, .proj_w = lc->proj_w,
-                              .proj_b = lc->proj_b, .table = lc->table, .rel_k = lc->rel_k,
-                              .rel_v = lc->rel_v};
+    ra_attn_params p = {.qkv_w = lc->qkv_w, .qkv_b = lc->qkv_b, .proj_w = lc->proj_w,
+                        .proj_b = lc->proj_b, .table = lc->table, .rel_k = lc->rel_k,
+                        .rel_v = lc->rel_v};
+    const int v2 = s->arch == RA_ARCH_SWINV2_WINDOW_ATTENTION;
+    const size_t v2n[6] = {(size_t)s->nh, 1024, 512, (size_t)s->nh * 512, (size_t)C, (size_t)C};
+    for (int i = 0; v2 && i < 6; i++) lc->v2[i] = rnd(v2n[i], i ? 0.05f : 0.5f, &rng);
+    if (v2) {   /* no qkv bias of its own, no table (the CPB computes it) */
+        for (int h = 0; h < s->nh; h++) lc->v2[0][h] += 2.3f;   /* logit scales near log 10 */
+        p.qkv_b = NULL, p.table = NULL;
+        p.logit_scale = lc->v2[0], p.cpb_w1 = lc->v2[1], p.cpb_b1 = lc->v2[2];
+        p.cpb_w2 = lc->v2[3], p.q_bias = lc->v2[4], p.v_bias = lc->v2[5];
+    }
     must(ra_attn_layer_create(&lc->layer, &cfg, &p), "layer");
     lc->g = (ra_attn_grads){.qkv_w = zeros((size_t)3 * C * C),
                             .qkv_b = lc->qkv_b ? zeros((size_t)3 * C) : NULL,
@@ -273,6 +289,12 @@ static void case_init(layer_case *lc, const shape *s, int n, int tables, int max
                             .table = lc->table ? zeros((size_t)lc->d.table_rows * s->nh) : NULL,
                             .rel_k = lc->rel_k ? zeros((size_t)lc->d.r * hd) : NULL,
                             .rel_v = lc->rel_v ? zeros((size_t)lc->d.r * hd) : NULL};
+    if (v2) {
+        lc->g.qkv_b = NULL;
+        lc->g.logit_scale = zeros(v2n[0]), lc->g.cpb_w1 = zeros(v2n[1]);
+        lc->g.cpb_b1 = zeros(v2n[2]), lc->g.cpb_w2 = zeros(v2n[3]);
+        lc->g.q_bias = zeros(v2n[4]), lc->g.v_bias = zeros(v2n[5]);
+    }
     lc->x = rnd(rows * C, 1, &rng), lc->dy = rnd(rows * C, 1, &rng);
     lc->y = zeros(rows * C), lc->dx = zeros(rows * C), lc->out = zeros(rows * C);
     lc->qkv = rnd(rows * 3 * C, 1, &rng), lc->dqkv = zeros(rows * 3 * C);
@@ -289,6 +311,9 @@ static void case_free(layer_case *lc) {
                   lc->g.rel_k, lc->g.rel_v, lc->x, lc->y, lc->dx, lc->dy, lc->qkv, lc->dqkv,
                   lc->out, lc->mask};
     for (size_t i = 0; i < sizeof f / sizeof *f; i++) free(f[i]);
+    float *f2[] = {lc->g.logit_scale, lc->g.cpb_w1, lc->g.cpb_b1, lc->g.cpb_w2, lc->g.q_bias,
+                   lc->g.v_bias};
+    for (int i = 0; i < 6; i++) free(lc->v2[i]), free(f2[i]);
     free(lc->idx), free(lc->rel), free(lc->work);
 }
 
@@ -397,12 +422,13 @@ static void bench_layer(const run *R, const shape *s) {
 static const struct {
     const char *name;   /* DIR/NAME.safetensors */
     int train;          /* also time a training step (forward + backward) */
-} nets[] = {{"swin_t", 1}, {"vit_b_16", 0}};
+    int size;           /* image side */
+} nets[] = {{"swin_t", 1, 224}, {"vit_b_16", 0, 224}, {"swin_v2_t", 1, 256}};
 
 typedef struct {
     ra_model *m;
     int64_t xs[4];
-    float *x, *dy, *grad;   /* images (B, 3, 224, 224), dL/dy (B, classes), gradient */
+    float *x, *dy, *grad;   /* images (B, 3, S, S), dL/dy (B, classes), gradient */
 } net_case;
 
 static void run_net_fwd(void *p) {
@@ -431,8 +457,8 @@ static void print_net_header(const run *R) {
            R->nthreads > 1 ? scaling_label(R) : "");
 }
 
-/* Forward (and training step) of batches of random 224x224 images. */
-static void bench_net(const run *R, const char *dir, const char *name, int train,
+/* Forward (and training step) of batches of random size x size images. */
+static void bench_net(const run *R, const char *dir, const char *name, int train, int size,
                       const int *batches, int nb) {
     char path[4096], row[64];
     snprintf(path, sizeof path, "%s/%s.safetensors", dir, name);
@@ -442,13 +468,13 @@ static void bench_net(const run *R, const char *dir, const char *name, int train
         return;
     }
     const char *kernel = ra_kernel_name(ra_kernel_current());
-    const double fwd_flops = 2.0 * (double)ra_model_flops(c.m, 224, 224);
+    const double fwd_flops = 2.0 * (double)ra_model_flops(c.m, size, size);
     for (int i = 0; i < nb; i++) {
         const int b = batches[i];
         ra_rng rng;
         ra_rng_seed(&rng, 11);
-        c.xs[0] = b, c.xs[1] = 3, c.xs[2] = c.xs[3] = 224;
-        c.x = rnd((size_t)b * 3 * 224 * 224, 2, &rng);
+        c.xs[0] = b, c.xs[1] = 3, c.xs[2] = c.xs[3] = size;
+        c.x = rnd((size_t)b * 3 * size * size, 2, &rng);
         float *y = NULL;
         int nd;
         int64_t ys[4];
@@ -603,7 +629,7 @@ int main(int argc, char **argv) {
         if (!models) printf("(no --models DIR or RELATTN_BENCH_MODELS: networks skipped)\n");
         for (size_t i = 0; models && i < sizeof nets / sizeof *nets; i++)
             if (strstr(nets[i].name, rows))
-                bench_net(&R, models, nets[i].name, nets[i].train, batches, nb);
+                bench_net(&R, models, nets[i].name, nets[i].train, nets[i].size, batches, nb);
         printf("\n");
     }
     if (do_layers) {

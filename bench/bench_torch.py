@@ -54,8 +54,10 @@ import torch  # noqa: E402
 from make_fixtures import (Attention, ShawAttention, WindowAttention, clip_index,  # noqa: E402
                            shift_mask_2d)
 from train_twin import blas_info, openblas  # noqa: E402
+from swinv2_twin import LOGIT_MAX, WindowAttentionV2  # noqa: E402
 
-# name (as bench.c's), kind, B_, N, C, nH, Swin-T stage 1's shifted mask, Shaw k
+# name (as bench.c's), kind, B_, N, C, nH, the shifted mask of a map of 8x8
+# windows (Swin-T stage 1: 56x56, windows 7x7, shift 3), Shaw k
 LAYERS = [
     ("window_attention 512x49x96 nH3 shifted", "window", 512, 49, 96, 3, True, 0),
     ("shaw_attention 4x512x512 nH8 k16", "shaw", 4, 512, 512, 8, False, 16),
@@ -65,11 +67,13 @@ LAYERS = [
     ("vit_attention 4x197x768 nH12", "vit", 4, 197, 768, 12, False, 0),
     ("rope_attention 8x197x768 nH12", "rope", 8, 197, 768, 12, False, 0),
     ("rope_attention 4x197x768 nH12", "rope", 4, 197, 768, 12, False, 0),
+    # SwinV2-T stage 1 at batch 8 (tools/swinv2_twin.py's official design)
+    ("swinv2_window_attn 512x64x96 nH3 shifted", "swinv2", 512, 64, 96, 3, True, 0),
 ]
 MEASURES = ["core fwd", "core bwd", "fwd", "bwd", "fwd+bwd"]
 
-# name, also time a training step
-NETS = [("swin_t", True), ("vit_b_16", False)]
+# name, also time a training step, image side
+NETS = [("swin_t", True, 224), ("vit_b_16", False, 224), ("swin_v2_t", True, 256)]
 
 
 # --------------------------------------------------------------------------
@@ -187,11 +191,17 @@ def core(m, kind, form, q, k, v, mask):
     n = q.shape[2]
     if kind == "window":   # Swin scales q, the others the logits
         q = q * m.scale
+    if kind == "swinv2":   # cosine attention, the scale per head, the CPB bias
+        q, k = torch.nn.functional.normalize(q, dim=-1), torch.nn.functional.normalize(k, dim=-1)
     s = q @ k.transpose(-2, -1)
+    if kind == "swinv2":
+        s = s * torch.clamp(m.logit_scale, max=LOGIT_MAX).exp()
+        bias = m.bias_table()[m.relative_position_index.view(-1)]
+        s = s + bias.view(n, n, -1).permute(2, 0, 1).unsqueeze(0)
     if kind == "shaw":
         rel = clip_index(n, m.max_relative_position)
         s = s + shaw_key_term(q, m.relative_keys[rel], form)
-    if kind != "window":
+    if kind in ("vit", "shaw"):
         s = s * m.scale
     if kind == "window":
         bias = m.relative_position_bias_table[m.relative_position_index.view(-1)]
@@ -220,6 +230,8 @@ class ShawMatmul(ShawAttention):
 def make_layer(kind, form, c, nh, k):
     if kind == "window":
         m = WindowAttention(c, (7, 7), nh)
+    elif kind == "swinv2":
+        m = WindowAttentionV2(c, (8, 8), nh)
     elif kind == "vit":
         m = Attention(c, nh)
     elif kind == "rope":   # rope-vit's RoPE-Axial, a 14x14 map and a class token
@@ -241,7 +253,8 @@ def bench_layer(a, th, res, row):
     name, kind, b_, n, c, nh, shifted, k = row
     hd = c // nh
     full = kind != "shaw"   # the naive Shaw terms make the rest minutes long
-    mask = shift_mask_2d(56, 56, 7, 7, 3, 3) if shifted else None
+    w = int(round(n ** 0.5))
+    mask = shift_mask_2d(8 * w, 8 * w, w, w, w // 2, w // 2) if shifted else None
     x = uniform(b_, n, c).requires_grad_()
     dy = uniform(b_, n, c)
     q, k_, v = (uniform(b_, nh, n, hd).requires_grad_() for _ in range(3))
@@ -253,6 +266,8 @@ def bench_layer(a, th, res, row):
             return core(m, kind, form, q, k_, v, mask)
 
         def layer_fwd():
+            if kind == "swinv2":
+                return m(x, mask)
             return m(x, mask)[0] if kind == "window" else m(x)[0]
 
         for omp, blas in th.splits:
@@ -299,7 +314,7 @@ def shaw_memory(res, row):
 # Networks
 # --------------------------------------------------------------------------
 
-def bench_net(a, th, res, name, train):
+def bench_net(a, th, res, name, train, size):
     import torchvision
     import st
     path = os.path.join(a.models, name + ".safetensors")
@@ -314,7 +329,7 @@ def bench_net(a, th, res, name, train):
             mod.p = 0.0
     for b in a.batches:
         row = "%s B=%d" % (name, b)
-        x = torch.randn(b, 3, 224, 224)
+        x = torch.randn(b, 3, size, size)
         dy = torch.randn(b, 1000)
 
         def fwd():
@@ -369,9 +384,9 @@ def main():
         print("%-40s %-8s %-7s %10s %10s" % ("network", "measure", "threads", "images/s", "ms"))
         if not a.models:
             print("(no --models DIR or RELATTN_BENCH_MODELS: networks skipped)")
-        for name, train in NETS if a.models else []:
+        for name, train, size in NETS if a.models else []:
             if a.rows in name:
-                bench_net(a, th, res, name, train)
+                bench_net(a, th, res, name, train, size)
         print()
     if a.what != "nets":
         print("%-40s %-12s %-7s" % ("layer (ms)", "form", "threads") +

@@ -43,7 +43,7 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j "$(nproc)" --target relattn_bench >/dev/null
 if [ "$what" != layers ]; then
   mkdir -p "$models"
-  for net in swin_t vit_b_16; do
+  for net in swin_t vit_b_16 swin_v2_t; do
     [ -s "$models/$net.safetensors" ] ||
       /usr/bin/python3 tools/export.py --torchvision "$net" --out "$models/$net.safetensors" >&2
   done

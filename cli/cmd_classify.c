@@ -64,8 +64,8 @@ int cmd_classify(int argc, char **argv) {
     float mean[3] = {0.485f, 0.456f, 0.406f}, stdv[3] = {0.229f, 0.224f, 0.225f};
     json_t *labels = NULL;
     float *rgb = NULL, *x = NULL, *y = NULL;
-    if (arch != RA_ARCH_SWIN && arch != RA_ARCH_VIT) {
-        code = fail(EX_DATAERR, "needs a swin or vit model, not %s", ra_arch_name(arch));
+    if (arch != RA_ARCH_SWIN && arch != RA_ARCH_VIT && arch != RA_ARCH_SWINV2) {
+        code = fail(EX_DATAERR, "needs a swin, swinv2 or vit model, not %s", ra_arch_name(arch));
         goto done;
     }
     if (ra_model_meta(m, "in_chans")) in_chans = atoi(ra_model_meta(m, "in_chans"));

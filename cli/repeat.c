@@ -45,7 +45,8 @@ double run_macs(const ra_model *m, int ndim, const int64_t *shape) {
         }
         n = (double)shape[0];
         f = ra_model_flops(m, res[0], res[1]);
-    } else if ((arch == RA_ARCH_SWIN || arch == RA_ARCH_VIT) && ndim == 4) {
+    } else if ((arch == RA_ARCH_SWIN || arch == RA_ARCH_VIT || arch == RA_ARCH_SWINV2) &&
+               ndim == 4) {
         n = (double)shape[0];   /* (B, C_in, H, W) */
         f = shape[2] <= INT32_MAX && shape[3] <= INT32_MAX
                 ? ra_model_flops(m, (int)shape[2], (int)shape[3]) : -1;

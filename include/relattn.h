@@ -293,6 +293,8 @@ typedef enum ra_arch {
     RA_ARCH_SWIN,                /* SwinTransformer (classification)     */
     RA_ARCH_VIT,                 /* timm VisionTransformer               */
     RA_ARCH_SWIN_BLOCK_3D,       /* Video Swin / RSTT 3-D window block   */
+    RA_ARCH_SWINV2_WINDOW_ATTENTION, /* SwinV2 WindowAttention (cosine, CPB) */
+    RA_ARCH_SWINV2,              /* SwinTransformerV2 (classification)   */
     /* the later relative position schemes (docs/arch-relpos.md) */
     RA_ARCH_T5_ATTENTION,        /* Hugging Face T5Attention, buckets    */
     RA_ARCH_ALIBI_ATTENTION,     /* ALiBi (Press et al.)                 */
@@ -325,6 +327,9 @@ typedef struct ra_attn_config {
                               PyTorch's `qk_scale or hd**-0.5`), else hd^-0.5 */
     int has_rel_k, has_rel_v;  /* shaw: which tables exist; set by the layer
                                   from the params (a NULL table is absent) */
+    int pretrained_window[2];  /* swinv2: the coordinates of the continuous
+                                  position bias are normalised by this - 1
+                                  when both are > 0, else by window - 1 */
     /* the relative position schemes (docs/arch-relpos.md) */
     int inner_dim;         /* t5: num_heads * d_kv, the width of q, k, v and
                               the input of o (0: dim); hd = inner / nH */
@@ -358,6 +363,11 @@ typedef struct ra_attn_params {
     const float *proj_w, *proj_b;
     const float *table;
     const float *rel_k, *rel_v;
+    /* swinv2_window_attention (no qkv_b, no table: qkv_w (3C, C) without
+     * bias; the key has no bias):
+     *   logit_scale (nH), cpb_w1 (512, 2), cpb_b1 (512), cpb_w2 (nH, 512),
+     *   q_bias (C), v_bias (C) (both NULL when qkv_bias is false) */
+    const float *logit_scale, *cpb_w1, *cpb_b1, *cpb_w2, *q_bias, *v_bias;
     const float *k_w, *v_w;
     const float *rel_h, *rel_w;
 } ra_attn_params;
@@ -412,6 +422,7 @@ typedef struct ra_attn_grads {
     float *proj_w, *proj_b;
     float *table;
     float *rel_k, *rel_v;
+    float *logit_scale, *cpb_w1, *cpb_b1, *cpb_w2, *q_bias, *v_bias;   /* swinv2 */
     float *k_w, *v_w;
     float *rel_h, *rel_w;
 } ra_attn_grads;
@@ -676,9 +687,10 @@ ra_status ra_adamw_step(float *param, float *m, float *v, const float *grad,
 /* 1 if the parameter of this PyTorch state_dict name takes no weight decay
  * (Swin's convention): names ending in ".bias" or containing "norm",
  * "relative_position_bias_table", "absolute_pos_embed", "cls_token",
- * "pos_embed", "relative_keys" or "relative_values"; 0 otherwise (and for
- * NULL). Swin also exempts every 1-D tensor; in Swin and ViT those are all
- * biases and norm weights, which the names already cover. */
+ * "pos_embed", "relative_keys", "relative_values", or SwinV2's "cpb_mlp" and
+ * "logit_scale"; 0 otherwise (and for NULL). Swin also exempts every 1-D
+ * tensor; in Swin and ViT those are all biases and norm weights, which the
+ * names already cover (SwinV2's q_bias and v_bias are 1-D). */
 int ra_param_no_decay(const char *name);
 
 /* torch.nn.utils.clip_grad_norm_(params, max_norm) with the 2-norm over
@@ -831,10 +843,10 @@ int64_t ra_model_flops(const ra_model *m, int h, int w);
  * 3.1), "timm" or "torchvision". */
 const char *ra_model_scheme(const ra_model *m);
 
-/* Run a network model (swin_block, swin, vit, swin_block_3d):
+/* Run a network model (swin_block, swin, vit, swin_block_3d, swinv2):
  *   swin_block  x (B, H*W, C) or (B, H, W, C) -> y of the same shape
  *   swin_block_3d  one clip x (D, H, W, C): see ra_swin_block_3d_forward
- *   swin, vit   x (B, C_in, H, W) images      -> y (B, num_classes) logits
+ *   swin, vit, swinv2  x (B, C_in, H, W) images -> y (B, num_classes) logits
  * *y is allocated by the library (free with free()); its shape is written.
  * RA_ERR_ARG for an attention-layer model (use ra_attn_layer_forward). */
 ra_status ra_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
@@ -896,7 +908,7 @@ const ra_param_info *ra_model_param(const ra_model *m, int i);
 int64_t ra_model_param_total(const ra_model *m);
 float *ra_model_weights(ra_model *m);
 
-/* ---- training (networks: swin_block, swin, vit, swin_block_3d) ----------
+/* ---- training (networks: swin_block, swin, vit, swin_block_3d, swinv2) --
  * A training forward keeps in the model what its backward needs (one
  * training pass per model at a time; the next training forward replaces
  * it), and ra_model_backward back-propagates through it:

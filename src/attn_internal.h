@@ -18,6 +18,7 @@ struct ra_attn_layer {
     int64_t table_rows;
     float *slopes;         /* (nH) alibi slopes                    */
     float *rope;           /* (H*W, hd/2, 2) rope cos, sin         */
+    float *coords;         /* swinv2: (T, 2) CPB input (swinv2.h)  */
 };
 
 /* The position terms of one call (one set for all the parts of a batch):
@@ -39,6 +40,8 @@ typedef struct ra_pos_call {
     float *own_rel_k;         /* decomposed: Rh' / scale then Rw' / scale */
     int r;
     int gh, gw;               /* decomposed: the call's grid */
+    float *cpb;               /* swinv2: [table (T, nH) | its gradient | the
+                                 CPB's scratch] of the call (attn_layer.c) */
 } ra_pos_call;
 
 /* Scheme part of ra_attn_layer_create: checks the scheme's configuration

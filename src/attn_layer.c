@@ -10,9 +10,12 @@
  * The core reads q, k and v in place from the projection's output through
  * row strides: no permute, no copy. The relative position schemes hook in
  * through src/attn_schemes.c: position terms of the core's description per
- * call (ra_pos_*), and RoPE's rotation between projection and core. */
+ * call (ra_pos_*), and RoPE's rotation between projection and core.
+ * swinv2_window_attention (src/swinv2.c) normalises q and k after the
+ * projection and gives the core its continuous position bias table. */
 #include "attn_internal.h"
 #include "infer.h"
+#include "swinv2.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -32,6 +35,8 @@ static const char *arch_names[] = {
     [RA_ARCH_SWIN] = "swin",
     [RA_ARCH_VIT] = "vit",
     [RA_ARCH_SWIN_BLOCK_3D] = "swin_block_3d",
+    [RA_ARCH_SWINV2_WINDOW_ATTENTION] = "swinv2_window_attention",
+    [RA_ARCH_SWINV2] = "swinv2",
     [RA_ARCH_T5_ATTENTION] = "t5_attention",
     [RA_ARCH_ALIBI_ATTENTION] = "alibi_attention",
     [RA_ARCH_DECOMPOSED_ATTENTION] = "decomposed_attention",
@@ -61,12 +66,13 @@ ra_attn_config ra_attn_config_default(ra_arch arch) {
 /* The attention layers (the others are networks built from them). */
 static int is_layer_arch(ra_arch a) {
     return (a >= RA_ARCH_VIT_ATTENTION && a <= RA_ARCH_SHAW_ATTENTION) ||
-           a == RA_ARCH_T5_ATTENTION || a == RA_ARCH_ALIBI_ATTENTION ||
+           a == RA_ARCH_SWINV2_WINDOW_ATTENTION || a == RA_ARCH_T5_ATTENTION || a == RA_ARCH_ALIBI_ATTENTION ||
            a == RA_ARCH_DECOMPOSED_ATTENTION || a == RA_ARCH_ROPE_ATTENTION;
 }
 
 static int is_window_arch(ra_arch a) {
-    return a == RA_ARCH_WINDOW_ATTENTION || a == RA_ARCH_WINDOW_ATTENTION_3D;
+    return a == RA_ARCH_WINDOW_ATTENTION || a == RA_ARCH_WINDOW_ATTENTION_3D ||
+           a == RA_ARCH_SWINV2_WINDOW_ATTENTION;
 }
 
 /* The width of q, k and v: inner_dim for t5 (0: dim), else dim. */
@@ -99,6 +105,13 @@ static ra_status check_params(const ra_attn_config *c, const ra_attn_params *p) 
     else if (!p->proj_w || !p->proj_b) missing = "proj";
     else if (c->arch == RA_ARCH_WINDOW_ATTENTION_3D) {
         if (!p->q_w || !p->kv_w || (c->qkv_bias && (!p->q_b || !p->kv_b))) missing = "q / kv";
+    } else if (c->arch == RA_ARCH_SWINV2_WINDOW_ATTENTION) {
+        if (!p->qkv_w) missing = "qkv";
+        else if (c->qkv_bias && (!p->q_bias || !p->v_bias)) missing = "q_bias / v_bias";
+        else if (!p->logit_scale) missing = "logit_scale";
+        else if (!p->cpb_w1 || !p->cpb_b1 || !p->cpb_w2) missing = "cpb_mlp";
+        return missing ? ra_fail(RA_ERR_ARG, "attention layer: parameter %s missing", missing)
+                       : RA_OK;
     } else if (!p->qkv_w || (c->qkv_bias && !p->qkv_b)) missing = "qkv";
     if (!missing && is_window_arch(c->arch) && !p->table) missing = "relative_position_bias_table";
     return missing ? ra_fail(RA_ERR_ARG, "attention layer: parameter %s missing", missing) : RA_OK;
@@ -154,16 +167,25 @@ ra_status ra_attn_layer_create(ra_attn_layer **out, const ra_attn_config *cfg,
         const int d1 = cfg->arch == RA_ARCH_WINDOW_ATTENTION_3D ? cfg->frames_q : 1;
         const int d2 = cfg->arch == RA_ARCH_WINDOW_ATTENTION_3D ? cfg->frames_kv : 1;
         /* validate and size first, then fill */
-        st = d1 == 1 && d2 == 1 && cfg->arch == RA_ARCH_WINDOW_ATTENTION
+        const int is2d = cfg->arch != RA_ARCH_WINDOW_ATTENTION_3D;
+        st = d1 == 1 && d2 == 1 && is2d
                  ? ra_relpos_index_2d(NULL, wh, ww, &l->table_rows)
                  : ra_relpos_index_3d(NULL, d1, d2, wh, ww, &l->table_rows);
-        if (st) { free(l); return st; }
+        if (st) { ra_attn_layer_free(l); return st; }
         int64_t n1 = (int64_t)d1 * wh * ww, n2 = (int64_t)d2 * wh * ww;
         l->idx = ra_alloc((size_t)(n1 * n2), sizeof *l->idx);
-        if (!l->idx) { free(l); return ra_fail(RA_ERR_NOMEM, "attention layer: index too large"); }
-        st = cfg->arch == RA_ARCH_WINDOW_ATTENTION
-                 ? ra_relpos_index_2d(l->idx, wh, ww, NULL)
-                 : ra_relpos_index_3d(l->idx, d1, d2, wh, ww, NULL);
+        if (!l->idx) {
+            ra_attn_layer_free(l);
+            return ra_fail(RA_ERR_NOMEM, "attention layer: index too large");
+        }
+        st = is2d ? ra_relpos_index_2d(l->idx, wh, ww, NULL)
+                  : ra_relpos_index_3d(l->idx, d1, d2, wh, ww, NULL);
+        if (!st && cfg->arch == RA_ARCH_SWINV2_WINDOW_ATTENTION) {
+            if (!(l->coords = ra_alloc((size_t)l->table_rows * 2, sizeof *l->coords)))
+                st = ra_fail(RA_ERR_NOMEM, "attention layer: out of memory");
+            else
+                st = ra_swinv2_coords(l->coords, wh, ww, cfg->pretrained_window);
+        }
         if (st) { ra_attn_layer_free(l); return st; }
         l->n1 = (int)n1;
         l->n2 = (int)n2;
@@ -176,6 +198,7 @@ void ra_attn_layer_free(ra_attn_layer *l) {
     if (!l) return;
     ra_free(l->idx);
     ra_free(l->rel2);
+    ra_free(l->coords);
     ra_scheme_free(l);
     free(l);
 }
@@ -198,7 +221,7 @@ static ra_status check_tokens(const ra_attn_layer *l, int n1, int n2, const int 
     ra_status st = ra_scheme_check_tokens(l, n1, n2, grid);
     if (st) return st;
     if (l->n1 && (n1 != l->n1 || n2 != l->n2)) {
-        if (l->cfg.arch == RA_ARCH_WINDOW_ATTENTION)
+        if (l->cfg.arch != RA_ARCH_WINDOW_ATTENTION_3D)
             return ra_fail(RA_ERR_SHAPE, "window %dx%d needs N = %d tokens, got %d",
                            l->cfg.window[0], l->cfg.window[1], l->n1, n1);
         return ra_fail(RA_ERR_SHAPE, "frames %d/%d with window %dx%d need N1 = %d query and "
@@ -234,6 +257,13 @@ typedef struct {
     float *qbuf, *kvbuf;     /* projections: (rows1, 3E), or (rows1, C) + (rows2, 2C) */
     float *obuf;             /* (rows1, E) */
     float *dqbuf, *dkvbuf, *dobuf;   /* backward: gradients of the three above */
+    float *yq, *norms, *tab;         /* swinv2, kept with the above: the normalised q
+                                        (rows1, C), |q| and |k| (rows1, 2 nH), the
+                                        CPB table (T, nH) */
+    float *dtab;                     /* swinv2 backward: the table's gradient */
+    const float *tab_given;          /* swinv2: the table, computed once by the caller,
+                                        who then takes the table's gradient (g->table)
+                                        back through the CPB; NULL: done here */
     float *drel;             /* backward: the decomposed table's gradient (R, hd) */
     void *work;
     size_t wbytes;
@@ -241,6 +271,7 @@ typedef struct {
     int ldq, ldkv;
     int64_t rows1, rows2;
     size_t nq, nkv, no, ndrel, nfloats;   /* floats of the scratch parts, of all of it */
+    size_t nx, ndx;                /* swinv2: floats of yq..tab, of dtab */
     int own_scratch, own_pc;
 } pass;
 
@@ -283,11 +314,15 @@ static ra_status pass_prepare(pass *ps, const ra_attn_layer *l, const float *x,
         pc = &ps->own;
     }
     ps->pc = pc;
+    ps->tab_given = pc->cpb;
 
     ra_attn_desc *d = &ps->d;
     *d = (ra_attn_desc){.b_ = b_, .nh = l->cfg.num_heads, .n1 = n1, .n2 = n2, .hd = l->hd,
                         .scale = l->scale, .w0 = w0 > 0 ? w0 : 0};
     if (l->idx) d->table = l->p.table, d->idx = l->idx, d->table_rows = l->table_rows;
+    if (l->coords)   /* cosine attention; the table is computed in pass_run (until
+                        then the check sees that there is one) */
+        d->scale = 1.0f, d->table = l->coords;
     ra_pos_desc(pc, mask, nw, d);
     if ((st = ra_attention_check(d))) return pass_end(ps), st;
 
@@ -299,7 +334,15 @@ static ra_status pass_prepare(pass *ps, const ra_attn_layer *l, const float *x,
     ps->nkv = is3d ? up16((size_t)ps->rows2 * 2 * C) : 0;
     ps->no = up16((size_t)ps->rows1 * E);
     ps->ndrel = backward ? up16(ra_pos_drel_floats(pc, l)) : 0;
-    ps->nfloats = (ps->nq + ps->nkv + ps->no) * (backward ? 2 : 1) + ps->ndrel +
+    if (l->coords) {
+        const size_t tn = (size_t)l->table_rows * l->cfg.num_heads;
+        const size_t hid = 2 * (size_t)l->table_rows * RA_CPB_HIDDEN * sizeof(float);
+        ps->nx = up16((size_t)ps->rows1 * C) + up16((size_t)ps->rows1 * 2 * d->nh) + up16(tn);
+        ps->ndx = up16(tn);
+        if (ps->wbytes < hid) ps->wbytes = hid;   /* the CPB's scratch, outside the core */
+    }
+    const size_t nact = ps->nq + ps->nkv + ps->no;
+    ps->nfloats = nact + ps->nx + (backward ? nact + ps->ndx + ps->ndrel : 0) +
                   up16((ps->wbytes + 3) / 4);
     return RA_OK;
 }
@@ -325,23 +368,40 @@ static void pass_views(pass *ps, const ra_attn_layer *l, float *qb, float *kvb, 
     }
 }
 
+/* Point the parts of the scratch: what the forward keeps from save (qkv or
+ * q, kv, out, the swinv2 extras), the backward's gradients from back (NULL:
+ * forward only), the work area after the last; then q, k, v (pass_views). */
+static void pass_layout(pass *ps, const ra_attn_layer *l, float *save, float *back) {
+    const int C = l->cfg.dim;
+    ps->qbuf = save, ps->kvbuf = ps->qbuf + ps->nq, ps->obuf = ps->kvbuf + ps->nkv;
+    float *next = ps->obuf + ps->no;
+    if (l->coords) {
+        ps->yq = next;
+        ps->norms = ps->yq + up16((size_t)ps->rows1 * C);
+        ps->tab = ps->norms + up16((size_t)ps->rows1 * 2 * l->cfg.num_heads);
+        ps->d.table = ps->tab;
+        next += ps->nx;
+    }
+    if (back) {   /* backward_run zeroes what accumulates */
+        ps->dqbuf = back, ps->dkvbuf = ps->dqbuf + ps->nq, ps->dobuf = ps->dkvbuf + ps->nkv;
+        ps->dtab = ps->dobuf + ps->no;
+        ps->drel = ps->ndrel ? ps->dtab + ps->ndx : NULL;
+        next = ps->dtab + ps->ndx + ps->ndrel;
+    }
+    ps->work = next;
+    float *q, *k, *v;
+    pass_views(ps, l, ps->qbuf, ps->kvbuf, &q, &k, &v);
+    ps->q = q, ps->k = k, ps->v = v;
+}
+
 /* Lay the scratch out (scratch: ps->nfloats floats), then project and run
  * the core forward. */
 static ra_status pass_run(pass *ps, const ra_attn_layer *l, float *attn, const float *x,
                           const float *kv, int backward) {
     const int C = l->cfg.dim, E = l->inner;
-    const size_t nact = ps->nq + ps->nkv + ps->no;
-    ps->qbuf = ps->scratch, ps->kvbuf = ps->qbuf + ps->nq, ps->obuf = ps->kvbuf + ps->nkv;
-    float *next = ps->obuf + ps->no;
-    if (backward) {   /* backward_run zeroes what accumulates */
-        ps->dqbuf = next, ps->dkvbuf = ps->dqbuf + ps->nq, ps->dobuf = ps->dkvbuf + ps->nkv;
-        ps->drel = ps->ndrel ? ps->dqbuf + nact : NULL;
-        next += nact + ps->ndrel;
-    }
-    ps->work = next;
-
-    float *q, *k, *v;
-    pass_views(ps, l, ps->qbuf, ps->kvbuf, &q, &k, &v);
+    pass_layout(ps, l, ps->scratch,
+                backward ? ps->scratch + ps->nq + ps->nkv + ps->no + ps->nx : NULL);
+    float *q = (float *)ps->q, *k = (float *)ps->k, *v = (float *)ps->v;   /* in qbuf, kvbuf */
     switch (l->cfg.arch) {
     case RA_ARCH_WINDOW_ATTENTION_3D:
         ra_linear_forward(q, x, l->p.q_w, l->p.q_b, ps->rows1, C, C);
@@ -355,8 +415,17 @@ static ra_status pass_run(pass *ps, const ra_attn_layer *l, float *attn, const f
     default:
         ra_linear_forward(q, x, l->p.qkv_w, l->p.qkv_b, ps->rows1, 3 * E, C);
     }
+    if (l->coords) {   /* swinv2: biases, cosine normalisation, the CPB table */
+        ra_swinv2_qk_forward(ps->qbuf, ps->rows1, C, l->cfg.num_heads, l->p.logit_scale,
+                             l->p.q_bias, l->p.v_bias, ps->yq, ps->norms);
+        if (ps->tab_given)
+            memcpy(ps->tab, ps->tab_given,
+                   (size_t)l->table_rows * l->cfg.num_heads * sizeof *ps->tab);
+        else
+            ra_cpb_forward(ps->tab, ps->work, l->coords, l->table_rows, l->cfg.num_heads,
+                           l->p.cpb_w1, l->p.cpb_b1, l->p.cpb_w2);
+    }
     ra_rope_rotate(l, q, k, ps->ldq, ps->d.b_, ps->d.n1, 0);
-    ps->q = q, ps->k = k, ps->v = v;
     return ra_attention_forward(ps->obuf, E, attn, ps->q, ps->ldq, ps->k, ps->ldkv, ps->v,
                                 ps->ldkv, &ps->d, ps->work, ps->wbytes);
 }
@@ -385,7 +454,21 @@ typedef struct {
     ra_attn_grads g[RA_MAX_PARTS];   /* backward: each part's gradients */
 } layer_call;
 
-/* Validate the whole call once and build its position terms. */
+/* swinv2: *out = [table (T, nH) | its gradient (T, nH), zeroed | the CPB's
+ * scratch (2 T 512)], the table computed from the parameters. */
+static ra_status cpb_begin(const ra_attn_layer *l, float **out) {
+    const size_t tn = up16((size_t)l->table_rows * l->cfg.num_heads);
+    float *b = ra_alloc(2 * tn + 2 * (size_t)l->table_rows * RA_CPB_HIDDEN, sizeof *b);
+    if (!b) return ra_fail(RA_ERR_NOMEM, "attention layer: out of memory");
+    ra_cpb_forward(b, b + 2 * tn, l->coords, l->table_rows, l->cfg.num_heads, l->p.cpb_w1,
+                   l->p.cpb_b1, l->p.cpb_w2);
+    memset(b + tn, 0, tn * sizeof *b);
+    *out = b;
+    return RA_OK;
+}
+
+/* Validate the whole call once and build its position terms (swinv2: its
+ * CPB table, once for all parts). */
 static ra_status call_begin(layer_call *c, int backward) {
     pass ps;
     ra_status st = pass_prepare(&ps, c->l, c->x, c->kv, c->b_, c->n1, c->n2, c->mask, c->nw,
@@ -394,6 +477,7 @@ static ra_status call_begin(layer_call *c, int backward) {
     c->pc = ps.own;   /* the terms move to the call */
     ps.own_pc = 0;
     pass_end(&ps);
+    if (c->l->coords && (st = cpb_begin(c->l, &c->pc.cpb))) return ra_pos_end(&c->pc), st;
     int S = ra_threads_get();
     if (S > c->b_) S = c->b_;
     c->parts = S < 1 ? 1 : S > RA_MAX_PARTS ? RA_MAX_PARTS : S;
@@ -495,13 +579,25 @@ static ra_status backward_run(pass *ps, const ra_attn_layer *l, float *dx, float
     float *dq, *dk, *dv;
     pass_views(ps, l, ps->dqbuf, ps->dkvbuf, &dq, &dk, &dv);
     /* alibi's table is computed, not a parameter; decomposed's combined
-     * table goes back to rel_pos_h / rel_pos_w below */
+     * table goes back to rel_pos_h / rel_pos_w below; swinv2's CPB table
+     * back through the CPB (here, or by the caller who computed it) */
     float *dtable = a == RA_ARCH_ALIBI_ATTENTION ? NULL : g->table;
+    const size_t tn = (size_t)l->table_rows * l->cfg.num_heads;
+    if (l->coords && !ps->tab_given) memset(dtable = ps->dtab, 0, tn * sizeof *dtable);
     ra_status st = ra_attention_backward(dq, ps->ldq, dk, ps->ldkv, dv, ps->ldkv, dtable,
                                          ps->drel ? ps->drel : g->rel_k, g->rel_v, ps->dobuf, E,
                                          ps->q, ps->ldq, ps->k, ps->ldkv, ps->v, ps->ldkv,
                                          &ps->d, ps->work, ps->wbytes);
     if (st || (st = ra_pos_backward(ps->pc, l, ps->drel, g->rel_h, g->rel_w))) return st;
+    if (l->coords) {   /* swinv2: back through the normalisation and the CPB */
+        ra_swinv2_qk_backward(ps->dqbuf, ps->qbuf, ps->yq, ps->norms, ps->rows1, C,
+                              l->cfg.num_heads, l->p.logit_scale, g->logit_scale, g->q_bias,
+                              g->v_bias);
+        if (!ps->tab_given && (g->cpb_w1 || g->cpb_b1 || g->cpb_w2))
+            ra_cpb_backward(g->cpb_w1, g->cpb_b1, g->cpb_w2, ps->dtab, ps->tab, ps->work,
+                            l->coords, l->table_rows, l->cfg.num_heads, l->p.cpb_w1,
+                            l->p.cpb_b1, l->p.cpb_w2);
+    }
     ra_rope_rotate(l, dq, dk, ps->ldq, ps->d.b_, ps->d.n1, 1);
     switch (a) {
     case RA_ARCH_WINDOW_ATTENTION_3D:
@@ -514,9 +610,9 @@ static ra_status backward_run(pass *ps, const ra_attn_layer *l, float *dx, float
         ra_linear_backward(dx, g->k_w, NULL, dk, x, l->p.k_w, ps->rows1, E, C);
         ra_linear_backward(dx, g->v_w, NULL, dv, x, l->p.v_w, ps->rows1, E, C);
         break;
-    default:
-        ra_linear_backward_ex(dx, g->qkv_w, g->qkv_b, dq, x, l->p.qkv_w, ps->rows1, 3 * E, C,
-                              dx_set, NULL);
+    default:   /* swinv2: q_bias and v_bias took their gradients above */
+        ra_linear_backward_ex(dx, g->qkv_w, l->coords ? NULL : g->qkv_b, dq, x, l->p.qkv_w,
+                              ps->rows1, 3 * E, C, dx_set, NULL);
     }
     return RA_OK;
 }
@@ -541,19 +637,23 @@ static ra_status backward_one(void *ctx, int s) {
 }
 
 /* The parameter gradients of g, and the floats of each. */
-enum { NGRADS = 15 };
+enum { NGRADS = 21 };
 static void grad_slots(ra_attn_grads *g, float **slot[NGRADS]) {
-    float **p[NGRADS] = {&g->qkv_w, &g->qkv_b, &g->q_w,    &g->q_b,    &g->kv_w,
-                         &g->kv_b,  &g->proj_w, &g->proj_b, &g->table, &g->rel_k,
-                         &g->rel_v, &g->k_w,    &g->v_w,    &g->rel_h, &g->rel_w};
+    float **p[NGRADS] = {&g->qkv_w,  &g->qkv_b,       &g->q_w,    &g->q_b,    &g->kv_w,
+                         &g->kv_b,   &g->proj_w,      &g->proj_b, &g->table,  &g->rel_k,
+                         &g->rel_v,  &g->logit_scale, &g->cpb_w1, &g->cpb_b1, &g->cpb_w2,
+                         &g->q_bias, &g->v_bias,      &g->k_w,    &g->v_w,    &g->rel_h,
+                         &g->rel_w};
     memcpy(slot, p, sizeof p);
 }
 
 static void grad_sizes(const ra_attn_layer *l, size_t n[NGRADS]) {
     const size_t C = (size_t)l->cfg.dim, E = (size_t)l->inner, hd = (size_t)l->hd;
     const size_t r = 2 * (size_t)l->cfg.max_rel + 1, rk = (l->rel2 ? r * r : r) * hd;
+    const size_t nh = (size_t)l->cfg.num_heads;
     const size_t s[NGRADS] = {3 * E * C, 3 * E, E * C, C, 2 * C * C, 2 * C, C * E, C,
-                              (size_t)l->table_rows * l->cfg.num_heads, rk, rk, E * C, E * C,
+                              (size_t)l->table_rows * nh, rk, rk, nh, 2 * RA_CPB_HIDDEN,
+                              RA_CPB_HIDDEN, nh * RA_CPB_HIDDEN, C, C, E * C, E * C,
                               (2 * (size_t)l->cfg.grid[0] - 1) * hd,
                               (2 * (size_t)l->cfg.grid[1] - 1) * hd};
     memcpy(n, s, sizeof s);
@@ -577,6 +677,10 @@ ra_status ra_attn_layer_backward_ex(const ra_attn_layer *l, float *dx, float *dk
     int S = c.parts;
     size_t n[NGRADS], per = 0;
     ra_attn_grads ug = *g;
+    /* swinv2: the parts sum the CPB table's gradient, which goes back
+     * through the CPB once at the end */
+    const size_t tn = up16((size_t)l->table_rows * l->cfg.num_heads);
+    if (c.pc.cpb) ug.table = c.pc.cpb + tn;
     float **user[NGRADS];
     grad_sizes(l, n);
     grad_slots(&ug, user);
@@ -584,7 +688,7 @@ ra_status ra_attn_layer_backward_ex(const ra_attn_layer *l, float *dx, float *dk
     float *priv = S > 1 && per ? ra_calloc((size_t)(S - 1) * per, sizeof(float)) : NULL;
     if (S > 1 && per && !priv) c.parts = S = 1;   /* no room for the parts' sums: one pass */
     for (int s = 0; s < S; s++) {
-        c.g[s] = *g;
+        c.g[s] = ug;
         if (s == 0) continue;
         float **dst[NGRADS];
         grad_slots(&c.g[s], dst);
@@ -602,6 +706,10 @@ ra_status ra_attn_layer_backward_ex(const ra_attn_layer *l, float *dx, float *dk
         }
         at += n[f];
     }
+    if (!st && c.pc.cpb && (g->cpb_w1 || g->cpb_b1 || g->cpb_w2))
+        ra_cpb_backward(g->cpb_w1, g->cpb_b1, g->cpb_w2, c.pc.cpb + tn, c.pc.cpb, c.pc.cpb + 2 * tn,
+                        l->coords, l->table_rows, l->cfg.num_heads, l->p.cpb_w1, l->p.cpb_b1,
+                        l->p.cpb_w2);
     ra_free(priv);
     ra_pos_end(&c.pc);
     return st;
@@ -622,9 +730,9 @@ size_t ra_attn_layer_backward_ws_size(const ra_attn_layer *l, int b_, int n1, in
     pass ps;
     static const float one;
     if (pass_prepare(&ps, l, &one, NULL, b_, n1, n2, NULL, 0, -1, 1, NULL, NULL)) return 0;
-    const size_t nact = ps.nq + ps.nkv + ps.no;
+    const size_t nsave = ps.nq + ps.nkv + ps.no + ps.nx;
     pass_end(&ps);
-    return (ps.nfloats - (saved ? nact : 0)) * sizeof(float);
+    return (ps.nfloats - (saved ? nsave : 0)) * sizeof(float);
 }
 
 ra_status ra_attn_layer_backward_ws(const ra_attn_layer *l, float *dx, float *dkv,
@@ -638,8 +746,8 @@ ra_status ra_attn_layer_backward_ws(const ra_attn_layer *l, float *dx, float *dk
     pass ps;
     ra_status st = pass_prepare(&ps, l, x, kv, b_, n1, n2, mask, nw, -1, 1, NULL, NULL);
     if (st) return st;
-    const size_t nact = ps.nq + ps.nkv + ps.no;
-    const size_t need = ps.nfloats - (saved ? nact : 0);
+    const size_t nsave = ps.nq + ps.nkv + ps.no + ps.nx;
+    const size_t need = ps.nfloats - (saved ? nsave : 0);
     if (ws / sizeof(float) < need) {
         pass_end(&ps);
         return ra_fail(RA_ERR_ARG, "attention backward: workspace of %zu bytes, %zu needed", ws,
@@ -649,13 +757,7 @@ ra_status ra_attn_layer_backward_ws(const ra_attn_layer *l, float *dx, float *dk
         ps.scratch = work;
         if ((st = pass_run(&ps, l, NULL, x, kv, 1))) return pass_end(&ps), st;
     } else {   /* pass_run's layout without its products */
-        float *sv = (float *)saved, *q, *k, *v;
-        ps.qbuf = sv, ps.kvbuf = sv + ps.nq, ps.obuf = ps.kvbuf + ps.nkv;
-        ps.dqbuf = work, ps.dkvbuf = ps.dqbuf + ps.nq, ps.dobuf = ps.dkvbuf + ps.nkv;
-        ps.drel = ps.ndrel ? ps.dqbuf + nact : NULL;
-        ps.work = ps.dqbuf + nact + ps.ndrel;
-        pass_views(&ps, l, ps.qbuf, ps.kvbuf, &q, &k, &v);
-        ps.q = q, ps.k = k, ps.v = v;
+        pass_layout(&ps, l, (float *)saved, work);
     }
     st = backward_run(&ps, l, dx, dkv, g, NULL, dy, x, kv, dx_set);
     pass_end(&ps);

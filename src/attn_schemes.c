@@ -333,6 +333,7 @@ void ra_pos_end(ra_pos_call *pc) {
     ra_free(pc->own_table);
     ra_free(pc->mask);
     ra_free(pc->rel2);
+    ra_free(pc->cpb);
     if (pc->own_rel) ra_free(pc->rel);   /* else the layer's 2-D Shaw index */
     ra_free(pc->own_rel_k);
     memset(pc, 0, sizeof *pc);

@@ -208,7 +208,9 @@ static const ra_arch_ops *const all[] = {
         &ra_attn_arch_ops[4], &ra_attn_arch_ops[5], &ra_attn_arch_ops[6], &ra_attn_arch_ops[7],
 #ifdef RA_HAVE_NETWORKS
         &ra_swin_block_ops, &ra_swin_ops, &ra_vit_ops, &ra_swin_block_3d_ops,
+        &ra_swinv2_ops,
 #endif
+        &ra_swinv2_attn_ops,
 };
 
 static const ra_arch_ops *arch_ops(const char *name) {
@@ -491,7 +493,8 @@ static ra_status forward_shards(forward_parts *c, float **y, int *y_ndim, int64_
  * frames first) or inside a parallel region. */
 static int batch_shards(const ra_model *m, int x_ndim, const int64_t *x_shape) {
     const ra_arch a = m->ops->arch;
-    const int batched = a == RA_ARCH_SWIN || a == RA_ARCH_VIT || a == RA_ARCH_SWIN_BLOCK;
+    const int batched = a == RA_ARCH_SWIN || a == RA_ARCH_VIT || a == RA_ARCH_SWIN_BLOCK ||
+                        a == RA_ARCH_SWINV2;
     int S = ra_threads_get();
     if (!batched || x_ndim < 2 || x_ndim > 8 || x_shape[0] < 2 || S < 2) return 1;
     if (S > x_shape[0]) S = (int)x_shape[0];
@@ -663,8 +666,8 @@ static ra_tensor_kind attn_canonical(const ra_model *m, const char *name, char *
 
 /* A saved relative_position_index is a buffer, not a parameter: it must be
  * exactly what the configuration gives, or the file is inconsistent. */
-static ra_status check_saved_index(const ra_st_file *f, const ra_st_tensor *t,
-                                   const ra_attn_layer *l) {
+ra_status ra_model_check_index(const ra_st_file *f, const ra_st_tensor *t,
+                               const ra_attn_layer *l) {
     int64_t n1, n2;
     const int32_t *idx = ra_attn_layer_index(l, &n1, &n2, NULL);
     ra_status st = check_shape(t, 2, (int64_t[]){n1, n2});
@@ -703,7 +706,7 @@ static ra_status attn_build(ra_model *m, const ra_st_file *f) {
     ra_status st = ra_attn_layer_create(&a->layer, &a->cfg, &p);
     const ra_st_tensor *saved = ra_st_find(f, "relative_position_index");
     if (!st && saved && ra_attn_layer_index(a->layer, NULL, NULL, NULL))
-        st = check_saved_index(f, saved, a->layer);
+        st = ra_model_check_index(f, saved, a->layer);
     return st;
 }
 
@@ -740,7 +743,9 @@ const ra_arch_ops ra_attn_arch_ops[RA_ATTN_ARCHS] = {
 };
 
 const ra_attn_layer *ra_model_attn(const ra_model *m) {
-    return m && m->ops->declare == attn_declare ? ((const ra_attn_impl *)m->impl)->layer : NULL;
+    return m && (m->ops->declare == attn_declare || m->ops == &ra_swinv2_attn_ops)
+               ? ((const ra_attn_impl *)m->impl)->layer
+               : NULL;
 }
 
 void ra_model_attn_grads(const ra_model *m, float *flat, ra_attn_grads *g) {
@@ -756,7 +761,12 @@ void ra_model_attn_grads(const ra_model *m, float *flat, ra_attn_grads *g) {
         {"k.weight", offsetof(ra_attn_grads, k_w)},     {"v.weight", offsetof(ra_attn_grads, v_w)},
         {"o.weight", offsetof(ra_attn_grads, proj_w)},
         {"relative_attention_bias.weight", offsetof(ra_attn_grads, table)},
-        {"rel_pos_h", offsetof(ra_attn_grads, rel_h)},  {"rel_pos_w", offsetof(ra_attn_grads, rel_w)}};
+        {"rel_pos_h", offsetof(ra_attn_grads, rel_h)},  {"rel_pos_w", offsetof(ra_attn_grads, rel_w)},
+        {"logit_scale", offsetof(ra_attn_grads, logit_scale)},
+        {"cpb_mlp.0.weight", offsetof(ra_attn_grads, cpb_w1)},
+        {"cpb_mlp.0.bias", offsetof(ra_attn_grads, cpb_b1)},
+        {"cpb_mlp.2.weight", offsetof(ra_attn_grads, cpb_w2)},
+        {"q_bias", offsetof(ra_attn_grads, q_bias)}, {"v_bias", offsetof(ra_attn_grads, v_bias)}};
     memset(g, 0, sizeof *g);
     for (size_t i = 0; m && flat && i < sizeof map / sizeof map[0]; i++) {
         int p = find_param(m, map[i].name);
@@ -888,6 +898,15 @@ static ra_status init_weights(ra_model *m, uint64_t seed) {
             continue;
         }
         const size_t ln = strlen(p->name);
+        if (ln >= 11 && strcmp(p->name + ln - 11, "logit_scale") == 0) {   /* SwinV2 */
+            for (int64_t e = 0; e < p->numel; e++) w[e] = logf(10.0f);
+            continue;
+        }
+        if (ln >= 6 &&
+            (!strcmp(p->name + ln - 6, "q_bias") || !strcmp(p->name + ln - 6, "v_bias"))) {
+            memset(w, 0, (size_t)p->numel * sizeof *w);
+            continue;
+        }
         if (ln >= 6 && strcmp(p->name + ln - 6, ".gamma") == 0) {   /* timm's LayerScale */
             const char *iv = ra_model_meta(m, "init_values");
             const float v = iv ? strtof(iv, NULL) : 1e-5f;

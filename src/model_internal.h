@@ -104,10 +104,17 @@ ra_status ra_meta_mlp_ratio(const ra_st_file *f, double *out);
 /* Arch tables, one per source file. */
 #define RA_ATTN_ARCHS 8
 extern const ra_arch_ops ra_attn_arch_ops[RA_ATTN_ARCHS];   /* the attention layers */
+extern const ra_arch_ops ra_swinv2_attn_ops;     /* swinv2_window_attention (swinv2.c) */
 #ifdef RA_HAVE_NETWORKS
 extern const ra_arch_ops ra_swin_block_ops, ra_swin_ops, ra_vit_ops;
 extern const ra_arch_ops ra_swin_block_3d_ops;
+extern const ra_arch_ops ra_swinv2_ops;          /* swinv2 (swin.c) */
 #endif
+
+/* A saved relative_position_index (N1, N2) of an attention layer's file
+ * must equal the layer's index (RA_ERR_SHAPE / RA_ERR_FORMAT otherwise). */
+ra_status ra_model_check_index(const ra_st_file *f, const ra_st_tensor *t,
+                               const ra_attn_layer *l);
 
 /* The attention layer of an attention-arch model (its impl). */
 typedef struct ra_attn_impl {

@@ -51,6 +51,7 @@
  * resolution); a buffer of a block that does not exist (or an attn_mask of
  * a block without shift) is an unexpected tensor. */
 #include "swin_internal.h"
+#include "swinv2.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -75,9 +76,10 @@ static ra_status hidden_of(int dim, double ratio, int *hidden) {
 
 /* Fix a block's window and shift from its constructor's arguments. */
 static ra_status blk_setup(swin_blk *b, int dim, int heads, const int res[2], const int win[2],
-                           const int shift[2], int tv, const swin_common *k) {
+                           const int shift[2], int tv, const swin_common *k,
+                           const int pretrained[2]) {
     memset(b, 0, sizeof *b);
-    b->dim = dim, b->heads = heads, b->tv = tv;
+    b->dim = dim, b->heads = heads, b->tv = tv, b->post = k->v2;
     b->res[0] = res[0], b->res[1] = res[1];
     if (heads < 1 || heads > dim || dim % heads)
         return ra_fail(RA_ERR_FORMAT, "dim %d is not divisible by num_heads %d", dim, heads);
@@ -108,6 +110,11 @@ static ra_status blk_setup(swin_blk *b, int dim, int heads, const int res[2], co
     b->cfg.window[0] = g.wh, b->cfg.window[1] = g.ww;
     b->cfg.qkv_bias = k->qkv_bias;
     b->cfg.has_qk_scale = k->has_qk_scale, b->cfg.qk_scale = k->qk_scale;
+    if (k->v2) {   /* SwinV2's attention, its coordinates from the (clamped) window */
+        b->cfg.arch = RA_ARCH_SWINV2_WINDOW_ATTENTION;
+        b->cfg.pretrained_window[0] = pretrained ? pretrained[0] : 0;
+        b->cfg.pretrained_window[1] = pretrained ? pretrained[1] : 0;
+    }
     return RA_OK;
 }
 
@@ -128,13 +135,23 @@ static ra_status blk_declare(ra_model *m, const char *pfx, const swin_blk *b) {
     if (!st) st = decl(m, pfx, "norm1.bias", 1, C, 0, 0, 0);
     if (!st && b->cfg.arch == RA_ARCH_WINDOW_ATTENTION)
         st = decl(m, pfx, "attn.relative_position_bias_table", 2, T, b->heads, 0, 0);
+    const int v2 = b->cfg.arch == RA_ARCH_SWINV2_WINDOW_ATTENTION;
+    if (!st && v2) st = decl(m, pfx, "attn.logit_scale", 3, b->heads, 1, 1, 0);
+    if (!st && v2 && b->cfg.qkv_bias && !b->tv) {   /* torchvision: one qkv.bias */
+        st = decl(m, pfx, "attn.q_bias", 1, C, 0, 0, 0);
+        if (!st) st = decl(m, pfx, "attn.v_bias", 1, C, 0, 0, 0);
+    }
+    if (!st && v2) st = decl(m, pfx, "attn.cpb_mlp.0.weight", 2, RA_CPB_HIDDEN, 2, 0, 0);
+    if (!st && v2) st = decl(m, pfx, "attn.cpb_mlp.0.bias", 1, RA_CPB_HIDDEN, 0, 0, 0);
+    if (!st && v2) st = decl(m, pfx, "attn.cpb_mlp.2.weight", 2, b->heads, RA_CPB_HIDDEN, 0, 0);
     if (b->cfg.arch == RA_ARCH_SHAW_ATTENTION) {   /* ((2k+1)^2, hd), shared by the heads */
         const int64_t R = (2 * (int64_t)b->cfg.max_rel + 1) * (2 * b->cfg.max_rel + 1);
         if (!st) st = decl(m, pfx, "attn.relative_keys", 2, R, C / b->heads, 0, 0);
         if (!st) st = decl(m, pfx, "attn.relative_values", 2, R, C / b->heads, 0, 0);
     }
     if (!st) st = decl(m, pfx, "attn.qkv.weight", 2, 3 * C, C, 0, 0);
-    if (!st && b->cfg.qkv_bias) st = decl(m, pfx, "attn.qkv.bias", 1, 3 * C, 0, 0, 0);
+    if (!st && b->cfg.qkv_bias && (!v2 || b->tv))
+        st = decl(m, pfx, "attn.qkv.bias", 1, 3 * C, 0, 0, 0);
     if (!st) st = decl(m, pfx, "attn.proj.weight", 2, C, C, 0, 0);
     if (!st) st = decl(m, pfx, "attn.proj.bias", 1, C, 0, 0, 0);
     if (!st) st = decl(m, pfx, "norm2.weight", 1, C, 0, 0, 0);
@@ -165,7 +182,16 @@ static ra_status blk_bind(const ra_model *m, const char *pfx, swin_blk *b) {
         .qkv_w = get(m, pfx, "attn.qkv.weight"), .qkv_b = get(m, pfx, "attn.qkv.bias"),
         .proj_w = get(m, pfx, "attn.proj.weight"), .proj_b = get(m, pfx, "attn.proj.bias"),
         .table = get(m, pfx, "attn.relative_position_bias_table"),
-        .rel_k = get(m, pfx, "attn.relative_keys"), .rel_v = get(m, pfx, "attn.relative_values")};
+        .rel_k = get(m, pfx, "attn.relative_keys"), .rel_v = get(m, pfx, "attn.relative_values"),
+        .logit_scale = get(m, pfx, "attn.logit_scale"),
+        .cpb_w1 = get(m, pfx, "attn.cpb_mlp.0.weight"),
+        .cpb_b1 = get(m, pfx, "attn.cpb_mlp.0.bias"),
+        .cpb_w2 = get(m, pfx, "attn.cpb_mlp.2.weight"),
+        .q_bias = get(m, pfx, "attn.q_bias"), .v_bias = get(m, pfx, "attn.v_bias")};
+    if (b->post && p.qkv_b) {   /* torchvision's qkv.bias: its key third is never used */
+        p.q_bias = p.qkv_b, p.v_bias = p.qkv_b + 2 * b->dim;
+        p.qkv_b = NULL;
+    }
     return ra_attn_layer_create(&b->attn, &b->cfg, &p);
 }
 
@@ -245,9 +271,19 @@ static ra_status swin_block_forward(const swin_blk *b, float *x, int B, int H, i
         return ra_fail(RA_ERR_NOMEM, "swin block: out of memory");
     }
 
-    ra_layernorm_rows(win, x, geo->map, bw * n, C, b->n1w, b->n1b, SWIN_EPS);
-    st = ra_attn_layer_forward_ws(b->attn, aw, NULL, win, NULL, (int)bw, (int)n, (int)n,
-                                  geo->mask, geo->mask ? (int)nw : 0, ws, wsz, x, geo->map);
+    if (b->post) {   /* x += norm1(attn(x)) */
+        ra_rows_gather(win, x, geo->map, bw * n, C);
+        st = ra_attn_layer_forward_ws(b->attn, aw, NULL, win, NULL, (int)bw, (int)n, (int)n,
+                                      geo->mask, geo->mask ? (int)nw : 0, ws, wsz, NULL, NULL);
+        if (!st) {
+            ra_layernorm_rows(aw, aw, NULL, bw * n, C, b->n1w, b->n1b, SWIN_EPS);
+            ra_rows_scatter_add(x, aw, geo->map, bw * n, C);
+        }
+    } else {         /* x += attn(norm1(x)) */
+        ra_layernorm_rows(win, x, geo->map, bw * n, C, b->n1w, b->n1b, SWIN_EPS);
+        st = ra_attn_layer_forward_ws(b->attn, aw, NULL, win, NULL, (int)bw, (int)n, (int)n,
+                                      geo->mask, geo->mask ? (int)nw : 0, ws, wsz, x, geo->map);
+    }
     ra_arena_reset(run->a, mark);
     if (st) return st;   /* the MLP's scratch reuses the attention's */
     float *t = ra_arena_floats(run->a, (size_t)(rows * C));
@@ -259,6 +295,13 @@ static ra_status swin_block_forward(const swin_blk *b, float *x, int B, int H, i
     for (int64_t r0 = 0; r0 < M; r0 += rows) {
         const int64_t r = M - r0 < rows ? M - r0 : rows;
         float *xr = x + r0 * C;
+        if (b->post) {   /* x += norm2(fc2(gelu(fc1(x)))) */
+            ra_linear_epi(hid, xr, b->fc1w, b->fc1b, r, hidden, C, 1, NULL, NULL);
+            ra_linear_epi(t, hid, b->fc2w, b->fc2b, r, C, hidden, 0, NULL, NULL);
+            ra_layernorm_rows(t, t, NULL, r, C, b->n2w, b->n2b, SWIN_EPS);
+            ra_add(xr, xr, t, r * C);
+            continue;
+        }
         ra_layernorm_rows(t, xr, NULL, r, C, b->n2w, b->n2b, SWIN_EPS);
         ra_linear_epi(hid, t, b->fc1w, b->fc1b, r, hidden, C, 1, NULL, NULL);
         ra_linear_epi(t, hid, b->fc2w, b->fc2b, r, C, hidden, 0, xr, NULL);
@@ -308,8 +351,9 @@ static int starts(const char *s, const char *lit) { return strncmp(s, lit, strle
 static ra_tensor_kind blk_suffix(swin_scheme sc, const swin_blk *b, const char *s, char *out,
                                  size_t n) {
     if (!b) return RA_TENSOR_UNKNOWN;
-    if (strcmp(s, "attn.relative_position_index") == 0) {
-        if (b->cfg.arch != RA_ARCH_WINDOW_ATTENTION) return RA_TENSOR_UNKNOWN;
+    if (strcmp(s, "attn.relative_position_index") == 0 ||
+        (b->post && strcmp(s, "attn.relative_coords_table") == 0)) {
+        if (b->cfg.arch != RA_ARCH_WINDOW_ATTENTION && !b->post) return RA_TENSOR_UNKNOWN;
         snprintf(out, n, "%s", s);
         return RA_TENSOR_BUFFER;
     }
@@ -347,6 +391,9 @@ static ra_status meta_common(const ra_st_file *f, swin_common *k) {
     }
     if (!st && k->relpos == RELPOS_SHAW)
         st = ra_meta_int_opt(f, "max_relative_position", &k->shaw_k, 0, 1023);
+    k->v2 = strcmp(ra_st_meta(f, "arch"), "swinv2") == 0;
+    if (!st && k->v2 && (k->has_qk_scale || k->relpos != RELPOS_BIAS))
+        st = ra_fail(RA_ERR_FORMAT, "swinv2 takes neither qk_scale nor relative_position");
     return st;
 }
 
@@ -411,6 +458,15 @@ static ra_status check_mask(const ra_st_file *f, const ra_st_tensor *t, const sw
     return st;
 }
 
+/* A buffer of a block (suffix sfx) against the computed one. */
+static ra_status check_buffer(const ra_st_file *f, const ra_st_tensor *t, const char *sfx,
+                              const swin_blk *b) {
+    if (strcmp(sfx, "attn_mask") == 0) return check_mask(f, t, b);
+    if (strcmp(sfx, "attn.relative_coords_table") == 0)
+        return ra_swinv2_check_coords(f, t, &b->cfg);
+    return check_index(f, t, b);
+}
+
 /* ====================================================================== */
 /* swin_block                                                               */
 /* ====================================================================== */
@@ -437,7 +493,8 @@ static ra_status one_declare(ra_model *m, const ra_st_file *f) {
     if (!st) st = ra_meta_pair(f, "window_size", win, 1, SWIN_MAX_SIZE);
     if (!st) st = ra_meta_pair(f, "shift_size", shift, 0, SWIN_MAX_SIZE);
     if (!st) st = meta_common(f, &k);
-    if (!st) st = blk_setup(&o->b, dim, heads, res, win, shift, o->scheme == SCHEME_TORCHVISION, &k);
+    if (!st) st = blk_setup(&o->b, dim, heads, res, win, shift, o->scheme == SCHEME_TORCHVISION, &k,
+                            NULL);
     if (!st) st = blk_declare(m, "", &o->b);
     return st;
 }
@@ -460,8 +517,7 @@ static ra_status one_build(ra_model *m, const ra_st_file *f) {
         const ra_st_tensor *t = ra_st_at(f, i);
         char canon[256];
         if (one_canonical(m, t->name, canon, sizeof canon) != RA_TENSOR_BUFFER) continue;
-        st = strcmp(canon, "attn_mask") == 0 ? check_mask(f, t, &o->b)
-                                              : check_index(f, t, &o->b);
+        st = check_buffer(f, t, canon, &o->b);
     }
     return st;
 }
@@ -586,6 +642,13 @@ static ra_status net_declare(ra_model *m, const ra_st_file *f) {
     if (!st) st = ra_meta_bool_opt(f, "ape", &n->ape);
     if (!st) st = ra_meta_bool_opt(f, "patch_norm", &n->patch_norm);
     if (!st) st = meta_common(f, &n->k);
+    int pws[SWIN_MAX_STAGES] = {0}, npws = 0;
+    if (!st && n->k.v2 && ra_st_meta(f, "pretrained_window_sizes")) {
+        st = ra_meta_list(f, "pretrained_window_sizes", pws, SWIN_MAX_STAGES, &npws, 0, 4096);
+        if (!st && npws != n->nstages)
+            st = ra_fail(RA_ERR_FORMAT, "metadata pretrained_window_sizes has %d values for %d "
+                         "stages", npws, n->nstages);
+    }
     if (st) return st;
     n->scheme = net_scheme(f, n->nstages);
     const int tv = n->scheme == SCHEME_TORCHVISION;
@@ -615,7 +678,7 @@ static ra_status net_declare(ra_model *m, const ra_st_file *f) {
         for (int j = 0; j < n->depths[s] && !st; j++) {
             const int shift[2] = {j % 2 ? n->window[0] / 2 : 0, j % 2 ? n->window[1] / 2 : 0};
             st = blk_setup(&n->blocks[n->first[s] + j], dim, n->heads[s], res, n->window, shift,
-                           tv, &n->k);
+                           tv, &n->k, (const int[2]){pws[s], pws[s]});
             if (st) {
                 char why[300];
                 snprintf(why, sizeof why, "%s", ra_last_error());
@@ -640,9 +703,10 @@ static ra_status net_declare(ra_model *m, const ra_st_file *f) {
         if (s < n->nstages - 1 && !st) {
             const int64_t C = (int64_t)n->embed_dim << s;
             snprintf(pfx, sizeof pfx, "layers.%d.downsample.", s);
+            const int64_t cn = n->k.v2 ? 2 * C : 4 * C;   /* V2: the norm after the reduction */
             st = decl(m, pfx, "reduction.weight", 2, 2 * C, 4 * C, 0, 0);
-            if (!st) st = decl(m, pfx, "norm.weight", 1, 4 * C, 0, 0, 0);
-            if (!st) st = decl(m, pfx, "norm.bias", 1, 4 * C, 0, 0, 0);
+            if (!st) st = decl(m, pfx, "norm.weight", 1, cn, 0, 0, 0);
+            if (!st) st = decl(m, pfx, "norm.bias", 1, cn, 0, 0, 0);
         }
     }
     if (!st) st = decl(m, "", "norm.weight", 1, n->features, 0, 0, 0);
@@ -758,8 +822,7 @@ static ra_status net_build(ra_model *m, const ra_st_file *f) {
         if (!take(&p, "layers.") || !take_index(&p, &s) || !take(&p, "blocks.") ||
             !take_index(&p, &j) || !net_block(n, s, j))
             return ra_fail(RA_ERR_INTERNAL, "swin: buffer %s", canon);
-        const swin_blk *b = net_block(n, s, j);
-        st = strcmp(p, "attn_mask") == 0 ? check_mask(f, t, b) : check_index(f, t, b);
+        st = check_buffer(f, t, p, net_block(n, s, j));
     }
     return st;
 }
@@ -827,7 +890,11 @@ static ra_status net_merge(const swin_net *n, ra_arena *a, int s, float **x, int
     float *cat = ra_arena_floats(a, (size_t)(rows * 4 * C));
     ra_status st = cat && y ? RA_OK : ra_fail(RA_ERR_NOMEM, "swin: out of memory");
     if (!st) st = ra_patch_merge_forward(cat, *x, B, H, W, C);
-    if (!st) {
+    if (!st && n->k.v2) {   /* reduction, then norm */
+        ra_linear_forward(y, cat, n->ds_w[s], NULL, rows, 2 * C, 4 * C);
+        ra_layernorm_rows(y, y, NULL, rows, 2 * C, n->ds_nw[s], n->ds_nb[s], SWIN_EPS);
+        *x = y;
+    } else if (!st) {
         ra_layernorm_rows(cat, cat, NULL, rows, 4 * C, n->ds_nw[s], n->ds_nb[s], SWIN_EPS);
         ra_linear_forward(y, cat, n->ds_w[s], NULL, rows, 2 * C, 4 * C);
         *x = y;
@@ -1019,6 +1086,15 @@ static int64_t net_flops(const ra_model *m, int h, int w) {
 
 const ra_arch_ops ra_swin_ops = {
     .name = "swin", .arch = RA_ARCH_SWIN, .declare = net_declare, .canonical = net_canonical,
+    .detect = net_detect, .build = net_build, .destroy = net_destroy, .forward = net_forward,
+    .forward_train = ra_swin_net_forward_train, .backward = ra_swin_net_backward,
+    .flops = net_flops};
+
+/* SwinV2 (swin_transformer_v2.py, torchvision's swin_v2_*): the network
+ * above with the V2 variations its blocks and merging layers carry (v2 in
+ * swin_common, from the arch name). */
+const ra_arch_ops ra_swinv2_ops = {
+    .name = "swinv2", .arch = RA_ARCH_SWINV2, .declare = net_declare, .canonical = net_canonical,
     .detect = net_detect, .build = net_build, .destroy = net_destroy, .forward = net_forward,
     .forward_train = ra_swin_net_forward_train, .backward = ra_swin_net_backward,
     .flops = net_flops};

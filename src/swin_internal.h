@@ -23,6 +23,7 @@ typedef struct swin_blk {
     int win[2], shift[2];   /* as the constructor set them (after any clamp) */
     int res[2];             /* the constructor's resolution (the saved mask's) */
     int tv;                 /* torchvision: the shift drops per axis at run time */
+    int post;               /* SwinV2: x += norm1(attn(x)); x += norm2(mlp(x)) */
     ra_attn_config cfg;
     ra_attn_layer *attn;
     const float *n1w, *n1b, *n2w, *n2b, *fc1w, *fc1b, *fc2w, *fc2b;
@@ -41,6 +42,9 @@ typedef struct swin_common {
      * max_relative_position, default window - 1) */
     enum { RELPOS_NONE, RELPOS_BIAS, RELPOS_SHAW } relpos;
     int shaw_k;   /* -1: window - 1 */
+    int v2;       /* SwinV2 (arch swinv2): cosine attention with the continuous
+                     position bias, post-norm blocks, patch merging's norm
+                     after its reduction */
 } swin_common;
 
 /* A window layout of one forward: which token each window row reads (-1:
@@ -93,6 +97,8 @@ typedef struct swin_net {
 /* Patch embedding (+ norm, + absolute position embedding) and patch merging
  * of the inference path (swin.c). */
 void ra_swin_tape_free(struct swin_tape *t);
+/* y row r = x row map[r], or zeros where map[r] < 0 (swin_train.c). */
+void ra_rows_gather(float *y, const float *x, const int32_t *map, int64_t rows, int c);
 /* Check images x (B, C_in, H, W) for the network (train: the tape's larger
  * bound) and give their sizes. */
 ra_status ra_swin_net_input(const swin_net *n, int x_ndim, const int64_t *x_shape, int train,

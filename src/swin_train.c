@@ -34,6 +34,9 @@ typedef struct blk_tape {
     swin_geo geo;                 /* a copy: run's table is reused per stage */
     int64_t nw, n, bw;            /* windows per map, tokens per window, B * nw */
     float *x_in, *mean1, *rstd1, *win, *x_mid, *mean2, *rstd2, *t2, *h, *g;
+    float *aw, *o;                /* post-norm (SwinV2): the attention's and fc2's
+                                     outputs, norm1's and norm2's inputs (mean1,
+                                     rstd1 then per window row); t2 is fc1's input */
     void *aws;                    /* the attention forward's workspace: its qkv
                                      and output, read by the backward */
 } blk_tape;
@@ -88,8 +91,7 @@ static ra_status tape_begin(swin_tape **tp, int nblocks) {
 
 static ra_status nomem(void) { return ra_fail(RA_ERR_NOMEM, "swin training: out of memory"); }
 
-/* y row r = x row map[r], or zeros where map[r] < 0. */
-static void rows_gather(float *y, const float *x, const int32_t *map, int64_t rows, int c) {
+void ra_rows_gather(float *y, const float *x, const int32_t *map, int64_t rows, int c) {
 #pragma omp parallel for schedule(static) num_threads(ra_threads_get()) if (rows * c > 65536)
     for (int64_t r = 0; r < rows; r++) {
         if (map[r] >= 0) memcpy(y + r * c, x + (int64_t)map[r] * c, (size_t)c * sizeof *y);
@@ -98,6 +100,9 @@ static void rows_gather(float *y, const float *x, const int32_t *map, int64_t ro
 }
 
 /* ---- one block ---------------------------------------------------------- */
+
+static ra_status post_forward_train(blk_tape *bt, const swin_blk *b, float *x, int64_t M,
+                                    ra_arena *a);
 
 /* x (B, H, W, C) in place, keeping the block's tape bt (from a). */
 static ra_status block_forward_train(blk_tape *bt, const swin_blk *b, float *x, int B, int H,
@@ -115,8 +120,11 @@ static ra_status block_forward_train(blk_tape *bt, const swin_blk *b, float *x, 
     bt->geo = *geo;
     ra_arena *a = run->a;
     bt->b = b, bt->nw = nw, bt->n = n, bt->bw = bw;
-    bt->x_in = ra_arena_floats(a, (size_t)(M * C));
-    bt->mean1 = ra_arena_floats(a, (size_t)M), bt->rstd1 = ra_arena_floats(a, (size_t)M);
+    const int64_t r1 = b->post ? bw * n : M;   /* norm1's rows */
+    /* pre-norm keeps the block's input and x after attention; post-norm the
+     * attention's and fc2's outputs in their place */
+    bt->x_in = ra_arena_floats(a, (size_t)(b->post ? bw * n * C : M * C));
+    bt->mean1 = ra_arena_floats(a, (size_t)r1), bt->rstd1 = ra_arena_floats(a, (size_t)r1);
     bt->win = ra_arena_floats(a, (size_t)(bw * n * C));
     bt->x_mid = ra_arena_floats(a, (size_t)(M * C));
     bt->mean2 = ra_arena_floats(a, (size_t)M), bt->rstd2 = ra_arena_floats(a, (size_t)M);
@@ -126,6 +134,8 @@ static ra_status block_forward_train(blk_tape *bt, const swin_blk *b, float *x, 
     if (!bt->x_in || !bt->mean1 || !bt->rstd1 || !bt->win || !bt->x_mid || !bt->mean2 ||
         !bt->rstd2 || !bt->t2 || !bt->h || !bt->g)
         return nomem();
+    if (b->post) bt->aw = bt->x_in, bt->o = bt->x_mid, bt->x_in = bt->x_mid = NULL;
+    if (b->post) return post_forward_train(bt, b, x, M, a);
 
     /* attention branch: x += reverse(attn(partition(norm1(x)))) */
     memcpy(bt->x_in, x, (size_t)(M * C) * sizeof *x);
@@ -136,7 +146,7 @@ static ra_status block_forward_train(blk_tape *bt, const swin_blk *b, float *x, 
     float *aw = ra_arena_floats(a, (size_t)(bw * n * C));
     if (!t1 || !aw || !ws) return nomem();
     ra_layernorm_forward(t1, bt->mean1, bt->rstd1, x, b->n1w, b->n1b, M, C, SWIN_EPS);
-    rows_gather(bt->win, t1, bt->geo.map, bw * n, C);
+    ra_rows_gather(bt->win, t1, bt->geo.map, bw * n, C);
     st = ra_attn_layer_forward_ws(b->attn, aw, NULL, bt->win, NULL, (int)bw, (int)n, (int)n,
                                   bt->geo.mask, bt->geo.mask ? (int)nw : 0, ws, wsz, x,
                                   bt->geo.map);
@@ -154,13 +164,43 @@ static ra_status block_forward_train(blk_tape *bt, const swin_blk *b, float *x, 
     return RA_OK;
 }
 
+/* The rest of block_forward_train for a post-norm (SwinV2) block. */
+static ra_status post_forward_train(blk_tape *bt, const swin_blk *b, float *x, int64_t M,
+                                    ra_arena *a) {
+    const int C = b->dim, hidden = b->hidden;
+    const int64_t rows = bt->bw * bt->n;
+    const int bw = (int)bt->bw, n = (int)bt->n;
+    /* x += norm1(attn(partition(x))) */
+    const size_t wsz = ra_attn_layer_forward_ws_size(b->attn, bw, n, n);
+    void *ws = bt->aws = ra_arena_bytes(a, wsz);
+    const size_t mark = ra_arena_mark(a);
+    float *t = ra_arena_floats(a, (size_t)((rows > M ? rows : M) * C));
+    if (!ws || !t) return nomem();
+    ra_rows_gather(bt->win, x, bt->geo.map, rows, C);
+    ra_status st = ra_attn_layer_forward_ws(b->attn, bt->aw, NULL, bt->win, NULL, bw, n, n,
+                                            bt->geo.mask, bt->geo.mask ? (int)bt->nw : 0, ws,
+                                            wsz, NULL, NULL);
+    if (st) return ra_arena_reset(a, mark), st;
+    ra_layernorm_forward(t, bt->mean1, bt->rstd1, bt->aw, b->n1w, b->n1b, rows, C, SWIN_EPS);
+    ra_rows_scatter_add(x, t, bt->geo.map, rows, C);
+    /* x += norm2(fc2(gelu(fc1(x)))) */
+    memcpy(bt->t2, x, (size_t)(M * C) * sizeof *x);
+    ra_linear_gelu_keep(bt->h, bt->g, bt->t2, b->fc1w, b->fc1b, M, hidden, C);
+    ra_linear_forward(bt->o, bt->g, b->fc2w, b->fc2b, M, C, hidden);
+    ra_layernorm_forward(t, bt->mean2, bt->rstd2, bt->o, b->n2w, b->n2b, M, C, SWIN_EPS);
+    ra_add(x, x, t, M * C);
+    ra_arena_reset(a, mark);
+    return RA_OK;
+}
+
 /* The gradient pointers of a block's parameters (prefix pfx) in grad. */
 typedef struct blk_grads {
     float *n1w, *n1b, *n2w, *n2b, *fc1w, *fc1b, *fc2w, *fc2b;
     ra_attn_grads attn;
 } blk_grads;
 
-static ra_status blk_grads_bind(blk_grads *g, const ra_model *m, float *grad, const char *pfx) {
+static ra_status blk_grads_bind(blk_grads *g, const ra_model *m, float *grad, const char *pfx,
+                                int dim) {
     char name[160];
 #define G(field, sfx)                                                       \
     (snprintf(name, sizeof name, "%s%s", pfx, sfx), g->field = ra_model_grad(m, grad, name))
@@ -172,10 +212,53 @@ static ra_status blk_grads_bind(blk_grads *g, const ra_model *m, float *grad, co
     G(attn.proj_w, "attn.proj.weight"), G(attn.proj_b, "attn.proj.bias");
     G(attn.table, "attn.relative_position_bias_table");
     G(attn.rel_k, "attn.relative_keys"), G(attn.rel_v, "attn.relative_values");
+    G(attn.logit_scale, "attn.logit_scale"), G(attn.cpb_w1, "attn.cpb_mlp.0.weight");
+    G(attn.cpb_b1, "attn.cpb_mlp.0.bias"), G(attn.cpb_w2, "attn.cpb_mlp.2.weight");
+    G(attn.q_bias, "attn.q_bias"), G(attn.v_bias, "attn.v_bias");
 #undef G
+    if (g->attn.logit_scale && g->attn.qkv_b) {   /* torchvision's qkv.bias (SwinV2) */
+        g->attn.q_bias = g->attn.qkv_b, g->attn.v_bias = g->attn.qkv_b + 2 * (int64_t)dim;
+        g->attn.qkv_b = NULL;
+    }
     if (!g->n1w || !g->fc1w || !g->fc2w || !g->attn.qkv_w || !g->attn.proj_w)
         return ra_fail(RA_ERR_INTERNAL, "swin: block %s has no gradient slot", pfx);
     return RA_OK;
+}
+
+/* block_backward of a post-norm (SwinV2) block; m token rows. */
+static ra_status post_backward(float *dx, const blk_tape *bt, const blk_grads *g, ra_arena *a,
+                               int64_t m) {
+    const swin_blk *b = bt->b;
+    const int C = b->dim, hidden = b->hidden;
+    const int64_t rows = bt->bw * bt->n;
+    const size_t mark = ra_arena_mark(a);
+    /* MLP branch: dx += fc1^T(GELU'(fc2^T(norm2'(dx)))) */
+    float *dh = ra_arena_floats(a, (size_t)(m * hidden));
+    float *dt = ra_arena_floats(a, (size_t)((rows > m ? rows : m) * C));
+    if (!dh || !dt) return ra_arena_reset(a, mark), nomem();
+    memset(dt, 0, (size_t)(m * C) * sizeof *dt);
+    ra_layernorm_backward(dt, g->n2w, g->n2b, dx, bt->o, bt->mean2, bt->rstd2, b->n2w, m, C);
+    ra_linear_backward_ex(dh, g->fc2w, g->fc2b, dt, bt->g, b->fc2w, m, C, hidden, 1, bt->h);
+    ra_linear_backward_ex(dx, g->fc1w, g->fc1b, dh, bt->t2, b->fc1w, m, hidden, C, 0, NULL);
+    ra_arena_reset(a, mark);
+    /* attention branch: dx += reverse(attn'(norm1'(partition(dx)))) */
+    float *dln = ra_arena_floats(a, (size_t)(rows * C));
+    float *daw = ra_arena_floats(a, (size_t)(rows * C));
+    float *dwin = ra_arena_floats(a, (size_t)(rows * C));
+    const size_t wsz = ra_attn_layer_backward_ws_size(b->attn, (int)bt->bw, (int)bt->n,
+                                                      (int)bt->n, 1);
+    void *ws = ra_arena_bytes(a, wsz);
+    if (!dln || !daw || !dwin || !ws) return ra_arena_reset(a, mark), nomem();
+    ra_rows_gather(dln, dx, bt->geo.map, rows, C);
+    memset(daw, 0, (size_t)(rows * C) * sizeof *daw);
+    ra_layernorm_backward(daw, g->n1w, g->n1b, dln, bt->aw, bt->mean1, bt->rstd1, b->n1w, rows,
+                          C);
+    ra_status st = ra_attn_layer_backward_ws(b->attn, dwin, NULL, &g->attn, daw, bt->win, NULL,
+                                             (int)bt->bw, (int)bt->n, (int)bt->n, bt->geo.mask,
+                                             bt->geo.mask ? (int)bt->nw : 0, bt->aws, ws, wsz, 1);
+    if (!st) ra_rows_scatter_add(dx, dwin, bt->geo.map, rows, C);
+    ra_arena_reset(a, mark);
+    return st;
 }
 
 /* dx (M, C): the gradient of the block's output in, of its input out
@@ -188,6 +271,7 @@ static ra_status block_backward(float *dx, const blk_tape *bt, const blk_grads *
     ra_status st = RA_OK;
     /* the token rows of the map: as many as the tape's x */
     const int64_t m = bt->geo.b * (int64_t)bt->geo.g.h * bt->geo.g.w;
+    if (b->post) return post_backward(dx, bt, g, a, m);
 
     /* MLP branch */
     float *dh = ra_arena_floats(a, (size_t)(m * hidden));
@@ -207,7 +291,7 @@ static ra_status block_backward(float *dx, const blk_tape *bt, const blk_grads *
                                                       (int)bt->n, 1);
     void *ws = ra_arena_bytes(a, wsz);
     if (!daw || !dwin || !dt || !ws) return ra_arena_reset(a, mark), nomem();
-    rows_gather(daw, dx, bt->geo.map, rows, C);
+    ra_rows_gather(daw, dx, bt->geo.map, rows, C);
     st = ra_attn_layer_backward_ws(b->attn, dwin, NULL, &g->attn, daw, bt->win, NULL,
                                    (int)bt->bw, (int)bt->n, (int)bt->n, bt->geo.mask,
                                    bt->geo.mask ? (int)bt->nw : 0, bt->aws, ws, wsz, 1);
@@ -275,7 +359,7 @@ ra_status ra_swin_one_backward(ra_model *m, float *grad, float *dx, const float 
     ra_status st = tape_check(t);
     if (st) return st;
     blk_grads g;
-    if ((st = blk_grads_bind(&g, m, grad, ""))) return st;
+    if ((st = blk_grads_bind(&g, m, grad, "", o->b.dim))) return st;
     const int64_t nx = (int64_t)t->B * t->Hin * t->Win * o->b.dim;
     const size_t mark = ra_arena_mark(t->a);
     float *d = ra_arena_floats(t->a, (size_t)nx);
@@ -362,9 +446,15 @@ ra_status ra_swin_net_forward_train(ra_model *m, float **y, int *y_ndim, int64_t
             if (!cat || !nrm || !t->mg_mean[s] || !t->mg_rstd[s] || !next) return nomem();
             st = ra_patch_merge_forward(cat, tok, (int)B, h, w, C);
             if (st) break;
-            ra_layernorm_forward(nrm, t->mg_mean[s], t->mg_rstd[s], cat, n->ds_nw[s],
-                                 n->ds_nb[s], r2, 4 * C, SWIN_EPS);
-            ra_linear_epi(next, nrm, n->ds_w[s], NULL, r2, 2 * C, 4 * C, 0, NULL, NULL);
+            if (n->k.v2) {   /* reduction (into nrm), then norm */
+                ra_linear_forward(nrm, cat, n->ds_w[s], NULL, r2, 2 * C, 4 * C);
+                ra_layernorm_forward(next, t->mg_mean[s], t->mg_rstd[s], nrm, n->ds_nw[s],
+                                     n->ds_nb[s], r2, 2 * C, SWIN_EPS);
+            } else {
+                ra_layernorm_forward(nrm, t->mg_mean[s], t->mg_rstd[s], cat, n->ds_nw[s],
+                                     n->ds_nb[s], r2, 4 * C, SWIN_EPS);
+                ra_linear_epi(next, nrm, n->ds_w[s], NULL, r2, 2 * C, 4 * C, 0, NULL, NULL);
+            }
             tok = next;
             h = (h + 1) / 2, w = (w + 1) / 2, C *= 2;
         }
@@ -448,18 +538,26 @@ ra_status ra_swin_net_backward(ra_model *m, float *grad, float *dx, const float 
             snprintf(rw_, sizeof rw_, "%sreduction.weight", pfx);
             snprintf(nw_, sizeof nw_, "%snorm.weight", pfx);
             snprintf(nb_, sizeof nb_, "%snorm.bias", pfx);
-            ra_linear_backward(dnrm, ra_model_grad(m, grad, rw_), NULL, ds, t->mg_norm[s],
-                               n->ds_w[s], r2, 2 * c, 4 * c);
-            ra_layernorm_backward(dcat, ra_model_grad(m, grad, nw_), ra_model_grad(m, grad, nb_),
-                                  dnrm, t->mg_cat[s], t->mg_mean[s], t->mg_rstd[s], n->ds_nw[s],
-                                  r2, 4 * c);
+            if (n->k.v2) {   /* norm (its input in mg_norm), then the reduction */
+                ra_layernorm_backward(dnrm, ra_model_grad(m, grad, nw_),
+                                      ra_model_grad(m, grad, nb_), ds, t->mg_norm[s],
+                                      t->mg_mean[s], t->mg_rstd[s], n->ds_nw[s], r2, 2 * c);
+                ra_linear_backward(dcat, ra_model_grad(m, grad, rw_), NULL, dnrm, t->mg_cat[s],
+                                   n->ds_w[s], r2, 2 * c, 4 * c);
+            } else {
+                ra_linear_backward(dnrm, ra_model_grad(m, grad, rw_), NULL, ds, t->mg_norm[s],
+                                   n->ds_w[s], r2, 2 * c, 4 * c);
+                ra_layernorm_backward(dcat, ra_model_grad(m, grad, nw_),
+                                      ra_model_grad(m, grad, nb_), dnrm, t->mg_cat[s],
+                                      t->mg_mean[s], t->mg_rstd[s], n->ds_nw[s], r2, 4 * c);
+            }
             st = ra_patch_merge_backward(dprev, dcat, B, h, w, c);
             ds = dprev;
         }
         for (int j = n->depths[s] - 1; j >= 0 && !st; j--) {
             blk_grads g;
             snprintf(pfx, sizeof pfx, "layers.%d.blocks.%d.", s, j);
-            st = blk_grads_bind(&g, m, grad, pfx);
+            st = blk_grads_bind(&g, m, grad, pfx, n->blocks[n->first[s] + j].dim);
             if (!st) st = block_backward(ds, &t->blocks[n->first[s] + j], &g, a);
         }
     }

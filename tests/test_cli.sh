@@ -64,7 +64,8 @@ clean_stderr() {   # file what
 
 # The comparison runs once at the end over a list of
 #   what<TAB>OUT<TAB>EXPECTED<TAB>names
-# (names: "y", "y attn", or "grads" for y and every gradient of the fixture)
+# (names: "y", "y attn", or "grads" for y and every gradient of the fixture;
+# "grads-of-scale": the same within 1e-4 of each tensor's largest magnitude)
 # and prints "ok" or "FAIL: reason" per line.
 compare_all() {   # list
     "$PY" - "$TOOLS" "$1" <<'EOF'
@@ -85,7 +86,8 @@ def check(out_path, exp_path, names):
     atol = 1e-5
     if names == ["net"]:   # a whole network: y, with its longer chain of roundings
         names, atol = ["y"], 1e-4
-    if names == ["grads"]:
+    of_scale = names == ["grads-of-scale"]
+    if names in (["grads"], ["grads-of-scale"]):
         names = sorted(n for n in exp if n != "attn")
         atol = 1e-4
     if sorted(out) != sorted(names):
@@ -96,7 +98,10 @@ def check(out_path, exp_path, names):
             return "%s: %s %s, expected float32 %s" % (n, a.dtype, a.shape, b.shape)
         if not np.all(np.isfinite(a)):
             return "%s: not finite" % n
-        err = np.abs(a - b) / (atol + 1e-4 * np.abs(b))
+        if of_scale:
+            err = np.abs(a - b) / (1e-4 * max(float(np.abs(b).max()), 1e-30))
+        else:
+            err = np.abs(a - b) / (atol + 1e-4 * np.abs(b))
         if err.max() > 1:
             i = np.unravel_index(err.argmax(), err.shape)
             return "%s: at %s got %.7g expected %.7g" % (n, i, a[i], b[i])
@@ -386,6 +391,24 @@ for c in swin_4x4_shiftmask w3d_d2d2_kv shaw_both_k2 vit_n17_h4; do
         same_timed $sub "$FIXTURES/$c.model.safetensors" "$FIXTURES/$c.input.safetensors" number
     done
 done
+# SwinV2's layer (tools/swinv2_twin.py): backward writes y and every gradient
+if [ -n "$PY" ] && [ -f "$FIXTURES/swinv2_layers.txt" ]; then
+    while IFS= read -r c || [ -n "$c" ]; do
+        [ -n "$c" ] || continue
+        out=$WORK/e2e/$c.swinv2.safetensors
+        "$BIN" backward "$FIXTURES/$c.model.safetensors" "$FIXTURES/$c.input.safetensors" \
+            -o "$out" 2>"$WORK/stderr"
+        rc=$?
+        clean_stderr "$WORK/stderr" "backward $c" || continue
+        if [ $rc -ne 0 ] || [ ! -s "$out" ]; then
+            bad "backward $c: exit $rc: $(head -1 "$WORK/stderr")"
+        else
+            printf '%s\t%s\t%s\tgrads-of-scale\n' "backward $c" "$out" \
+                "$FIXTURES/$c.grad.safetensors" \
+                >>"$WORK/compare.txt"
+        fi
+    done <"$FIXTURES/swinv2_layers.txt"
+fi
 for c in net_block_w4_shift net_block_4d_10x6 net_swin_tv vit_net_tv net3d_cross_d3d2; do
     same_timed forward "$FIXTURES/$c.model.safetensors" "$FIXTURES/$c.input.safetensors" number
 done

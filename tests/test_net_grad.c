@@ -12,9 +12,14 @@
  * training forward is refused, and a central finite difference of
  * L = sum(y * dy) in a few parameters agrees with the analytic gradient.
  *
- *   test_net_grad FIXTURES_DIR */
+ * With "swinv2": the SwinV2 networks of swinv2_grads.txt
+ * (tools/swinv2_twin.py: the official twin and torchvision's v2 blocks),
+ * the finite differences in logit_scale and the CPB's weights.
+ *
+ *   test_net_grad FIXTURES_DIR [swinv2] */
 #include "check.h"
 #include "relattn.h"
+#include "grad_check.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -23,31 +28,11 @@ static const char *fixtures;
 static double worst_all;
 static char worst_name[420];
 
-static float *tensor(const ra_st_file *f, const char *name, const ra_st_tensor **out) {
-    const ra_st_tensor *t = ra_st_find(f, name);
-    if (out) *out = t;
-    if (!t) return NULL;
-    float *v = malloc((size_t)(t->numel ? t->numel : 1) * sizeof *v);
-    if (v && ra_st_to_f32(v, t)) free(v), v = NULL;
-    return v;
-}
-
-/* max |a - e| / max |e| */
-static double rel_err(const float *a, const float *e, int64_t n) {
-    double d = 0, m = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double x = fabs((double)a[i] - e[i]);
-        if (!(x <= d)) d = isnan(x) ? INFINITY : x;
-        if (fabs(e[i]) > m) m = fabs(e[i]);
-    }
-    return m > 0 ? d / m : d;
-}
-
 static void compare(const char *cs, const char *what, const float *a, const float *e, int64_t n,
                     double *worst, char *wname) {
     const double r = rel_err(a, e, n);
     CHECK(r <= 1e-4, "%s: %s: max error %.3g of its scale", cs, what, r);
-    if (r > *worst) *worst = r, snprintf(wname, 160, "%s", what);
+    if (r > *worst) *worst = r, snprintf(wname, 200, "%s", what);
 }
 
 typedef struct {
@@ -101,24 +86,12 @@ static void run_case(const char *name) {
     CHECK(s == RA_OK, "%s: step: %s", name, ra_last_error());
     if (!s) {
         double worst = 0;
-        char wname[160] = "";
+        char wname[200] = "";
         compare(name, "y", y, ey, c.ny, &worst, wname);
         compare(name, "grad.x", dx, egx, c.tx->numel, &worst, wname);
-        int seen = 0;
-        for (int i = 0; i < ra_model_param_count(c.m); i++) {
-            const ra_param_info *pi = ra_model_param(c.m, i);
-            char gn[200];
-            snprintf(gn, sizeof gn, "grad.%s", pi->file_name);
-            const ra_st_tensor *te;
-            float *e = tensor(gf, gn, &te);
-            CHECK(e && te->numel == pi->numel, "%s: %s missing or misshapen in the fixture",
-                  name, gn);
-            if (e && te->numel == pi->numel) {
-                compare(name, gn, grad + pi->offset, e, pi->numel, &worst, wname);
-                seen++;
-            }
-            free(e);
-        }
+        const int seen = grads_vs_fixture(c.m, grad, gf, &worst, wname, sizeof wname);
+        CHECK(seen >= 0, "%s: %s missing or misshapen in the fixture", name, wname);
+        CHECK(worst <= 1e-4, "%s: %s: max error %.3g of its scale", name, wname, worst);
         CHECK(seen == ra_model_param_count(c.m) && seen > 5, "%s: %d gradients compared", name,
               seen);
         printf("  %-28s %-11s %3d tensors, worst %.2e of scale (%s)\n", name,
@@ -212,7 +185,7 @@ static void fd_check(ra_model *m, float *x, const ra_st_tensor *tx, const char *
     free(y), free(grad), free(dx), free(c.dy);
 }
 
-static void finite_differences(const char *name) {
+static void finite_differences(const char *name, const char *const *want, int nwant) {
     char p[512];
     ra_model *m = NULL;
     snprintf(p, sizeof p, "%s/%s.model.safetensors", fixtures, name);
@@ -222,11 +195,7 @@ static void finite_differences(const char *name) {
     ra_st_open(&in, p);
     const ra_st_tensor *tx = NULL;
     float *x = in ? tensor(in, "x", &tx) : NULL;
-    static const char *const want[] = {
-        "layers.0.blocks.1.attn.relative_position_bias_table", "layers.0.blocks.0.attn.qkv.weight",
-        "layers.1.blocks.0.norm2.bias", "layers.0.downsample.reduction.weight",
-        "patch_embed.proj.weight", "head.bias"};
-    if (m && x) fd_check(m, x, tx, want, 6);
+    if (m && x) fd_check(m, x, tx, want, nwant);
     free(x);
     ra_st_close(in);
     ra_model_free(m);
@@ -315,8 +284,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     fixtures = argv[1];
+    const int v2 = argc > 2 && !strcmp(argv[2], "swinv2");
     char list[512], line[256];
-    snprintf(list, sizeof list, "%s/grads.txt", fixtures);
+    snprintf(list, sizeof list, "%s/%s", fixtures, v2 ? "swinv2_grads.txt" : "grads.txt");
     FILE *f = fopen(list, "r");
     CHECK(f != NULL, "cannot open %s", list);
     int n = 0;
@@ -325,9 +295,21 @@ int main(int argc, char **argv) {
         if (line[0]) run_case(line), n++;
     }
     if (f) fclose(f);
-    CHECK(n >= 10, "only %d gradient cases", n);
+    CHECK(n >= (v2 ? 3 : 10), "only %d gradient cases", n);
     printf("%d gradient cases; worst %.2e of scale (%s)\n", n, worst_all, worst_name);
-    finite_differences("net_swin_official");
+    if (v2) {
+        static const char *const want[] = {
+            "layers.0.blocks.1.attn.logit_scale", "layers.0.blocks.1.attn.cpb_mlp.0.weight",
+            "layers.0.blocks.0.attn.cpb_mlp.0.bias", "layers.1.blocks.0.attn.cpb_mlp.2.weight",
+            "layers.0.blocks.0.attn.q_bias", "layers.0.downsample.norm.weight"};
+        finite_differences("v2_net_official", want, 6);
+        return check_done();
+    }
+    static const char *const want[] = {
+        "layers.0.blocks.1.attn.relative_position_bias_table", "layers.0.blocks.0.attn.qkv.weight",
+        "layers.1.blocks.0.norm2.bias", "layers.0.downsample.reduction.weight",
+        "patch_embed.proj.weight", "head.bias"};
+    finite_differences("net_swin_official", want, 6);
     created_variants();
     create_init();
     return check_done();

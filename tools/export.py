@@ -30,6 +30,11 @@ Models (random weights from --seed; no downloads):
                       block's query frames then its key/value frames)
   --torchvision vit_b_16  torchvision's VisionTransformer (conv_proj,
                       encoder.*, heads.head), metadata arch=vit
+  --arch swinv2       tools/swinv2_twin.py SwinTransformerV2 (official names)
+  --arch swinv2_window_attention  tools/swinv2_twin.py WindowAttentionV2
+  --torchvision swin_v2_t  torchvision.models.swin_v2_t (256 x 256, window 8),
+                      metadata arch=swinv2; --torchvision swinv2 lets --set
+                      choose the hyperparameters
 
 --set KEY=VALUE overrides a constructor argument (repeatable), e.g.
 --set img_size=32 --set depths=2,2 --set num_heads=1,2. --init fixture
@@ -243,19 +248,35 @@ def example_swin_block_3d(m, hp, batch, size):
     return torch.randn(D, H, W, hp["dim"])
 
 
+def swinv2_builders():
+    import swinv2_twin as v2
+    return v2
+
+
 # arch name -> (builder, example input maker, default hyperparameters)
 ARCHS = {
     "swin_block": (build_swin_block, example_swin_block, SWIN_BLOCK_DEFAULTS),
     "swin": (build_swin, example_swin, SWIN_DEFAULTS),
     "vit": (build_vit, example_swin, VIT_DEFAULTS),
     "swin_block_3d": (build_swin_block_3d, example_swin_block_3d, SWIN_BLOCK_3D_DEFAULTS),
+    # tools/swinv2_twin.py
+    "swinv2": (lambda hp: swinv2_builders().build_swinv2(hp), example_swin, None),
+    "swinv2_window_attention": (lambda hp: swinv2_builders().build_layer(hp),
+                                lambda *a: swinv2_builders().example_layer(*a), None),
 }
 
 TORCHVISION = {
     "swin_t": (build_torchvision_swin, example_swin, SWIN_T),
     "swin": (build_torchvision_swin, example_swin, SWIN_DEFAULTS),
     "vit_b_16": (build_torchvision_vit, example_swin, VIT_B_16),
+    # SwinV2 blocks and merging (tools/swinv2_twin.py); swin_v2_t at 256 x 256
+    "swin_v2_t": (lambda hp: swinv2_builders().build_torchvision_swinv2(hp), example_swin, None),
+    "swinv2": (lambda hp: swinv2_builders().build_torchvision_swinv2(hp), example_swin, None),
 }
+DEFAULTS_OF = {("arch", "swinv2"): "SWINV2_DEFAULTS",
+               ("arch", "swinv2_window_attention"): "LAYER_DEFAULTS",
+               ("torchvision", "swin_v2_t"): "SWIN_V2_T",
+               ("torchvision", "swinv2"): "SWINV2_DEFAULTS"}
 
 
 # --------------------------------------------------------------------------
@@ -299,6 +320,8 @@ def make(kind, name, sets=(), seed=0, init="default", naming="official"):
     if name not in table:
         raise SystemExit("unknown %s %r (known: %s)" % (kind, name, ", ".join(sorted(table))))
     builder, example, defaults = table[name]
+    if defaults is None:   # kept in tools/swinv2_twin.py
+        defaults = getattr(swinv2_builders(), DEFAULTS_OF[(kind, name)])
     hp = dict(defaults)
     for s in sets:
         key, _, value = s.partition("=")

@@ -148,11 +148,19 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(HERE, "..", "tests", "fixtures"),
                     help="output directory (default: tests/fixtures)")
+    ap.add_argument("--family", choices=("all", "swin", "swinv2"), default="all",
+                    help="which fixtures: Swin's (below), SwinV2's (tools/swinv2_twin.py)")
     args = ap.parse_args(argv)
     out_dir = os.path.normpath(args.out)
     os.makedirs(out_dir, exist_ok=True)
     torch.set_num_threads(1)
     torch.set_default_dtype(torch.float32)
+    if args.family in ("all", "swinv2"):
+        import swinv2_twin
+        n = swinv2_twin.write_fixtures(out_dir)
+        print("wrote %d SwinV2 cases to %s" % (n, out_dir))
+        if args.family == "swinv2":
+            return
     total = 0
     for name, kind, spec, inp in CASES:
         total += run(name, kind, spec, inp, out_dir)

@@ -1,0 +1,275 @@
+/* swinv2.c - SwinV2 attention around the core: the continuous position
+ * bias (CPB) and the scaled cosine attention's normalisation, forward and
+ * backward (see swinv2.h). The layer (attn_layer.c) calls these around its
+ * projections and the core; nothing here allocates. */
+#include "swinv2.h"
+
+#include <math.h>
+#include <string.h>
+
+#define NORM_EPS 1e-12f            /* F.normalize's default */
+#define LOGIT_MAX 4.605170185988091 /* log(1 / 0.01) = log(100) */
+
+ra_status ra_swinv2_coords(float *coords, int wh, int ww, const int pretrained[2]) {
+    const int given = pretrained && pretrained[0] > 0 && pretrained[1] > 0;
+    const int dh = given ? pretrained[0] - 1 : wh - 1, dw = given ? pretrained[1] - 1 : ww - 1;
+    if (wh < 1 || ww < 1 || dh < 1 || dw < 1)
+        return ra_fail(RA_ERR_ARG, "swinv2: window %dx%d%s: the position coordinates are "
+                       "divided by %d and %d (window - 1); they must be >= 1", wh, ww,
+                       given ? " with its pretrained window" : "", dh, dw);
+    int64_t r = 0;
+    for (int i = -(wh - 1); i <= wh - 1; i++)
+        for (int j = -(ww - 1); j <= ww - 1; j++, r++) {
+            /* float32 steps, as PyTorch computes the buffer */
+            const float u[2] = {(float)i / (float)dh * 8.0f, (float)j / (float)dw * 8.0f};
+            for (int a = 0; a < 2; a++) {
+                const float s = u[a] > 0 ? 1.0f : u[a] < 0 ? -1.0f : 0.0f;
+                coords[2 * r + a] = s * log2f(fabsf(u[a]) + 1.0f) / 3.0f;
+            }
+        }
+    return RA_OK;
+}
+
+void ra_cpb_forward(float *table, float *hid, const float *coords, int64_t t, int nh,
+                    const float *w1, const float *b1, const float *w2) {
+    ra_linear_forward(hid, coords, w1, b1, t, RA_CPB_HIDDEN, 2);
+    for (int64_t e = 0; e < t * RA_CPB_HIDDEN; e++) hid[e] = hid[e] > 0 ? hid[e] : 0.0f;
+    ra_linear_forward(table, hid, w2, NULL, t, nh, RA_CPB_HIDDEN);
+    for (int64_t e = 0; e < t * nh; e++) table[e] = 16.0f / (1.0f + expf(-table[e]));
+}
+
+void ra_cpb_backward(float *dw1, float *db1, float *dw2, float *dtable, const float *table,
+                     float *hid, const float *coords, int64_t t, int nh, const float *w1,
+                     const float *b1, const float *w2) {
+    float *dhid = hid + t * RA_CPB_HIDDEN;
+    /* d(16 sigmoid(z)) = 16 s (1 - s) dz with s = table / 16 */
+    for (int64_t e = 0; e < t * nh; e++) dtable[e] *= table[e] * (1.0f - table[e] / 16.0f);
+    ra_linear_forward(hid, coords, w1, b1, t, RA_CPB_HIDDEN, 2);
+    for (int64_t e = 0; e < t * RA_CPB_HIDDEN; e++) hid[e] = hid[e] > 0 ? hid[e] : 0.0f;
+    memset(dhid, 0, (size_t)(t * RA_CPB_HIDDEN) * sizeof *dhid);
+    ra_linear_backward(dhid, dw2, NULL, dtable, hid, w2, t, nh, RA_CPB_HIDDEN);
+    for (int64_t e = 0; e < t * RA_CPB_HIDDEN; e++)
+        if (!(hid[e] > 0)) dhid[e] = 0.0f;
+    ra_linear_backward(NULL, dw1, db1, dhid, coords, w1, t, RA_CPB_HIDDEN, 2);
+}
+
+static float head_scale(const float *logit_scale, int h) {
+    const double ls = logit_scale[h];
+    return (float)exp(ls < LOGIT_MAX ? ls : LOGIT_MAX);
+}
+
+/* |v| of n floats, accumulated in double */
+static float norm_of(const float *v, int n) {
+    double s = 0;
+    for (int d = 0; d < n; d++) s += (double)v[d] * v[d];
+    return (float)sqrt(s);
+}
+
+void ra_swinv2_qk_forward(float *qkv, int64_t rows, int c, int nh, const float *logit_scale,
+                          const float *q_bias, const float *v_bias, float *yq, float *norms) {
+    const int hd = c / nh;
+#pragma omp parallel for schedule(static) num_threads(ra_threads_get()) if (rows * c > 65536)
+    for (int64_t r = 0; r < rows; r++) {
+        float *q = qkv + r * 3 * c, *k = q + c, *v = q + 2 * c, *y = yq + r * c;
+        float *nr = norms + r * 2 * nh;
+        for (int e = 0; q_bias && e < c; e++) q[e] += q_bias[e];
+        for (int e = 0; v_bias && e < c; e++) v[e] += v_bias[e];
+        for (int h = 0; h < nh; h++) {
+            float *qh = q + h * hd, *kh = k + h * hd, *yh = y + h * hd;
+            const float s = head_scale(logit_scale, h);
+            const float nq = norm_of(qh, hd), nk = norm_of(kh, hd);
+            /* reciprocals: a division per element costs as much as the
+             * rest of the pass (the results differ from x / |x| in the last
+             * bit at most) */
+            const float iq = 1.0f / (nq > NORM_EPS ? nq : NORM_EPS);
+            const float ik = 1.0f / (nk > NORM_EPS ? nk : NORM_EPS);
+            nr[h] = nq, nr[nh + h] = nk;
+            for (int d = 0; d < hd; d++) {
+                yh[d] = qh[d] * iq;
+                qh[d] = s * yh[d];
+                kh[d] *= ik;
+            }
+        }
+    }
+}
+
+/* dx of y = x / max(|x|, eps) from g = dL/dy, in place on g. */
+static void normalize_backward(float *g, const float *y, float n, int hd) {
+    if (!(n > NORM_EPS)) {   /* the clamp holds: y = x / eps */
+        for (int d = 0; d < hd; d++) g[d] *= 1.0f / NORM_EPS;
+        return;
+    }
+    double dot = 0;
+    for (int d = 0; d < hd; d++) dot += (double)y[d] * g[d];
+    const float in = 1.0f / n, fdot = (float)dot;
+    for (int d = 0; d < hd; d++) g[d] = (g[d] - y[d] * fdot) * in;
+}
+
+void ra_swinv2_qk_backward(float *dqkv, const float *qkv, const float *yq, const float *norms,
+                           int64_t rows, int c, int nh, const float *logit_scale,
+                           float *dlogit_scale, float *dq_bias, float *dv_bias) {
+    const int hd = c / nh;
+    /* d(s yq)/d logit_scale = s yq, from the core's dq (0 where the clamp
+     * holds, as torch.clamp's gradient); summed in row order */
+    for (int h0 = 0; dlogit_scale && h0 < nh; h0 += 64) {   /* 64 heads per pass over rows */
+        const int hn = nh - h0 < 64 ? nh - h0 : 64;
+        double dot[64] = {0};
+        for (int64_t r = 0; r < rows; r++) {
+            const float *dq = dqkv + r * 3 * c + h0 * hd, *y = yq + r * c + h0 * hd;
+            for (int j = 0; j < hn; j++) {
+                float part = 0;
+                for (int d = 0; d < hd; d++) part += dq[j * hd + d] * y[j * hd + d];
+                dot[j] += part;
+            }
+        }
+        for (int j = 0; j < hn; j++)
+            if (logit_scale[h0 + j] <= (float)LOGIT_MAX)
+                dlogit_scale[h0 + j] += (float)(dot[j] * head_scale(logit_scale, h0 + j));
+    }
+    /* each row back through the scale and both normalisations */
+#pragma omp parallel for schedule(static) num_threads(ra_threads_get()) if (rows * c > 65536)
+    for (int64_t r = 0; r < rows; r++) {
+        float *dq = dqkv + r * 3 * c, *dk = dq + c;
+        const float *k = qkv + r * 3 * c + c, *y = yq + r * c, *nr = norms + r * 2 * nh;
+        for (int h = 0; h < nh; h++) {
+            const float s = head_scale(logit_scale, h);
+            for (int d = 0; d < hd; d++) dq[h * hd + d] *= s;
+            normalize_backward(dq + h * hd, y + h * hd, nr[h], hd);
+            normalize_backward(dk + h * hd, k + h * hd, nr[nh + h], hd);
+        }
+    }
+    /* the biases' gradients, in row order: deterministic for any thread count */
+    for (int64_t r = 0; (dq_bias || dv_bias) && r < rows; r++) {
+        const float *dq = dqkv + r * 3 * c;
+        for (int e = 0; dq_bias && e < c; e++) dq_bias[e] += dq[e];
+        for (int e = 0; dv_bias && e < c; e++) dv_bias[e] += dq[2 * c + e];
+    }
+}
+
+/* ====================================================================== */
+/* the swinv2_window_attention arch (SPEC 3.1)                             */
+/* ====================================================================== */
+/* The official WindowAttention of swin_transformer_v2.py: hyperparameters
+ * dim, window_size, num_heads, qkv_bias (true), pretrained_window_size
+ * ("0,0": not given); its state_dict names; the buffers
+ * relative_coords_table (1, 2Wh-1, 2Ww-1, 2) and relative_position_index
+ * (N, N), when the file has them, must be the computed ones. */
+#include "model_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static ra_status v2_declare(ra_model *m, const ra_st_file *f) {
+    ra_attn_impl *a = calloc(1, sizeof *a);
+    if (!a) return ra_fail(RA_ERR_NOMEM, "model: out of memory");
+    m->impl = a;
+    ra_attn_config *c = &a->cfg;
+    *c = ra_attn_config_default(RA_ARCH_SWINV2_WINDOW_ATTENTION);
+    ra_status st = ra_meta_int(f, "dim", &c->dim, 1, 1 << 16);
+    if (!st) st = ra_meta_int(f, "num_heads", &c->num_heads, 1, 1 << 16);
+    if (!st) st = ra_meta_pair(f, "window_size", c->window, 1, 64);
+    if (!st) st = ra_meta_bool_opt(f, "qkv_bias", &c->qkv_bias);
+    if (!st && ra_st_meta(f, "pretrained_window_size"))
+        st = ra_meta_pair(f, "pretrained_window_size", c->pretrained_window, 0, 4096);
+    if (st) return st;
+    if (c->dim % c->num_heads || c->num_heads > c->dim)
+        return ra_fail(RA_ERR_FORMAT, "dim %d is not divisible by num_heads %d", c->dim,
+                       c->num_heads);
+    const int given = c->pretrained_window[0] > 0 && c->pretrained_window[1] > 0;
+    if ((given && (c->pretrained_window[0] < 2 || c->pretrained_window[1] < 2)) ||
+        (!given && (c->window[0] < 2 || c->window[1] < 2)))
+        return ra_fail(RA_ERR_FORMAT, "metadata window_size %d,%d / pretrained_window_size "
+                       "%d,%d: the CPB coordinates are divided by (size - 1), which must be "
+                       ">= 1", c->window[0], c->window[1], c->pretrained_window[0],
+                       c->pretrained_window[1]);
+    const int64_t C = c->dim, nh = c->num_heads;
+#define DECL(nm, ...) \
+    if (!st) st = ra_model_declare(m, nm, (int)(sizeof((int64_t[]){__VA_ARGS__}) / 8), \
+                                   (int64_t[]){__VA_ARGS__}, 0)
+    DECL("logit_scale", nh, 1, 1);
+    if (c->qkv_bias) {
+        DECL("q_bias", C);
+        DECL("v_bias", C);
+    }
+    DECL("cpb_mlp.0.weight", RA_CPB_HIDDEN, 2);
+    DECL("cpb_mlp.0.bias", RA_CPB_HIDDEN);
+    DECL("cpb_mlp.2.weight", nh, RA_CPB_HIDDEN);
+    DECL("qkv.weight", 3 * C, C);
+    DECL("proj.weight", C, C);
+    DECL("proj.bias", C);
+#undef DECL
+    return st;
+}
+
+static ra_tensor_kind v2_canonical(const ra_model *m, const char *name, char *buf, size_t n) {
+    (void)m;
+    snprintf(buf, n, "%s", name);
+    return strcmp(name, "relative_position_index") == 0 ||
+                   strcmp(name, "relative_coords_table") == 0
+               ? RA_TENSOR_BUFFER
+               : RA_TENSOR_PARAM;
+}
+
+/* A saved relative_coords_table must be the computed one (to float
+ * rounding: log2 may differ in the last bit between libraries). */
+ra_status ra_swinv2_check_coords(const ra_st_file *f, const ra_st_tensor *t,
+                                 const ra_attn_config *c) {
+    const int64_t th = 2 * (int64_t)c->window[0] - 1, tw = 2 * (int64_t)c->window[1] - 1;
+    if (!(t->ndim == 4 && t->shape[0] == 1 && t->shape[1] == th && t->shape[2] == tw &&
+          t->shape[3] == 2))
+        return ra_fail(RA_ERR_SHAPE, "tensor '%.80s' must have shape (1, %lld, %lld, 2) for "
+                       "window %dx%d", t->name, (long long)th, (long long)tw, c->window[0],
+                       c->window[1]);
+    if (!(t->dtype == RA_DTYPE_F32 || t->dtype == RA_DTYPE_F16 || t->dtype == RA_DTYPE_BF16 ||
+          t->dtype == RA_DTYPE_F64))
+        return ra_fail(RA_ERR_SHAPE, "tensor '%.80s' must be a float tensor", t->name);
+    float *want = ra_alloc((size_t)t->numel, sizeof *want);
+    float *got = ra_alloc((size_t)t->numel, sizeof *got);
+    ra_status st = want && got ? RA_OK : ra_fail(RA_ERR_NOMEM, "swinv2: out of memory");
+    if (!st) st = ra_swinv2_coords(want, c->window[0], c->window[1], c->pretrained_window);
+    if (!st) st = ra_st_read_f32(got, f, t);
+    for (int64_t e = 0; !st && e < t->numel; e++)
+        if (!(fabsf(got[e] - want[e]) <= 1e-5f))
+            st = ra_fail(RA_ERR_FORMAT, "tensor '%.80s' differs from the computed coordinates "
+                         "at %lld: %g, expected %g", t->name, (long long)e, got[e], want[e]);
+    ra_free(want);
+    ra_free(got);
+    return st;
+}
+
+static ra_status v2_build(ra_model *m, const ra_st_file *f) {
+    ra_attn_impl *a = m->impl;
+    const ra_attn_params p = {
+        .qkv_w = ra_model_get(m, "qkv.weight"), .proj_w = ra_model_get(m, "proj.weight"),
+        .proj_b = ra_model_get(m, "proj.bias"), .logit_scale = ra_model_get(m, "logit_scale"),
+        .cpb_w1 = ra_model_get(m, "cpb_mlp.0.weight"), .cpb_b1 = ra_model_get(m, "cpb_mlp.0.bias"),
+        .cpb_w2 = ra_model_get(m, "cpb_mlp.2.weight"), .q_bias = ra_model_get(m, "q_bias"),
+        .v_bias = ra_model_get(m, "v_bias")};
+    ra_status st = ra_attn_layer_create(&a->layer, &a->cfg, &p);
+    const ra_st_tensor *t;
+    if (!st && (t = ra_st_find(f, "relative_position_index")))
+        st = ra_model_check_index(f, t, a->layer);
+    if (!st && (t = ra_st_find(f, "relative_coords_table")))
+        st = ra_swinv2_check_coords(f, t, &a->cfg);
+    return st;
+}
+
+static void v2_destroy(void *impl) {
+    ra_attn_impl *a = impl;
+    ra_attn_layer_free(a->layer);
+    free(a);
+}
+
+/* WindowAttention.flops(N) of the official code, for one window: qkv,
+ * q k^T, p v, proj (the CPB's MLP is per call, not per window). */
+static int64_t v2_flops(const ra_model *m, int h, int w) {
+    (void)h, (void)w;
+    const ra_attn_impl *a = m->impl;
+    const int64_t C = a->cfg.dim, N = (int64_t)a->cfg.window[0] * a->cfg.window[1];
+    return ra_cadd(ra_cadd(ra_cmul3(N, C, 3 * C), ra_cmul3(N, N, 2 * C)), ra_cmul3(N, C, C));
+}
+
+const ra_arch_ops ra_swinv2_attn_ops = {
+    .name = "swinv2_window_attention", .arch = RA_ARCH_SWINV2_WINDOW_ATTENTION,
+    .declare = v2_declare, .canonical = v2_canonical, .build = v2_build,
+    .destroy = v2_destroy, .flops = v2_flops};
