@@ -7,6 +7,7 @@
  * Arguments: FIXTURES [RELATTN_CLI]. */
 #define _POSIX_C_SOURCE 200809L   /* mkdtemp */
 #include "check.h"
+#include "grad_check.h"   /* tensor(): a fixture tensor as F32 */
 #include "relattn.h"
 
 #include <stdint.h>
@@ -14,15 +15,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static float *load_f32(const ra_st_file *f, const char *name, const ra_st_tensor **out) {
-    const ra_st_tensor *t = ra_st_find(f, name);
-    if (out) *out = t;
-    if (!t) return NULL;
-    float *p = malloc(sizeof(float) * (size_t)(t->numel ? t->numel : 1));
-    if (ra_st_to_f32(p, t) != RA_OK) { free(p); return NULL; }
-    return p;
-}
 
 static double max_abs(const float *a, const float *b, int64_t n) {
     double m = 0;
@@ -68,9 +60,9 @@ static void run_case(const char *dir, const char *name) {
     if (st) goto done;
     const ra_attn_config *c = ra_attn_layer_config(ra_model_attn(m));
     const ra_st_tensor *tx, *ta;
-    float *x = load_f32(in, "x", &tx), *dy = load_f32(in, "dy", NULL);
-    float *yw = load_f32(ex, "y", NULL), *aw = load_f32(ex, "attn", &ta);
-    float *dxw = load_f32(ex, "grad.x", NULL);
+    float *x = tensor(in, "x", &tx), *dy = tensor(in, "dy", NULL);
+    float *yw = tensor(ex, "y", NULL), *aw = tensor(ex, "attn", &ta);
+    float *dxw = tensor(ex, "grad.x", NULL);
     CHECK(x && dy && yw && dxw, "%s: fixture lacks x, dy, y or grad.x", name);
     if (!x || !dy || !yw || !dxw) {
         free(x), free(dy), free(yw), free(aw), free(dxw);
@@ -111,7 +103,7 @@ static void run_case(const char *dir, const char *name) {
                 char gname[160];
                 snprintf(gname, sizeof gname, "grad.%s", p->name);
                 const ra_st_tensor *tg;
-                float *want = load_f32(ex, gname, &tg);
+                float *want = tensor(ex, gname, &tg);
                 CHECK(want && tg->numel == p->numel, "%s: %s missing", name, gname);
                 if (want && tg->numel == p->numel) {
                     snprintf(what, sizeof what, "%s %s (kernel %s, %d threads)", name, gname,
@@ -173,7 +165,7 @@ static void check_tables(const char *dir) {
             free(v);
             nb_cfg++;
         } else if (sscanf(t->name, "slopes.%d", &n) == 1) {
-            float *v = load_f32(f, t->name, NULL);
+            float *v = tensor(f, t->name, NULL);
             for (int h = 0; h < n; h++)
                 CHECK(ra_alibi_slope(h, n) == v[h], "slope %d of %d: %.9g, torch %.9g", h, n,
                       (double)ra_alibi_slope(h, n), (double)v[h]);
