@@ -34,28 +34,10 @@ typedef struct {
     int rank;
 } rank_ctx;
 
-static ra_status allreduce(float *b, int64_t n, void *ctx) {
-    rank_ctx *c = ctx;
+/* Floats [o, o + n) of every process's buffer summed in rank order into
+ * this process's: the sum behind both collectives below. */
+static ra_status sum_range(rank_ctx *c, float *b, int64_t o, int64_t n) {
     world *w = c->w;
-    float *sum = malloc((size_t)(n ? n : 1) * sizeof *sum);
-    w->buf[c->rank] = b;
-    pthread_barrier_wait(&w->bar);
-    for (int64_t i = 0; sum && i < n; i++) {
-        float s = w->buf[0][i];
-        for (int r = 1; r < w->size; r++) s += w->buf[r][i];
-        sum[i] = s;
-    }
-    pthread_barrier_wait(&w->bar);
-    if (sum) memcpy(b, sum, (size_t)n * sizeof *b);
-    pthread_barrier_wait(&w->bar);
-    free(sum);
-    return sum ? RA_OK : RA_ERR_NOMEM;
-}
-
-static ra_status reduce_scatter(float *b, const int64_t *off, const int64_t *cnt, void *ctx) {
-    rank_ctx *c = ctx;
-    world *w = c->w;
-    const int64_t o = off[c->rank], n = cnt[c->rank];
     float *sum = malloc((size_t)(n ? n : 1) * sizeof *sum);
     w->buf[c->rank] = b;
     pthread_barrier_wait(&w->bar);
@@ -67,8 +49,16 @@ static ra_status reduce_scatter(float *b, const int64_t *off, const int64_t *cnt
     pthread_barrier_wait(&w->bar);
     if (sum) memcpy(b + o, sum, (size_t)n * sizeof *b);
     pthread_barrier_wait(&w->bar);
+    const ra_status st = sum ? RA_OK : RA_ERR_NOMEM;
     free(sum);
-    return sum ? RA_OK : RA_ERR_NOMEM;
+    return st;
+}
+
+static ra_status allreduce(float *b, int64_t n, void *ctx) { return sum_range(ctx, b, 0, n); }
+
+static ra_status reduce_scatter(float *b, const int64_t *off, const int64_t *cnt, void *ctx) {
+    const rank_ctx *c = ctx;
+    return sum_range(ctx, b, off[c->rank], cnt[c->rank]);
 }
 
 static ra_status allgather(float *b, const int64_t *off, const int64_t *cnt, void *ctx) {
