@@ -427,8 +427,7 @@ float *ra_model_weights(ra_model *m) { return m ? m->weights : NULL; }
  * row the same way wherever it sits in the batch, so y has the very bits of
  * one pass over the batch (within rounding where OpenBLAS, which blocks and
  * threads by the batch, does the products), without a barrier in every
- * layer. One sample, or one
- * thread, runs on the layers' own threads. */
+ * layer. One sample, or one thread, runs on the layers' own threads. */
 typedef struct {
     const ra_model *m;
     ra_model *train[RA_MAX_PARTS];   /* training: the model of each shard */
@@ -489,14 +488,11 @@ static ra_status forward_shards(forward_parts *c, float **y, int *y_ndim, int64_
 }
 
 /* How many shards a batch of x takes: one per thread, at most one sample
- * each; 1 for archs that are not batch-first (swin_block_3d takes one clip,
+ * each; 1 for archs that are not batched (swin_block_3d takes one clip,
  * frames first) or inside a parallel region. */
 static int batch_shards(const ra_model *m, int x_ndim, const int64_t *x_shape) {
-    const ra_arch a = m->ops->arch;
-    const int batched = a == RA_ARCH_SWIN || a == RA_ARCH_VIT || a == RA_ARCH_SWIN_BLOCK ||
-                        a == RA_ARCH_SWINV2;
     int S = ra_threads_get();
-    if (!batched || x_ndim < 2 || x_ndim > 8 || x_shape[0] < 2 || S < 2) return 1;
+    if (!m->ops->batched || x_ndim < 2 || x_ndim > 8 || x_shape[0] < 2 || S < 2) return 1;
     if (S > x_shape[0]) S = (int)x_shape[0];
     return S > RA_MAX_PARTS ? RA_MAX_PARTS : S;
 }
@@ -855,12 +851,13 @@ ra_status ra_model_backward(ra_model *m, float *grad, float *dx, const float *dy
     const int S = m->shards;
     if (S < 2) return m->ops->backward(m, grad, dx, dy);
     backward_parts c = {.m = m, .grad = grad, .dx = dx, .dy = dy};
-    ra_status st = ra_run_parts(S, backward_part, &c);
+    const ra_status st = ra_run_parts(S, backward_part, &c);
+    if (st) return st;
     const int64_t P = m->total;
-    #pragma omp parallel for num_threads(S) schedule(static) if (!st)
+    #pragma omp parallel for num_threads(S) schedule(static)
     for (int64_t i = 0; i < P; i++)
         for (int s = 1; s < S; s++) grad[i] += m->rgrad[s - 1][i];
-    return st;
+    return RA_OK;
 }
 
 /* The initial value of a parameter from its name and shape, as the PyTorch

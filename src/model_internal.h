@@ -49,6 +49,9 @@ typedef enum {
 struct ra_arch_ops {
     const char *name;         /* the "arch" metadata value */
     ra_arch arch;
+    /* Networks whose x is a batch of samples along its first dimension,
+     * each treated on its own: a batch may run in shards (src/model.c). */
+    int batched;
     ra_status (*declare)(ra_model *m, const ra_st_file *f);
     /* Map a file tensor name to a canonical one (buf, n bytes). NULL means
      * names are canonical already and only declared names are parameters. */

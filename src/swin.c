@@ -581,7 +581,7 @@ static int64_t one_flops(const ra_model *m, int h, int w) {
 }
 
 const ra_arch_ops ra_swin_block_ops = {
-    .name = "swin_block", .arch = RA_ARCH_SWIN_BLOCK, .declare = one_declare,
+    .name = "swin_block", .arch = RA_ARCH_SWIN_BLOCK, .batched = 1, .declare = one_declare,
     .canonical = one_canonical, .detect = one_detect, .build = one_build,
     .destroy = one_destroy, .forward = one_forward,
     .forward_train = ra_swin_one_forward_train, .backward = ra_swin_one_backward,
@@ -1085,7 +1085,8 @@ static int64_t net_flops(const ra_model *m, int h, int w) {
 }
 
 const ra_arch_ops ra_swin_ops = {
-    .name = "swin", .arch = RA_ARCH_SWIN, .declare = net_declare, .canonical = net_canonical,
+    .name = "swin", .arch = RA_ARCH_SWIN, .batched = 1, .declare = net_declare,
+    .canonical = net_canonical,
     .detect = net_detect, .build = net_build, .destroy = net_destroy, .forward = net_forward,
     .forward_train = ra_swin_net_forward_train, .backward = ra_swin_net_backward,
     .flops = net_flops};
@@ -1094,7 +1095,8 @@ const ra_arch_ops ra_swin_ops = {
  * above with the V2 variations its blocks and merging layers carry (v2 in
  * swin_common, from the arch name). */
 const ra_arch_ops ra_swinv2_ops = {
-    .name = "swinv2", .arch = RA_ARCH_SWINV2, .declare = net_declare, .canonical = net_canonical,
+    .name = "swinv2", .arch = RA_ARCH_SWINV2, .batched = 1, .declare = net_declare,
+    .canonical = net_canonical,
     .detect = net_detect, .build = net_build, .destroy = net_destroy, .forward = net_forward,
     .forward_train = ra_swin_net_forward_train, .backward = ra_swin_net_backward,
     .flops = net_flops};

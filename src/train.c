@@ -46,7 +46,6 @@ struct ra_trainer {
     int64_t *zoff, *zcnt;           /* ZeRO-1: every process's run of floats */
 };
 
-
 ra_train_config ra_train_config_default(void) {
     return (ra_train_config){.batch = 128, .epochs = 13, .lr = 3e-3, .min_lr = 1e-5,
                              .warmup_lr = 1e-6, .warmup_epochs = 0.5, .weight_decay = 0.05,
@@ -196,24 +195,26 @@ static ra_status batch_step(ra_trainer *t, int i0, int i1, float *loss) {
                                            t->cfg.label_smoothing);
     ra_free(logits);
     if (st) return st;
-    *loss = nb == B ? mean : mean * (float)nb / (float)B;
+    const float share = (float)nb / (float)B;   /* 1 for the whole batch, exactly */
+    *loss = mean * share;
     /* the slice's mean has dloss nb / B: dlogits = (p - target) / B */
     memset(dl, 0, (size_t)nb * K * sizeof *dl);
-    st = ra_cross_entropy_backward(dl, nb == B ? 1.0f : (float)nb / (float)B, probs,
-                                   t->labels + i0, nb, K, t->cfg.label_smoothing);
+    st = ra_cross_entropy_backward(dl, share, probs, t->labels + i0, nb, K,
+                                   t->cfg.label_smoothing);
     memset(t->grad, 0, (size_t)m->total * sizeof *t->grad);
     return st ? st : ra_model_backward(m, t->grad, NULL, dl);
 }
 
-/* The sums over the processes: the loss into *loss and the squared norm of
- * the whole gradient into *sumsq; with ZeRO-1 only the own run's gradient
- * is summed (the rest of t->grad is stale afterwards). */
+/* A collective's failure, with what was being summed or gathered. */
 static ra_status collective(ra_status st, const char *what) {
     return st ? ra_fail(st, "trainer: %s across the processes failed (%s)", what,
                         ra_status_str(st))
               : RA_OK;
 }
 
+/* The sums over the processes: the loss into *loss and the squared norm of
+ * the whole gradient into *sumsq; with ZeRO-1 only the own run's gradient
+ * is summed (the rest of t->grad is stale afterwards). */
 static ra_status reduce(ra_trainer *t, float *loss, double *sumsq) {
     const ra_train_comm *c = &t->comm;
     const int64_t P = t->m->total;
@@ -290,12 +291,12 @@ ra_status ra_trainer_set_comm(ra_trainer *t, const ra_train_comm *c, int shard_o
         return ra_fail(RA_ERR_ARG, "trainer comm: ZeRO-1 needs allreduce_sum, "
                        "reduce_scatter_sum and allgather");
     if (t->zero) return ra_fail(RA_ERR_ARG, "trainer comm: the optimizer is sharded already");
-    if (shard_optimizer && t->step > 0 && t->moff != 0)
-        return ra_fail(RA_ERR_INTERNAL, "trainer comm: moments");
     const ra_model *m = t->m;
     const int S = c->size, np = m->nparams;
-    t->comm = *c;
-    if (!shard_optimizer) return RA_OK;
+    if (!shard_optimizer) {
+        t->comm = *c;
+        return RA_OK;
+    }
     /* runs of whole tensors: process r's starts at the first tensor at or
      * after r/S of the floats */
     int64_t *off = malloc(((size_t)S + 1) * sizeof *off), *cnt = malloc((size_t)S * sizeof *cnt);
@@ -312,7 +313,8 @@ ra_status ra_trainer_set_comm(ra_trainer *t, const ra_train_comm *c, int shard_o
     }
     for (int r = 0; r < S; r++) cnt[r] = off[r + 1] - off[r];
     const int me = c->rank;
-    float *m1 = ra_alloc((size_t)cnt[me] + 1, sizeof *m1), *m2 = ra_alloc((size_t)cnt[me] + 1, sizeof *m2);
+    float *m1 = ra_alloc((size_t)cnt[me] + 1, sizeof *m1);
+    float *m2 = ra_alloc((size_t)cnt[me] + 1, sizeof *m2);
     if (!m1 || !m2) {
         ra_free(m1), ra_free(m2), free(off), free(cnt), free(first);
         return ra_fail(RA_ERR_NOMEM, "trainer comm: out of memory");
@@ -322,7 +324,7 @@ ra_status ra_trainer_set_comm(ra_trainer *t, const ra_train_comm *c, int shard_o
     ra_free(t->mom1), ra_free(t->mom2);
     t->mom1 = m1, t->mom2 = m2, t->moff = off[me];
     t->p0 = first[me], t->p1 = first[me + 1];
-    t->zoff = off, t->zcnt = cnt, t->zero = 1;
+    t->zoff = off, t->zcnt = cnt, t->zero = 1, t->comm = *c;
     free(first);
     return RA_OK;
 }

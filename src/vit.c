@@ -1320,6 +1320,7 @@ static int64_t vit_flops(const ra_model *m, int h, int w) {
 
 const ra_arch_ops ra_vit_ops = {.flops = vit_flops, .name = "vit",
                                 .arch = RA_ARCH_VIT,
+                                .batched = 1,
                                 .declare = vit_declare,
                                 .canonical = vit_canonical,
                                 .detect = vit_detect,

@@ -21,6 +21,23 @@ static int check_passed, check_failed;
         }                                                                     \
     } while (0)
 
+/* run(dir, name) for every fixture name listed in dir/list (one per
+ * word); the number of names. */
+static inline int check_cases(const char *dir, const char *list,
+                              void (*run)(const char *dir, const char *name)) {
+    char path[1024], name[256];
+    snprintf(path, sizeof path, "%s/%s", dir, list);
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL, "cannot open %s", path);
+    int n = 0;
+    while (f && fscanf(f, "%255s", name) == 1) {
+        run(dir, name);
+        n++;
+    }
+    if (f) fclose(f);
+    return n;
+}
+
 /* Largest |a-b| / (atol + rtol*|b|) over n values; <= 1 means close.
  * NaN anywhere counts as far. */
 static inline double check_err(const float *a, const float *b, long n,

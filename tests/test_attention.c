@@ -141,16 +141,7 @@ static void run_case(const char *dir, const char *name) {
 
 int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : "tests/fixtures";
-    char path[1024], name[256];
-    snprintf(path, sizeof path, "%s/cases.txt", dir);
-    FILE *list = fopen(path, "r");
-    CHECK(list != NULL, "cannot open %s", path);
-    int cases = 0;
-    while (list && fscanf(list, "%255s", name) == 1) {
-        run_case(dir, name);
-        cases++;
-    }
-    if (list) fclose(list);
+    const int cases = check_cases(dir, "cases.txt", run_case);
     CHECK(cases >= 30, "only %d attention fixtures", cases);
     printf("%d attention cases\n", cases);
     return check_done();

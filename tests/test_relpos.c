@@ -433,16 +433,7 @@ static void cli_checks(const char *cli, const char *dir) {
 
 int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : "tests/fixtures";
-    char path[1024], name[256];
-    snprintf(path, sizeof path, "%s/relpos_cases.txt", dir);
-    FILE *list = fopen(path, "r");
-    CHECK(list != NULL, "cannot open %s", path);
-    int cases = 0;
-    while (list && fscanf(list, "%255s", name) == 1) {
-        run_case(dir, name);
-        cases++;
-    }
-    if (list) fclose(list);
+    const int cases = check_cases(dir, "relpos_cases.txt", run_case);
     CHECK(cases >= 16, "only %d relpos fixtures", cases);
     check_tables(dir);
     finite_differences();
