@@ -406,7 +406,10 @@ ra_status ra_attn_layer_check_tokens(const ra_attn_layer *l, int n1, int n2);
  *                              or NULL for self-attention (N2 = N1... then
  *                              D2 must equal D1's frame count rule)
  *   mask (nW, N1, N2)          or NULL; B_ % nW == 0
- * Allocates its scratch; RA_ERR_NOMEM if it cannot. */
+ * Allocates its scratch (RA_ERR_NOMEM if it cannot) and keeps it for the
+ * next call: the layer holds the scratch of its largest call, one block per
+ * call running at once (up to 8; more get scratch of their own), until
+ * ra_attn_layer_free. Calls on one layer from several threads are safe. */
 ra_status ra_attn_layer_forward(const ra_attn_layer *l,
                                 float *y, float *attn,
                                 const float *x, const float *kv,

@@ -19,6 +19,8 @@ struct ra_attn_layer {
     float *slopes;         /* (nH) alibi slopes                    */
     float *rope;           /* (H*W, hd/2, 2) rope cos, sin         */
     float *coords;         /* swinv2: (T, 2) CPB input (swinv2.h)  */
+    struct ra_arena_cache *cache;   /* the scratch of the calls, kept between
+                                       them (attn_layer.c's pass_begin) */
 };
 
 /* The position terms of one call (one set for all the parts of a batch):

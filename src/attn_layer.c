@@ -126,6 +126,7 @@ ra_status ra_attn_layer_create(ra_attn_layer **out, const ra_attn_config *cfg,
     if (st) return st;
 
     ra_attn_layer *l = calloc(1, sizeof *l);
+    if (l && !(l->cache = calloc(1, sizeof *l->cache))) free(l), l = NULL;
     if (!l) return ra_fail(RA_ERR_NOMEM, "attention layer: out of memory");
     l->cfg = *cfg;
     l->p = *params;
@@ -146,11 +147,11 @@ ra_status ra_attn_layer_create(ra_attn_layer **out, const ra_attn_config *cfg,
         const int wh = cfg->shaw_window[0], ww = cfg->shaw_window[1], k = cfg->max_rel;
         const int64_t n = (int64_t)wh * ww;
         if (n > 4096 || k > 1023) {
-            free(l);
+            ra_attn_layer_free(l);
             return ra_fail(RA_ERR_ARG, "shaw window %dx%d or clip %d too large", wh, ww, k);
         }
         if (!(l->rel2 = ra_alloc((size_t)(n * n), sizeof *l->rel2))) {
-            free(l);
+            ra_attn_layer_free(l);
             return ra_fail(RA_ERR_NOMEM, "attention layer: out of memory");
         }
         for (int64_t i = 0; i < n; i++)
@@ -200,6 +201,8 @@ void ra_attn_layer_free(ra_attn_layer *l) {
     ra_free(l->rel2);
     ra_free(l->coords);
     ra_scheme_free(l);
+    ra_arena_cache_free(l->cache);
+    free(l->cache);
     free(l);
 }
 
@@ -273,10 +276,12 @@ typedef struct {
     size_t nq, nkv, no, ndrel, nfloats;   /* floats of the scratch parts, of all of it */
     size_t nx, ndx;                /* swinv2: floats of yq..tab, of dtab */
     int own_scratch, own_pc;
+    ra_arena_cache *cache;   /* own_scratch: the scratch is carved from arena, */
+    ra_arena *arena, local;  /* the layer's cached one or local             */
 } pass;
 
 static void pass_end(pass *ps) {
-    if (ps->own_scratch) ra_free(ps->scratch);
+    if (ps->own_scratch) ra_arena_end(ps->cache, ps->arena);
     if (ps->own_pc) ra_pos_end(&ps->own);
     ps->own_scratch = ps->own_pc = 0;
 }
@@ -436,9 +441,15 @@ static ra_status pass_begin(pass *ps, const ra_attn_layer *l, float *attn, const
                             const ra_pos_call *pc) {
     ra_status st = pass_prepare(ps, l, x, kv, b_, n1, n2, mask, nw, w0, backward, grid, pc);
     if (st) return st;
-    if (!(ps->scratch = ra_alloc(ps->nfloats, sizeof(float))))
-        return pass_end(ps), ra_fail(RA_ERR_NOMEM, "attention layer: out of memory");
+    /* the layer's cached arena: after the first call of a size, the scratch
+     * (tens of MB for a batch of windows) is neither allocated nor faulted
+     * in again; a fresh mapping of that size per call cost a third of a
+     * Swin stage-1 layer's forward */
+    ps->cache = l->cache;
+    ps->arena = ra_arena_begin(ps->cache, &ps->local);
     ps->own_scratch = 1;
+    if (!(ps->scratch = ra_arena_floats(ps->arena, ps->nfloats)))
+        return pass_end(ps), ra_fail(RA_ERR_NOMEM, "attention layer: out of memory");
     if ((st = pass_run(ps, l, attn, x, kv, backward))) pass_end(ps);
     return st;
 }
