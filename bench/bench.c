@@ -16,9 +16,11 @@
  *   p·v with the row's relative terms) and the whole layer (qkv and proj
  *   projections too), forward and backward (input and every parameter
  *   gradient, the bias or Shaw tables included), under every kernel the CPU
- *   supports (--kernels default: only the one the library picks). Their
- *   forward + backward (a training step of the layer) is the sum of the two:
- *   the layer's backward recomputes what it needs from x.
+ *   supports (--kernels default: only the one the library picks). The
+ *   backward (bwd) reads the tape of a training forward
+ *   (ra_attn_layer_forward_train), as PyTorch's reads its graph; fwd+bwd
+ *   times the two together (a training step of the layer); bwd recompute
+ *   is ra_attn_layer_backward, which recomputes what it needs from x.
  * Networks: torchvision swin_t and vit_b_16 at 224x224 (swin_v2_t at 256x256), read from DIR (or
  *   $RELATTN_BENCH_MODELS) as tools/export.py writes them; the inference
  *   forward of a batch of random images, and for swin_t a training step:
@@ -199,15 +201,16 @@ static const shape shapes[] = {
      96, 3, 8, 1, 0, 0},
 };
 
-enum { CORE_FWD, CORE_BWD, FWD, BWD, FWD_BWD, NMEASURES };
+enum { CORE_FWD, CORE_BWD, FWD, BWD, FWD_BWD, BWD_RECOMPUTE, NMEASURES };
 static const char *const measure_names[NMEASURES] = {"core fwd", "core bwd", "fwd", "bwd",
-                                                     "fwd+bwd"};
+                                                     "fwd+bwd", "bwd recompute"};
 
 /* A layer and the core under it, with every buffer its calls need. */
 typedef struct {
     const shape *s;
     int n;                       /* tokens: the shape's, or N/2 for the memory probe */
     ra_attn_layer *layer;
+    ra_attn_tape *tape;          /* of the training forward (run_train_fwd) */
     ra_attn_desc d;              /* the core's description */
     float *qkv_w, *qkv_b, *proj_w, *proj_b, *table, *rel_k, *rel_v;   /* parameters */
     float *v2[6];                /* swinv2: logit_scale, cpb_mlp 0.w, 0.b, 2.w, q_bias, v_bias */
@@ -306,6 +309,7 @@ static void case_init(layer_case *lc, const shape *s, int n, int tables, int max
 
 static void case_free(layer_case *lc) {
     ra_attn_layer_free(lc->layer);
+    ra_attn_tape_free(lc->tape);
     float *f[] = {lc->qkv_w, lc->qkv_b, lc->proj_w, lc->proj_b, lc->table, lc->rel_k,
                   lc->rel_v, lc->g.qkv_w, lc->g.qkv_b, lc->g.proj_w, lc->g.proj_b, lc->g.table,
                   lc->g.rel_k, lc->g.rel_v, lc->x, lc->y, lc->dx, lc->dy, lc->qkv, lc->dqkv,
@@ -339,7 +343,27 @@ static void run_fwd(void *p) {
                                c->d.nw), "layer forward");
 }
 
+/* The backward a training step runs: from the tape of a training forward
+ * (as PyTorch's from its graph), nothing recomputed. */
+static void run_train_fwd(void *p) {
+    layer_case *c = p;
+    must(ra_attn_layer_forward_train(c->layer, &c->tape, c->y, NULL, c->x, NULL, c->s->b_, c->n,
+                                     c->n, c->mask, c->d.nw), "layer training forward");
+}
+
 static void run_bwd(void *p) {
+    layer_case *c = p;
+    must(ra_attn_layer_backward_tape(c->layer, c->tape, c->dx, NULL, &c->g, c->dy),
+         "layer backward");
+}
+
+static void run_fwd_bwd(void *p) {
+    run_train_fwd(p);
+    run_bwd(p);
+}
+
+/* The backward without a tape: projections and core output recomputed from x. */
+static void run_bwd_recompute(void *p) {
     layer_case *c = p;
     must(ra_attn_layer_backward(c->layer, c->dx, NULL, &c->g, NULL, c->dy, c->x, NULL, c->s->b_,
                                 c->n, c->n, c->mask, c->d.nw), "layer backward");
@@ -382,18 +406,19 @@ static void print_layer_header(void) {
 /* Every measure of a shape under the current kernel at every thread count. */
 static void bench_layer(const run *R, const shape *s) {
     const char *kernel = ra_kernel_name(ra_kernel_current());
-    static const bench_fn fns[FWD_BWD] = {run_core_fwd, run_core_bwd, run_fwd, run_bwd};
+    static const bench_fn fns[NMEASURES] = {run_core_fwd, run_core_bwd, run_fwd,
+                                            run_bwd,      run_fwd_bwd,  run_bwd_recompute};
     double core, layer;
     layer_flops(s, s->n, &core, &layer);
-    const double flops[NMEASURES] = {core, 2 * core, layer, 2 * layer, 3 * layer};
+    const double flops[NMEASURES] = {core, 2 * core, layer, 2 * layer, 3 * layer, 2 * layer};
     double gf[MAX_THREAD_COUNTS][NMEASURES];
     layer_case lc;
     case_init(&lc, s, s->n, 1, R->threads[R->nthreads - 1]);
     for (int i = 0; i < R->nthreads; i++) {
         ra_threads_set(R->threads[i]);
         double t[NMEASURES];
-        for (int m = 0; m < FWD_BWD; m++) t[m] = time_median(fns[m], &lc, R->reps);
-        t[FWD_BWD] = t[FWD] + t[BWD];   /* a training step of the layer */
+        run_train_fwd(&lc);   /* the tape bwd reads */
+        for (int m = 0; m < NMEASURES; m++) t[m] = time_median(fns[m], &lc, R->reps);
         printf("%-40s %-6s %-9d", i ? "" : s->name, i ? "" : kernel, R->threads[i]);
         for (int m = 0; m < NMEASURES; m++) {
             gf[i][m] = flops[m] / t[m] * 1e-9;

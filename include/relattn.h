@@ -447,6 +447,28 @@ ra_status ra_attn_layer_backward(const ra_attn_layer *l,
                                  int b_, int n1, int n2,
                                  const float *mask, int nw);
 
+/* Training: a forward that keeps what its backward needs, so that the
+ * backward recomputes nothing (ra_attn_layer_backward recomputes the
+ * projections and the attention output from x: less memory, more time).
+ * ra_attn_layer_forward_train runs ra_attn_layer_forward and records on
+ * *tape the projections, the attention output and the call's arguments;
+ * *tape NULL: a tape is allocated, otherwise the given one is reused (grown
+ * when needed), so a training loop allocates it once. x, kv and mask are
+ * kept by address: they must stay unchanged until the backward. The layer
+ * uses its own token grid (decomposed_attention: input_size).
+ * ra_attn_layer_backward_tape accumulates the gradients of that forward as
+ * ra_attn_layer_backward does (dx, dkv and g +=); a tape may be read any
+ * number of times. The tape belongs to the caller: ra_attn_tape_free. */
+typedef struct ra_attn_tape ra_attn_tape;   /* opaque */
+ra_status ra_attn_layer_forward_train(const ra_attn_layer *l, ra_attn_tape **tape,
+                                      float *y, float *attn, const float *x,
+                                      const float *kv, int b_, int n1, int n2,
+                                      const float *mask, int nw);
+ra_status ra_attn_layer_backward_tape(const ra_attn_layer *l, const ra_attn_tape *tape,
+                                      float *dx, float *dkv, const ra_attn_grads *g,
+                                      const float *dy);
+void ra_attn_tape_free(ra_attn_tape *tape);
+
 /* The two calls above on a token grid: grid (H, W) is the map of the
  * call's tokens, N1 = N2 = H * W, row-major. decomposed_attention resamples
  * its tables to a grid other than input_size (as SAM's get_rel_pos; the

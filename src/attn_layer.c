@@ -774,3 +774,71 @@ ra_status ra_attn_layer_backward_ws(const ra_attn_layer *l, float *dx, float *dk
     pass_end(&ps);
     return st;
 }
+
+/* ---- training: a forward that keeps what its backward reads ---------------
+ * The tape is the forward's workspace (ra_attn_layer_forward_ws: the
+ * projections, the core's output, swinv2's normalised q and table) and the
+ * call's arguments; the backward reads them instead of recomputing (as
+ * the networks' training passes do). A tape passed back in is reused when
+ * it is large enough: a training loop allocates it once. */
+struct ra_attn_tape {
+    const ra_attn_layer *l;
+    const float *x, *kv, *mask;
+    int b_, n1, n2, nw;
+    void *saved;
+    size_t cap;      /* bytes of saved */
+    int ready;       /* a forward completed into it */
+};
+
+void ra_attn_tape_free(ra_attn_tape *t) {
+    if (!t) return;
+    ra_free(t->saved);
+    free(t);
+}
+
+ra_status ra_attn_layer_forward_train(const ra_attn_layer *l, ra_attn_tape **tape, float *y,
+                                      float *attn, const float *x, const float *kv, int b_,
+                                      int n1, int n2, const float *mask, int nw) {
+    if (!l || !tape) return ra_fail(RA_ERR_ARG, "attention forward: NULL layer or tape");
+    const size_t need = ra_attn_layer_forward_ws_size(l, b_, n1, n2);
+    if (!need) {   /* invalid sizes: the forward says why */
+        static char none[64];
+        return ra_attn_layer_forward_ws(l, y, attn, x, kv, b_, n1, n2, mask, nw, none,
+                                        sizeof none, NULL, NULL);
+    }
+    ra_attn_tape *t = *tape;
+    if (!t && !(t = calloc(1, sizeof *t)))
+        return ra_fail(RA_ERR_NOMEM, "attention forward: out of memory");
+    t->ready = 0;
+    if (t->cap < need) {
+        ra_free(t->saved);
+        t->cap = (t->saved = ra_alloc(need, 1)) ? need : 0;
+    }
+    if (!t->saved) {
+        if (!*tape) ra_attn_tape_free(t);
+        return ra_fail(RA_ERR_NOMEM, "attention forward: out of memory for the tape");
+    }
+    *tape = t;
+    *t = (ra_attn_tape){.l = l, .x = x, .kv = kv, .mask = mask, .b_ = b_, .n1 = n1, .n2 = n2,
+                        .nw = nw, .saved = t->saved, .cap = t->cap};
+    ra_status st = ra_attn_layer_forward_ws(l, y, attn, x, kv, b_, n1, n2, mask, nw, t->saved,
+                                            t->cap, NULL, NULL);
+    t->ready = st == RA_OK;
+    return st;
+}
+
+ra_status ra_attn_layer_backward_tape(const ra_attn_layer *l, const ra_attn_tape *t,
+                                      float *dx, float *dkv, const ra_attn_grads *g,
+                                      const float *dy) {
+    if (!l || !t || !t->ready || t->l != l)
+        return ra_fail(RA_ERR_ARG, "attention backward: no tape of a forward of this layer");
+    const size_t ws = ra_attn_layer_backward_ws_size(l, t->b_, t->n1, t->n2, 1);
+    if (!ws) return ra_fail(RA_ERR_SHAPE, "attention backward: the tape's sizes");
+    ra_arena local, *a = ra_arena_begin(l->cache, &local);
+    void *work = ra_arena_bytes(a, ws);
+    ra_status st = work ? ra_attn_layer_backward_ws(l, dx, dkv, g, dy, t->x, t->kv, t->b_, t->n1,
+                                                   t->n2, t->mask, t->nw, t->saved, work, ws, 0)
+                        : ra_fail(RA_ERR_NOMEM, "attention backward: out of memory");
+    ra_arena_end(l->cache, a);
+    return st;
+}

@@ -26,11 +26,13 @@ static int open_case(ra_st_file **f, const char *dir, const char *name, const ch
 }
 
 /* Gradients from PyTorch autograd for the fixture's dy: every input and
- * parameter gradient, within 1e-4 relative. Run twice to see that they
- * accumulate. */
+ * parameter gradient, within 1e-4 relative. Run more than once to see that
+ * they accumulate. tape: the gradients from ra_attn_layer_forward_train's
+ * tape (its y checked too; the second round reuses the tape and reads it
+ * twice) instead of ra_attn_layer_backward's recomputation. */
 static void check_backward(const char *name, ra_model *m, const ra_st_file *in,
                            const ra_st_file *ex, const float *x, const float *kv,
-                           const float *mask, int b_, int n1, int n2, int nw) {
+                           const float *mask, int b_, int n1, int n2, int nw, int tape) {
     const ra_attn_layer *l = ra_model_attn(m);
     const int C = ra_attn_layer_config(l)->dim;
     const ra_st_tensor *tdy;
@@ -44,32 +46,54 @@ static void check_backward(const char *name, ra_model *m, const ra_st_file *in,
     float *y = malloc(sizeof(float) * (size_t)b_ * n1 * C);
     ra_attn_grads g;
     ra_model_attn_grads(m, gflat, &g);
+    ra_attn_tape *tp = NULL;
+    char what[512];
+    snprintf(what, sizeof what, "%s%s", name, tape ? " (tape)" : "");
+    name = what;
+    int rounds = 0;
     for (int round = 1; round <= 3; round += 2) {
         /* 1 thread, then 3: windows in uneven parts, the mask from a part's
          * first window on, the parts' gradients summed */
         ra_threads_set(round);
-        ra_status st = ra_attn_layer_backward(l, dx, kv ? dkv : NULL, &g, y, dy, x, kv, b_,
-                                              n1, n2, mask, nw);
-        CHECK(st == RA_OK, "%s: backward: %s", name, ra_last_error());
+        ra_status st;
+        if (tape) {
+            st = ra_attn_layer_forward_train(l, &tp, y, NULL, x, kv, b_, n1, n2, mask, nw);
+            CHECK(st == RA_OK, "%s: forward_train: %s", name, ra_last_error());
+            const ra_st_tensor *ty;
+            float *yw = load_f32(ex, "y", &ty);
+            if (yw) CHECK_CLOSE(y, yw, ty->numel, 1e-5, 1e-6, "forward_train y");
+            free(yw);
+            for (int r = 0; r < (round == 3 ? 2 : 1) && !st; r++, rounds++) {
+                st = ra_attn_layer_backward_tape(l, tp, dx, kv ? dkv : NULL, &g, dy);
+                CHECK(st == RA_OK, "%s: backward_tape: %s", name, ra_last_error());
+            }
+        } else {
+            st = ra_attn_layer_backward(l, dx, kv ? dkv : NULL, &g, y, dy, x, kv, b_, n1, n2,
+                                        mask, nw);
+            CHECK(st == RA_OK, "%s: backward: %s", name, ra_last_error());
+            rounds++;
+        }
     }
+    ra_attn_tape_free(tp);
     ra_threads_set(0);
-    /* two rounds accumulated: halve, then compare */
-    for (int64_t e = 0; e < total; e++) gflat[e] *= 0.5f;
-    for (int64_t e = 0; e < (int64_t)b_ * n1 * C; e++) dx[e] *= 0.5f;
-    for (int64_t e = 0; e < (int64_t)b_ * n2 * C; e++) dkv[e] *= 0.5f;
-    char what[512];
+    /* the rounds accumulated: divide, then compare */
+    const float inv = 1.0f / (float)rounds;
+    for (int64_t e = 0; e < total; e++) gflat[e] *= inv;
+    for (int64_t e = 0; e < (int64_t)b_ * n1 * C; e++) dx[e] *= inv;
+    for (int64_t e = 0; e < (int64_t)b_ * n2 * C; e++) dkv[e] *= inv;
+    char what2[1024];
     const char *xg = ra_st_find(ex, "grad.x") ? "grad.x" : "grad.q";
     const ra_st_tensor *t;
     float *want = load_f32(ex, xg, &t);
     CHECK(want && t->numel == (int64_t)b_ * n1 * C, "%s: %s missing", name, xg);
-    snprintf(what, sizeof what, "%s %s", name, xg);
-    if (want) CHECK_CLOSE(dx, want, t->numel, 1e-4, 1e-5, what);
+    snprintf(what2, sizeof what2, "%s %s", name, xg);
+    if (want) CHECK_CLOSE(dx, want, t->numel, 1e-4, 1e-5, what2);
     free(want);
     if (kv) {
         want = load_f32(ex, "grad.kv", &t);
         CHECK(want != NULL, "%s: grad.kv missing", name);
-        snprintf(what, sizeof what, "%s grad.kv", name);
-        if (want) CHECK_CLOSE(dkv, want, t->numel, 1e-4, 1e-5, what);
+        snprintf(what2, sizeof what2, "%s grad.kv", name);
+        if (want) CHECK_CLOSE(dkv, want, t->numel, 1e-4, 1e-5, what2);
         free(want);
     }
     for (int i = 0; i < ra_model_param_count(m); i++) {
@@ -78,8 +102,8 @@ static void check_backward(const char *name, ra_model *m, const ra_st_file *in,
         snprintf(gname, sizeof gname, "grad.%s", p->name);
         want = load_f32(ex, gname, &t);
         CHECK(want && t->numel == p->numel, "%s: %s missing or wrong size", name, gname);
-        snprintf(what, sizeof what, "%s %s", name, gname);
-        if (want && t->numel == p->numel) CHECK_CLOSE(gflat + p->offset, want, p->numel, 1e-4, 1e-5, what);
+        snprintf(what2, sizeof what2, "%s %s", name, gname);
+        if (want && t->numel == p->numel) CHECK_CLOSE(gflat + p->offset, want, p->numel, 1e-4, 1e-5, what2);
         free(want);
     }
     free(dy), free(gflat), free(dx), free(dkv), free(y);
@@ -131,7 +155,8 @@ static void run_case(const char *dir, const char *name) {
             }
         }
         ra_threads_set(0);
-        check_backward(name, m, in, ex, x, kv, mask, b_, n1, n2, nw);
+        check_backward(name, m, in, ex, x, kv, mask, b_, n1, n2, nw, 0);
+        check_backward(name, m, in, ex, x, kv, mask, b_, n1, n2, nw, 1);
         free(y), free(a);
     }
     free(x), free(kv), free(mask), free(yw), free(aw);
