@@ -532,6 +532,26 @@ typedef struct tn_args {
 /* rows r0..r1-1 into the tile sums s ([TR][16 TV], aligned): s = (first ?
  * 0 : s) + sum_r a[r][i] b[r][j..]; nr <= TR rows valid, cols <= 16 TV
  * columns (the vectors' lanes beyond them masked: never read). */
+/* acc += sum over rows r of a[r][i] * b[r][16 v ..] (tn_micro's loop);
+ * mv NULL: every vector whole, else loaded through mv[v]. */
+static inline __attribute__((always_inline)) void tn_rows(__m512 acc[24], const float *restrict a,
+                                                          int64_t lda, const float *restrict b,
+                                                          int64_t ldb, int64_t rows, const int TR,
+                                                          const int TV, const __mmask16 *mv) {
+    for (int64_t r = 0; r < rows; r++, a += lda, b += ldb) {
+        __m512 bv[4];
+#pragma GCC unroll 4
+        for (int v = 0; v < TV; v++)
+            bv[v] = mv ? _mm512_maskz_loadu_ps(mv[v], b + 16 * v) : _mm512_loadu_ps(b + 16 * v);
+#pragma GCC unroll 24
+        for (int i = 0; i < TR; i++) {
+            const __m512 av = _mm512_set1_ps(a[i]);
+#pragma GCC unroll 4
+            for (int v = 0; v < TV; v++) acc[i * TV + v] = _mm512_fmadd_ps(av, bv[v], acc[i * TV + v]);
+        }
+    }
+}
+
 static inline __attribute__((always_inline)) void tn_micro(float *restrict s,
                                                            const float *restrict a, int64_t lda,
                                                            const float *restrict b, int64_t ldb,
@@ -551,18 +571,12 @@ static inline __attribute__((always_inline)) void tn_micro(float *restrict s,
     else
 #pragma GCC unroll 24
         for (int i = 0; i < TR * TV; i++) acc[i] = _mm512_load_ps(s + 16 * i);
-    for (int64_t r = 0; r < rows; r++, a += lda, b += ldb) {
-        __m512 bv[4];
-#pragma GCC unroll 4
-        for (int v = 0; v < TV; v++)
-            bv[v] = _mm512_maskz_loadu_ps(mv[v], b + 16 * v);
-#pragma GCC unroll 24
-        for (int i = 0; i < TR; i++) {
-            const __m512 av = _mm512_set1_ps(a[i]);
-#pragma GCC unroll 4
-            for (int v = 0; v < TV; v++) acc[i * TV + v] = _mm512_fmadd_ps(av, bv[v], acc[i * TV + v]);
-        }
-    }
+    /* full tiles load b whole: masked loads made GCC move the masks into
+     * mask registers at every row, on the port of one of the FMA units */
+    if (cols >= 16 * TV)
+        tn_rows(acc, a, lda, b, ldb, rows, TR, TV, NULL);
+    else
+        tn_rows(acc, a, lda, b, ldb, rows, TR, TV, mv);
 #pragma GCC unroll 24
     for (int i = 0; i < TR * TV; i++) _mm512_store_ps(s + 16 * i, acc[i]);
 }
