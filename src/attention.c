@@ -169,6 +169,20 @@ ra_status ra_attention_backward(float *dq, int lddq, float *dk, int lddk, float 
                                 const float *q, int ldq, const float *k, int ldk,
                                 const float *v, int ldv, const ra_attn_desc *d,
                                 void *work, size_t work_size) {
+    return ra_attention_backward_set(dq, lddq, dk, lddk, dv, lddv, dtable, drel_k, drel_v, dout,
+                                     lddo, q, ldq, k, ldk, v, ldv, d, work, work_size, 0);
+}
+
+/* set: each task zeros its slices of dq, dk, dv before its kernel adds into
+ * them (the tasks' slices tile the three: every (window, head) owns its
+ * rows of its head's columns), in parallel and just before use, instead of
+ * the caller zeroing tens of MB on one thread. */
+ra_status ra_attention_backward_set(float *dq, int lddq, float *dk, int lddk, float *dv,
+                                    int lddv, float *dtable, float *drel_k, float *drel_v,
+                                    const float *dout, int lddo, const float *q, int ldq,
+                                    const float *k, int ldk, const float *v, int ldv,
+                                    const ra_attn_desc *d, void *work, size_t work_size,
+                                    int set) {
     ra_status st = ra_attention_check(d);
     if (st) return st;
     const int C = d->nh * d->hd;
@@ -220,6 +234,14 @@ ra_status ra_attention_backward(float *dq, int lddq, float *dk, int lddk, float 
             .drel_k = drel_k ? acc + sl.dbias : NULL,
             .drel_v = drel_v ? acc + sl.dbias + sl.drel : NULL,
         };
+        if (set) {
+            for (int i = 0; i < d->n1; i++)
+                memset(t.dq + (size_t)i * lddq, 0, (size_t)d->hd * sizeof(float));
+            for (int j = 0; j < d->n2; j++) {
+                memset(t.dk + (size_t)j * lddk, 0, (size_t)d->hd * sizeof(float));
+                memset(t.dv + (size_t)j * lddv, 0, (size_t)d->hd * sizeof(float));
+            }
+        }
         kern->backward(&t);
     }
 

@@ -574,8 +574,8 @@ ra_status ra_attn_layer_forward_ws(const ra_attn_layer *l, float *y, float *attn
 
 /* The backward from pass_begin / pass_run on: proj, core, projections. */
 /* dx_set: dx is overwritten, not accumulated (dkv always accumulates). The
- * gradient of the core's output is overwritten by proj's backward: only
- * those of q, k, v need zeros before the core accumulates into them. */
+ * gradient of the core's output is overwritten by proj's backward, those
+ * of q, k, v by the core. */
 static ra_status backward_run(pass *ps, const ra_attn_layer *l, float *dx, float *dkv,
                               const ra_attn_grads *g, float *y, const float *dy, const float *x,
                               const float *kv, int dx_set) {
@@ -583,7 +583,6 @@ static ra_status backward_run(pass *ps, const ra_attn_layer *l, float *dx, float
     const ra_arch a = l->cfg.arch;
     if (y) ra_linear_forward(y, ps->obuf, l->p.proj_w, l->p.proj_b, ps->rows1, C, E);
 
-    memset(ps->dqbuf, 0, (ps->nq + ps->nkv) * sizeof(float));
     if (ps->drel) memset(ps->drel, 0, ps->ndrel * sizeof(float));
     ra_linear_backward_ex(ps->dobuf, g->proj_w, g->proj_b, dy, ps->obuf, l->p.proj_w, ps->rows1,
                           C, E, 1, NULL);
@@ -595,10 +594,11 @@ static ra_status backward_run(pass *ps, const ra_attn_layer *l, float *dx, float
     float *dtable = a == RA_ARCH_ALIBI_ATTENTION ? NULL : g->table;
     const size_t tn = (size_t)l->table_rows * l->cfg.num_heads;
     if (l->coords && !ps->tab_given) memset(dtable = ps->dtab, 0, tn * sizeof *dtable);
-    ra_status st = ra_attention_backward(dq, ps->ldq, dk, ps->ldkv, dv, ps->ldkv, dtable,
-                                         ps->drel ? ps->drel : g->rel_k, g->rel_v, ps->dobuf, E,
-                                         ps->q, ps->ldq, ps->k, ps->ldkv, ps->v, ps->ldkv,
-                                         &ps->d, ps->work, ps->wbytes);
+    /* dq, dk, dv (all of dqbuf and dkvbuf) are set by the core */
+    ra_status st = ra_attention_backward_set(dq, ps->ldq, dk, ps->ldkv, dv, ps->ldkv, dtable,
+                                             ps->drel ? ps->drel : g->rel_k, g->rel_v, ps->dobuf,
+                                             E, ps->q, ps->ldq, ps->k, ps->ldkv, ps->v, ps->ldkv,
+                                             &ps->d, ps->work, ps->wbytes, 1);
     if (st || (st = ra_pos_backward(ps->pc, l, ps->drel, g->rel_h, g->rel_w))) return st;
     if (l->coords) {   /* swinv2: back through the normalisation and the CPB */
         ra_swinv2_qk_backward(ps->dqbuf, ps->qbuf, ps->yq, ps->norms, ps->rows1, C,

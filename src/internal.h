@@ -63,6 +63,20 @@ void *ra_alloc(size_t n, size_t sz);
 void *ra_calloc(size_t n, size_t sz);
 void ra_free(void *p);
 
+/* ra_attention_backward with set: dq, dk, dv are overwritten, not
+ * accumulated (each task zeros its slices first; src/attention.c). */
+ra_status ra_attention_backward_set(float *dq, int lddq, float *dk, int lddk, float *dv,
+                                    int lddv, float *dtable, float *drel_k, float *drel_v,
+                                    const float *dout, int lddo, const float *q, int ldq,
+                                    const float *k, int ldk, const float *v, int ldv,
+                                    const ra_attn_desc *d, void *work, size_t work_size,
+                                    int set);
+
+/* p[0 .. n) = 0, the threads of ra_threads_get() sharing a large buffer
+ * (src/nn.c): a gradient buffer of tens of MB zeroed by one thread left
+ * the other idle. */
+void ra_zero(float *p, int64_t n);
+
 /* Create path atomically from nparts byte ranges (src/fileio.c): a
  * temporary file in the same directory, fsync, rename; on failure
  * (RA_ERR_WRITE, RA_ERR_NOMEM) nothing exists at path. */

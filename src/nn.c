@@ -498,6 +498,17 @@ void ra_gelu_backward(float *dx,        /* (n), may be dy */
     for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * gelu_deriv(x[i]);
 }
 
+void ra_zero(float *p, int64_t n) {
+    const int64_t blocks = (n + RA_NN_BLOCK - 1) / RA_NN_BLOCK;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(n)) if (blocks > 1)
+#endif
+    for (int64_t b = 0; b < blocks; b++) {
+        const int64_t i = b * RA_NN_BLOCK, len = n - i < RA_NN_BLOCK ? n - i : RA_NN_BLOCK;
+        memset(p + i, 0, (size_t)len * sizeof *p);
+    }
+}
+
 void ra_add(float *y,        /* (n), may be a or b */
             const float *a,  /* (n) */
             const float *b,  /* (n) */

@@ -236,7 +236,7 @@ static ra_status post_backward(float *dx, const blk_tape *bt, const blk_grads *g
     float *dh = ra_arena_floats(a, (size_t)(m * hidden));
     float *dt = ra_arena_floats(a, (size_t)((rows > m ? rows : m) * C));
     if (!dh || !dt) return ra_arena_reset(a, mark), nomem();
-    memset(dt, 0, (size_t)(m * C) * sizeof *dt);
+    ra_zero(dt, (int64_t)(m * C));
     ra_layernorm_backward(dt, g->n2w, g->n2b, dx, bt->o, bt->mean2, bt->rstd2, b->n2w, m, C);
     ra_linear_backward_ex(dh, g->fc2w, g->fc2b, dt, bt->g, b->fc2w, m, C, hidden, 1, bt->h);
     ra_linear_backward_ex(dx, g->fc1w, g->fc1b, dh, bt->t2, b->fc1w, m, hidden, C, 0, NULL);
@@ -250,7 +250,7 @@ static ra_status post_backward(float *dx, const blk_tape *bt, const blk_grads *g
     void *ws = ra_arena_bytes(a, wsz);
     if (!dln || !daw || !dwin || !ws) return ra_arena_reset(a, mark), nomem();
     ra_rows_gather(dln, dx, bt->geo.map, rows, C);
-    memset(daw, 0, (size_t)(rows * C) * sizeof *daw);
+    ra_zero(daw, (int64_t)(rows * C));
     ra_layernorm_backward(daw, g->n1w, g->n1b, dln, bt->aw, bt->mean1, bt->rstd1, b->n1w, rows,
                           C);
     ra_status st = ra_attn_layer_backward_ws(b->attn, dwin, NULL, &g->attn, daw, bt->win, NULL,
@@ -296,7 +296,7 @@ static ra_status block_backward(float *dx, const blk_tape *bt, const blk_grads *
                                    (int)bt->bw, (int)bt->n, (int)bt->n, bt->geo.mask,
                                    bt->geo.mask ? (int)bt->nw : 0, bt->aws, ws, wsz, 1);
     if (!st) {
-        memset(dt, 0, (size_t)(m * C) * sizeof *dt);
+        ra_zero(dt, (int64_t)(m * C));
         ra_rows_scatter_add(dt, dwin, bt->geo.map, rows, C);
         ra_layernorm_backward(dx, g->n1w, g->n1b, dt, bt->x_in, bt->mean1, bt->rstd1, b->n1w,
                               m, C);
@@ -503,8 +503,8 @@ ra_status ra_swin_net_backward(ra_model *m, float *grad, float *dx, const float 
     float *dfin = ra_arena_floats(a, (size_t)(rf * C));
     float *ds = ra_arena_floats(a, (size_t)(rf * C));   /* the stream's gradient */
     if (!dpool || !dfin || !ds) return ra_arena_reset(a, mark), nomem();
-    memset(dfin, 0, (size_t)(rf * C) * sizeof *dfin);
-    memset(ds, 0, (size_t)(rf * C) * sizeof *ds);
+    ra_zero(dfin, (int64_t)(rf * C));
+    ra_zero(ds, (int64_t)(rf * C));
     if (n->num_classes > 0) {
         memset(dpool, 0, (size_t)B * C * sizeof *dpool);
         ra_linear_backward(dpool, ra_model_grad(m, grad, "head.weight"),
@@ -530,9 +530,9 @@ ra_status ra_swin_net_backward(ra_model *m, float *grad, float *dx, const float 
             float *dcat = ra_arena_floats(a, (size_t)(r2 * 4 * c));
             float *dprev = ra_arena_floats(a, (size_t)(rs * c));
             if (!dnrm || !dcat || !dprev) return ra_arena_reset(a, mark), nomem();
-            memset(dnrm, 0, (size_t)(r2 * 4 * c) * sizeof *dnrm);
-            memset(dcat, 0, (size_t)(r2 * 4 * c) * sizeof *dcat);
-            memset(dprev, 0, (size_t)(rs * c) * sizeof *dprev);
+            ra_zero(dnrm, (int64_t)(r2 * 4 * c));
+            ra_zero(dcat, (int64_t)(r2 * 4 * c));
+            ra_zero(dprev, (int64_t)(rs * c));
             snprintf(pfx, sizeof pfx, "layers.%d.downsample.", s);
             char nw_[96], nb_[96], rw_[96];
             snprintf(rw_, sizeof rw_, "%sreduction.weight", pfx);
@@ -573,7 +573,7 @@ ra_status ra_swin_net_backward(ra_model *m, float *grad, float *dx, const float 
     float *dpe = ds;
     if (!st && n->patch_norm) {
         if (!(dpe = ra_arena_floats(a, (size_t)(rows * E)))) return ra_arena_reset(a, mark), nomem();
-        memset(dpe, 0, (size_t)(rows * E) * sizeof *dpe);
+        ra_zero(dpe, (int64_t)(rows * E));
         ra_layernorm_backward(dpe, ra_model_grad(m, grad, "patch_embed.norm.weight"),
                               ra_model_grad(m, grad, "patch_embed.norm.bias"), ds, t->pe_in,
                               t->pe_mean, t->pe_rstd, n->pe_nw, rows, E);

@@ -979,7 +979,7 @@ static const float *branch_backward(float *dA, const float *dR, const float *a,
     const int64_t rows = (int64_t)B * N;
     const float *g = dR;
     if (p > 0) {
-        memset(dA, 0, (size_t)(rows * c) * sizeof(float));
+        ra_zero(dA, (int64_t)(rows * c));
         ra_droppath_backward(dA, dR, keep, B, (int64_t)N * c, p);
         g = dA;
     }
@@ -1202,7 +1202,7 @@ static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *
 
     /* head, fc_norm, pooling, final norm */
     if (v->num_classes) {
-        memset(dP, 0, (size_t)(outer * C) * sizeof(float));
+        ra_zero(dP, (int64_t)(outer * C));
         ra_linear_backward(dP, ra_model_grad(m, grad, "head.weight"),
                            ra_model_grad(m, grad, "head.bias"), dy, t->pn, v->head_w, outer,
                            v->num_classes, C);
@@ -1210,17 +1210,17 @@ static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *
         memcpy(dP, dy, (size_t)(outer * C) * sizeof(float));
     }
     if (v->fcn_w) {
-        memset(dQ, 0, (size_t)(outer * C) * sizeof(float));
+        ra_zero(dQ, (int64_t)(outer * C));
         ra_layernorm_backward(dQ, ra_model_grad(m, grad, "fc_norm.weight"),
                               ra_model_grad(m, grad, "fc_norm.bias"), dP, t->pooled, t->pmean,
                               t->prstd, v->fcn_w, outer, C);
     } else {
         memcpy(dQ, dP, (size_t)(outer * C) * sizeof(float));
     }
-    memset(dX, 0, rc * sizeof(float));
+    ra_zero(dX, (int64_t)rc);
     pool_backward(v, dX, dQ, t->xo, half, B, d.N);
     if (v->norm_w) {
-        memset(dR, 0, rc * sizeof(float));
+        ra_zero(dR, (int64_t)rc);
         ra_layernorm_backward(dR, ra_model_grad(m, grad, "norm.weight"),
                               ra_model_grad(m, grad, "norm.bias"), dX, t->xf, t->fmean,
                               t->frstd, v->norm_w, rows, C);
@@ -1236,13 +1236,13 @@ static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *
         const float *dM = branch_backward(dA, dR, b->mo, bk->ls2,
                                           blk_grad(m, grad, i, "ls2.gamma"), b->keep2,
                                           bk->drop_path, B, N, C);
-        memset(dG, 0, rh * sizeof(float));
+        ra_zero(dG, (int64_t)rh);
         ra_linear_backward(dG, blk_grad(m, grad, i, "mlp.fc2.weight"),
                            blk_grad(m, grad, i, "mlp.fc2.bias"), dM, b->g, bk->fc2w, rows, C,
                            hid);
-        memset(dF, 0, rh * sizeof(float));
+        ra_zero(dF, (int64_t)rh);
         ra_gelu_backward(dF, dG, b->f1, (int64_t)rh);
-        memset(dH, 0, rc * sizeof(float));
+        ra_zero(dH, (int64_t)rc);
         ra_linear_backward(dH, blk_grad(m, grad, i, "mlp.fc1.weight"),
                            blk_grad(m, grad, i, "mlp.fc1.bias"), dF, b->h2, bk->fc1w, rows, hid,
                            C);
@@ -1257,7 +1257,7 @@ static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *
                                   .qkv_b = blk_grad(m, grad, i, "attn.qkv.bias"),
                                   .proj_w = blk_grad(m, grad, i, "attn.proj.weight"),
                                   .proj_b = blk_grad(m, grad, i, "attn.proj.bias")};
-        memset(dH, 0, rc * sizeof(float));
+        ra_zero(dH, (int64_t)rc);
         st = ra_attn_layer_backward(bk->attn, dH, NULL, &ag, NULL, dAt, b->h1, NULL, B, N, N,
                                     NULL, 0);
         if (st) goto done;
