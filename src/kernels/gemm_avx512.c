@@ -239,6 +239,18 @@ static inline __attribute__((always_inline)) void tile(const gemm_args *a, const
     const int64_t ld = a->ldx;
     const float *xq[MR / 3];
     for (int q = 0; q < (mr + 2) / 3; q++) xq[q] = a->x + (i0 + 3 * q) * ld;
+    /* the tile's output lines, asked for with intent to write while the
+     * sums are formed: a tile of a large output (tens of MB) stored into
+     * lines not in cache waited for each of them at the epilogue (K =
+     * 96: a sixth of the time). With a long K they would leave L1 before
+     * the epilogue (and the stall is a smaller share): not asked for. */
+    for (int i = 0; a->k <= 256 && i < mr; i++) {
+        const int64_t row = a->res ? (a->map ? a->map[i0 + i] : i0 + i) : i0 + i;
+        if (row < 0) continue;
+        const float *d = a->res ? a->res + row * a->ldres + j0 : a->y + row * a->ldy + j0;
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; v++) __builtin_prefetch(d + 16 * v, 1, 3);
+    }
     const float *bp = panel;
     for (int p = a->k; p > 0;) {
         /* k in chunks of 16; before each, its share of the prefetches of
