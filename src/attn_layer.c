@@ -435,20 +435,27 @@ static ra_status pass_run(pass *ps, const ra_attn_layer *l, float *attn, const f
                                 ps->ldkv, &ps->d, ps->work, ps->wbytes);
 }
 
-static ra_status pass_begin(pass *ps, const ra_attn_layer *l, float *attn, const float *x,
-                            const float *kv, int b_, int n1, int n2, const float *mask,
-                            int nw, int w0, int backward, const int grid[2],
-                            const ra_pos_call *pc) {
-    ra_status st = pass_prepare(ps, l, x, kv, b_, n1, n2, mask, nw, w0, backward, grid, pc);
-    if (st) return st;
-    /* the layer's cached arena: after the first call of a size, the scratch
-     * (tens of MB for a batch of windows) is neither allocated nor faulted
-     * in again; a fresh mapping of that size per call cost a third of a
-     * Swin stage-1 layer's forward */
+/* n floats of the pass's own scratch, from the layer's cached arena: after
+ * the first call of a size, the scratch (tens of MB for a batch of
+ * windows) is neither allocated nor faulted in again; a fresh mapping of
+ * that size per call cost a third of a Swin stage-1 layer's forward.
+ * pass_end gives it back. */
+static float *pass_scratch(pass *ps, const ra_attn_layer *l, size_t n) {
     ps->cache = l->cache;
     ps->arena = ra_arena_begin(ps->cache, &ps->local);
     ps->own_scratch = 1;
-    if (!(ps->scratch = ra_arena_floats(ps->arena, ps->nfloats)))
+    return ra_arena_floats(ps->arena, n);
+}
+
+/* scratch: ps->nfloats floats of the caller's (a tape's part), or NULL for
+ * the pass's own. */
+static ra_status pass_begin(pass *ps, const ra_attn_layer *l, float *attn, const float *x,
+                            const float *kv, int b_, int n1, int n2, const float *mask,
+                            int nw, int w0, int backward, const int grid[2],
+                            const ra_pos_call *pc, float *scratch) {
+    ra_status st = pass_prepare(ps, l, x, kv, b_, n1, n2, mask, nw, w0, backward, grid, pc);
+    if (st) return st;
+    if (!(ps->scratch = scratch ? scratch : pass_scratch(ps, l, ps->nfloats)))
         return pass_end(ps), ra_fail(RA_ERR_NOMEM, "attention layer: out of memory");
     if ((st = pass_run(ps, l, attn, x, kv, backward))) pass_end(ps);
     return st;
@@ -463,7 +470,21 @@ typedef struct {
     const int *grid;
     ra_pos_call pc;                  /* the call's position terms, for every part */
     ra_attn_grads g[RA_MAX_PARTS];   /* backward: each part's gradients */
+    const struct ra_attn_tape *tape; /* training: the parts' saved forwards */
 } layer_call;
+
+/* The tape of a training forward: the call's arguments and each part's
+ * forward scratch, [q or qkv][kv][out][swinv2's], which its backward reads
+ * instead of recomputing (pass_layout). */
+struct ra_attn_tape {
+    const ra_attn_layer *l;
+    const float *x, *kv, *mask;
+    int b_, n1, n2, nw, parts;
+    size_t at[RA_MAX_PARTS + 1];     /* part s: floats [at[s], at[s + 1]) of saved */
+    float *saved;
+    size_t cap;                      /* floats of saved */
+    int ready;                       /* a forward completed into it */
+};
 
 /* swinv2: *out = [table (T, nH) | its gradient (T, nH), zeroed | the CPB's
  * scratch (2 T 512)], the table computed from the parameters. */
@@ -511,7 +532,8 @@ static ra_status forward_one(void *ctx, int s) {
     pass ps;
     ra_status st = pass_begin(&ps, l, attn, c->x + (size_t)b0 * n1 * C,
                               c->kv ? c->kv + (size_t)b0 * n2 * C : NULL, nb, n1, n2, c->mask,
-                              c->nw, b0, 0, c->grid, &c->pc);
+                              c->nw, b0, 0, c->grid, &c->pc,
+                              c->tape ? c->tape->saved + c->tape->at[s] : NULL);
     if (st) return st;
     ra_linear_forward(c->y + (size_t)b0 * n1 * C, ps.obuf, l->p.proj_w, l->p.proj_b, ps.rows1,
                       C, l->inner);
@@ -638,9 +660,18 @@ static ra_status backward_one(void *ctx, int s) {
     const size_t r1 = (size_t)b0 * c->n1 * C, r2 = (size_t)b0 * c->n2 * C;
     const float *x = c->x + r1, *kv = c->kv ? c->kv + r2 : NULL;
     pass ps;
-    ra_status st = pass_begin(&ps, l, NULL, x, kv, nb, c->n1, c->n2, c->mask, c->nw, b0, 1,
-                              c->grid, &c->pc);
-    if (st) return st;
+    ra_status st;
+    if (c->tape) {   /* the part's forward from the tape; scratch for the rest */
+        if ((st = pass_prepare(&ps, l, x, kv, nb, c->n1, c->n2, c->mask, c->nw, b0, 1, c->grid,
+                               &c->pc)))
+            return st;
+        float *back = pass_scratch(&ps, l, ps.nfloats - (ps.nq + ps.nkv + ps.no + ps.nx));
+        if (!back) return pass_end(&ps), ra_fail(RA_ERR_NOMEM, "attention backward: out of memory");
+        pass_layout(&ps, l, c->tape->saved + c->tape->at[s], back);
+    } else if ((st = pass_begin(&ps, l, NULL, x, kv, nb, c->n1, c->n2, c->mask, c->nw, b0, 1,
+                                c->grid, &c->pc, NULL))) {
+        return st;
+    }
     st = backward_run(&ps, l, c->dx ? c->dx + r1 : NULL, c->dkv ? c->dkv + r2 : NULL, &c->g[s],
                       c->y ? c->y + r1 : NULL, c->dy + r1, x, kv, 0);
     pass_end(&ps);
@@ -670,6 +701,8 @@ static void grad_sizes(const ra_attn_layer *l, size_t n[NGRADS]) {
     memcpy(n, s, sizeof s);
 }
 
+static ra_status backward_parts(layer_call *cp, const ra_attn_grads *g);
+
 /* With several threads and windows, the windows are shared out as in the
  * forward; each part accumulates the parameters' gradients into its own
  * zeroed buffers (the first part into the caller's), added to the
@@ -684,7 +717,16 @@ ra_status ra_attn_layer_backward_ex(const ra_attn_layer *l, float *dx, float *dk
     layer_call c = {.l = l, .y = y, .dx = dx, .dkv = dkv, .x = x, .kv = kv, .dy = dy,
                     .mask = mask, .b_ = b_, .n1 = n1, .n2 = n2, .nw = nw, .grid = grid};
     ra_status st = call_begin(&c, 1);
-    if (st) return st;
+    if (!st) st = backward_parts(&c, g);
+    ra_pos_end(&c.pc);
+    return st;
+}
+
+/* The parts of a backward call (c from call_begin) and their gradients. */
+static ra_status backward_parts(layer_call *cp, const ra_attn_grads *g) {
+    layer_call c = *cp;   /* the parts' gradients live in the copy */
+    const ra_attn_layer *l = c.l;
+    ra_status st;
     int S = c.parts;
     size_t n[NGRADS], per = 0;
     ra_attn_grads ug = *g;
@@ -697,7 +739,10 @@ ra_status ra_attn_layer_backward_ex(const ra_attn_layer *l, float *dx, float *dk
     grad_slots(&ug, user);
     for (int f = 0; f < NGRADS; f++) per += *user[f] ? n[f] : 0;
     float *priv = S > 1 && per ? ra_calloc((size_t)(S - 1) * per, sizeof(float)) : NULL;
-    if (S > 1 && per && !priv) c.parts = S = 1;   /* no room for the parts' sums: one pass */
+    if (S > 1 && per && !priv) {
+        if (c.tape) return ra_fail(RA_ERR_NOMEM, "attention backward: out of memory");
+        c.parts = S = 1;   /* no room for the parts' sums: one pass */
+    }
     for (int s = 0; s < S; s++) {
         c.g[s] = ug;
         if (s == 0) continue;
@@ -722,7 +767,6 @@ ra_status ra_attn_layer_backward_ex(const ra_attn_layer *l, float *dx, float *dk
                         l->coords, l->table_rows, l->cfg.num_heads, l->p.cpb_w1, l->p.cpb_b1,
                         l->p.cpb_w2);
     ra_free(priv);
-    ra_pos_end(&c.pc);
     return st;
 }
 
@@ -776,20 +820,12 @@ ra_status ra_attn_layer_backward_ws(const ra_attn_layer *l, float *dx, float *dk
 }
 
 /* ---- training: a forward that keeps what its backward reads ---------------
- * The tape is the forward's workspace (ra_attn_layer_forward_ws: the
- * projections, the core's output, swinv2's normalised q and table) and the
- * call's arguments; the backward reads them instead of recomputing (as
- * the networks' training passes do). A tape passed back in is reused when
- * it is large enough: a training loop allocates it once. */
-struct ra_attn_tape {
-    const ra_attn_layer *l;
-    const float *x, *kv, *mask;
-    int b_, n1, n2, nw;
-    void *saved;
-    size_t cap;      /* bytes of saved */
-    int ready;       /* a forward completed into it */
-};
-
+ * The forward runs in parts as ra_attn_layer_forward does, each part's
+ * scratch a slice of the tape; the backward runs the same parts, each
+ * reading its slice instead of recomputing the projections and the core's
+ * output (as the networks' training passes read theirs). A tape passed
+ * back in is reused when it is large enough: a training loop allocates it
+ * once. */
 void ra_attn_tape_free(ra_attn_tape *t) {
     if (!t) return;
     ra_free(t->saved);
@@ -799,46 +835,60 @@ void ra_attn_tape_free(ra_attn_tape *t) {
 ra_status ra_attn_layer_forward_train(const ra_attn_layer *l, ra_attn_tape **tape, float *y,
                                       float *attn, const float *x, const float *kv, int b_,
                                       int n1, int n2, const float *mask, int nw) {
-    if (!l || !tape) return ra_fail(RA_ERR_ARG, "attention forward: NULL layer or tape");
-    const size_t need = ra_attn_layer_forward_ws_size(l, b_, n1, n2);
-    if (!need) {   /* invalid sizes: the forward says why */
-        static char none[64];
-        return ra_attn_layer_forward_ws(l, y, attn, x, kv, b_, n1, n2, mask, nw, none,
-                                        sizeof none, NULL, NULL);
+    if (!l || !tape || !y) return ra_fail(RA_ERR_ARG, "attention forward: NULL layer, tape or y");
+    layer_call c = {.l = l, .y = y, .attn = attn, .x = x, .kv = kv, .mask = mask, .b_ = b_,
+                    .n1 = n1, .n2 = n2, .nw = nw};
+    ra_status st = call_begin(&c, 0);
+    if (st) return st;
+    size_t at[RA_MAX_PARTS + 1] = {0};
+    const int C = l->cfg.dim;
+    for (int s = 0; s < c.parts && !st; s++) {
+        int b0, nb;
+        part_windows(&c, s, &b0, &nb);
+        pass ps;
+        st = pass_prepare(&ps, l, x + (size_t)b0 * n1 * C, kv ? kv + (size_t)b0 * n2 * C : NULL,
+                          nb, n1, n2, mask, nw, b0, 0, NULL, &c.pc);
+        if (!st) at[s + 1] = at[s] + up16(ps.nfloats), pass_end(&ps);
     }
     ra_attn_tape *t = *tape;
-    if (!t && !(t = calloc(1, sizeof *t)))
-        return ra_fail(RA_ERR_NOMEM, "attention forward: out of memory");
-    t->ready = 0;
-    if (t->cap < need) {
-        ra_free(t->saved);
-        t->cap = (t->saved = ra_alloc(need, 1)) ? need : 0;
+    if (!st && !t && !(t = calloc(1, sizeof *t)))
+        st = ra_fail(RA_ERR_NOMEM, "attention forward: out of memory");
+    if (!st) {
+        *tape = t;
+        t->ready = 0;
+        if (t->cap < at[c.parts]) {
+            ra_free(t->saved);
+            t->cap = (t->saved = ra_alloc(at[c.parts], sizeof(float))) ? at[c.parts] : 0;
+        }
+        if (!t->saved) st = ra_fail(RA_ERR_NOMEM, "attention forward: out of memory for the tape");
     }
-    if (!t->saved) {
-        if (!*tape) ra_attn_tape_free(t);
-        return ra_fail(RA_ERR_NOMEM, "attention forward: out of memory for the tape");
+    if (!st) {
+        t->l = l, t->x = x, t->kv = kv, t->mask = mask;
+        t->b_ = b_, t->n1 = n1, t->n2 = n2, t->nw = nw, t->parts = c.parts;
+        memcpy(t->at, at, sizeof at);
+        c.tape = t;
+        st = ra_run_parts(c.parts, forward_one, &c);
+        t->ready = st == RA_OK;
     }
-    *tape = t;
-    *t = (ra_attn_tape){.l = l, .x = x, .kv = kv, .mask = mask, .b_ = b_, .n1 = n1, .n2 = n2,
-                        .nw = nw, .saved = t->saved, .cap = t->cap};
-    ra_status st = ra_attn_layer_forward_ws(l, y, attn, x, kv, b_, n1, n2, mask, nw, t->saved,
-                                            t->cap, NULL, NULL);
-    t->ready = st == RA_OK;
+    ra_pos_end(&c.pc);
     return st;
 }
 
 ra_status ra_attn_layer_backward_tape(const ra_attn_layer *l, const ra_attn_tape *t,
                                       float *dx, float *dkv, const ra_attn_grads *g,
                                       const float *dy) {
+    static const ra_attn_grads none;
     if (!l || !t || !t->ready || t->l != l)
         return ra_fail(RA_ERR_ARG, "attention backward: no tape of a forward of this layer");
-    const size_t ws = ra_attn_layer_backward_ws_size(l, t->b_, t->n1, t->n2, 1);
-    if (!ws) return ra_fail(RA_ERR_SHAPE, "attention backward: the tape's sizes");
-    ra_arena local, *a = ra_arena_begin(l->cache, &local);
-    void *work = ra_arena_bytes(a, ws);
-    ra_status st = work ? ra_attn_layer_backward_ws(l, dx, dkv, g, dy, t->x, t->kv, t->b_, t->n1,
-                                                   t->n2, t->mask, t->nw, t->saved, work, ws, 0)
-                        : ra_fail(RA_ERR_NOMEM, "attention backward: out of memory");
-    ra_arena_end(l->cache, a);
+    if (!dy) return ra_fail(RA_ERR_ARG, "attention backward: NULL dy");
+    layer_call c = {.l = l, .dx = dx, .dkv = dkv, .x = t->x, .kv = t->kv, .dy = dy,
+                    .mask = t->mask, .b_ = t->b_, .n1 = t->n1, .n2 = t->n2, .nw = t->nw};
+    ra_status st = call_begin(&c, 1);
+    if (!st) {
+        c.parts = t->parts;   /* the forward's parts, whatever the threads now */
+        c.tape = t;
+        st = backward_parts(&c, g ? g : &none);
+    }
+    ra_pos_end(&c.pc);
     return st;
 }
