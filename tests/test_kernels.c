@@ -379,6 +379,14 @@ int main(int argc, char **argv) {
     shaw.threads = 1;
     compare_backward(&shaw, 1);
 
+    /* long sequences: the backward takes the query rows in chunks (P and DS
+     * of a chunk in L2), 5 of them here, the last ending in a partial
+     * block; Shaw's tables, bias and mask on top */
+    cfg longseq = {.b_ = 2, .nh = 1, .n1 = 530, .n2 = 300, .hd = 24, .r = 33, .rel_k = 1,
+                   .rel_v = 1, .bias = 1, .mask = 1, .nw = 2, .threads = 2, .ldq = 27,
+                   .ldk = 25, .ldv = 26, .ldo = 24, .scale = 0.2f};
+    compare_backward(&longseq, 0);
+
     for (int s = 0; s < 400; s++) {
         cfg c = random_cfg(s);
         compare(&c);

@@ -483,9 +483,20 @@ static void avx512_forward(const ra_attn_task *t) {
  * (N1, hd) and K (N2, hd), and with Shaw tables rel_k^T, rel_v^T (hd, Rp),
  * q·rel_k^T, do·rel_v^T, p buckets and ds buckets (RB, Rp) each. All parts
  * are multiples of 16 floats. */
+/* Query rows per chunk: P and DS of a chunk take at most 512 KB (they stay
+ * in L2 while the chunk's dk and dv are formed), all N1 rows when they fit
+ * (Shaw's N = 512: 2 MB for the whole task, read back from L3 column by
+ * column). A multiple of RB. */
+static int bwd_chunk(int n1, int n2) {
+    int ch = (int)(65536 / round16((size_t)n2));
+    ch -= ch % RB;
+    if (ch < RB) ch = RB;
+    return ch >= n1 ? (int)round_rb((size_t)n1) : ch;
+}
+
 static size_t avx512_backward_work_floats(int n1, int n2, int hd, int r) {
     const size_t n2p = round16((size_t)n2), rp = round16((size_t)r);
-    return (2 * (size_t)hd + 2 * round_rb((size_t)n1)) * n2p + 2 * round16((size_t)n1 * hd) +
+    return (2 * (size_t)hd + 2 * (size_t)bwd_chunk(n1, n2)) * n2p + 2 * round16((size_t)n1 * hd) +
            round16((size_t)n2 * hd) + (2 * (size_t)hd + 4 * RB) * rp;
 }
 
@@ -573,12 +584,12 @@ static void avx512_backward(const ra_attn_task *t) {
     const int n1 = t->n1, n2 = t->n2, hd = t->hd, nrel = t->r;
     const size_t n2p = round16((size_t)n2);
     const size_t rp = round16((size_t)(t->rel_k || t->rel_v ? nrel : 0));
-    const size_t n1r = round_rb((size_t)n1);
+    const int ch = bwd_chunk(n1, n2);
     float *kt = t->work;                     /* (hd, N2p) */
     float *vt = kt + (size_t)hd * n2p;       /* (hd, N2p) */
-    float *pm = vt + (size_t)hd * n2p;       /* (N1r, N2p) p            */
-    float *dsm = pm + n1r * n2p;             /* (N1r, N2p) scale * ds   */
-    float *qp = dsm + n1r * n2p;             /* (N1, hd) packed q       */
+    float *pm = vt + (size_t)hd * n2p;       /* (ch, N2p) p of a chunk's rows */
+    float *dsm = pm + (size_t)ch * n2p;      /* (ch, N2p) scale * ds    */
+    float *qp = dsm + (size_t)ch * n2p;      /* (N1, hd) packed q       */
     float *dop = qp + round16((size_t)n1 * hd);  /* (N1, hd) packed do  */
     float *kp = dop + round16((size_t)n1 * hd);  /* (N2, hd) packed K   */
     float *rkt = kp + round16((size_t)n2 * hd);  /* (hd, Rp)  */
@@ -605,69 +616,73 @@ static void avx512_backward(const ra_attn_task *t) {
     if (t->rel_k) transpose(rkt, rp, t->rel_k, (size_t)hd, nrel, hd);
     if (t->rel_v) transpose(rvt, rp, t->rel_v, (size_t)hd, nrel, hd);
 
-    for (int i0 = 0; i0 < n1; i0 += RB) {
-        /* A last block with fewer rows repeats its last row, as in the
-         * forward: the copies land in rows of P and DS past N1 (never read)
-         * and their buckets are zeroed, so they add nothing. */
-        const int nr = n1 - i0 < RB ? n1 - i0 : RB;
-        const float *qrow[RB], *dorow[RB], *dsrow[RB], *pbrow[RB], *dsbrow[RB];
-        float *p = pm + (size_t)i0 * n2p, *ds = dsm + (size_t)i0 * n2p;
-        float mx[RB], inv[RB];
-        prefetch_block(t->dq, (size_t)t->lddq, i0 + PF * RB, n1, hd);
-#pragma GCC unroll 4
-        for (int r = 0; r < RB; r++) {
-            const int rr = r < nr ? r : nr - 1;
-            qrow[r] = qp + (size_t)(i0 + rr) * hd;
-            dorow[r] = dop + (size_t)(i0 + rr) * hd;
-            dsrow[r] = ds + rr * n2p;
-            pbrow[r] = pb + r * rp;
-            dsbrow[r] = dsb + r * rp;
-        }
-        if (t->rel_k) rows_times_bt(qr, rp, qrow, hd, rkt, rp, (int)rp);
-        logits(t, i0, nr, p, qrow, kt, t->rel_k ? qr : NULL, mx);
-        exp_rows(p, n2p, mx, inv);
-        rows_times_bt(ds, n2p, dorow, hd, vt, n2p, (int)n2p);
-        if (t->rel_v) rows_times_bt(dor, rp, dorow, hd, rvt, rp, (int)rp);
-        for (int r = 0; r < nr; r++) {
-            float *pr = p + r * n2p, *dsr = ds + r * n2p;
-            scale_row(pr, pr, (int)n2p, inv[r]);
-            ds_row(t, i0 + r, pr, dsr, t->rel_v ? dor + r * rp : NULL);
-            const int32_t *rel = t->rel ? ra_rel_row(t, i0 + r) : NULL;
-            if (t->drel_v) bucket_row(pb + r * rp, pr, rel, n2, nrel);
-            if (t->rel_k) bucket_row(dsb + r * rp, dsr, rel, n2, nrel);
-            if (t->rel2) {   /* the second index adds into the same buckets */
-                const int32_t *rel2 = ra_rel2_row(t, i0 + r);
-                float *b = dsb + r * rp;
-                for (int j = 0; j < n2; j++) b[rel2[j]] += dsr[j];
+    for (int c0 = 0; c0 < n1; c0 += ch) {   /* chunks of query rows */
+        const int c1 = n1 - c0 < ch ? n1 : c0 + ch;
+        for (int i0 = c0; i0 < c1; i0 += RB) {
+            /* A last block with fewer rows repeats its last row, as in the
+             * forward: the copies land in rows of P and DS past N1 (never read)
+             * and their buckets are zeroed, so they add nothing. */
+            const int nr = n1 - i0 < RB ? n1 - i0 : RB;
+            const float *qrow[RB], *dorow[RB], *dsrow[RB], *pbrow[RB], *dsbrow[RB];
+            float *p = pm + (size_t)(i0 - c0) * n2p, *ds = dsm + (size_t)(i0 - c0) * n2p;
+            float mx[RB], inv[RB];
+            prefetch_block(t->dq, (size_t)t->lddq, i0 + PF * RB, n1, hd);
+    #pragma GCC unroll 4
+            for (int r = 0; r < RB; r++) {
+                const int rr = r < nr ? r : nr - 1;
+                qrow[r] = qp + (size_t)(i0 + rr) * hd;
+                dorow[r] = dop + (size_t)(i0 + rr) * hd;
+                dsrow[r] = ds + rr * n2p;
+                pbrow[r] = pb + r * rp;
+                dsbrow[r] = dsb + r * rp;
             }
-        }
-        for (int r = nr; r < RB; r++) {
-            if (t->drel_v) memset(pb + r * rp, 0, (size_t)nrel * sizeof *pb);
-            if (t->rel_k) memset(dsb + r * rp, 0, (size_t)nrel * sizeof *dsb);
-        }
-        if (t->drel_v) outer_accumulate(t->drel_v, pbrow, dorow, nrel, hd);
-        if (t->drel_k) outer_accumulate(t->drel_k, dsbrow, qrow, nrel, hd);
+            if (t->rel_k) rows_times_bt(qr, rp, qrow, hd, rkt, rp, (int)rp);
+            logits(t, i0, nr, p, qrow, kt, t->rel_k ? qr : NULL, mx);
+            exp_rows(p, n2p, mx, inv);
+            rows_times_bt(ds, n2p, dorow, hd, vt, n2p, (int)n2p);
+            if (t->rel_v) rows_times_bt(dor, rp, dorow, hd, rvt, rp, (int)rp);
+            for (int r = 0; r < nr; r++) {
+                float *pr = p + r * n2p, *dsr = ds + r * n2p;
+                scale_row(pr, pr, (int)n2p, inv[r]);
+                ds_row(t, i0 + r, pr, dsr, t->rel_v ? dor + r * rp : NULL);
+                const int32_t *rel = t->rel ? ra_rel_row(t, i0 + r) : NULL;
+                if (t->drel_v) bucket_row(pb + r * rp, pr, rel, n2, nrel);
+                if (t->rel_k) bucket_row(dsb + r * rp, dsr, rel, n2, nrel);
+                if (t->rel2) {   /* the second index adds into the same buckets */
+                    const int32_t *rel2 = ra_rel2_row(t, i0 + r);
+                    float *b = dsb + r * rp;
+                    for (int j = 0; j < n2; j++) b[rel2[j]] += dsr[j];
+                }
+            }
+            for (int r = nr; r < RB; r++) {
+                if (t->drel_v) memset(pb + r * rp, 0, (size_t)nrel * sizeof *pb);
+                if (t->rel_k) memset(dsb + r * rp, 0, (size_t)nrel * sizeof *dsb);
+            }
+            if (t->drel_v) outer_accumulate(t->drel_v, pbrow, dorow, nrel, hd);
+            if (t->drel_k) outer_accumulate(t->drel_k, dsbrow, qrow, nrel, hd);
 #define DQ(nv, d0, last) dq_chunk(t, i0, nr, dsrow, dsbrow, kp, nv, d0, last)
-        FOR_CHUNKS(hd, DQ)
+            FOR_CHUNKS(hd, DQ)
 #undef DQ
-    }
+        }
 
-    /* dv and dk, RB rows j at a time over all N1 rows i */
-    for (int j = 0; j < PF * RB; j += RB) {
-        prefetch_block(t->dk, (size_t)t->lddk, j, n2, hd);
-        prefetch_block(t->dv, (size_t)t->lddv, j, n2, hd);
-    }
-    for (int j0 = 0; j0 < n2; j0 += RB) {
-        const int nj = n2 - j0 < RB ? n2 - j0 : RB;
-        prefetch_block(t->dk, (size_t)t->lddk, j0 + PF * RB, n2, hd);
-        prefetch_block(t->dv, (size_t)t->lddv, j0 + PF * RB, n2, hd);
-#define KV(nv, d0, last)                                                                    \
-    do {                                                                                    \
-        kv_chunk(t->dv, (size_t)t->lddv, j0, nj, pm, n2p, dop, hd, n1, nv, d0, last);       \
-        kv_chunk(t->dk, (size_t)t->lddk, j0, nj, dsm, n2p, qp, hd, n1, nv, d0, last);       \
+        /* dv and dk, RB rows j at a time, over the chunk's rows i */
+        for (int j = 0; j < PF * RB; j += RB) {
+            prefetch_block(t->dk, (size_t)t->lddk, j, n2, hd);
+            prefetch_block(t->dv, (size_t)t->lddv, j, n2, hd);
+        }
+        const float *dopc = dop + (size_t)c0 * hd, *qpc = qp + (size_t)c0 * hd;
+        for (int j0 = 0; j0 < n2; j0 += RB) {
+            const int nj = n2 - j0 < RB ? n2 - j0 : RB;
+            prefetch_block(t->dk, (size_t)t->lddk, j0 + PF * RB, n2, hd);
+            prefetch_block(t->dv, (size_t)t->lddv, j0 + PF * RB, n2, hd);
+#define KV(nv, d0, last)                                                                   \
+    do {                                                                                   \
+        kv_chunk(t->dv, (size_t)t->lddv, j0, nj, pm, n2p, dopc, hd, c1 - c0, nv, d0, last); \
+        kv_chunk(t->dk, (size_t)t->lddk, j0, nj, dsm, n2p, qpc, hd, c1 - c0, nv, d0, last); \
     } while (0)
-        FOR_CHUNKS(hd, KV)
+            FOR_CHUNKS(hd, KV)
 #undef KV
+        }
     }
 }
 
