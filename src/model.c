@@ -787,22 +787,33 @@ int ra_model_trainable(const ra_model *m) { return m && m->ops->forward_train &&
  * the batch runs in one shard. */
 static int make_replicas(ra_model *m, int want) {
     if (want - 1 <= m->nrep) return want;
+    if (m->rep_failed) return m->nrep + 1;
     ra_model **rep = realloc(m->rep, (size_t)(want - 1) * sizeof *rep);
     float **rgrad = rep ? realloc(m->rgrad, (size_t)(want - 1) * sizeof *rgrad) : NULL;
     if (rep) m->rep = rep;
     if (rgrad) m->rgrad = rgrad;
     if (!rep || !rgrad) return m->nrep + 1;
+    /* m's metadata and its naming scheme (RA_META_NAMING) */
+    const char **meta = malloc(((size_t)m->nmeta + 1) * 2 * sizeof *meta);
+    if (!meta) return m->nrep + 1;
+    memcpy(meta, m->meta, (size_t)m->nmeta * 2 * sizeof *meta);
+    meta[2 * m->nmeta] = RA_META_NAMING, meta[2 * m->nmeta + 1] = ra_model_scheme(m);
     while (m->nrep < want - 1) {
         ra_model *r = NULL;
         float *g = NULL;
-        if (ra_model_create(&r, (const char *const *)m->meta, m->nmeta, 0) != RA_OK ||
-            r->total != m->total || r->nparams != m->nparams ||
-            !(g = ra_alloc((size_t)m->total + 1, sizeof *g))) {
+        int same = ra_model_create(&r, meta, m->nmeta + 1, 0) == RA_OK &&
+                   r->total == m->total && r->nparams == m->nparams;
+        for (int p = 0; same && p < m->nparams; p++)
+            same = r->params[p].offset == m->params[p].offset &&
+                   !strcmp(r->params[p].name, m->params[p].name);
+        if (!same || !(g = ra_alloc((size_t)m->total + 1, sizeof *g))) {
+            m->rep_failed = !same;   /* another model: never; out of memory: next time */
             ra_model_free(r);
             break;
         }
         m->rep[m->nrep] = r, m->rgrad[m->nrep] = g, m->nrep++;
     }
+    free(meta);
     return m->nrep + 1;
 }
 

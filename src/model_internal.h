@@ -36,6 +36,7 @@ struct ra_model {
     struct ra_model **rep;
     float **rgrad;
     int nrep, shards;
+    int rep_failed;           /* a replica could not be made: not tried again */
     int64_t batch, per_x, per_y;
 };
 
@@ -88,6 +89,13 @@ const float *ra_model_get(const ra_model *m, const char *name);
 /* The gradient of a declared parameter inside flat (laid out like the
  * weights), or NULL if absent/undeclared. */
 float *ra_model_grad(const ra_model *m, float *flat, const char *name);
+
+/* A model made as a replica of another (the trainer's shards) carries its
+ * original's naming scheme under this metadata key, since the scheme can
+ * change the parameters (SwinV2 under torchvision's names: one qkv.bias)
+ * and the computation (torchvision's Swin never clamps a window): made
+ * from the metadata alone it would be another model. */
+#define RA_META_NAMING "relattn.naming_scheme"
 
 /* Metadata values, parsed strictly; failures are RA_ERR_FORMAT naming the
  * key. The _opt variants leave *out alone when the key is absent. */

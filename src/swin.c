@@ -472,7 +472,16 @@ static ra_status check_buffer(const ra_st_file *f, const ra_st_tensor *t, const 
 /* ====================================================================== */
 
 
+/* The scheme a replica was given (RA_META_NAMING), or -1. */
+static int replica_scheme(const ra_st_file *f) {
+    const char *s = ra_st_meta(f, RA_META_NAMING);
+    for (int i = 0; s && i < (int)(sizeof scheme_names / sizeof *scheme_names); i++)
+        if (!strcmp(s, scheme_names[i])) return i;
+    return -1;
+}
+
 static swin_scheme block_scheme(const ra_st_file *f) {
+    if (replica_scheme(f) >= 0) return (swin_scheme)replica_scheme(f);
     for (int i = 0; i < ra_st_count(f); i++) {
         const char *nm = ra_st_at(f, i)->name;
         if (starts(nm, "mlp.0.") || starts(nm, "mlp.3.")) return SCHEME_TORCHVISION;
@@ -597,6 +606,7 @@ const ra_arch_ops ra_swin_block_ops = {
  * of stage 0 or of the last stage), the majority winning and official on a
  * tie: a mixed file is then refused at the first tensor that does not fit. */
 static swin_scheme net_scheme(const ra_st_file *f, int nstages) {
+    if (replica_scheme(f) >= 0) return (swin_scheme)replica_scheme(f);
     int official = 0, timm = 0;
     for (int i = 0; i < ra_st_count(f); i++) {
         const char *nm = ra_st_at(f, i)->name, *p = nm;
