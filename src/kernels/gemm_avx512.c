@@ -864,14 +864,19 @@ void ra_nn_layernorm_backward_rows_avx512(float *dx, double *pg, double *pb, con
                                     : gv;
             sg = _mm512_add_pd(sg, g);
             sgx = _mm512_add_pd(sgx, _mm512_mul_pd(g, xh));   /* masked lanes: 0 */
+            /* the column sums carry from row to row through memory: whole
+             * vectors go unmasked, which the store forwards to the next
+             * row's load */
             if (pg) {
                 double *p = pg + 8 * v;
-                _mm512_mask_storeu_pd(p, m, _mm512_add_pd(_mm512_maskz_loadu_pd(m, p),
-                                                          _mm512_mul_pd(gv, xh)));
+                const __m512d a = _mm512_mul_pd(gv, xh);
+                if (m == 0xFF) _mm512_storeu_pd(p, _mm512_add_pd(_mm512_loadu_pd(p), a));
+                else _mm512_mask_storeu_pd(p, m, _mm512_add_pd(_mm512_maskz_loadu_pd(m, p), a));
             }
             if (pb) {
                 double *p = pb + 8 * v;
-                _mm512_mask_storeu_pd(p, m, _mm512_add_pd(_mm512_maskz_loadu_pd(m, p), gv));
+                if (m == 0xFF) _mm512_storeu_pd(p, _mm512_add_pd(_mm512_loadu_pd(p), gv));
+                else _mm512_mask_storeu_pd(p, m, _mm512_add_pd(_mm512_maskz_loadu_pd(m, p), gv));
             }
         }
         if (!dx) continue;
@@ -889,9 +894,19 @@ void ra_nn_layernorm_backward_rows_avx512(float *dx, double *pg, double *pb, con
                                     : gv;
             const __m512d t = _mm512_mul_pd(rs, _mm512_sub_pd(_mm512_sub_pd(g, mg),
                                                                _mm512_mul_pd(xh, mgx)));
-            const __m512d d = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(m16, dr + 8 * v)));
-            const __m256 r = _mm512_cvtpd_ps(_mm512_add_pd(d, t));
-            _mm512_mask_storeu_ps(dr + 8 * v, m16, _mm512_castps256_ps512(r));
+            /* dx in 8-float halves: loaded and stored as ymm when whole. A
+             * masked zmm store of 8 lanes still claims 64 bytes, and the
+             * next half's load, overlapping it, waited for the store to
+             * leave the buffer: the backward ran at a third of its speed */
+            if (m == 0xFF) {
+                const __m512d d = _mm512_cvtps_pd(_mm256_loadu_ps(dr + 8 * v));
+                _mm256_storeu_ps(dr + 8 * v, _mm512_cvtpd_ps(_mm512_add_pd(d, t)));
+            } else {
+                const __m512d d = _mm512_cvtps_pd(
+                    _mm512_castps512_ps256(_mm512_maskz_loadu_ps(m16, dr + 8 * v)));
+                const __m256 r = _mm512_cvtpd_ps(_mm512_add_pd(d, t));
+                _mm512_mask_storeu_ps(dr + 8 * v, m16, _mm512_castps256_ps512(r));
+            }
         }
     }
 }
