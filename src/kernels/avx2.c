@@ -57,6 +57,28 @@ static inline float hsum(__m256 x) {
     return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
 
+/* b (R) += p summed by rel (one row), as avx512.c's bucket_add: 8 columns
+ * that share a bucket go in as one vector sum (a clip index sends most of
+ * a long row to its two end buckets; a scalar add per column was a chain of
+ * dependent adds on one bucket). */
+static void bucket_add(float *b, const float *p, const int32_t *rel, int n2) {
+    int j = 0;
+    for (; j + 8 <= n2; j += 8) {
+        const __m256i r = _mm256_loadu_si256((const __m256i *)(rel + j));
+        if (_mm256_movemask_epi8(_mm256_cmpeq_epi32(r, _mm256_set1_epi32(rel[j]))) == -1)
+            b[rel[j]] += hsum(_mm256_loadu_ps(p + j));
+        else
+            for (int e = j; e < j + 8; e++) b[rel[e]] += p[e];
+    }
+    for (; j < n2; j++) b[rel[j]] += p[j];
+}
+
+/* b (R) = p summed by rel (one row). */
+static void bucket_row(float *b, const float *p, const int32_t *rel, int n2, int nrel) {
+    memset(b, 0, (size_t)nrel * sizeof *b);
+    bucket_add(b, p, rel, n2);
+}
+
 /* e^x for x <= 0 (softmax inputs; larger x up to 88 also work).
  * x = n ln2 + r, |r| <= ln2/2, with ln2 split in two so n*ln2 loses no bits;
  * e^r = 1 + r + r^2 P(r), P of degree 4 interpolating (e^r - 1 - r)/r^2 at
@@ -310,12 +332,8 @@ static void avx2_forward(const ra_attn_task *t) {
         if (t->rel_k) rows_times_bt(qr, rp, qrow, hd, rkt, rp, (int)rp);
         for (int r = 0; r < nr; r++) {
             softmax_row(t, i0 + r, s + r * n2p, t->rel_k ? qr + r * rp : NULL);
-            if (t->rel_v) {   /* bucket p by rel, in ref.c's order */
-                float *b = pb + r * rp;
-                const int32_t *rel = ra_rel_row(t, i0 + r);
-                memset(b, 0, (size_t)nrel * sizeof *b);
-                for (int j = 0; j < n2; j++) b[rel[j]] += s[r * n2p + j];
-            }
+            if (t->rel_v)   /* bucket p by rel */
+                bucket_row(pb + r * rp, s + r * n2p, ra_rel_row(t, i0 + r), n2, nrel);
         }
         int d0 = 0;
         for (; d0 + 16 <= hd; d0 += 16) pv_chunk(t, i0, nr, prow, pbrow, 2, d0);
@@ -516,19 +534,10 @@ static void avx2_backward(const ra_attn_task *t) {
             softmax_row(t, i0 + r, pr, t->rel_k ? qr + r * rp : NULL);
             ds_row(t, i0 + r, pr, dsr, t->rel_v ? dor + r * rp : NULL);
             const int32_t *rel = t->rel ? ra_rel_row(t, i0 + r) : NULL;
-            if (t->drel_v) {   /* bucket p by rel, in ref.c's order */
-                float *b = pb + r * rp;
-                memset(b, 0, (size_t)nrel * sizeof *b);
-                for (int j = 0; j < n2; j++) b[rel[j]] += pr[j];
-            }
+            if (t->drel_v) bucket_row(pb + r * rp, pr, rel, n2, nrel);   /* p by rel */
             if (t->rel_k) {
-                float *b = dsb + r * rp;
-                memset(b, 0, (size_t)nrel * sizeof *b);
-                for (int j = 0; j < n2; j++) b[rel[j]] += dsr[j];
-                if (t->rel2) {
-                    const int32_t *rel2 = ra_rel2_row(t, i0 + r);
-                    for (int j = 0; j < n2; j++) b[rel2[j]] += dsr[j];
-                }
+                bucket_row(dsb + r * rp, dsr, rel, n2, nrel);
+                if (t->rel2) bucket_add(dsb + r * rp, dsr, ra_rel2_row(t, i0 + r), n2);
             }
         }
         for (int r = nr; r < RB; r++) {

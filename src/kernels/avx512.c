@@ -375,10 +375,27 @@ static void scale_row(float *dst, const float *src, int n, float inv) {
     }
 }
 
-/* b (R) = p summed by rel (one row), in ref.c's order. */
+/* b (R) += p summed by rel (one row). 16 columns that share a bucket (a
+ * clip index sends most of a long row to its two end buckets) go in as one
+ * vector sum; one scalar add per column made a chain of dependent adds on
+ * the same bucket, 4 cycles a column (Shaw at N = 512: a fifth of the
+ * backward). */
+static void bucket_add(float *b, const float *p, const int32_t *rel, int n2) {
+    int j = 0;
+    for (; j + 16 <= n2; j += 16) {
+        const __m512i r = _mm512_loadu_si512(rel + j);
+        if (!_mm512_cmpneq_epi32_mask(r, _mm512_set1_epi32(rel[j])))
+            b[rel[j]] += _mm512_reduce_add_ps(_mm512_loadu_ps(p + j));
+        else
+            for (int e = j; e < j + 16; e++) b[rel[e]] += p[e];
+    }
+    for (; j < n2; j++) b[rel[j]] += p[j];
+}
+
+/* b (R) = p summed by rel (one row). */
 static void bucket_row(float *b, const float *p, const int32_t *rel, int n2, int nrel) {
     memset(b, 0, (size_t)nrel * sizeof *b);
-    for (int j = 0; j < n2; j++) b[rel[j]] += p[j];
+    bucket_add(b, p, rel, n2);
 }
 
 /* ---- forward -------------------------------------------------------------- */
@@ -648,11 +665,8 @@ static void avx512_backward(const ra_attn_task *t) {
                 const int32_t *rel = t->rel ? ra_rel_row(t, i0 + r) : NULL;
                 if (t->drel_v) bucket_row(pb + r * rp, pr, rel, n2, nrel);
                 if (t->rel_k) bucket_row(dsb + r * rp, dsr, rel, n2, nrel);
-                if (t->rel2) {   /* the second index adds into the same buckets */
-                    const int32_t *rel2 = ra_rel2_row(t, i0 + r);
-                    float *b = dsb + r * rp;
-                    for (int j = 0; j < n2; j++) b[rel2[j]] += dsr[j];
-                }
+                if (t->rel2)   /* the second index adds into the same buckets */
+                    bucket_add(dsb + r * rp, dsr, ra_rel2_row(t, i0 + r), n2);
             }
             for (int r = nr; r < RB; r++) {
                 if (t->drel_v) memset(pb + r * rp, 0, (size_t)nrel * sizeof *pb);
