@@ -777,8 +777,9 @@ int ra_model_trainable(const ra_model *m) { return m && m->ops->forward_train &&
 
 /* Training in shards: as ra_model_forward, one shard of the batch per
  * thread, each on a model with its own tape: m for the first, replicas
- * made from m's metadata (as ra_model_create makes any model) for the
- * others, their weights copied from m at each forward. The backward runs
+ * made from m's metadata and naming scheme (RA_META_NAMING; as
+ * ra_model_create makes any model, and checked parameter by parameter
+ * against m) for the others, their weights copied from m at each forward. The backward runs
  * each shard on its model, the replicas into their own zeroed gradients,
  * added to the caller's in shard order: the result depends on the thread
  * count only. A model that cannot be replicated, or memory that runs

@@ -31,7 +31,7 @@ struct ra_model {
     char **meta;              /* the file's __metadata__: key, value, ... */
     int nmeta;
     /* training in shards (ra_model_forward_train of a batch on several
-     * threads): replicas for shards 1.., made from meta, and their
+     * threads): replicas for shards 1.., made from meta (make_replicas), and their
      * gradients; the split of the last training forward (shards 1: none) */
     struct ra_model **rep;
     float **rgrad;

@@ -481,7 +481,8 @@ static int replica_scheme(const ra_st_file *f) {
 }
 
 static swin_scheme block_scheme(const ra_st_file *f) {
-    if (replica_scheme(f) >= 0) return (swin_scheme)replica_scheme(f);
+    const int given = replica_scheme(f);
+    if (given >= 0) return (swin_scheme)given;
     for (int i = 0; i < ra_st_count(f); i++) {
         const char *nm = ra_st_at(f, i)->name;
         if (starts(nm, "mlp.0.") || starts(nm, "mlp.3.")) return SCHEME_TORCHVISION;
@@ -606,7 +607,8 @@ const ra_arch_ops ra_swin_block_ops = {
  * of stage 0 or of the last stage), the majority winning and official on a
  * tie: a mixed file is then refused at the first tensor that does not fit. */
 static swin_scheme net_scheme(const ra_st_file *f, int nstages) {
-    if (replica_scheme(f) >= 0) return (swin_scheme)replica_scheme(f);
+    const int given = replica_scheme(f);
+    if (given >= 0) return (swin_scheme)given;
     int official = 0, timm = 0;
     for (int i = 0; i < ra_st_count(f); i++) {
         const char *nm = ra_st_at(f, i)->name, *p = nm;

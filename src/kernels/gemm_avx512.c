@@ -546,9 +546,6 @@ typedef struct tn_args {
     int ti, tj;                /* tiles along n and k */
 } tn_args;
 
-/* rows r0..r1-1 into the tile sums s ([TR][16 TV], aligned): s = (first ?
- * 0 : s) + sum_r a[r][i] b[r][j..]; nr <= TR rows valid, cols <= 16 TV
- * columns (the vectors' lanes beyond them masked: never read). */
 /* acc += sum over rows r of a[r][i] * b[r][16 v ..] (tn_micro's loop);
  * mv NULL: every vector whole, else loaded through mv[v]. */
 static inline __attribute__((always_inline)) void tn_rows(__m512 acc[24], const float *restrict a,
@@ -569,6 +566,9 @@ static inline __attribute__((always_inline)) void tn_rows(__m512 acc[24], const 
     }
 }
 
+/* rows r0..r1-1 into the tile sums s ([TR][16 TV], aligned): s = (first ?
+ * 0 : s) + sum_r a[r][i] b[r][j..]; nr <= TR rows valid, cols <= 16 TV
+ * columns (the vectors' lanes beyond them masked: never read). */
 static inline __attribute__((always_inline)) void tn_micro(float *restrict s,
                                                            const float *restrict a, int64_t lda,
                                                            const float *restrict b, int64_t ldb,
@@ -897,7 +897,7 @@ void ra_nn_layernorm_backward_rows_avx512(float *dx, double *pg, double *pb, con
             /* dx in 8-float halves: loaded and stored as ymm when whole. A
              * masked zmm store of 8 lanes still claims 64 bytes, and the
              * next half's load, overlapping it, waited for the store to
-             * leave the buffer: the backward ran at a third of its speed */
+             * leave the buffer: 6272 x 64 rows took 0.73 ms instead of 0.47 */
             if (m == 0xFF) {
                 const __m512d d = _mm512_cvtps_pd(_mm256_loadu_ps(dr + 8 * v));
                 _mm256_storeu_ps(dr + 8 * v, _mm512_cvtpd_ps(_mm512_add_pd(d, t)));
