@@ -71,13 +71,16 @@ void ra_linear_epi(float *y, const float *x, const float *w, const float *b, int
                    int k, int gelu, float *res, const int32_t *map);
 
 /* ra_linear_backward with dx overwritten instead of accumulated if set,
- * and, with gh (M, K), dx = (dy . w) * GELU'(gh) (set implied): the GELU
- * before the layer back-propagated in the same product. */
+ * and, with gd (M, K), dx = (dy . w) * gd (set implied): with the gd of
+ * ra_linear_gelu_keep, the GELU before the layer back-propagated in the
+ * same product. */
 void ra_linear_backward_ex(float *dx, float *dw, float *db, const float *dy, const float *x,
-                           const float *w, int64_t m, int n, int k, int set, const float *gh);
-/* h (M, N) = x . w^T + b and g = GELU(h), in one pass on the AVX-512 path
- * (the training forward of an MLP's first layer keeps both). */
-void ra_linear_gelu_keep(float *h, float *g, const float *x, const float *w, const float *b,
+                           const float *w, int64_t m, int n, int k, int set, const float *gd);
+/* g (M, N) = GELU(h) and gd = GELU'(h), h = x . w^T + b, in one pass on
+ * the AVX-512 path (the training forward of an MLP's first layer keeps
+ * what its backward multiplies by, rather than h: the backward then needs
+ * no erf and no exp). */
+void ra_linear_gelu_keep(float *gd, float *g, const float *x, const float *w, const float *b,
                          int64_t m, int n, int k);
 
 /* ---- windows (window.c) ----------------------------------------------------

@@ -154,18 +154,23 @@ static inline float gelu_deriv(float v) {
     return cdf + v * pdf;
 }
 
-static void gelu_grad_mul_scalar(float *d, const float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) d[i] = d[i] * gelu_deriv(x[i]);
+static void gelu_deriv_scalar(float *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = gelu_deriv(x[i]);
 }
 
-/* d[i] *= GELU'(x[i]): the scalar backward's expression, or its vectors. */
-static void gelu_grad_mul(float *d, const float *x, int64_t n) {
+/* y[i] = GELU'(x[i]) (y may be x): the scalar backward's expression, or
+ * its vectors. */
+static void gelu_deriv_rows(float *y, const float *x, int64_t n) {
     if (n <= 0) return;
-    void (*fn)(float *, const float *, int64_t) = gelu_grad_mul_scalar;
+    void (*fn)(float *, const float *, int64_t) = gelu_deriv_scalar;
 #ifdef RA_HAVE_X86_KERNELS
-    if (ra_nn_simd()) fn = ra_nn_gelu_grad_mul_avx2;
+    if (ra_nn_simd()) fn = ra_nn_gelu_deriv_avx2;
 #endif
-    run_blocks(fn, d, x, n);
+    run_blocks(fn, y, x, n);
+}
+
+static void mul_scalar(float *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = y[i] * x[i];
 }
 
 void ra_linear_backward_ex(float *dx,        /* (M, K) or NULL */
@@ -175,15 +180,15 @@ void ra_linear_backward_ex(float *dx,        /* (M, K) or NULL */
                            const float *x,   /* (M, K), for dw */
                            const float *w,   /* (N, K), for dx */
                            int64_t m, int n, int k, int set,
-                           const float *gh) {   /* (M, K) or NULL */
+                           const float *gd) {   /* (M, K) or NULL */
     if (m <= 0 || n <= 0) return;
-    if (gh) set = 1;
+    if (gd) set = 1;
 #ifdef RA_HAVE_X86_KERNELS
     if (k > 0 && gemm_fast()) {
         /* dx = or += dy . w on the forward's product, reading w as it is
          * (transposed); dw += dy^T x and db += column sums of dy in one
          * pass over dy */
-        if (!dx || ra_gemm_avx512_ext(dx, k, dy, n, w, k, 1, m, k, n, NULL, 0, NULL, gh,
+        if (!dx || ra_gemm_avx512_ext(dx, k, dy, n, w, k, 1, m, k, n, NULL, 0, NULL, gd,
                                       set ? NULL : dx, k, NULL, gemm_threads(m, n, k)) == 0) {
             if (dw && ra_gemm_tn_avx512(dw, k, dy, n, x, k, m, n, k, db,
                                         gemm_threads(m, n, k)) == 0)
@@ -208,7 +213,7 @@ void ra_linear_backward_ex(float *dx,        /* (M, K) or NULL */
                         dy + i0 * n, n, x + i0 * k, k, 1.0f, dw, k);
     }
     if (db) colsum_add(db, dy, m, n);   /* db (N) += sum_rows dy, in double */
-    if (dx && gh) gelu_grad_mul(dx, gh, m * k);
+    if (dx && gd) run_blocks(mul_scalar, dx, gd, m * k);
 }
 
 /* ACCUMULATES into dx, dw, db (each may be NULL). */
@@ -222,17 +227,18 @@ void ra_linear_backward(float *dx,        /* (M, K) or NULL */
     ra_linear_backward_ex(dx, dw, db, dy, x, w, m, n, k, 0, NULL);
 }
 
-void ra_linear_gelu_keep(float *h, float *g, const float *x, const float *w, const float *b,
+void ra_linear_gelu_keep(float *gd, float *g, const float *x, const float *w, const float *b,
                          int64_t m, int n, int k) {
     if (m <= 0 || n <= 0) return;
 #ifdef RA_HAVE_X86_KERNELS
     if (k > 0 && gemm_fast() &&
-        ra_gemm_avx512_ext(g, n, x, k, w, k, 0, m, n, k, b, 1, h, NULL, NULL, 0, NULL,
+        ra_gemm_avx512_ext(g, n, x, k, w, k, 0, m, n, k, b, 1, gd, NULL, NULL, 0, NULL,
                            gemm_threads(m, n, k)) == 0)
         return;
 #endif
-    ra_linear_forward(h, x, w, b, m, n, k);
-    ra_gelu_forward(g, h, m * n);
+    ra_linear_forward(gd, x, w, b, m, n, k);   /* h, in gd until its last use */
+    ra_gelu_forward(g, gd, m * n);
+    gelu_deriv_rows(gd, gd, m * n);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -33,7 +33,8 @@ typedef struct blk_tape {
     const swin_blk *b;
     swin_geo geo;                 /* a copy: run's table is reused per stage */
     int64_t nw, n, bw;            /* windows per map, tokens per window, B * nw */
-    float *x_in, *mean1, *rstd1, *win, *x_mid, *mean2, *rstd2, *t2, *h, *g;
+    float *x_in, *mean1, *rstd1, *win, *x_mid, *mean2, *rstd2, *t2;
+    float *gd, *g;                /* GELU'(h) and GELU(h), h = fc1's output */
     float *aw, *o;                /* post-norm (SwinV2): the attention's and fc2's
                                      outputs, norm1's and norm2's inputs (mean1,
                                      rstd1 then per window row); t2 is fc1's input */
@@ -129,10 +130,10 @@ static ra_status block_forward_train(blk_tape *bt, const swin_blk *b, float *x, 
     bt->x_mid = ra_arena_floats(a, (size_t)(M * C));
     bt->mean2 = ra_arena_floats(a, (size_t)M), bt->rstd2 = ra_arena_floats(a, (size_t)M);
     bt->t2 = ra_arena_floats(a, (size_t)(M * C));
-    bt->h = ra_arena_floats(a, (size_t)(M * hidden));
+    bt->gd = ra_arena_floats(a, (size_t)(M * hidden));
     bt->g = ra_arena_floats(a, (size_t)(M * hidden));
     if (!bt->x_in || !bt->mean1 || !bt->rstd1 || !bt->win || !bt->x_mid || !bt->mean2 ||
-        !bt->rstd2 || !bt->t2 || !bt->h || !bt->g)
+        !bt->rstd2 || !bt->t2 || !bt->gd || !bt->g)
         return nomem();
     if (b->post) bt->aw = bt->x_in, bt->o = bt->x_mid, bt->x_in = bt->x_mid = NULL;
     if (b->post) return post_forward_train(bt, b, x, M, a);
@@ -158,7 +159,7 @@ static ra_status block_forward_train(blk_tape *bt, const swin_blk *b, float *x, 
     float *tmp = ra_arena_floats(a, (size_t)(M * C));
     if (!tmp) return nomem();
     ra_layernorm_forward(bt->t2, bt->mean2, bt->rstd2, x, b->n2w, b->n2b, M, C, SWIN_EPS);
-    ra_linear_gelu_keep(bt->h, bt->g, bt->t2, b->fc1w, b->fc1b, M, hidden, C);
+    ra_linear_gelu_keep(bt->gd, bt->g, bt->t2, b->fc1w, b->fc1b, M, hidden, C);
     ra_linear_epi(tmp, bt->g, b->fc2w, b->fc2b, M, C, hidden, 0, x, NULL);
     ra_arena_reset(a, mark);
     return RA_OK;
@@ -185,7 +186,7 @@ static ra_status post_forward_train(blk_tape *bt, const swin_blk *b, float *x, i
     ra_rows_scatter_add(x, t, bt->geo.map, rows, C);
     /* x += norm2(fc2(gelu(fc1(x)))) */
     memcpy(bt->t2, x, (size_t)(M * C) * sizeof *x);
-    ra_linear_gelu_keep(bt->h, bt->g, bt->t2, b->fc1w, b->fc1b, M, hidden, C);
+    ra_linear_gelu_keep(bt->gd, bt->g, bt->t2, b->fc1w, b->fc1b, M, hidden, C);
     ra_linear_forward(bt->o, bt->g, b->fc2w, b->fc2b, M, C, hidden);
     ra_layernorm_forward(t, bt->mean2, bt->rstd2, bt->o, b->n2w, b->n2b, M, C, SWIN_EPS);
     ra_add(x, x, t, M * C);
@@ -238,7 +239,7 @@ static ra_status post_backward(float *dx, const blk_tape *bt, const blk_grads *g
     if (!dh || !dt) return ra_arena_reset(a, mark), nomem();
     ra_zero(dt, (int64_t)(m * C));
     ra_layernorm_backward(dt, g->n2w, g->n2b, dx, bt->o, bt->mean2, bt->rstd2, b->n2w, m, C);
-    ra_linear_backward_ex(dh, g->fc2w, g->fc2b, dt, bt->g, b->fc2w, m, C, hidden, 1, bt->h);
+    ra_linear_backward_ex(dh, g->fc2w, g->fc2b, dt, bt->g, b->fc2w, m, C, hidden, 1, bt->gd);
     ra_linear_backward_ex(dx, g->fc1w, g->fc1b, dh, bt->t2, b->fc1w, m, hidden, C, 0, NULL);
     ra_arena_reset(a, mark);
     /* attention branch: dx += reverse(attn'(norm1'(partition(dx)))) */
@@ -278,7 +279,7 @@ static ra_status block_backward(float *dx, const blk_tape *bt, const blk_grads *
     float *dt = ra_arena_floats(a, (size_t)(m * C));
     if (!dh || !dt) return ra_arena_reset(a, mark), nomem();
     /* dh = (dx . fc2w) GELU'(h): fc2's and GELU's backward in one product */
-    ra_linear_backward_ex(dh, g->fc2w, g->fc2b, dx, bt->g, b->fc2w, m, C, hidden, 1, bt->h);
+    ra_linear_backward_ex(dh, g->fc2w, g->fc2b, dx, bt->g, b->fc2w, m, C, hidden, 1, bt->gd);
     ra_linear_backward_ex(dt, g->fc1w, g->fc1b, dh, bt->t2, b->fc1w, m, hidden, C, 1, NULL);
     ra_layernorm_backward(dx, g->n2w, g->n2b, dt, bt->x_mid, bt->mean2, bt->rstd2, b->n2w, m, C);
     ra_arena_reset(a, mark);

@@ -27,7 +27,10 @@
  *
  * Epilogue, per output element r = acc (+ bias[j]):
  *   gelu    r = r * 0.5 * (1 + erf(r / sqrt 2)), the erf of nn_avx2.c on
- *           16 lanes (same polynomial, same operations: same bits)
+ *           16 lanes (same polynomial, same operations: same bits); with
+ *           gd, GELU'(r) from the same erf goes to gd (a training forward
+ *           keeps what its backward multiplies by)
+ *   gm      r = r * gm[i][j] (that backward: dX of fc2 times GELU')
  *   res     res[row'][j] = res[row'][j] + r instead of storing r into y,
  *           row' = map[i] (skipped when negative) or i: the window reverse
  *           and the residual add of a Swin block fused into its proj. */
@@ -64,9 +67,9 @@ static inline __m512 exp16_neg(__m512 x) {
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
     const __m512 r2 = _mm512_mul_ps(r, r);
     p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n),
-                                                         _mm512_set1_epi32(127)), 23);
-    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+    /* p * 2^n in one instruction, the bits of nn_avx2.c's multiply by the
+     * power built from n's exponent field (n >= -126: 2^n is normal) */
+    return _mm512_scalef_ps(p, n);
 }
 
 static inline __m512 erf16(__m512 x) {
@@ -98,27 +101,32 @@ static inline __m512 erf16(__m512 x) {
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), r, x);
 }
 
-static inline __m512 gelu16(__m512 v) {
-    const __m512 e = erf16(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752440f)));
+/* GELU(v) = v 0.5 (1 + e), e = erf(v / sqrt 2) */
+static inline __m512 erf_of16(__m512 v) {
+    return erf16(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752440f)));
+}
+
+static inline __m512 gelu_erf16(__m512 v, __m512 e) {
     return _mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(0.5f)),
                          _mm512_add_ps(_mm512_set1_ps(1.0f), e));
 }
 
+static inline __m512 gelu16(__m512 v) { return gelu_erf16(v, erf_of16(v)); }
+
 /* GELU'(v) = Phi(v) + v phi(v), as the scalar backward: 0.5 (1 + erf(v /
- * sqrt 2)) + v (1 / sqrt(2 pi)) exp(-v^2 / 2), in that order; exp's
- * argument below -87 gives 0 (expf is below 2^-125 there: so v = +-inf
- * gives NaN as inf * 0 does in the scalar loop). */
-static inline __m512 gelu_grad16(__m512 v) {
-    const __m512 cdf = _mm512_mul_ps(
-        _mm512_set1_ps(0.5f),
-        _mm512_add_ps(_mm512_set1_ps(1.0f),
-                      erf16(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752440f)))));
+ * sqrt 2)) + v (1 / sqrt(2 pi)) exp(-v^2 / 2), in that order, given e =
+ * erf(v / sqrt 2); exp's argument below -87 gives 0 (expf is below 2^-125
+ * there: so v = +-inf gives NaN as inf * 0 does in the scalar loop). */
+static inline __m512 gelu_grad_erf16(__m512 v, __m512 e) {
+    const __m512 cdf = _mm512_mul_ps(_mm512_set1_ps(0.5f), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
     const __m512 arg = _mm512_mul_ps(_mm512_mul_ps(v, v), _mm512_set1_ps(-0.5f));
-    const __m512 e = _mm512_maskz_mov_ps(
+    const __m512 g = _mm512_maskz_mov_ps(
         _mm512_cmp_ps_mask(arg, _mm512_set1_ps(-87.0f), _CMP_GE_OQ), exp16_neg(arg));
-    const __m512 pdf = _mm512_mul_ps(_mm512_set1_ps(0.39894228040143267794f), e);
+    const __m512 pdf = _mm512_mul_ps(_mm512_set1_ps(0.39894228040143267794f), g);
     return _mm512_add_ps(cdf, _mm512_mul_ps(v, pdf));
 }
+
+static inline __m512 gelu_grad16(__m512 v) { return gelu_grad_erf16(v, erf_of16(v)); }
 
 void ra_gemm_gelu_backward_avx512(float *dx, const float *dy, const float *x, int64_t n) {
     int64_t i = 0;
@@ -218,8 +226,8 @@ typedef struct gemm_args {
     int64_t ldres;
     const int32_t *map;
     int wt;              /* w given transposed, (K, N; ldw) */
-    float *pre;          /* also store the sums before GELU here (ldy) */
-    const float *gh;     /* multiply by GELU'(gh) (ldy) */
+    float *gd;           /* with gelu: also store GELU' of the sums here (ldy) */
+    const float *gm;     /* multiply the sums by gm (ldy) */
     int nv, nr, mr;      /* panels of nv vectors (nr = 16 nv columns), tiles of
                             up to mr rows */
 } gemm_args;
@@ -289,26 +297,29 @@ static inline __attribute__((always_inline)) void tile(const gemm_args *a, const
             const __m512 bb = _mm512_maskz_loadu_ps(mv[v], a->bias + j0 + 16 * v);
             for (int i = 0; i < mr; i++) c[v][i] = _mm512_add_ps(c[v][i], bb);
         }
-    if (a->pre)
+    if (a->gelu && a->gd)   /* one erf for GELU and GELU' */
         for (int i = 0; i < mr; i++) {
-            float *d = a->pre + (i0 + i) * a->ldy + j0;
+            float *d = a->gd + (i0 + i) * a->ldy + j0;
 #pragma GCC unroll 3
             for (int v = 0; v < NV; v++)
-                if (mv[v]) _mm512_mask_storeu_ps(d + 16 * v, mv[v], c[v][i]);
+                if (mv[v]) {
+                    const __m512 e = erf_of16(c[v][i]);
+                    _mm512_mask_storeu_ps(d + 16 * v, mv[v], gelu_grad_erf16(c[v][i], e));
+                    c[v][i] = gelu_erf16(c[v][i], e);
+                }
         }
-    if (a->gelu)
+    else if (a->gelu)
 #pragma GCC unroll 3
         for (int v = 0; v < NV; v++)
             if (mv[v])
                 for (int i = 0; i < mr; i++) c[v][i] = gelu16(c[v][i]);
-    if (a->gh)
+    if (a->gm)
         for (int i = 0; i < mr; i++) {
-            const float *h = a->gh + (i0 + i) * a->ldy + j0;
+            const float *h = a->gm + (i0 + i) * a->ldy + j0;
 #pragma GCC unroll 3
             for (int v = 0; v < NV; v++)
                 if (mv[v])
-                    c[v][i] = _mm512_mul_ps(c[v][i],
-                                            gelu_grad16(_mm512_maskz_loadu_ps(mv[v], h + 16 * v)));
+                    c[v][i] = _mm512_mul_ps(c[v][i], _mm512_maskz_loadu_ps(mv[v], h + 16 * v));
         }
     if (a->res) {
         for (int i = 0; i < mr; i++) {
@@ -469,7 +480,7 @@ int ra_gemm_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const flo
 
 int ra_gemm_avx512_ext(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
                        int64_t ldw, int wt, int64_t m, int n, int k, const float *bias, int gelu,
-                       float *pre, const float *gh, float *res, int64_t ldres,
+                       float *gd, const float *gm, float *res, int64_t ldres,
                        const int32_t *map, int nthreads) {
     if (m <= 0 || n <= 0) return 0;
     if (k <= 0) return -1;   /* the caller's path handles it */
@@ -485,7 +496,7 @@ int ra_gemm_avx512_ext(float *y, int64_t ldy, const float *x, int64_t ldx, const
     const gemm_args a = {.y = y, .ldy = ldy, .x = x, .ldx = ldx, .w = w, .ldw = ldw, .m = m,
                          .n = n, .k = k, .bias = bias, .gelu = gelu, .res = res,
                          .ldres = ldres, .map = map, .wt = wt,
-                         .pre = pre, .gh = gh, .nv = nv, .nr = NRv, .mr = MRv};
+                         .gd = gd, .gm = gm, .nv = nv, .nr = NRv, .mr = MRv};
     const int64_t mt = (m + MRv - 1) / MRv;
     int nt = nthreads < 1 ? 1 : nthreads;
     if (nt > mt * npan) nt = (int)(mt * npan);

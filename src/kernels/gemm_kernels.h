@@ -15,12 +15,13 @@ int ra_gemm_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const flo
                    int64_t ldw, int64_t m, int n, int k, const float *bias, int gelu,
                    float *res, int64_t ldres, const int32_t *map, int nthreads);
 /* ra_gemm_avx512 with more: w given transposed if wt ((K, N; ldw), as a
- * backward's dX = dY W takes it: no transposed copy); pre (ldy), if given,
- * receives the sums (+ bias) before GELU; gh (ldy), if given, multiplies
- * them by GELU'(gh) (a GELU's backward fused into the product before it). */
+ * backward's dX = dY W takes it: no transposed copy); gd (ldy), if given
+ * with gelu, receives GELU' of the sums (+ bias) from the same erf as the
+ * GELU (what the backward multiplies by); gm (ldy), if given, multiplies
+ * the sums by gm (that GELU's backward fused into the product before it). */
 int ra_gemm_avx512_ext(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
                        int64_t ldw, int wt, int64_t m, int n, int k, const float *bias, int gelu,
-                       float *pre, const float *gh, float *res, int64_t ldres,
+                       float *gd, const float *gm, float *res, int64_t ldres,
                        const int32_t *map, int nthreads);
 /* c (N, K; ldc) += a (M, N; lda)^T . b (M, K; ldb), the weight gradient of
  * a Linear layer, and db (N) += the column sums of a (in double, rows in

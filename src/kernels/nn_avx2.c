@@ -139,14 +139,12 @@ void ra_nn_gelu_backward_avx2(float *dx, const float *dy, const float *x, int64_
     }
 }
 
-void ra_nn_gelu_grad_mul_avx2(float *d, const float *x, int64_t n) {
+void ra_nn_gelu_deriv_avx2(float *y, const float *x, int64_t n) {
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(d + i, _mm256_mul_ps(_mm256_loadu_ps(d + i), gelu_grad8(_mm256_loadu_ps(x + i))));
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, gelu_grad8(_mm256_loadu_ps(x + i)));
     if (i < n) {
         const __m256i m = tail_mask(n - i);
-        _mm256_maskstore_ps(d + i, m, _mm256_mul_ps(_mm256_maskload_ps(d + i, m),
-                                                    gelu_grad8(_mm256_maskload_ps(x + i, m))));
+        _mm256_maskstore_ps(y + i, m, gelu_grad8(_mm256_maskload_ps(x + i, m)));
     }
 }
 

@@ -13,8 +13,8 @@ void ra_nn_erf_avx2(float *y, const float *x, int64_t n);
 void ra_nn_gelu_avx2(float *y, const float *x, int64_t n);
 /* dx += dy * GELU'(x), n elements (dx may be dy) */
 void ra_nn_gelu_backward_avx2(float *dx, const float *dy, const float *x, int64_t n);
-/* d *= GELU'(x), n elements */
-void ra_nn_gelu_grad_mul_avx2(float *d, const float *x, int64_t n);
+/* y = GELU'(x), n elements (y may be x) */
+void ra_nn_gelu_deriv_avx2(float *y, const float *x, int64_t n);
 /* One LayerNorm row of c elements (y may be x); mean, rstd may be NULL,
  * gamma, beta too. */
 void ra_nn_layernorm_row_avx2(float *y, float *mean, float *rstd, const float *x,
