@@ -297,18 +297,31 @@ static inline __attribute__((always_inline)) void tile(const gemm_args *a, const
             const __m512 bb = _mm512_maskz_loadu_ps(mv[v], a->bias + j0 + 16 * v);
             for (int i = 0; i < mr; i++) c[v][i] = _mm512_add_ps(c[v][i], bb);
         }
-    if (a->gelu && a->gd)   /* one erf for GELU and GELU' */
+    if (a->gelu && !a->res && !a->gm) {
+        /* GELU from the stored tile, while it is in L1: on the accumulators
+         * (24 registers live) the long chains of erf and exp spilled and
+         * did not overlap (Zen 4, 6272x256x64: 1.7 ns an element against
+         * 1.1 here) */
         for (int i = 0; i < mr; i++) {
-            float *d = a->gd + (i0 + i) * a->ldy + j0;
+            float *d = a->y + (i0 + i) * a->ldy + j0;
 #pragma GCC unroll 3
             for (int v = 0; v < NV; v++)
-                if (mv[v]) {
-                    const __m512 e = erf_of16(c[v][i]);
-                    _mm512_mask_storeu_ps(d + 16 * v, mv[v], gelu_grad_erf16(c[v][i], e));
-                    c[v][i] = gelu_erf16(c[v][i], e);
-                }
+                if (mv[v]) _mm512_mask_storeu_ps(d + 16 * v, mv[v], c[v][i]);
         }
-    else if (a->gelu)
+        for (int i = 0; i < mr; i++) {
+            float *d = a->y + (i0 + i) * a->ldy + j0;
+            float *g = a->gd ? a->gd + (i0 + i) * a->ldy + j0 : NULL;
+            for (int v = 0; v < NV; v++) {
+                if (!mv[v]) break;
+                const __m512 r = _mm512_maskz_loadu_ps(mv[v], d + 16 * v);
+                const __m512 e = erf_of16(r);
+                if (g) _mm512_mask_storeu_ps(g + 16 * v, mv[v], gelu_grad_erf16(r, e));
+                _mm512_mask_storeu_ps(d + 16 * v, mv[v], gelu_erf16(r, e));
+            }
+        }
+        return;
+    }
+    if (a->gelu)
 #pragma GCC unroll 3
         for (int v = 0; v < NV; v++)
             if (mv[v])
