@@ -139,6 +139,8 @@ class Threads:
         self.core = blas_info().get("blas_core", "unknown")
         env = os.environ.get("OPENBLAS_CORETYPE")
         self.coretype = "OPENBLAS_CORETYPE=" + env if env else "OPENBLAS_CORETYPE unset"
+        self.build = ("OpenBLAS OpenMP build" if "USE_OPENMP" in blas_info().get("blas", "")
+                      else "OpenBLAS pthread build")
         # OpenBLAS's pool can only be resized if we found the library
         if n <= 1:
             self.splits = [(1, 1)]
@@ -153,8 +155,8 @@ class Threads:
             self.lib.openblas_set_num_threads(blas)
 
     def setting(self, omp, blas):
-        return "%s (%s kernels), %d OpenMP + %d OpenBLAS threads" % (
-            self.coretype, self.core, omp, blas)
+        return "%s, %s (%s kernels), %d OpenMP + %d OpenBLAS threads" % (
+            self.build, self.coretype, self.core, omp, blas)
 
 
 def split_label(omp, blas):
@@ -371,8 +373,8 @@ def main():
     res = Results(a.results)
     res.line("info", "torch", "torch", torch.__version__)
     res.line("info", "torch", "blas_core", th.core)
-    print("torch %s: %s, OPENBLAS_NUM_THREADS %s, kernel set %s; thread splits (OpenMP+OpenBLAS)"
-          " %s; median of %d runs" % (torch.__version__, th.coretype,
+    print("torch %s: %s, %s, OPENBLAS_NUM_THREADS %s, kernel set %s; thread splits "
+          "(OpenMP+OpenBLAS) %s; median of %d runs" % (torch.__version__, th.build, th.coretype,
                                       os.environ.get("OPENBLAS_NUM_THREADS", "unset"), th.core,
                                       ", ".join(split_label(*s) for s in th.splits), a.reps))
     try:

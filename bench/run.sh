@@ -62,12 +62,14 @@ common=(--reps "$reps" --what "$what" --batches "$batches" --rows "$rows"
 "$build/relattn_bench" "${common[@]}" --threads "${counts// /,}" --kernels "$kernels"
 echo
 memory=(--memory)   # the Shaw rows' memory: once, it does not depend on the setting
-for ct in $(blas_coretypes); do
-  for t in $counts; do
-    blas_run "$ct" "$t" /usr/bin/python3 -u bench/bench_torch.py "${common[@]}" --threads "$t" \
-      "${memory[@]}"
-    memory=()
-    echo
+for bb in $(blas_builds); do
+  for ct in $(blas_coretypes); do
+    for t in $counts; do
+      blas_run "$bb" "$ct" "$t" /usr/bin/python3 -u bench/bench_torch.py "${common[@]}" \
+        --threads "$t" "${memory[@]}"
+      memory=()
+      echo
+    done
   done
 done
 /usr/bin/python3 bench/summary.py "$out/results.tsv" ${markdown:+--markdown "$markdown"}

@@ -22,20 +22,22 @@ for t in 1 2; do
   ips[relattn_$t]=$(echo "$line" | sed -E 's/.*median ([0-9.]+) img\/s.*/\1/')
 done
 torch_best=0 torch_best_how=
-for t in 1 2; do
-  for ct in $(blas_coretypes); do
-    runs=()
-    for r in $(seq 1 "$reps"); do
-      v=$(blas_run "$ct" "$t" /usr/bin/python3 tools/train_twin.py --threads "$t" --bench-steps 20 \
-            2>/dev/null | tail -n 1)
-      runs+=("$(echo "$v" | sed -E 's/.*"images_per_second": ([0-9.]+).*/\1/')")
-      core=$(echo "$v" | sed -E 's/.*"blas_core": "?([A-Za-z0-9_]*)"?.*/\1/')
+for bb in $(blas_builds); do
+  for t in 1 2; do
+    for ct in $(blas_coretypes); do
+      runs=()
+      for r in $(seq 1 "$reps"); do
+        v=$(blas_run "$bb" "$ct" "$t" /usr/bin/python3 tools/train_twin.py --threads "$t" \
+              --bench-steps 20 2>/dev/null | tail -n 1)
+        runs+=("$(echo "$v" | sed -E 's/.*"images_per_second": ([0-9.]+).*/\1/')")
+        core=$(echo "$v" | sed -E 's/.*"blas_core": "?([A-Za-z0-9_]*)"?.*/\1/')
+      done
+      med=$(printf '%s\n' "${runs[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+      echo "pytorch  OpenBLAS $bb build, threads $t OPENBLAS_CORETYPE=$ct (kernel set $core): runs ${runs[*]} img/s, median $med"
+      if awk -v a="$med" -v b="$torch_best" 'BEGIN {exit !(a > b)}'; then
+        torch_best=$med torch_best_how="OpenBLAS $bb build, threads $t, OPENBLAS_CORETYPE=$ct"
+      fi
     done
-    med=$(printf '%s\n' "${runs[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-    echo "pytorch  threads $t OPENBLAS_CORETYPE=$ct (kernel set $core): runs ${runs[*]} img/s, median $med"
-    if awk -v a="$med" -v b="$torch_best" 'BEGIN {exit !(a > b)}'; then
-      torch_best=$med torch_best_how="threads $t, OPENBLAS_CORETYPE=$ct"
-    fi
   done
 done
 echo "pytorch best: $torch_best img/s ($torch_best_how)"
