@@ -169,7 +169,8 @@ static void gelu_deriv_rows(float *y, const float *x, int64_t n) {
     run_blocks(fn, y, x, n);
 }
 
-static void mul_scalar(float *y, const float *x, int64_t n) {
+/* y[i] *= x[i] */
+static void mul_into(float *y, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = y[i] * x[i];
 }
 
@@ -213,7 +214,7 @@ void ra_linear_backward_ex(float *dx,        /* (M, K) or NULL */
                         dy + i0 * n, n, x + i0 * k, k, 1.0f, dw, k);
     }
     if (db) colsum_add(db, dy, m, n);   /* db (N) += sum_rows dy, in double */
-    if (dx && gd) run_blocks(mul_scalar, dx, gd, m * k);
+    if (dx && gd) run_blocks(mul_into, dx, gd, m * k);
 }
 
 /* ACCUMULATES into dx, dw, db (each may be NULL). */
