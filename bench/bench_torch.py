@@ -136,10 +136,11 @@ class Results:
 class Threads:
     def __init__(self, n):
         self.lib = openblas()
-        self.core = blas_info().get("blas_core", "unknown")
+        info = blas_info()
+        self.core = info.get("blas_core", "unknown")
         env = os.environ.get("OPENBLAS_CORETYPE")
         self.coretype = "OPENBLAS_CORETYPE=" + env if env else "OPENBLAS_CORETYPE unset"
-        self.build = ("OpenBLAS OpenMP build" if "USE_OPENMP" in blas_info().get("blas", "")
+        self.build = ("OpenBLAS OpenMP build" if "USE_OPENMP" in info.get("blas", "")
                       else "OpenBLAS pthread build")
         # OpenBLAS's pool can only be resized if we found the library
         if n <= 1:

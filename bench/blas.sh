@@ -1,7 +1,8 @@
 # blas.sh - sourced by bench/run.sh and bench/train.sh: the OpenBLAS builds
-# and kernel sets PyTorch is measured with. OpenBLAS reads OPENBLAS_CORETYPE once, when
-# it is loaded; Debian's 0.3.21 does not know recent CPUs and, with the
-# variable unset, falls back to its SSE3 (Prescott) kernels on them.
+# and kernel sets PyTorch is measured with. OpenBLAS reads OPENBLAS_CORETYPE
+# once, when it is loaded; Debian's 0.3.21 does not know recent CPUs and,
+# with the variable unset, falls back on them (recent Intel Xeons: its SSE3
+# Prescott kernels; AMD Zen 4: Cooperlake's).
 
 # The kernel sets, one a line: OPENBLAS_CORETYPE as the environment has it
 # ("unset" if it is not set), then the best set for this CPU if that is

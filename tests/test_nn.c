@@ -1429,18 +1429,18 @@ static void test_fast_paths(void) {
                         float *fx = fzeros(mk), *fw = fzeros((int64_t)nn * k), *fb = fzeros(nn);
                         float *gd[2], *gg[2], *h2 = fzeros(mn), *g2 = fzeros(mn);
                         float *gd2 = fzeros(mn), *ones = fzeros(mn);
-                        float *dy = fzeros(mn), *gh = fzeros(mk), *dx[2], *dx2 = fzeros(mk);
+                        float *dy = fzeros(mn), *gm = fzeros(mk), *dx[2], *dx2 = fzeros(mk);
                         for (int64_t i = 0; i < mn; i++) ones[i] = 1.0f;
                         pattern(fx, mk, 300 + mi), pattern(fw, (int64_t)nn * k, 310 + ni);
-                        pattern(fb, nn, 320), pattern(dy, mn, 330 + ki), pattern(gh, mk, 340);
-                        for (int64_t i = 0; i < mk; i++) gh[i] *= 3.0f;
+                        pattern(fb, nn, 320), pattern(dy, mn, 330 + ki), pattern(gm, mk, 340);
+                        for (int64_t i = 0; i < mk; i++) gm[i] *= 3.0f;
                         for (int p = 0; p < 2; p++) {
                             ra_kernel_select(p ? (keep == RA_KERNEL_REF ? RA_KERNEL_AVX2 : keep)
                                                : RA_KERNEL_REF);
                             gd[p] = fzeros(mn), gg[p] = fzeros(mn), dx[p] = fzeros(mk);
                             pattern(dx[p], mk, 350);   /* overwritten */
                             ra_linear_gelu_keep(gd[p], gg[p], fx, fw, fb, m, nn, k);
-                            ra_linear_backward_ex(dx[p], NULL, NULL, dy, NULL, fw, m, nn, k, 1, gh);
+                            ra_linear_backward_ex(dx[p], NULL, NULL, dy, NULL, fw, m, nn, k, 1, gm);
                         }
                         /* unfused on the AVX-512 path: the same bits (gd2 =
                          * 0 + 1 GELU'(h2), exactly GELU'(h2)) */
@@ -1449,12 +1449,12 @@ static void test_fast_paths(void) {
                         ra_gelu_backward(gd2, ones, h2, mn);
                         float *dg = fzeros(mk);
                         ra_linear_backward(dg, NULL, NULL, dy, NULL, fw, m, nn, k);
-                        for (int64_t i = 0; i < mk; i++) dx2[i] = dg[i] * gh[i];
+                        for (int64_t i = 0; i < mk; i++) dx2[i] = dg[i] * gm[i];
                         CHECK(memcmp(gd2, gd[1], sizeof(float) * (size_t)mn) == 0 &&
                                   memcmp(g2, gg[1], sizeof(float) * (size_t)mn) == 0,
                               "linear_gelu_keep %dx%dx%d differs from linear + gelu", m, nn, k);
                         CHECK(memcmp(dx2, dx[1], sizeof(float) * (size_t)mk) == 0,
-                              "linear_backward_ex gh %dx%dx%d differs from the unfused pair", m,
+                              "linear_backward_ex gd %dx%dx%d differs from the unfused pair", m,
                               nn, k);
                         /* AVX-512 vs scalar path: the products' rounding, through GELU */
                         double e = 0;   /* twice the bound of a float sum: two paths */
@@ -1481,7 +1481,7 @@ static void test_fast_paths(void) {
                         CHECK(e <= 1.0, "fused MLP pieces %dx%dx%d: AVX-512 vs scalar %.3g x tol",
                               m, nn, k, e);
                         for (int p = 0; p < 2; p++) free(gd[p]), free(gg[p]), free(dx[p]);
-                        free(fx), free(fw), free(fb), free(h2), free(g2), free(dy), free(gh);
+                        free(fx), free(fw), free(fb), free(h2), free(g2), free(dy), free(gm);
                         free(dx2), free(dg), free(gd2), free(ones);
                     }
             printf("  fused GELU forward / backward products: equal to the unfused pairs; "
