@@ -72,10 +72,9 @@ static inline __m512 exp16_neg(__m512 x) {
     return _mm512_scalef_ps(p, n);
 }
 
-static inline __m512 erf16(__m512 x) {
-    const __m512 sign = _mm512_set1_ps(-0.0f);
-    const __m512 ax = _mm512_castsi512_ps(_mm512_andnot_si512(_mm512_castps_si512(sign),
-                                                              _mm512_castps_si512(x)));
+/* erf's two branches, as erf16 below puts them together: for |x| <= 0.921875
+ * x + x p(x^2); beyond, sign(x) (1 - exp(q(min(|x|, 4)))) */
+static inline __m512 erf_small16(__m512 x) {
     const __m512 s = _mm512_mul_ps(x, x);
     __m512 p = _mm512_set1_ps(-5.990993519e-04f);
     p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(4.993213109e-03f));
@@ -83,7 +82,11 @@ static inline __m512 erf16(__m512 x) {
     p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(1.128181722e-01f));
     p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(-3.761249385e-01f));
     p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(1.283791496e-01f));
-    const __m512 small = _mm512_fmadd_ps(x, p, x);
+    return _mm512_fmadd_ps(x, p, x);
+}
+
+/* 1 - exp(q(min(ax, 4))): erf(ax) for ax = |x| > 0.921875, its sign not set */
+static inline __m512 erf_big_abs16(__m512 ax) {
     const __m512 t = _mm512_min_ps(ax, _mm512_set1_ps(4.0f));
     __m512 q = _mm512_set1_ps(1.947346228e-04f);
     q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(-3.031601753e-03f));
@@ -92,13 +95,32 @@ static inline __m512 erf16(__m512 x) {
     q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(-6.372857526e-01f));
     q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(-1.127615461e+00f));
     q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(-2.099135167e-04f));
-    const __m512 one_m = _mm512_sub_ps(_mm512_set1_ps(1.0f), exp16_neg(q));
+    return _mm512_sub_ps(_mm512_set1_ps(1.0f), exp16_neg(q));
+}
+
+static inline __m512 abs16(__m512 x) {
+    return _mm512_castsi512_ps(_mm512_andnot_si512(_mm512_castps_si512(_mm512_set1_ps(-0.0f)),
+                                                   _mm512_castps_si512(x)));
+}
+
+/* which lanes take the big branch */
+static inline __mmask16 erf_big_lanes(__m512 ax) {
+    return _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.921875f), _CMP_GT_OQ);
+}
+
+/* erf from its branches: big_abs given the sign of x, the small branch
+ * where not use_big, x itself where x is NaN */
+static inline __m512 erf_join16(__m512 x, __m512 small, __m512 big_abs, __mmask16 use_big) {
     const __m512 big = _mm512_castsi512_ps(_mm512_or_si512(
-        _mm512_castps_si512(one_m),
-        _mm512_and_si512(_mm512_castps_si512(sign), _mm512_castps_si512(x))));
-    const __mmask16 use_big = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.921875f), _CMP_GT_OQ);
+        _mm512_castps_si512(big_abs),
+        _mm512_and_si512(_mm512_castps_si512(_mm512_set1_ps(-0.0f)), _mm512_castps_si512(x))));
     const __m512 r = _mm512_mask_blend_ps(use_big, small, big);
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), r, x);
+}
+
+static inline __m512 erf16(__m512 x) {
+    const __m512 ax = abs16(x);
+    return erf_join16(x, erf_small16(x), erf_big_abs16(ax), erf_big_lanes(ax));
 }
 
 /* e = erf(v / sqrt 2), what GELU and GELU' of v share */
@@ -150,6 +172,45 @@ void ra_gemm_gelu_avx512(float *y, const float *x, int64_t n) {
         const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
         _mm512_mask_storeu_ps(y + i, m, gelu16(_mm512_maskz_loadu_ps(m, x + i)));
     }
+}
+
+/* GELU of a tile of mr rows (ld apart) of nv vectors (lanes mv[v]) in
+ * place, and with gd GELU' there too. erf's polynomial branch runs on every
+ * lane; its exponential branch only on the lanes that take it (|v| > 1.3),
+ * gathered into full vectors (vcompressps, register form: the store form is
+ * microcoded on Zen 4) and put back (vexpandps). Each lane sees erf16's
+ * operations, so the bits are the same; the exp and its polynomial, most
+ * of erf's cost, run once per 16 such lanes instead of once per vector. */
+static void gelu_tile(float *y, float *gd, int64_t ld, int mr, int nv, const __mmask16 *mv) {
+    float small[MR * 3][16] __attribute__((aligned(64)));
+    float big[MR * 3 * 16 + 16] __attribute__((aligned(64)));
+    __mmask16 bm[MR * 3];
+    const __m512 rs2 = _mm512_set1_ps(0.70710678118654752440f);
+    int nb = 0, t = 0;
+    for (int i = 0; i < mr; i++)
+        for (int v = 0; v < nv && mv[v]; v++, t++) {
+            const __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(mv[v], y + i * ld + 16 * v), rs2);
+            const __m512 ax = abs16(x);
+            bm[t] = erf_big_lanes(ax);
+            _mm512_store_ps(small[t], erf_small16(x));
+            _mm512_storeu_ps(big + nb, _mm512_maskz_compress_ps(bm[t], ax));
+            nb += __builtin_popcount(bm[t]);
+        }
+    _mm512_storeu_ps(big + nb, _mm512_setzero_ps());   /* the last vector's tail */
+    for (int j = 0; j < nb; j += 16) _mm512_store_ps(big + j, erf_big_abs16(_mm512_load_ps(big + j)));
+    int pos = 0;
+    t = 0;
+    for (int i = 0; i < mr; i++)
+        for (int v = 0; v < nv && mv[v]; v++, t++) {
+            float *d = y + i * ld + 16 * v;
+            const __m512 r = _mm512_maskz_loadu_ps(mv[v], d);
+            const __m512 x = _mm512_mul_ps(r, rs2);
+            const __m512 b = _mm512_maskz_expand_ps(bm[t], _mm512_loadu_ps(big + pos));
+            pos += __builtin_popcount(bm[t]);
+            const __m512 e = erf_join16(x, _mm512_load_ps(small[t]), b, bm[t]);
+            if (gd) _mm512_mask_storeu_ps(gd + i * ld + 16 * v, mv[v], gelu_grad_erf16(r, e));
+            _mm512_mask_storeu_ps(d, mv[v], gelu_erf16(r, e));
+        }
 }
 
 /* ---- packing ------------------------------------------------------------------
@@ -315,17 +376,8 @@ static inline __attribute__((always_inline)) void tile(const gemm_args *a, const
             for (int v = 0; v < NV; v++)
                 if (mv[v]) _mm512_mask_storeu_ps(d + 16 * v, mv[v], c[v][i]);
         }
-        for (int i = 0; i < mr; i++) {
-            float *d = a->y + (i0 + i) * a->ldy + j0;
-            float *g = a->gd ? a->gd + (i0 + i) * a->ldy + j0 : NULL;
-            for (int v = 0; v < NV; v++) {
-                if (!mv[v]) break;
-                const __m512 r = _mm512_maskz_loadu_ps(mv[v], d + 16 * v);
-                const __m512 e = erf_of16(r);
-                if (g) _mm512_mask_storeu_ps(g + 16 * v, mv[v], gelu_grad_erf16(r, e));
-                _mm512_mask_storeu_ps(d + 16 * v, mv[v], gelu_erf16(r, e));
-            }
-        }
+        gelu_tile(a->y + i0 * a->ldy + j0, a->gd ? a->gd + i0 * a->ldy + j0 : NULL, a->ldy, mr,
+                  NV, mv);
         return;
     }
     if (a->gelu)
