@@ -281,6 +281,54 @@ static ln_row_fn ln_row(void) {
     return layernorm_row;
 }
 
+/* Rows i0 .. i1-1 of a LayerNorm: y row i from x row src[i] (src NULL: row
+ * i; a negative src[i]: zeros), mean and rstd (if given) at i. With
+ * AVX-512, four rows at a time. */
+static void ln_block(float *y, float *mean, float *rstd, const float *x, const int32_t *src,
+                     int64_t i0, int64_t i1, int c, const float *gamma, const float *beta,
+                     float eps, ln_row_fn row) {
+    int64_t i = i0;
+#ifdef RA_HAVE_X86_KERNELS
+    if (row == ra_nn_layernorm_row_avx512)
+        for (; i + 4 <= i1; i += 4) {
+            float *yr[4], *mr[4], *rr[4];
+            const float *xr[4];
+            int ok = 1;
+            for (int r = 0; r < 4; r++) {
+                const int64_t s = src ? src[i + r] : i + r;
+                ok &= s >= 0;
+                xr[r] = x + (s < 0 ? 0 : s) * c, yr[r] = y + (i + r) * c;
+                mr[r] = mean ? mean + i + r : NULL, rr[r] = rstd ? rstd + i + r : NULL;
+            }
+            if (ok) {
+                ra_nn_layernorm_rows4_avx512(yr, mr, rr, xr, gamma, beta, c, eps);
+                continue;
+            }
+            break;
+        }
+#endif
+    for (; i < i1; i++) {
+        const int64_t s = src ? src[i] : i;
+        if (s < 0) memset(y + i * c, 0, (size_t)c * sizeof *y);
+        else row(y + i * c, mean ? mean + i : NULL, rstd ? rstd + i : NULL, x + s * c, gamma,
+                 beta, c, eps);
+    }
+}
+
+/* ln_block over m rows, split between the threads in blocks of 64 rows */
+static void ln_all(float *y, float *mean, float *rstd, const float *x, const int32_t *src,
+                   int64_t m, int c, const float *gamma, const float *beta, float eps) {
+    if (m <= 0 || c <= 0) return;
+    const ln_row_fn row = ln_row();
+    const int64_t nb = (m + 63) / 64;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(m * c))
+#endif
+    for (int64_t b = 0; b < nb; b++)
+        ln_block(y, mean, rstd, x, src, 64 * b, 64 * b + 64 < m ? 64 * b + 64 : m, c, gamma, beta,
+                 eps, row);
+}
+
 void ra_layernorm_forward(float *y,            /* (M, C), may be x */
                           float *mean,         /* (M) saved */
                           float *rstd,         /* (M) saved */
@@ -288,27 +336,12 @@ void ra_layernorm_forward(float *y,            /* (M, C), may be x */
                           const float *gamma,  /* (C) or NULL */
                           const float *beta,   /* (C) or NULL */
                           int64_t m, int c, float eps) {
-    if (m <= 0 || c <= 0) return;
-    const ln_row_fn row = ln_row();
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(nn_threads(m * c))
-#endif
-    for (int64_t i = 0; i < m; i++)
-        row(y + i * c, mean + i, rstd + i, x + i * c, gamma, beta, c, eps);
+    ln_all(y, mean, rstd, x, NULL, m, c, gamma, beta, eps);
 }
 
 void ra_layernorm_rows(float *y, const float *x, const int32_t *src, int64_t m, int c,
                        const float *gamma, const float *beta, float eps) {
-    if (m <= 0 || c <= 0) return;
-    const ln_row_fn row = ln_row();
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(nn_threads(m * c))
-#endif
-    for (int64_t i = 0; i < m; i++) {
-        const int64_t r = src ? src[i] : i;
-        if (r < 0) memset(y + i * c, 0, (size_t)c * sizeof *y);
-        else row(y + i * c, NULL, NULL, x + r * c, gamma, beta, c, eps);
-    }
+    ln_all(y, NULL, NULL, x, src, m, c, gamma, beta, eps);
 }
 
 void ra_rows_scatter_add(float *x, const float *a, const int32_t *dst, int64_t m, int c) {

@@ -38,6 +38,11 @@ void ra_gemm_gelu_backward_avx512(float *dx, const float *dy, const float *x, in
 /* ra_nn_layernorm_row_avx2 (nn_kernels.h) on 8 double lanes. */
 void ra_nn_layernorm_row_avx512(float *y, float *mean, float *rstd, const float *x,
                                 const float *gamma, const float *beta, int c, float eps);
+/* The same for four rows at once (each its own y, mean, rstd, x; mean and
+ * rstd may be NULL), each with the bits of the one-row kernel. */
+void ra_nn_layernorm_rows4_avx512(float *const y[4], float *const mean[4], float *const rstd[4],
+                                  const float *const x[4], const float *gamma, const float *beta,
+                                  int c, float eps);
 /* LayerNorm backward of rows [0, rows) (src/nn.c's scalar loop on 8 double
  * lanes): dx += (may be NULL), and the column sums of dy xhat and dy
  * ADDED to pg and pb (c doubles each; either may be NULL), rows in order. */
