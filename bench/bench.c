@@ -27,7 +27,8 @@
  *   ra_model_forward_train + ra_model_backward of a random dL/dy (relattn's
  *   swin has no stochastic depth; the twin turns torchvision's off).
  * --rows TEXT keeps the rows whose name contains TEXT.
- * Timing: one warm-up call, then the median of R calls (time_median).
+ * Timing: one warm-up call at each thread count, then R rounds of one call
+ *   at each count in turn, the median of each count's R (time_medians).
  * Flops, 2 per multiply-add: core forward 4·B_·nH·N²·hd, plus 2·B_·nH·N·R·hd
  *   for each Shaw table (R = 2k+1 rows: the terms as products with the
  *   tables, not with N² gathered vectors); the layer adds 8·B_·N·C² (qkv 3C
@@ -76,17 +77,36 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Seconds of one call of fn: one warm-up call, then the median of reps. */
-static double time_median(bench_fn fn, void *ctx, int reps) {
-    double t[MAX_REPS];
-    fn(ctx);
-    for (int r = 0; r < reps; r++) {
-        const double t0 = now();
+static double median(double *t, int n) {
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+/* Seconds of one call of fn at each of the nthreads thread counts in
+ * threads[] (sec[i]): one warm-up call at each, then reps rounds, each
+ * timing one call at every count in turn; the median of each count's
+ * reps. Interleaved, a count's calls and another's see the same state of
+ * a shared machine, so the ratios between counts (2T/1T) do not take the
+ * drift of the minutes between two separate series. prep, if given, runs
+ * untimed before each call at its count (the training forward whose tape
+ * the backward reads: the tape is made for a thread count). */
+static void time_medians(bench_fn fn, bench_fn prep, void *ctx, int reps, const int *threads,
+                         int nthreads, double *sec) {
+    double t[MAX_THREAD_COUNTS][MAX_REPS];
+    for (int i = 0; i < nthreads; i++) {
+        ra_threads_set(threads[i]);
+        if (prep) prep(ctx);
         fn(ctx);
-        t[r] = now() - t0;
     }
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
-    return reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+    for (int r = 0; r < reps; r++)
+        for (int i = 0; i < nthreads; i++) {
+            ra_threads_set(threads[i]);
+            if (prep) prep(ctx);
+            const double t0 = now();
+            fn(ctx);
+            t[i][r] = now() - t0;
+        }
+    for (int i = 0; i < nthreads; i++) sec[i] = median(t[i], reps);
 }
 
 /* Bytes the peak resident memory of the process rises by during one call
@@ -414,16 +434,19 @@ static void bench_layer(const run *R, const shape *s) {
     double gf[MAX_THREAD_COUNTS][NMEASURES];
     layer_case lc;
     case_init(&lc, s, s->n, 1, R->threads[R->nthreads - 1]);
+    double t[MAX_THREAD_COUNTS][NMEASURES];
+    for (int m = 0; m < NMEASURES; m++) {
+        double sec[MAX_THREAD_COUNTS];
+        time_medians(fns[m], fns[m] == run_bwd ? run_train_fwd : NULL, &lc, R->reps, R->threads,
+                     R->nthreads, sec);
+        for (int i = 0; i < R->nthreads; i++) t[i][m] = sec[i];
+    }
     for (int i = 0; i < R->nthreads; i++) {
-        ra_threads_set(R->threads[i]);
-        double t[NMEASURES];
-        run_train_fwd(&lc);   /* the tape bwd reads */
-        for (int m = 0; m < NMEASURES; m++) t[m] = time_median(fns[m], &lc, R->reps);
         printf("%-40s %-6s %-9d", i ? "" : s->name, i ? "" : kernel, R->threads[i]);
         for (int m = 0; m < NMEASURES; m++) {
-            gf[i][m] = flops[m] / t[m] * 1e-9;
+            gf[i][m] = flops[m] / t[i][m] * 1e-9;
             printf(" %9.2f", gf[i][m]);
-            emit_time(R, s->name, measure_names[m], kernel, R->threads[i], t[m], flops[m], 0);
+            emit_time(R, s->name, measure_names[m], kernel, R->threads[i], t[i][m], flops[m], 0);
         }
         printf("\n");
     }
@@ -510,10 +533,11 @@ static void bench_net(const run *R, const char *dir, const char *name, int train
         snprintf(row, sizeof row, "%s B=%d", name, b);
         for (int step = 0; step <= (train && ra_model_trainable(c.m)); step++) {
             const double flops = (step ? 3 : 1) * fwd_flops * b;
-            double first = 0;
+            double first = 0, sec[MAX_THREAD_COUNTS];
+            time_medians(step ? run_net_step : run_net_fwd, NULL, &c, R->reps, R->threads, R->nthreads,
+                         sec);
             for (int t = 0; t < R->nthreads; t++) {
-                ra_threads_set(R->threads[t]);
-                const double s = time_median(step ? run_net_step : run_net_fwd, &c, R->reps);
+                const double s = sec[t];
                 const double gf = flops / s * 1e-9;
                 if (t == 0) first = gf;
                 printf("%-40s %-8s %-6s %-8d %10.2f %10.1f %10.2f %9.1f%%", t ? "" : row,
