@@ -78,7 +78,7 @@ typedef struct {
     float *xm;             /* (rows, C) x + ls1 * attn: norm2's input */
     float *mean2, *rstd2;  /* (rows) */
     float *h2;             /* (rows, C) norm2 output: fc1's input */
-    float *f1;             /* (rows, hidden) fc1 output, GELU's input */
+    float *gd;             /* (rows, hidden) GELU' of fc1's output */
     float *g;              /* (rows, hidden) GELU output, fc2's input */
     float *mo;             /* (rows, C) MLP output (LayerScale only) */
     uint8_t *keep1, *keep2;   /* (B) drop-path draws of the two branches */
@@ -905,7 +905,7 @@ static size_t tape_layout(vit_impl *v, float *base, const vit_dims *d) {
         b.mean2 = carve(base, &off, rows);
         b.rstd2 = carve(base, &off, rows);
         b.h2 = carve(base, &off, rows * C);
-        b.f1 = carve(base, &off, rows * hid);
+        b.gd = carve(base, &off, rows * hid);
         b.g = carve(base, &off, rows * hid);
         b.mo = ls ? carve(base, &off, rows * C) : NULL;
         if (base) t->blk[i] = b;
@@ -1060,8 +1060,7 @@ static ra_status vit_forward_train(ra_model *m, float **y, int *y_ndim, int64_t 
         if (st) goto done;
         ra_layernorm_forward(b->h2, b->mean2, b->rstd2, b->xm, bk->n2w, bk->n2b, rows, C,
                              VIT_EPS);
-        ra_linear_forward(b->f1, b->h2, bk->fc1w, bk->fc1b, rows, v->hidden, C);
-        ra_gelu_forward(b->g, b->f1, rows * v->hidden);
+        ra_linear_gelu_keep(b->gd, b->g, b->h2, bk->fc1w, bk->fc1b, rows, v->hidden, C);
         memcpy(next, b->xm, bytes);
         ra_linear_epi(keep ? b->mo : A, b->g, bk->fc2w, bk->fc2b, rows, C, v->hidden, 0,
                       keep ? NULL : next, NULL);
@@ -1176,8 +1175,8 @@ static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *
 
     /* scratch: gradients of the head input dP and of the pooled features
      * dQ (outer, C); of the residual stream dR, a norm's output dH and a
-     * branch output dA (rows, C); of fc2's input dG and fc1's output dF
-     * (rows, hidden); of the patch tokens (B*L, C) and, for dx, the patch
+     * branch output dA (rows, C); of fc1's output dF (rows, hidden); of
+     * the patch tokens (B*L, C) and, for dx, the patch
      * columns; pos_embed on this grid */
     ra_arena local;
     ra_arena *ar = ra_arena_begin(&v->ws, &local);
@@ -1188,12 +1187,11 @@ static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *
     float *dR = ra_arena_floats(ar, rc);
     float *dH = ra_arena_floats(ar, rc);
     float *dA = ra_arena_floats(ar, rc);
-    float *dG = ra_arena_floats(ar, rh);
     float *dF = ra_arena_floats(ar, rh);
     float *dpatch = ra_arena_floats(ar, (size_t)(B * L * C));
     float *work = dx ? ra_arena_floats(ar, (size_t)(B * L * d.K)) : NULL;
     float *dpos = resampled ? ra_arena_floats(ar, (size_t)((pos_prefix + L) * C)) : NULL;
-    if (!dP || !dQ || !half || !dX || !dR || !dH || !dA || !dG || !dF || !dpatch ||
+    if (!dP || !dQ || !half || !dX || !dR || !dH || !dA || !dF || !dpatch ||
         (dx && !work) || (resampled && !dpos)) {
         st = ra_fail(RA_ERR_NOMEM, "vit backward: out of memory for a batch of %d images of "
                      "%dx%d", B, d.H, d.W);
@@ -1236,12 +1234,10 @@ static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *
         const float *dM = branch_backward(dA, dR, b->mo, bk->ls2,
                                           blk_grad(m, grad, i, "ls2.gamma"), b->keep2,
                                           bk->drop_path, B, N, C);
-        ra_zero(dG, (int64_t)rh);
-        ra_linear_backward(dG, blk_grad(m, grad, i, "mlp.fc2.weight"),
-                           blk_grad(m, grad, i, "mlp.fc2.bias"), dM, b->g, bk->fc2w, rows, C,
-                           hid);
-        ra_zero(dF, (int64_t)rh);
-        ra_gelu_backward(dF, dG, b->f1, (int64_t)rh);
+        /* dF = (dM fc2w) GELU' in fc2's dX product */
+        ra_linear_backward_ex(dF, blk_grad(m, grad, i, "mlp.fc2.weight"),
+                              blk_grad(m, grad, i, "mlp.fc2.bias"), dM, b->g, bk->fc2w, rows, C,
+                              hid, 1, b->gd);
         ra_zero(dH, (int64_t)rc);
         ra_linear_backward(dH, blk_grad(m, grad, i, "mlp.fc1.weight"),
                            blk_grad(m, grad, i, "mlp.fc1.bias"), dF, b->h2, bk->fc1w, rows, hid,
