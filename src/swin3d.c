@@ -60,6 +60,7 @@
  *   attn.relative_position_index, if present, must equal the computed one.
  * Eps 1e-5 (nn.LayerNorm's default) for every norm. */
 #include "model_internal.h"
+#include "infer.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -673,7 +674,7 @@ typedef struct s3tape {
     float *o;                    /* (rows1, C) attention output, before proj */
     float *mask, *m2;            /* (nW, N1, N2), (nW, T, T) */
     float *x1, *t2;              /* (M1, C) x after attention, norm2(x1) */
-    float *hpre, *hact;          /* (M1, hidden) fc1 output, its GELU */
+    float *gd, *hact;            /* (M1, hidden) GELU' of fc1's output, its GELU */
     float *tmp;                  /* max(nx, nkx, nwin1) */
     void *work;
 } s3tape;
@@ -749,7 +750,7 @@ static ra_status s3_train_run(s3d *s, float *y, const float *x, const float *kv,
     t->meank = b + off[4], t->rstdk = b + off[5], t->mean2 = b + off[6], t->rstd2 = b + off[7];
     t->w1 = b + off[8], t->w2 = b + off[9], t->q = b + off[10], t->kvp = b + off[11];
     t->o = b + off[12], t->mask = p.shifted ? b + off[13] : NULL, t->m2 = b + off[14];
-    t->x1 = b + off[15], t->t2 = b + off[16], t->hpre = b + off[17], t->hact = b + off[18];
+    t->x1 = b + off[15], t->t2 = b + off[16], t->gd = b + off[17], t->hact = b + off[18];
     t->tmp = b + off[19], t->work = b + off[20];
 
     /* attention: norm1 (and norm_kv) into windows, projections, core, proj */
@@ -783,8 +784,7 @@ static ra_status s3_train_run(s3d *s, float *y, const float *x, const float *kv,
 
     /* MLP */
     ra_layernorm_forward(t->t2, t->mean2, t->rstd2, t->x1, s->n2w, s->n2b, z.M1, C, S3_EPS);
-    ra_linear_forward(t->hpre, t->t2, s->f1w, s->f1b, z.M1, hidden, C);
-    ra_gelu_forward(t->hact, t->hpre, z.nhid);
+    ra_linear_gelu_keep(t->gd, t->hact, t->t2, s->f1w, s->f1b, z.M1, hidden, C);
     ra_linear_forward(y, t->hact, s->f2w, s->f2b, z.M1, C, hidden);
     ra_add(y, y, t->x1, z.nx);
     t->valid = 1;
@@ -833,11 +833,11 @@ static ra_status s3_train_back(const ra_model *m, float *grad, float *dx, float 
                  nw2 = (size_t)z.nwin2, nh = (size_t)z.nhid,
                  nq = (size_t)z.rows1 * (t->fused ? 3 : 1) * C,
                  nkv = t->fused ? 0 : (size_t)z.rows2 * 2 * C;
-    /* dres (M1, C); dt (max(nx, nkx)); dh1, dh2 (M1, hidden); dwa, dwb
+    /* dres (M1, C); dt (max(nx, nkx)); dh (M1, hidden); dwa, dwb
      * (rows1, C); dq; dkv; dw2 (rows2, C); the attention backward's
      * workspace (sized now: the threads may have changed since the forward) */
     const size_t wbytes = ra_attention_backward_workspace_size(&t->ad, ra_threads_get());
-    const size_t sz[] = {nx, nx > nkx ? nx : nkx, nh, nh, nw1, nw1, nq, nkv, nw2,
+    const size_t sz[] = {nx, nx > nkx ? nx : nkx, nh, nw1, nw1, nq, nkv, nw2,
                          (wbytes + 3) / 4};
     enum { NBUF = sizeof sz / sizeof sz[0] };
     size_t off[NBUF], total = 0;
@@ -846,18 +846,16 @@ static ra_status s3_train_back(const ra_model *m, float *grad, float *dx, float 
         return ra_fail(RA_ERR_NOMEM, "swin_block_3d: out of memory for the backward (%zu "
                        "floats)", total);
     float *const b = t->gbuf;
-    float *dres = b + off[0], *dt = b + off[1], *dh1 = b + off[2], *dh2 = b + off[3],
-          *dwa = b + off[4], *dwb = b + off[5], *dqb = b + off[6], *dkvb = b + off[7],
-          *dw2 = b + off[8];
-    void *work = b + off[9];
-    memset(b, 0, off[9] * sizeof *b);
+    float *dres = b + off[0], *dt = b + off[1], *dh = b + off[2], *dwa = b + off[3],
+          *dwb = b + off[4], *dqb = b + off[5], *dkvb = b + off[6], *dw2 = b + off[7];
+    void *work = b + off[8];
+    memset(b, 0, off[8] * sizeof *b);
 
     /* y = x1 + fc2(gelu(fc1(norm2(x1)))) */
     memcpy(dres, dy, nx * sizeof *dres);
-    ra_linear_backward(dh1, grad_of(m, grad, s->f2w), grad_of(m, grad, s->f2b), dy, t->hact,
-                       s->f2w, z.M1, C, hidden);
-    ra_gelu_backward(dh2, dh1, t->hpre, (int64_t)nh);
-    ra_linear_backward(dt, grad_of(m, grad, s->f1w), grad_of(m, grad, s->f1b), dh2, t->t2,
+    ra_linear_backward_ex(dh, grad_of(m, grad, s->f2w), grad_of(m, grad, s->f2b), dy, t->hact,
+                          s->f2w, z.M1, C, hidden, 1, t->gd);   /* dh = (dy f2w) GELU' */
+    ra_linear_backward(dt, grad_of(m, grad, s->f1w), grad_of(m, grad, s->f1b), dh, t->t2,
                        s->f1w, z.M1, hidden, C);
     ra_layernorm_backward(dres, grad_of(m, grad, s->n2w), grad_of(m, grad, s->n2b), dt, t->x1,
                           t->mean2, t->rstd2, s->n2w, z.M1, C);
