@@ -508,11 +508,10 @@ static ra_status s3_run(const s3d *s, float *y, const float *x, const float *kv,
         for (int64_t r0 = 0; r0 < M1; r0 += rows) {
             const int64_t r = M1 - r0 < rows ? M1 - r0 : rows;
             float *tr = t + r0 * C;
-            ra_linear_forward(hid, tr, s->f1w, s->f1b, r, hidden, C);
-            ra_gelu_forward(hid, hid, r * hidden);
-            ra_linear_forward(tr, hid, s->f2w, s->f2b, r, C, hidden);
+            /* GELU in fc1's product, y += fc2 in fc2's */
+            ra_linear_epi(hid, tr, s->f1w, s->f1b, r, hidden, C, 1, NULL, NULL);
+            ra_linear_epi(tr, hid, s->f2w, s->f2b, r, C, hidden, 0, y + r0 * C, NULL);
         }
-        ra_add(y, y, t, nx);
     }
     ra_free(sc);
     ra_free(idx_buf);
