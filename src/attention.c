@@ -127,6 +127,11 @@ ra_status ra_attention_forward(float *out, int ldo, float *attn,
             .rel_ld = d->rel_ld ? d->rel_ld : d->n2, .rel2 = d->rel2,
             .work = slices + (size_t)omp_get_thread_num() * slice,
         };
+        if (task + 1 < ntasks) {   /* likely this thread's next (static schedule) */
+            const int b1 = (task + 1) / d->nh, h1 = (task + 1) % d->nh;
+            t.next_k = k + (size_t)b1 * d->n2 * ldk + (size_t)h1 * d->hd;
+            t.next_v = v + (size_t)b1 * d->n2 * ldv + (size_t)h1 * d->hd;
+        }
         kern->forward(&t);
     }
     return RA_OK;
@@ -234,6 +239,14 @@ ra_status ra_attention_backward_set(float *dq, int lddq, float *dk, int lddk, fl
             .drel_k = drel_k ? acc + sl.dbias : NULL,
             .drel_v = drel_v ? acc + sl.dbias + sl.drel : NULL,
         };
+        if (task + 1 < ntasks) {   /* likely this thread's next (static schedule) */
+            const int b1 = (task + 1) / d->nh;
+            const size_t off1 = (size_t)((task + 1) % d->nh) * d->hd;
+            t.next_q = q + (size_t)b1 * d->n1 * ldq + off1;
+            t.next_k = k + (size_t)b1 * d->n2 * ldk + off1;
+            t.next_v = v + (size_t)b1 * d->n2 * ldv + off1;
+            t.next_do = dout + (size_t)b1 * d->n1 * lddo + off1;
+        }
         if (set) {
             for (int i = 0; i < d->n1; i++)
                 memset(t.dq + (size_t)i * lddq, 0, (size_t)d->hd * sizeof(float));

@@ -456,6 +456,13 @@ static void avx512_forward(const ra_attn_task *t) {
         float mx[RB], inv[RB];
         prefetch_block(t->q, (size_t)t->ldq, i0 + PF * RB, n1, hd);
         prefetch_block(t->out, (size_t)t->ldo, i0 + PF * RB, n1, hd);
+        if (t->next_k) {   /* the next task's K and V, a share per block */
+            const int j0 = (int)((int64_t)i0 * n2 / n1), j1 = (int)((int64_t)(i0 + RB) * n2 / n1);
+            for (int j = j0; j < j1 && j < n2; j += RB) {
+                prefetch_block(t->next_k, (size_t)t->ldk, j, n2, hd);
+                prefetch_block(t->next_v, (size_t)t->ldv, j, n2, hd);
+            }
+        }
 #pragma GCC unroll 4
         for (int r = 0; r < RB; r++) {
             const int rr = r < nr ? r : nr - 1;
@@ -646,6 +653,16 @@ static void avx512_backward(const ra_attn_task *t) {
             float *p = pm + (size_t)(i0 - c0) * n2p, *ds = dsm + (size_t)(i0 - c0) * n2p;
             float mx[RB], inv[RB];
             prefetch_block(t->dq, (size_t)t->lddq, i0 + PF * RB, n1, hd);
+            if (t->next_k && c0 == 0) {   /* the next task's inputs, a share per block */
+                const int r1 = c1 < n1 ? c1 : n1;
+                prefetch_block(t->next_q, (size_t)t->ldq, i0, n1, hd);
+                prefetch_block(t->next_do, (size_t)t->lddo, i0, n1, hd);
+                const int j0 = (int)((int64_t)i0 * n2 / r1), j1 = (int)((int64_t)(i0 + RB) * n2 / r1);
+                for (int j = j0; j < j1 && j < n2; j += RB) {
+                    prefetch_block(t->next_k, (size_t)t->ldk, j, n2, hd);
+                    prefetch_block(t->next_v, (size_t)t->ldv, j, n2, hd);
+                }
+            }
 #pragma GCC unroll 4
             for (int r = 0; r < RB; r++) {
                 const int rr = r < nr ? r : nr - 1;

@@ -30,6 +30,10 @@ typedef struct ra_attn_task {
     const int32_t *rel2;         /* (N1, N2) a second key index into rel_k
                                     (rows as rel's), or NULL */
     float *work;                 /* work_floats() floats, 64-byte aligned   */
+    const float *next_k, *next_v;/* the next task's k and v (same strides)
+                                    to prefetch while this one runs, or NULL;
+                                    the backward's also q and dout: */
+    const float *next_q, *next_do;
     /* backward only: gradients, all accumulated (+=) */
     const float *dout; int lddo; /* (N1, hd) gradient of out               */
     float *dq; int lddq;         /* (N1, hd)                                */
