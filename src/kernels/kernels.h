@@ -31,8 +31,9 @@ typedef struct ra_attn_task {
                                     (rows as rel's), or NULL */
     float *work;                 /* work_floats() floats, 64-byte aligned   */
     const float *next_k, *next_v;/* the next task's k and v (same strides)
-                                    to prefetch while this one runs, or NULL;
-                                    the backward's also q and dout: */
+                                    to prefetch while this one runs, or NULL
+                                    (a hint: kernels may ignore it); the
+                                    backward's also q and dout: */
     const float *next_q, *next_do;
     /* backward only: gradients, all accumulated (+=) */
     const float *dout; int lddo; /* (N1, hd) gradient of out               */
