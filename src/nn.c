@@ -283,7 +283,8 @@ static ln_row_fn ln_row(void) {
 
 /* Rows i0 .. i1-1 of a LayerNorm: y row i from x row src[i] (src NULL: row
  * i; a negative src[i]: zeros), mean and rstd (if given) at i. With
- * AVX-512, four rows at a time. */
+ * AVX-512, four rows at a time until a group holds a padding row (src < 0:
+ * the rare rows of a padded window), then one at a time. */
 static void ln_block(float *y, float *mean, float *rstd, const float *x, const int32_t *src,
                      int64_t i0, int64_t i1, int c, const float *gamma, const float *beta,
                      float eps, ln_row_fn row) {

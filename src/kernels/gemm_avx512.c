@@ -898,9 +898,11 @@ static inline double hsum8(__m512d v) { return _mm512_reduce_add_pd(v); }
  * order whatever R (so the same bits): the mean and the sum of squared
  * deviations in double over two 8-lane accumulators (even and odd groups of
  * 16 floats) plus a scalar tail, then y = (x - mu) rstd gamma + beta in
- * double. One row at a time is a chain of dependent adds, sums, a divide and
- * a square root: 255 cycles a row of 96 in L1 on Zen 4; four rows' chains
- * overlap. */
+ * double. One row at a time took 255 cycles a row of 96 in L1 on Zen 4.
+ * Four rows at a time, gamma and beta are converted once per four rows
+ * (that is where the time went: four rows alone measured no gain), and the
+ * rows' chains of dependent sums, divides and square roots overlap:
+ * 25088x96 1.66 -> 1.19 ms, 1568x384 0.29 -> 0.24 ms, one thread. */
 static inline __attribute__((always_inline)) void ln_rows(
     const int R, float *const y[], float *const mean[], float *const rstd[],
     const float *const x[], const float *gamma, const float *beta, int c, float eps) {
