@@ -70,6 +70,12 @@ static size_t slice_floats(const ra_attn_desc *d) {
                                                    (d->rel_k || d->rel_v) ? d->r : 0));
 }
 
+/* Where the rows of a task (sample task / nh, head task % nh) begin in a
+ * (B_ * n, ld) tensor: its q, k, v, out and their gradients (n = N1 or N2). */
+static inline size_t task_off(int ld, int n, int task, const ra_attn_desc *d) {
+    return (size_t)(task / d->nh) * n * ld + (size_t)(task % d->nh) * d->hd;
+}
+
 /* bias (nH, N1, N2): bias[h, e] = table[idx[e], h], once for all windows */
 static void gather_bias(float *bias, const ra_attn_desc *d) {
     const size_t nn = (size_t)d->n1 * d->n2;
@@ -113,13 +119,12 @@ ra_status ra_attention_forward(float *out, int ldo, float *attn,
     #pragma omp parallel for num_threads(nt) schedule(static)
     for (int task = 0; task < ntasks; task++) {
         const int b = task / d->nh, h = task % d->nh;
-        const size_t off = (size_t)h * d->hd;
         ra_attn_task t = {
             .n1 = d->n1, .n2 = d->n2, .hd = d->hd, .scale = d->scale,
-            .q = q + (size_t)b * d->n1 * ldq + off, .ldq = ldq,
-            .k = k + (size_t)b * d->n2 * ldk + off, .ldk = ldk,
-            .v = v + (size_t)b * d->n2 * ldv + off, .ldv = ldv,
-            .out = out + (size_t)b * d->n1 * ldo + off, .ldo = ldo,
+            .q = q + task_off(ldq, d->n1, task, d), .ldq = ldq,
+            .k = k + task_off(ldk, d->n2, task, d), .ldk = ldk,
+            .v = v + task_off(ldv, d->n2, task, d), .ldv = ldv,
+            .out = out + task_off(ldo, d->n1, task, d), .ldo = ldo,
             .attn = attn ? attn + (size_t)task * nn : NULL,
             .bias = d->table ? bias + h * nn : NULL,
             .mask = d->mask ? d->mask + (size_t)((d->w0 + b) % d->nw) * nn : NULL,
@@ -128,9 +133,8 @@ ra_status ra_attention_forward(float *out, int ldo, float *attn,
             .work = slices + (size_t)omp_get_thread_num() * slice,
         };
         if (task + 1 < ntasks) {   /* likely this thread's next (static schedule) */
-            const int b1 = (task + 1) / d->nh, h1 = (task + 1) % d->nh;
-            t.next_k = k + (size_t)b1 * d->n2 * ldk + (size_t)h1 * d->hd;
-            t.next_v = v + (size_t)b1 * d->n2 * ldv + (size_t)h1 * d->hd;
+            t.next_k = k + task_off(ldk, d->n2, task + 1, d);
+            t.next_v = v + task_off(ldv, d->n2, task + 1, d);
         }
         kern->forward(&t);
     }
@@ -218,34 +222,31 @@ ra_status ra_attention_backward_set(float *dq, int lddq, float *dk, int lddk, fl
     #pragma omp parallel for num_threads(nt) schedule(static)
     for (int task = 0; task < ntasks; task++) {
         const int b = task / d->nh, h = task % d->nh;
-        const size_t off = (size_t)h * d->hd;
         float *mine = slices + (size_t)omp_get_thread_num() * sl.total;
         float *acc = mine + sl.scratch;
         ra_attn_task t = {
             .n1 = d->n1, .n2 = d->n2, .hd = d->hd, .scale = d->scale,
-            .q = q + (size_t)b * d->n1 * ldq + off, .ldq = ldq,
-            .k = k + (size_t)b * d->n2 * ldk + off, .ldk = ldk,
-            .v = v + (size_t)b * d->n2 * ldv + off, .ldv = ldv,
+            .q = q + task_off(ldq, d->n1, task, d), .ldq = ldq,
+            .k = k + task_off(ldk, d->n2, task, d), .ldk = ldk,
+            .v = v + task_off(ldv, d->n2, task, d), .ldv = ldv,
             .bias = d->table ? bias + h * nn : NULL,
             .mask = d->mask ? d->mask + (size_t)((d->w0 + b) % d->nw) * nn : NULL,
             .rel_k = d->rel_k, .rel_v = d->rel_v, .rel = d->rel, .r = d->r,
             .rel_ld = d->rel_ld ? d->rel_ld : d->n2, .rel2 = d->rel2,
             .work = mine,
-            .dout = dout + (size_t)b * d->n1 * lddo + off, .lddo = lddo,
-            .dq = dq + (size_t)b * d->n1 * lddq + off, .lddq = lddq,
-            .dk = dk + (size_t)b * d->n2 * lddk + off, .lddk = lddk,
-            .dv = dv + (size_t)b * d->n2 * lddv + off, .lddv = lddv,
+            .dout = dout + task_off(lddo, d->n1, task, d), .lddo = lddo,
+            .dq = dq + task_off(lddq, d->n1, task, d), .lddq = lddq,
+            .dk = dk + task_off(lddk, d->n2, task, d), .lddk = lddk,
+            .dv = dv + task_off(lddv, d->n2, task, d), .lddv = lddv,
             .dbias = dtable ? acc + h * nn : NULL,
             .drel_k = drel_k ? acc + sl.dbias : NULL,
             .drel_v = drel_v ? acc + sl.dbias + sl.drel : NULL,
         };
         if (task + 1 < ntasks) {   /* likely this thread's next (static schedule) */
-            const int b1 = (task + 1) / d->nh;
-            const size_t off1 = (size_t)((task + 1) % d->nh) * d->hd;
-            t.next_q = q + (size_t)b1 * d->n1 * ldq + off1;
-            t.next_k = k + (size_t)b1 * d->n2 * ldk + off1;
-            t.next_v = v + (size_t)b1 * d->n2 * ldv + off1;
-            t.next_do = dout + (size_t)b1 * d->n1 * lddo + off1;
+            t.next_q = q + task_off(ldq, d->n1, task + 1, d);
+            t.next_k = k + task_off(ldk, d->n2, task + 1, d);
+            t.next_v = v + task_off(ldv, d->n2, task + 1, d);
+            t.next_do = dout + task_off(lddo, d->n1, task + 1, d);
         }
         if (set) {
             for (int i = 0; i < d->n1; i++)

@@ -281,17 +281,26 @@ static ln_row_fn ln_row(void) {
     return layernorm_row;
 }
 
+typedef void (*ln_rows4_fn)(float *const[4], float *const[4], float *const[4],
+                            const float *const[4], const float *, const float *, int, float);
+
+/* The four-row kernel where there is one (each row with the bits of
+ * ln_row's), else NULL. */
+static ln_rows4_fn ln_rows4(void) {
+#ifdef RA_HAVE_X86_KERNELS
+    if (gemm_fast()) return ra_nn_layernorm_rows4_avx512;
+#endif
+    return NULL;
+}
+
 /* Rows i0 .. i1-1 of a LayerNorm: y row i from x row src[i] (src NULL: row
- * i; a negative src[i]: zeros), mean and rstd (if given) at i. With
- * AVX-512, four rows at a time until a group holds a padding row (src < 0:
- * the rare rows of a padded window), then one at a time. */
+ * i; a negative src[i]: zeros), mean and rstd (if given) at i; four rows at
+ * a time through four where given and none of them is a zero row. */
 static void ln_block(float *y, float *mean, float *rstd, const float *x, const int32_t *src,
                      int64_t i0, int64_t i1, int c, const float *gamma, const float *beta,
-                     float eps, ln_row_fn row) {
-    int64_t i = i0;
-#ifdef RA_HAVE_X86_KERNELS
-    if (row == ra_nn_layernorm_row_avx512)
-        for (; i + 4 <= i1; i += 4) {
+                     float eps, ln_row_fn row, ln_rows4_fn four) {
+    for (int64_t i = i0; i < i1;) {
+        if (four && i + 4 <= i1) {
             float *yr[4], *mr[4], *rr[4];
             const float *xr[4];
             int ok = 1;
@@ -302,17 +311,16 @@ static void ln_block(float *y, float *mean, float *rstd, const float *x, const i
                 mr[r] = mean ? mean + i + r : NULL, rr[r] = rstd ? rstd + i + r : NULL;
             }
             if (ok) {
-                ra_nn_layernorm_rows4_avx512(yr, mr, rr, xr, gamma, beta, c, eps);
+                four(yr, mr, rr, xr, gamma, beta, c, eps);
+                i += 4;
                 continue;
             }
-            break;
         }
-#endif
-    for (; i < i1; i++) {
         const int64_t s = src ? src[i] : i;
         if (s < 0) memset(y + i * c, 0, (size_t)c * sizeof *y);
         else row(y + i * c, mean ? mean + i : NULL, rstd ? rstd + i : NULL, x + s * c, gamma,
                  beta, c, eps);
+        i++;
     }
 }
 
@@ -321,13 +329,14 @@ static void ln_all(float *y, float *mean, float *rstd, const float *x, const int
                    int64_t m, int c, const float *gamma, const float *beta, float eps) {
     if (m <= 0 || c <= 0) return;
     const ln_row_fn row = ln_row();
+    const ln_rows4_fn four = ln_rows4();
     const int64_t nb = (m + 63) / 64;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nn_threads(m * c))
 #endif
     for (int64_t b = 0; b < nb; b++)
         ln_block(y, mean, rstd, x, src, 64 * b, 64 * b + 64 < m ? 64 * b + 64 : m, c, gamma, beta,
-                 eps, row);
+                 eps, row, four);
 }
 
 void ra_layernorm_forward(float *y,            /* (M, C), may be x */

@@ -182,9 +182,9 @@ void ra_gemm_gelu_avx512(float *y, const float *x, int64_t n) {
  * microcoded on Zen 4) and put back (vexpandps). Each lane sees erf16's
  * operations, so the bits are the same. Measured on Zen 4, one thread,
  * 25088x384x96 with GELU, by the share of such lanes: 0 % 71 -> 79
- * GFLOP/s, 19 % 71 -> 75, 51 % 71 -> 73, 74 % no change.
+ * GFLOP/s, 19 % 71 -> 75, 51 % 71 -> 72, 74 % no change.
  * With gd, GELU' needs an exp on every lane anyway, and the gathering did
- * not pay (6272x768x192: equal at 19 %, 3-5 % slower at 51-74 %): erf16
+ * not pay (6272x768x192: equal at 19 %, 3-6 % slower at 51-74 %): erf16
  * on every vector. */
 static void gelu_tile(float *y, float *gd, int64_t ld, int mr, int nv, const __mmask16 *mv) {
     if (gd) {
