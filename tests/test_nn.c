@@ -27,7 +27,7 @@
  */
 #include "relattn.h"
 #include "check.h"
-#include "infer.h"
+#include "nn/nn.h"
 #if defined(__x86_64__) && !defined(RA_HAVE_X86_KERNELS)
 #define RA_HAVE_X86_KERNELS 1   /* the library's x86 kernels are built there */
 #endif

@@ -8,7 +8,7 @@
  * the loss or the norm by far more than rounding. The inference forward's
  * shards (src/model.c) must give the very bits of one pass. */
 #include "check.h"
-#include "model_internal.h"   /* m->shards: the batch ran in shards */
+#include "models/model.h"   /* m->shards: the batch ran in shards */
 #include "relattn.h"
 
 #include <math.h>

@@ -4,7 +4,7 @@
  * variable RELATTN_KERNEL (ref, avx2, avx512) or ra_kernel_select() can
  * force another, which is how the tests run every variant. */
 #include "kernels.h"
-#include "internal.h"
+#include "base/internal.h"
 
 #include <stdlib.h>
 #include <string.h>

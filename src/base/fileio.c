@@ -1,0 +1,193 @@
+/* fileio.c - how the library creates an output file (safetensors, PNG).
+ *
+ * A regular file (or a new one): the bytes go to PATH.tmp.XXXXXX in the
+ * same directory (so the rename cannot cross devices), are synced, made
+ * 0644 (the temporary file is created 0600; an output should be as
+ * readable as any file), and renamed over PATH. A reader never sees a partial file, and a
+ * failure leaves nothing at PATH.
+ *
+ * Anything else at PATH is never replaced (a rename would turn a device
+ * node, a FIFO or a symlink into a regular file, and as root `-o /dev/null`
+ * would replace the system's /dev/null): /dev/null-like character devices,
+ * terminals and FIFOs are written through, everything else is refused. */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE   /* major(), minor() */
+#include "base/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/sysmacros.h>
+#endif
+
+static ra_tempfile_hook tempfile_hook;
+
+void ra_set_tempfile_hook(ra_tempfile_hook hook) { tempfile_hook = hook; }
+
+/* mkstemp, but the hook hears of the name before the file exists, so that
+ * no signal can come between the file and the hook: a name made of the
+ * clock, the process and a counter, created with O_EXCL (a name taken is
+ * tried again; only while open() finds it taken could a signal remove a
+ * file of that random name, a leftover of an earlier run). */
+static int make_temp(char *tmp, size_t at) {
+    static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    static _Atomic unsigned counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t seed = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15u ^ (uint64_t)getpid() << 32 ^
+                    (uint64_t)ts.tv_sec;
+    for (int attempt = 0; attempt < 100; attempt++) {
+        uint64_t r = seed ^ (uint64_t)++counter * 0xbf58476d1ce4e5b9u;
+        r ^= r >> 31;
+        for (int i = 0; i < 6; i++, r /= 62) tmp[at + i] = digits[r % 62];
+        if (tempfile_hook) tempfile_hook(tmp);
+        const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        const int err = errno;
+        if (fd < 0 && tempfile_hook) tempfile_hook(NULL);
+        if (fd >= 0 || err != EEXIST) {
+            errno = err;
+            return fd;
+        }
+    }
+    errno = EEXIST;
+    return -1;
+}
+
+static int write_all(int fd, const unsigned char *p, size_t n) {
+    while (n > 0) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            return errno;
+        }
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* A character device an output may go to: one that discards (or refuses)
+ * what it is given, or a terminal. Terminals are known by their major
+ * numbers, so that nothing is opened to find out. */
+static int harmless_chardev(const struct stat *s) {
+#ifdef __linux__
+    const unsigned ma = major(s->st_rdev), mi = minor(s->st_rdev);
+    if (ma == 1) return mi == 3 || mi == 5 || mi == 7;   /* null, zero, full */
+    return ma == 4 || ma == 5 || (ma >= 136 && ma <= 143);   /* tty*, tty, pts */
+#else
+    (void)s;
+    return 0;
+#endif
+}
+
+static ra_status write_through(const char *path, const void *const *parts, const size_t *sizes,
+                               int nparts, int fifo) {
+    /* a FIFO without a reader would block forever: O_NONBLOCK makes that
+     * ENXIO; no O_CREAT, no O_TRUNC: nothing is made or cut */
+    int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC | (fifo ? O_NONBLOCK : 0));
+    if (fd < 0)
+        return ra_fail(RA_ERR_WRITE, "cannot write '%s': %s", path,
+                       errno == ENXIO ? "a FIFO with no reader" : strerror(errno));
+    struct stat s;
+    int err = fstat(fd, &s) ? errno : 0;
+    /* what was opened must still be what was checked */
+    if (!err && !(fifo ? S_ISFIFO(s.st_mode) : S_ISCHR(s.st_mode) && harmless_chardev(&s)))
+        err = EEXIST;
+    if (!err && fifo) {
+        const int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) err = errno;
+    }
+    for (int i = 0; !err && i < nparts; i++) err = write_all(fd, parts[i], sizes[i]);
+    if (close(fd) != 0 && !err) err = errno;
+    if (err == EEXIST)
+        return ra_fail(RA_ERR_WRITE, "cannot write '%s': it changed while being opened", path);
+    if (err) return ra_fail(RA_ERR_WRITE, "cannot write '%s': %s", path, strerror(err));
+    return RA_OK;
+}
+
+/* What is at path, and whether (and how) it may be written: 0 to replace
+ * it (or create it), 1 to write through, else a refusal. */
+static ra_status classify_target(const char *path, int *through, int *fifo) {
+    struct stat l, s;
+    *through = *fifo = 0;
+    if (lstat(path, &l) != 0) {
+        if (errno == ENOENT) return RA_OK;
+        return ra_fail(RA_ERR_WRITE, "cannot write '%s': %s", path, strerror(errno));
+    }
+    const int link = S_ISLNK(l.st_mode);
+    if (link && stat(path, &s) != 0)
+        return ra_fail(RA_ERR_WRITE, "cannot write '%s': a symbolic link to nothing (%s); "
+                       "outputs are not written through links", path, strerror(errno));
+    if (!link) s = l;
+    if (S_ISFIFO(s.st_mode) || (S_ISCHR(s.st_mode) && harmless_chardev(&s))) {
+        *through = 1, *fifo = S_ISFIFO(s.st_mode);
+        return RA_OK;
+    }
+    if (link)
+        return ra_fail(RA_ERR_WRITE, "cannot write '%s': a symbolic link; outputs replace only "
+                       "regular files, never through links", path);
+    if (S_ISDIR(s.st_mode)) return ra_fail(RA_ERR_WRITE, "cannot write '%s': a directory", path);
+    if (!S_ISREG(s.st_mode))
+        return ra_fail(RA_ERR_WRITE, "cannot write '%s': not a regular file (a %s); it is "
+                       "never replaced", path,
+                       S_ISCHR(s.st_mode) ? "character device" : S_ISBLK(s.st_mode) ? "block device"
+                       : S_ISSOCK(s.st_mode) ? "socket" : "special file");
+    /* root may write anything: the mode bits say what the owner meant */
+    if (!(s.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH)) || access(path, W_OK) != 0)
+        return ra_fail(RA_ERR_WRITE, "cannot write '%s': the file is read-only", path);
+    return RA_OK;
+}
+
+/* "-": the bytes to standard output as they come (no temporary file can
+ * stand for a stream), never to a terminal. */
+static ra_status write_stdout(const void *const *parts, const size_t *sizes, int nparts) {
+    if (isatty(1))
+        return ra_fail(RA_ERR_WRITE, "cannot write to standard output: it is a terminal "
+                       "(redirect it, or give a file name)");
+    int err = 0;
+    for (int i = 0; !err && i < nparts; i++) err = write_all(1, parts[i], sizes[i]);
+    if (err) return ra_fail(RA_ERR_WRITE, "cannot write to standard output: %s", strerror(err));
+    return RA_OK;
+}
+
+ra_status ra_write_file_atomic(const char *path, const void *const *parts, const size_t *sizes,
+                               int nparts) {
+    if (!path || !path[0]) return ra_fail(RA_ERR_ARG, "cannot write: NULL or empty path");
+    if (strcmp(path, "-") == 0) return write_stdout(parts, sizes, nparts);
+    int through, fifo;
+    ra_status s = classify_target(path, &through, &fifo);
+    if (s) return s;
+    if (through) return write_through(path, parts, sizes, nparts, fifo);
+    char *tmp = malloc(strlen(path) + sizeof ".tmp.XXXXXX");
+    if (!tmp) return ra_fail(RA_ERR_NOMEM, "out of memory saving '%s'", path);
+    sprintf(tmp, "%s.tmp.XXXXXX", path);
+    int fd = make_temp(tmp, strlen(path) + 5);
+    if (fd < 0) {
+        s = ra_fail(RA_ERR_WRITE, "cannot create a temporary file for '%s': %s", path,
+                    strerror(errno));
+        free(tmp);
+        return s;
+    }
+    const char *step = "write";
+    int err = 0;
+    for (int i = 0; !err && i < nparts; i++) err = write_all(fd, parts[i], sizes[i]);
+    if (!err && fchmod(fd, 0644) != 0) { err = errno; step = "chmod"; }
+    if (!err && fsync(fd) != 0) { err = errno; step = "fsync"; }
+    if (close(fd) != 0 && !err) { err = errno; step = "close"; }
+    if (!err && rename(tmp, path) != 0) { err = errno; step = "rename"; }
+    if (err) {
+        unlink(tmp);
+        s = ra_fail(RA_ERR_WRITE, "cannot write '%s' (%s): %s", path, step, strerror(err));
+    }
+    if (tempfile_hook) tempfile_hook(NULL);
+    free(tmp);
+    return s;
+}

@@ -1,0 +1,43 @@
+/* threads.c - how many threads the kernels use.
+ *
+ * The OpenMP loops and kernels take ra_threads_get() threads; OpenBLAS
+ * (its pthread build keeps its own pool) is told the same number, so that
+ * the products that still go through it neither oversubscribe the cores
+ * nor run on fewer threads than the rest. */
+#include "base/internal.h"
+
+#include <cblas.h>
+#include <omp.h>
+#include <stdio.h>
+
+static int requested;   /* 0: OpenMP's default */
+
+void ra_threads_set(int n) {
+    requested = n > 0 ? n : 0;
+    openblas_set_num_threads(ra_threads_get());
+}
+
+/* Inside a parallel region (the trainer's shards, or a caller's own) the
+ * kernels run on the calling thread alone. */
+int ra_threads_get(void) {
+    if (omp_in_parallel()) return 1;
+    return requested > 0 ? requested : omp_get_max_threads();
+}
+
+ra_status ra_run_parts(int n, ra_status (*part)(void *ctx, int s), void *ctx) {
+    if (n < 1 || n > RA_MAX_PARTS) return ra_fail(RA_ERR_INTERNAL, "%d parts", n);
+    if (n == 1) return part(ctx, 0);
+    ra_status st[RA_MAX_PARTS];
+    char why[512] = "";
+    #pragma omp parallel for num_threads(n) schedule(static, 1)
+    for (int s = 0; s < n; s++) {
+        st[s] = part(ctx, s);
+        if (st[s]) {   /* the reason is this thread's: keep it */
+            #pragma omp critical(ra_run_parts)
+            if (!why[0]) snprintf(why, sizeof why, "%s", ra_last_error());
+        }
+    }
+    for (int s = 0; s < n; s++)
+        if (st[s]) return ra_fail(st[s], "%s", why);
+    return RA_OK;
+}

@@ -1,0 +1,611 @@
+/* model.c - the model object: models from safetensors model files
+ * (docs/reference.md, "Model files"), given their arch.
+ *
+ * The file's __metadata__ names the arch and its hyperparameters exactly as
+ * the PyTorch constructor does; its tensors carry the state_dict() names.
+ * Nothing in the file is trusted: each hyperparameter is parsed strictly,
+ * each declared tensor must be there with the shape the configuration
+ * implies, nothing unexpected may be there, and the buffers PyTorch saves
+ * (relative_position_index) must equal what is computed here. Weights are
+ * read (pread, never through a mapping) and converted to F32 into one flat
+ * buffer with named pointers into it.
+ * How an arch plugs in: models/model.h; which archs there are: registry.c. */
+#include "models/model.h"
+
+
+#include <jansson.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- declared parameters ------------------------------------------------ */
+
+ra_status ra_model_declare(ra_model *m, const char *name, int ndim, const int64_t *shape,
+                           int optional) {
+    if (m->nparams == m->cap) {
+        int cap = m->cap ? 2 * m->cap : 32;
+        ra_param_info *p = realloc(m->params, (size_t)cap * sizeof *p);
+        if (!p) return ra_fail(RA_ERR_NOMEM, "model: out of memory");
+        m->params = p, m->cap = cap;
+    }
+    ra_param_info *pi = &m->params[m->nparams];
+    *pi = (ra_param_info){.ndim = ndim, .offset = -1, .numel = 1, .optional = optional};
+    for (int i = 0; i < ndim; i++) {
+        pi->shape[i] = shape[i];
+        if (shape[i] < 0 || !ra_mul_i64(&pi->numel, pi->numel, shape[i]))
+            return ra_fail(RA_ERR_FORMAT, "parameter %s: shape overflows", name);
+    }
+    if (!(pi->name = ra_strdup(name))) return ra_fail(RA_ERR_NOMEM, "model: out of memory");
+    m->nparams++;
+    return RA_OK;
+}
+
+static int find_param(const ra_model *m, const char *name) {
+    for (int i = 0; i < m->nparams; i++)
+        if (strcmp(m->params[i].name, name) == 0) return i;
+    return -1;
+}
+
+float *ra_model_grad(const ra_model *m, float *flat, const char *name) {
+    int i = m && flat ? find_param(m, name) : -1;
+    return i >= 0 && m->params[i].offset >= 0 ? flat + m->params[i].offset : NULL;
+}
+
+const float *ra_model_get(const ra_model *m, const char *name) {
+    int i = m ? find_param(m, name) : -1;
+    return i >= 0 && m->params[i].offset >= 0 ? m->weights + m->params[i].offset : NULL;
+}
+
+/* ---- the loader --------------------------------------------------------- */
+
+int ra_dtype_is_float(ra_dtype d) {
+    return d == RA_DTYPE_F32 || d == RA_DTYPE_F16 || d == RA_DTYPE_BF16 || d == RA_DTYPE_F64;
+}
+
+static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape) {
+    size_t k = (size_t)snprintf(buf, n, "(");
+    for (int i = 0; i < ndim && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (k < n) snprintf(buf + k, n - k, ")");
+}
+
+ra_status ra_check_shape(const ra_st_tensor *t, int ndim, const int64_t *shape) {
+    int ok = t->ndim == ndim;
+    for (int i = 0; ok && i < ndim; i++) ok = t->shape[i] == shape[i];
+    if (ok) return RA_OK;
+    char got[128], want[128];
+    shape_str(got, sizeof got, t->ndim, t->shape);
+    shape_str(want, sizeof want, ndim, shape);
+    return ra_fail(RA_ERR_SHAPE, "tensor '%.80s' has shape %s, the configuration needs %s",
+                   t->name, got, want);
+}
+
+/* Map every file tensor to a declared parameter (or a buffer); then, in
+ * declaration order (so that a wrong configuration is reported at its first
+ * parameter), check each and convert the weights. Optional parameters the
+ * file lacks are dropped from the list. */
+static ra_status load_weights(ra_model *m, const ra_st_file *f) {
+    const int nt = ra_st_count(f);
+    const ra_st_tensor **found = calloc((size_t)m->nparams + 1, sizeof *found);
+    if (!found) return ra_fail(RA_ERR_NOMEM, "model: out of memory");
+    ra_status st = RA_OK;
+    for (int i = 0; i < nt && !st; i++) {
+        const ra_st_tensor *t = ra_st_at(f, i);
+        char buf[256];
+        const char *canon = t->name;
+        /* a checkpoint's optimiser state is not the model's (src/train.c) */
+        if (strncmp(t->name, RA_TRAIN_STATE_PREFIX, strlen(RA_TRAIN_STATE_PREFIX)) == 0) continue;
+        ra_tensor_kind kind = RA_TENSOR_PARAM;
+        if (m->ops->canonical) {
+            kind = m->ops->canonical(m, t->name, buf, sizeof buf);
+            canon = buf;
+        }
+        if (kind == RA_TENSOR_BUFFER) continue;
+        int p = kind == RA_TENSOR_PARAM ? find_param(m, canon) : -1;
+        if (p < 0)
+            st = ra_fail(RA_ERR_FORMAT, "unexpected tensor '%.80s' for arch %s%s%s%s", t->name,
+                         m->ops->name, m->scheme[0] ? " (naming scheme " : "", m->scheme,
+                         m->scheme[0] ? ")" : "");
+        else if (found[p])
+            st = ra_fail(RA_ERR_FORMAT, "tensors '%.80s' and '%.80s' are both parameter %s",
+                         found[p]->name, t->name, canon);
+        else
+            found[p] = t;
+    }
+    for (int p = 0; p < m->nparams && !st; p++) {
+        const ra_st_tensor *t = found[p];
+        if (!t) {
+            if (!m->params[p].optional)
+                st = ra_fail(RA_ERR_FORMAT, "tensor '%s' is missing (arch %s%s%s)",
+                             m->params[p].name, m->ops->name,
+                             m->scheme[0] ? ", naming scheme " : "", m->scheme);
+        } else if (!ra_dtype_is_float(t->dtype)) {
+            st = ra_fail(RA_ERR_SHAPE, "tensor '%.80s' must be a float tensor", t->name);
+        } else {
+            st = ra_check_shape(t, m->params[p].ndim, m->params[p].shape);
+        }
+    }
+    if (st) {
+        free(found);
+        return st;
+    }
+    int64_t total = 0;
+    int kept = 0;
+    for (int p = 0; p < m->nparams; p++) {
+        if (!found[p]) {   /* an optional parameter the file does not have */
+            free((char *)m->params[p].name);
+            continue;
+        }
+        m->params[p].offset = total;
+        total += m->params[p].numel;
+        if (!(m->params[p].file_name = ra_strdup(found[p]->name)))
+            st = ra_fail(RA_ERR_NOMEM, "model: out of memory");
+        found[kept] = found[p];
+        m->params[kept++] = m->params[p];
+    }
+    m->nparams = kept;
+    if (st) {
+        free(found);
+        return st;
+    }
+    if (!(m->weights = ra_alloc((size_t)total, sizeof(float)))) {
+        free(found);
+        return ra_fail(RA_ERR_NOMEM, "model: out of memory for %lld weights", (long long)total);
+    }
+    m->total = total;
+    /* Read (pread) in parallel: most of the cost is the first touch of the
+     * fresh buffer, a page fault per 4 KB, and it scales with threads. A
+     * failure reports the first tensor that failed. */
+    int bad = m->nparams;
+    ra_status bad_st = RA_OK;
+    char why[512] = "";
+    #pragma omp parallel for schedule(dynamic, 1) num_threads(ra_threads_get()) \
+        if (total >= (1 << 20))
+    for (int p = 0; p < m->nparams; p++) {
+        const ra_status s = ra_st_read_f32(m->weights + m->params[p].offset, f, found[p]);
+        if (s) {
+            #pragma omp critical(ra_load_weights)
+            if (p < bad) {
+                bad = p, bad_st = s;
+                snprintf(why, sizeof why, "%s", ra_last_error());
+            }
+        }
+    }
+    free(found);
+    return bad < m->nparams ? ra_fail(bad_st, "%s", why) : RA_OK;
+}
+
+
+ra_status ra_model_open_arch(ra_model **out, const ra_arch_ops *ops, const ra_st_file *f) {
+    *out = NULL;
+    ra_model *m = calloc(1, sizeof *m);
+    if (!m) return ra_fail(RA_ERR_NOMEM, "model: out of memory");
+    m->ops = ops;
+    ra_status st = RA_OK;
+    const int nmeta = ra_st_meta_count(f);
+    if (!(m->meta = calloc((size_t)nmeta * 2 + 1, sizeof *m->meta)))
+        st = ra_fail(RA_ERR_NOMEM, "model: out of memory");
+    for (int i = 0; i < nmeta && !st; i++, m->nmeta++) {
+        const char *key = ra_st_meta_key(f, i);
+        m->meta[2 * i] = ra_strdup(key);
+        m->meta[2 * i + 1] = ra_strdup(ra_st_meta(f, key));
+        if (!m->meta[2 * i] || !m->meta[2 * i + 1]) st = ra_fail(RA_ERR_NOMEM, "model: out of memory");
+    }
+    if (!st) st = ops->declare(m, f);
+    if (!st && ops->detect) st = ops->detect(m, f);
+    if (!st) st = load_weights(m, f);
+    if (!st) st = ops->build(m, f);
+    if (st) {
+        ra_model_free(m);
+        /* a configuration the library refuses is bad data in a file */
+        return st == RA_ERR_ARG ? RA_ERR_FORMAT : st;
+    }
+    *out = m;
+    return RA_OK;
+}
+
+static void drop_replicas(ra_model *m) {
+    for (int s = 0; s < m->nrep; s++) {
+        ra_model_free(m->rep[s]);
+        ra_free(m->rgrad[s]);
+    }
+    free(m->rep), free(m->rgrad);
+    m->rep = NULL, m->rgrad = NULL, m->nrep = 0, m->shards = 1;
+}
+
+void ra_model_free(ra_model *m) {
+    if (!m) return;
+    drop_replicas(m);
+    if (m->impl && m->ops->destroy) m->ops->destroy(m->impl);
+    for (int i = 0; i < m->nparams; i++) {
+        if (m->params[i].file_name != m->params[i].name) free((char *)m->params[i].file_name);
+        free((char *)m->params[i].name);
+    }
+    free(m->params);
+    for (int i = 0; i < 2 * m->nmeta; i++) free(m->meta[i]);
+    free(m->meta);
+    ra_free(m->weights);
+    free(m);
+}
+
+ra_arch ra_model_arch(const ra_model *m) { return m ? m->ops->arch : RA_ARCH_NONE; }
+
+const char *ra_model_scheme(const ra_model *m) {
+    return m && m->scheme[0] ? m->scheme : "official";
+}
+
+const char *ra_model_meta(const ra_model *m, const char *key) {
+    for (int i = 0; m && key && i < m->nmeta; i++)
+        if (strcmp(m->meta[2 * i], key) == 0) return m->meta[2 * i + 1];
+    return NULL;
+}
+
+int ra_model_meta_count(const ra_model *m) { return m ? m->nmeta : 0; }
+
+int64_t ra_model_flops(const ra_model *m, int h, int w) {
+    return m && m->ops->flops && h > 0 && w > 0 ? m->ops->flops(m, h, w) : -1;
+}
+
+const char *ra_model_meta_key(const ra_model *m, int i) {
+    return m && i >= 0 && i < m->nmeta ? m->meta[2 * i] : NULL;
+}
+
+int ra_model_param_count(const ra_model *m) { return m ? m->nparams : 0; }
+
+const ra_param_info *ra_model_param(const ra_model *m, int i) {
+    return m && i >= 0 && i < m->nparams ? &m->params[i] : NULL;
+}
+
+int64_t ra_model_param_total(const ra_model *m) { return m ? m->total : 0; }
+
+float *ra_model_weights(ra_model *m) { return m ? m->weights : NULL; }
+
+/* A batch of several images (or token maps) on several threads is cut into
+ * one shard of consecutive samples per thread, each run through the whole
+ * network with single-threaded kernels: the networks treat every sample on
+ * its own (LayerNorm, no batch statistics) and relattn's kernels compute a
+ * row the same way wherever it sits in the batch, so y has the very bits of
+ * one pass over the batch (within rounding where OpenBLAS, which blocks and
+ * threads by the batch, does the products), without a barrier in every
+ * layer. One sample, or one thread, runs on the layers' own threads. */
+typedef struct {
+    const ra_model *m;
+    ra_model *train[RA_MAX_PARTS];   /* training: the model of each shard */
+    const float *x;
+    int x_ndim, parts;
+    const int64_t *x_shape;
+    int64_t per_x;
+    float *y[RA_MAX_PARTS];
+    int nd[RA_MAX_PARTS];
+    int64_t ys[RA_MAX_PARTS][4];
+} forward_parts;
+
+static ra_status forward_part(void *ctx, int s) {
+    forward_parts *c = ctx;
+    const int64_t B = c->x_shape[0], b0 = B * s / c->parts, b1 = B * (s + 1) / c->parts;
+    int64_t xs[8];
+    memcpy(xs, c->x_shape, (size_t)c->x_ndim * sizeof *xs);
+    xs[0] = b1 - b0;
+    ra_model *r = c->train[s];
+    if (!r)
+        return c->m->ops->forward(c->m, &c->y[s], &c->nd[s], c->ys[s], c->x + b0 * c->per_x,
+                                  c->x_ndim, xs);
+    if (r != c->m)   /* a replica takes the weights as they are now */
+        memcpy(r->weights, c->m->weights, (size_t)c->m->total * sizeof *r->weights);
+    return r->ops->forward_train(r, &c->y[s], &c->nd[s], c->ys[s], c->x + b0 * c->per_x,
+                                 c->x_ndim, xs, NULL);
+}
+
+/* Runs the parts of c (c->parts shards of x) and joins their outputs into
+ * y; *per_y gets the floats of one sample of y. */
+static ra_status forward_shards(forward_parts *c, float **y, int *y_ndim, int64_t y_shape[4],
+                                int64_t *per_y_out) {
+    const int64_t B = c->x_shape[0];
+    const int S = c->parts;
+    c->per_x = 1;
+    for (int d = 1; d < c->x_ndim; d++) c->per_x *= c->x_shape[d];   /* bounded: x exists */
+    ra_status st = ra_run_parts(S, forward_part, c);
+    float *const *part = c->y;
+    const int *nd = c->nd;
+    int64_t(*ys)[4] = c->ys;
+    int64_t per_y = 1;
+    for (int d = 1; !st && d < nd[0]; d++) per_y *= ys[0][d];
+    for (int s = 1; s < S && !st; s++)   /* the shards agree on a sample's shape */
+        if (nd[s] != nd[0] || ys[s][0] != (B * (s + 1) / S - B * s / S) ||
+            memcmp(ys[s] + 1, ys[0] + 1, (size_t)(nd[0] - 1) * sizeof(int64_t)))
+            st = ra_fail(RA_ERR_INTERNAL, "model forward: shards of different shapes");
+    if (!st && !(*y = ra_alloc((size_t)(B * per_y), sizeof **y)))
+        st = ra_fail(RA_ERR_NOMEM, "model forward: out of memory for y");
+    for (int s = 0; s < S && !st; s++)
+        memcpy(*y + (B * s / S) * per_y, part[s], (size_t)(ys[s][0] * per_y) * sizeof **y);
+    for (int s = 0; s < S; s++) ra_free(part[s]);
+    if (st) return st;
+    *y_ndim = nd[0];
+    memcpy(y_shape, ys[0], sizeof ys[0]);
+    y_shape[0] = B;
+    *per_y_out = per_y;
+    return RA_OK;
+}
+
+/* How many shards a batch of x takes: one per thread, at most one sample
+ * each; 1 for archs that are not batched (swin_block_3d takes one clip,
+ * frames first) or inside a parallel region. */
+static int batch_shards(const ra_model *m, int x_ndim, const int64_t *x_shape) {
+    int S = ra_threads_get();
+    if (!m->ops->batched || x_ndim < 2 || x_ndim > 8 || x_shape[0] < 2 || S < 2) return 1;
+    if (S > x_shape[0]) S = (int)x_shape[0];
+    return S > RA_MAX_PARTS ? RA_MAX_PARTS : S;
+}
+
+ra_status ra_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
+                           const float *x, int x_ndim, const int64_t *x_shape) {
+    if (!m || !y || !y_ndim || !y_shape || !x || !x_shape)
+        return ra_fail(RA_ERR_ARG, "model forward: NULL argument");
+    *y = NULL;
+    if (!m->ops->forward)
+        return ra_fail(RA_ERR_ARG, "%s is an attention layer: use ra_attn_layer_forward",
+                       m->ops->name);
+    const int S = batch_shards(m, x_ndim, x_shape);
+    if (S < 2) return m->ops->forward(m, y, y_ndim, y_shape, x, x_ndim, x_shape);
+    forward_parts c = {.m = m, .x = x, .x_ndim = x_ndim, .parts = S, .x_shape = x_shape};
+    int64_t per_y;
+    return forward_shards(&c, y, y_ndim, y_shape, &per_y);
+}
+
+
+const ra_attn_layer *ra_model_attn(const ra_model *m) {
+    return m && m->ops->attn_layer
+               ? ((const ra_attn_impl *)m->impl)->layer
+               : NULL;
+}
+
+void ra_model_attn_grads(const ra_model *m, float *flat, ra_attn_grads *g) {
+    static const struct { const char *name; size_t field; } map[] = {
+        {"qkv.weight", offsetof(ra_attn_grads, qkv_w)}, {"qkv.bias", offsetof(ra_attn_grads, qkv_b)},
+        {"q.weight", offsetof(ra_attn_grads, q_w)},     {"q.bias", offsetof(ra_attn_grads, q_b)},
+        {"kv.weight", offsetof(ra_attn_grads, kv_w)},   {"kv.bias", offsetof(ra_attn_grads, kv_b)},
+        {"proj.weight", offsetof(ra_attn_grads, proj_w)},
+        {"proj.bias", offsetof(ra_attn_grads, proj_b)},
+        {"relative_position_bias_table", offsetof(ra_attn_grads, table)},
+        {"relative_keys", offsetof(ra_attn_grads, rel_k)},
+        {"relative_values", offsetof(ra_attn_grads, rel_v)},
+        {"k.weight", offsetof(ra_attn_grads, k_w)},     {"v.weight", offsetof(ra_attn_grads, v_w)},
+        {"o.weight", offsetof(ra_attn_grads, proj_w)},
+        {"relative_attention_bias.weight", offsetof(ra_attn_grads, table)},
+        {"rel_pos_h", offsetof(ra_attn_grads, rel_h)},  {"rel_pos_w", offsetof(ra_attn_grads, rel_w)},
+        {"logit_scale", offsetof(ra_attn_grads, logit_scale)},
+        {"cpb_mlp.0.weight", offsetof(ra_attn_grads, cpb_w1)},
+        {"cpb_mlp.0.bias", offsetof(ra_attn_grads, cpb_b1)},
+        {"cpb_mlp.2.weight", offsetof(ra_attn_grads, cpb_w2)},
+        {"q_bias", offsetof(ra_attn_grads, q_bias)}, {"v_bias", offsetof(ra_attn_grads, v_bias)}};
+    memset(g, 0, sizeof *g);
+    for (size_t i = 0; m && flat && i < sizeof map / sizeof map[0]; i++) {
+        int p = find_param(m, map[i].name);
+        if (p >= 0 && m->params[p].offset >= 0)
+            *(float **)((char *)g + map[i].field) = flat + m->params[p].offset;
+    }
+}
+
+/* ---- training ----------------------------------------------------------- */
+
+int ra_model_trainable(const ra_model *m) { return m && m->ops->forward_train && m->ops->backward; }
+
+/* Training in shards: as ra_model_forward, one shard of the batch per
+ * thread, each on a model with its own tape: m for the first, replicas
+ * made from m's metadata and naming scheme (RA_META_NAMING; as
+ * ra_model_create makes any model, and checked parameter by parameter
+ * against m) for the others, their weights copied from m at each forward. The backward runs
+ * each shard on its model, the replicas into their own zeroed gradients,
+ * added to the caller's in shard order: the result depends on the thread
+ * count only. A model that cannot be replicated, or memory that runs
+ * out, trains in one shard on the layers' own threads: slower, never
+ * wrong. Drop path draws from rng per sample in batch order: with an rng
+ * the batch runs in one shard. */
+static int make_replicas(ra_model *m, int want) {
+    if (want - 1 <= m->nrep) return want;
+    if (m->rep_failed) return m->nrep + 1;
+    ra_model **rep = realloc(m->rep, (size_t)(want - 1) * sizeof *rep);
+    float **rgrad = rep ? realloc(m->rgrad, (size_t)(want - 1) * sizeof *rgrad) : NULL;
+    if (rep) m->rep = rep;
+    if (rgrad) m->rgrad = rgrad;
+    if (!rep || !rgrad) return m->nrep + 1;
+    /* m's metadata and its naming scheme (RA_META_NAMING) */
+    const char **meta = malloc(((size_t)m->nmeta + 1) * 2 * sizeof *meta);
+    if (!meta) return m->nrep + 1;
+    memcpy(meta, m->meta, (size_t)m->nmeta * 2 * sizeof *meta);
+    meta[2 * m->nmeta] = RA_META_NAMING, meta[2 * m->nmeta + 1] = ra_model_scheme(m);
+    while (m->nrep < want - 1) {
+        ra_model *r = NULL;
+        float *g = NULL;
+        int same = ra_model_create_arch(&r, m->ops, meta, m->nmeta + 1, 0) == RA_OK &&
+                   r->total == m->total && r->nparams == m->nparams;
+        for (int p = 0; same && p < m->nparams; p++)
+            same = r->params[p].offset == m->params[p].offset &&
+                   !strcmp(r->params[p].name, m->params[p].name);
+        if (!same || !(g = ra_alloc((size_t)m->total + 1, sizeof *g))) {
+            m->rep_failed = !same;   /* another model: never; out of memory: next time */
+            ra_model_free(r);
+            break;
+        }
+        m->rep[m->nrep] = r, m->rgrad[m->nrep] = g, m->nrep++;
+    }
+    free(meta);
+    return m->nrep + 1;
+}
+
+ra_status ra_model_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
+                                 const float *x, int x_ndim, const int64_t *x_shape,
+                                 ra_rng *rng) {
+    if (!m || !y || !y_ndim || !y_shape || !x || !x_shape)
+        return ra_fail(RA_ERR_ARG, "training forward: NULL argument");
+    if (!ra_model_trainable(m))
+        return ra_fail(RA_ERR_ARG, "%s has no training forward (attention layers: use "
+                       "ra_attn_layer_backward)", m->ops->name);
+    *y = NULL;
+    m->shards = 1;
+    int S = rng ? 1 : batch_shards(m, x_ndim, x_shape);
+    if (S > 1) S = make_replicas(m, S);
+    if (S < 2) return m->ops->forward_train(m, y, y_ndim, y_shape, x, x_ndim, x_shape, rng);
+    forward_parts c = {.m = m, .x = x, .x_ndim = x_ndim, .parts = S, .x_shape = x_shape};
+    for (int s = 0; s < S; s++) c.train[s] = s ? m->rep[s - 1] : m;
+    int64_t per_y;
+    ra_status st = forward_shards(&c, y, y_ndim, y_shape, &per_y);
+    if (st) return st;
+    m->shards = S, m->batch = x_shape[0], m->per_x = c.per_x, m->per_y = per_y;
+    return RA_OK;
+}
+
+typedef struct {
+    ra_model *m;
+    float *grad, *dx;
+    const float *dy;
+} backward_parts;
+
+static ra_status backward_part(void *ctx, int s) {
+    backward_parts *c = ctx;
+    ra_model *m = c->m, *r = s ? m->rep[s - 1] : m;
+    const int64_t b0 = m->batch * s / m->shards;
+    float *g = s ? m->rgrad[s - 1] : c->grad;
+    if (s) memset(g, 0, (size_t)m->total * sizeof *g);
+    return r->ops->backward(r, g, c->dx ? c->dx + b0 * m->per_x : NULL, c->dy + b0 * m->per_y);
+}
+
+ra_status ra_model_backward(ra_model *m, float *grad, float *dx, const float *dy) {
+    if (!m || !grad || !dy) return ra_fail(RA_ERR_ARG, "model backward: NULL argument");
+    if (!ra_model_trainable(m))
+        return ra_fail(RA_ERR_ARG, "%s has no network backward (attention layers: use "
+                       "ra_attn_layer_backward)", m->ops->name);
+    const int S = m->shards;
+    if (S < 2) return m->ops->backward(m, grad, dx, dy);
+    backward_parts c = {.m = m, .grad = grad, .dx = dx, .dy = dy};
+    const ra_status st = ra_run_parts(S, backward_part, &c);
+    if (st) return st;
+    const int64_t P = m->total;
+    #pragma omp parallel for num_threads(S) schedule(static)
+    for (int64_t i = 0; i < P; i++)
+        for (int s = 1; s < S; s++) grad[i] += m->rgrad[s - 1][i];
+    return RA_OK;
+}
+
+/* The initial value of a parameter from its name and shape, as the PyTorch
+ * constructors of Swin, ViT and the seeds' modules leave it (a Conv2d's
+ * bias is done by init_weights, which knows its weight's fan_in). */
+static ra_status init_param(float *w, const ra_param_info *p, ra_rng *rng) {
+    const char *nm = p->name;
+    const size_t n = strlen(nm);
+    if (p->ndim == 4) {   /* Conv2d: kaiming_uniform_(a=sqrt(5)) = U(+-1/sqrt(fan_in)) */
+        const float bound = 1.0f / sqrtf((float)(p->shape[1] * p->shape[2] * p->shape[3]));
+        ra_rng_fill_uniform(rng, w, p->numel, -bound, bound);
+    } else if (strstr(nm, "norm") && n >= 7 && strcmp(nm + n - 7, ".weight") == 0) {
+        for (int64_t i = 0; i < p->numel; i++) w[i] = 1.0f;
+    } else if (n >= 5 && strcmp(nm + n - 5, ".bias") == 0) {
+        memset(w, 0, (size_t)p->numel * sizeof *w);
+    } else {
+        return ra_rng_fill_trunc_normal(rng, w, p->numel, 0.0f, RA_INIT_STD, -2.0f, 2.0f);
+    }
+    return RA_OK;
+}
+
+static ra_status init_weights(ra_model *m, uint64_t seed) {
+    ra_rng rng;
+    ra_rng_seed(&rng, seed);
+    int64_t conv_fan_in = 0;
+    for (int i = 0; i < m->nparams; i++) {
+        const ra_param_info *p = &m->params[i];
+        float *w = m->weights + p->offset;
+        if (p->ndim == 4) conv_fan_in = p->shape[1] * p->shape[2] * p->shape[3];
+        ra_status st;
+        if (strcmp(p->name, "patch_embed.proj.bias") == 0) {   /* follows its weight */
+            if (conv_fan_in < 1) return ra_fail(RA_ERR_INTERNAL, "init: conv bias before weight");
+            const float bound = 1.0f / sqrtf((float)conv_fan_in);
+            ra_rng_fill_uniform(&rng, w, p->numel, -bound, bound);
+            continue;
+        }
+        const size_t ln = strlen(p->name);
+        if (ln >= 11 && strcmp(p->name + ln - 11, "logit_scale") == 0) {   /* SwinV2 */
+            for (int64_t e = 0; e < p->numel; e++) w[e] = logf(10.0f);
+            continue;
+        }
+        if (ln >= 6 &&
+            (!strcmp(p->name + ln - 6, "q_bias") || !strcmp(p->name + ln - 6, "v_bias"))) {
+            memset(w, 0, (size_t)p->numel * sizeof *w);
+            continue;
+        }
+        if (ln >= 6 && strcmp(p->name + ln - 6, ".gamma") == 0) {   /* timm's LayerScale */
+            const char *iv = ra_model_meta(m, "init_values");
+            const float v = iv ? strtof(iv, NULL) : 1e-5f;
+            for (int64_t e = 0; e < p->numel; e++) w[e] = v;
+            continue;
+        }
+        if ((st = init_param(w, p, &rng))) return ra_fail(st, "init: %s", p->name);
+    }
+    return RA_OK;
+}
+
+ra_status ra_model_create_arch(ra_model **out, const ra_arch_ops *ops, const char *const *meta,
+                               int nmeta, uint64_t seed) {
+    *out = NULL;
+    /* a safetensors file with metadata only, so that the hyperparameters go
+     * through exactly the checks of a loaded file */
+    json_t *root = json_object(), *md = json_object();
+    int bad = !root || !md || json_object_set_new(root, "__metadata__", md);
+    if (bad) json_decref(md);
+    for (int i = 0; i < nmeta && !bad; i++)
+        bad = !meta[2 * i] || !meta[2 * i + 1] ||
+              json_object_set_new(md, meta[2 * i], json_string(meta[2 * i + 1]));
+    char *hdr = bad ? NULL : json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    if (!hdr) return ra_fail(bad ? RA_ERR_ARG : RA_ERR_NOMEM, "model create: bad metadata");
+    const size_t hl = strlen(hdr);
+    unsigned char *buf = malloc(8 + hl);
+    ra_status st = buf ? RA_OK : ra_fail(RA_ERR_NOMEM, "model create: out of memory");
+    ra_st_file *f = NULL;
+    if (!st) {
+        for (int i = 0; i < 8; i++) buf[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+        memcpy(buf + 8, hdr, hl);
+        st = ra_st_open_memory(&f, buf, 8 + hl);
+    }
+    free(buf);
+    free(hdr);
+    if (st) return st;
+    ra_model *m = ops ? calloc(1, sizeof *m) : NULL;
+    if (!ops) st = ra_fail(RA_ERR_FORMAT, "metadata has no known \"arch\"");
+    else if (!m) st = ra_fail(RA_ERR_NOMEM, "model: out of memory");
+    if (!st) {
+        m->ops = ops;
+        if (!(m->meta = calloc((size_t)nmeta * 2 + 1, sizeof *m->meta)))
+            st = ra_fail(RA_ERR_NOMEM, "model: out of memory");
+        for (int i = 0; i < nmeta && !st; i++, m->nmeta++) {
+            m->meta[2 * i] = ra_strdup(meta[2 * i]);
+            m->meta[2 * i + 1] = ra_strdup(meta[2 * i + 1]);
+            if (!m->meta[2 * i] || !m->meta[2 * i + 1])
+                st = ra_fail(RA_ERR_NOMEM, "model: out of memory");
+        }
+    }
+    if (!st) st = ops->declare(m, f);
+    if (!st && ops->detect) st = ops->detect(m, f);
+    if (!st) {   /* every declared parameter, optional ones included, in order */
+        int64_t total = 0;
+        for (int p = 0; p < m->nparams; p++) {
+            m->params[p].offset = total;
+            m->params[p].file_name = m->params[p].name;
+            total += m->params[p].numel;
+        }
+        m->total = total;
+        if (!(m->weights = ra_alloc((size_t)(total ? total : 1), sizeof(float))))
+            st = ra_fail(RA_ERR_NOMEM, "model: out of memory for %lld weights", (long long)total);
+    }
+    if (!st) st = init_weights(m, seed);
+    if (!st) st = ops->build(m, f);
+    ra_st_close(f);
+    if (st) {
+        ra_model_free(m);
+        return st == RA_ERR_ARG ? RA_ERR_FORMAT : st;
+    }
+    *out = m;
+    return RA_OK;
+}

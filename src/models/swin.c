@@ -1,0 +1,1114 @@
+/* swin.c - the Swin Transformer block and classification network (SPEC 3.1:
+ * archs swin_block and swin), inference.
+ *
+ * A block (official SwinTransformerBlock, pre-norm):
+ *   t = norm1(x) -> zero-pad bottom/right to a multiple of the window ->
+ *   roll by -shift -> partition -> window attention with the shifted-window
+ *   mask (built on the padded map) -> reverse -> roll by +shift -> crop;
+ *   x += t;  x += fc2(gelu(fc1(norm2(x))))
+ * The network: patch embedding (Conv2d kernel = stride = patch, as a GEMM),
+ * LayerNorm, optional absolute position embedding, stages of blocks
+ * alternating shift 0 and window // 2 with patch merging (x0..x3 gather,
+ * LayerNorm(4C), Linear(4C, 2C) without bias) between them, final
+ * LayerNorm, mean over the tokens, head.
+ *
+ * Window and shift. A block's window and shift are fixed when the model is
+ * built, as the PyTorch constructor fixes them, and so are the shapes of
+ * the bias tables:
+ *   official / timm  the official clamp on the constructor's resolution
+ *                    (input_resolution; for the network img_size // patch
+ *                    // 2^i): if min(H, W) <= window then window = min(H, W)
+ *                    and shift = 0 (ra_window_clamp).
+ *   torchvision      no clamp: the window is window_size everywhere; at run
+ *                    time the shift is set to 0 on an axis whose padded size
+ *                    is not larger than the window (its
+ *                    shifted_window_attention).
+ * (timm's current block differs from the official one only where a map is
+ * not a multiple of the window: it rolls before padding and clamps each axis
+ * on its own. Its pretrained models never meet that case; timm-named files
+ * run with the official semantics.)
+ * The resolution at run time comes from the input: a map of another size is
+ * zero-padded to a multiple of the block's window with the mask built on the
+ * padded map (as the Swin detection backbone does), so with the
+ * constructor's resolution this is exactly the official model.
+ *
+ * Naming schemes (detected from the file's names, mapped to the official
+ * names, which are the canonical parameter names here):
+ *   official     patch_embed.proj/norm, absolute_pos_embed,
+ *                layers.i.blocks.j.{norm1, attn.relative_position_bias_table,
+ *                attn.qkv, attn.proj, norm2, mlp.fc1, mlp.fc2},
+ *                layers.i.downsample.{reduction, norm}, norm, head
+ *   timm         the same blocks, but patch merging at the start of the next
+ *                stage (layers.{i+1}.downsample) and head.fc
+ *   torchvision  features.0.0 (conv), features.0.2 (norm),
+ *                features.{2i+1}.j blocks with mlp.0 / mlp.3,
+ *                features.{2i+2} patch merging, norm, head; its
+ *                relative_position_index is flattened; Conv2d without
+ *                padding (an image that is not a multiple of the patch is
+ *                cropped, as a stride-P convolution does)
+ * Buffers are never trusted: a saved relative_position_index must equal the
+ * computed index, a saved attn_mask the computed mask (of the constructor's
+ * resolution); a buffer of a block that does not exist (or an attn_mask of
+ * a block without shift) is an unexpected tensor. */
+#include "models/swin.h"
+#include "attention/cpb.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const scheme_names[] = {"official", "timm", "torchvision"};
+
+/* ---- one block ---------------------------------------------------------- */
+
+/* int(dim * mlp_ratio) as Python computes it (double product, truncated). */
+static ra_status hidden_of(int dim, double ratio, int *hidden) {
+    const double h = (double)dim * ratio;
+    if (!(h >= 1.0 && h <= SWIN_MAX_HIDDEN))
+        return ra_fail(RA_ERR_FORMAT, "mlp_ratio %g with dim %d gives an MLP width outside "
+                       "1..%d", ratio, dim, SWIN_MAX_HIDDEN);
+    *hidden = (int)h;
+    return RA_OK;
+}
+
+/* Fix a block's window and shift from its constructor's arguments. */
+static ra_status blk_setup(swin_blk *b, int dim, int heads, const int res[2], const int win[2],
+                           const int shift[2], int tv, const swin_common *k,
+                           const int pretrained[2]) {
+    memset(b, 0, sizeof *b);
+    b->dim = dim, b->heads = heads, b->tv = tv, b->post = k->v2;
+    b->res[0] = res[0], b->res[1] = res[1];
+    if (heads < 1 || heads > dim || dim % heads)
+        return ra_fail(RA_ERR_FORMAT, "dim %d is not divisible by num_heads %d", dim, heads);
+    ra_status st = hidden_of(dim, k->mlp_ratio, &b->hidden);
+    if (st) return st;
+    ra_window_geom g = {.d = 1, .h = res[0], .w = res[1], .wd = 1, .wh = win[0], .ww = win[1],
+                        .sh = shift[0], .sw = shift[1]};
+    if (!tv) ra_window_clamp(&g);
+    if (g.wh < 1 || g.ww < 1)
+        return ra_fail(RA_ERR_FORMAT, "window %dx%d on a %dx%d map", g.wh, g.ww, res[0], res[1]);
+    if (g.sh < 0 || g.sh >= g.wh || g.sw < 0 || g.sw >= g.ww)
+        return ra_fail(RA_ERR_FORMAT, "shift_size %d,%d must be in [0, window_size %d,%d)",
+                       g.sh, g.sw, g.wh, g.ww);
+    if ((int64_t)g.wh * g.ww > SWIN_MAX_WINDOW_TOKENS)
+        return ra_fail(RA_ERR_FORMAT, "window %dx%d has more than %d tokens", g.wh, g.ww,
+                       SWIN_MAX_WINDOW_TOKENS);
+    b->win[0] = g.wh, b->win[1] = g.ww, b->shift[0] = g.sh, b->shift[1] = g.sw;
+    /* without a bias table the windows run plain multi-head attention, or
+     * Shaw's attention over the window's tokens */
+    b->cfg = ra_attn_config_default(k->relpos == RELPOS_BIAS   ? RA_ARCH_WINDOW_ATTENTION
+                                    : k->relpos == RELPOS_SHAW ? RA_ARCH_SHAW_ATTENTION
+                                                               : RA_ARCH_VIT_ATTENTION);
+    if (k->relpos == RELPOS_SHAW) {
+        b->cfg.shaw_window[0] = g.wh, b->cfg.shaw_window[1] = g.ww;
+        b->cfg.max_rel = k->shaw_k >= 0 ? k->shaw_k : (g.wh > g.ww ? g.wh : g.ww) - 1;
+    }
+    b->cfg.dim = dim, b->cfg.num_heads = heads;
+    b->cfg.window[0] = g.wh, b->cfg.window[1] = g.ww;
+    b->cfg.qkv_bias = k->qkv_bias;
+    b->cfg.has_qk_scale = k->has_qk_scale, b->cfg.qk_scale = k->qk_scale;
+    if (k->v2) {   /* SwinV2's attention, its coordinates from the (clamped) window */
+        b->cfg.arch = RA_ARCH_SWINV2_WINDOW_ATTENTION;
+        b->cfg.pretrained_window[0] = pretrained ? pretrained[0] : 0;
+        b->cfg.pretrained_window[1] = pretrained ? pretrained[1] : 0;
+    }
+    return RA_OK;
+}
+
+/* Declare a parameter named prefix + suffix. */
+static ra_status decl(ra_model *m, const char *pfx, const char *sfx, int ndim, int64_t d0,
+                      int64_t d1, int64_t d2, int64_t d3) {
+    char name[160];
+    if ((size_t)snprintf(name, sizeof name, "%s%s", pfx, sfx) >= sizeof name)
+        return ra_fail(RA_ERR_INTERNAL, "swin: parameter name too long");
+    const int64_t shape[4] = {d0, d1, d2, d3};
+    return ra_model_declare(m, name, ndim, shape, 0);
+}
+
+/* A block's parameters, in the official state_dict order. */
+static ra_status blk_declare(ra_model *m, const char *pfx, const swin_blk *b) {
+    const int64_t C = b->dim, T = (2 * (int64_t)b->win[0] - 1) * (2 * (int64_t)b->win[1] - 1);
+    ra_status st = decl(m, pfx, "norm1.weight", 1, C, 0, 0, 0);
+    if (!st) st = decl(m, pfx, "norm1.bias", 1, C, 0, 0, 0);
+    if (!st && b->cfg.arch == RA_ARCH_WINDOW_ATTENTION)
+        st = decl(m, pfx, "attn.relative_position_bias_table", 2, T, b->heads, 0, 0);
+    const int v2 = b->cfg.arch == RA_ARCH_SWINV2_WINDOW_ATTENTION;
+    if (!st && v2) st = decl(m, pfx, "attn.logit_scale", 3, b->heads, 1, 1, 0);
+    if (!st && v2 && b->cfg.qkv_bias && !b->tv) {   /* torchvision: one qkv.bias */
+        st = decl(m, pfx, "attn.q_bias", 1, C, 0, 0, 0);
+        if (!st) st = decl(m, pfx, "attn.v_bias", 1, C, 0, 0, 0);
+    }
+    if (!st && v2) st = decl(m, pfx, "attn.cpb_mlp.0.weight", 2, RA_CPB_HIDDEN, 2, 0, 0);
+    if (!st && v2) st = decl(m, pfx, "attn.cpb_mlp.0.bias", 1, RA_CPB_HIDDEN, 0, 0, 0);
+    if (!st && v2) st = decl(m, pfx, "attn.cpb_mlp.2.weight", 2, b->heads, RA_CPB_HIDDEN, 0, 0);
+    if (b->cfg.arch == RA_ARCH_SHAW_ATTENTION) {   /* ((2k+1)^2, hd), shared by the heads */
+        const int64_t R = (2 * (int64_t)b->cfg.max_rel + 1) * (2 * b->cfg.max_rel + 1);
+        if (!st) st = decl(m, pfx, "attn.relative_keys", 2, R, C / b->heads, 0, 0);
+        if (!st) st = decl(m, pfx, "attn.relative_values", 2, R, C / b->heads, 0, 0);
+    }
+    if (!st) st = decl(m, pfx, "attn.qkv.weight", 2, 3 * C, C, 0, 0);
+    if (!st && b->cfg.qkv_bias && (!v2 || b->tv))
+        st = decl(m, pfx, "attn.qkv.bias", 1, 3 * C, 0, 0, 0);
+    if (!st) st = decl(m, pfx, "attn.proj.weight", 2, C, C, 0, 0);
+    if (!st) st = decl(m, pfx, "attn.proj.bias", 1, C, 0, 0, 0);
+    if (!st) st = decl(m, pfx, "norm2.weight", 1, C, 0, 0, 0);
+    if (!st) st = decl(m, pfx, "norm2.bias", 1, C, 0, 0, 0);
+    if (!st) st = decl(m, pfx, "mlp.fc1.weight", 2, b->hidden, C, 0, 0);
+    if (!st) st = decl(m, pfx, "mlp.fc1.bias", 1, b->hidden, 0, 0, 0);
+    if (!st) st = decl(m, pfx, "mlp.fc2.weight", 2, C, b->hidden, 0, 0);
+    if (!st) st = decl(m, pfx, "mlp.fc2.bias", 1, C, 0, 0, 0);
+    return st;
+}
+
+static const float *get(const ra_model *m, const char *pfx, const char *sfx) {
+    char name[160];
+    snprintf(name, sizeof name, "%s%s", pfx, sfx);
+    return ra_model_get(m, name);
+}
+
+/* Bind a block's weights and build its attention layer. */
+static ra_status blk_bind(const ra_model *m, const char *pfx, swin_blk *b) {
+    b->n1w = get(m, pfx, "norm1.weight"), b->n1b = get(m, pfx, "norm1.bias");
+    b->n2w = get(m, pfx, "norm2.weight"), b->n2b = get(m, pfx, "norm2.bias");
+    b->fc1w = get(m, pfx, "mlp.fc1.weight"), b->fc1b = get(m, pfx, "mlp.fc1.bias");
+    b->fc2w = get(m, pfx, "mlp.fc2.weight"), b->fc2b = get(m, pfx, "mlp.fc2.bias");
+    if (!b->n1w || !b->n1b || !b->n2w || !b->n2b || !b->fc1w || !b->fc1b || !b->fc2w ||
+        !b->fc2b)
+        return ra_fail(RA_ERR_INTERNAL, "swin: block %s is missing a parameter", pfx);
+    ra_attn_params p = {
+        .qkv_w = get(m, pfx, "attn.qkv.weight"), .qkv_b = get(m, pfx, "attn.qkv.bias"),
+        .proj_w = get(m, pfx, "attn.proj.weight"), .proj_b = get(m, pfx, "attn.proj.bias"),
+        .table = get(m, pfx, "attn.relative_position_bias_table"),
+        .rel_k = get(m, pfx, "attn.relative_keys"), .rel_v = get(m, pfx, "attn.relative_values"),
+        .logit_scale = get(m, pfx, "attn.logit_scale"),
+        .cpb_w1 = get(m, pfx, "attn.cpb_mlp.0.weight"),
+        .cpb_b1 = get(m, pfx, "attn.cpb_mlp.0.bias"),
+        .cpb_w2 = get(m, pfx, "attn.cpb_mlp.2.weight"),
+        .q_bias = get(m, pfx, "attn.q_bias"), .v_bias = get(m, pfx, "attn.v_bias")};
+    if (b->post && p.qkv_b) {   /* torchvision's qkv.bias: its key third is never used */
+        p.q_bias = p.qkv_b, p.v_bias = p.qkv_b + 2 * b->dim;
+        p.qkv_b = NULL;
+    }
+    return ra_attn_layer_create(&b->attn, &b->cfg, &p);
+}
+
+/* The geometry of a block on an H x W map at run time. */
+ra_window_geom ra_swin_blk_geom(const swin_blk *b, int h, int w) {
+    ra_window_geom g = {.d = 1, .h = h, .w = w, .wd = 1, .wh = b->win[0], .ww = b->win[1],
+                        .sh = b->shift[0], .sw = b->shift[1]};
+    if (b->tv) {   /* torchvision: no shift along an axis that is one window */
+        int hp = 0, wp = 0;
+        ra_window_padded(&g, NULL, &hp, &wp);
+        if (g.wh >= hp) g.sh = 0;
+        if (g.ww >= wp) g.sw = 0;
+    }
+    return g;
+}
+
+
+static int geom_eq(const ra_window_geom *p, const ra_window_geom *q) {
+    return p->d == q->d && p->h == q->h && p->w == q->w && p->wd == q->wd && p->wh == q->wh &&
+           p->ww == q->ww && p->sd == q->sd && p->sh == q->sh && p->sw == q->sw;
+}
+
+/* The layout of g for B maps, computed on first use (from the arena, below
+ * the blocks' own scratch, so it lives until the caller resets past it). */
+ra_status ra_swin_run_geo(swin_run *r, const ra_window_geom *g, int B, const swin_geo **out) {
+    for (int i = 0; i < r->ngeo; i++)
+        if (r->geo[i].b == B && geom_eq(&r->geo[i].g, g)) return *out = &r->geo[i], RA_OK;
+    swin_geo *e = &r->geo[r->ngeo < SWIN_MAX_GEOMS ? r->ngeo++ : SWIN_MAX_GEOMS - 1];
+    const int64_t nw = ra_window_count(g), n = ra_window_tokens(g);
+    memset(e, 0, sizeof *e);
+    e->map = ra_arena_bytes(r->a, (size_t)((int64_t)B * nw * n) * sizeof(int32_t));
+    if (g->sh || g->sw) e->mask = ra_arena_floats(r->a, (size_t)(nw * n * n));
+    if (!e->map || ((g->sh || g->sw) && !e->mask))
+        return r->ngeo--, ra_fail(RA_ERR_NOMEM, "swin block: out of memory");
+    ra_status st = ra_window_rowmap(e->map, B, g);
+    if (!st && e->mask) st = ra_window_mask(e->mask, g);
+    if (st) return r->ngeo--, st;
+    e->g = *g, e->b = B;
+    *out = e;
+    return RA_OK;
+}
+
+/* One block, in place: x (B, H, W, C) -> (B, H, W, C). norm1 is computed
+ * straight into the window layout (pad, roll and partition are the row map)
+ * and the attention output goes back the same way into the residual add;
+ * the MLP runs on chunks of rows, each added to x as it is done. */
+static ra_status swin_block_forward(const swin_blk *b, float *x, int B, int H, int W,
+                                    swin_run *run) {
+    const int C = b->dim, hidden = b->hidden;
+    const ra_window_geom g = ra_swin_blk_geom(b, H, W);
+    const int64_t nw = ra_window_count(&g), n = ra_window_tokens(&g);
+    if (B < 1 || nw < 1 || n < 1)
+        return ra_fail(RA_ERR_SHAPE, "swin block: batch %d of %dx%d maps with window %dx%d",
+                       B, H, W, b->win[0], b->win[1]);
+    const int shifted = g.sh || g.sw;
+    int64_t M = 0, nx = 0, nwin = 0, nmask = 0, bw = 0;
+    if (!ra_mul_i64(&M, (int64_t)B * H, W) || !ra_mul_i64(&nx, M, C) ||
+        !ra_mul_i64(&bw, B, nw) || bw > INT_MAX || !ra_mul_i64(&nwin, bw * n, C) ||
+        !ra_mul_i64(&nmask, nw * n, shifted ? n : 0) || nwin > ((int64_t)1 << 40) ||
+        nmask > ((int64_t)1 << 40) || bw * n > INT32_MAX || M > INT32_MAX)
+        return ra_fail(RA_ERR_SHAPE, "swin block: %d maps of %dx%dx%d are too large", B, H, W, C);
+    /* MLP rows per pass: bounded hidden activations */
+    int64_t rows = SWIN_MLP_CHUNK / hidden;
+    if (rows < 1) rows = 1;
+    if (rows > M) rows = M;
+
+    const swin_geo *geo = NULL;
+    ra_status st = ra_swin_run_geo(run, &g, B, &geo);
+    if (st) return st;
+    const size_t mark = ra_arena_mark(run->a);
+    const size_t wsz = ra_attn_layer_forward_ws_size(b->attn, (int)bw, (int)n, (int)n);
+    float *win = ra_arena_floats(run->a, (size_t)nwin);
+    float *aw = ra_arena_floats(run->a, (size_t)nwin);
+    void *ws = ra_arena_bytes(run->a, wsz);
+    if (!win || !aw || !ws) {
+        ra_arena_reset(run->a, mark);
+        return ra_fail(RA_ERR_NOMEM, "swin block: out of memory");
+    }
+
+    if (b->post) {   /* x += norm1(attn(x)) */
+        ra_rows_gather(win, x, geo->map, bw * n, C);
+        st = ra_attn_layer_forward_ws(b->attn, aw, NULL, win, NULL, (int)bw, (int)n, (int)n,
+                                      geo->mask, geo->mask ? (int)nw : 0, ws, wsz, NULL, NULL);
+        if (!st) {
+            ra_layernorm_rows(aw, aw, NULL, bw * n, C, b->n1w, b->n1b, SWIN_EPS);
+            ra_rows_scatter_add(x, aw, geo->map, bw * n, C);
+        }
+    } else {         /* x += attn(norm1(x)) */
+        ra_layernorm_rows(win, x, geo->map, bw * n, C, b->n1w, b->n1b, SWIN_EPS);
+        st = ra_attn_layer_forward_ws(b->attn, aw, NULL, win, NULL, (int)bw, (int)n, (int)n,
+                                      geo->mask, geo->mask ? (int)nw : 0, ws, wsz, x, geo->map);
+    }
+    ra_arena_reset(run->a, mark);
+    if (st) return st;   /* the MLP's scratch reuses the attention's */
+    float *t = ra_arena_floats(run->a, (size_t)(rows * C));
+    float *hid = ra_arena_floats(run->a, (size_t)(rows * hidden));
+    if (!t || !hid) {
+        ra_arena_reset(run->a, mark);
+        return ra_fail(RA_ERR_NOMEM, "swin block: out of memory");
+    }
+    for (int64_t r0 = 0; r0 < M; r0 += rows) {
+        const int64_t r = M - r0 < rows ? M - r0 : rows;
+        float *xr = x + r0 * C;
+        if (b->post) {   /* x += norm2(fc2(gelu(fc1(x)))) */
+            ra_linear_epi(hid, xr, b->fc1w, b->fc1b, r, hidden, C, 1, NULL, NULL);
+            ra_linear_epi(t, hid, b->fc2w, b->fc2b, r, C, hidden, 0, NULL, NULL);
+            ra_layernorm_rows(t, t, NULL, r, C, b->n2w, b->n2b, SWIN_EPS);
+            ra_add(xr, xr, t, r * C);
+            continue;
+        }
+        ra_layernorm_rows(t, xr, NULL, r, C, b->n2w, b->n2b, SWIN_EPS);
+        ra_linear_epi(hid, t, b->fc1w, b->fc1b, r, hidden, C, 1, NULL, NULL);
+        ra_linear_epi(t, hid, b->fc2w, b->fc2b, r, C, hidden, 0, xr, NULL);
+    }
+    ra_arena_reset(run->a, mark);
+    return RA_OK;
+}
+
+/* Multiply-adds of a block on an H x W map, as SwinTransformerBlock.flops()
+ * counts them (norm1, the windows' attention, the MLP, norm2), with the
+ * windows of the padded map. */
+static int64_t blk_flops(const swin_blk *b, int h, int w) {
+    const ra_window_geom g = ra_swin_blk_geom(b, h, w);
+    const int64_t C = b->dim, N = ra_window_tokens(&g), L = (int64_t)h * w;
+    int64_t attn = ra_cadd(ra_cmul3(N, C, 3 * C), ra_cmul3(N, N, 2 * C));   /* WindowAttention */
+    attn = ra_cadd(attn, ra_cmul3(N, C, C));
+    const int64_t f = ra_cadd(ra_cmul(2 * C, L), ra_cmul(ra_window_count(&g), attn));
+    return ra_cadd(f, ra_cmul3(2 * L, C, b->hidden));
+}
+
+/* ---- tensor names ------------------------------------------------------- */
+
+/* "12." at *p (no sign, no leading zero), then past the dot. */
+static int take_index(const char **p, int *out) {
+    const char *s = *p;
+    long v = 0;
+    if (*s < '0' || *s > '9' || (s[0] == '0' && s[1] >= '0' && s[1] <= '9')) return 0;
+    for (; *s >= '0' && *s <= '9'; s++)
+        if ((v = v * 10 + (*s - '0')) > 1000000) return 0;
+    if (*s != '.') return 0;
+    *out = (int)v;
+    *p = s + 1;
+    return 1;
+}
+
+static int take(const char **p, const char *lit) {
+    const size_t n = strlen(lit);
+    if (strncmp(*p, lit, n)) return 0;
+    *p += n;
+    return 1;
+}
+
+static int starts(const char *s, const char *lit) { return strncmp(s, lit, strlen(lit)) == 0; }
+
+/* A block tensor's suffix in a scheme -> the canonical suffix (written into
+ * out) or a buffer. b is the block (NULL if it does not exist). */
+static ra_tensor_kind blk_suffix(swin_scheme sc, const swin_blk *b, const char *s, char *out,
+                                 size_t n) {
+    if (!b) return RA_TENSOR_UNKNOWN;
+    if (strcmp(s, "attn.relative_position_index") == 0 ||
+        (b->post && strcmp(s, "attn.relative_coords_table") == 0)) {
+        if (b->cfg.arch != RA_ARCH_WINDOW_ATTENTION && !b->post) return RA_TENSOR_UNKNOWN;
+        snprintf(out, n, "%s", s);
+        return RA_TENSOR_BUFFER;
+    }
+    if (strcmp(s, "attn_mask") == 0) {
+        if (sc == SCHEME_TORCHVISION || !(b->shift[0] || b->shift[1])) return RA_TENSOR_UNKNOWN;
+        snprintf(out, n, "%s", s);
+        return RA_TENSOR_BUFFER;
+    }
+    if (sc == SCHEME_TORCHVISION) {   /* MLP(dim, [hidden, dim]): Linear, GELU, Dropout, Linear */
+        if (starts(s, "mlp.fc")) return RA_TENSOR_UNKNOWN;
+        const char *r = s;
+        if (take(&r, "mlp.0.")) return snprintf(out, n, "mlp.fc1.%s", r), RA_TENSOR_PARAM;
+        if (take(&r, "mlp.3.")) return snprintf(out, n, "mlp.fc2.%s", r), RA_TENSOR_PARAM;
+    }
+    snprintf(out, n, "%s", s);
+    return RA_TENSOR_PARAM;
+}
+
+/* ---- metadata ----------------------------------------------------------- */
+
+static ra_status meta_common(const ra_st_file *f, swin_common *k) {
+    memset(k, 0, sizeof *k);
+    k->qkv_bias = 1;
+    ra_status st = ra_meta_mlp_ratio(f, &k->mlp_ratio);
+    if (!st) st = ra_meta_bool_opt(f, "qkv_bias", &k->qkv_bias);
+    if (!st) st = ra_meta_float_opt(f, "qk_scale", &k->qk_scale, &k->has_qk_scale);
+    k->relpos = RELPOS_BIAS, k->shaw_k = -1;
+    const char *rp = ra_st_meta(f, "relative_position");
+    if (!st && rp) {
+        if (!strcmp(rp, "none")) k->relpos = RELPOS_NONE;
+        else if (!strcmp(rp, "shaw")) k->relpos = RELPOS_SHAW;
+        else if (strcmp(rp, "bias"))
+            st = ra_fail(RA_ERR_FORMAT, "metadata relative_position = \"%.40s\": need bias, "
+                         "none or shaw", rp);
+    }
+    if (!st && k->relpos == RELPOS_SHAW)
+        st = ra_meta_int_opt(f, "max_relative_position", &k->shaw_k, 0, 1023);
+    k->v2 = strcmp(ra_st_meta(f, "arch"), "swinv2") == 0;
+    if (!st && k->v2 && (k->has_qk_scale || k->relpos != RELPOS_BIAS))
+        st = ra_fail(RA_ERR_FORMAT, "swinv2 takes neither qk_scale nor relative_position");
+    return st;
+}
+
+/* ---- buffers ------------------------------------------------------------ */
+
+static int is_float(ra_dtype d) {
+    return d == RA_DTYPE_F32 || d == RA_DTYPE_F16 || d == RA_DTYPE_BF16 || d == RA_DTYPE_F64;
+}
+
+/* A saved relative_position_index must be the computed one ((N, N), or
+ * (N*N) flattened in torchvision). */
+static ra_status check_index(const ra_st_file *f, const ra_st_tensor *t, const swin_blk *b) {
+    int64_t n1 = 0, n2 = 0;
+    const int32_t *idx = ra_attn_layer_index(b->attn, &n1, &n2, NULL);
+    if (!idx) return ra_fail(RA_ERR_INTERNAL, "swin: block without an index");
+    const int ok = b->tv ? t->ndim == 1 && t->shape[0] == n1 * n2
+                         : t->ndim == 2 && t->shape[0] == n1 && t->shape[1] == n2;
+    if (!ok) {
+        char want[64];
+        if (b->tv) snprintf(want, sizeof want, "(%lld)", (long long)(n1 * n2));
+        else snprintf(want, sizeof want, "(%lld, %lld)", (long long)n1, (long long)n2);
+        return ra_fail(RA_ERR_SHAPE, "tensor '%.80s' must have shape %s for window %dx%d",
+                       t->name, want, b->win[0], b->win[1]);
+    }
+    if (is_float(t->dtype) || t->dtype == RA_DTYPE_BOOL)
+        return ra_fail(RA_ERR_SHAPE, "tensor '%.80s' must hold integers", t->name);
+    int64_t *v = ra_alloc((size_t)t->numel, sizeof *v);
+    if (!v) return ra_fail(RA_ERR_NOMEM, "relative_position_index: out of memory");
+    ra_status st = ra_st_read_i64(v, f, t);
+    for (int64_t e = 0; !st && e < t->numel; e++)
+        if (v[e] != idx[e])
+            st = ra_fail(RA_ERR_FORMAT, "tensor '%.80s' differs from the computed index at (%lld, "
+                         "%lld): %lld, expected %d", t->name, (long long)(e / n2),
+                         (long long)(e % n2), (long long)v[e], idx[e]);
+    ra_free(v);
+    return st;
+}
+
+/* A saved attn_mask must be the shifted-window mask of the constructor's
+ * resolution (padded to the window). */
+static ra_status check_mask(const ra_st_file *f, const ra_st_tensor *t, const swin_blk *b) {
+    const ra_window_geom g = ra_swin_blk_geom(b, b->res[0], b->res[1]);
+    const int64_t nw = ra_window_count(&g), n = ra_window_tokens(&g);
+    if (!(t->ndim == 3 && t->shape[0] == nw && t->shape[1] == n && t->shape[2] == n))
+        return ra_fail(RA_ERR_SHAPE, "tensor '%.80s' must have shape (%lld, %lld, %lld): the "
+                       "mask of a %dx%d map with window %dx%d", t->name, (long long)nw,
+                       (long long)n, (long long)n, b->res[0], b->res[1], b->win[0], b->win[1]);
+    if (!is_float(t->dtype)) return ra_fail(RA_ERR_SHAPE, "tensor '%.80s' must be a float tensor",
+                                            t->name);
+    float *want = ra_alloc((size_t)t->numel, sizeof *want);
+    float *got = ra_alloc((size_t)t->numel, sizeof *got);
+    ra_status st = want && got ? RA_OK : ra_fail(RA_ERR_NOMEM, "attn_mask: out of memory");
+    if (!st) st = ra_window_mask(want, &g);
+    if (!st) st = ra_st_read_f32(got, f, t);
+    for (int64_t e = 0; !st && e < t->numel; e++)
+        if (!(got[e] == want[e]))
+            st = ra_fail(RA_ERR_FORMAT, "tensor '%.80s' differs from the shifted-window mask at "
+                         "(%lld, %lld, %lld): %g, expected %g", t->name, (long long)(e / (n * n)),
+                         (long long)(e / n % n), (long long)(e % n), got[e], want[e]);
+    ra_free(want);
+    ra_free(got);
+    return st;
+}
+
+/* A buffer of a block (suffix sfx) against the computed one. */
+static ra_status check_buffer(const ra_st_file *f, const ra_st_tensor *t, const char *sfx,
+                              const swin_blk *b) {
+    if (strcmp(sfx, "attn_mask") == 0) return check_mask(f, t, b);
+    if (strcmp(sfx, "attn.relative_coords_table") == 0)
+        return ra_swinv2_check_coords(f, t, &b->cfg);
+    return check_index(f, t, b);
+}
+
+/* ====================================================================== */
+/* swin_block                                                               */
+/* ====================================================================== */
+
+
+/* The scheme a replica was given (RA_META_NAMING), or -1. */
+static int replica_scheme(const ra_st_file *f) {
+    const char *s = ra_st_meta(f, RA_META_NAMING);
+    for (int i = 0; s && i < (int)(sizeof scheme_names / sizeof *scheme_names); i++)
+        if (!strcmp(s, scheme_names[i])) return i;
+    return -1;
+}
+
+static swin_scheme block_scheme(const ra_st_file *f) {
+    const int given = replica_scheme(f);
+    if (given >= 0) return (swin_scheme)given;
+    for (int i = 0; i < ra_st_count(f); i++) {
+        const char *nm = ra_st_at(f, i)->name;
+        if (starts(nm, "mlp.0.") || starts(nm, "mlp.3.")) return SCHEME_TORCHVISION;
+    }
+    return SCHEME_OFFICIAL;
+}
+
+static ra_status one_declare(ra_model *m, const ra_st_file *f) {
+    swin_one *o = calloc(1, sizeof *o);
+    if (!o) return ra_fail(RA_ERR_NOMEM, "model: out of memory");
+    m->impl = o;
+    o->scheme = block_scheme(f);
+    swin_common k;
+    int dim = 0, heads = 0, res[2] = {0, 0}, win[2] = {0, 0}, shift[2] = {0, 0};
+    ra_status st = ra_meta_int(f, "dim", &dim, 1, SWIN_MAX_DIM);
+    if (!st) st = ra_meta_pair(f, "input_resolution", res, 1, SWIN_MAX_SIZE);
+    if (!st) st = ra_meta_int(f, "num_heads", &heads, 1, SWIN_MAX_DIM);
+    if (!st) st = ra_meta_pair(f, "window_size", win, 1, SWIN_MAX_SIZE);
+    if (!st) st = ra_meta_pair(f, "shift_size", shift, 0, SWIN_MAX_SIZE);
+    if (!st) st = meta_common(f, &k);
+    if (!st) st = blk_setup(&o->b, dim, heads, res, win, shift, o->scheme == SCHEME_TORCHVISION, &k,
+                            NULL);
+    if (!st) st = blk_declare(m, "", &o->b);
+    return st;
+}
+
+static ra_status one_detect(ra_model *m, const ra_st_file *f) {
+    (void)f;
+    snprintf(m->scheme, sizeof m->scheme, "%s", scheme_names[((swin_one *)m->impl)->scheme]);
+    return RA_OK;
+}
+
+static ra_tensor_kind one_canonical(const ra_model *m, const char *name, char *buf, size_t n) {
+    const swin_one *o = m->impl;
+    return blk_suffix(o->scheme, &o->b, name, buf, n);
+}
+
+static ra_status one_build(ra_model *m, const ra_st_file *f) {
+    swin_one *o = m->impl;
+    ra_status st = blk_bind(m, "", &o->b);
+    for (int i = 0; !st && i < ra_st_count(f); i++) {
+        const ra_st_tensor *t = ra_st_at(f, i);
+        char canon[256];
+        if (one_canonical(m, t->name, canon, sizeof canon) != RA_TENSOR_BUFFER) continue;
+        st = check_buffer(f, t, canon, &o->b);
+    }
+    return st;
+}
+
+static void one_destroy(void *impl) {
+    swin_one *o = impl;
+    ra_attn_layer_free(o->b.attn);
+    ra_arena_cache_free(&o->ws);
+    ra_swin_tape_free(o->tape);
+    free(o);
+}
+
+static ra_status one_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
+                             const float *x, int x_ndim, const int64_t *x_shape) {
+    const swin_one *o = m->impl;
+    const swin_blk *b = &o->b;
+    int64_t B, H, W, C;
+    if (x_ndim == 3) {
+        B = x_shape[0], C = x_shape[2];
+        H = b->res[0], W = b->res[1];
+        if (x_shape[1] != H * W)
+            return ra_fail(RA_ERR_SHAPE, "swin_block: x (B, L, C) needs L = %lld for "
+                           "input_resolution %lldx%lld, got %lld (pass (B, H, W, C) for "
+                           "another size)", (long long)(H * W), (long long)H, (long long)W,
+                           (long long)x_shape[1]);
+    } else if (x_ndim == 4) {
+        B = x_shape[0], H = x_shape[1], W = x_shape[2], C = x_shape[3];
+    } else {
+        return ra_fail(RA_ERR_SHAPE, "swin_block takes x (B, H*W, C) or (B, H, W, C), got %d "
+                       "dimensions", x_ndim);
+    }
+    if (C != b->dim)
+        return ra_fail(RA_ERR_SHAPE, "swin_block: x has %lld channels, dim is %d", (long long)C,
+                       b->dim);
+    if (B < 1 || B > INT_MAX || H < 1 || H > SWIN_MAX_SIZE || W < 1 || W > SWIN_MAX_SIZE)
+        return ra_fail(RA_ERR_SHAPE, "swin_block: batch %lld of %lldx%lld maps", (long long)B,
+                       (long long)H, (long long)W);
+    int64_t nx;
+    if (!ra_mul_i64(&nx, B, H * W) || !ra_mul_i64(&nx, nx, C) || nx > ((int64_t)1 << 40))
+        return ra_fail(RA_ERR_SHAPE, "swin_block: input too large");
+    float *out = ra_alloc((size_t)nx, sizeof *out);
+    if (!out) return ra_fail(RA_ERR_NOMEM, "swin_block: out of memory");
+    memcpy(out, x, (size_t)nx * sizeof *out);
+    ra_arena local;
+    swin_run run = {.a = ra_arena_begin(&((swin_one *)m->impl)->ws, &local)};
+    ra_status st = swin_block_forward(b, out, (int)B, (int)H, (int)W, &run);
+    ra_arena_end(&((swin_one *)m->impl)->ws, run.a);
+    if (st) {
+        ra_free(out);
+        return st;
+    }
+    *y = out;
+    *y_ndim = x_ndim;
+    for (int i = 0; i < x_ndim; i++) y_shape[i] = x_shape[i];
+    return RA_OK;
+}
+
+static int64_t one_flops(const ra_model *m, int h, int w) {
+    return h <= SWIN_MAX_SIZE && w <= SWIN_MAX_SIZE ? blk_flops(&((const swin_one *)m->impl)->b, h, w)
+                                                    : -1;
+}
+
+const ra_arch_ops ra_swin_block_ops = {
+    .name = "swin_block", .arch = RA_ARCH_SWIN_BLOCK, .batched = 1, .declare = one_declare,
+    .canonical = one_canonical, .detect = one_detect, .build = one_build,
+    .destroy = one_destroy, .forward = one_forward,
+    .forward_train = ra_swin_one_forward_train, .backward = ra_swin_one_backward,
+    .flops = one_flops};
+
+/* ====================================================================== */
+/* swin                                                                     */
+/* ====================================================================== */
+
+
+/* The scheme from the names: torchvision's features.*; else official or
+ * timm by the names only one of them has (head.* or head.fc.*; patch merging
+ * of stage 0 or of the last stage), the majority winning and official on a
+ * tie: a mixed file is then refused at the first tensor that does not fit. */
+static swin_scheme net_scheme(const ra_st_file *f, int nstages) {
+    const int given = replica_scheme(f);
+    if (given >= 0) return (swin_scheme)given;
+    int official = 0, timm = 0;
+    for (int i = 0; i < ra_st_count(f); i++) {
+        const char *nm = ra_st_at(f, i)->name, *p = nm;
+        int s;
+        if (starts(nm, "features.")) return SCHEME_TORCHVISION;
+        if (starts(nm, "head.fc.")) timm++;
+        else if (starts(nm, "head.")) official++;
+        else if (take(&p, "layers.") && take_index(&p, &s) && starts(p, "downsample.")) {
+            official += s == 0 && nstages > 1;
+            timm += s == nstages - 1 && s > 0;
+        }
+    }
+    return timm > official ? SCHEME_TIMM : SCHEME_OFFICIAL;
+}
+
+static const swin_blk *net_block(const swin_net *n, int stage, int j) {
+    if (stage < 0 || stage >= n->nstages || j < 0 || j >= n->depths[stage]) return NULL;
+    return &n->blocks[n->first[stage] + j];
+}
+
+static ra_status net_declare(ra_model *m, const ra_st_file *f) {
+    swin_net *n = calloc(1, sizeof *n);
+    if (!n) return ra_fail(RA_ERR_NOMEM, "model: out of memory");
+    m->impl = n;
+    int nh = 0;
+    n->ape = 0, n->patch_norm = 1;
+    int patch[2] = {0, 0};
+    ra_status st = ra_meta_pair(f, "img_size", n->img, 1, SWIN_MAX_SIZE);
+    if (!st) st = ra_meta_pair(f, "patch_size", patch, 1, 4096);
+    if (!st && patch[0] != patch[1])
+        st = ra_fail(RA_ERR_FORMAT, "metadata patch_size %d,%d: only square patches", patch[0],
+                     patch[1]);
+    n->patch = patch[0];
+    if (!st) st = ra_meta_int(f, "in_chans", &n->in_chans, 1, 4096);
+    if (!st) st = ra_meta_int(f, "num_classes", &n->num_classes, 0, SWIN_MAX_HIDDEN);
+    if (!st) st = ra_meta_int(f, "embed_dim", &n->embed_dim, 1, SWIN_MAX_DIM);
+    if (!st) st = ra_meta_list(f, "depths", n->depths, SWIN_MAX_STAGES, &n->nstages, 0, 1024);
+    if (!st) st = ra_meta_list(f, "num_heads", n->heads, SWIN_MAX_STAGES, &nh, 1, SWIN_MAX_DIM);
+    if (!st && nh != n->nstages)
+        st = ra_fail(RA_ERR_FORMAT, "metadata depths has %d stages but num_heads has %d",
+                     n->nstages, nh);
+    if (!st) st = ra_meta_pair(f, "window_size", n->window, 1, SWIN_MAX_SIZE);
+    if (!st) st = ra_meta_bool_opt(f, "ape", &n->ape);
+    if (!st) st = ra_meta_bool_opt(f, "patch_norm", &n->patch_norm);
+    if (!st) st = meta_common(f, &n->k);
+    int pws[SWIN_MAX_STAGES] = {0}, npws = 0;
+    if (!st && n->k.v2 && ra_st_meta(f, "pretrained_window_sizes")) {
+        st = ra_meta_list(f, "pretrained_window_sizes", pws, SWIN_MAX_STAGES, &npws, 0, 4096);
+        if (!st && npws != n->nstages)
+            st = ra_fail(RA_ERR_FORMAT, "metadata pretrained_window_sizes has %d values for %d "
+                         "stages", npws, n->nstages);
+    }
+    if (st) return st;
+    n->scheme = net_scheme(f, n->nstages);
+    const int tv = n->scheme == SCHEME_TORCHVISION;
+    n->grid[0] = n->img[0] / n->patch, n->grid[1] = n->img[1] / n->patch;
+    if (n->ape && (n->grid[0] < 1 || n->grid[1] < 1))
+        return ra_fail(RA_ERR_FORMAT, "img_size %dx%d is smaller than patch_size %d", n->img[0],
+                       n->img[1], n->patch);
+    if ((int64_t)n->embed_dim << (n->nstages - 1) > SWIN_MAX_DIM)
+        return ra_fail(RA_ERR_FORMAT, "embed_dim %d over %d stages exceeds %d channels",
+                       n->embed_dim, n->nstages, SWIN_MAX_DIM);
+    n->features = n->embed_dim << (n->nstages - 1);
+    for (int s = 0; s < n->nstages; s++) n->first[s + 1] = n->first[s] + n->depths[s];
+    n->nblocks = n->first[n->nstages];
+    if (n->nblocks && !(n->blocks = calloc((size_t)n->nblocks, sizeof *n->blocks)))
+        return ra_fail(RA_ERR_NOMEM, "model: out of memory");
+
+    /* blocks: each stage's constructor resolution, window and shift */
+    for (int s = 0; s < n->nstages && !st; s++) {
+        const int dim = n->embed_dim << s;
+        const int res[2] = {n->grid[0] >> s, n->grid[1] >> s};
+        if (n->heads[s] > dim || dim % n->heads[s])
+            return ra_fail(RA_ERR_FORMAT, "stage %d: dim %d is not divisible by num_heads %d", s,
+                           dim, n->heads[s]);
+        if (!tv && n->depths[s] && (res[0] < 1 || res[1] < 1))
+            return ra_fail(RA_ERR_FORMAT, "img_size %dx%d with patch_size %d leaves no feature "
+                           "map at stage %d", n->img[0], n->img[1], n->patch, s);
+        for (int j = 0; j < n->depths[s] && !st; j++) {
+            const int shift[2] = {j % 2 ? n->window[0] / 2 : 0, j % 2 ? n->window[1] / 2 : 0};
+            st = blk_setup(&n->blocks[n->first[s] + j], dim, n->heads[s], res, n->window, shift,
+                           tv, &n->k, (const int[2]){pws[s], pws[s]});
+            if (st) {
+                char why[300];
+                snprintf(why, sizeof why, "%s", ra_last_error());
+                return ra_fail(st, "layers.%d.blocks.%d: %s", s, j, why);
+            }
+        }
+    }
+
+    /* parameters, in the official state_dict order */
+    const int64_t E = n->embed_dim, P = n->patch;
+    if (n->ape) st = decl(m, "", "absolute_pos_embed", 3, 1, (int64_t)n->grid[0] * n->grid[1], E, 0);
+    if (!st) st = decl(m, "", "patch_embed.proj.weight", 4, E, n->in_chans, P, P);
+    if (!st) st = decl(m, "", "patch_embed.proj.bias", 1, E, 0, 0, 0);
+    if (!st && n->patch_norm) st = decl(m, "", "patch_embed.norm.weight", 1, E, 0, 0, 0);
+    if (!st && n->patch_norm) st = decl(m, "", "patch_embed.norm.bias", 1, E, 0, 0, 0);
+    for (int s = 0; s < n->nstages && !st; s++) {
+        char pfx[64];
+        for (int j = 0; j < n->depths[s] && !st; j++) {
+            snprintf(pfx, sizeof pfx, "layers.%d.blocks.%d.", s, j);
+            st = blk_declare(m, pfx, &n->blocks[n->first[s] + j]);
+        }
+        if (s < n->nstages - 1 && !st) {
+            const int64_t C = (int64_t)n->embed_dim << s;
+            snprintf(pfx, sizeof pfx, "layers.%d.downsample.", s);
+            const int64_t cn = n->k.v2 ? 2 * C : 4 * C;   /* V2: the norm after the reduction */
+            st = decl(m, pfx, "reduction.weight", 2, 2 * C, 4 * C, 0, 0);
+            if (!st) st = decl(m, pfx, "norm.weight", 1, cn, 0, 0, 0);
+            if (!st) st = decl(m, pfx, "norm.bias", 1, cn, 0, 0, 0);
+        }
+    }
+    if (!st) st = decl(m, "", "norm.weight", 1, n->features, 0, 0, 0);
+    if (!st) st = decl(m, "", "norm.bias", 1, n->features, 0, 0, 0);
+    if (!st && n->num_classes > 0) {
+        st = decl(m, "", "head.weight", 2, n->num_classes, n->features, 0, 0);
+        if (!st) st = decl(m, "", "head.bias", 1, n->num_classes, 0, 0, 0);
+    }
+    return st;
+}
+
+static ra_status net_detect(ra_model *m, const ra_st_file *f) {
+    (void)f;
+    snprintf(m->scheme, sizeof m->scheme, "%s", scheme_names[((swin_net *)m->impl)->scheme]);
+    return RA_OK;
+}
+
+/* "layers.S.blocks.J.SUFFIX" (canonical names) -> the block's suffix. */
+static ra_tensor_kind net_block_name(const swin_net *n, int s, const char *p, char *buf,
+                                     size_t len) {
+    int j;
+    char sfx[200];
+    if (!take(&p, "blocks.") || !take_index(&p, &j)) return RA_TENSOR_UNKNOWN;
+    ra_tensor_kind k = blk_suffix(n->scheme, net_block(n, s, j), p, sfx, sizeof sfx);
+    if (k != RA_TENSOR_UNKNOWN &&
+        (size_t)snprintf(buf, len, "layers.%d.blocks.%d.%s", s, j, sfx) >= len)
+        return RA_TENSOR_UNKNOWN;
+    return k;
+}
+
+static ra_tensor_kind net_canonical(const ra_model *m, const char *name, char *buf, size_t len) {
+    const swin_net *n = m->impl;
+    const char *p = name;
+    int s;
+    switch (n->scheme) {
+    case SCHEME_OFFICIAL:
+        if (take(&p, "layers.") && take_index(&p, &s) && starts(p, "blocks."))
+            return net_block_name(n, s, p, buf, len);
+        break;
+    case SCHEME_TIMM:
+        if (take(&p, "layers.") && take_index(&p, &s)) {
+            if (starts(p, "blocks.")) return net_block_name(n, s, p, buf, len);
+            if (take(&p, "downsample.")) {   /* the start of stage s = the end of stage s-1 */
+                if (s < 1) return RA_TENSOR_UNKNOWN;
+                snprintf(buf, len, "layers.%d.downsample.%s", s - 1, p);
+                return RA_TENSOR_PARAM;
+            }
+            return RA_TENSOR_UNKNOWN;
+        }
+        p = name;
+        if (take(&p, "head.fc.")) return snprintf(buf, len, "head.%s", p), RA_TENSOR_PARAM;
+        if (starts(name, "head.")) return RA_TENSOR_UNKNOWN;
+        break;
+    case SCHEME_TORCHVISION: {
+        int k, j;
+        if (take(&p, "norm.") || take(&p, "head.")) break;
+        if (!take(&p, "features.") || !take_index(&p, &k)) return RA_TENSOR_UNKNOWN;
+        if (k == 0) {   /* Sequential(Conv2d, Permute, LayerNorm) */
+            if (take(&p, "0.")) return snprintf(buf, len, "patch_embed.proj.%s", p), RA_TENSOR_PARAM;
+            if (take(&p, "2.")) return snprintf(buf, len, "patch_embed.norm.%s", p), RA_TENSOR_PARAM;
+            return RA_TENSOR_UNKNOWN;
+        }
+        if (k % 2) {   /* a stage: Sequential of blocks */
+            char sfx[200];
+            if (!take_index(&p, &j)) return RA_TENSOR_UNKNOWN;
+            ra_tensor_kind kind = blk_suffix(n->scheme, net_block(n, (k - 1) / 2, j), p, sfx,
+                                             sizeof sfx);
+            if (kind != RA_TENSOR_UNKNOWN &&
+                (size_t)snprintf(buf, len, "layers.%d.blocks.%d.%s", (k - 1) / 2, j, sfx) >= len)
+                return RA_TENSOR_UNKNOWN;
+            return kind;
+        }
+        snprintf(buf, len, "layers.%d.downsample.%s", (k - 2) / 2, p);   /* PatchMerging */
+        return RA_TENSOR_PARAM;
+    }
+    }
+    if ((size_t)snprintf(buf, len, "%s", name) >= len) return RA_TENSOR_UNKNOWN;
+    return RA_TENSOR_PARAM;
+}
+
+static ra_status net_build(ra_model *m, const ra_st_file *f) {
+    swin_net *n = m->impl;
+    ra_status st = RA_OK;
+    n->pe_w = ra_model_get(m, "patch_embed.proj.weight");
+    n->pe_b = ra_model_get(m, "patch_embed.proj.bias");
+    n->pe_nw = ra_model_get(m, "patch_embed.norm.weight");
+    n->pe_nb = ra_model_get(m, "patch_embed.norm.bias");
+    n->ape_w = ra_model_get(m, "absolute_pos_embed");
+    n->norm_w = ra_model_get(m, "norm.weight");
+    n->norm_b = ra_model_get(m, "norm.bias");
+    n->head_w = ra_model_get(m, "head.weight");
+    n->head_b = ra_model_get(m, "head.bias");
+    for (int s = 0; s < n->nstages && !st; s++) {
+        char pfx[64];
+        for (int j = 0; j < n->depths[s] && !st; j++) {
+            snprintf(pfx, sizeof pfx, "layers.%d.blocks.%d.", s, j);
+            st = blk_bind(m, pfx, &n->blocks[n->first[s] + j]);
+        }
+        if (s < n->nstages - 1) {
+            snprintf(pfx, sizeof pfx, "layers.%d.downsample.", s);
+            n->ds_w[s] = get(m, pfx, "reduction.weight");
+            n->ds_nw[s] = get(m, pfx, "norm.weight");
+            n->ds_nb[s] = get(m, pfx, "norm.bias");
+        }
+    }
+    /* the buffers the file carries */
+    for (int i = 0; !st && i < ra_st_count(f); i++) {
+        const ra_st_tensor *t = ra_st_at(f, i);
+        char canon[256];
+        if (net_canonical(m, t->name, canon, sizeof canon) != RA_TENSOR_BUFFER) continue;
+        const char *p = canon;
+        int s = -1, j = -1;
+        if (!take(&p, "layers.") || !take_index(&p, &s) || !take(&p, "blocks.") ||
+            !take_index(&p, &j) || !net_block(n, s, j))
+            return ra_fail(RA_ERR_INTERNAL, "swin: buffer %s", canon);
+        st = check_buffer(f, t, p, net_block(n, s, j));
+    }
+    return st;
+}
+
+static void net_destroy(void *impl) {
+    swin_net *n = impl;
+    for (int i = 0; n->blocks && i < n->nblocks; i++) ra_attn_layer_free(n->blocks[i].attn);
+    free(n->blocks);
+    ra_arena_cache_free(&n->ws);
+    ra_swin_tape_free(n->tape);
+    free(n);
+}
+
+/* x (B, Cin, H, W) -> tokens (B, gh*gw, E) after the patch embedding, its
+ * norm and the absolute position embedding; *out from the arena. */
+static ra_status net_embed(const swin_net *n, ra_arena *a, float **out, int *gh, int *gw,
+                           const float *x, int B, int H, int W) {
+    const int P = n->patch, Cin = n->in_chans, E = n->embed_dim;
+    const float *src = x;
+    int h = H, w = W, pad = 1;
+    ra_status st;
+    if (n->scheme == SCHEME_TORCHVISION) {   /* Conv2d(stride P) drops the remainder */
+        pad = 0, h = H / P * P, w = W / P * P;
+        if (h < 1 || w < 1)
+            return ra_fail(RA_ERR_SHAPE, "swin: a %dx%d image is smaller than a %dx%d patch", H,
+                           W, P, P);
+    }
+    if ((st = ra_patch_grid(gh, gw, h, w, P, pad))) return st;
+    if (n->ape && (*gh != n->grid[0] || *gw != n->grid[1]))
+        return ra_fail(RA_ERR_SHAPE, "swin: absolute_pos_embed is for a %dx%d patch grid "
+                       "(img_size %dx%d), the input gives %dx%d", n->grid[0], n->grid[1],
+                       n->img[0], n->img[1], *gh, *gw);
+    const int64_t L = (int64_t)*gh * *gw, rows = B * L;
+    const int64_t kc = (int64_t)Cin * P * P;
+    float *y = ra_arena_floats(a, (size_t)(rows * E));
+    const size_t mark = ra_arena_mark(a);
+    if (!y) return ra_fail(RA_ERR_NOMEM, "swin: out of memory");
+    if (h != H || w != W) {
+        float *crop = ra_arena_floats(a, (size_t)B * Cin * h * w);
+        if (!crop) return ra_fail(RA_ERR_NOMEM, "swin: out of memory");
+        for (int64_t r = 0; r < (int64_t)B * Cin * h; r++)
+            memcpy(crop + r * w, x + ((r / h) * H + r % h) * (int64_t)W,
+                   (size_t)w * sizeof *crop);
+        src = crop;
+    }
+    float *cols = ra_arena_floats(a, (size_t)(rows * kc));
+    if (!cols) st = ra_fail(RA_ERR_NOMEM, "swin: out of memory");
+    else st = ra_patch_embed_forward(y, cols, src, n->pe_w, n->pe_b, B, Cin, h, w, P, E, pad);
+    if (!st && n->patch_norm)
+        ra_layernorm_rows(y, y, NULL, rows, E, n->pe_nw, n->pe_nb, SWIN_EPS);
+    if (!st && n->ape)
+        for (int b = 0; b < B; b++) ra_add(y + b * L * E, y + b * L * E, n->ape_w, L * E);
+    ra_arena_reset(a, mark);
+    if (!st) *out = y;
+    return st;
+}
+
+/* x (B, H, W, C) -> (B, ceil(H/2) * ceil(W/2), 2C): gather, LayerNorm(4C),
+ * Linear(4C, 2C) without bias; *x replaced by a buffer of the arena. */
+static ra_status net_merge(const swin_net *n, ra_arena *a, int s, float **x, int B, int H,
+                           int W, int C) {
+    const int64_t rows = (int64_t)B * ((H + 1) / 2) * ((W + 1) / 2);
+    float *y = ra_arena_floats(a, (size_t)(rows * 2 * C));
+    const size_t mark = ra_arena_mark(a);
+    float *cat = ra_arena_floats(a, (size_t)(rows * 4 * C));
+    ra_status st = cat && y ? RA_OK : ra_fail(RA_ERR_NOMEM, "swin: out of memory");
+    if (!st) st = ra_patch_merge_forward(cat, *x, B, H, W, C);
+    if (!st && n->k.v2) {   /* reduction, then norm */
+        ra_linear_forward(y, cat, n->ds_w[s], NULL, rows, 2 * C, 4 * C);
+        ra_layernorm_rows(y, y, NULL, rows, 2 * C, n->ds_nw[s], n->ds_nb[s], SWIN_EPS);
+        *x = y;
+    } else if (!st) {
+        ra_layernorm_rows(cat, cat, NULL, rows, 4 * C, n->ds_nw[s], n->ds_nb[s], SWIN_EPS);
+        ra_linear_forward(y, cat, n->ds_w[s], NULL, rows, 2 * C, 4 * C);
+        *x = y;
+    }
+    ra_arena_reset(a, mark);
+    return st;
+}
+
+ra_status ra_swin_net_input(const swin_net *n, int x_ndim, const int64_t *x_shape, int train,
+                            int64_t *B, int64_t *H, int64_t *W) {
+    if (x_ndim != 4 || x_shape[1] != n->in_chans)
+        return ra_fail(RA_ERR_SHAPE, "swin takes images x (B, %d, H, W)", n->in_chans);
+    const int64_t b = x_shape[0], h = x_shape[2], w = x_shape[3];
+    if (b < 1 || b > INT_MAX || h < 1 || h > SWIN_MAX_SIZE || w < 1 || w > SWIN_MAX_SIZE)
+        return ra_fail(RA_ERR_SHAPE, "swin: batch %lld of %lldx%lld images", (long long)b,
+                       (long long)h, (long long)w);
+    /* every activation is at most about (B, H*W/P^2 rounded up, max(E*kc)),
+     * and the training tape keeps a few of them per block */
+    int64_t big;
+    const int64_t per = (h + n->patch) * (w + n->patch) / ((int64_t)n->patch * n->patch) + 1;
+    const int64_t wide = (int64_t)n->in_chans * n->patch * n->patch +
+                         (train ? 8 : 4) * (int64_t)n->features;
+    if (!ra_mul_i64(&big, b, per) || !ra_mul_i64(&big, big, wide) ||
+        big > ((int64_t)1 << (train ? 38 : 40)))
+        return ra_fail(RA_ERR_SHAPE, "swin: input too large%s", train ? " to train on" : "");
+    *B = b, *H = h, *W = w;
+    return RA_OK;
+}
+
+static ra_status net_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
+                             const float *x, int x_ndim, const int64_t *x_shape) {
+    swin_net *n = m->impl;
+    int64_t B, H, W;
+    ra_status st0 = ra_swin_net_input(n, x_ndim, x_shape, 0, &B, &H, &W);
+    if (st0) return st0;
+
+    ra_arena local;
+    swin_run run = {.a = ra_arena_begin(&n->ws, &local)};
+    float *t = NULL, *out = NULL;
+    int h = 0, w = 0;
+    ra_status st = net_embed(n, run.a, &t, &h, &w, x, (int)B, (int)H, (int)W);
+    int C = n->embed_dim;
+    for (int s = 0; s < n->nstages && !st; s++) {
+        const size_t mark = ra_arena_mark(run.a);   /* the stage's window layouts */
+        run.ngeo = 0;
+        for (int j = 0; j < n->depths[s] && !st; j++)
+            st = swin_block_forward(&n->blocks[n->first[s] + j], t, (int)B, h, w, &run);
+        ra_arena_reset(run.a, mark);
+        run.ngeo = 0;
+        if (s < n->nstages - 1 && !st) {
+            st = net_merge(n, run.a, s, &t, (int)B, h, w, C);
+            h = (h + 1) / 2, w = (w + 1) / 2, C *= 2;
+        }
+    }
+    const int64_t L = (int64_t)h * w, rows = B * L;
+    float *pooled = NULL;
+    if (!st && !(pooled = ra_arena_floats(run.a, (size_t)(B * C))))
+        st = ra_fail(RA_ERR_NOMEM, "swin: out of memory");
+    if (!st) {
+        ra_layernorm_rows(t, t, NULL, rows, C, n->norm_w, n->norm_b, SWIN_EPS);
+        ra_mean_tokens_forward(pooled, t, (int)B, L, C);
+        const int K = n->num_classes > 0 ? n->num_classes : C;
+        if (!(out = ra_alloc((size_t)(B * K), sizeof *out)))
+            st = ra_fail(RA_ERR_NOMEM, "swin: out of memory");
+        else if (n->num_classes > 0)
+            ra_linear_forward(out, pooled, n->head_w, n->head_b, B, n->num_classes, C);
+        else   /* no head: the pooled features */
+            memcpy(out, pooled, (size_t)(B * C) * sizeof *out);
+    }
+    ra_arena_end(&n->ws, run.a);
+    if (st) {
+        ra_free(out);
+        return st;
+    }
+    *y = out;
+    *y_ndim = 2;
+    y_shape[0] = B;
+    y_shape[1] = n->num_classes > 0 ? n->num_classes : C;
+    return RA_OK;
+}
+
+/* The attention probabilities of block (stage, block) over one image, as
+ * maps over the stage's token grid (relattn.h). The network runs as its
+ * forward does up to that block; there norm1 goes into the window layout
+ * and the attention layer returns its probabilities, which the row map
+ * (pad, roll, partition) sends back to grid positions. */
+ra_status ra_swin_attention_maps(const ra_model *m, float *maps, int *gh, int *gw, int *nh,
+                                 const float *x, int h_img, int w_img, int stage, int block,
+                                 const int *queries, int nq) {
+    if (!m || !gh || !gw || !nh || !x || ra_model_arch(m) != RA_ARCH_SWIN)
+        return ra_fail(RA_ERR_ARG, "attention maps: a swin model and an image are needed");
+    const swin_net *n = m->impl;
+    if (stage < 0 || stage >= n->nstages || block < 0 || block >= n->depths[stage])
+        return ra_fail(RA_ERR_ARG, "attention maps: no block %d in stage %d (depths %d stages)",
+                       block, stage, n->nstages);
+    if (h_img < 1 || h_img > SWIN_MAX_SIZE || w_img < 1 || w_img > SWIN_MAX_SIZE)
+        return ra_fail(RA_ERR_SHAPE, "attention maps: a %dx%d image", h_img, w_img);
+    const swin_blk *b = &n->blocks[n->first[stage] + block];
+    ra_arena local;
+    swin_run run = {.a = ra_arena_begin((ra_arena_cache *)&n->ws, &local)};
+    float *t = NULL;
+    int h = 0, w = 0, C = n->embed_dim;
+    ra_status st = net_embed(n, run.a, &t, &h, &w, x, 1, h_img, w_img);
+    for (int s = 0; s < stage && !st; s++) {
+        const size_t mark = ra_arena_mark(run.a);
+        run.ngeo = 0;
+        for (int j = 0; j < n->depths[s] && !st; j++)
+            st = swin_block_forward(&n->blocks[n->first[s] + j], t, 1, h, w, &run);
+        ra_arena_reset(run.a, mark);
+        run.ngeo = 0;
+        if (!st) {
+            st = net_merge(n, run.a, s, &t, 1, h, w, C);
+            h = (h + 1) / 2, w = (w + 1) / 2, C *= 2;
+        }
+    }
+    for (int j = 0; j < block && !st; j++)
+        st = swin_block_forward(&n->blocks[n->first[stage] + j], t, 1, h, w, &run);
+    *gh = h, *gw = w, *nh = b->heads;
+    for (int q = 0; !st && maps && q < nq; q++)
+        if (queries[2 * q] < 0 || queries[2 * q] >= h || queries[2 * q + 1] < 0 ||
+            queries[2 * q + 1] >= w)
+            st = ra_fail(RA_ERR_ARG, "attention maps: query (%d, %d) outside the %dx%d grid of "
+                         "stage %d", queries[2 * q], queries[2 * q + 1], h, w, stage);
+    if (st || !maps) {
+        ra_arena_end((ra_arena_cache *)&n->ws, run.a);
+        return st;
+    }
+    const ra_window_geom g = ra_swin_blk_geom(b, h, w);
+    const int64_t nw = ra_window_count(&g), N = ra_window_tokens(&g), H = b->heads;
+    const swin_geo *geo = NULL;
+    st = ra_swin_run_geo(&run, &g, 1, &geo);
+    const size_t wsz = ra_attn_layer_forward_ws_size(b->attn, (int)nw, (int)N, (int)N);
+    float *win = ra_arena_floats(run.a, (size_t)(nw * N * C));
+    float *out = ra_arena_floats(run.a, (size_t)(nw * N * C));
+    float *attn = ra_arena_floats(run.a, (size_t)(nw * H * N * N));
+    void *ws = ra_arena_bytes(run.a, wsz);
+    if (!st && (!win || !out || !attn || !ws)) st = ra_fail(RA_ERR_NOMEM, "attention maps: out of memory");
+    if (!st) {
+        ra_layernorm_rows(win, t, geo->map, nw * N, C, b->n1w, b->n1b, SWIN_EPS);
+        st = ra_attn_layer_forward_ws(b->attn, out, attn, win, NULL, (int)nw, (int)N, (int)N,
+                                      geo->mask, geo->mask ? (int)nw : 0, ws, wsz, NULL, NULL);
+    }
+    memset(maps, 0, (size_t)nq * H * h * w * sizeof *maps);
+    for (int q = 0; !st && q < nq; q++) {
+        const int32_t tok = queries[2 * q] * w + queries[2 * q + 1];
+        int64_t r = 0;   /* the query's row in the window layout */
+        while (r < nw * N && geo->map[r] != tok) r++;
+        if (r == nw * N) { st = ra_fail(RA_ERR_INTERNAL, "attention maps: token not found"); break; }
+        const int64_t win_i = r / N, i = r % N;
+        for (int64_t hh = 0; hh < H; hh++)
+            for (int64_t j = 0; j < N; j++) {
+                const int32_t key = geo->map[win_i * N + j];
+                if (key >= 0)
+                    maps[((int64_t)q * H + hh) * h * w + key] =
+                        attn[((win_i * H + hh) * N + i) * N + j];
+            }
+    }
+    ra_arena_end((ra_arena_cache *)&n->ws, run.a);
+    return st;
+}
+
+/* Multiply-adds of one h x w image, as SwinTransformer.flops() counts them:
+ * patch embedding (and its norm), the blocks and patch merging of every
+ * stage at the resolution the image gives, the final norm as the official
+ * code counts it (features * patches / 2^stages), the head. */
+static int64_t net_flops(const ra_model *m, int h, int w) {
+    const swin_net *n = m->impl;
+    const int64_t P = n->patch, E = n->embed_dim;
+    if (h > SWIN_MAX_SIZE || w > SWIN_MAX_SIZE) return -1;
+    int gh = n->scheme == SCHEME_TORCHVISION ? h / n->patch : (h + n->patch - 1) / n->patch;
+    int gw = n->scheme == SCHEME_TORCHVISION ? w / n->patch : (w + n->patch - 1) / n->patch;
+    if (gh < 1 || gw < 1) return -1;
+    const int64_t L0 = (int64_t)gh * gw;
+    int64_t f = ra_cadd(ra_cmul3(L0, E, n->in_chans * P * P), n->patch_norm ? L0 * E : 0);
+    int64_t C = E;
+    for (int s = 0; s < n->nstages; s++) {
+        for (int j = 0; j < n->depths[s]; j++)
+            f = ra_cadd(f, blk_flops(&n->blocks[n->first[s] + j], gh, gw));
+        if (s < n->nstages - 1) {   /* PatchMerging.flops() */
+            const int64_t half = (int64_t)((gh + 1) / 2) * ((gw + 1) / 2);
+            f = ra_cadd(f, ra_cadd(ra_cmul((int64_t)gh * gw, C), ra_cmul3(half, 4 * C, 2 * C)));
+            gh = (gh + 1) / 2, gw = (gw + 1) / 2, C *= 2;
+        }
+    }
+    const int64_t norm = ra_cmul(n->features, L0);
+    f = ra_cadd(f, norm < 0 ? -1 : norm >> n->nstages);
+    return ra_cadd(f, (int64_t)n->features * n->num_classes);
+}
+
+const ra_arch_ops ra_swin_ops = {
+    .name = "swin", .arch = RA_ARCH_SWIN, .batched = 1, .declare = net_declare,
+    .canonical = net_canonical,
+    .detect = net_detect, .build = net_build, .destroy = net_destroy, .forward = net_forward,
+    .forward_train = ra_swin_net_forward_train, .backward = ra_swin_net_backward,
+    .flops = net_flops};
+
+/* SwinV2 (swin_transformer_v2.py, torchvision's swin_v2_*): the network
+ * above with the V2 variations its blocks and merging layers carry (v2 in
+ * swin_common, from the arch name). */
+const ra_arch_ops ra_swinv2_ops = {
+    .name = "swinv2", .arch = RA_ARCH_SWINV2, .batched = 1, .declare = net_declare,
+    .canonical = net_canonical,
+    .detect = net_detect, .build = net_build, .destroy = net_destroy, .forward = net_forward,
+    .forward_train = ra_swin_net_forward_train, .backward = ra_swin_net_backward,
+    .flops = net_flops};

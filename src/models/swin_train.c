@@ -1,0 +1,604 @@
+/* swin_train.c - training forward and backward of the Swin block and
+ * network (archs swin_block and swin), equal to PyTorch autograd.
+ *
+ * llm.c's shape: the training forward runs the same layers as the
+ * inference path (swin.c) in the same order and keeps on a tape exactly what
+ * the backward needs; the backward walks the tape in reverse, layer pair by
+ * layer pair (src/nn.c, ra_attn_layer_backward). A block keeps
+ *   x_in    (M, C)        its input, for norm1's backward
+ *   mean1, rstd1 (M)      norm1's statistics
+ *   win     (B_*N, C)     norm1's output in window layout (pad, roll and
+ *                         partition as one row map): the attention's input
+ *   aws                   the attention forward's workspace, holding qkv
+ *                         (B_*N, 3C) and the attention output (B_*N, C):
+ *                         the backward reads them instead of recomputing
+ *                         them, and recomputes only the probabilities from
+ *                         q and k (nothing (B_, nH, N, N) kept)
+ *   x_mid   (M, C)        x after the attention residual, for norm2
+ *   mean2, rstd2, t2      norm2's statistics and output (fc1's input)
+ *   h, g    (M, hidden)   fc1's output before and after GELU
+ * with M = B*H*W token rows. The residual stream's gradient flows through
+ * one (M, C) buffer updated in place: a residual add's backward is the
+ * identity, so each branch's backward adds its input gradient into it.
+ * The tape lives in an arena owned by the model, reused step after step
+ * (after the first step nothing is allocated). */
+#include "models/swin.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct blk_tape {
+    const swin_blk *b;
+    swin_geo geo;                 /* a copy: run's table is reused per stage */
+    int64_t nw, n, bw;            /* windows per map, tokens per window, B * nw */
+    float *x_in, *mean1, *rstd1, *win, *x_mid, *mean2, *rstd2, *t2;
+    float *gd, *g;                /* GELU'(h) and GELU(h), h = fc1's output */
+    float *aw, *o;                /* post-norm (SwinV2): the attention's and fc2's
+                                     outputs, norm1's and norm2's inputs (mean1,
+                                     rstd1 then per window row); t2 is fc1's input */
+    void *aws;                    /* the attention forward's workspace: its qkv
+                                     and output, read by the backward */
+} blk_tape;
+
+typedef struct swin_tape {
+    ra_arena_cache cache;
+    ra_arena local, *a;           /* the arena in use since the last forward */
+    swin_run run;                 /* window layouts (in the arena) */
+    int live;                     /* a forward is on the tape */
+    int B, Hin, Win;              /* the input: images (net) or maps (block) */
+    int x_ndim;
+    int64_t x_shape[4];
+    /* the network */
+    int h0, w0, hc, wc;           /* patch grid; image size after a crop */
+    float *cols;                  /* (B, L0, Cin*P*P) gathered patches */
+    float *pe_in, *pe_mean, *pe_rstd;   /* patch norm's input and statistics */
+    blk_tape *blocks;             /* every block, in forward order */
+    int nblocks;
+    int sh[SWIN_MAX_STAGES], sw[SWIN_MAX_STAGES];   /* each stage's map */
+    float *mg_cat[SWIN_MAX_STAGES], *mg_mean[SWIN_MAX_STAGES], *mg_rstd[SWIN_MAX_STAGES],
+        *mg_norm[SWIN_MAX_STAGES];   /* patch merging: gather, stats, normalised */
+    float *fin_in, *fin_mean, *fin_rstd, *fin_out, *pooled;   /* final norm, pooling */
+    int hf, wf, cf;               /* the last stage's map and channels */
+} swin_tape;
+
+void ra_swin_tape_free(swin_tape *t) {
+    if (!t) return;
+    if (t->a) ra_arena_end(&t->cache, t->a);
+    ra_arena_cache_free(&t->cache);
+    free(t->blocks);
+    free(t);
+}
+
+/* Start a tape: the previous one is dropped and its arena reused. */
+static ra_status tape_begin(swin_tape **tp, int nblocks) {
+    swin_tape *t = *tp;
+    if (!t) {
+        if (!(t = calloc(1, sizeof *t))) return ra_fail(RA_ERR_NOMEM, "swin: out of memory");
+        *tp = t;
+    }
+    if (t->a) ra_arena_end(&t->cache, t->a);
+    t->a = ra_arena_begin(&t->cache, &t->local);
+    t->run = (swin_run){.a = t->a};
+    t->live = 0;
+    if (nblocks > t->nblocks) {
+        blk_tape *nb = realloc(t->blocks, (size_t)nblocks * sizeof *nb);
+        if (!nb) return ra_fail(RA_ERR_NOMEM, "swin: out of memory");
+        t->blocks = nb, t->nblocks = nblocks;
+    }
+    return RA_OK;
+}
+
+static ra_status nomem(void) { return ra_fail(RA_ERR_NOMEM, "swin training: out of memory"); }
+
+void ra_rows_gather(float *y, const float *x, const int32_t *map, int64_t rows, int c) {
+#pragma omp parallel for schedule(static) num_threads(ra_threads_get()) if (rows * c > 65536)
+    for (int64_t r = 0; r < rows; r++) {
+        if (map[r] >= 0) memcpy(y + r * c, x + (int64_t)map[r] * c, (size_t)c * sizeof *y);
+        else memset(y + r * c, 0, (size_t)c * sizeof *y);
+    }
+}
+
+/* ---- one block ---------------------------------------------------------- */
+
+static ra_status post_forward_train(blk_tape *bt, const swin_blk *b, float *x, int64_t M,
+                                    ra_arena *a);
+
+/* x (B, H, W, C) in place, keeping the block's tape bt (from a). */
+static ra_status block_forward_train(blk_tape *bt, const swin_blk *b, float *x, int B, int H,
+                                     int W, swin_run *run) {
+    const int C = b->dim, hidden = b->hidden;
+    const ra_window_geom g = ra_swin_blk_geom(b, H, W);
+    const int64_t nw = ra_window_count(&g), n = ra_window_tokens(&g);
+    const int64_t M = (int64_t)B * H * W, bw = (int64_t)B * nw;
+    if (bw > INT_MAX || bw * n > INT32_MAX || M > INT32_MAX)
+        return ra_fail(RA_ERR_SHAPE, "swin block: %d maps of %dx%d are too large", B, H, W);
+    memset(bt, 0, sizeof *bt);
+    const swin_geo *geo;
+    ra_status st = ra_swin_run_geo(run, &g, B, &geo);
+    if (st) return st;
+    bt->geo = *geo;
+    ra_arena *a = run->a;
+    bt->b = b, bt->nw = nw, bt->n = n, bt->bw = bw;
+    const int64_t r1 = b->post ? bw * n : M;   /* norm1's rows */
+    /* pre-norm keeps the block's input and x after attention; post-norm the
+     * attention's and fc2's outputs in their place */
+    bt->x_in = ra_arena_floats(a, (size_t)(b->post ? bw * n * C : M * C));
+    bt->mean1 = ra_arena_floats(a, (size_t)r1), bt->rstd1 = ra_arena_floats(a, (size_t)r1);
+    bt->win = ra_arena_floats(a, (size_t)(bw * n * C));
+    bt->x_mid = ra_arena_floats(a, (size_t)(M * C));
+    bt->mean2 = ra_arena_floats(a, (size_t)M), bt->rstd2 = ra_arena_floats(a, (size_t)M);
+    bt->t2 = ra_arena_floats(a, (size_t)(M * C));
+    bt->gd = ra_arena_floats(a, (size_t)(M * hidden));
+    bt->g = ra_arena_floats(a, (size_t)(M * hidden));
+    if (!bt->x_in || !bt->mean1 || !bt->rstd1 || !bt->win || !bt->x_mid || !bt->mean2 ||
+        !bt->rstd2 || !bt->t2 || !bt->gd || !bt->g)
+        return nomem();
+    if (b->post) bt->aw = bt->x_in, bt->o = bt->x_mid, bt->x_in = bt->x_mid = NULL;
+    if (b->post) return post_forward_train(bt, b, x, M, a);
+
+    /* attention branch: x += reverse(attn(partition(norm1(x)))) */
+    memcpy(bt->x_in, x, (size_t)(M * C) * sizeof *x);
+    const size_t wsz = ra_attn_layer_forward_ws_size(b->attn, (int)bw, (int)n, (int)n);
+    void *ws = bt->aws = ra_arena_bytes(a, wsz);   /* kept: qkv, attention output */
+    const size_t mark = ra_arena_mark(a);
+    float *t1 = ra_arena_floats(a, (size_t)(M * C));
+    float *aw = ra_arena_floats(a, (size_t)(bw * n * C));
+    if (!t1 || !aw || !ws) return nomem();
+    ra_layernorm_forward(t1, bt->mean1, bt->rstd1, x, b->n1w, b->n1b, M, C, SWIN_EPS);
+    ra_rows_gather(bt->win, t1, bt->geo.map, bw * n, C);
+    st = ra_attn_layer_forward_ws(b->attn, aw, NULL, bt->win, NULL, (int)bw, (int)n, (int)n,
+                                  bt->geo.mask, bt->geo.mask ? (int)nw : 0, ws, wsz, x,
+                                  bt->geo.map);
+    ra_arena_reset(a, mark);
+    if (st) return st;
+
+    /* MLP branch: x += fc2(gelu(fc1(norm2(x)))) */
+    memcpy(bt->x_mid, x, (size_t)(M * C) * sizeof *x);
+    float *tmp = ra_arena_floats(a, (size_t)(M * C));
+    if (!tmp) return nomem();
+    ra_layernorm_forward(bt->t2, bt->mean2, bt->rstd2, x, b->n2w, b->n2b, M, C, SWIN_EPS);
+    ra_linear_gelu_keep(bt->gd, bt->g, bt->t2, b->fc1w, b->fc1b, M, hidden, C);
+    ra_linear_epi(tmp, bt->g, b->fc2w, b->fc2b, M, C, hidden, 0, x, NULL);
+    ra_arena_reset(a, mark);
+    return RA_OK;
+}
+
+/* The rest of block_forward_train for a post-norm (SwinV2) block. */
+static ra_status post_forward_train(blk_tape *bt, const swin_blk *b, float *x, int64_t M,
+                                    ra_arena *a) {
+    const int C = b->dim, hidden = b->hidden;
+    const int64_t rows = bt->bw * bt->n;
+    const int bw = (int)bt->bw, n = (int)bt->n;
+    /* x += norm1(attn(partition(x))) */
+    const size_t wsz = ra_attn_layer_forward_ws_size(b->attn, bw, n, n);
+    void *ws = bt->aws = ra_arena_bytes(a, wsz);
+    const size_t mark = ra_arena_mark(a);
+    float *t = ra_arena_floats(a, (size_t)((rows > M ? rows : M) * C));
+    if (!ws || !t) return nomem();
+    ra_rows_gather(bt->win, x, bt->geo.map, rows, C);
+    ra_status st = ra_attn_layer_forward_ws(b->attn, bt->aw, NULL, bt->win, NULL, bw, n, n,
+                                            bt->geo.mask, bt->geo.mask ? (int)bt->nw : 0, ws,
+                                            wsz, NULL, NULL);
+    if (st) return ra_arena_reset(a, mark), st;
+    ra_layernorm_forward(t, bt->mean1, bt->rstd1, bt->aw, b->n1w, b->n1b, rows, C, SWIN_EPS);
+    ra_rows_scatter_add(x, t, bt->geo.map, rows, C);
+    /* x += norm2(fc2(gelu(fc1(x)))) */
+    memcpy(bt->t2, x, (size_t)(M * C) * sizeof *x);
+    ra_linear_gelu_keep(bt->gd, bt->g, bt->t2, b->fc1w, b->fc1b, M, hidden, C);
+    ra_linear_forward(bt->o, bt->g, b->fc2w, b->fc2b, M, C, hidden);
+    ra_layernorm_forward(t, bt->mean2, bt->rstd2, bt->o, b->n2w, b->n2b, M, C, SWIN_EPS);
+    ra_add(x, x, t, M * C);
+    ra_arena_reset(a, mark);
+    return RA_OK;
+}
+
+/* The gradient pointers of a block's parameters (prefix pfx) in grad. */
+typedef struct blk_grads {
+    float *n1w, *n1b, *n2w, *n2b, *fc1w, *fc1b, *fc2w, *fc2b;
+    ra_attn_grads attn;
+} blk_grads;
+
+static ra_status blk_grads_bind(blk_grads *g, const ra_model *m, float *grad, const char *pfx,
+                                int dim) {
+    char name[160];
+#define G(field, sfx)                                                       \
+    (snprintf(name, sizeof name, "%s%s", pfx, sfx), g->field = ra_model_grad(m, grad, name))
+    memset(g, 0, sizeof *g);
+    G(n1w, "norm1.weight"), G(n1b, "norm1.bias"), G(n2w, "norm2.weight"), G(n2b, "norm2.bias");
+    G(fc1w, "mlp.fc1.weight"), G(fc1b, "mlp.fc1.bias");
+    G(fc2w, "mlp.fc2.weight"), G(fc2b, "mlp.fc2.bias");
+    G(attn.qkv_w, "attn.qkv.weight"), G(attn.qkv_b, "attn.qkv.bias");
+    G(attn.proj_w, "attn.proj.weight"), G(attn.proj_b, "attn.proj.bias");
+    G(attn.table, "attn.relative_position_bias_table");
+    G(attn.rel_k, "attn.relative_keys"), G(attn.rel_v, "attn.relative_values");
+    G(attn.logit_scale, "attn.logit_scale"), G(attn.cpb_w1, "attn.cpb_mlp.0.weight");
+    G(attn.cpb_b1, "attn.cpb_mlp.0.bias"), G(attn.cpb_w2, "attn.cpb_mlp.2.weight");
+    G(attn.q_bias, "attn.q_bias"), G(attn.v_bias, "attn.v_bias");
+#undef G
+    if (g->attn.logit_scale && g->attn.qkv_b) {   /* torchvision's qkv.bias (SwinV2) */
+        g->attn.q_bias = g->attn.qkv_b, g->attn.v_bias = g->attn.qkv_b + 2 * (int64_t)dim;
+        g->attn.qkv_b = NULL;
+    }
+    if (!g->n1w || !g->fc1w || !g->fc2w || !g->attn.qkv_w || !g->attn.proj_w)
+        return ra_fail(RA_ERR_INTERNAL, "swin: block %s has no gradient slot", pfx);
+    return RA_OK;
+}
+
+/* block_backward of a post-norm (SwinV2) block; m token rows. */
+static ra_status post_backward(float *dx, const blk_tape *bt, const blk_grads *g, ra_arena *a,
+                               int64_t m) {
+    const swin_blk *b = bt->b;
+    const int C = b->dim, hidden = b->hidden;
+    const int64_t rows = bt->bw * bt->n;
+    const size_t mark = ra_arena_mark(a);
+    /* MLP branch: dx += fc1^T(GELU'(fc2^T(norm2'(dx)))) */
+    float *dh = ra_arena_floats(a, (size_t)(m * hidden));
+    float *dt = ra_arena_floats(a, (size_t)((rows > m ? rows : m) * C));
+    if (!dh || !dt) return ra_arena_reset(a, mark), nomem();
+    ra_zero(dt, (int64_t)(m * C));
+    ra_layernorm_backward(dt, g->n2w, g->n2b, dx, bt->o, bt->mean2, bt->rstd2, b->n2w, m, C);
+    ra_linear_backward_ex(dh, g->fc2w, g->fc2b, dt, bt->g, b->fc2w, m, C, hidden, 1, bt->gd);
+    ra_linear_backward_ex(dx, g->fc1w, g->fc1b, dh, bt->t2, b->fc1w, m, hidden, C, 0, NULL);
+    ra_arena_reset(a, mark);
+    /* attention branch: dx += reverse(attn'(norm1'(partition(dx)))) */
+    float *dln = ra_arena_floats(a, (size_t)(rows * C));
+    float *daw = ra_arena_floats(a, (size_t)(rows * C));
+    float *dwin = ra_arena_floats(a, (size_t)(rows * C));
+    const size_t wsz = ra_attn_layer_backward_ws_size(b->attn, (int)bt->bw, (int)bt->n,
+                                                      (int)bt->n, 1);
+    void *ws = ra_arena_bytes(a, wsz);
+    if (!dln || !daw || !dwin || !ws) return ra_arena_reset(a, mark), nomem();
+    ra_rows_gather(dln, dx, bt->geo.map, rows, C);
+    ra_zero(daw, (int64_t)(rows * C));
+    ra_layernorm_backward(daw, g->n1w, g->n1b, dln, bt->aw, bt->mean1, bt->rstd1, b->n1w, rows,
+                          C);
+    ra_status st = ra_attn_layer_backward_ws(b->attn, dwin, NULL, &g->attn, daw, bt->win, NULL,
+                                             (int)bt->bw, (int)bt->n, (int)bt->n, bt->geo.mask,
+                                             bt->geo.mask ? (int)bt->nw : 0, bt->aws, ws, wsz, 1);
+    if (!st) ra_rows_scatter_add(dx, dwin, bt->geo.map, rows, C);
+    ra_arena_reset(a, mark);
+    return st;
+}
+
+/* dx (M, C): the gradient of the block's output in, of its input out
+ * (in place); parameter gradients accumulated into g. */
+static ra_status block_backward(float *dx, const blk_tape *bt, const blk_grads *g, ra_arena *a) {
+    const swin_blk *b = bt->b;
+    const int C = b->dim, hidden = b->hidden;
+    const int64_t rows = bt->bw * bt->n;
+    const size_t mark = ra_arena_mark(a);
+    ra_status st = RA_OK;
+    /* the token rows of the map: as many as the tape's x */
+    const int64_t m = bt->geo.b * (int64_t)bt->geo.g.h * bt->geo.g.w;
+    if (b->post) return post_backward(dx, bt, g, a, m);
+
+    /* MLP branch */
+    float *dh = ra_arena_floats(a, (size_t)(m * hidden));
+    float *dt = ra_arena_floats(a, (size_t)(m * C));
+    if (!dh || !dt) return ra_arena_reset(a, mark), nomem();
+    /* dh = (dx . fc2w) GELU'(h): fc2's and GELU's backward in one product */
+    ra_linear_backward_ex(dh, g->fc2w, g->fc2b, dx, bt->g, b->fc2w, m, C, hidden, 1, bt->gd);
+    ra_linear_backward_ex(dt, g->fc1w, g->fc1b, dh, bt->t2, b->fc1w, m, hidden, C, 1, NULL);
+    ra_layernorm_backward(dx, g->n2w, g->n2b, dt, bt->x_mid, bt->mean2, bt->rstd2, b->n2w, m, C);
+    ra_arena_reset(a, mark);
+
+    /* attention branch: dx is now the gradient of x_mid */
+    float *daw = ra_arena_floats(a, (size_t)(rows * C));
+    float *dwin = ra_arena_floats(a, (size_t)(rows * C));
+    dt = ra_arena_floats(a, (size_t)(m * C));
+    const size_t wsz = ra_attn_layer_backward_ws_size(b->attn, (int)bt->bw, (int)bt->n,
+                                                      (int)bt->n, 1);
+    void *ws = ra_arena_bytes(a, wsz);
+    if (!daw || !dwin || !dt || !ws) return ra_arena_reset(a, mark), nomem();
+    ra_rows_gather(daw, dx, bt->geo.map, rows, C);
+    st = ra_attn_layer_backward_ws(b->attn, dwin, NULL, &g->attn, daw, bt->win, NULL,
+                                   (int)bt->bw, (int)bt->n, (int)bt->n, bt->geo.mask,
+                                   bt->geo.mask ? (int)bt->nw : 0, bt->aws, ws, wsz, 1);
+    if (!st) {
+        ra_zero(dt, (int64_t)(m * C));
+        ra_rows_scatter_add(dt, dwin, bt->geo.map, rows, C);
+        ra_layernorm_backward(dx, g->n1w, g->n1b, dt, bt->x_in, bt->mean1, bt->rstd1, b->n1w,
+                              m, C);
+    }
+    ra_arena_reset(a, mark);
+    return st;
+}
+
+/* ---- swin_block --------------------------------------------------------- */
+
+/* x (B, H*W, C) or (B, H, W, C), as one_forward takes it. */
+static ra_status block_input(const swin_blk *b, const int64_t *xs, int nd, int *B, int *H, int *W) {
+    int64_t h = b->res[0], w = b->res[1];
+    if (nd == 4) h = xs[1], w = xs[2];
+    if (!(nd == 3 || nd == 4) || (nd == 3 && xs[1] != h * w) || xs[nd - 1] != b->dim ||
+        xs[0] < 1 || xs[0] > INT_MAX || h < 1 || h > SWIN_MAX_SIZE || w < 1 || w > SWIN_MAX_SIZE)
+        return ra_fail(RA_ERR_SHAPE, "swin_block: x must be (B, %d, %d) or (B, H, W, %d)",
+                       b->res[0] * b->res[1], b->dim, b->dim);
+    int64_t nx;
+    if (!ra_mul_i64(&nx, xs[0], h * w) || !ra_mul_i64(&nx, nx, b->dim) || nx > ((int64_t)1 << 40))
+        return ra_fail(RA_ERR_SHAPE, "swin_block: input too large");
+    *B = (int)xs[0], *H = (int)h, *W = (int)w;
+    return RA_OK;
+}
+
+ra_status ra_swin_one_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
+                                    const float *x, int x_ndim, const int64_t *x_shape,
+                                    ra_rng *rng) {
+    (void)rng;
+    swin_one *o = m->impl;
+    int B = 0, H = 0, W = 0;
+    ra_status st = block_input(&o->b, x_shape, x_ndim, &B, &H, &W);
+    if (!st) st = tape_begin(&o->tape, 1);
+    if (st) return st;
+    swin_tape *t = o->tape;
+    const size_t nx = (size_t)B * H * W * o->b.dim;
+    float *out = ra_alloc(nx, sizeof *out);
+    if (!out) return nomem();
+    memcpy(out, x, nx * sizeof *out);
+    st = block_forward_train(&t->blocks[0], &o->b, out, B, H, W, &t->run);
+    if (st) {
+        ra_free(out);
+        return st;
+    }
+    t->B = B, t->Hin = H, t->Win = W, t->x_ndim = x_ndim, t->live = 1;
+    for (int i = 0; i < x_ndim; i++) y_shape[i] = t->x_shape[i] = x_shape[i];
+    *y_ndim = x_ndim;
+    *y = out;
+    return RA_OK;
+}
+
+static ra_status tape_check(const swin_tape *t) {
+    return t && t->live ? RA_OK
+                        : ra_fail(RA_ERR_ARG, "backward without a training forward before it");
+}
+
+ra_status ra_swin_one_backward(ra_model *m, float *grad, float *dx, const float *dy) {
+    swin_one *o = m->impl;
+    swin_tape *t = o->tape;
+    ra_status st = tape_check(t);
+    if (st) return st;
+    blk_grads g;
+    if ((st = blk_grads_bind(&g, m, grad, "", o->b.dim))) return st;
+    const int64_t nx = (int64_t)t->B * t->Hin * t->Win * o->b.dim;
+    const size_t mark = ra_arena_mark(t->a);
+    float *d = ra_arena_floats(t->a, (size_t)nx);
+    if (!d) return nomem();
+    memcpy(d, dy, (size_t)nx * sizeof *d);
+    st = block_backward(d, &t->blocks[0], &g, t->a);
+    if (!st && dx)
+        for (int64_t i = 0; i < nx; i++) dx[i] += d[i];
+    ra_arena_reset(t->a, mark);
+    return st;
+}
+
+/* ---- swin --------------------------------------------------------------- */
+
+ra_status ra_swin_net_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
+                                    const float *x, int x_ndim, const int64_t *x_shape,
+                                    ra_rng *rng) {
+    (void)rng;
+    swin_net *n = m->impl;
+    int64_t B, H, W;
+    ra_status st = ra_swin_net_input(n, x_ndim, x_shape, 1, &B, &H, &W);
+    if (!st) st = tape_begin(&n->tape, n->nblocks);
+    if (st) return st;
+    swin_tape *t = n->tape;
+    ra_arena *a = t->a;
+    t->B = (int)B, t->Hin = (int)H, t->Win = (int)W;
+
+    /* patch embedding: Conv2d as a GEMM over gathered patches, its norm, ape */
+    const int P = n->patch, Cin = n->in_chans, E = n->embed_dim;
+    const float *src = x;
+    int hc = (int)H, wc = (int)W, pad = 1;
+    if (n->scheme == SCHEME_TORCHVISION) {   /* Conv2d(stride P) drops the remainder */
+        pad = 0, hc = (int)H / P * P, wc = (int)W / P * P;
+        if (hc < 1 || wc < 1)
+            return ra_fail(RA_ERR_SHAPE, "swin: a %lldx%lld image is smaller than a %dx%d patch",
+                           (long long)H, (long long)W, P, P);
+    }
+    int gh, gw;
+    if ((st = ra_patch_grid(&gh, &gw, hc, wc, P, pad))) return st;
+    if (n->ape && (gh != n->grid[0] || gw != n->grid[1]))
+        return ra_fail(RA_ERR_SHAPE, "swin: absolute_pos_embed is for a %dx%d patch grid, the "
+                       "input gives %dx%d", n->grid[0], n->grid[1], gh, gw);
+    t->h0 = gh, t->w0 = gw, t->hc = hc, t->wc = wc;
+    const int64_t L = (int64_t)gh * gw, rows = B * L, kc = (int64_t)Cin * P * P;
+    if (hc != H || wc != W) {
+        float *crop = ra_arena_floats(a, (size_t)(B * Cin * hc * wc));
+        if (!crop) return nomem();
+        for (int64_t r = 0; r < B * Cin * hc; r++)
+            memcpy(crop + r * wc, x + ((r / hc) * H + r % hc) * W, (size_t)wc * sizeof *crop);
+        src = crop;
+    }
+    float *tok = ra_arena_floats(a, (size_t)(rows * E));
+    t->cols = ra_arena_floats(a, (size_t)(rows * kc));
+    if (!tok || !t->cols) return nomem();
+    st = ra_patch_embed_forward(tok, t->cols, src, n->pe_w, n->pe_b, (int)B, Cin, hc, wc, P, E,
+                                pad);
+    if (st) return st;
+    if (n->patch_norm) {
+        t->pe_in = ra_arena_floats(a, (size_t)(rows * E));
+        t->pe_mean = ra_arena_floats(a, (size_t)rows), t->pe_rstd = ra_arena_floats(a, (size_t)rows);
+        if (!t->pe_in || !t->pe_mean || !t->pe_rstd) return nomem();
+        memcpy(t->pe_in, tok, (size_t)(rows * E) * sizeof *tok);
+        ra_layernorm_forward(tok, t->pe_mean, t->pe_rstd, t->pe_in, n->pe_nw, n->pe_nb, rows, E,
+                             SWIN_EPS);
+    }
+    if (n->ape)
+        for (int64_t b = 0; b < B; b++) ra_add(tok + b * L * E, tok + b * L * E, n->ape_w, L * E);
+
+    /* stages */
+    int h = gh, w = gw, C = E;
+    for (int s = 0; s < n->nstages && !st; s++) {
+        t->sh[s] = h, t->sw[s] = w;
+        for (int j = 0; j < n->depths[s] && !st; j++)
+            st = block_forward_train(&t->blocks[n->first[s] + j], &n->blocks[n->first[s] + j],
+                                     tok, (int)B, h, w, &t->run);
+        t->run.ngeo = 0;   /* the layouts stay in the arena for the backward */
+        if (s < n->nstages - 1 && !st) {   /* patch merging */
+            const int64_t r2 = B * ((h + 1) / 2) * ((w + 1) / 2);
+            float *cat = t->mg_cat[s] = ra_arena_floats(a, (size_t)(r2 * 4 * C));
+            float *nrm = t->mg_norm[s] = ra_arena_floats(a, (size_t)(r2 * 4 * C));
+            t->mg_mean[s] = ra_arena_floats(a, (size_t)r2);
+            t->mg_rstd[s] = ra_arena_floats(a, (size_t)r2);
+            float *next = ra_arena_floats(a, (size_t)(r2 * 2 * C));
+            if (!cat || !nrm || !t->mg_mean[s] || !t->mg_rstd[s] || !next) return nomem();
+            st = ra_patch_merge_forward(cat, tok, (int)B, h, w, C);
+            if (st) break;
+            if (n->k.v2) {   /* reduction (into nrm), then norm */
+                ra_linear_forward(nrm, cat, n->ds_w[s], NULL, r2, 2 * C, 4 * C);
+                ra_layernorm_forward(next, t->mg_mean[s], t->mg_rstd[s], nrm, n->ds_nw[s],
+                                     n->ds_nb[s], r2, 2 * C, SWIN_EPS);
+            } else {
+                ra_layernorm_forward(nrm, t->mg_mean[s], t->mg_rstd[s], cat, n->ds_nw[s],
+                                     n->ds_nb[s], r2, 4 * C, SWIN_EPS);
+                ra_linear_epi(next, nrm, n->ds_w[s], NULL, r2, 2 * C, 4 * C, 0, NULL, NULL);
+            }
+            tok = next;
+            h = (h + 1) / 2, w = (w + 1) / 2, C *= 2;
+        }
+    }
+    if (st) return st;
+
+    /* final norm, mean over tokens, head */
+    const int64_t Lf = (int64_t)h * w, rf = B * Lf;
+    const int K = n->num_classes > 0 ? n->num_classes : C;
+    t->hf = h, t->wf = w, t->cf = C;
+    t->fin_in = tok;
+    t->fin_out = ra_arena_floats(a, (size_t)(rf * C));
+    t->fin_mean = ra_arena_floats(a, (size_t)rf), t->fin_rstd = ra_arena_floats(a, (size_t)rf);
+    t->pooled = ra_arena_floats(a, (size_t)(B * C));
+    float *out = ra_alloc((size_t)(B * K), sizeof *out);
+    if (!t->fin_out || !t->fin_mean || !t->fin_rstd || !t->pooled || !out) {
+        ra_free(out);
+        return nomem();
+    }
+    ra_layernorm_forward(t->fin_out, t->fin_mean, t->fin_rstd, tok, n->norm_w, n->norm_b, rf, C,
+                         SWIN_EPS);
+    ra_mean_tokens_forward(t->pooled, t->fin_out, (int)B, Lf, C);
+    if (n->num_classes > 0)
+        ra_linear_forward(out, t->pooled, n->head_w, n->head_b, B, n->num_classes, C);
+    else
+        memcpy(out, t->pooled, (size_t)(B * C) * sizeof *out);
+    t->live = 1;
+    *y = out;
+    *y_ndim = 2;
+    y_shape[0] = B, y_shape[1] = K;
+    return RA_OK;
+}
+
+ra_status ra_swin_net_backward(ra_model *m, float *grad, float *dx, const float *dy) {
+    swin_net *n = m->impl;
+    swin_tape *t = n->tape;
+    ra_status st = tape_check(t);
+    if (st) return st;
+    ra_arena *a = t->a;
+    const size_t mark = ra_arena_mark(a);
+    const int B = t->B, C = t->cf;
+    const int64_t Lf = (int64_t)t->hf * t->wf, rf = B * Lf;
+
+    /* head, pooling, final norm */
+    float *dpool = ra_arena_floats(a, (size_t)B * C);
+    float *dfin = ra_arena_floats(a, (size_t)(rf * C));
+    float *ds = ra_arena_floats(a, (size_t)(rf * C));   /* the stream's gradient */
+    if (!dpool || !dfin || !ds) return ra_arena_reset(a, mark), nomem();
+    ra_zero(dfin, (int64_t)(rf * C));
+    ra_zero(ds, (int64_t)(rf * C));
+    if (n->num_classes > 0) {
+        memset(dpool, 0, (size_t)B * C * sizeof *dpool);
+        ra_linear_backward(dpool, ra_model_grad(m, grad, "head.weight"),
+                           ra_model_grad(m, grad, "head.bias"), dy, t->pooled, n->head_w, B,
+                           n->num_classes, C);
+    } else {
+        memcpy(dpool, dy, (size_t)B * C * sizeof *dpool);
+    }
+    ra_mean_tokens_backward(dfin, dpool, B, Lf, C);
+    ra_layernorm_backward(ds, ra_model_grad(m, grad, "norm.weight"),
+                          ra_model_grad(m, grad, "norm.bias"), dfin, t->fin_in, t->fin_mean,
+                          t->fin_rstd, n->norm_w, rf, C);
+
+    /* stages, last to first */
+    int c = C;
+    for (int s = n->nstages - 1; s >= 0 && !st; s--) {
+        const int h = t->sh[s], w = t->sw[s];
+        char pfx[64];
+        if (s < n->nstages - 1) {   /* patch merging's backward: ds is of its output */
+            c /= 2;
+            const int64_t r2 = (int64_t)B * ((h + 1) / 2) * ((w + 1) / 2), rs = (int64_t)B * h * w;
+            float *dnrm = ra_arena_floats(a, (size_t)(r2 * 4 * c));
+            float *dcat = ra_arena_floats(a, (size_t)(r2 * 4 * c));
+            float *dprev = ra_arena_floats(a, (size_t)(rs * c));
+            if (!dnrm || !dcat || !dprev) return ra_arena_reset(a, mark), nomem();
+            ra_zero(dnrm, (int64_t)(r2 * 4 * c));
+            ra_zero(dcat, (int64_t)(r2 * 4 * c));
+            ra_zero(dprev, (int64_t)(rs * c));
+            snprintf(pfx, sizeof pfx, "layers.%d.downsample.", s);
+            char nw_[96], nb_[96], rw_[96];
+            snprintf(rw_, sizeof rw_, "%sreduction.weight", pfx);
+            snprintf(nw_, sizeof nw_, "%snorm.weight", pfx);
+            snprintf(nb_, sizeof nb_, "%snorm.bias", pfx);
+            if (n->k.v2) {   /* norm (its input in mg_norm), then the reduction */
+                ra_layernorm_backward(dnrm, ra_model_grad(m, grad, nw_),
+                                      ra_model_grad(m, grad, nb_), ds, t->mg_norm[s],
+                                      t->mg_mean[s], t->mg_rstd[s], n->ds_nw[s], r2, 2 * c);
+                ra_linear_backward(dcat, ra_model_grad(m, grad, rw_), NULL, dnrm, t->mg_cat[s],
+                                   n->ds_w[s], r2, 2 * c, 4 * c);
+            } else {
+                ra_linear_backward(dnrm, ra_model_grad(m, grad, rw_), NULL, ds, t->mg_norm[s],
+                                   n->ds_w[s], r2, 2 * c, 4 * c);
+                ra_layernorm_backward(dcat, ra_model_grad(m, grad, nw_),
+                                      ra_model_grad(m, grad, nb_), dnrm, t->mg_cat[s],
+                                      t->mg_mean[s], t->mg_rstd[s], n->ds_nw[s], r2, 4 * c);
+            }
+            st = ra_patch_merge_backward(dprev, dcat, B, h, w, c);
+            ds = dprev;
+        }
+        for (int j = n->depths[s] - 1; j >= 0 && !st; j--) {
+            blk_grads g;
+            snprintf(pfx, sizeof pfx, "layers.%d.blocks.%d.", s, j);
+            st = blk_grads_bind(&g, m, grad, pfx, n->blocks[n->first[s] + j].dim);
+            if (!st) st = block_backward(ds, &t->blocks[n->first[s] + j], &g, a);
+        }
+    }
+
+    /* absolute position embedding, patch norm, patch embedding */
+    const int E = n->embed_dim, P = n->patch, Cin = n->in_chans;
+    const int64_t L = (int64_t)t->h0 * t->w0, rows = (int64_t)B * L;
+    if (!st && n->ape) {
+        float *gape = ra_model_grad(m, grad, "absolute_pos_embed");
+        for (int b = 0; b < B; b++)
+            for (int64_t i = 0; i < L * E; i++) gape[i] += ds[b * L * E + i];
+    }
+    float *dpe = ds;
+    if (!st && n->patch_norm) {
+        if (!(dpe = ra_arena_floats(a, (size_t)(rows * E)))) return ra_arena_reset(a, mark), nomem();
+        ra_zero(dpe, (int64_t)(rows * E));
+        ra_layernorm_backward(dpe, ra_model_grad(m, grad, "patch_embed.norm.weight"),
+                              ra_model_grad(m, grad, "patch_embed.norm.bias"), ds, t->pe_in,
+                              t->pe_mean, t->pe_rstd, n->pe_nw, rows, E);
+    }
+    if (!st) {
+        const int cropped = t->hc != t->Hin || t->wc != t->Win;
+        float *dimg = dx;
+        if (dx && cropped) {
+            if (!(dimg = ra_arena_floats(a, (size_t)B * Cin * t->hc * t->wc)))
+                return ra_arena_reset(a, mark), nomem();
+            memset(dimg, 0, (size_t)B * Cin * t->hc * t->wc * sizeof *dimg);
+        }
+        /* cols is not needed after this: it is the work buffer */
+        st = ra_patch_embed_backward(dimg, ra_model_grad(m, grad, "patch_embed.proj.weight"),
+                                     ra_model_grad(m, grad, "patch_embed.proj.bias"), t->cols,
+                                     dpe, t->cols, n->pe_w, B, Cin, t->hc, t->wc, P, E,
+                                     n->scheme != SCHEME_TORCHVISION);
+        if (!st && dx && cropped)
+            for (int64_t r = 0; r < (int64_t)B * Cin * t->hc; r++)
+                for (int i = 0; i < t->wc; i++)
+                    dx[((r / t->hc) * t->Hin + r % t->hc) * (int64_t)t->Win + i] +=
+                        dimg[r * t->wc + i];
+        if (dx) t->live = 0;   /* cols was overwritten: one backward per forward */
+    }
+    ra_arena_reset(a, mark);
+    return st;
+}

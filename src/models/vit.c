@@ -1,0 +1,1330 @@
+/* vit.c - the vit arch: timm's VisionTransformer (SPEC 3.1), inference and
+ * training (forward_train / backward: see "training" below).
+ *
+ *   x (B, Cin, H, W) --patch_embed (Conv2d k = s = P)--> (B, L, C)
+ *   prepend [cls_token, reg_token...], add pos_embed (1, prefix + L, C)
+ *   [norm_pre]
+ *   depth x  x = x + ls1 * attn(norm1(x));  x = x + ls2 * mlp(norm2(x))
+ *            attn = the vit_attention layer (qkv Linear(C, 3C), proj),
+ *            mlp  = fc1 -> exact GELU -> fc2, LayerNorm eps 1e-6
+ *   norm -> pool ("token": x[:, 0]; "avg": mean of the patch tokens ...)
+ *   -> [fc_norm] -> head Linear(C, num_classes)  -> y (B, num_classes)
+ *
+ * Hyperparameters are timm's constructor arguments. The nine SPEC 3.1 keys
+ * (img_size, patch_size, in_chans, num_classes, embed_dim, depth,
+ * num_heads, mlp_ratio, qkv_bias) are required; these timm options are
+ * read with timm's defaults when absent: global_pool ("token"; also "avg",
+ * "max", "avgmax" and "" = no pooling, y (B, N, num_classes)), class_token
+ * (true), reg_tokens (0), no_embed_class (false), pos_embed ("learn" or
+ * "none"), pre_norm (false), final_norm (true), fc_norm (absent = None:
+ * true for the avg/max pools), pool_include_prefix (false), init_values
+ * (absent = no LayerScale), proj_bias (true), dynamic_img_size (false),
+ * dynamic_img_pad (false). qk_norm, scale_attn_norm, scale_mlp_norm and
+ * the "map"/"prr" pools are refused; other layer types too.
+ *
+ * Image size. timm's PatchEmbed asserts that the input is img_size unless
+ * the model was built with dynamic_img_size=True; so does this arch
+ * (RA_ERR_SHAPE naming both sizes). With dynamic_img_size the position
+ * embedding is resampled as timm's resample_abs_pos_embed does: the patch
+ * part, as a (gh0, gw0) grid, through torch.nn.functional.interpolate(mode=
+ * "bicubic", antialias=True) (PyTorch's separable antialiased kernel,
+ * Keys a = -0.5, width first), prefix rows kept; and, like timm, not at
+ * all when the new grid is square with as many tokens as the old one.
+ * The input must be a multiple of the patch size (RA_ERR_SHAPE), unless
+ * dynamic_img_pad zero-pads it at the bottom/right as timm does.
+ *
+ * Naming schemes (ops->detect): "timm" (canonical) and "torchvision"
+ * (torchvision.models.VisionTransformer: conv_proj, class_token,
+ * encoder.pos_embedding, encoder.layers.encoder_layer_i.{ln_1,
+ * self_attention.in_proj_weight/in_proj_bias/out_proj, ln_2, mlp.0, mlp.3},
+ * encoder.ln, heads.head). torchvision computes the same function
+ * (pre-norm blocks, LayerNorm eps 1e-6, exact GELU, class token first,
+ * position embedding added after the concatenation, head on token 0);
+ * its nn.MultiheadAttention scales q before q.k, the same up to rounding.
+ * Its representation_size (heads.pre_logits) and conv stems are refused as
+ * unexpected tensors. */
+#include "models/model.h"
+#include "base/arena.h"
+#include "nn/nn.h"
+#include "pos/window.h"
+#include "attention/layer.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VIT_EPS 1e-6f
+#define VIT_MAX_DIM 65536
+#define VIT_MAX_CLASSES (1 << 24)
+#define VIT_MAX_DEPTH 4096
+/* Elements of any one activation buffer: as the attention layer's bound. */
+#define VIT_MAX_ELEMS ((int64_t)1 << 40)
+
+enum { POOL_NONE, POOL_TOKEN, POOL_AVG, POOL_MAX, POOL_AVGMAX };
+
+typedef struct {
+    const float *n1w, *n1b, *ls1, *n2w, *n2b, *ls2;
+    const float *fc1w, *fc1b, *fc2w, *fc2b;
+    float drop_path;   /* stochastic depth of both branches (training only) */
+    ra_attn_layer *attn;
+} vit_block;
+
+/* The tape of one block: what its backward needs from the training
+ * forward. Rows are the B*N tokens. */
+typedef struct {
+    float *x;              /* (rows, C) block input: norm1's input */
+    float *mean1, *rstd1;  /* (rows) norm1 statistics */
+    float *h1;             /* (rows, C) norm1 output: the attention input */
+    float *a;              /* (rows, C) attention output (LayerScale only) */
+    float *xm;             /* (rows, C) x + ls1 * attn: norm2's input */
+    float *mean2, *rstd2;  /* (rows) */
+    float *h2;             /* (rows, C) norm2 output: fc1's input */
+    float *gd;             /* (rows, hidden) GELU' of fc1's output */
+    float *g;              /* (rows, hidden) GELU output, fc2's input */
+    float *mo;             /* (rows, C) MLP output (LayerScale only) */
+    uint8_t *keep1, *keep2;   /* (B) drop-path draws of the two branches */
+} vit_tape_block;
+
+/* The training forward's tape, one flat buffer grown as needed and kept
+ * between steps (llm.c's activations). */
+typedef struct {
+    float *buf;
+    size_t cap;            /* floats in buf */
+    int valid;             /* a training forward filled it */
+    int dims[5];           /* B, H, W, gh, gw of that forward */
+    vit_tape_block *blk;   /* (depth) */
+    float *cols;           /* (B*L, Cin*P*P) patch columns */
+    float *x0;             /* (rows, C) tokens, norm_pre's input (pre_norm only) */
+    float *pre_mean, *pre_rstd;
+    float *xf;             /* (rows, C) the last block's output: norm's input */
+    float *fmean, *frstd;
+    float *xo;             /* (rows, C) final tokens (xf without a final norm) */
+    float *pooled;         /* (outer, C) pooled features: fc_norm's input */
+    float *pmean, *prstd;
+    float *pn;             /* (outer, C) the head's input (pooled without fc_norm) */
+} vit_tape;
+
+typedef struct {
+    int img[2], patch, in_chans, num_classes, dim, depth, heads, hidden;
+    int qkv_bias, proj_bias, class_token, reg_tokens, no_embed_class, has_pos;
+    int pre_norm, final_norm, use_fc_norm, pool, pool_prefix, layer_scale;
+    int dyn_size, dyn_pad;
+    double drop_path_rate;   /* timm's: linspace(0, rate, depth) over the blocks */
+    int grid[2];   /* the patch grid of img_size: the grid of pos_embed */
+    int prefix;    /* class + register tokens */
+    const float *cls, *reg, *pos, *pe_w, *pe_b, *pre_w, *pre_b;
+    const float *norm_w, *norm_b, *fcn_w, *fcn_b, *head_w, *head_b;
+    float *zeros;  /* (C): the proj bias the attention layer needs when proj_bias is false */
+    vit_block *blocks;
+    ra_arena_cache ws;   /* the forward's workspace, kept between calls */
+    vit_tape tape;       /* the training forward's activations */
+} vit_impl;
+
+/* ---- metadata ----------------------------------------------------------- */
+
+/* A finite double (Python's float(str) of the value); given == NULL means
+ * the key is required. */
+static ra_status meta_double(const ra_st_file *f, const char *key, double *out, int *given) {
+    if (given) *given = 0;
+    else if (!ra_st_meta(f, key))
+        return ra_fail(RA_ERR_FORMAT, "metadata key \"%s\" is missing (arch vit)", key);
+    return ra_meta_double_opt(f, key, out, given);
+}
+
+static ra_status meta_pool(const ra_st_file *f, int *pool) {
+    const char *v = ra_st_meta(f, "global_pool");
+    if (!v || strcmp(v, "token") == 0) *pool = POOL_TOKEN;
+    else if (strcmp(v, "avg") == 0) *pool = POOL_AVG;
+    else if (strcmp(v, "max") == 0) *pool = POOL_MAX;
+    else if (strcmp(v, "avgmax") == 0) *pool = POOL_AVGMAX;
+    else if (strcmp(v, "") == 0) *pool = POOL_NONE;
+    else
+        return ra_fail(RA_ERR_FORMAT, "metadata global_pool = \"%.40s\" is not supported "
+                       "(token, avg, max, avgmax or \"\")", v);
+    return RA_OK;
+}
+
+/* Options this arch does not compute: refused rather than ignored. */
+static ra_status meta_unsupported(const ra_st_file *f) {
+    static const char *const flags[] = {"qk_norm", "scale_attn_norm", "scale_mlp_norm"};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        int on = 0;
+        ra_status st = ra_meta_bool_opt(f, flags[i], &on);
+        if (st) return st;
+        if (on) return ra_fail(RA_ERR_FORMAT, "metadata %s = true is not supported by vit",
+                               flags[i]);
+    }
+    static const struct { const char *key, *ok1, *ok2; } layers[] = {
+        {"norm_layer", "layernorm", "LayerNorm"}, {"act_layer", "gelu", "GELU"},
+        {"attn_layer", "attn", "Attention"},      {"embed_norm_layer", "", ""},
+        {"block_fn", "Block", "Block"},           {"mlp_layer", "Mlp", "Mlp"},
+        {"embed_layer", "PatchEmbed", "PatchEmbed"}};
+    for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++) {
+        const char *v = ra_st_meta(f, layers[i].key);
+        if (v && *v && strcmp(v, layers[i].ok1) && strcmp(v, layers[i].ok2))
+            return ra_fail(RA_ERR_FORMAT, "metadata %s = \"%.40s\" is not supported by vit",
+                           layers[i].key, v);
+    }
+    return RA_OK;
+}
+
+/* ---- declaration -------------------------------------------------------- */
+
+static ra_status decl(ra_model *m, const char *name, int ndim, int64_t d0, int64_t d1,
+                      int64_t d2, int64_t d3) {
+    const int64_t shape[4] = {d0, d1, d2, d3};
+    return ra_model_declare(m, name, ndim, shape, 0);
+}
+
+static ra_status vit_declare(ra_model *m, const ra_st_file *f) {
+    vit_impl *v = calloc(1, sizeof *v);
+    if (!v) return ra_fail(RA_ERR_NOMEM, "vit: out of memory");
+    m->impl = v;
+    int patch[2] = {0, 0};
+    double ratio = 0, init_values = 0;
+    int has_init = 0, has_dpr = 0, fc_norm = -1;
+    const char *pe;
+    v->class_token = v->final_norm = v->proj_bias = v->has_pos = 1;
+
+    ra_status st = ra_meta_pair(f, "img_size", v->img, 1, VIT_MAX_DIM);
+    if (!st) st = ra_meta_pair(f, "patch_size", patch, 1, VIT_MAX_DIM);
+    if (!st) st = ra_meta_int(f, "in_chans", &v->in_chans, 1, VIT_MAX_DIM);
+    if (!st) st = ra_meta_int(f, "num_classes", &v->num_classes, 0, VIT_MAX_CLASSES);
+    if (!st) st = ra_meta_int(f, "embed_dim", &v->dim, 1, VIT_MAX_DIM);
+    if (!st) st = ra_meta_int(f, "depth", &v->depth, 0, VIT_MAX_DEPTH);
+    if (!st) st = ra_meta_int(f, "num_heads", &v->heads, 1, VIT_MAX_DIM);
+    if (!st) st = meta_double(f, "mlp_ratio", &ratio, NULL);
+    if (!st && !ra_st_meta(f, "qkv_bias"))
+        st = ra_fail(RA_ERR_FORMAT, "metadata key \"qkv_bias\" is missing (arch vit)");
+    if (!st) st = ra_meta_bool_opt(f, "qkv_bias", &v->qkv_bias);
+    /* timm options, with timm's defaults */
+    if (!st) st = meta_pool(f, &v->pool);
+    if (!st) st = ra_meta_bool_opt(f, "class_token", &v->class_token);
+    if (!st) st = ra_meta_int_opt(f, "reg_tokens", &v->reg_tokens, 0, VIT_MAX_DIM);
+    if (!st) st = ra_meta_bool_opt(f, "no_embed_class", &v->no_embed_class);
+    if (!st) st = ra_meta_bool_opt(f, "pre_norm", &v->pre_norm);
+    if (!st) st = ra_meta_bool_opt(f, "final_norm", &v->final_norm);
+    if (!st) st = ra_meta_bool_opt(f, "fc_norm", &fc_norm);
+    if (!st) st = ra_meta_bool_opt(f, "pool_include_prefix", &v->pool_prefix);
+    if (!st) st = ra_meta_bool_opt(f, "proj_bias", &v->proj_bias);
+    if (!st) st = ra_meta_bool_opt(f, "dynamic_img_size", &v->dyn_size);
+    if (!st) st = ra_meta_bool_opt(f, "dynamic_img_pad", &v->dyn_pad);
+    if (!st) st = meta_double(f, "init_values", &init_values, &has_init);
+    if (!st) st = meta_double(f, "drop_path_rate", &v->drop_path_rate, &has_dpr);
+    if (!st && !(v->drop_path_rate >= 0.0 && v->drop_path_rate <= 1.0))
+        st = ra_fail(RA_ERR_FORMAT, "metadata drop_path_rate = %g is not in [0, 1]",
+                     v->drop_path_rate);
+    if (!st) st = meta_unsupported(f);
+    if (st) return st;
+    if ((pe = ra_st_meta(f, "pos_embed")) != NULL) {
+        if (strcmp(pe, "learn") == 0) v->has_pos = 1;
+        else if (strcmp(pe, "none") == 0 || strcmp(pe, "") == 0) v->has_pos = 0;
+        else return ra_fail(RA_ERR_FORMAT, "metadata pos_embed = \"%.40s\" is not learn or none", pe);
+    }
+
+    /* the configuration, checked as timm's constructor asserts it */
+    if (patch[0] != patch[1])
+        return ra_fail(RA_ERR_FORMAT, "metadata patch_size = %d,%d: only square patches are "
+                       "supported", patch[0], patch[1]);
+    v->patch = patch[0];
+    if (v->dim % v->heads)
+        return ra_fail(RA_ERR_FORMAT, "embed_dim %d is not divisible by num_heads %d", v->dim,
+                       v->heads);
+    if (!(ratio > 0) || ratio * v->dim >= VIT_MAX_DIM * 64.0)
+        return ra_fail(RA_ERR_FORMAT, "metadata mlp_ratio = %g is out of range", ratio);
+    v->hidden = (int)(v->dim * ratio);   /* int(dim * mlp_ratio), as timm's Block */
+    if (v->hidden == 0) v->hidden = v->dim;   /* Mlp: hidden_features or in_features */
+    if (!v->class_token && v->pool == POOL_TOKEN)
+        return ra_fail(RA_ERR_FORMAT, "global_pool \"token\" needs class_token (timm asserts it)");
+    v->use_fc_norm = fc_norm >= 0 ? fc_norm
+                                  : v->pool == POOL_AVG || v->pool == POOL_MAX ||
+                                        v->pool == POOL_AVGMAX;
+    v->layer_scale = has_init && init_values != 0.0;   /* LayerScale if init_values */
+    v->prefix = v->class_token + v->reg_tokens;
+    ra_status g = ra_patch_grid(&v->grid[0], &v->grid[1], v->img[0], v->img[1], v->patch,
+                                v->dyn_pad);
+    if (g)
+        return ra_fail(RA_ERR_FORMAT, "metadata img_size = %d,%d with patch_size %d: %s",
+                       v->img[0], v->img[1], v->patch,
+                       g == RA_ERR_SHAPE ? "not a multiple of the patch size" : "too many patches");
+    const int64_t C = v->dim, L = (int64_t)v->grid[0] * v->grid[1], P = v->patch;
+    const int64_t embed_len = L + (v->no_embed_class ? 0 : v->prefix);
+
+    /* parameters, in timm's state_dict() order */
+    if (v->class_token) st = decl(m, "cls_token", 3, 1, 1, C, 0);
+    if (!st && v->reg_tokens) st = decl(m, "reg_token", 3, 1, v->reg_tokens, C, 0);
+    if (!st && v->has_pos) st = decl(m, "pos_embed", 3, 1, embed_len, C, 0);
+    if (!st) st = decl(m, "patch_embed.proj.weight", 4, C, v->in_chans, P, P);
+    if (!st && !v->pre_norm) st = decl(m, "patch_embed.proj.bias", 1, C, 0, 0, 0);
+    if (!st && v->pre_norm) st = decl(m, "norm_pre.weight", 1, C, 0, 0, 0);
+    if (!st && v->pre_norm) st = decl(m, "norm_pre.bias", 1, C, 0, 0, 0);
+    for (int i = 0; i < v->depth && !st; i++) {
+        char nm[96];
+#define BLK(suffix, nd, a, b)                                          \
+        if (!st) {                                                     \
+            snprintf(nm, sizeof nm, "blocks.%d.%s", i, suffix);        \
+            st = decl(m, nm, nd, a, b, 0, 0);                          \
+        }
+        BLK("norm1.weight", 1, C, 0);
+        BLK("norm1.bias", 1, C, 0);
+        BLK("attn.qkv.weight", 2, 3 * C, C);
+        if (v->qkv_bias) BLK("attn.qkv.bias", 1, 3 * C, 0);
+        BLK("attn.proj.weight", 2, C, C);
+        if (v->proj_bias) BLK("attn.proj.bias", 1, C, 0);
+        if (v->layer_scale) BLK("ls1.gamma", 1, C, 0);
+        BLK("norm2.weight", 1, C, 0);
+        BLK("norm2.bias", 1, C, 0);
+        BLK("mlp.fc1.weight", 2, v->hidden, C);
+        if (v->proj_bias) BLK("mlp.fc1.bias", 1, v->hidden, 0);
+        BLK("mlp.fc2.weight", 2, C, v->hidden);
+        if (v->proj_bias) BLK("mlp.fc2.bias", 1, C, 0);
+        if (v->layer_scale) BLK("ls2.gamma", 1, C, 0);
+#undef BLK
+    }
+    if (!st && v->final_norm && !v->use_fc_norm) st = decl(m, "norm.weight", 1, C, 0, 0, 0);
+    if (!st && v->final_norm && !v->use_fc_norm) st = decl(m, "norm.bias", 1, C, 0, 0, 0);
+    if (!st && v->final_norm && v->use_fc_norm) st = decl(m, "fc_norm.weight", 1, C, 0, 0, 0);
+    if (!st && v->final_norm && v->use_fc_norm) st = decl(m, "fc_norm.bias", 1, C, 0, 0, 0);
+    if (!st && v->num_classes) st = decl(m, "head.weight", 2, v->num_classes, C, 0, 0);
+    if (!st && v->num_classes) st = decl(m, "head.bias", 1, v->num_classes, 0, 0, 0);
+    return st;
+}
+
+/* ---- naming schemes ----------------------------------------------------- */
+
+/* torchvision name <-> timm name. Top level, then the suffixes inside
+ * encoder.layers.encoder_layer_i. <-> blocks.i.; mlp.linear_1/linear_2 are
+ * the names of torchvision's MLPBlock before version 2 (it renames them on
+ * load), accepted in that direction only. */
+static const char *const tv_top[][2] = {
+    {"conv_proj.weight", "patch_embed.proj.weight"}, {"conv_proj.bias", "patch_embed.proj.bias"},
+    {"class_token", "cls_token"},                    {"encoder.pos_embedding", "pos_embed"},
+    {"encoder.ln.weight", "norm.weight"},            {"encoder.ln.bias", "norm.bias"},
+    {"heads.head.weight", "head.weight"},            {"heads.head.bias", "head.bias"}};
+static const char *const tv_block[][2] = {
+    {"ln_1.weight", "norm1.weight"},
+    {"ln_1.bias", "norm1.bias"},
+    {"self_attention.in_proj_weight", "attn.qkv.weight"},
+    {"self_attention.in_proj_bias", "attn.qkv.bias"},
+    {"self_attention.out_proj.weight", "attn.proj.weight"},
+    {"self_attention.out_proj.bias", "attn.proj.bias"},
+    {"ln_2.weight", "norm2.weight"},
+    {"ln_2.bias", "norm2.bias"},
+    {"mlp.0.weight", "mlp.fc1.weight"},
+    {"mlp.0.bias", "mlp.fc1.bias"},
+    {"mlp.3.weight", "mlp.fc2.weight"},
+    {"mlp.3.bias", "mlp.fc2.bias"},
+    {"mlp.linear_1.weight", "mlp.fc1.weight"},
+    {"mlp.linear_1.bias", "mlp.fc1.bias"},
+    {"mlp.linear_2.weight", "mlp.fc2.weight"},
+    {"mlp.linear_2.bias", "mlp.fc2.bias"}};
+#define NTOP (sizeof tv_top / sizeof tv_top[0])
+#define NBLOCK (sizeof tv_block / sizeof tv_block[0])
+#define NBLOCK_CANON 12   /* the first 12 are the current names */
+
+/* "<prefix><i>.<rest>" with i a decimal block number without leading
+ * zeros: *i and the rest, or 0. */
+static int split_block(const char *name, const char *prefix, int *i, const char **rest) {
+    size_t n = strlen(prefix);
+    if (strncmp(name, prefix, n) != 0) return 0;
+    const char *p = name + n;
+    if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] != '.')) return 0;
+    long v = 0;
+    while (*p >= '0' && *p <= '9') {
+        v = v * 10 + (*p++ - '0');
+        if (v > VIT_MAX_DEPTH) return 0;
+    }
+    if (*p != '.') return 0;
+    *i = (int)v;
+    *rest = p + 1;
+    return 1;
+}
+
+/* A torchvision name as its timm name in buf; 0 if it has none. */
+static int tv_to_timm(const char *name, char *buf, size_t n) {
+    for (size_t k = 0; k < NTOP; k++)
+        if (strcmp(name, tv_top[k][0]) == 0) return snprintf(buf, n, "%s", tv_top[k][1]), 1;
+    int i;
+    const char *rest;
+    if (split_block(name, "encoder.layers.encoder_layer_", &i, &rest))
+        for (size_t k = 0; k < NBLOCK; k++)
+            if (strcmp(rest, tv_block[k][0]) == 0)
+                return snprintf(buf, n, "blocks.%d.%s", i, tv_block[k][1]), 1;
+    return 0;
+}
+
+/* A timm name as its torchvision name (current spelling, alt: the legacy
+ * one or ""); 0 if torchvision has no such parameter. */
+static int timm_to_tv(const char *name, char *buf, size_t n, char *alt, size_t nalt) {
+    alt[0] = 0;
+    for (size_t k = 0; k < NTOP; k++)
+        if (strcmp(name, tv_top[k][1]) == 0) return snprintf(buf, n, "%s", tv_top[k][0]), 1;
+    int i;
+    const char *rest;
+    if (split_block(name, "blocks.", &i, &rest))
+        for (size_t k = 0; k < NBLOCK_CANON; k++)
+            if (strcmp(rest, tv_block[k][1]) == 0) {
+                snprintf(buf, n, "encoder.layers.encoder_layer_%d.%s", i, tv_block[k][0]);
+                for (size_t j = NBLOCK_CANON; j < NBLOCK; j++)
+                    if (strcmp(rest, tv_block[j][1]) == 0)
+                        snprintf(alt, nalt, "encoder.layers.encoder_layer_%d.%s", i,
+                                 tv_block[j][0]);
+                return 1;
+            }
+    return 0;
+}
+
+static int is_declared(const ra_model *m, const char *name) {
+    for (int p = 0; p < m->nparams; p++)
+        if (strcmp(m->params[p].name, name) == 0) return 1;
+    return 0;
+}
+
+/* The scheme whose names cover more of the file's tensors; a file whose
+ * tensors match neither is refused at its first tensor. For torchvision the
+ * missing tensors are named here by their torchvision names (the loader
+ * would give the timm ones); unexpected ones come first, as in the loader. */
+static ra_status vit_detect(ra_model *m, const ra_st_file *f) {
+    const int nt = ra_st_count(f);
+    int ntimm = 0, ntv = 0;
+    char buf[256], alt[256];
+    for (int i = 0; i < nt; i++) {
+        const char *name = ra_st_at(f, i)->name;
+        ntimm += is_declared(m, name);
+        ntv += tv_to_timm(name, buf, sizeof buf) && is_declared(m, buf);
+    }
+    if (nt > 0 && ntimm == 0 && ntv == 0)
+        return ra_fail(RA_ERR_FORMAT, "unexpected tensor '%.80s' for arch vit: the file's "
+                       "names match neither the timm nor the torchvision naming of the "
+                       "configuration", ra_st_at(f, 0)->name);
+    snprintf(m->scheme, sizeof m->scheme, "%s", ntv > ntimm ? "torchvision" : "timm");
+    if (ntv <= ntimm) return RA_OK;
+    for (int i = 0; i < nt; i++) {
+        const char *name = ra_st_at(f, i)->name;
+        if (!tv_to_timm(name, buf, sizeof buf) || !is_declared(m, buf))
+            return ra_fail(RA_ERR_FORMAT, "unexpected tensor '%.80s' for arch vit (naming "
+                           "scheme torchvision)", name);
+    }
+    for (int p = 0; p < m->nparams; p++) {
+        const char *canon = m->params[p].name;
+        if (!timm_to_tv(canon, buf, sizeof buf, alt, sizeof alt))
+            return ra_fail(RA_ERR_FORMAT, "tensor '%s' is missing (arch vit, naming scheme "
+                           "torchvision, which has no such parameter: check the metadata)",
+                           canon);
+        if (!ra_st_find(f, buf) && !(alt[0] && ra_st_find(f, alt)))
+            return ra_fail(RA_ERR_FORMAT, "tensor '%s' is missing (arch vit, naming scheme "
+                           "torchvision; timm name %s)", buf, canon);
+    }
+    return RA_OK;
+}
+
+static ra_tensor_kind vit_canonical(const ra_model *m, const char *name, char *buf, size_t n) {
+    if (strcmp(m->scheme, "torchvision") == 0)
+        return tv_to_timm(name, buf, n) ? RA_TENSOR_PARAM : RA_TENSOR_UNKNOWN;
+    snprintf(buf, n, "%s", name);
+    return RA_TENSOR_PARAM;
+}
+
+/* ---- build -------------------------------------------------------------- */
+
+static void vit_destroy(void *impl) {
+    vit_impl *v = impl;
+    if (!v) return;
+    for (int i = 0; v->blocks && i < v->depth; i++) ra_attn_layer_free(v->blocks[i].attn);
+    free(v->blocks);
+    ra_free(v->zeros);
+    ra_arena_cache_free(&v->ws);
+    ra_free(v->tape.buf);
+    free(v->tape.blk);
+    free(v);
+}
+
+static const float *blk_get(const ra_model *m, int i, const char *suffix) {
+    char nm[96];
+    snprintf(nm, sizeof nm, "blocks.%d.%s", i, suffix);
+    return ra_model_get(m, nm);
+}
+
+static ra_status vit_build(ra_model *m, const ra_st_file *f) {
+    (void)f;
+    vit_impl *v = m->impl;
+    v->cls = ra_model_get(m, "cls_token");
+    v->reg = ra_model_get(m, "reg_token");
+    v->pos = ra_model_get(m, "pos_embed");
+    v->pe_w = ra_model_get(m, "patch_embed.proj.weight");
+    v->pe_b = ra_model_get(m, "patch_embed.proj.bias");
+    v->pre_w = ra_model_get(m, "norm_pre.weight");
+    v->pre_b = ra_model_get(m, "norm_pre.bias");
+    v->norm_w = ra_model_get(m, "norm.weight");
+    v->norm_b = ra_model_get(m, "norm.bias");
+    v->fcn_w = ra_model_get(m, "fc_norm.weight");
+    v->fcn_b = ra_model_get(m, "fc_norm.bias");
+    v->head_w = ra_model_get(m, "head.weight");
+    v->head_b = ra_model_get(m, "head.bias");
+    if (!v->proj_bias && !(v->zeros = ra_calloc((size_t)v->dim, sizeof(float))))
+        return ra_fail(RA_ERR_NOMEM, "vit: out of memory");
+    if (v->depth && !(v->blocks = calloc((size_t)v->depth, sizeof *v->blocks)))
+        return ra_fail(RA_ERR_NOMEM, "vit: out of memory");
+    ra_attn_config cfg = ra_attn_config_default(RA_ARCH_VIT_ATTENTION);
+    cfg.dim = v->dim;
+    cfg.num_heads = v->heads;
+    cfg.qkv_bias = v->qkv_bias;
+    for (int i = 0; i < v->depth; i++) {
+        vit_block *b = &v->blocks[i];
+        b->n1w = blk_get(m, i, "norm1.weight");
+        b->n1b = blk_get(m, i, "norm1.bias");
+        b->ls1 = blk_get(m, i, "ls1.gamma");
+        b->n2w = blk_get(m, i, "norm2.weight");
+        b->n2b = blk_get(m, i, "norm2.bias");
+        b->ls2 = blk_get(m, i, "ls2.gamma");
+        b->fc1w = blk_get(m, i, "mlp.fc1.weight");
+        b->fc1b = blk_get(m, i, "mlp.fc1.bias");
+        b->fc2w = blk_get(m, i, "mlp.fc2.weight");
+        b->fc2b = blk_get(m, i, "mlp.fc2.bias");
+        /* torch.linspace(0, rate, depth) in float32, as timm's dpr */
+        b->drop_path = v->depth > 1 ? (float)(v->drop_path_rate * i / (v->depth - 1)) : 0.0f;
+        const float *pb = blk_get(m, i, "attn.proj.bias");
+        ra_attn_params p = {.qkv_w = blk_get(m, i, "attn.qkv.weight"),
+                            .qkv_b = blk_get(m, i, "attn.qkv.bias"),
+                            .proj_w = blk_get(m, i, "attn.proj.weight"),
+                            .proj_b = pb ? pb : v->zeros};
+        ra_status st = ra_attn_layer_create(&b->attn, &cfg, &p);
+        if (st) return st;
+    }
+    return RA_OK;
+}
+
+/* ---- position embedding resampling -------------------------------------- */
+
+/* PyTorch's antialiased cubic filter (Keys, a = -0.5), in double on the
+ * float argument as PyTorch's aa_filter. */
+static float aa_cubic(float xf) {
+    const double a = -0.5;
+    double x = xf < 0 ? -(double)xf : xf;
+    if (x < 1.0) return (float)(((a + 2.0) * x - (a + 3.0)) * x * x + 1);
+    if (x < 2.0) return (float)((((x - 5) * x + 8) * x - 4) * a);
+    return 0.0f;
+}
+
+/* One axis of interpolate(mode="bicubic", antialias=True, align_corners=
+ * False) from in to out samples: for output i, taps xmin[i] .. xmin[i] +
+ * xsize[i] - 1 with weights w[i * taps + j], computed in float as PyTorch's
+ * _compute_weights_aa. */
+typedef struct {
+    int taps;
+    int64_t *xmin, *xsize;
+    float *w;
+} aa_axis;
+
+static void aa_axis_free(aa_axis *a) {
+    free(a->xmin);
+    free(a->xsize);
+    free(a->w);
+}
+
+static ra_status aa_axis_make(aa_axis *a, int in, int out) {
+    memset(a, 0, sizeof *a);
+    const float scale = (float)in / (float)out;
+    const float support = scale >= 1.0f ? 2.0f * scale : 2.0f;   /* interp_size 4 / 2 */
+    a->taps = (int)ceilf(support) * 2 + 1;
+    a->xmin = calloc((size_t)out, sizeof *a->xmin);
+    a->xsize = calloc((size_t)out, sizeof *a->xsize);
+    a->w = calloc((size_t)out * (size_t)a->taps, sizeof *a->w);
+    if (!a->xmin || !a->xsize || !a->w) {
+        aa_axis_free(a);
+        return ra_fail(RA_ERR_NOMEM, "vit: out of memory resampling pos_embed");
+    }
+    const float invscale = scale >= 1.0f ? (float)(1.0 / scale) : 1.0f;
+    for (int i = 0; i < out; i++) {
+        const float center = (float)(scale * (i + 0.5));
+        int64_t xmin = (int64_t)(center - support + 0.5);
+        if (xmin < 0) xmin = 0;
+        int64_t xmax = (int64_t)(center + support + 0.5);
+        if (xmax > in) xmax = in;
+        int64_t xsize = xmax - xmin;
+        if (xsize > a->taps) xsize = a->taps;
+        if (xsize < 0) xsize = 0;
+        float *w = a->w + (size_t)i * a->taps, total = 0.0f;
+        for (int64_t j = 0; j < xsize; j++) {
+            w[j] = aa_cubic((float)(((float)(j + xmin) - center + 0.5) * invscale));
+            total += w[j];
+        }
+        for (int64_t j = 0; j < xsize && total != 0.0f; j++) w[j] /= total;
+        a->xmin[i] = xmin;
+        a->xsize[i] = xsize;
+    }
+    return RA_OK;
+}
+
+/* dst (n_out, C) rows with stride `step` rows between taps:
+ * dst[i] = sum_j w[i, j] * src[(xmin[i] + j) * step], accumulated in float
+ * in tap order. */
+static void aa_apply(float *dst, const float *src, const aa_axis *a, int out, int64_t step,
+                     int c) {
+    for (int i = 0; i < out; i++) {
+        const float *w = a->w + (size_t)i * a->taps;
+        float *d = dst + (int64_t)i * c;
+        const float *s0 = src + a->xmin[i] * step * c;
+        for (int k = 0; k < c; k++) d[k] = a->xsize[i] > 0 ? s0[k] * w[0] : 0.0f;
+        for (int64_t j = 1; j < a->xsize[i]; j++) {
+            const float *s = s0 + j * step * c;
+            for (int k = 0; k < c; k++) d[k] += s[k] * w[j];
+        }
+    }
+}
+
+/* out (nh * nw, C) = the (h0, w0, C) grid src resampled: width first, then
+ * height, an axis whose size does not change is copied (as PyTorch). */
+static ra_status resample_grid(float *out, const float *src, int h0, int w0, int nh, int nw,
+                               int c) {
+    aa_axis ah, aw;
+    float *tmp = ra_alloc((size_t)h0 * (size_t)nw, (size_t)c * sizeof(float));
+    if (!tmp) return ra_fail(RA_ERR_NOMEM, "vit: out of memory resampling pos_embed");
+    ra_status st = aa_axis_make(&aw, w0, nw);
+    if (st) return ra_free(tmp), st;
+    if ((st = aa_axis_make(&ah, h0, nh))) return aa_axis_free(&aw), ra_free(tmp), st;
+    if (nw == w0) memcpy(tmp, src, (size_t)h0 * nw * c * sizeof(float));
+    else
+        for (int y = 0; y < h0; y++)
+            aa_apply(tmp + (int64_t)y * nw * c, src + (int64_t)y * w0 * c, &aw, nw, 1, c);
+    if (nh == h0) memcpy(out, tmp, (size_t)nh * nw * c * sizeof(float));
+    else
+        for (int x = 0; x < nw; x++) {   /* column x: rows strided by nw */
+            for (int i = 0; i < nh; i++) {
+                const float *w = ah.w + (size_t)i * ah.taps;
+                float *d = out + ((int64_t)i * nw + x) * c;
+                const float *s0 = tmp + (ah.xmin[i] * nw + x) * c;
+                for (int k = 0; k < c; k++) d[k] = ah.xsize[i] > 0 ? s0[k] * w[0] : 0.0f;
+                for (int64_t j = 1; j < ah.xsize[i]; j++) {
+                    const float *s = s0 + j * nw * c;
+                    for (int k = 0; k < c; k++) d[k] += s[k] * w[j];
+                }
+            }
+        }
+    aa_axis_free(&aw);
+    aa_axis_free(&ah);
+    ra_free(tmp);
+    return RA_OK;
+}
+
+/* The adjoint of resample_grid, ACCUMULATED: dsrc (h0 * w0, C) += R^T
+ * dout (nh * nw, C), height first then width (the forward's steps in
+ * reverse), as PyTorch's _upsample_bicubic2d_aa_backward. */
+static ra_status resample_grid_backward(float *dsrc, const float *dout, int h0, int w0, int nh,
+                                        int nw, int c) {
+    aa_axis ah, aw;
+    float *dtmp = ra_calloc((size_t)h0 * (size_t)nw, (size_t)c * sizeof(float));
+    if (!dtmp) return ra_fail(RA_ERR_NOMEM, "vit: out of memory for the pos_embed gradient");
+    ra_status st = aa_axis_make(&aw, w0, nw);
+    if (st) return ra_free(dtmp), st;
+    if ((st = aa_axis_make(&ah, h0, nh))) return aa_axis_free(&aw), ra_free(dtmp), st;
+    if (nh == h0) memcpy(dtmp, dout, (size_t)nh * nw * c * sizeof(float));
+    else
+        for (int i = 0; i < nh; i++) {
+            const float *w = ah.w + (size_t)i * ah.taps;
+            for (int64_t j = 0; j < ah.xsize[i]; j++) {
+                const float *g = dout + (int64_t)i * nw * c;
+                float *d = dtmp + (ah.xmin[i] + j) * nw * c;
+                for (int64_t k = 0; k < (int64_t)nw * c; k++) d[k] += w[j] * g[k];
+            }
+        }
+    if (nw == w0) ra_add(dsrc, dsrc, dtmp, (int64_t)h0 * w0 * c);
+    else
+        for (int y = 0; y < h0; y++)
+            for (int i = 0; i < nw; i++) {
+                const float *w = aw.w + (size_t)i * aw.taps;
+                const float *g = dtmp + ((int64_t)y * nw + i) * c;
+                for (int64_t j = 0; j < aw.xsize[i]; j++) {
+                    float *d = dsrc + ((int64_t)y * w0 + aw.xmin[i] + j) * c;
+                    for (int k = 0; k < c; k++) d[k] += w[j] * g[k];
+                }
+            }
+    aa_axis_free(&aw);
+    aa_axis_free(&ah);
+    ra_free(dtmp);
+    return RA_OK;
+}
+
+/* ---- forward ------------------------------------------------------------ */
+
+/* x (rows, C) += gamma (C) * a (rows, C), or x += a without gamma. */
+static void residual(float *x, const float *a, const float *gamma, int64_t rows, int c) {
+    if (!gamma) {
+        ra_add(x, x, a, rows * c);
+        return;
+    }
+    for (int64_t r = 0; r < rows; r++)
+        for (int k = 0; k < c; k++) x[r * c + k] += a[r * c + k] * gamma[k];
+}
+
+static int elems_ok(int64_t *out, int64_t a, int64_t b) {
+    return ra_mul_i64(out, a, b) && *out <= VIT_MAX_ELEMS;
+}
+
+/* The sizes of one input, checked as timm checks them. */
+typedef struct {
+    int B, H, W, gh, gw, K_out;
+    int64_t L, N, K, rows, outer;   /* outer: rows of the head */
+} vit_dims;
+
+static ra_status vit_dims_of(const vit_impl *v, vit_dims *d, int x_ndim, const int64_t *x_shape) {
+    const int C = v->dim;
+    if (x_ndim != 4)
+        return ra_fail(RA_ERR_SHAPE, "vit takes images x (B, %d, H, W), got %d dimensions",
+                       v->in_chans, x_ndim);
+    if (x_shape[0] < 1 || x_shape[0] > INT32_MAX || x_shape[1] != v->in_chans ||
+        x_shape[2] < 1 || x_shape[2] > INT32_MAX || x_shape[3] < 1 || x_shape[3] > INT32_MAX)
+        return ra_fail(RA_ERR_SHAPE, "vit takes images x (B, %d, H, W), got (%lld, %lld, %lld, "
+                       "%lld)", v->in_chans, (long long)x_shape[0], (long long)x_shape[1],
+                       (long long)x_shape[2], (long long)x_shape[3]);
+    const int B = (int)x_shape[0], H = (int)x_shape[2], W = (int)x_shape[3], P = v->patch;
+    if (!v->dyn_pad && (H % P || W % P))
+        return ra_fail(RA_ERR_SHAPE, "vit: image %dx%d is not a multiple of the patch size %d",
+                       H, W, P);
+    if (!v->dyn_size && (H != v->img[0] || W != v->img[1]))
+        return ra_fail(RA_ERR_SHAPE, "vit: image %dx%d differs from img_size %dx%d (the model "
+                       "has dynamic_img_size false, so timm refuses it too)", H, W, v->img[0],
+                       v->img[1]);
+    int gh, gw;
+    ra_status st = ra_patch_grid(&gh, &gw, H, W, P, v->dyn_pad);
+    if (st) return st == RA_ERR_ARG ? ra_fail(RA_ERR_SHAPE, "vit: %s", ra_last_error()) : st;
+    const int64_t L = (int64_t)gh * gw, N = L + v->prefix;
+    const int64_t K = (int64_t)v->in_chans * P * P;
+    const int K_out = v->num_classes ? v->num_classes : C;
+    /* every buffer below has at most VIT_MAX_ELEMS elements (the qkv
+     * projection, rows x 3C, is the attention layer's own bound) */
+    int64_t rows = 0, tmp = 0;
+    if (N > INT32_MAX || !elems_ok(&rows, B, N) || !elems_ok(&tmp, rows, 3 * (int64_t)C) ||
+        !elems_ok(&tmp, rows, C) || !elems_ok(&tmp, rows, v->hidden) ||
+        !elems_ok(&tmp, (int64_t)B * L, K) || !elems_ok(&tmp, rows, K_out) ||
+        !elems_ok(&tmp, L + v->prefix, C) ||
+        !elems_ok(&tmp, (int64_t)B * v->in_chans, (int64_t)H * W))
+        return ra_fail(RA_ERR_SHAPE, "vit: input (%d, %d, %d, %d) is too large", B,
+                       v->in_chans, H, W);
+    *d = (vit_dims){.B = B, .H = H, .W = W, .gh = gh, .gw = gw, .K_out = K_out, .L = L,
+                    .N = N, .K = K, .rows = rows,
+                    .outer = v->pool == POOL_NONE ? rows : B};
+    return RA_OK;
+}
+
+/* 1 if a gh x gw grid needs pos_embed resampled (dynamic_img_size): the
+ * grid differs, except timm's shortcut for a square grid with the same
+ * number of tokens. */
+static int pos_resampled(const vit_impl *v, int gh, int gw) {
+    const int64_t L = (int64_t)gh * gw, L0 = (int64_t)v->grid[0] * v->grid[1];
+    return v->pos && !(gh == v->grid[0] && gw == v->grid[1]) && !(L == L0 && gh == gw);
+}
+
+/* The position embedding for a gh x gw grid: v->pos, or resampled into
+ * floats of the arena. */
+static ra_status pos_for(const vit_impl *v, ra_arena *ar, int gh, int gw, const float **pos) {
+    *pos = v->pos;
+    if (!pos_resampled(v, gh, gw)) return RA_OK;
+    const int C = v->dim, pos_prefix = v->no_embed_class ? 0 : v->prefix;
+    float *rs = ra_arena_floats(ar, (size_t)(pos_prefix + (int64_t)gh * gw) * C);
+    if (!rs) return ra_fail(RA_ERR_NOMEM, "vit: out of memory resampling pos_embed");
+    memcpy(rs, v->pos, (size_t)pos_prefix * C * sizeof(float));
+    ra_status st = resample_grid(rs + (int64_t)pos_prefix * C, v->pos + (int64_t)pos_prefix * C,
+                                 v->grid[0], v->grid[1], gh, gw, C);
+    if (!st) *pos = rs;
+    return st;
+}
+
+/* X (B, N, C) = [cls, reg..., patches (B, L, C)] + pos_embed. */
+static void make_tokens(const vit_impl *v, float *X, const float *patches, const float *pos,
+                        int B, int64_t L, int64_t N) {
+    const int C = v->dim;
+    for (int b = 0; b < B; b++) {
+        float *xb = X + (int64_t)b * N * C;
+        if (v->class_token) memcpy(xb, v->cls, (size_t)C * sizeof(float));
+        if (v->reg_tokens)
+            memcpy(xb + (int64_t)v->class_token * C, v->reg,
+                   (size_t)v->reg_tokens * C * sizeof(float));
+        memcpy(xb + (int64_t)v->prefix * C, patches + (int64_t)b * L * C,
+               (size_t)(L * C) * sizeof(float));
+        if (pos) {
+            float *dst = v->no_embed_class ? xb + (int64_t)v->prefix * C : xb;
+            ra_add(dst, dst, pos, (v->no_embed_class ? L : N) * C);
+        }
+    }
+}
+
+/* pooled (outer, C) from the final tokens X (B, N, C). */
+static void pool_forward(const vit_impl *v, float *pooled, const float *X, int B, int64_t N) {
+    const int C = v->dim;
+    const int64_t skip = v->pool_prefix ? 0 : v->prefix, n_pool = N - skip;
+    if (v->pool == POOL_NONE) {
+        memcpy(pooled, X, (size_t)(B * N * C) * sizeof(float));
+    } else if (v->pool == POOL_TOKEN) {
+        for (int b = 0; b < B; b++)
+            memcpy(pooled + (int64_t)b * C, X + (int64_t)b * N * C, (size_t)C * sizeof(float));
+    } else {
+        for (int b = 0; b < B; b++) {
+            const float *xb = X + ((int64_t)b * N + skip) * C;
+            float *pb = pooled + (int64_t)b * C;
+            if (v->pool != POOL_MAX) ra_mean_tokens_forward(pb, xb, 1, n_pool, C);
+            if (v->pool == POOL_AVG) continue;
+            for (int k = 0; k < C; k++) {
+                float mx = xb[k];
+                for (int64_t t = 1; t < n_pool; t++) {
+                    const float e = xb[t * C + k];
+                    if (e > mx || isnan(e)) mx = e;   /* amax propagates NaN */
+                    if (isnan(mx)) break;
+                }
+                pb[k] = v->pool == POOL_MAX ? mx : 0.5f * (mx + pb[k]);
+            }
+        }
+    }
+}
+
+static void set_y_shape(const vit_impl *v, const vit_dims *d, int *y_ndim, int64_t y_shape[4]) {
+    if (v->pool == POOL_NONE) {
+        *y_ndim = 3;
+        y_shape[0] = d->B, y_shape[1] = d->N, y_shape[2] = d->K_out;
+    } else {
+        *y_ndim = 2;
+        y_shape[0] = d->B, y_shape[1] = d->K_out;
+    }
+}
+
+static ra_status vit_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
+                             const float *x, int x_ndim, const int64_t *x_shape) {
+    vit_impl *v = m->impl;
+    const int C = v->dim;
+    vit_dims d = {0};
+    ra_status st = vit_dims_of(v, &d, x_ndim, x_shape);
+    if (st) return st;
+    const int B = d.B, P = v->patch;
+    const int64_t L = d.L, N = d.N, rows = d.rows, outer = d.outer;
+    const int64_t e_x = rows * C, e_h = rows * v->hidden, e_cols = B * L * d.K;
+
+    /* scratch, from the model's arena: tokens X, normalised Hn, branch A
+     * (rows, C); MLP hidden (rows, hidden); patch columns; pos_embed; the
+     * attention layer's workspace */
+    ra_arena local;
+    ra_arena *ar = ra_arena_begin(&v->ws, &local);
+    const size_t wsz = ra_attn_layer_forward_ws_size(v->depth > 0 ? v->blocks[0].attn : NULL, B,
+                                                     (int)N, (int)N);
+    float *X = ra_arena_floats(ar, (size_t)e_x);
+    float *Hn = ra_arena_floats(ar, (size_t)e_x);
+    float *A = ra_arena_floats(ar, (size_t)e_x);
+    float *M = ra_arena_floats(ar, (size_t)e_h);
+    float *cols = ra_arena_floats(ar, (size_t)e_cols);
+    float *pooled = ra_arena_floats(ar, (size_t)outer * C);
+    void *ws = ra_arena_bytes(ar, wsz);
+    float *out = ra_alloc((size_t)outer, (size_t)d.K_out * sizeof(float));
+    const float *pos = NULL;
+    if (!X || !Hn || !A || !M || !cols || !pooled || !ws || !out) {
+        st = ra_fail(RA_ERR_NOMEM, "vit: out of memory for a batch of %d images of %dx%d", B,
+                     d.H, d.W);
+        goto done;
+    }
+    if ((st = pos_for(v, ar, d.gh, d.gw, &pos))) goto done;
+
+    /* tokens: [cls, reg..., patches] + pos_embed */
+    st = ra_patch_embed_forward(A, cols, x, v->pe_w, v->pe_b, B, v->in_chans, d.H, d.W, P, C,
+                                v->dyn_pad);
+    if (st) goto done;
+    make_tokens(v, X, A, pos, B, L, N);
+    if (v->pre_norm) ra_layernorm_rows(X, X, NULL, rows, C, v->pre_w, v->pre_b, VIT_EPS);
+
+    for (int i = 0; i < v->depth; i++) {
+        const vit_block *bk = &v->blocks[i];
+        ra_layernorm_rows(Hn, X, NULL, rows, C, bk->n1w, bk->n1b, VIT_EPS);
+        /* without LayerScale the residual adds are fused into proj and fc2 */
+        st = ra_attn_layer_forward_ws(bk->attn, A, NULL, Hn, NULL, B, (int)N, (int)N, NULL, 0,
+                                      ws, wsz, bk->ls1 ? NULL : X, NULL);
+        if (st) goto done;
+        if (bk->ls1) residual(X, A, bk->ls1, rows, C);
+        ra_layernorm_rows(Hn, X, NULL, rows, C, bk->n2w, bk->n2b, VIT_EPS);
+        ra_linear_epi(M, Hn, bk->fc1w, bk->fc1b, rows, v->hidden, C, 1, NULL, NULL);
+        ra_linear_epi(A, M, bk->fc2w, bk->fc2b, rows, C, v->hidden, 0, bk->ls2 ? NULL : X, NULL);
+        if (bk->ls2) residual(X, A, bk->ls2, rows, C);
+    }
+    if (v->norm_w) ra_layernorm_rows(X, X, NULL, rows, C, v->norm_w, v->norm_b, VIT_EPS);
+
+    pool_forward(v, pooled, X, B, N);
+    if (v->fcn_w)
+        ra_layernorm_rows(pooled, pooled, NULL, outer, C, v->fcn_w, v->fcn_b, VIT_EPS);
+    if (v->num_classes)
+        ra_linear_forward(out, pooled, v->head_w, v->head_b, outer, v->num_classes, C);
+    else
+        memcpy(out, pooled, (size_t)outer * C * sizeof(float));
+
+    *y = out;
+    out = NULL;
+    set_y_shape(v, &d, y_ndim, y_shape);
+done:
+    ra_arena_end(&v->ws, ar);
+    ra_free(out);
+    return st;
+}
+
+/* ---- training ------------------------------------------------------------
+ * forward_train runs the forward above layer by layer, keeping its
+ * activations in the tape (v->tape); backward walks them in reverse through
+ * the layer pairs of relattn.h section 5 and ra_attn_layer_backward (which
+ * recomputes q, k, v and the probabilities from the saved norm1 output).
+ * Everything dynamic_img_size / dynamic_img_pad allow is differentiated,
+ * the pos_embed resampling included (its adjoint). Stochastic depth
+ * (metadata drop_path_rate, timm's linspace(0, rate, depth) over the
+ * blocks, both branches of a block) draws one keep per sample and branch
+ * from rng; timm's other dropouts (drop_rate, attn_drop_rate, ...) are not
+ * applied. */
+
+/* n floats at *off of base (NULL base: only count), 64-byte steps. */
+static float *carve(float *base, size_t *off, size_t n) {
+    float *p = base ? base + *off : NULL;
+    *off += (n + 15) & ~(size_t)15;
+    return p;
+}
+
+/* Lay the tape out in base (NULL: count); returns the floats it needs. */
+static size_t tape_layout(vit_impl *v, float *base, const vit_dims *d) {
+    vit_tape *t = &v->tape;
+    const size_t C = (size_t)v->dim, rows = (size_t)d->rows, hid = (size_t)v->hidden;
+    const size_t outer = (size_t)d->outer;
+    size_t off = 0;
+    t->cols = carve(base, &off, (size_t)(d->B * d->L * d->K));
+    t->x0 = v->pre_norm ? carve(base, &off, rows * C) : NULL;
+    t->pre_mean = v->pre_norm ? carve(base, &off, rows) : NULL;
+    t->pre_rstd = v->pre_norm ? carve(base, &off, rows) : NULL;
+    for (int i = 0; i < v->depth; i++) {
+        vit_tape_block b;
+        /* the branch outputs are kept when a step sits between them and
+         * the residual add (LayerScale, drop-path) */
+        const int ls = v->layer_scale || v->blocks[i].drop_path > 0;
+        const size_t kb = v->blocks[i].drop_path > 0 ? ((size_t)d->B + 3) / 4 : 0;
+        b.keep1 = kb ? (uint8_t *)carve(base, &off, kb) : NULL;
+        b.keep2 = kb ? (uint8_t *)carve(base, &off, kb) : NULL;
+        b.x = carve(base, &off, rows * C);
+        b.mean1 = carve(base, &off, rows);
+        b.rstd1 = carve(base, &off, rows);
+        b.h1 = carve(base, &off, rows * C);
+        b.a = ls ? carve(base, &off, rows * C) : NULL;
+        b.xm = carve(base, &off, rows * C);
+        b.mean2 = carve(base, &off, rows);
+        b.rstd2 = carve(base, &off, rows);
+        b.h2 = carve(base, &off, rows * C);
+        b.gd = carve(base, &off, rows * hid);
+        b.g = carve(base, &off, rows * hid);
+        b.mo = ls ? carve(base, &off, rows * C) : NULL;
+        if (base) t->blk[i] = b;
+    }
+    t->xf = carve(base, &off, rows * C);
+    t->fmean = v->norm_w ? carve(base, &off, rows) : NULL;
+    t->frstd = v->norm_w ? carve(base, &off, rows) : NULL;
+    t->xo = v->norm_w ? carve(base, &off, rows * C) : t->xf;
+    t->pooled = carve(base, &off, outer * C);
+    t->pmean = v->fcn_w ? carve(base, &off, outer) : NULL;
+    t->prstd = v->fcn_w ? carve(base, &off, outer) : NULL;
+    t->pn = v->fcn_w ? carve(base, &off, outer * C) : t->pooled;
+    return off;
+}
+
+/* Below this many elements a loop runs on one thread (as nn.c). */
+#define VIT_PAR_MIN ((int64_t)1 << 15)
+static int par_threads(int64_t work) { return work >= VIT_PAR_MIN ? ra_threads_get() : 1; }
+
+/* dst (rows, C) = src (rows, C) * gamma (C): LayerScale's input gradient. */
+static void scale_cols(float *dst, const float *src, const float *gamma, int64_t rows, int c) {
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(par_threads(rows * c))
+#endif
+    for (int64_t r = 0; r < rows; r++)
+        for (int k = 0; k < c; k++) dst[r * c + k] = src[r * c + k] * gamma[k];
+}
+
+/* out (C) += sum over rows of a (rows, C) * b (rows, C), in double:
+ * LayerScale's gamma gradient. Blocks of 16 columns per task. */
+static void colsum_prod_add(float *out, const float *a, const float *b, int64_t rows, int c) {
+    const int chunks = (c + 15) / 16;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(par_threads(rows * c)) if (chunks > 1)
+#endif
+    for (int t = 0; t < chunks; t++) {
+        const int j0 = t * 16, jn = c - j0 < 16 ? c - j0 : 16;
+        double acc[16] = {0};
+        for (int64_t r = 0; r < rows; r++)
+            for (int j = 0; j < jn; j++) acc[j] += (double)a[r * c + j0 + j] * b[r * c + j0 + j];
+        for (int j = 0; j < jn; j++) out[j0 + j] = (float)((double)out[j0 + j] + acc[j]);
+    }
+}
+
+/* x (rows, C) += drop_path(gamma * a): a residual branch with LayerScale
+ * (gamma (C), or NULL) and drop-path (p > 0: one draw per sample into
+ * keep (B)); tmp (rows, C) is scratch. */
+static ra_status branch_add(float *x, float *tmp, const float *a, const float *gamma,
+                            uint8_t *keep, float p, int B, int N, int c, ra_rng *rng) {
+    const int64_t rows = (int64_t)B * N;
+    if (!(p > 0)) {
+        residual(x, a, gamma, rows, c);
+        return RA_OK;
+    }
+    const float *src = a;
+    if (gamma) {
+        scale_cols(tmp, a, gamma, rows, c);
+        src = tmp;
+    }
+    ra_status st = ra_droppath_forward(tmp, keep, src, B, (int64_t)N * c, p, rng);
+    if (!st) ra_add(x, x, tmp, rows * c);
+    return st;
+}
+
+/* The gradient of the branch output a from the residual stream's dR
+ * (rows, C), through drop-path and LayerScale (dgamma (C) accumulated):
+ * dR itself, or dA (rows, C) holding it. */
+static const float *branch_backward(float *dA, const float *dR, const float *a,
+                                    const float *gamma, float *dgamma, const uint8_t *keep,
+                                    float p, int B, int N, int c) {
+    const int64_t rows = (int64_t)B * N;
+    const float *g = dR;
+    if (p > 0) {
+        ra_zero(dA, (int64_t)(rows * c));
+        ra_droppath_backward(dA, dR, keep, B, (int64_t)N * c, p);
+        g = dA;
+    }
+    if (!gamma) return g;
+    if (dgamma) colsum_prod_add(dgamma, g, a, rows, c);
+    scale_cols(dA, g, gamma, rows, c);
+    return dA;
+}
+
+static ra_status vit_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
+                                   const float *x, int x_ndim, const int64_t *x_shape,
+                                   ra_rng *rng) {
+    vit_impl *v = m->impl;
+    vit_tape *t = &v->tape;
+    const int C = v->dim;
+    t->valid = 0;
+    if (v->drop_path_rate > 0 && v->depth > 1 && !rng)
+        return ra_fail(RA_ERR_ARG, "vit: drop_path_rate %g needs a random generator for the "
+                       "training forward", v->drop_path_rate);
+    vit_dims d = {0};
+    ra_status st = vit_dims_of(v, &d, x_ndim, x_shape);
+    if (st) return st;
+    const int B = d.B, N = (int)d.N;
+    const int64_t rows = d.rows;
+
+    /* the tape: grown to this input's size, then kept */
+    const size_t need = tape_layout(v, NULL, &d);
+    if (need > t->cap) {
+        ra_free(t->buf);
+        t->cap = 0;
+        if (!(t->buf = ra_alloc(need, sizeof(float))))
+            return ra_fail(RA_ERR_NOMEM, "vit: out of memory for the training activations of "
+                           "%d images of %dx%d (%zu floats)", B, d.H, d.W, need);
+        t->cap = need;
+    }
+    if (v->depth && !t->blk && !(t->blk = calloc((size_t)v->depth, sizeof *t->blk)))
+        return ra_fail(RA_ERR_NOMEM, "vit: out of memory");
+    tape_layout(v, t->buf, &d);
+
+    /* scratch: the patch embedding / branch output A (rows, C), the
+     * attention workspace, pos_embed for this grid */
+    ra_arena local;
+    ra_arena *ar = ra_arena_begin(&v->ws, &local);
+    const size_t wsz =
+        ra_attn_layer_forward_ws_size(v->depth > 0 ? v->blocks[0].attn : NULL, B, N, N);
+    float *A = ra_arena_floats(ar, (size_t)(rows * C));
+    void *ws = ra_arena_bytes(ar, wsz);
+    float *out = ra_alloc((size_t)d.outer, (size_t)d.K_out * sizeof(float));
+    const float *pos = NULL;
+    if (!A || !ws || !out) {
+        st = ra_fail(RA_ERR_NOMEM, "vit: out of memory for a batch of %d images of %dx%d", B,
+                     d.H, d.W);
+        goto done;
+    }
+    if ((st = pos_for(v, ar, d.gh, d.gw, &pos))) goto done;
+
+    float *first = v->depth ? t->blk[0].x : t->xf;
+    st = ra_patch_embed_forward(A, t->cols, x, v->pe_w, v->pe_b, B, v->in_chans, d.H, d.W,
+                                v->patch, C, v->dyn_pad);
+    if (st) goto done;
+    make_tokens(v, v->pre_norm ? t->x0 : first, A, pos, B, d.L, d.N);
+    if (v->pre_norm)
+        ra_layernorm_forward(first, t->pre_mean, t->pre_rstd, t->x0, v->pre_w, v->pre_b, rows,
+                             C, VIT_EPS);
+
+    for (int i = 0; i < v->depth; i++) {
+        const vit_block *bk = &v->blocks[i];
+        vit_tape_block *b = &t->blk[i];
+        float *next = i + 1 < v->depth ? t->blk[i + 1].x : t->xf;
+        const size_t bytes = (size_t)(rows * C) * sizeof(float);
+        ra_layernorm_forward(b->h1, b->mean1, b->rstd1, b->x, bk->n1w, bk->n1b, rows, C,
+                             VIT_EPS);
+        const int keep = bk->ls1 || bk->drop_path > 0;   /* the branch output kept */
+        memcpy(b->xm, b->x, bytes);
+        st = ra_attn_layer_forward_ws(bk->attn, keep ? b->a : A, NULL, b->h1, NULL, B, N, N,
+                                      NULL, 0, ws, wsz, keep ? NULL : b->xm, NULL);
+        if (!st && keep) st = branch_add(b->xm, A, b->a, bk->ls1, b->keep1, bk->drop_path, B, N, C, rng);
+        if (st) goto done;
+        ra_layernorm_forward(b->h2, b->mean2, b->rstd2, b->xm, bk->n2w, bk->n2b, rows, C,
+                             VIT_EPS);
+        ra_linear_gelu_keep(b->gd, b->g, b->h2, bk->fc1w, bk->fc1b, rows, v->hidden, C);
+        memcpy(next, b->xm, bytes);
+        ra_linear_epi(keep ? b->mo : A, b->g, bk->fc2w, bk->fc2b, rows, C, v->hidden, 0,
+                      keep ? NULL : next, NULL);
+        if (keep &&
+            (st = branch_add(next, A, b->mo, bk->ls2, b->keep2, bk->drop_path, B, N, C, rng)))
+            goto done;
+    }
+    if (v->norm_w)
+        ra_layernorm_forward(t->xo, t->fmean, t->frstd, t->xf, v->norm_w, v->norm_b, rows, C,
+                             VIT_EPS);
+    pool_forward(v, t->pooled, t->xo, B, d.N);
+    if (v->fcn_w)
+        ra_layernorm_forward(t->pn, t->pmean, t->prstd, t->pooled, v->fcn_w, v->fcn_b, d.outer,
+                             C, VIT_EPS);
+    if (v->num_classes)
+        ra_linear_forward(out, t->pn, v->head_w, v->head_b, d.outer, v->num_classes, C);
+    else
+        memcpy(out, t->pn, (size_t)(d.outer * C) * sizeof(float));
+
+    *y = out;
+    out = NULL;
+    set_y_shape(v, &d, y_ndim, y_shape);
+    t->dims[0] = d.B, t->dims[1] = d.H, t->dims[2] = d.W, t->dims[3] = d.gh, t->dims[4] = d.gw;
+    t->valid = 1;
+done:
+    ra_arena_end(&v->ws, ar);
+    ra_free(out);
+    return st;
+}
+
+/* out (n, C) += sum over b < B of x[b * stride + r * C + k], in double: the
+ * gradient of a parameter broadcast over the batch (cls_token, reg_token,
+ * pos_embed). */
+static void batch_sum_add(float *out, const float *x, int B, int64_t stride, int64_t n, int c) {
+    const int64_t e = n * c;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(par_threads(e * B))
+#endif
+    for (int64_t i = 0; i < e; i++) {
+        double s = 0;
+        for (int b = 0; b < B; b++) s += x[b * stride + i];
+        out[i] = (float)((double)out[i] + s);
+    }
+}
+
+/* dX (B, N, C) += the gradient of the pooling from dQ (outer, C), with the
+ * final tokens X (B, N, C) for max pooling: amax's gradient is split evenly
+ * between the tokens equal to the maximum, as PyTorch's amax backward;
+ * avgmax's 0.5 * (amax + mean) gives each half of dQ. half (B, C) is
+ * scratch. */
+static void pool_backward(const vit_impl *v, float *dX, const float *dQ, const float *X,
+                          float *half, int B, int64_t N) {
+    const int C = v->dim;
+    const int64_t skip = v->pool_prefix ? 0 : v->prefix, n_pool = N - skip;
+    if (v->pool == POOL_NONE) {
+        ra_add(dX, dX, dQ, B * N * C);
+        return;
+    }
+    if (v->pool == POOL_TOKEN) {
+        for (int b = 0; b < B; b++) {
+            float *d = dX + (int64_t)b * N * C;
+            for (int k = 0; k < C; k++) d[k] += dQ[(int64_t)b * C + k];
+        }
+        return;
+    }
+    const float *g = dQ;
+    if (v->pool == POOL_AVGMAX) {
+        for (int64_t i = 0; i < (int64_t)B * C; i++) half[i] = 0.5f * dQ[i];
+        g = half;
+    }
+    for (int b = 0; b < B; b++) {
+        float *db = dX + ((int64_t)b * N + skip) * C;
+        const float *xb = X + ((int64_t)b * N + skip) * C, *gb = g + (int64_t)b * C;
+        if (v->pool != POOL_MAX) ra_mean_tokens_backward(db, gb, 1, n_pool, C);
+        if (v->pool == POOL_AVG) continue;
+        for (int k = 0; k < C; k++) {
+            float mx = xb[k];
+            for (int64_t t = 1; t < n_pool; t++)
+                if (xb[t * C + k] > mx) mx = xb[t * C + k];
+            int64_t count = 0;
+            for (int64_t t = 0; t < n_pool; t++) count += xb[t * C + k] == mx;
+            if (!count) continue;   /* NaN: nothing equals it */
+            const float share = gb[k] / (float)count;
+            for (int64_t t = 0; t < n_pool; t++)
+                if (xb[t * C + k] == mx) db[t * C + k] += share;
+        }
+    }
+}
+
+static float *blk_grad(const ra_model *m, float *grad, int i, const char *suffix) {
+    char nm[96];
+    snprintf(nm, sizeof nm, "blocks.%d.%s", i, suffix);
+    return ra_model_grad(m, grad, nm);
+}
+
+static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *dy) {
+    vit_impl *v = m->impl;
+    const vit_tape *t = &v->tape;
+    if (!t->valid)
+        return ra_fail(RA_ERR_ARG, "vit backward: no training forward to back-propagate "
+                       "(call ra_model_forward_train first)");
+    const int C = v->dim, hid = v->hidden;
+    vit_dims d = {0};
+    const int64_t x_shape[4] = {t->dims[0], v->in_chans, t->dims[1], t->dims[2]};
+    ra_status st = vit_dims_of(v, &d, 4, x_shape);
+    if (st) return st;
+    const int B = d.B, N = (int)d.N;
+    const int64_t rows = d.rows, outer = d.outer, L = d.L;
+    const int resampled = pos_resampled(v, d.gh, d.gw);
+    const int pos_prefix = v->no_embed_class ? 0 : v->prefix;
+    const size_t rc = (size_t)(rows * C), rh = (size_t)rows * hid;
+
+    /* scratch: gradients of the head input dP and of the pooled features
+     * dQ (outer, C); of the residual stream dR, a norm's output dH and a
+     * branch output dA (rows, C); of fc1's output dF (rows, hidden); of
+     * the patch tokens (B*L, C) and, for dx, the patch
+     * columns; pos_embed on this grid */
+    ra_arena local;
+    ra_arena *ar = ra_arena_begin(&v->ws, &local);
+    float *dP = ra_arena_floats(ar, (size_t)(outer * C));
+    float *dQ = ra_arena_floats(ar, (size_t)(outer * C));
+    float *half = ra_arena_floats(ar, (size_t)B * C);
+    float *dX = ra_arena_floats(ar, rc);
+    float *dR = ra_arena_floats(ar, rc);
+    float *dH = ra_arena_floats(ar, rc);
+    float *dA = ra_arena_floats(ar, rc);
+    float *dF = ra_arena_floats(ar, rh);
+    float *dpatch = ra_arena_floats(ar, (size_t)(B * L * C));
+    float *work = dx ? ra_arena_floats(ar, (size_t)(B * L * d.K)) : NULL;
+    float *dpos = resampled ? ra_arena_floats(ar, (size_t)((pos_prefix + L) * C)) : NULL;
+    if (!dP || !dQ || !half || !dX || !dR || !dH || !dA || !dF || !dpatch ||
+        (dx && !work) || (resampled && !dpos)) {
+        st = ra_fail(RA_ERR_NOMEM, "vit backward: out of memory for a batch of %d images of "
+                     "%dx%d", B, d.H, d.W);
+        goto done;
+    }
+
+    /* head, fc_norm, pooling, final norm */
+    if (v->num_classes) {
+        ra_zero(dP, (int64_t)(outer * C));
+        ra_linear_backward(dP, ra_model_grad(m, grad, "head.weight"),
+                           ra_model_grad(m, grad, "head.bias"), dy, t->pn, v->head_w, outer,
+                           v->num_classes, C);
+    } else {
+        memcpy(dP, dy, (size_t)(outer * C) * sizeof(float));
+    }
+    if (v->fcn_w) {
+        ra_zero(dQ, (int64_t)(outer * C));
+        ra_layernorm_backward(dQ, ra_model_grad(m, grad, "fc_norm.weight"),
+                              ra_model_grad(m, grad, "fc_norm.bias"), dP, t->pooled, t->pmean,
+                              t->prstd, v->fcn_w, outer, C);
+    } else {
+        memcpy(dQ, dP, (size_t)(outer * C) * sizeof(float));
+    }
+    ra_zero(dX, (int64_t)rc);
+    pool_backward(v, dX, dQ, t->xo, half, B, d.N);
+    if (v->norm_w) {
+        ra_zero(dR, (int64_t)rc);
+        ra_layernorm_backward(dR, ra_model_grad(m, grad, "norm.weight"),
+                              ra_model_grad(m, grad, "norm.bias"), dX, t->xf, t->fmean,
+                              t->frstd, v->norm_w, rows, C);
+    } else {
+        memcpy(dR, dX, rc * sizeof(float));
+    }
+
+    /* the blocks, last first; dR is the gradient of the residual stream */
+    for (int i = v->depth - 1; i >= 0; i--) {
+        const vit_block *bk = &v->blocks[i];
+        const vit_tape_block *b = &t->blk[i];
+        /* x_next = xm + ls2 * fc2(GELU(fc1(norm2(xm)))) */
+        const float *dM = branch_backward(dA, dR, b->mo, bk->ls2,
+                                          blk_grad(m, grad, i, "ls2.gamma"), b->keep2,
+                                          bk->drop_path, B, N, C);
+        /* dF = (dM fc2w) GELU' in fc2's dX product */
+        ra_linear_backward_ex(dF, blk_grad(m, grad, i, "mlp.fc2.weight"),
+                              blk_grad(m, grad, i, "mlp.fc2.bias"), dM, b->g, bk->fc2w, rows, C,
+                              hid, 1, b->gd);
+        ra_zero(dH, (int64_t)rc);
+        ra_linear_backward(dH, blk_grad(m, grad, i, "mlp.fc1.weight"),
+                           blk_grad(m, grad, i, "mlp.fc1.bias"), dF, b->h2, bk->fc1w, rows, hid,
+                           C);
+        ra_layernorm_backward(dR, blk_grad(m, grad, i, "norm2.weight"),
+                              blk_grad(m, grad, i, "norm2.bias"), dH, b->xm, b->mean2, b->rstd2,
+                              bk->n2w, rows, C);
+        /* xm = x + ls1 * attn(norm1(x)) */
+        const float *dAt = branch_backward(dA, dR, b->a, bk->ls1,
+                                           blk_grad(m, grad, i, "ls1.gamma"), b->keep1,
+                                           bk->drop_path, B, N, C);
+        const ra_attn_grads ag = {.qkv_w = blk_grad(m, grad, i, "attn.qkv.weight"),
+                                  .qkv_b = blk_grad(m, grad, i, "attn.qkv.bias"),
+                                  .proj_w = blk_grad(m, grad, i, "attn.proj.weight"),
+                                  .proj_b = blk_grad(m, grad, i, "attn.proj.bias")};
+        ra_zero(dH, (int64_t)rc);
+        st = ra_attn_layer_backward(bk->attn, dH, NULL, &ag, NULL, dAt, b->h1, NULL, B, N, N,
+                                    NULL, 0);
+        if (st) goto done;
+        ra_layernorm_backward(dR, blk_grad(m, grad, i, "norm1.weight"),
+                              blk_grad(m, grad, i, "norm1.bias"), dH, b->x, b->mean1, b->rstd1,
+                              bk->n1w, rows, C);
+    }
+
+    /* norm_pre, then the tokens [cls, reg..., patches] + pos_embed */
+    const float *dT = dR;
+    if (v->pre_norm) {
+        memset(dX, 0, rc * sizeof(float));
+        ra_layernorm_backward(dX, ra_model_grad(m, grad, "norm_pre.weight"),
+                              ra_model_grad(m, grad, "norm_pre.bias"), dR, t->x0, t->pre_mean,
+                              t->pre_rstd, v->pre_w, rows, C);
+        dT = dX;
+    }
+    const int64_t stride = d.N * C;
+    if (v->class_token) batch_sum_add(ra_model_grad(m, grad, "cls_token"), dT, B, stride, 1, C);
+    if (v->reg_tokens)
+        batch_sum_add(ra_model_grad(m, grad, "reg_token"), dT + (int64_t)v->class_token * C, B,
+                      stride, v->reg_tokens, C);
+    if (v->pos) {
+        float *gpos = ra_model_grad(m, grad, "pos_embed");
+        float *dst = resampled ? dpos : gpos;
+        if (resampled) memset(dpos, 0, (size_t)((pos_prefix + L) * C) * sizeof(float));
+        if (v->no_embed_class) batch_sum_add(dst, dT + (int64_t)v->prefix * C, B, stride, L, C);
+        else batch_sum_add(dst, dT, B, stride, d.N, C);
+        if (resampled) {
+            ra_add(gpos, gpos, dpos, (int64_t)pos_prefix * C);
+            st = resample_grid_backward(gpos + (int64_t)pos_prefix * C,
+                                        dpos + (int64_t)pos_prefix * C, v->grid[0], v->grid[1],
+                                        d.gh, d.gw, C);
+            if (st) goto done;
+        }
+    }
+    for (int b = 0; b < B; b++)
+        memcpy(dpatch + (int64_t)b * L * C, dT + ((int64_t)b * d.N + v->prefix) * C,
+               (size_t)(L * C) * sizeof(float));
+    st = ra_patch_embed_backward(dx, ra_model_grad(m, grad, "patch_embed.proj.weight"),
+                                 ra_model_grad(m, grad, "patch_embed.proj.bias"), work, dpatch,
+                                 t->cols, v->pe_w, B, v->in_chans, d.H, d.W, v->patch, C,
+                                 v->dyn_pad);
+done:
+    ra_arena_end(&v->ws, ar);
+    return st;
+}
+
+/* Multiply-adds of one image, counted like the Swin authors' flops():
+ * patch embedding, per block qkv + q·k^T + p·v + proj + MLP, the head. */
+static int64_t vit_flops(const ra_model *m, int h, int w) {
+    const vit_impl *v = m->impl;
+    const int64_t C = v->dim, P = v->patch;
+    const int64_t np = (int64_t)((h + P - 1) / P) * ((w + P - 1) / P), n = np + v->prefix;
+    int64_t blk = ra_cadd(ra_cmul3(n, C, 3 * C), ra_cmul3(n, n, 2 * C));
+    blk = ra_cadd(ra_cadd(blk, ra_cmul3(n, C, C)), ra_cmul3(2 * n, C, v->hidden));
+    const int64_t f = ra_cadd(ra_cmul3(np, C, v->in_chans * P * P), ra_cmul(v->depth, blk));
+    return ra_cadd(f, C * v->num_classes);
+}
+
+const ra_arch_ops ra_vit_ops = {.flops = vit_flops, .name = "vit",
+                                .arch = RA_ARCH_VIT,
+                                .batched = 1,
+                                .declare = vit_declare,
+                                .canonical = vit_canonical,
+                                .detect = vit_detect,
+                                .build = vit_build,
+                                .destroy = vit_destroy,
+                                .forward = vit_forward,
+                                .forward_train = vit_forward_train,
+                                .backward = vit_backward};

@@ -1,0 +1,938 @@
+/* nn.c - the neural-network layers around attention, forward and backward:
+ * Linear (BLAS), LayerNorm, GELU, residual add, token mean, softmax
+ * cross-entropy, dropout and drop-path, patch embedding and patch merging.
+ * Every backward function accumulates (+=) into its gradients. */
+#include "base/internal.h"
+#include "nn/nn.h"
+#include "kernels/nn_kernels.h"
+#include "kernels/gemm_kernels.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <threads.h>
+
+/* ------------------------------------------------------------------------ */
+/* Column sums: the reductions over rows of the backward passes               */
+/* ------------------------------------------------------------------------ */
+
+#define RA_SQRT1_2 0.70710678118654752440      /* 1 / sqrt(2) */
+#define RA_INV_SQRT_2PI 0.39894228040143267794 /* 1 / sqrt(2 pi) */
+
+/* Below this many elements a loop runs on one thread: starting a team costs
+ * more than it saves. */
+#define RA_NN_PAR_MIN ((int64_t)1 << 15)
+/* Columns per task of a column reduction: one cache line of floats, summed
+ * in doubles on the stack, so reductions need no workspace and give the same
+ * bits whatever the number of threads. */
+#define RA_NN_COLS 16
+/* Elements per task of the element-wise loops. */
+#define RA_NN_BLOCK ((int64_t)1 << 13)
+
+/* The threads of a loop: ra_threads_get(), one below RA_NN_PAR_MIN
+ * elements. */
+static int nn_threads(int64_t work) {
+    return work >= RA_NN_PAR_MIN ? ra_threads_get() : 1;
+}
+
+/* y = fn(x) over n elements in blocks of RA_NN_BLOCK, the blocks in
+ * parallel (element-wise kernels: the same bits for any thread count). */
+static void run_blocks(void (*fn)(float *, const float *, int64_t), float *y, const float *x,
+                       int64_t n) {
+    const int64_t blocks = (n + RA_NN_BLOCK - 1) / RA_NN_BLOCK;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(n))
+#endif
+    for (int64_t t = 0; t < blocks; t++) {
+        const int64_t i0 = t * RA_NN_BLOCK;
+        fn(y + i0, x + i0, n - i0 < RA_NN_BLOCK ? n - i0 : RA_NN_BLOCK);
+    }
+}
+
+/* The vectorised loops (src/kernels/nn_avx2.c) when the CPU has AVX2 and
+ * FMA, unless the kernels are forced to the scalar reference
+ * (RELATTN_KERNEL=ref or ra_kernel_select), which keeps these loops as the
+ * oracle. */
+int ra_nn_simd(void) {
+#if defined(RA_HAVE_X86_KERNELS)
+    return ra_kernel_current() != RA_KERNEL_REF && ra_kernel_supported(RA_KERNEL_AVX2);
+#else
+    return 0;
+#endif
+}
+
+/* out (N) += sum over rows of a (M, N), in double. */
+static void colsum_add(float *out, const float *a, int64_t m, int n) {
+    const int chunks = (n + RA_NN_COLS - 1) / RA_NN_COLS;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(m * n)) if (chunks > 1)
+#endif
+    for (int t = 0; t < chunks; t++) {
+        const int j0 = t * RA_NN_COLS, jn = n - j0 < RA_NN_COLS ? n - j0 : RA_NN_COLS;
+        double acc[RA_NN_COLS] = {0};
+        for (int64_t i = 0; i < m; i++) {
+            const float *r = a + i * n + j0;
+            for (int j = 0; j < jn; j++) acc[j] += r[j];
+        }
+        for (int j = 0; j < jn; j++) out[j0 + j] = (float)((double)out[j0 + j] + acc[j]);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Linear                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* The AVX-512 product of src/kernels/gemm_avx512.c for the forward Linear
+ * layers, on CPUs with AVX-512F, unless the kernels are forced to the
+ * reference or RELATTN_GEMM=blas asks for OpenBLAS everywhere. */
+static int gemm_fast(void) {
+#if defined(RA_HAVE_X86_KERNELS) && defined(__GNUC__)
+    static _Atomic int env = -1;   /* RELATTN_GEMM read once */
+    int e = env;
+    if (e < 0) {
+        const char *v = getenv("RELATTN_GEMM");
+        env = e = !(v && strcmp(v, "blas") == 0);
+    }
+    return e && ra_kernel_current() != RA_KERNEL_REF && __builtin_cpu_supports("avx512f");
+#else
+    return 0;
+#endif
+}
+
+/* Threads of a product: one below about a million multiply-adds. */
+static int gemm_threads(int64_t m, int n, int k) {
+    return (double)m * n * k >= (double)(1 << 20) ? ra_threads_get() : 1;
+}
+
+void ra_linear_epi(float *y, const float *x, const float *w, const float *b, int64_t m, int n,
+                   int k, int gelu, float *res, const int32_t *map) {
+    if (m <= 0 || n <= 0) return;
+#ifdef RA_HAVE_X86_KERNELS
+    if (k > 0 && gemm_fast() &&
+        ra_gemm_avx512(y, n, x, k, w, k, m, n, k, b, gelu, res, n, map,
+                       gemm_threads(m, n, k)) == 0)
+        return;
+#endif
+    ra_linear_forward(y, x, w, b, m, n, k);
+    if (gelu) ra_gelu_forward(y, y, m * n);
+    if (res) ra_rows_scatter_add(res, y, map, m, n);
+}
+
+void ra_linear_forward(float *y,        /* (M, N) */
+                       const float *x,  /* (M, K) */
+                       const float *w,  /* (N, K) */
+                       const float *b,  /* (N) or NULL */
+                       int64_t m, int n, int k) {
+    if (m <= 0 || n <= 0) return;
+#ifdef RA_HAVE_X86_KERNELS
+    if (k > 0 && gemm_fast() &&
+        ra_gemm_avx512(y, n, x, k, w, k, m, n, k, b, 0, NULL, 0, NULL,
+                       gemm_threads(m, n, k)) == 0)
+        return;
+#endif
+    if (b)
+        for (int64_t i = 0; i < m; i++) memcpy(y + i * n, b, (size_t)n * sizeof *y);
+    else if (k <= 0)
+        memset(y, 0, (size_t)m * n * sizeof *y);
+    if (k <= 0) return;   /* BLAS rejects a leading dimension of 0 */
+    /* row-major y (M, N) += x (M, K) . w (N, K)^T; BLAS takes int sizes, and
+     * the callers bound M*N and M*K, so split M only if it is huge. */
+    const int64_t chunk = INT32_MAX / 2;
+    for (int64_t i0 = 0; i0 < m; i0 += chunk) {
+        int mm = (int)(m - i0 < chunk ? m - i0 : chunk);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mm, n, k, 1.0f,
+                    x + i0 * k, k, w, k, b ? 1.0f : 0.0f, y + i0 * n, n);
+    }
+}
+
+/* GELU'(v) = Phi(v) + v * phi(v), in PyTorch's float expressions (its CPU
+ * GeluBackwardKernel): the scalar oracle of the vector kernels. */
+static inline float gelu_deriv(float v) {
+    const float cdf = 0.5f * (1.0f + erff(v * (float)RA_SQRT1_2));
+    const float pdf = (float)RA_INV_SQRT_2PI * expf(v * v * -0.5f);
+    return cdf + v * pdf;
+}
+
+static void gelu_deriv_scalar(float *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = gelu_deriv(x[i]);
+}
+
+/* y[i] = GELU'(x[i]) (y may be x): the scalar backward's expression, or
+ * its vectors. */
+static void gelu_deriv_rows(float *y, const float *x, int64_t n) {
+    if (n <= 0) return;
+    void (*fn)(float *, const float *, int64_t) = gelu_deriv_scalar;
+#ifdef RA_HAVE_X86_KERNELS
+    if (ra_nn_simd()) fn = ra_nn_gelu_deriv_avx2;
+#endif
+    run_blocks(fn, y, x, n);
+}
+
+/* y[i] *= x[i] */
+static void mul_into(float *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = y[i] * x[i];
+}
+
+void ra_linear_backward_ex(float *dx,        /* (M, K) or NULL */
+                           float *dw,        /* (N, K) or NULL */
+                           float *db,        /* (N) or NULL */
+                           const float *dy,  /* (M, N) */
+                           const float *x,   /* (M, K), for dw */
+                           const float *w,   /* (N, K), for dx */
+                           int64_t m, int n, int k, int set,
+                           const float *gd) {   /* (M, K) or NULL */
+    if (m <= 0 || n <= 0) return;
+    if (gd) set = 1;
+#ifdef RA_HAVE_X86_KERNELS
+    if (k > 0 && gemm_fast()) {
+        /* dx = or += dy . w on the forward's product, reading w as it is
+         * (transposed); dw += dy^T x and db += column sums of dy in one
+         * pass over dy */
+        if (!dx || ra_gemm_avx512_ext(dx, k, dy, n, w, k, 1, m, k, n, NULL, 0, NULL, gd,
+                                      set ? NULL : dx, k, NULL, gemm_threads(m, n, k)) == 0) {
+            if (dw && ra_gemm_tn_avx512(dw, k, dy, n, x, k, m, n, k, db,
+                                        gemm_threads(m, n, k)) == 0)
+                return;
+            if (dw)
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, k, (int)m, 1.0f, dy, n, x,
+                            k, 1.0f, dw, k);
+            if (db) colsum_add(db, dy, m, n);
+            return;
+        }
+    }
+#endif
+    if (dx && set && k > 0) memset(dx, 0, (size_t)m * k * sizeof *dx);
+    const int64_t chunk = INT32_MAX / 2;
+    for (int64_t i0 = 0; k > 0 && i0 < m; i0 += chunk) {
+        int mm = (int)(m - i0 < chunk ? m - i0 : chunk);
+        if (dx)   /* dx (M, K) += dy (M, N) . w (N, K) */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mm, k, n, 1.0f,
+                        dy + i0 * n, n, w, k, 1.0f, dx + i0 * k, k);
+        if (dw)   /* dw (N, K) += dy^T (N, M) . x (M, K), beta 1 over the chunks */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, k, mm, 1.0f,
+                        dy + i0 * n, n, x + i0 * k, k, 1.0f, dw, k);
+    }
+    if (db) colsum_add(db, dy, m, n);   /* db (N) += sum_rows dy, in double */
+    if (dx && gd) run_blocks(mul_into, dx, gd, m * k);
+}
+
+/* ACCUMULATES into dx, dw, db (each may be NULL). */
+void ra_linear_backward(float *dx,        /* (M, K) or NULL */
+                        float *dw,        /* (N, K) or NULL */
+                        float *db,        /* (N) or NULL */
+                        const float *dy,  /* (M, N) */
+                        const float *x,   /* (M, K), for dw */
+                        const float *w,   /* (N, K), for dx */
+                        int64_t m, int n, int k) {
+    ra_linear_backward_ex(dx, dw, db, dy, x, w, m, n, k, 0, NULL);
+}
+
+void ra_linear_gelu_keep(float *gd, float *g, const float *x, const float *w, const float *b,
+                         int64_t m, int n, int k) {
+    if (m <= 0 || n <= 0) return;
+#ifdef RA_HAVE_X86_KERNELS
+    if (k > 0 && gemm_fast() &&
+        ra_gemm_avx512_ext(g, n, x, k, w, k, 0, m, n, k, b, 1, gd, NULL, NULL, 0, NULL,
+                           gemm_threads(m, n, k)) == 0)
+        return;
+#endif
+    ra_linear_forward(gd, x, w, b, m, n, k);   /* h, in gd until its last use */
+    ra_gelu_forward(g, gd, m * n);
+    gelu_deriv_rows(gd, gd, m * n);
+}
+
+/* ------------------------------------------------------------------------ */
+/* LayerNorm                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* Statistics in double, two passes (no cancellation for inputs far from 0),
+ * saved as float: the backward pass recomputes xhat from them. */
+static void layernorm_row(float *yr, float *mean, float *rstd, const float *xr,
+                          const float *gamma, const float *beta, int c, float eps) {
+    double s = 0, ss = 0;
+    for (int j = 0; j < c; j++) s += xr[j];
+    const double mu = s / c;
+    for (int j = 0; j < c; j++) {
+        const double d = xr[j] - mu;
+        ss += d * d;
+    }
+    const double rs = 1.0 / sqrt(ss / c + (double)eps);
+    if (mean) *mean = (float)mu;
+    if (rstd) *rstd = (float)rs;
+    for (int j = 0; j < c; j++) {
+        double v = (xr[j] - mu) * rs;
+        if (gamma) v *= gamma[j];
+        if (beta) v += beta[j];
+        yr[j] = (float)v;
+    }
+}
+
+typedef void (*ln_row_fn)(float *, float *, float *, const float *, const float *,
+                          const float *, int, float);
+
+static int gemm_fast(void);
+
+static ln_row_fn ln_row(void) {
+#ifdef RA_HAVE_X86_KERNELS
+    if (gemm_fast()) return ra_nn_layernorm_row_avx512;
+    if (ra_nn_simd()) return ra_nn_layernorm_row_avx2;
+#endif
+    return layernorm_row;
+}
+
+typedef void (*ln_rows4_fn)(float *const[4], float *const[4], float *const[4],
+                            const float *const[4], const float *, const float *, int, float);
+
+/* The four-row kernel where there is one (each row with the bits of
+ * ln_row's), else NULL. */
+static ln_rows4_fn ln_rows4(void) {
+#ifdef RA_HAVE_X86_KERNELS
+    if (gemm_fast()) return ra_nn_layernorm_rows4_avx512;
+#endif
+    return NULL;
+}
+
+/* Rows i0 .. i1-1 of a LayerNorm: y row i from x row src[i] (src NULL: row
+ * i; a negative src[i]: zeros), mean and rstd (if given) at i; four rows at
+ * a time through four where given and none of them is a zero row. */
+static void ln_block(float *y, float *mean, float *rstd, const float *x, const int32_t *src,
+                     int64_t i0, int64_t i1, int c, const float *gamma, const float *beta,
+                     float eps, ln_row_fn row, ln_rows4_fn four) {
+    for (int64_t i = i0; i < i1;) {
+        if (four && i + 4 <= i1) {
+            float *yr[4], *mr[4], *rr[4];
+            const float *xr[4];
+            int ok = 1;
+            for (int r = 0; r < 4; r++) {
+                const int64_t s = src ? src[i + r] : i + r;
+                ok &= s >= 0;
+                xr[r] = x + (s < 0 ? 0 : s) * c, yr[r] = y + (i + r) * c;
+                mr[r] = mean ? mean + i + r : NULL, rr[r] = rstd ? rstd + i + r : NULL;
+            }
+            if (ok) {
+                four(yr, mr, rr, xr, gamma, beta, c, eps);
+                i += 4;
+                continue;
+            }
+        }
+        const int64_t s = src ? src[i] : i;
+        if (s < 0) memset(y + i * c, 0, (size_t)c * sizeof *y);
+        else row(y + i * c, mean ? mean + i : NULL, rstd ? rstd + i : NULL, x + s * c, gamma,
+                 beta, c, eps);
+        i++;
+    }
+}
+
+/* ln_block over m rows, split between the threads in blocks of 64 rows */
+static void ln_all(float *y, float *mean, float *rstd, const float *x, const int32_t *src,
+                   int64_t m, int c, const float *gamma, const float *beta, float eps) {
+    if (m <= 0 || c <= 0) return;
+    const ln_row_fn row = ln_row();
+    const ln_rows4_fn four = ln_rows4();
+    const int64_t nb = (m + 63) / 64;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(m * c))
+#endif
+    for (int64_t b = 0; b < nb; b++)
+        ln_block(y, mean, rstd, x, src, 64 * b, 64 * b + 64 < m ? 64 * b + 64 : m, c, gamma, beta,
+                 eps, row, four);
+}
+
+void ra_layernorm_forward(float *y,            /* (M, C), may be x */
+                          float *mean,         /* (M) saved */
+                          float *rstd,         /* (M) saved */
+                          const float *x,      /* (M, C) */
+                          const float *gamma,  /* (C) or NULL */
+                          const float *beta,   /* (C) or NULL */
+                          int64_t m, int c, float eps) {
+    ln_all(y, mean, rstd, x, NULL, m, c, gamma, beta, eps);
+}
+
+void ra_layernorm_rows(float *y, const float *x, const int32_t *src, int64_t m, int c,
+                       const float *gamma, const float *beta, float eps) {
+    ln_all(y, NULL, NULL, x, src, m, c, gamma, beta, eps);
+}
+
+void ra_rows_scatter_add(float *x, const float *a, const int32_t *dst, int64_t m, int c) {
+    if (m <= 0 || c <= 0) return;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(m * c))
+#endif
+    for (int64_t i = 0; i < m; i++) {
+        const int64_t r = dst ? dst[i] : i;
+        if (r < 0) continue;
+        float *xr = x + r * c;
+        const float *ar = a + i * c;
+        for (int j = 0; j < c; j++) xr[j] = xr[j] + ar[j];
+    }
+}
+
+/* Rows per block of the vectorised LayerNorm backward: each block's column
+ * sums (dgamma, dbeta) go to its own slot, added in block order, so the
+ * result does not depend on the threads. */
+#define LN_ROWS 256
+
+/* A buffer kept per thread between calls (freed with the thread): the
+ * scratch of the column reductions, so that no call allocates once it has
+ * grown. */
+static tss_t scratch_key;
+static once_flag scratch_once = ONCE_FLAG_INIT;
+static _Atomic int scratch_ok;   /* atomic: what call_once publishes, as TSan sees it */
+typedef struct scratch_buf { void *p; size_t cap; } scratch_buf;
+static void scratch_free(void *v) {
+    scratch_buf *b = v;
+    if (b) free(b->p);
+    free(b);
+}
+static void scratch_init(void) { scratch_ok = tss_create(&scratch_key, scratch_free) == thrd_success; }
+static void *nn_scratch(size_t bytes) {
+    call_once(&scratch_once, scratch_init);
+    if (!scratch_ok) return NULL;
+    scratch_buf *b = tss_get(scratch_key);
+    if (!b) {
+        if (!(b = calloc(1, sizeof *b))) return NULL;
+        if (tss_set(scratch_key, b) != thrd_success) return free(b), NULL;
+    }
+    if (bytes > b->cap) {
+        free(b->p);
+        b->p = malloc(bytes);
+        b->cap = b->p ? bytes : 0;
+    }
+    return b->p;
+}
+
+/* ACCUMULATES into dx, dgamma, dbeta (each may be NULL). */
+void ra_layernorm_backward(float *dx,            /* (M, C) or NULL */
+                           float *dgamma,        /* (C) or NULL */
+                           float *dbeta,         /* (C) or NULL */
+                           const float *dy,      /* (M, C) */
+                           const float *x,       /* (M, C) forward input */
+                           const float *mean,    /* (M) saved */
+                           const float *rstd,    /* (M) saved */
+                           const float *gamma,   /* (C) or NULL */
+                           int64_t m, int c) {
+    if (m <= 0 || c <= 0) return;
+#ifdef RA_HAVE_X86_KERNELS
+    if (gemm_fast()) {
+        const int64_t nb = (m + LN_ROWS - 1) / LN_ROWS;
+        const int sums = dgamma || dbeta;
+        double *part = sums ? nn_scratch((size_t)nb * 2 * c * sizeof(double)) : NULL;
+        if (!sums || part) {
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(m * c))
+#endif
+            for (int64_t t = 0; t < nb; t++) {
+                const int64_t i0 = t * LN_ROWS, rows = m - i0 < LN_ROWS ? m - i0 : LN_ROWS;
+                double *pg = part ? part + t * 2 * c : NULL;
+                if (pg) memset(pg, 0, 2 * (size_t)c * sizeof *pg);
+                ra_nn_layernorm_backward_rows_avx512(dx ? dx + i0 * c : NULL, pg,
+                                                     pg ? pg + c : NULL, dy + i0 * c,
+                                                     x + i0 * c, mean + i0, rstd + i0, gamma,
+                                                     rows, c);
+            }
+            if (sums) {
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(m * c / 8)) if (c >= 64)
+#endif
+                for (int j = 0; j < c; j++) {
+                    double ag = 0, ab = 0;
+                    for (int64_t t = 0; t < nb; t++) {
+                        ag += part[t * 2 * c + j];
+                        ab += part[t * 2 * c + c + j];
+                    }
+                    if (dgamma) dgamma[j] = (float)((double)dgamma[j] + ag);
+                    if (dbeta) dbeta[j] = (float)((double)dbeta[j] + ab);
+                }
+            }
+            return;
+        }
+    }
+#endif
+    if (dx) {
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(m * c))
+#endif
+        for (int64_t i = 0; i < m; i++) {
+            const float *xr = x + i * c, *gr = dy + i * c;
+            const double mu = mean[i], rs = rstd[i];
+            double sg = 0, sgx = 0;   /* mean of g and of g * xhat */
+            for (int j = 0; j < c; j++) {
+                const double g = gamma ? (double)gr[j] * gamma[j] : gr[j];
+                sg += g;
+                sgx += g * ((xr[j] - mu) * rs);
+            }
+            sg /= c;
+            sgx /= c;
+            float *dr = dx + i * c;
+            for (int j = 0; j < c; j++) {
+                const double g = gamma ? (double)gr[j] * gamma[j] : gr[j];
+                const double xh = (xr[j] - mu) * rs;
+                dr[j] = (float)((double)dr[j] + rs * (g - sg - xh * sgx));
+            }
+        }
+    }
+    if (!dgamma && !dbeta) return;
+    const int chunks = (c + RA_NN_COLS - 1) / RA_NN_COLS;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(m * c)) if (chunks > 1)
+#endif
+    for (int t = 0; t < chunks; t++) {
+        const int j0 = t * RA_NN_COLS, jn = c - j0 < RA_NN_COLS ? c - j0 : RA_NN_COLS;
+        double ag[RA_NN_COLS] = {0}, ab[RA_NN_COLS] = {0};
+        for (int64_t i = 0; i < m; i++) {
+            const float *xr = x + i * c + j0, *gr = dy + i * c + j0;
+            const double mu = mean[i], rs = rstd[i];
+            for (int j = 0; j < jn; j++) {
+                ag[j] += gr[j] * ((xr[j] - mu) * rs);
+                ab[j] += gr[j];
+            }
+        }
+        for (int j = 0; j < jn; j++) {
+            if (dgamma) dgamma[j0 + j] = (float)((double)dgamma[j0 + j] + ag[j]);
+            if (dbeta) dbeta[j0 + j] = (float)((double)dbeta[j0 + j] + ab[j]);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* GELU, residual add, mean over tokens                                      */
+/* ------------------------------------------------------------------------ */
+
+/* The same float expressions as PyTorch's CPU GeluKernel (approximate =
+ * 'none'); erff and expf of glibc are correctly rounded to within an ulp. */
+static void gelu_scalar(float *y, const float *x, int64_t n) {
+    const float r2 = (float)RA_SQRT1_2;
+    for (int64_t i = 0; i < n; i++) {
+        const float v = x[i];
+        y[i] = v * 0.5f * (1.0f + erff(v * r2));
+    }
+}
+
+void ra_gelu_forward(float *y,        /* (n), may be x */
+                     const float *x,  /* (n) */
+                     int64_t n) {
+    if (n <= 0) return;
+    void (*fn)(float *, const float *, int64_t) = gelu_scalar;
+#ifdef RA_HAVE_X86_KERNELS
+    if (ra_nn_simd()) fn = ra_nn_gelu_avx2;
+#endif
+    run_blocks(fn, y, x, n);
+}
+
+/* ACCUMULATES into dx. */
+void ra_gelu_backward(float *dx,        /* (n), may be dy */
+                      const float *dy,  /* (n) */
+                      const float *x,   /* (n) forward input */
+                      int64_t n) {
+    if (n <= 0) return;
+#ifdef RA_HAVE_X86_KERNELS
+    void (*fn)(float *, const float *, const float *, int64_t) = NULL;
+    if (gemm_fast()) fn = ra_gemm_gelu_backward_avx512;
+    else if (ra_nn_simd()) fn = ra_nn_gelu_backward_avx2;
+    if (fn) {
+        const int64_t blocks = (n + RA_NN_BLOCK - 1) / RA_NN_BLOCK;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(n))
+#endif
+        for (int64_t t = 0; t < blocks; t++) {
+            const int64_t i0 = t * RA_NN_BLOCK;
+            fn(dx + i0, dy + i0, x + i0, n - i0 < RA_NN_BLOCK ? n - i0 : RA_NN_BLOCK);
+        }
+        return;
+    }
+#endif
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(n))
+#endif
+    for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * gelu_deriv(x[i]);
+}
+
+void ra_zero(float *p, int64_t n) {
+    const int64_t blocks = (n + RA_NN_BLOCK - 1) / RA_NN_BLOCK;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(n)) if (blocks > 1)
+#endif
+    for (int64_t b = 0; b < blocks; b++) {
+        const int64_t i = b * RA_NN_BLOCK, len = n - i < RA_NN_BLOCK ? n - i : RA_NN_BLOCK;
+        memset(p + i, 0, (size_t)len * sizeof *p);
+    }
+}
+
+void ra_add(float *y,        /* (n), may be a or b */
+            const float *a,  /* (n) */
+            const float *b,  /* (n) */
+            int64_t n) {
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(n))
+#endif
+    for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+
+void ra_mean_tokens_forward(float *y,        /* (B, C) */
+                            const float *x,  /* (B, N, C) */
+                            int b, int64_t n, int c) {
+    if (b <= 0 || n <= 0 || c <= 0) return;
+    for (int s = 0; s < b; s++) {
+        const float *xs = x + (int64_t)s * n * c;
+        float *ys = y + (int64_t)s * c;
+        for (int j = 0; j < c; j++) ys[j] = 0.0f;
+        colsum_add(ys, xs, n, c);
+        for (int j = 0; j < c; j++) ys[j] = (float)((double)ys[j] / (double)n);
+    }
+}
+
+/* ACCUMULATES into dx. */
+void ra_mean_tokens_backward(float *dx,        /* (B, N, C) */
+                             const float *dy,  /* (B, C) */
+                             int b, int64_t n, int c) {
+    if (b <= 0 || n <= 0 || c <= 0) return;
+    const float fn = (float)n;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads((int64_t)b * n * c))
+#endif
+    for (int64_t r = 0; r < (int64_t)b * n; r++) {
+        const float *g = dy + (r / n) * c;
+        float *d = dx + r * c;
+        for (int j = 0; j < c; j++) d[j] += g[j] / fn;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Softmax cross-entropy with label smoothing                                */
+/* ------------------------------------------------------------------------ */
+
+static ra_status ce_check(const char *fn, const int32_t *targets, int b, int k,
+                          float smoothing) {
+    if (b < 1 || k < 1) return ra_fail(RA_ERR_ARG, "%s: batch %d, classes %d", fn, b, k);
+    if (!(smoothing >= 0.0f && smoothing <= 1.0f))
+        return ra_fail(RA_ERR_ARG, "%s: label smoothing %g not in [0, 1]", fn, smoothing);
+    for (int i = 0; i < b; i++)
+        if (targets[i] < 0 || targets[i] >= k)
+            return ra_fail(RA_ERR_ARG, "%s: target %d of sample %d not in [0, %d)", fn,
+                           (int)targets[i], i, k);
+    return RA_OK;
+}
+
+ra_status ra_cross_entropy_forward(float *loss,             /* (1) */
+                                   float *probs,            /* (B, K) saved */
+                                   const float *logits,     /* (B, K) */
+                                   const int32_t *targets,  /* (B) */
+                                   int b, int k, float smoothing) {
+    ra_status st = ce_check("ra_cross_entropy_forward", targets, b, k, smoothing);
+    if (st != RA_OK) return st;
+    const double eps = smoothing;
+    double total = 0;
+    for (int i = 0; i < b; i++) {
+        const float *l = logits + (int64_t)i * k;
+        float *p = probs + (int64_t)i * k;
+        double mx = l[0], se = 0, sl = 0;
+        for (int j = 1; j < k; j++)
+            if (l[j] > mx) mx = l[j];
+        for (int j = 0; j < k; j++) {
+            se += exp(l[j] - mx);
+            sl += l[j];
+        }
+        const double lse = mx + log(se);
+        for (int j = 0; j < k; j++) p[j] = (float)exp(l[j] - lse);
+        const double nll = lse - l[targets[i]];      /* -logp[target] */
+        const double smooth = (double)k * lse - sl;  /* sum_k -logp[k] */
+        total += (1.0 - eps) * nll + eps / k * smooth;
+    }
+    *loss = (float)(total / b);
+    return RA_OK;
+}
+
+/* ACCUMULATES into dlogits. */
+ra_status ra_cross_entropy_backward(float *dlogits,          /* (B, K) */
+                                    float dloss,
+                                    const float *probs,      /* (B, K) saved */
+                                    const int32_t *targets,  /* (B) */
+                                    int b, int k, float smoothing) {
+    ra_status st = ce_check("ra_cross_entropy_backward", targets, b, k, smoothing);
+    if (st != RA_OK) return st;
+    const double eps = smoothing, g = (double)dloss / b, off = eps / k;
+    for (int i = 0; i < b; i++) {
+        const float *p = probs + (int64_t)i * k;
+        float *d = dlogits + (int64_t)i * k;
+        for (int j = 0; j < k; j++) {
+            const double t = (j == targets[i] ? 1.0 - eps : 0.0) + off;
+            d[j] = (float)((double)d[j] + g * ((double)p[j] - t));
+        }
+    }
+    return RA_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Dropout and DropPath                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* PyTorch and timm multiply by a float mask divided by (1 - p), i.e. by the
+ * float 1 / (1 - p); a dropped element is x * 0 (NaN stays NaN). The draws
+ * are sequential so a seed gives the same masks whatever the threads. */
+static float keep_scale(float p) {
+    return p >= 1.0f ? 0.0f : 1.0f / (float)(1.0 - (double)p);
+}
+
+ra_status ra_dropout_forward(float *y,          /* (n), may be x */
+                             uint8_t *keep,     /* (n) saved, 0 or 1 */
+                             const float *x,    /* (n) */
+                             int64_t n, float p, ra_rng *rng) {
+    if (!(p >= 0.0f && p <= 1.0f))
+        return ra_fail(RA_ERR_ARG, "ra_dropout_forward: p = %g not in [0, 1]", p);
+    if (n < 0) return ra_fail(RA_ERR_ARG, "ra_dropout_forward: n = %lld", (long long)n);
+    const float scale = keep_scale(p);
+    if (p == 0.0f || p == 1.0f) {   /* no draws, as PyTorch */
+        for (int64_t i = 0; i < n; i++) {
+            keep[i] = p == 0.0f;
+            y[i] = p == 0.0f ? x[i] : x[i] * 0.0f;
+        }
+        return RA_OK;
+    }
+    const double q = 1.0 - (double)p;
+    for (int64_t i = 0; i < n; i++) {
+        const int k = ra_rng_uniform(rng) < q;
+        keep[i] = (uint8_t)k;
+        y[i] = x[i] * (k ? scale : 0.0f);
+    }
+    return RA_OK;
+}
+
+/* ACCUMULATES into dx. */
+void ra_dropout_backward(float *dx,            /* (n), may be dy */
+                         const float *dy,      /* (n) */
+                         const uint8_t *keep,  /* (n) saved */
+                         int64_t n, float p) {
+    const float scale = keep_scale(p);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(n))
+#endif
+    for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * (keep[i] ? scale : 0.0f);
+}
+
+ra_status ra_droppath_forward(float *y,          /* (B, n), may be x */
+                              uint8_t *keep,     /* (B) saved, 0 or 1 */
+                              const float *x,    /* (B, n) */
+                              int b, int64_t n, float p, ra_rng *rng) {
+    if (!(p >= 0.0f && p <= 1.0f))
+        return ra_fail(RA_ERR_ARG, "ra_droppath_forward: p = %g not in [0, 1]", p);
+    if (b < 0 || n < 0)
+        return ra_fail(RA_ERR_ARG, "ra_droppath_forward: B = %d, n = %lld", b, (long long)n);
+    const float scale = keep_scale(p);
+    const double q = 1.0 - (double)p;
+    for (int s = 0; s < b; s++) {
+        const int k = p == 0.0f ? 1 : p == 1.0f ? 0 : ra_rng_uniform(rng) < q;
+        keep[s] = (uint8_t)k;
+        const float f = p == 0.0f ? 1.0f : k ? scale : 0.0f;
+        const float *xs = x + (int64_t)s * n;
+        float *ys = y + (int64_t)s * n;
+        for (int64_t i = 0; i < n; i++) ys[i] = xs[i] * f;
+    }
+    return RA_OK;
+}
+
+/* ACCUMULATES into dx. */
+void ra_droppath_backward(float *dx,            /* (B, n), may be dy */
+                          const float *dy,      /* (B, n) */
+                          const uint8_t *keep,  /* (B) saved */
+                          int b, int64_t n, float p) {
+    const float scale = p == 0.0f ? 1.0f : keep_scale(p);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads((int64_t)b * n))
+#endif
+    for (int s = 0; s < b; s++) {
+        const float f = keep[s] ? scale : 0.0f;
+        const float *gs = dy + (int64_t)s * n;
+        float *ds = dx + (int64_t)s * n;
+        for (int64_t i = 0; i < n; i++) ds[i] += gs[i] * f;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Patch embedding: im2col + Linear                                          */
+/* ------------------------------------------------------------------------ */
+
+ra_status ra_patch_grid(int *gh, int *gw, int h, int w, int p, int pad) {
+    if (h < 1 || w < 1 || p < 1)
+        return ra_fail(RA_ERR_ARG, "patch grid: image %dx%d, patch %d", h, w, p);
+    if (!pad && (h % p || w % p))
+        return ra_fail(RA_ERR_SHAPE, "patch grid: image %dx%d is not a multiple of the "
+                       "patch size %d", h, w, p);
+    const int64_t a = ((int64_t)h + p - 1) / p, c = ((int64_t)w + p - 1) / p;
+    if (a * c > INT32_MAX)
+        return ra_fail(RA_ERR_ARG, "patch grid: %lldx%lld patches", (long long)a, (long long)c);
+    if (gh) *gh = (int)a;
+    if (gw) *gw = (int)c;
+    return RA_OK;
+}
+
+/* Sizes of a patch embedding: grid, tokens per image, columns per token. */
+static ra_status patch_plan(const char *fn, int b, int cin, int h, int w, int p, int e,
+                            int pad, int *gh, int *gw, int *kcols) {
+    ra_status st = ra_patch_grid(gh, gw, h, w, p, pad);
+    if (st != RA_OK) return st;
+    int64_t k = 0, rows = 0, tmp = 0;
+    if (b < 1 || cin < 1 || e < 1)
+        return ra_fail(RA_ERR_ARG, "%s: B = %d, Cin = %d, E = %d", fn, b, cin, e);
+    if (!ra_mul_i64(&k, (int64_t)cin, (int64_t)p * p) || k > INT32_MAX ||
+        !ra_mul_i64(&rows, (int64_t)b, (int64_t)*gh * *gw) ||
+        !ra_mul_i64(&tmp, rows, k) || !ra_mul_i64(&tmp, rows, e) ||
+        !ra_mul_i64(&tmp, (int64_t)b * cin, (int64_t)h * w) || tmp > INT64_MAX / 8)
+        return ra_fail(RA_ERR_ARG, "%s: sizes too large", fn);
+    *kcols = (int)k;
+    return RA_OK;
+}
+
+ra_status ra_patch_embed_forward(float *y,             /* (B, L, E) */
+                                 float *cols,          /* (B, L, Cin*P*P) saved */
+                                 const float *x,       /* (B, Cin, H, W) */
+                                 const float *weight,  /* (E, Cin, P, P) */
+                                 const float *bias,    /* (E) or NULL */
+                                 int b, int cin, int h, int w, int p, int e, int pad) {
+    int gh = 0, gw = 0, kc = 0;
+    ra_status st = patch_plan("ra_patch_embed_forward", b, cin, h, w, p, e, pad, &gh, &gw, &kc);
+    if (st != RA_OK) return st;
+    const int64_t L = (int64_t)gh * gw, rows = (int64_t)b * L;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(rows * kc))
+#endif
+    for (int64_t r = 0; r < rows; r++) {   /* token r: image r / L, patch r % L */
+        const int64_t s = r / L;
+        const int py = (int)(r % L / gw), px = (int)(r % L % gw);
+        float *dst = cols + r * kc;
+        for (int ci = 0; ci < cin; ci++)
+            for (int ky = 0; ky < p; ky++) {
+                const int yy = py * p + ky;
+                const float *src = x + ((s * cin + ci) * h + yy) * (int64_t)w;
+                for (int kx = 0; kx < p; kx++) {
+                    const int xx = px * p + kx;
+                    *dst++ = yy < h && xx < w ? src[xx] : 0.0f;
+                }
+            }
+    }
+    ra_linear_forward(y, cols, weight, bias, rows, e, kc);
+    return RA_OK;
+}
+
+/* ACCUMULATES into dx, dweight, dbias (each may be NULL). */
+ra_status ra_patch_embed_backward(float *dx,            /* (B, Cin, H, W) or NULL */
+                                  float *dweight,       /* (E, Cin, P, P) or NULL */
+                                  float *dbias,         /* (E) or NULL */
+                                  float *work,          /* (B, L, Cin*P*P), may be cols */
+                                  const float *dy,      /* (B, L, E) */
+                                  const float *cols,    /* (B, L, Cin*P*P) saved */
+                                  const float *weight,  /* (E, Cin, P, P) */
+                                  int b, int cin, int h, int w, int p, int e, int pad) {
+    int gh = 0, gw = 0, kc = 0;
+    ra_status st = patch_plan("ra_patch_embed_backward", b, cin, h, w, p, e, pad, &gh, &gw, &kc);
+    if (st != RA_OK) return st;
+    if (dx && !work)
+        return ra_fail(RA_ERR_ARG, "ra_patch_embed_backward: dx needs a workspace");
+    const int64_t L = (int64_t)gh * gw, rows = (int64_t)b * L;
+    /* weight and bias first: work may be cols */
+    ra_linear_backward(NULL, dweight, dbias, dy, cols, weight, rows, e, kc);
+    if (!dx) return RA_OK;
+    /* dcols (rows, kc) = dy (rows, E) . weight (E, kc), written over work */
+    const int64_t chunk = INT32_MAX / 2;
+    for (int64_t i0 = 0; i0 < rows; i0 += chunk) {
+        int mm = (int)(rows - i0 < chunk ? rows - i0 : chunk);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mm, kc, e, 1.0f,
+                    dy + i0 * e, e, weight, kc, 0.0f, work + i0 * kc, kc);
+    }
+    /* col2im: the patches do not overlap, so each pixel takes one value;
+     * those of the padding are dropped. Rows of patches in parallel. */
+    const int64_t prow = (int64_t)b * gh;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(rows * kc))
+#endif
+    for (int64_t t = 0; t < prow; t++) {
+        const int64_t s = t / gh;
+        const int py = (int)(t % gh);
+        for (int px = 0; px < gw; px++) {
+            const float *src = work + (s * L + (int64_t)py * gw + px) * kc;
+            for (int ci = 0; ci < cin; ci++)
+                for (int ky = 0; ky < p; ky++, src += p) {
+                    const int yy = py * p + ky;
+                    if (yy >= h) continue;
+                    float *d = dx + ((s * cin + ci) * h + yy) * (int64_t)w;
+                    for (int kx = 0; kx < p; kx++) {
+                        const int xx = px * p + kx;
+                        if (xx < w) d[xx] += src[kx];
+                    }
+                }
+        }
+    }
+    return RA_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Patch merging gather (Swin)                                               */
+/* ------------------------------------------------------------------------ */
+
+static ra_status merge_check(const char *fn, int b, int h, int w, int c) {
+    int64_t n = 0;
+    if (b < 1 || h < 1 || w < 1 || c < 1)
+        return ra_fail(RA_ERR_ARG, "%s: B = %d, H = %d, W = %d, C = %d", fn, b, h, w, c);
+    if (!ra_mul_i64(&n, (int64_t)b * (h + 1), (int64_t)(w + 1) * c) || n > INT64_MAX / 8)
+        return ra_fail(RA_ERR_ARG, "%s: sizes too large", fn);
+    return RA_OK;
+}
+
+/* Source pixel of quarter q of a merged token: q = 0..3 -> (dy, dx) offsets
+ * (0,0), (1,0), (0,1), (1,1), the official x0, x1, x2, x3. */
+#define MERGE_DY(q) ((q) & 1)
+#define MERGE_DX(q) ((q) >> 1)
+
+ra_status ra_patch_merge_forward(float *y,        /* (B, H2*W2, 4C) */
+                                 const float *x,  /* (B, H, W, C) */
+                                 int b, int h, int w, int c) {
+    ra_status st = merge_check("ra_patch_merge_forward", b, h, w, c);
+    if (st != RA_OK) return st;
+    const int h2 = (h + 1) / 2, w2 = (w + 1) / 2;
+    const int64_t rows = (int64_t)b * h2;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(rows * w2 * 4 * c))
+#endif
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t s = r / h2;
+        const int i = (int)(r % h2);
+        for (int j = 0; j < w2; j++) {
+            float *dst = y + (r * w2 + j) * 4 * (int64_t)c;
+            for (int q = 0; q < 4; q++, dst += c) {
+                const int yy = 2 * i + MERGE_DY(q), xx = 2 * j + MERGE_DX(q);
+                if (yy < h && xx < w)
+                    memcpy(dst, x + ((s * h + yy) * w + xx) * (int64_t)c, (size_t)c * sizeof *dst);
+                else
+                    memset(dst, 0, (size_t)c * sizeof *dst);
+            }
+        }
+    }
+    return RA_OK;
+}
+
+/* ACCUMULATES into dx. */
+ra_status ra_patch_merge_backward(float *dx,        /* (B, H, W, C) */
+                                  const float *dy,  /* (B, H2*W2, 4C) */
+                                  int b, int h, int w, int c) {
+    ra_status st = merge_check("ra_patch_merge_backward", b, h, w, c);
+    if (st != RA_OK) return st;
+    const int h2 = (h + 1) / 2, w2 = (w + 1) / 2;
+    const int64_t rows = (int64_t)b * h2;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nn_threads(rows * w2 * 4 * c))
+#endif
+    for (int64_t r = 0; r < rows; r++) {   /* each pixel has one source: no races */
+        const int64_t s = r / h2;
+        const int i = (int)(r % h2);
+        for (int j = 0; j < w2; j++) {
+            const float *src = dy + (r * w2 + j) * 4 * (int64_t)c;
+            for (int q = 0; q < 4; q++, src += c) {
+                const int yy = 2 * i + MERGE_DY(q), xx = 2 * j + MERGE_DX(q);
+                if (yy >= h || xx >= w) continue;
+                float *d = dx + ((s * h + yy) * w + xx) * (int64_t)c;
+                for (int k = 0; k < c; k++) d[k] += src[k];
+            }
+        }
+    }
+    return RA_OK;
+}
