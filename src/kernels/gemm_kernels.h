@@ -1,9 +1,38 @@
-/* gemm_kernels.h - the inference product of the Linear layers on AVX-512
- * (private; src/kernels/gemm_avx512.c, dispatched by src/nn.c). */
+/* gemm_kernels.h - the matrix products of the Linear layers (private):
+ * the portable framework of gemm.c with its micro-kernels, and the fused
+ * products of gemm_avx512.c; src/nn/nn.c chooses. */
 #ifndef RA_GEMM_KERNELS_H
 #define RA_GEMM_KERNELS_H
 
 #include <stdint.h>
+
+/* ---- the portable product (gemm.c) ---------------------------------------- */
+
+#define RA_GEMM_MR 6    /* rows of the micro-kernel's tile */
+#define RA_GEMM_NR 16   /* columns */
+enum { RA_GEMM_REF, RA_GEMM_AVX2 };   /* the micro-kernel */
+
+/* c (M, N; row stride ldc) = bias + a . b, or += a . b if accumulate, where
+ * element (i, l) of a (M, K) is a[i*ars + l*acs] and (l, j) of b (K, N) is
+ * b[l*brs + j*bcs] (so any transpose is a choice of strides); bias (N) may
+ * be NULL. Each element is one ordered chain over K (in fixed blocks): the
+ * same bits for any M, partition or nthreads (OpenMP threads). isa picks
+ * the micro-kernel. Returns 0, or -1 (c untouched) without memory. */
+int ra_gemm(float *c, int64_t ldc, const float *a, int64_t ars, int64_t acs, const float *b,
+            int64_t brs, int64_t bcs, int64_t m, int n, int k, const float *bias,
+            int accumulate, int isa, int nthreads);
+/* One MR x NR tile of c (row stride ldc): c = bias + s (bias NULL: c = s),
+ * or c += s if accumulate, for s = ap (kc x MR) . bp (kc x NR), the panels
+ * packed by gemm.c, each element of s one chain of multiply-adds from 0:
+ * the scalar oracle, and its AVX2 + FMA twin. */
+void ra_gemm_micro_ref(int kc, const float *ap, const float *bp, float *c, int64_t ldc,
+                       const float *bias, int accumulate);
+#ifdef RA_HAVE_X86_KERNELS
+void ra_gemm_micro_avx2(int kc, const float *ap, const float *bp, float *c, int64_t ldc,
+                        const float *bias, int accumulate);
+#endif
+
+/* ---- the fused products on AVX-512 (gemm_avx512.c) ------------------------ */
 
 #ifdef RA_HAVE_X86_KERNELS
 /* y (M, N; row stride ldy) = epilogue(x (M, K; ldx) . w (N, K; ldw)^T):

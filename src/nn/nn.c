@@ -83,18 +83,25 @@ static void colsum_add(float *out, const float *a, int64_t m, int n) {
 /* Linear                                                                    */
 /* ------------------------------------------------------------------------ */
 
-/* The AVX-512 product of src/kernels/gemm_avx512.c for the forward Linear
- * layers, on CPUs with AVX-512F, unless the kernels are forced to the
- * reference or RELATTN_GEMM=blas asks for OpenBLAS everywhere. */
-static int gemm_fast(void) {
-#if defined(RA_HAVE_X86_KERNELS) && defined(__GNUC__)
-    static _Atomic int env = -1;   /* RELATTN_GEMM read once */
+/* RELATTN_GEMM=blas asks for OpenBLAS's products everywhere (for
+ * comparisons); read once. */
+static int gemm_blas(void) {
+    static _Atomic int env = -1;
     int e = env;
     if (e < 0) {
         const char *v = getenv("RELATTN_GEMM");
-        env = e = !(v && strcmp(v, "blas") == 0);
+        env = e = v && strcmp(v, "blas") == 0;
     }
-    return e && ra_kernel_current() != RA_KERNEL_REF && __builtin_cpu_supports("avx512f");
+    return e;
+}
+
+/* The AVX-512 products of src/kernels/gemm_avx512.c, on CPUs with
+ * AVX-512F, unless the kernels are forced to the reference or OpenBLAS is
+ * asked for. */
+static int gemm_fast(void) {
+#if defined(RA_HAVE_X86_KERNELS) && defined(__GNUC__)
+    return !gemm_blas() && ra_kernel_current() != RA_KERNEL_REF &&
+           __builtin_cpu_supports("avx512f");
 #else
     return 0;
 #endif
@@ -103,6 +110,17 @@ static int gemm_fast(void) {
 /* Threads of a product: one below about a million multiply-adds. */
 static int gemm_threads(int64_t m, int n, int k) {
     return (double)m * n * k >= (double)(1 << 20) ? ra_threads_get() : 1;
+}
+
+/* c = bias + a . b or c += a . b (strides as ra_gemm) on the portable
+ * product (src/kernels/gemm.c: AVX2 + FMA or scalar micro-kernel); -1 when
+ * OpenBLAS is asked for or memory runs out (nothing done). */
+static int gemm_portable(float *c, int64_t ldc, const float *a, int64_t ars, int64_t acs,
+                         const float *b, int64_t brs, int64_t bcs, int64_t m, int n, int k,
+                         const float *bias, int accumulate) {
+    if (gemm_blas()) return -1;
+    return ra_gemm(c, ldc, a, ars, acs, b, brs, bcs, m, n, k, bias, accumulate,
+                   ra_nn_simd() ? RA_GEMM_AVX2 : RA_GEMM_REF, gemm_threads(m, n, k));
 }
 
 void ra_linear_epi(float *y, const float *x, const float *w, const float *b, int64_t m, int n,
@@ -131,6 +149,7 @@ void ra_linear_forward(float *y,        /* (M, N) */
                        gemm_threads(m, n, k)) == 0)
         return;
 #endif
+    if (gemm_portable(y, n, x, k, 1, w, 1, k, m, n, k, b, 0) == 0) return;
     if (b)
         for (int64_t i = 0; i < m; i++) memcpy(y + i * n, b, (size_t)n * sizeof *y);
     else if (k <= 0)
@@ -202,14 +221,21 @@ void ra_linear_backward_ex(float *dx,        /* (M, K) or NULL */
         }
     }
 #endif
-    if (dx && set && k > 0) memset(dx, 0, (size_t)m * k * sizeof *dx);
+    /* the portable product, or OpenBLAS when it is asked for (or memory
+     * for the packed panels runs out) */
     const int64_t chunk = INT32_MAX / 2;
-    for (int64_t i0 = 0; k > 0 && i0 < m; i0 += chunk) {
-        int mm = (int)(m - i0 < chunk ? m - i0 : chunk);
-        if (dx)   /* dx (M, K) += dy (M, N) . w (N, K) */
+    if (dx && k > 0 && gemm_portable(dx, k, dy, n, 1, w, k, 1, m, k, n, NULL, !set) != 0) {
+        if (set) memset(dx, 0, (size_t)m * k * sizeof *dx);
+        for (int64_t i0 = 0; i0 < m; i0 += chunk) {   /* dx (M, K) += dy (M, N) . w (N, K) */
+            int mm = (int)(m - i0 < chunk ? m - i0 : chunk);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mm, k, n, 1.0f,
                         dy + i0 * n, n, w, k, 1.0f, dx + i0 * k, k);
-        if (dw)   /* dw (N, K) += dy^T (N, M) . x (M, K), beta 1 over the chunks */
+        }
+    }
+    for (int64_t i0 = 0; dw && k > 0 && i0 < m; i0 += chunk) {
+        /* dw (N, K) += dy^T (N, M) . x (M, K), the sum over M in fixed chunks */
+        int mm = (int)(m - i0 < chunk ? m - i0 : chunk);
+        if (gemm_portable(dw, k, dy + i0 * n, 1, n, x + i0 * k, k, 1, n, k, mm, NULL, 1) != 0)
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, k, mm, 1.0f,
                         dy + i0 * n, n, x + i0 * k, k, 1.0f, dw, k);
     }
@@ -836,6 +862,9 @@ ra_status ra_patch_embed_backward(float *dx,            /* (B, Cin, H, W) or NUL
     const int64_t chunk = INT32_MAX / 2;
     for (int64_t i0 = 0; i0 < rows; i0 += chunk) {
         int mm = (int)(rows - i0 < chunk ? rows - i0 : chunk);
+        if (!gemm_fast() && gemm_portable(work + i0 * kc, kc, dy + i0 * e, e, 1, weight, kc, 1,
+                                          mm, kc, e, NULL, 0) == 0)
+            continue;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mm, kc, e, 1.0f,
                     dy + i0 * e, e, weight, kc, 0.0f, work + i0 * kc, kc);
     }
