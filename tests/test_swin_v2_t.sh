@@ -8,14 +8,19 @@
 #     autograd's y, grad.x and the gradient of every parameter (211
 #     tensors) within 1e-4 of each tensor's largest magnitude.
 # The model file (114 MB) is made here, in a temporary directory; without
-# PyTorch and torchvision the test is skipped (exit 77). Under the
-# sanitizers (RELATTN_SANITIZED set) only the first forward runs.
+# PyTorch and torchvision the test is skipped (exit 77), or fails with
+# RELATTN_REQUIRE_TORCH=1 (CI's run with PyTorch). Under the sanitizers
+# (RELATTN_SANITIZED set) only the first forward runs.
 #   test_swin_v2_t.sh RELATTN TOOLS_DIR
 set -euo pipefail
 relattn=$1 tools=$2
 py=/usr/bin/python3
 if ! "$py" -c "import torch, torchvision.models.swin_transformer as s; s.swin_v2_t" 2>/dev/null; then
-  echo "skipped: no PyTorch / torchvision under $py"
+  if [ "${RELATTN_REQUIRE_TORCH:-0}" = 1 ]; then
+    echo "FAIL no PyTorch / torchvision (with swin_v2_t) under $py, and RELATTN_REQUIRE_TORCH=1"
+    exit 1
+  fi
+  echo "skipped: no PyTorch / torchvision (with swin_v2_t) under $py (RELATTN_WITH_TORCH=1 scripts/deps.sh)"
   exit 77
 fi
 tmp=$(mktemp -d /tmp/test_swin_v2_t.XXXXXX)
