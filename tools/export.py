@@ -52,30 +52,20 @@ import argparse
 import os
 import re
 import sys
-import zlib
 
 import torch
-import torch.nn as nn
 
 sys.dont_write_bytecode = True  # no tools/__pycache__ in the tree
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import st  # noqa: E402
+import common  # noqa: E402
+from common import metadata  # noqa: E402
 
 
 # --------------------------------------------------------------------------
-# Metadata values (SPEC 3.1)
+# --set values
 # --------------------------------------------------------------------------
-
-def meta_value(v):
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (list, tuple)):
-        return ",".join(str(int(e)) for e in v)
-    if isinstance(v, float):
-        return repr(v)
-    return str(v)
-
 
 def parse_value(text, default):
     """A --set value, typed like the default it replaces."""
@@ -92,14 +82,6 @@ def parse_value(text, default):
             return [int(e) for e in text.split(",")]
         return int(text)
     return text
-
-
-def metadata(arch, hp, keys):
-    meta = {"arch": arch}
-    for k in keys:
-        if hp.get(k) is not None:
-            meta[k] = meta_value(hp[k])
-    return meta
 
 
 # --------------------------------------------------------------------------
@@ -304,13 +286,15 @@ def fixture_init(module, seed):
                 p.copy_(torch.randn(p.shape, generator=g) * (1.5 / fan_in ** 0.5))
 
 
+def state_dict_f32(model, naming="official"):
+    """The model file's tensors: the state_dict in float32, renamed to
+    timm's names for naming "timm"."""
+    sd = common.state_dict_f32(model)
+    return timm_names(sd) if naming == "timm" else sd
+
+
 def export(model, meta, path, naming="official"):
-    sd = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
-    if naming == "timm":
-        sd = timm_names(sd)
-    for k, v in sd.items():
-        if v.dtype.is_floating_point:
-            sd[k] = v.float()
+    sd = state_dict_f32(model, naming)
     return st.write(path, sd, meta), sd
 
 
@@ -366,7 +350,7 @@ def main(argv=None):
           % (args.out, meta["arch"], len(sd), nparams, nbytes))
     if args.example:
         size = tuple(int(v) for v in args.size.split(",")) if args.size else None
-        torch.manual_seed(zlib.crc32(args.example.encode()) & 0x7FFFFFFF)
+        torch.manual_seed(common.seed_of(args.example))
         x = example(model, hp, args.batch, size)
         with torch.no_grad():
             y = model(x)

@@ -7,7 +7,7 @@
                                  by 3 and cut into 8 windows; mask: the
                                  shifted-window mask (4, 49, 49)
 
-Run with Debian's torch:  /usr/bin/python3 tools/make_example.py
+Run with Debian's torch:  /usr/bin/python3 tools/fixtures.py example
 """
 import os
 import sys
@@ -16,12 +16,11 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import st  # noqa: E402
-from make_fixtures import WindowAttention, make_windows, shift_mask_2d  # noqa: E402
+from common import WindowAttention, make_windows, shift_mask_2d  # noqa: E402
 
 
-def main():
-    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples")
-    os.makedirs(out, exist_ok=True)
+def write_fixtures(out):
+    """The example family of tools/fixtures.py (home: examples/)."""
     torch.manual_seed(2021)
     dim, heads, ws, shift = 96, 3, 7, 3
     m = WindowAttention(dim, (ws, ws), heads)
@@ -48,4 +47,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    import fixtures
+    fixtures.script_main({"example": ["example"]})

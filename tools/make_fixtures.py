@@ -1,11 +1,11 @@
-"""The PyTorch twin of relattn: writes the test fixtures.
+"""The PyTorch twin of relattn's attention core: the fixtures of the
+attention, windows and index families of tools/fixtures.py.
 
-Run with Debian's python3-torch (only /usr/bin/python3 has it):
+    /usr/bin/python3 tools/fixtures.py attention windows index [-o DIR]
+    /usr/bin/python3 tools/make_fixtures.py [--out DIR] [--family seeds|relpos|all]
 
-    /usr/bin/python3 tools/make_fixtures.py [--out tests/fixtures]
-
-It writes, into the output directory (default: tests/fixtures next to this
-script's parent), safetensors files made with tools/st.py:
+It writes, into the output directory (default: tests/fixtures), safetensors
+files made with tools/st.py:
 
   NAME.model.safetensors     a seed module's state_dict, with __metadata__
                              "arch" and its constructor arguments (SPEC 3.1)
@@ -21,23 +21,18 @@ script's parent), safetensors files made with tools/st.py:
   index_NAME.safetensors     index (I64) from the seeds' PyTorch lines
   indices.txt                the index case names (with the index_ prefix)
 
-With --family relpos (or all, the default) also the cases of the relative
-position schemes (T5, ALiBi, decomposed, RoPE) from tools/relpos_twin.py:
-relpos_cases.txt, their NAME.{model,input,expected}.safetensors and
-relpos_tables.safetensors.
+--family relpos (or all, the default) also writes the relpos family
+(tools/relpos_twin.py: T5, ALiBi, decomposed, RoPE).
 
-The reference modules are the seed code (ViT Attention and Swin
-WindowAttention from seeds 001/002, RSTT WindowAttention3D from seed 000),
-changed only to return (y, attn), plus a naive Shaw et al. 2018 module that
+The reference modules are the seed code (ViT Attention here, Swin
+WindowAttention and RSTT WindowAttention3D in tools/common.py), changed
+only to return (y, attn), plus a naive Shaw et al. 2018 module that
 materialises the (N, N, hd) relative tensors. Everything runs in float32 on
 one thread with torch.manual_seed per case, so the output is deterministic.
 """
 
-import argparse
 import os
 import sys
-import warnings
-import zlib
 
 import torch
 import torch.nn as nn
@@ -45,16 +40,9 @@ import torch.nn as nn
 sys.dont_write_bytecode = True  # no tools/__pycache__ in the tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import st  # noqa: E402
-
-# torch.meshgrid without indexing= warns in 1.13; the seeds call it that way
-# and mean "ij", which is the default.
-warnings.filterwarnings("ignore", message=".*meshgrid.*")
-
-
-def trunc_normal_(t, std=1.0):
-    # The seeds' initialiser; every parameter is re-initialised below with
-    # non-trivial values anyway (see init_params).
-    return nn.init.trunc_normal_(t, std=std, a=-2 * std, b=2 * std)
+from common import (WindowAttention, WindowAttention3D, clip_index, index_2d,  # noqa: E402
+                    index_3d, make_windows, meta_value, padded, seed_of, shift_mask_2d,
+                    shift_mask_3d, window_partition_2d, window_reverse_3d, write_case, write_list)
 
 
 # --------------------------------------------------------------------------
@@ -87,156 +75,6 @@ class Attention(nn.Module):
         x = self.proj(x)
         x = self.proj_drop(x)
         return x, attn
-
-
-class WindowAttention(nn.Module):
-    """Swin W-MSA / SW-MSA (seeds 001, 002), returning (x, attn)."""
-
-    def __init__(self, dim, window_size, num_heads, qkv_bias=True, qk_scale=None, attn_drop=0., proj_drop=0.):
-        super().__init__()
-        self.dim = dim
-        self.window_size = window_size  # Wh, Ww
-        self.num_heads = num_heads
-        head_dim = dim // num_heads
-        self.scale = qk_scale or head_dim ** -0.5
-
-        # define a parameter table of relative position bias
-        self.relative_position_bias_table = nn.Parameter(
-            torch.zeros((2 * window_size[0] - 1) * (2 * window_size[1] - 1), num_heads))  # 2*Wh-1 * 2*Ww-1, nH
-
-        # get pair-wise relative position index for each token inside the window
-        coords_h = torch.arange(self.window_size[0])
-        coords_w = torch.arange(self.window_size[1])
-        coords = torch.stack(torch.meshgrid([coords_h, coords_w]))  # 2, Wh, Ww
-        coords_flatten = torch.flatten(coords, 1)  # 2, Wh*Ww
-        relative_coords = coords_flatten[:, :, None] - coords_flatten[:, None, :]  # 2, Wh*Ww, Wh*Ww
-        relative_coords = relative_coords.permute(1, 2, 0).contiguous()  # Wh*Ww, Wh*Ww, 2
-        relative_coords[:, :, 0] += self.window_size[0] - 1  # shift to start from 0
-        relative_coords[:, :, 1] += self.window_size[1] - 1
-        relative_coords[:, :, 0] *= 2 * self.window_size[1] - 1
-        relative_position_index = relative_coords.sum(-1)  # Wh*Ww, Wh*Ww
-        self.register_buffer("relative_position_index", relative_position_index)
-
-        self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
-        self.attn_drop = nn.Dropout(attn_drop)
-        self.proj = nn.Linear(dim, dim)
-        self.proj_drop = nn.Dropout(proj_drop)
-
-        trunc_normal_(self.relative_position_bias_table, std=.02)
-        self.softmax = nn.Softmax(dim=-1)
-
-    def forward(self, x, mask=None):
-        B_, N, C = x.shape
-        qkv = self.qkv(x).reshape(B_, N, 3, self.num_heads, C // self.num_heads).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv[0], qkv[1], qkv[2]  # make torchscript happy (cannot use tensor as tuple)
-
-        q = q * self.scale
-        attn = (q @ k.transpose(-2, -1))
-
-        relative_position_bias = self.relative_position_bias_table[self.relative_position_index.view(-1)].view(
-            self.window_size[0] * self.window_size[1], self.window_size[0] * self.window_size[1], -1)  # Wh*Ww,Wh*Ww,nH
-        relative_position_bias = relative_position_bias.permute(2, 0, 1).contiguous()  # nH, Wh*Ww, Wh*Ww
-        attn = attn + relative_position_bias.unsqueeze(0)
-
-        if mask is not None:
-            nW = mask.shape[0]
-            attn = attn.view(B_ // nW, nW, self.num_heads, N, N) + mask.unsqueeze(1).unsqueeze(0)
-            attn = attn.view(-1, self.num_heads, N, N)
-            attn = self.softmax(attn)
-        else:
-            attn = self.softmax(attn)
-
-        attn = self.attn_drop(attn)
-
-        x = (attn @ v).transpose(1, 2).reshape(B_, N, C)
-        x = self.proj(x)
-        x = self.proj_drop(x)
-        return x, attn
-
-
-class WindowAttention3D(nn.Module):
-    """RSTT W-MSA / W-MCA with a 3-D relative position bias (seed 000)."""
-
-    def __init__(self, dim, num_frames_q, num_frames_kv, window_size, num_heads,
-                 qkv_bias=True, qk_scale=None, attn_drop=0., proj_drop=0.):
-        super().__init__()
-        self.dim = dim
-        self.num_frames_q = num_frames_q  # D1
-        self.num_frames_kv = num_frames_kv  # D2
-        self.window_size = window_size  # Wh, Ww
-        self.num_heads = num_heads  # nH
-        head_dim = dim // num_heads
-        self.scale = qk_scale or head_dim ** -0.5
-
-        self.relative_position_bias_table = nn.Parameter(
-            torch.zeros((2 * num_frames_q - 1) * (2 * window_size[0] - 1) * (2 * window_size[1] - 1), num_heads)
-        )  # 2*D-1 * 2*Wh-1 * 2*Ww-1, nH
-
-        # Get pair-wise relative position index for each token inside the window
-        coords_d_q = torch.arange(self.num_frames_q)
-        coords_d_kv = torch.arange(0, self.num_frames_q, int((self.num_frames_q + 1) // self.num_frames_kv))
-        assert coords_d_kv.numel() == num_frames_kv, "invalid num_frames_kv"
-        coords_h = torch.arange(self.window_size[0])
-        coords_w = torch.arange(self.window_size[1])
-        coords_q = torch.stack(torch.meshgrid([coords_d_q, coords_h, coords_w]))  # 3, D1, Wh, Ww
-        coords_kv = torch.stack(torch.meshgrid([coords_d_kv, coords_h, coords_w]))  # 3, D2, Wh, Ww
-        coords_q_flatten = torch.flatten(coords_q, 1)  # 3, D1*Wh*Ww
-        coords_kv_flatten = torch.flatten(coords_kv, 1)  # 3, D2*Wh*Ww
-        relative_coords = coords_q_flatten[:, :, None] - coords_kv_flatten[:, None, :]  # 3, D1*Wh*Ww, D2*Wh*Ww
-        relative_coords = relative_coords.permute(1, 2, 0).contiguous()  # D1*Wh*Ww, D2*Wh*Ww, 3
-        relative_coords[:, :, 0] += self.num_frames_q - 1
-        relative_coords[:, :, 1] += self.window_size[0] - 1
-        relative_coords[:, :, 2] += self.window_size[1] - 1
-        relative_coords[:, :, 0] *= (2 * self.window_size[0] - 1) * (2 * self.window_size[1] - 1)
-        relative_coords[:, :, 1] *= 2 * self.window_size[1] - 1
-        relative_position_index = relative_coords.sum(-1)  # D1*Wh*Ww, D2*Wh*Ww
-        self.register_buffer("relative_position_index", relative_position_index)
-
-        self.q = nn.Linear(dim, dim, bias=qkv_bias)
-        self.kv = nn.Linear(dim, dim * 2, bias=qkv_bias)
-        self.attn_drop = nn.Dropout(attn_drop)
-        self.proj = nn.Linear(dim, dim)
-        self.proj_drop = nn.Dropout(proj_drop)
-
-        trunc_normal_(self.relative_position_bias_table, std=.02)
-        self.softmax = nn.Softmax(dim=-1)
-
-    def forward(self, q, kv=None, mask=None):
-        kv = q if kv is None else kv
-        B_, N1, C = q.shape  # N1 = D1*Wh*Ww, B_ = B*nW
-        B_, N2, C = kv.shape  # N2 = D2*Wh*Ww, B_ = B*nW
-
-        q = self.q(q).reshape(B_, N1, 1, self.num_heads, C // self.num_heads).permute(2, 0, 3, 1, 4)
-        kv = self.kv(kv).reshape(B_, N2, 2, self.num_heads, C // self.num_heads).permute(2, 0, 3, 1, 4)
-        q, k, v = q[0], kv[0], kv[1]  # B_, nH, N1(2), C
-        q = q * self.scale
-        attn = (q @ k.transpose(-2, -1))  # B_, nH, N1, N2
-
-        relative_position_bias = self.relative_position_bias_table[self.relative_position_index.view(-1)].view(
-            N1, N2, -1)  # D1*Wh*Ww, D2*Wh*Ww, nH
-        relative_position_bias = relative_position_bias.permute(2, 0, 1).contiguous()  # nH, D1*Wh*Ww, D2*Wh*Ww
-        attn = attn + relative_position_bias.unsqueeze(0)  # B_, nH, D1*Wh*Ww, D2*Wh*Ww
-
-        if mask is not None:
-            nW = mask.shape[0]
-            attn = attn.view(B_ // nW, nW, self.num_heads, N1, N2) + mask.unsqueeze(1).unsqueeze(0)
-            attn = attn.view(-1, self.num_heads, N1, N2)
-            attn = self.softmax(attn)
-        else:
-            attn = self.softmax(attn)
-
-        attn = self.attn_drop(attn)
-
-        x = (attn @ v).transpose(1, 2).reshape(B_, N1, C)
-        x = self.proj(x)
-        x = self.proj_drop(x)
-        return x, attn
-
-
-def clip_index(n, k):
-    """Shaw: rel[i, j] = clamp(j - i, -k, k) + k, (n, n) int64."""
-    r = torch.arange(n)
-    return (r[None, :] - r[:, None]).clamp(-k, k) + k
 
 
 class ShawAttention(nn.Module):
@@ -288,101 +126,8 @@ class ShawAttention(nn.Module):
 
 
 # --------------------------------------------------------------------------
-# Windows (SPEC 2.4): padding, roll, partition, shifted-window mask
-# --------------------------------------------------------------------------
-
-def window_partition_2d(x, wh, ww):
-    """(B, H, W, C) -> (B * nW, wh*ww, C): seed 002's order, non-square."""
-    B, H, W, C = x.shape
-    x = x.view(B, H // wh, wh, W // ww, ww, C)
-    return x.permute(0, 1, 3, 2, 4, 5).contiguous().view(-1, wh * ww, C)
-
-
-def window_partition_3d(x, wd, wh, ww):
-    """(B, D, H, W, C) -> (B * nW, wd*wh*ww, C): batch, window depth, row,
-    column; tokens row-major (Video Swin's order)."""
-    B, D, H, W, C = x.shape
-    x = x.view(B, D // wd, wd, H // wh, wh, W // ww, ww, C)
-    return x.permute(0, 1, 3, 5, 2, 4, 6, 7).contiguous().view(-1, wd * wh * ww, C)
-
-
-def padded(n, w):
-    return (n + w - 1) // w * w
-
-
-def region_slices(ws, s):
-    if s == 0:
-        return (slice(None),)
-    return (slice(0, -ws), slice(-ws, -s), slice(-s, None))
-
-
-def shift_mask_2d(Hp, Wp, wh, ww, sh, sw):
-    """The official Swin block's attn_mask on the padded (Hp, Wp) map."""
-    img_mask = torch.zeros((1, Hp, Wp, 1))  # 1 H W 1
-    cnt = 0
-    for h in region_slices(wh, sh):
-        for w in region_slices(ww, sw):
-            img_mask[:, h, w, :] = cnt
-            cnt += 1
-    mask_windows = window_partition_2d(img_mask, wh, ww)  # nW, wh, ww, 1
-    mask_windows = mask_windows.view(-1, wh * ww)
-    attn_mask = mask_windows.unsqueeze(1) - mask_windows.unsqueeze(2)
-    attn_mask = attn_mask.masked_fill(attn_mask != 0, float(-100.0)).masked_fill(attn_mask == 0, float(0.0))
-    return attn_mask
-
-
-def shift_mask_3d(Dp, Hp, Wp, wd, wh, ww, sd, sh, sw):
-    """Video Swin's compute_mask, three axes, on the padded map."""
-    img_mask = torch.zeros((1, Dp, Hp, Wp, 1))
-    cnt = 0
-    for d in region_slices(wd, sd):
-        for h in region_slices(wh, sh):
-            for w in region_slices(ww, sw):
-                img_mask[:, d, h, w, :] = cnt
-                cnt += 1
-    mask_windows = window_partition_3d(img_mask, wd, wh, ww).squeeze(-1)  # nW, N
-    attn_mask = mask_windows.unsqueeze(1) - mask_windows.unsqueeze(2)
-    attn_mask = attn_mask.masked_fill(attn_mask != 0, float(-100.0)).masked_fill(attn_mask == 0, float(0.0))
-    return attn_mask
-
-
-def make_windows(x, wd, wh, ww, sd, sh, sw):
-    """x (B, D, H, W, C): pad at the end, roll by -shift, partition."""
-    B, D, H, W, C = x.shape
-    Dp, Hp, Wp = padded(D, wd), padded(H, wh), padded(W, ww)
-    xp = torch.zeros((B, Dp, Hp, Wp, C), dtype=x.dtype)
-    xp[:, :D, :H, :W, :] = x
-    if sd or sh or sw:
-        xp = torch.roll(xp, shifts=(-sd, -sh, -sw), dims=(1, 2, 3))
-    return window_partition_3d(xp, wd, wh, ww)
-
-
-def window_reverse_3d(windows, B, Dp, Hp, Wp, wd, wh, ww):
-    C = windows.shape[-1]
-    x = windows.view(B, Dp // wd, Hp // wh, Wp // ww, wd, wh, ww, C)
-    return x.permute(0, 1, 4, 2, 5, 3, 6, 7).contiguous().view(B, Dp, Hp, Wp, C)
-
-
-# --------------------------------------------------------------------------
-# Relative position indices, by the seeds' lines
-# --------------------------------------------------------------------------
-
-def index_2d(wh, ww):
-    return WindowAttention(dim=1, window_size=(wh, ww), num_heads=1).relative_position_index
-
-
-def index_3d(d1, d2, wh, ww):
-    return WindowAttention3D(dim=1, num_frames_q=d1, num_frames_kv=d2,
-                             window_size=(wh, ww), num_heads=1).relative_position_index
-
-
-# --------------------------------------------------------------------------
 # Attention cases
 # --------------------------------------------------------------------------
-
-def case_seed(name):
-    return zlib.crc32(name.encode("utf-8")) & 0x7FFFFFFF
-
 
 def init_params(module):
     """Non-trivial values everywhere, so that every term matters."""
@@ -392,10 +137,6 @@ def init_params(module):
                 p.normal_(0.0, 0.5)
             else:
                 p.normal_(0.0, 0.2)
-
-
-def bool_str(b):
-    return "true" if b else "false"
 
 
 class Case:
@@ -440,7 +181,7 @@ def metadata_of(c):
     default_bias = c.arch != "vit_attention"
     qkv_bias = hp.get("qkv_bias", default_bias)
     if not c.omit_qkv_bias_key:
-        meta["qkv_bias"] = bool_str(qkv_bias)
+        meta["qkv_bias"] = meta_value(qkv_bias)
     else:
         assert "qkv_bias" not in hp
     if hp.get("qk_scale") is not None:
@@ -452,7 +193,7 @@ TORCH_DTYPES = {"F64": torch.float64, "BF16": torch.bfloat16, "F16": torch.float
 
 
 def run_case(c, out_dir):
-    torch.manual_seed(case_seed(c.name))
+    torch.manual_seed(seed_of(c.name))
     m = build_module(c)
     m.eval()
     init_params(m)
@@ -549,9 +290,7 @@ def run_case(c, out_dir):
         assert v.dtype == torch.float32 and torch.isfinite(v).all(), (c.name, k)
 
     meta = metadata_of(c)
-    st.write(os.path.join(out_dir, c.name + ".model.safetensors"), model_tensors, meta)
-    st.write(os.path.join(out_dir, c.name + ".input.safetensors"), inputs)
-    st.write(os.path.join(out_dir, c.name + ".expected.safetensors"), expected)
+    write_case(out_dir, c.name, model=model_tensors, meta=meta, input=inputs, expected=expected)
     return model_tensors, inputs, expected, meta
 
 
@@ -657,7 +396,7 @@ INDEX_CASES = [
 
 
 def run_window_case(name, b, c, dhw, wsz, shift, out_dir):
-    torch.manual_seed(case_seed("win_" + name))
+    torch.manual_seed(seed_of("win_" + name))
     d, h, w = dhw
     wd, wh, ww = wsz
     sd, sh, sw = shift
@@ -762,48 +501,29 @@ def self_checks():
         assert torch.allclose(p, p_ref, atol=1e-6) and torch.allclose(y, y_ref, atol=1e-5)
 
 
-def main(argv=None):
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=os.path.join(here, "..", "tests", "fixtures"),
-                    help="output directory (default: tests/fixtures)")
-    ap.add_argument("--family", choices=("all", "seeds", "relpos"), default="all",
-                    help="which fixtures: the seed modules', the relative position "
-                    "schemes' (tools/relpos_twin.py), or both (default)")
-    args = ap.parse_args(argv)
-    out_dir = os.path.normpath(args.out)
-    os.makedirs(out_dir, exist_ok=True)
-    torch.set_num_threads(1)
-    torch.set_default_dtype(torch.float32)
-
-    if args.family in ("all", "relpos"):
-        import relpos_twin
-        n = relpos_twin.write_fixtures(out_dir, case_seed)
-        print("wrote %d relative position scheme cases to %s" % (n, out_dir))
-        if args.family == "relpos":
-            return
-
+def write_attention(out_dir):
     self_checks()
-
     cases = attention_cases()
     for c in cases:
         run_case(c, out_dir)
-    with open(os.path.join(out_dir, "cases.txt"), "w") as f:
-        f.write("".join(c.name + "\n" for c in cases))
+    write_list(out_dir, "cases.txt", [c.name for c in cases])
+    return len(cases)
 
+
+def write_windows(out_dir):
     for name, b, ch, dhw, wsz, shift in WINDOW_CASES:
         run_window_case(name, b, ch, dhw, wsz, shift, out_dir)
-    with open(os.path.join(out_dir, "windows.txt"), "w") as f:
-        f.write("".join("win_" + wc[0] + "\n" for wc in WINDOW_CASES))
+    write_list(out_dir, "windows.txt", ["win_" + wc[0] for wc in WINDOW_CASES])
+    return len(WINDOW_CASES)
 
+
+def write_indices(out_dir):
     for name, kind, iargs in INDEX_CASES:
         run_index_case(name, kind, iargs, out_dir)
-    with open(os.path.join(out_dir, "indices.txt"), "w") as f:
-        f.write("".join("index_" + ic[0] + "\n" for ic in INDEX_CASES))
-
-    print("wrote %d attention cases, %d window cases, %d index cases to %s"
-          % (len(cases), len(WINDOW_CASES), len(INDEX_CASES), out_dir))
+    write_list(out_dir, "indices.txt", ["index_" + ic[0] for ic in INDEX_CASES])
+    return len(INDEX_CASES)
 
 
 if __name__ == "__main__":
-    main()
+    import fixtures
+    fixtures.script_main({"seeds": ["attention", "windows", "index"], "relpos": ["relpos"]})

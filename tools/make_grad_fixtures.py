@@ -3,7 +3,7 @@ autograd through the same models as tools/make_model_fixtures.py.
 
 Run with Debian's python3-torch and python3-torchvision (/usr/bin/python3):
 
-    /usr/bin/python3 tools/make_grad_fixtures.py [--out tests/fixtures]
+    /usr/bin/python3 tools/fixtures.py swin_grad [-o tests/fixtures]
 
 For each case NAME of the list below (cases of make_model_fixtures.py, whose
 NAME.model.safetensors and NAME.input.safetensors are reused: the model is
@@ -19,18 +19,17 @@ writes NAME.grad.safetensors holding
 and grads.txt, the case names. Float32 on one thread, seeded per case.
 """
 
-import argparse
 import os
 import sys
 
 import torch
 
 sys.dont_write_bytecode = True  # no tools/__pycache__ in the tree
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import st  # noqa: E402
 import export  # noqa: E402
 import make_model_fixtures as mmf  # noqa: E402
+from common import write_case, write_list  # noqa: E402
 
 # shifted windows, padding (maps and images that are not multiples), the
 # window clamp, patch merging of odd maps, ape without head, qk_scale
@@ -52,32 +51,8 @@ GRAD_CASES = [
 ]
 
 
-def build(name, kind, spec, inp):
-    """The model, input and file naming of a make_model_fixtures case."""
-    seed = mmf.seed_of(name)
-    torch.manual_seed(seed)
-    spec = dict(spec)
-    naming = spec.pop("naming", "official")
-    if kind == "block":
-        model, _ = export.build_swin_block(spec)
-    elif kind == "swin":
-        model, _ = export.build_swin(spec)
-    elif kind == "tvswin":
-        model, _ = export.build_torchvision_swin(spec)
-    elif kind == "tvblock":
-        from torchvision.models.swin_transformer import SwinTransformerBlock
-        ws, s = spec["window_size"], spec["shift_size"]
-        model = SwinTransformerBlock(spec["dim"], spec["num_heads"], window_size=[ws, ws],
-                                     shift_size=[s, s], mlp_ratio=spec["mlp_ratio"])
-    else:
-        raise ValueError(kind)
-    model.eval()
-    export.fixture_init(model, seed)
-    return model, naming, seed
-
-
 def run(name, kind, spec, inp, out_dir):
-    model, naming, seed = build(name, kind, spec, inp)
+    model, _, naming, _, seed = mmf.build(name, kind, spec)
     saved = {k: torch.from_numpy(v) for k, v in
              st.read(os.path.join(out_dir, name + ".model.safetensors"))[0].items()}
     sd = {k: v for k, v in model.state_dict().items()}
@@ -109,23 +84,18 @@ def run(name, kind, spec, inp, out_dir):
     for k, v in grads.items():
         assert k in saved, "%s: parameter %s is not in the model file" % (name, k)
         out["grad." + k] = v.contiguous()
-    st.write(os.path.join(out_dir, name + ".grad.safetensors"), out)
+    write_case(out_dir, name, grad=out)
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=os.path.join(HERE, "..", "tests", "fixtures"),
-                    help="fixture directory (default: tests/fixtures)")
-    args = ap.parse_args(argv)
-    out_dir = os.path.normpath(args.out)
-    torch.set_num_threads(1)
+def write_fixtures(out_dir):
+    """The swin_grad family of tools/fixtures.py (reads the swin family's
+    files from out_dir)."""
     cases = {c[0]: c for c in mmf.CASES}
     for name in GRAD_CASES:
         run(*cases[name], out_dir)
-    with open(os.path.join(out_dir, "grads.txt"), "w") as f:
-        f.write("".join(n + "\n" for n in GRAD_CASES))
-    print("wrote %d gradient cases to %s" % (len(GRAD_CASES), out_dir))
+    write_list(out_dir, "grads.txt", GRAD_CASES)
 
 
 if __name__ == "__main__":
-    main()
+    import fixtures
+    fixtures.script_main({"swin_grad": ["swin_grad"]})

@@ -3,13 +3,12 @@ torchvision's ImageNet evaluation transform makes of them
 (Resize(256) bilinear, CenterCrop(224), ToTensor, Normalize), as
 tests/fixtures/img_NAME.{png,jpg} and img_NAME.expected.safetensors.
 
-    /usr/bin/python3 tools/make_image_fixtures.py
+    /usr/bin/python3 tools/fixtures.py image [-o tests/fixtures]
 """
 import os
 import sys
 
 import numpy as np
-import torch
 from PIL import Image
 from torchvision import transforms
 
@@ -29,8 +28,8 @@ def picture(w, h, seed):
     return Image.fromarray(np.clip(img, 0, 255).astype(np.uint8), "RGB")
 
 
-def main():
-    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures")
+def write_fixtures(out):
+    """The image family of tools/fixtures.py."""
     tf = transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224),
                              transforms.ToTensor(), transforms.Normalize(MEAN, STD)])
     for name, (w, h), ext in (("wide", (301, 203), "png"), ("tall", (180, 333), "jpg")):
@@ -45,4 +44,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    import fixtures
+    fixtures.script_main({"image": ["image"]})

@@ -2,7 +2,7 @@
 
 Run with Debian's python3-torch and python3-torchvision (/usr/bin/python3):
 
-    /usr/bin/python3 tools/make_model_fixtures.py [--out tests/fixtures]
+    /usr/bin/python3 tools/fixtures.py swin [-o tests/fixtures]
 
 For each case NAME it writes, with tools/st.py:
 
@@ -24,22 +24,15 @@ Every parameter is re-drawn with export.fixture_init, so every term counts.
 Float32 on one thread, seeded per case: the output is deterministic.
 """
 
-import argparse
 import os
 import sys
-import zlib
 
 import torch
 
 sys.dont_write_bytecode = True  # no tools/__pycache__ in the tree
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import st  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import export  # noqa: E402
-
-
-def seed_of(name):
-    return zlib.crc32(name.encode("utf-8")) & 0x7FFFFFFF
+from common import seed_of, write_case, write_list  # noqa: E402
 
 
 # name, kind, model spec, input spec
@@ -92,7 +85,9 @@ CASES = [
 ]
 
 
-def run(name, kind, spec, inp, out_dir):
+def build(name, kind, spec):
+    """-> (model in eval mode with fixture_init's weights, metadata, file
+    naming, the scheme the loader must detect, the case's seed)."""
     seed = seed_of(name)
     torch.manual_seed(seed)
     spec = dict(spec)
@@ -116,7 +111,11 @@ def run(name, kind, spec, inp, out_dir):
         raise ValueError(kind)
     model.eval()
     export.fixture_init(model, seed)
+    return model, meta, naming, scheme, seed
 
+
+def run(name, kind, spec, inp, out_dir):
+    model, meta, naming, scheme, seed = build(name, kind, spec)
     g = torch.Generator().manual_seed(seed + 1)
     if kind in ("block", "tvblock"):
         B, size, as4d = inp
@@ -136,38 +135,18 @@ def run(name, kind, spec, inp, out_dir):
             y = model(x)
     assert torch.isfinite(y).all()
 
-    path = os.path.join(out_dir, name + ".model.safetensors")
-    size, sd = export.export(model, meta, path, naming)
-    st.write(os.path.join(out_dir, name + ".input.safetensors"), {"x": x.contiguous()})
-    st.write(os.path.join(out_dir, name + ".expected.safetensors"), {"y": y.contiguous()},
-             {"scheme": scheme})
-    return size
+    return write_case(out_dir, name, model=export.state_dict_f32(model, naming), meta=meta,
+                      input={"x": x.contiguous()}, expected={"y": y.contiguous()},
+                      scheme=scheme)
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=os.path.join(HERE, "..", "tests", "fixtures"),
-                    help="output directory (default: tests/fixtures)")
-    ap.add_argument("--family", choices=("all", "swin", "swinv2"), default="all",
-                    help="which fixtures: Swin's (below), SwinV2's (tools/swinv2_twin.py)")
-    args = ap.parse_args(argv)
-    out_dir = os.path.normpath(args.out)
-    os.makedirs(out_dir, exist_ok=True)
-    torch.set_num_threads(1)
-    torch.set_default_dtype(torch.float32)
-    if args.family in ("all", "swinv2"):
-        import swinv2_twin
-        n = swinv2_twin.write_fixtures(out_dir)
-        print("wrote %d SwinV2 cases to %s" % (n, out_dir))
-        if args.family == "swinv2":
-            return
-    total = 0
-    for name, kind, spec, inp in CASES:
-        total += run(name, kind, spec, inp, out_dir)
-    with open(os.path.join(out_dir, "nets.txt"), "w") as f:
-        f.write("".join(c[0] + "\n" for c in CASES))
-    print("wrote %d model cases (%d bytes of models) to %s" % (len(CASES), total, out_dir))
+def write_fixtures(out_dir):
+    """The swin family of tools/fixtures.py."""
+    total = sum(run(*c, out_dir) for c in CASES)
+    write_list(out_dir, "nets.txt", [c[0] for c in CASES])
+    return total
 
 
 if __name__ == "__main__":
-    main()
+    import fixtures
+    fixtures.script_main({"swin": ["swin"], "swinv2": ["swinv2"]})

@@ -3,7 +3,7 @@ tests/test_nn.c.
 
 Run with Debian's python3-torch (only /usr/bin/python3 has it):
 
-    /usr/bin/python3 tools/make_nn_fixtures.py [--out tests/fixtures]
+    /usr/bin/python3 tools/fixtures.py nn [-o tests/fixtures]
 
 Each case is one safetensors file (tools/st.py) named nn_NAME.safetensors
 holding the inputs, the outputs, the upstream gradient `dy` (or `dloss`) and
@@ -33,7 +33,6 @@ are in __metadata__.
 Everything is float32, one thread, seeded, so the output is deterministic.
 """
 
-import argparse
 import math
 import os
 import sys
@@ -293,17 +292,8 @@ def case_rng(out):
                              "seed_max": as_i64(xoshiro256ss(M64, 8))})
 
 
-def main(argv=None):
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=os.path.join(here, "..", "tests", "fixtures"),
-                    help="output directory (default: tests/fixtures)")
-    args = ap.parse_args(argv)
-    out = os.path.normpath(args.out)
-    os.makedirs(out, exist_ok=True)
-    torch.set_num_threads(1)
-    torch.set_default_dtype(torch.float32)
-
+def write_fixtures(out):
+    """The nn family of tools/fixtures.py."""
     total = 0
     total += case_linear(out)
     total += case_layernorm(out, "layernorm_swin", (2, 5, 24), 1e-5, 0.5, 2.0)
@@ -318,8 +308,9 @@ def main(argv=None):
     total += case_mean_tokens(out)
     total += case_adamw(out)
     total += case_rng(out)
-    print("wrote 13 nn fixtures (%d bytes) to %s" % (total, out))
+    return total
 
 
 if __name__ == "__main__":
-    main()
+    import fixtures
+    fixtures.script_main({"nn": ["nn"]})

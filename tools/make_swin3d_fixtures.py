@@ -2,7 +2,7 @@
 
 Run with Debian's python3-torch (/usr/bin/python3):
 
-    /usr/bin/python3 tools/make_swin3d_fixtures.py [--out tests/fixtures]
+    /usr/bin/python3 tools/fixtures.py swin3d swin3d_grad [-o tests/fixtures]
 
 For each case NAME (all named net3d_*) it writes, with tools/st.py:
 
@@ -18,32 +18,23 @@ For each case NAME (all named net3d_*) it writes, with tools/st.py:
                              scheme the loader must detect
   nets3d.txt                 the case names, one per line
 
-and the gradient fixtures of swin3d_twin.write_grad_fixtures (grad3d_*,
-grads3d.txt; tests/test_swin3d_grad.c).
+The family swin3d_grad (swin3d_twin.write_grad_fixtures: grad3d_*,
+grads3d.txt; tests/test_swin3d_grad.c) is written by this script too.
 
 Every parameter is re-drawn with export.fixture_init, so every term counts.
 """
 
-import argparse
 import os
 import sys
-import zlib
 
 import torch
 
 sys.dont_write_bytecode = True  # no tools/__pycache__ in the tree
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import export  # noqa: E402
-import st  # noqa: E402
 import swin3d_twin  # noqa: E402
-
-
-def hp(dim, heads, window, shift=None, **kw):
-    d = dict(dim=dim, num_heads=heads, window_size=list(window),
-             shift_size=list(shift) if shift is not None else None)
-    d.update(kw)
-    return d
+from common import seed_of, write_case, write_list  # noqa: E402
+from swin3d_twin import hp_of as hp  # noqa: E402
 
 
 # name, constructor arguments, (B, D, H, W) of x (D = D1 for a cross block),
@@ -81,10 +72,6 @@ CASES = [
 ]
 
 
-def seed_of(name):
-    return zlib.crc32(name.encode("utf-8")) & 0x7FFFFFFF
-
-
 def run(name, spec, shape, opts, out_dir):
     seed = seed_of(name)
     torch.manual_seed(seed)
@@ -116,33 +103,20 @@ def run(name, spec, shape, opts, out_dir):
     if opts.get("qkv"):
         sd = swin3d_twin.qkv_state_dict(sd)
         scheme = "video_swin"
-    st.write(os.path.join(out_dir, name + ".model.safetensors"), sd, meta)
-    st.write(os.path.join(out_dir, name + ".input.safetensors"), inputs)
-    st.write(os.path.join(out_dir, name + ".expected.safetensors"), {"y": y.contiguous()},
-             {"scheme": scheme})
-    return sum(os.path.getsize(os.path.join(out_dir, name + s + ".safetensors"))
-               for s in (".model", ".input", ".expected"))
+    return write_case(out_dir, name, model=sd, meta=meta, input=inputs,
+                      expected={"y": y.contiguous()}, scheme=scheme)
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=os.path.join(HERE, "..", "tests", "fixtures"),
-                    help="output directory (default: tests/fixtures)")
-    args = ap.parse_args(argv)
-    out_dir = os.path.normpath(args.out)
-    os.makedirs(out_dir, exist_ok=True)
-    torch.set_num_threads(1)
-    torch.set_default_dtype(torch.float32)
+def write_fixtures(out_dir):
+    """The swin3d family of tools/fixtures.py."""
     swin3d_twin.self_check()
     total = 0
     for name, spec, shape, opts in CASES:
         total += run(name, spec, shape, opts, out_dir)
-    with open(os.path.join(out_dir, "nets3d.txt"), "w") as f:
-        f.write("".join(c[0] + "\n" for c in CASES))
-    print("wrote %d swin_block_3d cases (%d bytes) to %s" % (len(CASES), total, out_dir))
-    # the training pass (tests/test_swin3d_grad.c): grad3d_* and grads3d.txt
-    swin3d_twin.write_grad_fixtures(out_dir)
+    write_list(out_dir, "nets3d.txt", [c[0] for c in CASES])
+    return total
 
 
 if __name__ == "__main__":
-    main()
+    import fixtures
+    fixtures.script_main({"swin3d": ["swin3d", "swin3d_grad"]})

@@ -3,7 +3,7 @@ position bias table and what the Swin authors' fine-tuning code makes of it
 at another window size (F.interpolate bicubic over each head's grid), and
 tests/fixtures/table_resize.txt listing them.
 
-    /usr/bin/python3 tools/make_table_fixtures.py
+    /usr/bin/python3 tools/fixtures.py table [-o tests/fixtures]
 """
 import os
 import sys
@@ -13,10 +13,11 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import st  # noqa: E402
+from common import write_list  # noqa: E402
 
 
-def main():
-    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures")
+def write_fixtures(out):
+    """The table family of tools/fixtures.py."""
     names = []
     for (w1h, w1w), (w2h, w2w), nh in (((7, 7), (12, 12), 3), ((12, 12), (7, 7), 4),
                                        ((2, 2), (5, 5), 1), ((3, 5), (4, 2), 2),
@@ -30,9 +31,9 @@ def main():
         st.write(os.path.join(out, name + ".safetensors"), {"src": src, "dst": dst},
                  {"from": "%d,%d" % (w1h, w1w), "to": "%d,%d" % (w2h, w2w)})
         names.append(name)
-    with open(os.path.join(out, "table_resize.txt"), "w") as f:
-        f.write("\n".join(names) + "\n")
+    write_list(out, "table_resize.txt", names)
 
 
 if __name__ == "__main__":
-    main()
+    import fixtures
+    fixtures.script_main({"table": ["table"]})

@@ -1,6 +1,6 @@
 """Fixtures of whole ViT models for tests/test_vit.c.
 
-    /usr/bin/python3 tools/make_vit_fixtures.py [--out tests/fixtures]
+    /usr/bin/python3 tools/fixtures.py vit [-o tests/fixtures]
 
 For each case NAME it writes, with tools/st.py:
 
@@ -22,17 +22,15 @@ but non-trivial (vit_twin.randomize_), everything float32 on one thread,
 seeded per case.
 """
 
-import argparse
 import os
 import sys
-import zlib
 
 import torch
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import st  # noqa: E402
 import vit_twin  # noqa: E402
+from common import seed_of, write_case, write_list  # noqa: E402
 
 # name -> (timm constructor arguments, batch, input size (H, W))
 TIMM_CASES = {
@@ -87,34 +85,24 @@ TV_CASES = {
 }
 
 
-def seed_of(name):
-    return zlib.crc32(name.encode()) & 0x7fffffff
-
-
-def write_case(out, name, model, hparams, scheme, x):
-    base = os.path.join(out, "vit_net_" + name)
-    vit_twin.export_vit(model, hparams, base + ".model.safetensors", scheme)
+def run(out, name, model, hparams, scheme, x):
     with torch.no_grad():
         y = model(x)
-    st.write(base + ".input.safetensors", {"x": x})
-    st.write(base + ".expected.safetensors", {"y": y}, {"scheme": scheme})
+    write_case(out, "vit_net_" + name, model=vit_twin.vit_state_dict(model, scheme),
+               meta=vit_twin.vit_metadata(hparams), input={"x": x}, expected={"y": y},
+               scheme=scheme)
     return "vit_net_" + name
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--out", default=os.path.join(here, "..", "tests", "fixtures"))
-    args = ap.parse_args()
-    torch.set_num_threads(1)
-    os.makedirs(args.out, exist_ok=True)
+def write_fixtures(out):
+    """The vit family of tools/fixtures.py."""
     names = []
     for name, (kw, batch, (h, w)) in TIMM_CASES.items():
         s = seed_of(name)
         torch.manual_seed(s)
         model = vit_twin.randomize_(vit_twin.VisionTransformer(**kw), s).eval()
         x = torch.randn(batch, kw["in_chans"], h, w, generator=torch.Generator().manual_seed(s + 1))
-        names.append(write_case(args.out, name, model, model.hparams, "timm", x))
+        names.append(run(out, name, model, model.hparams, "timm", x))
     for name, (kw, batch) in TV_CASES.items():
         s = seed_of(name)
         model = vit_twin.torchvision_vit("custom", s, **kw)
@@ -128,14 +116,11 @@ def main():
         with torch.no_grad():
             err = (twin(x) - model(x)).abs().max().item()
         assert err < 1e-5, "twin and torchvision differ by %g on %s" % (err, name)
-        names.append(write_case(args.out, name, model, hp, "torchvision", x))
-    with open(os.path.join(args.out, "vit_nets.txt"), "w") as f:
-        f.write("\n".join(names) + "\n")
-    total = sum(os.path.getsize(os.path.join(args.out, n + sfx)) for n in names
-                for sfx in (".model.safetensors", ".input.safetensors",
-                            ".expected.safetensors"))
-    print("%d cases, %d bytes" % (len(names), total))
+        names.append(run(out, name, model, hp, "torchvision", x))
+    write_list(out, "vit_nets.txt", names)
+    return len(names)
 
 
 if __name__ == "__main__":
-    main()
+    import fixtures
+    fixtures.script_main({"vit": ["vit"]})

@@ -1,6 +1,6 @@
 """Autograd fixtures of whole ViT models for tests/test_vit_grad.c.
 
-    /usr/bin/python3 tools/make_vit_grad_fixtures.py [--out tests/fixtures]
+    /usr/bin/python3 tools/fixtures.py vit_grad [-o tests/fixtures]
 
 For each case NAME it writes, with tools/st.py:
 
@@ -21,17 +21,15 @@ float32 weights and inputs (the reference is then exact to float32), one
 thread, seeded per case. Every file stays well under 200 KB.
 """
 
-import argparse
 import os
 import sys
-import zlib
 
 import torch
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import st  # noqa: E402
 import vit_twin  # noqa: E402
+from common import seed_of, write_case, write_list  # noqa: E402
 
 # name -> (timm constructor arguments, batch, input size (H, W))
 TIMM_CASES = {
@@ -76,14 +74,9 @@ TV_CASES = {
 }
 
 
-def seed_of(name):
-    return zlib.crc32(("grad_" + name).encode()) & 0x7fffffff
-
-
-def write_case(out, name, model, hparams, scheme, x, seed):
+def run(out, name, model, hparams, scheme, x, seed):
     """Export model (float32), then differentiate a float64 copy."""
-    base = os.path.join(out, "vit_grad_" + name)
-    vit_twin.export_vit(model, hparams, base + ".model.safetensors", scheme)
+    sd = vit_twin.vit_state_dict(model, scheme)
     model = model.double()
     xd = x.double().requires_grad_(True)
     y = model(xd)
@@ -92,44 +85,38 @@ def write_case(out, name, model, hparams, scheme, x, seed):
     tensors = {"x": x, "dy": dy, "y": y.detach().float(), "grad.x": xd.grad.float()}
     for pname, p in model.named_parameters():
         tensors["grad." + pname] = p.grad.float()
-    st.write(base + ".grad.safetensors", tensors, {"scheme": scheme})
+    write_case(out, "vit_grad_" + name, model=sd, meta=vit_twin.vit_metadata(hparams),
+               grad=tensors, scheme=scheme)
     return "vit_grad_" + name
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--out", default=os.path.join(here, "..", "tests", "fixtures"))
-    args = ap.parse_args()
-    torch.set_num_threads(1)
-    os.makedirs(args.out, exist_ok=True)
+def write_fixtures(out):
+    """The vit_grad family of tools/fixtures.py."""
     names = []
     for name, (kw, batch, (h, w)) in TIMM_CASES.items():
-        s = seed_of(name)
+        s = seed_of("grad_" + name)
         torch.manual_seed(s)
         model = vit_twin.randomize_(vit_twin.VisionTransformer(**kw), s).train()
         x = torch.randn(batch, kw["in_chans"], h, w,
                         generator=torch.Generator().manual_seed(s + 1))
-        names.append(write_case(args.out, name, model, model.hparams, "timm", x, s))
+        names.append(run(out, name, model, model.hparams, "timm", x, s))
     for name, (kw, batch) in TV_CASES.items():
-        s = seed_of(name)
+        s = seed_of("grad_" + name)
         model = vit_twin.torchvision_vit("custom", s, **kw)
         vit_twin.randomize_(model, s)
         model.eval()   # dropout rates are 0; eval keeps MultiheadAttention's math path
         s_img = kw["image_size"]
         x = torch.randn(batch, 3, s_img, s_img, generator=torch.Generator().manual_seed(s + 1))
-        names.append(write_case(args.out, name, model, vit_twin.torchvision_hparams(model),
-                                "torchvision", x, s))
-    with open(os.path.join(args.out, "vit_grads.txt"), "w") as f:
-        f.write("\n".join(names) + "\n")
+        names.append(run(out, name, model, vit_twin.torchvision_hparams(model),
+                         "torchvision", x, s))
+    write_list(out, "vit_grads.txt", names)
     for n in names:
         for sfx in (".model.safetensors", ".grad.safetensors"):
-            size = os.path.getsize(os.path.join(args.out, n + sfx))
+            size = os.path.getsize(os.path.join(out, n + sfx))
             assert size < 200 * 1024, "%s%s is %d bytes" % (n, sfx, size)
-    total = sum(os.path.getsize(os.path.join(args.out, n + sfx)) for n in names
-                for sfx in (".model.safetensors", ".grad.safetensors"))
-    print("%d cases, %d bytes" % (len(names), total))
+    return len(names)
 
 
 if __name__ == "__main__":
-    main()
+    import fixtures
+    fixtures.script_main({"vit_grad": ["vit_grad"]})

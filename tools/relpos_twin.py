@@ -4,7 +4,7 @@ writer of their fixtures.
 Run with Debian's python3-torch (only /usr/bin/python3 has it), through
 the one fixture tool:
 
-    /usr/bin/python3 tools/make_fixtures.py --family relpos [--out tests/fixtures]
+    /usr/bin/python3 tools/fixtures.py relpos [-o tests/fixtures]
 
 Reference modules, written from the papers and the authors' code (read,
 not copied), in float32:
@@ -41,7 +41,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import st  # tools/st.py (make_fixtures.py puts tools/ on the path)
+import st  # noqa: E402
+from common import meta_value, seed_of, write_case, write_list  # noqa: E402
 
 
 # --------------------------------------------------------------------------
@@ -245,10 +246,6 @@ class RoPEAttention(QKVAttention):
 # Cases and fixtures
 # --------------------------------------------------------------------------
 
-def _b(v):
-    return "true" if v else "false"
-
-
 # name, arch, constructor arguments, metadata left out (defaults), B, input size
 CASES = [
     ("t5_enc", "t5_attention", dict(d_model=16, d_kv=6, num_heads=3,
@@ -300,16 +297,8 @@ DEFAULTS = {
 def metadata(arch, hp, omit):
     meta = {"arch": arch}
     for k, v in dict(DEFAULTS[arch], **hp).items():   # (a T5 table's absence shows)
-        if k in omit:
-            continue
-        if isinstance(v, bool):
-            meta[k] = _b(v)
-        elif isinstance(v, tuple):
-            meta[k] = ",".join(str(e) for e in v)
-        elif isinstance(v, float):
-            meta[k] = repr(v)
-        else:
-            meta[k] = str(v)
+        if k not in omit:
+            meta[k] = meta_value(v)
     return meta
 
 
@@ -334,10 +323,8 @@ def run_case(name, arch, hp, omit, b, size, out_dir, seed):
     for k, v in expected.items():
         assert v.dtype == torch.float32 and torch.isfinite(v).all(), (name, k)
     params = {k: v.detach() for k, v in m.named_parameters()}
-    st.write(os.path.join(out_dir, name + ".model.safetensors"), params,
-             metadata(arch, hp, omit))
-    st.write(os.path.join(out_dir, name + ".input.safetensors"), {"x": x, "dy": dy})
-    st.write(os.path.join(out_dir, name + ".expected.safetensors"), expected)
+    write_case(out_dir, name, model=params, meta=metadata(arch, hp, omit),
+               input={"x": x, "dy": dy}, expected=expected)
 
 
 def tables(out_dir):
@@ -386,12 +373,11 @@ def self_checks():
     assert torch.allclose(rotate(rotate(v, cis), cis.conj()), v, atol=1e-6)
 
 
-def write_fixtures(out_dir, case_seed):
-    torch.set_num_threads(1)
+def write_fixtures(out_dir):
+    """The relpos family of tools/fixtures.py."""
     self_checks()
     for name, arch, hp, omit, b, size in CASES:
-        run_case(name, arch, hp, omit, b, size, out_dir, case_seed(name))
-    with open(os.path.join(out_dir, "relpos_cases.txt"), "w") as f:
-        f.write("".join(c[0] + "\n" for c in CASES))
+        run_case(name, arch, hp, omit, b, size, out_dir, seed_of(name))
+    write_list(out_dir, "relpos_cases.txt", [c[0] for c in CASES])
     tables(out_dir)
     return len(CASES)

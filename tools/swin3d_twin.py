@@ -20,15 +20,15 @@ num_frames_kv):
          fails there) uses the constructor's index at the clamped window's
          coordinates.
 
-The attention is the seeds' RSTT WindowAttention3D (tools/make_fixtures.py),
+The attention is the seeds' RSTT WindowAttention3D (tools/common.py),
 for both: a self block is its frames_q = frames_kv = Wd case, whose index is
 Video Swin's. Video Swin names the projection attn.qkv (rows q, k, v);
 qkv_state_dict() writes that naming (attn.q and attn.kv concatenated).
 
 Gradient fixtures (tests/test_swin3d_grad.c): GRAD_CASES, written by
-write_grad_fixtures (also from tools/make_swin3d_fixtures.py):
+write_grad_fixtures, the swin3d_grad family:
 
-    /usr/bin/python3 tools/swin3d_twin.py --grad-fixtures tests/fixtures
+    /usr/bin/python3 tools/fixtures.py swin3d_grad [-o tests/fixtures]
 
 Run with Debian's python3-torch (/usr/bin/python3).
 """
@@ -43,8 +43,9 @@ import torch.nn.functional as F
 
 sys.dont_write_bytecode = True  # no tools/__pycache__ in the tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_fixtures import (WindowAttention3D, padded, shift_mask_3d,  # noqa: E402
-                           window_partition_3d, window_reverse_3d)
+from common import (Mlp, WindowAttention3D, metadata as common_metadata,  # noqa: E402
+                    padded, seed_of, shift_mask_3d, shift_mask_cross, window_partition_3d,
+                    window_reverse_3d, write_case, write_list)
 
 
 def get_window_size(x_size, window_size, shift_size):
@@ -58,22 +59,6 @@ def get_window_size(x_size, window_size, shift_size):
     return tuple(ws), tuple(ss)
 
 
-def cross_mask(Hp, Wp, wh, ww, sh, sw, d1, d2):
-    """RSTT's attn_mask_qkv on the padded (Hp, Wp) map: region labels by
-    (h, w), the same for every frame, for D1 query and D2 key/value frames."""
-    def labels(d):
-        img = torch.zeros((1, d, Hp, Wp, 1))
-        cnt = 0
-        for h in ((slice(None),) if sh == 0 else (slice(0, -wh), slice(-wh, -sh), slice(-sh, None))):
-            for w in ((slice(None),) if sw == 0 else (slice(0, -ww), slice(-ww, -sw), slice(-sw, None))):
-                img[:, :, h, w, :] = cnt
-                cnt += 1
-        return window_partition_3d(img, d, wh, ww).squeeze(-1)  # nW, d*wh*ww
-    mq, mkv = labels(d1), labels(d2)
-    m = mkv.unsqueeze(1) - mq.unsqueeze(2)  # nW, N1, N2
-    return m.masked_fill(m != 0, float(-100.0)).masked_fill(m == 0, float(0.0))
-
-
 @contextlib.contextmanager
 def index_override(attn, idx):
     """Run the seed module with another (N1, N2) index into the same table."""
@@ -83,17 +68,6 @@ def index_override(attn, idx):
         yield
     finally:
         attn.relative_position_index = saved
-
-
-class Mlp(nn.Module):
-    def __init__(self, in_features, hidden_features):
-        super().__init__()
-        self.fc1 = nn.Linear(in_features, hidden_features)
-        self.act = nn.GELU()
-        self.fc2 = nn.Linear(hidden_features, in_features)
-
-    def forward(self, x):
-        return self.fc2(self.act(self.fc1(x)))
 
 
 class SwinBlock3D(nn.Module):
@@ -197,7 +171,7 @@ class SwinBlock3D(nn.Module):
         if shifted:
             q = torch.roll(q, shifts=(-sh, -sw), dims=(2, 3))
             k = torch.roll(k, shifts=(-sh, -sw), dims=(2, 3))
-            mask = cross_mask(Hp, Wp, wh, ww, sh, sw, D1, D2)
+            mask = shift_mask_cross(Hp, Wp, wh, ww, sh, sw, D1, D2)
         else:
             mask = None
         qw = window_partition_3d(q, D1, wh, ww)
@@ -213,22 +187,11 @@ class SwinBlock3D(nn.Module):
 
 def metadata(block, hp):
     """The model file's __metadata__ (SPEC 3.1 conventions)."""
-    def tup(v):
-        return ",".join(str(int(e)) for e in v)
-    meta = {"arch": "swin_block_3d", "dim": str(hp["dim"]), "num_heads": str(hp["num_heads"]),
-            "window_size": tup(hp["window_size"])}
-    if hp.get("shift_size") is not None:
-        meta["shift_size"] = tup(hp["shift_size"])
-    if hp.get("mlp_ratio") is not None:
-        meta["mlp_ratio"] = repr(float(hp["mlp_ratio"]))
-    if hp.get("qkv_bias") is not None:
-        meta["qkv_bias"] = "true" if hp["qkv_bias"] else "false"
-    if hp.get("qk_scale") is not None:
-        meta["qk_scale"] = repr(float(hp["qk_scale"]))
+    keys = ["dim", "num_heads", "window_size", "shift_size", "mlp_ratio", "qkv_bias", "qk_scale"]
     if block.cross:
-        meta["num_frames_q"] = str(hp["num_frames_q"])
-        meta["num_frames_kv"] = str(hp["num_frames_kv"])
-    return meta
+        keys += ["num_frames_q", "num_frames_kv"]
+    hp = dict(hp, **{k: float(hp[k]) for k in ("mlp_ratio", "qk_scale") if hp.get(k) is not None})
+    return common_metadata("swin_block_3d", hp, keys)
 
 
 def qkv_state_dict(sd):
@@ -298,7 +261,8 @@ def self_check():
 # Gradient fixtures (tests/test_swin3d_grad.c)
 # ---------------------------------------------------------------------------
 
-def _hp(dim, heads, window, shift=None, **kw):
+def hp_of(dim, heads, window, shift=None, **kw):
+    """Constructor arguments of a case (shift None: the key is absent)."""
     d = dict(dim=dim, num_heads=heads, window_size=list(window),
              shift_size=list(shift) if shift is not None else None)
     d.update(kw)
@@ -310,23 +274,23 @@ def _hp(dim, heads, window, shift=None, **kw):
 # Swin's fused attn.qkv naming or not
 GRAD_CASES = [
     # shifted on every axis, padded on D (3 -> 4) and H (5 -> 6)
-    ("grad3d_self_shift_pad", _hp(16, 2, (2, 3, 3), (1, 1, 1)), (3, 5, 6), False),
+    ("grad3d_self_shift_pad", hp_of(16, 2, (2, 3, 3), (1, 1, 1)), (3, 5, 6), False),
     # no shift (no mask), padded on H, Video Swin's attn.qkv naming
-    ("grad3d_self_noshift_qkv", _hp(16, 2, (2, 3, 3)), (2, 5, 6), True),
+    ("grad3d_self_noshift_qkv", hp_of(16, 2, (2, 3, 3)), (2, 5, 6), True),
     # clamp: D 2 <= Wd 4 and H 4 <= Wh 4 (window = size, no shift there),
     # W 5 shifted by 1, padded to 6; no qkv bias, qk_scale, mlp_ratio 2
-    ("grad3d_self_clamp", _hp(8, 2, (4, 4, 3), (2, 2, 1), qkv_bias=False, qk_scale=0.4,
+    ("grad3d_self_clamp", hp_of(8, 2, (4, 4, 3), (2, 2, 1), qkv_bias=False, qk_scale=0.4,
                               mlp_ratio=2.0), (2, 4, 5), False),
     # clamp of a spatial axis below its window (Video Swin's index[:N, :N]),
     # D 3 > Wd 2 padded and shifted
-    ("grad3d_self_clamp_spatial", _hp(8, 2, (2, 4, 4), (1, 2, 2)), (3, 3, 6), True),
+    ("grad3d_self_clamp_spatial", hp_of(8, 2, (2, 4, 4), (1, 2, 2)), (3, 3, 6), True),
     # RSTT cross block, D1 = 3 query frames, D2 = 2 key/value frames (0, 2),
     # shifted, padded on H
-    ("grad3d_cross_d3d2", _hp(16, 2, (3, 3), (1, 1), num_frames_q=3, num_frames_kv=2),
+    ("grad3d_cross_d3d2", hp_of(16, 2, (3, 3), (1, 1), num_frames_q=3, num_frames_kv=2),
      (5, 5, 6), False),
     # cross with a clamped spatial window: H 3 < 4 (no row shift), W 6 > 4
     # shifted by 2, padded to 8; no qkv bias
-    ("grad3d_cross_clamp", _hp(8, 2, (4, 4), (2, 2), num_frames_q=3, num_frames_kv=2,
+    ("grad3d_cross_clamp", hp_of(8, 2, (4, 4), (2, 2), num_frames_q=3, num_frames_kv=2,
                                qkv_bias=False, mlp_ratio=2.0), (5, 3, 6), False),
 ]
 
@@ -336,10 +300,8 @@ def grad_fixture(name, spec, clip, qkv, out_dir):
     x (D, H, W, C), dy, y, grad.x and grad.NAME for every parameter under
     the model file's names, from PyTorch autograd of sum(y * dy) in float32.
     Parameters are re-drawn by export.fixture_init (bias tables std 0.5)."""
-    import zlib
     import export
-    import st
-    seed = zlib.crc32(name.encode("utf-8")) & 0x7FFFFFFF
+    seed = seed_of(name)
     torch.manual_seed(seed)
     model = SwinBlock3D(**spec)
     export.fixture_init(model, seed)
@@ -361,23 +323,16 @@ def grad_fixture(name, spec, clip, qkv, out_dir):
         assert "grad." + k in grads, k
     out = {"x": x.detach(), "dy": dy, "y": y.detach(), "grad.x": x.grad}
     out.update({k: v.detach().contiguous() for k, v in grads.items()})
-    st.write(os.path.join(out_dir, name + ".model.safetensors"), sd, meta)
-    st.write(os.path.join(out_dir, name + ".grad.safetensors"), out)
-    return sum(os.path.getsize(os.path.join(out_dir, name + s)) for s in
-               (".model.safetensors", ".grad.safetensors"))
+    return write_case(out_dir, name, model=sd, meta=meta, grad=out)
 
 
 def write_grad_fixtures(out_dir):
-    torch.set_num_threads(1)
-    torch.set_default_dtype(torch.float32)
-    os.makedirs(out_dir, exist_ok=True)
+    """The swin3d_grad family of tools/fixtures.py."""
     total = 0
     for name, spec, clip, qkv in GRAD_CASES:
         total += grad_fixture(name, spec, clip, qkv, out_dir)
-    with open(os.path.join(out_dir, "grads3d.txt"), "w") as f:
-        f.write("".join(c[0] + "\n" for c in GRAD_CASES))
-    print("wrote %d swin_block_3d gradient cases (%d bytes) to %s"
-          % (len(GRAD_CASES), total, out_dir))
+    write_list(out_dir, "grads3d.txt", [c[0] for c in GRAD_CASES])
+    return total
 
 
 if __name__ == "__main__":
@@ -386,6 +341,7 @@ if __name__ == "__main__":
     print("swin3d_twin: self checks pass")
     # /usr/bin/python3 tools/swin3d_twin.py --grad-fixtures tests/fixtures
     if len(sys.argv) == 3 and sys.argv[1] == "--grad-fixtures":
-        write_grad_fixtures(sys.argv[2])
+        import fixtures
+        fixtures.generate("swin3d_grad", sys.argv[2])
     elif len(sys.argv) > 1:
         sys.exit("usage: swin3d_twin.py [--grad-fixtures DIR]")

@@ -20,7 +20,7 @@ and the shift is 0), so a different input size only changes the padding
 and the mask. With the constructor's resolution and multiples of the window
 this is exactly the official model.
 
-The attention is the seeds' WindowAttention (tools/make_fixtures.py), which
+The attention is the seeds' WindowAttention (tools/common.py), which
 returns (y, attn).
 
 Run with Debian's python3-torch (/usr/bin/python3).
@@ -35,15 +35,8 @@ import torch.nn.functional as F
 
 sys.dont_write_bytecode = True  # no tools/__pycache__ in the tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_fixtures import WindowAttention, padded, shift_mask_2d, window_partition_2d  # noqa: E402
-
-
-def window_reverse_2d(windows, wh, ww, H, W):
-    """(B * nW, wh*ww, C) -> (B, H, W, C), H and W multiples of the window."""
-    C = windows.shape[-1]
-    B = windows.shape[0] // ((H // wh) * (W // ww))
-    x = windows.view(B, H // wh, W // ww, wh, ww, C)
-    return x.permute(0, 1, 3, 2, 4, 5).contiguous().view(B, H, W, C)
+from common import (Mlp, WindowAttention, padded, shift_mask_2d,  # noqa: E402
+                    window_partition_2d, window_reverse_2d)
 
 
 def clamp_window(resolution, window_size, shift_size):
@@ -52,17 +45,6 @@ def clamp_window(resolution, window_size, shift_size):
     if min(resolution) <= window_size:
         return min(resolution), 0
     return window_size, shift_size
-
-
-class Mlp(nn.Module):
-    def __init__(self, in_features, hidden_features):
-        super().__init__()
-        self.fc1 = nn.Linear(in_features, hidden_features)
-        self.act = nn.GELU()
-        self.fc2 = nn.Linear(hidden_features, in_features)
-
-    def forward(self, x):
-        return self.fc2(self.act(self.fc1(x)))
 
 
 class SwinTransformerBlock(nn.Module):

@@ -21,7 +21,7 @@ modules, constructor arguments, state_dict names and numbers.
 
 Fixtures (tests/test_swinv2.c, tests/test_net_grad.c with "swinv2"):
 
-    /usr/bin/python3 tools/make_model_fixtures.py --family swinv2
+    /usr/bin/python3 tools/fixtures.py swinv2 [-o tests/fixtures]
 
 writes, for the layer cases (swinv2_layers.txt) NAME.model.safetensors,
 NAME.input.safetensors (x, dy, mask when shifted: what `relattn backward`
@@ -44,10 +44,9 @@ import torch.nn.functional as F
 sys.dont_write_bytecode = True  # no tools/__pycache__ in the tree
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import st  # noqa: E402
-from make_fixtures import index_2d, padded, shift_mask_2d, window_partition_2d  # noqa: E402
-from swin_twin import (BasicLayer, PatchEmbed, SwinTransformer,  # noqa: E402
-                       SwinTransformerBlock, window_reverse_2d)
+from common import (index_2d, metadata, padded, seed_of, shift_mask_2d, state_dict_f32,  # noqa: E402
+                    window_partition_2d, window_reverse_2d, write_case, write_list)
+from swin_twin import BasicLayer, PatchEmbed, SwinTransformer, SwinTransformerBlock  # noqa: E402
 
 LOGIT_MAX = math.log(1.0 / 0.01)
 
@@ -215,24 +214,21 @@ LAYER_KEYS = list(LAYER_DEFAULTS)
 
 
 def build_swinv2(hp):
-    import export
     hp = dict(hp)
     if len(hp["pretrained_window_sizes"]) != len(hp["depths"]):
         hp["pretrained_window_sizes"] = [0] * len(hp["depths"])
-    return SwinTransformerV2(**hp), export.metadata("swinv2", hp, SWINV2_KEYS)
+    return SwinTransformerV2(**hp), metadata("swinv2", hp, SWINV2_KEYS)
 
 
 def build_layer(hp):
-    import export
     return (WindowAttentionV2(hp["dim"], hp["window_size"], hp["num_heads"], hp["qkv_bias"],
                               hp["pretrained_window_size"]),
-            export.metadata("swinv2_window_attention", hp, LAYER_KEYS))
+            metadata("swinv2_window_attention", hp, LAYER_KEYS))
 
 
 def build_torchvision_swinv2(hp):
     """torchvision's SwinTransformer with v2 blocks and merging (swin_v2_t's
     hyperparameters by default): its names (features.*) and semantics."""
-    import export
     from torchvision.models.swin_transformer import (PatchMergingV2 as TvMerge, SwinTransformer,
                                                      SwinTransformerBlockV2 as TvBlock)
     if hp["in_chans"] != 3 or hp["ape"] or not hp["patch_norm"] or not hp["qkv_bias"] \
@@ -247,7 +243,7 @@ def build_torchvision_swinv2(hp):
                         num_classes=hp["num_classes"], block=TvBlock, downsample_layer=TvMerge)
     hp = dict(hp)
     hp.pop("pretrained_window_sizes")
-    return m, export.metadata("swinv2", hp, SWINV2_KEYS)
+    return m, metadata("swinv2", hp, SWINV2_KEYS)
 
 
 def example_layer(m, hp, batch, size):
@@ -329,15 +325,6 @@ NET_CASES = [
 ]
 
 
-def seed_of(name):
-    import zlib
-    return zlib.crc32(name.encode("utf-8")) & 0x7FFFFFFF
-
-
-def state_dict_f32(module):
-    return {k: v.detach().clone().contiguous() for k, v in module.state_dict().items()}
-
-
 def write_layer_case(name, hp, b_, shift, out_dir):
     seed = seed_of(name)
     torch.manual_seed(seed)
@@ -355,10 +342,8 @@ def write_layer_case(name, hp, b_, shift, out_dir):
         inputs["mask"] = mask
     names = [n for n, _ in m.named_parameters()]
     g = grads_of(m, x, dy, names, mask)
-    st.write(os.path.join(out_dir, name + ".model.safetensors"), state_dict_f32(m), meta)
-    st.write(os.path.join(out_dir, name + ".input.safetensors"), inputs)
-    st.write(os.path.join(out_dir, name + ".grad.safetensors"),   # dy is in the input
-             {k: v.contiguous() for k, v in g.items() if k != "dy"})
+    write_case(out_dir, name, model=state_dict_f32(m), meta=meta, input=inputs,
+               grad={k: v.contiguous() for k, v in g.items() if k != "dy"})  # dy: in the input
 
 
 def write_net_case(name, kind, hp, inp, out_dir):
@@ -376,21 +361,17 @@ def write_net_case(name, kind, hp, inp, out_dir):
     dy = torch.randn(y.shape)
     names = [n for n, _ in m.named_parameters()]
     g = grads_of(m, x, dy, names)
-    st.write(os.path.join(out_dir, name + ".model.safetensors"), state_dict_f32(m), meta)
-    st.write(os.path.join(out_dir, name + ".input.safetensors"), {"x": x})
-    st.write(os.path.join(out_dir, name + ".grad.safetensors"),
-             {k: v.contiguous() for k, v in g.items()})
+    write_case(out_dir, name, model=state_dict_f32(m), meta=meta, input={"x": x},
+               grad={k: v.contiguous() for k, v in g.items()})
 
 
 def write_fixtures(out_dir):
-    """Every SwinV2 fixture and the two case lists; returns the case count."""
-    torch.set_num_threads(1)
+    """The swinv2 family of tools/fixtures.py: every SwinV2 fixture and the
+    two case lists; returns the case count."""
     for name, hp, b_, shift in LAYER_CASES:
         write_layer_case(name, hp, b_, shift, out_dir)
     for name, kind, hp, inp in NET_CASES:
         write_net_case(name, kind, hp, inp, out_dir)
-    with open(os.path.join(out_dir, "swinv2_layers.txt"), "w") as f:
-        f.write("".join(c[0] + "\n" for c in LAYER_CASES))
-    with open(os.path.join(out_dir, "swinv2_grads.txt"), "w") as f:
-        f.write("".join(c[0] + "\n" for c in NET_CASES))
+    write_list(out_dir, "swinv2_layers.txt", [c[0] for c in LAYER_CASES])
+    write_list(out_dir, "swinv2_grads.txt", [c[0] for c in NET_CASES])
     return len(LAYER_CASES) + len(NET_CASES)

@@ -45,6 +45,7 @@ import torch.nn.functional as F
 sys.dont_write_bytecode = True  # no tools/__pycache__ in the tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import st  # noqa: E402
+from common import Mlp, meta_value  # noqa: E402
 
 LN_EPS = 1e-6  # timm's and torchvision's ViT LayerNorm
 
@@ -118,17 +119,6 @@ class LayerScale(nn.Module):
 
     def forward(self, x):
         return x * self.gamma
-
-
-class Mlp(nn.Module):
-    def __init__(self, dim, hidden, bias=True):
-        super().__init__()
-        self.fc1 = nn.Linear(dim, hidden, bias=bias)
-        self.act = nn.GELU()
-        self.fc2 = nn.Linear(hidden, dim, bias=bias)
-
-    def forward(self, x):
-        return self.fc2(self.act(self.fc1(x)))
 
 
 class Block(nn.Module):
@@ -372,20 +362,6 @@ SPEC_KEYS = ("img_size", "patch_size", "in_chans", "num_classes", "embed_dim",
              "depth", "num_heads", "mlp_ratio", "qkv_bias")
 
 
-def _meta_value(v):
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        return repr(v)
-    if isinstance(v, (tuple, list)):
-        return ",".join(_meta_value(e) for e in v)
-    if isinstance(v, str):
-        return v
-    raise TypeError("hyperparameter value %r" % (v,))
-
-
 def vit_metadata(hparams):
     missing = [k for k in SPEC_KEYS if hparams.get(k) is None]
     if missing:
@@ -393,15 +369,14 @@ def vit_metadata(hparams):
     meta = {"arch": "vit"}
     for k, v in hparams.items():
         if v is not None:
-            meta[k] = _meta_value(v)
+            meta[k] = meta_value(v)
     return meta
 
 
-def export_vit(model_or_state_dict, hyperparameters, path, scheme="timm"):
-    """Write a vit model file: the state_dict (timm's names for scheme
-    "timm", torchvision's for "torchvision", kept as they are) in float32
-    and the SPEC 3.1 metadata from hyperparameters (timm constructor
-    names). Returns the number of bytes written."""
+def vit_state_dict(model_or_state_dict, scheme="timm"):
+    """The tensors of a vit model file: the state_dict (timm's names for
+    scheme "timm", torchvision's for "torchvision", kept as they are) in
+    float32."""
     sd = (model_or_state_dict.state_dict()
           if isinstance(model_or_state_dict, nn.Module) else model_or_state_dict)
     marker = {"timm": "patch_embed.proj.weight", "torchvision": "conv_proj.weight"}
@@ -410,8 +385,14 @@ def export_vit(model_or_state_dict, hyperparameters, path, scheme="timm"):
     if marker[scheme] not in sd:
         raise ValueError("the state_dict has no %s: not the %s scheme"
                          % (marker[scheme], scheme))
-    tensors = {k: v.detach().to(torch.float32).contiguous() for k, v in sd.items()}
-    return st.write(path, tensors, vit_metadata(hyperparameters))
+    return {k: v.detach().to(torch.float32).contiguous() for k, v in sd.items()}
+
+
+def export_vit(model_or_state_dict, hyperparameters, path, scheme="timm"):
+    """Write a vit model file: vit_state_dict and the SPEC 3.1 metadata from
+    hyperparameters (timm constructor names). -> the bytes written."""
+    return st.write(path, vit_state_dict(model_or_state_dict, scheme),
+                    vit_metadata(hyperparameters))
 
 
 def main():
