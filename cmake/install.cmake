@@ -70,7 +70,7 @@ if(RELATTN_TESTS AND NOT RELATTN_SANITIZE AND NOT RELATTN_TSAN AND NOT RELATTN_F
            $<TARGET_FILE:relattn_cli> ${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures
            ${CMAKE_CURRENT_SOURCE_DIR} $<TARGET_FILE:relattn_shared>)
   set_tests_properties(test_python PROPERTIES SKIP_RETURN_CODE 77)
-  # the README's "Use it from C / Python" blocks, as written
+  # the ```bash blocks of README.md and docs/*.md, as written
   add_test(NAME test_readme COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/test_readme.sh
            ${CMAKE_CURRENT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR})
 endif()
