@@ -1,5 +1,5 @@
 /* cmd_plot.c - relattn plot: the pictures of a trained model (PNG, through
- * the library's src/plot.c):
+ * the library's src/io/plot.c):
  *   bias       every block's learned relative position bias, per head, as
  *              a (2Wh-1) x (2Ww-1) heat map over (dy, dx);
  *   attention  attention maps of chosen query tokens over an input image;

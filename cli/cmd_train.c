@@ -1,14 +1,14 @@
 /* cmd_train.c - relattn train: a small Swin learns Fashion-MNIST (SPEC 3.2).
  *
  * The command builds the model from its options (or resumes a checkpoint),
- * runs the library's trainer (src/train.c) step by step, reports progress,
+ * runs the library's trainer (src/train/train.c) step by step, reports progress,
  * evaluates at every epoch's end, and writes checkpoints atomically: every
  * --ckpt-every steps, at every evaluation and at the end. A run interrupted
  * at any point (kill -9 included) continues with --resume from its last
  * checkpoint and ends with the weights of an uninterrupted run.
  *
  * Under mpirun each process takes its slice of every global batch and the
- * gradients are summed across processes once per step (src/train.c,
+ * gradients are summed across processes once per step (src/train/train.c,
  * ra_train_comm; cli/procs.c holds the MPI side): process 0 alone prints
  * and writes, the evaluation is split across the processes and summed. */
 #include "cli.h"

@@ -1120,7 +1120,7 @@ ra_status ra_dataset_batch(float *x, int32_t *labels, const ra_dataset *d,
  * with perm[j], j a draw below i + 1 (as in ra_dataset_batch). n <= 0
  * does nothing. */
 void ra_shuffle(int64_t *perm, int64_t n, ra_rng *rng);
-/* 10. Training (src/train.c)                                               */
+/* 10. Training (src/train/train.c)                                               */
 /* ------------------------------------------------------------------------ */
 
 /* An image classifier trained on an ra_dataset with the recipe of Swin's

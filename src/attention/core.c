@@ -1,4 +1,4 @@
-/* attention.c - the attention core: one framework for every variant.
+/* core.c - the attention core: one framework for every variant.
  *
  * Checks a description, gathers the relative position bias from its table
  * once per call (never per window), then runs one kernel task per

@@ -1,6 +1,6 @@
-/* attn_internal.h - the attention layer's object, shared by its pass
- * (src/attn_layer.c) and the relative position schemes' hooks into it
- * (src/attn_schemes.c: T5 buckets, ALiBi, decomposed, RoPE). */
+/* internal.h - the attention layer's object, shared by its pass
+ * (src/attention/layer.c) and the relative position schemes' hooks into it
+ * (src/attention/schemes.c: T5 buckets, ALiBi, decomposed, RoPE). */
 #ifndef RA_ATTN_INTERNAL_H
 #define RA_ATTN_INTERNAL_H
 
@@ -18,9 +18,9 @@ struct ra_attn_layer {
     int64_t table_rows;
     float *slopes;         /* (nH) alibi slopes                    */
     float *rope;           /* (H*W, hd/2, 2) rope cos, sin         */
-    float *coords;         /* swinv2: (T, 2) CPB input (swinv2.h)  */
+    float *coords;         /* swinv2: (T, 2) CPB input (attention/cpb.h)  */
     struct ra_arena_cache *cache;   /* the scratch of the calls, kept between
-                                       them (attn_layer.c's pass_begin) */
+                                       them (layer.c's pass_begin) */
 };
 
 /* The position terms of one call (one set for all the parts of a batch):
@@ -43,7 +43,7 @@ typedef struct ra_pos_call {
     int r;
     int gh, gw;               /* decomposed: the call's grid */
     float *cpb;               /* swinv2: [table (T, nH) | its gradient | the
-                                 CPB's scratch] of the call (attn_layer.c) */
+                                 CPB's scratch] of the call (layer.c) */
 } ra_pos_call;
 
 /* Scheme part of ra_attn_layer_create: checks the scheme's configuration

@@ -1,4 +1,4 @@
-/* attn_layer.c - the attention modules: projections around the core.
+/* layer.c - the attention modules: projections around the core.
  *
  *   vit_attention, window_attention, shaw_attention, and the schemes
  *   alibi_attention, decomposed_attention, rope_attention:
@@ -9,9 +9,9 @@
  *       q, k, v = x Wq^T, x Wk^T, x Wv^T (width E)  ->  core  ->  y = out Wo^T
  * The core reads q, k and v in place from the projection's output through
  * row strides: no permute, no copy. The relative position schemes hook in
- * through src/attn_schemes.c: position terms of the core's description per
+ * through src/attention/schemes.c: position terms of the core's description per
  * call (ra_pos_*), and RoPE's rotation between projection and core.
- * swinv2_window_attention (src/swinv2.c) normalises q and k after the
+ * swinv2_window_attention (src/attention/cpb.c) normalises q and k after the
  * projection and gives the core its continuous position bias table. */
 #include "attention/internal.h"
 #include "attention/layer.h"

@@ -1,6 +1,6 @@
-/* attn_schemes.c - the relative position schemes on the attention core.
+/* schemes.c - the relative position schemes on the attention core.
  *
- * Each scheme is a small hook into the one pass of src/attn_layer.c
+ * Each scheme is a small hook into the one pass of src/attention/layer.c
  * (projection -> core -> proj); none has its own attention loop, so the
  * optimised kernels and their backward serve them all:
  *   t5_attention          buckets of j - i (Hugging Face's T5Attention):

@@ -1,4 +1,4 @@
-/* arena.c - the networks' reusable workspace (infer.h). */
+/* arena.c - the networks' reusable workspace (base/arena.h). */
 #include "base/arena.h"
 
 #include <stdlib.h>

@@ -17,7 +17,7 @@
  * error paths read:  return ra_fail(RA_ERR_ARG, "window %d < 1", w); */
 ra_status ra_fail(ra_status s, const char *fmt, ...) RA_PRINTF(2, 3);
 
-/* Work split into parts of samples (src/threads.c): part(ctx, s) for
+/* Work split into parts of samples (src/base/threads.c): part(ctx, s) for
  * s = 0 .. n-1 (1 <= n <= RA_MAX_PARTS), one thread each, the kernels
  * inside on one thread; the first failing part's status is returned, its
  * reason raised again on the calling thread. */
@@ -64,7 +64,7 @@ void *ra_calloc(size_t n, size_t sz);
 void ra_free(void *p);
 
 /* ra_attention_backward with set: dq, dk, dv are overwritten, not
- * accumulated (each task zeros its slices first; src/attention.c). */
+ * accumulated (each task zeros its slices first; src/attention/core.c). */
 ra_status ra_attention_backward_set(float *dq, int lddq, float *dk, int lddk, float *dv,
                                     int lddv, float *dtable, float *drel_k, float *drel_v,
                                     const float *dout, int lddo, const float *q, int ldq,
@@ -73,11 +73,11 @@ ra_status ra_attention_backward_set(float *dq, int lddq, float *dk, int lddk, fl
                                     int set);
 
 /* p[0 .. n) = 0, the threads of ra_threads_get() sharing a large buffer
- * (src/nn.c): a gradient buffer of tens of MB zeroed by one thread left
+ * (src/nn/nn.c): a gradient buffer of tens of MB zeroed by one thread left
  * the other idle. */
 void ra_zero(float *p, int64_t n);
 
-/* Create path atomically from nparts byte ranges (src/fileio.c): a
+/* Create path atomically from nparts byte ranges (src/base/fileio.c): a
  * temporary file in the same directory, fsync, rename; on failure
  * (RA_ERR_WRITE, RA_ERR_NOMEM) nothing exists at path. */
 ra_status ra_write_file_atomic(const char *path, const void *const *parts, const size_t *sizes,

@@ -3,7 +3,7 @@
  * residual add applied to each output tile while it is still in registers
  * (the forward, and dX = dY . W of the backward), and the weight gradient
  * dW += dY^T X with the bias gradient in the same pass (ra_gemm_tn_avx512).
- * Compiled with -mavx512f -mfma; src/nn.c calls it only when the CPU has
+ * Compiled with -mavx512f -mfma; src/nn/nn.c calls it only when the CPU has
  * AVX-512F (OpenBLAS, whose kernels the environment may pin to AVX2, stays
  * the fallback).
  *

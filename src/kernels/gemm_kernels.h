@@ -72,7 +72,7 @@ void ra_nn_layernorm_row_avx512(float *y, float *mean, float *rstd, const float 
 void ra_nn_layernorm_rows4_avx512(float *const y[4], float *const mean[4], float *const rstd[4],
                                   const float *const x[4], const float *gamma, const float *beta,
                                   int c, float eps);
-/* LayerNorm backward of rows [0, rows) (src/nn.c's scalar loop on 8 double
+/* LayerNorm backward of rows [0, rows) (src/nn/nn.c's scalar loop on 8 double
  * lanes): dx += (may be NULL), and the column sums of dy xhat and dy
  * ADDED to pg and pb (c doubles each; either may be NULL), rows in order. */
 void ra_nn_layernorm_backward_rows_avx512(float *dx, double *pg, double *pb, const float *dy,

@@ -1,6 +1,6 @@
 /* kernels.h - the attention kernel interface (private).
  *
- * The framework (src/attention.c) validates, gathers the bias once per call
+ * The framework (src/attention/core.c) validates, gathers the bias once per call
  * and splits the work into tasks, one per (window b, head h); a kernel does
  * one task: logits, softmax, probabilities times values, for all N1 query
  * rows of that (b, h). Kernels never allocate: each task gets a private

@@ -1,6 +1,6 @@
 /* nn_avx2.c - AVX2 + FMA element-wise layers for inference: erf / exact
  * GELU and LayerNorm rows. Compiled with -mavx2 -mfma and called only when
- * the CPU has both (src/nn.c dispatches; its scalar loops are the
+ * the CPU has both (src/nn/nn.c dispatches; its scalar loops are the
  * fallback and the oracle).
  *
  * erf (float, max error about 1 ulp against the correctly rounded value;

@@ -1,5 +1,5 @@
 /* nn_kernels.h - vectorised element-wise layers (private): the AVX2 + FMA
- * versions of the scalar loops of src/nn.c, which chooses between them
+ * versions of the scalar loops of src/nn/nn.c, which chooses between them
  * (ra_nn_simd) and keeps the scalar loops as fallback and oracle. */
 #ifndef RA_NN_KERNELS_H
 #define RA_NN_KERNELS_H

@@ -97,7 +97,7 @@ static ra_status load_weights(ra_model *m, const ra_st_file *f) {
         const ra_st_tensor *t = ra_st_at(f, i);
         char buf[256];
         const char *canon = t->name;
-        /* a checkpoint's optimiser state is not the model's (src/train.c) */
+        /* a checkpoint's optimiser state is not the model's (src/train/train.c) */
         if (strncmp(t->name, RA_TRAIN_STATE_PREFIX, strlen(RA_TRAIN_STATE_PREFIX)) == 0) continue;
         ra_tensor_kind kind = RA_TENSOR_PARAM;
         if (m->ops->canonical) {

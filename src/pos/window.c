@@ -334,7 +334,7 @@ ra_status ra_window_mask(float *mask,   /* (nW, N, N) */
     return RA_OK;
 }
 
-/* Where each window token of a partition comes from (infer.h): the walk of
+/* Where each window token of a partition comes from (pos/window.h): the walk of
  * window_walk, writing source rows instead of copying them. */
 ra_status ra_window_rowmap(int32_t *map, int b, const ra_window_geom *g) {
     ra_wplan p = {0};

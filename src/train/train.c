@@ -12,7 +12,7 @@
  * generator carried from step to step: resuming at t needs nothing but t.
  *
  * With T threads the model cuts the batch into T shards of consecutive
- * images, one thread each, on replicas with their own tapes (src/model.c,
+ * images, one thread each, on replicas with their own tapes (src/models/model.c,
  * ra_model_forward_train): threads never wait for each other inside the
  * network, where the layers' own threading meets a barrier in every
  * product. The result depends on T (the order of the gradient sums), never
