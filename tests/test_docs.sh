@@ -104,7 +104,7 @@ others=("cmake --install" "cmake --prefix" "cmake --build"
         "mpirun --allow-run-as-root"
         "bench/mpi_model.py --params" "bench/mpi_model.py --rate"
         "tools/export.py --torchvision" "tools/export.py --arch"
-        "tools/make_fixtures.py --family" "tools/swin3d_twin.py --grad-fixtures")
+        "tools/fixtures.py --list" "tools/swin3d_twin.py --grad-fixtures")
 for po in "${others[@]}"; do
   prog=${po% *} o=${po#* }
   if [ -f "$SRC/$prog" ]; then
