@@ -63,9 +63,9 @@ typedef struct ra_block_tape {
                                  output, read by the backward), or NULL: recomputed */
 } ra_block_tape;
 
-/* Lay out a tape's buffers in base (NULL: only count); returns the floats
- * it needs, in 64-byte steps. keep_attn: keep the attention's workspace
- * (then allocated by the forward from its arena). */
+/* Lay out a tape's buffers in base (NULL: only count; t is then not
+ * written); returns the floats it needs, in 64-byte steps. The input x and
+ * the attention's workspace are not among them. */
 size_t ra_block_tape_layout(ra_block_tape *t, const ra_block *b, const ra_block_layout *l,
                             float *base);
 
