@@ -85,6 +85,8 @@ static ra_status blk_setup(swin_blk *b, int dim, int heads, const int res[2], co
         return ra_fail(RA_ERR_FORMAT, "dim %d is not divisible by num_heads %d", dim, heads);
     ra_status st = hidden_of(dim, k->mlp_ratio, &b->hidden);
     if (st) return st;
+    b->blk = (ra_block){.dim = dim, .hidden = b->hidden, .post = b->post, .eps = SWIN_EPS,
+                        .mlp_chunk = SWIN_MLP_CHUNK};
     ra_window_geom g = {.d = 1, .h = res[0], .w = res[1], .wd = 1, .wh = win[0], .ww = win[1],
                         .sh = shift[0], .sw = shift[1]};
     if (!tv) ra_window_clamp(&g);
@@ -171,12 +173,13 @@ static const float *get(const ra_model *m, const char *pfx, const char *sfx) {
 
 /* Bind a block's weights and build its attention layer. */
 static ra_status blk_bind(const ra_model *m, const char *pfx, swin_blk *b) {
-    b->n1w = get(m, pfx, "norm1.weight"), b->n1b = get(m, pfx, "norm1.bias");
-    b->n2w = get(m, pfx, "norm2.weight"), b->n2b = get(m, pfx, "norm2.bias");
-    b->fc1w = get(m, pfx, "mlp.fc1.weight"), b->fc1b = get(m, pfx, "mlp.fc1.bias");
-    b->fc2w = get(m, pfx, "mlp.fc2.weight"), b->fc2b = get(m, pfx, "mlp.fc2.bias");
-    if (!b->n1w || !b->n1b || !b->n2w || !b->n2b || !b->fc1w || !b->fc1b || !b->fc2w ||
-        !b->fc2b)
+    ra_block *k = &b->blk;
+    k->n1w = get(m, pfx, "norm1.weight"), k->n1b = get(m, pfx, "norm1.bias");
+    k->n2w = get(m, pfx, "norm2.weight"), k->n2b = get(m, pfx, "norm2.bias");
+    k->fc1w = get(m, pfx, "mlp.fc1.weight"), k->fc1b = get(m, pfx, "mlp.fc1.bias");
+    k->fc2w = get(m, pfx, "mlp.fc2.weight"), k->fc2b = get(m, pfx, "mlp.fc2.bias");
+    if (!k->n1w || !k->n1b || !k->n2w || !k->n2b || !k->fc1w || !k->fc1b || !k->fc2w ||
+        !k->fc2b)
         return ra_fail(RA_ERR_INTERNAL, "swin: block %s is missing a parameter", pfx);
     ra_attn_params p = {
         .qkv_w = get(m, pfx, "attn.qkv.weight"), .qkv_b = get(m, pfx, "attn.qkv.bias"),
@@ -192,56 +195,15 @@ static ra_status blk_bind(const ra_model *m, const char *pfx, swin_blk *b) {
         p.q_bias = p.qkv_b, p.v_bias = p.qkv_b + 2 * b->dim;
         p.qkv_b = NULL;
     }
-    return ra_attn_layer_create(&b->attn, &b->cfg, &p);
+    return ra_attn_layer_create(&k->attn, &b->cfg, &p);
 }
 
-/* The geometry of a block on an H x W map at run time. */
-ra_window_geom ra_swin_blk_geom(const swin_blk *b, int h, int w) {
-    ra_window_geom g = {.d = 1, .h = h, .w = w, .wd = 1, .wh = b->win[0], .ww = b->win[1],
-                        .sh = b->shift[0], .sw = b->shift[1]};
-    if (b->tv) {   /* torchvision: no shift along an axis that is one window */
-        int hp = 0, wp = 0;
-        ra_window_padded(&g, NULL, &hp, &wp);
-        if (g.wh >= hp) g.sh = 0;
-        if (g.ww >= wp) g.sw = 0;
-    }
-    return g;
-}
-
-
-static int geom_eq(const ra_window_geom *p, const ra_window_geom *q) {
-    return p->d == q->d && p->h == q->h && p->w == q->w && p->wd == q->wd && p->wh == q->wh &&
-           p->ww == q->ww && p->sd == q->sd && p->sh == q->sh && p->sw == q->sw;
-}
-
-/* The layout of g for B maps, computed on first use (from the arena, below
- * the blocks' own scratch, so it lives until the caller resets past it). */
-ra_status ra_swin_run_geo(swin_run *r, const ra_window_geom *g, int B, const swin_geo **out) {
-    for (int i = 0; i < r->ngeo; i++)
-        if (r->geo[i].b == B && geom_eq(&r->geo[i].g, g)) return *out = &r->geo[i], RA_OK;
-    swin_geo *e = &r->geo[r->ngeo < SWIN_MAX_GEOMS ? r->ngeo++ : SWIN_MAX_GEOMS - 1];
-    const int64_t nw = ra_window_count(g), n = ra_window_tokens(g);
-    memset(e, 0, sizeof *e);
-    e->map = ra_arena_bytes(r->a, (size_t)((int64_t)B * nw * n) * sizeof(int32_t));
-    if (g->sh || g->sw) e->mask = ra_arena_floats(r->a, (size_t)(nw * n * n));
-    if (!e->map || ((g->sh || g->sw) && !e->mask))
-        return r->ngeo--, ra_fail(RA_ERR_NOMEM, "swin block: out of memory");
-    ra_status st = ra_window_rowmap(e->map, B, g);
-    if (!st && e->mask) st = ra_window_mask(e->mask, g);
-    if (st) return r->ngeo--, st;
-    e->g = *g, e->b = B;
-    *out = e;
-    return RA_OK;
-}
-
-/* One block, in place: x (B, H, W, C) -> (B, H, W, C). norm1 is computed
- * straight into the window layout (pad, roll and partition are the row map)
- * and the attention output goes back the same way into the residual add;
- * the MLP runs on chunks of rows, each added to x as it is done. */
-static ra_status swin_block_forward(const swin_blk *b, float *x, int B, int H, int W,
-                                    swin_run *run) {
-    const int C = b->dim, hidden = b->hidden;
-    const ra_window_geom g = ra_swin_blk_geom(b, H, W);
+/* One block, in place: x (B, H, W, C) -> (B, H, W, C); attn (B*nW, nH, N,
+ * N): its probabilities, if given. */
+static ra_status swin_block_forward(const swin_blk *b, float *x, float *attn, int B, int H,
+                                    int W, ra_window_layouts *run) {
+    const int C = b->dim;
+    const ra_window_geom g = ra_swin_block_windows(b, H, W);
     const int64_t nw = ra_window_count(&g), n = ra_window_tokens(&g);
     if (B < 1 || nw < 1 || n < 1)
         return ra_fail(RA_ERR_SHAPE, "swin block: batch %d of %dx%d maps with window %dx%d",
@@ -253,68 +215,18 @@ static ra_status swin_block_forward(const swin_blk *b, float *x, int B, int H, i
         !ra_mul_i64(&nmask, nw * n, shifted ? n : 0) || nwin > ((int64_t)1 << 40) ||
         nmask > ((int64_t)1 << 40) || bw * n > INT32_MAX || M > INT32_MAX)
         return ra_fail(RA_ERR_SHAPE, "swin block: %d maps of %dx%dx%d are too large", B, H, W, C);
-    /* MLP rows per pass: bounded hidden activations */
-    int64_t rows = SWIN_MLP_CHUNK / hidden;
-    if (rows < 1) rows = 1;
-    if (rows > M) rows = M;
-
-    const swin_geo *geo = NULL;
-    ra_status st = ra_swin_run_geo(run, &g, B, &geo);
+    const ra_window_layout *wl = NULL;
+    ra_status st = ra_window_layout_get(run, &g, B, &wl);
     if (st) return st;
-    const size_t mark = ra_arena_mark(run->a);
-    const size_t wsz = ra_attn_layer_forward_ws_size(b->attn, (int)bw, (int)n, (int)n);
-    float *win = ra_arena_floats(run->a, (size_t)nwin);
-    float *aw = ra_arena_floats(run->a, (size_t)nwin);
-    void *ws = ra_arena_bytes(run->a, wsz);
-    if (!win || !aw || !ws) {
-        ra_arena_reset(run->a, mark);
-        return ra_fail(RA_ERR_NOMEM, "swin block: out of memory");
-    }
-
-    if (b->post) {   /* x += norm1(attn(x)) */
-        ra_rows_gather(win, x, geo->map, bw * n, C);
-        st = ra_attn_layer_forward_ws(b->attn, aw, NULL, win, NULL, (int)bw, (int)n, (int)n,
-                                      geo->mask, geo->mask ? (int)nw : 0, ws, wsz, NULL, NULL);
-        if (!st) {
-            ra_layernorm_rows(aw, aw, NULL, bw * n, C, b->n1w, b->n1b, SWIN_EPS);
-            ra_rows_scatter_add(x, aw, geo->map, bw * n, C);
-        }
-    } else {         /* x += attn(norm1(x)) */
-        ra_layernorm_rows(win, x, geo->map, bw * n, C, b->n1w, b->n1b, SWIN_EPS);
-        st = ra_attn_layer_forward_ws(b->attn, aw, NULL, win, NULL, (int)bw, (int)n, (int)n,
-                                      geo->mask, geo->mask ? (int)nw : 0, ws, wsz, x, geo->map);
-    }
-    ra_arena_reset(run->a, mark);
-    if (st) return st;   /* the MLP's scratch reuses the attention's */
-    float *t = ra_arena_floats(run->a, (size_t)(rows * C));
-    float *hid = ra_arena_floats(run->a, (size_t)(rows * hidden));
-    if (!t || !hid) {
-        ra_arena_reset(run->a, mark);
-        return ra_fail(RA_ERR_NOMEM, "swin block: out of memory");
-    }
-    for (int64_t r0 = 0; r0 < M; r0 += rows) {
-        const int64_t r = M - r0 < rows ? M - r0 : rows;
-        float *xr = x + r0 * C;
-        if (b->post) {   /* x += norm2(fc2(gelu(fc1(x)))) */
-            ra_linear_epi(hid, xr, b->fc1w, b->fc1b, r, hidden, C, 1, NULL, NULL);
-            ra_linear_epi(t, hid, b->fc2w, b->fc2b, r, C, hidden, 0, NULL, NULL);
-            ra_layernorm_rows(t, t, NULL, r, C, b->n2w, b->n2b, SWIN_EPS);
-            ra_add(xr, xr, t, r * C);
-            continue;
-        }
-        ra_layernorm_rows(t, xr, NULL, r, C, b->n2w, b->n2b, SWIN_EPS);
-        ra_linear_epi(hid, t, b->fc1w, b->fc1b, r, hidden, C, 1, NULL, NULL);
-        ra_linear_epi(t, hid, b->fc2w, b->fc2b, r, C, hidden, 0, xr, NULL);
-    }
-    ra_arena_reset(run->a, mark);
-    return RA_OK;
+    const ra_block_layout l = ra_swin_block_layout(wl, B, H, W);
+    return ra_block_forward(&b->blk, x, attn, &l, run->a);
 }
 
 /* Multiply-adds of a block on an H x W map, as SwinTransformerBlock.flops()
  * counts them (norm1, the windows' attention, the MLP, norm2), with the
  * windows of the padded map. */
 static int64_t blk_flops(const swin_blk *b, int h, int w) {
-    const ra_window_geom g = ra_swin_blk_geom(b, h, w);
+    const ra_window_geom g = ra_swin_block_windows(b, h, w);
     const int64_t C = b->dim, N = ra_window_tokens(&g), L = (int64_t)h * w;
     int64_t attn = ra_cadd(ra_cmul3(N, C, 3 * C), ra_cmul3(N, N, 2 * C));   /* WindowAttention */
     attn = ra_cadd(attn, ra_cmul3(N, C, C));
@@ -407,7 +319,7 @@ static int is_float(ra_dtype d) {
  * (N*N) flattened in torchvision). */
 static ra_status check_index(const ra_st_file *f, const ra_st_tensor *t, const swin_blk *b) {
     int64_t n1 = 0, n2 = 0;
-    const int32_t *idx = ra_attn_layer_index(b->attn, &n1, &n2, NULL);
+    const int32_t *idx = ra_attn_layer_index(b->blk.attn, &n1, &n2, NULL);
     if (!idx) return ra_fail(RA_ERR_INTERNAL, "swin: block without an index");
     const int ok = b->tv ? t->ndim == 1 && t->shape[0] == n1 * n2
                          : t->ndim == 2 && t->shape[0] == n1 && t->shape[1] == n2;
@@ -435,7 +347,7 @@ static ra_status check_index(const ra_st_file *f, const ra_st_tensor *t, const s
 /* A saved attn_mask must be the shifted-window mask of the constructor's
  * resolution (padded to the window). */
 static ra_status check_mask(const ra_st_file *f, const ra_st_tensor *t, const swin_blk *b) {
-    const ra_window_geom g = ra_swin_blk_geom(b, b->res[0], b->res[1]);
+    const ra_window_geom g = ra_swin_block_windows(b, b->res[0], b->res[1]);
     const int64_t nw = ra_window_count(&g), n = ra_window_tokens(&g);
     if (!(t->ndim == 3 && t->shape[0] == nw && t->shape[1] == n && t->shape[2] == n))
         return ra_fail(RA_ERR_SHAPE, "tensor '%.80s' must have shape (%lld, %lld, %lld): the "
@@ -534,7 +446,7 @@ static ra_status one_build(ra_model *m, const ra_st_file *f) {
 
 static void one_destroy(void *impl) {
     swin_one *o = impl;
-    ra_attn_layer_free(o->b.attn);
+    ra_attn_layer_free(o->b.blk.attn);
     ra_arena_cache_free(&o->ws);
     ra_swin_tape_free(o->tape);
     free(o);
@@ -572,8 +484,8 @@ static ra_status one_forward(const ra_model *m, float **y, int *y_ndim, int64_t 
     if (!out) return ra_fail(RA_ERR_NOMEM, "swin_block: out of memory");
     memcpy(out, x, (size_t)nx * sizeof *out);
     ra_arena local;
-    swin_run run = {.a = ra_arena_begin(&((swin_one *)m->impl)->ws, &local)};
-    ra_status st = swin_block_forward(b, out, (int)B, (int)H, (int)W, &run);
+    ra_window_layouts run = {.a = ra_arena_begin(&((swin_one *)m->impl)->ws, &local)};
+    ra_status st = swin_block_forward(b, out, NULL, (int)B, (int)H, (int)W, &run);
     ra_arena_end(&((swin_one *)m->impl)->ws, run.a);
     if (st) {
         ra_free(out);
@@ -841,7 +753,7 @@ static ra_status net_build(ra_model *m, const ra_st_file *f) {
 
 static void net_destroy(void *impl) {
     swin_net *n = impl;
-    for (int i = 0; n->blocks && i < n->nblocks; i++) ra_attn_layer_free(n->blocks[i].attn);
+    for (int i = 0; n->blocks && i < n->nblocks; i++) ra_attn_layer_free(n->blocks[i].blk.attn);
     free(n->blocks);
     ra_arena_cache_free(&n->ws);
     ra_swin_tape_free(n->tape);
@@ -915,47 +827,26 @@ static ra_status net_merge(const swin_net *n, ra_arena *a, int s, float **x, int
     return st;
 }
 
-ra_status ra_swin_net_input(const swin_net *n, int x_ndim, const int64_t *x_shape, int train,
-                            int64_t *B, int64_t *H, int64_t *W) {
-    if (x_ndim != 4 || x_shape[1] != n->in_chans)
-        return ra_fail(RA_ERR_SHAPE, "swin takes images x (B, %d, H, W)", n->in_chans);
-    const int64_t b = x_shape[0], h = x_shape[2], w = x_shape[3];
-    if (b < 1 || b > INT_MAX || h < 1 || h > SWIN_MAX_SIZE || w < 1 || w > SWIN_MAX_SIZE)
-        return ra_fail(RA_ERR_SHAPE, "swin: batch %lld of %lldx%lld images", (long long)b,
-                       (long long)h, (long long)w);
-    /* every activation is at most about (B, H*W/P^2 rounded up, max(E*kc)),
-     * and the training tape keeps a few of them per block */
-    int64_t big;
-    const int64_t per = (h + n->patch) * (w + n->patch) / ((int64_t)n->patch * n->patch) + 1;
-    const int64_t wide = (int64_t)n->in_chans * n->patch * n->patch +
-                         (train ? 8 : 4) * (int64_t)n->features;
-    if (!ra_mul_i64(&big, b, per) || !ra_mul_i64(&big, big, wide) ||
-        big > ((int64_t)1 << (train ? 38 : 40)))
-        return ra_fail(RA_ERR_SHAPE, "swin: input too large%s", train ? " to train on" : "");
-    *B = b, *H = h, *W = w;
-    return RA_OK;
-}
-
 static ra_status net_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                              const float *x, int x_ndim, const int64_t *x_shape) {
     swin_net *n = m->impl;
-    int64_t B, H, W;
+    int64_t B = 0, H = 0, W = 0;
     ra_status st0 = ra_swin_net_input(n, x_ndim, x_shape, 0, &B, &H, &W);
     if (st0) return st0;
 
     ra_arena local;
-    swin_run run = {.a = ra_arena_begin(&n->ws, &local)};
+    ra_window_layouts run = {.a = ra_arena_begin(&n->ws, &local)};
     float *t = NULL, *out = NULL;
     int h = 0, w = 0;
     ra_status st = net_embed(n, run.a, &t, &h, &w, x, (int)B, (int)H, (int)W);
     int C = n->embed_dim;
     for (int s = 0; s < n->nstages && !st; s++) {
         const size_t mark = ra_arena_mark(run.a);   /* the stage's window layouts */
-        run.ngeo = 0;
+        run.count = 0;
         for (int j = 0; j < n->depths[s] && !st; j++)
-            st = swin_block_forward(&n->blocks[n->first[s] + j], t, (int)B, h, w, &run);
+            st = swin_block_forward(&n->blocks[n->first[s] + j], t, NULL, (int)B, h, w, &run);
         ra_arena_reset(run.a, mark);
-        run.ngeo = 0;
+        run.count = 0;
         if (s < n->nstages - 1 && !st) {
             st = net_merge(n, run.a, s, &t, (int)B, h, w, C);
             h = (h + 1) / 2, w = (w + 1) / 2, C *= 2;
@@ -990,9 +881,9 @@ static ra_status net_forward(const ra_model *m, float **y, int *y_ndim, int64_t 
 
 /* The attention probabilities of block (stage, block) over one image, as
  * maps over the stage's token grid (relattn.h). The network runs as its
- * forward does up to that block; there norm1 goes into the window layout
- * and the attention layer returns its probabilities, which the row map
- * (pad, roll, partition) sends back to grid positions. */
+ * forward does up to that block, which also returns its attention
+ * probabilities; the row map (pad, roll, partition) sends them back to
+ * grid positions. */
 ra_status ra_swin_attention_maps(const ra_model *m, float *maps, int *gh, int *gw, int *nh,
                                  const float *x, int h_img, int w_img, int stage, int block,
                                  const int *queries, int nq) {
@@ -1006,24 +897,24 @@ ra_status ra_swin_attention_maps(const ra_model *m, float *maps, int *gh, int *g
         return ra_fail(RA_ERR_SHAPE, "attention maps: a %dx%d image", h_img, w_img);
     const swin_blk *b = &n->blocks[n->first[stage] + block];
     ra_arena local;
-    swin_run run = {.a = ra_arena_begin((ra_arena_cache *)&n->ws, &local)};
+    ra_window_layouts run = {.a = ra_arena_begin((ra_arena_cache *)&n->ws, &local)};
     float *t = NULL;
     int h = 0, w = 0, C = n->embed_dim;
     ra_status st = net_embed(n, run.a, &t, &h, &w, x, 1, h_img, w_img);
     for (int s = 0; s < stage && !st; s++) {
         const size_t mark = ra_arena_mark(run.a);
-        run.ngeo = 0;
+        run.count = 0;
         for (int j = 0; j < n->depths[s] && !st; j++)
-            st = swin_block_forward(&n->blocks[n->first[s] + j], t, 1, h, w, &run);
+            st = swin_block_forward(&n->blocks[n->first[s] + j], t, NULL, 1, h, w, &run);
         ra_arena_reset(run.a, mark);
-        run.ngeo = 0;
+        run.count = 0;
         if (!st) {
             st = net_merge(n, run.a, s, &t, 1, h, w, C);
             h = (h + 1) / 2, w = (w + 1) / 2, C *= 2;
         }
     }
     for (int j = 0; j < block && !st; j++)
-        st = swin_block_forward(&n->blocks[n->first[stage] + j], t, 1, h, w, &run);
+        st = swin_block_forward(&n->blocks[n->first[stage] + j], t, NULL, 1, h, w, &run);
     *gh = h, *gw = w, *nh = b->heads;
     for (int q = 0; !st && maps && q < nq; q++)
         if (queries[2 * q] < 0 || queries[2 * q] >= h || queries[2 * q + 1] < 0 ||
@@ -1034,31 +925,25 @@ ra_status ra_swin_attention_maps(const ra_model *m, float *maps, int *gh, int *g
         ra_arena_end((ra_arena_cache *)&n->ws, run.a);
         return st;
     }
-    const ra_window_geom g = ra_swin_blk_geom(b, h, w);
+    /* the block itself, its probabilities kept; then the window map sends
+     * them back to grid positions */
+    const ra_window_geom g = ra_swin_block_windows(b, h, w);
     const int64_t nw = ra_window_count(&g), N = ra_window_tokens(&g), H = b->heads;
-    const swin_geo *geo = NULL;
-    st = ra_swin_run_geo(&run, &g, 1, &geo);
-    const size_t wsz = ra_attn_layer_forward_ws_size(b->attn, (int)nw, (int)N, (int)N);
-    float *win = ra_arena_floats(run.a, (size_t)(nw * N * C));
-    float *out = ra_arena_floats(run.a, (size_t)(nw * N * C));
+    const ra_window_layout *wl = NULL;
     float *attn = ra_arena_floats(run.a, (size_t)(nw * H * N * N));
-    void *ws = ra_arena_bytes(run.a, wsz);
-    if (!st && (!win || !out || !attn || !ws)) st = ra_fail(RA_ERR_NOMEM, "attention maps: out of memory");
-    if (!st) {
-        ra_layernorm_rows(win, t, geo->map, nw * N, C, b->n1w, b->n1b, SWIN_EPS);
-        st = ra_attn_layer_forward_ws(b->attn, out, attn, win, NULL, (int)nw, (int)N, (int)N,
-                                      geo->mask, geo->mask ? (int)nw : 0, ws, wsz, NULL, NULL);
-    }
+    st = attn ? swin_block_forward(b, t, attn, 1, h, w, &run)
+              : ra_fail(RA_ERR_NOMEM, "attention maps: out of memory");
+    if (!st) st = ra_window_layout_get(&run, &g, 1, &wl);
     memset(maps, 0, (size_t)nq * H * h * w * sizeof *maps);
     for (int q = 0; !st && q < nq; q++) {
         const int32_t tok = queries[2 * q] * w + queries[2 * q + 1];
         int64_t r = 0;   /* the query's row in the window layout */
-        while (r < nw * N && geo->map[r] != tok) r++;
+        while (r < nw * N && wl->map[r] != tok) r++;
         if (r == nw * N) { st = ra_fail(RA_ERR_INTERNAL, "attention maps: token not found"); break; }
         const int64_t win_i = r / N, i = r % N;
         for (int64_t hh = 0; hh < H; hh++)
             for (int64_t j = 0; j < N; j++) {
-                const int32_t key = geo->map[win_i * N + j];
+                const int32_t key = wl->map[win_i * N + j];
                 if (key >= 0)
                     maps[((int64_t)q * H + hh) * h * w + key] =
                         attn[((win_i * H + hh) * N + i) * N + j];

@@ -5,10 +5,9 @@
 #define RA_SWIN_INTERNAL_H
 
 #include "models/model.h"
-#include "base/arena.h"
-#include "nn/nn.h"
-#include "pos/window.h"
-#include "attention/layer.h"
+#include "layers/block.h"
+
+#include <limits.h>
 
 #define SWIN_EPS 1e-5f              /* nn.LayerNorm's default */
 #define SWIN_MAX_STAGES 8
@@ -17,7 +16,6 @@
 #define SWIN_MAX_WINDOW_TOKENS 4096 /* its index is N^2 int32: 64 MB */
 #define SWIN_MAX_HIDDEN (1 << 20)
 #define SWIN_MLP_CHUNK ((int64_t)1 << 22)   /* floats of MLP hidden rows at once */
-#define SWIN_MAX_GEOMS 4            /* window layouts kept per stage */
 
 typedef enum { SCHEME_OFFICIAL, SCHEME_TIMM, SCHEME_TORCHVISION } swin_scheme;
 
@@ -28,8 +26,7 @@ typedef struct swin_blk {
     int tv;                 /* torchvision: the shift drops per axis at run time */
     int post;               /* SwinV2: x += norm1(attn(x)); x += norm2(mlp(x)) */
     ra_attn_config cfg;
-    ra_attn_layer *attn;
-    const float *n1w, *n1b, *n2w, *n2b, *fc1w, *fc1b, *fc2w, *fc2b;
+    ra_block blk;           /* the weights, the attention layer, pre- or post-norm */
 } swin_blk;
 
 /* Hyperparameters shared by the blocks of a model. */
@@ -50,27 +47,28 @@ typedef struct swin_common {
                      after its reduction */
 } swin_common;
 
-/* A window layout of one forward: which token each window row reads (-1:
- * padding) and the shifted-window mask, shared by the blocks that have
- * this geometry (every other block of a stage). */
-typedef struct swin_geo {
-    ra_window_geom g;
-    int b;
-    int32_t *map;   /* (B*nW*N) */
-    float *mask;    /* (nW, N, N), NULL without shift */
-} swin_geo;
+/* The windows of a block on an H x W map at run time. */
+static inline ra_window_geom ra_swin_block_windows(const swin_blk *b, int h, int w) {
+    ra_window_geom g = {.d = 1, .h = h, .w = w, .wd = 1, .wh = b->win[0], .ww = b->win[1],
+                        .sh = b->shift[0], .sw = b->shift[1]};
+    if (b->tv) {   /* torchvision: no shift along an axis that is one window */
+        int hp = 0, wp = 0;
+        ra_window_padded(&g, NULL, &hp, &wp);
+        if (g.wh >= hp) g.sh = 0;
+        if (g.ww >= wp) g.sw = 0;
+    }
+    return g;
+}
 
-/* One forward's workspace and its window layouts. */
-typedef struct swin_run {
-    ra_arena *a;
-    swin_geo geo[SWIN_MAX_GEOMS];
-    int ngeo;
-} swin_run;
-
-/* The layout of g for B maps, computed on first use from r's arena. */
-ra_status ra_swin_run_geo(swin_run *r, const ra_window_geom *g, int B, const swin_geo **out);
-/* The geometry of a block on an H x W map at run time. */
-ra_window_geom ra_swin_blk_geom(const swin_blk *b, int h, int w);
+/* The block's layout over B maps of H x W: rows gathered through the
+ * window map. */
+static inline ra_block_layout ra_swin_block_layout(const ra_window_layout *w, int B, int H,
+                                                   int W) {
+    const int64_t nw = ra_window_count(&w->g), n = ra_window_tokens(&w->g);
+    return (ra_block_layout){.m = (int64_t)B * H * W, .batch = B, .b_ = (int)(B * nw),
+                             .n = (int)n, .map = w->map, .mask = w->mask,
+                             .nw = w->mask ? (int)nw : 0};
+}
 
 struct swin_tape;   /* swin_train.c: what a training forward keeps */
 
@@ -97,15 +95,30 @@ typedef struct swin_net {
     struct swin_tape *tape;            /* training forward -> backward */
 } swin_net;
 
-/* Patch embedding (+ norm, + absolute position embedding) and patch merging
- * of the inference path (swin.c). */
+/* The training tape, forward and backward (swin_train.c). */
 void ra_swin_tape_free(struct swin_tape *t);
-/* y row r = x row map[r], or zeros where map[r] < 0 (swin_train.c). */
-void ra_rows_gather(float *y, const float *x, const int32_t *map, int64_t rows, int c);
 /* Check images x (B, C_in, H, W) for the network (train: the tape's larger
  * bound) and give their sizes. */
-ra_status ra_swin_net_input(const swin_net *n, int x_ndim, const int64_t *x_shape, int train,
-                            int64_t *B, int64_t *H, int64_t *W);
+static inline ra_status ra_swin_net_input(const swin_net *n, int x_ndim, const int64_t *x_shape,
+                                          int train, int64_t *B, int64_t *H, int64_t *W) {
+    if (x_ndim != 4 || x_shape[1] != n->in_chans)
+        return ra_fail(RA_ERR_SHAPE, "swin takes images x (B, %d, H, W)", n->in_chans);
+    const int64_t b = x_shape[0], h = x_shape[2], w = x_shape[3];
+    if (b < 1 || b > INT_MAX || h < 1 || h > SWIN_MAX_SIZE || w < 1 || w > SWIN_MAX_SIZE)
+        return ra_fail(RA_ERR_SHAPE, "swin: batch %lld of %lldx%lld images", (long long)b,
+                       (long long)h, (long long)w);
+    /* every activation is at most about (B, H*W/P^2 rounded up, max(E*kc)),
+     * and the training tape keeps a few of them per block */
+    int64_t big;
+    const int64_t per = (h + n->patch) * (w + n->patch) / ((int64_t)n->patch * n->patch) + 1;
+    const int64_t wide = (int64_t)n->in_chans * n->patch * n->patch +
+                         (train ? 8 : 4) * (int64_t)n->features;
+    if (!ra_mul_i64(&big, b, per) || !ra_mul_i64(&big, big, wide) ||
+        big > ((int64_t)1 << (train ? 38 : 40)))
+        return ra_fail(RA_ERR_SHAPE, "swin: input too large%s", train ? " to train on" : "");
+    *B = b, *H = h, *W = w;
+    return RA_OK;
+}
 ra_status ra_swin_one_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                                     const float *x, int x_ndim, const int64_t *x_shape,
                                     ra_rng *rng);

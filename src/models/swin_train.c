@@ -4,24 +4,13 @@
  * llm.c's shape: the training forward runs the same layers as the
  * inference path (swin.c) in the same order and keeps on a tape exactly what
  * the backward needs; the backward walks the tape in reverse, layer pair by
- * layer pair (src/nn.c, ra_attn_layer_backward). A block keeps
- *   x_in    (M, C)        its input, for norm1's backward
- *   mean1, rstd1 (M)      norm1's statistics
- *   win     (B_*N, C)     norm1's output in window layout (pad, roll and
- *                         partition as one row map): the attention's input
- *   aws                   the attention forward's workspace, holding qkv
- *                         (B_*N, 3C) and the attention output (B_*N, C):
- *                         the backward reads them instead of recomputing
- *                         them, and recomputes only the probabilities from
- *                         q and k (nothing (B_, nH, N, N) kept)
- *   x_mid   (M, C)        x after the attention residual, for norm2
- *   mean2, rstd2, t2      norm2's statistics and output (fc1's input)
- *   h, g    (M, hidden)   fc1's output before and after GELU
- * with M = B*H*W token rows. The residual stream's gradient flows through
- * one (M, C) buffer updated in place: a residual add's backward is the
- * identity, so each branch's backward adds its input gradient into it.
- * The tape lives in an arena owned by the model, reused step after step
- * (after the first step nothing is allocated). */
+ * layer pair. The blocks are block.c's (their tapes keep the attention's
+ * workspace: the backward reads q, k, v and the attention output from it
+ * instead of recomputing them); each block's input and output are their
+ * own (M, C) buffers, M = B*H*W token rows. The residual stream's gradient
+ * flows through one (M, C) buffer updated in place. The tape lives in an
+ * arena owned by the model, reused step after step (after the first step
+ * nothing is allocated). */
 #include "models/swin.h"
 
 #include <limits.h>
@@ -29,23 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct blk_tape {
-    const swin_blk *b;
-    swin_geo geo;                 /* a copy: run's table is reused per stage */
-    int64_t nw, n, bw;            /* windows per map, tokens per window, B * nw */
-    float *x_in, *mean1, *rstd1, *win, *x_mid, *mean2, *rstd2, *t2;
-    float *gd, *g;                /* GELU'(h) and GELU(h), h = fc1's output */
-    float *aw, *o;                /* post-norm (SwinV2): the attention's and fc2's
-                                     outputs, norm1's and norm2's inputs (mean1,
-                                     rstd1 then per window row); t2 is fc1's input */
-    void *aws;                    /* the attention forward's workspace: its qkv
-                                     and output, read by the backward */
-} blk_tape;
-
 typedef struct swin_tape {
     ra_arena_cache cache;
     ra_arena local, *a;           /* the arena in use since the last forward */
-    swin_run run;                 /* window layouts (in the arena) */
+    ra_window_layouts run;        /* window layouts (in the arena) */
     int live;                     /* a forward is on the tape */
     int B, Hin, Win;              /* the input: images (net) or maps (block) */
     int x_ndim;
@@ -54,7 +30,7 @@ typedef struct swin_tape {
     int h0, w0, hc, wc;           /* patch grid; image size after a crop */
     float *cols;                  /* (B, L0, Cin*P*P) gathered patches */
     float *pe_in, *pe_mean, *pe_rstd;   /* patch norm's input and statistics */
-    blk_tape *blocks;             /* every block, in forward order */
+    ra_block_tape *blocks;        /* every block, in forward order */
     int nblocks;
     int sh[SWIN_MAX_STAGES], sw[SWIN_MAX_STAGES];   /* each stage's map */
     float *mg_cat[SWIN_MAX_STAGES], *mg_mean[SWIN_MAX_STAGES], *mg_rstd[SWIN_MAX_STAGES],
@@ -80,10 +56,10 @@ static ra_status tape_begin(swin_tape **tp, int nblocks) {
     }
     if (t->a) ra_arena_end(&t->cache, t->a);
     t->a = ra_arena_begin(&t->cache, &t->local);
-    t->run = (swin_run){.a = t->a};
+    t->run = (ra_window_layouts){.a = t->a};
     t->live = 0;
     if (nblocks > t->nblocks) {
-        blk_tape *nb = realloc(t->blocks, (size_t)nblocks * sizeof *nb);
+        ra_block_tape *nb = realloc(t->blocks, (size_t)nblocks * sizeof *nb);
         if (!nb) return ra_fail(RA_ERR_NOMEM, "swin: out of memory");
         t->blocks = nb, t->nblocks = nblocks;
     }
@@ -92,115 +68,31 @@ static ra_status tape_begin(swin_tape **tp, int nblocks) {
 
 static ra_status nomem(void) { return ra_fail(RA_ERR_NOMEM, "swin training: out of memory"); }
 
-void ra_rows_gather(float *y, const float *x, const int32_t *map, int64_t rows, int c) {
-#pragma omp parallel for schedule(static) num_threads(ra_threads_get()) if (rows * c > 65536)
-    for (int64_t r = 0; r < rows; r++) {
-        if (map[r] >= 0) memcpy(y + r * c, x + (int64_t)map[r] * c, (size_t)c * sizeof *y);
-        else memset(y + r * c, 0, (size_t)c * sizeof *y);
-    }
-}
-
 /* ---- one block ---------------------------------------------------------- */
 
-static ra_status post_forward_train(blk_tape *bt, const swin_blk *b, float *x, int64_t M,
-                                    ra_arena *a);
-
-/* x (B, H, W, C) in place, keeping the block's tape bt (from a). */
-static ra_status block_forward_train(blk_tape *bt, const swin_blk *b, float *x, int B, int H,
-                                     int W, swin_run *run) {
-    const int C = b->dim, hidden = b->hidden;
-    const ra_window_geom g = ra_swin_blk_geom(b, H, W);
+/* y (B, H, W, C) from x (kept until the backward), filling the tape bt
+ * (from run's arena). */
+static ra_status block_forward_train(ra_block_tape *bt, const swin_blk *b, float *y, float *x,
+                                     int B, int H, int W,
+                                     ra_window_layouts *run) {
+    const ra_window_geom g = ra_swin_block_windows(b, H, W);
     const int64_t nw = ra_window_count(&g), n = ra_window_tokens(&g);
     const int64_t M = (int64_t)B * H * W, bw = (int64_t)B * nw;
     if (bw > INT_MAX || bw * n > INT32_MAX || M > INT32_MAX)
         return ra_fail(RA_ERR_SHAPE, "swin block: %d maps of %dx%d are too large", B, H, W);
-    memset(bt, 0, sizeof *bt);
-    const swin_geo *geo;
-    ra_status st = ra_swin_run_geo(run, &g, B, &geo);
+    const ra_window_layout *wl;
+    ra_status st = ra_window_layout_get(run, &g, B, &wl);
     if (st) return st;
-    bt->geo = *geo;
-    ra_arena *a = run->a;
-    bt->b = b, bt->nw = nw, bt->n = n, bt->bw = bw;
-    const int64_t r1 = b->post ? bw * n : M;   /* norm1's rows */
-    /* pre-norm keeps the block's input and x after attention; post-norm the
-     * attention's and fc2's outputs in their place */
-    bt->x_in = ra_arena_floats(a, (size_t)(b->post ? bw * n * C : M * C));
-    bt->mean1 = ra_arena_floats(a, (size_t)r1), bt->rstd1 = ra_arena_floats(a, (size_t)r1);
-    bt->win = ra_arena_floats(a, (size_t)(bw * n * C));
-    bt->x_mid = ra_arena_floats(a, (size_t)(M * C));
-    bt->mean2 = ra_arena_floats(a, (size_t)M), bt->rstd2 = ra_arena_floats(a, (size_t)M);
-    bt->t2 = ra_arena_floats(a, (size_t)(M * C));
-    bt->gd = ra_arena_floats(a, (size_t)(M * hidden));
-    bt->g = ra_arena_floats(a, (size_t)(M * hidden));
-    if (!bt->x_in || !bt->mean1 || !bt->rstd1 || !bt->win || !bt->x_mid || !bt->mean2 ||
-        !bt->rstd2 || !bt->t2 || !bt->gd || !bt->g)
-        return nomem();
-    if (b->post) bt->aw = bt->x_in, bt->o = bt->x_mid, bt->x_in = bt->x_mid = NULL;
-    if (b->post) return post_forward_train(bt, b, x, M, a);
-
-    /* attention branch: x += reverse(attn(partition(norm1(x)))) */
-    memcpy(bt->x_in, x, (size_t)(M * C) * sizeof *x);
-    const size_t wsz = ra_attn_layer_forward_ws_size(b->attn, (int)bw, (int)n, (int)n);
-    void *ws = bt->aws = ra_arena_bytes(a, wsz);   /* kept: qkv, attention output */
-    const size_t mark = ra_arena_mark(a);
-    float *t1 = ra_arena_floats(a, (size_t)(M * C));
-    float *aw = ra_arena_floats(a, (size_t)(bw * n * C));
-    if (!t1 || !aw || !ws) return nomem();
-    ra_layernorm_forward(t1, bt->mean1, bt->rstd1, x, b->n1w, b->n1b, M, C, SWIN_EPS);
-    ra_rows_gather(bt->win, t1, bt->geo.map, bw * n, C);
-    st = ra_attn_layer_forward_ws(b->attn, aw, NULL, bt->win, NULL, (int)bw, (int)n, (int)n,
-                                  bt->geo.mask, bt->geo.mask ? (int)nw : 0, ws, wsz, x,
-                                  bt->geo.map);
-    ra_arena_reset(a, mark);
-    if (st) return st;
-
-    /* MLP branch: x += fc2(gelu(fc1(norm2(x)))) */
-    memcpy(bt->x_mid, x, (size_t)(M * C) * sizeof *x);
-    float *tmp = ra_arena_floats(a, (size_t)(M * C));
-    if (!tmp) return nomem();
-    ra_layernorm_forward(bt->t2, bt->mean2, bt->rstd2, x, b->n2w, b->n2b, M, C, SWIN_EPS);
-    ra_linear_gelu_keep(bt->gd, bt->g, bt->t2, b->fc1w, b->fc1b, M, hidden, C);
-    ra_linear_epi(tmp, bt->g, b->fc2w, b->fc2b, M, C, hidden, 0, x, NULL);
-    ra_arena_reset(a, mark);
-    return RA_OK;
-}
-
-/* The rest of block_forward_train for a post-norm (SwinV2) block. */
-static ra_status post_forward_train(blk_tape *bt, const swin_blk *b, float *x, int64_t M,
-                                    ra_arena *a) {
-    const int C = b->dim, hidden = b->hidden;
-    const int64_t rows = bt->bw * bt->n;
-    const int bw = (int)bt->bw, n = (int)bt->n;
-    /* x += norm1(attn(partition(x))) */
-    const size_t wsz = ra_attn_layer_forward_ws_size(b->attn, bw, n, n);
-    void *ws = bt->aws = ra_arena_bytes(a, wsz);
-    const size_t mark = ra_arena_mark(a);
-    float *t = ra_arena_floats(a, (size_t)((rows > M ? rows : M) * C));
-    if (!ws || !t) return nomem();
-    ra_rows_gather(bt->win, x, bt->geo.map, rows, C);
-    ra_status st = ra_attn_layer_forward_ws(b->attn, bt->aw, NULL, bt->win, NULL, bw, n, n,
-                                            bt->geo.mask, bt->geo.mask ? (int)bt->nw : 0, ws,
-                                            wsz, NULL, NULL);
-    if (st) return ra_arena_reset(a, mark), st;
-    ra_layernorm_forward(t, bt->mean1, bt->rstd1, bt->aw, b->n1w, b->n1b, rows, C, SWIN_EPS);
-    ra_rows_scatter_add(x, t, bt->geo.map, rows, C);
-    /* x += norm2(fc2(gelu(fc1(x)))) */
-    memcpy(bt->t2, x, (size_t)(M * C) * sizeof *x);
-    ra_linear_gelu_keep(bt->gd, bt->g, bt->t2, b->fc1w, b->fc1b, M, hidden, C);
-    ra_linear_forward(bt->o, bt->g, b->fc2w, b->fc2b, M, C, hidden);
-    ra_layernorm_forward(t, bt->mean2, bt->rstd2, bt->o, b->n2w, b->n2b, M, C, SWIN_EPS);
-    ra_add(x, x, t, M * C);
-    ra_arena_reset(a, mark);
-    return RA_OK;
+    const ra_block_layout l = ra_swin_block_layout(wl, B, H, W);
+    float *base = ra_arena_floats(run->a, ra_block_tape_layout(bt, &b->blk, &l, NULL));
+    if (!base) return nomem();
+    ra_block_tape_layout(bt, &b->blk, &l, base);
+    bt->x = x;
+    return ra_block_forward_train(&b->blk, bt, y, 1, run->a, NULL);
 }
 
 /* The gradient pointers of a block's parameters (prefix pfx) in grad. */
-typedef struct blk_grads {
-    float *n1w, *n1b, *n2w, *n2b, *fc1w, *fc1b, *fc2w, *fc2b;
-    ra_attn_grads attn;
-} blk_grads;
-
-static ra_status blk_grads_bind(blk_grads *g, const ra_model *m, float *grad, const char *pfx,
+static ra_status blk_grads_bind(ra_block_grads *g, const ra_model *m, float *grad, const char *pfx,
                                 int dim) {
     char name[160];
 #define G(field, sfx)                                                       \
@@ -224,86 +116,6 @@ static ra_status blk_grads_bind(blk_grads *g, const ra_model *m, float *grad, co
     if (!g->n1w || !g->fc1w || !g->fc2w || !g->attn.qkv_w || !g->attn.proj_w)
         return ra_fail(RA_ERR_INTERNAL, "swin: block %s has no gradient slot", pfx);
     return RA_OK;
-}
-
-/* block_backward of a post-norm (SwinV2) block; m token rows. */
-static ra_status post_backward(float *dx, const blk_tape *bt, const blk_grads *g, ra_arena *a,
-                               int64_t m) {
-    const swin_blk *b = bt->b;
-    const int C = b->dim, hidden = b->hidden;
-    const int64_t rows = bt->bw * bt->n;
-    const size_t mark = ra_arena_mark(a);
-    /* MLP branch: dx += fc1^T(GELU'(fc2^T(norm2'(dx)))) */
-    float *dh = ra_arena_floats(a, (size_t)(m * hidden));
-    float *dt = ra_arena_floats(a, (size_t)((rows > m ? rows : m) * C));
-    if (!dh || !dt) return ra_arena_reset(a, mark), nomem();
-    ra_zero(dt, (int64_t)(m * C));
-    ra_layernorm_backward(dt, g->n2w, g->n2b, dx, bt->o, bt->mean2, bt->rstd2, b->n2w, m, C);
-    ra_linear_backward_ex(dh, g->fc2w, g->fc2b, dt, bt->g, b->fc2w, m, C, hidden, 1, bt->gd);
-    ra_linear_backward_ex(dx, g->fc1w, g->fc1b, dh, bt->t2, b->fc1w, m, hidden, C, 0, NULL);
-    ra_arena_reset(a, mark);
-    /* attention branch: dx += reverse(attn'(norm1'(partition(dx)))) */
-    float *dln = ra_arena_floats(a, (size_t)(rows * C));
-    float *daw = ra_arena_floats(a, (size_t)(rows * C));
-    float *dwin = ra_arena_floats(a, (size_t)(rows * C));
-    const size_t wsz = ra_attn_layer_backward_ws_size(b->attn, (int)bt->bw, (int)bt->n,
-                                                      (int)bt->n, 1);
-    void *ws = ra_arena_bytes(a, wsz);
-    if (!dln || !daw || !dwin || !ws) return ra_arena_reset(a, mark), nomem();
-    ra_rows_gather(dln, dx, bt->geo.map, rows, C);
-    ra_zero(daw, (int64_t)(rows * C));
-    ra_layernorm_backward(daw, g->n1w, g->n1b, dln, bt->aw, bt->mean1, bt->rstd1, b->n1w, rows,
-                          C);
-    ra_status st = ra_attn_layer_backward_ws(b->attn, dwin, NULL, &g->attn, daw, bt->win, NULL,
-                                             (int)bt->bw, (int)bt->n, (int)bt->n, bt->geo.mask,
-                                             bt->geo.mask ? (int)bt->nw : 0, bt->aws, ws, wsz, 1);
-    if (!st) ra_rows_scatter_add(dx, dwin, bt->geo.map, rows, C);
-    ra_arena_reset(a, mark);
-    return st;
-}
-
-/* dx (M, C): the gradient of the block's output in, of its input out
- * (in place); parameter gradients accumulated into g. */
-static ra_status block_backward(float *dx, const blk_tape *bt, const blk_grads *g, ra_arena *a) {
-    const swin_blk *b = bt->b;
-    const int C = b->dim, hidden = b->hidden;
-    const int64_t rows = bt->bw * bt->n;
-    const size_t mark = ra_arena_mark(a);
-    ra_status st = RA_OK;
-    /* the token rows of the map: as many as the tape's x */
-    const int64_t m = bt->geo.b * (int64_t)bt->geo.g.h * bt->geo.g.w;
-    if (b->post) return post_backward(dx, bt, g, a, m);
-
-    /* MLP branch */
-    float *dh = ra_arena_floats(a, (size_t)(m * hidden));
-    float *dt = ra_arena_floats(a, (size_t)(m * C));
-    if (!dh || !dt) return ra_arena_reset(a, mark), nomem();
-    /* dh = (dx . fc2w) GELU'(h): fc2's and GELU's backward in one product */
-    ra_linear_backward_ex(dh, g->fc2w, g->fc2b, dx, bt->g, b->fc2w, m, C, hidden, 1, bt->gd);
-    ra_linear_backward_ex(dt, g->fc1w, g->fc1b, dh, bt->t2, b->fc1w, m, hidden, C, 1, NULL);
-    ra_layernorm_backward(dx, g->n2w, g->n2b, dt, bt->x_mid, bt->mean2, bt->rstd2, b->n2w, m, C);
-    ra_arena_reset(a, mark);
-
-    /* attention branch: dx is now the gradient of x_mid */
-    float *daw = ra_arena_floats(a, (size_t)(rows * C));
-    float *dwin = ra_arena_floats(a, (size_t)(rows * C));
-    dt = ra_arena_floats(a, (size_t)(m * C));
-    const size_t wsz = ra_attn_layer_backward_ws_size(b->attn, (int)bt->bw, (int)bt->n,
-                                                      (int)bt->n, 1);
-    void *ws = ra_arena_bytes(a, wsz);
-    if (!daw || !dwin || !dt || !ws) return ra_arena_reset(a, mark), nomem();
-    ra_rows_gather(daw, dx, bt->geo.map, rows, C);
-    st = ra_attn_layer_backward_ws(b->attn, dwin, NULL, &g->attn, daw, bt->win, NULL,
-                                   (int)bt->bw, (int)bt->n, (int)bt->n, bt->geo.mask,
-                                   bt->geo.mask ? (int)bt->nw : 0, bt->aws, ws, wsz, 1);
-    if (!st) {
-        ra_zero(dt, (int64_t)(m * C));
-        ra_rows_scatter_add(dt, dwin, bt->geo.map, rows, C);
-        ra_layernorm_backward(dx, g->n1w, g->n1b, dt, bt->x_in, bt->mean1, bt->rstd1, b->n1w,
-                              m, C);
-    }
-    ra_arena_reset(a, mark);
-    return st;
 }
 
 /* ---- swin_block --------------------------------------------------------- */
@@ -335,9 +147,10 @@ ra_status ra_swin_one_forward_train(ra_model *m, float **y, int *y_ndim, int64_t
     swin_tape *t = o->tape;
     const size_t nx = (size_t)B * H * W * o->b.dim;
     float *out = ra_alloc(nx, sizeof *out);
-    if (!out) return nomem();
-    memcpy(out, x, nx * sizeof *out);
-    st = block_forward_train(&t->blocks[0], &o->b, out, B, H, W, &t->run);
+    float *xin = ra_arena_floats(t->a, nx);   /* the caller's x may go: the tape keeps it */
+    if (!out || !xin) return ra_free(out), nomem();
+    memcpy(xin, x, nx * sizeof *xin);
+    st = block_forward_train(&t->blocks[0], &o->b, out, xin, B, H, W, &t->run);
     if (st) {
         ra_free(out);
         return st;
@@ -359,14 +172,14 @@ ra_status ra_swin_one_backward(ra_model *m, float *grad, float *dx, const float 
     swin_tape *t = o->tape;
     ra_status st = tape_check(t);
     if (st) return st;
-    blk_grads g;
+    ra_block_grads g;
     if ((st = blk_grads_bind(&g, m, grad, "", o->b.dim))) return st;
     const int64_t nx = (int64_t)t->B * t->Hin * t->Win * o->b.dim;
     const size_t mark = ra_arena_mark(t->a);
     float *d = ra_arena_floats(t->a, (size_t)nx);
     if (!d) return nomem();
     memcpy(d, dy, (size_t)nx * sizeof *d);
-    st = block_backward(d, &t->blocks[0], &g, t->a);
+    st = ra_block_backward(&o->b.blk, &t->blocks[0], d, &g, t->a);
     if (!st && dx)
         for (int64_t i = 0; i < nx; i++) dx[i] += d[i];
     ra_arena_reset(t->a, mark);
@@ -380,7 +193,7 @@ ra_status ra_swin_net_forward_train(ra_model *m, float **y, int *y_ndim, int64_t
                                     ra_rng *rng) {
     (void)rng;
     swin_net *n = m->impl;
-    int64_t B, H, W;
+    int64_t B = 0, H = 0, W = 0;
     ra_status st = ra_swin_net_input(n, x_ndim, x_shape, 1, &B, &H, &W);
     if (!st) st = tape_begin(&n->tape, n->nblocks);
     if (st) return st;
@@ -433,10 +246,14 @@ ra_status ra_swin_net_forward_train(ra_model *m, float **y, int *y_ndim, int64_t
     int h = gh, w = gw, C = E;
     for (int s = 0; s < n->nstages && !st; s++) {
         t->sh[s] = h, t->sw[s] = w;
-        for (int j = 0; j < n->depths[s] && !st; j++)
+        for (int j = 0; j < n->depths[s] && !st; j++) {   /* each block's output its own */
+            float *next = ra_arena_floats(a, (size_t)(B * h * w * C));
+            if (!next) return nomem();
             st = block_forward_train(&t->blocks[n->first[s] + j], &n->blocks[n->first[s] + j],
-                                     tok, (int)B, h, w, &t->run);
-        t->run.ngeo = 0;   /* the layouts stay in the arena for the backward */
+                                     next, tok, (int)B, h, w, &t->run);
+            tok = next;
+        }
+        t->run.count = 0;   /* the layouts stay in the arena for the backward */
         if (s < n->nstages - 1 && !st) {   /* patch merging */
             const int64_t r2 = B * ((h + 1) / 2) * ((w + 1) / 2);
             float *cat = t->mg_cat[s] = ra_arena_floats(a, (size_t)(r2 * 4 * C));
@@ -556,10 +373,12 @@ ra_status ra_swin_net_backward(ra_model *m, float *grad, float *dx, const float 
             ds = dprev;
         }
         for (int j = n->depths[s] - 1; j >= 0 && !st; j--) {
-            blk_grads g;
+            ra_block_grads g;
             snprintf(pfx, sizeof pfx, "layers.%d.blocks.%d.", s, j);
             st = blk_grads_bind(&g, m, grad, pfx, n->blocks[n->first[s] + j].dim);
-            if (!st) st = block_backward(ds, &t->blocks[n->first[s] + j], &g, a);
+            if (!st)
+                st = ra_block_backward(&n->blocks[n->first[s] + j].blk,
+                                       &t->blocks[n->first[s] + j], ds, &g, a);
         }
     }
 

@@ -44,10 +44,7 @@
  * Its representation_size (heads.pre_logits) and conv stems are refused as
  * unexpected tensors. */
 #include "models/model.h"
-#include "base/arena.h"
-#include "nn/nn.h"
-#include "pos/window.h"
-#include "attention/layer.h"
+#include "layers/block.h"
 
 #include <errno.h>
 #include <math.h>
@@ -64,29 +61,6 @@
 
 enum { POOL_NONE, POOL_TOKEN, POOL_AVG, POOL_MAX, POOL_AVGMAX };
 
-typedef struct {
-    const float *n1w, *n1b, *ls1, *n2w, *n2b, *ls2;
-    const float *fc1w, *fc1b, *fc2w, *fc2b;
-    float drop_path;   /* stochastic depth of both branches (training only) */
-    ra_attn_layer *attn;
-} vit_block;
-
-/* The tape of one block: what its backward needs from the training
- * forward. Rows are the B*N tokens. */
-typedef struct {
-    float *x;              /* (rows, C) block input: norm1's input */
-    float *mean1, *rstd1;  /* (rows) norm1 statistics */
-    float *h1;             /* (rows, C) norm1 output: the attention input */
-    float *a;              /* (rows, C) attention output (LayerScale only) */
-    float *xm;             /* (rows, C) x + ls1 * attn: norm2's input */
-    float *mean2, *rstd2;  /* (rows) */
-    float *h2;             /* (rows, C) norm2 output: fc1's input */
-    float *gd;             /* (rows, hidden) GELU' of fc1's output */
-    float *g;              /* (rows, hidden) GELU output, fc2's input */
-    float *mo;             /* (rows, C) MLP output (LayerScale only) */
-    uint8_t *keep1, *keep2;   /* (B) drop-path draws of the two branches */
-} vit_tape_block;
-
 /* The training forward's tape, one flat buffer grown as needed and kept
  * between steps (llm.c's activations). */
 typedef struct {
@@ -94,7 +68,7 @@ typedef struct {
     size_t cap;            /* floats in buf */
     int valid;             /* a training forward filled it */
     int dims[5];           /* B, H, W, gh, gw of that forward */
-    vit_tape_block *blk;   /* (depth) */
+    ra_block_tape *blk;    /* (depth) */
     float *cols;           /* (B*L, Cin*P*P) patch columns */
     float *x0;             /* (rows, C) tokens, norm_pre's input (pre_norm only) */
     float *pre_mean, *pre_rstd;
@@ -117,7 +91,7 @@ typedef struct {
     const float *cls, *reg, *pos, *pe_w, *pe_b, *pre_w, *pre_b;
     const float *norm_w, *norm_b, *fcn_w, *fcn_b, *head_w, *head_b;
     float *zeros;  /* (C): the proj bias the attention layer needs when proj_bias is false */
-    vit_block *blocks;
+    ra_block *blocks;
     ra_arena_cache ws;   /* the forward's workspace, kept between calls */
     vit_tape tape;       /* the training forward's activations */
 } vit_impl;
@@ -472,7 +446,8 @@ static ra_status vit_build(ra_model *m, const ra_st_file *f) {
     cfg.num_heads = v->heads;
     cfg.qkv_bias = v->qkv_bias;
     for (int i = 0; i < v->depth; i++) {
-        vit_block *b = &v->blocks[i];
+        ra_block *b = &v->blocks[i];
+        *b = (ra_block){.dim = v->dim, .hidden = v->hidden, .eps = VIT_EPS};
         b->n1w = blk_get(m, i, "norm1.weight");
         b->n1b = blk_get(m, i, "norm1.bias");
         b->ls1 = blk_get(m, i, "ls1.gamma");
@@ -649,16 +624,6 @@ static ra_status resample_grid_backward(float *dsrc, const float *dout, int h0, 
 
 /* ---- forward ------------------------------------------------------------ */
 
-/* x (rows, C) += gamma (C) * a (rows, C), or x += a without gamma. */
-static void residual(float *x, const float *a, const float *gamma, int64_t rows, int c) {
-    if (!gamma) {
-        ra_add(x, x, a, rows * c);
-        return;
-    }
-    for (int64_t r = 0; r < rows; r++)
-        for (int k = 0; k < c; k++) x[r * c + k] += a[r * c + k] * gamma[k];
-}
-
 static int elems_ok(int64_t *out, int64_t a, int64_t b) {
     return ra_mul_i64(out, a, b) && *out <= VIT_MAX_ELEMS;
 }
@@ -798,25 +763,19 @@ static ra_status vit_forward(const ra_model *m, float **y, int *y_ndim, int64_t 
     if (st) return st;
     const int B = d.B, P = v->patch;
     const int64_t L = d.L, N = d.N, rows = d.rows, outer = d.outer;
-    const int64_t e_x = rows * C, e_h = rows * v->hidden, e_cols = B * L * d.K;
+    const int64_t e_x = rows * C, e_cols = B * L * d.K;
 
-    /* scratch, from the model's arena: tokens X, normalised Hn, branch A
-     * (rows, C); MLP hidden (rows, hidden); patch columns; pos_embed; the
-     * attention layer's workspace */
+    /* scratch, from the model's arena: tokens X, patch tokens A (rows, C);
+     * patch columns; pos_embed; the blocks' own */
     ra_arena local;
     ra_arena *ar = ra_arena_begin(&v->ws, &local);
-    const size_t wsz = ra_attn_layer_forward_ws_size(v->depth > 0 ? v->blocks[0].attn : NULL, B,
-                                                     (int)N, (int)N);
     float *X = ra_arena_floats(ar, (size_t)e_x);
-    float *Hn = ra_arena_floats(ar, (size_t)e_x);
     float *A = ra_arena_floats(ar, (size_t)e_x);
-    float *M = ra_arena_floats(ar, (size_t)e_h);
     float *cols = ra_arena_floats(ar, (size_t)e_cols);
     float *pooled = ra_arena_floats(ar, (size_t)outer * C);
-    void *ws = ra_arena_bytes(ar, wsz);
     float *out = ra_alloc((size_t)outer, (size_t)d.K_out * sizeof(float));
     const float *pos = NULL;
-    if (!X || !Hn || !A || !M || !cols || !pooled || !ws || !out) {
+    if (!X || !A || !cols || !pooled || !out) {
         st = ra_fail(RA_ERR_NOMEM, "vit: out of memory for a batch of %d images of %dx%d", B,
                      d.H, d.W);
         goto done;
@@ -830,19 +789,9 @@ static ra_status vit_forward(const ra_model *m, float **y, int *y_ndim, int64_t 
     make_tokens(v, X, A, pos, B, L, N);
     if (v->pre_norm) ra_layernorm_rows(X, X, NULL, rows, C, v->pre_w, v->pre_b, VIT_EPS);
 
-    for (int i = 0; i < v->depth; i++) {
-        const vit_block *bk = &v->blocks[i];
-        ra_layernorm_rows(Hn, X, NULL, rows, C, bk->n1w, bk->n1b, VIT_EPS);
-        /* without LayerScale the residual adds are fused into proj and fc2 */
-        st = ra_attn_layer_forward_ws(bk->attn, A, NULL, Hn, NULL, B, (int)N, (int)N, NULL, 0,
-                                      ws, wsz, bk->ls1 ? NULL : X, NULL);
-        if (st) goto done;
-        if (bk->ls1) residual(X, A, bk->ls1, rows, C);
-        ra_layernorm_rows(Hn, X, NULL, rows, C, bk->n2w, bk->n2b, VIT_EPS);
-        ra_linear_epi(M, Hn, bk->fc1w, bk->fc1b, rows, v->hidden, C, 1, NULL, NULL);
-        ra_linear_epi(A, M, bk->fc2w, bk->fc2b, rows, C, v->hidden, 0, bk->ls2 ? NULL : X, NULL);
-        if (bk->ls2) residual(X, A, bk->ls2, rows, C);
-    }
+    const ra_block_layout l = {.m = rows, .batch = B, .b_ = B, .n = (int)N};
+    for (int i = 0; i < v->depth && !st; i++) st = ra_block_forward(&v->blocks[i], X, NULL, &l, ar);
+    if (st) goto done;
     if (v->norm_w) ra_layernorm_rows(X, X, NULL, rows, C, v->norm_w, v->norm_b, VIT_EPS);
 
     pool_forward(v, pooled, X, B, N);
@@ -884,34 +833,19 @@ static float *carve(float *base, size_t *off, size_t n) {
 /* Lay the tape out in base (NULL: count); returns the floats it needs. */
 static size_t tape_layout(vit_impl *v, float *base, const vit_dims *d) {
     vit_tape *t = &v->tape;
-    const size_t C = (size_t)v->dim, rows = (size_t)d->rows, hid = (size_t)v->hidden;
+    const size_t C = (size_t)v->dim, rows = (size_t)d->rows;
     const size_t outer = (size_t)d->outer;
     size_t off = 0;
     t->cols = carve(base, &off, (size_t)(d->B * d->L * d->K));
     t->x0 = v->pre_norm ? carve(base, &off, rows * C) : NULL;
     t->pre_mean = v->pre_norm ? carve(base, &off, rows) : NULL;
     t->pre_rstd = v->pre_norm ? carve(base, &off, rows) : NULL;
-    for (int i = 0; i < v->depth; i++) {
-        vit_tape_block b;
-        /* the branch outputs are kept when a step sits between them and
-         * the residual add (LayerScale, drop-path) */
-        const int ls = v->layer_scale || v->blocks[i].drop_path > 0;
-        const size_t kb = v->blocks[i].drop_path > 0 ? ((size_t)d->B + 3) / 4 : 0;
-        b.keep1 = kb ? (uint8_t *)carve(base, &off, kb) : NULL;
-        b.keep2 = kb ? (uint8_t *)carve(base, &off, kb) : NULL;
-        b.x = carve(base, &off, rows * C);
-        b.mean1 = carve(base, &off, rows);
-        b.rstd1 = carve(base, &off, rows);
-        b.h1 = carve(base, &off, rows * C);
-        b.a = ls ? carve(base, &off, rows * C) : NULL;
-        b.xm = carve(base, &off, rows * C);
-        b.mean2 = carve(base, &off, rows);
-        b.rstd2 = carve(base, &off, rows);
-        b.h2 = carve(base, &off, rows * C);
-        b.gd = carve(base, &off, rows * hid);
-        b.g = carve(base, &off, rows * hid);
-        b.mo = ls ? carve(base, &off, rows * C) : NULL;
-        if (base) t->blk[i] = b;
+    const ra_block_layout l = {.m = d->rows, .batch = d->B, .b_ = d->B, .n = (int)d->N};
+    for (int i = 0; i < v->depth; i++) {   /* each block's input, then its tape */
+        float *x = carve(base, &off, rows * C);
+        ra_block_tape b;
+        off += ra_block_tape_layout(&b, &v->blocks[i], &l, base ? base + off : NULL);
+        if (base) t->blk[i] = b, t->blk[i].x = x;
     }
     t->xf = carve(base, &off, rows * C);
     t->fmean = v->norm_w ? carve(base, &off, rows) : NULL;
@@ -928,70 +862,6 @@ static size_t tape_layout(vit_impl *v, float *base, const vit_dims *d) {
 #define VIT_PAR_MIN ((int64_t)1 << 15)
 static int par_threads(int64_t work) { return work >= VIT_PAR_MIN ? ra_threads_get() : 1; }
 
-/* dst (rows, C) = src (rows, C) * gamma (C): LayerScale's input gradient. */
-static void scale_cols(float *dst, const float *src, const float *gamma, int64_t rows, int c) {
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(par_threads(rows * c))
-#endif
-    for (int64_t r = 0; r < rows; r++)
-        for (int k = 0; k < c; k++) dst[r * c + k] = src[r * c + k] * gamma[k];
-}
-
-/* out (C) += sum over rows of a (rows, C) * b (rows, C), in double:
- * LayerScale's gamma gradient. Blocks of 16 columns per task. */
-static void colsum_prod_add(float *out, const float *a, const float *b, int64_t rows, int c) {
-    const int chunks = (c + 15) / 16;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(par_threads(rows * c)) if (chunks > 1)
-#endif
-    for (int t = 0; t < chunks; t++) {
-        const int j0 = t * 16, jn = c - j0 < 16 ? c - j0 : 16;
-        double acc[16] = {0};
-        for (int64_t r = 0; r < rows; r++)
-            for (int j = 0; j < jn; j++) acc[j] += (double)a[r * c + j0 + j] * b[r * c + j0 + j];
-        for (int j = 0; j < jn; j++) out[j0 + j] = (float)((double)out[j0 + j] + acc[j]);
-    }
-}
-
-/* x (rows, C) += drop_path(gamma * a): a residual branch with LayerScale
- * (gamma (C), or NULL) and drop-path (p > 0: one draw per sample into
- * keep (B)); tmp (rows, C) is scratch. */
-static ra_status branch_add(float *x, float *tmp, const float *a, const float *gamma,
-                            uint8_t *keep, float p, int B, int N, int c, ra_rng *rng) {
-    const int64_t rows = (int64_t)B * N;
-    if (!(p > 0)) {
-        residual(x, a, gamma, rows, c);
-        return RA_OK;
-    }
-    const float *src = a;
-    if (gamma) {
-        scale_cols(tmp, a, gamma, rows, c);
-        src = tmp;
-    }
-    ra_status st = ra_droppath_forward(tmp, keep, src, B, (int64_t)N * c, p, rng);
-    if (!st) ra_add(x, x, tmp, rows * c);
-    return st;
-}
-
-/* The gradient of the branch output a from the residual stream's dR
- * (rows, C), through drop-path and LayerScale (dgamma (C) accumulated):
- * dR itself, or dA (rows, C) holding it. */
-static const float *branch_backward(float *dA, const float *dR, const float *a,
-                                    const float *gamma, float *dgamma, const uint8_t *keep,
-                                    float p, int B, int N, int c) {
-    const int64_t rows = (int64_t)B * N;
-    const float *g = dR;
-    if (p > 0) {
-        ra_zero(dA, (int64_t)(rows * c));
-        ra_droppath_backward(dA, dR, keep, B, (int64_t)N * c, p);
-        g = dA;
-    }
-    if (!gamma) return g;
-    if (dgamma) colsum_prod_add(dgamma, g, a, rows, c);
-    scale_cols(dA, g, gamma, rows, c);
-    return dA;
-}
-
 static ra_status vit_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                                    const float *x, int x_ndim, const int64_t *x_shape,
                                    ra_rng *rng) {
@@ -1005,7 +875,7 @@ static ra_status vit_forward_train(ra_model *m, float **y, int *y_ndim, int64_t 
     vit_dims d = {0};
     ra_status st = vit_dims_of(v, &d, x_ndim, x_shape);
     if (st) return st;
-    const int B = d.B, N = (int)d.N;
+    const int B = d.B;
     const int64_t rows = d.rows;
 
     /* the tape: grown to this input's size, then kept */
@@ -1022,17 +892,14 @@ static ra_status vit_forward_train(ra_model *m, float **y, int *y_ndim, int64_t 
         return ra_fail(RA_ERR_NOMEM, "vit: out of memory");
     tape_layout(v, t->buf, &d);
 
-    /* scratch: the patch embedding / branch output A (rows, C), the
-     * attention workspace, pos_embed for this grid */
+    /* scratch: the patch embedding A (rows, C), pos_embed for this grid,
+     * the blocks' own */
     ra_arena local;
     ra_arena *ar = ra_arena_begin(&v->ws, &local);
-    const size_t wsz =
-        ra_attn_layer_forward_ws_size(v->depth > 0 ? v->blocks[0].attn : NULL, B, N, N);
     float *A = ra_arena_floats(ar, (size_t)(rows * C));
-    void *ws = ra_arena_bytes(ar, wsz);
     float *out = ra_alloc((size_t)d.outer, (size_t)d.K_out * sizeof(float));
     const float *pos = NULL;
-    if (!A || !ws || !out) {
+    if (!A || !out) {
         st = ra_fail(RA_ERR_NOMEM, "vit: out of memory for a batch of %d images of %dx%d", B,
                      d.H, d.W);
         goto done;
@@ -1048,29 +915,11 @@ static ra_status vit_forward_train(ra_model *m, float **y, int *y_ndim, int64_t 
         ra_layernorm_forward(first, t->pre_mean, t->pre_rstd, t->x0, v->pre_w, v->pre_b, rows,
                              C, VIT_EPS);
 
-    for (int i = 0; i < v->depth; i++) {
-        const vit_block *bk = &v->blocks[i];
-        vit_tape_block *b = &t->blk[i];
-        float *next = i + 1 < v->depth ? t->blk[i + 1].x : t->xf;
-        const size_t bytes = (size_t)(rows * C) * sizeof(float);
-        ra_layernorm_forward(b->h1, b->mean1, b->rstd1, b->x, bk->n1w, bk->n1b, rows, C,
-                             VIT_EPS);
-        const int keep = bk->ls1 || bk->drop_path > 0;   /* the branch output kept */
-        memcpy(b->xm, b->x, bytes);
-        st = ra_attn_layer_forward_ws(bk->attn, keep ? b->a : A, NULL, b->h1, NULL, B, N, N,
-                                      NULL, 0, ws, wsz, keep ? NULL : b->xm, NULL);
-        if (!st && keep) st = branch_add(b->xm, A, b->a, bk->ls1, b->keep1, bk->drop_path, B, N, C, rng);
-        if (st) goto done;
-        ra_layernorm_forward(b->h2, b->mean2, b->rstd2, b->xm, bk->n2w, bk->n2b, rows, C,
-                             VIT_EPS);
-        ra_linear_gelu_keep(b->gd, b->g, b->h2, bk->fc1w, bk->fc1b, rows, v->hidden, C);
-        memcpy(next, b->xm, bytes);
-        ra_linear_epi(keep ? b->mo : A, b->g, bk->fc2w, bk->fc2b, rows, C, v->hidden, 0,
-                      keep ? NULL : next, NULL);
-        if (keep &&
-            (st = branch_add(next, A, b->mo, bk->ls2, b->keep2, bk->drop_path, B, N, C, rng)))
-            goto done;
-    }
+    for (int i = 0; i < v->depth && !st; i++)   /* the attention recomputed in the backward */
+        st = ra_block_forward_train(&v->blocks[i], &t->blk[i], i + 1 < v->depth ? t->blk[i + 1].x
+                                                                             : t->xf,
+                                    0, ar, rng);
+    if (st) goto done;
     if (v->norm_w)
         ra_layernorm_forward(t->xo, t->fmean, t->frstd, t->xf, v->norm_w, v->norm_b, rows, C,
                              VIT_EPS);
@@ -1165,22 +1014,21 @@ static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *
     if (!t->valid)
         return ra_fail(RA_ERR_ARG, "vit backward: no training forward to back-propagate "
                        "(call ra_model_forward_train first)");
-    const int C = v->dim, hid = v->hidden;
+    const int C = v->dim;
     vit_dims d = {0};
     const int64_t x_shape[4] = {t->dims[0], v->in_chans, t->dims[1], t->dims[2]};
     ra_status st = vit_dims_of(v, &d, 4, x_shape);
     if (st) return st;
-    const int B = d.B, N = (int)d.N;
+    const int B = d.B;
     const int64_t rows = d.rows, outer = d.outer, L = d.L;
     const int resampled = pos_resampled(v, d.gh, d.gw);
     const int pos_prefix = v->no_embed_class ? 0 : v->prefix;
-    const size_t rc = (size_t)(rows * C), rh = (size_t)rows * hid;
+    const size_t rc = (size_t)(rows * C);
 
     /* scratch: gradients of the head input dP and of the pooled features
-     * dQ (outer, C); of the residual stream dR, a norm's output dH and a
-     * branch output dA (rows, C); of fc1's output dF (rows, hidden); of
-     * the patch tokens (B*L, C) and, for dx, the patch
-     * columns; pos_embed on this grid */
+     * dQ (outer, C); of the final tokens dX and of the residual stream dR
+     * (rows, C); of the patch tokens (B*L, C) and, for dx, the patch
+     * columns; pos_embed on this grid; the blocks' own */
     ra_arena local;
     ra_arena *ar = ra_arena_begin(&v->ws, &local);
     float *dP = ra_arena_floats(ar, (size_t)(outer * C));
@@ -1188,13 +1036,10 @@ static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *
     float *half = ra_arena_floats(ar, (size_t)B * C);
     float *dX = ra_arena_floats(ar, rc);
     float *dR = ra_arena_floats(ar, rc);
-    float *dH = ra_arena_floats(ar, rc);
-    float *dA = ra_arena_floats(ar, rc);
-    float *dF = ra_arena_floats(ar, rh);
     float *dpatch = ra_arena_floats(ar, (size_t)(B * L * C));
     float *work = dx ? ra_arena_floats(ar, (size_t)(B * L * d.K)) : NULL;
     float *dpos = resampled ? ra_arena_floats(ar, (size_t)((pos_prefix + L) * C)) : NULL;
-    if (!dP || !dQ || !half || !dX || !dR || !dH || !dA || !dF || !dpatch ||
+    if (!dP || !dQ || !half || !dX || !dR || !dpatch ||
         (dx && !work) || (resampled && !dpos)) {
         st = ra_fail(RA_ERR_NOMEM, "vit backward: out of memory for a batch of %d images of "
                      "%dx%d", B, d.H, d.W);
@@ -1231,38 +1076,19 @@ static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *
 
     /* the blocks, last first; dR is the gradient of the residual stream */
     for (int i = v->depth - 1; i >= 0; i--) {
-        const vit_block *bk = &v->blocks[i];
-        const vit_tape_block *b = &t->blk[i];
-        /* x_next = xm + ls2 * fc2(GELU(fc1(norm2(xm)))) */
-        const float *dM = branch_backward(dA, dR, b->mo, bk->ls2,
-                                          blk_grad(m, grad, i, "ls2.gamma"), b->keep2,
-                                          bk->drop_path, B, N, C);
-        /* dF = (dM fc2w) GELU' in fc2's dX product */
-        ra_linear_backward_ex(dF, blk_grad(m, grad, i, "mlp.fc2.weight"),
-                              blk_grad(m, grad, i, "mlp.fc2.bias"), dM, b->g, bk->fc2w, rows, C,
-                              hid, 1, b->gd);
-        ra_zero(dH, (int64_t)rc);
-        ra_linear_backward(dH, blk_grad(m, grad, i, "mlp.fc1.weight"),
-                           blk_grad(m, grad, i, "mlp.fc1.bias"), dF, b->h2, bk->fc1w, rows, hid,
-                           C);
-        ra_layernorm_backward(dR, blk_grad(m, grad, i, "norm2.weight"),
-                              blk_grad(m, grad, i, "norm2.bias"), dH, b->xm, b->mean2, b->rstd2,
-                              bk->n2w, rows, C);
-        /* xm = x + ls1 * attn(norm1(x)) */
-        const float *dAt = branch_backward(dA, dR, b->a, bk->ls1,
-                                           blk_grad(m, grad, i, "ls1.gamma"), b->keep1,
-                                           bk->drop_path, B, N, C);
-        const ra_attn_grads ag = {.qkv_w = blk_grad(m, grad, i, "attn.qkv.weight"),
-                                  .qkv_b = blk_grad(m, grad, i, "attn.qkv.bias"),
-                                  .proj_w = blk_grad(m, grad, i, "attn.proj.weight"),
-                                  .proj_b = blk_grad(m, grad, i, "attn.proj.bias")};
-        ra_zero(dH, (int64_t)rc);
-        st = ra_attn_layer_backward(bk->attn, dH, NULL, &ag, NULL, dAt, b->h1, NULL, B, N, N,
-                                    NULL, 0);
-        if (st) goto done;
-        ra_layernorm_backward(dR, blk_grad(m, grad, i, "norm1.weight"),
-                              blk_grad(m, grad, i, "norm1.bias"), dH, b->x, b->mean1, b->rstd1,
-                              bk->n1w, rows, C);
+        const ra_block_grads g = {
+            .n1w = blk_grad(m, grad, i, "norm1.weight"), .n1b = blk_grad(m, grad, i, "norm1.bias"),
+            .n2w = blk_grad(m, grad, i, "norm2.weight"), .n2b = blk_grad(m, grad, i, "norm2.bias"),
+            .fc1w = blk_grad(m, grad, i, "mlp.fc1.weight"),
+            .fc1b = blk_grad(m, grad, i, "mlp.fc1.bias"),
+            .fc2w = blk_grad(m, grad, i, "mlp.fc2.weight"),
+            .fc2b = blk_grad(m, grad, i, "mlp.fc2.bias"),
+            .ls1 = blk_grad(m, grad, i, "ls1.gamma"), .ls2 = blk_grad(m, grad, i, "ls2.gamma"),
+            .attn = {.qkv_w = blk_grad(m, grad, i, "attn.qkv.weight"),
+                     .qkv_b = blk_grad(m, grad, i, "attn.qkv.bias"),
+                     .proj_w = blk_grad(m, grad, i, "attn.proj.weight"),
+                     .proj_b = blk_grad(m, grad, i, "attn.proj.bias")}};
+        if ((st = ra_block_backward(&v->blocks[i], &t->blk[i], dR, &g, ar))) goto done;
     }
 
     /* norm_pre, then the tokens [cls, reg..., patches] + pos_embed */

@@ -380,6 +380,14 @@ void ra_layernorm_rows(float *y, const float *x, const int32_t *src, int64_t m, 
     ln_all(y, NULL, NULL, x, src, m, c, gamma, beta, eps);
 }
 
+void ra_rows_gather(float *y, const float *x, const int32_t *map, int64_t rows, int c) {
+#pragma omp parallel for schedule(static) num_threads(ra_threads_get()) if (rows * c > 65536)
+    for (int64_t r = 0; r < rows; r++) {
+        if (map[r] >= 0) memcpy(y + r * c, x + (int64_t)map[r] * c, (size_t)c * sizeof *y);
+        else memset(y + r * c, 0, (size_t)c * sizeof *y);
+    }
+}
+
 void ra_rows_scatter_add(float *x, const float *a, const int32_t *dst, int64_t m, int c) {
     if (m <= 0 || c <= 0) return;
 #ifdef _OPENMP

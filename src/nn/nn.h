@@ -16,6 +16,8 @@ int ra_nn_simd(void);
 void ra_layernorm_rows(float *y, const float *x, const int32_t *src, int64_t rows, int c,
                        const float *gamma, const float *beta, float eps);
 
+/* y row r = x row map[r], or zeros where map[r] < 0. */
+void ra_rows_gather(float *y, const float *x, const int32_t *map, int64_t rows, int c);
 /* x row dst[r] += a row r for dst[r] >= 0 (distinct rows: no races). */
 void ra_rows_scatter_add(float *x, const float *a, const int32_t *dst, int64_t rows, int c);
 

@@ -1,0 +1,384 @@
+/* block.c - one transformer block, forward and backward (block.h).
+ *
+ * Each network's fixtures pin the bits of its block, so the block keeps
+ * the calls each way of running it has always made: inference fuses the
+ * residual adds into the attention's projection and fc2 (through the row
+ * map, scattering the windows back), the MLP runs on chunks of rows; the
+ * training forward keeps GELU' with GELU (ra_linear_gelu_keep) so that the
+ * backward multiplies by it inside fc2's product. A tape that keeps the
+ * attention's workspace reads the projections back and writes the
+ * branches' input gradients; one without recomputes them
+ * (ra_attn_layer_backward) and accumulates into zeroed buffers. */
+#include "layers/block.h"
+
+#include <string.h>
+
+static ra_status nomem(void) { return ra_fail(RA_ERR_NOMEM, "block: out of memory"); }
+
+/* Below this many elements a loop runs on one thread (as nn.c). */
+#define PAR_MIN ((int64_t)1 << 15)
+static int par_threads(int64_t work) { return work >= PAR_MIN ? ra_threads_get() : 1; }
+
+/* A LayerScale or drop-path between a branch's output and its residual add:
+ * the output is then kept on the tape. */
+static int branch_kept(const ra_block *b) { return b->ls1 || b->ls2 || b->drop_path > 0; }
+
+/* ---- LayerScale and drop-path ---------------------------------------------- */
+
+/* x (rows, C) += gamma (C) * a (rows, C), or x += a without gamma. */
+static void residual(float *x, const float *a, const float *gamma, int64_t rows, int c) {
+    if (!gamma) {
+        ra_add(x, x, a, rows * c);
+        return;
+    }
+    for (int64_t r = 0; r < rows; r++)
+        for (int k = 0; k < c; k++) x[r * c + k] += a[r * c + k] * gamma[k];
+}
+
+/* dst (rows, C) = src (rows, C) * gamma (C): LayerScale's input gradient. */
+static void scale_cols(float *dst, const float *src, const float *gamma, int64_t rows, int c) {
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(par_threads(rows * c))
+#endif
+    for (int64_t r = 0; r < rows; r++)
+        for (int k = 0; k < c; k++) dst[r * c + k] = src[r * c + k] * gamma[k];
+}
+
+/* out (C) += sum over rows of a (rows, C) * b (rows, C), in double:
+ * LayerScale's gamma gradient. Blocks of 16 columns per task. */
+static void colsum_prod_add(float *out, const float *a, const float *b, int64_t rows, int c) {
+    const int chunks = (c + 15) / 16;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(par_threads(rows * c)) if (chunks > 1)
+#endif
+    for (int t = 0; t < chunks; t++) {
+        const int j0 = t * 16, jn = c - j0 < 16 ? c - j0 : 16;
+        double acc[16] = {0};
+        for (int64_t r = 0; r < rows; r++)
+            for (int j = 0; j < jn; j++) acc[j] += (double)a[r * c + j0 + j] * b[r * c + j0 + j];
+        for (int j = 0; j < jn; j++) out[j0 + j] = (float)((double)out[j0 + j] + acc[j]);
+    }
+}
+
+/* x (rows, C) += drop_path(gamma * a): a residual branch with LayerScale
+ * (gamma (C), or NULL) and drop-path (p > 0: one draw per sample into
+ * keep (B)); tmp (rows, C) is scratch. */
+static ra_status branch_add(float *x, float *tmp, const float *a, const float *gamma,
+                            uint8_t *keep, float p, int B, int64_t rows, int c, ra_rng *rng) {
+    if (!(p > 0)) {
+        residual(x, a, gamma, rows, c);
+        return RA_OK;
+    }
+    const float *src = a;
+    if (gamma) {
+        scale_cols(tmp, a, gamma, rows, c);
+        src = tmp;
+    }
+    ra_status st = ra_droppath_forward(tmp, keep, src, B, rows / B * c, p, rng);
+    if (!st) ra_add(x, x, tmp, rows * c);
+    return st;
+}
+
+/* The gradient of the branch output a from the residual stream's dR
+ * (rows, C), through drop-path and LayerScale (dgamma (C) accumulated):
+ * dR itself, or dA (rows, C) holding it. */
+static const float *branch_backward(float *dA, const float *dR, const float *a,
+                                    const float *gamma, float *dgamma, const uint8_t *keep,
+                                    float p, int B, int64_t rows, int c) {
+    const float *g = dR;
+    if (p > 0) {
+        ra_zero(dA, (int64_t)(rows * c));
+        ra_droppath_backward(dA, dR, keep, B, rows / B * c, p);
+        g = dA;
+    }
+    if (!gamma) return g;
+    if (dgamma) colsum_prod_add(dgamma, g, a, rows, c);
+    scale_cols(dA, g, gamma, rows, c);
+    return dA;
+}
+
+/* y row r = x row map[r], or zeros where map[r] < 0. */
+static void gather(float *y, const float *x, const int32_t *map, int64_t rows, int c) {
+    if (map) ra_rows_gather(y, x, map, rows, c);
+    else memcpy(y, x, (size_t)(rows * c) * sizeof *y);
+}
+
+/* ---- inference ------------------------------------------------------------- */
+
+ra_status ra_block_forward(const ra_block *b, float *x, float *attn, const ra_block_layout *l,
+                           ra_arena *a) {
+    const int C = b->dim, hidden = b->hidden;
+    const int64_t M = l->m, rows = (int64_t)l->b_ * l->n;
+    /* MLP rows per pass: bounded hidden activations */
+    int64_t chunk = b->mlp_chunk ? b->mlp_chunk / hidden : M;
+    if (chunk < 1) chunk = 1;
+    if (chunk > M) chunk = M;
+
+    const size_t mark = ra_arena_mark(a);
+    const size_t wsz = ra_attn_layer_forward_ws_size(b->attn, l->b_, l->n, l->n);
+    float *win = ra_arena_floats(a, (size_t)(rows * C));
+    float *aw = ra_arena_floats(a, (size_t)(rows * C));
+    void *ws = ra_arena_bytes(a, wsz);
+    if (!win || !aw || !ws) return ra_arena_reset(a, mark), nomem();
+    ra_status st;
+    if (b->post) {   /* x += norm1(attn(x)) */
+        gather(win, x, l->map, rows, C);
+        st = ra_attn_layer_forward_ws(b->attn, aw, attn, win, NULL, l->b_, l->n, l->n, l->mask,
+                                      l->nw, ws, wsz, NULL, NULL);
+        if (!st) {
+            ra_layernorm_rows(aw, aw, NULL, rows, C, b->n1w, b->n1b, b->eps);
+            ra_rows_scatter_add(x, aw, l->map, rows, C);
+        }
+    } else {         /* x += ls1 * attn(norm1(x)); the add fused into proj without ls1 */
+        ra_layernorm_rows(win, x, l->map, rows, C, b->n1w, b->n1b, b->eps);
+        st = ra_attn_layer_forward_ws(b->attn, aw, attn, win, NULL, l->b_, l->n, l->n, l->mask,
+                                      l->nw, ws, wsz, b->ls1 ? NULL : x, l->map);
+        if (!st && b->ls1) residual(x, aw, b->ls1, M, C);
+    }
+    ra_arena_reset(a, mark);
+    if (st) return st;   /* the MLP's scratch reuses the attention's */
+    float *t = ra_arena_floats(a, (size_t)(chunk * C));
+    float *hid = ra_arena_floats(a, (size_t)(chunk * hidden));
+    if (!t || !hid) return ra_arena_reset(a, mark), nomem();
+    for (int64_t r0 = 0; r0 < M; r0 += chunk) {
+        const int64_t r = M - r0 < chunk ? M - r0 : chunk;
+        float *xr = x + r0 * C;
+        if (b->post) {   /* x += norm2(fc2(gelu(fc1(x)))) */
+            ra_linear_epi(hid, xr, b->fc1w, b->fc1b, r, hidden, C, 1, NULL, NULL);
+            ra_linear_epi(t, hid, b->fc2w, b->fc2b, r, C, hidden, 0, NULL, NULL);
+            ra_layernorm_rows(t, t, NULL, r, C, b->n2w, b->n2b, b->eps);
+            ra_add(xr, xr, t, r * C);
+            continue;
+        }
+        /* x += ls2 * fc2(gelu(fc1(norm2(x)))): GELU in fc1's product, the add in fc2's */
+        ra_layernorm_rows(t, xr, NULL, r, C, b->n2w, b->n2b, b->eps);
+        ra_linear_epi(hid, t, b->fc1w, b->fc1b, r, hidden, C, 1, NULL, NULL);
+        ra_linear_epi(t, hid, b->fc2w, b->fc2b, r, C, hidden, 0, b->ls2 ? NULL : xr, NULL);
+        if (b->ls2) residual(xr, t, b->ls2, r, C);
+    }
+    ra_arena_reset(a, mark);
+    return RA_OK;
+}
+
+/* ---- training -------------------------------------------------------------- */
+
+/* n floats at *off of base (NULL base: only count), 64-byte steps. */
+static float *carve(float *base, size_t *off, size_t n) {
+    float *p = base ? base + *off : NULL;
+    *off += (n + 15) & ~(size_t)15;
+    return p;
+}
+
+size_t ra_block_tape_layout(ra_block_tape *t, const ra_block *b, const ra_block_layout *l,
+                            float *base) {
+    const size_t C = (size_t)b->dim, M = (size_t)l->m, hid = (size_t)b->hidden;
+    const size_t rows = (size_t)l->b_ * (size_t)l->n, r1 = b->post ? rows : M;
+    const int kept = b->post || branch_kept(b);
+    const size_t kb = b->drop_path > 0 ? ((size_t)l->batch + 3) / 4 : 0;
+    ra_block_tape z = {.l = *l};
+    size_t off = 0;
+    z.keep1 = kb ? (uint8_t *)carve(base, &off, kb) : NULL;
+    z.keep2 = kb ? (uint8_t *)carve(base, &off, kb) : NULL;
+    z.mean1 = carve(base, &off, r1);
+    z.rstd1 = carve(base, &off, r1);
+    z.win = carve(base, &off, rows * C);
+    z.a = kept ? carve(base, &off, rows * C) : NULL;
+    z.xm = carve(base, &off, M * C);
+    z.mean2 = carve(base, &off, M);
+    z.rstd2 = carve(base, &off, M);
+    z.h2 = b->post ? z.xm : carve(base, &off, M * C);
+    z.gd = carve(base, &off, M * hid);
+    z.g = carve(base, &off, M * hid);
+    z.mo = kept ? carve(base, &off, M * C) : NULL;
+    if (base) *t = z;
+    return off;
+}
+
+/* The rest of ra_block_forward_train for a post-norm block. */
+static ra_status post_forward_train(const ra_block *b, ra_block_tape *t, float *y, void *ws,
+                                    size_t wsz, ra_arena *a) {
+    const ra_block_layout *l = &t->l;
+    const int C = b->dim, hidden = b->hidden;
+    const int64_t M = l->m, rows = (int64_t)l->b_ * l->n;
+    float *tmp = ra_arena_floats(a, (size_t)((rows > M ? rows : M) * C));
+    if (!tmp) return nomem();
+    /* xm = x + norm1(attn(x)) */
+    gather(t->win, t->x, l->map, rows, C);
+    ra_status st = ra_attn_layer_forward_ws(b->attn, t->a, NULL, t->win, NULL, l->b_, l->n,
+                                            l->n, l->mask, l->nw, ws, wsz, NULL, NULL);
+    if (st) return st;
+    ra_layernorm_forward(tmp, t->mean1, t->rstd1, t->a, b->n1w, b->n1b, rows, C, b->eps);
+    memcpy(t->xm, t->x, (size_t)(M * C) * sizeof *y);
+    ra_rows_scatter_add(t->xm, tmp, l->map, rows, C);
+    /* y = xm + norm2(fc2(gelu(fc1(xm)))) */
+    ra_linear_gelu_keep(t->gd, t->g, t->xm, b->fc1w, b->fc1b, M, hidden, C);
+    ra_linear_forward(t->mo, t->g, b->fc2w, b->fc2b, M, C, hidden);
+    ra_layernorm_forward(tmp, t->mean2, t->rstd2, t->mo, b->n2w, b->n2b, M, C, b->eps);
+    ra_add(y, t->xm, tmp, M * C);
+    return RA_OK;
+}
+
+ra_status ra_block_forward_train(const ra_block *b, ra_block_tape *t, float *y, int keep_attn,
+                                 ra_arena *a, ra_rng *rng) {
+    const ra_block_layout *l = &t->l;
+    const int C = b->dim, hidden = b->hidden;
+    const int64_t M = l->m, rows = (int64_t)l->b_ * l->n;
+    const int kept = branch_kept(b);
+    if ((kept && l->map) || (!l->map && rows != M))
+        return ra_fail(RA_ERR_INTERNAL, "block: LayerScale or drop-path on a window layout");
+    const size_t wsz = ra_attn_layer_forward_ws_size(b->attn, l->b_, l->n, l->n);
+    void *ws = t->aws = keep_attn ? ra_arena_bytes(a, wsz) : NULL;
+    const size_t mark = ra_arena_mark(a);
+    if (!keep_attn) ws = ra_arena_bytes(a, wsz);
+    if (!ws) return nomem();
+    if (b->post) {
+        ra_status st = post_forward_train(b, t, y, ws, wsz, a);
+        ra_arena_reset(a, mark);
+        return st;
+    }
+
+    /* xm = x + ls1 * attn(norm1(x)), norm1's output laid out for the attention */
+    float *h1 = l->map ? ra_arena_floats(a, (size_t)(M * C)) : t->win;
+    float *tmp = ra_arena_floats(a, (size_t)((rows > M ? rows : M) * C));
+    if (!h1 || !tmp) return ra_arena_reset(a, mark), nomem();
+    ra_layernorm_forward(h1, t->mean1, t->rstd1, t->x, b->n1w, b->n1b, M, C, b->eps);
+    if (l->map) ra_rows_gather(t->win, h1, l->map, rows, C);
+    memcpy(t->xm, t->x, (size_t)(M * C) * sizeof *y);
+    ra_status st = ra_attn_layer_forward_ws(b->attn, kept ? t->a : tmp, NULL, t->win, NULL,
+                                            l->b_, l->n, l->n, l->mask, l->nw, ws, wsz,
+                                            kept ? NULL : t->xm, l->map);
+    if (!st && kept)
+        st = branch_add(t->xm, tmp, t->a, b->ls1, t->keep1, b->drop_path, l->batch, M, C, rng);
+    if (st) return ra_arena_reset(a, mark), st;
+
+    /* y = xm + ls2 * fc2(gelu(fc1(norm2(xm)))) */
+    ra_layernorm_forward(t->h2, t->mean2, t->rstd2, t->xm, b->n2w, b->n2b, M, C, b->eps);
+    ra_linear_gelu_keep(t->gd, t->g, t->h2, b->fc1w, b->fc1b, M, hidden, C);
+    memcpy(y, t->xm, (size_t)(M * C) * sizeof *y);
+    ra_linear_epi(kept ? t->mo : tmp, t->g, b->fc2w, b->fc2b, M, C, hidden, 0,
+                  kept ? NULL : y, NULL);
+    if (kept)
+        st = branch_add(y, tmp, t->mo, b->ls2, t->keep2, b->drop_path, l->batch, M, C, rng);
+    ra_arena_reset(a, mark);
+    return st;
+}
+
+/* ra_block_backward of a post-norm block. */
+static ra_status post_backward(const ra_block *b, const ra_block_tape *t, float *dx,
+                               const ra_block_grads *g, ra_arena *a) {
+    const ra_block_layout *l = &t->l;
+    const int C = b->dim, hidden = b->hidden;
+    const int64_t m = l->m, rows = (int64_t)l->b_ * l->n;
+    const size_t mark = ra_arena_mark(a);
+    /* MLP branch: dx += fc1^T(GELU'(fc2^T(norm2'(dx)))) */
+    float *dh = ra_arena_floats(a, (size_t)(m * hidden));
+    float *dt = ra_arena_floats(a, (size_t)((rows > m ? rows : m) * C));
+    if (!dh || !dt) return ra_arena_reset(a, mark), nomem();
+    ra_zero(dt, (int64_t)(m * C));
+    ra_layernorm_backward(dt, g->n2w, g->n2b, dx, t->mo, t->mean2, t->rstd2, b->n2w, m, C);
+    ra_linear_backward_ex(dh, g->fc2w, g->fc2b, dt, t->g, b->fc2w, m, C, hidden, 1, t->gd);
+    ra_linear_backward_ex(dx, g->fc1w, g->fc1b, dh, t->h2, b->fc1w, m, hidden, C, 0, NULL);
+    ra_arena_reset(a, mark);
+    /* attention branch: dx += reverse(attn'(norm1'(partition(dx)))) */
+    float *dln = ra_arena_floats(a, (size_t)(rows * C));
+    float *daw = ra_arena_floats(a, (size_t)(rows * C));
+    float *dwin = ra_arena_floats(a, (size_t)(rows * C));
+    const size_t wsz = ra_attn_layer_backward_ws_size(b->attn, l->b_, l->n, l->n, 1);
+    void *ws = ra_arena_bytes(a, wsz);
+    if (!dln || !daw || !dwin || !ws || !t->aws) return ra_arena_reset(a, mark), nomem();
+    gather(dln, dx, l->map, rows, C);
+    ra_zero(daw, (int64_t)(rows * C));
+    ra_layernorm_backward(daw, g->n1w, g->n1b, dln, t->a, t->mean1, t->rstd1, b->n1w, rows, C);
+    ra_status st = ra_attn_layer_backward_ws(b->attn, dwin, NULL, &g->attn, daw, t->win, NULL,
+                                             l->b_, l->n, l->n, l->mask, l->nw, t->aws, ws, wsz,
+                                             1);
+    if (!st) ra_rows_scatter_add(dx, dwin, l->map, rows, C);
+    ra_arena_reset(a, mark);
+    return st;
+}
+
+ra_status ra_block_backward(const ra_block *b, const ra_block_tape *t, float *dx,
+                            const ra_block_grads *g, ra_arena *a) {
+    if (b->post) return post_backward(b, t, dx, g, a);
+    const ra_block_layout *l = &t->l;
+    const int C = b->dim, hidden = b->hidden;
+    const int64_t m = l->m, rows = (int64_t)l->b_ * l->n;
+    const int kept = branch_kept(b);
+    const size_t mark = ra_arena_mark(a);
+
+    /* MLP branch: dx += norm2'(fc1'(GELU'(fc2'(ls2'(dx))))) */
+    float *dh = ra_arena_floats(a, (size_t)(m * hidden));
+    float *dt = ra_arena_floats(a, (size_t)(m * C));
+    float *dA = kept ? ra_arena_floats(a, (size_t)(m * C)) : NULL;
+    if (!dh || !dt || (kept && !dA)) return ra_arena_reset(a, mark), nomem();
+    const float *dM = kept ? branch_backward(dA, dx, t->mo, b->ls2, g->ls2, t->keep2,
+                                             b->drop_path, l->batch, m, C)
+                           : dx;
+    /* dh = (dM . fc2w) GELU'(h): fc2's and GELU's backward in one product */
+    ra_linear_backward_ex(dh, g->fc2w, g->fc2b, dM, t->g, b->fc2w, m, C, hidden, 1, t->gd);
+    if (t->aws) {
+        ra_linear_backward_ex(dt, g->fc1w, g->fc1b, dh, t->h2, b->fc1w, m, hidden, C, 1, NULL);
+    } else {
+        ra_zero(dt, (int64_t)(m * C));
+        ra_linear_backward(dt, g->fc1w, g->fc1b, dh, t->h2, b->fc1w, m, hidden, C);
+    }
+    ra_layernorm_backward(dx, g->n2w, g->n2b, dt, t->xm, t->mean2, t->rstd2, b->n2w, m, C);
+
+    /* attention branch: dx is now the gradient of xm */
+    const float *dAt = kept ? branch_backward(dA, dx, t->a, b->ls1, g->ls1, t->keep1,
+                                              b->drop_path, l->batch, m, C)
+                            : dx;
+    ra_status st;
+    if (t->aws) {   /* the forward's projections read back; dt = reverse(attn'(partition)) */
+        ra_arena_reset(a, mark);
+        float *daw = l->map ? ra_arena_floats(a, (size_t)(rows * C)) : NULL;
+        float *dwin = ra_arena_floats(a, (size_t)(rows * C));
+        dt = ra_arena_floats(a, (size_t)(m * C));
+        const size_t wsz = ra_attn_layer_backward_ws_size(b->attn, l->b_, l->n, l->n, 1);
+        void *ws = ra_arena_bytes(a, wsz);
+        if ((l->map && !daw) || !dwin || !dt || !ws) return ra_arena_reset(a, mark), nomem();
+        if (l->map) ra_rows_gather(daw, dAt, l->map, rows, C);
+        st = ra_attn_layer_backward_ws(b->attn, dwin, NULL, &g->attn, l->map ? daw : dAt,
+                                       t->win, NULL, l->b_, l->n, l->n, l->mask, l->nw, t->aws,
+                                       ws, wsz, 1);
+        if (!st) {
+            ra_zero(dt, (int64_t)(m * C));
+            ra_rows_scatter_add(dt, dwin, l->map, rows, C);
+        }
+    } else {        /* recomputed */
+        ra_zero(dt, (int64_t)(m * C));
+        st = ra_attn_layer_backward(b->attn, dt, NULL, &g->attn, NULL, dAt, t->win, NULL, l->b_,
+                                    l->n, l->n, l->mask, l->nw);
+    }
+    if (!st)
+        ra_layernorm_backward(dx, g->n1w, g->n1b, dt, t->x, t->mean1, t->rstd1, b->n1w, m, C);
+    ra_arena_reset(a, mark);
+    return st;
+}
+
+/* ---- window layouts -------------------------------------------------------- */
+
+static int geom_eq(const ra_window_geom *p, const ra_window_geom *q) {
+    return p->d == q->d && p->h == q->h && p->w == q->w && p->wd == q->wd && p->wh == q->wh &&
+           p->ww == q->ww && p->sd == q->sd && p->sh == q->sh && p->sw == q->sw;
+}
+
+ra_status ra_window_layout_get(ra_window_layouts *c, const ra_window_geom *g, int B,
+                               const ra_window_layout **out) {
+    for (int i = 0; i < c->count; i++)
+        if (c->item[i].b == B && geom_eq(&c->item[i].g, g)) return *out = &c->item[i], RA_OK;
+    ra_window_layout *e =
+        &c->item[c->count < RA_WINDOW_LAYOUTS ? c->count++ : RA_WINDOW_LAYOUTS - 1];
+    const int64_t nw = ra_window_count(g), n = ra_window_tokens(g);
+    const int shifted = g->sd || g->sh || g->sw;
+    memset(e, 0, sizeof *e);
+    e->map = ra_arena_bytes(c->a, (size_t)((int64_t)B * nw * n) * sizeof(int32_t));
+    if (shifted) e->mask = ra_arena_floats(c->a, (size_t)(nw * n * n));
+    if (!e->map || (shifted && !e->mask)) return c->count--, nomem();
+    ra_status st = ra_window_rowmap(e->map, B, g);
+    if (!st && e->mask) st = ra_window_mask(e->mask, g);
+    if (st) return c->count--, st;
+    e->g = *g, e->b = B;
+    *out = e;
+    return RA_OK;
+}

@@ -1,0 +1,115 @@
+/* block.h - one transformer block, forward and backward (private): the
+ * pre-norm block (Swin, ViT)
+ *   x += ls1 * attn(norm1(x));  x += ls2 * fc2(gelu(fc1(norm2(x))))
+ * or the post-norm block (SwinV2)
+ *   x += norm1(attn(x));        x += norm2(fc2(gelu(fc1(x))))
+ * with the attention run on a row layout of x (a window partition: rows
+ * gathered through an int32 map, the output scattered back through it) or
+ * on x's rows as they are. Networks give the weights, the layout and a
+ * tape (training) or none (inference); the stem, the row maps, merging and
+ * the head are theirs. llm.c's shape: the training forward keeps on the
+ * tape exactly what the backward reads. */
+#ifndef RA_BLOCK_H
+#define RA_BLOCK_H
+
+#include "base/arena.h"
+#include "nn/nn.h"
+#include "pos/window.h"
+#include "attention/layer.h"
+
+/* One block's weights and options. */
+typedef struct ra_block {
+    int dim, hidden;
+    int post;                 /* post-norm (SwinV2) */
+    float eps;                /* the LayerNorms' */
+    float drop_path;          /* stochastic depth of both branches (training) */
+    int64_t mlp_chunk;        /* inference: floats of MLP hidden rows per pass, 0 all rows */
+    const float *n1w, *n1b, *n2w, *n2b, *fc1w, *fc1b, *fc2w, *fc2b;
+    const float *ls1, *ls2;   /* LayerScale gammas (C) or NULL */
+    ra_attn_layer *attn;
+} ra_block;
+
+/* How the block's token rows meet the attention. */
+typedef struct ra_block_layout {
+    int64_t m;                /* token rows of x */
+    int batch;                /* samples: m = batch * tokens (drop-path draws per sample) */
+    int b_, n;                /* sequences (windows) of the attention and their tokens */
+    const int32_t *map;       /* (b_*n) the row of x each sequence row reads, -1 padding;
+                                 NULL: x's rows in order (m = b_*n) */
+    const float *mask;        /* (nw, n, n) or NULL */
+    int nw;
+} ra_block_layout;
+
+/* Gradient slots of a block's parameters (NULL: not wanted). */
+typedef struct ra_block_grads {
+    float *n1w, *n1b, *n2w, *n2b, *fc1w, *fc1b, *fc2w, *fc2b, *ls1, *ls2;
+    ra_attn_grads attn;
+} ra_block_grads;
+
+/* What a training forward keeps for the backward. x is the caller's: the
+ * block's input (M, C), left untouched until the backward. */
+typedef struct ra_block_tape {
+    ra_block_layout l;
+    float *x;                 /* (M, C) the input (the caller's; only read) */
+    float *mean1, *rstd1;     /* norm1's statistics: (M) pre-norm, (b_*n) post-norm */
+    float *win;               /* (b_*n, C) the attention's input */
+    float *a;                 /* (b_*n, C) the attention's output, kept where a step sits
+                                 between it and the residual (LayerScale, drop-path,
+                                 post-norm's norm1) */
+    float *xm;                /* (M, C) x after the attention's residual */
+    float *mean2, *rstd2;     /* (M) */
+    float *h2;                /* (M, C) fc1's input (post-norm: xm itself) */
+    float *gd, *g;            /* (M, hidden) GELU' and GELU of fc1's output */
+    float *mo;                /* (M, C) fc2's output, kept as a is */
+    uint8_t *keep1, *keep2;   /* (batch) drop-path draws */
+    void *aws;                /* the attention forward's workspace (its projections and
+                                 output, read by the backward), or NULL: recomputed */
+} ra_block_tape;
+
+/* Lay out a tape's buffers in base (NULL: only count; t is then not
+ * written); returns the floats it needs, in 64-byte steps. The input x and
+ * the attention's workspace are not among them. */
+size_t ra_block_tape_layout(ra_block_tape *t, const ra_block *b, const ra_block_layout *l,
+                            float *base);
+
+/* Inference, in place on x (M, C). attn (b_, nH, n, n): the attention's
+ * probabilities, if given. Scratch from a (released before returning). */
+ra_status ra_block_forward(const ra_block *b, float *x, float *attn, const ra_block_layout *l,
+                           ra_arena *a);
+
+/* Training: y (M, C) from t->x, filling t (laid out by
+ * ra_block_tape_layout). keep_attn: the attention's workspace is taken
+ * from a and kept (t->aws, below the arena's mark on return); else it is
+ * scratch and the backward recomputes the projections. rng: drop-path. */
+ra_status ra_block_forward_train(const ra_block *b, ra_block_tape *t, float *y, int keep_attn,
+                                 ra_arena *a, ra_rng *rng);
+
+/* dx (M, C): the gradient of the block's output in, of its input out (in
+ * place); parameter gradients ACCUMULATED into g. Scratch from a. */
+ra_status ra_block_backward(const ra_block *b, const ra_block_tape *t, float *dx,
+                            const ra_block_grads *g, ra_arena *a);
+
+/* ---- window layouts --------------------------------------------------------
+ * The row maps and shifted-window masks of one forward, built on first use
+ * from an arena and shared by the blocks of the same layout. */
+#define RA_WINDOW_LAYOUTS 4
+
+typedef struct ra_window_layout {
+    ra_window_geom g;
+    int b;
+    int32_t *map;             /* (B*nW*N) */
+    float *mask;              /* (nW, N, N), NULL without shift */
+} ra_window_layout;
+
+typedef struct ra_window_layouts {
+    ra_arena *a;
+    ra_window_layout item[RA_WINDOW_LAYOUTS];
+    int count;
+} ra_window_layouts;
+
+/* The layout of g for B maps (from c's arena, which must not be reset past
+ * it while it is used). */
+ra_status ra_window_layout_get(ra_window_layouts *c, const ra_window_geom *g, int B,
+                               const ra_window_layout **out);
+
+#endif
