@@ -68,27 +68,47 @@ typedef struct {
     micro_fn micro;
 } gemm_job;
 
-/* b's K block [k0, k0 + kc) packed panel by panel, zeros past column n. */
+/* b's K block [k0, k0 + kc) packed panel by panel, zeros past column n;
+ * the loops run along whichever of b's strides is the shorter. */
 static void pack_b(float *dst, const gemm_job *g, int k0, int kc) {
-    for (int p = 0; p < g->npanels; p++)
-        for (int kk = 0; kk < kc; kk++, dst += NR) {
-            const float *src = g->b + (int64_t)(k0 + kk) * g->brs;
-            for (int j = 0; j < NR; j++) {
-                const int col = p * NR + j;
-                dst[j] = col < g->n ? src[(int64_t)col * g->bcs] : 0.0f;
+    for (int p = 0; p < g->npanels; p++, dst += (int64_t)kc * NR) {
+        const int j0 = p * NR, nr = g->n - j0 < NR ? g->n - j0 : NR;
+        const float *src = g->b + (int64_t)k0 * g->brs + (int64_t)j0 * g->bcs;
+        if (nr < NR) memset(dst, 0, sizeof *dst * (size_t)kc * NR);
+        if (g->brs <= g->bcs) {
+            for (int j = 0; j < nr; j++) {
+                const float *col = src + (int64_t)j * g->bcs;
+                for (int kk = 0; kk < kc; kk++) dst[kk * NR + j] = col[kk * g->brs];
+            }
+        } else {
+            for (int kk = 0; kk < kc; kk++) {
+                const float *row = src + (int64_t)kk * g->brs;
+                for (int j = 0; j < nr; j++) dst[kk * NR + j] = row[j * g->bcs];
             }
         }
+    }
 }
 
 /* a's rows [i0, i0 + mc) x K block [k0, k0 + kc) packed tile by tile (MR
- * rows), zeros past row m. */
+ * rows), zeros past row m; the loops run along the shorter stride. */
 static void pack_a(float *dst, const gemm_job *g, int64_t i0, int mc, int k0, int kc) {
-    for (int t = 0; t < mc; t += MR)
-        for (int kk = 0; kk < kc; kk++, dst += MR)
-            for (int r = 0; r < MR; r++) {
-                const int64_t row = i0 + t + r;
-                dst[r] = row < g->m ? g->a[row * g->ars + (int64_t)(k0 + kk) * g->acs] : 0.0f;
+    for (int t = 0; t < mc; t += MR, dst += (int64_t)kc * MR) {
+        const int64_t r0 = i0 + t;
+        const int mr = (int)(g->m - r0 < MR ? g->m - r0 : MR);
+        const float *src = g->a + r0 * g->ars + (int64_t)k0 * g->acs;
+        if (mr < MR) memset(dst, 0, sizeof *dst * (size_t)kc * MR);
+        if (g->acs <= g->ars) {
+            for (int r = 0; r < mr; r++) {
+                const float *row = src + r * g->ars;
+                for (int kk = 0; kk < kc; kk++) dst[kk * MR + r] = row[kk * g->acs];
             }
+        } else {
+            for (int kk = 0; kk < kc; kk++) {
+                const float *col = src + (int64_t)kk * g->acs;
+                for (int r = 0; r < mr; r++) dst[kk * MR + r] = col[r * g->ars];
+            }
+        }
+    }
 }
 
 /* One task: rows [i0, i0 + mc) of c, panels [p0, p1), every K block in

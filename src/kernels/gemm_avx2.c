@@ -13,7 +13,12 @@ void ra_gemm_micro_avx2(int kc, const float *ap, const float *bp, float *c, int6
     __m256 c3a = _mm256_setzero_ps(), c3b = _mm256_setzero_ps();
     __m256 c4a = _mm256_setzero_ps(), c4b = _mm256_setzero_ps();
     __m256 c5a = _mm256_setzero_ps(), c5b = _mm256_setzero_ps();
+    for (int r = 0; r < RA_GEMM_MR; r++) {   /* the tile's rows of c, for the end */
+        _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + r * ldc + 15), _MM_HINT_T0);
+    }
     for (int kk = 0; kk < kc; kk++, ap += RA_GEMM_MR, bp += RA_GEMM_NR) {
+        _mm_prefetch((const char *)(ap + 16 * RA_GEMM_MR), _MM_HINT_T0);   /* a, 16 steps on */
         const __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
         __m256 a = _mm256_broadcast_ss(ap + 0);
         c0a = _mm256_fmadd_ps(a, b0, c0a), c0b = _mm256_fmadd_ps(a, b1, c0b);
