@@ -1,6 +1,6 @@
 /* rng.c - the seeded random generator: xoshiro256** seeded by splitmix64,
  * uniform and normal numbers, and the truncated normal used to initialise
- * tables and weights (SPEC 2.5). */
+ * tables and weights (docs/reference.md, section 1.4). */
 #include "base/internal.h"
 
 #include <math.h>

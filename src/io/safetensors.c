@@ -1,4 +1,4 @@
-/* safetensors.c - reading and writing safetensors files (SPEC 3.1).
+/* safetensors.c - reading and writing safetensors files (docs/reference.md, section 2).
  *
  * Layout: u64 little-endian header length N | N bytes of JSON | data.
  * A file is validated completely when it is opened, so a tensor handed out

@@ -3,7 +3,7 @@
  * Loading a model file is the same for every arch (src/models/model.c):
  *   1. ops->declare reads the hyperparameters from __metadata__ (with the
  *      ra_meta_* parsers below) and declares every parameter it needs with
- *      its canonical name (the official / SPEC 3.1 state_dict name) and the
+ *      its canonical name (the official state_dict name, docs/reference.md section 2) and the
  *      shape the configuration implies;
  *   2. the loader maps each tensor of the file to a canonical name
  *      (ops->canonical, for the naming schemes of other code bases), checks

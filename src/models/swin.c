@@ -1,4 +1,4 @@
-/* swin.c - the Swin Transformer block and classification network (SPEC 3.1:
+/* swin.c - the Swin Transformer block and classification network (docs/reference.md, section 2:
  * archs swin_block and swin), inference.
  *
  * A block (official SwinTransformerBlock, pre-norm):

@@ -1,4 +1,4 @@
-/* vit.c - the vit arch: timm's VisionTransformer (SPEC 3.1), inference and
+/* vit.c - the vit arch: timm's VisionTransformer (docs/reference.md, section 2), inference and
  * training (forward_train / backward: see "training" below).
  *
  *   x (B, Cin, H, W) --patch_embed (Conv2d k = s = P)--> (B, L, C)
@@ -10,9 +10,10 @@
  *   norm -> pool ("token": x[:, 0]; "avg": mean of the patch tokens ...)
  *   -> [fc_norm] -> head Linear(C, num_classes)  -> y (B, num_classes)
  *
- * Hyperparameters are timm's constructor arguments. The nine SPEC 3.1 keys
- * (img_size, patch_size, in_chans, num_classes, embed_dim, depth,
- * num_heads, mlp_ratio, qkv_bias) are required; these timm options are
+ * Hyperparameters are timm's constructor arguments. The nine keys of
+ * docs/reference.md, section 2 (img_size, patch_size, in_chans,
+ * num_classes, embed_dim, depth, num_heads, mlp_ratio, qkv_bias) are
+ * required; these timm options are
  * read with timm's defaults when absent: global_pool ("token"; also "avg",
  * "max", "avgmax" and "" = no pooling, y (B, N, num_classes)), class_token
  * (true), reg_tokens (0), no_embed_class (false), pos_embed ("learn" or

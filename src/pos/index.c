@@ -1,4 +1,4 @@
-/* index.c - relative position indices (SPEC 2.2).
+/* index.c - relative position indices (docs/reference.md, section 1.2).
  *
  * One general builder over A axes; the Swin 2-D, RSTT 3-D and Shaw 1-D
  * indices are thin configurations of it (Shaw's clip is the exception: it

@@ -1,5 +1,5 @@
 /* window.c - window partition / reverse with padding and cyclic shift, and
- * the shifted-window attention mask (SPEC 2.4).
+ * the shifted-window attention mask (docs/reference.md, section 1.3).
  *
  * The PyTorch code pads, rolls, reshapes and permutes, materialising the
  * padded and rolled map on the way. Here every window token is mapped back
