@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# test_cli.sh - the relattn command from outside (SPEC 3).
+# test_cli.sh - the relattn command from outside (docs/reference.md, sections 2
+# to 5).
 #
 #   bash tests/test_cli.sh RELATTN_BINARY FIXTURES_DIR
 #
@@ -334,7 +335,7 @@ if [ -f "$FIXTURES/nets.txt" ]; then
         fi
     done <"$FIXTURES/nets.txt"
 fi
-# --repeat R --json (SPEC 3.2): one JSON line with positive times (and
+# --repeat R --json (docs/reference.md, section 4): one JSON line with positive times (and
 # gflops a positive number, or null where no count exists), the output
 # byte-identical to a plain run's; --repeat alone: one line on stderr and
 # nothing on stdout; --json alone: --repeat 1; a bad R: 64, no output.
