@@ -10,8 +10,9 @@
 #    stderr is exactly one non-empty line starting with "relattn" and no
 #    output file (nor a leftover OUT.tmp.*) exists; on success the output
 #    exists if one was asked for.
-# 2. End to end: `index --window 2x2` prints the index of seed 004, --json is
-#    JSON, and `forward` on every fixture case of cases.txt writes y (and
+# 2. End to end: `index --window 2x2` prints the index docs/reference.md
+#    prints (section 1.2), --json is JSON, and `forward` on every fixture
+#    case of cases.txt writes y (and
 #    attn with --attn) equal to PyTorch's within rtol 1e-4, with the default
 #    and the reference kernel; `backward` writes y and every gradient of the
 #    fixture; the networks of nets.txt (if any) write y (compared with
@@ -190,7 +191,7 @@ echo "manifest: $n cases"
 
 # ---- 2. end to end -----------------------------------------------------------
 
-# index of a 2x2 window (seed 004), and only that on stdout
+# index of a 2x2 window (docs/reference.md, section 1.2), and only that on stdout
 expect_2x2=$'4 3 1 0\n5 4 2 1\n7 6 4 3\n8 7 5 4'
 got=$("$BIN" index --window 2x2 2>"$WORK/stderr")
 rc=$?

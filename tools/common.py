@@ -59,8 +59,9 @@ def setup():
 
 
 def meta_value(v):
-    """A metadata string (SPEC 3.1): booleans true/false, integers in
-    decimal, floats as Python's repr, tuples comma-separated."""
+    """A metadata string (docs/reference.md, section 2): booleans
+    true/false, integers in decimal, floats as Python's repr, tuples
+    comma-separated."""
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, float):
