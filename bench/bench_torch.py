@@ -1,5 +1,5 @@
 """The PyTorch side of bench/bench.c: the same layer rows (the project's
-reference modules of tools/make_fixtures.py, the seeds' code) and the same
+reference modules of tools/make_fixtures.py, the authors' code) and the same
 networks (torchvision swin_t and vit_b_16 with the weights of the files in
 --models DIR, as tools/export.py writes them), float32 on the CPU, timed
 the same way: one warm-up call, then the median of R calls.
@@ -21,9 +21,9 @@ q, k, v given) and the layer (the module's forward from x): the forward
 under no_grad, the backward alone (from the graph of an untimed forward:
 dL/dx and every parameter gradient, the bias table included) and forward +
 backward (a training step: the forward recording its graph). Shaw rows
-time the layer's forward only, in two forms: "torch" is the seed's naive
+time the layer's forward only, in two forms: "torch" is the naive
 form (tools/make_fixtures.py ShawAttention: a^K and a^V gathered into
-(N, N, hd) tensors and broadcast against q and p; the issue's comparison)
+(N, N, hd) tensors and broadcast against q and p, as Shaw's formulas read)
 and "torch matmul" the same gathered tensors taken into batched products
 over the query index (Shaw et al. 2018, section 3.3), for reference.
 --memory also measures the peak memory one Shaw forward adds, with and
@@ -171,7 +171,7 @@ def split_label(omp, blas):
 def shaw_key_term(q, a_k, form):
     """sum_d q[b,h,i,d] a_k[i,j,d]: q (B_, nH, N, hd), a_k (N, N, hd) ->
     (B_, nH, N, N)."""
-    if form == "torch":   # the seed's broadcast (tools/make_fixtures.py)
+    if form == "torch":   # the naive broadcast (tools/make_fixtures.py)
         return (q.unsqueeze(3) * a_k).sum(-1)
     b, h, n, d = q.shape   # per query i: (B_ nH, hd) @ (hd, N)
     t = q.permute(2, 0, 1, 3).reshape(n, b * h, d) @ a_k.transpose(1, 2)
@@ -220,8 +220,8 @@ def core(m, kind, form, q, k, v, mask):
 
 
 class ShawMatmul(ShawAttention):
-    """The seed's Shaw module with its relative terms as batched products
-    (the "torch matmul" form)."""
+    """The naive Shaw module (tools/make_fixtures.py) with its relative
+    terms as batched products (the "torch matmul" form)."""
 
     def forward(self, x, mask=None):
         B_, N, C = x.shape
@@ -296,7 +296,7 @@ def bench_layer(a, th, res, row):
 
 
 def shaw_memory(res, row):
-    """Peak memory one forward of the seed's Shaw module adds, with and
+    """Peak memory one forward of the naive Shaw module adds, with and
     without its tables, at N/2 and N tokens."""
     name, _, b_, n, c, nh, _, k = row
     line = "%-40s memory one forward adds (MiB):" % name

@@ -1,7 +1,7 @@
 """relattn.torch against the naive PyTorch expression, in one process:
 the op (relattn.torch.attention on (B_, nH, N, hd) tensors) and the module
-(relattn.torch.WindowAttention against the seeds' WindowAttention of
-tools/make_fixtures.py), forward and forward + backward, on the layer rows
+(relattn.torch.WindowAttention against the official WindowAttention of
+tools/common.py), forward and forward + backward, on the layer rows
 of bench/bench.c. Also the cost of the layout adapter alone: the op reads
 q, k, v token-major, (B_, N, nH*hd), so attention() permutes each when the
 heads differ (a bias table or a mask; its backward permutes the gradients
@@ -80,7 +80,7 @@ def grads(a):
 def bench_row(row, reps):
     name, b_, n, c, nh, shifted, k = row
     a = op_args(b_, n, c, nh, shifted, k)
-    if "index" in a:   # the naive side indexes with int64, as the seeds do
+    if "index" in a:   # the naive side indexes with int64, as the official code does
         a["index"] = a["index"].long()
     res = {}
     with torch.no_grad():

@@ -1,4 +1,5 @@
-/* cli.h - what the subcommands of the relattn command share (SPEC 3.2).
+/* cli.h - what the subcommands of the relattn command share
+ * (docs/reference.md, sections 4 and 5).
  *
  * Each subcommand (cmd_NAME.c) parses its arguments, calls the library and
  * turns a failing status into one line on stderr and an exit code:

@@ -1,5 +1,5 @@
 /* cmd_backward.c - relattn backward: the gradients of an attention layer
- * or of a whole network (SPEC 3.2), every parameter named as in the file. */
+ * or of a whole network (docs/reference.md, section 4), every parameter named as in the file. */
 #include "cli.h"
 
 #include <limits.h>

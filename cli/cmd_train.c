@@ -1,4 +1,5 @@
-/* cmd_train.c - relattn train: a small Swin learns Fashion-MNIST (SPEC 3.2).
+/* cmd_train.c - relattn train: a small Swin learns Fashion-MNIST
+ * (docs/reference.md, section 4, relattn train; docs/training.md).
  *
  * The command builds the model from its options (or resumes a checkpoint),
  * runs the library's trainer (src/train/train.c) step by step, reports progress,

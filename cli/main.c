@@ -1,4 +1,4 @@
-/* main.c - the relattn command (SPEC 3.2): finds the subcommand in the table
+/* main.c - the relattn command (docs/reference.md, section 4): finds the subcommand in the table
  * and runs it. Each subcommand lives in its own file, cmd_NAME.c; what they
  * share (exit codes, messages, options, the INPUT file) is in cli.h. */
 #include "cli.h"

@@ -1,4 +1,4 @@
-/* procs.c - the processes of a data-parallel `relattn train` (issue 12):
+/* procs.c - the processes of a data-parallel `relattn train`:
  * under mpirun, the MPI ranks; otherwise one process. The library knows
  * nothing of MPI: it takes the collectives as an ra_train_comm, which this
  * file fills with MPI's. Built without MPI (RA_HAVE_MPI undefined), a run

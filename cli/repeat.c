@@ -1,4 +1,5 @@
-/* repeat.c - --repeat R and --json of forward and backward (SPEC 3.2): one
+/* repeat.c - --repeat R and --json of forward and backward (docs/reference.md,
+ * section 4): one
  * warm-up run, then R timed runs of the compute alone (files are read
  * before and written after), and one report of their times. */
 #define _POSIX_C_SOURCE 200809L

@@ -2,16 +2,88 @@
  * relattn.h - transformer attention with relative position encodings.
  *
  * The one public header of the relattn library; it is the specification of
- * the API. Everything is float32, row-major, and documented with shapes in
- * one vocabulary:
+ * the API, and docs/reference.md the specification of what it computes and
+ * of the files it reads. Everything is float32, row-major, and documented
+ * with shapes in one vocabulary:
  *
  *   B_  windows (or sequences) in a batch      nH  heads
  *   N1  query tokens     N2  key/value tokens   C   channels, hd = C / nH
  *   T   rows of a relative position bias table  R   rows of a Shaw table (2k+1)
  *   nW  windows per image (masks are broadcast as mask[b % nW])
  *
- * The data flows: index -> windows -> attention core -> attention layers ->
- * files -> command line, and this header follows the same order.
+ * Example: run a model file on the tensors of an input file (what
+ * `relattn forward MODEL INPUT -o OUT` does) and print the output.
+ *
+ *   #include <relattn.h>
+ *   #include <stdio.h>
+ *   #include <stdlib.h>
+ *
+ *   int main(int argc, char **argv) {
+ *       if (argc != 3) return 2;               // MODEL.safetensors INPUT.safetensors
+ *       ra_model *m = NULL;
+ *       ra_st_file *f = NULL;
+ *       ra_run *run = NULL;
+ *       ra_tensor in[8];                       // x, mask, ... by name
+ *       int n = 0;
+ *       ra_status st = ra_model_load(&m, argv[1]);
+ *       if (!st) st = ra_st_open(&f, argv[2]);
+ *       for (int i = 0; !st && i < ra_st_count(f) && n < 8; i++) {
+ *           const ra_st_tensor *t = ra_st_at(f, i);
+ *           ra_tensor *x = &in[n++];
+ *           *x = (ra_tensor){.name = t->name, .ndim = t->ndim,
+ *                            .data = malloc(t->numel * sizeof(float))};
+ *           for (int a = 0; a < t->ndim; a++) x->shape[a] = t->shape[a];
+ *           st = x->data ? ra_st_read_f32(x->data, f, t) : RA_ERR_NOMEM;
+ *       }
+ *       if (!st) st = ra_run_create(&run, m, RA_RUN_FORWARD, in, n);
+ *       if (!st) st = ra_run_exec(run);
+ *       if (!st) {
+ *           const ra_tensor *y = ra_run_find(run, "y");
+ *           printf("%s: y (", ra_arch_name(ra_model_arch(m)));
+ *           for (int a = 0; a < y->ndim; a++)
+ *               printf("%s%lld", a ? ", " : "", (long long)y->shape[a]);
+ *           printf("), y[0] = %.6f\n", y->data[0]);
+ *       } else {
+ *           fprintf(stderr, "%s: %s\n", ra_status_str(st), ra_last_error());
+ *       }
+ *       ra_run_free(run);                      // every free takes NULL
+ *       for (int i = 0; i < n; i++) free(in[i].data);
+ *       ra_st_close(f);
+ *       ra_model_free(m);
+ *       return st ? 1 : 0;
+ *   }
+ *
+ *   $ cc example.c $(pkg-config --cflags --libs relattn) -o example
+ *   $ ./example examples/swin_window_7x7.safetensors examples/swin_windows_input.safetensors
+ *   window_attention: y (8, 49, 96), y[0] = 0.035176
+ *
+ * The input file's tensors are named and shaped as docs/reference.md,
+ * section 3 says; the run checks them against the model. examples/c/ holds
+ * a longer program (a layer made from hyperparameters, a shifted-window
+ * mask, the attention map).
+ *
+ * Contents: the sections follow the data, from positions to files, and
+ * each object's section gives its constructors, then its destructor, then
+ * its methods (the names put the object first: ra_model_load, ra_model_free,
+ * ra_model_forward).
+ *    1. Status and errors          ra_status, ra_last_error
+ *    2. The library                version, threads, kernels, temporary files
+ *    3. Relative positions         ra_relpos_index_*, ra_bias_table_resize,
+ *                                  ra_t5_bucket, ra_alibi_slope
+ *    4. Windows                    ra_window_*
+ *    5. The attention core         ra_attention_*
+ *    6. Architectures              ra_arch
+ *    7. The attention layer        ra_attn_layer_*, ra_attn_tape
+ *    8. Random numbers             ra_rng_*
+ *    9. The layers of the networks ra_linear_*, ra_layernorm_*, ra_gelu_*, ...
+ *   10. Optimisation               ra_adamw_step, ra_clip_grad_norm, ra_lr_cosine
+ *   11. safetensors files          ra_st_file (ra_st_*), ra_st_writer
+ *   12. Models                     ra_model_*
+ *   13. Runs                       ra_run_*: any model on named tensors
+ *   14. Images                     ra_image_*
+ *   15. Datasets                   ra_dataset_*
+ *   16. Training                   ra_trainer_*, ra_evaluate
+ *   17. Pictures                   ra_png_write, ra_plot_*
  *
  * Conventions
  *   - Every call that can fail returns an ra_status (RA_OK == 0, errors < 0).
@@ -19,6 +91,7 @@
  *     ra_last_error() gives a one-line reason (per thread).
  *   - Outputs come first in argument lists, then inputs, then dimensions.
  *   - Free functions accept NULL and then do nothing.
+ *   - Backward calls ACCUMULATE (+=) into their gradients, and say so.
  *   - Kernels never allocate: the attention core takes its workspace from
  *     the caller, who asks for its size first. Layer-level calls allocate
  *     what they need and report RA_ERR_NOMEM when they cannot.
@@ -33,12 +106,12 @@
 extern "C" {
 #endif
 
-#define RA_VERSION_STRING "0.1.0"
+/* ======================================================================== */
+/* 1. Status and errors: ra_status                                           */
+/* ======================================================================== */
 
-/* ------------------------------------------------------------------------ */
-/* Status codes                                                              */
-/* ------------------------------------------------------------------------ */
-
+/* Every call that can fail returns one of these; the command line maps
+ * them to its exit codes (docs/reference.md, section 5). */
 typedef enum ra_status {
     RA_OK = 0,
     RA_ERR_ARG = -1,      /* invalid argument or configuration            */
@@ -67,18 +140,57 @@ const char *ra_last_error(void);
  * text needs, like snprintf. */
 size_t ra_escape_text(char *dst, size_t cap, const char *src);
 
-/* ------------------------------------------------------------------------ */
-/* Threads                                                                   */
-/* ------------------------------------------------------------------------ */
+/* ======================================================================== */
+/* 2. The library: version, threads, kernels, temporary files                */
+/* ======================================================================== */
+
+/* Process-wide settings (ra_threads_set, ra_kernel_select,
+ * ra_set_tempfile_hook) are read without a lock: set them once at start,
+ * before other threads call the library. Every other call is safe
+ * concurrently on shared models. */
+
+/* The version of this header; ra_version() gives the library's. */
+#define RA_VERSION_STRING "0.1.0"
+
+/* The library's version ("0.1.0", as RA_VERSION_STRING of the header it was
+ * built with) and the BLAS it runs on: OpenBLAS's configuration and core
+ * ("OpenBLAS 0.3.21 DYNAMIC_ARCH ... (core Haswell)") when available. */
+const char *ra_version(void);
+const char *ra_blas_info(void);
 
 /* Number of threads the kernels use (OpenMP). n <= 0 restores the default
  * (all cores, or OMP_NUM_THREADS). Process-wide. */
 void ra_threads_set(int n);
 int ra_threads_get(void);
 
-/* ------------------------------------------------------------------------ */
-/* 1. Relative position index (SPEC 2.2)                                    */
-/* ------------------------------------------------------------------------ */
+/* Kernels: the scalar reference kernel is the oracle; optimised kernels are
+ * chosen at run time from what the CPU supports. The environment variable
+ * RELATTN_KERNEL=ref|avx2|avx512 forces a choice (if supported). */
+typedef enum ra_kernel_id { RA_KERNEL_REF = 0, RA_KERNEL_AVX2 = 1,
+                            RA_KERNEL_AVX512 = 2, RA_KERNEL_COUNT } ra_kernel_id;
+ra_status ra_kernel_select(ra_kernel_id id);   /* RA_ERR_ARG if unsupported */
+ra_kernel_id ra_kernel_current(void);
+int ra_kernel_supported(ra_kernel_id id);
+const char *ra_kernel_name(ra_kernel_id id);
+
+/* Every output (safetensors, PNG) is written to a temporary file in its
+ * directory and renamed. A program that may be ended by a signal while an
+ * output is written can remove the temporary file: hook(tmp) is called once the temporary file
+ * exists, hook(NULL) once it is renamed or removed. Set it once at start,
+ * before any thread writes (it is read without a lock); NULL (the default)
+ * for none. The hook runs in the writing thread and must not write files. */
+typedef void (*ra_tempfile_hook)(const char *tmp_path);
+void ra_set_tempfile_hook(ra_tempfile_hook hook);
+
+/* ======================================================================== */
+/* 3. Relative positions: ra_relpos_index_*, tables, buckets, slopes         */
+/* ======================================================================== */
+
+/* Each scheme turns the relative position of a query and a key into a term
+ * of the logits: a row of a learned bias table picked by an index (Swin,
+ * RSTT), a row of Shaw's tables picked by the clip index, T5's buckets, or
+ * a fixed function (ALiBi's slopes). docs/reference.md, section 1.2,
+ * defines the indices; docs/arch-relpos.md the later schemes. */
 
 #define RA_MAX_AXES 4
 
@@ -127,9 +239,26 @@ ra_status ra_relpos_index_clip(int32_t *rel, int n, int k);
 ra_status ra_bias_table_resize(float *dst, const float *src, int nh, int s1h, int s1w,
                                int s2h, int s2w);
 
-/* ------------------------------------------------------------------------ */
-/* 2. Windows (SPEC 2.4)                                                    */
-/* ------------------------------------------------------------------------ */
+/* T5's relative position bucket of key j for query i (Hugging Face's
+ * T5Attention._relative_position_bucket of j - i, float32 logarithm,
+ * truncated): bidirectional (is_decoder false) or one-sided. -1 for an
+ * invalid configuration (buckets < 2, or < 4 bidirectionally; max_distance
+ * not above the exact range buckets / 4, or / 2 one-sided). */
+int ra_t5_bucket(int rel, int bidirectional, int num_buckets, int max_distance);
+
+/* ALiBi's slope of head h of nh (Press et al., the authors' get_slopes):
+ * 2^(-8(h+1)/n) for n a power of two; otherwise those of the largest power
+ * of two below n, then every other slope of twice that. */
+float ra_alibi_slope(int h, int nh);
+
+/* ======================================================================== */
+/* 4. Windows: ra_window_*                                                   */
+/* ======================================================================== */
+
+/* Swin's windows (docs/reference.md, section 1.3): the map is padded,
+ * shifted and cut into windows that attend within themselves, then put back.
+ * Partition and reverse are permutations plus zero padding, so their
+ * backward calls are each other's walk. */
 
 /* A window geometry over a D x H x W map (D = 1 for images).
  * Window (wd, wh, ww), shift (sd, sh, sw). */
@@ -183,12 +312,13 @@ ra_status ra_window_reverse_backward(float *dwindows, const float *dx, int b, in
  * (a single region on an axis whose shift is 0). */
 ra_status ra_window_mask(float *mask, const ra_window_geom *g);
 
-/* ------------------------------------------------------------------------ */
-/* 3. The attention core (SPEC 2.1, 2.3)                                    */
-/* ------------------------------------------------------------------------ */
+/* ======================================================================== */
+/* 5. The attention core: ra_attention_*                                     */
+/* ======================================================================== */
 
-/* One description serves every variant: self- or cross-attention, optional
- * bias (table + index), optional additive mask, optional Shaw tables.
+/* One description serves every variant (docs/reference.md, section 1.1):
+ * self- or cross-attention, optional bias (table + index), optional
+ * additive mask, optional Shaw tables.
  *
  *   logits[b,h,i,j] = scale * q[b,h,i]·(k[b,h,j] + rel_k[rel[i,j]]
  *                                       (+ rel_k[rel2[i,j]] with a second index))
@@ -269,26 +399,19 @@ ra_status ra_attention_backward(float *dq, int lddq, float *dk, int lddk,
                                 const ra_attn_desc *d,
                                 void *work, size_t work_size);
 
-/* Kernels: the scalar reference kernel is the oracle; optimised kernels are
- * chosen at run time from what the CPU supports. The environment variable
- * RELATTN_KERNEL=ref|avx2|avx512 forces a choice (if supported). */
-typedef enum ra_kernel_id { RA_KERNEL_REF = 0, RA_KERNEL_AVX2 = 1,
-                            RA_KERNEL_AVX512 = 2, RA_KERNEL_COUNT } ra_kernel_id;
-ra_status ra_kernel_select(ra_kernel_id id);   /* RA_ERR_ARG if unsupported */
-ra_kernel_id ra_kernel_current(void);
-int ra_kernel_supported(ra_kernel_id id);
-const char *ra_kernel_name(ra_kernel_id id);
+/* ======================================================================== */
+/* 6. Architectures: ra_arch                                                 */
+/* ======================================================================== */
 
-/* ------------------------------------------------------------------------ */
-/* 4. Attention layers: the seed modules with their projections              */
-/* ------------------------------------------------------------------------ */
-
+/* What a model file holds (its "arch" metadata, docs/reference.md,
+ * section 2): an attention layer with its projections, or a network. The
+ * values are part of the ABI: new archs are added at the end. */
 typedef enum ra_arch {
     RA_ARCH_NONE = 0,
-    RA_ARCH_VIT_ATTENTION,       /* ViT Attention (seed 002)             */
-    RA_ARCH_WINDOW_ATTENTION,    /* Swin WindowAttention (seeds 001, 002)*/
-    RA_ARCH_WINDOW_ATTENTION_3D, /* RSTT WindowAttention3D (seed 000)    */
-    RA_ARCH_SHAW_ATTENTION,      /* Shaw et al. 2018 (seeds 000, 003)    */
+    RA_ARCH_VIT_ATTENTION,       /* timm's ViT Attention                 */
+    RA_ARCH_WINDOW_ATTENTION,    /* the official Swin WindowAttention    */
+    RA_ARCH_WINDOW_ATTENTION_3D, /* RSTT's WindowAttention3D             */
+    RA_ARCH_SHAW_ATTENTION,      /* Shaw et al. 2018, relative keys/values */
     RA_ARCH_SWIN_BLOCK,          /* SwinTransformerBlock                 */
     RA_ARCH_SWIN,                /* SwinTransformer (classification)     */
     RA_ARCH_VIT,                 /* timm VisionTransformer               */
@@ -305,6 +428,15 @@ typedef enum ra_arch {
 /* Name as in the model file's "arch" metadata, or NULL. */
 const char *ra_arch_name(ra_arch a);
 ra_arch ra_arch_from_name(const char *name);
+
+/* ======================================================================== */
+/* 7. The attention layer: ra_attn_layer                                     */
+/* ======================================================================== */
+
+/* An attention module as PyTorch code writes it: the projections around
+ * the attention core and its relative position scheme. The layer borrows
+ * its parameters (ra_attn_params) and owns its index and scratch; a model
+ * file of an attention arch holds one (ra_model_attn). */
 
 /* Hyperparameters, named as the PyTorch constructor arguments. */
 typedef struct ra_attn_config {
@@ -372,12 +504,31 @@ typedef struct ra_attn_params {
     const float *rel_h, *rel_w;
 } ra_attn_params;
 
+/* Gradients of the parameters of an attention layer, laid out as
+ * ra_attn_params; each ACCUMULATES (+=). A NULL pointer skips that
+ * gradient (its parameter is then treated as frozen). */
+typedef struct ra_attn_grads {
+    float *qkv_w, *qkv_b;
+    float *q_w, *q_b, *kv_w, *kv_b;
+    float *proj_w, *proj_b;
+    float *table;
+    float *rel_k, *rel_v;
+    float *logit_scale, *cpb_w1, *cpb_b1, *cpb_w2, *q_bias, *v_bias;   /* swinv2 */
+    float *k_w, *v_w;
+    float *rel_h, *rel_w;
+} ra_attn_grads;
+
+/* ---- constructor and destructor ----------------------------------------- */
+
 typedef struct ra_attn_layer ra_attn_layer;   /* opaque */
 
 /* Validate a configuration and build a layer (computing its index). */
 ra_status ra_attn_layer_create(ra_attn_layer **out, const ra_attn_config *cfg,
                                const ra_attn_params *params);
 void ra_attn_layer_free(ra_attn_layer *l);
+
+/* ---- methods: description ----------------------------------------------- */
+
 const ra_attn_config *ra_attn_layer_config(const ra_attn_layer *l);
 
 /* The bias index of a window layer, (N1, N2), and its table rows; NULL for
@@ -393,10 +544,9 @@ const int32_t *ra_attn_layer_index(const ra_attn_layer *l, int64_t *n1,
  * (N, N) clip index, 4 N^2 bytes, is built per call). Returns RA_ERR_SHAPE
  * with a reason if not. */
 #define RA_MAX_SHAW_TOKENS 16384
-/* The largest attention map (B_ * nH * N1 * N2 floats, 4 GiB) the command
- * line writes (forward --attn). */
-#define RA_MAX_ATTN_MAP ((int64_t)1 << 30)
 ra_status ra_attn_layer_check_tokens(const ra_attn_layer *l, int n1, int n2);
+
+/* ---- methods: forward and backward -------------------------------------- */
 
 /* Forward pass.
  *   y    (B_, N1, C)           output
@@ -416,20 +566,6 @@ ra_status ra_attn_layer_forward(const ra_attn_layer *l,
                                 int b_, int n1, int n2,
                                 const float *mask, int nw);
 
-/* Gradients of the parameters of an attention layer, laid out as
- * ra_attn_params; each ACCUMULATES (+=). A NULL pointer skips that
- * gradient (its parameter is then treated as frozen). */
-typedef struct ra_attn_grads {
-    float *qkv_w, *qkv_b;
-    float *q_w, *q_b, *kv_w, *kv_b;
-    float *proj_w, *proj_b;
-    float *table;
-    float *rel_k, *rel_v;
-    float *logit_scale, *cpb_w1, *cpb_b1, *cpb_w2, *q_bias, *v_bias;   /* swinv2 */
-    float *k_w, *v_w;
-    float *rel_h, *rel_w;
-} ra_attn_grads;
-
 /* Backward pass of ra_attn_layer_forward, for the same inputs.
  *   dx   (B_, N1, C)   gradient of x, ACCUMULATED (+=); for
  *                      window_attention_3d with kv == NULL it also receives
@@ -447,7 +583,23 @@ ra_status ra_attn_layer_backward(const ra_attn_layer *l,
                                  int b_, int n1, int n2,
                                  const float *mask, int nw);
 
-/* Training: a forward that keeps what its backward needs, so that the
+/* The two calls above on a token grid: grid (H, W) is the map of the
+ * call's tokens, N1 = N2 = H * W, row-major. decomposed_attention resamples
+ * its tables to a grid other than input_size (as SAM's get_rel_pos; the
+ * gradient goes back through the resampling). grid NULL (what the calls
+ * above pass) means the layer's own: input_size for decomposed_attention,
+ * which then needs N = H*W of it; the other archs ignore a grid. */
+ra_status ra_attn_layer_forward_ex(const ra_attn_layer *l, float *y, float *attn,
+                                   const float *x, const float *kv, int b_, int n1, int n2,
+                                   const float *mask, int nw, const int grid[2]);
+ra_status ra_attn_layer_backward_ex(const ra_attn_layer *l, float *dx, float *dkv,
+                                    const ra_attn_grads *g, float *y, const float *dy,
+                                    const float *x, const float *kv, int b_, int n1, int n2,
+                                    const float *mask, int nw, const int grid[2]);
+
+/* ---- training: the tape (ra_attn_tape) ---------------------------------- */
+
+/* A forward that keeps what its backward needs, so that the
  * backward recomputes nothing (ra_attn_layer_backward recomputes the
  * projections and the attention output from x: less memory, more time).
  * ra_attn_layer_forward_train runs ra_attn_layer_forward and records on
@@ -469,39 +621,48 @@ ra_status ra_attn_layer_backward_tape(const ra_attn_layer *l, const ra_attn_tape
                                       const float *dy);
 void ra_attn_tape_free(ra_attn_tape *tape);
 
-/* The two calls above on a token grid: grid (H, W) is the map of the
- * call's tokens, N1 = N2 = H * W, row-major. decomposed_attention resamples
- * its tables to a grid other than input_size (as SAM's get_rel_pos; the
- * gradient goes back through the resampling). grid NULL (what the calls
- * above pass) means the layer's own: input_size for decomposed_attention,
- * which then needs N = H*W of it; the other archs ignore a grid. */
-ra_status ra_attn_layer_forward_ex(const ra_attn_layer *l, float *y, float *attn,
-                                   const float *x, const float *kv, int b_, int n1, int n2,
-                                   const float *mask, int nw, const int grid[2]);
-ra_status ra_attn_layer_backward_ex(const ra_attn_layer *l, float *dx, float *dkv,
-                                    const ra_attn_grads *g, float *y, const float *dy,
-                                    const float *x, const float *kv, int b_, int n1, int n2,
-                                    const float *mask, int nw, const int grid[2]);
+/* ======================================================================== */
+/* 8. Random numbers: ra_rng                                                 */
+/* ======================================================================== */
 
-/* T5's relative position bucket of key j for query i (Hugging Face's
- * T5Attention._relative_position_bucket of j - i, float32 logarithm,
- * truncated): bidirectional (is_decoder false) or one-sided. -1 for an
- * invalid configuration (buckets < 2, or < 4 bidirectionally; max_distance
- * not above the exact range buckets / 4, or / 2 one-sided). */
-int ra_t5_bucket(int rel, int bidirectional, int num_buckets, int max_distance);
+/* The seeded generator: xoshiro256** (Blackman and Vigna), its 256-bit
+ * state filled from a 64-bit seed by splitmix64. Every random number of
+ * relattn comes from one of these, so the same seed gives the same weights
+ * and the same training run. It cannot reproduce PyTorch's
+ * stream (PyTorch uses mt19937/Philox); tests check distributions instead.
+ * A plain struct, so it can live on the stack or be copied to fork a
+ * stream. Not thread-safe: one generator per thread. */
+typedef struct ra_rng { uint64_t s[4]; } ra_rng;
 
-/* ALiBi's slope of head h of nh (Press et al., the authors' get_slopes):
- * 2^(-8(h+1)/n) for n a power of two; otherwise those of the largest power
- * of two below n, then every other slope of twice that. */
-float ra_alibi_slope(int h, int nh);
+void ra_rng_seed(ra_rng *rng, uint64_t seed);
+uint64_t ra_rng_u64(ra_rng *rng);        /* 64 random bits */
+double ra_rng_uniform(ra_rng *rng);      /* [0, 1), 53 bits */
+double ra_rng_normal(ra_rng *rng);       /* N(0, 1), Box-Muller, 2 draws */
 
-/* ------------------------------------------------------------------------ */
-/* 5. Layers used by the modules                                            */
-/* ------------------------------------------------------------------------ */
+/* out (n) uniform in [lo, hi) / normal N(mean, std^2). */
+void ra_rng_fill_uniform(ra_rng *rng, float *out, int64_t n, float lo, float hi);
+void ra_rng_fill_normal(ra_rng *rng, float *out, int64_t n, float mean,
+                        float std);
 
-/* The layers of Swin and ViT around attention, their gradients, the seeded
- * random generator and the optimiser, all checked against PyTorch float32
- * (tools/make_nn_fixtures.py, tests/test_nn.c).
+/* out (n) from N(mean, std^2) truncated to [a, b], by inverting the normal
+ * CDF on [Phi((a - mean) / std), Phi((b - mean) / std)] as
+ * torch.nn.init.trunc_normal_ and timm's trunc_normal_ do. a and b are
+ * ABSOLUTE bounds, not multiples of std: timm's trunc_normal_(t, std=.02),
+ * which Swin and ViT use for tables and Linear weights, has the defaults
+ * a = -2, b = 2, i.e. 100 std, so it is in effect an untruncated N(0, .02^2)
+ * (and so is RA_INIT_STD with -2, 2 here). RA_ERR_ARG if std < 0 or not
+ * a < b. */
+#define RA_INIT_STD 0.02f
+ra_status ra_rng_fill_trunc_normal(ra_rng *rng, float *out, int64_t n,
+                                   float mean, float std, float a, float b);
+
+/* ======================================================================== */
+/* 9. The layers of the networks: ra_linear_*, ra_layernorm_*, ...           */
+/* ======================================================================== */
+
+/* The layers of Swin and ViT around attention and their gradients (with the
+ * generator of section 8 and the optimiser of section 10), all checked
+ * against PyTorch float32 (tools/make_nn_fixtures.py, tests/test_nn.c).
  *
  * Each layer is a pair X_forward(out, saved..., in..., dims) /
  * X_backward(dinp..., dout, saved/in..., dims). Every backward call
@@ -590,37 +751,6 @@ ra_status ra_cross_entropy_backward(float *dlogits, float dloss,
                                     const float *probs, const int32_t *targets,
                                     int b, int k, float smoothing);
 
-/* The seeded generator: xoshiro256** (Blackman and Vigna), its 256-bit
- * state filled from a 64-bit seed by splitmix64. Every random number of
- * relattn comes from one of these, so the same seed gives the same weights
- * and the same training run (SPEC 2.5). It cannot reproduce PyTorch's
- * stream (PyTorch uses mt19937/Philox); tests check distributions instead.
- * A plain struct, so it can live on the stack or be copied to fork a
- * stream. Not thread-safe: one generator per thread. */
-typedef struct ra_rng { uint64_t s[4]; } ra_rng;
-
-void ra_rng_seed(ra_rng *rng, uint64_t seed);
-uint64_t ra_rng_u64(ra_rng *rng);        /* 64 random bits */
-double ra_rng_uniform(ra_rng *rng);      /* [0, 1), 53 bits */
-double ra_rng_normal(ra_rng *rng);       /* N(0, 1), Box-Muller, 2 draws */
-
-/* out (n) uniform in [lo, hi) / normal N(mean, std^2). */
-void ra_rng_fill_uniform(ra_rng *rng, float *out, int64_t n, float lo, float hi);
-void ra_rng_fill_normal(ra_rng *rng, float *out, int64_t n, float mean,
-                        float std);
-
-/* out (n) from N(mean, std^2) truncated to [a, b], by inverting the normal
- * CDF on [Phi((a - mean) / std), Phi((b - mean) / std)] as
- * torch.nn.init.trunc_normal_ and timm's trunc_normal_ do. a and b are
- * ABSOLUTE bounds, not multiples of std: timm's trunc_normal_(t, std=.02),
- * which Swin and ViT use for tables and Linear weights, has the defaults
- * a = -2, b = 2, i.e. 100 std, so it is in effect an untruncated N(0, .02^2)
- * (and so is RA_INIT_STD with -2, 2 here). RA_ERR_ARG if std < 0 or not
- * a < b. */
-#define RA_INIT_STD 0.02f
-ra_status ra_rng_fill_trunc_normal(ra_rng *rng, float *out, int64_t n,
-                                   float mean, float std, float a, float b);
-
 /* Dropout (torch.nn.Dropout in training mode, inverted scaling): each
  * element is kept with probability 1 - p and scaled by 1 / (1 - p):
  *   y (n) = x (n) * keep (n) / (1 - p),  keep[i] in {0, 1} saved.
@@ -688,6 +818,10 @@ ra_status ra_patch_merge_forward(float *y, const float *x, int b, int h, int w,
 ra_status ra_patch_merge_backward(float *dx, const float *dy, int b, int h,
                                   int w, int c);
 
+/* ======================================================================== */
+/* 10. Optimisation: ra_adamw_step, ra_clip_grad_norm, ra_lr_cosine          */
+/* ======================================================================== */
+
 /* AdamW, exactly torch.optim.AdamW (amsgrad off, maximize off) on one
  * parameter tensor; call it for every tensor with the same step:
  *   p *= 1 - lr * wd                              (decoupled weight decay)
@@ -741,9 +875,14 @@ float ra_clip_grad_norm(float *const *grads, const int64_t *sizes, int count,
 double ra_lr_cosine(int64_t t, int64_t total, int64_t warmup, double base_lr,
                     double min_lr, double warmup_lr, int warmup_prefix);
 
-/* ------------------------------------------------------------------------ */
-/* 6. safetensors files (SPEC 3.1)                                          */
-/* ------------------------------------------------------------------------ */
+/* ======================================================================== */
+/* 11. safetensors files: ra_st_file (reader), ra_st_writer                  */
+/* ======================================================================== */
+
+/* Weights, inputs and outputs are safetensors files (docs/reference.md,
+ * section 2): an 8-byte little-endian header length, a JSON header, raw
+ * little-endian row-major data. Every file is untrusted: the reader
+ * validates all of it before anything is read through it. */
 
 typedef enum ra_dtype {
     RA_DTYPE_INVALID = 0,
@@ -764,9 +903,11 @@ typedef struct ra_st_tensor {
     size_t nbytes;
 } ra_st_tensor;
 
+/* ---- ra_st_file: constructors and destructor ---------------------------- */
+
 typedef struct ra_st_file ra_st_file;   /* opaque: a validated, mapped file */
 
-/* Open, map and validate a file completely (see SPEC 3.1): header length
+/* Open, map and validate a file completely: header length
  * bound (100 MB), JSON header parsed strictly, every tensor with a known
  * dtype, shape entries >= 0, offsets [begin, end] inside the data, byte
  * count = dtype size x element count (overflow-checked), tensors sorted by
@@ -778,6 +919,8 @@ ra_status ra_st_open(ra_st_file **out, const char *path);
 /* The same for a buffer in memory (copied). */
 ra_status ra_st_open_memory(ra_st_file **out, const void *buf, size_t len);
 void ra_st_close(ra_st_file *f);
+
+/* ---- ra_st_file: methods ------------------------------------------------ */
 
 int ra_st_count(const ra_st_file *f);
 const ra_st_tensor *ra_st_at(const ra_st_file *f, int i);   /* in file order */
@@ -802,6 +945,8 @@ ra_status ra_st_to_i64(int64_t *dst, const ra_st_tensor *t);
  * one of f's tensors. */
 ra_status ra_st_read_f32(float *dst, const ra_st_file *f, const ra_st_tensor *t);
 ra_status ra_st_read_i64(int64_t *dst, const ra_st_file *f, const ra_st_tensor *t);
+
+/* ---- ra_st_writer: constructor, destructor, methods --------------------- */
 
 /* A writer: collect tensors (the data is copied) and metadata, then write
  * atomically (PATH.tmp.XXXXXX in the same directory, fsync, rename). On
@@ -830,27 +975,51 @@ ra_status ra_st_writer_meta(ra_st_writer *w, const char *key,
                             const char *value);
 ra_status ra_st_writer_save(ra_st_writer *w, const char *path);
 
-/* A program that may be ended by a signal while an output is written can
- * remove the temporary file: hook(tmp) is called once the temporary file
- * exists, hook(NULL) once it is renamed or removed. Set it once at start,
- * before any thread writes (it is read without a lock); NULL (the default)
- * for none. The hook runs in the writing thread and must not write files. */
-typedef void (*ra_tempfile_hook)(const char *tmp_path);
-void ra_set_tempfile_hook(ra_tempfile_hook hook);
+/* ======================================================================== */
+/* 12. Models: ra_model                                                      */
+/* ======================================================================== */
 
-/* ------------------------------------------------------------------------ */
-/* 7. Models: a layer from a safetensors model file                         */
-/* ------------------------------------------------------------------------ */
-
+/* A model is what a model file describes (docs/reference.md, section 2):
+ * an attention layer or a network, its configuration from the file's
+ * __metadata__ and its weights in one flat F32 buffer. A loaded model is
+ * only read by inference calls, which may run on it from several threads;
+ * training calls (ra_model_forward_train, ra_model_backward) keep state
+ * in it and take it non-const. */
 typedef struct ra_model ra_model;   /* opaque */
 
-/* Read a model file: __metadata__ "arch" and hyperparameters (SPEC 3.1),
- * every tensor checked against the configuration (names, shapes, float
- * dtype; relative_position_index if present must equal the computed
- * index; no unexpected tensors). Weights are converted to F32. */
+/* ---- constructors and destructor ---------------------------------------- */
+
+/* Read a model file: __metadata__ "arch" and hyperparameters
+ * (docs/reference.md, section 2), every tensor checked against the
+ * configuration (names, shapes, float dtype; relative_position_index if
+ * present must equal the computed index; no unexpected tensors). Weights
+ * are converted to F32. ra_model_from_file does the same from a file
+ * already open; the model keeps nothing of f, which may be closed at once. */
 ra_status ra_model_load(ra_model **out, const char *path);
 ra_status ra_model_from_file(ra_model **out, const ra_st_file *f);
 void ra_model_free(ra_model *m);
+
+/* A model made from hyperparameters alone: meta holds nmeta key/value pairs
+ * (key, value, key, value, ...) as a model file's __metadata__
+ * (docs/reference.md, section 2; "arch" included), and the weights are
+ * initialised from seed (ra_rng) as the PyTorch constructors do: Linear
+ * weights, bias tables, Shaw
+ * tables and position embeddings truncated normal std 0.02 (timm's
+ * trunc_normal_), Linear biases 0, LayerNorm weight 1 and bias 0, the patch
+ * embedding's Conv2d PyTorch's default (uniform +-1/sqrt(fan_in), weight
+ * and bias). Validated as a loaded file's metadata is. */
+ra_status ra_model_create(ra_model **out, const char *const *meta, int nmeta, uint64_t seed);
+
+/* ---- the architectures the loader knows --------------------------------- */
+
+/* The architectures the model loader knows, as the "arch" values of model
+ * files: ra_model_arch_name(i) for 0 <= i < ra_model_arch_count(), NULL
+ * outside. */
+int ra_model_arch_count(void);
+const char *ra_model_arch_name(int i);
+
+/* ---- methods: description ----------------------------------------------- */
+
 ra_arch ra_model_arch(const ra_model *m);
 /* The attention layer of an attention-arch model; NULL for networks. */
 const ra_attn_layer *ra_model_attn(const ra_model *m);
@@ -864,9 +1033,39 @@ const char *ra_model_meta_key(const ra_model *m, int i);
  * one window (window archs) or one sequence of h*w tokens. -1 if unknown. */
 int64_t ra_model_flops(const ra_model *m, int h, int w);
 
-/* The naming scheme the file's tensors were found in: "official" (SPEC
- * 3.1), "timm" or "torchvision". */
+/* The naming scheme the file's tensors were found in (docs/reference.md,
+ * section 2): "official" (the authors' code's state_dict names, also
+ * those of a model made by ra_model_create), "timm", "torchvision" or
+ * "video_swin". */
 const char *ra_model_scheme(const ra_model *m);
+
+/* ---- methods: parameters ------------------------------------------------ */
+
+/* The parameters, in a fixed order, as one flat F32 buffer of
+ * ra_model_param_total() floats; each has its state_dict() name. Changing
+ * the weights in place (training) changes the model. */
+typedef struct ra_param_info {
+    const char *name;        /* canonical name: the official code's */
+    const char *file_name;   /* the name in the file it was loaded from (its
+                                naming scheme); the canonical name for a
+                                model made by ra_model_create */
+    int ndim;
+    int64_t shape[4];
+    int64_t offset, numel;   /* floats, into the flat buffer; offset -1 when
+                                an optional parameter is absent */
+    int optional;
+} ra_param_info;
+int ra_model_param_count(const ra_model *m);
+const ra_param_info *ra_model_param(const ra_model *m, int i);
+int64_t ra_model_param_total(const ra_model *m);
+float *ra_model_weights(ra_model *m);
+
+/* Point g into flat (ra_model_param_total() floats, laid out like the
+ * weights) so that ra_attn_layer_backward accumulates each parameter's
+ * gradient at that parameter's offset. */
+void ra_model_attn_grads(const ra_model *m, float *flat, ra_attn_grads *g);
+
+/* ---- methods: inference ------------------------------------------------- */
 
 /* Run a network model (swin_block, swin, vit, swin_block_3d, swinv2):
  *   swin_block  x (B, H*W, C) or (B, H, W, C) -> y of the same shape
@@ -877,12 +1076,38 @@ const char *ra_model_scheme(const ra_model *m);
 ra_status ra_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                            const float *x, int x_ndim, const int64_t *x_shape);
 
-/* swin_block_3d (src/swin3d.c): a pre-norm 3-D window block over video
+/* ---- methods: training -------------------------------------------------- */
+
+/* Training of networks (swin_block, swin, vit, swin_block_3d, swinv2;
+ * ra_model_trainable says which). A training forward keeps in the model what its backward needs (one
+ * training pass per model at a time; the next training forward replaces
+ * it), and ra_model_backward back-propagates through it:
+ *   grad (ra_model_param_total floats, laid out like the weights)
+ *        += dL/dparameters, ACCUMULATED (zero it before a step);
+ *   dx   (the shape of the forward's x) += dL/dx, or NULL (not wanted);
+ *   dy   (the shape of the forward's y) the gradient of the output.
+ * The forward's inputs and outputs are as ra_model_forward's (y allocated,
+ * free with free()). The gradients equal PyTorch autograd's (within the
+ * tolerances of docs/reference.md, section 6). The training forward of vit
+ * applies the model's stochastic depth (metadata drop_path_rate, default
+ * 0) from rng; rng may be NULL when the rate is 0. swin and the 3-D block
+ * have no stochastic depth (rng is not used). RA_ERR_ARG for an
+ * attention-layer model (their backward is ra_attn_layer_backward) or a
+ * backward without a training forward. */
+int ra_model_trainable(const ra_model *m);
+ra_status ra_model_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
+                                 const float *x, int x_ndim, const int64_t *x_shape,
+                                 ra_rng *rng);
+ra_status ra_model_backward(ra_model *m, float *grad, float *dx, const float *dy);
+
+/* ---- methods of one arch: swin_block_3d, swin --------------------------- */
+
+/* swin_block_3d: a pre-norm 3-D window block over video
  * tokens, Video Swin's SwinTransformerBlock3D (self-attention in
  * (Wd, Wh, Ww) windows) or, when the metadata has num_frames_q and
  * num_frames_kv, an RSTT-style cross block: its D1 query frames attend to
  * D2 key/value frames (normalised by their own norm_kv) in windows that
- * hold every frame. Semantics in full at the top of src/swin3d.c.
+ * hold every frame (docs/reference.md, sections 2 and 3).
  *   self   x (B, D, H, W, C), kv NULL           -> y (B, D, H, W, C)
  *   cross  x (B, D1, H, W, C) with d == D1,
  *          kv (B, D2, H, W, C)                  -> y (B, D1, H, W, C)
@@ -914,68 +1139,15 @@ ra_status ra_swin_attention_maps(const ra_model *m, float *maps, int *gh, int *g
                                  const float *x, int h, int w, int stage, int block,
                                  const int *queries, int nq);
 
-/* The parameters, in a fixed order, as one flat F32 buffer of
- * ra_model_param_total() floats; each has its state_dict() name. Changing
- * the weights in place (training) changes the model. */
-typedef struct ra_param_info {
-    const char *name;        /* canonical (official / SPEC 3.1) name */
-    const char *file_name;   /* the name in the file it was loaded from (its
-                                naming scheme); the canonical name for a
-                                model made by ra_model_create */
-    int ndim;
-    int64_t shape[4];
-    int64_t offset, numel;   /* floats, into the flat buffer; offset -1 when
-                                an optional parameter is absent */
-    int optional;
-} ra_param_info;
-int ra_model_param_count(const ra_model *m);
-const ra_param_info *ra_model_param(const ra_model *m, int i);
-int64_t ra_model_param_total(const ra_model *m);
-float *ra_model_weights(ra_model *m);
+/* ======================================================================== */
+/* 13. Runs: any model on named tensors, ra_run                              */
+/* ======================================================================== */
 
-/* ---- training (networks: swin_block, swin, vit, swin_block_3d, swinv2) --
- * A training forward keeps in the model what its backward needs (one
- * training pass per model at a time; the next training forward replaces
- * it), and ra_model_backward back-propagates through it:
- *   grad (ra_model_param_total floats, laid out like the weights)
- *        += dL/dparameters, ACCUMULATED (zero it before a step);
- *   dx   (the shape of the forward's x) += dL/dx, or NULL (not wanted);
- *   dy   (the shape of the forward's y) the gradient of the output.
- * The forward's inputs and outputs are as ra_model_forward's (y allocated,
- * free with free()). The numbers equal PyTorch autograd (SPEC 2.6). The
- * training forward of vit applies the model's stochastic depth (metadata
- * drop_path_rate, default 0) from rng; rng may be NULL when the rate is 0.
- * swin and the 3-D block have no stochastic depth (rng is not used). RA_ERR_ARG for an attention-layer model (their backward is
- * ra_attn_layer_backward) or a backward without a training forward. */
-int ra_model_trainable(const ra_model *m);
-ra_status ra_model_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
-                                 const float *x, int x_ndim, const int64_t *x_shape,
-                                 ra_rng *rng);
-ra_status ra_model_backward(ra_model *m, float *grad, float *dx, const float *dy);
+/* The largest attention map (B_ * nH * N1 * N2 floats, 4 GiB) the command
+ * line writes (forward --attn). */
+#define RA_MAX_ATTN_MAP ((int64_t)1 << 30)
 
-/* A model made from hyperparameters alone: meta holds nmeta key/value pairs
- * (key, value, key, value, ...) as a model file's __metadata__ (SPEC 3.1,
- * "arch" included), and the weights are initialised from seed as the
- * PyTorch constructors do (SPEC 2.5): Linear weights, bias tables, Shaw
- * tables and position embeddings truncated normal std 0.02 (timm's
- * trunc_normal_), Linear biases 0, LayerNorm weight 1 and bias 0, the patch
- * embedding's Conv2d PyTorch's default (uniform +-1/sqrt(fan_in), weight
- * and bias). Validated as a loaded file's metadata is. */
-ra_status ra_model_create(ra_model **out, const char *const *meta, int nmeta, uint64_t seed);
-
-/* Point g into flat (ra_model_param_total() floats, laid out like the
- * weights) so that ra_attn_layer_backward accumulates each parameter's
- * gradient at that parameter's offset. */
-void ra_model_attn_grads(const ra_model *m, float *flat, ra_attn_grads *g);
-
-/* The architectures the model loader knows, as the "arch" values of model
- * files: ra_model_arch_name(i) for 0 <= i < ra_model_arch_count(), NULL
- * outside. */
-int ra_model_arch_count(void);
-const char *ra_model_arch_name(int i);
-
-/* ---- running any model on named tensors ----------------------------------
- * What `relattn forward` and `relattn backward` do, and what the Python
+/* What `relattn forward` and `relattn backward` do, and what the Python
  * package calls: a model, its inputs by name, and its outputs by name, for
  * every arch without code of its own.
  *
@@ -998,7 +1170,8 @@ const char *ra_model_arch_name(int i);
  *                     for attention layers, the file's own name for networks)
  * Failures: RA_ERR_SHAPE for inputs that do not fit the model (missing,
  * unexpected, wrong shape), RA_ERR_ARG for a mode the model has not,
- * RA_ERR_NOMEM, each with its reason in ra_last_error(). */
+ * RA_ERR_NOMEM, each with its reason in ra_last_error(). The tensors are
+ * those of docs/reference.md, section 3. */
 typedef struct ra_tensor {
     const char *name;
     int ndim;
@@ -1014,28 +1187,28 @@ typedef enum ra_run_mode {
 
 typedef struct ra_run ra_run;   /* opaque */
 
+/* ---- constructor and destructor ----------------------------------------- */
+
 /* Check the inputs against m and allocate the outputs. m and the inputs'
  * data are borrowed and must outlive the run (the names and shapes are read
  * here, the data at each exec). A backward run uses m's training state: one
  * backward run per model at a time. */
 ra_status ra_run_create(ra_run **out, ra_model *m, ra_run_mode mode, const ra_tensor *inputs,
                         int ninputs);
+void ra_run_free(ra_run *r);
+
+/* ---- methods ------------------------------------------------------------ */
+
 /* Compute; may be repeated (timing), each exec giving the same outputs. */
 ra_status ra_run_exec(ra_run *r);
+/* The outputs, by position or by name (NULL if there is none). */
 int ra_run_output_count(const ra_run *r);
 const ra_tensor *ra_run_output(const ra_run *r, int i);
 const ra_tensor *ra_run_find(const ra_run *r, const char *name);   /* or NULL */
-void ra_run_free(ra_run *r);
 
-/* The library's version ("0.1.0", as RA_VERSION_STRING of the header it was
- * built with) and the BLAS it runs on: OpenBLAS's configuration and core
- * ("OpenBLAS 0.3.21 DYNAMIC_ARCH ... (core Haswell)") when available. */
-const char *ra_version(void);
-const char *ra_blas_info(void);
-
-/* ------------------------------------------------------------------------ */
-/* 8. Images (for classification)                                           */
-/* ------------------------------------------------------------------------ */
+/* ======================================================================== */
+/* 14. Images: ra_image_*                                                    */
+/* ======================================================================== */
 
 /* Decode an image file, PNG (libspng) or JPEG (libjpeg-turbo; greyscale or
  * colour, not CMYK), into rgb (H, W, 3) floats in [0, 1], allocated (free
@@ -1052,9 +1225,9 @@ ra_status ra_image_load(float **rgb, int *w, int *h, const char *path, int64_t m
 ra_status ra_image_preprocess(float *out, const float *rgb, int w, int h, int resize, int crop,
                               const float mean[3], const float std[3]);
 
-/* ------------------------------------------------------------------------ */
-/* 9. Datasets (for training): MNIST and Fashion-MNIST IDX files            */
-/* ------------------------------------------------------------------------ */
+/* ======================================================================== */
+/* 15. Datasets: ra_dataset (MNIST and Fashion-MNIST IDX files)              */
+/* ======================================================================== */
 
 /* A labelled set of grey images, all H x W bytes, held in memory. */
 typedef struct ra_dataset {
@@ -1069,6 +1242,8 @@ typedef struct ra_dataset {
 #define RA_DATASET_MAX_SIDE 4096
 #define RA_DATASET_MAX_COUNT 100000000
 #define RA_DATASET_MAX_BYTES ((int64_t)1 << 32)   /* n * h * w */
+
+/* ---- constructors and destructor (d is the caller's struct) ------------- */
 
 /* Read an IDX images file (magic 0x00000803: unsigned bytes, rank 3,
  * n x h x w big-endian dimensions) and its IDX labels file (0x00000801:
@@ -1095,6 +1270,8 @@ ra_status ra_dataset_load_dir(ra_dataset *d, const char *dir, const char *split)
 
 void ra_dataset_free(ra_dataset *d);   /* frees the buffers, zeroes d */
 
+/* ---- methods ------------------------------------------------------------ */
+
 /* Assemble a training batch of the samples idx[0..b):
  *   x (B, 1, H, W) = (p / 255 - mean) / std for each pixel byte p, computed
  *     in float32 exactly as torchvision's ToTensor then Normalize;
@@ -1109,8 +1286,9 @@ void ra_dataset_free(ra_dataset *d);   /* frees the buffers, zeroes d */
  * flip != 0). A draw below m (here and in ra_shuffle) is ra_rng_u64() % m,
  * drawn again while the 64 bits are below 2^64 mod m (so it is unbiased).
  * Nothing is drawn without augmentation (rng may then be NULL), so the
- * same rng state gives the same batch. RA_ERR_ARG for b < 1, an index outside [0, n), pad outside
- * [0, 4096], std not > 0, mean or std not finite, a NULL argument. */
+ * same rng state gives the same batch. RA_ERR_ARG for b < 1, an index
+ * outside [0, n), pad outside [0, 4096], std not > 0, mean or std not
+ * finite, a NULL argument. */
 ra_status ra_dataset_batch(float *x, int32_t *labels, const ra_dataset *d,
                            const int64_t *idx, int b, float mean, float std,
                            int pad, int flip, ra_rng *rng);
@@ -1120,14 +1298,16 @@ ra_status ra_dataset_batch(float *x, int32_t *labels, const ra_dataset *d,
  * with perm[j], j a draw below i + 1 (as in ra_dataset_batch). n <= 0
  * does nothing. */
 void ra_shuffle(int64_t *perm, int64_t n, ra_rng *rng);
-/* 10. Training (src/train/train.c)                                               */
-/* ------------------------------------------------------------------------ */
 
-/* An image classifier trained on an ra_dataset with the recipe of Swin's
- * own training code, scaled to a small machine: AdamW (the Swin no-decay
- * rule: biases, norms, bias tables, position embeddings and every 1-D
- * tensor take no weight decay), timm's per-step cosine schedule with
- * warm-up, label smoothing, gradient-norm clipping, torchvision's
+/* ======================================================================== */
+/* 16. Training: ra_trainer                                                  */
+/* ======================================================================== */
+
+/* An image classifier (docs/training.md) trained on an ra_dataset with the
+ * recipe of Swin's own training code, scaled to a small machine: AdamW (the
+ * Swin no-decay rule: biases, norms, bias tables, position embeddings and
+ * every 1-D tensor take no weight decay), timm's per-step cosine schedule
+ * with warm-up, label smoothing, gradient-norm clipping, torchvision's
  * RandomCrop(padding) and RandomHorizontalFlip.
  *
  * Determinism: step t (0-based) of a run trains on batch t mod E of epoch
@@ -1147,7 +1327,8 @@ typedef struct ra_train_config {
     float label_smoothing;   /* 0.1 */
     float clip_grad;         /* max gradient 2-norm: 5; 0 = no clipping */
     int crop_pad;            /* RandomCrop padding: 0 (no crop; 2 is torchvision's
-                                recipe, slower to learn in a 600 s run) */
+                                recipe, which learns more slowly in a
+                                short run) */
     int flip;                /* RandomHorizontalFlip(0.5): 1 */
     float mean, std;         /* input normalisation: Fashion-MNIST's 0.2860, 0.3530 */
     uint64_t seed;           /* 0 */
@@ -1163,13 +1344,23 @@ ra_train_config ra_train_config_default(void);
 
 typedef struct ra_trainer ra_trainer;   /* opaque */
 
+/* ---- constructors and destructor ---------------------------------------- */
+
 /* A trainer of model m (trainable, a classifier taking (B, 1 or C, H, W)
  * images of the dataset's size) on data; both are borrowed and must outlive
  * it. RA_ERR_ARG for a configuration out of range or a dataset smaller than
  * one batch. */
 ra_status ra_trainer_create(ra_trainer **out, ra_model *m, const ra_train_config *cfg,
                             const ra_dataset *data);
+
+/* Continue from a checkpoint written by ra_trainer_save: *m is loaded from
+ * it, *out gets its configuration, AdamW moments and step count, on data. */
+ra_status ra_trainer_resume(ra_trainer **out, ra_model **m, const char *path,
+                            const ra_dataset *data);
+
 void ra_trainer_free(ra_trainer *t);
+
+/* ---- methods ------------------------------------------------------------ */
 
 /* One optimiser step on the next batch: *loss the batch's mean loss (with
  * label smoothing), *grad_norm the gradient's 2-norm before clipping
@@ -1223,7 +1414,8 @@ ra_status ra_trainer_set_comm(ra_trainer *t, const ra_train_comm *comm, int shar
 int64_t ra_trainer_optimizer_floats(const ra_trainer *t);
 
 /* Write a checkpoint atomically: the model's metadata and parameters (a
- * model file of SPEC 3.1, canonical names), the configuration and the step
+ * model file, docs/reference.md, section 2, canonical names), the
+ * configuration and the step
  * count as metadata "train.*", the AdamW moments under
  * RA_TRAIN_STATE_PREFIX, and nextra extra metadata pairs (key, value, ...)
  * such as a training log. With a comm of several processes, every process
@@ -1231,10 +1423,7 @@ int64_t ra_trainer_optimizer_floats(const ra_trainer *t);
 ra_status ra_trainer_save(const ra_trainer *t, const char *path, const char *const *extra,
                           int nextra);
 
-/* Continue from a checkpoint written by ra_trainer_save: *m is loaded from
- * it, *out gets its configuration, AdamW moments and step count, on data. */
-ra_status ra_trainer_resume(ra_trainer **out, ra_model **m, const char *path,
-                            const ra_dataset *data);
+/* ---- evaluation (of any classifier) ------------------------------------- */
 
 /* Classification accuracy of model m on data (no augmentation, normalised
  * with mean/std), in batches of `batch`: *correct of data->n; confusion
@@ -1242,8 +1431,10 @@ ra_status ra_trainer_resume(ra_trainer **out, ra_model **m, const char *path,
  * Uses the inference forward (ra_model_forward). */
 ra_status ra_evaluate(const ra_model *m, const ra_dataset *data, float mean, float std,
                       int batch, int64_t *correct, int64_t *confusion, int k);
-/* 11. Pictures (PNG files, for looking at training)                        */
-/* ------------------------------------------------------------------------ */
+
+/* ======================================================================== */
+/* 17. Pictures: ra_png_write, ra_plot_* (PNG files)                         */
+/* ======================================================================== */
 
 /* Every picture is written as an 8-bit RGB PNG (libspng), atomically as
  * the safetensors writer: PATH.tmp.XXXXXX in the same directory, fsync,

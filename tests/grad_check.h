@@ -1,6 +1,7 @@
 /* grad_check.h - what the gradient tests share: a fixture tensor as F32
  * and the error of a result relative to the largest magnitude of the
- * expected values (SPEC 2.6's 1e-4 for gradients is of that scale). */
+ * expected values (the 1e-4 for gradients of docs/reference.md, section 6, is of that
+ * scale). */
 #ifndef RA_GRAD_CHECK_H
 #define RA_GRAD_CHECK_H
 

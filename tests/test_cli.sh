@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# test_cli.sh - the relattn command from outside (SPEC 3).
+# test_cli.sh - the relattn command from outside (docs/reference.md, sections 2
+# to 5).
 #
 #   bash tests/test_cli.sh RELATTN_BINARY FIXTURES_DIR
 #
@@ -9,8 +10,9 @@
 #    stderr is exactly one non-empty line starting with "relattn" and no
 #    output file (nor a leftover OUT.tmp.*) exists; on success the output
 #    exists if one was asked for.
-# 2. End to end: `index --window 2x2` prints the index of seed 004, --json is
-#    JSON, and `forward` on every fixture case of cases.txt writes y (and
+# 2. End to end: `index --window 2x2` prints the index docs/reference.md
+#    prints (section 1.2), --json is JSON, and `forward` on every fixture
+#    case of cases.txt writes y (and
 #    attn with --attn) equal to PyTorch's within rtol 1e-4, with the default
 #    and the reference kernel; `backward` writes y and every gradient of the
 #    fixture; the networks of nets.txt (if any) write y (compared with
@@ -189,7 +191,7 @@ echo "manifest: $n cases"
 
 # ---- 2. end to end -----------------------------------------------------------
 
-# index of a 2x2 window (seed 004), and only that on stdout
+# index of a 2x2 window (docs/reference.md, section 1.2), and only that on stdout
 expect_2x2=$'4 3 1 0\n5 4 2 1\n7 6 4 3\n8 7 5 4'
 got=$("$BIN" index --window 2x2 2>"$WORK/stderr")
 rc=$?
@@ -334,7 +336,7 @@ if [ -f "$FIXTURES/nets.txt" ]; then
         fi
     done <"$FIXTURES/nets.txt"
 fi
-# --repeat R --json (SPEC 3.2): one JSON line with positive times (and
+# --repeat R --json (docs/reference.md, section 4): one JSON line with positive times (and
 # gflops a positive number, or null where no count exists), the output
 # byte-identical to a plain run's; --repeat alone: one line on stderr and
 # nothing on stdout; --json alone: --repeat 1; a bad R: 64, no output.

@@ -3,7 +3,8 @@
  *
  * The loss is L = sum(out * dout) for a fixed random dout, so dL/dout = dout
  * and ra_attention_backward must give dL/dq, dk, dv, dtable, drel_k, drel_v.
- * The double-precision forward below is written from SPEC 2.1/2.3 directly
+ * The double-precision forward below is written directly from the formulas
+ * of docs/reference.md, section 1.1 (Shaw's terms included)
  * (forming a_ij is fine here: it is the oracle, not the library). */
 #include "check.h"
 #include "relattn.h"

@@ -1,4 +1,5 @@
-/* test_hardening.c - the findings of the hardening review (issue 9), each
+/* test_hardening.c - the findings of a hardening review of everything
+ * that comes from outside, each
  * a case that failed before its fix: inputs that do not fit the model,
  * resized tables, flop counts that overflow, outputs that would destroy
  * files, bytes from files on the terminal, limits. Runs the relattn binary

@@ -1,5 +1,5 @@
-/* test_index.c - relative position indices against the seeds' printed
- * tables, PyTorch's own (fixtures), a brute-force definition, and every
+/* test_index.c - relative position indices against the tables printed in
+ * docs/reference.md (section 1.2), PyTorch's own (fixtures), a brute-force definition, and every
  * invalid configuration. */
 #include "check.h"
 #include "relattn.h"
@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* The definition of SPEC 2.2 written out per entry, for any 3-D case
+/* The definition of docs/reference.md, section 1.2, written out per entry, for any 3-D case
  * (d1 = d2 = 1 is the 2-D index). */
 static int32_t brute(int i, int j, int d1, int s, int wh, int ww) {
     int n = wh * ww;
@@ -20,11 +20,11 @@ static int32_t brute(int i, int j, int d1, int s, int wh, int ww) {
 static void seeds(void) {
     int32_t idx[49 * 49];
     int64_t rows;
-    /* seed 004: the 2x2 window */
+    /* the 2x2 window, whole (docs/reference.md, section 1.2) */
     static const int32_t two[16] = {4, 3, 1, 0, 5, 4, 2, 1, 7, 6, 4, 3, 8, 7, 5, 4};
     CHECK(ra_relpos_index_2d(idx, 2, 2, &rows) == RA_OK && rows == 9, "2x2");
-    CHECK(memcmp(idx, two, sizeof two) == 0, "2x2 index differs from seed 004");
-    /* seed 001: the 7x7 window, first row, second row start, last row */
+    CHECK(memcmp(idx, two, sizeof two) == 0, "2x2 index differs from docs/reference.md's");
+    /* the 7x7 window: first row (as docs/reference.md prints it), second row start, last row */
     static const int32_t first[49] = {
         84, 83, 82, 81, 80, 79, 78, 71, 70, 69, 68, 67, 66, 65, 58, 57, 56,
         55, 54, 53, 52, 45, 44, 43, 42, 41, 40, 39, 32, 31, 30, 29, 28, 27,
@@ -34,8 +34,8 @@ static void seeds(void) {
         139, 138, 137, 136, 129, 128, 127, 126, 125, 124, 123, 116, 115, 114, 113, 112, 111,
         110, 103, 102, 101, 100, 99,  98,  97,  90,  89,  88,  87,  86,  85,  84};
     CHECK(ra_relpos_index_2d(idx, 7, 7, &rows) == RA_OK && rows == 169, "7x7");
-    CHECK(memcmp(idx, first, sizeof first) == 0, "7x7 first row differs from seed 001");
-    CHECK(memcmp(idx + 48 * 49, last, sizeof last) == 0, "7x7 last row differs from seed 001");
+    CHECK(memcmp(idx, first, sizeof first) == 0, "7x7 first row differs from the official Swin's");
+    CHECK(memcmp(idx + 48 * 49, last, sizeof last) == 0, "7x7 last row differs from the official Swin's");
     CHECK(idx[49] == 85 && idx[50] == 84, "7x7 second row starts 85 84, got %d %d", idx[49], idx[50]);
     int32_t lo = 1 << 30, hi = -1;
     for (int e = 0; e < 49 * 49; e++) lo = idx[e] < lo ? idx[e] : lo, hi = idx[e] > hi ? idx[e] : hi;

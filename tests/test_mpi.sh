@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_mpi.sh - relattn train under mpirun (issue 12), on a tiny Swin and a
+# test_mpi.sh - relattn train under mpirun, on a tiny Swin and a
 # small copy of Fashion-MNIST:
 #   1. 2 processes of 1 thread end with the very weights and AdamW moments
 #      of 1 process of 2 threads (the same slices, summed in the same

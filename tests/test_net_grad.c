@@ -6,7 +6,7 @@
  * model is loaded, ra_model_forward_train runs the fixture's x and
  * ra_model_backward its dy; y, grad.x and the gradient of every parameter,
  * named as in the file, must equal autograd's within 1e-4 of each tensor's
- * largest magnitude (SPEC 2.6). The worst error of each case is printed.
+ * largest magnitude (docs/reference.md, section 6). The worst error of each case is printed.
  * Then: a second step gives the same gradients (the tape is reused), the
  * training forward's y equals the inference forward's, a backward without a
  * training forward is refused, and a central finite difference of

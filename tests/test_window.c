@@ -1,4 +1,5 @@
-/* test_window.c - window partition, reverse and mask (SPEC 2.4).
+/* test_window.c - window partition, reverse and mask (docs/reference.md,
+ * section 1.3).
  *
  *   test_window FIXTURES_DIR
  *

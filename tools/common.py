@@ -4,12 +4,13 @@
                   thread, float32 (the fixtures are then deterministic)
   fixture files   write_case (NAME.model / .input / .expected / .grad
                   .safetensors), write_list (a NAME.txt of case names),
-                  meta_value / metadata (SPEC 3.1 metadata strings),
+                  meta_value / metadata (the metadata strings of
+                  docs/reference.md, section 2),
                   state_dict_f32
-  seed modules    WindowAttention (Swin, seeds 001/002) and
-                  WindowAttention3D (RSTT, seed 000), kept as the seeds
+  reference       WindowAttention (the official Swin's) and
+  modules         WindowAttention3D (RSTT's), kept as their authors
                   wrote them, changed only to return (y, attn)
-  indices         index_2d, index_3d (the seed modules' buffers), clip_index
+  indices         index_2d, index_3d (the reference modules' buffers), clip_index
                   (Shaw)
   windows         padded, window_partition_2d/3d, window_reverse_2d/3d,
                   make_windows (pad, roll, partition), region_slices,
@@ -36,8 +37,8 @@ import st  # noqa: E402
 
 FIXTURES = os.path.normpath(os.path.join(HERE, "..", "tests", "fixtures"))
 
-# torch.meshgrid without indexing= warns in 1.13; the seeds call it that way
-# and mean "ij", which is the default.
+# torch.meshgrid without indexing= warns in 1.13; the official code calls it
+# that way and means "ij", which is the default.
 warnings.filterwarnings("ignore", message=".*meshgrid.*")
 
 
@@ -58,8 +59,9 @@ def setup():
 
 
 def meta_value(v):
-    """A metadata string (SPEC 3.1): booleans true/false, integers in
-    decimal, floats as Python's repr, tuples comma-separated."""
+    """A metadata string (docs/reference.md, section 2): booleans
+    true/false, integers in decimal, floats as Python's repr, tuples
+    comma-separated."""
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, float):
@@ -105,16 +107,16 @@ def write_list(out_dir, filename, names):
 
 
 # --------------------------------------------------------------------------
-# The seed modules
+# The reference modules
 # --------------------------------------------------------------------------
 
 def trunc_normal_(t, std=1.0):
-    # The seeds' initialiser; the fixtures re-draw every parameter anyway.
+    # The official initialiser; the fixtures re-draw every parameter anyway.
     return nn.init.trunc_normal_(t, std=std, a=-2 * std, b=2 * std)
 
 
 class WindowAttention(nn.Module):
-    """Swin W-MSA / SW-MSA (seeds 001, 002), returning (x, attn)."""
+    """Swin W-MSA / SW-MSA (the official WindowAttention), returning (x, attn)."""
 
     def __init__(self, dim, window_size, num_heads, qkv_bias=True, qk_scale=None, attn_drop=0., proj_drop=0.):
         super().__init__()
@@ -179,7 +181,7 @@ class WindowAttention(nn.Module):
 
 
 class WindowAttention3D(nn.Module):
-    """RSTT W-MSA / W-MCA with a 3-D relative position bias (seed 000)."""
+    """RSTT W-MSA / W-MCA with a 3-D relative position bias (RSTT's WindowAttention3D)."""
 
     def __init__(self, dim, num_frames_q, num_frames_kv, window_size, num_heads,
                  qkv_bias=True, qk_scale=None, attn_drop=0., proj_drop=0.):
@@ -262,12 +264,12 @@ class WindowAttention3D(nn.Module):
 # --------------------------------------------------------------------------
 
 def index_2d(wh, ww):
-    """Swin's (wh*ww, wh*ww) index, by the seed's lines."""
+    """Swin's (wh*ww, wh*ww) index, by the official module's lines."""
     return WindowAttention(dim=1, window_size=(wh, ww), num_heads=1).relative_position_index
 
 
 def index_3d(d1, d2, wh, ww):
-    """RSTT's (d1*wh*ww, d2*wh*ww) index, by the seed's lines."""
+    """RSTT's (d1*wh*ww, d2*wh*ww) index, by RSTT's module's lines."""
     return WindowAttention3D(dim=1, num_frames_q=d1, num_frames_kv=d2,
                              window_size=(wh, ww), num_heads=1).relative_position_index
 
@@ -279,7 +281,7 @@ def clip_index(n, k):
 
 
 # --------------------------------------------------------------------------
-# Windows (SPEC 2.4): padding, roll, partition, shifted-window mask
+# Windows (docs/reference.md, section 1.3): padding, roll, partition, shifted-window mask
 # --------------------------------------------------------------------------
 
 def padded(n, w):
@@ -287,7 +289,7 @@ def padded(n, w):
 
 
 def window_partition_2d(x, wh, ww):
-    """(B, H, W, C) -> (B * nW, wh*ww, C): seed 002's order, non-square."""
+    """(B, H, W, C) -> (B * nW, wh*ww, C): the official order, non-square."""
     B, H, W, C = x.shape
     x = x.view(B, H // wh, wh, W // ww, ww, C)
     return x.permute(0, 1, 3, 2, 4, 5).contiguous().view(-1, wh * ww, C)

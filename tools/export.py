@@ -1,4 +1,5 @@
-"""Export a PyTorch model to a relattn model file (SPEC 3.1).
+"""Export a PyTorch model to a relattn model file (docs/reference.md,
+section 2).
 
 Run with Debian's python3-torch (/usr/bin/python3):
 

@@ -52,7 +52,7 @@ FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 # out_dir, what it writes
 FAMILIES = [
     ("attention", FIXTURES, "make_fixtures", "write_attention", (),
-     "the seeds' attention modules (ViT, Swin, RSTT 3-D) and Shaw: cases.txt"),
+     "the reference attention modules (ViT, Swin, RSTT 3-D) and Shaw: cases.txt"),
     ("windows", FIXTURES, "make_fixtures", "write_windows", (),
      "padding, roll, partition and shifted-window masks: windows.txt"),
     ("index", FIXTURES, "make_fixtures", "write_indices", (),

@@ -1,5 +1,5 @@
 """Writes tests/corpus: the files and command lines that attack relattn from
-outside, and the exit code each must give (SPEC 3).
+outside, and the exit code each must give (docs/reference.md, section 5).
 
     /usr/bin/python3 tools/make_corpus.py [--out tests/corpus]
 
@@ -49,7 +49,7 @@ except ImportError as e:  # pragma: no cover
 # --------------------------------------------------------------------------
 
 def relpos_index(q_axes, k_axes, extents):
-    """SPEC 2.2 over A axes: q_axes / k_axes are per-axis coordinate lists."""
+    """docs/reference.md, section 1.2, over A axes: q_axes / k_axes are per-axis coordinate lists."""
     strides = [1] * len(extents)
     for a in range(len(extents) - 2, -1, -1):
         strides[a] = strides[a + 1] * (2 * extents[a + 1] - 1)

@@ -7,8 +7,9 @@ attention, windows and index families of tools/fixtures.py.
 It writes, into the output directory (default: tests/fixtures), safetensors
 files made with tools/st.py:
 
-  NAME.model.safetensors     a seed module's state_dict, with __metadata__
-                             "arch" and its constructor arguments (SPEC 3.1)
+  NAME.model.safetensors     a reference module's state_dict, with
+                             __metadata__ "arch" and its constructor
+                             arguments (docs/reference.md, section 2)
   NAME.input.safetensors     x (or q and optional kv), optional mask, dy
   NAME.expected.safetensors  y, attn and the autograd gradients given dy:
                              grad.x (or grad.q, grad.kv), grad.<param>
@@ -18,15 +19,15 @@ files made with tools/st.py:
                              partitioned) and the shifted-window mask
   windows.txt                the window case names (with the win_ prefix)
 
-  index_NAME.safetensors     index (I64) from the seeds' PyTorch lines
+  index_NAME.safetensors     index (I64) from the official modules' lines
   indices.txt                the index case names (with the index_ prefix)
 
 --family relpos (or all, the default) also writes the relpos family
 (tools/relpos_twin.py: T5, ALiBi, decomposed, RoPE).
 
-The reference modules are the seed code (ViT Attention here, Swin
-WindowAttention and RSTT WindowAttention3D in tools/common.py), changed
-only to return (y, attn), plus a naive Shaw et al. 2018 module that
+The reference modules are the authors' code (ViT Attention here, the
+official Swin WindowAttention and RSTT's WindowAttention3D in
+tools/common.py), changed only to return (y, attn), plus a naive Shaw et al. 2018 module that
 materialises the (N, N, hd) relative tensors. Everything runs in float32 on
 one thread with torch.manual_seed per case, so the output is deterministic.
 """
@@ -50,7 +51,7 @@ from common import (WindowAttention, WindowAttention3D, clip_index, index_2d,  #
 # --------------------------------------------------------------------------
 
 class Attention(nn.Module):
-    """ViT attention (seed 002), returning (x, attn)."""
+    """ViT attention (timm's Attention), returning (x, attn)."""
 
     def __init__(self, dim, num_heads=8, qkv_bias=False, qk_scale=None,
                  attn_drop_ratio=0., proj_drop_ratio=0.):
@@ -409,7 +410,7 @@ def run_window_case(name, b, c, dhw, wsz, shift, out_dir):
     if d == 1 and wd == 1:
         mask = shift_mask_2d(Hp, Wp, wh, ww, sh, sw)
         assert torch.equal(mask, shift_mask_3d(1, Hp, Wp, 1, wh, ww, 0, sh, sw))
-        # 2-D partition agrees with seed 002's order
+        # 2-D partition agrees with the official window_partition's order
         xp = torch.zeros(b, Hp, Wp, c)
         xp[:, :h, :w] = x[:, 0]
         xp = torch.roll(xp, shifts=(-sh, -sw), dims=(1, 2))
@@ -452,16 +453,16 @@ def run_index_case(name, kind, args, out_dir):
 
 
 def self_checks():
-    """The seeds' printed examples, and the Shaw oracle against plain attention."""
+    """The indices docs/reference.md prints (section 1.2), and the Shaw oracle against plain attention."""
     i2 = index_2d(2, 2)
-    assert i2.tolist() == [[4, 3, 1, 0], [5, 4, 2, 1], [7, 6, 4, 3], [8, 7, 5, 4]]  # seed 004
+    assert i2.tolist() == [[4, 3, 1, 0], [5, 4, 2, 1], [7, 6, 4, 3], [8, 7, 5, 4]]  # 2x2 window
     i7 = index_2d(7, 7)
     assert i7[0].tolist() == [84, 83, 82, 81, 80, 79, 78, 71, 70, 69, 68, 67, 66, 65,
                               58, 57, 56, 55, 54, 53, 52, 45, 44, 43, 42, 41, 40, 39,
                               32, 31, 30, 29, 28, 27, 26, 19, 18, 17, 16, 15, 14, 13,
-                              6, 5, 4, 3, 2, 1, 0]  # seed 001
+                              6, 5, 4, 3, 2, 1, 0]  # 7x7, row 0
     assert int(i7.min()) == 0 and int(i7.max()) == 168
-    # RSTT: D1=7, D2=4 -> kv frames 0, 2, 4, 6 (SPEC 2.2)
+    # RSTT: D1=7, D2=4 -> kv frames 0, 2, 4, 6 (docs/reference.md, 1.2)
     i3 = index_3d(7, 4, 1, 1)
     assert i3.tolist() == [[(a - f + 6) for f in (0, 2, 4, 6)] for a in range(7)]
     # Shaw with zero tables == ViT attention with the same qkv/proj

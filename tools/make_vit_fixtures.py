@@ -5,8 +5,9 @@
 For each case NAME it writes, with tools/st.py:
 
   vit_net_NAME.model.safetensors     the model file (tools/vit_twin.py's
-                                     export_vit: state_dict + SPEC 3.1
-                                     metadata), timm or torchvision names
+                                     export_vit: state_dict + the
+                                     metadata of docs/reference.md,
+                                     section 2), timm or torchvision names
   vit_net_NAME.input.safetensors     x (B, in_chans, H, W) images
   vit_net_NAME.expected.safetensors  y, the PyTorch output (logits, or
                                      features for num_classes 0); metadata

@@ -37,7 +37,7 @@ TIMM_CASES = {
     "token": (dict(img_size=16, patch_size=4, in_chans=3, num_classes=5,
                    embed_dim=24, depth=2, num_heads=2, mlp_ratio=2.0,
                    qkv_bias=True), 2, (16, 16)),
-    # the seed's Attention without qkv bias, mean pooling with fc_norm
+    # timm's Attention without qkv bias, mean pooling with fc_norm
     "avg_nobias": (dict(img_size=(16, 24), patch_size=8, in_chans=2,
                         num_classes=4, embed_dim=24, depth=2, num_heads=3,
                         mlp_ratio=1.5, qkv_bias=False, global_pool="avg"),

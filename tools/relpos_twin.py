@@ -1,4 +1,5 @@
-"""PyTorch twin of relattn's relative position schemes (issue 10), and the
+"""PyTorch twin of relattn's relative position schemes (docs/arch-relpos.md), and
+the
 writer of their fixtures.
 
 Run with Debian's python3-torch (only /usr/bin/python3 has it), through

@@ -1,6 +1,7 @@
 """Minimal safetensors reader and writer (no `safetensors` package needed).
 
-Format (https://github.com/huggingface/safetensors, as in SPEC 3.1):
+Format (https://github.com/huggingface/safetensors, as docs/reference.md,
+section 2, describes it):
     u64 little-endian N | N bytes of JSON header | data
 The header maps each tensor name to {"dtype", "shape", "data_offsets":
 [begin, end]} (offsets relative to the start of the data section) and may

@@ -20,7 +20,7 @@ num_frames_kv):
          fails there) uses the constructor's index at the clamped window's
          coordinates.
 
-The attention is the seeds' RSTT WindowAttention3D (tools/common.py),
+The attention is RSTT's WindowAttention3D (tools/common.py),
 for both: a self block is its frames_q = frames_kv = Wd case, whose index is
 Video Swin's. Video Swin names the projection attn.qkv (rows q, k, v);
 qkv_state_dict() writes that naming (attn.q and attn.kv concatenated).
@@ -61,7 +61,7 @@ def get_window_size(x_size, window_size, shift_size):
 
 @contextlib.contextmanager
 def index_override(attn, idx):
-    """Run the seed module with another (N1, N2) index into the same table."""
+    """Run the reference module with another (N1, N2) index into the same table."""
     saved = attn.relative_position_index
     attn.relative_position_index = idx
     try:
@@ -186,7 +186,7 @@ class SwinBlock3D(nn.Module):
 
 
 def metadata(block, hp):
-    """The model file's __metadata__ (SPEC 3.1 conventions)."""
+    """The model file's __metadata__ (docs/reference.md, section 2)."""
     keys = ["dim", "num_heads", "window_size", "shift_size", "mlp_ratio", "qkv_bias", "qk_scale"]
     if block.cross:
         keys += ["num_frames_q", "num_frames_kv"]
@@ -225,7 +225,7 @@ def video_swin_attention(x, qkv_w, qkv_b, proj_w, proj_b, table, index, num_head
 
 
 def self_check():
-    """The seeds' RSTT attention with q / kv equals Video Swin's fused-qkv
+    """RSTT's WindowAttention3D with q / kv equals Video Swin's fused-qkv
     attention on the same rows, clamped windows included; a cross block
     with D1 = D2 and kv = x equals the self block with window (D, Wh, Ww)
     and norm_kv = norm1."""

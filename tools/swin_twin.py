@@ -9,7 +9,7 @@ backbone has:
   - a feature map that is not a multiple of the window is zero-padded at
     the bottom/right after norm1 and before the cyclic shift; the shifted-
     window mask is built on the padded map; the padding is cropped after the
-    reverse shift (SPEC 2.4);
+    reverse shift (docs/reference.md, section 1.3);
   - an image that is not a multiple of the patch size is zero-padded before
     the patch embedding, and PatchMerging pads an odd map.
 
@@ -20,8 +20,8 @@ and the shift is 0), so a different input size only changes the padding
 and the mask. With the constructor's resolution and multiples of the window
 this is exactly the official model.
 
-The attention is the seeds' WindowAttention (tools/common.py), which
-returns (y, attn).
+The attention is the official WindowAttention (tools/common.py),
+changed only to return (y, attn).
 
 Run with Debian's python3-torch (/usr/bin/python3).
 """

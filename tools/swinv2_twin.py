@@ -198,7 +198,7 @@ class SwinTransformerV2(SwinTransformer):
 
 
 # --------------------------------------------------------------------------
-# metadata (SPEC 3.1)
+# metadata (docs/reference.md, section 2)
 # --------------------------------------------------------------------------
 
 SWINV2_DEFAULTS = dict(img_size=256, patch_size=4, in_chans=3, num_classes=1000, embed_dim=96,

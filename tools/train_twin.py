@@ -20,11 +20,11 @@ does), and it warns if it is set to another number.
 
 BLAS kernels: the JSON reports OpenBLAS's kernel set (blas_core, from
 openblas_get_corename, as bench/bench.c prints it). OpenBLAS 0.3.21 does not
-know every recent CPU and then falls back to its Prescott (SSE3) kernels:
-on the 2-core AVX-512 machine this was written on, a training step was
-about 2.2x faster with OPENBLAS_CORETYPE=SkylakeX than with it unset
-(Prescott). Quote the kernel set with every number. With 2 cores, 2 OpenMP
-plus 2 OpenBLAS threads fight and were slower than 1 + 1.
+know every recent CPU and then falls back to its Prescott (SSE3) kernels,
+which leave AVX-512 unused: set OPENBLAS_CORETYPE (SkylakeX there) and quote
+the kernel set with every number. PyTorch's OpenMP pool and OpenBLAS's are
+separate: as many threads in each as there are cores compete for them, and
+fewer can be faster.
 
 What the C side must do the same way (or knowingly differently):
 
@@ -253,7 +253,7 @@ def build_model(a):
     for name, p in model.named_parameters():
         if name.endswith("relative_position_bias_table"):
             with torch.no_grad():
-                if use_rel:   # the official init (the seeds' WindowAttention bounds it at +-2 std)
+                if use_rel:   # the official init (tools/common.py's WindowAttention bounds it at +-2 std)
                     nn.init.trunc_normal_(p, std=.02)
                 else:         # no relative position bias: zero and frozen
                     p.zero_()

@@ -1,5 +1,5 @@
 """A PyTorch twin of timm's VisionTransformer, and the exporters of vit
-model files (SPEC 3.1, arch "vit").
+model files (arch "vit", docs/reference.md, section 2).
 
 Run with Debian's python3-torch (only /usr/bin/python3 has it). timm itself
 is not needed: VisionTransformer below has timm's constructor arguments,
@@ -19,8 +19,8 @@ inference reference.
                         "torchvision")
 
 export_vit writes the state_dict with its own names (timm's or
-torchvision's: relattn detects the scheme from the names) and the SPEC 3.1
-metadata: arch=vit, the constructor arguments as strings (integers in
+torchvision's: relattn detects the scheme from the names) and the metadata of
+docs/reference.md, section 2: arch=vit, the constructor arguments as strings (integers in
 decimal, booleans true/false, tuples "a,b", floats as Python's repr, an
 argument that is None is left out).
 
@@ -301,7 +301,7 @@ def torchvision_vit(name="vit_b_16", seed=0, **kwargs):
 
 
 def torchvision_hparams(model):
-    """The SPEC 3.1 hyperparameters of a torchvision VisionTransformer."""
+    """The hyperparameters (docs/reference.md, section 2) of a torchvision VisionTransformer."""
     if not isinstance(model.conv_proj, nn.Conv2d):
         raise ValueError("a conv stem (conv_stem_configs) has no vit equivalent")
     if model.representation_size is not None:
@@ -389,7 +389,8 @@ def vit_state_dict(model_or_state_dict, scheme="timm"):
 
 
 def export_vit(model_or_state_dict, hyperparameters, path, scheme="timm"):
-    """Write a vit model file: vit_state_dict and the SPEC 3.1 metadata from
+    """Write a vit model file: vit_state_dict and the metadata (docs/reference.md,
+    section 2) from
     hyperparameters (timm constructor names). -> the bytes written."""
     return st.write(path, vit_state_dict(model_or_state_dict, scheme),
                     vit_metadata(hyperparameters))

@@ -166,7 +166,7 @@ class _Run:
 
 
 class Model:
-    """A model file (SPEC 3.1 / docs/reference.md), any arch the library knows.
+    """A model file (docs/reference.md, section 2), any arch the library knows.
 
     .arch       the "arch" of its metadata
     .meta       its __metadata__ as a dict

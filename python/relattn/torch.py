@@ -30,7 +30,14 @@ without them (each head is then a window of its own).
 
 import ctypes
 
-import torch
+try:
+    import torch
+except ModuleNotFoundError as e:
+    if e.name and e.name.partition(".")[0] != "torch":
+        raise   # PyTorch is there, something it imports is not: its own error
+    raise ModuleNotFoundError(
+        "relattn.torch needs PyTorch, which is not installed (Debian: apt install "
+        "python3-torch); `import relattn` works without it", name="torch") from e
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -268,7 +275,7 @@ class WindowAttention(nn.Module):
     """Swin's W-MSA / SW-MSA module with the official names and arguments,
     computed by relattn's core: forward(x (B_, N, C), mask (nW, N, N) or
     None) -> (B_, N, C). With return_attn=True it returns (x, attn) as the
-    seeds' module does (attn computed by the core, without gradient).
+    reference module of tools/common.py does (attn computed by the core, without gradient).
     Dropout on the probabilities (attn_drop > 0) is not supported in
     training mode."""
 
@@ -295,7 +302,7 @@ class WindowAttention(nn.Module):
 
     @classmethod
     def from_module(cls, m, **kw):
-        """A copy of another WindowAttention (official, the seeds', timm's)."""
+        """A copy of another WindowAttention (official, tools/common.py's, timm's)."""
         new = cls(m.dim, m.window_size, m.num_heads, qkv_bias=m.qkv.bias is not None, **kw)
         new.scale = m.scale
         new.load_state_dict(m.state_dict(), strict=False)
