@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds relattn and walks through what it does on
-# the example shipped in examples/: the seeds' index tables, then a Swin
+# the example shipped in examples/: the relative position index tables, then a Swin
 # window attention forward pass with a summary of its attention map.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,8 +10,8 @@ cmake --build build -j "$(nproc 2>/dev/null || echo 2)" >/dev/null
 r=build/relattn
 say() { printf '\n\033[1m%s\033[0m\n$ %s\n' "$1" "${*:2}"; "${@:2}"; }
 
-say "Swin 2x2 window: the relative position index of seed 004" $r index --window 2x2
-say "Swin 7x7 window: the first row of seed 001 (values span 0..168)" \
+say "Swin 2x2 window: the relative position index" $r index --window 2x2
+say "Swin 7x7 window: the first row of the index (values span 0..168)" \
     bash -c "$r index --window 7x7 | head -n 1"
 say "RSTT 3-D: 7 query frames, 4 key/value frames (0,2,4,6), 1x2 window" \
     $r index --frames 7 --kv-frames 4 --window 1x2
