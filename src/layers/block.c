@@ -103,6 +103,42 @@ static void gather(float *y, const float *x, const int32_t *map, int64_t rows, i
     else memcpy(y, x, (size_t)(rows * c) * sizeof *y);
 }
 
+/* ---- the attention: an ra_attn_layer or the network's own ------------------ */
+
+static size_t attn_forward_ws_size(const ra_block *b, const ra_block_layout *l) {
+    if (b->own) return b->own->forward_ws_size(b->own->ctx, l);
+    return ra_attn_layer_forward_ws_size(b->attn, l->b_, l->n, ra_block_keys(l));
+}
+
+/* y (b_*n, C) = attn(x, kv), or res rows map[r] += it (y scratch). */
+static ra_status attn_forward(const ra_block *b, float *y, float *probs, const float *x,
+                              const float *kv, const ra_block_layout *l, void *ws, size_t wsz,
+                              float *res, const int32_t *map) {
+    if (b->own) return b->own->forward(b->own->ctx, y, probs, x, kv, l, ws, res, map);
+    return ra_attn_layer_forward_ws(b->attn, y, probs, x, kv, l->b_, l->n, ra_block_keys(l),
+                                    l->mask, l->nw, ws, wsz, res, map);
+}
+
+static size_t attn_backward_ws_size(const ra_block *b, const ra_block_layout *l) {
+    if (b->own) return b->own->backward_ws_size(b->own->ctx, l);
+    return ra_attn_layer_backward_ws_size(b->attn, l->b_, l->n, ra_block_keys(l), 1);
+}
+
+/* dx (b_*n, C) overwritten, dkv (b_*n2, C) accumulated, from dy and the
+ * forward's saved workspace. */
+static ra_status attn_backward(const ra_block *b, float *dx, float *dkv, const ra_attn_grads *g,
+                               const float *dy, const float *x, const float *kv,
+                               const ra_block_layout *l, const void *saved, void *ws,
+                               size_t wsz) {
+    if (b->own) return b->own->backward(b->own->ctx, dx, dkv, g, dy, x, kv, l, saved, ws);
+    return ra_attn_layer_backward_ws(b->attn, dx, dkv, g, dy, x, kv, l->b_, l->n,
+                                     ra_block_keys(l), l->mask, l->nw, saved, ws, wsz, 1);
+}
+
+static ra_status no_cross(void) {
+    return ra_fail(RA_ERR_INTERNAL, "block: cross-attention in a post-norm block");
+}
+
 /* ---- inference ------------------------------------------------------------- */
 
 ra_status ra_block_forward(const ra_block *b, float *x, float *attn, const ra_block_layout *l,
@@ -114,25 +150,27 @@ ra_status ra_block_forward(const ra_block *b, float *x, float *attn, const ra_bl
     if (chunk < 1) chunk = 1;
     if (chunk > M) chunk = M;
 
+    if (b->post && l->kv) return no_cross();
+    const int64_t rkv = l->kv ? (int64_t)l->b_ * ra_block_keys(l) : 0;
     const size_t mark = ra_arena_mark(a);
-    const size_t wsz = ra_attn_layer_forward_ws_size(b->attn, l->b_, l->n, l->n);
+    const size_t wsz = attn_forward_ws_size(b, l);
     float *win = ra_arena_floats(a, (size_t)(rows * C));
+    float *wkv = l->kv ? ra_arena_floats(a, (size_t)(rkv * C)) : NULL;
     float *aw = ra_arena_floats(a, (size_t)(rows * C));
     void *ws = ra_arena_bytes(a, wsz);
-    if (!win || !aw || !ws) return ra_arena_reset(a, mark), nomem();
+    if (!win || (l->kv && !wkv) || !aw || !ws) return ra_arena_reset(a, mark), nomem();
     ra_status st;
     if (b->post) {   /* x += norm1(attn(x)) */
         gather(win, x, l->map, rows, C);
-        st = ra_attn_layer_forward_ws(b->attn, aw, attn, win, NULL, l->b_, l->n, l->n, l->mask,
-                                      l->nw, ws, wsz, NULL, NULL);
+        st = attn_forward(b, aw, attn, win, NULL, l, ws, wsz, NULL, NULL);
         if (!st) {
             ra_layernorm_rows(aw, aw, NULL, rows, C, b->n1w, b->n1b, b->eps);
             ra_rows_scatter_add(x, aw, l->map, rows, C);
         }
     } else {         /* x += ls1 * attn(norm1(x)); the add fused into proj without ls1 */
         ra_layernorm_rows(win, x, l->map, rows, C, b->n1w, b->n1b, b->eps);
-        st = ra_attn_layer_forward_ws(b->attn, aw, attn, win, NULL, l->b_, l->n, l->n, l->mask,
-                                      l->nw, ws, wsz, b->ls1 ? NULL : x, l->map);
+        if (l->kv) ra_layernorm_rows(wkv, l->kv, l->kvmap, rkv, C, b->nkw, b->nkb, b->eps);
+        st = attn_forward(b, aw, attn, win, wkv, l, ws, wsz, b->ls1 ? NULL : x, l->map);
         if (!st && b->ls1) residual(x, aw, b->ls1, M, C);
     }
     ra_arena_reset(a, mark);
@@ -173,6 +211,8 @@ size_t ra_block_tape_layout(ra_block_tape *t, const ra_block *b, const ra_block_
                             float *base) {
     const size_t C = (size_t)b->dim, M = (size_t)l->m, hid = (size_t)b->hidden;
     const size_t rows = (size_t)l->b_ * (size_t)l->n, r1 = b->post ? rows : M;
+    const size_t mkv = l->kv ? (size_t)l->mkv : 0;
+    const size_t rkv = l->kv ? (size_t)l->b_ * ra_block_keys(l) : 0;
     const int kept = b->post || branch_kept(b);
     const size_t kb = b->drop_path > 0 ? ((size_t)l->batch + 3) / 4 : 0;
     ra_block_tape z = {.l = *l};
@@ -182,6 +222,9 @@ size_t ra_block_tape_layout(ra_block_tape *t, const ra_block *b, const ra_block_
     z.mean1 = carve(base, &off, r1);
     z.rstd1 = carve(base, &off, r1);
     z.win = carve(base, &off, rows * C);
+    z.meankv = mkv ? carve(base, &off, mkv) : NULL;
+    z.rstdkv = mkv ? carve(base, &off, mkv) : NULL;
+    z.wkv = rkv ? carve(base, &off, rkv * C) : NULL;
     z.a = kept ? carve(base, &off, rows * C) : NULL;
     z.xm = carve(base, &off, M * C);
     z.mean2 = carve(base, &off, M);
@@ -204,8 +247,7 @@ static ra_status post_forward_train(const ra_block *b, ra_block_tape *t, float *
     if (!tmp) return nomem();
     /* xm = x + norm1(attn(x)) */
     gather(t->win, t->x, l->map, rows, C);
-    ra_status st = ra_attn_layer_forward_ws(b->attn, t->a, NULL, t->win, NULL, l->b_, l->n,
-                                            l->n, l->mask, l->nw, ws, wsz, NULL, NULL);
+    ra_status st = attn_forward(b, t->a, NULL, t->win, NULL, l, ws, wsz, NULL, NULL);
     if (st) return st;
     ra_layernorm_forward(tmp, t->mean1, t->rstd1, t->a, b->n1w, b->n1b, rows, C, b->eps);
     memcpy(t->xm, t->x, (size_t)(M * C) * sizeof *y);
@@ -226,7 +268,8 @@ ra_status ra_block_forward_train(const ra_block *b, ra_block_tape *t, float *y, 
     const int kept = branch_kept(b);
     if ((kept && l->map) || (!l->map && rows != M))
         return ra_fail(RA_ERR_INTERNAL, "block: LayerScale or drop-path on a window layout");
-    const size_t wsz = ra_attn_layer_forward_ws_size(b->attn, l->b_, l->n, l->n);
+    if (b->post && l->kv) return no_cross();
+    const size_t wsz = attn_forward_ws_size(b, l);
     void *ws = t->aws = keep_attn ? ra_arena_bytes(a, wsz) : NULL;
     const size_t mark = ra_arena_mark(a);
     if (!keep_attn) ws = ra_arena_bytes(a, wsz);
@@ -243,10 +286,15 @@ ra_status ra_block_forward_train(const ra_block *b, ra_block_tape *t, float *y, 
     if (!h1 || !tmp) return ra_arena_reset(a, mark), nomem();
     ra_layernorm_forward(h1, t->mean1, t->rstd1, t->x, b->n1w, b->n1b, M, C, b->eps);
     if (l->map) ra_rows_gather(t->win, h1, l->map, rows, C);
+    if (l->kv) {   /* norm_kv's output laid out likewise */
+        float *hk = l->kvmap ? ra_arena_floats(a, (size_t)(l->mkv * C)) : t->wkv;
+        if (!hk) return ra_arena_reset(a, mark), nomem();
+        ra_layernorm_forward(hk, t->meankv, t->rstdkv, l->kv, b->nkw, b->nkb, l->mkv, C, b->eps);
+        if (l->kvmap) ra_rows_gather(t->wkv, hk, l->kvmap, (int64_t)l->b_ * ra_block_keys(l), C);
+    }
     memcpy(t->xm, t->x, (size_t)(M * C) * sizeof *y);
-    ra_status st = ra_attn_layer_forward_ws(b->attn, kept ? t->a : tmp, NULL, t->win, NULL,
-                                            l->b_, l->n, l->n, l->mask, l->nw, ws, wsz,
-                                            kept ? NULL : t->xm, l->map);
+    ra_status st = attn_forward(b, kept ? t->a : tmp, NULL, t->win, t->wkv, l, ws, wsz,
+                                kept ? NULL : t->xm, l->map);
     if (!st && kept)
         st = branch_add(t->xm, tmp, t->a, b->ls1, t->keep1, b->drop_path, l->batch, M, C, rng);
     if (st) return ra_arena_reset(a, mark), st;
@@ -283,15 +331,13 @@ static ra_status post_backward(const ra_block *b, const ra_block_tape *t, float 
     float *dln = ra_arena_floats(a, (size_t)(rows * C));
     float *daw = ra_arena_floats(a, (size_t)(rows * C));
     float *dwin = ra_arena_floats(a, (size_t)(rows * C));
-    const size_t wsz = ra_attn_layer_backward_ws_size(b->attn, l->b_, l->n, l->n, 1);
+    const size_t wsz = attn_backward_ws_size(b, l);
     void *ws = ra_arena_bytes(a, wsz);
     if (!dln || !daw || !dwin || !ws || !t->aws) return ra_arena_reset(a, mark), nomem();
     gather(dln, dx, l->map, rows, C);
     ra_zero(daw, (int64_t)(rows * C));
     ra_layernorm_backward(daw, g->n1w, g->n1b, dln, t->a, t->mean1, t->rstd1, b->n1w, rows, C);
-    ra_status st = ra_attn_layer_backward_ws(b->attn, dwin, NULL, &g->attn, daw, t->win, NULL,
-                                             l->b_, l->n, l->n, l->mask, l->nw, t->aws, ws, wsz,
-                                             1);
+    ra_status st = attn_backward(b, dwin, NULL, &g->attn, daw, t->win, NULL, l, t->aws, ws, wsz);
     if (!st) ra_rows_scatter_add(dx, dwin, l->map, rows, C);
     ra_arena_reset(a, mark);
     return st;
@@ -331,20 +377,32 @@ ra_status ra_block_backward(const ra_block *b, const ra_block_tape *t, float *dx
     ra_status st;
     if (t->aws) {   /* the forward's projections read back; dt = reverse(attn'(partition)) */
         ra_arena_reset(a, mark);
+        const int64_t rkv = l->kv ? (int64_t)l->b_ * ra_block_keys(l) : 0;
         float *daw = l->map ? ra_arena_floats(a, (size_t)(rows * C)) : NULL;
         float *dwin = ra_arena_floats(a, (size_t)(rows * C));
-        dt = ra_arena_floats(a, (size_t)(m * C));
-        const size_t wsz = ra_attn_layer_backward_ws_size(b->attn, l->b_, l->n, l->n, 1);
+        float *dwkv = l->kv ? ra_arena_floats(a, (size_t)(rkv * C)) : NULL;
+        const int64_t mt = l->kv && l->mkv > m ? l->mkv : m;
+        dt = ra_arena_floats(a, (size_t)(mt * C));
+        const size_t wsz = attn_backward_ws_size(b, l);
         void *ws = ra_arena_bytes(a, wsz);
-        if ((l->map && !daw) || !dwin || !dt || !ws) return ra_arena_reset(a, mark), nomem();
+        if ((l->map && !daw) || !dwin || (l->kv && !dwkv) || !dt || !ws)
+            return ra_arena_reset(a, mark), nomem();
         if (l->map) ra_rows_gather(daw, dAt, l->map, rows, C);
-        st = ra_attn_layer_backward_ws(b->attn, dwin, NULL, &g->attn, l->map ? daw : dAt,
-                                       t->win, NULL, l->b_, l->n, l->n, l->mask, l->nw, t->aws,
-                                       ws, wsz, 1);
+        if (dwkv) ra_zero(dwkv, rkv * C);
+        st = attn_backward(b, dwin, dwkv, &g->attn, l->map ? daw : dAt, t->win, t->wkv, l,
+                           t->aws, ws, wsz);
+        if (!st && l->kv) {   /* kv's branch: g->kv += norm_kv'(reverse(dwkv)) */
+            ra_zero(dt, l->mkv * C);
+            ra_rows_scatter_add(dt, dwkv, l->kvmap, rkv, C);
+            ra_layernorm_backward(g->kv, g->nkw, g->nkb, dt, l->kv, t->meankv, t->rstdkv,
+                                  b->nkw, l->mkv, C);
+        }
         if (!st) {
             ra_zero(dt, (int64_t)(m * C));
             ra_rows_scatter_add(dt, dwin, l->map, rows, C);
         }
+    } else if (b->own || l->kv) {
+        st = ra_fail(RA_ERR_INTERNAL, "block: a backward without the attention's workspace");
     } else {        /* recomputed */
         ra_zero(dt, (int64_t)(m * C));
         st = ra_attn_layer_backward(b->attn, dt, NULL, &g->attn, NULL, dAt, t->win, NULL, l->b_,

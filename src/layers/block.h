@@ -5,10 +5,13 @@
  *   x += norm1(attn(x));        x += norm2(fc2(gelu(fc1(x))))
  * with the attention run on a row layout of x (a window partition: rows
  * gathered through an int32 map, the output scattered back through it) or
- * on x's rows as they are. Networks give the weights, the layout and a
- * tape (training) or none (inference); the stem, the row maps, merging and
- * the head are theirs. llm.c's shape: the training forward keeps on the
- * tape exactly what the backward reads. */
+ * on x's rows as they are. A pre-norm block may attend across to a second
+ * input kv (cross-attention: keys and values from norm_kv(kv), laid out
+ * through kv's own row map). The attention is an ra_attn_layer or one of
+ * the network's own (ra_block_attn). Networks give the weights, the layout
+ * and a tape (training) or none (inference); the stem, the row maps,
+ * merging and the head are theirs. llm.c's shape: the training forward
+ * keeps on the tape exactly what the backward reads. */
 #ifndef RA_BLOCK_H
 #define RA_BLOCK_H
 
@@ -16,6 +19,30 @@
 #include "nn/nn.h"
 #include "pos/window.h"
 #include "attention/layer.h"
+
+typedef struct ra_block_layout ra_block_layout;
+
+/* An attention of the network's own in place of an ra_attn_layer (the 3-D
+ * window block's: q and kv projections, or one fused qkv product, around
+ * the core with an index clipped to the run's windows), called as the
+ * layer's workspace calls are (attention/layer.h), on the sequences of l:
+ * x (b_*n, C), kv (b_*n2, C) or NULL (self-attention).
+ *   forward: y (b_*n, C), or with res, res rows map[r] += the output row r
+ *     (y is then scratch); attn (b_, nH, n, n2) the probabilities, if given.
+ *     ws: forward_ws_size bytes, kept untouched until the backward.
+ *   backward: dx (b_*n, C) overwritten, dkv (b_*n2, C) ACCUMULATED,
+ *     parameter gradients ACCUMULATED into g, from dy (b_*n, C) and saved
+ *     (the forward's ws); ws: backward_ws_size bytes. */
+typedef struct ra_block_attn {
+    const void *ctx;
+    size_t (*forward_ws_size)(const void *ctx, const ra_block_layout *l);
+    ra_status (*forward)(const void *ctx, float *y, float *attn, const float *x, const float *kv,
+                         const ra_block_layout *l, void *ws, float *res, const int32_t *map);
+    size_t (*backward_ws_size)(const void *ctx, const ra_block_layout *l);
+    ra_status (*backward)(const void *ctx, float *dx, float *dkv, const ra_attn_grads *g,
+                          const float *dy, const float *x, const float *kv,
+                          const ra_block_layout *l, const void *saved, void *ws);
+} ra_block_attn;
 
 /* One block's weights and options. */
 typedef struct ra_block {
@@ -26,24 +53,36 @@ typedef struct ra_block {
     int64_t mlp_chunk;        /* inference: floats of MLP hidden rows per pass, 0 all rows */
     const float *n1w, *n1b, *n2w, *n2b, *fc1w, *fc1b, *fc2w, *fc2b;
     const float *ls1, *ls2;   /* LayerScale gammas (C) or NULL */
+    const float *nkw, *nkb;   /* norm_kv, the LayerNorm of a cross-attention's kv input */
     ra_attn_layer *attn;
+    const ra_block_attn *own; /* the network's own attention (attn is then NULL) */
 } ra_block;
 
 /* How the block's token rows meet the attention. */
-typedef struct ra_block_layout {
+struct ra_block_layout {
     int64_t m;                /* token rows of x */
     int batch;                /* samples: m = batch * tokens (drop-path draws per sample) */
     int b_, n;                /* sequences (windows) of the attention and their tokens */
     const int32_t *map;       /* (b_*n) the row of x each sequence row reads, -1 padding;
                                  NULL: x's rows in order (m = b_*n) */
-    const float *mask;        /* (nw, n, n) or NULL */
+    const float *mask;        /* (nw, n, n2) or NULL */
     int nw;
-} ra_block_layout;
+    /* cross-attention (pre-norm only); kv NULL: self-attention */
+    const float *kv;          /* (mkv, C) the key/value input (the caller's; only read) */
+    int64_t mkv;
+    int n2;                   /* key tokens of a sequence (0: n) */
+    const int32_t *kvmap;     /* (b_*n2) the row of kv each key row reads, -1 padding;
+                                 NULL: kv's rows in order (mkv = b_*n2) */
+};
+
+/* Key tokens of a sequence of l. */
+static inline int ra_block_keys(const ra_block_layout *l) { return l->n2 ? l->n2 : l->n; }
 
 /* Gradient slots of a block's parameters (NULL: not wanted). */
 typedef struct ra_block_grads {
-    float *n1w, *n1b, *n2w, *n2b, *fc1w, *fc1b, *fc2w, *fc2b, *ls1, *ls2;
+    float *n1w, *n1b, *n2w, *n2b, *fc1w, *fc1b, *fc2w, *fc2b, *ls1, *ls2, *nkw, *nkb;
     ra_attn_grads attn;
+    float *kv;                /* (mkv, C) the gradient of the kv input, ACCUMULATED */
 } ra_block_grads;
 
 /* What a training forward keeps for the backward. x is the caller's: the
@@ -53,6 +92,8 @@ typedef struct ra_block_tape {
     float *x;                 /* (M, C) the input (the caller's; only read) */
     float *mean1, *rstd1;     /* norm1's statistics: (M) pre-norm, (b_*n) post-norm */
     float *win;               /* (b_*n, C) the attention's input */
+    float *meankv, *rstdkv;   /* (mkv) norm_kv's statistics */
+    float *wkv;               /* (b_*n2, C) the attention's kv input */
     float *a;                 /* (b_*n, C) the attention's output, kept where a step sits
                                  between it and the residual (LayerScale, drop-path,
                                  post-norm's norm1) */
@@ -85,7 +126,8 @@ ra_status ra_block_forward_train(const ra_block *b, ra_block_tape *t, float *y, 
                                  ra_arena *a, ra_rng *rng);
 
 /* dx (M, C): the gradient of the block's output in, of its input out (in
- * place); parameter gradients ACCUMULATED into g. Scratch from a. */
+ * place); parameter gradients (and kv's) ACCUMULATED into g. Scratch from
+ * a. */
 ra_status ra_block_backward(const ra_block *b, const ra_block_tape *t, float *dx,
                             const ra_block_grads *g, ra_arena *a);
 

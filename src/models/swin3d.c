@@ -64,6 +64,7 @@
 #include "nn/nn.h"
 #include "pos/window.h"
 #include "attention/layer.h"
+#include "layers/block.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -72,16 +73,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define S3_EPS 1e-5f
-#define S3_MAX_DIM (1 << 16)          /* the attention layers' bound */
-#define S3_MAX_SIZE (1 << 16)         /* frames and map sides */
-#define S3_MAX_WINDOW 4096            /* a window extent */
-#define S3_MAX_TOKENS 4096            /* tokens per window: index N1*N2 int32 <= 64 MB */
-#define S3_MAX_HIDDEN (1 << 20)
-#define S3_MLP_CHUNK ((int64_t)1 << 22)   /* floats of MLP hidden rows at once */
-#define S3_MAX_FLOATS ((int64_t)1 << 40)
+#define SWIN3D_EPS 1e-5f
+#define SWIN3D_MAX_DIM (1 << 16)          /* the attention layers' bound */
+#define SWIN3D_MAX_SIZE (1 << 16)         /* frames and map sides */
+#define SWIN3D_MAX_WINDOW 4096            /* a window extent */
+#define SWIN3D_MAX_TOKENS 4096            /* tokens per window: index N1*N2 int32 <= 64 MB */
+#define SWIN3D_MAX_HIDDEN (1 << 20)
+#define SWIN3D_MLP_CHUNK ((int64_t)1 << 22)   /* floats of MLP hidden rows at once */
+#define SWIN3D_MAX_FLOATS ((int64_t)1 << 40)
 
-typedef struct s3d {
+typedef struct swin3d_block {
     int dim, heads, hidden;
     int cross;               /* RSTT cross block */
     int fq, fkv;             /* frames of the attention: Wd, Wd (self) or D1, D2 */
@@ -94,8 +95,9 @@ typedef struct s3d {
     int32_t *idx;            /* (n1, n2) the constructor's index */
     const float *n1w, *n1b, *nkw, *nkb, *n2w, *n2b, *table;
     const float *qw, *qb, *kvw, *kvb, *pw, *pb, *f1w, *f1b, *f2w, *f2b;
-    struct s3tape *tape;     /* the training pass (NULL until one runs) */
-} s3d;
+    struct swin3d_tape *tape;   /* the training pass (NULL until one runs) */
+    ra_arena_cache ws;       /* the inference scratch, kept between calls */
+} swin3d_block;
 
 static size_t up16(size_t n) { return (n + 15) & ~(size_t)15; }
 
@@ -106,7 +108,7 @@ static size_t up16(size_t n) { return (n + 15) & ~(size_t)15; }
 static ra_status meta_triple(const ra_st_file *f, const char *key, int out[3], int cross,
                              int frame, int lo) {
     int v[3] = {0, 0, 0}, n = 0;
-    ra_status st = ra_meta_list(f, key, v, 3, &n, lo, S3_MAX_WINDOW);
+    ra_status st = ra_meta_list(f, key, v, 3, &n, lo, SWIN3D_MAX_WINDOW);
     if (st) return st;
     const char *val = ra_st_meta(f, key);
     if (!cross) {
@@ -137,13 +139,13 @@ static ra_status decl(ra_model *m, const char *name, int ndim, int64_t d0, int64
     return ra_model_declare(m, name, ndim, shape, 0);
 }
 
-static ra_status s3_declare(ra_model *m, const ra_st_file *f) {
-    s3d *s = calloc(1, sizeof *s);
+static ra_status swin3d_declare(ra_model *m, const ra_st_file *f) {
+    swin3d_block *s = calloc(1, sizeof *s);
     if (!s) return ra_fail(RA_ERR_NOMEM, "model: out of memory");
     m->impl = s;
     s->qkv_bias = 1;
-    ra_status st = ra_meta_int(f, "dim", &s->dim, 1, S3_MAX_DIM);
-    if (!st) st = ra_meta_int(f, "num_heads", &s->heads, 1, S3_MAX_DIM);
+    ra_status st = ra_meta_int(f, "dim", &s->dim, 1, SWIN3D_MAX_DIM);
+    if (!st) st = ra_meta_int(f, "num_heads", &s->heads, 1, SWIN3D_MAX_DIM);
     if (!st) st = ra_meta_mlp_ratio(f, &s->mlp_ratio);
     if (!st) st = ra_meta_bool_opt(f, "qkv_bias", &s->qkv_bias);
     if (!st) st = ra_meta_float_opt(f, "qk_scale", &s->qk_scale, &s->has_qk_scale);
@@ -156,8 +158,8 @@ static ra_status s3_declare(ra_model *m, const ra_st_file *f) {
                        "num_frames_kv", has_q ? "num_frames_kv" : "num_frames_q");
     s->cross = has_q;
     if (s->cross) {
-        st = ra_meta_int(f, "num_frames_q", &s->fq, 1, S3_MAX_WINDOW);
-        if (!st) st = ra_meta_int(f, "num_frames_kv", &s->fkv, 1, S3_MAX_WINDOW);
+        st = ra_meta_int(f, "num_frames_q", &s->fq, 1, SWIN3D_MAX_WINDOW);
+        if (!st) st = ra_meta_int(f, "num_frames_kv", &s->fkv, 1, SWIN3D_MAX_WINDOW);
         if (st) return st;
     }
     if ((st = meta_triple(f, "window_size", s->win, s->cross, s->fq, 1))) return st;
@@ -175,9 +177,9 @@ static ra_status s3_declare(ra_model *m, const ra_st_file *f) {
                        s->heads);
     const int64_t n1 = (int64_t)s->fq * s->win[1] * s->win[2];
     const int64_t n2 = (int64_t)s->fkv * s->win[1] * s->win[2];
-    if (n1 > S3_MAX_TOKENS || n2 > S3_MAX_TOKENS)
+    if (n1 > SWIN3D_MAX_TOKENS || n2 > SWIN3D_MAX_TOKENS)
         return ra_fail(RA_ERR_FORMAT, "window %dx%dx%d (key/value frames %d) has more than %d "
-                       "tokens", s->fq, s->win[1], s->win[2], s->fkv, S3_MAX_TOKENS);
+                       "tokens", s->fq, s->win[1], s->win[2], s->fkv, SWIN3D_MAX_TOKENS);
     s->n1 = n1, s->n2 = n2;
     /* the bias index: validates D2 (exactly D2 strided key frames) */
     st = ra_relpos_index_3d(NULL, s->fq, s->fkv, s->win[1], s->win[2], &s->rows);
@@ -190,9 +192,9 @@ static ra_status s3_declare(ra_model *m, const ra_st_file *f) {
         return ra_fail(RA_ERR_FORMAT, "metadata window_size: %s", why);
     }
     const double h = (double)s->dim * s->mlp_ratio;
-    if (!(h >= 1.0 && h <= S3_MAX_HIDDEN))
+    if (!(h >= 1.0 && h <= SWIN3D_MAX_HIDDEN))
         return ra_fail(RA_ERR_FORMAT, "mlp_ratio %g with dim %d gives an MLP width outside "
-                       "1..%d", s->mlp_ratio, s->dim, S3_MAX_HIDDEN);
+                       "1..%d", s->mlp_ratio, s->dim, SWIN3D_MAX_HIDDEN);
     s->hidden = (int)h;   /* int(dim * mlp_ratio) */
     const int hd = s->dim / s->heads;
     s->scale = s->has_qk_scale && s->qk_scale != 0.0f ? s->qk_scale : 1.0f / sqrtf((float)hd);
@@ -228,14 +230,14 @@ static ra_status s3_declare(ra_model *m, const ra_st_file *f) {
     return st;
 }
 
-static ra_status s3_detect(ra_model *m, const ra_st_file *f) {
+static ra_status swin3d_detect(ra_model *m, const ra_st_file *f) {
     (void)f;
     snprintf(m->scheme, sizeof m->scheme, "%s",
-             ((s3d *)m->impl)->qkv_naming ? "video_swin" : "official");
+             ((swin3d_block *)m->impl)->qkv_naming ? "video_swin" : "official");
     return RA_OK;
 }
 
-static ra_tensor_kind s3_canonical(const ra_model *m, const char *name, char *buf, size_t n) {
+static ra_tensor_kind swin3d_canonical(const ra_model *m, const char *name, char *buf, size_t n) {
     (void)m;
     if ((size_t)snprintf(buf, n, "%s", name) >= n) return RA_TENSOR_UNKNOWN;
     return strcmp(name, "attn.relative_position_index") == 0 ? RA_TENSOR_BUFFER
@@ -247,7 +249,7 @@ static int is_float(ra_dtype d) {
 }
 
 /* A saved attn.relative_position_index must be the constructor's index. */
-static ra_status check_index(const ra_st_file *f, const ra_st_tensor *t, const s3d *s) {
+static ra_status check_index(const ra_st_file *f, const ra_st_tensor *t, const swin3d_block *s) {
     if (!(t->ndim == 2 && t->shape[0] == s->n1 && t->shape[1] == s->n2))
         return ra_fail(RA_ERR_SHAPE, "tensor '%.80s' must have shape (%lld, %lld)", t->name,
                        (long long)s->n1, (long long)s->n2);
@@ -265,8 +267,8 @@ static ra_status check_index(const ra_st_file *f, const ra_st_tensor *t, const s
     return st;
 }
 
-static ra_status s3_build(ra_model *m, const ra_st_file *f) {
-    s3d *s = m->impl;
+static ra_status swin3d_build(ra_model *m, const ra_st_file *f) {
+    swin3d_block *s = m->impl;
     const int64_t C = s->dim;
     s->n1w = ra_model_get(m, "norm1.weight"), s->n1b = ra_model_get(m, "norm1.bias");
     s->nkw = ra_model_get(m, "norm_kv.weight"), s->nkb = ra_model_get(m, "norm_kv.bias");
@@ -295,12 +297,13 @@ static ra_status s3_build(ra_model *m, const ra_st_file *f) {
     return st;
 }
 
-static void tape_free(struct s3tape *t);
+static void tape_free(struct swin3d_tape *t);
 
-static void s3_destroy(void *impl) {
-    s3d *s = impl;
+static void swin3d_destroy(void *impl) {
+    swin3d_block *s = impl;
     ra_free(s->idx);
     tape_free(s->tape);
+    ra_arena_cache_free(&s->ws);
     free(s);
 }
 
@@ -313,7 +316,7 @@ typedef struct plan {
     int shifted;
 } plan;
 
-static plan plan_of(const s3d *s, int d, int h, int w) {
+static plan plan_of(const swin3d_block *s, int d, int h, int w) {
     plan p;
     int win[3] = {s->win[0], s->win[1], s->win[2]}, sh[3] = {s->shift[0], s->shift[1], s->shift[2]};
     const int size[3] = {s->cross ? s->fq : d, h, w};
@@ -334,7 +337,7 @@ static plan plan_of(const s3d *s, int d, int h, int w) {
  * it is the constructor's index itself (no clamp). Self: Video Swin's
  * idx[:N, :N]. Cross: the constructor's index at the clamped window's
  * coordinates. */
-static const int32_t *run_index(const s3d *s, const plan *p, int32_t *out) {
+static const int32_t *run_index(const swin3d_block *s, const plan *p, int32_t *out) {
     if (p->n1 == s->n1 && p->n2 == s->n2) return s->idx;
     if (!s->cross) {
         for (int64_t i = 0; i < p->n1; i++)
@@ -379,7 +382,7 @@ typedef struct sizes {
     int64_t nhid;            /* M1 * hidden */
 } sizes;
 
-static ra_status sizes_of(const s3d *s, const plan *pp, int B, int H, int W, sizes *z) {
+static ra_status sizes_of(const swin3d_block *s, const plan *pp, int B, int H, int W, sizes *z) {
     const int C = s->dim;
     const plan p = *pp;
     const int dq = p.gq.d, dkv = p.gkv.d;
@@ -402,9 +405,10 @@ static ra_status sizes_of(const s3d *s, const plan *pp, int B, int H, int W, siz
         z->t2 = (int64_t)p.gq.wh * p.gq.ww;
         ok = ra_mul_i64(&z->nm2, p.nw * z->t2, z->t2);
     }
-    if (!ok || z->nx > S3_MAX_FLOATS || z->nkx > S3_MAX_FLOATS || z->nwin1 > S3_MAX_FLOATS ||
-        z->nwin2 > S3_MAX_FLOATS || z->nmask > S3_MAX_FLOATS || z->nm2 > S3_MAX_FLOATS ||
-        nproj > S3_MAX_FLOATS)
+    if (!ok || z->nx > SWIN3D_MAX_FLOATS || z->nkx > SWIN3D_MAX_FLOATS ||
+        z->nwin1 > SWIN3D_MAX_FLOATS || z->nwin2 > SWIN3D_MAX_FLOATS ||
+        z->nmask > SWIN3D_MAX_FLOATS || z->nm2 > SWIN3D_MAX_FLOATS ||
+        nproj > SWIN3D_MAX_FLOATS)
         return ra_fail(RA_ERR_SHAPE, "swin_block_3d: %d clips of %dx%dx%dx%d are too large", B,
                        dq, H, W, C);
     return RA_OK;
@@ -412,8 +416,8 @@ static ra_status sizes_of(const s3d *s, const plan *pp, int B, int H, int W, siz
 
 /* The attention mask (nW, N1, N2) of a shifted plan into mask; a cross
  * block builds its spatial mask in m2 (nW, T, T) first. */
-static ra_status build_mask(const s3d *s, const plan *p, int H, int W, float *mask, float *m2,
-                            int64_t t2) {
+static ra_status build_mask(const swin3d_block *s, const plan *p, int H, int W, float *mask,
+                             float *m2, int64_t t2) {
     if (!mask) return RA_OK;
     if (!s->cross) return ra_window_mask(mask, &p->gq);
     const ra_window_geom g2 = {.d = 1, .h = H, .w = W, .wd = 1, .wh = p->gq.wh, .ww = p->gq.ww,
@@ -423,109 +427,215 @@ static ra_status build_mask(const s3d *s, const plan *p, int H, int W, float *ma
     return st;
 }
 
-/* y (B, Dq, H, W, C) from x (B, Dq, H, W, C) and, for a cross block,
- * kv (B, D2, H, W, C). Dq = d (self) or D1 (cross). y may alias x. */
-static ra_status s3_run(const s3d *s, float *y, const float *x, const float *kv, int B, int d,
-                        int H, int W) {
-    const int C = s->dim, hidden = s->hidden;
-    const plan p = plan_of(s, d, H, W);
-    sizes z;
-    ra_status st = sizes_of(s, &p, B, H, W, &z);
-    if (st) return st;
-    const int64_t M1 = z.M1, M2 = z.M2, nx = z.nx, nkx = z.nkx, bw = z.bw, rows1 = z.rows1,
-                  rows2 = z.rows2, nwin1 = z.nwin1, nwin2 = z.nwin2, nmask = z.nmask,
-                  t2 = z.t2, nm2 = z.nm2;
+/* ---- the attention (block.h's ra_block_attn) ----------------------------
+ * Not an ra_attn_layer: q and kv are the model's own projections (one
+ * fused qkv product when their weights and biases follow each other, as
+ * Video Swin's attn.qkv does), and the bias index is clipped to the run's
+ * windows (run_index). The block lays the rows out and adds the residuals. */
 
-    const int32_t *idx = s->idx;
-    int32_t *idx_buf = NULL;
-    if (p.n1 != s->n1 || p.n2 != s->n2) {
-        if (!(idx_buf = ra_alloc((size_t)(p.n1 * p.n2), sizeof *idx_buf)))
-            return ra_fail(RA_ERR_NOMEM, "swin_block_3d: out of memory");
-        idx = run_index(s, &p, idx_buf);
-    }
-    ra_attn_desc ad = {.b_ = (int)bw, .nh = s->heads, .n1 = (int)p.n1, .n2 = (int)p.n2,
-                       .hd = C / s->heads, .scale = s->scale, .table = s->table, .idx = idx,
-                       .table_rows = s->rows};
-    st = ra_attention_check(&ad);   /* mask added below: same sizes */
-    if (st) {
-        ra_free(idx_buf);
-        return st;
-    }
-    const size_t wbytes = ra_attention_workspace_size(&ad, ra_threads_get());
+/* One run's attention: the model's weights and the run's index. */
+typedef struct window_attn_3d {
+    const swin3d_block *s;
+    const int32_t *idx;      /* (n, n2) */
+    int fused;               /* q and kv projected as one (rows, 3C) product */
+} window_attn_3d;
 
-    /* q and kv as one GEMM when their weights (and biases) follow each other */
-    const int fused = !s->cross && s->kvw == s->qw + (int64_t)C * C &&
-                      (!s->qb || s->kvb == s->qb + C);
-    int64_t rows = S3_MLP_CHUNK / hidden;   /* MLP rows per pass */
-    if (rows < 1) rows = 1;
-    if (rows > M1) rows = M1;
-    const size_t M = (size_t)(M1 > M2 ? M1 : M2);
-    const size_t o_t = 0, o_tk = o_t + up16((size_t)nx), o_mean = o_tk + up16((size_t)nkx),
-                 o_rstd = o_mean + up16(M), o_w1 = o_rstd + up16(M),
-                 o_w2 = o_w1 + up16((size_t)nwin1), o_q = o_w2 + up16((size_t)nwin2),
-                 o_kv = o_q + up16((size_t)(rows1 * (fused ? 3 : 1) * C)),
-                 o_o = o_kv + up16((size_t)(fused ? 0 : rows2 * 2 * C)),
-                 o_mask = o_o + up16((size_t)nwin1), o_m2 = o_mask + up16((size_t)nmask),
-                 o_hid = o_m2 + up16((size_t)nm2),
-                 o_work = o_hid + up16((size_t)(rows * hidden)),
-                 total = o_work + up16((wbytes + 3) / 4);
-    float *sc = ra_alloc(total, sizeof(float));
-    if (!sc) {
-        ra_free(idx_buf);
-        return ra_fail(RA_ERR_NOMEM, "swin_block_3d: out of memory for %zu floats", total);
-    }
-    float *t = sc + o_t, *tk = sc + o_tk, *mean = sc + o_mean, *rstd = sc + o_rstd,
-          *w1 = sc + o_w1, *w2 = sc + o_w2, *qb = sc + o_q, *kvb = sc + o_kv, *ob = sc + o_o,
-          *mask = p.shifted ? sc + o_mask : NULL, *m2 = sc + o_m2, *hid = sc + o_hid;
-    void *work = sc + o_work;
+/* Its workspaces: [q or qkv | kv | out | the core's] for the forward (what
+ * the backward reads back), [dq or dqkv | dkv | dout | the core's] for the
+ * backward. */
+typedef struct attn_parts {
+    float *q, *kv, *o;
+    void *work;
+    size_t wbytes;
+} attn_parts;
 
-    /* the normalised inputs first: then y may be x */
-    if (s->cross) ra_layernorm_forward(tk, mean, rstd, kv, s->nkw, s->nkb, M2, C, S3_EPS);
-    ra_layernorm_forward(t, mean, rstd, x, s->n1w, s->n1b, M1, C, S3_EPS);
-    if (y != x) memcpy(y, x, (size_t)nx * sizeof *y);
+static ra_attn_desc attn_desc(const window_attn_3d *r, const ra_block_layout *l) {
+    const swin3d_block *s = r->s;
+    return (ra_attn_desc){.b_ = l->b_, .nh = s->heads, .n1 = l->n, .n2 = ra_block_keys(l),
+                          .hd = s->dim / s->heads, .scale = s->scale, .table = s->table,
+                          .idx = r->idx, .table_rows = s->rows, .mask = l->mask,
+                          .nw = l->mask ? l->nw : 0};
+}
 
-    st = ra_window_partition(w1, t, B, C, &p.gq);
-    if (!st && s->cross) st = ra_window_partition(w2, tk, B, C, &p.gkv);
-    if (!st) st = build_mask(s, &p, H, W, mask, m2, t2);
-    if (!st) {
-        const float *q, *k, *v;
-        int ldq, ldkv;
-        if (fused) {
-            ra_linear_forward(qb, w1, s->qw, s->qb, rows1, 3 * C, C);
-            q = qb, k = qb + C, v = qb + 2 * C, ldq = ldkv = 3 * C;
-        } else {
-            ra_linear_forward(qb, w1, s->qw, s->qb, rows1, C, C);
-            ra_linear_forward(kvb, s->cross ? w2 : w1, s->kvw, s->kvb, rows2, 2 * C, C);
-            q = qb, k = kvb, v = kvb + C, ldq = C, ldkv = 2 * C;
-        }
-        ad.mask = mask, ad.nw = mask ? (int)p.nw : 0;
-        st = ra_attention_forward(ob, C, NULL, q, ldq, k, ldkv, v, ldkv, &ad, work, wbytes);
+/* Bytes of the parts (the core's wbytes last); laid out in base if given. */
+static size_t attn_carve(const window_attn_3d *r, const ra_block_layout *l, size_t wbytes,
+                         void *base, attn_parts *w) {
+    const size_t C = (size_t)r->s->dim, rows1 = (size_t)l->b_ * l->n,
+                 rows2 = (size_t)l->b_ * ra_block_keys(l);
+    const size_t nq = up16(rows1 * (r->fused ? 3 : 1) * C),
+                 nkv = r->fused ? 0 : up16(rows2 * 2 * C), no = up16(rows1 * C);
+    if (base) {
+        float *b = base;
+        *w = (attn_parts){.q = b, .kv = b + nq, .o = b + nq + nkv, .work = b + nq + nkv + no,
+                          .wbytes = wbytes};
     }
-    if (!st) {
-        ra_linear_forward(w1, ob, s->pw, s->pb, rows1, C, C);   /* the windows' output */
-        st = ra_window_reverse(t, w1, B, C, &p.gq);
+    return (nq + nkv + no + up16((wbytes + 3) / 4)) * sizeof(float);
+}
+
+static size_t attn_forward_ws_size(const void *ctx, const ra_block_layout *l) {
+    const ra_attn_desc d = attn_desc(ctx, l);
+    return attn_carve(ctx, l, ra_attention_workspace_size(&d, ra_threads_get()), NULL, NULL);
+}
+
+static size_t attn_backward_ws_size(const void *ctx, const ra_block_layout *l) {
+    const ra_attn_desc d = attn_desc(ctx, l);
+    return attn_carve(ctx, l, ra_attention_backward_workspace_size(&d, ra_threads_get()), NULL,
+                      NULL);
+}
+
+static ra_status attn_forward(const void *ctx, float *y, float *probs, const float *x,
+                              const float *kv, const ra_block_layout *l, void *ws, float *res,
+                              const int32_t *map) {
+    const window_attn_3d *r = ctx;
+    const swin3d_block *s = r->s;
+    const int C = s->dim;
+    const int64_t rows1 = (int64_t)l->b_ * l->n, rows2 = (int64_t)l->b_ * ra_block_keys(l);
+    const ra_attn_desc d = attn_desc(r, l);
+    attn_parts w;
+    attn_carve(r, l, ra_attention_workspace_size(&d, ra_threads_get()), ws, &w);
+    const float *k, *v;
+    int ldq, ldkv;
+    if (r->fused) {
+        ra_linear_forward(w.q, x, s->qw, s->qb, rows1, 3 * C, C);
+        k = w.q + C, v = w.q + 2 * C, ldq = ldkv = 3 * C;
+    } else {
+        ra_linear_forward(w.q, x, s->qw, s->qb, rows1, C, C);
+        ra_linear_forward(w.kv, kv ? kv : x, s->kvw, s->kvb, rows2, 2 * C, C);
+        k = w.kv, v = w.kv + C, ldq = C, ldkv = 2 * C;
     }
-    if (!st) {
-        ra_add(y, y, t, nx);
-        ra_layernorm_forward(t, mean, rstd, y, s->n2w, s->n2b, M1, C, S3_EPS);
-        for (int64_t r0 = 0; r0 < M1; r0 += rows) {
-            const int64_t r = M1 - r0 < rows ? M1 - r0 : rows;
-            float *tr = t + r0 * C;
-            /* GELU in fc1's product, y += fc2 in fc2's */
-            ra_linear_epi(hid, tr, s->f1w, s->f1b, r, hidden, C, 1, NULL, NULL);
-            ra_linear_epi(tr, hid, s->f2w, s->f2b, r, C, hidden, 0, y + r0 * C, NULL);
-        }
-    }
-    ra_free(sc);
-    ra_free(idx_buf);
+    ra_status st = ra_attention_forward(w.o, C, probs, w.q, ldq, k, ldkv, v, ldkv, &d, w.work,
+                                        w.wbytes);
+    if (!st) ra_linear_epi(y, w.o, s->pw, s->pb, rows1, C, C, 0, res, map);
     return st;
 }
 
-static ra_status check_dims(const s3d *s, int b, int d, int h, int w) {
-    if (b < 1 || d < 1 || d > S3_MAX_SIZE || h < 1 || h > S3_MAX_SIZE || w < 1 ||
-        w > S3_MAX_SIZE)
+/* The backward of attn_forward: dx overwritten, dkv and g ACCUMULATED. */
+static ra_status attn_backward(const void *ctx, float *dx, float *dkv, const ra_attn_grads *g,
+                               const float *dy, const float *x, const float *kv,
+                               const ra_block_layout *l, const void *saved, void *ws) {
+    const window_attn_3d *r = ctx;
+    const swin3d_block *s = r->s;
+    const int C = s->dim;
+    const int64_t rows1 = (int64_t)l->b_ * l->n, rows2 = (int64_t)l->b_ * ra_block_keys(l);
+    const ra_attn_desc d = attn_desc(r, l);
+    attn_parts f, b;   /* the forward's (read back) and the gradients */
+    attn_carve(r, l, 0, (void *)saved, &f);
+    attn_carve(r, l, ra_attention_backward_workspace_size(&d, ra_threads_get()), ws, &b);
+    memset(ws, 0, (size_t)((char *)b.work - (char *)ws));   /* dq, dkv, dout accumulate */
+
+    /* y = proj(o) */
+    ra_linear_backward(b.o, g->proj_w, g->proj_b, dy, f.o, s->pw, rows1, C, C);
+    /* o = attention(q, k, v) */
+    const float *k, *v;
+    float *dk, *dv;
+    int ldq, ldkv;
+    if (r->fused) {
+        k = f.q + C, v = f.q + 2 * C, dk = b.q + C, dv = b.q + 2 * C, ldq = ldkv = 3 * C;
+    } else {
+        k = f.kv, v = f.kv + C, dk = b.kv, dv = b.kv + C, ldq = C, ldkv = 2 * C;
+    }
+    ra_status st = ra_attention_backward(b.q, ldq, dk, ldkv, dv, ldkv, g->table, NULL, NULL,
+                                         b.o, C, f.q, ldq, k, ldkv, v, ldkv, &d, b.work,
+                                         b.wbytes);
+    if (st) return st;
+    /* the projections; q, k, v rows follow each other in weights, biases and
+     * gradients when fused */
+    memset(dx, 0, (size_t)(rows1 * C) * sizeof *dx);
+    if (r->fused) {
+        ra_linear_backward(dx, g->q_w, g->q_b, b.q, x, s->qw, rows1, 3 * C, C);
+    } else {
+        ra_linear_backward(dx, g->q_w, g->q_b, b.q, x, s->qw, rows1, C, C);
+        ra_linear_backward(kv ? dkv : dx, g->kv_w, g->kv_b, b.kv, kv ? kv : x, s->kvw, rows2,
+                           2 * C, C);
+    }
+    return RA_OK;
+}
+
+/* ---- one run: windows, index, mask, the block ---------------------------- */
+
+/* What the block needs for B clips of d x H x W (d = D1 for a cross block),
+ * its buffers from an arena. Holds pointers into itself: it does not move. */
+typedef struct window_run {
+    plan p;
+    sizes z;
+    window_attn_3d attn;
+    ra_block_attn ops;
+    ra_block blk;
+    ra_block_layout l;
+} window_run;
+
+static ra_status nomem(void) { return ra_fail(RA_ERR_NOMEM, "swin_block_3d: out of memory"); }
+
+/* kv: the cross block's key/value input (B, D2, H, W, C). */
+static ra_status run_begin(window_run *r, const swin3d_block *s, const float *kv, int B, int d,
+                           int H, int W, ra_arena *a) {
+    memset(r, 0, sizeof *r);
+    const plan p = r->p = plan_of(s, d, H, W);
+    ra_status st = sizes_of(s, &p, B, H, W, &r->z);
+    if (st) return st;
+    const sizes z = r->z;
+    if (z.rows1 > INT32_MAX || z.rows2 > INT32_MAX || z.M1 > INT32_MAX || z.M2 > INT32_MAX)
+        return ra_fail(RA_ERR_SHAPE, "swin_block_3d: %d clips of %dx%dx%d are too large", B,
+                       p.gq.d, H, W);
+    const int32_t *idx = s->idx;
+    if (p.n1 != s->n1 || p.n2 != s->n2) {
+        int32_t *buf = ra_arena_bytes(a, (size_t)(p.n1 * p.n2) * sizeof *buf);
+        if (!buf) return nomem();
+        idx = run_index(s, &p, buf);
+    }
+    const int C = s->dim;
+    r->attn = (window_attn_3d){
+        .s = s, .idx = idx,
+        .fused = !s->cross && s->kvw == s->qw + (int64_t)C * C && (!s->qb || s->kvb == s->qb + C)};
+    r->l = (ra_block_layout){.m = z.M1, .batch = B, .b_ = (int)z.bw, .n = (int)p.n1,
+                             .n2 = (int)p.n2};
+    const ra_attn_desc ad = attn_desc(&r->attn, &r->l);   /* the mask added below: same sizes */
+    if ((st = ra_attention_check(&ad))) return st;
+
+    int32_t *map = ra_arena_bytes(a, (size_t)z.rows1 * sizeof *map);
+    int32_t *kvmap = s->cross ? ra_arena_bytes(a, (size_t)z.rows2 * sizeof *kvmap) : NULL;
+    float *mask = p.shifted ? ra_arena_floats(a, (size_t)z.nmask) : NULL;
+    float *m2 = z.nm2 ? ra_arena_floats(a, (size_t)z.nm2) : NULL;
+    if (!map || (s->cross && !kvmap) || (p.shifted && !mask) || (z.nm2 && !m2)) return nomem();
+    st = ra_window_rowmap(map, B, &p.gq);
+    if (!st && s->cross) st = ra_window_rowmap(kvmap, B, &p.gkv);
+    if (!st) st = build_mask(s, &p, H, W, mask, m2, z.t2);
+    if (st) return st;
+    r->l.map = map, r->l.mask = mask, r->l.nw = mask ? (int)p.nw : 0;
+    if (s->cross) r->l.kv = kv, r->l.mkv = z.M2, r->l.kvmap = kvmap;
+
+    r->ops = (ra_block_attn){.ctx = &r->attn, .forward_ws_size = attn_forward_ws_size,
+                             .forward = attn_forward, .backward_ws_size = attn_backward_ws_size,
+                             .backward = attn_backward};
+    r->blk = (ra_block){.dim = C, .hidden = s->hidden, .eps = SWIN3D_EPS,
+                        .mlp_chunk = SWIN3D_MLP_CHUNK, .n1w = s->n1w, .n1b = s->n1b,
+                        .n2w = s->n2w, .n2b = s->n2b, .fc1w = s->f1w, .fc1b = s->f1b,
+                        .fc2w = s->f2w, .fc2b = s->f2b, .nkw = s->nkw, .nkb = s->nkb,
+                        .own = &r->ops};
+    return RA_OK;
+}
+
+/* y (B, Dq, H, W, C) from x (B, Dq, H, W, C) and, for a cross block,
+ * kv (B, D2, H, W, C). Dq = d (self) or D1 (cross). y may alias x. */
+static ra_status run_clips(const swin3d_block *s, float *y, const float *x, const float *kv,
+                           int B, int d, int H, int W) {
+    ra_arena_cache *cache = (ra_arena_cache *)&s->ws;
+    ra_arena local, *a = ra_arena_begin(cache, &local);
+    window_run r;
+    ra_status st = run_begin(&r, s, kv, B, d, H, W, a);
+    if (!st) {
+        if (y != x) memcpy(y, x, (size_t)r.z.nx * sizeof *y);
+        st = ra_block_forward(&r.blk, y, NULL, &r.l, a);
+    }
+    ra_arena_end(cache, a);
+    return st;
+}
+
+static ra_status check_dims(const swin3d_block *s, int b, int d, int h, int w) {
+    if (b < 1 || d < 1 || d > SWIN3D_MAX_SIZE || h < 1 || h > SWIN3D_MAX_SIZE || w < 1 ||
+        w > SWIN3D_MAX_SIZE)
         return ra_fail(RA_ERR_SHAPE, "swin_block_3d: %d clips of %d frames of %dx%d: each size "
-                       "must be in 1..%d", b, d, h, w, S3_MAX_SIZE);
+                       "must be in 1..%d", b, d, h, w, SWIN3D_MAX_SIZE);
     if (s->cross && d != s->fq)
         return ra_fail(RA_ERR_SHAPE, "swin_block_3d: the cross block has num_frames_q = %d query "
                        "frames, x has %d", s->fq, d);
@@ -536,7 +646,7 @@ ra_status ra_swin_block_3d_forward(const ra_model *m, float *y, const float *x, 
                                    int b, int d, int h, int w) {
     if (!m || m->ops != &ra_swin_block_3d_ops)
         return ra_fail(RA_ERR_ARG, "ra_swin_block_3d_forward: not a swin_block_3d model");
-    const s3d *s = m->impl;
+    const swin3d_block *s = m->impl;
     if (!y || !x) return ra_fail(RA_ERR_ARG, "ra_swin_block_3d_forward: NULL x or y");
     if (s->cross && !kv)
         return ra_fail(RA_ERR_ARG, "swin_block_3d: the cross block needs kv (B, %d, H, W, %d)",
@@ -544,7 +654,7 @@ ra_status ra_swin_block_3d_forward(const ra_model *m, float *y, const float *x, 
     if (!s->cross && kv)
         return ra_fail(RA_ERR_ARG, "swin_block_3d: a self-attention block takes no kv");
     ra_status st = check_dims(s, b, d, h, w);
-    return st ? st : s3_run(s, y, x, kv, b, d, h, w);
+    return st ? st : run_clips(s, y, x, kv, b, d, h, w);
 }
 
 /* Where the batched call meets tensors from a file: every axis of x and kv
@@ -555,22 +665,22 @@ ra_status ra_swin_block_3d_check(const ra_model *m, int x_ndim, const int64_t *x
                                  int kv_ndim, const int64_t *kv_shape) {
     if (!m || m->ops != &ra_swin_block_3d_ops || !x_shape || (kv_ndim && !kv_shape))
         return ra_fail(RA_ERR_ARG, "ra_swin_block_3d_check: not a swin_block_3d model");
-    const s3d *s = m->impl;
+    const swin3d_block *s = m->impl;
     if (x_ndim != 5)
         return ra_fail(RA_ERR_SHAPE, "swin_block_3d takes x (B, D, H, W, C), got %d dimensions",
                        x_ndim);
     for (int i = 0; i < 5; i++)
-        if (x_shape[i] < 1 || x_shape[i] > S3_MAX_SIZE)
+        if (x_shape[i] < 1 || x_shape[i] > SWIN3D_MAX_SIZE)
             return ra_fail(RA_ERR_SHAPE, "swin_block_3d: x has size %lld on axis %d, outside "
-                           "1..%d", (long long)x_shape[i], i, S3_MAX_SIZE);
+                           "1..%d", (long long)x_shape[i], i, SWIN3D_MAX_SIZE);
     if (x_shape[4] != s->dim)
         return ra_fail(RA_ERR_SHAPE, "swin_block_3d: x has %lld channels, dim is %d",
                        (long long)x_shape[4], s->dim);
     int64_t n = x_shape[0];
     for (int i = 1; i < 5; i++)
-        if (!ra_mul_i64(&n, n, x_shape[i]) || n > S3_MAX_FLOATS)
+        if (!ra_mul_i64(&n, n, x_shape[i]) || n > SWIN3D_MAX_FLOATS)
             return ra_fail(RA_ERR_SHAPE, "swin_block_3d: x holds more than %lld values",
-                           (long long)S3_MAX_FLOATS);
+                           (long long)SWIN3D_MAX_FLOATS);
     if (!s->cross && kv_ndim)
         return ra_fail(RA_ERR_SHAPE, "swin_block_3d: a self-attention block takes no kv");
     if (s->cross) {
@@ -588,8 +698,8 @@ ra_status ra_swin_block_3d_check(const ra_model *m, int x_ndim, const int64_t *x
 /* The clip of ra_model_forward / ra_model_forward_train: x (D, H, W, C),
  * a cross block's holding the D1 query frames, then the D2 key/value
  * frames. Writes the query frames dq, the map and ny = dq * H * W * C. */
-static ra_status clip_of(const s3d *s, int x_ndim, const int64_t *x_shape, int *dq, int *h,
-                         int *w, int64_t *ny) {
+static ra_status clip_of(const swin3d_block *s, int x_ndim, const int64_t *x_shape, int *dq,
+                         int *h, int *w, int64_t *ny) {
     if (x_ndim != 4)
         return ra_fail(RA_ERR_SHAPE, "swin_block_3d takes one clip x (D, H, W, C)%s, got %d "
                        "dimensions (a batch (B, D, H, W, C) goes through "
@@ -603,20 +713,21 @@ static ra_status clip_of(const s3d *s, int x_ndim, const int64_t *x_shape, int *
         return ra_fail(RA_ERR_SHAPE, "swin_block_3d: the cross block takes x (D1 + D2 = %d, H, "
                        "W, C), the %d query frames then the %d key/value frames; x has %lld",
                        s->fq + s->fkv, s->fq, s->fkv, (long long)D);
-    if (D < 1 || D > S3_MAX_SIZE || H < 1 || H > S3_MAX_SIZE || W < 1 || W > S3_MAX_SIZE)
+    if (D < 1 || D > SWIN3D_MAX_SIZE || H < 1 || H > SWIN3D_MAX_SIZE || W < 1 ||
+        W > SWIN3D_MAX_SIZE)
         return ra_fail(RA_ERR_SHAPE, "swin_block_3d: a clip of %lldx%lldx%lld", (long long)D,
                        (long long)H, (long long)W);
     *dq = s->cross ? s->fq : (int)D, *h = (int)H, *w = (int)W;
-    if (!ra_mul_i64(ny, (int64_t)*dq * H, W * C) || *ny > S3_MAX_FLOATS)
+    if (!ra_mul_i64(ny, (int64_t)*dq * H, W * C) || *ny > SWIN3D_MAX_FLOATS)
         return ra_fail(RA_ERR_SHAPE, "swin_block_3d: input too large");
     return check_dims(s, 1, *dq, *h, *w);
 }
 
 /* ra_model_forward: one clip x (D, H, W, C); a cross block's x holds the
  * D1 query frames, then the D2 key/value frames. */
-static ra_status s3_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
-                            const float *x, int x_ndim, const int64_t *x_shape) {
-    const s3d *s = m->impl;
+static ra_status swin3d_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
+                                const float *x, int x_ndim, const int64_t *x_shape) {
+    const swin3d_block *s = m->impl;
     int dq = 0, H = 0, W = 0;
     int64_t ny = 0;
     ra_status st = clip_of(s, x_ndim, x_shape, &dq, &H, &W, &ny);
@@ -624,7 +735,7 @@ static ra_status s3_forward(const ra_model *m, float **y, int *y_ndim, int64_t y
     float *out = ra_alloc((size_t)ny, sizeof *out);
     if (!out) return ra_fail(RA_ERR_NOMEM, "swin_block_3d: out of memory");
     const float *kv = s->cross ? x + ny : NULL;
-    if ((st = s3_run(s, out, x, kv, 1, dq, H, W))) {
+    if ((st = run_clips(s, out, x, kv, 1, dq, H, W))) {
         ra_free(out);
         return st;
     }
@@ -635,177 +746,68 @@ static ra_status s3_forward(const ra_model *m, float **y, int *y_ndim, int64_t y
 }
 
 /* ---- training ------------------------------------------------------------
- * llm.c style: the training forward runs the block as s3_run does, but
- * keeps every activation the backward reads in the tape (one buffer, kept
- * between steps and grown only when a larger clip comes), and the backward
- * walks the forward in reverse through the layers' backward calls:
- *
- *   forward                                   backward (reverse order)
- *   t = norm1(x) -> partition -> w1           dx   += LN1' (partition' (dw1))
- *   (cross) norm_kv(kv) -> partition -> w2    dkv  += LNkv' (partition' (dw2))
- *   q, k, v = Linear(w1), Linear(w1 | w2)     dw1, dw2, dWq, dWkv += Linear'
- *   o = attention(q, k, v; table, mask)       dq, dk, dv, dtable  += attention'
- *   x1 = x + reverse(proj(o))                 dx += dx1; do, dWp += Linear' (reverse' (dx1))
- *   h = fc1(norm2(x1)), y = x1 + fc2(gelu(h)) dx1 = dy + LN2' (fc1' (gelu' (fc2' (dy))))
- *
- * The attention backward recomputes the probabilities from q and k (see
- * ra_attention_backward); q, k, v and o themselves are kept. The
- * parameters' gradients sit at the parameters' offsets in the flat
- * gradient (a pointer w into m->weights has its gradient at grad + (w -
- * m->weights)), so Video Swin's fused attn.qkv and RSTT's attn.q / attn.kv
- * are the same code, and q and kv run as one GEMM whenever the forward does. */
-typedef struct s3tape {
-    int valid;                   /* a training forward has filled it */
-    int B, d, H, W;
-    plan p;
-    sizes z;
-    int fused;                   /* q and kv projected as one (rows1, 3C) GEMM */
-    ra_attn_desc ad;             /* idx and mask point into the tape */
-    size_t wbytes;               /* the forward attention's workspace */
-    float *buf;                  /* the activations, cap floats */
-    size_t cap;
-    int32_t *idx;                /* the clamped window's index, idx_cap entries */
-    size_t idx_cap;
-    float *gbuf;                 /* the backward's scratch, gcap floats */
-    size_t gcap;
-    /* into buf */
-    float *x, *kv;               /* (M1, C), (M2, C) the block's inputs */
-    float *mean1, *rstd1, *meank, *rstdk, *mean2, *rstd2;   /* (M1) or (M2) */
-    float *w1, *w2;              /* (rows1, C), (rows2, C) normalised windows */
-    float *q, *kvp;              /* (rows1, C or 3C), (rows2, 2C) projections */
-    float *o;                    /* (rows1, C) attention output, before proj */
-    float *mask, *m2;            /* (nW, N1, N2), (nW, T, T) */
-    float *x1, *t2;              /* (M1, C) x after attention, norm2(x1) */
-    float *gd, *hact;            /* (M1, hidden) GELU' of fc1's output, its GELU */
-    float *tmp;                  /* max(nx, nkx, nwin1) */
-    void *work;
-} s3tape;
+ * The block's training forward (block.c) keeps on a tape what its backward
+ * reads, the attention's projections and output among them (its
+ * workspace); the tape and the run's windows live in an arena owned by the
+ * model, reused step after step. The clip is copied onto the tape: the
+ * caller's x need not outlive the forward. */
+typedef struct swin3d_tape {
+    ra_arena_cache cache;
+    ra_arena local, *a;      /* the arena in use since the last forward */
+    window_run r;
+    ra_block_tape bt;
+    int valid;               /* a training forward has filled it */
+} swin3d_tape;
 
-static void tape_free(s3tape *t) {
+static void tape_free(swin3d_tape *t) {
     if (!t) return;
-    ra_free(t->buf);
-    ra_free(t->idx);
-    ra_free(t->gbuf);
+    if (t->a) ra_arena_end(&t->cache, t->a);
+    ra_arena_cache_free(&t->cache);
     free(t);
 }
 
-/* A buffer of at least n elements of sz bytes, kept between calls. */
-static int grow(void **buf, size_t *cap, size_t n, size_t sz) {
-    if (*buf && *cap >= n) return 1;
-    ra_free(*buf);
-    *cap = 0;
-    if (!(*buf = ra_alloc(n ? n : 1, sz))) return 0;
-    *cap = n;
-    return 1;
-}
-
-static size_t max3(size_t a, size_t b, size_t c) {
-    return a > b ? (a > c ? a : c) : (b > c ? b : c);
-}
-
 /* The training forward of B clips: y (B, Dq, H, W, C) (not x) from x and,
- * for a cross block, kv, as s3_run, filling the tape. */
-static ra_status s3_train_run(s3d *s, float *y, const float *x, const float *kv, int B, int d,
-                              int H, int W) {
-    const int C = s->dim, hidden = s->hidden;
+ * for a cross block, kv, as run_clips, filling the tape. */
+static ra_status train_clips(swin3d_block *s, float *y, const float *x, const float *kv, int B,
+                             int d, int H, int W) {
     if (!s->tape && !(s->tape = calloc(1, sizeof *s->tape)))
         return ra_fail(RA_ERR_NOMEM, "swin_block_3d: out of memory for the tape");
-    s3tape *t = s->tape;
+    swin3d_tape *t = s->tape;
     t->valid = 0;
-    const plan p = plan_of(s, d, H, W);
-    sizes z;
-    ra_status st = sizes_of(s, &p, B, H, W, &z);
+    if (t->a) ra_arena_end(&t->cache, t->a);
+    t->a = ra_arena_begin(&t->cache, &t->local);
+    window_run *r = &t->r;
+    ra_status st = run_begin(r, s, kv, B, d, H, W, t->a);
     if (st) return st;
-    if (z.nhid > S3_MAX_FLOATS)
+    if (r->z.nhid > SWIN3D_MAX_FLOATS)
         return ra_fail(RA_ERR_SHAPE, "swin_block_3d: %d clips of %dx%dx%d are too large to "
-                       "train on", B, p.gq.d, H, W);
-    t->B = B, t->d = d, t->H = H, t->W = W, t->p = p, t->z = z;
-
-    const int32_t *idx = s->idx;
-    if (p.n1 != s->n1 || p.n2 != s->n2) {
-        if (!grow((void **)&t->idx, &t->idx_cap, (size_t)(p.n1 * p.n2), sizeof *t->idx))
-            return ra_fail(RA_ERR_NOMEM, "swin_block_3d: out of memory");
-        idx = run_index(s, &p, t->idx);
-    }
-    t->ad = (ra_attn_desc){.b_ = (int)z.bw, .nh = s->heads, .n1 = (int)p.n1, .n2 = (int)p.n2,
-                           .hd = C / s->heads, .scale = s->scale, .table = s->table, .idx = idx,
-                           .table_rows = s->rows};
-    if ((st = ra_attention_check(&t->ad))) return st;
-    t->wbytes = ra_attention_workspace_size(&t->ad, ra_threads_get());
-    t->fused = !s->cross && s->kvw == s->qw + (int64_t)C * C && (!s->qb || s->kvb == s->qb + C);
-
-    const size_t nx = (size_t)z.nx, nkx = (size_t)z.nkx, M1 = (size_t)z.M1, M2 = (size_t)z.M2,
-                 nw1 = (size_t)z.nwin1, nw2 = (size_t)z.nwin2, nh = (size_t)z.nhid;
-    const size_t sz[] = {nx, nkx, M1, M1, M2, M2, M1, M1, nw1, nw2,
-                         (size_t)z.rows1 * (t->fused ? 3 : 1) * C,
-                         t->fused ? 0 : (size_t)z.rows2 * 2 * C, nw1, (size_t)z.nmask,
-                         (size_t)z.nm2, nx, nx, nh, nh, max3(nx, nkx, nw1),
-                         (t->wbytes + 3) / 4};
-    enum { NBUF = sizeof sz / sizeof sz[0] };
-    size_t off[NBUF], total = 0;
-    for (int i = 0; i < NBUF; i++) off[i] = total, total += up16(sz[i]);
-    if (!grow((void **)&t->buf, &t->cap, total, sizeof(float)))
-        return ra_fail(RA_ERR_NOMEM, "swin_block_3d: out of memory for a tape of %zu floats",
-                       total);
-    float *const b = t->buf;
-    t->x = b + off[0], t->kv = b + off[1], t->mean1 = b + off[2], t->rstd1 = b + off[3];
-    t->meank = b + off[4], t->rstdk = b + off[5], t->mean2 = b + off[6], t->rstd2 = b + off[7];
-    t->w1 = b + off[8], t->w2 = b + off[9], t->q = b + off[10], t->kvp = b + off[11];
-    t->o = b + off[12], t->mask = p.shifted ? b + off[13] : NULL, t->m2 = b + off[14];
-    t->x1 = b + off[15], t->t2 = b + off[16], t->gd = b + off[17], t->hact = b + off[18];
-    t->tmp = b + off[19], t->work = b + off[20];
-
-    /* attention: norm1 (and norm_kv) into windows, projections, core, proj */
-    memcpy(t->x, x, nx * sizeof *x);
-    if (s->cross) memcpy(t->kv, kv, nkx * sizeof *kv);
-    ra_layernorm_forward(t->tmp, t->mean1, t->rstd1, x, s->n1w, s->n1b, z.M1, C, S3_EPS);
-    st = ra_window_partition(t->w1, t->tmp, B, C, &p.gq);
-    if (!st && s->cross) {
-        ra_layernorm_forward(t->tmp, t->meank, t->rstdk, kv, s->nkw, s->nkb, z.M2, C, S3_EPS);
-        st = ra_window_partition(t->w2, t->tmp, B, C, &p.gkv);
-    }
-    if (!st) st = build_mask(s, &p, H, W, t->mask, t->m2, z.t2);
-    if (st) return st;
-    t->ad.mask = t->mask, t->ad.nw = t->mask ? (int)p.nw : 0;
-    const float *q = t->q, *k, *v;
-    int ldq, ldkv;
-    if (t->fused) {
-        ra_linear_forward(t->q, t->w1, s->qw, s->qb, z.rows1, 3 * C, C);
-        k = t->q + C, v = t->q + 2 * C, ldq = ldkv = 3 * C;
-    } else {
-        ra_linear_forward(t->q, t->w1, s->qw, s->qb, z.rows1, C, C);
-        ra_linear_forward(t->kvp, s->cross ? t->w2 : t->w1, s->kvw, s->kvb, z.rows2, 2 * C, C);
-        k = t->kvp, v = t->kvp + C, ldq = C, ldkv = 2 * C;
-    }
-    st = ra_attention_forward(t->o, C, NULL, q, ldq, k, ldkv, v, ldkv, &t->ad, t->work,
-                              t->wbytes);
-    if (st) return st;
-    ra_linear_forward(t->tmp, t->o, s->pw, s->pb, z.rows1, C, C);
-    if ((st = ra_window_reverse(t->x1, t->tmp, B, C, &p.gq))) return st;
-    ra_add(t->x1, t->x1, x, z.nx);
-
-    /* MLP */
-    ra_layernorm_forward(t->t2, t->mean2, t->rstd2, t->x1, s->n2w, s->n2b, z.M1, C, S3_EPS);
-    ra_linear_gelu_keep(t->gd, t->hact, t->t2, s->f1w, s->f1b, z.M1, hidden, C);
-    ra_linear_forward(y, t->hact, s->f2w, s->f2b, z.M1, C, hidden);
-    ra_add(y, y, t->x1, z.nx);
+                       "train on", B, r->p.gq.d, H, W);
+    float *xc = ra_arena_floats(t->a, (size_t)r->z.nx);
+    float *kvc = s->cross ? ra_arena_floats(t->a, (size_t)r->z.nkx) : NULL;
+    float *base = ra_arena_floats(t->a, ra_block_tape_layout(&t->bt, &r->blk, &r->l, NULL));
+    if (!xc || (s->cross && !kvc) || !base) return nomem();
+    memcpy(xc, x, (size_t)r->z.nx * sizeof *xc);
+    if (s->cross) memcpy(kvc, kv, (size_t)r->z.nkx * sizeof *kvc), r->l.kv = kvc;
+    ra_block_tape_layout(&t->bt, &r->blk, &r->l, base);
+    t->bt.x = xc;
+    if ((st = ra_block_forward_train(&r->blk, &t->bt, y, 1, t->a, NULL))) return st;
     t->valid = 1;
     return RA_OK;
 }
 
-static ra_status s3_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
-                                  const float *x, int x_ndim, const int64_t *x_shape,
-                                  ra_rng *rng) {
+static ra_status swin3d_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
+                                      const float *x, int x_ndim, const int64_t *x_shape,
+                                      ra_rng *rng) {
     (void)rng;   /* no dropout or stochastic depth in this block */
-    s3d *s = m->impl;
+    swin3d_block *s = m->impl;
     if (s->tape) s->tape->valid = 0;
     int dq = 0, H = 0, W = 0;
     int64_t ny = 0;
     ra_status st = clip_of(s, x_ndim, x_shape, &dq, &H, &W, &ny);
     if (st) return st;
     float *out = ra_alloc((size_t)ny, sizeof *out);
-    if (!out) return ra_fail(RA_ERR_NOMEM, "swin_block_3d: out of memory");
-    if ((st = s3_train_run(s, out, x, s->cross ? x + ny : NULL, 1, dq, H, W))) {
+    if (!out) return nomem();
+    if ((st = train_clips(s, out, x, s->cross ? x + ny : NULL, 1, dq, H, W))) {
         ra_free(out);
         return st;
     }
@@ -815,105 +817,38 @@ static ra_status s3_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y
     return RA_OK;
 }
 
-/* The gradient of the parameter at w (a pointer into m->weights). */
+/* The gradient of the parameter at w (a pointer into m->weights): the
+ * gradients sit at the parameters' offsets in the flat gradient, so Video
+ * Swin's fused attn.qkv and RSTT's attn.q / attn.kv are the same code. */
 static float *grad_of(const ra_model *m, float *grad, const float *w) {
     return w ? grad + (w - m->weights) : NULL;
 }
 
-/* dx (B, Dq, H, W, C) and, for a cross block, dkv (B, D2, H, W, C), either
- * NULL, and grad (the flat parameter gradient), all ACCUMULATED, from
- * dy (B, Dq, H, W, C) and the tape. The tape is only read: a second call
- * gives the same gradients again. */
-static ra_status s3_train_back(const ra_model *m, float *grad, float *dx, float *dkv,
-                               const float *dy) {
-    const s3d *s = m->impl;
-    s3tape *t = s->tape;
-    const int C = s->dim, hidden = s->hidden, B = t->B;
-    const sizes z = t->z;
-    const plan p = t->p;
-    const size_t nx = (size_t)z.nx, nkx = (size_t)z.nkx, nw1 = (size_t)z.nwin1,
-                 nw2 = (size_t)z.nwin2, nh = (size_t)z.nhid,
-                 nq = (size_t)z.rows1 * (t->fused ? 3 : 1) * C,
-                 nkv = t->fused ? 0 : (size_t)z.rows2 * 2 * C;
-    /* dres (M1, C); dt (max(nx, nkx)); dh (M1, hidden); dwa, dwb
-     * (rows1, C); dq; dkv; dw2 (rows2, C); the attention backward's
-     * workspace (sized now: the threads may have changed since the forward) */
-    const size_t wbytes = ra_attention_backward_workspace_size(&t->ad, ra_threads_get());
-    const size_t sz[] = {nx, nx > nkx ? nx : nkx, nh, nw1, nw1, nq, nkv, nw2,
-                         (wbytes + 3) / 4};
-    enum { NBUF = sizeof sz / sizeof sz[0] };
-    size_t off[NBUF], total = 0;
-    for (int i = 0; i < NBUF; i++) off[i] = total, total += up16(sz[i]);
-    if (!grow((void **)&t->gbuf, &t->gcap, total, sizeof(float)))
-        return ra_fail(RA_ERR_NOMEM, "swin_block_3d: out of memory for the backward (%zu "
-                       "floats)", total);
-    float *const b = t->gbuf;
-    float *dres = b + off[0], *dt = b + off[1], *dh = b + off[2], *dwa = b + off[3],
-          *dwb = b + off[4], *dqb = b + off[5], *dkvb = b + off[6], *dw2 = b + off[7];
-    void *work = b + off[8];
-    memset(b, 0, off[8] * sizeof *b);
-
-    /* y = x1 + fc2(gelu(fc1(norm2(x1)))) */
-    memcpy(dres, dy, nx * sizeof *dres);
-    ra_linear_backward_ex(dh, grad_of(m, grad, s->f2w), grad_of(m, grad, s->f2b), dy, t->hact,
-                          s->f2w, z.M1, C, hidden, 1, t->gd);   /* dh = (dy f2w) GELU' */
-    ra_linear_backward(dt, grad_of(m, grad, s->f1w), grad_of(m, grad, s->f1b), dh, t->t2,
-                       s->f1w, z.M1, hidden, C);
-    ra_layernorm_backward(dres, grad_of(m, grad, s->n2w), grad_of(m, grad, s->n2b), dt, t->x1,
-                          t->mean2, t->rstd2, s->n2w, z.M1, C);
-
-    /* x1 = x + crop(reverse(proj(o))) */
-    if (dx) ra_add(dx, dx, dres, z.nx);
-    ra_status st = ra_window_reverse_backward(dwa, dres, B, C, &p.gq);
-    if (st) return st;
-    ra_linear_backward(dwb, grad_of(m, grad, s->pw), grad_of(m, grad, s->pb), dwa, t->o, s->pw,
-                       z.rows1, C, C);
-
-    /* o = attention(q, k, v), then the projections (dwa: d norm1 windows) */
-    const float *k, *v;
-    float *dk, *dv;
-    int ldq, ldkv;
-    if (t->fused) {
-        k = t->q + C, v = t->q + 2 * C, dk = dqb + C, dv = dqb + 2 * C, ldq = ldkv = 3 * C;
-    } else {
-        k = t->kvp, v = t->kvp + C, dk = dkvb, dv = dkvb + C, ldq = C, ldkv = 2 * C;
-    }
-    st = ra_attention_backward(dqb, ldq, dk, ldkv, dv, ldkv, grad_of(m, grad, s->table), NULL,
-                               NULL, dwb, C, t->q, ldq, k, ldkv, v, ldkv, &t->ad, work, wbytes);
-    if (st) return st;
-    memset(dwa, 0, nw1 * sizeof *dwa);
-    if (t->fused) {   /* q, k, v rows follow each other in weights, biases and grad */
-        ra_linear_backward(dwa, grad_of(m, grad, s->qw), grad_of(m, grad, s->qb), dqb, t->w1,
-                           s->qw, z.rows1, 3 * C, C);
-    } else {
-        ra_linear_backward(dwa, grad_of(m, grad, s->qw), grad_of(m, grad, s->qb), dqb, t->w1,
-                           s->qw, z.rows1, C, C);
-        ra_linear_backward(s->cross ? dw2 : dwa, grad_of(m, grad, s->kvw),
-                           grad_of(m, grad, s->kvb), dkvb, s->cross ? t->w2 : t->w1, s->kvw,
-                           z.rows2, 2 * C, C);
-    }
-
-    /* w1 = partition(norm1(x)), w2 = partition(norm_kv(kv)) */
-    memset(dt, 0, nx * sizeof *dt);
-    if ((st = ra_window_partition_backward(dt, dwa, B, C, &p.gq))) return st;
-    ra_layernorm_backward(dx, grad_of(m, grad, s->n1w), grad_of(m, grad, s->n1b), dt, t->x,
-                          t->mean1, t->rstd1, s->n1w, z.M1, C);
-    if (s->cross) {
-        memset(dt, 0, nkx * sizeof *dt);
-        if ((st = ra_window_partition_backward(dt, dw2, B, C, &p.gkv))) return st;
-        ra_layernorm_backward(dkv, grad_of(m, grad, s->nkw), grad_of(m, grad, s->nkb), dt,
-                              t->kv, t->meank, t->rstdk, s->nkw, z.M2, C);
-    }
-    return RA_OK;
-}
-
-/* ra_model_backward: dx is the clip's shape, a cross block's query frames
- * then its key/value frames (one clip: the two are consecutive). */
-static ra_status s3_backward(ra_model *m, float *grad, float *dx, const float *dy) {
-    const s3d *s = m->impl;
-    if (!s->tape || !s->tape->valid)
+/* ra_model_backward: dx (the clip's shape, a cross block's query frames
+ * then its key/value frames) and grad ACCUMULATED, from dy and the tape,
+ * which is only read: a second call gives the same gradients again. */
+static ra_status swin3d_backward(ra_model *m, float *grad, float *dx, const float *dy) {
+    const swin3d_block *s = m->impl;
+    swin3d_tape *t = s->tape;
+    if (!t || !t->valid)
         return ra_fail(RA_ERR_ARG, "swin_block_3d: backward without a training forward");
-    return s3_train_back(m, grad, dx, dx && s->cross ? dx + s->tape->z.nx : NULL, dy);
+    const int64_t nx = t->r.z.nx;
+#define G(w) grad_of(m, grad, s->w)
+    const ra_block_grads g = {
+        .n1w = G(n1w), .n1b = G(n1b), .n2w = G(n2w), .n2b = G(n2b), .nkw = G(nkw),
+        .nkb = G(nkb), .fc1w = G(f1w), .fc1b = G(f1b), .fc2w = G(f2w), .fc2b = G(f2b),
+        .attn = {.q_w = G(qw), .q_b = G(qb), .kv_w = G(kvw), .kv_b = G(kvb), .proj_w = G(pw),
+                 .proj_b = G(pb), .table = G(table)},
+        .kv = dx && s->cross ? dx + nx : NULL};
+#undef G
+    const size_t mark = ra_arena_mark(t->a);
+    float *d = ra_arena_floats(t->a, (size_t)nx);
+    if (!d) return nomem();
+    memcpy(d, dy, (size_t)nx * sizeof *d);
+    ra_status st = ra_block_backward(&t->r.blk, &t->bt, d, &g, t->a);
+    if (!st && dx) ra_add(dx, dx, d, nx);
+    ra_arena_reset(t->a, mark);
+    return st;
 }
 
 /* Multiply-adds of one clip of h x w frames, counted as Swin's
@@ -921,9 +856,9 @@ static ra_status s3_backward(ra_model *m, float *grad, float *dx, const float *d
  * attention with its projections, the MLP), with the windows of the padded
  * map: a self block over Wd frames (one window of frames), a cross block
  * over D1 query and D2 key/value frames (norm_kv included). */
-static int64_t s3_flops(const ra_model *m, int h, int w) {
-    const s3d *s = m->impl;
-    if (h > S3_MAX_SIZE || w > S3_MAX_SIZE) return -1;
+static int64_t swin3d_flops(const ra_model *m, int h, int w) {
+    const swin3d_block *s = m->impl;
+    if (h > SWIN3D_MAX_SIZE || w > SWIN3D_MAX_SIZE) return -1;
     const plan p = plan_of(s, s->win[0], h, w);
     const int64_t C = s->dim, L1 = (int64_t)p.gq.d * h * w, L2 = (int64_t)p.gkv.d * h * w;
     int64_t attn = ra_cadd(ra_cmul3(p.n1, C, C), ra_cmul3(p.n2, 2 * C, C));
@@ -934,7 +869,8 @@ static int64_t s3_flops(const ra_model *m, int h, int w) {
 }
 
 const ra_arch_ops ra_swin_block_3d_ops = {
-    .name = "swin_block_3d", .arch = RA_ARCH_SWIN_BLOCK_3D, .declare = s3_declare,
-    .canonical = s3_canonical, .detect = s3_detect, .build = s3_build, .destroy = s3_destroy,
-    .forward = s3_forward, .forward_train = s3_forward_train,
-    .backward = s3_backward, .flops = s3_flops};
+    .name = "swin_block_3d", .arch = RA_ARCH_SWIN_BLOCK_3D, .declare = swin3d_declare,
+    .canonical = swin3d_canonical, .detect = swin3d_detect, .build = swin3d_build,
+    .destroy = swin3d_destroy,
+    .forward = swin3d_forward, .forward_train = swin3d_forward_train,
+    .backward = swin3d_backward, .flops = swin3d_flops};
