@@ -1,9 +1,11 @@
-/* dispatch.c - choose the attention kernel once, from the CPU.
+/* dispatch.c - choose the kernel set once, from the CPU: the attention
+ * kernel (kernels.h) and the layers' kernels (nn_kernels.h) together.
  *
- * The best kernel the CPU supports is chosen at first use; the environment
+ * The best set the CPU supports is chosen at first use; the environment
  * variable RELATTN_KERNEL (ref, avx2, avx512) or ra_kernel_select() can
  * force another, which is how the tests run every variant. */
 #include "kernels.h"
+#include "nn_kernels.h"
 #include "base/internal.h"
 
 #include <stdlib.h>
@@ -14,6 +16,34 @@ static const ra_attn_kernel *table[RA_KERNEL_COUNT] = {
 #ifdef RA_HAVE_X86_KERNELS
     [RA_KERNEL_AVX2] = &ra_kernel_avx2,
     [RA_KERNEL_AVX512] = &ra_kernel_avx512,
+#endif
+};
+
+#ifdef RA_HAVE_X86_KERNELS
+/* The layers on AVX-512F: the fused products and LayerNorm of
+ * gemm_avx512.c; GELU and GELU' element-wise on the 8 lanes of nn_avx2.c
+ * (the products' epilogue computes the same bits on 16); the portable
+ * product, where a fused one declines (no memory), on AVX2. */
+const ra_nn_kernel ra_nn_kernel_avx512 = {
+    .name = "avx512",
+    .gelu = ra_nn_gelu_avx2,
+    .gelu_backward = ra_gemm_gelu_backward_avx512,
+    .gelu_deriv = ra_nn_gelu_deriv_avx2,
+    .layernorm_row = ra_nn_layernorm_row_avx512,
+    .layernorm_rows4 = ra_nn_layernorm_rows4_avx512,
+    .layernorm_backward_rows = ra_nn_layernorm_backward_rows_avx512,
+    .gemm_micro = RA_GEMM_AVX2,
+    .gemm = ra_gemm_avx512_ext,
+    .gemm_tn = ra_gemm_tn_avx512,
+};
+#endif
+
+/* The layers' entry of each set, NULL where the attention table has none. */
+static const ra_nn_kernel *nn_table[RA_KERNEL_COUNT] = {
+    [RA_KERNEL_REF] = &ra_nn_kernel_ref,
+#ifdef RA_HAVE_X86_KERNELS
+    [RA_KERNEL_AVX2] = &ra_nn_kernel_avx2,
+    [RA_KERNEL_AVX512] = &ra_nn_kernel_avx512,
 #endif
 };
 
@@ -63,3 +93,5 @@ ra_kernel_id ra_kernel_current(void) {
 }
 
 const ra_attn_kernel *ra_kernel_active(void) { return table[ra_kernel_current()]; }
+
+const ra_nn_kernel *ra_nn_kernel_active(void) { return nn_table[ra_kernel_current()]; }

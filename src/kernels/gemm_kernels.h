@@ -1,6 +1,7 @@
 /* gemm_kernels.h - the matrix products of the Linear layers (private):
  * the portable framework of gemm.c with its micro-kernels, and the fused
- * products of gemm_avx512.c; src/nn/nn.c chooses. */
+ * products of gemm_avx512.c; the layers' kernel table (nn_kernels.h)
+ * chooses. */
 #ifndef RA_GEMM_KERNELS_H
 #define RA_GEMM_KERNELS_H
 
@@ -72,7 +73,7 @@ void ra_nn_layernorm_row_avx512(float *y, float *mean, float *rstd, const float 
 void ra_nn_layernorm_rows4_avx512(float *const y[4], float *const mean[4], float *const rstd[4],
                                   const float *const x[4], const float *gamma, const float *beta,
                                   int c, float eps);
-/* LayerNorm backward of rows [0, rows) (src/nn/nn.c's scalar loop on 8 double
+/* LayerNorm backward of rows [0, rows) (the reference of nn_ref.c on 8 double
  * lanes): dx += (may be NULL), and the column sums of dy xhat and dy
  * ADDED to pg and pb (c doubles each; either may be NULL), rows in order. */
 void ra_nn_layernorm_backward_rows_avx512(float *dx, double *pg, double *pb, const float *dy,

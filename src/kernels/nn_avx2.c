@@ -1,7 +1,7 @@
-/* nn_avx2.c - AVX2 + FMA element-wise layers for inference: erf / exact
- * GELU and LayerNorm rows. Compiled with -mavx2 -mfma and called only when
- * the CPU has both (src/nn/nn.c dispatches; its scalar loops are the
- * fallback and the oracle).
+/* nn_avx2.c - the layers' AVX2 + FMA kernels: erf / exact GELU, its
+ * derivative, LayerNorm rows; the entry ra_nn_kernel_avx2 (nn_kernels.h).
+ * Compiled with -mavx2 -mfma and chosen only when the CPU has both
+ * (dispatch.c); the scalar kernels of nn_ref.c are the oracle.
  *
  * erf (float, max error about 1 ulp against the correctly rounded value;
  * tests/test_nn.c compares it with glibc's erff over a dense range):
@@ -198,3 +198,16 @@ void ra_nn_layernorm_row_avx2(float *y, float *mean, float *rstd, const float *x
         y[j] = (float)v;
     }
 }
+
+const ra_nn_kernel ra_nn_kernel_avx2 = {
+    .name = "avx2",
+    .gelu = ra_nn_gelu_avx2,
+    .gelu_backward = ra_nn_gelu_backward_avx2,
+    .gelu_deriv = ra_nn_gelu_deriv_avx2,
+    .layernorm_row = ra_nn_layernorm_row_avx2,
+    .layernorm_rows4 = NULL,
+    .layernorm_backward_rows = NULL,
+    .gemm_micro = RA_GEMM_AVX2,
+    .gemm = NULL,   /* the portable product with the AVX2 micro-kernel */
+    .gemm_tn = NULL,
+};

@@ -1,7 +1,11 @@
 /* nn.c - the neural-network layers around attention, forward and backward:
- * Linear (BLAS), LayerNorm, GELU, residual add, token mean, softmax
- * cross-entropy, dropout and drop-path, patch embedding and patch merging.
- * Every backward function accumulates (+=) into its gradients. */
+ * Linear, LayerNorm, GELU, residual add, token mean, softmax cross-entropy,
+ * dropout and drop-path, patch embedding and patch merging. Every backward
+ * function accumulates (+=) into its gradients.
+ *
+ * This is the framework (threads, blocks of rows and elements, row maps,
+ * OpenBLAS as the fallback of the products); the per-ISA kernels are those
+ * of the kernel set chosen now (src/kernels/nn_kernels.h, dispatch.c). */
 #include "base/internal.h"
 #include "nn/nn.h"
 #include "kernels/nn_kernels.h"
@@ -16,9 +20,6 @@
 /* ------------------------------------------------------------------------ */
 /* Column sums: the reductions over rows of the backward passes               */
 /* ------------------------------------------------------------------------ */
-
-#define RA_SQRT1_2 0.70710678118654752440      /* 1 / sqrt(2) */
-#define RA_INV_SQRT_2PI 0.39894228040143267794 /* 1 / sqrt(2 pi) */
 
 /* Below this many elements a loop runs on one thread: starting a team costs
  * more than it saves. */
@@ -41,33 +42,19 @@ static int nn_threads(int64_t work) {
 static void run_blocks(void (*fn)(float *, const float *, int64_t), float *y, const float *x,
                        int64_t n) {
     const int64_t blocks = (n + RA_NN_BLOCK - 1) / RA_NN_BLOCK;
-#ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nn_threads(n))
-#endif
     for (int64_t t = 0; t < blocks; t++) {
         const int64_t i0 = t * RA_NN_BLOCK;
         fn(y + i0, x + i0, n - i0 < RA_NN_BLOCK ? n - i0 : RA_NN_BLOCK);
     }
 }
 
-/* The vectorised loops (src/kernels/nn_avx2.c) when the CPU has AVX2 and
- * FMA, unless the kernels are forced to the scalar reference
- * (RELATTN_KERNEL=ref or ra_kernel_select), which keeps these loops as the
- * oracle. */
-int ra_nn_simd(void) {
-#if defined(RA_HAVE_X86_KERNELS)
-    return ra_kernel_current() != RA_KERNEL_REF && ra_kernel_supported(RA_KERNEL_AVX2);
-#else
-    return 0;
-#endif
-}
+int ra_nn_simd(void) { return ra_nn_kernel_active() != &ra_nn_kernel_ref; }
 
 /* out (N) += sum over rows of a (M, N), in double. */
 static void colsum_add(float *out, const float *a, int64_t m, int n) {
     const int chunks = (n + RA_NN_COLS - 1) / RA_NN_COLS;
-#ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nn_threads(m * n)) if (chunks > 1)
-#endif
     for (int t = 0; t < chunks; t++) {
         const int j0 = t * RA_NN_COLS, jn = n - j0 < RA_NN_COLS ? n - j0 : RA_NN_COLS;
         double acc[RA_NN_COLS] = {0};
@@ -95,16 +82,12 @@ static int gemm_blas(void) {
     return e;
 }
 
-/* The AVX-512 products of src/kernels/gemm_avx512.c, on CPUs with
- * AVX-512F, unless the kernels are forced to the reference or OpenBLAS is
- * asked for. */
-static int gemm_fast(void) {
-#if defined(RA_HAVE_X86_KERNELS) && defined(__GNUC__)
-    return !gemm_blas() && ra_kernel_current() != RA_KERNEL_REF &&
-           __builtin_cpu_supports("avx512f");
-#else
-    return 0;
-#endif
+/* The layers' kernels of the set chosen now (src/kernels/dispatch.c), a
+ * copy without the fused products when OpenBLAS is asked for. */
+static ra_nn_kernel nn_kernels(void) {
+    ra_nn_kernel kn = *ra_nn_kernel_active();
+    if (gemm_blas()) kn.gemm = NULL, kn.gemm_tn = NULL;
+    return kn;
 }
 
 /* Threads of a product: one below about a million multiply-adds. */
@@ -113,25 +96,24 @@ static int gemm_threads(int64_t m, int n, int k) {
 }
 
 /* c = bias + a . b or c += a . b (strides as ra_gemm) on the portable
- * product (src/kernels/gemm.c: AVX2 + FMA or scalar micro-kernel); -1 when
+ * product (src/kernels/gemm.c) with the kernel set's micro-kernel; -1 when
  * OpenBLAS is asked for or memory runs out (nothing done). */
 static int gemm_portable(float *c, int64_t ldc, const float *a, int64_t ars, int64_t acs,
                          const float *b, int64_t brs, int64_t bcs, int64_t m, int n, int k,
                          const float *bias, int accumulate) {
     if (gemm_blas()) return -1;
     return ra_gemm(c, ldc, a, ars, acs, b, brs, bcs, m, n, k, bias, accumulate,
-                   ra_nn_simd() ? RA_GEMM_AVX2 : RA_GEMM_REF, gemm_threads(m, n, k));
+                   ra_nn_kernel_active()->gemm_micro, gemm_threads(m, n, k));
 }
 
 void ra_linear_epi(float *y, const float *x, const float *w, const float *b, int64_t m, int n,
                    int k, int gelu, float *res, const int32_t *map) {
     if (m <= 0 || n <= 0) return;
-#ifdef RA_HAVE_X86_KERNELS
-    if (k > 0 && gemm_fast() &&
-        ra_gemm_avx512(y, n, x, k, w, k, m, n, k, b, gelu, res, n, map,
-                       gemm_threads(m, n, k)) == 0)
+    const ra_nn_kernel kn = nn_kernels();
+    if (k > 0 && kn.gemm &&
+        kn.gemm(y, n, x, k, w, k, 0, m, n, k, b, gelu, NULL, NULL, res, n, map,
+                gemm_threads(m, n, k)) == 0)
         return;
-#endif
     ra_linear_forward(y, x, w, b, m, n, k);
     if (gelu) ra_gelu_forward(y, y, m * n);
     if (res) ra_rows_scatter_add(res, y, map, m, n);
@@ -143,12 +125,11 @@ void ra_linear_forward(float *y,        /* (M, N) */
                        const float *b,  /* (N) or NULL */
                        int64_t m, int n, int k) {
     if (m <= 0 || n <= 0) return;
-#ifdef RA_HAVE_X86_KERNELS
-    if (k > 0 && gemm_fast() &&
-        ra_gemm_avx512(y, n, x, k, w, k, m, n, k, b, 0, NULL, 0, NULL,
-                       gemm_threads(m, n, k)) == 0)
+    const ra_nn_kernel kn = nn_kernels();
+    if (k > 0 && kn.gemm &&
+        kn.gemm(y, n, x, k, w, k, 0, m, n, k, b, 0, NULL, NULL, NULL, 0, NULL,
+                gemm_threads(m, n, k)) == 0)
         return;
-#endif
     if (gemm_portable(y, n, x, k, 1, w, 1, k, m, n, k, b, 0) == 0) return;
     if (b)
         for (int64_t i = 0; i < m; i++) memcpy(y + i * n, b, (size_t)n * sizeof *y);
@@ -165,27 +146,11 @@ void ra_linear_forward(float *y,        /* (M, N) */
     }
 }
 
-/* GELU'(v) = Phi(v) + v * phi(v), in PyTorch's float expressions (its CPU
- * GeluBackwardKernel): the scalar oracle of the vector kernels. */
-static inline float gelu_deriv(float v) {
-    const float cdf = 0.5f * (1.0f + erff(v * (float)RA_SQRT1_2));
-    const float pdf = (float)RA_INV_SQRT_2PI * expf(v * v * -0.5f);
-    return cdf + v * pdf;
-}
-
-static void gelu_deriv_scalar(float *y, const float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] = gelu_deriv(x[i]);
-}
-
-/* y[i] = GELU'(x[i]) (y may be x): the scalar backward's expression, or
- * its vectors. */
+/* y[i] = GELU'(x[i]) (y may be x): the backward's expression, by the
+ * kernel set. */
 static void gelu_deriv_rows(float *y, const float *x, int64_t n) {
     if (n <= 0) return;
-    void (*fn)(float *, const float *, int64_t) = gelu_deriv_scalar;
-#ifdef RA_HAVE_X86_KERNELS
-    if (ra_nn_simd()) fn = ra_nn_gelu_deriv_avx2;
-#endif
-    run_blocks(fn, y, x, n);
+    run_blocks(ra_nn_kernel_active()->gelu_deriv, y, x, n);
 }
 
 /* y[i] *= x[i] */
@@ -203,15 +168,15 @@ void ra_linear_backward_ex(float *dx,        /* (M, K) or NULL */
                            const float *gd) {   /* (M, K) or NULL */
     if (m <= 0 || n <= 0) return;
     if (gd) set = 1;
-#ifdef RA_HAVE_X86_KERNELS
-    if (k > 0 && gemm_fast()) {
+    const ra_nn_kernel kn = nn_kernels();
+    if (k > 0 && kn.gemm) {
         /* dx = or += dy . w on the forward's product, reading w as it is
          * (transposed); dw += dy^T x and db += column sums of dy in one
          * pass over dy */
-        if (!dx || ra_gemm_avx512_ext(dx, k, dy, n, w, k, 1, m, k, n, NULL, 0, NULL, gd,
-                                      set ? NULL : dx, k, NULL, gemm_threads(m, n, k)) == 0) {
-            if (dw && ra_gemm_tn_avx512(dw, k, dy, n, x, k, m, n, k, db,
-                                        gemm_threads(m, n, k)) == 0)
+        if (!dx || kn.gemm(dx, k, dy, n, w, k, 1, m, k, n, NULL, 0, NULL, gd,
+                           set ? NULL : dx, k, NULL, gemm_threads(m, n, k)) == 0) {
+            if (dw && kn.gemm_tn &&
+                kn.gemm_tn(dw, k, dy, n, x, k, m, n, k, db, gemm_threads(m, n, k)) == 0)
                 return;
             if (dw)
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, k, (int)m, 1.0f, dy, n, x,
@@ -220,7 +185,6 @@ void ra_linear_backward_ex(float *dx,        /* (M, K) or NULL */
             return;
         }
     }
-#endif
     /* the portable product, or OpenBLAS when it is asked for (or memory
      * for the packed panels runs out) */
     const int64_t chunk = INT32_MAX / 2;
@@ -257,12 +221,11 @@ void ra_linear_backward(float *dx,        /* (M, K) or NULL */
 void ra_linear_gelu_keep(float *gd, float *g, const float *x, const float *w, const float *b,
                          int64_t m, int n, int k) {
     if (m <= 0 || n <= 0) return;
-#ifdef RA_HAVE_X86_KERNELS
-    if (k > 0 && gemm_fast() &&
-        ra_gemm_avx512_ext(g, n, x, k, w, k, 0, m, n, k, b, 1, gd, NULL, NULL, 0, NULL,
-                           gemm_threads(m, n, k)) == 0)
+    const ra_nn_kernel kn = nn_kernels();
+    if (k > 0 && kn.gemm &&
+        kn.gemm(g, n, x, k, w, k, 0, m, n, k, b, 1, gd, NULL, NULL, 0, NULL,
+                gemm_threads(m, n, k)) == 0)
         return;
-#endif
     ra_linear_forward(gd, x, w, b, m, n, k);   /* h, in gd until its last use */
     ra_gelu_forward(g, gd, m * n);
     gelu_deriv_rows(gd, gd, m * n);
@@ -272,52 +235,10 @@ void ra_linear_gelu_keep(float *gd, float *g, const float *x, const float *w, co
 /* LayerNorm                                                                 */
 /* ------------------------------------------------------------------------ */
 
-/* Statistics in double, two passes (no cancellation for inputs far from 0),
- * saved as float: the backward pass recomputes xhat from them. */
-static void layernorm_row(float *yr, float *mean, float *rstd, const float *xr,
-                          const float *gamma, const float *beta, int c, float eps) {
-    double s = 0, ss = 0;
-    for (int j = 0; j < c; j++) s += xr[j];
-    const double mu = s / c;
-    for (int j = 0; j < c; j++) {
-        const double d = xr[j] - mu;
-        ss += d * d;
-    }
-    const double rs = 1.0 / sqrt(ss / c + (double)eps);
-    if (mean) *mean = (float)mu;
-    if (rstd) *rstd = (float)rs;
-    for (int j = 0; j < c; j++) {
-        double v = (xr[j] - mu) * rs;
-        if (gamma) v *= gamma[j];
-        if (beta) v += beta[j];
-        yr[j] = (float)v;
-    }
-}
-
 typedef void (*ln_row_fn)(float *, float *, float *, const float *, const float *,
                           const float *, int, float);
-
-static int gemm_fast(void);
-
-static ln_row_fn ln_row(void) {
-#ifdef RA_HAVE_X86_KERNELS
-    if (gemm_fast()) return ra_nn_layernorm_row_avx512;
-    if (ra_nn_simd()) return ra_nn_layernorm_row_avx2;
-#endif
-    return layernorm_row;
-}
-
 typedef void (*ln_rows4_fn)(float *const[4], float *const[4], float *const[4],
                             const float *const[4], const float *, const float *, int, float);
-
-/* The four-row kernel where there is one (each row with the bits of
- * ln_row's), else NULL. */
-static ln_rows4_fn ln_rows4(void) {
-#ifdef RA_HAVE_X86_KERNELS
-    if (gemm_fast()) return ra_nn_layernorm_rows4_avx512;
-#endif
-    return NULL;
-}
 
 /* Rows i0 .. i1-1 of a LayerNorm: y row i from x row src[i] (src NULL: row
  * i; a negative src[i]: zeros), mean and rstd (if given) at i; four rows at
@@ -354,12 +275,11 @@ static void ln_block(float *y, float *mean, float *rstd, const float *x, const i
 static void ln_all(float *y, float *mean, float *rstd, const float *x, const int32_t *src,
                    int64_t m, int c, const float *gamma, const float *beta, float eps) {
     if (m <= 0 || c <= 0) return;
-    const ln_row_fn row = ln_row();
-    const ln_rows4_fn four = ln_rows4();
+    const ra_nn_kernel *kn = ra_nn_kernel_active();
+    const ln_row_fn row = kn->layernorm_row;
+    const ln_rows4_fn four = kn->layernorm_rows4;
     const int64_t nb = (m + 63) / 64;
-#ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nn_threads(m * c))
-#endif
     for (int64_t b = 0; b < nb; b++)
         ln_block(y, mean, rstd, x, src, 64 * b, 64 * b + 64 < m ? 64 * b + 64 : m, c, gamma, beta,
                  eps, row, four);
@@ -390,9 +310,7 @@ void ra_rows_gather(float *y, const float *x, const int32_t *map, int64_t rows, 
 
 void ra_rows_scatter_add(float *x, const float *a, const int32_t *dst, int64_t m, int c) {
     if (m <= 0 || c <= 0) return;
-#ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nn_threads(m * c))
-#endif
     for (int64_t i = 0; i < m; i++) {
         const int64_t r = dst ? dst[i] : i;
         if (r < 0) continue;
@@ -402,7 +320,7 @@ void ra_rows_scatter_add(float *x, const float *a, const int32_t *dst, int64_t m
     }
 }
 
-/* Rows per block of the vectorised LayerNorm backward: each block's column
+/* Rows per block of a kernel set's LayerNorm backward: each block's column
  * sums (dgamma, dbeta) go to its own slot, added in block order, so the
  * result does not depend on the threads. */
 #define LN_ROWS 256
@@ -447,28 +365,23 @@ void ra_layernorm_backward(float *dx,            /* (M, C) or NULL */
                            const float *gamma,   /* (C) or NULL */
                            int64_t m, int c) {
     if (m <= 0 || c <= 0) return;
-#ifdef RA_HAVE_X86_KERNELS
-    if (gemm_fast()) {
+    const ra_nn_kernel *kn = ra_nn_kernel_active();
+    if (kn->layernorm_backward_rows) {
         const int64_t nb = (m + LN_ROWS - 1) / LN_ROWS;
         const int sums = dgamma || dbeta;
         double *part = sums ? nn_scratch((size_t)nb * 2 * c * sizeof(double)) : NULL;
         if (!sums || part) {
-#ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nn_threads(m * c))
-#endif
             for (int64_t t = 0; t < nb; t++) {
                 const int64_t i0 = t * LN_ROWS, rows = m - i0 < LN_ROWS ? m - i0 : LN_ROWS;
                 double *pg = part ? part + t * 2 * c : NULL;
                 if (pg) memset(pg, 0, 2 * (size_t)c * sizeof *pg);
-                ra_nn_layernorm_backward_rows_avx512(dx ? dx + i0 * c : NULL, pg,
-                                                     pg ? pg + c : NULL, dy + i0 * c,
-                                                     x + i0 * c, mean + i0, rstd + i0, gamma,
-                                                     rows, c);
+                kn->layernorm_backward_rows(dx ? dx + i0 * c : NULL, pg, pg ? pg + c : NULL,
+                                            dy + i0 * c, x + i0 * c, mean + i0, rstd + i0,
+                                            gamma, rows, c);
             }
             if (sums) {
-#ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nn_threads(m * c / 8)) if (c >= 64)
-#endif
                 for (int j = 0; j < c; j++) {
                     double ag = 0, ab = 0;
                     for (int64_t t = 0; t < nb; t++) {
@@ -482,46 +395,24 @@ void ra_layernorm_backward(float *dx,            /* (M, C) or NULL */
             return;
         }
     }
-#endif
+    /* the reference: dx by blocks of rows, the sums by strips of columns
+     * over all rows (no scratch) */
     if (dx) {
-#ifdef _OPENMP
+        const int64_t nb = (m + 63) / 64;
 #pragma omp parallel for schedule(static) num_threads(nn_threads(m * c))
-#endif
-        for (int64_t i = 0; i < m; i++) {
-            const float *xr = x + i * c, *gr = dy + i * c;
-            const double mu = mean[i], rs = rstd[i];
-            double sg = 0, sgx = 0;   /* mean of g and of g * xhat */
-            for (int j = 0; j < c; j++) {
-                const double g = gamma ? (double)gr[j] * gamma[j] : gr[j];
-                sg += g;
-                sgx += g * ((xr[j] - mu) * rs);
-            }
-            sg /= c;
-            sgx /= c;
-            float *dr = dx + i * c;
-            for (int j = 0; j < c; j++) {
-                const double g = gamma ? (double)gr[j] * gamma[j] : gr[j];
-                const double xh = (xr[j] - mu) * rs;
-                dr[j] = (float)((double)dr[j] + rs * (g - sg - xh * sgx));
-            }
+        for (int64_t t = 0; t < nb; t++) {
+            const int64_t i0 = 64 * t, rows = m - i0 < 64 ? m - i0 : 64;
+            ra_nn_layernorm_backward_dx_ref(dx + i0 * c, dy + i0 * c, x + i0 * c, mean + i0,
+                                            rstd + i0, gamma, rows, c);
         }
     }
     if (!dgamma && !dbeta) return;
     const int chunks = (c + RA_NN_COLS - 1) / RA_NN_COLS;
-#ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nn_threads(m * c)) if (chunks > 1)
-#endif
     for (int t = 0; t < chunks; t++) {
         const int j0 = t * RA_NN_COLS, jn = c - j0 < RA_NN_COLS ? c - j0 : RA_NN_COLS;
         double ag[RA_NN_COLS] = {0}, ab[RA_NN_COLS] = {0};
-        for (int64_t i = 0; i < m; i++) {
-            const float *xr = x + i * c + j0, *gr = dy + i * c + j0;
-            const double mu = mean[i], rs = rstd[i];
-            for (int j = 0; j < jn; j++) {
-                ag[j] += gr[j] * ((xr[j] - mu) * rs);
-                ab[j] += gr[j];
-            }
-        }
+        ra_nn_layernorm_backward_sums_ref(ag, ab, dy, x, mean, rstd, m, c, j0, jn);
         for (int j = 0; j < jn; j++) {
             if (dgamma) dgamma[j0 + j] = (float)((double)dgamma[j0 + j] + ag[j]);
             if (dbeta) dbeta[j0 + j] = (float)((double)dbeta[j0 + j] + ab[j]);
@@ -533,25 +424,11 @@ void ra_layernorm_backward(float *dx,            /* (M, C) or NULL */
 /* GELU, residual add, mean over tokens                                      */
 /* ------------------------------------------------------------------------ */
 
-/* The same float expressions as PyTorch's CPU GeluKernel (approximate =
- * 'none'); erff and expf of glibc are correctly rounded to within an ulp. */
-static void gelu_scalar(float *y, const float *x, int64_t n) {
-    const float r2 = (float)RA_SQRT1_2;
-    for (int64_t i = 0; i < n; i++) {
-        const float v = x[i];
-        y[i] = v * 0.5f * (1.0f + erff(v * r2));
-    }
-}
-
 void ra_gelu_forward(float *y,        /* (n), may be x */
                      const float *x,  /* (n) */
                      int64_t n) {
     if (n <= 0) return;
-    void (*fn)(float *, const float *, int64_t) = gelu_scalar;
-#ifdef RA_HAVE_X86_KERNELS
-    if (ra_nn_simd()) fn = ra_nn_gelu_avx2;
-#endif
-    run_blocks(fn, y, x, n);
+    run_blocks(ra_nn_kernel_active()->gelu, y, x, n);
 }
 
 /* ACCUMULATES into dx. */
@@ -560,33 +437,19 @@ void ra_gelu_backward(float *dx,        /* (n), may be dy */
                       const float *x,   /* (n) forward input */
                       int64_t n) {
     if (n <= 0) return;
-#ifdef RA_HAVE_X86_KERNELS
-    void (*fn)(float *, const float *, const float *, int64_t) = NULL;
-    if (gemm_fast()) fn = ra_gemm_gelu_backward_avx512;
-    else if (ra_nn_simd()) fn = ra_nn_gelu_backward_avx2;
-    if (fn) {
-        const int64_t blocks = (n + RA_NN_BLOCK - 1) / RA_NN_BLOCK;
-#ifdef _OPENMP
+    void (*fn)(float *, const float *, const float *, int64_t) =
+        ra_nn_kernel_active()->gelu_backward;
+    const int64_t blocks = (n + RA_NN_BLOCK - 1) / RA_NN_BLOCK;
 #pragma omp parallel for schedule(static) num_threads(nn_threads(n))
-#endif
-        for (int64_t t = 0; t < blocks; t++) {
-            const int64_t i0 = t * RA_NN_BLOCK;
-            fn(dx + i0, dy + i0, x + i0, n - i0 < RA_NN_BLOCK ? n - i0 : RA_NN_BLOCK);
-        }
-        return;
+    for (int64_t t = 0; t < blocks; t++) {
+        const int64_t i0 = t * RA_NN_BLOCK;
+        fn(dx + i0, dy + i0, x + i0, n - i0 < RA_NN_BLOCK ? n - i0 : RA_NN_BLOCK);
     }
-#endif
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(nn_threads(n))
-#endif
-    for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * gelu_deriv(x[i]);
 }
 
 void ra_zero(float *p, int64_t n) {
     const int64_t blocks = (n + RA_NN_BLOCK - 1) / RA_NN_BLOCK;
-#ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nn_threads(n)) if (blocks > 1)
-#endif
     for (int64_t b = 0; b < blocks; b++) {
         const int64_t i = b * RA_NN_BLOCK, len = n - i < RA_NN_BLOCK ? n - i : RA_NN_BLOCK;
         memset(p + i, 0, (size_t)len * sizeof *p);
@@ -597,9 +460,7 @@ void ra_add(float *y,        /* (n), may be a or b */
             const float *a,  /* (n) */
             const float *b,  /* (n) */
             int64_t n) {
-#ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nn_threads(n))
-#endif
     for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }
 
@@ -622,9 +483,7 @@ void ra_mean_tokens_backward(float *dx,        /* (B, N, C) */
                              int b, int64_t n, int c) {
     if (b <= 0 || n <= 0 || c <= 0) return;
     const float fn = (float)n;
-#ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nn_threads((int64_t)b * n * c))
-#endif
     for (int64_t r = 0; r < (int64_t)b * n; r++) {
         const float *g = dy + (r / n) * c;
         float *d = dx + r * c;
@@ -738,9 +597,7 @@ void ra_dropout_backward(float *dx,            /* (n), may be dy */
                          const uint8_t *keep,  /* (n) saved */
                          int64_t n, float p) {
     const float scale = keep_scale(p);
-#ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nn_threads(n))
-#endif
     for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * (keep[i] ? scale : 0.0f);
 }
 
@@ -771,9 +628,7 @@ void ra_droppath_backward(float *dx,            /* (B, n), may be dy */
                           const uint8_t *keep,  /* (B) saved */
                           int b, int64_t n, float p) {
     const float scale = p == 0.0f ? 1.0f : keep_scale(p);
-#ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nn_threads((int64_t)b * n))
-#endif
     for (int s = 0; s < b; s++) {
         const float f = keep[s] ? scale : 0.0f;
         const float *gs = dy + (int64_t)s * n;
@@ -827,9 +682,7 @@ ra_status ra_patch_embed_forward(float *y,             /* (B, L, E) */
     ra_status st = patch_plan("ra_patch_embed_forward", b, cin, h, w, p, e, pad, &gh, &gw, &kc);
     if (st != RA_OK) return st;
     const int64_t L = (int64_t)gh * gw, rows = (int64_t)b * L;
-#ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nn_threads(rows * kc))
-#endif
     for (int64_t r = 0; r < rows; r++) {   /* token r: image r / L, patch r % L */
         const int64_t s = r / L;
         const int py = (int)(r % L / gw), px = (int)(r % L % gw);
@@ -866,12 +719,15 @@ ra_status ra_patch_embed_backward(float *dx,            /* (B, Cin, H, W) or NUL
     /* weight and bias first: work may be cols */
     ra_linear_backward(NULL, dweight, dbias, dy, cols, weight, rows, e, kc);
     if (!dx) return RA_OK;
-    /* dcols (rows, kc) = dy (rows, E) . weight (E, kc), written over work */
+    /* dcols (rows, kc) = dy (rows, E) . weight (E, kc), written over work:
+     * the portable product stands in for the fused ones where a kernel set
+     * has none; a set with fused products leaves this one to OpenBLAS */
+    const int fused = nn_kernels().gemm != NULL;
     const int64_t chunk = INT32_MAX / 2;
     for (int64_t i0 = 0; i0 < rows; i0 += chunk) {
         int mm = (int)(rows - i0 < chunk ? rows - i0 : chunk);
-        if (!gemm_fast() && gemm_portable(work + i0 * kc, kc, dy + i0 * e, e, 1, weight, kc, 1,
-                                          mm, kc, e, NULL, 0) == 0)
+        if (!fused && gemm_portable(work + i0 * kc, kc, dy + i0 * e, e, 1, weight, kc, 1,
+                                       mm, kc, e, NULL, 0) == 0)
             continue;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mm, kc, e, 1.0f,
                     dy + i0 * e, e, weight, kc, 0.0f, work + i0 * kc, kc);
@@ -879,9 +735,7 @@ ra_status ra_patch_embed_backward(float *dx,            /* (B, Cin, H, W) or NUL
     /* col2im: the patches do not overlap, so each pixel takes one value;
      * those of the padding are dropped. Rows of patches in parallel. */
     const int64_t prow = (int64_t)b * gh;
-#ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nn_threads(rows * kc))
-#endif
     for (int64_t t = 0; t < prow; t++) {
         const int64_t s = t / gh;
         const int py = (int)(t % gh);
@@ -927,9 +781,7 @@ ra_status ra_patch_merge_forward(float *y,        /* (B, H2*W2, 4C) */
     if (st != RA_OK) return st;
     const int h2 = (h + 1) / 2, w2 = (w + 1) / 2;
     const int64_t rows = (int64_t)b * h2;
-#ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nn_threads(rows * w2 * 4 * c))
-#endif
     for (int64_t r = 0; r < rows; r++) {
         const int64_t s = r / h2;
         const int i = (int)(r % h2);
@@ -955,9 +807,7 @@ ra_status ra_patch_merge_backward(float *dx,        /* (B, H, W, C) */
     if (st != RA_OK) return st;
     const int h2 = (h + 1) / 2, w2 = (w + 1) / 2;
     const int64_t rows = (int64_t)b * h2;
-#ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nn_threads(rows * w2 * 4 * c))
-#endif
     for (int64_t r = 0; r < rows; r++) {   /* each pixel has one source: no races */
         const int64_t s = r / h2;
         const int i = (int)(r % h2);

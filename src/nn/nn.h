@@ -7,8 +7,7 @@
 
 #include "base/internal.h"
 
-/* 1 when the vectorised layers are in use (AVX2 + FMA CPU and kernel not
- * forced to ref). */
+/* 1 when the layers' kernel set in use is not the scalar reference. */
 int ra_nn_simd(void);
 
 /* y row r = LayerNorm(x row src[r]) (src NULL: row r), a row of zeros where
