@@ -287,7 +287,7 @@ static void case_init(layer_case *lc, const shape *s, int n, int tables, int max
     }
     if (s->shifted) {
         const int w = s->window;
-        const ra_window_geom g = {1, 8 * w, 8 * w, 1, w, w, 0, w / 2, w / 2};
+        const ra_window_spec g = {1, 8 * w, 8 * w, 1, w, w, 0, w / 2, w / 2};
         lc->d.nw = (int)ra_window_count(&g);
         lc->mask = malloc((size_t)lc->d.nw * nn * sizeof *lc->mask);
         must(ra_window_mask(lc->mask, &g), "mask");

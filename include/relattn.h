@@ -260,28 +260,28 @@ float ra_alibi_slope(int h, int nh);
  * Partition and reverse are permutations plus zero padding, so their
  * backward calls are each other's walk. */
 
-/* A window geometry over a D x H x W map (D = 1 for images).
- * Window (wd, wh, ww), shift (sd, sh, sw). */
-typedef struct ra_window_geom {
+/* The windows of a D x H x W map (D = 1 for images): window (wd, wh, ww),
+ * shift (sd, sh, sw). */
+typedef struct ra_window_spec {
     int d, h, w;      /* map size (before padding) */
     int wd, wh, ww;   /* window size */
     int sd, sh, sw;   /* cyclic shift, 0 <= s < window */
-} ra_window_geom;
+} ra_window_spec;
 
 /* The Swin clamp. A square window (Wh == Ww) follows the official block on
  * the two spatial axes together: if min(H, W) <= ws then ws = min(H, W) and
  * the shift is 0. A non-square window, and the frame axis, follow Video
  * Swin per axis: if size_a <= window_a then window_a = size_a, shift_a = 0. */
-void ra_window_clamp(ra_window_geom *g);
+void ra_window_clamp(ra_window_spec *g);
 
 /* Padded size: each axis rounded up to a multiple of its window (0s for an
  * invalid geometry). */
-void ra_window_padded(const ra_window_geom *g, int *dp, int *hp, int *wp);
+void ra_window_padded(const ra_window_spec *g, int *dp, int *hp, int *wp);
 
 /* Windows per map after padding, and tokens per window; 0 for an invalid
  * geometry (these return no status and leave ra_last_error() alone). */
-int64_t ra_window_count(const ra_window_geom *g);
-int64_t ra_window_tokens(const ra_window_geom *g);
+int64_t ra_window_count(const ra_window_spec *g);
+int64_t ra_window_tokens(const ra_window_spec *g);
 
 /* Partition with padding and cyclic shift in one pass:
  *   x (B, D, H, W, C) -> windows (B * nW, Wd*Wh*Ww, C)
@@ -289,12 +289,12 @@ int64_t ra_window_tokens(const ra_window_geom *g);
  * window, rolled by (-sd, -sh, -sw), then cut into windows ordered by batch,
  * then window depth, row, column; tokens row-major inside the window. */
 ra_status ra_window_partition(float *windows, const float *x, int b, int c,
-                              const ra_window_geom *g);
+                              const ra_window_spec *g);
 
 /* The inverse: windows (B * nW, Wd*Wh*Ww, C) -> x (B, D, H, W, C):
  * reverse, roll by (+sd, +sh, +sw), crop the padding. */
 ra_status ra_window_reverse(float *x, const float *windows, int b, int c,
-                            const ra_window_geom *g);
+                            const ra_window_spec *g);
 
 /* Backward of the two ops above (padding, shift and cut included); both
  * ACCUMULATE (+=): dx (B, D, H, W, C) += the gradient through partition
@@ -302,15 +302,15 @@ ra_status ra_window_reverse(float *x, const float *windows, int b, int c,
  * dx. (Each is the other op's walk: the ops are permutations plus zero
  * padding.) */
 ra_status ra_window_partition_backward(float *dx, const float *dwindows, int b, int c,
-                                       const ra_window_geom *g);
+                                       const ra_window_spec *g);
 ra_status ra_window_reverse_backward(float *dwindows, const float *dx, int b, int c,
-                                     const ra_window_geom *g);
+                                     const ra_window_spec *g);
 
 /* The shifted-window attention mask (nW, N, N) over the padded map, with
  * 0.0 where two tokens come from the same region and -100.0 otherwise.
  * Regions per axis: [0, P-w), [P-w, P-s), [P-s, P) for padded size P
  * (a single region on an axis whose shift is 0). */
-ra_status ra_window_mask(float *mask, const ra_window_geom *g);
+ra_status ra_window_mask(float *mask, const ra_window_spec *g);
 
 /* ======================================================================== */
 /* 5. The attention core: ra_attention_*                                     */
@@ -539,7 +539,7 @@ const int32_t *ra_attn_layer_index(const ra_attn_layer *l, int64_t *n1,
 
 /* Token counts the layer accepts: window archs fix N1 (and N2); rope N =
  * num_prefix + H*W of its grid_size, decomposed N = H*W of input_size (or
- * of the call's grid, ra_attn_layer_forward_ex); others take
+ * of the call's grid, ra_attn_layer_forward_grid); others take
  * any n >= 1 (N1 == N2), shaw_attention at most RA_MAX_SHAW_TOKENS (its
  * (N, N) clip index, 4 N^2 bytes, is built per call). Returns RA_ERR_SHAPE
  * with a reason if not. */
@@ -589,10 +589,10 @@ ra_status ra_attn_layer_backward(const ra_attn_layer *l,
  * gradient goes back through the resampling). grid NULL (what the calls
  * above pass) means the layer's own: input_size for decomposed_attention,
  * which then needs N = H*W of it; the other archs ignore a grid. */
-ra_status ra_attn_layer_forward_ex(const ra_attn_layer *l, float *y, float *attn,
+ra_status ra_attn_layer_forward_grid(const ra_attn_layer *l, float *y, float *attn,
                                    const float *x, const float *kv, int b_, int n1, int n2,
                                    const float *mask, int nw, const int grid[2]);
-ra_status ra_attn_layer_backward_ex(const ra_attn_layer *l, float *dx, float *dkv,
+ra_status ra_attn_layer_backward_grid(const ra_attn_layer *l, float *dx, float *dkv,
                                     const ra_attn_grads *g, float *y, const float *dy,
                                     const float *x, const float *kv, int b_, int n1, int n2,
                                     const float *mask, int nw, const int grid[2]);
@@ -1520,6 +1520,13 @@ typedef struct ra_plot_series {
 ra_status ra_plot_curves(const char *path, const ra_plot_series *series, int nseries,
                          const char *const *panel_titles, int npanels, const char *xlabel,
                          const char *title);
+
+/* ======================================================================== */
+/* Former names, kept for source compatibility                              */
+/* ======================================================================== */
+typedef ra_window_spec ra_window_geom;                          /* ra_window_spec */
+#define ra_attn_layer_forward_ex ra_attn_layer_forward_grid     /* the same call */
+#define ra_attn_layer_backward_ex ra_attn_layer_backward_grid   /* the same call */
 
 #ifdef __cplusplus
 }

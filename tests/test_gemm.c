@@ -53,9 +53,9 @@ static void run_case(int layout, int m, int n, int k, int accumulate, int use_bi
     for (int s = 0; s < nisa; s++) {
         float *c1 = malloc(sizeof *c1 * (size_t)m * n), *c3 = malloc(sizeof *c3 * (size_t)m * n);
         memcpy(c1, c0, sizeof *c1 * (size_t)m * n), memcpy(c3, c0, sizeof *c3 * (size_t)m * n);
-        CHECK(ra_gemm(c1, n, a, ars, acs, b, brs, bcs, m, n, k, bias, accumulate, isas[s], 1) == 0,
+        CHECK(rai_gemm(c1, n, a, ars, acs, b, brs, bcs, m, n, k, bias, accumulate, isas[s], 1) == 0,
               "gemm failed");
-        CHECK(ra_gemm(c3, n, a, ars, acs, b, brs, bcs, m, n, k, bias, accumulate, isas[s], 3) == 0,
+        CHECK(rai_gemm(c3, n, a, ars, acs, b, brs, bcs, m, n, k, bias, accumulate, isas[s], 3) == 0,
               "gemm failed");
         double err = 0;
         for (int64_t i = 0; i < (int64_t)m * n; i++) err = fmax(err, fabs(c1[i] - want[i]));
@@ -68,7 +68,7 @@ static void run_case(int layout, int m, int n, int k, int accumulate, int use_bi
         const int r0 = m / 3, rows = m - r0;
         float *part = malloc(sizeof *part * (size_t)rows * n + 1);
         memcpy(part, c0 + (int64_t)r0 * n, sizeof *part * (size_t)rows * n);
-        CHECK(ra_gemm(part, n, a + (int64_t)r0 * ars, ars, acs, b, brs, bcs, rows, n, k, bias,
+        CHECK(rai_gemm(part, n, a + (int64_t)r0 * ars, ars, acs, b, brs, bcs, rows, n, k, bias,
                       accumulate, isas[s], 2) == 0, "gemm failed");
         CHECK(memcmp(part, c1 + (int64_t)r0 * n, sizeof *part * (size_t)rows * n) == 0,
               "layout %d %dx%dx%d isa %d: rows from %d differ when cut there", layout, m, n, k,
@@ -98,9 +98,9 @@ int main(void) {
                 run_case(layout, sizes[s][0], sizes[s][1], sizes[s][2], acc, !acc && layout == 0);
     /* K = 0: the bias (or zeros), or c unchanged */
     float c[6] = {9, 9, 9, 9, 9, 9}, bias[3] = {1, 2, 3};
-    CHECK(ra_gemm(c, 3, NULL, 0, 0, NULL, 0, 0, 2, 3, 0, bias, 0, RA_GEMM_REF, 1) == 0, "k 0");
+    CHECK(rai_gemm(c, 3, NULL, 0, 0, NULL, 0, 0, 2, 3, 0, bias, 0, RA_GEMM_REF, 1) == 0, "k 0");
     CHECK(c[0] == 1 && c[4] == 2 && c[5] == 3, "k 0: the bias");
-    CHECK(ra_gemm(c, 3, NULL, 0, 0, NULL, 0, 0, 2, 3, 0, NULL, 1, RA_GEMM_REF, 1) == 0 &&
+    CHECK(rai_gemm(c, 3, NULL, 0, 0, NULL, 0, 0, 2, 3, 0, NULL, 1, RA_GEMM_REF, 1) == 0 &&
           c[5] == 3, "k 0 accumulate: unchanged");
     printf("%d passed, %d failed\n", check_passed, check_failed);
     return check_failed != 0;

@@ -1076,7 +1076,7 @@ static void test_fast_paths(void) {
     if (has_avx2) {
         /* erf: within 2 ulp of glibc's erff (itself within 1 ulp), and
          * 1e-6 relative; NaN stays NaN, erf(+-inf) = +-1 */
-        ra_nn_erf_avx2(a, x, n);
+        rai_nn_erf_avx2(a, x, n);
         double worst_ulp = 0, worst_rel = 0;
         int64_t bad = 0;
         for (int64_t i = 0; i < n; i++) {
@@ -1099,7 +1099,7 @@ static void test_fast_paths(void) {
         CHECK(ra_kernel_select(RA_KERNEL_REF) == RA_OK, "select ref");
         ra_gelu_forward(b, x, n);
         CHECK(ra_kernel_select(RA_KERNEL_AVX2) == RA_OK, "select avx2");
-        CHECK(ra_nn_simd(), "avx2 selected but the scalar GELU in use");
+        CHECK(rai_nn_simd(), "avx2 selected but the scalar GELU in use");
         ra_gelu_forward(a, x, n);
         bad = 0;
         double worst = 0;
@@ -1122,7 +1122,7 @@ static void test_fast_paths(void) {
         CHECK(isnan(a[n - 1]) && isnan(a[n - 2]) && isnan(a[n - 3]) && a[n - 4] == INFINITY,
               "gelu(NaN) = NaN, gelu(-inf) = NaN (x * 0), gelu(inf) = inf");
         if (has_avx512) {   /* the product's epilogue: the same bits */
-            ra_gemm_gelu_avx512(b, x, n);
+            rai_gemm_gelu_avx512(b, x, n);
             int64_t diff = 0;
             for (int64_t i = 0; i < n; i++) diff += memcmp(&a[i], &b[i], 4) != 0;
             CHECK(diff == 0, "AVX-512 GELU differs from AVX2 GELU in %lld values",
@@ -1140,12 +1140,12 @@ static void test_fast_paths(void) {
             for (int w = 0; w < 2 + has_avx512; w++) {
                 float *d = fzeros(n);
                 memcpy(d, d1, sizeof(float) * (size_t)n);
-                if (w == 0) ra_nn_gelu_backward_avx2(d, dy, x, n);
+                if (w == 0) rai_nn_gelu_backward_avx2(d, dy, x, n);
                 else if (w == 1) {   /* through the dispatcher, threaded */
                     ra_kernel_select(RA_KERNEL_AVX2);
                     ra_gelu_backward(d, dy, x, n);
                 } else {
-                    ra_gemm_gelu_backward_avx512(d, dy, x, n);
+                    rai_gemm_gelu_backward_avx512(d, dy, x, n);
                 }
                 int64_t bad2 = 0;
                 double worst2 = 0;
@@ -1189,8 +1189,8 @@ static void test_fast_paths(void) {
                 for (int i = 0; i < rows; i++) {
                     const int64_t o = (int64_t)i * c;
                     float mu, rs;
-                    if (w) ra_nn_layernorm_row_avx512(l1 + o, &mu, &rs, lx + o, g, bb, c, 1e-5f);
-                    else ra_nn_layernorm_row_avx2(l1 + o, &mu, &rs, lx + o, g, bb, c, 1e-5f);
+                    if (w) rai_nn_layernorm_row_avx512(l1 + o, &mu, &rs, lx + o, g, bb, c, 1e-5f);
+                    else rai_nn_layernorm_row_avx2(l1 + o, &mu, &rs, lx + o, g, bb, c, 1e-5f);
                     CHECK(fabsf(mu - mean[i]) <= 1e-6f * fabsf(mean[i]) &&
                               fabsf(rs - rstd[i]) <= 1e-6f * rstd[i],
                           "layernorm statistics, C = %d", c);
@@ -1200,7 +1200,7 @@ static void test_fast_paths(void) {
                 CHECK_CLOSE(l1, l0, (int64_t)rows * c, 1e-6, 1e-7, what);
             }
             ra_kernel_select(RA_KERNEL_AVX2);   /* and through the dispatcher */
-            ra_layernorm_rows(l1, lx, NULL, rows, c, g, bb, 1e-5f);
+            rai_layernorm_rows(l1, lx, NULL, rows, c, g, bb, 1e-5f);
             snprintf(what, sizeof what, "layernorm rows vs scalar, C = %d", c);
             CHECK_CLOSE(l1, l0, (int64_t)rows * c, 1e-6, 1e-7, what);
             free(lx), free(g), free(bb), free(l0), free(l1), free(mean), free(rstd);
@@ -1245,7 +1245,7 @@ static void test_fast_paths(void) {
                                                   : RA_KERNEL_REF);
                             memcpy(r, r0, sizeof(float) * (size_t)mn);
                             if (mode == 0) ra_linear_forward(y, gx, gw, gb, m, nn, k);
-                            else ra_linear_epi(y, gx, gw, gb, m, nn, k, 1, mode == 2 ? r : NULL,
+                            else rai_linear_fused(y, gx, gw, gb, m, nn, k, 1, mode == 2 ? r : NULL,
                                                mode == 2 ? map : NULL);
                             double e = 0;
                             for (int i = 0; i < m; i++)
@@ -1342,7 +1342,7 @@ static void test_fast_paths(void) {
                    "tolerance\n", lworst);
         }
         /* the backward products (ra_linear_backward on the AVX-512 path): dw
-         * += dy^T x (ra_gemm_tn_avx512, every tile shape and edge) and dx +=
+         * += dy^T x (rai_gemm_tn_avx512, every tile shape and edge) and dx +=
          * dy w against double within the bound of an M- (K-, N-) term float
          * sum plus the final add; db the same bits as the scalar path's
          * double column sums; 1, 2 and 3 threads the same bits */
@@ -1416,8 +1416,8 @@ static void test_fast_paths(void) {
          * path (the same bits: the epilogue's GELU and GELU' are the
          * element-wise kernels'), and the AVX-512 path against the scalar
          * one (OpenBLAS, separate loops) within the products' bounds:
-         *   ra_linear_gelu_keep: h = x w^T + b, gd = GELU'(h), g = GELU(h)
-         *   ra_linear_backward_ex(set, gd): dx = (dy w) gd */
+         *   rai_linear_gelu_keep: h = x w^T + b, gd = GELU'(h), g = GELU(h)
+         *   rai_linear_backward_fused(set, gd): dx = (dy w) gd */
         {
             const int fm[] = {5, 130}, fn[] = {7, 48, 100}, fk[] = {3, 33, 96};
             double fworst = 0;
@@ -1439,8 +1439,8 @@ static void test_fast_paths(void) {
                                                : RA_KERNEL_REF);
                             gd[p] = fzeros(mn), gg[p] = fzeros(mn), dx[p] = fzeros(mk);
                             pattern(dx[p], mk, 350);   /* overwritten */
-                            ra_linear_gelu_keep(gd[p], gg[p], fx, fw, fb, m, nn, k);
-                            ra_linear_backward_ex(dx[p], NULL, NULL, dy, NULL, fw, m, nn, k, 1, gm);
+                            rai_linear_gelu_keep(gd[p], gg[p], fx, fw, fb, m, nn, k);
+                            rai_linear_backward_fused(dx[p], NULL, NULL, dy, NULL, fw, m, nn, k, 1, gm);
                         }
                         /* unfused on the AVX-512 path: the same bits (gd2 =
                          * 0 + 1 GELU'(h2), exactly GELU'(h2)) */
@@ -1454,7 +1454,7 @@ static void test_fast_paths(void) {
                                   memcmp(g2, gg[1], sizeof(float) * (size_t)mn) == 0,
                               "linear_gelu_keep %dx%dx%d differs from linear + gelu", m, nn, k);
                         CHECK(memcmp(dx2, dx[1], sizeof(float) * (size_t)mk) == 0,
-                              "linear_backward_ex gd %dx%dx%d differs from the unfused pair", m,
+                              "linear_backward_fused gd %dx%dx%d differs from the unfused pair", m,
                               nn, k);
                         /* AVX-512 vs scalar path: the products' rounding, through GELU */
                         double e = 0;   /* twice the bound of a float sum: two paths */
@@ -1531,8 +1531,8 @@ static void ln_rows_eps(const char *what, void (*row)(float *, float *, float *,
 
 static void test_layernorm_eps(void) {
 #ifdef RA_HAVE_X86_KERNELS
-    if (ra_kernel_supported(RA_KERNEL_AVX2)) ln_rows_eps("AVX2", ra_nn_layernorm_row_avx2);
-    if (ra_kernel_supported(RA_KERNEL_AVX512)) ln_rows_eps("AVX-512", ra_nn_layernorm_row_avx512);
+    if (ra_kernel_supported(RA_KERNEL_AVX2)) ln_rows_eps("AVX2", rai_nn_layernorm_row_avx2);
+    if (ra_kernel_supported(RA_KERNEL_AVX512)) ln_rows_eps("AVX-512", rai_nn_layernorm_row_avx512);
 #endif
 }
 

@@ -45,7 +45,7 @@ static void fill(float *p, int64_t n, uint64_t seed, float lo, float hi) {
 static void test_dispatch(void) {
     const char *env = getenv("RELATTN_KERNEL");
     const ra_kernel_id first = ra_kernel_current();
-    const ra_nn_kernel *kn = ra_nn_kernel_active();
+    const rai_nn_kernel *kn = rai_nn_kernel_active();
     CHECK(strcmp(kn->name, ra_kernel_name(first)) == 0, "at start: nn set %s, kernel %s",
           kn->name, ra_kernel_name(first));
     if (env && *env)
@@ -56,16 +56,16 @@ static void test_dispatch(void) {
     for (int id = 0; id < RA_KERNEL_COUNT; id++) {
         if (!ra_kernel_supported((ra_kernel_id)id)) continue;
         CHECK(ra_kernel_select((ra_kernel_id)id) == RA_OK, "select %d", id);
-        kn = ra_nn_kernel_active();
+        kn = rai_nn_kernel_active();
         CHECK(strcmp(kn->name, ra_kernel_name((ra_kernel_id)id)) == 0, "selected %s: nn set %s",
               ra_kernel_name((ra_kernel_id)id), kn->name);
         CHECK(kn->gelu && kn->gelu_backward && kn->gelu_deriv && kn->layernorm_row,
               "%s: an element-wise kernel missing", kn->name);
         CHECK(!kn->gemm == !kn->gemm_tn, "%s: fused forward and weight gradient go together",
               kn->name);
-        CHECK(ra_nn_simd() == (id != RA_KERNEL_REF), "%s: ra_nn_simd", kn->name);
+        CHECK(rai_nn_simd() == (id != RA_KERNEL_REF), "%s: rai_nn_simd", kn->name);
     }
-    kn = &ra_nn_kernel_ref;
+    kn = &rai_nn_kernel_ref;
     CHECK(kn->gemm_micro == RA_GEMM_REF && !kn->gemm && !kn->gemm_tn && !kn->layernorm_rows4 &&
               !kn->layernorm_backward_rows,
           "the reference set is the scalar one");
@@ -74,26 +74,26 @@ static void test_dispatch(void) {
 
 /* GELU, GELU' and dx += dy GELU' of set kn against the reference: erf's
  * and exp's errors (a few ulp), scaled by |x| and |dy|. */
-static void test_gelu(const ra_nn_kernel *kn) {
+static void test_gelu(const rai_nn_kernel *kn) {
     const int64_t n = 20011;   /* not a multiple of any vector width */
     float *x = fnew(n), *dy = fnew(n), *a = fnew(n), *b = fnew(n), *d0 = fnew(n), *d1 = fnew(n);
     fill(x, n, 1, -9.0f, 9.0f), fill(dy, n, 2, -3.0f, 3.0f), fill(d0, n, 3, -1.0f, 1.0f);
     memcpy(d1, d0, sizeof(float) * (size_t)n);
-    ra_nn_gelu_ref(b, x, n);
+    rai_nn_gelu_ref(b, x, n);
     kn->gelu(a, x, n);
     int64_t bad = 0;
     for (int64_t i = 0; i < n; i++)
         bad += !(fabs((double)a[i] - b[i]) <=
                  1e-6 * fabs((double)b[i]) + ldexp(fabs((double)x[i]), -22) + 1e-38);
     CHECK(bad == 0, "%s gelu: %lld values beyond tolerance", kn->name, (long long)bad);
-    ra_nn_gelu_deriv_ref(b, x, n);
+    rai_nn_gelu_deriv_ref(b, x, n);
     kn->gelu_deriv(a, x, n);
     bad = 0;
     for (int64_t i = 0; i < n; i++)
         bad += !(fabs((double)a[i] - b[i]) <=
                  1e-6 * fabs((double)b[i]) + ldexp(1.0 + fabs((double)x[i]), -21));
     CHECK(bad == 0, "%s gelu deriv: %lld values beyond tolerance", kn->name, (long long)bad);
-    ra_nn_gelu_backward_ref(d0, dy, x, n);
+    rai_nn_gelu_backward_ref(d0, dy, x, n);
     kn->gelu_backward(d1, dy, x, n);
     bad = 0;
     for (int64_t i = 0; i < n; i++)
@@ -106,7 +106,7 @@ static void test_gelu(const ra_nn_kernel *kn) {
 
 /* LayerNorm rows of set kn against the reference (only the order of the
  * double sums differs); four rows at once with the bits of one. */
-static void test_layernorm(const ra_nn_kernel *kn) {
+static void test_layernorm(const rai_nn_kernel *kn) {
     const int cs[] = {1, 7, 8, 33, 96, 100, 384};
     for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
         const int c = cs[ci], rows = 8;
@@ -117,7 +117,7 @@ static void test_layernorm(const ra_nn_kernel *kn) {
         for (int affine = 0; affine < 2; affine++) {
             const float *gm = affine ? g : NULL, *bt = affine ? be : NULL;
             for (int i = 0; i < rows; i++) {
-                ra_nn_layernorm_row_ref(y0 + i * c, m0 + i, r0 + i, x + i * c, gm, bt, c, 1e-5f);
+                rai_nn_layernorm_row_ref(y0 + i * c, m0 + i, r0 + i, x + i * c, gm, bt, c, 1e-5f);
                 kn->layernorm_row(y1 + i * c, m1 + i, r1 + i, x + i * c, gm, bt, c, 1e-5f);
                 CHECK(fabsf(m1[i] - m0[i]) <= 1e-6f * fabsf(m0[i]) + 1e-6f &&
                           fabsf(r1[i] - r0[i]) <= 1e-6f * r0[i],
@@ -148,7 +148,7 @@ static void test_layernorm(const ra_nn_kernel *kn) {
 /* The LayerNorm backward of a block of rows against the reference's dx
  * rows and column strips: dx within an ulp or so, the column sums (double)
  * within the rounding of a sum of the rows. */
-static void test_layernorm_backward(const ra_nn_kernel *kn) {
+static void test_layernorm_backward(const rai_nn_kernel *kn) {
     if (!kn->layernorm_backward_rows) return;
     const int cs[] = {1, 7, 48, 100};
     for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
@@ -161,9 +161,9 @@ static void test_layernorm_backward(const ra_nn_kernel *kn) {
         fill(d0, rc, 23, -1, 1);
         memcpy(d1, d0, sizeof(float) * (size_t)rc);
         for (int i = 0; i < rows; i++)
-            ra_nn_layernorm_row_ref(y + i * c, mean + i, rstd + i, x + i * c, g, NULL, c, 1e-5f);
-        ra_nn_layernorm_backward_dx_ref(d0, dy, x, mean, rstd, g, rows, c);
-        ra_nn_layernorm_backward_sums_ref(ag, ab, dy, x, mean, rstd, rows, c, 0, c);
+            rai_nn_layernorm_row_ref(y + i * c, mean + i, rstd + i, x + i * c, g, NULL, c, 1e-5f);
+        rai_nn_layernorm_backward_dx_ref(d0, dy, x, mean, rstd, g, rows, c);
+        rai_nn_layernorm_backward_sums_ref(ag, ab, dy, x, mean, rstd, rows, c, 0, c);
         kn->layernorm_backward_rows(d1, pg, pb, dy, x, mean, rstd, g, rows, c);
         int64_t bad = 0;
         for (int64_t i = 0; i < rc; i++) {
@@ -195,7 +195,7 @@ static void test_layernorm_backward(const ra_nn_kernel *kn) {
 /* The fused products of set kn: y = x w^T + b against a double product
  * within (K + 2) eps sum |x w| + |b|; w given transposed, the same bits;
  * dw += dy^T x and db += column sums, within the bound of an M-term sum. */
-static void test_products(const ra_nn_kernel *kn) {
+static void test_products(const rai_nn_kernel *kn) {
     if (!kn->gemm) return;
     const int ms[] = {1, 13, 97}, ns[] = {1, 17, 48, 100}, ks[] = {1, 33, 96};
     for (size_t mi = 0; mi < 3; mi++)
@@ -256,7 +256,7 @@ int main(void) {
     for (int id = 0; id < RA_KERNEL_COUNT; id++) {
         if (!ra_kernel_supported((ra_kernel_id)id)) continue;
         CHECK(ra_kernel_select((ra_kernel_id)id) == RA_OK, "select %d", id);
-        const ra_nn_kernel *kn = ra_nn_kernel_active();
+        const rai_nn_kernel *kn = rai_nn_kernel_active();
         printf("kernel set %s: element-wise, LayerNorm%s%s\n", kn->name,
                kn->layernorm_backward_rows ? ", LayerNorm backward" : "",
                kn->gemm ? ", fused products" : "");

@@ -34,14 +34,14 @@ static ra_status run_once(run_out *o, ra_model *m, const float *x, const float *
                           int n, const int *grid, int64_t ny, int64_t na) {
     const ra_attn_layer *l = ra_model_attn(m);
     memset(o->y, 0xff, sizeof(float) * (size_t)ny);   /* NaN: unwritten shows */
-    ra_status st = ra_attn_layer_forward_ex(l, o->y, o->a, x, NULL, b, n, n, NULL, 0, grid);
+    ra_status st = ra_attn_layer_forward_grid(l, o->y, o->a, x, NULL, b, n, n, NULL, 0, grid);
     if (st) return st;
     memset(o->g, 0, sizeof(float) * (size_t)ra_model_param_total(m));
     memset(o->dx, 0, sizeof(float) * (size_t)ny);
     ra_attn_grads g;
     ra_model_attn_grads(m, o->g, &g);
     (void)na;
-    return ra_attn_layer_backward_ex(l, o->dx, NULL, &g, NULL, dy, x, NULL, b, n, n, NULL, 0,
+    return ra_attn_layer_backward_grid(l, o->dx, NULL, &g, NULL, dy, x, NULL, b, n, n, NULL, 0,
                                      grid);
 }
 
@@ -212,7 +212,7 @@ static void check_fd(const char *const *meta, int nmeta, int b, int h, int w, in
     ra_attn_grads ag;
     ra_model_attn_grads(m, g, &ag);
     ra_threads_set(1);
-    ra_status st = ra_attn_layer_backward_ex(l, dx, NULL, &ag, NULL, dy, x, NULL, b, n, n,
+    ra_status st = ra_attn_layer_backward_grid(l, dx, NULL, &ag, NULL, dy, x, NULL, b, n, n,
                                              NULL, 0, gp);
     CHECK(st == RA_OK, "fd %s: %s", meta[1], ra_last_error());
     double worst = 0;
@@ -225,10 +225,10 @@ static void check_fd(const char *const *meta, int nmeta, int b, int h, int w, in
             const float keep = v[e], eps = 1e-2f;
             double lp = 0, lm = 0;
             v[e] = keep + eps;
-            ra_attn_layer_forward_ex(l, y, NULL, x, NULL, b, n, n, NULL, 0, gp);
+            ra_attn_layer_forward_grid(l, y, NULL, x, NULL, b, n, n, NULL, 0, gp);
             for (int64_t i = 0; i < nx; i++) lp += (double)y[i] * dy[i];
             v[e] = keep - eps;
-            ra_attn_layer_forward_ex(l, y, NULL, x, NULL, b, n, n, NULL, 0, gp);
+            ra_attn_layer_forward_grid(l, y, NULL, x, NULL, b, n, n, NULL, 0, gp);
             for (int64_t i = 0; i < nx; i++) lm += (double)y[i] * dy[i];
             v[e] = keep;
             const double fd = (lp - lm) / (2.0 * eps);
@@ -357,11 +357,11 @@ static void bad_inputs(void) {
         const ra_attn_layer *l = ra_model_attn(m);
         ra_status st = ra_attn_layer_forward(l, y, NULL, x, NULL, 2, 8, 8, NULL, 0);
         CHECK(st == RA_ERR_SHAPE, "decomposed N 8 on 2x3: %s", ra_last_error());
-        st = ra_attn_layer_forward_ex(l, y, NULL, x, NULL, 2, 8, 8, NULL, 0, (int[]){3, 3});
+        st = ra_attn_layer_forward_grid(l, y, NULL, x, NULL, 2, 8, 8, NULL, 0, (int[]){3, 3});
         CHECK(st == RA_ERR_SHAPE, "decomposed N 8 on a 3x3 grid: %s", ra_last_error());
-        st = ra_attn_layer_forward_ex(l, y, NULL, x, NULL, 2, 8, 8, NULL, 0, (int[]){0, 8});
+        st = ra_attn_layer_forward_grid(l, y, NULL, x, NULL, 2, 8, 8, NULL, 0, (int[]){0, 8});
         CHECK(st == RA_ERR_SHAPE, "decomposed grid 0x8: %s", ra_last_error());
-        st = ra_attn_layer_forward_ex(l, y, NULL, x, NULL, 2, 8, 8, NULL, 0, (int[]){2, 4});
+        st = ra_attn_layer_forward_grid(l, y, NULL, x, NULL, 2, 8, 8, NULL, 0, (int[]){2, 4});
         CHECK(st == RA_OK, "decomposed on a 2x4 grid: %s", ra_last_error());
     }
     ra_model_free(m);

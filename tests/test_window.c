@@ -44,13 +44,13 @@ static void *xmalloc(size_t n) {
     return p;
 }
 
-static ra_window_geom geom(int d, int h, int w, int wd, int wh, int ww,
+static ra_window_spec geom(int d, int h, int w, int wd, int wh, int ww,
                            int sd, int sh, int sw) {
-    ra_window_geom g = {d, h, w, wd, wh, ww, sd, sh, sw};
+    ra_window_spec g = {d, h, w, wd, wh, ww, sd, sh, sw};
     return g;
 }
 
-static void geom_str(char *buf, size_t n, const ra_window_geom *g, int b, int c) {
+static void geom_str(char *buf, size_t n, const ra_window_spec *g, int b, int c) {
     snprintf(buf, n, "b=%d c=%d map %dx%dx%d win %dx%dx%d shift %d,%d,%d", b, c,
              g->d, g->h, g->w, g->wd, g->wh, g->ww, g->sd, g->sh, g->sw);
 }
@@ -65,7 +65,7 @@ static int pad_up(int s, int w) { return (s + w - 1) / w * w; }
  * where the token is padding. */
 static void oracle_partition(float *windows, unsigned char *frompad,
                              const float *x, int b, int c,
-                             const ra_window_geom *g) {
+                             const ra_window_spec *g) {
     int D = g->d, H = g->h, W = g->w;
     int Dp = pad_up(D, g->wd), Hp = pad_up(H, g->wh), Wp = pad_up(W, g->ww);
     size_t plane = (size_t)Dp * Hp * Wp;
@@ -143,7 +143,7 @@ static void axis_slices(int lo[3], int hi[3], int w, int s, int P) {
 }
 
 /* mask (nW, N, N) exactly as Video Swin's compute_mask builds it. */
-static void oracle_mask(float *mask, const ra_window_geom *g) {
+static void oracle_mask(float *mask, const ra_window_spec *g) {
     int Dp = pad_up(g->d, g->wd), Hp = pad_up(g->h, g->wh), Wp = pad_up(g->w, g->ww);
     float *img = xmalloc(sizeof(float) * (size_t)Dp * Hp * Wp);
     memset(img, 0, sizeof(float) * (size_t)Dp * Hp * Wp);
@@ -160,7 +160,7 @@ static void oracle_mask(float *mask, const ra_window_geom *g) {
                         for (int k = wl[f]; k < wh[f]; k++)
                             img[((size_t)i * Hp + j) * Wp + k] = (float)cnt;
     /* window_partition of the labels, no roll */
-    ra_window_geom g0 = geom(Dp, Hp, Wp, g->wd, g->wh, g->ww, 0, 0, 0);
+    ra_window_spec g0 = geom(Dp, Hp, Wp, g->wd, g->wh, g->ww, 0, 0, 0);
     size_t nw = (size_t)(Dp / g->wd) * (Hp / g->wh) * (Wp / g->ww);
     size_t n = (size_t)g->wd * g->wh * g->ww;
     float *mw = xmalloc(sizeof(float) * nw * n);
@@ -178,7 +178,7 @@ static void oracle_mask(float *mask, const ra_window_geom *g) {
 /* ---------------------------------------------------------------------- */
 
 /* Compare one geometry; returns 1 if everything matched. */
-static int check_geometry(const ra_window_geom *g, int b, int c) {
+static int check_geometry(const ra_window_spec *g, int b, int c) {
     char desc[160];
     geom_str(desc, sizeof desc, g, b, c);
     int64_t nw = ra_window_count(g), n = ra_window_tokens(g);
@@ -250,7 +250,7 @@ static void test_random(void) {
         int wh = rng_int(1, 5);
         int ww = it % 4 < 2 ? wh : rng_int(1, 5);   /* half square */
         int wd = three ? rng_int(1, 4) : 1;
-        ra_window_geom g = geom(three ? rng_int(1, 7) : 1, rng_int(1, 11), rng_int(1, 11),
+        ra_window_spec g = geom(three ? rng_int(1, 7) : 1, rng_int(1, 11), rng_int(1, 11),
                                 wd, wh, ww, rng_int(0, wd - 1), rng_int(0, wh - 1),
                                 rng_int(0, ww - 1));
         /* a quarter with the clamp applied, as a block would run them */
@@ -259,14 +259,14 @@ static void test_random(void) {
         bad += !check_geometry(&g, rng_int(1, 3), rng_int(1, 5));
     }
     /* every axis padded and shifted at once, 2-D and 3-D */
-    ra_window_geom a = geom(5, 7, 9, 2, 3, 4, 1, 2, 3);
-    ra_window_geom a2 = geom(1, 7, 9, 1, 4, 4, 0, 2, 3);
+    ra_window_spec a = geom(5, 7, 9, 2, 3, 4, 1, 2, 3);
+    ra_window_spec a2 = geom(1, 7, 9, 1, 4, 4, 0, 2, 3);
     total += 2;
     bad += !check_geometry(&a, 2, 3);
     bad += !check_geometry(&a2, 2, 3);
     /* large enough to take the threaded path */
-    ra_window_geom big = geom(8, 28, 30, 2, 7, 7, 1, 3, 3);
-    ra_window_geom big2 = geom(1, 57, 61, 1, 8, 8, 0, 4, 4);
+    ra_window_spec big = geom(8, 28, 30, 2, 7, 7, 1, 3, 3);
+    ra_window_spec big2 = geom(1, 57, 61, 1, 8, 8, 0, 4, 4);
     total += 2;
     bad += !check_geometry(&big, 2, 32);
     bad += !check_geometry(&big2, 1, 48);
@@ -280,7 +280,7 @@ static void test_backward(void) {
     for (int it = 0; it < 200; it++) {
         int three = it % 2, wh = rng_int(1, 5), ww = it % 4 < 2 ? wh : rng_int(1, 5);
         int wd = three ? rng_int(1, 3) : 1, b = rng_int(1, 2), c = rng_int(1, 4);
-        ra_window_geom g = geom(three ? rng_int(1, 6) : 1, rng_int(1, 10), rng_int(1, 10),
+        ra_window_spec g = geom(three ? rng_int(1, 6) : 1, rng_int(1, 10), rng_int(1, 10),
                                 wd, wh, ww, rng_int(0, wd - 1), rng_int(0, wh - 1),
                                 rng_int(0, ww - 1));
         size_t nx = (size_t)b * g.d * g.h * g.w * c;
@@ -371,7 +371,7 @@ static void test_fixture(const char *dir, const char *name) {
         return;
     }
     int b = v[0], c = v[1];
-    ra_window_geom g = geom(v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10]);
+    ra_window_spec g = geom(v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10]);
     int64_t nw = ra_window_count(&g), n = ra_window_tokens(&g);
     CHECK(nw > 0 && n > 0 && b > 0 && c > 0, "%s: invalid geometry", what);
     if (!(nw > 0 && n > 0 && b > 0 && c > 0)) {
@@ -453,7 +453,7 @@ static void test_known_mask(void) {
     /* 8 x 8, ws 4, shift 2: per axis regions [0,4) [4,6) [6,8); windows
      * 0 (top left) one region, 1 (top right) and 2 two, 3 (bottom right)
      * four regions of 2 x 2 tokens. */
-    ra_window_geom g = geom(1, 8, 8, 1, 4, 4, 0, 2, 2);
+    ra_window_spec g = geom(1, 8, 8, 1, 4, 4, 0, 2, 2);
     CHECK(ra_window_count(&g) == 4 && ra_window_tokens(&g) == 16, "8x8 ws4 sizes");
     float m[4 * 16 * 16];
     ra_status st = ra_window_mask(m, &g);
@@ -483,10 +483,10 @@ static void test_known_mask(void) {
     CHECK(sym && diag, "mask symmetric with a zero diagonal");
 
     /* zero shift: all zeros, 2-D and 3-D, with padding */
-    ra_window_geom z2 = geom(1, 9, 7, 1, 4, 3, 0, 0, 0);
-    ra_window_geom z3 = geom(5, 6, 7, 2, 3, 4, 0, 0, 0);
+    ra_window_spec z2 = geom(1, 9, 7, 1, 4, 3, 0, 0, 0);
+    ra_window_spec z3 = geom(5, 6, 7, 2, 3, 4, 0, 0, 0);
     for (int t = 0; t < 2; t++) {
-        const ra_window_geom *gz = t ? &z3 : &z2;
+        const ra_window_spec *gz = t ? &z3 : &z2;
         size_t nm = (size_t)(ra_window_count(gz) * ra_window_tokens(gz) * ra_window_tokens(gz));
         float *mz = xmalloc(sizeof(float) * nm);
         memset(mz, 0xff, sizeof(float) * nm);
@@ -498,7 +498,7 @@ static void test_known_mask(void) {
 
     /* 3-D, only the frame axis shifted: windows on the last frame block
      * split into frames [P-w, P-s) and [P-s, P). d 4, wd 2, sd 1; h = w = 2. */
-    ra_window_geom f = geom(4, 2, 2, 2, 2, 2, 1, 0, 0);
+    ra_window_spec f = geom(4, 2, 2, 2, 2, 2, 1, 0, 0);
     float mf[2 * 8 * 8];
     st = ra_window_mask(mf, &f);
     CHECK(st == RA_OK && count_zeros(mf, 64) == 64 && count_zeros(mf + 64, 64) == 32 &&
@@ -511,7 +511,7 @@ static void test_known_partition(void) {
      * rolled by -1: rolled[i][j] = padded[(i+1)%4][(j+1)%4]. */
     float x[9], win[16], back[9];
     for (int i = 0; i < 9; i++) x[i] = (float)(i + 1);
-    ra_window_geom g = geom(1, 3, 3, 1, 2, 2, 0, 1, 1);
+    ra_window_spec g = geom(1, 3, 3, 1, 2, 2, 0, 1, 1);
     ra_status st = ra_window_partition(win, x, 1, 1, &g);
     /* rolled map rows: [5 6 0 4] [8 9 0 7] [0 0 0 0] [2 3 0 1] */
     const float want[16] = {5, 6, 8, 9, 0, 4, 0, 7, 0, 0, 2, 3, 0, 0, 0, 1};
@@ -521,14 +521,14 @@ static void test_known_partition(void) {
     CHECK(st == RA_OK && memcmp(back, x, sizeof x) == 0, "3x3 ws2 shift1 reverse");
 }
 
-static int geom_eq(const ra_window_geom *a, int d, int h, int w, int wd, int wh, int ww,
+static int geom_eq(const ra_window_spec *a, int d, int h, int w, int wd, int wh, int ww,
                    int sd, int sh, int sw) {
     return a->d == d && a->h == h && a->w == w && a->wd == wd && a->wh == wh &&
            a->ww == ww && a->sd == sd && a->sh == sh && a->sw == sw;
 }
 
 static void test_clamp(void) {
-    ra_window_geom g = geom(1, 7, 7, 1, 7, 7, 0, 3, 3);
+    ra_window_spec g = geom(1, 7, 7, 1, 7, 7, 0, 3, 3);
     ra_window_clamp(&g);
     CHECK(geom_eq(&g, 1, 7, 7, 1, 7, 7, 0, 0, 0), "7x7 ws7: ws 7, shift 0");
     g = geom(1, 5, 9, 1, 7, 7, 0, 3, 3);
@@ -565,7 +565,7 @@ static void test_clamp(void) {
 }
 
 static void test_sizes(void) {
-    ra_window_geom g = geom(3, 10, 13, 2, 4, 4, 1, 2, 3);
+    ra_window_spec g = geom(3, 10, 13, 2, 4, 4, 1, 2, 3);
     int dp = -1, hp = -1, wp = -1;
     ra_window_padded(&g, &dp, &hp, &wp);
     CHECK(dp == 4 && hp == 12 && wp == 16, "padded %d %d %d", dp, hp, wp);
@@ -596,11 +596,11 @@ static void test_sizes(void) {
 static void test_errors(void) {
     float x[64], w[64], m[64];
     memset(x, 0, sizeof x);
-    const ra_window_geom ok = geom(1, 4, 4, 1, 2, 2, 0, 1, 1);
+    const ra_window_spec ok = geom(1, 4, 4, 1, 2, 2, 0, 1, 1);
     CHECK(ra_window_partition(w, x, 1, 2, &ok) == RA_OK, "valid call");
     CHECK(ra_window_mask(m, &ok) == RA_OK, "valid mask");
 
-    struct { ra_window_geom g; const char *what; } bad[] = {
+    struct { ra_window_spec g; const char *what; } bad[] = {
         {geom(0, 4, 4, 1, 2, 2, 0, 0, 0), "d = 0"},
         {geom(1, 0, 4, 1, 2, 2, 0, 0, 0), "h = 0"},
         {geom(1, 4, -3, 1, 2, 2, 0, 0, 0), "w < 0"},
@@ -639,10 +639,10 @@ static void test_errors(void) {
     CHECK_ARG(ra_window_reverse(x, w, -1, 1, &ok), "reverse, b < 0");
     CHECK_ARG(ra_window_reverse(x, w, 1, -2, &ok), "reverse, c < 0");
     /* sizes valid one by one, too large together */
-    const ra_window_geom large = geom(1 << 10, 1 << 10, 1 << 10, 1, 1, 1, 0, 0, 0);
+    const ra_window_spec large = geom(1 << 10, 1 << 10, 1 << 10, 1, 1, 1, 0, 0, 0);
     CHECK_ARG(ra_window_partition(w, x, INT_MAX, INT_MAX, &large), "partition, total overflow");
     CHECK_ARG(ra_window_reverse(x, w, INT_MAX, INT_MAX, &large), "reverse, total overflow");
-    const ra_window_geom bigmask = geom(1 << 12, 1 << 12, 1 << 12, 1 << 10, 1 << 10, 1 << 10,
+    const ra_window_spec bigmask = geom(1 << 12, 1 << 12, 1 << 12, 1 << 10, 1 << 10, 1 << 10,
                                         0, 0, 0);
     CHECK_ARG(ra_window_mask(m, &bigmask), "mask, N*N*nW overflow");
     /* the size queries report no status, so they keep the last reason */
@@ -656,7 +656,7 @@ static void test_errors(void) {
     CHECK(strcmp(before, ra_last_error()) == 0, "size queries replaced the last error");
     /* a failure leaves the output untouched: nothing was written */
     float sentinel[4] = {7, 7, 7, 7};
-    const ra_window_geom badshift = geom(1, 2, 2, 1, 2, 2, 0, 2, 0);
+    const ra_window_spec badshift = geom(1, 2, 2, 1, 2, 2, 0, 2, 0);
     ra_window_mask(sentinel, &badshift);
     CHECK(sentinel[0] == 7 && sentinel[3] == 7, "failed call writes nothing");
 }

@@ -36,7 +36,7 @@ int main(void) {
     if ((st = ra_model_create(&m, meta, 4, 0))) return die(st);
 
     /* one 14x14 map shifted by 3: 4 windows of 49 tokens, and their mask */
-    ra_window_geom g = {.d = 1, .h = 14, .w = 14, .wd = 1, .wh = 7, .ww = 7, .sh = 3, .sw = 3};
+    ra_window_spec g = {.d = 1, .h = 14, .w = 14, .wd = 1, .wh = 7, .ww = 7, .sh = 3, .sw = 3};
     static float x[4 * 49 * 96], mask[4 * 49 * 49];
     if ((st = ra_window_mask(mask, &g))) return die(st);
     ra_rng rng;

@@ -33,7 +33,7 @@ class StTensor(ctypes.Structure):
 
 
 class WindowGeom(ctypes.Structure):
-    """ra_window_geom."""
+    """ra_window_spec."""
     _fields_ = [(n, ctypes.c_int) for n in ("d", "h", "w", "wd", "wh", "ww", "sd", "sh", "sw")]
 
 

@@ -12,47 +12,47 @@
 #include <string.h>
 
 ra_status ra_attention_check(const ra_attn_desc *d) {
-    if (!d) return ra_fail(RA_ERR_ARG, "attention: no description");
+    if (!d) return rai_fail(RA_ERR_ARG, "attention: no description");
     if (d->b_ < 1 || d->nh < 1 || d->n1 < 1 || d->n2 < 1 || d->hd < 1)
-        return ra_fail(RA_ERR_ARG, "attention: sizes B_=%d nH=%d N1=%d N2=%d hd=%d "
+        return rai_fail(RA_ERR_ARG, "attention: sizes B_=%d nH=%d N1=%d N2=%d hd=%d "
                        "must all be >= 1", d->b_, d->nh, d->n1, d->n2, d->hd);
     int64_t c, nn, total;
-    if (!ra_mul_i64(&c, d->nh, d->hd) || c > INT32_MAX ||
-        !ra_mul_i64(&nn, d->n1, d->n2) || !ra_mul_i64(&total, nn, (int64_t)d->b_ * d->nh))
-        return ra_fail(RA_ERR_ARG, "attention: sizes overflow");
+    if (!rai_mul_i64(&c, d->nh, d->hd) || c > INT32_MAX ||
+        !rai_mul_i64(&nn, d->n1, d->n2) || !rai_mul_i64(&total, nn, (int64_t)d->b_ * d->nh))
+        return rai_fail(RA_ERR_ARG, "attention: sizes overflow");
     if (!isfinite(d->scale))
-        return ra_fail(RA_ERR_ARG, "attention: scale is not finite");
+        return rai_fail(RA_ERR_ARG, "attention: scale is not finite");
     if ((d->table == NULL) != (d->idx == NULL))
-        return ra_fail(RA_ERR_ARG, "attention: a bias needs both a table and an index");
+        return rai_fail(RA_ERR_ARG, "attention: a bias needs both a table and an index");
     if (d->table) {
         if (d->table_rows < 1)
-            return ra_fail(RA_ERR_ARG, "attention: bias table has %lld rows",
+            return rai_fail(RA_ERR_ARG, "attention: bias table has %lld rows",
                            (long long)d->table_rows);
         for (int64_t e = 0; e < nn; e++)
             if (d->idx[e] < 0 || d->idx[e] >= d->table_rows)
-                return ra_fail(RA_ERR_ARG, "attention: index entry %lld is %d, outside "
+                return rai_fail(RA_ERR_ARG, "attention: index entry %lld is %d, outside "
                                "the table's %lld rows", (long long)e, d->idx[e],
                                (long long)d->table_rows);
     }
     if (d->mask && (d->nw < 1 || d->w0 < 0))
-        return ra_fail(RA_ERR_SHAPE, "attention: a mask of %d windows from window %d",
+        return rai_fail(RA_ERR_SHAPE, "attention: a mask of %d windows from window %d",
                        d->nw, d->w0);
     if (d->rel_k || d->rel_v) {
         if (!d->rel || d->r < 1)
-            return ra_fail(RA_ERR_ARG, "attention: Shaw tables need rel and R >= 1");
+            return rai_fail(RA_ERR_ARG, "attention: Shaw tables need rel and R >= 1");
         const int64_t ld = d->rel_ld ? d->rel_ld : d->n2;
         for (int i = 0; i < d->n1; i++)
             for (int j = 0; j < d->n2; j++) {
                 const int32_t v = d->rel[(ptrdiff_t)i * ld + j];
                 const int32_t v2 = d->rel2 ? d->rel2[(ptrdiff_t)i * ld + j] : 0;
                 if (v < 0 || v >= d->r || v2 < 0 || v2 >= d->r)
-                    return ra_fail(RA_ERR_ARG, "attention: rel%s entry (%d, %d) is %d, outside "
+                    return rai_fail(RA_ERR_ARG, "attention: rel%s entry (%d, %d) is %d, outside "
                                    "0..%d", v < 0 || v >= d->r ? "" : "2", i, j,
                                    v < 0 || v >= d->r ? v : v2, d->r - 1);
             }
     }
     if (d->rel2 && (!d->rel_k || d->rel_v))
-        return ra_fail(RA_ERR_ARG, "attention: a second index needs a key table and no value "
+        return rai_fail(RA_ERR_ARG, "attention: a second index needs a key table and no value "
                        "table");
     return RA_OK;
 }
@@ -66,7 +66,7 @@ static size_t bias_floats(const ra_attn_desc *d) {
 static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
 
 static size_t slice_floats(const ra_attn_desc *d) {
-    return round16(ra_kernel_active()->work_floats(d->n1, d->n2, d->hd,
+    return round16(rai_kernel_active()->work_floats(d->n1, d->n2, d->hd,
                                                    (d->rel_k || d->rel_v) ? d->r : 0));
 }
 
@@ -97,18 +97,18 @@ ra_status ra_attention_forward(float *out, int ldo, float *attn,
     if (st) return st;
     const int C = d->nh * d->hd;
     if (!out || !q || !k || !v || !work)
-        return ra_fail(RA_ERR_ARG, "attention: missing buffer");
+        return rai_fail(RA_ERR_ARG, "attention: missing buffer");
     if (ldo < C || ldq < C || ldk < C || ldv < C)
-        return ra_fail(RA_ERR_ARG, "attention: row strides (%d, %d, %d, %d) below C=%d",
+        return rai_fail(RA_ERR_ARG, "attention: row strides (%d, %d, %d, %d) below C=%d",
                        ldo, ldq, ldk, ldv, C);
     int nt = ra_threads_get();
     const int ntasks = d->b_ * d->nh;
     if (nt > ntasks) nt = ntasks;
     if (work_size < ra_attention_workspace_size(d, nt))
-        return ra_fail(RA_ERR_ARG, "attention: workspace of %zu bytes, %zu needed",
+        return rai_fail(RA_ERR_ARG, "attention: workspace of %zu bytes, %zu needed",
                        work_size, ra_attention_workspace_size(d, nt));
 
-    const ra_attn_kernel *kern = ra_kernel_active();
+    const rai_attn_kernel *kern = rai_kernel_active();
     const size_t nn = (size_t)d->n1 * d->n2;
     float *bias = work;
     float *slices = bias + round16(bias_floats(d));
@@ -119,7 +119,7 @@ ra_status ra_attention_forward(float *out, int ldo, float *attn,
     #pragma omp parallel for num_threads(nt) schedule(static)
     for (int task = 0; task < ntasks; task++) {
         const int b = task / d->nh, h = task % d->nh;
-        ra_attn_task t = {
+        rai_attn_task t = {
             .n1 = d->n1, .n2 = d->n2, .hd = d->hd, .scale = d->scale,
             .q = q + task_off(ldq, d->n1, task, d), .ldq = ldq,
             .k = k + task_off(ldk, d->n2, task, d), .ldk = ldk,
@@ -147,9 +147,9 @@ ra_status ra_attention_forward(float *out, int ldo, float *attn,
  * head, the Shaw tables). Threads never write the same gradient: dq, dk and
  * dv of a task are its own (window, head) columns, and the shared ones are
  * reduced once at the end, so the hot loop has no atomics. */
-static const ra_attn_kernel *backward_kernel(void) {
-    const ra_attn_kernel *k = ra_kernel_active();
-    return k->backward ? k : &ra_kernel_ref;
+static const rai_attn_kernel *backward_kernel(void) {
+    const rai_attn_kernel *k = rai_kernel_active();
+    return k->backward ? k : &rai_kernel_ref;
 }
 
 typedef struct {
@@ -178,7 +178,7 @@ ra_status ra_attention_backward(float *dq, int lddq, float *dk, int lddk, float 
                                 const float *q, int ldq, const float *k, int ldk,
                                 const float *v, int ldv, const ra_attn_desc *d,
                                 void *work, size_t work_size) {
-    return ra_attention_backward_set(dq, lddq, dk, lddk, dv, lddv, dtable, drel_k, drel_v, dout,
+    return rai_attention_backward_set(dq, lddq, dk, lddk, dv, lddv, dtable, drel_k, drel_v, dout,
                                      lddo, q, ldq, k, ldk, v, ldv, d, work, work_size, 0);
 }
 
@@ -186,7 +186,7 @@ ra_status ra_attention_backward(float *dq, int lddq, float *dk, int lddk, float 
  * them (the tasks' slices tile the three: every (window, head) owns its
  * rows of its head's columns), in parallel and just before use, instead of
  * the caller zeroing tens of MB on one thread. */
-ra_status ra_attention_backward_set(float *dq, int lddq, float *dk, int lddk, float *dv,
+ra_status rai_attention_backward_set(float *dq, int lddq, float *dk, int lddk, float *dv,
                                     int lddv, float *dtable, float *drel_k, float *drel_v,
                                     const float *dout, int lddo, const float *q, int ldq,
                                     const float *k, int ldk, const float *v, int ldv,
@@ -196,20 +196,20 @@ ra_status ra_attention_backward_set(float *dq, int lddq, float *dk, int lddk, fl
     if (st) return st;
     const int C = d->nh * d->hd;
     if (!dq || !dk || !dv || !dout || !q || !k || !v || !work)
-        return ra_fail(RA_ERR_ARG, "attention backward: missing buffer");
+        return rai_fail(RA_ERR_ARG, "attention backward: missing buffer");
     if (lddq < C || lddk < C || lddv < C || lddo < C || ldq < C || ldk < C || ldv < C)
-        return ra_fail(RA_ERR_ARG, "attention backward: a row stride is below C=%d", C);
+        return rai_fail(RA_ERR_ARG, "attention backward: a row stride is below C=%d", C);
     int nt = ra_threads_get();
     const int ntasks = d->b_ * d->nh;
     if (nt > ntasks) nt = ntasks;
     if (work_size < ra_attention_backward_workspace_size(d, nt))
-        return ra_fail(RA_ERR_ARG, "attention backward: workspace of %zu bytes, %zu needed",
+        return rai_fail(RA_ERR_ARG, "attention backward: workspace of %zu bytes, %zu needed",
                        work_size, ra_attention_backward_workspace_size(d, nt));
     if (!d->table) dtable = NULL;
     if (!d->rel_k) drel_k = NULL;
     if (!d->rel_v) drel_v = NULL;
 
-    const ra_attn_kernel *kern = backward_kernel();
+    const rai_attn_kernel *kern = backward_kernel();
     const size_t nn = (size_t)d->n1 * d->n2, hdr = (size_t)d->r * d->hd;
     const bslice sl = backward_slice(d, dtable != NULL, drel_k || drel_v);
     float *bias = work;
@@ -224,7 +224,7 @@ ra_status ra_attention_backward_set(float *dq, int lddq, float *dk, int lddk, fl
         const int b = task / d->nh, h = task % d->nh;
         float *mine = slices + (size_t)omp_get_thread_num() * sl.total;
         float *acc = mine + sl.scratch;
-        ra_attn_task t = {
+        rai_attn_task t = {
             .n1 = d->n1, .n2 = d->n2, .hd = d->hd, .scale = d->scale,
             .q = q + task_off(ldq, d->n1, task, d), .ldq = ldq,
             .k = k + task_off(ldk, d->n2, task, d), .ldk = ldk,

@@ -11,11 +11,11 @@
 #define NORM_EPS 1e-12f            /* F.normalize's default */
 #define LOGIT_MAX 4.605170185988091 /* log(1 / 0.01) = log(100) */
 
-ra_status ra_swinv2_coords(float *coords, int wh, int ww, const int pretrained[2]) {
+ra_status rai_swinv2_coords(float *coords, int wh, int ww, const int pretrained[2]) {
     const int given = pretrained && pretrained[0] > 0 && pretrained[1] > 0;
     const int dh = given ? pretrained[0] - 1 : wh - 1, dw = given ? pretrained[1] - 1 : ww - 1;
     if (wh < 1 || ww < 1 || dh < 1 || dw < 1)
-        return ra_fail(RA_ERR_ARG, "swinv2: window %dx%d%s: the position coordinates are "
+        return rai_fail(RA_ERR_ARG, "swinv2: window %dx%d%s: the position coordinates are "
                        "divided by %d and %d (window - 1); they must be >= 1", wh, ww,
                        given ? " with its pretrained window" : "", dh, dw);
     int64_t r = 0;
@@ -31,7 +31,7 @@ ra_status ra_swinv2_coords(float *coords, int wh, int ww, const int pretrained[2
     return RA_OK;
 }
 
-void ra_cpb_forward(float *table, float *hid, const float *coords, int64_t t, int nh,
+void rai_cpb_forward(float *table, float *hid, const float *coords, int64_t t, int nh,
                     const float *w1, const float *b1, const float *w2) {
     ra_linear_forward(hid, coords, w1, b1, t, RA_CPB_HIDDEN, 2);
     for (int64_t e = 0; e < t * RA_CPB_HIDDEN; e++) hid[e] = hid[e] > 0 ? hid[e] : 0.0f;
@@ -39,7 +39,7 @@ void ra_cpb_forward(float *table, float *hid, const float *coords, int64_t t, in
     for (int64_t e = 0; e < t * nh; e++) table[e] = 16.0f / (1.0f + expf(-table[e]));
 }
 
-void ra_cpb_backward(float *dw1, float *db1, float *dw2, float *dtable, const float *table,
+void rai_cpb_backward(float *dw1, float *db1, float *dw2, float *dtable, const float *table,
                      float *hid, const float *coords, int64_t t, int nh, const float *w1,
                      const float *b1, const float *w2) {
     float *dhid = hid + t * RA_CPB_HIDDEN;
@@ -77,7 +77,7 @@ static double dot_d(const float *a, const float *b, int n) {
 /* |v| of n floats, accumulated in double */
 static float norm_of(const float *v, int n) { return (float)sqrt(dot_d(v, v, n)); }
 
-void ra_swinv2_qk_forward(float *qkv, int64_t rows, int c, int nh, const float *logit_scale,
+void rai_swinv2_qk_forward(float *qkv, int64_t rows, int c, int nh, const float *logit_scale,
                           const float *q_bias, const float *v_bias, float *yq, float *norms) {
     const int hd = c / nh;
 #pragma omp parallel for schedule(static) num_threads(ra_threads_get()) if (rows * c > 65536)
@@ -115,7 +115,7 @@ static void normalize_backward(float *g, const float *y, float n, int hd) {
     for (int d = 0; d < hd; d++) g[d] = (g[d] - y[d] * fdot) * in;
 }
 
-void ra_swinv2_qk_backward(float *dqkv, const float *qkv, const float *yq, const float *norms,
+void rai_swinv2_qk_backward(float *dqkv, const float *qkv, const float *yq, const float *norms,
                            int64_t rows, int c, int nh, const float *logit_scale,
                            float *dlogit_scale, float *dq_bias, float *dv_bias) {
     const int hd = c / nh;
@@ -154,27 +154,27 @@ void ra_swinv2_qk_backward(float *dqkv, const float *qkv, const float *yq, const
 
 /* A saved relative_coords_table must be the computed one (to float
  * rounding: log2 may differ in the last bit between libraries). */
-ra_status ra_swinv2_check_coords(const ra_st_file *f, const ra_st_tensor *t,
+ra_status rai_swinv2_check_coords(const ra_st_file *f, const ra_st_tensor *t,
                                  const ra_attn_config *c) {
     const int64_t th = 2 * (int64_t)c->window[0] - 1, tw = 2 * (int64_t)c->window[1] - 1;
     if (!(t->ndim == 4 && t->shape[0] == 1 && t->shape[1] == th && t->shape[2] == tw &&
           t->shape[3] == 2))
-        return ra_fail(RA_ERR_SHAPE, "tensor '%.80s' must have shape (1, %lld, %lld, 2) for "
+        return rai_fail(RA_ERR_SHAPE, "tensor '%.80s' must have shape (1, %lld, %lld, 2) for "
                        "window %dx%d", t->name, (long long)th, (long long)tw, c->window[0],
                        c->window[1]);
     if (!(t->dtype == RA_DTYPE_F32 || t->dtype == RA_DTYPE_F16 || t->dtype == RA_DTYPE_BF16 ||
           t->dtype == RA_DTYPE_F64))
-        return ra_fail(RA_ERR_SHAPE, "tensor '%.80s' must be a float tensor", t->name);
-    float *want = ra_alloc((size_t)t->numel, sizeof *want);
-    float *got = ra_alloc((size_t)t->numel, sizeof *got);
-    ra_status st = want && got ? RA_OK : ra_fail(RA_ERR_NOMEM, "swinv2: out of memory");
-    if (!st) st = ra_swinv2_coords(want, c->window[0], c->window[1], c->pretrained_window);
+        return rai_fail(RA_ERR_SHAPE, "tensor '%.80s' must be a float tensor", t->name);
+    float *want = rai_alloc((size_t)t->numel, sizeof *want);
+    float *got = rai_alloc((size_t)t->numel, sizeof *got);
+    ra_status st = want && got ? RA_OK : rai_fail(RA_ERR_NOMEM, "swinv2: out of memory");
+    if (!st) st = rai_swinv2_coords(want, c->window[0], c->window[1], c->pretrained_window);
     if (!st) st = ra_st_read_f32(got, f, t);
     for (int64_t e = 0; !st && e < t->numel; e++)
         if (!(fabsf(got[e] - want[e]) <= 1e-5f))
-            st = ra_fail(RA_ERR_FORMAT, "tensor '%.80s' differs from the computed coordinates "
+            st = rai_fail(RA_ERR_FORMAT, "tensor '%.80s' differs from the computed coordinates "
                          "at %lld: %g, expected %g", t->name, (long long)e, got[e], want[e]);
-    ra_free(want);
-    ra_free(got);
+    rai_free(want);
+    rai_free(got);
     return st;
 }

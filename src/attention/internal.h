@@ -19,14 +19,14 @@ struct ra_attn_layer {
     float *slopes;         /* (nH) alibi slopes                    */
     float *rope;           /* (H*W, hd/2, 2) rope cos, sin         */
     float *coords;         /* swinv2: (T, 2) CPB input (attention/cpb.h)  */
-    struct ra_arena_cache *cache;   /* the scratch of the calls, kept between
+    struct rai_arena_cache *cache;   /* the scratch of the calls, kept between
                                        them (layer.c's pass_begin) */
 };
 
 /* The position terms of one call (one set for all the parts of a batch):
  * what is added to the core's description, built from the layer and the
- * call's sizes by ra_pos_begin, freed by ra_pos_end. */
-typedef struct ra_pos_call {
+ * call's sizes by rai_pos_begin, freed by rai_pos_end. */
+typedef struct rai_pos_call {
     int32_t *idx;             /* (N1, N2) bias index: t5 buckets, alibi |i-j| */
     const float *table;       /* (T, nH) t5's learned or alibi's computed */
     float *own_table;
@@ -44,32 +44,32 @@ typedef struct ra_pos_call {
     int gh, gw;               /* decomposed: the call's grid */
     float *cpb;               /* swinv2: [table (T, nH) | its gradient | the
                                  CPB's scratch] of the call (layer.c) */
-} ra_pos_call;
+} rai_pos_call;
 
 /* Scheme part of ra_attn_layer_create: checks the scheme's configuration
  * and params, builds what is fixed (slopes, rope angles, token counts). */
-ra_status ra_scheme_create(ra_attn_layer *l);
-void ra_scheme_free(ra_attn_layer *l);
+ra_status rai_scheme_create(ra_attn_layer *l);
+void rai_scheme_free(ra_attn_layer *l);
 /* The scheme's token rule (RA_OK for archs without one). grid may be NULL. */
-ra_status ra_scheme_check_tokens(const ra_attn_layer *l, int n1, int n2, const int grid[2]);
+ra_status rai_scheme_check_tokens(const ra_attn_layer *l, int n1, int n2, const int grid[2]);
 
 /* Build the call's position terms (mask, nw: the caller's, may be NULL). */
-ra_status ra_pos_begin(ra_pos_call *pc, const ra_attn_layer *l, int n1, int n2,
+ra_status rai_pos_begin(rai_pos_call *pc, const ra_attn_layer *l, int n1, int n2,
                        const int grid[2], const float *mask, int nw);
-void ra_pos_end(ra_pos_call *pc);
+void rai_pos_end(rai_pos_call *pc);
 /* Copy the terms into a core description (bias, mask, Shaw tables). */
-void ra_pos_desc(const ra_pos_call *pc, const float *mask, int nw, ra_attn_desc *d);
+void rai_pos_desc(const rai_pos_call *pc, const float *mask, int nw, ra_attn_desc *d);
 /* Floats of the call's own table gradient (decomposed: R * hd), 0 if none. */
-size_t ra_pos_drel_floats(const ra_pos_call *pc, const ra_attn_layer *l);
+size_t rai_pos_drel_floats(const rai_pos_call *pc, const ra_attn_layer *l);
 /* The decomposed tables' gradients from the combined table's (R, hd):
  * ACCUMULATED into drel_h (2H-1, hd), drel_w (2W-1, hd) (either may be
  * NULL), through the resampling. RA_ERR_NOMEM if its scratch fails. */
-ra_status ra_pos_backward(const ra_pos_call *pc, const ra_attn_layer *l, const float *drel,
+ra_status rai_pos_backward(const rai_pos_call *pc, const ra_attn_layer *l, const float *drel,
                      float *drel_h, float *drel_w);
 
 /* RoPE on the patch tokens of q and k (B_, N, ld) at columns h*hd + d, in
  * place; inverse: the transposed rotation (for dq, dk). No-op for other archs. */
-void ra_rope_rotate(const ra_attn_layer *l, float *q, float *k, int ld, int b_, int n,
+void rai_rope_rotate(const ra_attn_layer *l, float *q, float *k, int ld, int b_, int n,
                     int inverse);
 
 #endif

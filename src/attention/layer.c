@@ -56,26 +56,26 @@ static int inner_width(const ra_attn_config *c) {
 
 static ra_status check_config(const ra_attn_config *c) {
     if (!is_layer_arch(c->arch))
-        return ra_fail(RA_ERR_ARG, "arch %d is not an attention layer", c->arch);
+        return rai_fail(RA_ERR_ARG, "arch %d is not an attention layer", c->arch);
     const int E = inner_width(c);
     if (c->dim < 1 || c->dim > RA_MAX_DIM || E < 1 || E > RA_MAX_DIM || c->num_heads < 1 ||
         c->num_heads > E)
-        return ra_fail(RA_ERR_ARG, "dim %d and num_heads %d: need 1 <= num_heads <= dim <= %d",
+        return rai_fail(RA_ERR_ARG, "dim %d and num_heads %d: need 1 <= num_heads <= dim <= %d",
                        E, c->num_heads, RA_MAX_DIM);
     if (E % c->num_heads)
-        return ra_fail(RA_ERR_ARG, "dim %d is not divisible by num_heads %d",
+        return rai_fail(RA_ERR_ARG, "dim %d is not divisible by num_heads %d",
                        E, c->num_heads);
     if (c->has_qk_scale && !isfinite(c->qk_scale))
-        return ra_fail(RA_ERR_ARG, "qk_scale is not finite");
+        return rai_fail(RA_ERR_ARG, "qk_scale is not finite");
     if (c->arch == RA_ARCH_SHAW_ATTENTION && (c->max_rel < 0 || c->max_rel > (1 << 20)))
-        return ra_fail(RA_ERR_ARG, "max_relative_position %d must be in 0..%d", c->max_rel,
+        return rai_fail(RA_ERR_ARG, "max_relative_position %d must be in 0..%d", c->max_rel,
                        1 << 20);
     return RA_OK;
 }
 
 static ra_status check_params(const ra_attn_config *c, const ra_attn_params *p) {
     const char *missing = NULL;
-    if (c->arch == RA_ARCH_T5_ATTENTION) missing = NULL;   /* ra_scheme_create checks */
+    if (c->arch == RA_ARCH_T5_ATTENTION) missing = NULL;   /* rai_scheme_create checks */
     else if (!p->proj_w || !p->proj_b) missing = "proj";
     else if (c->arch == RA_ARCH_WINDOW_ATTENTION_3D) {
         if (!p->q_w || !p->kv_w || (c->qkv_bias && (!p->q_b || !p->kv_b))) missing = "q / kv";
@@ -84,16 +84,16 @@ static ra_status check_params(const ra_attn_config *c, const ra_attn_params *p) 
         else if (c->qkv_bias && (!p->q_bias || !p->v_bias)) missing = "q_bias / v_bias";
         else if (!p->logit_scale) missing = "logit_scale";
         else if (!p->cpb_w1 || !p->cpb_b1 || !p->cpb_w2) missing = "cpb_mlp";
-        return missing ? ra_fail(RA_ERR_ARG, "attention layer: parameter %s missing", missing)
+        return missing ? rai_fail(RA_ERR_ARG, "attention layer: parameter %s missing", missing)
                        : RA_OK;
     } else if (!p->qkv_w || (c->qkv_bias && !p->qkv_b)) missing = "qkv";
     if (!missing && is_window_arch(c->arch) && !p->table) missing = "relative_position_bias_table";
-    return missing ? ra_fail(RA_ERR_ARG, "attention layer: parameter %s missing", missing) : RA_OK;
+    return missing ? rai_fail(RA_ERR_ARG, "attention layer: parameter %s missing", missing) : RA_OK;
 }
 
 ra_status ra_attn_layer_create(ra_attn_layer **out, const ra_attn_config *cfg,
                                const ra_attn_params *params) {
-    if (!out || !cfg || !params) return ra_fail(RA_ERR_ARG, "attention layer: NULL argument");
+    if (!out || !cfg || !params) return rai_fail(RA_ERR_ARG, "attention layer: NULL argument");
     *out = NULL;
     ra_status st = check_config(cfg);
     if (!st) st = check_params(cfg, params);
@@ -101,7 +101,7 @@ ra_status ra_attn_layer_create(ra_attn_layer **out, const ra_attn_config *cfg,
 
     ra_attn_layer *l = calloc(1, sizeof *l);
     if (l && !(l->cache = calloc(1, sizeof *l->cache))) free(l), l = NULL;
-    if (!l) return ra_fail(RA_ERR_NOMEM, "attention layer: out of memory");
+    if (!l) return rai_fail(RA_ERR_NOMEM, "attention layer: out of memory");
     l->cfg = *cfg;
     l->p = *params;
     l->inner = inner_width(cfg);
@@ -112,7 +112,7 @@ ra_status ra_attn_layer_create(ra_attn_layer **out, const ra_attn_config *cfg,
         l->cfg.has_rel_k = params->rel_k != NULL;
         l->cfg.has_rel_v = params->rel_v != NULL;
     }
-    if ((st = ra_scheme_create(l))) {
+    if ((st = rai_scheme_create(l))) {
         ra_attn_layer_free(l);
         return st;
     }
@@ -122,11 +122,11 @@ ra_status ra_attn_layer_create(ra_attn_layer **out, const ra_attn_config *cfg,
         const int64_t n = (int64_t)wh * ww;
         if (n > 4096 || k > 1023) {
             ra_attn_layer_free(l);
-            return ra_fail(RA_ERR_ARG, "shaw window %dx%d or clip %d too large", wh, ww, k);
+            return rai_fail(RA_ERR_ARG, "shaw window %dx%d or clip %d too large", wh, ww, k);
         }
-        if (!(l->rel2 = ra_alloc((size_t)(n * n), sizeof *l->rel2))) {
+        if (!(l->rel2 = rai_alloc((size_t)(n * n), sizeof *l->rel2))) {
             ra_attn_layer_free(l);
-            return ra_fail(RA_ERR_NOMEM, "attention layer: out of memory");
+            return rai_fail(RA_ERR_NOMEM, "attention layer: out of memory");
         }
         for (int64_t i = 0; i < n; i++)
             for (int64_t j = 0; j < n; j++) {
@@ -148,18 +148,18 @@ ra_status ra_attn_layer_create(ra_attn_layer **out, const ra_attn_config *cfg,
                  : ra_relpos_index_3d(NULL, d1, d2, wh, ww, &l->table_rows);
         if (st) { ra_attn_layer_free(l); return st; }
         int64_t n1 = (int64_t)d1 * wh * ww, n2 = (int64_t)d2 * wh * ww;
-        l->idx = ra_alloc((size_t)(n1 * n2), sizeof *l->idx);
+        l->idx = rai_alloc((size_t)(n1 * n2), sizeof *l->idx);
         if (!l->idx) {
             ra_attn_layer_free(l);
-            return ra_fail(RA_ERR_NOMEM, "attention layer: index too large");
+            return rai_fail(RA_ERR_NOMEM, "attention layer: index too large");
         }
         st = is2d ? ra_relpos_index_2d(l->idx, wh, ww, NULL)
                   : ra_relpos_index_3d(l->idx, d1, d2, wh, ww, NULL);
         if (!st && cfg->arch == RA_ARCH_SWINV2_WINDOW_ATTENTION) {
-            if (!(l->coords = ra_alloc((size_t)l->table_rows * 2, sizeof *l->coords)))
-                st = ra_fail(RA_ERR_NOMEM, "attention layer: out of memory");
+            if (!(l->coords = rai_alloc((size_t)l->table_rows * 2, sizeof *l->coords)))
+                st = rai_fail(RA_ERR_NOMEM, "attention layer: out of memory");
             else
-                st = ra_swinv2_coords(l->coords, wh, ww, cfg->pretrained_window);
+                st = rai_swinv2_coords(l->coords, wh, ww, cfg->pretrained_window);
         }
         if (st) { ra_attn_layer_free(l); return st; }
         l->n1 = (int)n1;
@@ -171,11 +171,11 @@ ra_status ra_attn_layer_create(ra_attn_layer **out, const ra_attn_config *cfg,
 
 void ra_attn_layer_free(ra_attn_layer *l) {
     if (!l) return;
-    ra_free(l->idx);
-    ra_free(l->rel2);
-    ra_free(l->coords);
-    ra_scheme_free(l);
-    ra_arena_cache_free(l->cache);
+    rai_free(l->idx);
+    rai_free(l->rel2);
+    rai_free(l->coords);
+    rai_scheme_free(l);
+    rai_arena_cache_free(l->cache);
     free(l->cache);
     free(l);
 }
@@ -193,25 +193,25 @@ const int32_t *ra_attn_layer_index(const ra_attn_layer *l, int64_t *n1, int64_t 
 
 /* The tokens of a call on a grid (NULL: the layer's own). */
 static ra_status check_tokens(const ra_attn_layer *l, int n1, int n2, const int grid[2]) {
-    if (!l) return ra_fail(RA_ERR_ARG, "attention layer: NULL argument");
-    if (n1 < 1 || n2 < 1) return ra_fail(RA_ERR_SHAPE, "token counts %d, %d must be >= 1", n1, n2);
-    ra_status st = ra_scheme_check_tokens(l, n1, n2, grid);
+    if (!l) return rai_fail(RA_ERR_ARG, "attention layer: NULL argument");
+    if (n1 < 1 || n2 < 1) return rai_fail(RA_ERR_SHAPE, "token counts %d, %d must be >= 1", n1, n2);
+    ra_status st = rai_scheme_check_tokens(l, n1, n2, grid);
     if (st) return st;
     if (l->n1 && (n1 != l->n1 || n2 != l->n2)) {
         if (l->cfg.arch != RA_ARCH_WINDOW_ATTENTION_3D)
-            return ra_fail(RA_ERR_SHAPE, "window %dx%d needs N = %d tokens, got %d",
+            return rai_fail(RA_ERR_SHAPE, "window %dx%d needs N = %d tokens, got %d",
                            l->cfg.window[0], l->cfg.window[1], l->n1, n1);
-        return ra_fail(RA_ERR_SHAPE, "frames %d/%d with window %dx%d need N1 = %d query and "
+        return rai_fail(RA_ERR_SHAPE, "frames %d/%d with window %dx%d need N1 = %d query and "
                        "N2 = %d key/value tokens, got %d and %d", l->cfg.frames_q,
                        l->cfg.frames_kv, l->cfg.window[0], l->cfg.window[1], l->n1, l->n2,
                        n1, n2);
     }
     if (!l->n1 && n1 != n2)
-        return ra_fail(RA_ERR_SHAPE, "%s is self-attention: N1 %d != N2 %d",
+        return rai_fail(RA_ERR_SHAPE, "%s is self-attention: N1 %d != N2 %d",
                        ra_arch_name(l->cfg.arch), n1, n2);
     if (l->cfg.arch == RA_ARCH_SHAW_ATTENTION && !l->rel2 && (l->p.rel_k || l->p.rel_v) &&
         n1 > RA_MAX_SHAW_TOKENS)
-        return ra_fail(RA_ERR_SHAPE, "too large: shaw_attention takes at most %d tokens (its "
+        return rai_fail(RA_ERR_SHAPE, "too large: shaw_attention takes at most %d tokens (its "
                        "(N, N) clip index is built per call), got %d", RA_MAX_SHAW_TOKENS, n1);
     return RA_OK;
 }
@@ -224,12 +224,12 @@ ra_status ra_attn_layer_check_tokens(const ra_attn_layer *l, int n1, int n2) {
  * pass_begin validates, projects and runs the core forward into obuf (the
  * attention output before proj); the forward then applies proj, the
  * backward goes back through proj, the core and the projections. The
- * position terms of a call (ra_pos_call) are built once by the caller of
+ * position terms of a call (rai_pos_call) are built once by the caller of
  * the parts, or by the pass itself (pc NULL). */
 typedef struct {
     ra_attn_desc d;
-    ra_pos_call own;         /* the position terms, when the caller gave none */
-    const ra_pos_call *pc;
+    rai_pos_call own;         /* the position terms, when the caller gave none */
+    const rai_pos_call *pc;
     float *scratch;          /* one block for everything below */
     float *qbuf, *kvbuf;     /* projections: (rows1, 3E), or (rows1, C) + (rows2, 2C) */
     float *obuf;             /* (rows1, E) */
@@ -250,13 +250,13 @@ typedef struct {
     size_t nq, nkv, no, ndrel, nfloats;   /* floats of the scratch parts, of all of it */
     size_t nx, ndx;                /* swinv2: floats of yq..tab, of dtab */
     int own_scratch, own_pc;
-    ra_arena_cache *cache;   /* own_scratch: the scratch is carved from arena, */
-    ra_arena *arena, local;  /* the layer's cached one or local             */
+    rai_arena_cache *cache;   /* own_scratch: the scratch is carved from arena, */
+    rai_arena *arena, local;  /* the layer's cached one or local             */
 } pass;
 
 static void pass_end(pass *ps) {
-    if (ps->own_scratch) ra_arena_end(ps->cache, ps->arena);
-    if (ps->own_pc) ra_pos_end(&ps->own);
+    if (ps->own_scratch) rai_arena_end(ps->cache, ps->arena);
+    if (ps->own_pc) rai_pos_end(&ps->own);
     ps->own_scratch = ps->own_pc = 0;
 }
 
@@ -266,29 +266,29 @@ static size_t up16(size_t n) { return (n + 15) & ~(size_t)15; }
 static ra_status pass_prepare(pass *ps, const ra_attn_layer *l, const float *x,
                               const float *kv, int b_, int n1, int n2, const float *mask,
                               int nw, int w0, int backward, const int grid[2],
-                              const ra_pos_call *pc) {
+                              const rai_pos_call *pc) {
     /* w0: -1 for a whole batch (B_ a multiple of nW), else the first window
      * of a part of one */
     memset(ps, 0, sizeof *ps);
-    if (!l || !x) return ra_fail(RA_ERR_ARG, "attention layer: NULL argument");
+    if (!l || !x) return rai_fail(RA_ERR_ARG, "attention layer: NULL argument");
     if (kv && l->cfg.arch != RA_ARCH_WINDOW_ATTENTION_3D)
-        return ra_fail(RA_ERR_ARG, "%s takes no separate key/value input",
+        return rai_fail(RA_ERR_ARG, "%s takes no separate key/value input",
                        ra_arch_name(l->cfg.arch));
-    if (b_ < 1) return ra_fail(RA_ERR_SHAPE, "batch B_ = %d must be >= 1", b_);
+    if (b_ < 1) return rai_fail(RA_ERR_SHAPE, "batch B_ = %d must be >= 1", b_);
     if (mask && w0 < 0 && (nw < 1 || b_ % nw != 0))
-        return ra_fail(RA_ERR_SHAPE, "attention: mask has %d windows, which does not "
+        return rai_fail(RA_ERR_SHAPE, "attention: mask has %d windows, which does not "
                        "divide B_=%d", nw, b_);
     ra_status st = check_tokens(l, n1, n2, grid);
     if (st) return st;
     const int C = l->cfg.dim, E = l->inner, is3d = l->cfg.arch == RA_ARCH_WINDOW_ATTENTION_3D;
     ps->rows1 = (int64_t)b_ * n1, ps->rows2 = (int64_t)b_ * n2;
     int64_t big;
-    if (!ra_mul_i64(&big, ps->rows1 > ps->rows2 ? ps->rows1 : ps->rows2,
+    if (!rai_mul_i64(&big, ps->rows1 > ps->rows2 ? ps->rows1 : ps->rows2,
                     3 * (int64_t)(C > E ? C : E)) ||
         big > ((int64_t)1 << 40))
-        return ra_fail(RA_ERR_SHAPE, "input of %d x %d tokens is too large", b_, n1);
+        return rai_fail(RA_ERR_SHAPE, "input of %d x %d tokens is too large", b_, n1);
     if (!pc) {
-        if ((st = ra_pos_begin(&ps->own, l, n1, n2, grid, mask, nw))) return st;
+        if ((st = rai_pos_begin(&ps->own, l, n1, n2, grid, mask, nw))) return st;
         ps->own_pc = 1;
         pc = &ps->own;
     }
@@ -302,7 +302,7 @@ static ra_status pass_prepare(pass *ps, const ra_attn_layer *l, const float *x,
     if (l->coords)   /* cosine attention; the table is computed in pass_run (until
                         then the check sees that there is one) */
         d->scale = 1.0f, d->table = l->coords;
-    ra_pos_desc(pc, mask, nw, d);
+    rai_pos_desc(pc, mask, nw, d);
     if ((st = ra_attention_check(d))) return pass_end(ps), st;
 
     const int nt = ra_threads_get();
@@ -312,7 +312,7 @@ static ra_status pass_prepare(pass *ps, const ra_attn_layer *l, const float *x,
     ps->nq = up16((size_t)ps->rows1 * (is3d ? C : 3 * E));
     ps->nkv = is3d ? up16((size_t)ps->rows2 * 2 * C) : 0;
     ps->no = up16((size_t)ps->rows1 * E);
-    ps->ndrel = backward ? up16(ra_pos_drel_floats(pc, l)) : 0;
+    ps->ndrel = backward ? up16(rai_pos_drel_floats(pc, l)) : 0;
     if (l->coords) {
         const size_t tn = (size_t)l->table_rows * l->cfg.num_heads;
         const size_t hid = 2 * (size_t)l->table_rows * RA_CPB_HIDDEN * sizeof(float);
@@ -395,16 +395,16 @@ static ra_status pass_run(pass *ps, const ra_attn_layer *l, float *attn, const f
         ra_linear_forward(q, x, l->p.qkv_w, l->p.qkv_b, ps->rows1, 3 * E, C);
     }
     if (l->coords) {   /* swinv2: biases, cosine normalisation, the CPB table */
-        ra_swinv2_qk_forward(ps->qbuf, ps->rows1, C, l->cfg.num_heads, l->p.logit_scale,
+        rai_swinv2_qk_forward(ps->qbuf, ps->rows1, C, l->cfg.num_heads, l->p.logit_scale,
                              l->p.q_bias, l->p.v_bias, ps->yq, ps->norms);
         if (ps->tab_given)
             memcpy(ps->tab, ps->tab_given,
                    (size_t)l->table_rows * l->cfg.num_heads * sizeof *ps->tab);
         else
-            ra_cpb_forward(ps->tab, ps->work, l->coords, l->table_rows, l->cfg.num_heads,
+            rai_cpb_forward(ps->tab, ps->work, l->coords, l->table_rows, l->cfg.num_heads,
                            l->p.cpb_w1, l->p.cpb_b1, l->p.cpb_w2);
     }
-    ra_rope_rotate(l, q, k, ps->ldq, ps->d.b_, ps->d.n1, 0);
+    rai_rope_rotate(l, q, k, ps->ldq, ps->d.b_, ps->d.n1, 0);
     return ra_attention_forward(ps->obuf, E, attn, ps->q, ps->ldq, ps->k, ps->ldkv, ps->v,
                                 ps->ldkv, &ps->d, ps->work, ps->wbytes);
 }
@@ -416,9 +416,9 @@ static ra_status pass_run(pass *ps, const ra_attn_layer *l, float *attn, const f
  * GFLOP/s on one thread instead of 97-110). pass_end gives it back. */
 static float *pass_scratch(pass *ps, const ra_attn_layer *l, size_t n) {
     ps->cache = l->cache;
-    ps->arena = ra_arena_begin(ps->cache, &ps->local);
+    ps->arena = rai_arena_begin(ps->cache, &ps->local);
     ps->own_scratch = 1;
-    return ra_arena_floats(ps->arena, n);
+    return rai_arena_floats(ps->arena, n);
 }
 
 /* scratch: ps->nfloats floats of the caller's (a tape's part), or NULL for
@@ -426,23 +426,23 @@ static float *pass_scratch(pass *ps, const ra_attn_layer *l, size_t n) {
 static ra_status pass_begin(pass *ps, const ra_attn_layer *l, float *attn, const float *x,
                             const float *kv, int b_, int n1, int n2, const float *mask,
                             int nw, int w0, int backward, const int grid[2],
-                            const ra_pos_call *pc, float *scratch) {
+                            const rai_pos_call *pc, float *scratch) {
     ra_status st = pass_prepare(ps, l, x, kv, b_, n1, n2, mask, nw, w0, backward, grid, pc);
     if (st) return st;
     if (!(ps->scratch = scratch ? scratch : pass_scratch(ps, l, ps->nfloats)))
-        return pass_end(ps), ra_fail(RA_ERR_NOMEM, "attention layer: out of memory");
+        return pass_end(ps), rai_fail(RA_ERR_NOMEM, "attention layer: out of memory");
     if ((st = pass_run(ps, l, attn, x, kv, backward))) pass_end(ps);
     return st;
 }
 
-/* One call of a layer over B_ windows, shared out in parts (ra_run_parts). */
+/* One call of a layer over B_ windows, shared out in parts (rai_run_parts). */
 typedef struct {
     const ra_attn_layer *l;
     float *y, *attn, *dx, *dkv;
     const float *x, *kv, *dy, *mask;
     int b_, n1, n2, nw, parts;
     const int *grid;
-    ra_pos_call pc;                  /* the call's position terms, for every part */
+    rai_pos_call pc;                  /* the call's position terms, for every part */
     ra_attn_grads g[RA_MAX_PARTS];   /* backward: each part's gradients */
     const struct ra_attn_tape *tape; /* training: the parts' saved forwards */
 } layer_call;
@@ -464,9 +464,9 @@ struct ra_attn_tape {
  * scratch (2 T 512)], the table computed from the parameters. */
 static ra_status cpb_begin(const ra_attn_layer *l, float **out) {
     const size_t tn = up16((size_t)l->table_rows * l->cfg.num_heads);
-    float *b = ra_alloc(2 * tn + 2 * (size_t)l->table_rows * RA_CPB_HIDDEN, sizeof *b);
-    if (!b) return ra_fail(RA_ERR_NOMEM, "attention layer: out of memory");
-    ra_cpb_forward(b, b + 2 * tn, l->coords, l->table_rows, l->cfg.num_heads, l->p.cpb_w1,
+    float *b = rai_alloc(2 * tn + 2 * (size_t)l->table_rows * RA_CPB_HIDDEN, sizeof *b);
+    if (!b) return rai_fail(RA_ERR_NOMEM, "attention layer: out of memory");
+    rai_cpb_forward(b, b + 2 * tn, l->coords, l->table_rows, l->cfg.num_heads, l->p.cpb_w1,
                    l->p.cpb_b1, l->p.cpb_w2);
     memset(b + tn, 0, tn * sizeof *b);
     *out = b;
@@ -483,7 +483,7 @@ static ra_status call_begin(layer_call *c, int backward) {
     c->pc = ps.own;   /* the terms move to the call */
     ps.own_pc = 0;
     pass_end(&ps);
-    if (c->l->coords && (st = cpb_begin(c->l, &c->pc.cpb))) return ra_pos_end(&c->pc), st;
+    if (c->l->coords && (st = cpb_begin(c->l, &c->pc.cpb))) return rai_pos_end(&c->pc), st;
     int S = ra_threads_get();
     if (S > c->b_) S = c->b_;
     c->parts = S < 1 ? 1 : S > RA_MAX_PARTS ? RA_MAX_PARTS : S;
@@ -521,25 +521,25 @@ static ra_status forward_one(void *ctx, int s) {
  * rows stay in its core's cache, and every number is what one pass gives
  * (relattn's own products compute a row the same way wherever it sits;
  * OpenBLAS's may differ in the last bits). */
-ra_status ra_attn_layer_forward_ex(const ra_attn_layer *l, float *y, float *attn,
+ra_status ra_attn_layer_forward_grid(const ra_attn_layer *l, float *y, float *attn,
                                    const float *x, const float *kv, int b_, int n1, int n2,
                                    const float *mask, int nw, const int grid[2]) {
-    if (!y) return ra_fail(RA_ERR_ARG, "attention forward: NULL output");
+    if (!y) return rai_fail(RA_ERR_ARG, "attention forward: NULL output");
     layer_call c = {.l = l, .y = y, .attn = attn, .x = x, .kv = kv, .mask = mask, .b_ = b_,
                     .n1 = n1, .n2 = n2, .nw = nw, .grid = grid};
     ra_status st = call_begin(&c, 0);
-    if (!st) st = ra_run_parts(c.parts, forward_one, &c);
-    ra_pos_end(&c.pc);
+    if (!st) st = rai_run_parts(c.parts, forward_one, &c);
+    rai_pos_end(&c.pc);
     return st;
 }
 
 ra_status ra_attn_layer_forward(const ra_attn_layer *l, float *y, float *attn,
                                 const float *x, const float *kv, int b_, int n1, int n2,
                                 const float *mask, int nw) {
-    return ra_attn_layer_forward_ex(l, y, attn, x, kv, b_, n1, n2, mask, nw, NULL);
+    return ra_attn_layer_forward_grid(l, y, attn, x, kv, b_, n1, n2, mask, nw, NULL);
 }
 
-size_t ra_attn_layer_forward_ws_size(const ra_attn_layer *l, int b_, int n1, int n2) {
+size_t rai_attn_layer_forward_ws_size(const ra_attn_layer *l, int b_, int n1, int n2) {
     static const float one;
     pass ps;
     if (pass_prepare(&ps, l, &one, NULL, b_, n1, n2, NULL, 0, -1, 0, NULL, NULL)) return 0;
@@ -547,22 +547,22 @@ size_t ra_attn_layer_forward_ws_size(const ra_attn_layer *l, int b_, int n1, int
     return ps.nfloats * sizeof(float);
 }
 
-ra_status ra_attn_layer_forward_ws(const ra_attn_layer *l, float *y, float *attn,
+ra_status rai_attn_layer_forward_ws(const ra_attn_layer *l, float *y, float *attn,
                                    const float *x, const float *kv, int b_, int n1, int n2,
                                    const float *mask, int nw, void *work, size_t ws,
                                    float *res, const int32_t *map) {
-    if (!y || !work) return ra_fail(RA_ERR_ARG, "attention forward: NULL output or workspace");
+    if (!y || !work) return rai_fail(RA_ERR_ARG, "attention forward: NULL output or workspace");
     pass ps;
     ra_status st = pass_prepare(&ps, l, x, kv, b_, n1, n2, mask, nw, -1, 0, NULL, NULL);
     if (st) return st;
     if (ws / sizeof(float) < ps.nfloats) {
         pass_end(&ps);
-        return ra_fail(RA_ERR_ARG, "attention forward: workspace of %zu bytes, %zu needed", ws,
+        return rai_fail(RA_ERR_ARG, "attention forward: workspace of %zu bytes, %zu needed", ws,
                        ps.nfloats * sizeof(float));
     }
     ps.scratch = work;
     if ((st = pass_run(&ps, l, attn, x, kv, 0))) return pass_end(&ps), st;
-    ra_linear_epi(y, ps.obuf, l->p.proj_w, l->p.proj_b, ps.rows1, l->cfg.dim, l->inner, 0,
+    rai_linear_fused(y, ps.obuf, l->p.proj_w, l->p.proj_b, ps.rows1, l->cfg.dim, l->inner, 0,
                   res, map);
     pass_end(&ps);
     return RA_OK;
@@ -580,7 +580,7 @@ static ra_status backward_run(pass *ps, const ra_attn_layer *l, float *dx, float
     if (y) ra_linear_forward(y, ps->obuf, l->p.proj_w, l->p.proj_b, ps->rows1, C, E);
 
     if (ps->drel) memset(ps->drel, 0, ps->ndrel * sizeof(float));
-    ra_linear_backward_ex(ps->dobuf, g->proj_w, g->proj_b, dy, ps->obuf, l->p.proj_w, ps->rows1,
+    rai_linear_backward_fused(ps->dobuf, g->proj_w, g->proj_b, dy, ps->obuf, l->p.proj_w, ps->rows1,
                           C, E, 1, NULL);
     float *dq, *dk, *dv;
     pass_views(ps, l, ps->dqbuf, ps->dkvbuf, &dq, &dk, &dv);
@@ -591,34 +591,34 @@ static ra_status backward_run(pass *ps, const ra_attn_layer *l, float *dx, float
     const size_t tn = (size_t)l->table_rows * l->cfg.num_heads;
     if (l->coords && !ps->tab_given) memset(dtable = ps->dtab, 0, tn * sizeof *dtable);
     /* dq, dk, dv (all of dqbuf and dkvbuf) are set by the core */
-    ra_status st = ra_attention_backward_set(dq, ps->ldq, dk, ps->ldkv, dv, ps->ldkv, dtable,
+    ra_status st = rai_attention_backward_set(dq, ps->ldq, dk, ps->ldkv, dv, ps->ldkv, dtable,
                                              ps->drel ? ps->drel : g->rel_k, g->rel_v, ps->dobuf,
                                              E, ps->q, ps->ldq, ps->k, ps->ldkv, ps->v, ps->ldkv,
                                              &ps->d, ps->work, ps->wbytes, 1);
-    if (st || (st = ra_pos_backward(ps->pc, l, ps->drel, g->rel_h, g->rel_w))) return st;
+    if (st || (st = rai_pos_backward(ps->pc, l, ps->drel, g->rel_h, g->rel_w))) return st;
     if (l->coords) {   /* swinv2: back through the normalisation and the CPB */
-        ra_swinv2_qk_backward(ps->dqbuf, ps->qbuf, ps->yq, ps->norms, ps->rows1, C,
+        rai_swinv2_qk_backward(ps->dqbuf, ps->qbuf, ps->yq, ps->norms, ps->rows1, C,
                               l->cfg.num_heads, l->p.logit_scale, g->logit_scale, g->q_bias,
                               g->v_bias);
         if (!ps->tab_given && (g->cpb_w1 || g->cpb_b1 || g->cpb_w2))
-            ra_cpb_backward(g->cpb_w1, g->cpb_b1, g->cpb_w2, ps->dtab, ps->tab, ps->work,
+            rai_cpb_backward(g->cpb_w1, g->cpb_b1, g->cpb_w2, ps->dtab, ps->tab, ps->work,
                             l->coords, l->table_rows, l->cfg.num_heads, l->p.cpb_w1,
                             l->p.cpb_b1, l->p.cpb_w2);
     }
-    ra_rope_rotate(l, dq, dk, ps->ldq, ps->d.b_, ps->d.n1, 1);
+    rai_rope_rotate(l, dq, dk, ps->ldq, ps->d.b_, ps->d.n1, 1);
     switch (a) {
     case RA_ARCH_WINDOW_ATTENTION_3D:
-        ra_linear_backward_ex(dx, g->q_w, g->q_b, dq, x, l->p.q_w, ps->rows1, C, C, dx_set, NULL);
+        rai_linear_backward_fused(dx, g->q_w, g->q_b, dq, x, l->p.q_w, ps->rows1, C, C, dx_set, NULL);
         ra_linear_backward(kv ? dkv : dx, g->kv_w, g->kv_b, dk, kv ? kv : x, l->p.kv_w,
                            ps->rows2, 2 * C, C);
         break;
     case RA_ARCH_T5_ATTENTION:
-        ra_linear_backward_ex(dx, g->q_w, NULL, dq, x, l->p.q_w, ps->rows1, E, C, dx_set, NULL);
+        rai_linear_backward_fused(dx, g->q_w, NULL, dq, x, l->p.q_w, ps->rows1, E, C, dx_set, NULL);
         ra_linear_backward(dx, g->k_w, NULL, dk, x, l->p.k_w, ps->rows1, E, C);
         ra_linear_backward(dx, g->v_w, NULL, dv, x, l->p.v_w, ps->rows1, E, C);
         break;
     default:   /* swinv2: q_bias and v_bias took their gradients above */
-        ra_linear_backward_ex(dx, g->qkv_w, l->coords ? NULL : g->qkv_b, dq, x, l->p.qkv_w,
+        rai_linear_backward_fused(dx, g->qkv_w, l->coords ? NULL : g->qkv_b, dq, x, l->p.qkv_w,
                               ps->rows1, 3 * E, C, dx_set, NULL);
     }
     return RA_OK;
@@ -640,7 +640,7 @@ static ra_status backward_one(void *ctx, int s) {
                                &c->pc)))
             return st;
         float *back = pass_scratch(&ps, l, ps.nfloats - (ps.nq + ps.nkv + ps.no + ps.nx));
-        if (!back) return pass_end(&ps), ra_fail(RA_ERR_NOMEM, "attention backward: out of memory");
+        if (!back) return pass_end(&ps), rai_fail(RA_ERR_NOMEM, "attention backward: out of memory");
         pass_layout(&ps, l, c->tape->saved + c->tape->at[s], back);
     } else if ((st = pass_begin(&ps, l, NULL, x, kv, nb, c->n1, c->n2, c->mask, c->nw, b0, 1,
                                 c->grid, &c->pc, NULL))) {
@@ -681,18 +681,18 @@ static ra_status backward_parts(layer_call *cp, const ra_attn_grads *g);
  * forward; each part accumulates the parameters' gradients into its own
  * zeroed buffers (the first part into the caller's), added to the
  * caller's in part order at the end: deterministic for a thread count. */
-ra_status ra_attn_layer_backward_ex(const ra_attn_layer *l, float *dx, float *dkv,
+ra_status ra_attn_layer_backward_grid(const ra_attn_layer *l, float *dx, float *dkv,
                                     const ra_attn_grads *g, float *y, const float *dy,
                                     const float *x, const float *kv, int b_, int n1, int n2,
                                     const float *mask, int nw, const int grid[2]) {
     static const ra_attn_grads none;
-    if (!dy) return ra_fail(RA_ERR_ARG, "attention backward: NULL dy");
+    if (!dy) return rai_fail(RA_ERR_ARG, "attention backward: NULL dy");
     if (!g) g = &none;
     layer_call c = {.l = l, .y = y, .dx = dx, .dkv = dkv, .x = x, .kv = kv, .dy = dy,
                     .mask = mask, .b_ = b_, .n1 = n1, .n2 = n2, .nw = nw, .grid = grid};
     ra_status st = call_begin(&c, 1);
     if (!st) st = backward_parts(&c, g);
-    ra_pos_end(&c.pc);
+    rai_pos_end(&c.pc);
     return st;
 }
 
@@ -712,9 +712,9 @@ static ra_status backward_parts(layer_call *cp, const ra_attn_grads *g) {
     grad_sizes(l, n);
     grad_slots(&ug, user);
     for (int f = 0; f < NGRADS; f++) per += *user[f] ? n[f] : 0;
-    float *priv = S > 1 && per ? ra_calloc((size_t)(S - 1) * per, sizeof(float)) : NULL;
+    float *priv = S > 1 && per ? rai_calloc((size_t)(S - 1) * per, sizeof(float)) : NULL;
     if (S > 1 && per && !priv) {
-        if (c.tape) return ra_fail(RA_ERR_NOMEM, "attention backward: out of memory");
+        if (c.tape) return rai_fail(RA_ERR_NOMEM, "attention backward: out of memory");
         c.parts = S = 1;   /* no room for the parts' sums: one pass */
     }
     for (int s = 0; s < S; s++) {
@@ -726,7 +726,7 @@ static ra_status backward_parts(layer_call *cp, const ra_attn_grads *g) {
         for (int f = 0; f < NGRADS; f++)
             if (*user[f]) *dst[f] = priv + at, at += n[f];
     }
-    st = ra_run_parts(S, backward_one, &c);
+    st = rai_run_parts(S, backward_one, &c);
     for (size_t f = 0, at = 0; !st && f < NGRADS; f++) {
         if (!*user[f]) continue;
         float *d = *user[f];
@@ -737,10 +737,10 @@ static ra_status backward_parts(layer_call *cp, const ra_attn_grads *g) {
         at += n[f];
     }
     if (!st && c.pc.cpb && (g->cpb_w1 || g->cpb_b1 || g->cpb_w2))
-        ra_cpb_backward(g->cpb_w1, g->cpb_b1, g->cpb_w2, c.pc.cpb + tn, c.pc.cpb, c.pc.cpb + 2 * tn,
+        rai_cpb_backward(g->cpb_w1, g->cpb_b1, g->cpb_w2, c.pc.cpb + tn, c.pc.cpb, c.pc.cpb + 2 * tn,
                         l->coords, l->table_rows, l->cfg.num_heads, l->p.cpb_w1, l->p.cpb_b1,
                         l->p.cpb_w2);
-    ra_free(priv);
+    rai_free(priv);
     return st;
 }
 
@@ -748,13 +748,13 @@ ra_status ra_attn_layer_backward(const ra_attn_layer *l, float *dx, float *dkv,
                                  const ra_attn_grads *g, float *y, const float *dy,
                                  const float *x, const float *kv, int b_, int n1, int n2,
                                  const float *mask, int nw) {
-    return ra_attn_layer_backward_ex(l, dx, dkv, g, y, dy, x, kv, b_, n1, n2, mask, nw, NULL);
+    return ra_attn_layer_backward_grid(l, dx, dkv, g, y, dy, x, kv, b_, n1, n2, mask, nw, NULL);
 }
 
 /* The backward on a caller's workspace, with the forward's projections and
  * core output read from the forward's workspace (saved) instead of being
  * recomputed: there the forward laid out [q or qkv][kv][out] (pass_run). */
-size_t ra_attn_layer_backward_ws_size(const ra_attn_layer *l, int b_, int n1, int n2,
+size_t rai_attn_layer_backward_ws_size(const ra_attn_layer *l, int b_, int n1, int n2,
                                       int saved) {
     pass ps;
     static const float one;
@@ -764,13 +764,13 @@ size_t ra_attn_layer_backward_ws_size(const ra_attn_layer *l, int b_, int n1, in
     return (ps.nfloats - (saved ? nsave : 0)) * sizeof(float);
 }
 
-ra_status ra_attn_layer_backward_ws(const ra_attn_layer *l, float *dx, float *dkv,
+ra_status rai_attn_layer_backward_ws(const ra_attn_layer *l, float *dx, float *dkv,
                                     const ra_attn_grads *g, const float *dy, const float *x,
                                     const float *kv, int b_, int n1, int n2, const float *mask,
                                     int nw, const void *saved, void *work, size_t ws,
                                     int dx_set) {
     static const ra_attn_grads none;
-    if (!dy || !work) return ra_fail(RA_ERR_ARG, "attention backward: NULL dy or workspace");
+    if (!dy || !work) return rai_fail(RA_ERR_ARG, "attention backward: NULL dy or workspace");
     if (!g) g = &none;
     pass ps;
     ra_status st = pass_prepare(&ps, l, x, kv, b_, n1, n2, mask, nw, -1, 1, NULL, NULL);
@@ -779,7 +779,7 @@ ra_status ra_attn_layer_backward_ws(const ra_attn_layer *l, float *dx, float *dk
     const size_t need = ps.nfloats - (saved ? nsave : 0);
     if (ws / sizeof(float) < need) {
         pass_end(&ps);
-        return ra_fail(RA_ERR_ARG, "attention backward: workspace of %zu bytes, %zu needed", ws,
+        return rai_fail(RA_ERR_ARG, "attention backward: workspace of %zu bytes, %zu needed", ws,
                        need * sizeof(float));
     }
     if (!saved) {
@@ -802,14 +802,14 @@ ra_status ra_attn_layer_backward_ws(const ra_attn_layer *l, float *dx, float *dk
  * once. */
 void ra_attn_tape_free(ra_attn_tape *t) {
     if (!t) return;
-    ra_free(t->saved);
+    rai_free(t->saved);
     free(t);
 }
 
 ra_status ra_attn_layer_forward_train(const ra_attn_layer *l, ra_attn_tape **tape, float *y,
                                       float *attn, const float *x, const float *kv, int b_,
                                       int n1, int n2, const float *mask, int nw) {
-    if (!l || !tape || !y) return ra_fail(RA_ERR_ARG, "attention forward: NULL layer, tape or y");
+    if (!l || !tape || !y) return rai_fail(RA_ERR_ARG, "attention forward: NULL layer, tape or y");
     layer_call c = {.l = l, .y = y, .attn = attn, .x = x, .kv = kv, .mask = mask, .b_ = b_,
                     .n1 = n1, .n2 = n2, .nw = nw};
     ra_status st = call_begin(&c, 0);
@@ -826,25 +826,25 @@ ra_status ra_attn_layer_forward_train(const ra_attn_layer *l, ra_attn_tape **tap
     }
     ra_attn_tape *t = *tape;
     if (!st && !t && !(t = calloc(1, sizeof *t)))
-        st = ra_fail(RA_ERR_NOMEM, "attention forward: out of memory");
+        st = rai_fail(RA_ERR_NOMEM, "attention forward: out of memory");
     if (!st) {
         *tape = t;
         t->ready = 0;
         if (t->cap < at[c.parts]) {
-            ra_free(t->saved);
-            t->cap = (t->saved = ra_alloc(at[c.parts], sizeof(float))) ? at[c.parts] : 0;
+            rai_free(t->saved);
+            t->cap = (t->saved = rai_alloc(at[c.parts], sizeof(float))) ? at[c.parts] : 0;
         }
-        if (!t->saved) st = ra_fail(RA_ERR_NOMEM, "attention forward: out of memory for the tape");
+        if (!t->saved) st = rai_fail(RA_ERR_NOMEM, "attention forward: out of memory for the tape");
     }
     if (!st) {
         t->l = l, t->x = x, t->kv = kv, t->mask = mask;
         t->b_ = b_, t->n1 = n1, t->n2 = n2, t->nw = nw, t->parts = c.parts;
         memcpy(t->at, at, sizeof at);
         c.tape = t;
-        st = ra_run_parts(c.parts, forward_one, &c);
+        st = rai_run_parts(c.parts, forward_one, &c);
         t->ready = st == RA_OK;
     }
-    ra_pos_end(&c.pc);
+    rai_pos_end(&c.pc);
     return st;
 }
 
@@ -853,8 +853,8 @@ ra_status ra_attn_layer_backward_tape(const ra_attn_layer *l, const ra_attn_tape
                                       const float *dy) {
     static const ra_attn_grads none;
     if (!l || !t || !t->ready || t->l != l)
-        return ra_fail(RA_ERR_ARG, "attention backward: no tape of a forward of this layer");
-    if (!dy) return ra_fail(RA_ERR_ARG, "attention backward: NULL dy");
+        return rai_fail(RA_ERR_ARG, "attention backward: no tape of a forward of this layer");
+    if (!dy) return rai_fail(RA_ERR_ARG, "attention backward: NULL dy");
     layer_call c = {.l = l, .dx = dx, .dkv = dkv, .x = t->x, .kv = t->kv, .dy = dy,
                     .mask = t->mask, .b_ = t->b_, .n1 = t->n1, .n2 = t->n2, .nw = t->nw};
     ra_status st = call_begin(&c, 1);
@@ -863,6 +863,6 @@ ra_status ra_attn_layer_backward_tape(const ra_attn_layer *l, const ra_attn_tape
         c.tape = t;
         st = backward_parts(&c, g ? g : &none);
     }
-    ra_pos_end(&c.pc);
+    rai_pos_end(&c.pc);
     return st;
 }

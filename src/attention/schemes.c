@@ -97,7 +97,7 @@ static int scheme_arch(ra_arch a) {
 
 #define RA_MAX_GRID 4096
 
-ra_status ra_scheme_create(ra_attn_layer *l) {
+ra_status rai_scheme_create(ra_attn_layer *l) {
     const ra_attn_config *c = &l->cfg;
     const ra_attn_params *p = &l->p;
     const ra_arch a = c->arch;
@@ -105,9 +105,9 @@ ra_status ra_scheme_create(ra_attn_layer *l) {
     const char *name = ra_arch_name(a);
     if (a == RA_ARCH_T5_ATTENTION) {
         if (!p->q_w || !p->k_w || !p->v_w || !p->proj_w)
-            return ra_fail(RA_ERR_ARG, "t5_attention: q, k, v and o weights are needed");
+            return rai_fail(RA_ERR_ARG, "t5_attention: q, k, v and o weights are needed");
         if (ra_t5_bucket(0, !c->causal, c->num_buckets, c->max_distance) < 0)
-            return ra_fail(RA_ERR_ARG, "t5_attention: relative_attention_num_buckets %d with "
+            return rai_fail(RA_ERR_ARG, "t5_attention: relative_attention_num_buckets %d with "
                            "relative_attention_max_distance %d: need at least %d buckets and "
                            "a max_distance above the %d exact buckets", c->num_buckets,
                            c->max_distance, c->causal ? 2 : 4,
@@ -119,33 +119,33 @@ ra_status ra_scheme_create(ra_attn_layer *l) {
     if ((a == RA_ARCH_DECOMPOSED_ATTENTION || a == RA_ARCH_ROPE_ATTENTION) &&
         (c->grid[0] < 1 || c->grid[1] < 1 || c->grid[0] > RA_MAX_GRID ||
          c->grid[1] > RA_MAX_GRID))
-        return ra_fail(RA_ERR_ARG, "%s: %s %d,%d must be in 1..%d", name,
+        return rai_fail(RA_ERR_ARG, "%s: %s %d,%d must be in 1..%d", name,
                        a == RA_ARCH_ROPE_ATTENTION ? "grid_size" : "input_size", c->grid[0],
                        c->grid[1], RA_MAX_GRID);
     if (a == RA_ARCH_ALIBI_ATTENTION) {
-        if (!(l->slopes = ra_alloc((size_t)c->num_heads, sizeof *l->slopes)))
-            return ra_fail(RA_ERR_NOMEM, "alibi_attention: out of memory");
+        if (!(l->slopes = rai_alloc((size_t)c->num_heads, sizeof *l->slopes)))
+            return rai_fail(RA_ERR_NOMEM, "alibi_attention: out of memory");
         for (int h = 0; h < c->num_heads; h++) l->slopes[h] = ra_alibi_slope(h, c->num_heads);
     } else if (a == RA_ARCH_DECOMPOSED_ATTENTION) {
         if (!p->rel_h || !p->rel_w)
-            return ra_fail(RA_ERR_ARG, "decomposed_attention: rel_pos_h and rel_pos_w are needed");
+            return rai_fail(RA_ERR_ARG, "decomposed_attention: rel_pos_h and rel_pos_w are needed");
     } else {   /* rope */
         const int hd = l->hd, W = c->grid[1];
         const int64_t hw = (int64_t)c->grid[0] * W;
         if (hd % 4)
-            return ra_fail(RA_ERR_ARG, "rope_attention: head dim %d is not a multiple of 4 "
+            return rai_fail(RA_ERR_ARG, "rope_attention: head dim %d is not a multiple of 4 "
                            "(x and y take a quarter of the dims each as complex pairs)", hd);
         if (!(c->rope_theta > 0.0f) || !isfinite(c->rope_theta))
-            return ra_fail(RA_ERR_ARG, "rope_attention: rope_theta must be a positive number");
+            return rai_fail(RA_ERR_ARG, "rope_attention: rope_theta must be a positive number");
         if (c->num_prefix < 0 || c->num_prefix > 1024 || hw + c->num_prefix > INT32_MAX / 2)
-            return ra_fail(RA_ERR_ARG, "rope_attention: num_prefix_tokens %d must be in 0..1024",
+            return rai_fail(RA_ERR_ARG, "rope_attention: num_prefix_tokens %d must be in 0..1024",
                            c->num_prefix);
         if (hw * hd > ((int64_t)1 << 27))   /* the angles' table: 512 MiB at most */
-            return ra_fail(RA_ERR_ARG, "rope_attention: grid_size %d,%d with head dim %d is too "
+            return rai_fail(RA_ERR_ARG, "rope_attention: grid_size %d,%d with head dim %d is too "
                            "large", c->grid[0], W, hd);
         const int q = hd / 4;
-        if (!(l->rope = ra_alloc((size_t)hw * (size_t)hd, sizeof *l->rope)))
-            return ra_fail(RA_ERR_NOMEM, "rope_attention: out of memory");
+        if (!(l->rope = rai_alloc((size_t)hw * (size_t)hd, sizeof *l->rope)))
+            return rai_fail(RA_ERR_NOMEM, "rope_attention: out of memory");
         /* float32 as the authors' compute_axial_cis: 1 / theta^(4i/hd), angle
          * = position * frequency, x (column) on pairs 0..hd/4-1, y (row) on
          * the next hd/4 */
@@ -163,18 +163,18 @@ ra_status ra_scheme_create(ra_attn_layer *l) {
     return RA_OK;
 }
 
-void ra_scheme_free(ra_attn_layer *l) {
-    ra_free(l->slopes);
-    ra_free(l->rope);
+void rai_scheme_free(ra_attn_layer *l) {
+    rai_free(l->slopes);
+    rai_free(l->rope);
 }
 
-ra_status ra_scheme_check_tokens(const ra_attn_layer *l, int n1, int n2, const int grid[2]) {
+ra_status rai_scheme_check_tokens(const ra_attn_layer *l, int n1, int n2, const int grid[2]) {
     const ra_attn_config *c = &l->cfg;
     switch (c->arch) {
     case RA_ARCH_ROPE_ATTENTION: {
         const int64_t n = (int64_t)c->num_prefix + (int64_t)c->grid[0] * c->grid[1];
         if (n1 != n || n2 != n)
-            return ra_fail(RA_ERR_SHAPE, "rope_attention with grid_size %d,%d and %d prefix "
+            return rai_fail(RA_ERR_SHAPE, "rope_attention with grid_size %d,%d and %d prefix "
                            "tokens needs N = %lld tokens, got %d", c->grid[0], c->grid[1],
                            c->num_prefix, (long long)n, n1);
         return RA_OK;
@@ -182,15 +182,15 @@ ra_status ra_scheme_check_tokens(const ra_attn_layer *l, int n1, int n2, const i
     case RA_ARCH_DECOMPOSED_ATTENTION: {
         const int *g = grid ? grid : c->grid;
         if (g[0] < 1 || g[1] < 1 || g[0] > RA_MAX_GRID || g[1] > RA_MAX_GRID)
-            return ra_fail(RA_ERR_SHAPE, "decomposed_attention: grid %d,%d must be in 1..%d",
+            return rai_fail(RA_ERR_SHAPE, "decomposed_attention: grid %d,%d must be in 1..%d",
                            g[0], g[1], RA_MAX_GRID);
         const int64_t n = (int64_t)g[0] * g[1];
         if (n1 != n || n2 != n)
-            return ra_fail(RA_ERR_SHAPE, "decomposed_attention on a %dx%d grid needs N = %lld "
+            return rai_fail(RA_ERR_SHAPE, "decomposed_attention on a %dx%d grid needs N = %lld "
                            "tokens, got %d%s", g[0], g[1], (long long)n, n1,
                            grid ? "" : " (pass x as (B, H, W, C) for another grid)");
         if (n > RA_MAX_SHAW_TOKENS)
-            return ra_fail(RA_ERR_SHAPE, "too large: decomposed_attention takes at most %d "
+            return rai_fail(RA_ERR_SHAPE, "too large: decomposed_attention takes at most %d "
                            "tokens (its (N, N) index is built per call), got %lld",
                            RA_MAX_SHAW_TOKENS, (long long)n);
         return RA_OK;
@@ -198,7 +198,7 @@ ra_status ra_scheme_check_tokens(const ra_attn_layer *l, int n1, int n2, const i
     case RA_ARCH_T5_ATTENTION:
     case RA_ARCH_ALIBI_ATTENTION:
         if (n1 > RA_MAX_SHAW_TOKENS || n2 > RA_MAX_SHAW_TOKENS)
-            return ra_fail(RA_ERR_SHAPE, "too large: %s takes at most %d tokens (its (N, N) "
+            return rai_fail(RA_ERR_SHAPE, "too large: %s takes at most %d tokens (its (N, N) "
                            "bias index is built per call), got %d", ra_arch_name(c->arch),
                            RA_MAX_SHAW_TOKENS, n1);
         return RA_OK;
@@ -248,9 +248,9 @@ static void resample_rows_backward(float *dsrc, const float *ddst, int in, int o
     }
 }
 
-static ra_status pos_nomem(ra_pos_call *pc, const ra_attn_layer *l) {
-    ra_pos_end(pc);
-    return ra_fail(RA_ERR_NOMEM, "%s: out of memory for the position terms",
+static ra_status pos_nomem(rai_pos_call *pc, const ra_attn_layer *l) {
+    rai_pos_end(pc);
+    return rai_fail(RA_ERR_NOMEM, "%s: out of memory for the position terms",
                    ra_arch_name(l->cfg.arch));
 }
 
@@ -259,17 +259,17 @@ static ra_status pos_nomem(ra_pos_call *pc, const ra_attn_layer *l) {
  * indexes: qh - kh + H - 1 into Rh's rows, 2H - 1 + qw - kw + W - 1 into
  * Rw's. The core adds both terms to the logits from one q·tableᵀ product
  * of 2(H + W) - 2 numbers per query. */
-static ra_status decomposed_begin(ra_pos_call *pc, const ra_attn_layer *l, const int grid[2]) {
+static ra_status decomposed_begin(rai_pos_call *pc, const ra_attn_layer *l, const int grid[2]) {
     const int H = grid ? grid[0] : l->cfg.grid[0], W = grid ? grid[1] : l->cfg.grid[1];
     const int H0 = l->cfg.grid[0], W0 = l->cfg.grid[1], hd = l->hd;
     const int rh = 2 * H - 1, rw = 2 * W - 1;
     const int64_t n = (int64_t)H * W;
     pc->gh = H, pc->gw = W;
     pc->r = rh + rw;
-    pc->own_rel_k = ra_alloc((size_t)pc->r * hd, sizeof *pc->own_rel_k);
-    pc->rel = ra_alloc((size_t)(n * n), sizeof *pc->rel);
+    pc->own_rel_k = rai_alloc((size_t)pc->r * hd, sizeof *pc->own_rel_k);
+    pc->rel = rai_alloc((size_t)(n * n), sizeof *pc->rel);
     pc->own_rel = 1;
-    pc->rel2 = ra_alloc((size_t)(n * n), sizeof *pc->rel2);
+    pc->rel2 = rai_alloc((size_t)(n * n), sizeof *pc->rel2);
     if (!pc->own_rel_k || !pc->rel || !pc->rel2) return pos_nomem(pc, l);
     float *th = pc->own_rel_k, *tw = th + (size_t)rh * hd;
     resample_rows(th, l->p.rel_h, 2 * H0 - 1, rh, hd);
@@ -285,7 +285,7 @@ static ra_status decomposed_begin(ra_pos_call *pc, const ra_attn_layer *l, const
     return RA_OK;
 }
 
-ra_status ra_pos_begin(ra_pos_call *pc, const ra_attn_layer *l, int n1, int n2,
+ra_status rai_pos_begin(rai_pos_call *pc, const ra_attn_layer *l, int n1, int n2,
                        const int grid[2], const float *mask, int nw) {
     memset(pc, 0, sizeof *pc);
     const ra_attn_config *c = &l->cfg;
@@ -301,7 +301,7 @@ ra_status ra_pos_begin(ra_pos_call *pc, const ra_attn_layer *l, int n1, int n2,
         /* clip(j - i) + k depends on j - i alone: N1 + N2 - 1 numbers, never
          * an (N1, N2) index (memory linear in the sequence); rel points at
          * j - i = 0 and rows step back one (rel_ld -1) */
-        if (!(pc->rel = ra_alloc((size_t)n1 + n2 - 1, sizeof *pc->rel))) return pos_nomem(pc, l);
+        if (!(pc->rel = rai_alloc((size_t)n1 + n2 - 1, sizeof *pc->rel))) return pos_nomem(pc, l);
         pc->own_rel = 1;
         for (int e = 0; e < n1 + n2 - 1; e++) {
             const int dist = e - (n1 - 1);
@@ -314,14 +314,14 @@ ra_status ra_pos_begin(ra_pos_call *pc, const ra_attn_layer *l, int n1, int n2,
     if ((a == RA_ARCH_T5_ATTENTION && l->p.table) || a == RA_ARCH_ALIBI_ATTENTION) {
         /* both depend on j - i: a row of 2N - 1 entries, then the (N1, N2) index */
         const int nd = n1 + n2 - 1, nh = c->num_heads;
-        int32_t *g = ra_alloc((size_t)nd, sizeof *g);
-        pc->idx = ra_alloc(nn, sizeof *pc->idx);
+        int32_t *g = rai_alloc((size_t)nd, sizeof *g);
+        pc->idx = rai_alloc(nn, sizeof *pc->idx);
         if (a == RA_ARCH_ALIBI_ATTENTION) {
             pc->table_rows = n1 > n2 ? n1 : n2;   /* |i - j| < max(N1, N2) */
-            pc->table = pc->own_table = ra_alloc((size_t)pc->table_rows * nh, sizeof(float));
+            pc->table = pc->own_table = rai_alloc((size_t)pc->table_rows * nh, sizeof(float));
         }
         if (!g || !pc->idx || (a == RA_ARCH_ALIBI_ATTENTION && !pc->own_table)) {
-            ra_free(g);
+            rai_free(g);
             return pos_nomem(pc, l);
         }
         for (int e = 0; e < nd; e++) {
@@ -332,7 +332,7 @@ ra_status ra_pos_begin(ra_pos_call *pc, const ra_attn_layer *l, int n1, int n2,
         }
         for (int i = 0; i < n1; i++)
             memcpy(pc->idx + (size_t)i * n2, g + (n1 - 1 - i), (size_t)n2 * sizeof *g);
-        ra_free(g);
+        rai_free(g);
         if (a == RA_ARCH_T5_ATTENTION) {
             pc->table = l->p.table, pc->table_rows = c->num_buckets;
         } else {
@@ -345,7 +345,7 @@ ra_status ra_pos_begin(ra_pos_call *pc, const ra_attn_layer *l, int n1, int n2,
         /* keys after the query at -inf (p = 0 exactly in every kernel),
          * added to the caller's mask when there is one */
         pc->nw = mask ? nw : 1;
-        if (!(pc->mask = ra_alloc((size_t)pc->nw * nn, sizeof *pc->mask))) return pos_nomem(pc, l);
+        if (!(pc->mask = rai_alloc((size_t)pc->nw * nn, sizeof *pc->mask))) return pos_nomem(pc, l);
         for (int w = 0; w < pc->nw; w++)
             for (int i = 0; i < n1; i++)
                 for (int j = 0; j < n2; j++) {
@@ -356,19 +356,19 @@ ra_status ra_pos_begin(ra_pos_call *pc, const ra_attn_layer *l, int n1, int n2,
     return RA_OK;
 }
 
-void ra_pos_end(ra_pos_call *pc) {
+void rai_pos_end(rai_pos_call *pc) {
     if (!pc) return;
-    ra_free(pc->idx);
-    ra_free(pc->own_table);
-    ra_free(pc->mask);
-    ra_free(pc->rel2);
-    ra_free(pc->cpb);
-    if (pc->own_rel) ra_free(pc->rel);   /* else the layer's 2-D Shaw index */
-    ra_free(pc->own_rel_k);
+    rai_free(pc->idx);
+    rai_free(pc->own_table);
+    rai_free(pc->mask);
+    rai_free(pc->rel2);
+    rai_free(pc->cpb);
+    if (pc->own_rel) rai_free(pc->rel);   /* else the layer's 2-D Shaw index */
+    rai_free(pc->own_rel_k);
     memset(pc, 0, sizeof *pc);
 }
 
-void ra_pos_desc(const ra_pos_call *pc, const float *mask, int nw, ra_attn_desc *d) {
+void rai_pos_desc(const rai_pos_call *pc, const float *mask, int nw, ra_attn_desc *d) {
     if (pc->idx) d->table = pc->table, d->idx = pc->idx, d->table_rows = pc->table_rows;
     d->mask = pc->mask ? pc->mask : mask;
     d->nw = pc->mask ? pc->nw : nw;
@@ -379,28 +379,28 @@ void ra_pos_desc(const ra_pos_call *pc, const float *mask, int nw, ra_attn_desc 
     }
 }
 
-size_t ra_pos_drel_floats(const ra_pos_call *pc, const ra_attn_layer *l) {
+size_t rai_pos_drel_floats(const rai_pos_call *pc, const ra_attn_layer *l) {
     return pc->own_rel_k ? (size_t)pc->r * l->hd : 0;
 }
 
-ra_status ra_pos_backward(const ra_pos_call *pc, const ra_attn_layer *l, const float *drel,
+ra_status rai_pos_backward(const rai_pos_call *pc, const ra_attn_layer *l, const float *drel,
                           float *drel_h, float *drel_w) {
     if (!pc->own_rel_k || (!drel_h && !drel_w)) return RA_OK;
     const int hd = l->hd, rh = 2 * pc->gh - 1, rw = 2 * pc->gw - 1;
     const int h0 = 2 * l->cfg.grid[0] - 1, w0 = 2 * l->cfg.grid[1] - 1;
-    float *th = ra_alloc((size_t)(rh + rw) * hd, sizeof *th);
-    if (!th) return ra_fail(RA_ERR_NOMEM, "decomposed_attention backward: out of memory");
+    float *th = rai_alloc((size_t)(rh + rw) * hd, sizeof *th);
+    if (!th) return rai_fail(RA_ERR_NOMEM, "decomposed_attention backward: out of memory");
     float *tw = th + (size_t)rh * hd;
     for (size_t e = 0; e < (size_t)(rh + rw) * hd; e++) th[e] = drel[e] / l->scale;
     if (drel_h) resample_rows_backward(drel_h, th, h0, rh, hd);
     if (drel_w) resample_rows_backward(drel_w, tw, w0, rw, hd);
-    ra_free(th);
+    rai_free(th);
     return RA_OK;
 }
 
 /* ---- RoPE ----------------------------------------------------------------- */
 
-void ra_rope_rotate(const ra_attn_layer *l, float *q, float *k, int ld, int b_, int n,
+void rai_rope_rotate(const ra_attn_layer *l, float *q, float *k, int ld, int b_, int n,
                     int inverse) {
     if (l->cfg.arch != RA_ARCH_ROPE_ATTENTION) return;
     const int hd = l->hd, nh = l->cfg.num_heads, P = l->cfg.num_prefix, half = hd / 2;

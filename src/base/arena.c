@@ -1,6 +1,8 @@
 /* arena.c - the networks' reusable workspace (base/arena.h). */
 #include "base/arena.h"
 
+#include <threads.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,11 +16,11 @@ typedef struct spill_head {
 
 static size_t align_up(size_t n) { return (n + ARENA_ALIGN - 1) & ~(ARENA_ALIGN - 1); }
 
-ra_arena *ra_arena_begin(ra_arena_cache *c, ra_arena *local) {
+rai_arena *rai_arena_begin(rai_arena_cache *c, rai_arena *local) {
     memset(local, 0, sizeof *local);
     for (int i = 0; c && i < RA_ARENA_SLOTS; i++)
         if (!atomic_exchange(&c->busy[i], 1)) {
-            ra_arena *a = &c->arena[i];
+            rai_arena *a = &c->arena[i];
             a->used = a->peak = 0;
             a->spill = NULL;
             return a;
@@ -27,47 +29,47 @@ ra_arena *ra_arena_begin(ra_arena_cache *c, ra_arena *local) {
 }
 
 /* The slot of a in c, or -1 for a private arena. */
-static int slot_of(const ra_arena_cache *c, const ra_arena *a) {
+static int slot_of(const rai_arena_cache *c, const rai_arena *a) {
     for (int i = 0; c && i < RA_ARENA_SLOTS; i++)
         if (a == &c->arena[i]) return i;
     return -1;
 }
 
-void ra_arena_reset(ra_arena *a, size_t mark) {
+void rai_arena_reset(rai_arena *a, size_t mark) {
     /* spills are made in stack order: every one made since mark lies at a
      * depth >= mark, every older one below it */
     while (a->spill && ((spill_head *)a->spill)->depth >= mark) {
         void *next = ((spill_head *)a->spill)->next;
-        ra_free(a->spill);
+        rai_free(a->spill);
         a->spill = next;
     }
     a->used = mark;
 }
 
-void ra_arena_end(ra_arena_cache *c, ra_arena *a) {
-    ra_arena_reset(a, 0);
+void rai_arena_end(rai_arena_cache *c, rai_arena *a) {
+    rai_arena_reset(a, 0);
     const int slot = slot_of(c, a), cached = slot >= 0;
     if (cached && a->peak > a->cap) {   /* grow to what this run needed */
-        ra_free(a->base);
-        a->base = ra_alloc(a->peak, 1);
+        rai_free(a->base);
+        a->base = rai_alloc(a->peak, 1);
         a->cap = a->base ? a->peak : 0;
     }
     if (!cached) {
-        ra_free(a->base);
+        rai_free(a->base);
         memset(a, 0, sizeof *a);
     }
     a->used = a->peak = 0;
     if (cached) atomic_store(&c->busy[slot], 0);
 }
 
-void ra_arena_cache_free(ra_arena_cache *c) {
+void rai_arena_cache_free(rai_arena_cache *c) {
     for (int i = 0; c && i < RA_ARENA_SLOTS; i++) {
-        ra_free(c->arena[i].base);
+        rai_free(c->arena[i].base);
         memset(&c->arena[i], 0, sizeof c->arena[i]);
     }
 }
 
-void *ra_arena_bytes(ra_arena *a, size_t bytes) {
+void *rai_arena_bytes(rai_arena *a, size_t bytes) {
     const size_t n = align_up(bytes ? bytes : 1);
     if (n < bytes || a->used > SIZE_MAX - ARENA_ALIGN || n > SIZE_MAX - ARENA_ALIGN - a->used)
         return NULL;
@@ -75,7 +77,7 @@ void *ra_arena_bytes(ra_arena *a, size_t bytes) {
     if (a->base && a->used <= a->cap && n <= a->cap - a->used) {
         p = a->base + a->used;
     } else {   /* does not fit: its own block, its head in front */
-        char *s = ra_alloc(n + ARENA_ALIGN, 1);
+        char *s = rai_alloc(n + ARENA_ALIGN, 1);
         if (!s) return NULL;
         *(spill_head *)s = (spill_head){.next = a->spill, .depth = a->used};
         a->spill = s;
@@ -86,8 +88,46 @@ void *ra_arena_bytes(ra_arena *a, size_t bytes) {
     return p;
 }
 
-float *ra_arena_floats(ra_arena *a, size_t n) {
+float *rai_arena_floats(rai_arena *a, size_t n) {
     size_t bytes;
-    if (!ra_mul_size(&bytes, n, sizeof(float))) return NULL;
-    return ra_arena_bytes(a, bytes);
+    if (!rai_mul_size(&bytes, n, sizeof(float))) return NULL;
+    return rai_arena_bytes(a, bytes);
+}
+
+/* ---- per-thread buffers ---------------------------------------------------- */
+
+typedef struct thread_buffers {
+    void *p[RAI_THREAD_BUFFERS];
+    size_t cap[RAI_THREAD_BUFFERS];
+} thread_buffers;
+
+static tss_t buffers_key;
+static once_flag buffers_once = ONCE_FLAG_INIT;
+static _Atomic int buffers_key_ok;   /* atomic: what call_once publishes, as TSan sees it */
+
+static void buffers_free(void *v) {
+    thread_buffers *t = v;
+    for (int i = 0; t && i < RAI_THREAD_BUFFERS; i++) rai_free(t->p[i]);
+    free(t);
+}
+
+static void buffers_key_init(void) {
+    buffers_key_ok = tss_create(&buffers_key, buffers_free) == thrd_success;
+}
+
+void *rai_thread_buffer(int slot, size_t bytes) {
+    if (slot < 0 || slot >= RAI_THREAD_BUFFERS) return NULL;
+    call_once(&buffers_once, buffers_key_init);
+    if (!buffers_key_ok) return NULL;
+    thread_buffers *t = tss_get(buffers_key);
+    if (!t) {
+        if (!(t = calloc(1, sizeof *t))) return NULL;
+        if (tss_set(buffers_key, t) != thrd_success) return free(t), NULL;
+    }
+    if (bytes > t->cap[slot]) {
+        rai_free(t->p[slot]);
+        t->p[slot] = rai_alloc(bytes, 1);
+        t->cap[slot] = t->p[slot] ? bytes : 0;
+    }
+    return t->p[slot];
 }

@@ -94,7 +94,7 @@ static ra_status write_through(const char *path, const void *const *parts, const
      * ENXIO; no O_CREAT, no O_TRUNC: nothing is made or cut */
     int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC | (fifo ? O_NONBLOCK : 0));
     if (fd < 0)
-        return ra_fail(RA_ERR_WRITE, "cannot write '%s': %s", path,
+        return rai_fail(RA_ERR_WRITE, "cannot write '%s': %s", path,
                        errno == ENXIO ? "a FIFO with no reader" : strerror(errno));
     struct stat s;
     int err = fstat(fd, &s) ? errno : 0;
@@ -108,8 +108,8 @@ static ra_status write_through(const char *path, const void *const *parts, const
     for (int i = 0; !err && i < nparts; i++) err = write_all(fd, parts[i], sizes[i]);
     if (close(fd) != 0 && !err) err = errno;
     if (err == EEXIST)
-        return ra_fail(RA_ERR_WRITE, "cannot write '%s': it changed while being opened", path);
-    if (err) return ra_fail(RA_ERR_WRITE, "cannot write '%s': %s", path, strerror(err));
+        return rai_fail(RA_ERR_WRITE, "cannot write '%s': it changed while being opened", path);
+    if (err) return rai_fail(RA_ERR_WRITE, "cannot write '%s': %s", path, strerror(err));
     return RA_OK;
 }
 
@@ -120,11 +120,11 @@ static ra_status classify_target(const char *path, int *through, int *fifo) {
     *through = *fifo = 0;
     if (lstat(path, &l) != 0) {
         if (errno == ENOENT) return RA_OK;
-        return ra_fail(RA_ERR_WRITE, "cannot write '%s': %s", path, strerror(errno));
+        return rai_fail(RA_ERR_WRITE, "cannot write '%s': %s", path, strerror(errno));
     }
     const int link = S_ISLNK(l.st_mode);
     if (link && stat(path, &s) != 0)
-        return ra_fail(RA_ERR_WRITE, "cannot write '%s': a symbolic link to nothing (%s); "
+        return rai_fail(RA_ERR_WRITE, "cannot write '%s': a symbolic link to nothing (%s); "
                        "outputs are not written through links", path, strerror(errno));
     if (!link) s = l;
     if (S_ISFIFO(s.st_mode) || (S_ISCHR(s.st_mode) && harmless_chardev(&s))) {
@@ -132,17 +132,17 @@ static ra_status classify_target(const char *path, int *through, int *fifo) {
         return RA_OK;
     }
     if (link)
-        return ra_fail(RA_ERR_WRITE, "cannot write '%s': a symbolic link; outputs replace only "
+        return rai_fail(RA_ERR_WRITE, "cannot write '%s': a symbolic link; outputs replace only "
                        "regular files, never through links", path);
-    if (S_ISDIR(s.st_mode)) return ra_fail(RA_ERR_WRITE, "cannot write '%s': a directory", path);
+    if (S_ISDIR(s.st_mode)) return rai_fail(RA_ERR_WRITE, "cannot write '%s': a directory", path);
     if (!S_ISREG(s.st_mode))
-        return ra_fail(RA_ERR_WRITE, "cannot write '%s': not a regular file (a %s); it is "
+        return rai_fail(RA_ERR_WRITE, "cannot write '%s': not a regular file (a %s); it is "
                        "never replaced", path,
                        S_ISCHR(s.st_mode) ? "character device" : S_ISBLK(s.st_mode) ? "block device"
                        : S_ISSOCK(s.st_mode) ? "socket" : "special file");
     /* root may write anything: the mode bits say what the owner meant */
     if (!(s.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH)) || access(path, W_OK) != 0)
-        return ra_fail(RA_ERR_WRITE, "cannot write '%s': the file is read-only", path);
+        return rai_fail(RA_ERR_WRITE, "cannot write '%s': the file is read-only", path);
     return RA_OK;
 }
 
@@ -150,28 +150,28 @@ static ra_status classify_target(const char *path, int *through, int *fifo) {
  * stand for a stream), never to a terminal. */
 static ra_status write_stdout(const void *const *parts, const size_t *sizes, int nparts) {
     if (isatty(1))
-        return ra_fail(RA_ERR_WRITE, "cannot write to standard output: it is a terminal "
+        return rai_fail(RA_ERR_WRITE, "cannot write to standard output: it is a terminal "
                        "(redirect it, or give a file name)");
     int err = 0;
     for (int i = 0; !err && i < nparts; i++) err = write_all(1, parts[i], sizes[i]);
-    if (err) return ra_fail(RA_ERR_WRITE, "cannot write to standard output: %s", strerror(err));
+    if (err) return rai_fail(RA_ERR_WRITE, "cannot write to standard output: %s", strerror(err));
     return RA_OK;
 }
 
-ra_status ra_write_file_atomic(const char *path, const void *const *parts, const size_t *sizes,
+ra_status rai_write_file_atomic(const char *path, const void *const *parts, const size_t *sizes,
                                int nparts) {
-    if (!path || !path[0]) return ra_fail(RA_ERR_ARG, "cannot write: NULL or empty path");
+    if (!path || !path[0]) return rai_fail(RA_ERR_ARG, "cannot write: NULL or empty path");
     if (strcmp(path, "-") == 0) return write_stdout(parts, sizes, nparts);
     int through, fifo;
     ra_status s = classify_target(path, &through, &fifo);
     if (s) return s;
     if (through) return write_through(path, parts, sizes, nparts, fifo);
     char *tmp = malloc(strlen(path) + sizeof ".tmp.XXXXXX");
-    if (!tmp) return ra_fail(RA_ERR_NOMEM, "out of memory saving '%s'", path);
+    if (!tmp) return rai_fail(RA_ERR_NOMEM, "out of memory saving '%s'", path);
     sprintf(tmp, "%s.tmp.XXXXXX", path);
     int fd = make_temp(tmp, strlen(path) + 5);
     if (fd < 0) {
-        s = ra_fail(RA_ERR_WRITE, "cannot create a temporary file for '%s': %s", path,
+        s = rai_fail(RA_ERR_WRITE, "cannot create a temporary file for '%s': %s", path,
                     strerror(errno));
         free(tmp);
         return s;
@@ -185,7 +185,7 @@ ra_status ra_write_file_atomic(const char *path, const void *const *parts, const
     if (!err && rename(tmp, path) != 0) { err = errno; step = "rename"; }
     if (err) {
         unlink(tmp);
-        s = ra_fail(RA_ERR_WRITE, "cannot write '%s' (%s): %s", path, step, strerror(err));
+        s = rai_fail(RA_ERR_WRITE, "cannot write '%s' (%s): %s", path, step, strerror(err));
     }
     if (tempfile_hook) tempfile_hook(NULL);
     free(tmp);

@@ -14,58 +14,58 @@
 #endif
 
 /* Record the reason for a failure (thread-local) and return s, so that
- * error paths read:  return ra_fail(RA_ERR_ARG, "window %d < 1", w); */
-ra_status ra_fail(ra_status s, const char *fmt, ...) RA_PRINTF(2, 3);
+ * error paths read:  return rai_fail(RA_ERR_ARG, "window %d < 1", w); */
+ra_status rai_fail(ra_status s, const char *fmt, ...) RA_PRINTF(2, 3);
 
 /* Work split into parts of samples (src/base/threads.c): part(ctx, s) for
  * s = 0 .. n-1 (1 <= n <= RA_MAX_PARTS), one thread each, the kernels
  * inside on one thread; the first failing part's status is returned, its
  * reason raised again on the calling thread. */
 #define RA_MAX_PARTS 64
-ra_status ra_run_parts(int n, ra_status (*part)(void *ctx, int s), void *ctx);
+ra_status rai_run_parts(int n, ra_status (*part)(void *ctx, int s), void *ctx);
 
 /* ra_clip_grad_norm in two halves, for gradients spread over processes:
  * the sum of the squared per-tensor norms (each rounded to a float, as
  * PyTorch), and the scaling of the gradients by min(1, max_norm / (total +
  * 1e-6)) for the total norm of all of them. */
-double ra_grad_sumsq(float *const *grads, const int64_t *sizes, int count);
-void ra_grad_clip(float *const *grads, const int64_t *sizes, int count, float total,
+double rai_grad_sumsq(float *const *grads, const int64_t *sizes, int count);
+void rai_grad_clip(float *const *grads, const int64_t *sizes, int count, float total,
                   float max_norm);
 
 /* Checked size arithmetic: return 0 on overflow (result untouched). */
-static inline int ra_mul_size(size_t *r, size_t a, size_t b) {
+static inline int rai_mul_size(size_t *r, size_t a, size_t b) {
     if (a != 0 && b > SIZE_MAX / a) return 0;
     *r = a * b;
     return 1;
 }
-static inline int ra_mul_i64(int64_t *r, int64_t a, int64_t b) {
+static inline int rai_mul_i64(int64_t *r, int64_t a, int64_t b) {
     return !__builtin_mul_overflow(a, b, r);
 }
 
 /* Multiply-add counts (the flops() methods): -1 stands for a count too
  * large for int64 and stays -1 through every product and sum, so that a
  * large size reads as unknown instead of wrapping. Arguments are >= 0 or -1. */
-static inline int64_t ra_cmul(int64_t a, int64_t b) {
+static inline int64_t rai_cmul(int64_t a, int64_t b) {
     int64_t r;
     return a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r) ? -1 : r;
 }
-static inline int64_t ra_cmul3(int64_t a, int64_t b, int64_t c) {
-    return ra_cmul(ra_cmul(a, b), c);
+static inline int64_t rai_cmul3(int64_t a, int64_t b, int64_t c) {
+    return rai_cmul(rai_cmul(a, b), c);
 }
-static inline int64_t ra_cadd(int64_t a, int64_t b) {
+static inline int64_t rai_cadd(int64_t a, int64_t b) {
     int64_t r;
     return a < 0 || b < 0 || __builtin_add_overflow(a, b, &r) ? -1 : r;
 }
 
 /* Allocation of n elements of size sz, 64-byte aligned, NULL on overflow or
- * failure. Free with ra_free. */
-void *ra_alloc(size_t n, size_t sz);
-void *ra_calloc(size_t n, size_t sz);
-void ra_free(void *p);
+ * failure. Free with rai_free. */
+void *rai_alloc(size_t n, size_t sz);
+void *rai_calloc(size_t n, size_t sz);
+void rai_free(void *p);
 
 /* ra_attention_backward with set: dq, dk, dv are overwritten, not
  * accumulated (each task zeros its slices first; src/attention/core.c). */
-ra_status ra_attention_backward_set(float *dq, int lddq, float *dk, int lddk, float *dv,
+ra_status rai_attention_backward_set(float *dq, int lddq, float *dk, int lddk, float *dv,
                                     int lddv, float *dtable, float *drel_k, float *drel_v,
                                     const float *dout, int lddo, const float *q, int ldq,
                                     const float *k, int ldk, const float *v, int ldv,
@@ -75,15 +75,15 @@ ra_status ra_attention_backward_set(float *dq, int lddq, float *dk, int lddk, fl
 /* p[0 .. n) = 0, the threads of ra_threads_get() sharing a large buffer
  * (src/nn/nn.c): a gradient buffer of tens of MB zeroed by one thread left
  * the other idle. */
-void ra_zero(float *p, int64_t n);
+void rai_zero(float *p, int64_t n);
 
 /* Create path atomically from nparts byte ranges (src/base/fileio.c): a
  * temporary file in the same directory, fsync, rename; on failure
  * (RA_ERR_WRITE, RA_ERR_NOMEM) nothing exists at path. */
-ra_status ra_write_file_atomic(const char *path, const void *const *parts, const size_t *sizes,
+ra_status rai_write_file_atomic(const char *path, const void *const *parts, const size_t *sizes,
                                int nparts);
 
 /* A malloc'ed copy of s (strdup is not C11), NULL if out of memory. */
-char *ra_strdup(const char *s);
+char *rai_strdup(const char *s);
 
 #endif

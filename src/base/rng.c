@@ -103,9 +103,9 @@ static double norm_icdf(double u) {
 ra_status ra_rng_fill_trunc_normal(ra_rng *rng, float *out, int64_t n, float mean,
                                    float std, float a, float b) {
     if (!(std >= 0.0f) || !(a < b) || !isfinite(mean) || !isfinite(std))
-        return ra_fail(RA_ERR_ARG, "trunc_normal: mean %g, std %g, bounds [%g, %g]",
+        return rai_fail(RA_ERR_ARG, "trunc_normal: mean %g, std %g, bounds [%g, %g]",
                        mean, std, a, b);
-    if (n < 0) return ra_fail(RA_ERR_ARG, "trunc_normal: n = %lld", (long long)n);
+    if (n < 0) return rai_fail(RA_ERR_ARG, "trunc_normal: n = %lld", (long long)n);
     if (std == 0.0f) {
         const float v = mean < a ? a : mean > b ? b : mean;
         for (int64_t i = 0; i < n; i++) out[i] = v;

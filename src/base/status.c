@@ -59,7 +59,7 @@ size_t ra_escape_text(char *dst, size_t cap, const char *src) {
     return n;
 }
 
-ra_status ra_fail(ra_status s, const char *fmt, ...) {
+ra_status rai_fail(ra_status s, const char *fmt, ...) {
     /* the whole message first (on the heap if long), then escaped: every
      * byte a file or an argument put into it is safe on a terminal */
     char small[1024], *raw = small;
@@ -93,25 +93,25 @@ ra_status ra_fail(ra_status s, const char *fmt, ...) {
     return s;
 }
 
-void *ra_alloc(size_t n, size_t sz) {
+void *rai_alloc(size_t n, size_t sz) {
     size_t bytes;
-    if (!ra_mul_size(&bytes, n, sz)) return NULL;
+    if (!rai_mul_size(&bytes, n, sz)) return NULL;
     bytes = (bytes + 63) & ~(size_t)63;
     if (bytes == 0) bytes = 64;
     return aligned_alloc(64, bytes);
 }
 
-void *ra_calloc(size_t n, size_t sz) {
+void *rai_calloc(size_t n, size_t sz) {
     size_t bytes;
-    if (!ra_mul_size(&bytes, n, sz)) return NULL;
-    void *p = ra_alloc(n, sz);
+    if (!rai_mul_size(&bytes, n, sz)) return NULL;
+    void *p = rai_alloc(n, sz);
     if (p) memset(p, 0, bytes);
     return p;
 }
 
-void ra_free(void *p) { free(p); }
+void rai_free(void *p) { free(p); }
 
-char *ra_strdup(const char *s) {
+char *rai_strdup(const char *s) {
     size_t n = strlen(s) + 1;
     char *d = malloc(n);
     return d ? memcpy(d, s, n) : NULL;

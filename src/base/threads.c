@@ -24,8 +24,8 @@ int ra_threads_get(void) {
     return requested > 0 ? requested : omp_get_max_threads();
 }
 
-ra_status ra_run_parts(int n, ra_status (*part)(void *ctx, int s), void *ctx) {
-    if (n < 1 || n > RA_MAX_PARTS) return ra_fail(RA_ERR_INTERNAL, "%d parts", n);
+ra_status rai_run_parts(int n, ra_status (*part)(void *ctx, int s), void *ctx) {
+    if (n < 1 || n > RA_MAX_PARTS) return rai_fail(RA_ERR_INTERNAL, "%d parts", n);
     if (n == 1) return part(ctx, 0);
     ra_status st[RA_MAX_PARTS];
     char why[512] = "";
@@ -33,11 +33,11 @@ ra_status ra_run_parts(int n, ra_status (*part)(void *ctx, int s), void *ctx) {
     for (int s = 0; s < n; s++) {
         st[s] = part(ctx, s);
         if (st[s]) {   /* the reason is this thread's: keep it */
-            #pragma omp critical(ra_run_parts)
+            #pragma omp critical(rai_run_parts)
             if (!why[0]) snprintf(why, sizeof why, "%s", ra_last_error());
         }
     }
     for (int s = 0; s < n; s++)
-        if (st[s]) return ra_fail(st[s], "%s", why);
+        if (st[s]) return rai_fail(st[s], "%s", why);
     return RA_OK;
 }

@@ -26,9 +26,9 @@
 static ra_status gz_failure(gzFile f, const char *path, const char *what) {
     int err = Z_OK;
     const char *msg = gzerror(f, &err);
-    if (err == Z_ERRNO) return ra_fail(RA_ERR_IO, "cannot read '%s'", path);
+    if (err == Z_ERRNO) return rai_fail(RA_ERR_IO, "cannot read '%s'", path);
     if (err != Z_OK)
-        return ra_fail(RA_ERR_FORMAT, "'%s': corrupt gzip stream while reading %s (%s)",
+        return rai_fail(RA_ERR_FORMAT, "'%s': corrupt gzip stream while reading %s (%s)",
                        path, what, msg ? msg : "?");
     return RA_OK;
 }
@@ -43,7 +43,7 @@ static ra_status gz_read_all(gzFile f, const char *path, const char *what, void 
         const int r = gzread(f, (char *)buf + *got, (unsigned)want);
         if (r < 0) {
             const ra_status s = gz_failure(f, path, what);
-            return s != RA_OK ? s : ra_fail(RA_ERR_FORMAT, "'%s': cannot decode %s", path, what);
+            return s != RA_OK ? s : rai_fail(RA_ERR_FORMAT, "'%s': cannot decode %s", path, what);
         }
         if (r == 0) return gz_failure(f, path, what);
         *got += (size_t)r;
@@ -63,7 +63,7 @@ static ra_status idx_read(uint8_t **data, int64_t dims[3], const char *path, int
                           const char *kind) {
     *data = NULL;
     gzFile f = gzopen(path, "rb");
-    if (!f) return ra_fail(RA_ERR_IO, "cannot open %s file '%s'", kind, path);
+    if (!f) return rai_fail(RA_ERR_IO, "cannot open %s file '%s'", kind, path);
     gzbuffer(f, 1 << 18);
     ra_status s;
     unsigned char head[16];
@@ -72,23 +72,23 @@ static ra_status idx_read(uint8_t **data, int64_t dims[3], const char *path, int
     const size_t hlen = 4 + 4 * (size_t)rank;
     if ((s = gz_read_all(f, path, "the header", head, hlen, &got)) != RA_OK) goto done;
     if (got < hlen) {
-        s = ra_fail(RA_ERR_FORMAT, "'%s': %zu bytes, too short for an IDX %s header", path,
+        s = rai_fail(RA_ERR_FORMAT, "'%s': %zu bytes, too short for an IDX %s header", path,
                     got, kind);
         goto done;
     }
     if (head[0] != 0 || head[1] != 0) {
-        s = ra_fail(RA_ERR_FORMAT, "'%s': not an IDX file (magic %02x%02x%02x%02x)", path,
+        s = rai_fail(RA_ERR_FORMAT, "'%s': not an IDX file (magic %02x%02x%02x%02x)", path,
                     head[0], head[1], head[2], head[3]);
         goto done;
     }
     if (head[2] != IDX_U8) {
-        s = ra_fail(RA_ERR_FORMAT,
+        s = rai_fail(RA_ERR_FORMAT,
                     "'%s': IDX data type 0x%02x, expected unsigned bytes (0x08) for %s", path,
                     head[2], kind);
         goto done;
     }
     if (head[3] != rank) {
-        s = ra_fail(RA_ERR_FORMAT, "'%s': IDX rank %d, expected %d for %s (magic 0x%08x)",
+        s = rai_fail(RA_ERR_FORMAT, "'%s': IDX rank %d, expected %d for %s (magic 0x%08x)",
                     path, head[3], rank, kind, 0x800u | (unsigned)rank);
         goto done;
     }
@@ -97,7 +97,7 @@ static ra_status idx_read(uint8_t **data, int64_t dims[3], const char *path, int
         const uint32_t v = be32(head + 4 + 4 * i);
         const int64_t max = i == 0 ? RA_DATASET_MAX_COUNT : RA_DATASET_MAX_SIDE;
         if (v < 1 || v > max) {
-            s = ra_fail(RA_ERR_FORMAT, "'%s': dimension %d is %u, outside [1, %lld]", path, i,
+            s = rai_fail(RA_ERR_FORMAT, "'%s': dimension %d is %u, outside [1, %lld]", path, i,
                         v, (long long)max);
             goto done;
         }
@@ -105,7 +105,7 @@ static ra_status idx_read(uint8_t **data, int64_t dims[3], const char *path, int
         total *= v;   /* <= 1e8 * 4096 * 4096: no overflow */
     }
     if (total > RA_DATASET_MAX_BYTES) {
-        s = ra_fail(RA_ERR_FORMAT, "'%s': %lld bytes of data claimed, above the limit of %lld",
+        s = rai_fail(RA_ERR_FORMAT, "'%s': %lld bytes of data claimed, above the limit of %lld",
                     path, (long long)total, (long long)RA_DATASET_MAX_BYTES);
         goto done;
     }
@@ -118,7 +118,7 @@ static ra_status idx_read(uint8_t **data, int64_t dims[3], const char *path, int
             if (ncap > need) ncap = need;
             uint8_t *nb = realloc(buf, ncap);
             if (!nb) {
-                s = ra_fail(RA_ERR_NOMEM, "'%s': out of memory for %zu bytes", path, ncap);
+                s = rai_fail(RA_ERR_NOMEM, "'%s': out of memory for %zu bytes", path, ncap);
                 goto done;
             }
             buf = nb, cap = ncap;
@@ -127,7 +127,7 @@ static ra_status idx_read(uint8_t **data, int64_t dims[3], const char *path, int
             goto done;
         have += got;
         if (have < cap) {
-            s = ra_fail(RA_ERR_FORMAT, "'%s': truncated: the header says %zu bytes of %s, "
+            s = rai_fail(RA_ERR_FORMAT, "'%s': truncated: the header says %zu bytes of %s, "
                         "the file holds %zu", path, need, kind, have);
             goto done;
         }
@@ -137,7 +137,7 @@ static ra_status idx_read(uint8_t **data, int64_t dims[3], const char *path, int
     unsigned char extra;
     if ((s = gz_read_all(f, path, "the end of the data", &extra, 1, &got)) != RA_OK) goto done;
     if (got != 0) {
-        s = ra_fail(RA_ERR_FORMAT, "'%s': longer than its header says (%zu bytes of %s)",
+        s = rai_fail(RA_ERR_FORMAT, "'%s': longer than its header says (%zu bytes of %s)",
                     path, need, kind);
         goto done;
     }
@@ -159,9 +159,9 @@ void ra_dataset_free(ra_dataset *d) {
 }
 
 ra_status ra_dataset_load(ra_dataset *d, const char *images_path, const char *labels_path) {
-    if (!d) return ra_fail(RA_ERR_ARG, "dataset: NULL argument");
+    if (!d) return rai_fail(RA_ERR_ARG, "dataset: NULL argument");
     memset(d, 0, sizeof *d);
-    if (!images_path || !labels_path) return ra_fail(RA_ERR_ARG, "dataset: NULL path");
+    if (!images_path || !labels_path) return rai_fail(RA_ERR_ARG, "dataset: NULL path");
     int64_t idims[3], ldims[3];
     uint8_t *images, *labels;
     ra_status s = idx_read(&images, idims, images_path, 3, "images");
@@ -172,7 +172,7 @@ ra_status ra_dataset_load(ra_dataset *d, const char *images_path, const char *la
     }
     if (ldims[0] != idims[0]) {
         free(images), free(labels);
-        return ra_fail(RA_ERR_FORMAT, "'%s' has %lld labels but '%s' has %lld images",
+        return rai_fail(RA_ERR_FORMAT, "'%s' has %lld labels but '%s' has %lld images",
                        labels_path, (long long)ldims[0], images_path, (long long)idims[0]);
     }
     int maxl = 0;
@@ -201,19 +201,19 @@ static int find_file(char *out, size_t size, const char *dir, const char *name) 
 }
 
 ra_status ra_dataset_load_dir(ra_dataset *d, const char *dir, const char *split) {
-    if (!d) return ra_fail(RA_ERR_ARG, "dataset: NULL argument");
+    if (!d) return rai_fail(RA_ERR_ARG, "dataset: NULL argument");
     memset(d, 0, sizeof *d);
-    if (!dir || !split) return ra_fail(RA_ERR_ARG, "dataset: NULL directory or split");
+    if (!dir || !split) return rai_fail(RA_ERR_ARG, "dataset: NULL directory or split");
     const char *prefix;
     if (!strcmp(split, "train")) prefix = "train";
     else if (!strcmp(split, "test") || !strcmp(split, "t10k")) prefix = "t10k";
-    else return ra_fail(RA_ERR_ARG, "dataset split '%s': expected train or test", split);
+    else return rai_fail(RA_ERR_ARG, "dataset split '%s': expected train or test", split);
     char names[2][64], paths[2][4096];
     snprintf(names[0], sizeof names[0], "%s-images-idx3-ubyte", prefix);
     snprintf(names[1], sizeof names[1], "%s-labels-idx1-ubyte", prefix);
     for (int i = 0; i < 2; i++)
         if (!find_file(paths[i], sizeof paths[i], dir, names[i]))
-            return ra_fail(RA_ERR_IO, "no %s or %s.gz in '%s'", names[i], names[i], dir);
+            return rai_fail(RA_ERR_IO, "no %s or %s.gz in '%s'", names[i], names[i], dir);
     return ra_dataset_load(d, paths[0], paths[1]);
 }
 
@@ -244,16 +244,16 @@ ra_status ra_dataset_batch(float *x, int32_t *labels, const ra_dataset *d,
                            const int64_t *idx, int b, float mean, float std,
                            int pad, int flip, ra_rng *rng) {
     if (!x || !labels || !d || !idx || !d->images || !d->labels)
-        return ra_fail(RA_ERR_ARG, "batch: NULL argument");
-    if (b < 1) return ra_fail(RA_ERR_ARG, "batch: size %d < 1", b);
+        return rai_fail(RA_ERR_ARG, "batch: NULL argument");
+    if (b < 1) return rai_fail(RA_ERR_ARG, "batch: size %d < 1", b);
     if (pad < 0 || pad > RA_DATASET_MAX_SIDE)
-        return ra_fail(RA_ERR_ARG, "batch: padding %d outside [0, %d]", pad, RA_DATASET_MAX_SIDE);
+        return rai_fail(RA_ERR_ARG, "batch: padding %d outside [0, %d]", pad, RA_DATASET_MAX_SIDE);
     if (!isfinite(mean) || !isfinite(std) || !(std > 0.0f))
-        return ra_fail(RA_ERR_ARG, "batch: mean %g, std %g", mean, std);
-    if ((pad > 0 || flip) && !rng) return ra_fail(RA_ERR_ARG, "batch: augmentation without rng");
+        return rai_fail(RA_ERR_ARG, "batch: mean %g, std %g", mean, std);
+    if ((pad > 0 || flip) && !rng) return rai_fail(RA_ERR_ARG, "batch: augmentation without rng");
     for (int k = 0; k < b; k++)
         if (idx[k] < 0 || idx[k] >= d->n)
-            return ra_fail(RA_ERR_ARG, "batch: index %lld outside [0, %lld)",
+            return rai_fail(RA_ERR_ARG, "batch: index %lld outside [0, %lld)",
                            (long long)idx[k], (long long)d->n);
     /* every output value is one of 256: ToTensor's p / 255 then Normalize,
      * in float32 */

@@ -31,15 +31,15 @@
 
 /* 8-bit RGB pixels (h, w, 3) -> floats in [0, 1]. */
 static ra_status to_float(float **rgb, const unsigned char *px, int w, int h, const char *path) {
-    float *out = ra_alloc((size_t)w * h * 3, sizeof *out);
-    if (!out) return ra_fail(RA_ERR_NOMEM, "image '%s' (%dx%d): out of memory", path, w, h);
+    float *out = rai_alloc((size_t)w * h * 3, sizeof *out);
+    if (!out) return rai_fail(RA_ERR_NOMEM, "image '%s' (%dx%d): out of memory", path, w, h);
     for (size_t i = 0; i < (size_t)w * h * 3; i++) out[i] = px[i] / 255.0f;
     *rgb = out;
     return RA_OK;
 }
 
 static ra_status too_many_pixels(const char *path, int64_t w, int64_t h, int64_t max_pixels) {
-    return ra_fail(RA_ERR_FORMAT, "image '%s' is %lldx%lld, above the limit of %lld pixels",
+    return rai_fail(RA_ERR_FORMAT, "image '%s' is %lldx%lld, above the limit of %lld pixels",
                    path, (long long)w, (long long)h, (long long)max_pixels);
 }
 
@@ -48,7 +48,7 @@ static ra_status too_many_pixels(const char *path, int64_t w, int64_t h, int64_t
 static ra_status load_png(float **rgb, int *w, int *h, FILE *f, const char *path,
                           int64_t max_pixels) {
     spng_ctx *ctx = spng_ctx_new(0);
-    if (!ctx) return ra_fail(RA_ERR_NOMEM, "image '%s': out of memory", path);
+    if (!ctx) return rai_fail(RA_ERR_NOMEM, "image '%s': out of memory", path);
     unsigned char *px = NULL;
     struct spng_ihdr ih;
     size_t n = 0;
@@ -62,10 +62,10 @@ static ra_status load_png(float **rgb, int *w, int *h, FILE *f, const char *path
         st = too_many_pixels(path, ih.width, ih.height, max_pixels);
     if (!e && !st) e = spng_decoded_image_size(ctx, SPNG_FMT_RGB8, &n);
     if (!e && !st && !(px = malloc(n)))
-        st = ra_fail(RA_ERR_NOMEM, "image '%s' (%ux%u): out of memory", path, ih.width, ih.height);
+        st = rai_fail(RA_ERR_NOMEM, "image '%s' (%ux%u): out of memory", path, ih.width, ih.height);
     if (!e && !st) e = spng_decode_image(ctx, px, n, SPNG_FMT_RGB8, 0);
     if (e && !st)
-        st = ra_fail(e == SPNG_EMEM ? RA_ERR_NOMEM : RA_ERR_FORMAT, "image '%s': PNG: %s", path,
+        st = rai_fail(e == SPNG_EMEM ? RA_ERR_NOMEM : RA_ERR_FORMAT, "image '%s': PNG: %s", path,
                      spng_strerror(e));
     if (!st) st = to_float(rgb, px, (int)ih.width, (int)ih.height, path);
     if (!st) *w = (int)ih.width, *h = (int)ih.height;
@@ -121,7 +121,7 @@ static ra_status load_jpeg(float **rgb, int *w, int *h, FILE *f, const char *pat
     err.nomem = 0;
     if (setjmp(err.back)) {
         if (!st)
-            st = ra_fail(err.nomem ? RA_ERR_NOMEM : RA_ERR_FORMAT, "image '%s': JPEG: %s", path,
+            st = rai_fail(err.nomem ? RA_ERR_NOMEM : RA_ERR_FORMAT, "image '%s': JPEG: %s", path,
                          err.msg);
         jpeg_destroy_decompress(&cinfo);
         free(px);
@@ -138,7 +138,7 @@ static ra_status load_jpeg(float **rgb, int *w, int *h, FILE *f, const char *pat
     }
     if (cinfo.jpeg_color_space != JCS_GRAYSCALE && cinfo.jpeg_color_space != JCS_YCbCr &&
         cinfo.jpeg_color_space != JCS_RGB) {
-        st = ra_fail(RA_ERR_FORMAT, "image '%s': JPEG: only greyscale and colour (YCbCr, RGB) "
+        st = rai_fail(RA_ERR_FORMAT, "image '%s': JPEG: only greyscale and colour (YCbCr, RGB) "
                      "images, not CMYK", path);
         longjmp(err.back, 1);
     }
@@ -146,7 +146,7 @@ static ra_status load_jpeg(float **rgb, int *w, int *h, FILE *f, const char *pat
     jpeg_start_decompress(&cinfo);
     const size_t stride = (size_t)cinfo.output_width * 3, bytes = stride * cinfo.output_height;
     if (cinfo.output_components != 3 || !(px = malloc(bytes ? bytes : 1))) {
-        st = ra_fail(RA_ERR_NOMEM, "image '%s' (%ux%u): out of memory", path, cinfo.output_width,
+        st = rai_fail(RA_ERR_NOMEM, "image '%s' (%ux%u): out of memory", path, cinfo.output_width,
                      cinfo.output_height);
         longjmp(err.back, 1);
     }
@@ -164,10 +164,10 @@ static ra_status load_jpeg(float **rgb, int *w, int *h, FILE *f, const char *pat
 }
 
 ra_status ra_image_load(float **rgb, int *w, int *h, const char *path, int64_t max_pixels) {
-    if (!rgb || !w || !h || !path) return ra_fail(RA_ERR_ARG, "image: NULL argument");
+    if (!rgb || !w || !h || !path) return rai_fail(RA_ERR_ARG, "image: NULL argument");
     *rgb = NULL;
     FILE *f = fopen(path, "rb");
-    if (!f) return ra_fail(RA_ERR_IO, "cannot open image '%s'", path);
+    if (!f) return rai_fail(RA_ERR_IO, "cannot open image '%s'", path);
     unsigned char magic[8] = {0};
     const size_t got = fread(magic, 1, sizeof magic, f);
     rewind(f);
@@ -177,7 +177,7 @@ ra_status ra_image_load(float **rgb, int *w, int *h, const char *path, int64_t m
     else if (got >= 3 && magic[0] == 0xff && magic[1] == 0xd8 && magic[2] == 0xff)
         st = load_jpeg(rgb, w, h, f, path, max_pixels);
     else
-        st = ra_fail(RA_ERR_FORMAT, "image '%s': not a PNG or JPEG file", path);
+        st = rai_fail(RA_ERR_FORMAT, "image '%s': not a PNG or JPEG file", path);
     fclose(f);
     return st;
 }
@@ -219,10 +219,10 @@ static void free_taps(taps *t) {
 ra_status ra_image_preprocess(float *out, const float *rgb, int w, int h, int resize, int crop,
                               const float mean[3], const float std[3]) {
     if (!out || !rgb || w < 1 || h < 1 || resize < 1 || crop < 1 || crop > resize)
-        return ra_fail(RA_ERR_ARG, "image preprocess: image %dx%d, resize %d, crop %d", w, h,
+        return rai_fail(RA_ERR_ARG, "image preprocess: image %dx%d, resize %d, crop %d", w, h,
                        resize, crop);
     for (int c = 0; c < 3; c++)
-        if (!(std[c] > 0)) return ra_fail(RA_ERR_ARG, "image preprocess: std must be > 0");
+        if (!(std[c] > 0)) return rai_fail(RA_ERR_ARG, "image preprocess: std must be > 0");
     /* shorter side -> resize, keeping the aspect ratio */
     int rw, rh;
     if (w <= h) rw = resize, rh = (int)((int64_t)resize * h / w);
@@ -238,7 +238,7 @@ ra_status ra_image_preprocess(float *out, const float *rgb, int w, int h, int re
     float *rows = malloc(sizeof *rows * (size_t)h * crop * 3);   /* horizontal pass */
     if (!tx || !ty || !rows) {
         free_taps(tx), free_taps(ty), free(rows);
-        return ra_fail(RA_ERR_NOMEM, "image preprocess: out of memory");
+        return rai_fail(RA_ERR_NOMEM, "image preprocess: out of memory");
     }
     for (int y = 0; y < h; y++)
         for (int o = 0; o < crop; o++)

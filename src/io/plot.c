@@ -27,17 +27,17 @@
 static ra_status check_size(int64_t w, int64_t h) {
     if (w < 1 || h < 1 || w > RA_PNG_MAX_SIDE || h > RA_PNG_MAX_SIDE ||
         w * h > RA_PNG_MAX_PIXELS)
-        return ra_fail(RA_ERR_ARG, "picture of %lld x %lld pixels (limits: %d per side, %d in all)",
+        return rai_fail(RA_ERR_ARG, "picture of %lld x %lld pixels (limits: %d per side, %d in all)",
                        (long long)w, (long long)h, RA_PNG_MAX_SIDE, RA_PNG_MAX_PIXELS);
     return RA_OK;
 }
 
 ra_status ra_png_write(const char *path, const uint8_t *rgb, int w, int h) {
-    if (!path || !path[0] || !rgb) return ra_fail(RA_ERR_ARG, "png: NULL or empty argument");
+    if (!path || !path[0] || !rgb) return rai_fail(RA_ERR_ARG, "png: NULL or empty argument");
     ra_status s = check_size(w, h);
     if (s != RA_OK) return s;
     spng_ctx *ctx = spng_ctx_new(SPNG_CTX_ENCODER);
-    if (!ctx) return ra_fail(RA_ERR_NOMEM, "png '%s': out of memory", path);
+    if (!ctx) return rai_fail(RA_ERR_NOMEM, "png '%s': out of memory", path);
     struct spng_ihdr ihdr = {.width = (uint32_t)w, .height = (uint32_t)h, .bit_depth = 8,
                              .color_type = SPNG_COLOR_TYPE_TRUECOLOR};
     size_t len = (size_t)w * (size_t)h * 3, png_len = 0;
@@ -49,10 +49,10 @@ ra_status ra_png_write(const char *path, const uint8_t *rgb, int w, int h) {
     spng_ctx_free(ctx);
     if (e || !png) {
         free(png);
-        return ra_fail(e == SPNG_EMEM ? RA_ERR_NOMEM : RA_ERR_INTERNAL, "png '%s': %s", path,
+        return rai_fail(e == SPNG_EMEM ? RA_ERR_NOMEM : RA_ERR_INTERNAL, "png '%s': %s", path,
                        spng_strerror(e));
     }
-    s = ra_write_file_atomic(path, (const void *const[]){png}, (const size_t[]){png_len}, 1);
+    s = rai_write_file_atomic(path, (const void *const[]){png}, (const size_t[]){png_len}, 1);
     free(png);
     return s;
 }
@@ -80,7 +80,7 @@ static ra_status cv_new(canvas *c, int64_t w, int64_t h) {
     if (s != RA_OK) return s;
     c->w = (int)w, c->h = (int)h;
     c->px = malloc((size_t)w * (size_t)h * 3);
-    if (!c->px) return ra_fail(RA_ERR_NOMEM, "picture of %lld x %lld: out of memory",
+    if (!c->px) return rai_fail(RA_ERR_NOMEM, "picture of %lld x %lld: out of memory",
                                (long long)w, (long long)h);
     memset(c->px, 255, (size_t)w * (size_t)h * 3);
     return RA_OK;
@@ -459,18 +459,18 @@ static void bias_draw(canvas *c, const ra_plot_table *tables, int nt, ra_plot_sc
 ra_status ra_plot_bias_tables(const char *path, const ra_plot_table *tables, int ntables,
                               ra_plot_scale scale, const char *title) {
     if (!path || !path[0] || !tables || ntables < 1 || ntables > 4096)
-        return ra_fail(RA_ERR_ARG, "plot bias: NULL path or tables, or %d tables", ntables);
+        return rai_fail(RA_ERR_ARG, "plot bias: NULL path or tables, or %d tables", ntables);
     if (scale != RA_PLOT_SCALE_SHARED && scale != RA_PLOT_SCALE_PER_TABLE)
-        return ra_fail(RA_ERR_ARG, "plot bias: unknown scale %d", (int)scale);
+        return rai_fail(RA_ERR_ARG, "plot bias: unknown scale %d", (int)scale);
     for (int t = 0; t < ntables; t++) {
         const ra_plot_table *tb = &tables[t];
         if (!tb->table || tb->nh < 1 || tb->nh > 1024 || tb->wh < 1 || tb->ww < 1 ||
             tb->wh > 256 || tb->ww > 256)
-            return ra_fail(RA_ERR_ARG, "plot bias: table %d: NULL or %d heads, window %dx%d",
+            return rai_fail(RA_ERR_ARG, "plot bias: table %d: NULL or %d heads, window %dx%d",
                            t, tb->nh, tb->wh, tb->ww);
     }
     double *vmax = malloc(sizeof(double) * (size_t)ntables);
-    if (!vmax) return ra_fail(RA_ERR_NOMEM, "plot bias: out of memory");
+    if (!vmax) return rai_fail(RA_ERR_NOMEM, "plot bias: out of memory");
     for (int t = 0; t < ntables; t++) {
         const ra_plot_table *tb = &tables[t];
         int64_t n = (int64_t)(2 * tb->wh - 1) * (2 * tb->ww - 1) * tb->nh;
@@ -512,16 +512,16 @@ ra_status ra_plot_attention(const char *path, const float *image, int h, int w, 
                             const float *maps, int nq, int nh, int gh, int gw,
                             const int *queries, const char *title) {
     if (!path || !path[0] || !image || !maps || !queries)
-        return ra_fail(RA_ERR_ARG, "plot attention: NULL argument");
+        return rai_fail(RA_ERR_ARG, "plot attention: NULL argument");
     if (h < 1 || w < 1 || h > 8192 || w > 8192 || (channels != 1 && channels != 3) || nq < 1 ||
         nh < 1 || nq > 1024 || nh > 1024 || gh < 1 || gw < 1 || gh > 8192 || gw > 8192)
-        return ra_fail(RA_ERR_ARG,
+        return rai_fail(RA_ERR_ARG,
                        "plot attention: image %dx%dx%d, %d queries, %d heads, grid %dx%d", h, w,
                        channels, nq, nh, gh, gw);
     for (int q = 0; q < nq; q++)
         if (queries[2 * q] < 0 || queries[2 * q] >= gh || queries[2 * q + 1] < 0 ||
             queries[2 * q + 1] >= gw)
-            return ra_fail(RA_ERR_ARG, "plot attention: query %d at (%d, %d) outside the %dx%d grid",
+            return rai_fail(RA_ERR_ARG, "plot attention: query %d at (%d, %d) outside the %dx%d grid",
                            q, queries[2 * q], queries[2 * q + 1], gh, gw);
     /* Panel size: integer upscaling to about 170 px, at most 8x; large
      * images shrink to 512 px on their longer side. */
@@ -551,7 +551,7 @@ ra_status ra_plot_attention(const char *path, const float *image, int h, int w, 
     float *grey = malloc(sizeof(float) * (size_t)pw * ph);
     if (!grey) {
         free(c.px);
-        return ra_fail(RA_ERR_NOMEM, "plot attention: out of memory");
+        return rai_fail(RA_ERR_NOMEM, "plot attention: out of memory");
     }
     for (int y = 0; y < ph; y++)
         for (int x = 0; x < pw; x++) {
@@ -621,11 +621,11 @@ ra_status ra_plot_curves(const char *path, const ra_plot_series *series, int nse
                          const char *const *panel_titles, int npanels, const char *xlabel,
                          const char *title) {
     if (!path || !path[0] || !series || nseries < 1 || nseries > 64 || npanels < 1 || npanels > 4)
-        return ra_fail(RA_ERR_ARG, "plot curves: NULL argument, %d series, %d panels", nseries,
+        return rai_fail(RA_ERR_ARG, "plot curves: NULL argument, %d series, %d panels", nseries,
                        npanels);
     for (int k = 0; k < nseries; k++)
         if (!series[k].y || series[k].n < 0 || series[k].panel < 0 || series[k].panel >= npanels)
-            return ra_fail(RA_ERR_ARG, "plot curves: series %d: NULL y, %d points or panel %d", k,
+            return rai_fail(RA_ERR_ARG, "plot curves: series %d: NULL y, %d points or panel %d", k,
                            series[k].n, series[k].panel);
     /* Colours by name: "train" is one colour in every panel. */
     int colour[64], ncol = 0;

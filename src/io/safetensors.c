@@ -140,64 +140,64 @@ static int st_int_at(json_t *v, int64_t *out) {
 }
 
 static ra_status st_parse_entry(st_entry *e, const char *name, json_t *v) {
-    if (!name[0]) return ra_fail(RA_ERR_FORMAT, "tensor with an empty name");
+    if (!name[0]) return rai_fail(RA_ERR_FORMAT, "tensor with an empty name");
     if (!json_is_object(v))
-        return ra_fail(RA_ERR_FORMAT, "tensor " NAMEF ": entry is not an object", name);
+        return rai_fail(RA_ERR_FORMAT, "tensor " NAMEF ": entry is not an object", name);
     json_t *jd = NULL, *js = NULL, *jo = NULL, *x;
     const char *k;
     json_object_foreach(v, k, x) {
         if (strcmp(k, "dtype") == 0) jd = x;
         else if (strcmp(k, "shape") == 0) js = x;
         else if (strcmp(k, "data_offsets") == 0) jo = x;
-        else return ra_fail(RA_ERR_FORMAT, "tensor " NAMEF ": unknown key '%.60s'", name, k);
+        else return rai_fail(RA_ERR_FORMAT, "tensor " NAMEF ": unknown key '%.60s'", name, k);
     }
     if (!jd || !js || !jo)
-        return ra_fail(RA_ERR_FORMAT, "tensor " NAMEF ": missing \"%s\"", name,
+        return rai_fail(RA_ERR_FORMAT, "tensor " NAMEF ": missing \"%s\"", name,
                        !jd ? "dtype" : !js ? "shape" : "data_offsets");
 
     ra_st_tensor *t = &e->t;
     t->name = name;
     if (!json_is_string(jd))
-        return ra_fail(RA_ERR_FORMAT, "tensor " NAMEF ": dtype is not a string", name);
+        return rai_fail(RA_ERR_FORMAT, "tensor " NAMEF ": dtype is not a string", name);
     t->dtype = st_dtype_parse(json_string_value(jd));
     if (t->dtype == RA_DTYPE_INVALID)
-        return ra_fail(RA_ERR_FORMAT, "tensor " NAMEF ": unknown dtype '%.40s'", name,
+        return rai_fail(RA_ERR_FORMAT, "tensor " NAMEF ": unknown dtype '%.40s'", name,
                        json_string_value(jd));
 
     if (!json_is_array(js))
-        return ra_fail(RA_ERR_FORMAT, "tensor " NAMEF ": shape is not an array", name);
+        return rai_fail(RA_ERR_FORMAT, "tensor " NAMEF ": shape is not an array", name);
     if (json_array_size(js) > RA_ST_MAX_DIMS)
-        return ra_fail(RA_ERR_FORMAT, "tensor " NAMEF ": shape has %zu dims, at most %d supported",
+        return rai_fail(RA_ERR_FORMAT, "tensor " NAMEF ": shape has %zu dims, at most %d supported",
                        name, json_array_size(js), RA_ST_MAX_DIMS);
     t->ndim = (int)json_array_size(js);
     t->numel = 1;
     for (int i = 0; i < t->ndim; i++) {
         if (!st_int_at(json_array_get(js, (size_t)i), &t->shape[i]))
-            return ra_fail(RA_ERR_FORMAT, "tensor " NAMEF ": shape[%d] is not a non-negative integer",
+            return rai_fail(RA_ERR_FORMAT, "tensor " NAMEF ": shape[%d] is not a non-negative integer",
                            name, i);
         /* Like the reference, an overflowing prefix is an error even if a
          * later dimension is 0. */
-        if (!ra_mul_i64(&t->numel, t->numel, t->shape[i]))
-            return ra_fail(RA_ERR_FORMAT, "tensor " NAMEF ": element count overflows at shape[%d]",
+        if (!rai_mul_i64(&t->numel, t->numel, t->shape[i]))
+            return rai_fail(RA_ERR_FORMAT, "tensor " NAMEF ": element count overflows at shape[%d]",
                            name, i);
     }
 
     int64_t b, en;
     if (!json_is_array(jo) || json_array_size(jo) != 2 ||
         !st_int_at(json_array_get(jo, 0), &b) || !st_int_at(json_array_get(jo, 1), &en))
-        return ra_fail(RA_ERR_FORMAT,
+        return rai_fail(RA_ERR_FORMAT,
                        "tensor " NAMEF ": data_offsets is not [begin, end] of non-negative integers", name);
     if (b > en)
-        return ra_fail(RA_ERR_FORMAT, "tensor " NAMEF ": data_offsets [%lld, %lld] are reversed",
+        return rai_fail(RA_ERR_FORMAT, "tensor " NAMEF ": data_offsets [%lld, %lld] are reversed",
                        name, (long long)b, (long long)en);
     int64_t nbytes;
     char shp[200];
     st_fmt_shape(shp, sizeof shp, t->shape, t->ndim);
-    if (!ra_mul_i64(&nbytes, t->numel, (int64_t)st_dtype_size(t->dtype)))
-        return ra_fail(RA_ERR_FORMAT, "tensor " NAMEF ": byte count of shape %s of %s overflows",
+    if (!rai_mul_i64(&nbytes, t->numel, (int64_t)st_dtype_size(t->dtype)))
+        return rai_fail(RA_ERR_FORMAT, "tensor " NAMEF ": byte count of shape %s of %s overflows",
                        name, shp, st_dtype_name(t->dtype));
     if (nbytes != en - b)
-        return ra_fail(RA_ERR_FORMAT,
+        return rai_fail(RA_ERR_FORMAT,
                        "tensor " NAMEF ": data_offsets [%lld, %lld] hold %lld bytes, shape %s of %s needs %lld",
                        name, (long long)b, (long long)en, (long long)(en - b), shp,
                        st_dtype_name(t->dtype), (long long)nbytes);
@@ -207,14 +207,14 @@ static ra_status st_parse_entry(st_entry *e, const char *name, json_t *v) {
 }
 
 static ra_status st_parse_meta(ra_st_file *f, json_t *m) {
-    if (!json_is_object(m)) return ra_fail(RA_ERR_FORMAT, "__metadata__ is not an object");
+    if (!json_is_object(m)) return rai_fail(RA_ERR_FORMAT, "__metadata__ is not an object");
     f->meta_keys = malloc((json_object_size(m) + 1) * sizeof *f->meta_keys);
-    if (!f->meta_keys) return ra_fail(RA_ERR_NOMEM, "out of memory reading __metadata__");
+    if (!f->meta_keys) return rai_fail(RA_ERR_NOMEM, "out of memory reading __metadata__");
     const char *k;
     json_t *v;
     json_object_foreach(m, k, v) {
         if (!json_is_string(v))
-            return ra_fail(RA_ERR_FORMAT, "__metadata__ value of '%.100s' is not a string", k);
+            return rai_fail(RA_ERR_FORMAT, "__metadata__ value of '%.100s' is not a string", k);
         f->meta_keys[f->nmeta++] = k;
     }
     f->meta = m;
@@ -236,30 +236,30 @@ static int st_cmp_name(const void *a, const void *b) {
 /* Validate f->base (f->len bytes) and build the tensor tables. */
 static ra_status st_parse(ra_st_file *f) {
     if (f->len < 8)
-        return ra_fail(RA_ERR_FORMAT, "file is %zu bytes, too short for the 8-byte header length",
+        return rai_fail(RA_ERR_FORMAT, "file is %zu bytes, too short for the 8-byte header length",
                        f->len);
     uint64_t n = st_u64(f->base);
     if (n > ST_MAX_HEADER)
-        return ra_fail(RA_ERR_FORMAT, "header length %llu exceeds the limit of %llu bytes",
+        return rai_fail(RA_ERR_FORMAT, "header length %llu exceeds the limit of %llu bytes",
                        (unsigned long long)n, ST_MAX_HEADER);
     if (n > f->len - 8)
-        return ra_fail(RA_ERR_FORMAT, "header length %llu runs past the end of the %zu-byte file",
+        return rai_fail(RA_ERR_FORMAT, "header length %llu runs past the end of the %zu-byte file",
                        (unsigned long long)n, f->len);
     const char *hdr = (const char *)f->base + 8;
     /* The reference insists on '{' first; jansson would skip whitespace. */
     if (n == 0 || hdr[0] != '{')
-        return ra_fail(RA_ERR_FORMAT, "header does not start with '{'");
+        return rai_fail(RA_ERR_FORMAT, "header does not start with '{'");
     json_error_t jerr;
     f->root = json_loadb(hdr, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
     if (!f->root)
-        return ra_fail(RA_ERR_FORMAT, "header is not valid JSON: %s (line %d, column %d)",
+        return rai_fail(RA_ERR_FORMAT, "header is not valid JSON: %s (line %d, column %d)",
                        jerr.text, jerr.line, jerr.column);
-    if (!json_is_object(f->root)) return ra_fail(RA_ERR_FORMAT, "header is not a JSON object");
+    if (!json_is_object(f->root)) return rai_fail(RA_ERR_FORMAT, "header is not a JSON object");
     size_t count = json_object_size(f->root);
-    if (count > INT_MAX) return ra_fail(RA_ERR_FORMAT, "header holds %zu tensors", count);
+    if (count > INT_MAX) return rai_fail(RA_ERR_FORMAT, "header holds %zu tensors", count);
     f->e = calloc(count + 1, sizeof *f->e);
     f->by_name = malloc((count + 1) * sizeof *f->by_name);
-    if (!f->e || !f->by_name) return ra_fail(RA_ERR_NOMEM, "out of memory for %zu tensors", count);
+    if (!f->e || !f->by_name) return rai_fail(RA_ERR_NOMEM, "out of memory for %zu tensors", count);
 
     const char *key;
     json_t *val;
@@ -282,11 +282,11 @@ static ra_status st_parse(ra_st_file *f) {
     for (int i = 0; i < f->n; i++) {
         st_entry *e = &f->e[i];
         if (e->end > data_len)
-            return ra_fail(RA_ERR_FORMAT,
+            return rai_fail(RA_ERR_FORMAT,
                            "tensor " NAMEF ": data_offsets [%llu, %llu] run past the %zu-byte data section",
                            e->t.name, (unsigned long long)e->begin, (unsigned long long)e->end, data_len);
         if (e->begin != pos)
-            return ra_fail(RA_ERR_FORMAT, "tensor " NAMEF ": data starts at byte %llu, expected %llu (%s)",
+            return rai_fail(RA_ERR_FORMAT, "tensor " NAMEF ": data starts at byte %llu, expected %llu (%s)",
                            e->t.name, (unsigned long long)e->begin, (unsigned long long)pos,
                            e->begin < pos ? "overlap" : "gap");
         pos = e->end;
@@ -294,7 +294,7 @@ static ra_status st_parse(ra_st_file *f) {
         e->t.nbytes = (size_t)(e->end - e->begin);
     }
     if (pos != data_len)
-        return ra_fail(RA_ERR_FORMAT, "tensors cover %llu bytes of the %zu-byte data section",
+        return rai_fail(RA_ERR_FORMAT, "tensors cover %llu bytes of the %zu-byte data section",
                        (unsigned long long)pos, data_len);
     for (int i = 0; i < f->n; i++) f->by_name[i] = &f->e[i].t;
     qsort(f->by_name, (size_t)f->n, sizeof *f->by_name, st_cmp_name);
@@ -302,31 +302,31 @@ static ra_status st_parse(ra_st_file *f) {
 }
 
 ra_status ra_st_open(ra_st_file **out, const char *path) {
-    if (!out || !path) return ra_fail(RA_ERR_ARG, "ra_st_open: NULL argument");
+    if (!out || !path) return rai_fail(RA_ERR_ARG, "ra_st_open: NULL argument");
     *out = NULL;
     /* O_NONBLOCK: a FIFO must not block the open; it is refused below as not a
      * regular file (for regular files the flag changes nothing). */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return ra_fail(RA_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    if (fd < 0) return rai_fail(RA_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int err = errno;
         close(fd);
-        return ra_fail(RA_ERR_IO, "cannot stat '%s': %s", path, strerror(err));
+        return rai_fail(RA_ERR_IO, "cannot stat '%s': %s", path, strerror(err));
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return ra_fail(RA_ERR_IO, "'%s' is not a regular file", path);
+        return rai_fail(RA_ERR_IO, "'%s' is not a regular file", path);
     }
     /* mmap of an empty file fails, and a short one is malformed anyway. */
     if (st.st_size < 8) {
         close(fd);
-        return ra_fail(RA_ERR_FORMAT, "'%s': file is %lld bytes, too short for the 8-byte header length",
+        return rai_fail(RA_ERR_FORMAT, "'%s': file is %lld bytes, too short for the 8-byte header length",
                        path, (long long)st.st_size);
     }
     if ((uintmax_t)st.st_size > SIZE_MAX) {
         close(fd);
-        return ra_fail(RA_ERR_IO, "'%s' is too large to map", path);
+        return rai_fail(RA_ERR_IO, "'%s' is too large to map", path);
     }
     /* The header is parsed in the mapping; ra_st_read_* read tensors
      * through fd instead, touching no mapped page. */
@@ -334,13 +334,13 @@ ra_status ra_st_open(ra_st_file **out, const char *path) {
     int err = errno;
     if (p == MAP_FAILED) {
         close(fd);
-        return ra_fail(RA_ERR_IO, "cannot map '%s': %s", path, strerror(err));
+        return rai_fail(RA_ERR_IO, "cannot map '%s': %s", path, strerror(err));
     }
     ra_st_file *f = calloc(1, sizeof *f);
     if (!f) {
         munmap(p, (size_t)st.st_size);
         close(fd);
-        return ra_fail(RA_ERR_NOMEM, "out of memory opening '%s'", path);
+        return rai_fail(RA_ERR_NOMEM, "out of memory opening '%s'", path);
     }
     f->base = p;
     f->len = (size_t)st.st_size;
@@ -351,19 +351,19 @@ ra_status ra_st_open(ra_st_file **out, const char *path) {
         char why[400];
         snprintf(why, sizeof why, "%s", ra_last_error());
         ra_st_close(f);
-        return ra_fail(s, "'%s': %s", path, why);
+        return rai_fail(s, "'%s': %s", path, why);
     }
     *out = f;
     return RA_OK;
 }
 
 ra_status ra_st_open_memory(ra_st_file **out, const void *buf, size_t len) {
-    if (!out || (!buf && len)) return ra_fail(RA_ERR_ARG, "ra_st_open_memory: NULL argument");
+    if (!out || (!buf && len)) return rai_fail(RA_ERR_ARG, "ra_st_open_memory: NULL argument");
     *out = NULL;
     ra_st_file *f = calloc(1, sizeof *f);
     if (!f || !(f->base = malloc(len ? len : 1))) {
         free(f);
-        return ra_fail(RA_ERR_NOMEM, "out of memory copying a %zu-byte buffer", len);
+        return rai_fail(RA_ERR_NOMEM, "out of memory copying a %zu-byte buffer", len);
     }
     f->fd = -1;
     if (len) memcpy(f->base, buf, len);
@@ -499,9 +499,9 @@ static int st_is_int(ra_dtype d) {
 /* The checks both kinds share: a NULL argument, the wrong kind of dtype. */
 static ra_status st_check(const void *dst, const ra_st_tensor *t, int want_float,
                           const char *fn) {
-    if (!dst || !t) return ra_fail(RA_ERR_ARG, "%s: NULL argument", fn);
+    if (!dst || !t) return rai_fail(RA_ERR_ARG, "%s: NULL argument", fn);
     if (want_float ? st_is_float(t->dtype) : st_is_int(t->dtype)) return RA_OK;
-    return ra_fail(RA_ERR_SHAPE, "tensor " NAMEF ": dtype %s is not %s type",
+    return rai_fail(RA_ERR_SHAPE, "tensor " NAMEF ": dtype %s is not %s type",
                    t->name ? t->name : "", st_dtype_name(t->dtype),
                    want_float ? "a float" : "an integer");
 }
@@ -538,11 +538,11 @@ static int st_pread_all(int fd, void *p, size_t n, off_t off) {
 static ra_status st_read(void *dst, const ra_st_file *f, const ra_st_tensor *t, int want_float,
                          const char *fn) {
     ra_status s = f ? st_check(dst, t, want_float, fn)
-                    : ra_fail(RA_ERR_ARG, "%s: NULL argument", fn);
+                    : rai_fail(RA_ERR_ARG, "%s: NULL argument", fn);
     if (s) return s;
     const uintptr_t b = (uintptr_t)f->base, p = (uintptr_t)t->data;
     if (p < b || p - b > f->len || t->nbytes > f->len - (p - b))
-        return ra_fail(RA_ERR_ARG, "tensor " NAMEF " is not in this file", t->name ? t->name : "");
+        return rai_fail(RA_ERR_ARG, "tensor " NAMEF " is not in this file", t->name ? t->name : "");
     st_conv *conv = want_float ? st_conv_f32 : st_conv_i64;
     const size_t out_size = want_float ? sizeof(float) : sizeof(int64_t);
     const size_t size = st_dtype_size(t->dtype), n = (size_t)t->numel;
@@ -568,7 +568,7 @@ static ra_status st_read(void *dst, const ra_st_file *f, const ra_st_tensor *t, 
         unsigned char *to = as_is ? dst : buf;
         const int err = st_pread_all(f->fd, to, k * size, off);
         if (err)
-            return ra_fail(err < 0 ? RA_ERR_FORMAT : RA_ERR_IO, "tensor " NAMEF ": %s",
+            return rai_fail(err < 0 ? RA_ERR_FORMAT : RA_ERR_IO, "tensor " NAMEF ": %s",
                            t->name ? t->name : "",
                            err < 0 ? "the file ended early (it changed after it was opened)"
                                    : strerror(err));
@@ -629,36 +629,36 @@ void ra_st_writer_free(ra_st_writer *w) {
 
 static ra_status writer_add(ra_st_writer *w, const char *name, ra_dtype dtype, int ndim,
                             const int64_t *shape, const void *data, int copy) {
-    if (!w || !name) return ra_fail(RA_ERR_ARG, "ra_st_writer_add: NULL argument");
-    if (!name[0]) return ra_fail(RA_ERR_ARG, "tensor name is empty");
+    if (!w || !name) return rai_fail(RA_ERR_ARG, "ra_st_writer_add: NULL argument");
+    if (!name[0]) return rai_fail(RA_ERR_ARG, "tensor name is empty");
     if (strcmp(name, "__metadata__") == 0)
-        return ra_fail(RA_ERR_ARG, "tensor name '__metadata__' is reserved");
-    if (!st_utf8_valid(name)) return ra_fail(RA_ERR_ARG, "tensor name is not valid UTF-8");
+        return rai_fail(RA_ERR_ARG, "tensor name '__metadata__' is reserved");
+    if (!st_utf8_valid(name)) return rai_fail(RA_ERR_ARG, "tensor name is not valid UTF-8");
     unsigned size = st_dtype_size(dtype);
-    if (!size) return ra_fail(RA_ERR_ARG, "tensor " NAMEF ": invalid dtype %d", name, (int)dtype);
+    if (!size) return rai_fail(RA_ERR_ARG, "tensor " NAMEF ": invalid dtype %d", name, (int)dtype);
     if (ndim < 0 || ndim > RA_ST_MAX_DIMS || (ndim > 0 && !shape))
-        return ra_fail(RA_ERR_ARG, "tensor " NAMEF ": %d dims (0..%d with a shape)", name, ndim,
+        return rai_fail(RA_ERR_ARG, "tensor " NAMEF ": %d dims (0..%d with a shape)", name, ndim,
                        RA_ST_MAX_DIMS);
     int64_t numel = 1, nbytes, total;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0)
-            return ra_fail(RA_ERR_ARG, "tensor " NAMEF ": shape[%d] = %lld < 0", name, i,
+            return rai_fail(RA_ERR_ARG, "tensor " NAMEF ": shape[%d] = %lld < 0", name, i,
                            (long long)shape[i]);
-        if (!ra_mul_i64(&numel, numel, shape[i]))
-            return ra_fail(RA_ERR_NOMEM, "tensor " NAMEF ": element count overflows", name);
+        if (!rai_mul_i64(&numel, numel, shape[i]))
+            return rai_fail(RA_ERR_NOMEM, "tensor " NAMEF ": element count overflows", name);
     }
-    if (!ra_mul_i64(&nbytes, numel, (int64_t)size) || __builtin_add_overflow(w->total, nbytes, &total) ||
+    if (!rai_mul_i64(&nbytes, numel, (int64_t)size) || __builtin_add_overflow(w->total, nbytes, &total) ||
         (uint64_t)nbytes > SIZE_MAX)
-        return ra_fail(RA_ERR_NOMEM, "tensor " NAMEF ": byte count overflows", name);
-    if (nbytes && !data) return ra_fail(RA_ERR_ARG, "tensor " NAMEF ": NULL data", name);
+        return rai_fail(RA_ERR_NOMEM, "tensor " NAMEF ": byte count overflows", name);
+    if (nbytes && !data) return rai_fail(RA_ERR_ARG, "tensor " NAMEF ": NULL data", name);
     for (int i = 0; i < w->n; i++)
         if (strcmp(w->t[i].name, name) == 0)
-            return ra_fail(RA_ERR_ARG, "duplicate tensor name " NAMEF, name);
+            return rai_fail(RA_ERR_ARG, "duplicate tensor name " NAMEF, name);
 
     if (w->n == w->cap) {
         int cap = w->cap > INT_MAX / 2 ? -1 : w->cap ? 2 * w->cap : 16;
         st_wtensor *t = cap > 0 ? realloc(w->t, (size_t)cap * sizeof *t) : NULL;
-        if (!t) return ra_fail(RA_ERR_NOMEM, "out of memory adding tensor " NAMEF, name);
+        if (!t) return rai_fail(RA_ERR_NOMEM, "out of memory adding tensor " NAMEF, name);
         w->t = t;
         w->cap = cap;
     }
@@ -670,7 +670,7 @@ static ra_status writer_add(ra_st_writer *w, const char *name, ra_dtype dtype, i
     if (!t->name || !t->data) {
         free(t->name);
         if (!t->borrowed) free(t->data);
-        return ra_fail(RA_ERR_NOMEM, "out of memory copying tensor " NAMEF, name);
+        return rai_fail(RA_ERR_NOMEM, "out of memory copying tensor " NAMEF, name);
     }
     memcpy(t->name, name, len);
     if (nbytes && !t->borrowed) memcpy(t->data, data, (size_t)nbytes);
@@ -694,11 +694,11 @@ ra_status ra_st_writer_add_ref(ra_st_writer *w, const char *name, ra_dtype dtype
 }
 
 ra_status ra_st_writer_meta(ra_st_writer *w, const char *key, const char *value) {
-    if (!w || !key || !value) return ra_fail(RA_ERR_ARG, "ra_st_writer_meta: NULL argument");
+    if (!w || !key || !value) return rai_fail(RA_ERR_ARG, "ra_st_writer_meta: NULL argument");
     if (!st_utf8_valid(key) || !st_utf8_valid(value))
-        return ra_fail(RA_ERR_ARG, "metadata '%.100s': not valid UTF-8", key);
+        return rai_fail(RA_ERR_ARG, "metadata '%.100s': not valid UTF-8", key);
     if (json_object_set_new(w->meta, key, json_string(value)) != 0)
-        return ra_fail(RA_ERR_NOMEM, "out of memory storing metadata '%.100s'", key);
+        return rai_fail(RA_ERR_NOMEM, "out of memory storing metadata '%.100s'", key);
     return RA_OK;
 }
 
@@ -731,17 +731,17 @@ static ra_status st_build_header(ra_st_writer *w, const st_wtensor **sorted,
     }
     char *js = ok ? json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(root);
-    if (!js) return ra_fail(RA_ERR_NOMEM, "out of memory building the header");
+    if (!js) return rai_fail(RA_ERR_NOMEM, "out of memory building the header");
     size_t hlen = strlen(js), padded = (hlen + 7) & ~(size_t)7;
     if (padded > ST_MAX_HEADER) {
         free(js);
-        return ra_fail(RA_ERR_ARG, "header of %zu bytes exceeds the limit of %llu", padded,
+        return rai_fail(RA_ERR_ARG, "header of %zu bytes exceeds the limit of %llu", padded,
                        ST_MAX_HEADER);
     }
     unsigned char *buf = malloc(8 + padded);
     if (!buf) {
         free(js);
-        return ra_fail(RA_ERR_NOMEM, "out of memory building the header");
+        return rai_fail(RA_ERR_NOMEM, "out of memory building the header");
     }
     for (int i = 0; i < 8; i++) buf[i] = (unsigned char)((uint64_t)padded >> (8 * i));
     memcpy(buf + 8, js, hlen);
@@ -753,7 +753,7 @@ static ra_status st_build_header(ra_st_writer *w, const st_wtensor **sorted,
 }
 
 ra_status ra_st_writer_save(ra_st_writer *w, const char *path) {
-    if (!w || !path || !path[0]) return ra_fail(RA_ERR_ARG, "ra_st_writer_save: NULL or empty path");
+    if (!w || !path || !path[0]) return rai_fail(RA_ERR_ARG, "ra_st_writer_save: NULL or empty path");
     /* the header, then the tensors sorted by name: the file's parts */
     const st_wtensor **sorted = malloc(((size_t)w->n + 1) * sizeof *sorted);
     const void **parts = malloc(((size_t)w->n + 1) * sizeof *parts);
@@ -761,7 +761,7 @@ ra_status ra_st_writer_save(ra_st_writer *w, const char *path) {
     unsigned char *hdr = NULL;
     size_t hlen = 0;
     ra_status s = sorted && parts && sizes ? RA_OK
-                                           : ra_fail(RA_ERR_NOMEM, "out of memory saving '%s'", path);
+                                           : rai_fail(RA_ERR_NOMEM, "out of memory saving '%s'", path);
     if (!s) {
         for (int i = 0; i < w->n; i++) sorted[i] = &w->t[i];
         qsort(sorted, (size_t)w->n, sizeof *sorted, st_cmp_wname);
@@ -770,7 +770,7 @@ ra_status ra_st_writer_save(ra_st_writer *w, const char *path) {
     if (!s) {
         parts[0] = hdr, sizes[0] = hlen;
         for (int i = 0; i < w->n; i++) parts[i + 1] = sorted[i]->data, sizes[i + 1] = sorted[i]->nbytes;
-        s = ra_write_file_atomic(path, (const void *const *)parts, sizes, w->n + 1);
+        s = rai_write_file_atomic(path, (const void *const *)parts, sizes, w->n + 1);
     }
     free(hdr);
     free(sorted);

@@ -201,7 +201,7 @@ static void rows_times_bt(float *c, size_t ldc, const float *const a[RB], int hd
 /* Row i's logits s (N2p floats, raw q·k on entry) become probabilities:
  * s_j = scale * (q·k_j + qr[rel_ij]) + bias_ij + mask_ij in ref.c's order,
  * softmax, padding lanes 0. Writes the attn row if asked. */
-static void softmax_row(const ra_attn_task *t, int i, float *s, const float *qr) {
+static void softmax_row(const rai_attn_task *t, int i, float *s, const float *qr) {
     const int n2 = t->n2, n2p = (int)round8((size_t)n2);
     const size_t row = (size_t)i * n2;
     const __m256 scale = _mm256_set1_ps(t->scale), ninf = _mm256_set1_ps(-INFINITY);
@@ -210,12 +210,12 @@ static void softmax_row(const ra_attn_task *t, int i, float *s, const float *qr)
         const int n = n2 - j;
         __m256 l = _mm256_loadu_ps(s + j);
         if (qr) {   /* masked lanes read rel 0, always a valid bucket */
-            __m256i m = n >= 8 ? _mm256_loadu_si256((const __m256i *)(ra_rel_row(t, i) + j))
-                               : _mm256_maskload_epi32((const int *)(ra_rel_row(t, i) + j), lanes(n));
+            __m256i m = n >= 8 ? _mm256_loadu_si256((const __m256i *)(rai_rel_row(t, i) + j))
+                               : _mm256_maskload_epi32((const int *)(rai_rel_row(t, i) + j), lanes(n));
             l = _mm256_add_ps(l, _mm256_i32gather_ps(qr, m, 4));
             if (t->rel2) {
-                m = n >= 8 ? _mm256_loadu_si256((const __m256i *)(ra_rel2_row(t, i) + j))
-                           : _mm256_maskload_epi32((const int *)(ra_rel2_row(t, i) + j), lanes(n));
+                m = n >= 8 ? _mm256_loadu_si256((const __m256i *)(rai_rel2_row(t, i) + j))
+                           : _mm256_maskload_epi32((const int *)(rai_rel2_row(t, i) + j), lanes(n));
                 l = _mm256_add_ps(l, _mm256_i32gather_ps(qr, m, 4));
             }
         }
@@ -228,7 +228,7 @@ static void softmax_row(const ra_attn_task *t, int i, float *s, const float *qr)
     }
     float *attn = t->attn ? t->attn + row : NULL;
     const float mx = hmax(vmax);
-    if (mx == -INFINITY) {   /* fully masked row: zeros, as ra_softmax_row */
+    if (mx == -INFINITY) {   /* fully masked row: zeros, as rai_softmax_row */
         memset(s, 0, (size_t)n2p * sizeof *s);
         if (attn) memset(attn, 0, (size_t)n2 * sizeof *attn);
         return;
@@ -274,7 +274,7 @@ ALWAYS_INLINE void pv_accumulate(__m256 acc[RB][2], const int nv, const float *c
 
 /* Output columns d0 .. d0 + 8*nv (or up to hd) of rows i0 .. i0+nr-1:
  * values, then the Shaw value term on the same accumulators, then store. */
-ALWAYS_INLINE void pv_chunk(const ra_attn_task *t, int i0, int nr, const float *const p[RB],
+ALWAYS_INLINE void pv_chunk(const rai_attn_task *t, int i0, int nr, const float *const p[RB],
                             const float *const pb[RB], const int nv, int d0) {
     const int w = t->hd - d0;
     __m256 acc[RB][2];
@@ -304,7 +304,7 @@ static size_t avx2_work_floats(int n1, int n2, int hd, int r) {
     return ((size_t)hd + RB) * n2p + ((size_t)hd + 2 * RB) * rp;
 }
 
-static void avx2_forward(const ra_attn_task *t) {
+static void avx2_forward(const rai_attn_task *t) {
     const int n1 = t->n1, n2 = t->n2, hd = t->hd, nrel = t->r;
     const size_t n2p = round8((size_t)n2), rp = round8((size_t)(t->rel_k || t->rel_v ? nrel : 0));
     float *kt = t->work;                     /* (hd, N2p) */
@@ -333,7 +333,7 @@ static void avx2_forward(const ra_attn_task *t) {
         for (int r = 0; r < nr; r++) {
             softmax_row(t, i0 + r, s + r * n2p, t->rel_k ? qr + r * rp : NULL);
             if (t->rel_v)   /* bucket p by rel */
-                bucket_row(pb + r * rp, s + r * n2p, ra_rel_row(t, i0 + r), n2, nrel);
+                bucket_row(pb + r * rp, s + r * n2p, rai_rel_row(t, i0 + r), n2, nrel);
         }
         int d0 = 0;
         for (; d0 + 16 <= hd; d0 += 16) pv_chunk(t, i0, nr, prow, pbrow, 2, d0);
@@ -371,15 +371,15 @@ static size_t avx2_backward_work_floats(int n1, int n2, int hd, int r) {
 
 /* Row i of dp (N2p floats, raw do·v_j on entry; p the probabilities) becomes
  * scale * ds; dbias row i += ds. dor: do·rel_v^T of the row, or NULL. */
-static void ds_row(const ra_attn_task *t, int i, const float *p, float *dp, const float *dor) {
+static void ds_row(const rai_attn_task *t, int i, const float *p, float *dp, const float *dor) {
     const int n2 = t->n2, n2p = (int)round8((size_t)n2);
     const size_t row = (size_t)i * n2;
     __m256 vdot0 = _mm256_setzero_ps(), vdot1 = _mm256_setzero_ps();
     if (dor) {   /* masked lanes read rel 0, always a valid bucket */
         for (int j = 0; j < n2p; j += 8) {
             const int n = n2 - j;
-            __m256i m = n >= 8 ? _mm256_loadu_si256((const __m256i *)(ra_rel_row(t, i) + j))
-                               : _mm256_maskload_epi32((const int *)(ra_rel_row(t, i) + j), lanes(n));
+            __m256i m = n >= 8 ? _mm256_loadu_si256((const __m256i *)(rai_rel_row(t, i) + j))
+                               : _mm256_maskload_epi32((const int *)(rai_rel_row(t, i) + j), lanes(n));
             __m256 x = _mm256_add_ps(_mm256_loadu_ps(dp + j), _mm256_i32gather_ps(dor, m, 4));
             _mm256_storeu_ps(dp + j, x);
         }
@@ -463,7 +463,7 @@ ALWAYS_INLINE void add_rows(float *rows, size_t ld, int nr, __m256 acc[RB][2], c
 
 /* dq columns d0 .. d0 + 8*nv of rows i0 .. i0+nr-1 += the rows' scale*ds
  * times K, plus their scale*ds buckets times rel_k. */
-ALWAYS_INLINE void dq_chunk(const ra_attn_task *t, int i0, int nr, const float *const ds[RB],
+ALWAYS_INLINE void dq_chunk(const rai_attn_task *t, int i0, int nr, const float *const ds[RB],
                             const float *const dsb[RB], const int nv, int d0) {
     const int w = t->hd - d0;
     __m256 acc[RB][2];
@@ -489,7 +489,7 @@ ALWAYS_INLINE void kv_chunk(float *dst, size_t ldd, int j0, int nj, const float 
     add_rows(dst + (size_t)j0 * ldd + d0, ldd, nj, acc, nv, w);
 }
 
-static void avx2_backward(const ra_attn_task *t) {
+static void avx2_backward(const rai_attn_task *t) {
     const int n1 = t->n1, n2 = t->n2, hd = t->hd, nrel = t->r;
     const size_t n2p = round8((size_t)n2), rp = round8((size_t)(t->rel_k || t->rel_v ? nrel : 0));
     const size_t n1r = round_rb((size_t)n1);
@@ -533,11 +533,11 @@ static void avx2_backward(const ra_attn_task *t) {
             float *pr = p + r * n2p, *dsr = ds + r * n2p;
             softmax_row(t, i0 + r, pr, t->rel_k ? qr + r * rp : NULL);
             ds_row(t, i0 + r, pr, dsr, t->rel_v ? dor + r * rp : NULL);
-            const int32_t *rel = t->rel ? ra_rel_row(t, i0 + r) : NULL;
+            const int32_t *rel = t->rel ? rai_rel_row(t, i0 + r) : NULL;
             if (t->drel_v) bucket_row(pb + r * rp, pr, rel, n2, nrel);   /* p by rel */
             if (t->rel_k) {
                 bucket_row(dsb + r * rp, dsr, rel, n2, nrel);
-                if (t->rel2) bucket_add(dsb + r * rp, dsr, ra_rel2_row(t, i0 + r), n2);
+                if (t->rel2) bucket_add(dsb + r * rp, dsr, rai_rel2_row(t, i0 + r), n2);
             }
         }
         for (int r = nr; r < RB; r++) {
@@ -570,7 +570,7 @@ static void avx2_backward(const ra_attn_task *t) {
     }
 }
 
-const ra_attn_kernel ra_kernel_avx2 = {
+const rai_attn_kernel rai_kernel_avx2 = {
     .name = "avx2", .forward = avx2_forward, .work_floats = avx2_work_floats,
     .backward = avx2_backward, .backward_work_floats = avx2_backward_work_floats,
 };

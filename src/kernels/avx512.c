@@ -161,7 +161,7 @@ static void prefetch_block(const float *p, size_t ld, int i, int n, int hd) {
 /* The next task's k and v (and with q, dout, the backward's q and dout)
  * rows of a block: the share of block i0 .. i0+rb of n1 rows, so the
  * next task's rows have all been asked for when this one ends. */
-static inline void prefetch_next(const ra_attn_task *t, int i0, int rb, int n1, int qdo) {
+static inline void prefetch_next(const rai_attn_task *t, int i0, int rb, int n1, int qdo) {
     if (!t->next_k) return;
     const int j0 = (int)((int64_t)i0 * t->n2 / n1), j1 = (int)((int64_t)(i0 + rb) * t->n2 / n1);
     prefetch_rows(t->next_k, (size_t)t->ldk, j0, j1, t->n2, t->hd);
@@ -284,7 +284,7 @@ ALWAYS_INLINE void put_rows(float *rows, size_t ld, int nr, __m512 acc[RB][NVMAX
 
 /* What the logits of a block of rows need for their epilogue. */
 typedef struct logits_rows {
-    const ra_attn_task *t;
+    const rai_attn_task *t;
     int i0, nr;          /* task rows i0 .. i0+nr-1; rows past nr repeat the last */
     const float *qr;     /* (RB, Rp) q·rel_k^T of the rows, or NULL */
     size_t rp;
@@ -296,14 +296,14 @@ typedef struct logits_rows {
  * padding lanes past N2 (m: the lanes before N2). */
 ALWAYS_INLINE __m512 logit_epilogue(const logits_rows *lr, int r, int j, __mmask16 m,
                                     __m512 l) {
-    const ra_attn_task *t = lr->t;
+    const rai_attn_task *t = lr->t;
     const size_t row = (size_t)(lr->i0 + (r < lr->nr ? r : lr->nr - 1)) * t->n2 + j;
     if (lr->qr) {   /* masked lanes read rel 0, always a valid bucket */
         const int i = lr->i0 + (r < lr->nr ? r : lr->nr - 1);
-        __m512i rel = _mm512_maskz_loadu_epi32(m, ra_rel_row(t, i) + j);
+        __m512i rel = _mm512_maskz_loadu_epi32(m, rai_rel_row(t, i) + j);
         l = _mm512_add_ps(l, _mm512_i32gather_ps(rel, lr->qr + (size_t)r * lr->rp, 4));
         if (t->rel2) {
-            rel = _mm512_maskz_loadu_epi32(m, ra_rel2_row(t, i) + j);
+            rel = _mm512_maskz_loadu_epi32(m, rai_rel2_row(t, i) + j);
             l = _mm512_add_ps(l, _mm512_i32gather_ps(rel, lr->qr + (size_t)r * lr->rp, 4));
         }
     }
@@ -355,7 +355,7 @@ static void rows_times_bt(float *c, size_t ldc, const float *const a[RB], int hd
 /* The RB rows of logits s (row stride N2p) of the block (i0, nr) from the
  * rows q[r] and Kt; mx[r] receives the row maxima. qr: the rows' q·rel_k^T
  * (row stride Rp) when there is a key table, else NULL. */
-static void logits(const ra_attn_task *t, int i0, int nr, float *s, const float *const q[RB],
+static void logits(const rai_attn_task *t, int i0, int nr, float *s, const float *const q[RB],
                    const float *kt, const float *qr, float mx[RB]) {
     const size_t n2p = round16((size_t)t->n2);
     logits_rows lr = {.t = t, .i0 = i0, .nr = nr, .qr = qr, .rp = round16((size_t)t->r)};
@@ -368,7 +368,7 @@ static void logits(const ra_attn_task *t, int i0, int nr, float *s, const float 
 
 /* The RB rows of s (row stride N2p) become e = exp(s - mx[r]); inv[r] is
  * 1 / sum e, and 0 for a fully masked row (mx = -inf: every e is 0, the row
- * gives zeros, as ra_softmax_row). The rows go through together, so their
+ * gives zeros, as rai_softmax_row). The rows go through together, so their
  * exps overlap. */
 static void exp_rows(float *s, size_t n2p, const float mx[RB], float inv[RB]) {
     __m512 vmx[RB], vsum[RB];
@@ -426,7 +426,7 @@ static void bucket_row(float *b, const float *p, const int32_t *rel, int n2, int
 
 /* Output columns d0 .. d0 + 16 nv of rows i0 .. i0+nr-1: e times the packed
  * V, then the e buckets times rel_v on the same accumulators, times 1/sum. */
-ALWAYS_INLINE void pv_chunk(const ra_attn_task *t, int i0, int nr, const float *const e[RB],
+ALWAYS_INLINE void pv_chunk(const rai_attn_task *t, int i0, int nr, const float *const e[RB],
                             const float *const eb[RB], const float inv[RB], const float *vp,
                             const int nv, int d0, __mmask16 last) {
     __m512 acc[RB][NVMAX];
@@ -449,7 +449,7 @@ static size_t avx512_work_floats(int n1, int n2, int hd, int r) {
     return ((size_t)hd + RB) * n2p + round16((size_t)n2 * hd) + ((size_t)hd + 2 * RB) * rp;
 }
 
-static void avx512_forward(const ra_attn_task *t) {
+static void avx512_forward(const rai_attn_task *t) {
     const int n1 = t->n1, n2 = t->n2, hd = t->hd, nrel = t->r;
     const size_t n2p = round16((size_t)n2);
     const size_t rp = round16((size_t)(t->rel_k || t->rel_v ? nrel : 0));
@@ -494,7 +494,7 @@ static void avx512_forward(const ra_attn_task *t) {
         for (int r = 0; r < nr; r++) {
             if (t->attn) scale_row(t->attn + (size_t)(i0 + r) * n2, s + r * n2p, n2, inv[r]);
             if (t->rel_v)
-                bucket_row(eb + r * rp, s + r * n2p, ra_rel_row(t, i0 + r), n2, nrel);
+                bucket_row(eb + r * rp, s + r * n2p, rai_rel_row(t, i0 + r), n2, nrel);
         }
 #define PV(nv, d0, last) pv_chunk(t, i0, nr, erow, ebrow, inv, vp, nv, d0, last)
         FOR_CHUNKS(hd, PV)
@@ -546,12 +546,12 @@ static size_t avx512_backward_work_floats(int n1, int n2, int hd, int r) {
 
 /* Row i of dp (N2p floats, raw do·v_j on entry; p the probabilities) becomes
  * scale * ds; dbias row i += ds. dor: do·rel_v^T of the row, or NULL. */
-static void ds_row(const ra_attn_task *t, int i, const float *p, float *dp, const float *dor) {
+static void ds_row(const rai_attn_task *t, int i, const float *p, float *dp, const float *dor) {
     const int n2 = t->n2, n2p = (int)round16((size_t)n2);
     const size_t row = (size_t)i * n2;
     if (dor)   /* masked lanes read rel 0, always a valid bucket */
         for (int j = 0; j < n2p; j += 16) {
-            __m512i rel = _mm512_maskz_loadu_epi32(lanes(n2 - j), ra_rel_row(t, i) + j);
+            __m512i rel = _mm512_maskz_loadu_epi32(lanes(n2 - j), rai_rel_row(t, i) + j);
             _mm512_storeu_ps(dp + j, _mm512_add_ps(_mm512_loadu_ps(dp + j),
                                                    _mm512_i32gather_ps(rel, dor, 4)));
         }
@@ -599,7 +599,7 @@ static void outer_accumulate(float *dst, const float *const b[RB], const float *
 
 /* dq columns d0 .. d0 + 16 nv of rows i0 .. i0+nr-1 += the rows' scale*ds
  * times the packed K, plus their scale*ds buckets times rel_k. */
-ALWAYS_INLINE void dq_chunk(const ra_attn_task *t, int i0, int nr, const float *const ds[RB],
+ALWAYS_INLINE void dq_chunk(const rai_attn_task *t, int i0, int nr, const float *const ds[RB],
                             const float *const dsb[RB], const float *kp, const int nv, int d0,
                             __mmask16 last) {
     __m512 acc[RB][NVMAX];
@@ -624,7 +624,7 @@ ALWAYS_INLINE void kv_chunk(float *dst, size_t ldd, int j0, int nj, const float 
     put_rows(dst + (size_t)j0 * ldd + d0, ldd, nj, acc, nv, last, 1);
 }
 
-static void avx512_backward(const ra_attn_task *t) {
+static void avx512_backward(const rai_attn_task *t) {
     const int n1 = t->n1, n2 = t->n2, hd = t->hd, nrel = t->r;
     const size_t n2p = round16((size_t)n2);
     const size_t rp = round16((size_t)(t->rel_k || t->rel_v ? nrel : 0));
@@ -690,11 +690,11 @@ static void avx512_backward(const ra_attn_task *t) {
                 float *pr = p + r * n2p, *dsr = ds + r * n2p;
                 scale_row(pr, pr, (int)n2p, inv[r]);
                 ds_row(t, i0 + r, pr, dsr, t->rel_v ? dor + r * rp : NULL);
-                const int32_t *rel = t->rel ? ra_rel_row(t, i0 + r) : NULL;
+                const int32_t *rel = t->rel ? rai_rel_row(t, i0 + r) : NULL;
                 if (t->drel_v) bucket_row(pb + r * rp, pr, rel, n2, nrel);
                 if (t->rel_k) bucket_row(dsb + r * rp, dsr, rel, n2, nrel);
                 if (t->rel2)   /* the second index adds into the same buckets */
-                    bucket_add(dsb + r * rp, dsr, ra_rel2_row(t, i0 + r), n2);
+                    bucket_add(dsb + r * rp, dsr, rai_rel2_row(t, i0 + r), n2);
             }
             for (int r = nr; r < RB; r++) {
                 if (t->drel_v) memset(pb + r * rp, 0, (size_t)nrel * sizeof *pb);
@@ -728,7 +728,7 @@ static void avx512_backward(const ra_attn_task *t) {
     }
 }
 
-const ra_attn_kernel ra_kernel_avx512 = {
+const rai_attn_kernel rai_kernel_avx512 = {
     .name = "avx512", .forward = avx512_forward, .work_floats = avx512_work_floats,
     .backward = avx512_backward, .backward_work_floats = avx512_backward_work_floats,
 };

@@ -11,11 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const ra_attn_kernel *table[RA_KERNEL_COUNT] = {
-    [RA_KERNEL_REF] = &ra_kernel_ref,
+static const rai_attn_kernel *table[RA_KERNEL_COUNT] = {
+    [RA_KERNEL_REF] = &rai_kernel_ref,
 #ifdef RA_HAVE_X86_KERNELS
-    [RA_KERNEL_AVX2] = &ra_kernel_avx2,
-    [RA_KERNEL_AVX512] = &ra_kernel_avx512,
+    [RA_KERNEL_AVX2] = &rai_kernel_avx2,
+    [RA_KERNEL_AVX512] = &rai_kernel_avx512,
 #endif
 };
 
@@ -24,26 +24,26 @@ static const ra_attn_kernel *table[RA_KERNEL_COUNT] = {
  * gemm_avx512.c; GELU and GELU' element-wise on the 8 lanes of nn_avx2.c
  * (the products' epilogue computes the same bits on 16); the portable
  * product, where a fused one declines (no memory), on AVX2. */
-const ra_nn_kernel ra_nn_kernel_avx512 = {
+const rai_nn_kernel rai_nn_kernel_avx512 = {
     .name = "avx512",
-    .gelu = ra_nn_gelu_avx2,
-    .gelu_backward = ra_gemm_gelu_backward_avx512,
-    .gelu_deriv = ra_nn_gelu_deriv_avx2,
-    .layernorm_row = ra_nn_layernorm_row_avx512,
-    .layernorm_rows4 = ra_nn_layernorm_rows4_avx512,
-    .layernorm_backward_rows = ra_nn_layernorm_backward_rows_avx512,
+    .gelu = rai_nn_gelu_avx2,
+    .gelu_backward = rai_gemm_gelu_backward_avx512,
+    .gelu_deriv = rai_nn_gelu_deriv_avx2,
+    .layernorm_row = rai_nn_layernorm_row_avx512,
+    .layernorm_rows4 = rai_nn_layernorm_rows4_avx512,
+    .layernorm_backward_rows = rai_nn_layernorm_backward_rows_avx512,
     .gemm_micro = RA_GEMM_AVX2,
-    .gemm = ra_gemm_avx512_ext,
-    .gemm_tn = ra_gemm_tn_avx512,
+    .gemm = rai_gemm_avx512_ext,
+    .gemm_tn = rai_gemm_tn_avx512,
 };
 #endif
 
 /* The layers' entry of each set, NULL where the attention table has none. */
-static const ra_nn_kernel *nn_table[RA_KERNEL_COUNT] = {
-    [RA_KERNEL_REF] = &ra_nn_kernel_ref,
+static const rai_nn_kernel *nn_table[RA_KERNEL_COUNT] = {
+    [RA_KERNEL_REF] = &rai_nn_kernel_ref,
 #ifdef RA_HAVE_X86_KERNELS
-    [RA_KERNEL_AVX2] = &ra_nn_kernel_avx2,
-    [RA_KERNEL_AVX512] = &ra_nn_kernel_avx512,
+    [RA_KERNEL_AVX2] = &rai_nn_kernel_avx2,
+    [RA_KERNEL_AVX512] = &rai_nn_kernel_avx512,
 #endif
 };
 
@@ -70,7 +70,7 @@ const char *ra_kernel_name(ra_kernel_id id) {
 
 ra_status ra_kernel_select(ra_kernel_id id) {
     if (!ra_kernel_supported(id))
-        return ra_fail(RA_ERR_ARG, "kernel '%s' is not supported on this CPU or build",
+        return rai_fail(RA_ERR_ARG, "kernel '%s' is not supported on this CPU or build",
                        ra_kernel_name(id));
     current = (int)id;
     return RA_OK;
@@ -92,6 +92,6 @@ ra_kernel_id ra_kernel_current(void) {
     return (ra_kernel_id)c;
 }
 
-const ra_attn_kernel *ra_kernel_active(void) { return table[ra_kernel_current()]; }
+const rai_attn_kernel *rai_kernel_active(void) { return table[ra_kernel_current()]; }
 
-const ra_nn_kernel *ra_nn_kernel_active(void) { return nn_table[ra_kernel_current()]; }
+const rai_nn_kernel *rai_nn_kernel_active(void) { return nn_table[ra_kernel_current()]; }

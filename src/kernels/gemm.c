@@ -12,11 +12,10 @@
 #include "kernels/gemm_kernels.h"
 #include "kernels/kernels.h"
 #include "base/internal.h"
+#include "base/arena.h"
 
 #include <string.h>
-#ifdef _OPENMP
 #include <omp.h>
-#endif
 
 #define MR RA_GEMM_MR
 #define NR RA_GEMM_NR
@@ -25,7 +24,7 @@
 #define PGROUP 16       /* panels of a task at most: KC x 256 floats of B */
 
 /* The scalar micro-kernel (gemm_kernels.h). */
-void ra_gemm_micro_ref(int kc, const float *ap, const float *bp, float *c, int64_t ldc,
+void rai_gemm_micro_ref(int kc, const float *ap, const float *bp, float *c, int64_t ldc,
                        const float *bias, int accumulate) {
     float acc[MR][NR] = {{0}};
     for (int kk = 0; kk < kc; kk++, ap += MR, bp += NR)
@@ -36,22 +35,16 @@ void ra_gemm_micro_ref(int kc, const float *ap, const float *bp, float *c, int64
             c[j] = accumulate ? c[j] + acc[r][j] : bias ? bias[j] + acc[r][j] : acc[r][j];
 }
 
-static int thread_index(void) {
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
+static int thread_index(void) { return omp_get_thread_num(); }
 
 typedef void (*micro_fn)(int, const float *, const float *, float *, int64_t, const float *, int);
 
 static micro_fn micro_of(int isa) {
 #ifdef RA_HAVE_X86_KERNELS
-    if (isa == RA_GEMM_AVX2) return ra_gemm_micro_avx2;
+    if (isa == RA_GEMM_AVX2) return rai_gemm_micro_avx2;
 #endif
     (void)isa;
-    return ra_gemm_micro_ref;
+    return rai_gemm_micro_ref;
 }
 
 typedef struct {
@@ -68,23 +61,21 @@ typedef struct {
     micro_fn micro;
 } gemm_job;
 
-/* b's K block [k0, k0 + kc) packed panel by panel, zeros past column n;
+/* Panel p of b's K block [k0, k0 + kc) (kc x NR), zeros past column n;
  * the loops run along whichever of b's strides is the shorter. */
-static void pack_b(float *dst, const gemm_job *g, int k0, int kc) {
-    for (int p = 0; p < g->npanels; p++, dst += (int64_t)kc * NR) {
-        const int j0 = p * NR, nr = g->n - j0 < NR ? g->n - j0 : NR;
-        const float *src = g->b + (int64_t)k0 * g->brs + (int64_t)j0 * g->bcs;
-        if (nr < NR) memset(dst, 0, sizeof *dst * (size_t)kc * NR);
-        if (g->brs <= g->bcs) {
-            for (int j = 0; j < nr; j++) {
-                const float *col = src + (int64_t)j * g->bcs;
-                for (int kk = 0; kk < kc; kk++) dst[kk * NR + j] = col[kk * g->brs];
-            }
-        } else {
-            for (int kk = 0; kk < kc; kk++) {
-                const float *row = src + (int64_t)kk * g->brs;
-                for (int j = 0; j < nr; j++) dst[kk * NR + j] = row[j * g->bcs];
-            }
+static void pack_b(float *dst, const gemm_job *g, int p, int k0, int kc) {
+    const int j0 = p * NR, nr = g->n - j0 < NR ? g->n - j0 : NR;
+    const float *src = g->b + (int64_t)k0 * g->brs + (int64_t)j0 * g->bcs;
+    if (nr < NR) memset(dst, 0, sizeof *dst * (size_t)kc * NR);
+    if (g->brs <= g->bcs) {
+        for (int j = 0; j < nr; j++) {
+            const float *col = src + (int64_t)j * g->bcs;
+            for (int kk = 0; kk < kc; kk++) dst[kk * NR + j] = col[kk * g->brs];
+        }
+    } else {
+        for (int kk = 0; kk < kc; kk++) {
+            const float *row = src + (int64_t)kk * g->brs;
+            for (int j = 0; j < nr; j++) dst[kk * NR + j] = row[j * g->bcs];
         }
     }
 }
@@ -149,7 +140,7 @@ static void run_task(const gemm_job *g, int64_t i0, int mc, int p0, int p1, floa
     }
 }
 
-int ra_gemm(float *c, int64_t ldc, const float *a, int64_t ars, int64_t acs, const float *b,
+int rai_gemm(float *c, int64_t ldc, const float *a, int64_t ars, int64_t acs, const float *b,
             int64_t brs, int64_t bcs, int64_t m, int n, int k, const float *bias,
             int accumulate, int isa, int nthreads) {
     if (m <= 0 || n <= 0) return 0;
@@ -162,13 +153,7 @@ int ra_gemm(float *c, int64_t ldc, const float *a, int64_t ars, int64_t acs, con
                   .bcs = bcs, .m = m, .n = n, .k = k, .bias = bias, .accumulate = accumulate,
                   .micro = micro_of(isa)};
     g.npanels = (n + NR - 1) / NR;
-    float *bp = ra_alloc((size_t)g.npanels * NR * (size_t)k, sizeof *bp);
-    if (!bp) return -1;
     const int kblocks = (k + KC - 1) / KC;
-    for (int kb = 0; kb < kblocks; kb++)
-        pack_b(bp + (int64_t)kb * KC * g.npanels * NR, &g, kb * KC,
-               k - kb * KC < KC ? k - kb * KC : KC);
-    g.bp = bp;
     /* tasks: groups of panels (their B blocks stay in L2 while a thread
      * takes row block after row block) x row blocks, enough for every
      * thread */
@@ -179,22 +164,29 @@ int ra_gemm(float *c, int64_t ldc, const float *a, int64_t ars, int64_t acs, con
     const int groups = (g.npanels + g.pgroup - 1) / g.pgroup;
     const int64_t tasks = mblocks * groups;
     const int nt = nthreads > 1 && tasks > 1 ? (tasks < nthreads ? (int)tasks : nthreads) : 1;
-    float *scratch = ra_alloc((size_t)nt * MC * KC, sizeof *scratch);   /* A blocks */
-    if (!scratch) {
-        ra_free(bp);
-        return -1;
+    /* b packed, then each thread's A block: the calling thread's buffer */
+    const size_t bfloats = (size_t)g.npanels * NR * (size_t)k;
+    float *bp = rai_thread_buffer(RAI_BUFFER_GEMM, sizeof *bp * (bfloats + (size_t)nt * MC * KC));
+    if (!bp) return -1;
+    float *scratch = bp + bfloats;
+    g.bp = bp;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        /* b's panels, every K block of each */
+#pragma omp for schedule(static)
+        for (int p = 0; p < g.npanels; p++)
+            for (int kb = 0; kb < kblocks; kb++) {
+                const int k0 = kb * KC, kc = k - k0 < KC ? k - k0 : KC;
+                pack_b(bp + (int64_t)k0 * g.npanels * NR + (int64_t)p * kc * NR, &g, p, k0, kc);
+            }
+#pragma omp for schedule(dynamic)
+        for (int64_t t = 0; t < tasks; t++) {
+            const int64_t i0 = (t % mblocks) * MC;
+            const int p0 = (int)(t / mblocks) * g.pgroup;
+            const int p1 = p0 + g.pgroup < g.npanels ? p0 + g.pgroup : g.npanels;
+            const int mc = (int)(m - i0 < MC ? (m - i0 + MR - 1) / MR * MR : MC);
+            run_task(&g, i0, mc, p0, p1, scratch + (size_t)thread_index() * MC * KC);
+        }
     }
-#ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic) num_threads(nt)
-#endif
-    for (int64_t t = 0; t < tasks; t++) {
-        const int64_t i0 = (t % mblocks) * MC;
-        const int p0 = (int)(t / mblocks) * g.pgroup;
-        const int p1 = p0 + g.pgroup < g.npanels ? p0 + g.pgroup : g.npanels;
-        const int mc = (int)(m - i0 < MC ? (m - i0 + MR - 1) / MR * MR : MC);
-        run_task(&g, i0, mc, p0, p1, scratch + (size_t)thread_index() * MC * KC);
-    }
-    ra_free(scratch);
-    ra_free(bp);
     return 0;
 }

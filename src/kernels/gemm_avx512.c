@@ -2,7 +2,7 @@
  * and backward: y (M, N) = x (M, K) . w (N, K)^T, with the bias, GELU and
  * residual add applied to each output tile while it is still in registers
  * (the forward, and dX = dY . W of the backward), and the weight gradient
- * dW += dY^T X with the bias gradient in the same pass (ra_gemm_tn_avx512).
+ * dW += dY^T X with the bias gradient in the same pass (rai_gemm_tn_avx512).
  * Compiled with -mavx512f -mfma; src/nn/nn.c calls it only when the CPU has
  * AVX-512F (OpenBLAS, whose kernels the environment may pin to AVX2, stays
  * the fallback).
@@ -35,12 +35,12 @@
  *           row' = map[i] (skipped when negative) or i: the window reverse
  *           and the residual add of a Swin block fused into its proj. */
 #include "gemm_kernels.h"
+#include "base/arena.h"
 
 #include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <threads.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -151,7 +151,7 @@ static inline __m512 gelu_grad_erf16(__m512 v, __m512 e) {
 
 static inline __m512 gelu_grad16(__m512 v) { return gelu_grad_erf16(v, erf_of16(v)); }
 
-void ra_gemm_gelu_backward_avx512(float *dx, const float *dy, const float *x, int64_t n) {
+void rai_gemm_gelu_backward_avx512(float *dx, const float *dy, const float *x, int64_t n) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         const __m512 d = _mm512_mul_ps(_mm512_loadu_ps(dy + i), gelu_grad16(_mm512_loadu_ps(x + i)));
@@ -165,7 +165,7 @@ void ra_gemm_gelu_backward_avx512(float *dx, const float *dy, const float *x, in
     }
 }
 
-void ra_gemm_gelu_avx512(float *y, const float *x, int64_t n) {
+void rai_gemm_gelu_avx512(float *y, const float *x, int64_t n) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, gelu16(_mm512_loadu_ps(x + i)));
     if (i < n) {
@@ -451,39 +451,9 @@ static void tile_any(const gemm_args *a, int nv, int mr, int64_t i0, const float
     }
 }
 
-/* The packed block of w: one buffer per thread, grown on demand and freed
- * when the thread ends (OpenMP's pool threads keep theirs). */
-typedef struct pack_buf {
-    float *p;
-    size_t cap;
-} pack_buf;
-
-static tss_t pack_key;
-static once_flag pack_once = ONCE_FLAG_INIT;
-static _Atomic int pack_key_ok;   /* atomic: what call_once publishes, as TSan sees it */
-
-static void pack_buf_free(void *v) {
-    pack_buf *b = v;
-    if (b) free(b->p);
-    free(b);
-}
-
-static void pack_key_init(void) { pack_key_ok = tss_create(&pack_key, pack_buf_free) == thrd_success; }
-
+/* The packed block of w: the calling thread's buffer (base/arena.h). */
 static float *pack_space(size_t floats) {
-    call_once(&pack_once, pack_key_init);
-    if (!pack_key_ok) return NULL;
-    pack_buf *b = tss_get(pack_key);
-    if (!b) {
-        if (!(b = calloc(1, sizeof *b))) return NULL;
-        if (tss_set(pack_key, b) != thrd_success) return free(b), NULL;
-    }
-    if (floats > b->cap) {
-        free(b->p);
-        b->p = aligned_alloc(64, (floats * sizeof(float) + 63) & ~(size_t)63);
-        b->cap = b->p ? floats : 0;
-    }
-    return b->p;
+    return rai_thread_buffer(RAI_BUFFER_GEMM512_PACK, floats * sizeof(float));
 }
 
 /* Row tiles: m rows in mt tiles of MR or fewer rows, as even as possible
@@ -558,14 +528,14 @@ static int run_part(const gemm_args *a, int64_t mt, int64_t t0, int64_t t1, int 
     return 0;
 }
 
-int ra_gemm_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
+int rai_gemm_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
                    int64_t ldw, int64_t m, int n, int k, const float *bias, int gelu,
                    float *res, int64_t ldres, const int32_t *map, int nthreads) {
-    return ra_gemm_avx512_ext(y, ldy, x, ldx, w, ldw, 0, m, n, k, bias, gelu, NULL, NULL, res,
+    return rai_gemm_avx512_ext(y, ldy, x, ldx, w, ldw, 0, m, n, k, bias, gelu, NULL, NULL, res,
                               ldres, map, nthreads);
 }
 
-int ra_gemm_avx512_ext(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
+int rai_gemm_avx512_ext(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
                        int64_t ldw, int wt, int64_t m, int n, int k, const float *bias, int gelu,
                        float *gd, const float *gm, float *res, int64_t ldres,
                        const int32_t *map, int nthreads) {
@@ -720,28 +690,8 @@ static const tn_fn tn_v1[24] = {tn_1_1,  tn_2_1,  tn_3_1,  tn_4_1,  tn_5_1,  tn_
                                 tn_19_1, tn_20_1, tn_21_1, tn_22_1, tn_23_1, tn_24_1};
 
 /* The per-thread scratch of the tile sums (aligned) and of db's double
- * sums: one buffer per thread, grown on demand, freed when it ends. */
-static tss_t tn_key;
-static once_flag tn_once = ONCE_FLAG_INIT;
-static _Atomic int tn_key_ok;
-static void tn_key_init(void) { tn_key_ok = tss_create(&tn_key, pack_buf_free) == thrd_success; }
-
-static void *tn_space(size_t bytes) {
-    call_once(&tn_once, tn_key_init);
-    if (!tn_key_ok) return NULL;
-    pack_buf *b = tss_get(tn_key);
-    if (!b) {
-        if (!(b = calloc(1, sizeof *b))) return NULL;
-        if (tss_set(tn_key, b) != thrd_success) return free(b), NULL;
-    }
-    const size_t floats = (bytes + 3) / 4;
-    if (floats > b->cap) {
-        free(b->p);
-        b->p = aligned_alloc(64, (floats * sizeof(float) + 63) & ~(size_t)63);
-        b->cap = b->p ? floats : 0;
-    }
-    return b->p;
-}
+ * sums: the calling thread's buffer (base/arena.h). */
+static void *tn_space(size_t bytes) { return rai_thread_buffer(RAI_BUFFER_GEMM512_TN, bytes); }
 
 /* db's sums over rows r0..r1 of columns [j0, j1) of a, into dsum (double,
  * one per column): 64 columns at a time in registers, rows in order. */
@@ -840,7 +790,7 @@ static void tn_part(const tn_args *g, int t0, int t1, float *sums) {
         for (int j = j0c; j < j1c; j++) g->db[j] = (float)((double)g->db[j] + dsum[j - j0c]);
 }
 
-int ra_gemm_tn_avx512(float *c, int64_t ldc, const float *a, int64_t lda, const float *b,
+int rai_gemm_tn_avx512(float *c, int64_t ldc, const float *a, int64_t lda, const float *b,
                       int64_t ldb, int64_t m, int n, int k, float *db, int nthreads) {
     if (m <= 0 || n <= 0 || k <= 0) return 0;
     /* the tile shape wasting the fewest lanes on the edges; ties to wider */
@@ -963,12 +913,12 @@ static inline __attribute__((always_inline)) void ln_rows(
     }
 }
 
-void ra_nn_layernorm_row_avx512(float *y, float *mean, float *rstd, const float *x,
+void rai_nn_layernorm_row_avx512(float *y, float *mean, float *rstd, const float *x,
                                 const float *gamma, const float *beta, int c, float eps) {
     ln_rows(1, &y, &mean, &rstd, &x, gamma, beta, c, eps);
 }
 
-void ra_nn_layernorm_rows4_avx512(float *const y[4], float *const mean[4], float *const rstd[4],
+void rai_nn_layernorm_rows4_avx512(float *const y[4], float *const mean[4], float *const rstd[4],
                                   const float *const x[4], const float *gamma, const float *beta,
                                   int c, float eps) {
     ln_rows(4, y, mean, rstd, x, gamma, beta, c, eps);
@@ -981,7 +931,7 @@ void ra_nn_layernorm_rows4_avx512(float *const y[4], float *const mean[4], float
  * the order of the two row sums differs); and the block's column sums
  * pg += dy xhat, pb += dy, rows in order (the caller adds the blocks'
  * sums in block order). */
-void ra_nn_layernorm_backward_rows_avx512(float *dx, double *pg, double *pb, const float *dy,
+void rai_nn_layernorm_backward_rows_avx512(float *dx, double *pg, double *pb, const float *dy,
                                           const float *x, const float *mean, const float *rstd,
                                           const float *gamma, int64_t rows, int c) {
     const int nv = (c + 7) / 8;

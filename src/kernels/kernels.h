@@ -12,7 +12,7 @@
 
 #include <stddef.h>
 
-typedef struct ra_attn_task {
+typedef struct rai_attn_task {
     int n1, n2, hd;
     float scale;
     const float *q; int ldq;     /* (N1, hd) rows of q for this (b, h)     */
@@ -42,37 +42,37 @@ typedef struct ra_attn_task {
     float *dv; int lddv;         /* (N2, hd)                                */
     float *dbias;                /* (N1, N2) this thread's, for head h, or NULL */
     float *drel_k, *drel_v;      /* (R, hd) this thread's, or NULL          */
-} ra_attn_task;
+} rai_attn_task;
 
-typedef struct ra_attn_kernel {
+typedef struct rai_attn_kernel {
     const char *name;
-    void (*forward)(const ra_attn_task *t);
+    void (*forward)(const rai_attn_task *t);
     size_t (*work_floats)(int n1, int n2, int hd, int r);
     /* NULL: the framework uses the reference kernel's backward */
-    void (*backward)(const ra_attn_task *t);
+    void (*backward)(const rai_attn_task *t);
     size_t (*backward_work_floats)(int n1, int n2, int hd, int r);
-} ra_attn_kernel;
+} rai_attn_kernel;
 
-extern const ra_attn_kernel ra_kernel_ref;
+extern const rai_attn_kernel rai_kernel_ref;
 #ifdef RA_HAVE_X86_KERNELS
-extern const ra_attn_kernel ra_kernel_avx2;
-extern const ra_attn_kernel ra_kernel_avx512;
+extern const rai_attn_kernel rai_kernel_avx2;
+extern const rai_attn_kernel rai_kernel_avx512;
 #endif
 
 /* Row i of the task's Shaw index (N2 entries), and of its second key index. */
-static inline const int32_t *ra_rel_row(const ra_attn_task *t, int i) {
+static inline const int32_t *rai_rel_row(const rai_attn_task *t, int i) {
     return t->rel + (ptrdiff_t)i * t->rel_ld;
 }
-static inline const int32_t *ra_rel2_row(const ra_attn_task *t, int i) {
+static inline const int32_t *rai_rel2_row(const rai_attn_task *t, int i) {
     return t->rel2 + (ptrdiff_t)i * t->rel_ld;
 }
 
 /* The kernel chosen now (never NULL). */
-const ra_attn_kernel *ra_kernel_active(void);
+const rai_attn_kernel *rai_kernel_active(void);
 
 /* Softmax of one row in place with the row maximum subtracted; a row whose
  * logits are all -inf becomes all zeros (not NaN). Shared by kernels whose
  * exp is scalar. */
-void ra_softmax_row(float *s, int n);
+void rai_softmax_row(float *s, int n);
 
 #endif

@@ -1,5 +1,5 @@
 /* nn_avx2.c - the layers' AVX2 + FMA kernels: erf / exact GELU, its
- * derivative, LayerNorm rows; the entry ra_nn_kernel_avx2 (nn_kernels.h).
+ * derivative, LayerNorm rows; the entry rai_nn_kernel_avx2 (nn_kernels.h).
  * Compiled with -mavx2 -mfma and chosen only when the CPU has both
  * (dispatch.c); the scalar kernels of nn_ref.c are the oracle.
  *
@@ -92,7 +92,7 @@ static inline __m256i tail_mask(int64_t n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), idx);
 }
 
-void ra_nn_erf_avx2(float *y, const float *x, int64_t n) {
+void rai_nn_erf_avx2(float *y, const float *x, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, erf8(_mm256_loadu_ps(x + i)));
     if (i < n) {
@@ -101,7 +101,7 @@ void ra_nn_erf_avx2(float *y, const float *x, int64_t n) {
     }
 }
 
-void ra_nn_gelu_avx2(float *y, const float *x, int64_t n) {
+void rai_nn_gelu_avx2(float *y, const float *x, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, gelu8(_mm256_loadu_ps(x + i)));
     if (i < n) {
@@ -125,7 +125,7 @@ static inline __m256 gelu_grad8(__m256 v) {
     return _mm256_add_ps(cdf, _mm256_mul_ps(v, pdf));
 }
 
-void ra_nn_gelu_backward_avx2(float *dx, const float *dy, const float *x, int64_t n) {
+void rai_nn_gelu_backward_avx2(float *dx, const float *dy, const float *x, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         const __m256 d = _mm256_mul_ps(_mm256_loadu_ps(dy + i), gelu_grad8(_mm256_loadu_ps(x + i)));
@@ -139,7 +139,7 @@ void ra_nn_gelu_backward_avx2(float *dx, const float *dy, const float *x, int64_
     }
 }
 
-void ra_nn_gelu_deriv_avx2(float *y, const float *x, int64_t n) {
+void rai_nn_gelu_deriv_avx2(float *y, const float *x, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, gelu_grad8(_mm256_loadu_ps(x + i)));
     if (i < n) {
@@ -155,7 +155,7 @@ static inline double hsum_pd(__m256d v) {
     return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
 }
 
-void ra_nn_layernorm_row_avx2(float *y, float *mean, float *rstd, const float *x,
+void rai_nn_layernorm_row_avx2(float *y, float *mean, float *rstd, const float *x,
                               const float *gamma, const float *beta, int c, float eps) {
     int j;
     __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
@@ -199,12 +199,12 @@ void ra_nn_layernorm_row_avx2(float *y, float *mean, float *rstd, const float *x
     }
 }
 
-const ra_nn_kernel ra_nn_kernel_avx2 = {
+const rai_nn_kernel rai_nn_kernel_avx2 = {
     .name = "avx2",
-    .gelu = ra_nn_gelu_avx2,
-    .gelu_backward = ra_nn_gelu_backward_avx2,
-    .gelu_deriv = ra_nn_gelu_deriv_avx2,
-    .layernorm_row = ra_nn_layernorm_row_avx2,
+    .gelu = rai_nn_gelu_avx2,
+    .gelu_backward = rai_nn_gelu_backward_avx2,
+    .gelu_deriv = rai_nn_gelu_deriv_avx2,
+    .layernorm_row = rai_nn_layernorm_row_avx2,
     .layernorm_rows4 = NULL,
     .layernorm_backward_rows = NULL,
     .gemm_micro = RA_GEMM_AVX2,

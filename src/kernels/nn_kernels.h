@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct ra_nn_kernel {
+typedef struct rai_nn_kernel {
     const char *name;
     /* y = x * 0.5 * (1 + erf(x / sqrt 2)), n elements (y may be x) */
     void (*gelu)(float *y, const float *x, int64_t n);
@@ -33,16 +33,16 @@ typedef struct ra_nn_kernel {
      * block's column sums of dy xhat and dy ADDED to pg, pb (c doubles
      * each, either may be NULL), rows in order; the framework adds the
      * blocks' sums in block order. NULL: the framework runs the reference
-     * (ra_nn_layernorm_backward_dx_ref and _sums_ref), rows for dx and
+     * (rai_nn_layernorm_backward_dx_ref and _sums_ref), rows for dx and
      * strips of columns for the sums. */
     void (*layernorm_backward_rows)(float *dx, double *pg, double *pb, const float *dy,
                                     const float *x, const float *mean, const float *rstd,
                                     const float *gamma, int64_t rows, int c);
-    /* The micro-kernel of the portable product ra_gemm (RA_GEMM_REF or
+    /* The micro-kernel of the portable product rai_gemm (RA_GEMM_REF or
      * RA_GEMM_AVX2), used where there are no fused products. */
     int gemm_micro;
-    /* The fused products (gemm_kernels.h: ra_gemm_avx512_ext and
-     * ra_gemm_tn_avx512), or NULL: the framework then runs the portable
+    /* The fused products (gemm_kernels.h: rai_gemm_avx512_ext and
+     * rai_gemm_tn_avx512), or NULL: the framework then runs the portable
      * product and the separate element-wise kernels. */
     int (*gemm)(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
                 int64_t ldw, int wt, int64_t m, int n, int k, const float *bias, int gelu,
@@ -50,33 +50,33 @@ typedef struct ra_nn_kernel {
                 int nthreads);
     int (*gemm_tn)(float *c, int64_t ldc, const float *a, int64_t lda, const float *b,
                    int64_t ldb, int64_t m, int n, int k, float *db, int nthreads);
-} ra_nn_kernel;
+} rai_nn_kernel;
 
-extern const ra_nn_kernel ra_nn_kernel_ref;
+extern const rai_nn_kernel rai_nn_kernel_ref;
 #ifdef RA_HAVE_X86_KERNELS
-extern const ra_nn_kernel ra_nn_kernel_avx2;
-extern const ra_nn_kernel ra_nn_kernel_avx512;
+extern const rai_nn_kernel rai_nn_kernel_avx2;
+extern const rai_nn_kernel rai_nn_kernel_avx512;
 #endif
 
 /* The entry of the kernel set chosen now (ra_kernel_current(); never
  * NULL). */
-const ra_nn_kernel *ra_nn_kernel_active(void);
+const rai_nn_kernel *rai_nn_kernel_active(void);
 
 /* ---- the scalar reference (nn_ref.c) -------------------------------------- */
 
-void ra_nn_gelu_ref(float *y, const float *x, int64_t n);
-void ra_nn_gelu_backward_ref(float *dx, const float *dy, const float *x, int64_t n);
-void ra_nn_gelu_deriv_ref(float *y, const float *x, int64_t n);
-void ra_nn_layernorm_row_ref(float *y, float *mean, float *rstd, const float *x,
+void rai_nn_gelu_ref(float *y, const float *x, int64_t n);
+void rai_nn_gelu_backward_ref(float *dx, const float *dy, const float *x, int64_t n);
+void rai_nn_gelu_deriv_ref(float *y, const float *x, int64_t n);
+void rai_nn_layernorm_row_ref(float *y, float *mean, float *rstd, const float *x,
                              const float *gamma, const float *beta, int c, float eps);
 /* dx (rows, C) += the LayerNorm backward of rows [0, rows), each row on
  * its own. */
-void ra_nn_layernorm_backward_dx_ref(float *dx, const float *dy, const float *x,
+void rai_nn_layernorm_backward_dx_ref(float *dx, const float *dy, const float *x,
                                      const float *mean, const float *rstd, const float *gamma,
                                      int64_t rows, int c);
 /* ag[j] += sum over the rows of dy xhat, ab[j] += sum of dy, for the jn
  * columns j0 .. j0+jn-1 of rows [0, rows) (row stride c), rows in order. */
-void ra_nn_layernorm_backward_sums_ref(double *ag, double *ab, const float *dy, const float *x,
+void rai_nn_layernorm_backward_sums_ref(double *ag, double *ab, const float *dy, const float *x,
                                        const float *mean, const float *rstd, int64_t rows,
                                        int c, int j0, int jn);
 
@@ -84,11 +84,11 @@ void ra_nn_layernorm_backward_sums_ref(double *ag, double *ab, const float *dy, 
 
 #ifdef RA_HAVE_X86_KERNELS
 /* y = erf(x), n elements (y may be x) */
-void ra_nn_erf_avx2(float *y, const float *x, int64_t n);
-void ra_nn_gelu_avx2(float *y, const float *x, int64_t n);
-void ra_nn_gelu_backward_avx2(float *dx, const float *dy, const float *x, int64_t n);
-void ra_nn_gelu_deriv_avx2(float *y, const float *x, int64_t n);
-void ra_nn_layernorm_row_avx2(float *y, float *mean, float *rstd, const float *x,
+void rai_nn_erf_avx2(float *y, const float *x, int64_t n);
+void rai_nn_gelu_avx2(float *y, const float *x, int64_t n);
+void rai_nn_gelu_backward_avx2(float *dx, const float *dy, const float *x, int64_t n);
+void rai_nn_gelu_deriv_avx2(float *y, const float *x, int64_t n);
+void rai_nn_layernorm_row_avx2(float *y, float *mean, float *rstd, const float *x,
                               const float *gamma, const float *beta, int c, float eps);
 #endif
 

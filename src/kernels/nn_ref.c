@@ -11,7 +11,7 @@
 
 /* The same float expressions as PyTorch's CPU GeluKernel (approximate =
  * 'none'); erff and expf of glibc are correctly rounded to within an ulp. */
-void ra_nn_gelu_ref(float *y, const float *x, int64_t n) {
+void rai_nn_gelu_ref(float *y, const float *x, int64_t n) {
     const float r2 = (float)RA_SQRT1_2;
     for (int64_t i = 0; i < n; i++) {
         const float v = x[i];
@@ -27,17 +27,17 @@ static inline float gelu_deriv(float v) {
     return cdf + v * pdf;
 }
 
-void ra_nn_gelu_backward_ref(float *dx, const float *dy, const float *x, int64_t n) {
+void rai_nn_gelu_backward_ref(float *dx, const float *dy, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * gelu_deriv(x[i]);
 }
 
-void ra_nn_gelu_deriv_ref(float *y, const float *x, int64_t n) {
+void rai_nn_gelu_deriv_ref(float *y, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = gelu_deriv(x[i]);
 }
 
 /* Statistics in double, two passes (no cancellation for inputs far from 0),
  * saved as float: the backward pass recomputes xhat from them. */
-void ra_nn_layernorm_row_ref(float *yr, float *mean, float *rstd, const float *xr,
+void rai_nn_layernorm_row_ref(float *yr, float *mean, float *rstd, const float *xr,
                              const float *gamma, const float *beta, int c, float eps) {
     double s = 0, ss = 0;
     for (int j = 0; j < c; j++) s += xr[j];
@@ -59,7 +59,7 @@ void ra_nn_layernorm_row_ref(float *yr, float *mean, float *rstd, const float *x
 
 /* Per row: g = dy gamma, xhat = (x - mu) rstd, the row means of g and of
  * g xhat, dx += rstd (g - mean(g) - xhat mean(g xhat)), all in double. */
-void ra_nn_layernorm_backward_dx_ref(float *dx, const float *dy, const float *x,
+void rai_nn_layernorm_backward_dx_ref(float *dx, const float *dy, const float *x,
                                      const float *mean, const float *rstd, const float *gamma,
                                      int64_t rows, int c) {
     for (int64_t i = 0; i < rows; i++) {
@@ -82,7 +82,7 @@ void ra_nn_layernorm_backward_dx_ref(float *dx, const float *dy, const float *x,
     }
 }
 
-void ra_nn_layernorm_backward_sums_ref(double *ag, double *ab, const float *dy, const float *x,
+void rai_nn_layernorm_backward_sums_ref(double *ag, double *ab, const float *dy, const float *x,
                                        const float *mean, const float *rstd, int64_t rows,
                                        int c, int j0, int jn) {
     for (int64_t i = 0; i < rows; i++) {
@@ -95,12 +95,12 @@ void ra_nn_layernorm_backward_sums_ref(double *ag, double *ab, const float *dy, 
     }
 }
 
-const ra_nn_kernel ra_nn_kernel_ref = {
+const rai_nn_kernel rai_nn_kernel_ref = {
     .name = "ref",
-    .gelu = ra_nn_gelu_ref,
-    .gelu_backward = ra_nn_gelu_backward_ref,
-    .gelu_deriv = ra_nn_gelu_deriv_ref,
-    .layernorm_row = ra_nn_layernorm_row_ref,
+    .gelu = rai_nn_gelu_ref,
+    .gelu_backward = rai_nn_gelu_backward_ref,
+    .gelu_deriv = rai_nn_gelu_deriv_ref,
+    .layernorm_row = rai_nn_layernorm_row_ref,
     .layernorm_rows4 = NULL,
     .layernorm_backward_rows = NULL,
     .gemm_micro = RA_GEMM_REF,

@@ -13,7 +13,7 @@
 #include <math.h>
 #include <string.h>
 
-void ra_softmax_row(float *s, int n) {
+void rai_softmax_row(float *s, int n) {
     float mx = -INFINITY;
     for (int j = 0; j < n; j++) mx = s[j] > mx ? s[j] : mx;
     if (mx == -INFINITY) {   /* fully masked row: no finite logit */
@@ -31,11 +31,11 @@ void ra_softmax_row(float *s, int n) {
 
 /* Row i of the probabilities into s (N2): the logits with every term, then
  * the softmax; qr (R) receives q_i·rel_k^T when there is a key table. */
-static void probabilities_row(float *s, float *qr, const ra_attn_task *t, int i) {
+static void probabilities_row(float *s, float *qr, const rai_attn_task *t, int i) {
     const int n2 = t->n2, hd = t->hd;
     const float *qi = t->q + (size_t)i * t->ldq;
-    const int32_t *reli = t->rel ? ra_rel_row(t, i) : NULL;
-    const int32_t *rel2i = t->rel2 ? ra_rel2_row(t, i) : NULL;
+    const int32_t *reli = t->rel ? rai_rel_row(t, i) : NULL;
+    const int32_t *rel2i = t->rel2 ? rai_rel2_row(t, i) : NULL;
     if (t->rel_k)
         for (int m = 0; m < t->r; m++) {
             float acc = 0;
@@ -53,7 +53,7 @@ static void probabilities_row(float *s, float *qr, const ra_attn_task *t, int i)
         if (t->mask) l += t->mask[(size_t)i * n2 + j];
         s[j] = l;
     }
-    ra_softmax_row(s, n2);
+    rai_softmax_row(s, n2);
 }
 
 static size_t ref_work_floats(int n1, int n2, int hd, int r) {
@@ -61,13 +61,13 @@ static size_t ref_work_floats(int n1, int n2, int hd, int r) {
     return (size_t)n2 + 2 * (size_t)r;   /* logits row, q·rel_k, p buckets */
 }
 
-static void ref_forward(const ra_attn_task *t) {
+static void ref_forward(const rai_attn_task *t) {
     const int n2 = t->n2, hd = t->hd, r = t->r;
     float *s = t->work;          /* (N2) */
     float *qr = s + n2;          /* (R)  */
     float *pb = qr + r;          /* (R)  */
     for (int i = 0; i < t->n1; i++) {
-        const int32_t *reli = t->rel ? ra_rel_row(t, i) : NULL;
+        const int32_t *reli = t->rel ? rai_rel_row(t, i) : NULL;
         probabilities_row(s, qr, t, i);
         if (t->attn) memcpy(t->attn + (size_t)i * n2, s, (size_t)n2 * sizeof *s);
 
@@ -100,7 +100,7 @@ static size_t ref_backward_work_floats(int n1, int n2, int hd, int r) {
     return 2 * (size_t)n2 + 4 * (size_t)r;
 }
 
-static void ref_backward(const ra_attn_task *t) {
+static void ref_backward(const rai_attn_task *t) {
     const int n2 = t->n2, hd = t->hd, r = t->r;
     float *s = t->work;          /* (N2) logits, then p */
     float *dp = s + n2;          /* (N2) dp, then ds    */
@@ -112,7 +112,7 @@ static void ref_backward(const ra_attn_task *t) {
         const float *qi = t->q + (size_t)i * t->ldq;
         const float *doi = t->dout + (size_t)i * t->lddo;
         float *dqi = t->dq + (size_t)i * t->lddq;
-        const int32_t *reli = t->rel ? ra_rel_row(t, i) : NULL;
+        const int32_t *reli = t->rel ? rai_rel_row(t, i) : NULL;
         probabilities_row(s, qr, t, i);   /* the forward's, recomputed */
 
         /* dp, dv, and the value table */
@@ -151,7 +151,7 @@ static void ref_backward(const ra_attn_task *t) {
             for (int m = 0; m < r; m++) dsb[m] = 0;
             for (int j = 0; j < n2; j++) dsb[reli[j]] += dp[j];
             if (t->rel2) {
-                const int32_t *rel2i = ra_rel2_row(t, i);
+                const int32_t *rel2i = rai_rel2_row(t, i);
                 for (int j = 0; j < n2; j++) dsb[rel2i[j]] += dp[j];
             }
             for (int m = 0; m < r; m++)
@@ -172,5 +172,5 @@ static void ref_backward(const ra_attn_task *t) {
     }
 }
 
-const ra_attn_kernel ra_kernel_ref = {"ref", ref_forward, ref_work_floats, ref_backward,
+const rai_attn_kernel rai_kernel_ref = {"ref", ref_forward, ref_work_floats, ref_backward,
                                       ref_backward_work_floats};

@@ -4,7 +4,7 @@
  * the calls each way of running it has always made: inference fuses the
  * residual adds into the attention's projection and fc2 (through the row
  * map, scattering the windows back), the MLP runs on chunks of rows; the
- * training forward keeps GELU' with GELU (ra_linear_gelu_keep) so that the
+ * training forward keeps GELU' with GELU (rai_linear_gelu_keep) so that the
  * backward multiplies by it inside fc2's product. A tape that keeps the
  * attention's workspace reads the projections back and writes the
  * branches' input gradients; one without recomputes them
@@ -13,7 +13,7 @@
 
 #include <string.h>
 
-static ra_status nomem(void) { return ra_fail(RA_ERR_NOMEM, "block: out of memory"); }
+static ra_status nomem(void) { return rai_fail(RA_ERR_NOMEM, "block: out of memory"); }
 
 /* Below this many elements a loop runs on one thread (as nn.c). */
 #define PAR_MIN ((int64_t)1 << 15)
@@ -21,7 +21,7 @@ static int par_threads(int64_t work) { return work >= PAR_MIN ? ra_threads_get()
 
 /* A LayerScale or drop-path between a branch's output and its residual add:
  * the output is then kept on the tape. */
-static int branch_kept(const ra_block *b) { return b->ls1 || b->ls2 || b->drop_path > 0; }
+static int branch_kept(const rai_block *b) { return b->ls1 || b->ls2 || b->drop_path > 0; }
 
 /* ---- LayerScale and drop-path ---------------------------------------------- */
 
@@ -87,7 +87,7 @@ static const float *branch_backward(float *dA, const float *dR, const float *a,
                                     float p, int B, int64_t rows, int c) {
     const float *g = dR;
     if (p > 0) {
-        ra_zero(dA, (int64_t)(rows * c));
+        rai_zero(dA, (int64_t)(rows * c));
         ra_droppath_backward(dA, dR, keep, B, rows / B * c, p);
         g = dA;
     }
@@ -99,50 +99,50 @@ static const float *branch_backward(float *dA, const float *dR, const float *a,
 
 /* y row r = x row map[r], or zeros where map[r] < 0. */
 static void gather(float *y, const float *x, const int32_t *map, int64_t rows, int c) {
-    if (map) ra_rows_gather(y, x, map, rows, c);
+    if (map) rai_rows_gather(y, x, map, rows, c);
     else memcpy(y, x, (size_t)(rows * c) * sizeof *y);
 }
 
 /* ---- the attention: an ra_attn_layer or the network's own ------------------ */
 
-static size_t attn_forward_ws_size(const ra_block *b, const ra_block_layout *l) {
+static size_t attn_forward_ws_size(const rai_block *b, const rai_block_layout *l) {
     if (b->own) return b->own->forward_ws_size(b->own->ctx, l);
-    return ra_attn_layer_forward_ws_size(b->attn, l->b_, l->n, ra_block_keys(l));
+    return rai_attn_layer_forward_ws_size(b->attn, l->b_, l->n, rai_block_keys(l));
 }
 
 /* y (b_*n, C) = attn(x, kv), or res rows map[r] += it (y scratch). */
-static ra_status attn_forward(const ra_block *b, float *y, float *probs, const float *x,
-                              const float *kv, const ra_block_layout *l, void *ws, size_t wsz,
+static ra_status attn_forward(const rai_block *b, float *y, float *probs, const float *x,
+                              const float *kv, const rai_block_layout *l, void *ws, size_t wsz,
                               float *res, const int32_t *map) {
     if (b->own) return b->own->forward(b->own->ctx, y, probs, x, kv, l, ws, res, map);
-    return ra_attn_layer_forward_ws(b->attn, y, probs, x, kv, l->b_, l->n, ra_block_keys(l),
+    return rai_attn_layer_forward_ws(b->attn, y, probs, x, kv, l->b_, l->n, rai_block_keys(l),
                                     l->mask, l->nw, ws, wsz, res, map);
 }
 
-static size_t attn_backward_ws_size(const ra_block *b, const ra_block_layout *l) {
+static size_t attn_backward_ws_size(const rai_block *b, const rai_block_layout *l) {
     if (b->own) return b->own->backward_ws_size(b->own->ctx, l);
-    return ra_attn_layer_backward_ws_size(b->attn, l->b_, l->n, ra_block_keys(l), 1);
+    return rai_attn_layer_backward_ws_size(b->attn, l->b_, l->n, rai_block_keys(l), 1);
 }
 
 /* dx (b_*n, C) overwritten, dkv (b_*n2, C) accumulated, from dy and the
  * forward's saved workspace. */
-static ra_status attn_backward(const ra_block *b, float *dx, float *dkv, const ra_attn_grads *g,
+static ra_status attn_backward(const rai_block *b, float *dx, float *dkv, const ra_attn_grads *g,
                                const float *dy, const float *x, const float *kv,
-                               const ra_block_layout *l, const void *saved, void *ws,
+                               const rai_block_layout *l, const void *saved, void *ws,
                                size_t wsz) {
     if (b->own) return b->own->backward(b->own->ctx, dx, dkv, g, dy, x, kv, l, saved, ws);
-    return ra_attn_layer_backward_ws(b->attn, dx, dkv, g, dy, x, kv, l->b_, l->n,
-                                     ra_block_keys(l), l->mask, l->nw, saved, ws, wsz, 1);
+    return rai_attn_layer_backward_ws(b->attn, dx, dkv, g, dy, x, kv, l->b_, l->n,
+                                     rai_block_keys(l), l->mask, l->nw, saved, ws, wsz, 1);
 }
 
 static ra_status no_cross(void) {
-    return ra_fail(RA_ERR_INTERNAL, "block: cross-attention in a post-norm block");
+    return rai_fail(RA_ERR_INTERNAL, "block: cross-attention in a post-norm block");
 }
 
 /* ---- inference ------------------------------------------------------------- */
 
-ra_status ra_block_forward(const ra_block *b, float *x, float *attn, const ra_block_layout *l,
-                           ra_arena *a) {
+ra_status rai_block_forward(const rai_block *b, float *x, float *attn, const rai_block_layout *l,
+                           rai_arena *a) {
     const int C = b->dim, hidden = b->hidden;
     const int64_t M = l->m, rows = (int64_t)l->b_ * l->n;
     /* MLP rows per pass: bounded hidden activations */
@@ -151,50 +151,50 @@ ra_status ra_block_forward(const ra_block *b, float *x, float *attn, const ra_bl
     if (chunk > M) chunk = M;
 
     if (b->post && l->kv) return no_cross();
-    const int64_t rkv = l->kv ? (int64_t)l->b_ * ra_block_keys(l) : 0;
-    const size_t mark = ra_arena_mark(a);
+    const int64_t rkv = l->kv ? (int64_t)l->b_ * rai_block_keys(l) : 0;
+    const size_t mark = rai_arena_mark(a);
     const size_t wsz = attn_forward_ws_size(b, l);
-    float *win = ra_arena_floats(a, (size_t)(rows * C));
-    float *wkv = l->kv ? ra_arena_floats(a, (size_t)(rkv * C)) : NULL;
-    float *aw = ra_arena_floats(a, (size_t)(rows * C));
-    void *ws = ra_arena_bytes(a, wsz);
-    if (!win || (l->kv && !wkv) || !aw || !ws) return ra_arena_reset(a, mark), nomem();
+    float *win = rai_arena_floats(a, (size_t)(rows * C));
+    float *wkv = l->kv ? rai_arena_floats(a, (size_t)(rkv * C)) : NULL;
+    float *aw = rai_arena_floats(a, (size_t)(rows * C));
+    void *ws = rai_arena_bytes(a, wsz);
+    if (!win || (l->kv && !wkv) || !aw || !ws) return rai_arena_reset(a, mark), nomem();
     ra_status st;
     if (b->post) {   /* x += norm1(attn(x)) */
         gather(win, x, l->map, rows, C);
         st = attn_forward(b, aw, attn, win, NULL, l, ws, wsz, NULL, NULL);
         if (!st) {
-            ra_layernorm_rows(aw, aw, NULL, rows, C, b->n1w, b->n1b, b->eps);
-            ra_rows_scatter_add(x, aw, l->map, rows, C);
+            rai_layernorm_rows(aw, aw, NULL, rows, C, b->n1w, b->n1b, b->eps);
+            rai_rows_scatter_add(x, aw, l->map, rows, C);
         }
     } else {         /* x += ls1 * attn(norm1(x)); the add fused into proj without ls1 */
-        ra_layernorm_rows(win, x, l->map, rows, C, b->n1w, b->n1b, b->eps);
-        if (l->kv) ra_layernorm_rows(wkv, l->kv, l->kvmap, rkv, C, b->nkw, b->nkb, b->eps);
+        rai_layernorm_rows(win, x, l->map, rows, C, b->n1w, b->n1b, b->eps);
+        if (l->kv) rai_layernorm_rows(wkv, l->kv, l->kvmap, rkv, C, b->nkw, b->nkb, b->eps);
         st = attn_forward(b, aw, attn, win, wkv, l, ws, wsz, b->ls1 ? NULL : x, l->map);
         if (!st && b->ls1) residual(x, aw, b->ls1, M, C);
     }
-    ra_arena_reset(a, mark);
+    rai_arena_reset(a, mark);
     if (st) return st;   /* the MLP's scratch reuses the attention's */
-    float *t = ra_arena_floats(a, (size_t)(chunk * C));
-    float *hid = ra_arena_floats(a, (size_t)(chunk * hidden));
-    if (!t || !hid) return ra_arena_reset(a, mark), nomem();
+    float *t = rai_arena_floats(a, (size_t)(chunk * C));
+    float *hid = rai_arena_floats(a, (size_t)(chunk * hidden));
+    if (!t || !hid) return rai_arena_reset(a, mark), nomem();
     for (int64_t r0 = 0; r0 < M; r0 += chunk) {
         const int64_t r = M - r0 < chunk ? M - r0 : chunk;
         float *xr = x + r0 * C;
         if (b->post) {   /* x += norm2(fc2(gelu(fc1(x)))) */
-            ra_linear_epi(hid, xr, b->fc1w, b->fc1b, r, hidden, C, 1, NULL, NULL);
-            ra_linear_epi(t, hid, b->fc2w, b->fc2b, r, C, hidden, 0, NULL, NULL);
-            ra_layernorm_rows(t, t, NULL, r, C, b->n2w, b->n2b, b->eps);
+            rai_linear_fused(hid, xr, b->fc1w, b->fc1b, r, hidden, C, 1, NULL, NULL);
+            rai_linear_fused(t, hid, b->fc2w, b->fc2b, r, C, hidden, 0, NULL, NULL);
+            rai_layernorm_rows(t, t, NULL, r, C, b->n2w, b->n2b, b->eps);
             ra_add(xr, xr, t, r * C);
             continue;
         }
         /* x += ls2 * fc2(gelu(fc1(norm2(x)))): GELU in fc1's product, the add in fc2's */
-        ra_layernorm_rows(t, xr, NULL, r, C, b->n2w, b->n2b, b->eps);
-        ra_linear_epi(hid, t, b->fc1w, b->fc1b, r, hidden, C, 1, NULL, NULL);
-        ra_linear_epi(t, hid, b->fc2w, b->fc2b, r, C, hidden, 0, b->ls2 ? NULL : xr, NULL);
+        rai_layernorm_rows(t, xr, NULL, r, C, b->n2w, b->n2b, b->eps);
+        rai_linear_fused(hid, t, b->fc1w, b->fc1b, r, hidden, C, 1, NULL, NULL);
+        rai_linear_fused(t, hid, b->fc2w, b->fc2b, r, C, hidden, 0, b->ls2 ? NULL : xr, NULL);
         if (b->ls2) residual(xr, t, b->ls2, r, C);
     }
-    ra_arena_reset(a, mark);
+    rai_arena_reset(a, mark);
     return RA_OK;
 }
 
@@ -207,15 +207,15 @@ static float *carve(float *base, size_t *off, size_t n) {
     return p;
 }
 
-size_t ra_block_tape_layout(ra_block_tape *t, const ra_block *b, const ra_block_layout *l,
+size_t rai_block_tape_layout(rai_block_tape *t, const rai_block *b, const rai_block_layout *l,
                             float *base) {
     const size_t C = (size_t)b->dim, M = (size_t)l->m, hid = (size_t)b->hidden;
     const size_t rows = (size_t)l->b_ * (size_t)l->n, r1 = b->post ? rows : M;
     const size_t mkv = l->kv ? (size_t)l->mkv : 0;
-    const size_t rkv = l->kv ? (size_t)l->b_ * ra_block_keys(l) : 0;
+    const size_t rkv = l->kv ? (size_t)l->b_ * rai_block_keys(l) : 0;
     const int kept = b->post || branch_kept(b);
     const size_t kb = b->drop_path > 0 ? ((size_t)l->batch + 3) / 4 : 0;
-    ra_block_tape z = {.l = *l};
+    rai_block_tape z = {.l = *l};
     size_t off = 0;
     z.keep1 = kb ? (uint8_t *)carve(base, &off, kb) : NULL;
     z.keep2 = kb ? (uint8_t *)carve(base, &off, kb) : NULL;
@@ -237,13 +237,13 @@ size_t ra_block_tape_layout(ra_block_tape *t, const ra_block *b, const ra_block_
     return off;
 }
 
-/* The rest of ra_block_forward_train for a post-norm block. */
-static ra_status post_forward_train(const ra_block *b, ra_block_tape *t, float *y, void *ws,
-                                    size_t wsz, ra_arena *a) {
-    const ra_block_layout *l = &t->l;
+/* The rest of rai_block_forward_train for a post-norm block. */
+static ra_status post_forward_train(const rai_block *b, rai_block_tape *t, float *y, void *ws,
+                                    size_t wsz, rai_arena *a) {
+    const rai_block_layout *l = &t->l;
     const int C = b->dim, hidden = b->hidden;
     const int64_t M = l->m, rows = (int64_t)l->b_ * l->n;
-    float *tmp = ra_arena_floats(a, (size_t)((rows > M ? rows : M) * C));
+    float *tmp = rai_arena_floats(a, (size_t)((rows > M ? rows : M) * C));
     if (!tmp) return nomem();
     /* xm = x + norm1(attn(x)) */
     gather(t->win, t->x, l->map, rows, C);
@@ -251,121 +251,121 @@ static ra_status post_forward_train(const ra_block *b, ra_block_tape *t, float *
     if (st) return st;
     ra_layernorm_forward(tmp, t->mean1, t->rstd1, t->a, b->n1w, b->n1b, rows, C, b->eps);
     memcpy(t->xm, t->x, (size_t)(M * C) * sizeof *y);
-    ra_rows_scatter_add(t->xm, tmp, l->map, rows, C);
+    rai_rows_scatter_add(t->xm, tmp, l->map, rows, C);
     /* y = xm + norm2(fc2(gelu(fc1(xm)))) */
-    ra_linear_gelu_keep(t->gd, t->g, t->xm, b->fc1w, b->fc1b, M, hidden, C);
+    rai_linear_gelu_keep(t->gd, t->g, t->xm, b->fc1w, b->fc1b, M, hidden, C);
     ra_linear_forward(t->mo, t->g, b->fc2w, b->fc2b, M, C, hidden);
     ra_layernorm_forward(tmp, t->mean2, t->rstd2, t->mo, b->n2w, b->n2b, M, C, b->eps);
     ra_add(y, t->xm, tmp, M * C);
     return RA_OK;
 }
 
-ra_status ra_block_forward_train(const ra_block *b, ra_block_tape *t, float *y, int keep_attn,
-                                 ra_arena *a, ra_rng *rng) {
-    const ra_block_layout *l = &t->l;
+ra_status rai_block_forward_train(const rai_block *b, rai_block_tape *t, float *y, int keep_attn,
+                                 rai_arena *a, ra_rng *rng) {
+    const rai_block_layout *l = &t->l;
     const int C = b->dim, hidden = b->hidden;
     const int64_t M = l->m, rows = (int64_t)l->b_ * l->n;
     const int kept = branch_kept(b);
     if ((kept && l->map) || (!l->map && rows != M))
-        return ra_fail(RA_ERR_INTERNAL, "block: LayerScale or drop-path on a window layout");
+        return rai_fail(RA_ERR_INTERNAL, "block: LayerScale or drop-path on a window layout");
     if (b->post && l->kv) return no_cross();
     const size_t wsz = attn_forward_ws_size(b, l);
-    void *ws = t->aws = keep_attn ? ra_arena_bytes(a, wsz) : NULL;
-    const size_t mark = ra_arena_mark(a);
-    if (!keep_attn) ws = ra_arena_bytes(a, wsz);
+    void *ws = t->aws = keep_attn ? rai_arena_bytes(a, wsz) : NULL;
+    const size_t mark = rai_arena_mark(a);
+    if (!keep_attn) ws = rai_arena_bytes(a, wsz);
     if (!ws) return nomem();
     if (b->post) {
         ra_status st = post_forward_train(b, t, y, ws, wsz, a);
-        ra_arena_reset(a, mark);
+        rai_arena_reset(a, mark);
         return st;
     }
 
     /* xm = x + ls1 * attn(norm1(x)), norm1's output laid out for the attention */
-    float *h1 = l->map ? ra_arena_floats(a, (size_t)(M * C)) : t->win;
-    float *tmp = ra_arena_floats(a, (size_t)((rows > M ? rows : M) * C));
-    if (!h1 || !tmp) return ra_arena_reset(a, mark), nomem();
+    float *h1 = l->map ? rai_arena_floats(a, (size_t)(M * C)) : t->win;
+    float *tmp = rai_arena_floats(a, (size_t)((rows > M ? rows : M) * C));
+    if (!h1 || !tmp) return rai_arena_reset(a, mark), nomem();
     ra_layernorm_forward(h1, t->mean1, t->rstd1, t->x, b->n1w, b->n1b, M, C, b->eps);
-    if (l->map) ra_rows_gather(t->win, h1, l->map, rows, C);
+    if (l->map) rai_rows_gather(t->win, h1, l->map, rows, C);
     if (l->kv) {   /* norm_kv's output laid out likewise */
-        float *hk = l->kvmap ? ra_arena_floats(a, (size_t)(l->mkv * C)) : t->wkv;
-        if (!hk) return ra_arena_reset(a, mark), nomem();
+        float *hk = l->kvmap ? rai_arena_floats(a, (size_t)(l->mkv * C)) : t->wkv;
+        if (!hk) return rai_arena_reset(a, mark), nomem();
         ra_layernorm_forward(hk, t->meankv, t->rstdkv, l->kv, b->nkw, b->nkb, l->mkv, C, b->eps);
-        if (l->kvmap) ra_rows_gather(t->wkv, hk, l->kvmap, (int64_t)l->b_ * ra_block_keys(l), C);
+        if (l->kvmap) rai_rows_gather(t->wkv, hk, l->kvmap, (int64_t)l->b_ * rai_block_keys(l), C);
     }
     memcpy(t->xm, t->x, (size_t)(M * C) * sizeof *y);
     ra_status st = attn_forward(b, kept ? t->a : tmp, NULL, t->win, t->wkv, l, ws, wsz,
                                 kept ? NULL : t->xm, l->map);
     if (!st && kept)
         st = branch_add(t->xm, tmp, t->a, b->ls1, t->keep1, b->drop_path, l->batch, M, C, rng);
-    if (st) return ra_arena_reset(a, mark), st;
+    if (st) return rai_arena_reset(a, mark), st;
 
     /* y = xm + ls2 * fc2(gelu(fc1(norm2(xm)))) */
     ra_layernorm_forward(t->h2, t->mean2, t->rstd2, t->xm, b->n2w, b->n2b, M, C, b->eps);
-    ra_linear_gelu_keep(t->gd, t->g, t->h2, b->fc1w, b->fc1b, M, hidden, C);
+    rai_linear_gelu_keep(t->gd, t->g, t->h2, b->fc1w, b->fc1b, M, hidden, C);
     memcpy(y, t->xm, (size_t)(M * C) * sizeof *y);
-    ra_linear_epi(kept ? t->mo : tmp, t->g, b->fc2w, b->fc2b, M, C, hidden, 0,
+    rai_linear_fused(kept ? t->mo : tmp, t->g, b->fc2w, b->fc2b, M, C, hidden, 0,
                   kept ? NULL : y, NULL);
     if (kept)
         st = branch_add(y, tmp, t->mo, b->ls2, t->keep2, b->drop_path, l->batch, M, C, rng);
-    ra_arena_reset(a, mark);
+    rai_arena_reset(a, mark);
     return st;
 }
 
-/* ra_block_backward of a post-norm block. */
-static ra_status post_backward(const ra_block *b, const ra_block_tape *t, float *dx,
-                               const ra_block_grads *g, ra_arena *a) {
-    const ra_block_layout *l = &t->l;
+/* rai_block_backward of a post-norm block. */
+static ra_status post_backward(const rai_block *b, const rai_block_tape *t, float *dx,
+                               const rai_block_grads *g, rai_arena *a) {
+    const rai_block_layout *l = &t->l;
     const int C = b->dim, hidden = b->hidden;
     const int64_t m = l->m, rows = (int64_t)l->b_ * l->n;
-    const size_t mark = ra_arena_mark(a);
+    const size_t mark = rai_arena_mark(a);
     /* MLP branch: dx += fc1^T(GELU'(fc2^T(norm2'(dx)))) */
-    float *dh = ra_arena_floats(a, (size_t)(m * hidden));
-    float *dt = ra_arena_floats(a, (size_t)((rows > m ? rows : m) * C));
-    if (!dh || !dt) return ra_arena_reset(a, mark), nomem();
-    ra_zero(dt, (int64_t)(m * C));
+    float *dh = rai_arena_floats(a, (size_t)(m * hidden));
+    float *dt = rai_arena_floats(a, (size_t)((rows > m ? rows : m) * C));
+    if (!dh || !dt) return rai_arena_reset(a, mark), nomem();
+    rai_zero(dt, (int64_t)(m * C));
     ra_layernorm_backward(dt, g->n2w, g->n2b, dx, t->mo, t->mean2, t->rstd2, b->n2w, m, C);
-    ra_linear_backward_ex(dh, g->fc2w, g->fc2b, dt, t->g, b->fc2w, m, C, hidden, 1, t->gd);
-    ra_linear_backward_ex(dx, g->fc1w, g->fc1b, dh, t->h2, b->fc1w, m, hidden, C, 0, NULL);
-    ra_arena_reset(a, mark);
+    rai_linear_backward_fused(dh, g->fc2w, g->fc2b, dt, t->g, b->fc2w, m, C, hidden, 1, t->gd);
+    rai_linear_backward_fused(dx, g->fc1w, g->fc1b, dh, t->h2, b->fc1w, m, hidden, C, 0, NULL);
+    rai_arena_reset(a, mark);
     /* attention branch: dx += reverse(attn'(norm1'(partition(dx)))) */
-    float *dln = ra_arena_floats(a, (size_t)(rows * C));
-    float *daw = ra_arena_floats(a, (size_t)(rows * C));
-    float *dwin = ra_arena_floats(a, (size_t)(rows * C));
+    float *dln = rai_arena_floats(a, (size_t)(rows * C));
+    float *daw = rai_arena_floats(a, (size_t)(rows * C));
+    float *dwin = rai_arena_floats(a, (size_t)(rows * C));
     const size_t wsz = attn_backward_ws_size(b, l);
-    void *ws = ra_arena_bytes(a, wsz);
-    if (!dln || !daw || !dwin || !ws || !t->aws) return ra_arena_reset(a, mark), nomem();
+    void *ws = rai_arena_bytes(a, wsz);
+    if (!dln || !daw || !dwin || !ws || !t->aws) return rai_arena_reset(a, mark), nomem();
     gather(dln, dx, l->map, rows, C);
-    ra_zero(daw, (int64_t)(rows * C));
+    rai_zero(daw, (int64_t)(rows * C));
     ra_layernorm_backward(daw, g->n1w, g->n1b, dln, t->a, t->mean1, t->rstd1, b->n1w, rows, C);
     ra_status st = attn_backward(b, dwin, NULL, &g->attn, daw, t->win, NULL, l, t->aws, ws, wsz);
-    if (!st) ra_rows_scatter_add(dx, dwin, l->map, rows, C);
-    ra_arena_reset(a, mark);
+    if (!st) rai_rows_scatter_add(dx, dwin, l->map, rows, C);
+    rai_arena_reset(a, mark);
     return st;
 }
 
-ra_status ra_block_backward(const ra_block *b, const ra_block_tape *t, float *dx,
-                            const ra_block_grads *g, ra_arena *a) {
+ra_status rai_block_backward(const rai_block *b, const rai_block_tape *t, float *dx,
+                            const rai_block_grads *g, rai_arena *a) {
     if (b->post) return post_backward(b, t, dx, g, a);
-    const ra_block_layout *l = &t->l;
+    const rai_block_layout *l = &t->l;
     const int C = b->dim, hidden = b->hidden;
     const int64_t m = l->m, rows = (int64_t)l->b_ * l->n;
     const int kept = branch_kept(b);
-    const size_t mark = ra_arena_mark(a);
+    const size_t mark = rai_arena_mark(a);
 
     /* MLP branch: dx += norm2'(fc1'(GELU'(fc2'(ls2'(dx))))) */
-    float *dh = ra_arena_floats(a, (size_t)(m * hidden));
-    float *dt = ra_arena_floats(a, (size_t)(m * C));
-    float *dA = kept ? ra_arena_floats(a, (size_t)(m * C)) : NULL;
-    if (!dh || !dt || (kept && !dA)) return ra_arena_reset(a, mark), nomem();
+    float *dh = rai_arena_floats(a, (size_t)(m * hidden));
+    float *dt = rai_arena_floats(a, (size_t)(m * C));
+    float *dA = kept ? rai_arena_floats(a, (size_t)(m * C)) : NULL;
+    if (!dh || !dt || (kept && !dA)) return rai_arena_reset(a, mark), nomem();
     const float *dM = kept ? branch_backward(dA, dx, t->mo, b->ls2, g->ls2, t->keep2,
                                              b->drop_path, l->batch, m, C)
                            : dx;
     /* dh = (dM . fc2w) GELU'(h): fc2's and GELU's backward in one product */
-    ra_linear_backward_ex(dh, g->fc2w, g->fc2b, dM, t->g, b->fc2w, m, C, hidden, 1, t->gd);
+    rai_linear_backward_fused(dh, g->fc2w, g->fc2b, dM, t->g, b->fc2w, m, C, hidden, 1, t->gd);
     if (t->aws) {
-        ra_linear_backward_ex(dt, g->fc1w, g->fc1b, dh, t->h2, b->fc1w, m, hidden, C, 1, NULL);
+        rai_linear_backward_fused(dt, g->fc1w, g->fc1b, dh, t->h2, b->fc1w, m, hidden, C, 1, NULL);
     } else {
-        ra_zero(dt, (int64_t)(m * C));
+        rai_zero(dt, (int64_t)(m * C));
         ra_linear_backward(dt, g->fc1w, g->fc1b, dh, t->h2, b->fc1w, m, hidden, C);
     }
     ra_layernorm_backward(dx, g->n2w, g->n2b, dt, t->xm, t->mean2, t->rstd2, b->n2w, m, C);
@@ -376,64 +376,64 @@ ra_status ra_block_backward(const ra_block *b, const ra_block_tape *t, float *dx
                             : dx;
     ra_status st;
     if (t->aws) {   /* the forward's projections read back; dt = reverse(attn'(partition)) */
-        ra_arena_reset(a, mark);
-        const int64_t rkv = l->kv ? (int64_t)l->b_ * ra_block_keys(l) : 0;
-        float *daw = l->map ? ra_arena_floats(a, (size_t)(rows * C)) : NULL;
-        float *dwin = ra_arena_floats(a, (size_t)(rows * C));
-        float *dwkv = l->kv ? ra_arena_floats(a, (size_t)(rkv * C)) : NULL;
+        rai_arena_reset(a, mark);
+        const int64_t rkv = l->kv ? (int64_t)l->b_ * rai_block_keys(l) : 0;
+        float *daw = l->map ? rai_arena_floats(a, (size_t)(rows * C)) : NULL;
+        float *dwin = rai_arena_floats(a, (size_t)(rows * C));
+        float *dwkv = l->kv ? rai_arena_floats(a, (size_t)(rkv * C)) : NULL;
         const int64_t mt = l->kv && l->mkv > m ? l->mkv : m;
-        dt = ra_arena_floats(a, (size_t)(mt * C));
+        dt = rai_arena_floats(a, (size_t)(mt * C));
         const size_t wsz = attn_backward_ws_size(b, l);
-        void *ws = ra_arena_bytes(a, wsz);
+        void *ws = rai_arena_bytes(a, wsz);
         if ((l->map && !daw) || !dwin || (l->kv && !dwkv) || !dt || !ws)
-            return ra_arena_reset(a, mark), nomem();
-        if (l->map) ra_rows_gather(daw, dAt, l->map, rows, C);
-        if (dwkv) ra_zero(dwkv, rkv * C);
+            return rai_arena_reset(a, mark), nomem();
+        if (l->map) rai_rows_gather(daw, dAt, l->map, rows, C);
+        if (dwkv) rai_zero(dwkv, rkv * C);
         st = attn_backward(b, dwin, dwkv, &g->attn, l->map ? daw : dAt, t->win, t->wkv, l,
                            t->aws, ws, wsz);
         if (!st && l->kv) {   /* kv's branch: g->kv += norm_kv'(reverse(dwkv)) */
-            ra_zero(dt, l->mkv * C);
-            ra_rows_scatter_add(dt, dwkv, l->kvmap, rkv, C);
+            rai_zero(dt, l->mkv * C);
+            rai_rows_scatter_add(dt, dwkv, l->kvmap, rkv, C);
             ra_layernorm_backward(g->kv, g->nkw, g->nkb, dt, l->kv, t->meankv, t->rstdkv,
                                   b->nkw, l->mkv, C);
         }
         if (!st) {
-            ra_zero(dt, (int64_t)(m * C));
-            ra_rows_scatter_add(dt, dwin, l->map, rows, C);
+            rai_zero(dt, (int64_t)(m * C));
+            rai_rows_scatter_add(dt, dwin, l->map, rows, C);
         }
     } else if (b->own || l->kv) {
-        st = ra_fail(RA_ERR_INTERNAL, "block: a backward without the attention's workspace");
+        st = rai_fail(RA_ERR_INTERNAL, "block: a backward without the attention's workspace");
     } else {        /* recomputed */
-        ra_zero(dt, (int64_t)(m * C));
+        rai_zero(dt, (int64_t)(m * C));
         st = ra_attn_layer_backward(b->attn, dt, NULL, &g->attn, NULL, dAt, t->win, NULL, l->b_,
                                     l->n, l->n, l->mask, l->nw);
     }
     if (!st)
         ra_layernorm_backward(dx, g->n1w, g->n1b, dt, t->x, t->mean1, t->rstd1, b->n1w, m, C);
-    ra_arena_reset(a, mark);
+    rai_arena_reset(a, mark);
     return st;
 }
 
 /* ---- window layouts -------------------------------------------------------- */
 
-static int geom_eq(const ra_window_geom *p, const ra_window_geom *q) {
+static int window_spec_eq(const ra_window_spec *p, const ra_window_spec *q) {
     return p->d == q->d && p->h == q->h && p->w == q->w && p->wd == q->wd && p->wh == q->wh &&
            p->ww == q->ww && p->sd == q->sd && p->sh == q->sh && p->sw == q->sw;
 }
 
-ra_status ra_window_layout_get(ra_window_layouts *c, const ra_window_geom *g, int B,
-                               const ra_window_layout **out) {
+ra_status rai_window_layout_get(rai_window_layouts *c, const ra_window_spec *g, int B,
+                               const rai_window_layout **out) {
     for (int i = 0; i < c->count; i++)
-        if (c->item[i].b == B && geom_eq(&c->item[i].g, g)) return *out = &c->item[i], RA_OK;
-    ra_window_layout *e =
+        if (c->item[i].b == B && window_spec_eq(&c->item[i].g, g)) return *out = &c->item[i], RA_OK;
+    rai_window_layout *e =
         &c->item[c->count < RA_WINDOW_LAYOUTS ? c->count++ : RA_WINDOW_LAYOUTS - 1];
     const int64_t nw = ra_window_count(g), n = ra_window_tokens(g);
     const int shifted = g->sd || g->sh || g->sw;
     memset(e, 0, sizeof *e);
-    e->map = ra_arena_bytes(c->a, (size_t)((int64_t)B * nw * n) * sizeof(int32_t));
-    if (shifted) e->mask = ra_arena_floats(c->a, (size_t)(nw * n * n));
+    e->map = rai_arena_bytes(c->a, (size_t)((int64_t)B * nw * n) * sizeof(int32_t));
+    if (shifted) e->mask = rai_arena_floats(c->a, (size_t)(nw * n * n));
     if (!e->map || (shifted && !e->mask)) return c->count--, nomem();
-    ra_status st = ra_window_rowmap(e->map, B, g);
+    ra_status st = rai_window_rowmap(e->map, B, g);
     if (!st && e->mask) st = ra_window_mask(e->mask, g);
     if (st) return c->count--, st;
     e->g = *g, e->b = B;

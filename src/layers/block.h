@@ -8,7 +8,7 @@
  * on x's rows as they are. A pre-norm block may attend across to a second
  * input kv (cross-attention: keys and values from norm_kv(kv), laid out
  * through kv's own row map). The attention is an ra_attn_layer or one of
- * the network's own (ra_block_attn). Networks give the weights, the layout
+ * the network's own (rai_block_attn). Networks give the weights, the layout
  * and a tape (training) or none (inference); the stem, the row maps,
  * merging and the head are theirs. llm.c's shape: the training forward
  * keeps on the tape exactly what the backward reads. */
@@ -20,7 +20,7 @@
 #include "pos/window.h"
 #include "attention/layer.h"
 
-typedef struct ra_block_layout ra_block_layout;
+typedef struct rai_block_layout rai_block_layout;
 
 /* An attention of the network's own in place of an ra_attn_layer (the 3-D
  * window block's: q and kv projections, or one fused qkv product, around
@@ -33,19 +33,19 @@ typedef struct ra_block_layout ra_block_layout;
  *   backward: dx (b_*n, C) overwritten, dkv (b_*n2, C) ACCUMULATED,
  *     parameter gradients ACCUMULATED into g, from dy (b_*n, C) and saved
  *     (the forward's ws); ws: backward_ws_size bytes. */
-typedef struct ra_block_attn {
+typedef struct rai_block_attn {
     const void *ctx;
-    size_t (*forward_ws_size)(const void *ctx, const ra_block_layout *l);
+    size_t (*forward_ws_size)(const void *ctx, const rai_block_layout *l);
     ra_status (*forward)(const void *ctx, float *y, float *attn, const float *x, const float *kv,
-                         const ra_block_layout *l, void *ws, float *res, const int32_t *map);
-    size_t (*backward_ws_size)(const void *ctx, const ra_block_layout *l);
+                         const rai_block_layout *l, void *ws, float *res, const int32_t *map);
+    size_t (*backward_ws_size)(const void *ctx, const rai_block_layout *l);
     ra_status (*backward)(const void *ctx, float *dx, float *dkv, const ra_attn_grads *g,
                           const float *dy, const float *x, const float *kv,
-                          const ra_block_layout *l, const void *saved, void *ws);
-} ra_block_attn;
+                          const rai_block_layout *l, const void *saved, void *ws);
+} rai_block_attn;
 
 /* One block's weights and options. */
-typedef struct ra_block {
+typedef struct rai_block {
     int dim, hidden;
     int post;                 /* post-norm (SwinV2) */
     float eps;                /* the LayerNorms' */
@@ -55,11 +55,11 @@ typedef struct ra_block {
     const float *ls1, *ls2;   /* LayerScale gammas (C) or NULL */
     const float *nkw, *nkb;   /* norm_kv, the LayerNorm of a cross-attention's kv input */
     ra_attn_layer *attn;
-    const ra_block_attn *own; /* the network's own attention (attn is then NULL) */
-} ra_block;
+    const rai_block_attn *own; /* the network's own attention (attn is then NULL) */
+} rai_block;
 
 /* How the block's token rows meet the attention. */
-struct ra_block_layout {
+struct rai_block_layout {
     int64_t m;                /* token rows of x */
     int batch;                /* samples: m = batch * tokens (drop-path draws per sample) */
     int b_, n;                /* sequences (windows) of the attention and their tokens */
@@ -76,19 +76,19 @@ struct ra_block_layout {
 };
 
 /* Key tokens of a sequence of l. */
-static inline int ra_block_keys(const ra_block_layout *l) { return l->n2 ? l->n2 : l->n; }
+static inline int rai_block_keys(const rai_block_layout *l) { return l->n2 ? l->n2 : l->n; }
 
 /* Gradient slots of a block's parameters (NULL: not wanted). */
-typedef struct ra_block_grads {
+typedef struct rai_block_grads {
     float *n1w, *n1b, *n2w, *n2b, *fc1w, *fc1b, *fc2w, *fc2b, *ls1, *ls2, *nkw, *nkb;
     ra_attn_grads attn;
     float *kv;                /* (mkv, C) the gradient of the kv input, ACCUMULATED */
-} ra_block_grads;
+} rai_block_grads;
 
 /* What a training forward keeps for the backward. x is the caller's: the
  * block's input (M, C), left untouched until the backward. */
-typedef struct ra_block_tape {
-    ra_block_layout l;
+typedef struct rai_block_tape {
+    rai_block_layout l;
     float *x;                 /* (M, C) the input (the caller's; only read) */
     float *mean1, *rstd1;     /* norm1's statistics: (M) pre-norm, (b_*n) post-norm */
     float *win;               /* (b_*n, C) the attention's input */
@@ -105,53 +105,53 @@ typedef struct ra_block_tape {
     uint8_t *keep1, *keep2;   /* (batch) drop-path draws */
     void *aws;                /* the attention forward's workspace (its projections and
                                  output, read by the backward), or NULL: recomputed */
-} ra_block_tape;
+} rai_block_tape;
 
 /* Lay out a tape's buffers in base (NULL: only count; t is then not
  * written); returns the floats it needs, in 64-byte steps. The input x and
  * the attention's workspace are not among them. */
-size_t ra_block_tape_layout(ra_block_tape *t, const ra_block *b, const ra_block_layout *l,
+size_t rai_block_tape_layout(rai_block_tape *t, const rai_block *b, const rai_block_layout *l,
                             float *base);
 
 /* Inference, in place on x (M, C). attn (b_, nH, n, n): the attention's
  * probabilities, if given. Scratch from a (released before returning). */
-ra_status ra_block_forward(const ra_block *b, float *x, float *attn, const ra_block_layout *l,
-                           ra_arena *a);
+ra_status rai_block_forward(const rai_block *b, float *x, float *attn, const rai_block_layout *l,
+                           rai_arena *a);
 
 /* Training: y (M, C) from t->x, filling t (laid out by
- * ra_block_tape_layout). keep_attn: the attention's workspace is taken
+ * rai_block_tape_layout). keep_attn: the attention's workspace is taken
  * from a and kept (t->aws, below the arena's mark on return); else it is
  * scratch and the backward recomputes the projections. rng: drop-path. */
-ra_status ra_block_forward_train(const ra_block *b, ra_block_tape *t, float *y, int keep_attn,
-                                 ra_arena *a, ra_rng *rng);
+ra_status rai_block_forward_train(const rai_block *b, rai_block_tape *t, float *y, int keep_attn,
+                                 rai_arena *a, ra_rng *rng);
 
 /* dx (M, C): the gradient of the block's output in, of its input out (in
  * place); parameter gradients (and kv's) ACCUMULATED into g. Scratch from
  * a. */
-ra_status ra_block_backward(const ra_block *b, const ra_block_tape *t, float *dx,
-                            const ra_block_grads *g, ra_arena *a);
+ra_status rai_block_backward(const rai_block *b, const rai_block_tape *t, float *dx,
+                            const rai_block_grads *g, rai_arena *a);
 
 /* ---- window layouts --------------------------------------------------------
  * The row maps and shifted-window masks of one forward, built on first use
  * from an arena and shared by the blocks of the same layout. */
 #define RA_WINDOW_LAYOUTS 4
 
-typedef struct ra_window_layout {
-    ra_window_geom g;
+typedef struct rai_window_layout {
+    ra_window_spec g;
     int b;
     int32_t *map;             /* (B*nW*N) */
     float *mask;              /* (nW, N, N), NULL without shift */
-} ra_window_layout;
+} rai_window_layout;
 
-typedef struct ra_window_layouts {
-    ra_arena *a;
-    ra_window_layout item[RA_WINDOW_LAYOUTS];
+typedef struct rai_window_layouts {
+    rai_arena *a;
+    rai_window_layout item[RA_WINDOW_LAYOUTS];
     int count;
-} ra_window_layouts;
+} rai_window_layouts;
 
 /* The layout of g for B maps (from c's arena, which must not be reset past
  * it while it is used). */
-ra_status ra_window_layout_get(ra_window_layouts *c, const ra_window_geom *g, int B,
-                               const ra_window_layout **out);
+ra_status rai_window_layout_get(rai_window_layouts *c, const ra_window_spec *g, int B,
+                               const rai_window_layout **out);
 
 #endif

@@ -24,22 +24,22 @@
 
 /* ---- declared parameters ------------------------------------------------ */
 
-ra_status ra_model_declare(ra_model *m, const char *name, int ndim, const int64_t *shape,
+ra_status rai_model_declare(ra_model *m, const char *name, int ndim, const int64_t *shape,
                            int optional) {
     if (m->nparams == m->cap) {
         int cap = m->cap ? 2 * m->cap : 32;
         ra_param_info *p = realloc(m->params, (size_t)cap * sizeof *p);
-        if (!p) return ra_fail(RA_ERR_NOMEM, "model: out of memory");
+        if (!p) return rai_fail(RA_ERR_NOMEM, "model: out of memory");
         m->params = p, m->cap = cap;
     }
     ra_param_info *pi = &m->params[m->nparams];
     *pi = (ra_param_info){.ndim = ndim, .offset = -1, .numel = 1, .optional = optional};
     for (int i = 0; i < ndim; i++) {
         pi->shape[i] = shape[i];
-        if (shape[i] < 0 || !ra_mul_i64(&pi->numel, pi->numel, shape[i]))
-            return ra_fail(RA_ERR_FORMAT, "parameter %s: shape overflows", name);
+        if (shape[i] < 0 || !rai_mul_i64(&pi->numel, pi->numel, shape[i]))
+            return rai_fail(RA_ERR_FORMAT, "parameter %s: shape overflows", name);
     }
-    if (!(pi->name = ra_strdup(name))) return ra_fail(RA_ERR_NOMEM, "model: out of memory");
+    if (!(pi->name = rai_strdup(name))) return rai_fail(RA_ERR_NOMEM, "model: out of memory");
     m->nparams++;
     return RA_OK;
 }
@@ -50,19 +50,19 @@ static int find_param(const ra_model *m, const char *name) {
     return -1;
 }
 
-float *ra_model_grad(const ra_model *m, float *flat, const char *name) {
+float *rai_model_grad(const ra_model *m, float *flat, const char *name) {
     int i = m && flat ? find_param(m, name) : -1;
     return i >= 0 && m->params[i].offset >= 0 ? flat + m->params[i].offset : NULL;
 }
 
-const float *ra_model_get(const ra_model *m, const char *name) {
+const float *rai_model_get(const ra_model *m, const char *name) {
     int i = m ? find_param(m, name) : -1;
     return i >= 0 && m->params[i].offset >= 0 ? m->weights + m->params[i].offset : NULL;
 }
 
 /* ---- the loader --------------------------------------------------------- */
 
-int ra_dtype_is_float(ra_dtype d) {
+int rai_dtype_is_float(ra_dtype d) {
     return d == RA_DTYPE_F32 || d == RA_DTYPE_F16 || d == RA_DTYPE_BF16 || d == RA_DTYPE_F64;
 }
 
@@ -73,14 +73,30 @@ static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape) {
     if (k < n) snprintf(buf + k, n - k, ")");
 }
 
-ra_status ra_check_shape(const ra_st_tensor *t, int ndim, const int64_t *shape) {
+ra_status rai_check_saved_index(const ra_st_file *f, const ra_st_tensor *t, const int32_t *idx,
+                                int64_t n2) {
+    if (rai_dtype_is_float(t->dtype) || t->dtype == RA_DTYPE_BOOL)
+        return rai_fail(RA_ERR_SHAPE, "tensor '%.80s' must hold integers", t->name);
+    int64_t *v = rai_alloc((size_t)t->numel, sizeof *v);
+    if (!v) return rai_fail(RA_ERR_NOMEM, "relative_position_index: out of memory");
+    ra_status st = ra_st_read_i64(v, f, t);
+    for (int64_t e = 0; !st && e < t->numel; e++)
+        if (v[e] != idx[e])
+            st = rai_fail(RA_ERR_FORMAT, "tensor '%.80s' differs from the computed index at "
+                          "(%lld, %lld): %lld, expected %d", t->name, (long long)(e / n2),
+                          (long long)(e % n2), (long long)v[e], idx[e]);
+    rai_free(v);
+    return st;
+}
+
+ra_status rai_check_shape(const ra_st_tensor *t, int ndim, const int64_t *shape) {
     int ok = t->ndim == ndim;
     for (int i = 0; ok && i < ndim; i++) ok = t->shape[i] == shape[i];
     if (ok) return RA_OK;
     char got[128], want[128];
     shape_str(got, sizeof got, t->ndim, t->shape);
     shape_str(want, sizeof want, ndim, shape);
-    return ra_fail(RA_ERR_SHAPE, "tensor '%.80s' has shape %s, the configuration needs %s",
+    return rai_fail(RA_ERR_SHAPE, "tensor '%.80s' has shape %s, the configuration needs %s",
                    t->name, got, want);
 }
 
@@ -91,7 +107,7 @@ ra_status ra_check_shape(const ra_st_tensor *t, int ndim, const int64_t *shape) 
 static ra_status load_weights(ra_model *m, const ra_st_file *f) {
     const int nt = ra_st_count(f);
     const ra_st_tensor **found = calloc((size_t)m->nparams + 1, sizeof *found);
-    if (!found) return ra_fail(RA_ERR_NOMEM, "model: out of memory");
+    if (!found) return rai_fail(RA_ERR_NOMEM, "model: out of memory");
     ra_status st = RA_OK;
     for (int i = 0; i < nt && !st; i++) {
         const ra_st_tensor *t = ra_st_at(f, i);
@@ -99,7 +115,7 @@ static ra_status load_weights(ra_model *m, const ra_st_file *f) {
         const char *canon = t->name;
         /* a checkpoint's optimiser state is not the model's (src/train/train.c) */
         if (strncmp(t->name, RA_TRAIN_STATE_PREFIX, strlen(RA_TRAIN_STATE_PREFIX)) == 0) continue;
-        ra_tensor_kind kind = RA_TENSOR_PARAM;
+        rai_tensor_kind kind = RA_TENSOR_PARAM;
         if (m->ops->canonical) {
             kind = m->ops->canonical(m, t->name, buf, sizeof buf);
             canon = buf;
@@ -107,11 +123,11 @@ static ra_status load_weights(ra_model *m, const ra_st_file *f) {
         if (kind == RA_TENSOR_BUFFER) continue;
         int p = kind == RA_TENSOR_PARAM ? find_param(m, canon) : -1;
         if (p < 0)
-            st = ra_fail(RA_ERR_FORMAT, "unexpected tensor '%.80s' for arch %s%s%s%s", t->name,
+            st = rai_fail(RA_ERR_FORMAT, "unexpected tensor '%.80s' for arch %s%s%s%s", t->name,
                          m->ops->name, m->scheme[0] ? " (naming scheme " : "", m->scheme,
                          m->scheme[0] ? ")" : "");
         else if (found[p])
-            st = ra_fail(RA_ERR_FORMAT, "tensors '%.80s' and '%.80s' are both parameter %s",
+            st = rai_fail(RA_ERR_FORMAT, "tensors '%.80s' and '%.80s' are both parameter %s",
                          found[p]->name, t->name, canon);
         else
             found[p] = t;
@@ -120,13 +136,13 @@ static ra_status load_weights(ra_model *m, const ra_st_file *f) {
         const ra_st_tensor *t = found[p];
         if (!t) {
             if (!m->params[p].optional)
-                st = ra_fail(RA_ERR_FORMAT, "tensor '%s' is missing (arch %s%s%s)",
+                st = rai_fail(RA_ERR_FORMAT, "tensor '%s' is missing (arch %s%s%s)",
                              m->params[p].name, m->ops->name,
                              m->scheme[0] ? ", naming scheme " : "", m->scheme);
-        } else if (!ra_dtype_is_float(t->dtype)) {
-            st = ra_fail(RA_ERR_SHAPE, "tensor '%.80s' must be a float tensor", t->name);
+        } else if (!rai_dtype_is_float(t->dtype)) {
+            st = rai_fail(RA_ERR_SHAPE, "tensor '%.80s' must be a float tensor", t->name);
         } else {
-            st = ra_check_shape(t, m->params[p].ndim, m->params[p].shape);
+            st = rai_check_shape(t, m->params[p].ndim, m->params[p].shape);
         }
     }
     if (st) {
@@ -142,8 +158,8 @@ static ra_status load_weights(ra_model *m, const ra_st_file *f) {
         }
         m->params[p].offset = total;
         total += m->params[p].numel;
-        if (!(m->params[p].file_name = ra_strdup(found[p]->name)))
-            st = ra_fail(RA_ERR_NOMEM, "model: out of memory");
+        if (!(m->params[p].file_name = rai_strdup(found[p]->name)))
+            st = rai_fail(RA_ERR_NOMEM, "model: out of memory");
         found[kept] = found[p];
         m->params[kept++] = m->params[p];
     }
@@ -152,9 +168,9 @@ static ra_status load_weights(ra_model *m, const ra_st_file *f) {
         free(found);
         return st;
     }
-    if (!(m->weights = ra_alloc((size_t)total, sizeof(float)))) {
+    if (!(m->weights = rai_alloc((size_t)total, sizeof(float)))) {
         free(found);
-        return ra_fail(RA_ERR_NOMEM, "model: out of memory for %lld weights", (long long)total);
+        return rai_fail(RA_ERR_NOMEM, "model: out of memory for %lld weights", (long long)total);
     }
     m->total = total;
     /* Read (pread) in parallel: most of the cost is the first touch of the
@@ -176,24 +192,24 @@ static ra_status load_weights(ra_model *m, const ra_st_file *f) {
         }
     }
     free(found);
-    return bad < m->nparams ? ra_fail(bad_st, "%s", why) : RA_OK;
+    return bad < m->nparams ? rai_fail(bad_st, "%s", why) : RA_OK;
 }
 
 
-ra_status ra_model_open_arch(ra_model **out, const ra_arch_ops *ops, const ra_st_file *f) {
+ra_status rai_model_open_arch(ra_model **out, const rai_arch_ops *ops, const ra_st_file *f) {
     *out = NULL;
     ra_model *m = calloc(1, sizeof *m);
-    if (!m) return ra_fail(RA_ERR_NOMEM, "model: out of memory");
+    if (!m) return rai_fail(RA_ERR_NOMEM, "model: out of memory");
     m->ops = ops;
     ra_status st = RA_OK;
     const int nmeta = ra_st_meta_count(f);
     if (!(m->meta = calloc((size_t)nmeta * 2 + 1, sizeof *m->meta)))
-        st = ra_fail(RA_ERR_NOMEM, "model: out of memory");
+        st = rai_fail(RA_ERR_NOMEM, "model: out of memory");
     for (int i = 0; i < nmeta && !st; i++, m->nmeta++) {
         const char *key = ra_st_meta_key(f, i);
-        m->meta[2 * i] = ra_strdup(key);
-        m->meta[2 * i + 1] = ra_strdup(ra_st_meta(f, key));
-        if (!m->meta[2 * i] || !m->meta[2 * i + 1]) st = ra_fail(RA_ERR_NOMEM, "model: out of memory");
+        m->meta[2 * i] = rai_strdup(key);
+        m->meta[2 * i + 1] = rai_strdup(ra_st_meta(f, key));
+        if (!m->meta[2 * i] || !m->meta[2 * i + 1]) st = rai_fail(RA_ERR_NOMEM, "model: out of memory");
     }
     if (!st) st = ops->declare(m, f);
     if (!st && ops->detect) st = ops->detect(m, f);
@@ -211,7 +227,7 @@ ra_status ra_model_open_arch(ra_model **out, const ra_arch_ops *ops, const ra_st
 static void drop_replicas(ra_model *m) {
     for (int s = 0; s < m->nrep; s++) {
         ra_model_free(m->rep[s]);
-        ra_free(m->rgrad[s]);
+        rai_free(m->rgrad[s]);
     }
     free(m->rep), free(m->rgrad);
     m->rep = NULL, m->rgrad = NULL, m->nrep = 0, m->shards = 1;
@@ -228,7 +244,7 @@ void ra_model_free(ra_model *m) {
     free(m->params);
     for (int i = 0; i < 2 * m->nmeta; i++) free(m->meta[i]);
     free(m->meta);
-    ra_free(m->weights);
+    rai_free(m->weights);
     free(m);
 }
 
@@ -308,7 +324,7 @@ static ra_status forward_shards(forward_parts *c, float **y, int *y_ndim, int64_
     const int S = c->parts;
     c->per_x = 1;
     for (int d = 1; d < c->x_ndim; d++) c->per_x *= c->x_shape[d];   /* bounded: x exists */
-    ra_status st = ra_run_parts(S, forward_part, c);
+    ra_status st = rai_run_parts(S, forward_part, c);
     float *const *part = c->y;
     const int *nd = c->nd;
     int64_t(*ys)[4] = c->ys;
@@ -317,12 +333,12 @@ static ra_status forward_shards(forward_parts *c, float **y, int *y_ndim, int64_
     for (int s = 1; s < S && !st; s++)   /* the shards agree on a sample's shape */
         if (nd[s] != nd[0] || ys[s][0] != (B * (s + 1) / S - B * s / S) ||
             memcmp(ys[s] + 1, ys[0] + 1, (size_t)(nd[0] - 1) * sizeof(int64_t)))
-            st = ra_fail(RA_ERR_INTERNAL, "model forward: shards of different shapes");
-    if (!st && !(*y = ra_alloc((size_t)(B * per_y), sizeof **y)))
-        st = ra_fail(RA_ERR_NOMEM, "model forward: out of memory for y");
+            st = rai_fail(RA_ERR_INTERNAL, "model forward: shards of different shapes");
+    if (!st && !(*y = rai_alloc((size_t)(B * per_y), sizeof **y)))
+        st = rai_fail(RA_ERR_NOMEM, "model forward: out of memory for y");
     for (int s = 0; s < S && !st; s++)
         memcpy(*y + (B * s / S) * per_y, part[s], (size_t)(ys[s][0] * per_y) * sizeof **y);
-    for (int s = 0; s < S; s++) ra_free(part[s]);
+    for (int s = 0; s < S; s++) rai_free(part[s]);
     if (st) return st;
     *y_ndim = nd[0];
     memcpy(y_shape, ys[0], sizeof ys[0]);
@@ -344,10 +360,10 @@ static int batch_shards(const ra_model *m, int x_ndim, const int64_t *x_shape) {
 ra_status ra_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                            const float *x, int x_ndim, const int64_t *x_shape) {
     if (!m || !y || !y_ndim || !y_shape || !x || !x_shape)
-        return ra_fail(RA_ERR_ARG, "model forward: NULL argument");
+        return rai_fail(RA_ERR_ARG, "model forward: NULL argument");
     *y = NULL;
     if (!m->ops->forward)
-        return ra_fail(RA_ERR_ARG, "%s is an attention layer: use ra_attn_layer_forward",
+        return rai_fail(RA_ERR_ARG, "%s is an attention layer: use ra_attn_layer_forward",
                        m->ops->name);
     const int S = batch_shards(m, x_ndim, x_shape);
     if (S < 2) return m->ops->forward(m, y, y_ndim, y_shape, x, x_ndim, x_shape);
@@ -359,7 +375,7 @@ ra_status ra_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_
 
 const ra_attn_layer *ra_model_attn(const ra_model *m) {
     return m && m->ops->attn_layer
-               ? ((const ra_attn_impl *)m->impl)->layer
+               ? ((const rai_attn_impl *)m->impl)->layer
                : NULL;
 }
 
@@ -421,12 +437,12 @@ static int make_replicas(ra_model *m, int want) {
     while (m->nrep < want - 1) {
         ra_model *r = NULL;
         float *g = NULL;
-        int same = ra_model_create_arch(&r, m->ops, meta, m->nmeta + 1, 0) == RA_OK &&
+        int same = rai_model_create_arch(&r, m->ops, meta, m->nmeta + 1, 0) == RA_OK &&
                    r->total == m->total && r->nparams == m->nparams;
         for (int p = 0; same && p < m->nparams; p++)
             same = r->params[p].offset == m->params[p].offset &&
                    !strcmp(r->params[p].name, m->params[p].name);
-        if (!same || !(g = ra_alloc((size_t)m->total + 1, sizeof *g))) {
+        if (!same || !(g = rai_alloc((size_t)m->total + 1, sizeof *g))) {
             m->rep_failed = !same;   /* another model: never; out of memory: next time */
             ra_model_free(r);
             break;
@@ -441,9 +457,9 @@ ra_status ra_model_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_
                                  const float *x, int x_ndim, const int64_t *x_shape,
                                  ra_rng *rng) {
     if (!m || !y || !y_ndim || !y_shape || !x || !x_shape)
-        return ra_fail(RA_ERR_ARG, "training forward: NULL argument");
+        return rai_fail(RA_ERR_ARG, "training forward: NULL argument");
     if (!ra_model_trainable(m))
-        return ra_fail(RA_ERR_ARG, "%s has no training forward (attention layers: use "
+        return rai_fail(RA_ERR_ARG, "%s has no training forward (attention layers: use "
                        "ra_attn_layer_backward)", m->ops->name);
     *y = NULL;
     m->shards = 1;
@@ -475,14 +491,14 @@ static ra_status backward_part(void *ctx, int s) {
 }
 
 ra_status ra_model_backward(ra_model *m, float *grad, float *dx, const float *dy) {
-    if (!m || !grad || !dy) return ra_fail(RA_ERR_ARG, "model backward: NULL argument");
+    if (!m || !grad || !dy) return rai_fail(RA_ERR_ARG, "model backward: NULL argument");
     if (!ra_model_trainable(m))
-        return ra_fail(RA_ERR_ARG, "%s has no network backward (attention layers: use "
+        return rai_fail(RA_ERR_ARG, "%s has no network backward (attention layers: use "
                        "ra_attn_layer_backward)", m->ops->name);
     const int S = m->shards;
     if (S < 2) return m->ops->backward(m, grad, dx, dy);
     backward_parts c = {.m = m, .grad = grad, .dx = dx, .dy = dy};
-    const ra_status st = ra_run_parts(S, backward_part, &c);
+    const ra_status st = rai_run_parts(S, backward_part, &c);
     if (st) return st;
     const int64_t P = m->total;
     #pragma omp parallel for num_threads(S) schedule(static)
@@ -520,7 +536,7 @@ static ra_status init_weights(ra_model *m, uint64_t seed) {
         if (p->ndim == 4) conv_fan_in = p->shape[1] * p->shape[2] * p->shape[3];
         ra_status st;
         if (strcmp(p->name, "patch_embed.proj.bias") == 0) {   /* follows its weight */
-            if (conv_fan_in < 1) return ra_fail(RA_ERR_INTERNAL, "init: conv bias before weight");
+            if (conv_fan_in < 1) return rai_fail(RA_ERR_INTERNAL, "init: conv bias before weight");
             const float bound = 1.0f / sqrtf((float)conv_fan_in);
             ra_rng_fill_uniform(&rng, w, p->numel, -bound, bound);
             continue;
@@ -541,12 +557,12 @@ static ra_status init_weights(ra_model *m, uint64_t seed) {
             for (int64_t e = 0; e < p->numel; e++) w[e] = v;
             continue;
         }
-        if ((st = init_param(w, p, &rng))) return ra_fail(st, "init: %s", p->name);
+        if ((st = init_param(w, p, &rng))) return rai_fail(st, "init: %s", p->name);
     }
     return RA_OK;
 }
 
-ra_status ra_model_create_arch(ra_model **out, const ra_arch_ops *ops, const char *const *meta,
+ra_status rai_model_create_arch(ra_model **out, const rai_arch_ops *ops, const char *const *meta,
                                int nmeta, uint64_t seed) {
     *out = NULL;
     /* a safetensors file with metadata only, so that the hyperparameters go
@@ -559,10 +575,10 @@ ra_status ra_model_create_arch(ra_model **out, const ra_arch_ops *ops, const cha
               json_object_set_new(md, meta[2 * i], json_string(meta[2 * i + 1]));
     char *hdr = bad ? NULL : json_dumps(root, JSON_COMPACT);
     json_decref(root);
-    if (!hdr) return ra_fail(bad ? RA_ERR_ARG : RA_ERR_NOMEM, "model create: bad metadata");
+    if (!hdr) return rai_fail(bad ? RA_ERR_ARG : RA_ERR_NOMEM, "model create: bad metadata");
     const size_t hl = strlen(hdr);
     unsigned char *buf = malloc(8 + hl);
-    ra_status st = buf ? RA_OK : ra_fail(RA_ERR_NOMEM, "model create: out of memory");
+    ra_status st = buf ? RA_OK : rai_fail(RA_ERR_NOMEM, "model create: out of memory");
     ra_st_file *f = NULL;
     if (!st) {
         for (int i = 0; i < 8; i++) buf[i] = (unsigned char)((uint64_t)hl >> (8 * i));
@@ -573,17 +589,17 @@ ra_status ra_model_create_arch(ra_model **out, const ra_arch_ops *ops, const cha
     free(hdr);
     if (st) return st;
     ra_model *m = ops ? calloc(1, sizeof *m) : NULL;
-    if (!ops) st = ra_fail(RA_ERR_FORMAT, "metadata has no known \"arch\"");
-    else if (!m) st = ra_fail(RA_ERR_NOMEM, "model: out of memory");
+    if (!ops) st = rai_fail(RA_ERR_FORMAT, "metadata has no known \"arch\"");
+    else if (!m) st = rai_fail(RA_ERR_NOMEM, "model: out of memory");
     if (!st) {
         m->ops = ops;
         if (!(m->meta = calloc((size_t)nmeta * 2 + 1, sizeof *m->meta)))
-            st = ra_fail(RA_ERR_NOMEM, "model: out of memory");
+            st = rai_fail(RA_ERR_NOMEM, "model: out of memory");
         for (int i = 0; i < nmeta && !st; i++, m->nmeta++) {
-            m->meta[2 * i] = ra_strdup(meta[2 * i]);
-            m->meta[2 * i + 1] = ra_strdup(meta[2 * i + 1]);
+            m->meta[2 * i] = rai_strdup(meta[2 * i]);
+            m->meta[2 * i + 1] = rai_strdup(meta[2 * i + 1]);
             if (!m->meta[2 * i] || !m->meta[2 * i + 1])
-                st = ra_fail(RA_ERR_NOMEM, "model: out of memory");
+                st = rai_fail(RA_ERR_NOMEM, "model: out of memory");
         }
     }
     if (!st) st = ops->declare(m, f);
@@ -596,8 +612,8 @@ ra_status ra_model_create_arch(ra_model **out, const ra_arch_ops *ops, const cha
             total += m->params[p].numel;
         }
         m->total = total;
-        if (!(m->weights = ra_alloc((size_t)(total ? total : 1), sizeof(float))))
-            st = ra_fail(RA_ERR_NOMEM, "model: out of memory for %lld weights", (long long)total);
+        if (!(m->weights = rai_alloc((size_t)(total ? total : 1), sizeof(float))))
+            st = rai_fail(RA_ERR_NOMEM, "model: out of memory for %lld weights", (long long)total);
     }
     if (!st) st = init_weights(m, seed);
     if (!st) st = ops->build(m, f);

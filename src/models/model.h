@@ -9,7 +9,7 @@
  *      (ops->canonical, for the naming schemes of other code bases), checks
  *      dtype and shape, refuses what is missing or unexpected, and converts
  *      the weights into one flat F32 buffer in declaration order;
- *   3. ops->build binds pointers by name (ra_model_get), validates the
+ *   3. ops->build binds pointers by name (rai_model_get), validates the
  *      buffers the file may carry (relative_position_index, attn_mask) and
  *      builds the runtime object kept in m->impl.
  * Each arch keeps its hyperparameters in its own impl. */
@@ -18,10 +18,10 @@
 
 #include "base/internal.h"
 
-typedef struct ra_arch_ops ra_arch_ops;
+typedef struct rai_arch_ops rai_arch_ops;
 
 struct ra_model {
-    const ra_arch_ops *ops;
+    const rai_arch_ops *ops;
     char scheme[32];          /* naming scheme of the file ("official", ...) */
     float *weights;           /* every parameter, in declaration order */
     int64_t total;            /* floats in weights */
@@ -45,34 +45,34 @@ typedef enum {
     RA_TENSOR_PARAM,          /* a parameter: canonical name written */
     RA_TENSOR_BUFFER,         /* a buffer the arch validates in build() */
     RA_TENSOR_UNKNOWN         /* not of this arch: the file is refused */
-} ra_tensor_kind;
+} rai_tensor_kind;
 
-struct ra_arch_ops {
+struct rai_arch_ops {
     const char *name;         /* the "arch" metadata value */
     ra_arch arch;
     /* Networks whose x is a batch of samples along its first dimension,
      * each treated on its own: a batch may run in shards (src/models/model.c). */
     int batched;
-    /* The model is one attention layer: impl is an ra_attn_impl. */
+    /* The model is one attention layer: impl is an rai_attn_impl. */
     int attn_layer;
     ra_status (*declare)(ra_model *m, const ra_st_file *f);
     /* Map a file tensor name to a canonical one (buf, n bytes). NULL means
      * names are canonical already and only declared names are parameters. */
-    ra_tensor_kind (*canonical)(const ra_model *m, const char *name, char *buf, size_t n);
+    rai_tensor_kind (*canonical)(const ra_model *m, const char *name, char *buf, size_t n);
     /* Detect the naming scheme from the file's names (sets m->scheme);
      * NULL means "official". Runs before canonical(). */
     ra_status (*detect)(ra_model *m, const ra_st_file *f);
     ra_status (*build)(ra_model *m, const ra_st_file *f);
     void (*destroy)(void *impl);
     /* Network forward (swin_block, swin, vit): x of x_ndim dims, y
-     * allocated with ra_alloc (free with ra_free), its shape written. NULL
+     * allocated with rai_alloc (free with rai_free), its shape written. NULL
      * for the attention layers, which the caller runs through their layer. */
     ra_status (*forward)(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                          const float *x, int x_ndim, const int64_t *x_shape);
     /* Training (NULL: not trainable). forward_train runs the forward as
      * forward does, keeping what backward needs in the impl (its tape);
      * backward accumulates into grad (the flat gradient, laid out like
-     * m->weights; bind names with ra_model_grad) and dx (may be NULL). */
+     * m->weights; bind names with rai_model_grad) and dx (may be NULL). */
     ra_status (*forward_train)(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                                const float *x, int x_ndim, const int64_t *x_shape, ra_rng *rng);
     ra_status (*backward)(ra_model *m, float *grad, float *dx, const float *dy);
@@ -82,28 +82,34 @@ struct ra_arch_ops {
 };
 
 /* Load the model of file f, whose arch is ops (registry.c finds it). */
-ra_status ra_model_open_arch(ra_model **out, const ra_arch_ops *ops, const ra_st_file *f);
+ra_status rai_model_open_arch(ra_model **out, const rai_arch_ops *ops, const ra_st_file *f);
 /* ra_model_create for the arch ops (NULL: the metadata names no known arch,
  * refused once the metadata itself has been checked). */
-ra_status ra_model_create_arch(ra_model **out, const ra_arch_ops *ops, const char *const *meta,
+ra_status rai_model_create_arch(ra_model **out, const rai_arch_ops *ops, const char *const *meta,
                                int nmeta, uint64_t seed);
 
 /* 1 for the floating-point dtypes. */
-int ra_dtype_is_float(ra_dtype d);
+int rai_dtype_is_float(ra_dtype d);
 /* RA_OK if file tensor t has the shape (ndim, shape), else RA_ERR_SHAPE
  * naming both. */
-ra_status ra_check_shape(const ra_st_tensor *t, int ndim, const int64_t *shape);
+ra_status rai_check_shape(const ra_st_tensor *t, int ndim, const int64_t *shape);
+
+/* A saved relative position index t (its shape checked by the caller)
+ * must hold integers equal to idx, read as rows of n2: RA_ERR_SHAPE /
+ * RA_ERR_FORMAT naming the first difference otherwise. */
+ra_status rai_check_saved_index(const ra_st_file *f, const ra_st_tensor *t, const int32_t *idx,
+                                int64_t n2);
 
 /* Declare a parameter (canonical name, copied). optional: may be absent
- * from the file (then it has no storage and ra_model_get gives NULL). */
-ra_status ra_model_declare(ra_model *m, const char *name, int ndim, const int64_t *shape,
+ * from the file (then it has no storage and rai_model_get gives NULL). */
+ra_status rai_model_declare(ra_model *m, const char *name, int ndim, const int64_t *shape,
                            int optional);
 /* The F32 values of a declared parameter, or NULL if absent/undeclared. */
-const float *ra_model_get(const ra_model *m, const char *name);
+const float *rai_model_get(const ra_model *m, const char *name);
 
 /* The gradient of a declared parameter inside flat (laid out like the
  * weights), or NULL if absent/undeclared. */
-float *ra_model_grad(const ra_model *m, float *flat, const char *name);
+float *rai_model_grad(const ra_model *m, float *flat, const char *name);
 
 /* A model made as a replica of another (the trainer's shards) carries its
  * original's naming scheme under this metadata key, since the scheme can
@@ -114,38 +120,38 @@ float *ra_model_grad(const ra_model *m, float *flat, const char *name);
 
 /* Metadata values, parsed strictly; failures are RA_ERR_FORMAT naming the
  * key. The _opt variants leave *out alone when the key is absent. */
-ra_status ra_meta_int(const ra_st_file *f, const char *key, int *out, int lo, int hi);
-ra_status ra_meta_int_opt(const ra_st_file *f, const char *key, int *out, int lo, int hi);
+ra_status rai_meta_int(const ra_st_file *f, const char *key, int *out, int lo, int hi);
+ra_status rai_meta_int_opt(const ra_st_file *f, const char *key, int *out, int lo, int hi);
 /* "7,7" or "7" (a square); out[0..1] */
-ra_status ra_meta_pair(const ra_st_file *f, const char *key, int out[2], int lo, int hi);
+ra_status rai_meta_pair(const ra_st_file *f, const char *key, int out[2], int lo, int hi);
 /* "2,2,6,2": up to max integers, *n of them */
-ra_status ra_meta_list(const ra_st_file *f, const char *key, int *out, int max, int *n,
+ra_status rai_meta_list(const ra_st_file *f, const char *key, int *out, int max, int *n,
                        int lo, int hi);
-ra_status ra_meta_bool_opt(const ra_st_file *f, const char *key, int *out);
-ra_status ra_meta_float_opt(const ra_st_file *f, const char *key, float *out, int *given);
-ra_status ra_meta_double_opt(const ra_st_file *f, const char *key, double *out, int *given);
+ra_status rai_meta_bool_opt(const ra_st_file *f, const char *key, int *out);
+ra_status rai_meta_float_opt(const ra_st_file *f, const char *key, float *out, int *given);
+ra_status rai_meta_double_opt(const ra_st_file *f, const char *key, double *out, int *given);
 /* mlp_ratio: a positive number, 4.0 when absent (Python's float). */
-ra_status ra_meta_mlp_ratio(const ra_st_file *f, double *out);
+ra_status rai_meta_mlp_ratio(const ra_st_file *f, double *out);
 
 /* Arch tables, one per source file. */
 #define RA_ATTN_ARCHS 8
-extern const ra_arch_ops ra_attn_arch_ops[RA_ATTN_ARCHS];   /* the attention layers */
-extern const ra_arch_ops ra_swinv2_attn_ops;     /* swinv2_window_attention (swinv2_attn.c) */
+extern const rai_arch_ops rai_attn_arch_ops[RA_ATTN_ARCHS];   /* the attention layers */
+extern const rai_arch_ops rai_swinv2_attn_ops;     /* swinv2_window_attention (swinv2_attn.c) */
 #ifdef RA_HAVE_NETWORKS
-extern const ra_arch_ops ra_swin_block_ops, ra_swin_ops, ra_vit_ops;
-extern const ra_arch_ops ra_swin_block_3d_ops;
-extern const ra_arch_ops ra_swinv2_ops;          /* swinv2 (swin.c) */
+extern const rai_arch_ops rai_swin_block_ops, rai_swin_ops, rai_vit_ops;
+extern const rai_arch_ops rai_swin_block_3d_ops;
+extern const rai_arch_ops rai_swinv2_ops;          /* swinv2 (swin.c) */
 #endif
 
 /* A saved relative_position_index (N1, N2) of an attention layer's file
  * must equal the layer's index (RA_ERR_SHAPE / RA_ERR_FORMAT otherwise). */
-ra_status ra_model_check_index(const ra_st_file *f, const ra_st_tensor *t,
+ra_status rai_model_check_index(const ra_st_file *f, const ra_st_tensor *t,
                                const ra_attn_layer *l);
 
 /* The attention layer of an attention-arch model (its impl). */
-typedef struct ra_attn_impl {
+typedef struct rai_attn_impl {
     ra_attn_config cfg;
     ra_attn_layer *layer;
-} ra_attn_impl;
+} rai_attn_impl;
 
 #endif

@@ -66,7 +66,7 @@ static void shape_text(char *buf, size_t cap, int ndim, const int64_t *dims) {
 /* A float tensor of ndim dims, each in 1..INT_MAX and equal to dims[i]
  * where dims[i] >= 0 (NULL dims: any). */
 static ra_status check_tensor(const ra_tensor *t, int ndim, const int64_t *dims) {
-    if (!t->data) return ra_fail(RA_ERR_SHAPE, "input tensor '%.80s' is not a float tensor", t->name);
+    if (!t->data) return rai_fail(RA_ERR_SHAPE, "input tensor '%.80s' is not a float tensor", t->name);
     int ok = t->ndim == ndim;
     for (int i = 0; ok && i < ndim; i++)
         ok = t->shape[i] >= 1 && t->shape[i] <= INT_MAX && (!dims || dims[i] < 0 ||
@@ -77,7 +77,7 @@ static ra_status check_tensor(const ra_tensor *t, int ndim, const int64_t *dims)
     for (int i = 0; i < ndim && i < RA_ST_MAX_DIMS; i++) any[i] = dims ? dims[i] : -1;
     shape_text(want, sizeof want, ndim, any);
     shape_text(got, sizeof got, t->ndim < 0 || t->ndim > RA_ST_MAX_DIMS ? 0 : t->ndim, t->shape);
-    return ra_fail(RA_ERR_SHAPE, "input tensor '%.80s' has shape %s, expected %s", t->name, got,
+    return rai_fail(RA_ERR_SHAPE, "input tensor '%.80s' has shape %s, expected %s", t->name, got,
                    want);
 }
 
@@ -87,7 +87,7 @@ static ra_status only(const ra_tensor *in, int n, const char *const *allowed, co
         int ok = 0;
         for (int a = 0; allowed[a] && !ok; a++) ok = in[i].name && !strcmp(in[i].name, allowed[a]);
         if (!ok)
-            return ra_fail(RA_ERR_SHAPE, "unexpected input tensor '%.80s' for %s",
+            return rai_fail(RA_ERR_SHAPE, "unexpected input tensor '%.80s' for %s",
                            in[i].name ? in[i].name : "(null)", arch);
     }
     return RA_OK;
@@ -98,13 +98,13 @@ static ra_status only(const ra_tensor *in, int n, const char *const *allowed, co
 static ra_status grad_names(ra_run *r, int file_names) {
     const int n = ra_model_param_count(r->m);
     if (!(r->names = calloc((size_t)n + 1, sizeof *r->names)))
-        return ra_fail(RA_ERR_NOMEM, "out of memory");
+        return rai_fail(RA_ERR_NOMEM, "out of memory");
     r->nparams = n;
     for (int i = 0; i < n; i++) {
         const ra_param_info *p = ra_model_param(r->m, i);
         const char *nm = file_names ? p->file_name : p->name;
         if (!(r->names[i] = malloc(strlen(nm) + 6)))
-            return ra_fail(RA_ERR_NOMEM, "out of memory");
+            return rai_fail(RA_ERR_NOMEM, "out of memory");
         sprintf(r->names[i], "grad.%s", nm);
     }
     return RA_OK;
@@ -119,7 +119,7 @@ static ra_status create_layer(ra_run *r, const ra_tensor *in, int n) {
                                                      NULL}, arch);
     if (st) return st;
     r->c = c->dim;
-    if (!(r->x = find(in, n, xname))) return ra_fail(RA_ERR_SHAPE, "input has no tensor '%s'", xname);
+    if (!(r->x = find(in, n, xname))) return rai_fail(RA_ERR_SHAPE, "input has no tensor '%s'", xname);
     /* decomposed_attention takes x as (B, H, W, C), its grid, or (B, N, C) */
     const int xd = c->arch == RA_ARCH_DECOMPOSED_ATTENTION && r->x->ndim == 4 ? 4 : 3;
     if ((st = check_tensor(r->x, xd, xd == 4 ? (int64_t[]){-1, -1, -1, r->c}
@@ -128,7 +128,7 @@ static ra_status create_layer(ra_run *r, const ra_tensor *in, int n) {
     r->b_ = (int)r->x->shape[0], r->n1 = (int)r->x->shape[1];
     if (xd == 4) {
         if (r->x->shape[1] * r->x->shape[2] > INT_MAX)
-            return ra_fail(RA_ERR_SHAPE, "input tensor '%s' has too many tokens", xname);
+            return rai_fail(RA_ERR_SHAPE, "input tensor '%s' has too many tokens", xname);
         r->grid[0] = (int)r->x->shape[1], r->grid[1] = (int)r->x->shape[2];
         r->n1 = r->grid[0] * r->grid[1];
         r->gridp = r->grid;
@@ -141,20 +141,20 @@ static ra_status create_layer(ra_run *r, const ra_tensor *in, int n) {
         return st;
     r->nw = r->mask ? (int)r->mask->shape[0] : 0;
     if (r->mask && r->b_ % r->nw)
-        return ra_fail(RA_ERR_SHAPE, "mask has %d windows, which does not divide B_ = %d", r->nw,
+        return rai_fail(RA_ERR_SHAPE, "mask has %d windows, which does not divide B_ = %d", r->nw,
                        r->b_);
     if (!r->gridp && (st = ra_attn_layer_check_tokens(r->l, r->n1, r->n2))) return st;
     const size_t rows1 = (size_t)r->b_ * r->n1, rows2 = (size_t)r->b_ * r->n2;
     if (r->mode == RA_RUN_BACKWARD) {
         if (!(r->dy = find(in, n, "dy")))
-            return ra_fail(RA_ERR_SHAPE, "input has no tensor 'dy' (the gradient of y)");
+            return rai_fail(RA_ERR_SHAPE, "input has no tensor 'dy' (the gradient of y)");
         if ((st = check_tensor(r->dy, xd, xd == 4 ? r->x->shape
                                                   : (int64_t[]){r->b_, r->n1, r->c})))
             return st;
         r->dx = malloc(rows1 * r->c * sizeof(float) + 1);
         r->dkv = r->kv ? malloc(rows2 * r->c * sizeof(float) + 1) : NULL;
         r->grad = malloc(((size_t)ra_model_param_total(r->m) + 1) * sizeof(float));
-        if (!r->dx || (r->kv && !r->dkv) || !r->grad) return ra_fail(RA_ERR_NOMEM, "out of memory");
+        if (!r->dx || (r->kv && !r->dkv) || !r->grad) return rai_fail(RA_ERR_NOMEM, "out of memory");
         ra_model_attn_grads(r->m, r->grad, &r->g);
         if ((st = grad_names(r, 0))) return st;
     }
@@ -162,14 +162,14 @@ static ra_status create_layer(ra_run *r, const ra_tensor *in, int n) {
         int64_t a = r->b_;
         if (__builtin_mul_overflow(a, c->num_heads, &a) || __builtin_mul_overflow(a, r->n1, &a) ||
             __builtin_mul_overflow(a, r->n2, &a) || a > RA_MAX_ATTN_MAP)
-            return ra_fail(RA_ERR_NOMEM, "attention map of %d x %d x %d x %d floats exceeds the "
+            return rai_fail(RA_ERR_NOMEM, "attention map of %d x %d x %d x %d floats exceeds the "
                            "limit of %lld", r->b_, c->num_heads, r->n1, r->n2,
                            (long long)RA_MAX_ATTN_MAP);
         if (!(r->attn = malloc((size_t)a * sizeof(float))))
-            return ra_fail(RA_ERR_NOMEM, "out of memory");
+            return rai_fail(RA_ERR_NOMEM, "out of memory");
     }
     if (!(r->y = malloc(rows1 * r->c * sizeof(float) + 1)))
-        return ra_fail(RA_ERR_NOMEM, "out of memory");
+        return rai_fail(RA_ERR_NOMEM, "out of memory");
     r->y_ndim = xd;   /* y, like x: (B_, N1, C) or (B, H, W, C) */
     memcpy(r->y_shape, r->x->shape, (size_t)xd * sizeof *r->y_shape);
     return RA_OK;
@@ -183,16 +183,16 @@ static ra_status create_network(ra_run *r, const ra_tensor *in, int n) {
                         arch);
     if (st) return st;
     if (r->mode == RA_RUN_FORWARD_ATTN)
-        return ra_fail(RA_ERR_ARG, "the attention map is for a single attention layer, not %s",
+        return rai_fail(RA_ERR_ARG, "the attention map is for a single attention layer, not %s",
                        arch);
     r->x = find(in, n, "x");
     r->kv = find(in, n, "kv");
     r->dy = find(in, n, "dy");
-    if (bwd && (!r->x || !r->dy)) return ra_fail(RA_ERR_SHAPE, "input needs tensors 'x' and 'dy'");
-    if (!r->x) return ra_fail(RA_ERR_SHAPE, "input has no tensor 'x'");
+    if (bwd && (!r->x || !r->dy)) return rai_fail(RA_ERR_SHAPE, "input needs tensors 'x' and 'dy'");
+    if (!r->x) return rai_fail(RA_ERR_SHAPE, "input has no tensor 'x'");
     const int maxd = is3d && !bwd ? 5 : 4;
     if (r->x->ndim < 2 || r->x->ndim > maxd)
-        return ra_fail(RA_ERR_SHAPE, bwd ? "input tensor 'x' has %d dims (2 to 4)"
+        return rai_fail(RA_ERR_SHAPE, bwd ? "input tensor 'x' has %d dims (2 to 4)"
                                          : "input tensor 'x' has %d dims", r->x->ndim);
     if (is3d && !bwd && (r->x->ndim == 5 || r->kv)) {   /* clips, kv frames apart */
         r->kind = RUN_CLIPS;
@@ -204,14 +204,14 @@ static ra_status create_network(ra_run *r, const ra_tensor *in, int n) {
         int64_t numel = 1;
         for (int d = 0; d < 5; d++) numel *= r->x->shape[d];
         if (!(r->y = malloc((size_t)numel * sizeof(float))))
-            return ra_fail(RA_ERR_NOMEM, "out of memory");
+            return rai_fail(RA_ERR_NOMEM, "out of memory");
         r->y_ndim = 5;
         memcpy(r->y_shape, r->x->shape, 5 * sizeof *r->y_shape);
         return RA_OK;
     }
     for (int d = 0; d < r->x->ndim; d++)
         if (r->x->shape[d] < 1 || r->x->shape[d] > INT_MAX)
-            return ra_fail(RA_ERR_SHAPE, "input tensor 'x' has an empty or huge dimension");
+            return rai_fail(RA_ERR_SHAPE, "input tensor 'x' has an empty or huge dimension");
     if ((st = check_tensor(r->x, r->x->ndim, NULL))) return st;
     if (bwd) {
         if (!r->dy->data) return check_tensor(r->dy, r->dy->ndim, NULL);
@@ -219,7 +219,7 @@ static ra_status create_network(ra_run *r, const ra_tensor *in, int n) {
         for (int d = 0; d < r->x->ndim; d++) numel *= r->x->shape[d];
         r->dx = malloc((size_t)numel * sizeof(float));
         r->grad = malloc(((size_t)ra_model_param_total(r->m) + 1) * sizeof(float));
-        if (!r->dx || !r->grad) return ra_fail(RA_ERR_NOMEM, "out of memory");
+        if (!r->dx || !r->grad) return rai_fail(RA_ERR_NOMEM, "out of memory");
         if ((st = grad_names(r, 1))) return st;
     }
     return RA_OK;
@@ -227,22 +227,22 @@ static ra_status create_network(ra_run *r, const ra_tensor *in, int n) {
 
 ra_status ra_run_create(ra_run **out, ra_model *m, ra_run_mode mode, const ra_tensor *inputs,
                         int ninputs) {
-    if (!out) return ra_fail(RA_ERR_ARG, "run: NULL argument");
+    if (!out) return rai_fail(RA_ERR_ARG, "run: NULL argument");
     *out = NULL;
     if (!m || ninputs < 0 || (ninputs > 0 && !inputs))
-        return ra_fail(RA_ERR_ARG, "run: NULL argument");
+        return rai_fail(RA_ERR_ARG, "run: NULL argument");
     if (mode != RA_RUN_FORWARD && mode != RA_RUN_FORWARD_ATTN && mode != RA_RUN_BACKWARD)
-        return ra_fail(RA_ERR_ARG, "run: unknown mode %d", (int)mode);
+        return rai_fail(RA_ERR_ARG, "run: unknown mode %d", (int)mode);
     if (mode == RA_RUN_BACKWARD && !ra_model_attn(m) && !ra_model_trainable(m))
-        return ra_fail(RA_ERR_ARG, "%s has no backward", arch_of(m));
+        return rai_fail(RA_ERR_ARG, "%s has no backward", arch_of(m));
     ra_run *r = calloc(1, sizeof *r);
-    if (!r) return ra_fail(RA_ERR_NOMEM, "out of memory");
+    if (!r) return rai_fail(RA_ERR_NOMEM, "out of memory");
     r->m = m, r->mode = mode;
     r->l = ra_model_attn(m);
     r->kind = r->l ? RUN_LAYER : RUN_NET;
     ra_status st = r->l ? create_layer(r, inputs, ninputs) : create_network(r, inputs, ninputs);
     if (!st && !(r->out = calloc((size_t)RUN_MAX_OUT + r->nparams, sizeof *r->out)))
-        st = ra_fail(RA_ERR_NOMEM, "out of memory");
+        st = rai_fail(RA_ERR_NOMEM, "out of memory");
     if (st) {
         ra_run_free(r);
         return st;
@@ -271,12 +271,12 @@ static void add_out(ra_run *r, const char *name, float *data, int ndim, const in
 static ra_status exec_layer(ra_run *r) {
     const float *kv = r->kv ? r->kv->data : NULL, *mask = r->mask ? r->mask->data : NULL;
     if (r->mode != RA_RUN_BACKWARD)
-        return ra_attn_layer_forward_ex(r->l, r->y, r->attn, r->x->data, kv, r->b_, r->n1,
+        return ra_attn_layer_forward_grid(r->l, r->y, r->attn, r->x->data, kv, r->b_, r->n1,
                                         r->n2, mask, r->nw, r->gridp);
     memset(r->grad, 0, (size_t)ra_model_param_total(r->m) * sizeof *r->grad);
     memset(r->dx, 0, (size_t)r->b_ * r->n1 * r->c * sizeof *r->dx);
     if (r->dkv) memset(r->dkv, 0, (size_t)r->b_ * r->n2 * r->c * sizeof *r->dkv);
-    return ra_attn_layer_backward_ex(r->l, r->dx, r->dkv, &r->g, r->y, r->dy->data, r->x->data,
+    return ra_attn_layer_backward_grid(r->l, r->dx, r->dkv, &r->g, r->y, r->dy->data, r->x->data,
                                      kv, r->b_, r->n1, r->n2, mask, r->nw, r->gridp);
 }
 
@@ -306,7 +306,7 @@ static ra_status exec_network(ra_run *r) {
         int same = r->dy->ndim == r->y_ndim;
         for (int d = 0; same && d < r->y_ndim; d++) same = r->dy->shape[d] == ys[d];
         if (!same)
-            return ra_fail(RA_ERR_SHAPE, "dy must have the shape of y (%d dims, (%lld, %lld, ...))",
+            return rai_fail(RA_ERR_SHAPE, "dy must have the shape of y (%d dims, (%lld, %lld, ...))",
                            r->y_ndim, (long long)ys[0], (long long)ys[1]);
         r->dy_checked = 1;
     }
@@ -314,7 +314,7 @@ static ra_status exec_network(ra_run *r) {
 }
 
 ra_status ra_run_exec(ra_run *r) {
-    if (!r) return ra_fail(RA_ERR_ARG, "run: NULL argument");
+    if (!r) return rai_fail(RA_ERR_ARG, "run: NULL argument");
     r->nout = 0;
     r->done = 0;
     ra_status st = r->kind == RUN_LAYER ? exec_layer(r) : exec_network(r);

@@ -68,7 +68,7 @@ static const char *const scheme_names[] = {"official", "timm", "torchvision"};
 static ra_status hidden_of(int dim, double ratio, int *hidden) {
     const double h = (double)dim * ratio;
     if (!(h >= 1.0 && h <= SWIN_MAX_HIDDEN))
-        return ra_fail(RA_ERR_FORMAT, "mlp_ratio %g with dim %d gives an MLP width outside "
+        return rai_fail(RA_ERR_FORMAT, "mlp_ratio %g with dim %d gives an MLP width outside "
                        "1..%d", ratio, dim, SWIN_MAX_HIDDEN);
     *hidden = (int)h;
     return RA_OK;
@@ -82,21 +82,21 @@ static ra_status blk_setup(swin_blk *b, int dim, int heads, const int res[2], co
     b->dim = dim, b->heads = heads, b->tv = tv, b->post = k->v2;
     b->res[0] = res[0], b->res[1] = res[1];
     if (heads < 1 || heads > dim || dim % heads)
-        return ra_fail(RA_ERR_FORMAT, "dim %d is not divisible by num_heads %d", dim, heads);
+        return rai_fail(RA_ERR_FORMAT, "dim %d is not divisible by num_heads %d", dim, heads);
     ra_status st = hidden_of(dim, k->mlp_ratio, &b->hidden);
     if (st) return st;
-    b->blk = (ra_block){.dim = dim, .hidden = b->hidden, .post = b->post, .eps = SWIN_EPS,
+    b->blk = (rai_block){.dim = dim, .hidden = b->hidden, .post = b->post, .eps = SWIN_EPS,
                         .mlp_chunk = SWIN_MLP_CHUNK};
-    ra_window_geom g = {.d = 1, .h = res[0], .w = res[1], .wd = 1, .wh = win[0], .ww = win[1],
+    ra_window_spec g = {.d = 1, .h = res[0], .w = res[1], .wd = 1, .wh = win[0], .ww = win[1],
                         .sh = shift[0], .sw = shift[1]};
     if (!tv) ra_window_clamp(&g);
     if (g.wh < 1 || g.ww < 1)
-        return ra_fail(RA_ERR_FORMAT, "window %dx%d on a %dx%d map", g.wh, g.ww, res[0], res[1]);
+        return rai_fail(RA_ERR_FORMAT, "window %dx%d on a %dx%d map", g.wh, g.ww, res[0], res[1]);
     if (g.sh < 0 || g.sh >= g.wh || g.sw < 0 || g.sw >= g.ww)
-        return ra_fail(RA_ERR_FORMAT, "shift_size %d,%d must be in [0, window_size %d,%d)",
+        return rai_fail(RA_ERR_FORMAT, "shift_size %d,%d must be in [0, window_size %d,%d)",
                        g.sh, g.sw, g.wh, g.ww);
     if ((int64_t)g.wh * g.ww > SWIN_MAX_WINDOW_TOKENS)
-        return ra_fail(RA_ERR_FORMAT, "window %dx%d has more than %d tokens", g.wh, g.ww,
+        return rai_fail(RA_ERR_FORMAT, "window %dx%d has more than %d tokens", g.wh, g.ww,
                        SWIN_MAX_WINDOW_TOKENS);
     b->win[0] = g.wh, b->win[1] = g.ww, b->shift[0] = g.sh, b->shift[1] = g.sw;
     /* without a bias table the windows run plain multi-head attention, or
@@ -125,9 +125,9 @@ static ra_status decl(ra_model *m, const char *pfx, const char *sfx, int ndim, i
                       int64_t d1, int64_t d2, int64_t d3) {
     char name[160];
     if ((size_t)snprintf(name, sizeof name, "%s%s", pfx, sfx) >= sizeof name)
-        return ra_fail(RA_ERR_INTERNAL, "swin: parameter name too long");
+        return rai_fail(RA_ERR_INTERNAL, "swin: parameter name too long");
     const int64_t shape[4] = {d0, d1, d2, d3};
-    return ra_model_declare(m, name, ndim, shape, 0);
+    return rai_model_declare(m, name, ndim, shape, 0);
 }
 
 /* A block's parameters, in the official state_dict order. */
@@ -168,19 +168,19 @@ static ra_status blk_declare(ra_model *m, const char *pfx, const swin_blk *b) {
 static const float *get(const ra_model *m, const char *pfx, const char *sfx) {
     char name[160];
     snprintf(name, sizeof name, "%s%s", pfx, sfx);
-    return ra_model_get(m, name);
+    return rai_model_get(m, name);
 }
 
 /* Bind a block's weights and build its attention layer. */
 static ra_status blk_bind(const ra_model *m, const char *pfx, swin_blk *b) {
-    ra_block *k = &b->blk;
+    rai_block *k = &b->blk;
     k->n1w = get(m, pfx, "norm1.weight"), k->n1b = get(m, pfx, "norm1.bias");
     k->n2w = get(m, pfx, "norm2.weight"), k->n2b = get(m, pfx, "norm2.bias");
     k->fc1w = get(m, pfx, "mlp.fc1.weight"), k->fc1b = get(m, pfx, "mlp.fc1.bias");
     k->fc2w = get(m, pfx, "mlp.fc2.weight"), k->fc2b = get(m, pfx, "mlp.fc2.bias");
     if (!k->n1w || !k->n1b || !k->n2w || !k->n2b || !k->fc1w || !k->fc1b || !k->fc2w ||
         !k->fc2b)
-        return ra_fail(RA_ERR_INTERNAL, "swin: block %s is missing a parameter", pfx);
+        return rai_fail(RA_ERR_INTERNAL, "swin: block %s is missing a parameter", pfx);
     ra_attn_params p = {
         .qkv_w = get(m, pfx, "attn.qkv.weight"), .qkv_b = get(m, pfx, "attn.qkv.bias"),
         .proj_w = get(m, pfx, "attn.proj.weight"), .proj_b = get(m, pfx, "attn.proj.bias"),
@@ -201,37 +201,37 @@ static ra_status blk_bind(const ra_model *m, const char *pfx, swin_blk *b) {
 /* One block, in place: x (B, H, W, C) -> (B, H, W, C); attn (B*nW, nH, N,
  * N): its probabilities, if given. */
 static ra_status swin_block_forward(const swin_blk *b, float *x, float *attn, int B, int H,
-                                    int W, ra_window_layouts *run) {
+                                    int W, rai_window_layouts *run) {
     const int C = b->dim;
-    const ra_window_geom g = ra_swin_block_windows(b, H, W);
+    const ra_window_spec g = rai_swin_block_windows(b, H, W);
     const int64_t nw = ra_window_count(&g), n = ra_window_tokens(&g);
     if (B < 1 || nw < 1 || n < 1)
-        return ra_fail(RA_ERR_SHAPE, "swin block: batch %d of %dx%d maps with window %dx%d",
+        return rai_fail(RA_ERR_SHAPE, "swin block: batch %d of %dx%d maps with window %dx%d",
                        B, H, W, b->win[0], b->win[1]);
     const int shifted = g.sh || g.sw;
     int64_t M = 0, nx = 0, nwin = 0, nmask = 0, bw = 0;
-    if (!ra_mul_i64(&M, (int64_t)B * H, W) || !ra_mul_i64(&nx, M, C) ||
-        !ra_mul_i64(&bw, B, nw) || bw > INT_MAX || !ra_mul_i64(&nwin, bw * n, C) ||
-        !ra_mul_i64(&nmask, nw * n, shifted ? n : 0) || nwin > ((int64_t)1 << 40) ||
+    if (!rai_mul_i64(&M, (int64_t)B * H, W) || !rai_mul_i64(&nx, M, C) ||
+        !rai_mul_i64(&bw, B, nw) || bw > INT_MAX || !rai_mul_i64(&nwin, bw * n, C) ||
+        !rai_mul_i64(&nmask, nw * n, shifted ? n : 0) || nwin > ((int64_t)1 << 40) ||
         nmask > ((int64_t)1 << 40) || bw * n > INT32_MAX || M > INT32_MAX)
-        return ra_fail(RA_ERR_SHAPE, "swin block: %d maps of %dx%dx%d are too large", B, H, W, C);
-    const ra_window_layout *wl = NULL;
-    ra_status st = ra_window_layout_get(run, &g, B, &wl);
+        return rai_fail(RA_ERR_SHAPE, "swin block: %d maps of %dx%dx%d are too large", B, H, W, C);
+    const rai_window_layout *wl = NULL;
+    ra_status st = rai_window_layout_get(run, &g, B, &wl);
     if (st) return st;
-    const ra_block_layout l = ra_swin_block_layout(wl, B, H, W);
-    return ra_block_forward(&b->blk, x, attn, &l, run->a);
+    const rai_block_layout l = rai_swin_block_layout(wl, B, H, W);
+    return rai_block_forward(&b->blk, x, attn, &l, run->a);
 }
 
 /* Multiply-adds of a block on an H x W map, as SwinTransformerBlock.flops()
  * counts them (norm1, the windows' attention, the MLP, norm2), with the
  * windows of the padded map. */
 static int64_t blk_flops(const swin_blk *b, int h, int w) {
-    const ra_window_geom g = ra_swin_block_windows(b, h, w);
+    const ra_window_spec g = rai_swin_block_windows(b, h, w);
     const int64_t C = b->dim, N = ra_window_tokens(&g), L = (int64_t)h * w;
-    int64_t attn = ra_cadd(ra_cmul3(N, C, 3 * C), ra_cmul3(N, N, 2 * C));   /* WindowAttention */
-    attn = ra_cadd(attn, ra_cmul3(N, C, C));
-    const int64_t f = ra_cadd(ra_cmul(2 * C, L), ra_cmul(ra_window_count(&g), attn));
-    return ra_cadd(f, ra_cmul3(2 * L, C, b->hidden));
+    int64_t attn = rai_cadd(rai_cmul3(N, C, 3 * C), rai_cmul3(N, N, 2 * C));   /* WindowAttention */
+    attn = rai_cadd(attn, rai_cmul3(N, C, C));
+    const int64_t f = rai_cadd(rai_cmul(2 * C, L), rai_cmul(ra_window_count(&g), attn));
+    return rai_cadd(f, rai_cmul3(2 * L, C, b->hidden));
 }
 
 /* ---- tensor names ------------------------------------------------------- */
@@ -260,7 +260,7 @@ static int starts(const char *s, const char *lit) { return strncmp(s, lit, strle
 
 /* A block tensor's suffix in a scheme -> the canonical suffix (written into
  * out) or a buffer. b is the block (NULL if it does not exist). */
-static ra_tensor_kind blk_suffix(swin_scheme sc, const swin_blk *b, const char *s, char *out,
+static rai_tensor_kind blk_suffix(swin_scheme sc, const swin_blk *b, const char *s, char *out,
                                  size_t n) {
     if (!b) return RA_TENSOR_UNKNOWN;
     if (strcmp(s, "attn.relative_position_index") == 0 ||
@@ -289,84 +289,69 @@ static ra_tensor_kind blk_suffix(swin_scheme sc, const swin_blk *b, const char *
 static ra_status meta_common(const ra_st_file *f, swin_common *k) {
     memset(k, 0, sizeof *k);
     k->qkv_bias = 1;
-    ra_status st = ra_meta_mlp_ratio(f, &k->mlp_ratio);
-    if (!st) st = ra_meta_bool_opt(f, "qkv_bias", &k->qkv_bias);
-    if (!st) st = ra_meta_float_opt(f, "qk_scale", &k->qk_scale, &k->has_qk_scale);
+    ra_status st = rai_meta_mlp_ratio(f, &k->mlp_ratio);
+    if (!st) st = rai_meta_bool_opt(f, "qkv_bias", &k->qkv_bias);
+    if (!st) st = rai_meta_float_opt(f, "qk_scale", &k->qk_scale, &k->has_qk_scale);
     k->relpos = RELPOS_BIAS, k->shaw_k = -1;
     const char *rp = ra_st_meta(f, "relative_position");
     if (!st && rp) {
         if (!strcmp(rp, "none")) k->relpos = RELPOS_NONE;
         else if (!strcmp(rp, "shaw")) k->relpos = RELPOS_SHAW;
         else if (strcmp(rp, "bias"))
-            st = ra_fail(RA_ERR_FORMAT, "metadata relative_position = \"%.40s\": need bias, "
+            st = rai_fail(RA_ERR_FORMAT, "metadata relative_position = \"%.40s\": need bias, "
                          "none or shaw", rp);
     }
     if (!st && k->relpos == RELPOS_SHAW)
-        st = ra_meta_int_opt(f, "max_relative_position", &k->shaw_k, 0, 1023);
+        st = rai_meta_int_opt(f, "max_relative_position", &k->shaw_k, 0, 1023);
     k->v2 = strcmp(ra_st_meta(f, "arch"), "swinv2") == 0;
     if (!st && k->v2 && (k->has_qk_scale || k->relpos != RELPOS_BIAS))
-        st = ra_fail(RA_ERR_FORMAT, "swinv2 takes neither qk_scale nor relative_position");
+        st = rai_fail(RA_ERR_FORMAT, "swinv2 takes neither qk_scale nor relative_position");
     return st;
 }
 
 /* ---- buffers ------------------------------------------------------------ */
-
-static int is_float(ra_dtype d) {
-    return d == RA_DTYPE_F32 || d == RA_DTYPE_F16 || d == RA_DTYPE_BF16 || d == RA_DTYPE_F64;
-}
 
 /* A saved relative_position_index must be the computed one ((N, N), or
  * (N*N) flattened in torchvision). */
 static ra_status check_index(const ra_st_file *f, const ra_st_tensor *t, const swin_blk *b) {
     int64_t n1 = 0, n2 = 0;
     const int32_t *idx = ra_attn_layer_index(b->blk.attn, &n1, &n2, NULL);
-    if (!idx) return ra_fail(RA_ERR_INTERNAL, "swin: block without an index");
+    if (!idx) return rai_fail(RA_ERR_INTERNAL, "swin: block without an index");
     const int ok = b->tv ? t->ndim == 1 && t->shape[0] == n1 * n2
                          : t->ndim == 2 && t->shape[0] == n1 && t->shape[1] == n2;
     if (!ok) {
         char want[64];
         if (b->tv) snprintf(want, sizeof want, "(%lld)", (long long)(n1 * n2));
         else snprintf(want, sizeof want, "(%lld, %lld)", (long long)n1, (long long)n2);
-        return ra_fail(RA_ERR_SHAPE, "tensor '%.80s' must have shape %s for window %dx%d",
+        return rai_fail(RA_ERR_SHAPE, "tensor '%.80s' must have shape %s for window %dx%d",
                        t->name, want, b->win[0], b->win[1]);
     }
-    if (is_float(t->dtype) || t->dtype == RA_DTYPE_BOOL)
-        return ra_fail(RA_ERR_SHAPE, "tensor '%.80s' must hold integers", t->name);
-    int64_t *v = ra_alloc((size_t)t->numel, sizeof *v);
-    if (!v) return ra_fail(RA_ERR_NOMEM, "relative_position_index: out of memory");
-    ra_status st = ra_st_read_i64(v, f, t);
-    for (int64_t e = 0; !st && e < t->numel; e++)
-        if (v[e] != idx[e])
-            st = ra_fail(RA_ERR_FORMAT, "tensor '%.80s' differs from the computed index at (%lld, "
-                         "%lld): %lld, expected %d", t->name, (long long)(e / n2),
-                         (long long)(e % n2), (long long)v[e], idx[e]);
-    ra_free(v);
-    return st;
+    return rai_check_saved_index(f, t, idx, n2);
 }
 
 /* A saved attn_mask must be the shifted-window mask of the constructor's
  * resolution (padded to the window). */
 static ra_status check_mask(const ra_st_file *f, const ra_st_tensor *t, const swin_blk *b) {
-    const ra_window_geom g = ra_swin_block_windows(b, b->res[0], b->res[1]);
+    const ra_window_spec g = rai_swin_block_windows(b, b->res[0], b->res[1]);
     const int64_t nw = ra_window_count(&g), n = ra_window_tokens(&g);
     if (!(t->ndim == 3 && t->shape[0] == nw && t->shape[1] == n && t->shape[2] == n))
-        return ra_fail(RA_ERR_SHAPE, "tensor '%.80s' must have shape (%lld, %lld, %lld): the "
+        return rai_fail(RA_ERR_SHAPE, "tensor '%.80s' must have shape (%lld, %lld, %lld): the "
                        "mask of a %dx%d map with window %dx%d", t->name, (long long)nw,
                        (long long)n, (long long)n, b->res[0], b->res[1], b->win[0], b->win[1]);
-    if (!is_float(t->dtype)) return ra_fail(RA_ERR_SHAPE, "tensor '%.80s' must be a float tensor",
+    if (!rai_dtype_is_float(t->dtype)) return rai_fail(RA_ERR_SHAPE, "tensor '%.80s' must be a float tensor",
                                             t->name);
-    float *want = ra_alloc((size_t)t->numel, sizeof *want);
-    float *got = ra_alloc((size_t)t->numel, sizeof *got);
-    ra_status st = want && got ? RA_OK : ra_fail(RA_ERR_NOMEM, "attn_mask: out of memory");
+    float *want = rai_alloc((size_t)t->numel, sizeof *want);
+    float *got = rai_alloc((size_t)t->numel, sizeof *got);
+    ra_status st = want && got ? RA_OK : rai_fail(RA_ERR_NOMEM, "attn_mask: out of memory");
     if (!st) st = ra_window_mask(want, &g);
     if (!st) st = ra_st_read_f32(got, f, t);
     for (int64_t e = 0; !st && e < t->numel; e++)
         if (!(got[e] == want[e]))
-            st = ra_fail(RA_ERR_FORMAT, "tensor '%.80s' differs from the shifted-window mask at "
+            st = rai_fail(RA_ERR_FORMAT, "tensor '%.80s' differs from the shifted-window mask at "
                          "(%lld, %lld, %lld): %g, expected %g", t->name, (long long)(e / (n * n)),
                          (long long)(e / n % n), (long long)(e % n), got[e], want[e]);
-    ra_free(want);
-    ra_free(got);
+    rai_free(want);
+    rai_free(got);
     return st;
 }
 
@@ -375,7 +360,7 @@ static ra_status check_buffer(const ra_st_file *f, const ra_st_tensor *t, const 
                               const swin_blk *b) {
     if (strcmp(sfx, "attn_mask") == 0) return check_mask(f, t, b);
     if (strcmp(sfx, "attn.relative_coords_table") == 0)
-        return ra_swinv2_check_coords(f, t, &b->cfg);
+        return rai_swinv2_check_coords(f, t, &b->cfg);
     return check_index(f, t, b);
 }
 
@@ -402,18 +387,18 @@ static swin_scheme block_scheme(const ra_st_file *f) {
     return SCHEME_OFFICIAL;
 }
 
-static ra_status one_declare(ra_model *m, const ra_st_file *f) {
-    swin_one *o = calloc(1, sizeof *o);
-    if (!o) return ra_fail(RA_ERR_NOMEM, "model: out of memory");
+static ra_status block_model_declare(ra_model *m, const ra_st_file *f) {
+    swin_block_model *o = calloc(1, sizeof *o);
+    if (!o) return rai_fail(RA_ERR_NOMEM, "model: out of memory");
     m->impl = o;
     o->scheme = block_scheme(f);
     swin_common k;
     int dim = 0, heads = 0, res[2] = {0, 0}, win[2] = {0, 0}, shift[2] = {0, 0};
-    ra_status st = ra_meta_int(f, "dim", &dim, 1, SWIN_MAX_DIM);
-    if (!st) st = ra_meta_pair(f, "input_resolution", res, 1, SWIN_MAX_SIZE);
-    if (!st) st = ra_meta_int(f, "num_heads", &heads, 1, SWIN_MAX_DIM);
-    if (!st) st = ra_meta_pair(f, "window_size", win, 1, SWIN_MAX_SIZE);
-    if (!st) st = ra_meta_pair(f, "shift_size", shift, 0, SWIN_MAX_SIZE);
+    ra_status st = rai_meta_int(f, "dim", &dim, 1, SWIN_MAX_DIM);
+    if (!st) st = rai_meta_pair(f, "input_resolution", res, 1, SWIN_MAX_SIZE);
+    if (!st) st = rai_meta_int(f, "num_heads", &heads, 1, SWIN_MAX_DIM);
+    if (!st) st = rai_meta_pair(f, "window_size", win, 1, SWIN_MAX_SIZE);
+    if (!st) st = rai_meta_pair(f, "shift_size", shift, 0, SWIN_MAX_SIZE);
     if (!st) st = meta_common(f, &k);
     if (!st) st = blk_setup(&o->b, dim, heads, res, win, shift, o->scheme == SCHEME_TORCHVISION, &k,
                             NULL);
@@ -421,74 +406,74 @@ static ra_status one_declare(ra_model *m, const ra_st_file *f) {
     return st;
 }
 
-static ra_status one_detect(ra_model *m, const ra_st_file *f) {
+static ra_status block_model_detect(ra_model *m, const ra_st_file *f) {
     (void)f;
-    snprintf(m->scheme, sizeof m->scheme, "%s", scheme_names[((swin_one *)m->impl)->scheme]);
+    snprintf(m->scheme, sizeof m->scheme, "%s", scheme_names[((swin_block_model *)m->impl)->scheme]);
     return RA_OK;
 }
 
-static ra_tensor_kind one_canonical(const ra_model *m, const char *name, char *buf, size_t n) {
-    const swin_one *o = m->impl;
+static rai_tensor_kind block_model_canonical(const ra_model *m, const char *name, char *buf, size_t n) {
+    const swin_block_model *o = m->impl;
     return blk_suffix(o->scheme, &o->b, name, buf, n);
 }
 
-static ra_status one_build(ra_model *m, const ra_st_file *f) {
-    swin_one *o = m->impl;
+static ra_status block_model_build(ra_model *m, const ra_st_file *f) {
+    swin_block_model *o = m->impl;
     ra_status st = blk_bind(m, "", &o->b);
     for (int i = 0; !st && i < ra_st_count(f); i++) {
         const ra_st_tensor *t = ra_st_at(f, i);
         char canon[256];
-        if (one_canonical(m, t->name, canon, sizeof canon) != RA_TENSOR_BUFFER) continue;
+        if (block_model_canonical(m, t->name, canon, sizeof canon) != RA_TENSOR_BUFFER) continue;
         st = check_buffer(f, t, canon, &o->b);
     }
     return st;
 }
 
-static void one_destroy(void *impl) {
-    swin_one *o = impl;
+static void block_model_destroy(void *impl) {
+    swin_block_model *o = impl;
     ra_attn_layer_free(o->b.blk.attn);
-    ra_arena_cache_free(&o->ws);
-    ra_swin_tape_free(o->tape);
+    rai_arena_cache_free(&o->ws);
+    rai_swin_tape_free(o->tape);
     free(o);
 }
 
-static ra_status one_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
+static ra_status block_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                              const float *x, int x_ndim, const int64_t *x_shape) {
-    const swin_one *o = m->impl;
+    const swin_block_model *o = m->impl;
     const swin_blk *b = &o->b;
     int64_t B, H, W, C;
     if (x_ndim == 3) {
         B = x_shape[0], C = x_shape[2];
         H = b->res[0], W = b->res[1];
         if (x_shape[1] != H * W)
-            return ra_fail(RA_ERR_SHAPE, "swin_block: x (B, L, C) needs L = %lld for "
+            return rai_fail(RA_ERR_SHAPE, "swin_block: x (B, L, C) needs L = %lld for "
                            "input_resolution %lldx%lld, got %lld (pass (B, H, W, C) for "
                            "another size)", (long long)(H * W), (long long)H, (long long)W,
                            (long long)x_shape[1]);
     } else if (x_ndim == 4) {
         B = x_shape[0], H = x_shape[1], W = x_shape[2], C = x_shape[3];
     } else {
-        return ra_fail(RA_ERR_SHAPE, "swin_block takes x (B, H*W, C) or (B, H, W, C), got %d "
+        return rai_fail(RA_ERR_SHAPE, "swin_block takes x (B, H*W, C) or (B, H, W, C), got %d "
                        "dimensions", x_ndim);
     }
     if (C != b->dim)
-        return ra_fail(RA_ERR_SHAPE, "swin_block: x has %lld channels, dim is %d", (long long)C,
+        return rai_fail(RA_ERR_SHAPE, "swin_block: x has %lld channels, dim is %d", (long long)C,
                        b->dim);
     if (B < 1 || B > INT_MAX || H < 1 || H > SWIN_MAX_SIZE || W < 1 || W > SWIN_MAX_SIZE)
-        return ra_fail(RA_ERR_SHAPE, "swin_block: batch %lld of %lldx%lld maps", (long long)B,
+        return rai_fail(RA_ERR_SHAPE, "swin_block: batch %lld of %lldx%lld maps", (long long)B,
                        (long long)H, (long long)W);
     int64_t nx;
-    if (!ra_mul_i64(&nx, B, H * W) || !ra_mul_i64(&nx, nx, C) || nx > ((int64_t)1 << 40))
-        return ra_fail(RA_ERR_SHAPE, "swin_block: input too large");
-    float *out = ra_alloc((size_t)nx, sizeof *out);
-    if (!out) return ra_fail(RA_ERR_NOMEM, "swin_block: out of memory");
+    if (!rai_mul_i64(&nx, B, H * W) || !rai_mul_i64(&nx, nx, C) || nx > ((int64_t)1 << 40))
+        return rai_fail(RA_ERR_SHAPE, "swin_block: input too large");
+    float *out = rai_alloc((size_t)nx, sizeof *out);
+    if (!out) return rai_fail(RA_ERR_NOMEM, "swin_block: out of memory");
     memcpy(out, x, (size_t)nx * sizeof *out);
-    ra_arena local;
-    ra_window_layouts run = {.a = ra_arena_begin(&((swin_one *)m->impl)->ws, &local)};
+    rai_arena local;
+    rai_window_layouts run = {.a = rai_arena_begin(&((swin_block_model *)m->impl)->ws, &local)};
     ra_status st = swin_block_forward(b, out, NULL, (int)B, (int)H, (int)W, &run);
-    ra_arena_end(&((swin_one *)m->impl)->ws, run.a);
+    rai_arena_end(&((swin_block_model *)m->impl)->ws, run.a);
     if (st) {
-        ra_free(out);
+        rai_free(out);
         return st;
     }
     *y = out;
@@ -497,17 +482,17 @@ static ra_status one_forward(const ra_model *m, float **y, int *y_ndim, int64_t 
     return RA_OK;
 }
 
-static int64_t one_flops(const ra_model *m, int h, int w) {
-    return h <= SWIN_MAX_SIZE && w <= SWIN_MAX_SIZE ? blk_flops(&((const swin_one *)m->impl)->b, h, w)
+static int64_t block_model_flops(const ra_model *m, int h, int w) {
+    return h <= SWIN_MAX_SIZE && w <= SWIN_MAX_SIZE ? blk_flops(&((const swin_block_model *)m->impl)->b, h, w)
                                                     : -1;
 }
 
-const ra_arch_ops ra_swin_block_ops = {
-    .name = "swin_block", .arch = RA_ARCH_SWIN_BLOCK, .batched = 1, .declare = one_declare,
-    .canonical = one_canonical, .detect = one_detect, .build = one_build,
-    .destroy = one_destroy, .forward = one_forward,
-    .forward_train = ra_swin_one_forward_train, .backward = ra_swin_one_backward,
-    .flops = one_flops};
+const rai_arch_ops rai_swin_block_ops = {
+    .name = "swin_block", .arch = RA_ARCH_SWIN_BLOCK, .batched = 1, .declare = block_model_declare,
+    .canonical = block_model_canonical, .detect = block_model_detect, .build = block_model_build,
+    .destroy = block_model_destroy, .forward = block_model_forward,
+    .forward_train = rai_swin_block_forward_train, .backward = rai_swin_block_backward,
+    .flops = block_model_flops};
 
 /* ====================================================================== */
 /* swin                                                                     */
@@ -543,34 +528,34 @@ static const swin_blk *net_block(const swin_net *n, int stage, int j) {
 
 static ra_status net_declare(ra_model *m, const ra_st_file *f) {
     swin_net *n = calloc(1, sizeof *n);
-    if (!n) return ra_fail(RA_ERR_NOMEM, "model: out of memory");
+    if (!n) return rai_fail(RA_ERR_NOMEM, "model: out of memory");
     m->impl = n;
     int nh = 0;
     n->ape = 0, n->patch_norm = 1;
     int patch[2] = {0, 0};
-    ra_status st = ra_meta_pair(f, "img_size", n->img, 1, SWIN_MAX_SIZE);
-    if (!st) st = ra_meta_pair(f, "patch_size", patch, 1, 4096);
+    ra_status st = rai_meta_pair(f, "img_size", n->img, 1, SWIN_MAX_SIZE);
+    if (!st) st = rai_meta_pair(f, "patch_size", patch, 1, 4096);
     if (!st && patch[0] != patch[1])
-        st = ra_fail(RA_ERR_FORMAT, "metadata patch_size %d,%d: only square patches", patch[0],
+        st = rai_fail(RA_ERR_FORMAT, "metadata patch_size %d,%d: only square patches", patch[0],
                      patch[1]);
     n->patch = patch[0];
-    if (!st) st = ra_meta_int(f, "in_chans", &n->in_chans, 1, 4096);
-    if (!st) st = ra_meta_int(f, "num_classes", &n->num_classes, 0, SWIN_MAX_HIDDEN);
-    if (!st) st = ra_meta_int(f, "embed_dim", &n->embed_dim, 1, SWIN_MAX_DIM);
-    if (!st) st = ra_meta_list(f, "depths", n->depths, SWIN_MAX_STAGES, &n->nstages, 0, 1024);
-    if (!st) st = ra_meta_list(f, "num_heads", n->heads, SWIN_MAX_STAGES, &nh, 1, SWIN_MAX_DIM);
+    if (!st) st = rai_meta_int(f, "in_chans", &n->in_chans, 1, 4096);
+    if (!st) st = rai_meta_int(f, "num_classes", &n->num_classes, 0, SWIN_MAX_HIDDEN);
+    if (!st) st = rai_meta_int(f, "embed_dim", &n->embed_dim, 1, SWIN_MAX_DIM);
+    if (!st) st = rai_meta_list(f, "depths", n->depths, SWIN_MAX_STAGES, &n->nstages, 0, 1024);
+    if (!st) st = rai_meta_list(f, "num_heads", n->heads, SWIN_MAX_STAGES, &nh, 1, SWIN_MAX_DIM);
     if (!st && nh != n->nstages)
-        st = ra_fail(RA_ERR_FORMAT, "metadata depths has %d stages but num_heads has %d",
+        st = rai_fail(RA_ERR_FORMAT, "metadata depths has %d stages but num_heads has %d",
                      n->nstages, nh);
-    if (!st) st = ra_meta_pair(f, "window_size", n->window, 1, SWIN_MAX_SIZE);
-    if (!st) st = ra_meta_bool_opt(f, "ape", &n->ape);
-    if (!st) st = ra_meta_bool_opt(f, "patch_norm", &n->patch_norm);
+    if (!st) st = rai_meta_pair(f, "window_size", n->window, 1, SWIN_MAX_SIZE);
+    if (!st) st = rai_meta_bool_opt(f, "ape", &n->ape);
+    if (!st) st = rai_meta_bool_opt(f, "patch_norm", &n->patch_norm);
     if (!st) st = meta_common(f, &n->k);
     int pws[SWIN_MAX_STAGES] = {0}, npws = 0;
     if (!st && n->k.v2 && ra_st_meta(f, "pretrained_window_sizes")) {
-        st = ra_meta_list(f, "pretrained_window_sizes", pws, SWIN_MAX_STAGES, &npws, 0, 4096);
+        st = rai_meta_list(f, "pretrained_window_sizes", pws, SWIN_MAX_STAGES, &npws, 0, 4096);
         if (!st && npws != n->nstages)
-            st = ra_fail(RA_ERR_FORMAT, "metadata pretrained_window_sizes has %d values for %d "
+            st = rai_fail(RA_ERR_FORMAT, "metadata pretrained_window_sizes has %d values for %d "
                          "stages", npws, n->nstages);
     }
     if (st) return st;
@@ -578,26 +563,26 @@ static ra_status net_declare(ra_model *m, const ra_st_file *f) {
     const int tv = n->scheme == SCHEME_TORCHVISION;
     n->grid[0] = n->img[0] / n->patch, n->grid[1] = n->img[1] / n->patch;
     if (n->ape && (n->grid[0] < 1 || n->grid[1] < 1))
-        return ra_fail(RA_ERR_FORMAT, "img_size %dx%d is smaller than patch_size %d", n->img[0],
+        return rai_fail(RA_ERR_FORMAT, "img_size %dx%d is smaller than patch_size %d", n->img[0],
                        n->img[1], n->patch);
     if ((int64_t)n->embed_dim << (n->nstages - 1) > SWIN_MAX_DIM)
-        return ra_fail(RA_ERR_FORMAT, "embed_dim %d over %d stages exceeds %d channels",
+        return rai_fail(RA_ERR_FORMAT, "embed_dim %d over %d stages exceeds %d channels",
                        n->embed_dim, n->nstages, SWIN_MAX_DIM);
     n->features = n->embed_dim << (n->nstages - 1);
     for (int s = 0; s < n->nstages; s++) n->first[s + 1] = n->first[s] + n->depths[s];
     n->nblocks = n->first[n->nstages];
     if (n->nblocks && !(n->blocks = calloc((size_t)n->nblocks, sizeof *n->blocks)))
-        return ra_fail(RA_ERR_NOMEM, "model: out of memory");
+        return rai_fail(RA_ERR_NOMEM, "model: out of memory");
 
     /* blocks: each stage's constructor resolution, window and shift */
     for (int s = 0; s < n->nstages && !st; s++) {
         const int dim = n->embed_dim << s;
         const int res[2] = {n->grid[0] >> s, n->grid[1] >> s};
         if (n->heads[s] > dim || dim % n->heads[s])
-            return ra_fail(RA_ERR_FORMAT, "stage %d: dim %d is not divisible by num_heads %d", s,
+            return rai_fail(RA_ERR_FORMAT, "stage %d: dim %d is not divisible by num_heads %d", s,
                            dim, n->heads[s]);
         if (!tv && n->depths[s] && (res[0] < 1 || res[1] < 1))
-            return ra_fail(RA_ERR_FORMAT, "img_size %dx%d with patch_size %d leaves no feature "
+            return rai_fail(RA_ERR_FORMAT, "img_size %dx%d with patch_size %d leaves no feature "
                            "map at stage %d", n->img[0], n->img[1], n->patch, s);
         for (int j = 0; j < n->depths[s] && !st; j++) {
             const int shift[2] = {j % 2 ? n->window[0] / 2 : 0, j % 2 ? n->window[1] / 2 : 0};
@@ -606,7 +591,7 @@ static ra_status net_declare(ra_model *m, const ra_st_file *f) {
             if (st) {
                 char why[300];
                 snprintf(why, sizeof why, "%s", ra_last_error());
-                return ra_fail(st, "layers.%d.blocks.%d: %s", s, j, why);
+                return rai_fail(st, "layers.%d.blocks.%d: %s", s, j, why);
             }
         }
     }
@@ -649,19 +634,19 @@ static ra_status net_detect(ra_model *m, const ra_st_file *f) {
 }
 
 /* "layers.S.blocks.J.SUFFIX" (canonical names) -> the block's suffix. */
-static ra_tensor_kind net_block_name(const swin_net *n, int s, const char *p, char *buf,
+static rai_tensor_kind net_block_name(const swin_net *n, int s, const char *p, char *buf,
                                      size_t len) {
     int j;
     char sfx[200];
     if (!take(&p, "blocks.") || !take_index(&p, &j)) return RA_TENSOR_UNKNOWN;
-    ra_tensor_kind k = blk_suffix(n->scheme, net_block(n, s, j), p, sfx, sizeof sfx);
+    rai_tensor_kind k = blk_suffix(n->scheme, net_block(n, s, j), p, sfx, sizeof sfx);
     if (k != RA_TENSOR_UNKNOWN &&
         (size_t)snprintf(buf, len, "layers.%d.blocks.%d.%s", s, j, sfx) >= len)
         return RA_TENSOR_UNKNOWN;
     return k;
 }
 
-static ra_tensor_kind net_canonical(const ra_model *m, const char *name, char *buf, size_t len) {
+static rai_tensor_kind net_canonical(const ra_model *m, const char *name, char *buf, size_t len) {
     const swin_net *n = m->impl;
     const char *p = name;
     int s;
@@ -696,7 +681,7 @@ static ra_tensor_kind net_canonical(const ra_model *m, const char *name, char *b
         if (k % 2) {   /* a stage: Sequential of blocks */
             char sfx[200];
             if (!take_index(&p, &j)) return RA_TENSOR_UNKNOWN;
-            ra_tensor_kind kind = blk_suffix(n->scheme, net_block(n, (k - 1) / 2, j), p, sfx,
+            rai_tensor_kind kind = blk_suffix(n->scheme, net_block(n, (k - 1) / 2, j), p, sfx,
                                              sizeof sfx);
             if (kind != RA_TENSOR_UNKNOWN &&
                 (size_t)snprintf(buf, len, "layers.%d.blocks.%d.%s", (k - 1) / 2, j, sfx) >= len)
@@ -714,15 +699,15 @@ static ra_tensor_kind net_canonical(const ra_model *m, const char *name, char *b
 static ra_status net_build(ra_model *m, const ra_st_file *f) {
     swin_net *n = m->impl;
     ra_status st = RA_OK;
-    n->pe_w = ra_model_get(m, "patch_embed.proj.weight");
-    n->pe_b = ra_model_get(m, "patch_embed.proj.bias");
-    n->pe_nw = ra_model_get(m, "patch_embed.norm.weight");
-    n->pe_nb = ra_model_get(m, "patch_embed.norm.bias");
-    n->ape_w = ra_model_get(m, "absolute_pos_embed");
-    n->norm_w = ra_model_get(m, "norm.weight");
-    n->norm_b = ra_model_get(m, "norm.bias");
-    n->head_w = ra_model_get(m, "head.weight");
-    n->head_b = ra_model_get(m, "head.bias");
+    n->pe_w = rai_model_get(m, "patch_embed.proj.weight");
+    n->pe_b = rai_model_get(m, "patch_embed.proj.bias");
+    n->pe_nw = rai_model_get(m, "patch_embed.norm.weight");
+    n->pe_nb = rai_model_get(m, "patch_embed.norm.bias");
+    n->ape_w = rai_model_get(m, "absolute_pos_embed");
+    n->norm_w = rai_model_get(m, "norm.weight");
+    n->norm_b = rai_model_get(m, "norm.bias");
+    n->head_w = rai_model_get(m, "head.weight");
+    n->head_b = rai_model_get(m, "head.bias");
     for (int s = 0; s < n->nstages && !st; s++) {
         char pfx[64];
         for (int j = 0; j < n->depths[s] && !st; j++) {
@@ -745,7 +730,7 @@ static ra_status net_build(ra_model *m, const ra_st_file *f) {
         int s = -1, j = -1;
         if (!take(&p, "layers.") || !take_index(&p, &s) || !take(&p, "blocks.") ||
             !take_index(&p, &j) || !net_block(n, s, j))
-            return ra_fail(RA_ERR_INTERNAL, "swin: buffer %s", canon);
+            return rai_fail(RA_ERR_INTERNAL, "swin: buffer %s", canon);
         st = check_buffer(f, t, p, net_block(n, s, j));
     }
     return st;
@@ -755,14 +740,14 @@ static void net_destroy(void *impl) {
     swin_net *n = impl;
     for (int i = 0; n->blocks && i < n->nblocks; i++) ra_attn_layer_free(n->blocks[i].blk.attn);
     free(n->blocks);
-    ra_arena_cache_free(&n->ws);
-    ra_swin_tape_free(n->tape);
+    rai_arena_cache_free(&n->ws);
+    rai_swin_tape_free(n->tape);
     free(n);
 }
 
 /* x (B, Cin, H, W) -> tokens (B, gh*gw, E) after the patch embedding, its
  * norm and the absolute position embedding; *out from the arena. */
-static ra_status net_embed(const swin_net *n, ra_arena *a, float **out, int *gh, int *gw,
+static ra_status net_embed(const swin_net *n, rai_arena *a, float **out, int *gh, int *gw,
                            const float *x, int B, int H, int W) {
     const int P = n->patch, Cin = n->in_chans, E = n->embed_dim;
     const float *src = x;
@@ -771,59 +756,59 @@ static ra_status net_embed(const swin_net *n, ra_arena *a, float **out, int *gh,
     if (n->scheme == SCHEME_TORCHVISION) {   /* Conv2d(stride P) drops the remainder */
         pad = 0, h = H / P * P, w = W / P * P;
         if (h < 1 || w < 1)
-            return ra_fail(RA_ERR_SHAPE, "swin: a %dx%d image is smaller than a %dx%d patch", H,
+            return rai_fail(RA_ERR_SHAPE, "swin: a %dx%d image is smaller than a %dx%d patch", H,
                            W, P, P);
     }
     if ((st = ra_patch_grid(gh, gw, h, w, P, pad))) return st;
     if (n->ape && (*gh != n->grid[0] || *gw != n->grid[1]))
-        return ra_fail(RA_ERR_SHAPE, "swin: absolute_pos_embed is for a %dx%d patch grid "
+        return rai_fail(RA_ERR_SHAPE, "swin: absolute_pos_embed is for a %dx%d patch grid "
                        "(img_size %dx%d), the input gives %dx%d", n->grid[0], n->grid[1],
                        n->img[0], n->img[1], *gh, *gw);
     const int64_t L = (int64_t)*gh * *gw, rows = B * L;
     const int64_t kc = (int64_t)Cin * P * P;
-    float *y = ra_arena_floats(a, (size_t)(rows * E));
-    const size_t mark = ra_arena_mark(a);
-    if (!y) return ra_fail(RA_ERR_NOMEM, "swin: out of memory");
+    float *y = rai_arena_floats(a, (size_t)(rows * E));
+    const size_t mark = rai_arena_mark(a);
+    if (!y) return rai_fail(RA_ERR_NOMEM, "swin: out of memory");
     if (h != H || w != W) {
-        float *crop = ra_arena_floats(a, (size_t)B * Cin * h * w);
-        if (!crop) return ra_fail(RA_ERR_NOMEM, "swin: out of memory");
+        float *crop = rai_arena_floats(a, (size_t)B * Cin * h * w);
+        if (!crop) return rai_fail(RA_ERR_NOMEM, "swin: out of memory");
         for (int64_t r = 0; r < (int64_t)B * Cin * h; r++)
             memcpy(crop + r * w, x + ((r / h) * H + r % h) * (int64_t)W,
                    (size_t)w * sizeof *crop);
         src = crop;
     }
-    float *cols = ra_arena_floats(a, (size_t)(rows * kc));
-    if (!cols) st = ra_fail(RA_ERR_NOMEM, "swin: out of memory");
+    float *cols = rai_arena_floats(a, (size_t)(rows * kc));
+    if (!cols) st = rai_fail(RA_ERR_NOMEM, "swin: out of memory");
     else st = ra_patch_embed_forward(y, cols, src, n->pe_w, n->pe_b, B, Cin, h, w, P, E, pad);
     if (!st && n->patch_norm)
-        ra_layernorm_rows(y, y, NULL, rows, E, n->pe_nw, n->pe_nb, SWIN_EPS);
+        rai_layernorm_rows(y, y, NULL, rows, E, n->pe_nw, n->pe_nb, SWIN_EPS);
     if (!st && n->ape)
         for (int b = 0; b < B; b++) ra_add(y + b * L * E, y + b * L * E, n->ape_w, L * E);
-    ra_arena_reset(a, mark);
+    rai_arena_reset(a, mark);
     if (!st) *out = y;
     return st;
 }
 
 /* x (B, H, W, C) -> (B, ceil(H/2) * ceil(W/2), 2C): gather, LayerNorm(4C),
  * Linear(4C, 2C) without bias; *x replaced by a buffer of the arena. */
-static ra_status net_merge(const swin_net *n, ra_arena *a, int s, float **x, int B, int H,
+static ra_status net_merge(const swin_net *n, rai_arena *a, int s, float **x, int B, int H,
                            int W, int C) {
     const int64_t rows = (int64_t)B * ((H + 1) / 2) * ((W + 1) / 2);
-    float *y = ra_arena_floats(a, (size_t)(rows * 2 * C));
-    const size_t mark = ra_arena_mark(a);
-    float *cat = ra_arena_floats(a, (size_t)(rows * 4 * C));
-    ra_status st = cat && y ? RA_OK : ra_fail(RA_ERR_NOMEM, "swin: out of memory");
+    float *y = rai_arena_floats(a, (size_t)(rows * 2 * C));
+    const size_t mark = rai_arena_mark(a);
+    float *cat = rai_arena_floats(a, (size_t)(rows * 4 * C));
+    ra_status st = cat && y ? RA_OK : rai_fail(RA_ERR_NOMEM, "swin: out of memory");
     if (!st) st = ra_patch_merge_forward(cat, *x, B, H, W, C);
     if (!st && n->k.v2) {   /* reduction, then norm */
         ra_linear_forward(y, cat, n->ds_w[s], NULL, rows, 2 * C, 4 * C);
-        ra_layernorm_rows(y, y, NULL, rows, 2 * C, n->ds_nw[s], n->ds_nb[s], SWIN_EPS);
+        rai_layernorm_rows(y, y, NULL, rows, 2 * C, n->ds_nw[s], n->ds_nb[s], SWIN_EPS);
         *x = y;
     } else if (!st) {
-        ra_layernorm_rows(cat, cat, NULL, rows, 4 * C, n->ds_nw[s], n->ds_nb[s], SWIN_EPS);
+        rai_layernorm_rows(cat, cat, NULL, rows, 4 * C, n->ds_nw[s], n->ds_nb[s], SWIN_EPS);
         ra_linear_forward(y, cat, n->ds_w[s], NULL, rows, 2 * C, 4 * C);
         *x = y;
     }
-    ra_arena_reset(a, mark);
+    rai_arena_reset(a, mark);
     return st;
 }
 
@@ -831,21 +816,21 @@ static ra_status net_forward(const ra_model *m, float **y, int *y_ndim, int64_t 
                              const float *x, int x_ndim, const int64_t *x_shape) {
     swin_net *n = m->impl;
     int64_t B = 0, H = 0, W = 0;
-    ra_status st0 = ra_swin_net_input(n, x_ndim, x_shape, 0, &B, &H, &W);
+    ra_status st0 = rai_swin_net_input(n, x_ndim, x_shape, 0, &B, &H, &W);
     if (st0) return st0;
 
-    ra_arena local;
-    ra_window_layouts run = {.a = ra_arena_begin(&n->ws, &local)};
+    rai_arena local;
+    rai_window_layouts run = {.a = rai_arena_begin(&n->ws, &local)};
     float *t = NULL, *out = NULL;
     int h = 0, w = 0;
     ra_status st = net_embed(n, run.a, &t, &h, &w, x, (int)B, (int)H, (int)W);
     int C = n->embed_dim;
     for (int s = 0; s < n->nstages && !st; s++) {
-        const size_t mark = ra_arena_mark(run.a);   /* the stage's window layouts */
+        const size_t mark = rai_arena_mark(run.a);   /* the stage's window layouts */
         run.count = 0;
         for (int j = 0; j < n->depths[s] && !st; j++)
             st = swin_block_forward(&n->blocks[n->first[s] + j], t, NULL, (int)B, h, w, &run);
-        ra_arena_reset(run.a, mark);
+        rai_arena_reset(run.a, mark);
         run.count = 0;
         if (s < n->nstages - 1 && !st) {
             st = net_merge(n, run.a, s, &t, (int)B, h, w, C);
@@ -854,22 +839,22 @@ static ra_status net_forward(const ra_model *m, float **y, int *y_ndim, int64_t 
     }
     const int64_t L = (int64_t)h * w, rows = B * L;
     float *pooled = NULL;
-    if (!st && !(pooled = ra_arena_floats(run.a, (size_t)(B * C))))
-        st = ra_fail(RA_ERR_NOMEM, "swin: out of memory");
+    if (!st && !(pooled = rai_arena_floats(run.a, (size_t)(B * C))))
+        st = rai_fail(RA_ERR_NOMEM, "swin: out of memory");
     if (!st) {
-        ra_layernorm_rows(t, t, NULL, rows, C, n->norm_w, n->norm_b, SWIN_EPS);
+        rai_layernorm_rows(t, t, NULL, rows, C, n->norm_w, n->norm_b, SWIN_EPS);
         ra_mean_tokens_forward(pooled, t, (int)B, L, C);
         const int K = n->num_classes > 0 ? n->num_classes : C;
-        if (!(out = ra_alloc((size_t)(B * K), sizeof *out)))
-            st = ra_fail(RA_ERR_NOMEM, "swin: out of memory");
+        if (!(out = rai_alloc((size_t)(B * K), sizeof *out)))
+            st = rai_fail(RA_ERR_NOMEM, "swin: out of memory");
         else if (n->num_classes > 0)
             ra_linear_forward(out, pooled, n->head_w, n->head_b, B, n->num_classes, C);
         else   /* no head: the pooled features */
             memcpy(out, pooled, (size_t)(B * C) * sizeof *out);
     }
-    ra_arena_end(&n->ws, run.a);
+    rai_arena_end(&n->ws, run.a);
     if (st) {
-        ra_free(out);
+        rai_free(out);
         return st;
     }
     *y = out;
@@ -888,25 +873,25 @@ ra_status ra_swin_attention_maps(const ra_model *m, float *maps, int *gh, int *g
                                  const float *x, int h_img, int w_img, int stage, int block,
                                  const int *queries, int nq) {
     if (!m || !gh || !gw || !nh || !x || ra_model_arch(m) != RA_ARCH_SWIN)
-        return ra_fail(RA_ERR_ARG, "attention maps: a swin model and an image are needed");
+        return rai_fail(RA_ERR_ARG, "attention maps: a swin model and an image are needed");
     const swin_net *n = m->impl;
     if (stage < 0 || stage >= n->nstages || block < 0 || block >= n->depths[stage])
-        return ra_fail(RA_ERR_ARG, "attention maps: no block %d in stage %d (depths %d stages)",
+        return rai_fail(RA_ERR_ARG, "attention maps: no block %d in stage %d (depths %d stages)",
                        block, stage, n->nstages);
     if (h_img < 1 || h_img > SWIN_MAX_SIZE || w_img < 1 || w_img > SWIN_MAX_SIZE)
-        return ra_fail(RA_ERR_SHAPE, "attention maps: a %dx%d image", h_img, w_img);
+        return rai_fail(RA_ERR_SHAPE, "attention maps: a %dx%d image", h_img, w_img);
     const swin_blk *b = &n->blocks[n->first[stage] + block];
-    ra_arena local;
-    ra_window_layouts run = {.a = ra_arena_begin((ra_arena_cache *)&n->ws, &local)};
+    rai_arena local;
+    rai_window_layouts run = {.a = rai_arena_begin((rai_arena_cache *)&n->ws, &local)};
     float *t = NULL;
     int h = 0, w = 0, C = n->embed_dim;
     ra_status st = net_embed(n, run.a, &t, &h, &w, x, 1, h_img, w_img);
     for (int s = 0; s < stage && !st; s++) {
-        const size_t mark = ra_arena_mark(run.a);
+        const size_t mark = rai_arena_mark(run.a);
         run.count = 0;
         for (int j = 0; j < n->depths[s] && !st; j++)
             st = swin_block_forward(&n->blocks[n->first[s] + j], t, NULL, 1, h, w, &run);
-        ra_arena_reset(run.a, mark);
+        rai_arena_reset(run.a, mark);
         run.count = 0;
         if (!st) {
             st = net_merge(n, run.a, s, &t, 1, h, w, C);
@@ -919,27 +904,27 @@ ra_status ra_swin_attention_maps(const ra_model *m, float *maps, int *gh, int *g
     for (int q = 0; !st && maps && q < nq; q++)
         if (queries[2 * q] < 0 || queries[2 * q] >= h || queries[2 * q + 1] < 0 ||
             queries[2 * q + 1] >= w)
-            st = ra_fail(RA_ERR_ARG, "attention maps: query (%d, %d) outside the %dx%d grid of "
+            st = rai_fail(RA_ERR_ARG, "attention maps: query (%d, %d) outside the %dx%d grid of "
                          "stage %d", queries[2 * q], queries[2 * q + 1], h, w, stage);
     if (st || !maps) {
-        ra_arena_end((ra_arena_cache *)&n->ws, run.a);
+        rai_arena_end((rai_arena_cache *)&n->ws, run.a);
         return st;
     }
     /* the block itself, its probabilities kept; then the window map sends
      * them back to grid positions */
-    const ra_window_geom g = ra_swin_block_windows(b, h, w);
+    const ra_window_spec g = rai_swin_block_windows(b, h, w);
     const int64_t nw = ra_window_count(&g), N = ra_window_tokens(&g), H = b->heads;
-    const ra_window_layout *wl = NULL;
-    float *attn = ra_arena_floats(run.a, (size_t)(nw * H * N * N));
+    const rai_window_layout *wl = NULL;
+    float *attn = rai_arena_floats(run.a, (size_t)(nw * H * N * N));
     st = attn ? swin_block_forward(b, t, attn, 1, h, w, &run)
-              : ra_fail(RA_ERR_NOMEM, "attention maps: out of memory");
-    if (!st) st = ra_window_layout_get(&run, &g, 1, &wl);
+              : rai_fail(RA_ERR_NOMEM, "attention maps: out of memory");
+    if (!st) st = rai_window_layout_get(&run, &g, 1, &wl);
     memset(maps, 0, (size_t)nq * H * h * w * sizeof *maps);
     for (int q = 0; !st && q < nq; q++) {
         const int32_t tok = queries[2 * q] * w + queries[2 * q + 1];
         int64_t r = 0;   /* the query's row in the window layout */
         while (r < nw * N && wl->map[r] != tok) r++;
-        if (r == nw * N) { st = ra_fail(RA_ERR_INTERNAL, "attention maps: token not found"); break; }
+        if (r == nw * N) { st = rai_fail(RA_ERR_INTERNAL, "attention maps: token not found"); break; }
         const int64_t win_i = r / N, i = r % N;
         for (int64_t hh = 0; hh < H; hh++)
             for (int64_t j = 0; j < N; j++) {
@@ -949,7 +934,7 @@ ra_status ra_swin_attention_maps(const ra_model *m, float *maps, int *gh, int *g
                         attn[((win_i * H + hh) * N + i) * N + j];
             }
     }
-    ra_arena_end((ra_arena_cache *)&n->ws, run.a);
+    rai_arena_end((rai_arena_cache *)&n->ws, run.a);
     return st;
 }
 
@@ -965,35 +950,35 @@ static int64_t net_flops(const ra_model *m, int h, int w) {
     int gw = n->scheme == SCHEME_TORCHVISION ? w / n->patch : (w + n->patch - 1) / n->patch;
     if (gh < 1 || gw < 1) return -1;
     const int64_t L0 = (int64_t)gh * gw;
-    int64_t f = ra_cadd(ra_cmul3(L0, E, n->in_chans * P * P), n->patch_norm ? L0 * E : 0);
+    int64_t f = rai_cadd(rai_cmul3(L0, E, n->in_chans * P * P), n->patch_norm ? L0 * E : 0);
     int64_t C = E;
     for (int s = 0; s < n->nstages; s++) {
         for (int j = 0; j < n->depths[s]; j++)
-            f = ra_cadd(f, blk_flops(&n->blocks[n->first[s] + j], gh, gw));
+            f = rai_cadd(f, blk_flops(&n->blocks[n->first[s] + j], gh, gw));
         if (s < n->nstages - 1) {   /* PatchMerging.flops() */
             const int64_t half = (int64_t)((gh + 1) / 2) * ((gw + 1) / 2);
-            f = ra_cadd(f, ra_cadd(ra_cmul((int64_t)gh * gw, C), ra_cmul3(half, 4 * C, 2 * C)));
+            f = rai_cadd(f, rai_cadd(rai_cmul((int64_t)gh * gw, C), rai_cmul3(half, 4 * C, 2 * C)));
             gh = (gh + 1) / 2, gw = (gw + 1) / 2, C *= 2;
         }
     }
-    const int64_t norm = ra_cmul(n->features, L0);
-    f = ra_cadd(f, norm < 0 ? -1 : norm >> n->nstages);
-    return ra_cadd(f, (int64_t)n->features * n->num_classes);
+    const int64_t norm = rai_cmul(n->features, L0);
+    f = rai_cadd(f, norm < 0 ? -1 : norm >> n->nstages);
+    return rai_cadd(f, (int64_t)n->features * n->num_classes);
 }
 
-const ra_arch_ops ra_swin_ops = {
+const rai_arch_ops rai_swin_ops = {
     .name = "swin", .arch = RA_ARCH_SWIN, .batched = 1, .declare = net_declare,
     .canonical = net_canonical,
     .detect = net_detect, .build = net_build, .destroy = net_destroy, .forward = net_forward,
-    .forward_train = ra_swin_net_forward_train, .backward = ra_swin_net_backward,
+    .forward_train = rai_swin_net_forward_train, .backward = rai_swin_net_backward,
     .flops = net_flops};
 
 /* SwinV2 (swin_transformer_v2.py, torchvision's swin_v2_*): the network
  * above with the V2 variations its blocks and merging layers carry (v2 in
  * swin_common, from the arch name). */
-const ra_arch_ops ra_swinv2_ops = {
+const rai_arch_ops rai_swinv2_ops = {
     .name = "swinv2", .arch = RA_ARCH_SWINV2, .batched = 1, .declare = net_declare,
     .canonical = net_canonical,
     .detect = net_detect, .build = net_build, .destroy = net_destroy, .forward = net_forward,
-    .forward_train = ra_swin_net_forward_train, .backward = ra_swin_net_backward,
+    .forward_train = rai_swin_net_forward_train, .backward = rai_swin_net_backward,
     .flops = net_flops};

@@ -96,7 +96,7 @@ typedef struct swin3d_block {
     const float *n1w, *n1b, *nkw, *nkb, *n2w, *n2b, *table;
     const float *qw, *qb, *kvw, *kvb, *pw, *pb, *f1w, *f1b, *f2w, *f2b;
     struct swin3d_tape *tape;   /* the training pass (NULL until one runs) */
-    ra_arena_cache ws;       /* the inference scratch, kept between calls */
+    rai_arena_cache ws;       /* the inference scratch, kept between calls */
 } swin3d_block;
 
 static size_t up16(size_t n) { return (n + 15) & ~(size_t)15; }
@@ -108,12 +108,12 @@ static size_t up16(size_t n) { return (n + 15) & ~(size_t)15; }
 static ra_status meta_triple(const ra_st_file *f, const char *key, int out[3], int cross,
                              int frame, int lo) {
     int v[3] = {0, 0, 0}, n = 0;
-    ra_status st = ra_meta_list(f, key, v, 3, &n, lo, SWIN3D_MAX_WINDOW);
+    ra_status st = rai_meta_list(f, key, v, 3, &n, lo, SWIN3D_MAX_WINDOW);
     if (st) return st;
     const char *val = ra_st_meta(f, key);
     if (!cross) {
         if (n != 3)
-            return ra_fail(RA_ERR_FORMAT, "metadata %s = \"%.40s\": a self-attention "
+            return rai_fail(RA_ERR_FORMAT, "metadata %s = \"%.40s\": a self-attention "
                            "swin_block_3d needs three values (frames, rows, columns)", key, val);
         memcpy(out, v, sizeof v);
         return RA_OK;
@@ -126,7 +126,7 @@ static ra_status meta_triple(const ra_st_file *f, const char *key, int out[3], i
         memcpy(out, v, sizeof v);
         return RA_OK;
     }
-    return ra_fail(RA_ERR_FORMAT, "metadata %s = \"%.40s\": a cross swin_block_3d takes "
+    return rai_fail(RA_ERR_FORMAT, "metadata %s = \"%.40s\": a cross swin_block_3d takes "
                    "\"rows,columns\" (or \"%d,rows,columns\": %s)", key, val, frame,
                    frame ? "its windows hold all num_frames_q frames"
                          : "the frame axis is not shifted");
@@ -136,30 +136,30 @@ static ra_status meta_triple(const ra_st_file *f, const char *key, int out[3], i
 
 static ra_status decl(ra_model *m, const char *name, int ndim, int64_t d0, int64_t d1) {
     const int64_t shape[2] = {d0, d1};
-    return ra_model_declare(m, name, ndim, shape, 0);
+    return rai_model_declare(m, name, ndim, shape, 0);
 }
 
 static ra_status swin3d_declare(ra_model *m, const ra_st_file *f) {
     swin3d_block *s = calloc(1, sizeof *s);
-    if (!s) return ra_fail(RA_ERR_NOMEM, "model: out of memory");
+    if (!s) return rai_fail(RA_ERR_NOMEM, "model: out of memory");
     m->impl = s;
     s->qkv_bias = 1;
-    ra_status st = ra_meta_int(f, "dim", &s->dim, 1, SWIN3D_MAX_DIM);
-    if (!st) st = ra_meta_int(f, "num_heads", &s->heads, 1, SWIN3D_MAX_DIM);
-    if (!st) st = ra_meta_mlp_ratio(f, &s->mlp_ratio);
-    if (!st) st = ra_meta_bool_opt(f, "qkv_bias", &s->qkv_bias);
-    if (!st) st = ra_meta_float_opt(f, "qk_scale", &s->qk_scale, &s->has_qk_scale);
+    ra_status st = rai_meta_int(f, "dim", &s->dim, 1, SWIN3D_MAX_DIM);
+    if (!st) st = rai_meta_int(f, "num_heads", &s->heads, 1, SWIN3D_MAX_DIM);
+    if (!st) st = rai_meta_mlp_ratio(f, &s->mlp_ratio);
+    if (!st) st = rai_meta_bool_opt(f, "qkv_bias", &s->qkv_bias);
+    if (!st) st = rai_meta_float_opt(f, "qk_scale", &s->qk_scale, &s->has_qk_scale);
     if (st) return st;
     const int has_q = ra_st_meta(f, "num_frames_q") != NULL;
     const int has_kv = ra_st_meta(f, "num_frames_kv") != NULL;
     if (has_q != has_kv)
-        return ra_fail(RA_ERR_FORMAT, "metadata has %s but not %s: a cross swin_block_3d needs "
+        return rai_fail(RA_ERR_FORMAT, "metadata has %s but not %s: a cross swin_block_3d needs "
                        "both, a self-attention block neither", has_q ? "num_frames_q" :
                        "num_frames_kv", has_q ? "num_frames_kv" : "num_frames_q");
     s->cross = has_q;
     if (s->cross) {
-        st = ra_meta_int(f, "num_frames_q", &s->fq, 1, SWIN3D_MAX_WINDOW);
-        if (!st) st = ra_meta_int(f, "num_frames_kv", &s->fkv, 1, SWIN3D_MAX_WINDOW);
+        st = rai_meta_int(f, "num_frames_q", &s->fq, 1, SWIN3D_MAX_WINDOW);
+        if (!st) st = rai_meta_int(f, "num_frames_kv", &s->fkv, 1, SWIN3D_MAX_WINDOW);
         if (st) return st;
     }
     if ((st = meta_triple(f, "window_size", s->win, s->cross, s->fq, 1))) return st;
@@ -170,15 +170,15 @@ static ra_status swin3d_declare(ra_model *m, const ra_st_file *f) {
     static const char *const axis[3] = {"frame", "row", "column"};
     for (int a = 0; a < 3; a++)
         if (s->shift[a] >= s->win[a])
-            return ra_fail(RA_ERR_FORMAT, "metadata shift_size: the %s shift %d must be in "
+            return rai_fail(RA_ERR_FORMAT, "metadata shift_size: the %s shift %d must be in "
                            "[0, window_size %d)", axis[a], s->shift[a], s->win[a]);
     if (s->heads > s->dim || s->dim % s->heads)
-        return ra_fail(RA_ERR_FORMAT, "dim %d is not divisible by num_heads %d", s->dim,
+        return rai_fail(RA_ERR_FORMAT, "dim %d is not divisible by num_heads %d", s->dim,
                        s->heads);
     const int64_t n1 = (int64_t)s->fq * s->win[1] * s->win[2];
     const int64_t n2 = (int64_t)s->fkv * s->win[1] * s->win[2];
     if (n1 > SWIN3D_MAX_TOKENS || n2 > SWIN3D_MAX_TOKENS)
-        return ra_fail(RA_ERR_FORMAT, "window %dx%dx%d (key/value frames %d) has more than %d "
+        return rai_fail(RA_ERR_FORMAT, "window %dx%dx%d (key/value frames %d) has more than %d "
                        "tokens", s->fq, s->win[1], s->win[2], s->fkv, SWIN3D_MAX_TOKENS);
     s->n1 = n1, s->n2 = n2;
     /* the bias index: validates D2 (exactly D2 strided key frames) */
@@ -187,13 +187,13 @@ static ra_status swin3d_declare(ra_model *m, const ra_st_file *f) {
         char why[300];
         snprintf(why, sizeof why, "%s", ra_last_error());
         if (s->cross)
-            return ra_fail(RA_ERR_FORMAT, "metadata num_frames_q = %d, num_frames_kv = %d: %s",
+            return rai_fail(RA_ERR_FORMAT, "metadata num_frames_q = %d, num_frames_kv = %d: %s",
                            s->fq, s->fkv, why);
-        return ra_fail(RA_ERR_FORMAT, "metadata window_size: %s", why);
+        return rai_fail(RA_ERR_FORMAT, "metadata window_size: %s", why);
     }
     const double h = (double)s->dim * s->mlp_ratio;
     if (!(h >= 1.0 && h <= SWIN3D_MAX_HIDDEN))
-        return ra_fail(RA_ERR_FORMAT, "mlp_ratio %g with dim %d gives an MLP width outside "
+        return rai_fail(RA_ERR_FORMAT, "mlp_ratio %g with dim %d gives an MLP width outside "
                        "1..%d", s->mlp_ratio, s->dim, SWIN3D_MAX_HIDDEN);
     s->hidden = (int)h;   /* int(dim * mlp_ratio) */
     const int hd = s->dim / s->heads;
@@ -201,7 +201,7 @@ static ra_status swin3d_declare(ra_model *m, const ra_st_file *f) {
 
     s->qkv_naming = ra_st_find(f, "attn.qkv.weight") || ra_st_find(f, "attn.qkv.bias");
     if (s->qkv_naming && s->cross)
-        return ra_fail(RA_ERR_FORMAT, "tensor attn.qkv: Video Swin's fused qkv is for a "
+        return rai_fail(RA_ERR_FORMAT, "tensor attn.qkv: Video Swin's fused qkv is for a "
                        "self-attention block; a cross swin_block_3d has attn.q and attn.kv");
 
     const int64_t C = s->dim, H = s->hidden;
@@ -237,60 +237,45 @@ static ra_status swin3d_detect(ra_model *m, const ra_st_file *f) {
     return RA_OK;
 }
 
-static ra_tensor_kind swin3d_canonical(const ra_model *m, const char *name, char *buf, size_t n) {
+static rai_tensor_kind swin3d_canonical(const ra_model *m, const char *name, char *buf, size_t n) {
     (void)m;
     if ((size_t)snprintf(buf, n, "%s", name) >= n) return RA_TENSOR_UNKNOWN;
     return strcmp(name, "attn.relative_position_index") == 0 ? RA_TENSOR_BUFFER
                                                              : RA_TENSOR_PARAM;
 }
 
-static int is_float(ra_dtype d) {
-    return d == RA_DTYPE_F32 || d == RA_DTYPE_F16 || d == RA_DTYPE_BF16 || d == RA_DTYPE_F64;
-}
-
 /* A saved attn.relative_position_index must be the constructor's index. */
 static ra_status check_index(const ra_st_file *f, const ra_st_tensor *t, const swin3d_block *s) {
     if (!(t->ndim == 2 && t->shape[0] == s->n1 && t->shape[1] == s->n2))
-        return ra_fail(RA_ERR_SHAPE, "tensor '%.80s' must have shape (%lld, %lld)", t->name,
+        return rai_fail(RA_ERR_SHAPE, "tensor '%.80s' must have shape (%lld, %lld)", t->name,
                        (long long)s->n1, (long long)s->n2);
-    if (is_float(t->dtype) || t->dtype == RA_DTYPE_BOOL)
-        return ra_fail(RA_ERR_SHAPE, "tensor '%.80s' must hold integers", t->name);
-    int64_t *v = ra_alloc((size_t)t->numel, sizeof *v);
-    if (!v) return ra_fail(RA_ERR_NOMEM, "relative_position_index: out of memory");
-    ra_status st = ra_st_read_i64(v, f, t);
-    for (int64_t e = 0; !st && e < t->numel; e++)
-        if (v[e] != s->idx[e])
-            st = ra_fail(RA_ERR_FORMAT, "tensor '%.80s' differs from the computed index at "
-                         "(%lld, %lld): %lld, expected %d", t->name, (long long)(e / s->n2),
-                         (long long)(e % s->n2), (long long)v[e], s->idx[e]);
-    ra_free(v);
-    return st;
+    return rai_check_saved_index(f, t, s->idx, s->n2);
 }
 
 static ra_status swin3d_build(ra_model *m, const ra_st_file *f) {
     swin3d_block *s = m->impl;
     const int64_t C = s->dim;
-    s->n1w = ra_model_get(m, "norm1.weight"), s->n1b = ra_model_get(m, "norm1.bias");
-    s->nkw = ra_model_get(m, "norm_kv.weight"), s->nkb = ra_model_get(m, "norm_kv.bias");
-    s->n2w = ra_model_get(m, "norm2.weight"), s->n2b = ra_model_get(m, "norm2.bias");
-    s->table = ra_model_get(m, "attn.relative_position_bias_table");
+    s->n1w = rai_model_get(m, "norm1.weight"), s->n1b = rai_model_get(m, "norm1.bias");
+    s->nkw = rai_model_get(m, "norm_kv.weight"), s->nkb = rai_model_get(m, "norm_kv.bias");
+    s->n2w = rai_model_get(m, "norm2.weight"), s->n2b = rai_model_get(m, "norm2.bias");
+    s->table = rai_model_get(m, "attn.relative_position_bias_table");
     if (s->qkv_naming) {   /* rows q, k, v: q = rows [0, C), kv = rows [C, 3C) */
-        const float *w = ra_model_get(m, "attn.qkv.weight"), *b = ra_model_get(m, "attn.qkv.bias");
+        const float *w = rai_model_get(m, "attn.qkv.weight"), *b = rai_model_get(m, "attn.qkv.bias");
         s->qw = w, s->kvw = w ? w + C * C : NULL;
         s->qb = b, s->kvb = b ? b + C : NULL;
     } else {
-        s->qw = ra_model_get(m, "attn.q.weight"), s->qb = ra_model_get(m, "attn.q.bias");
-        s->kvw = ra_model_get(m, "attn.kv.weight"), s->kvb = ra_model_get(m, "attn.kv.bias");
+        s->qw = rai_model_get(m, "attn.q.weight"), s->qb = rai_model_get(m, "attn.q.bias");
+        s->kvw = rai_model_get(m, "attn.kv.weight"), s->kvb = rai_model_get(m, "attn.kv.bias");
     }
-    s->pw = ra_model_get(m, "attn.proj.weight"), s->pb = ra_model_get(m, "attn.proj.bias");
-    s->f1w = ra_model_get(m, "mlp.fc1.weight"), s->f1b = ra_model_get(m, "mlp.fc1.bias");
-    s->f2w = ra_model_get(m, "mlp.fc2.weight"), s->f2b = ra_model_get(m, "mlp.fc2.bias");
+    s->pw = rai_model_get(m, "attn.proj.weight"), s->pb = rai_model_get(m, "attn.proj.bias");
+    s->f1w = rai_model_get(m, "mlp.fc1.weight"), s->f1b = rai_model_get(m, "mlp.fc1.bias");
+    s->f2w = rai_model_get(m, "mlp.fc2.weight"), s->f2b = rai_model_get(m, "mlp.fc2.bias");
     if (!s->n1w || !s->n1b || !s->n2w || !s->n2b || !s->table || !s->qw || !s->kvw ||
         !s->pw || !s->pb || !s->f1w || !s->f1b || !s->f2w || !s->f2b ||
         (s->cross && (!s->nkw || !s->nkb)) || (s->qkv_bias && (!s->qb || !s->kvb)))
-        return ra_fail(RA_ERR_INTERNAL, "swin_block_3d: a parameter is missing");
-    if (!(s->idx = ra_alloc((size_t)(s->n1 * s->n2), sizeof *s->idx)))
-        return ra_fail(RA_ERR_NOMEM, "swin_block_3d: out of memory for the index");
+        return rai_fail(RA_ERR_INTERNAL, "swin_block_3d: a parameter is missing");
+    if (!(s->idx = rai_alloc((size_t)(s->n1 * s->n2), sizeof *s->idx)))
+        return rai_fail(RA_ERR_NOMEM, "swin_block_3d: out of memory for the index");
     ra_status st = ra_relpos_index_3d(s->idx, s->fq, s->fkv, s->win[1], s->win[2], NULL);
     const ra_st_tensor *t = ra_st_find(f, "attn.relative_position_index");
     if (!st && t) st = check_index(f, t, s);
@@ -301,9 +286,9 @@ static void tape_free(struct swin3d_tape *t);
 
 static void swin3d_destroy(void *impl) {
     swin3d_block *s = impl;
-    ra_free(s->idx);
+    rai_free(s->idx);
     tape_free(s->tape);
-    ra_arena_cache_free(&s->ws);
+    rai_arena_cache_free(&s->ws);
     free(s);
 }
 
@@ -311,7 +296,7 @@ static void swin3d_destroy(void *impl) {
 
 /* The run-time geometry: windows and shifts after the clamp. */
 typedef struct plan {
-    ra_window_geom gq, gkv;  /* query map and key/value map (the same for a self block) */
+    ra_window_spec gq, gkv;  /* query map and key/value map (the same for a self block) */
     int64_t nw, n1, n2;      /* windows per clip, tokens per query / key window */
     int shifted;
 } plan;
@@ -322,7 +307,7 @@ static plan plan_of(const swin3d_block *s, int d, int h, int w) {
     const int size[3] = {s->cross ? s->fq : d, h, w};
     for (int a = s->cross ? 1 : 0; a < 3; a++)   /* get_window_size, per axis */
         if (size[a] <= win[a]) win[a] = size[a], sh[a] = 0;
-    p.gq = (ra_window_geom){.d = size[0], .h = h, .w = w, .wd = win[0], .wh = win[1],
+    p.gq = (ra_window_spec){.d = size[0], .h = h, .w = w, .wd = win[0], .wh = win[1],
                             .ww = win[2], .sd = sh[0], .sh = sh[1], .sw = sh[2]};
     p.gkv = p.gq;
     if (s->cross) p.gkv.d = p.gkv.wd = s->fkv;
@@ -388,28 +373,28 @@ static ra_status sizes_of(const swin3d_block *s, const plan *pp, int B, int H, i
     const int dq = p.gq.d, dkv = p.gkv.d;
     memset(z, 0, sizeof *z);
     if (p.nw < 1 || p.n1 < 1 || p.n2 < 1)
-        return ra_fail(RA_ERR_SHAPE, "swin_block_3d: clip %dx%dx%d with window %dx%dx%d",
+        return rai_fail(RA_ERR_SHAPE, "swin_block_3d: clip %dx%dx%d with window %dx%dx%d",
                        dq, H, W, s->win[0], s->win[1], s->win[2]);
     int64_t nproj;
-    int ok = ra_mul_i64(&z->M1, (int64_t)B * dq, (int64_t)H * W) &&
-             ra_mul_i64(&z->M2, (int64_t)B * dkv, (int64_t)H * W) &&
-             ra_mul_i64(&z->nx, z->M1, C) && ra_mul_i64(&z->nkx, s->cross ? z->M2 : 0, C) &&
-             ra_mul_i64(&z->bw, B, p.nw) && z->bw <= INT_MAX &&
-             ra_mul_i64(&z->rows1, z->bw, p.n1) && ra_mul_i64(&z->rows2, z->bw, p.n2) &&
-             ra_mul_i64(&z->nwin1, z->rows1, C) &&
-             ra_mul_i64(&z->nwin2, s->cross ? z->rows2 : 0, C) &&
-             ra_mul_i64(&z->nmask, p.shifted ? p.nw * p.n1 : 0, p.n2) &&
-             ra_mul_i64(&nproj, z->rows1 + z->rows2, 3 * (int64_t)C) &&
-             ra_mul_i64(&z->nhid, z->M1, s->hidden);
+    int ok = rai_mul_i64(&z->M1, (int64_t)B * dq, (int64_t)H * W) &&
+             rai_mul_i64(&z->M2, (int64_t)B * dkv, (int64_t)H * W) &&
+             rai_mul_i64(&z->nx, z->M1, C) && rai_mul_i64(&z->nkx, s->cross ? z->M2 : 0, C) &&
+             rai_mul_i64(&z->bw, B, p.nw) && z->bw <= INT_MAX &&
+             rai_mul_i64(&z->rows1, z->bw, p.n1) && rai_mul_i64(&z->rows2, z->bw, p.n2) &&
+             rai_mul_i64(&z->nwin1, z->rows1, C) &&
+             rai_mul_i64(&z->nwin2, s->cross ? z->rows2 : 0, C) &&
+             rai_mul_i64(&z->nmask, p.shifted ? p.nw * p.n1 : 0, p.n2) &&
+             rai_mul_i64(&nproj, z->rows1 + z->rows2, 3 * (int64_t)C) &&
+             rai_mul_i64(&z->nhid, z->M1, s->hidden);
     if (ok && s->cross && p.shifted) {
         z->t2 = (int64_t)p.gq.wh * p.gq.ww;
-        ok = ra_mul_i64(&z->nm2, p.nw * z->t2, z->t2);
+        ok = rai_mul_i64(&z->nm2, p.nw * z->t2, z->t2);
     }
     if (!ok || z->nx > SWIN3D_MAX_FLOATS || z->nkx > SWIN3D_MAX_FLOATS ||
         z->nwin1 > SWIN3D_MAX_FLOATS || z->nwin2 > SWIN3D_MAX_FLOATS ||
         z->nmask > SWIN3D_MAX_FLOATS || z->nm2 > SWIN3D_MAX_FLOATS ||
         nproj > SWIN3D_MAX_FLOATS)
-        return ra_fail(RA_ERR_SHAPE, "swin_block_3d: %d clips of %dx%dx%dx%d are too large", B,
+        return rai_fail(RA_ERR_SHAPE, "swin_block_3d: %d clips of %dx%dx%dx%d are too large", B,
                        dq, H, W, C);
     return RA_OK;
 }
@@ -420,14 +405,14 @@ static ra_status build_mask(const swin3d_block *s, const plan *p, int H, int W, 
                              float *m2, int64_t t2) {
     if (!mask) return RA_OK;
     if (!s->cross) return ra_window_mask(mask, &p->gq);
-    const ra_window_geom g2 = {.d = 1, .h = H, .w = W, .wd = 1, .wh = p->gq.wh, .ww = p->gq.ww,
+    const ra_window_spec g2 = {.d = 1, .h = H, .w = W, .wd = 1, .wh = p->gq.wh, .ww = p->gq.ww,
                                .sh = p->gq.sh, .sw = p->gq.sw};
     ra_status st = ra_window_mask(m2, &g2);
     if (!st) expand_mask(mask, m2, p->nw, t2, s->fq, s->fkv);
     return st;
 }
 
-/* ---- the attention (block.h's ra_block_attn) ----------------------------
+/* ---- the attention (block.h's rai_block_attn) ----------------------------
  * Not an ra_attn_layer: q and kv are the model's own projections (one
  * fused qkv product when their weights and biases follow each other, as
  * Video Swin's attn.qkv does), and the bias index is clipped to the run's
@@ -449,19 +434,19 @@ typedef struct attn_parts {
     size_t wbytes;
 } attn_parts;
 
-static ra_attn_desc attn_desc(const window_attn_3d *r, const ra_block_layout *l) {
+static ra_attn_desc attn_desc(const window_attn_3d *r, const rai_block_layout *l) {
     const swin3d_block *s = r->s;
-    return (ra_attn_desc){.b_ = l->b_, .nh = s->heads, .n1 = l->n, .n2 = ra_block_keys(l),
+    return (ra_attn_desc){.b_ = l->b_, .nh = s->heads, .n1 = l->n, .n2 = rai_block_keys(l),
                           .hd = s->dim / s->heads, .scale = s->scale, .table = s->table,
                           .idx = r->idx, .table_rows = s->rows, .mask = l->mask,
                           .nw = l->mask ? l->nw : 0};
 }
 
 /* Bytes of the parts (the core's wbytes last); laid out in base if given. */
-static size_t attn_carve(const window_attn_3d *r, const ra_block_layout *l, size_t wbytes,
+static size_t attn_carve(const window_attn_3d *r, const rai_block_layout *l, size_t wbytes,
                          void *base, attn_parts *w) {
     const size_t C = (size_t)r->s->dim, rows1 = (size_t)l->b_ * l->n,
-                 rows2 = (size_t)l->b_ * ra_block_keys(l);
+                 rows2 = (size_t)l->b_ * rai_block_keys(l);
     const size_t nq = up16(rows1 * (r->fused ? 3 : 1) * C),
                  nkv = r->fused ? 0 : up16(rows2 * 2 * C), no = up16(rows1 * C);
     if (base) {
@@ -472,24 +457,24 @@ static size_t attn_carve(const window_attn_3d *r, const ra_block_layout *l, size
     return (nq + nkv + no + up16((wbytes + 3) / 4)) * sizeof(float);
 }
 
-static size_t attn_forward_ws_size(const void *ctx, const ra_block_layout *l) {
+static size_t attn_forward_ws_size(const void *ctx, const rai_block_layout *l) {
     const ra_attn_desc d = attn_desc(ctx, l);
     return attn_carve(ctx, l, ra_attention_workspace_size(&d, ra_threads_get()), NULL, NULL);
 }
 
-static size_t attn_backward_ws_size(const void *ctx, const ra_block_layout *l) {
+static size_t attn_backward_ws_size(const void *ctx, const rai_block_layout *l) {
     const ra_attn_desc d = attn_desc(ctx, l);
     return attn_carve(ctx, l, ra_attention_backward_workspace_size(&d, ra_threads_get()), NULL,
                       NULL);
 }
 
 static ra_status attn_forward(const void *ctx, float *y, float *probs, const float *x,
-                              const float *kv, const ra_block_layout *l, void *ws, float *res,
+                              const float *kv, const rai_block_layout *l, void *ws, float *res,
                               const int32_t *map) {
     const window_attn_3d *r = ctx;
     const swin3d_block *s = r->s;
     const int C = s->dim;
-    const int64_t rows1 = (int64_t)l->b_ * l->n, rows2 = (int64_t)l->b_ * ra_block_keys(l);
+    const int64_t rows1 = (int64_t)l->b_ * l->n, rows2 = (int64_t)l->b_ * rai_block_keys(l);
     const ra_attn_desc d = attn_desc(r, l);
     attn_parts w;
     attn_carve(r, l, ra_attention_workspace_size(&d, ra_threads_get()), ws, &w);
@@ -505,18 +490,18 @@ static ra_status attn_forward(const void *ctx, float *y, float *probs, const flo
     }
     ra_status st = ra_attention_forward(w.o, C, probs, w.q, ldq, k, ldkv, v, ldkv, &d, w.work,
                                         w.wbytes);
-    if (!st) ra_linear_epi(y, w.o, s->pw, s->pb, rows1, C, C, 0, res, map);
+    if (!st) rai_linear_fused(y, w.o, s->pw, s->pb, rows1, C, C, 0, res, map);
     return st;
 }
 
 /* The backward of attn_forward: dx overwritten, dkv and g ACCUMULATED. */
 static ra_status attn_backward(const void *ctx, float *dx, float *dkv, const ra_attn_grads *g,
                                const float *dy, const float *x, const float *kv,
-                               const ra_block_layout *l, const void *saved, void *ws) {
+                               const rai_block_layout *l, const void *saved, void *ws) {
     const window_attn_3d *r = ctx;
     const swin3d_block *s = r->s;
     const int C = s->dim;
-    const int64_t rows1 = (int64_t)l->b_ * l->n, rows2 = (int64_t)l->b_ * ra_block_keys(l);
+    const int64_t rows1 = (int64_t)l->b_ * l->n, rows2 = (int64_t)l->b_ * rai_block_keys(l);
     const ra_attn_desc d = attn_desc(r, l);
     attn_parts f, b;   /* the forward's (read back) and the gradients */
     attn_carve(r, l, 0, (void *)saved, &f);
@@ -559,27 +544,27 @@ typedef struct window_run {
     plan p;
     sizes z;
     window_attn_3d attn;
-    ra_block_attn ops;
-    ra_block blk;
-    ra_block_layout l;
+    rai_block_attn ops;
+    rai_block blk;
+    rai_block_layout l;
 } window_run;
 
-static ra_status nomem(void) { return ra_fail(RA_ERR_NOMEM, "swin_block_3d: out of memory"); }
+static ra_status nomem(void) { return rai_fail(RA_ERR_NOMEM, "swin_block_3d: out of memory"); }
 
 /* kv: the cross block's key/value input (B, D2, H, W, C). */
 static ra_status run_begin(window_run *r, const swin3d_block *s, const float *kv, int B, int d,
-                           int H, int W, ra_arena *a) {
+                           int H, int W, rai_arena *a) {
     memset(r, 0, sizeof *r);
     const plan p = r->p = plan_of(s, d, H, W);
     ra_status st = sizes_of(s, &p, B, H, W, &r->z);
     if (st) return st;
     const sizes z = r->z;
     if (z.rows1 > INT32_MAX || z.rows2 > INT32_MAX || z.M1 > INT32_MAX || z.M2 > INT32_MAX)
-        return ra_fail(RA_ERR_SHAPE, "swin_block_3d: %d clips of %dx%dx%d are too large", B,
+        return rai_fail(RA_ERR_SHAPE, "swin_block_3d: %d clips of %dx%dx%d are too large", B,
                        p.gq.d, H, W);
     const int32_t *idx = s->idx;
     if (p.n1 != s->n1 || p.n2 != s->n2) {
-        int32_t *buf = ra_arena_bytes(a, (size_t)(p.n1 * p.n2) * sizeof *buf);
+        int32_t *buf = rai_arena_bytes(a, (size_t)(p.n1 * p.n2) * sizeof *buf);
         if (!buf) return nomem();
         idx = run_index(s, &p, buf);
     }
@@ -587,27 +572,27 @@ static ra_status run_begin(window_run *r, const swin3d_block *s, const float *kv
     r->attn = (window_attn_3d){
         .s = s, .idx = idx,
         .fused = !s->cross && s->kvw == s->qw + (int64_t)C * C && (!s->qb || s->kvb == s->qb + C)};
-    r->l = (ra_block_layout){.m = z.M1, .batch = B, .b_ = (int)z.bw, .n = (int)p.n1,
+    r->l = (rai_block_layout){.m = z.M1, .batch = B, .b_ = (int)z.bw, .n = (int)p.n1,
                              .n2 = (int)p.n2};
     const ra_attn_desc ad = attn_desc(&r->attn, &r->l);   /* the mask added below: same sizes */
     if ((st = ra_attention_check(&ad))) return st;
 
-    int32_t *map = ra_arena_bytes(a, (size_t)z.rows1 * sizeof *map);
-    int32_t *kvmap = s->cross ? ra_arena_bytes(a, (size_t)z.rows2 * sizeof *kvmap) : NULL;
-    float *mask = p.shifted ? ra_arena_floats(a, (size_t)z.nmask) : NULL;
-    float *m2 = z.nm2 ? ra_arena_floats(a, (size_t)z.nm2) : NULL;
+    int32_t *map = rai_arena_bytes(a, (size_t)z.rows1 * sizeof *map);
+    int32_t *kvmap = s->cross ? rai_arena_bytes(a, (size_t)z.rows2 * sizeof *kvmap) : NULL;
+    float *mask = p.shifted ? rai_arena_floats(a, (size_t)z.nmask) : NULL;
+    float *m2 = z.nm2 ? rai_arena_floats(a, (size_t)z.nm2) : NULL;
     if (!map || (s->cross && !kvmap) || (p.shifted && !mask) || (z.nm2 && !m2)) return nomem();
-    st = ra_window_rowmap(map, B, &p.gq);
-    if (!st && s->cross) st = ra_window_rowmap(kvmap, B, &p.gkv);
+    st = rai_window_rowmap(map, B, &p.gq);
+    if (!st && s->cross) st = rai_window_rowmap(kvmap, B, &p.gkv);
     if (!st) st = build_mask(s, &p, H, W, mask, m2, z.t2);
     if (st) return st;
     r->l.map = map, r->l.mask = mask, r->l.nw = mask ? (int)p.nw : 0;
     if (s->cross) r->l.kv = kv, r->l.mkv = z.M2, r->l.kvmap = kvmap;
 
-    r->ops = (ra_block_attn){.ctx = &r->attn, .forward_ws_size = attn_forward_ws_size,
+    r->ops = (rai_block_attn){.ctx = &r->attn, .forward_ws_size = attn_forward_ws_size,
                              .forward = attn_forward, .backward_ws_size = attn_backward_ws_size,
                              .backward = attn_backward};
-    r->blk = (ra_block){.dim = C, .hidden = s->hidden, .eps = SWIN3D_EPS,
+    r->blk = (rai_block){.dim = C, .hidden = s->hidden, .eps = SWIN3D_EPS,
                         .mlp_chunk = SWIN3D_MLP_CHUNK, .n1w = s->n1w, .n1b = s->n1b,
                         .n2w = s->n2w, .n2b = s->n2b, .fc1w = s->f1w, .fc1b = s->f1b,
                         .fc2w = s->f2w, .fc2b = s->f2b, .nkw = s->nkw, .nkb = s->nkb,
@@ -619,40 +604,40 @@ static ra_status run_begin(window_run *r, const swin3d_block *s, const float *kv
  * kv (B, D2, H, W, C). Dq = d (self) or D1 (cross). y may alias x. */
 static ra_status run_clips(const swin3d_block *s, float *y, const float *x, const float *kv,
                            int B, int d, int H, int W) {
-    ra_arena_cache *cache = (ra_arena_cache *)&s->ws;
-    ra_arena local, *a = ra_arena_begin(cache, &local);
+    rai_arena_cache *cache = (rai_arena_cache *)&s->ws;
+    rai_arena local, *a = rai_arena_begin(cache, &local);
     window_run r;
     ra_status st = run_begin(&r, s, kv, B, d, H, W, a);
     if (!st) {
         if (y != x) memcpy(y, x, (size_t)r.z.nx * sizeof *y);
-        st = ra_block_forward(&r.blk, y, NULL, &r.l, a);
+        st = rai_block_forward(&r.blk, y, NULL, &r.l, a);
     }
-    ra_arena_end(cache, a);
+    rai_arena_end(cache, a);
     return st;
 }
 
 static ra_status check_dims(const swin3d_block *s, int b, int d, int h, int w) {
     if (b < 1 || d < 1 || d > SWIN3D_MAX_SIZE || h < 1 || h > SWIN3D_MAX_SIZE || w < 1 ||
         w > SWIN3D_MAX_SIZE)
-        return ra_fail(RA_ERR_SHAPE, "swin_block_3d: %d clips of %d frames of %dx%d: each size "
+        return rai_fail(RA_ERR_SHAPE, "swin_block_3d: %d clips of %d frames of %dx%d: each size "
                        "must be in 1..%d", b, d, h, w, SWIN3D_MAX_SIZE);
     if (s->cross && d != s->fq)
-        return ra_fail(RA_ERR_SHAPE, "swin_block_3d: the cross block has num_frames_q = %d query "
+        return rai_fail(RA_ERR_SHAPE, "swin_block_3d: the cross block has num_frames_q = %d query "
                        "frames, x has %d", s->fq, d);
     return RA_OK;
 }
 
 ra_status ra_swin_block_3d_forward(const ra_model *m, float *y, const float *x, const float *kv,
                                    int b, int d, int h, int w) {
-    if (!m || m->ops != &ra_swin_block_3d_ops)
-        return ra_fail(RA_ERR_ARG, "ra_swin_block_3d_forward: not a swin_block_3d model");
+    if (!m || m->ops != &rai_swin_block_3d_ops)
+        return rai_fail(RA_ERR_ARG, "ra_swin_block_3d_forward: not a swin_block_3d model");
     const swin3d_block *s = m->impl;
-    if (!y || !x) return ra_fail(RA_ERR_ARG, "ra_swin_block_3d_forward: NULL x or y");
+    if (!y || !x) return rai_fail(RA_ERR_ARG, "ra_swin_block_3d_forward: NULL x or y");
     if (s->cross && !kv)
-        return ra_fail(RA_ERR_ARG, "swin_block_3d: the cross block needs kv (B, %d, H, W, %d)",
+        return rai_fail(RA_ERR_ARG, "swin_block_3d: the cross block needs kv (B, %d, H, W, %d)",
                        s->fkv, s->dim);
     if (!s->cross && kv)
-        return ra_fail(RA_ERR_ARG, "swin_block_3d: a self-attention block takes no kv");
+        return rai_fail(RA_ERR_ARG, "swin_block_3d: a self-attention block takes no kv");
     ra_status st = check_dims(s, b, d, h, w);
     return st ? st : run_clips(s, y, x, kv, b, d, h, w);
 }
@@ -663,32 +648,32 @@ ra_status ra_swin_block_3d_forward(const ra_model *m, float *y, const float *x, 
  * writes only what the tensors hold. */
 ra_status ra_swin_block_3d_check(const ra_model *m, int x_ndim, const int64_t *x_shape,
                                  int kv_ndim, const int64_t *kv_shape) {
-    if (!m || m->ops != &ra_swin_block_3d_ops || !x_shape || (kv_ndim && !kv_shape))
-        return ra_fail(RA_ERR_ARG, "ra_swin_block_3d_check: not a swin_block_3d model");
+    if (!m || m->ops != &rai_swin_block_3d_ops || !x_shape || (kv_ndim && !kv_shape))
+        return rai_fail(RA_ERR_ARG, "ra_swin_block_3d_check: not a swin_block_3d model");
     const swin3d_block *s = m->impl;
     if (x_ndim != 5)
-        return ra_fail(RA_ERR_SHAPE, "swin_block_3d takes x (B, D, H, W, C), got %d dimensions",
+        return rai_fail(RA_ERR_SHAPE, "swin_block_3d takes x (B, D, H, W, C), got %d dimensions",
                        x_ndim);
     for (int i = 0; i < 5; i++)
         if (x_shape[i] < 1 || x_shape[i] > SWIN3D_MAX_SIZE)
-            return ra_fail(RA_ERR_SHAPE, "swin_block_3d: x has size %lld on axis %d, outside "
+            return rai_fail(RA_ERR_SHAPE, "swin_block_3d: x has size %lld on axis %d, outside "
                            "1..%d", (long long)x_shape[i], i, SWIN3D_MAX_SIZE);
     if (x_shape[4] != s->dim)
-        return ra_fail(RA_ERR_SHAPE, "swin_block_3d: x has %lld channels, dim is %d",
+        return rai_fail(RA_ERR_SHAPE, "swin_block_3d: x has %lld channels, dim is %d",
                        (long long)x_shape[4], s->dim);
     int64_t n = x_shape[0];
     for (int i = 1; i < 5; i++)
-        if (!ra_mul_i64(&n, n, x_shape[i]) || n > SWIN3D_MAX_FLOATS)
-            return ra_fail(RA_ERR_SHAPE, "swin_block_3d: x holds more than %lld values",
+        if (!rai_mul_i64(&n, n, x_shape[i]) || n > SWIN3D_MAX_FLOATS)
+            return rai_fail(RA_ERR_SHAPE, "swin_block_3d: x holds more than %lld values",
                            (long long)SWIN3D_MAX_FLOATS);
     if (!s->cross && kv_ndim)
-        return ra_fail(RA_ERR_SHAPE, "swin_block_3d: a self-attention block takes no kv");
+        return rai_fail(RA_ERR_SHAPE, "swin_block_3d: a self-attention block takes no kv");
     if (s->cross) {
         const int64_t want[5] = {x_shape[0], s->fkv, x_shape[2], x_shape[3], s->dim};
         int ok = kv_ndim == 5;
         for (int i = 0; ok && i < 5; i++) ok = kv_shape[i] == want[i];
         if (!ok)
-            return ra_fail(RA_ERR_SHAPE, "swin_block_3d: the cross block takes kv (B, D2, H, W, "
+            return rai_fail(RA_ERR_SHAPE, "swin_block_3d: the cross block takes kv (B, D2, H, W, "
                            "C) = (%lld, %d, %lld, %lld, %d)", (long long)want[0], s->fkv,
                            (long long)want[2], (long long)want[3], s->dim);
     }
@@ -701,25 +686,25 @@ ra_status ra_swin_block_3d_check(const ra_model *m, int x_ndim, const int64_t *x
 static ra_status clip_of(const swin3d_block *s, int x_ndim, const int64_t *x_shape, int *dq,
                          int *h, int *w, int64_t *ny) {
     if (x_ndim != 4)
-        return ra_fail(RA_ERR_SHAPE, "swin_block_3d takes one clip x (D, H, W, C)%s, got %d "
+        return rai_fail(RA_ERR_SHAPE, "swin_block_3d takes one clip x (D, H, W, C)%s, got %d "
                        "dimensions (a batch (B, D, H, W, C) goes through "
                        "ra_swin_block_3d_forward)", s->cross ? " with D = D1 + D2 frames" : "",
                        x_ndim);
     const int64_t D = x_shape[0], H = x_shape[1], W = x_shape[2], C = x_shape[3];
     if (C != s->dim)
-        return ra_fail(RA_ERR_SHAPE, "swin_block_3d: x has %lld channels, dim is %d",
+        return rai_fail(RA_ERR_SHAPE, "swin_block_3d: x has %lld channels, dim is %d",
                        (long long)C, s->dim);
     if (s->cross && D != (int64_t)s->fq + s->fkv)
-        return ra_fail(RA_ERR_SHAPE, "swin_block_3d: the cross block takes x (D1 + D2 = %d, H, "
+        return rai_fail(RA_ERR_SHAPE, "swin_block_3d: the cross block takes x (D1 + D2 = %d, H, "
                        "W, C), the %d query frames then the %d key/value frames; x has %lld",
                        s->fq + s->fkv, s->fq, s->fkv, (long long)D);
     if (D < 1 || D > SWIN3D_MAX_SIZE || H < 1 || H > SWIN3D_MAX_SIZE || W < 1 ||
         W > SWIN3D_MAX_SIZE)
-        return ra_fail(RA_ERR_SHAPE, "swin_block_3d: a clip of %lldx%lldx%lld", (long long)D,
+        return rai_fail(RA_ERR_SHAPE, "swin_block_3d: a clip of %lldx%lldx%lld", (long long)D,
                        (long long)H, (long long)W);
     *dq = s->cross ? s->fq : (int)D, *h = (int)H, *w = (int)W;
-    if (!ra_mul_i64(ny, (int64_t)*dq * H, W * C) || *ny > SWIN3D_MAX_FLOATS)
-        return ra_fail(RA_ERR_SHAPE, "swin_block_3d: input too large");
+    if (!rai_mul_i64(ny, (int64_t)*dq * H, W * C) || *ny > SWIN3D_MAX_FLOATS)
+        return rai_fail(RA_ERR_SHAPE, "swin_block_3d: input too large");
     return check_dims(s, 1, *dq, *h, *w);
 }
 
@@ -732,11 +717,11 @@ static ra_status swin3d_forward(const ra_model *m, float **y, int *y_ndim, int64
     int64_t ny = 0;
     ra_status st = clip_of(s, x_ndim, x_shape, &dq, &H, &W, &ny);
     if (st) return st;
-    float *out = ra_alloc((size_t)ny, sizeof *out);
-    if (!out) return ra_fail(RA_ERR_NOMEM, "swin_block_3d: out of memory");
+    float *out = rai_alloc((size_t)ny, sizeof *out);
+    if (!out) return rai_fail(RA_ERR_NOMEM, "swin_block_3d: out of memory");
     const float *kv = s->cross ? x + ny : NULL;
     if ((st = run_clips(s, out, x, kv, 1, dq, H, W))) {
-        ra_free(out);
+        rai_free(out);
         return st;
     }
     *y = out;
@@ -752,17 +737,17 @@ static ra_status swin3d_forward(const ra_model *m, float **y, int *y_ndim, int64
  * model, reused step after step. The clip is copied onto the tape: the
  * caller's x need not outlive the forward. */
 typedef struct swin3d_tape {
-    ra_arena_cache cache;
-    ra_arena local, *a;      /* the arena in use since the last forward */
+    rai_arena_cache cache;
+    rai_arena local, *a;      /* the arena in use since the last forward */
     window_run r;
-    ra_block_tape bt;
+    rai_block_tape bt;
     int valid;               /* a training forward has filled it */
 } swin3d_tape;
 
 static void tape_free(swin3d_tape *t) {
     if (!t) return;
-    if (t->a) ra_arena_end(&t->cache, t->a);
-    ra_arena_cache_free(&t->cache);
+    if (t->a) rai_arena_end(&t->cache, t->a);
+    rai_arena_cache_free(&t->cache);
     free(t);
 }
 
@@ -771,26 +756,26 @@ static void tape_free(swin3d_tape *t) {
 static ra_status train_clips(swin3d_block *s, float *y, const float *x, const float *kv, int B,
                              int d, int H, int W) {
     if (!s->tape && !(s->tape = calloc(1, sizeof *s->tape)))
-        return ra_fail(RA_ERR_NOMEM, "swin_block_3d: out of memory for the tape");
+        return rai_fail(RA_ERR_NOMEM, "swin_block_3d: out of memory for the tape");
     swin3d_tape *t = s->tape;
     t->valid = 0;
-    if (t->a) ra_arena_end(&t->cache, t->a);
-    t->a = ra_arena_begin(&t->cache, &t->local);
+    if (t->a) rai_arena_end(&t->cache, t->a);
+    t->a = rai_arena_begin(&t->cache, &t->local);
     window_run *r = &t->r;
     ra_status st = run_begin(r, s, kv, B, d, H, W, t->a);
     if (st) return st;
     if (r->z.nhid > SWIN3D_MAX_FLOATS)
-        return ra_fail(RA_ERR_SHAPE, "swin_block_3d: %d clips of %dx%dx%d are too large to "
+        return rai_fail(RA_ERR_SHAPE, "swin_block_3d: %d clips of %dx%dx%d are too large to "
                        "train on", B, r->p.gq.d, H, W);
-    float *xc = ra_arena_floats(t->a, (size_t)r->z.nx);
-    float *kvc = s->cross ? ra_arena_floats(t->a, (size_t)r->z.nkx) : NULL;
-    float *base = ra_arena_floats(t->a, ra_block_tape_layout(&t->bt, &r->blk, &r->l, NULL));
+    float *xc = rai_arena_floats(t->a, (size_t)r->z.nx);
+    float *kvc = s->cross ? rai_arena_floats(t->a, (size_t)r->z.nkx) : NULL;
+    float *base = rai_arena_floats(t->a, rai_block_tape_layout(&t->bt, &r->blk, &r->l, NULL));
     if (!xc || (s->cross && !kvc) || !base) return nomem();
     memcpy(xc, x, (size_t)r->z.nx * sizeof *xc);
     if (s->cross) memcpy(kvc, kv, (size_t)r->z.nkx * sizeof *kvc), r->l.kv = kvc;
-    ra_block_tape_layout(&t->bt, &r->blk, &r->l, base);
+    rai_block_tape_layout(&t->bt, &r->blk, &r->l, base);
     t->bt.x = xc;
-    if ((st = ra_block_forward_train(&r->blk, &t->bt, y, 1, t->a, NULL))) return st;
+    if ((st = rai_block_forward_train(&r->blk, &t->bt, y, 1, t->a, NULL))) return st;
     t->valid = 1;
     return RA_OK;
 }
@@ -805,10 +790,10 @@ static ra_status swin3d_forward_train(ra_model *m, float **y, int *y_ndim, int64
     int64_t ny = 0;
     ra_status st = clip_of(s, x_ndim, x_shape, &dq, &H, &W, &ny);
     if (st) return st;
-    float *out = ra_alloc((size_t)ny, sizeof *out);
+    float *out = rai_alloc((size_t)ny, sizeof *out);
     if (!out) return nomem();
     if ((st = train_clips(s, out, x, s->cross ? x + ny : NULL, 1, dq, H, W))) {
-        ra_free(out);
+        rai_free(out);
         return st;
     }
     *y = out;
@@ -831,23 +816,23 @@ static ra_status swin3d_backward(ra_model *m, float *grad, float *dx, const floa
     const swin3d_block *s = m->impl;
     swin3d_tape *t = s->tape;
     if (!t || !t->valid)
-        return ra_fail(RA_ERR_ARG, "swin_block_3d: backward without a training forward");
+        return rai_fail(RA_ERR_ARG, "swin_block_3d: backward without a training forward");
     const int64_t nx = t->r.z.nx;
 #define G(w) grad_of(m, grad, s->w)
-    const ra_block_grads g = {
+    const rai_block_grads g = {
         .n1w = G(n1w), .n1b = G(n1b), .n2w = G(n2w), .n2b = G(n2b), .nkw = G(nkw),
         .nkb = G(nkb), .fc1w = G(f1w), .fc1b = G(f1b), .fc2w = G(f2w), .fc2b = G(f2b),
         .attn = {.q_w = G(qw), .q_b = G(qb), .kv_w = G(kvw), .kv_b = G(kvb), .proj_w = G(pw),
                  .proj_b = G(pb), .table = G(table)},
         .kv = dx && s->cross ? dx + nx : NULL};
 #undef G
-    const size_t mark = ra_arena_mark(t->a);
-    float *d = ra_arena_floats(t->a, (size_t)nx);
+    const size_t mark = rai_arena_mark(t->a);
+    float *d = rai_arena_floats(t->a, (size_t)nx);
     if (!d) return nomem();
     memcpy(d, dy, (size_t)nx * sizeof *d);
-    ra_status st = ra_block_backward(&t->r.blk, &t->bt, d, &g, t->a);
+    ra_status st = rai_block_backward(&t->r.blk, &t->bt, d, &g, t->a);
     if (!st && dx) ra_add(dx, dx, d, nx);
-    ra_arena_reset(t->a, mark);
+    rai_arena_reset(t->a, mark);
     return st;
 }
 
@@ -861,14 +846,14 @@ static int64_t swin3d_flops(const ra_model *m, int h, int w) {
     if (h > SWIN3D_MAX_SIZE || w > SWIN3D_MAX_SIZE) return -1;
     const plan p = plan_of(s, s->win[0], h, w);
     const int64_t C = s->dim, L1 = (int64_t)p.gq.d * h * w, L2 = (int64_t)p.gkv.d * h * w;
-    int64_t attn = ra_cadd(ra_cmul3(p.n1, C, C), ra_cmul3(p.n2, 2 * C, C));
-    attn = ra_cadd(ra_cadd(attn, ra_cmul3(p.n1, p.n2, 2 * C)), ra_cmul3(p.n1, C, C));
-    int64_t f = ra_cadd(ra_cmul(2 * C, L1), s->cross ? ra_cmul(C, L2) : 0);
-    f = ra_cadd(f, ra_cmul(p.nw, attn));
-    return ra_cadd(f, ra_cmul3(2 * L1, C, s->hidden));
+    int64_t attn = rai_cadd(rai_cmul3(p.n1, C, C), rai_cmul3(p.n2, 2 * C, C));
+    attn = rai_cadd(rai_cadd(attn, rai_cmul3(p.n1, p.n2, 2 * C)), rai_cmul3(p.n1, C, C));
+    int64_t f = rai_cadd(rai_cmul(2 * C, L1), s->cross ? rai_cmul(C, L2) : 0);
+    f = rai_cadd(f, rai_cmul(p.nw, attn));
+    return rai_cadd(f, rai_cmul3(2 * L1, C, s->hidden));
 }
 
-const ra_arch_ops ra_swin_block_3d_ops = {
+const rai_arch_ops rai_swin_block_3d_ops = {
     .name = "swin_block_3d", .arch = RA_ARCH_SWIN_BLOCK_3D, .declare = swin3d_declare,
     .canonical = swin3d_canonical, .detect = swin3d_detect, .build = swin3d_build,
     .destroy = swin3d_destroy,

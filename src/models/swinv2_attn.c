@@ -11,31 +11,31 @@
 #include <string.h>
 
 static ra_status v2_declare(ra_model *m, const ra_st_file *f) {
-    ra_attn_impl *a = calloc(1, sizeof *a);
-    if (!a) return ra_fail(RA_ERR_NOMEM, "model: out of memory");
+    rai_attn_impl *a = calloc(1, sizeof *a);
+    if (!a) return rai_fail(RA_ERR_NOMEM, "model: out of memory");
     m->impl = a;
     ra_attn_config *c = &a->cfg;
     *c = ra_attn_config_default(RA_ARCH_SWINV2_WINDOW_ATTENTION);
-    ra_status st = ra_meta_int(f, "dim", &c->dim, 1, 1 << 16);
-    if (!st) st = ra_meta_int(f, "num_heads", &c->num_heads, 1, 1 << 16);
-    if (!st) st = ra_meta_pair(f, "window_size", c->window, 1, 64);
-    if (!st) st = ra_meta_bool_opt(f, "qkv_bias", &c->qkv_bias);
+    ra_status st = rai_meta_int(f, "dim", &c->dim, 1, 1 << 16);
+    if (!st) st = rai_meta_int(f, "num_heads", &c->num_heads, 1, 1 << 16);
+    if (!st) st = rai_meta_pair(f, "window_size", c->window, 1, 64);
+    if (!st) st = rai_meta_bool_opt(f, "qkv_bias", &c->qkv_bias);
     if (!st && ra_st_meta(f, "pretrained_window_size"))
-        st = ra_meta_pair(f, "pretrained_window_size", c->pretrained_window, 0, 4096);
+        st = rai_meta_pair(f, "pretrained_window_size", c->pretrained_window, 0, 4096);
     if (st) return st;
     if (c->dim % c->num_heads || c->num_heads > c->dim)
-        return ra_fail(RA_ERR_FORMAT, "dim %d is not divisible by num_heads %d", c->dim,
+        return rai_fail(RA_ERR_FORMAT, "dim %d is not divisible by num_heads %d", c->dim,
                        c->num_heads);
     const int given = c->pretrained_window[0] > 0 && c->pretrained_window[1] > 0;
     if ((given && (c->pretrained_window[0] < 2 || c->pretrained_window[1] < 2)) ||
         (!given && (c->window[0] < 2 || c->window[1] < 2)))
-        return ra_fail(RA_ERR_FORMAT, "metadata window_size %d,%d / pretrained_window_size "
+        return rai_fail(RA_ERR_FORMAT, "metadata window_size %d,%d / pretrained_window_size "
                        "%d,%d: the CPB coordinates are divided by (size - 1), which must be "
                        ">= 1", c->window[0], c->window[1], c->pretrained_window[0],
                        c->pretrained_window[1]);
     const int64_t C = c->dim, nh = c->num_heads;
 #define DECL(nm, ...) \
-    if (!st) st = ra_model_declare(m, nm, (int)(sizeof((int64_t[]){__VA_ARGS__}) / 8), \
+    if (!st) st = rai_model_declare(m, nm, (int)(sizeof((int64_t[]){__VA_ARGS__}) / 8), \
                                    (int64_t[]){__VA_ARGS__}, 0)
     DECL("logit_scale", nh, 1, 1);
     if (c->qkv_bias) {
@@ -52,7 +52,7 @@ static ra_status v2_declare(ra_model *m, const ra_st_file *f) {
     return st;
 }
 
-static ra_tensor_kind v2_canonical(const ra_model *m, const char *name, char *buf, size_t n) {
+static rai_tensor_kind v2_canonical(const ra_model *m, const char *name, char *buf, size_t n) {
     (void)m;
     snprintf(buf, n, "%s", name);
     return strcmp(name, "relative_position_index") == 0 ||
@@ -62,24 +62,24 @@ static ra_tensor_kind v2_canonical(const ra_model *m, const char *name, char *bu
 }
 
 static ra_status v2_build(ra_model *m, const ra_st_file *f) {
-    ra_attn_impl *a = m->impl;
+    rai_attn_impl *a = m->impl;
     const ra_attn_params p = {
-        .qkv_w = ra_model_get(m, "qkv.weight"), .proj_w = ra_model_get(m, "proj.weight"),
-        .proj_b = ra_model_get(m, "proj.bias"), .logit_scale = ra_model_get(m, "logit_scale"),
-        .cpb_w1 = ra_model_get(m, "cpb_mlp.0.weight"), .cpb_b1 = ra_model_get(m, "cpb_mlp.0.bias"),
-        .cpb_w2 = ra_model_get(m, "cpb_mlp.2.weight"), .q_bias = ra_model_get(m, "q_bias"),
-        .v_bias = ra_model_get(m, "v_bias")};
+        .qkv_w = rai_model_get(m, "qkv.weight"), .proj_w = rai_model_get(m, "proj.weight"),
+        .proj_b = rai_model_get(m, "proj.bias"), .logit_scale = rai_model_get(m, "logit_scale"),
+        .cpb_w1 = rai_model_get(m, "cpb_mlp.0.weight"), .cpb_b1 = rai_model_get(m, "cpb_mlp.0.bias"),
+        .cpb_w2 = rai_model_get(m, "cpb_mlp.2.weight"), .q_bias = rai_model_get(m, "q_bias"),
+        .v_bias = rai_model_get(m, "v_bias")};
     ra_status st = ra_attn_layer_create(&a->layer, &a->cfg, &p);
     const ra_st_tensor *t;
     if (!st && (t = ra_st_find(f, "relative_position_index")))
-        st = ra_model_check_index(f, t, a->layer);
+        st = rai_model_check_index(f, t, a->layer);
     if (!st && (t = ra_st_find(f, "relative_coords_table")))
-        st = ra_swinv2_check_coords(f, t, &a->cfg);
+        st = rai_swinv2_check_coords(f, t, &a->cfg);
     return st;
 }
 
 static void v2_destroy(void *impl) {
-    ra_attn_impl *a = impl;
+    rai_attn_impl *a = impl;
     ra_attn_layer_free(a->layer);
     free(a);
 }
@@ -88,12 +88,12 @@ static void v2_destroy(void *impl) {
  * q k^T, p v, proj (the CPB's MLP is per call, not per window). */
 static int64_t v2_flops(const ra_model *m, int h, int w) {
     (void)h, (void)w;
-    const ra_attn_impl *a = m->impl;
+    const rai_attn_impl *a = m->impl;
     const int64_t C = a->cfg.dim, N = (int64_t)a->cfg.window[0] * a->cfg.window[1];
-    return ra_cadd(ra_cadd(ra_cmul3(N, C, 3 * C), ra_cmul3(N, N, 2 * C)), ra_cmul3(N, C, C));
+    return rai_cadd(rai_cadd(rai_cmul3(N, C, 3 * C), rai_cmul3(N, N, 2 * C)), rai_cmul3(N, C, C));
 }
 
-const ra_arch_ops ra_swinv2_attn_ops = {
+const rai_arch_ops rai_swinv2_attn_ops = {
     .name = "swinv2_window_attention", .arch = RA_ARCH_SWINV2_WINDOW_ATTENTION, .attn_layer = 1,
     .declare = v2_declare, .canonical = v2_canonical, .build = v2_build,
     .destroy = v2_destroy, .flops = v2_flops};

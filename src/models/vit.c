@@ -69,7 +69,7 @@ typedef struct {
     size_t cap;            /* floats in buf */
     int valid;             /* a training forward filled it */
     int dims[5];           /* B, H, W, gh, gw of that forward */
-    ra_block_tape *blk;    /* (depth) */
+    rai_block_tape *blk;    /* (depth) */
     float *cols;           /* (B*L, Cin*P*P) patch columns */
     float *x0;             /* (rows, C) tokens, norm_pre's input (pre_norm only) */
     float *pre_mean, *pre_rstd;
@@ -92,8 +92,8 @@ typedef struct {
     const float *cls, *reg, *pos, *pe_w, *pe_b, *pre_w, *pre_b;
     const float *norm_w, *norm_b, *fcn_w, *fcn_b, *head_w, *head_b;
     float *zeros;  /* (C): the proj bias the attention layer needs when proj_bias is false */
-    ra_block *blocks;
-    ra_arena_cache ws;   /* the forward's workspace, kept between calls */
+    rai_block *blocks;
+    rai_arena_cache ws;   /* the forward's workspace, kept between calls */
     vit_tape tape;       /* the training forward's activations */
 } vit_impl;
 
@@ -104,8 +104,8 @@ typedef struct {
 static ra_status meta_double(const ra_st_file *f, const char *key, double *out, int *given) {
     if (given) *given = 0;
     else if (!ra_st_meta(f, key))
-        return ra_fail(RA_ERR_FORMAT, "metadata key \"%s\" is missing (arch vit)", key);
-    return ra_meta_double_opt(f, key, out, given);
+        return rai_fail(RA_ERR_FORMAT, "metadata key \"%s\" is missing (arch vit)", key);
+    return rai_meta_double_opt(f, key, out, given);
 }
 
 static ra_status meta_pool(const ra_st_file *f, int *pool) {
@@ -116,7 +116,7 @@ static ra_status meta_pool(const ra_st_file *f, int *pool) {
     else if (strcmp(v, "avgmax") == 0) *pool = POOL_AVGMAX;
     else if (strcmp(v, "") == 0) *pool = POOL_NONE;
     else
-        return ra_fail(RA_ERR_FORMAT, "metadata global_pool = \"%.40s\" is not supported "
+        return rai_fail(RA_ERR_FORMAT, "metadata global_pool = \"%.40s\" is not supported "
                        "(token, avg, max, avgmax or \"\")", v);
     return RA_OK;
 }
@@ -126,9 +126,9 @@ static ra_status meta_unsupported(const ra_st_file *f) {
     static const char *const flags[] = {"qk_norm", "scale_attn_norm", "scale_mlp_norm"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
         int on = 0;
-        ra_status st = ra_meta_bool_opt(f, flags[i], &on);
+        ra_status st = rai_meta_bool_opt(f, flags[i], &on);
         if (st) return st;
-        if (on) return ra_fail(RA_ERR_FORMAT, "metadata %s = true is not supported by vit",
+        if (on) return rai_fail(RA_ERR_FORMAT, "metadata %s = true is not supported by vit",
                                flags[i]);
     }
     static const struct { const char *key, *ok1, *ok2; } layers[] = {
@@ -139,7 +139,7 @@ static ra_status meta_unsupported(const ra_st_file *f) {
     for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++) {
         const char *v = ra_st_meta(f, layers[i].key);
         if (v && *v && strcmp(v, layers[i].ok1) && strcmp(v, layers[i].ok2))
-            return ra_fail(RA_ERR_FORMAT, "metadata %s = \"%.40s\" is not supported by vit",
+            return rai_fail(RA_ERR_FORMAT, "metadata %s = \"%.40s\" is not supported by vit",
                            layers[i].key, v);
     }
     return RA_OK;
@@ -150,12 +150,12 @@ static ra_status meta_unsupported(const ra_st_file *f) {
 static ra_status decl(ra_model *m, const char *name, int ndim, int64_t d0, int64_t d1,
                       int64_t d2, int64_t d3) {
     const int64_t shape[4] = {d0, d1, d2, d3};
-    return ra_model_declare(m, name, ndim, shape, 0);
+    return rai_model_declare(m, name, ndim, shape, 0);
 }
 
 static ra_status vit_declare(ra_model *m, const ra_st_file *f) {
     vit_impl *v = calloc(1, sizeof *v);
-    if (!v) return ra_fail(RA_ERR_NOMEM, "vit: out of memory");
+    if (!v) return rai_fail(RA_ERR_NOMEM, "vit: out of memory");
     m->impl = v;
     int patch[2] = {0, 0};
     double ratio = 0, init_values = 0;
@@ -163,56 +163,56 @@ static ra_status vit_declare(ra_model *m, const ra_st_file *f) {
     const char *pe;
     v->class_token = v->final_norm = v->proj_bias = v->has_pos = 1;
 
-    ra_status st = ra_meta_pair(f, "img_size", v->img, 1, VIT_MAX_DIM);
-    if (!st) st = ra_meta_pair(f, "patch_size", patch, 1, VIT_MAX_DIM);
-    if (!st) st = ra_meta_int(f, "in_chans", &v->in_chans, 1, VIT_MAX_DIM);
-    if (!st) st = ra_meta_int(f, "num_classes", &v->num_classes, 0, VIT_MAX_CLASSES);
-    if (!st) st = ra_meta_int(f, "embed_dim", &v->dim, 1, VIT_MAX_DIM);
-    if (!st) st = ra_meta_int(f, "depth", &v->depth, 0, VIT_MAX_DEPTH);
-    if (!st) st = ra_meta_int(f, "num_heads", &v->heads, 1, VIT_MAX_DIM);
+    ra_status st = rai_meta_pair(f, "img_size", v->img, 1, VIT_MAX_DIM);
+    if (!st) st = rai_meta_pair(f, "patch_size", patch, 1, VIT_MAX_DIM);
+    if (!st) st = rai_meta_int(f, "in_chans", &v->in_chans, 1, VIT_MAX_DIM);
+    if (!st) st = rai_meta_int(f, "num_classes", &v->num_classes, 0, VIT_MAX_CLASSES);
+    if (!st) st = rai_meta_int(f, "embed_dim", &v->dim, 1, VIT_MAX_DIM);
+    if (!st) st = rai_meta_int(f, "depth", &v->depth, 0, VIT_MAX_DEPTH);
+    if (!st) st = rai_meta_int(f, "num_heads", &v->heads, 1, VIT_MAX_DIM);
     if (!st) st = meta_double(f, "mlp_ratio", &ratio, NULL);
     if (!st && !ra_st_meta(f, "qkv_bias"))
-        st = ra_fail(RA_ERR_FORMAT, "metadata key \"qkv_bias\" is missing (arch vit)");
-    if (!st) st = ra_meta_bool_opt(f, "qkv_bias", &v->qkv_bias);
+        st = rai_fail(RA_ERR_FORMAT, "metadata key \"qkv_bias\" is missing (arch vit)");
+    if (!st) st = rai_meta_bool_opt(f, "qkv_bias", &v->qkv_bias);
     /* timm options, with timm's defaults */
     if (!st) st = meta_pool(f, &v->pool);
-    if (!st) st = ra_meta_bool_opt(f, "class_token", &v->class_token);
-    if (!st) st = ra_meta_int_opt(f, "reg_tokens", &v->reg_tokens, 0, VIT_MAX_DIM);
-    if (!st) st = ra_meta_bool_opt(f, "no_embed_class", &v->no_embed_class);
-    if (!st) st = ra_meta_bool_opt(f, "pre_norm", &v->pre_norm);
-    if (!st) st = ra_meta_bool_opt(f, "final_norm", &v->final_norm);
-    if (!st) st = ra_meta_bool_opt(f, "fc_norm", &fc_norm);
-    if (!st) st = ra_meta_bool_opt(f, "pool_include_prefix", &v->pool_prefix);
-    if (!st) st = ra_meta_bool_opt(f, "proj_bias", &v->proj_bias);
-    if (!st) st = ra_meta_bool_opt(f, "dynamic_img_size", &v->dyn_size);
-    if (!st) st = ra_meta_bool_opt(f, "dynamic_img_pad", &v->dyn_pad);
+    if (!st) st = rai_meta_bool_opt(f, "class_token", &v->class_token);
+    if (!st) st = rai_meta_int_opt(f, "reg_tokens", &v->reg_tokens, 0, VIT_MAX_DIM);
+    if (!st) st = rai_meta_bool_opt(f, "no_embed_class", &v->no_embed_class);
+    if (!st) st = rai_meta_bool_opt(f, "pre_norm", &v->pre_norm);
+    if (!st) st = rai_meta_bool_opt(f, "final_norm", &v->final_norm);
+    if (!st) st = rai_meta_bool_opt(f, "fc_norm", &fc_norm);
+    if (!st) st = rai_meta_bool_opt(f, "pool_include_prefix", &v->pool_prefix);
+    if (!st) st = rai_meta_bool_opt(f, "proj_bias", &v->proj_bias);
+    if (!st) st = rai_meta_bool_opt(f, "dynamic_img_size", &v->dyn_size);
+    if (!st) st = rai_meta_bool_opt(f, "dynamic_img_pad", &v->dyn_pad);
     if (!st) st = meta_double(f, "init_values", &init_values, &has_init);
     if (!st) st = meta_double(f, "drop_path_rate", &v->drop_path_rate, &has_dpr);
     if (!st && !(v->drop_path_rate >= 0.0 && v->drop_path_rate <= 1.0))
-        st = ra_fail(RA_ERR_FORMAT, "metadata drop_path_rate = %g is not in [0, 1]",
+        st = rai_fail(RA_ERR_FORMAT, "metadata drop_path_rate = %g is not in [0, 1]",
                      v->drop_path_rate);
     if (!st) st = meta_unsupported(f);
     if (st) return st;
     if ((pe = ra_st_meta(f, "pos_embed")) != NULL) {
         if (strcmp(pe, "learn") == 0) v->has_pos = 1;
         else if (strcmp(pe, "none") == 0 || strcmp(pe, "") == 0) v->has_pos = 0;
-        else return ra_fail(RA_ERR_FORMAT, "metadata pos_embed = \"%.40s\" is not learn or none", pe);
+        else return rai_fail(RA_ERR_FORMAT, "metadata pos_embed = \"%.40s\" is not learn or none", pe);
     }
 
     /* the configuration, checked as timm's constructor asserts it */
     if (patch[0] != patch[1])
-        return ra_fail(RA_ERR_FORMAT, "metadata patch_size = %d,%d: only square patches are "
+        return rai_fail(RA_ERR_FORMAT, "metadata patch_size = %d,%d: only square patches are "
                        "supported", patch[0], patch[1]);
     v->patch = patch[0];
     if (v->dim % v->heads)
-        return ra_fail(RA_ERR_FORMAT, "embed_dim %d is not divisible by num_heads %d", v->dim,
+        return rai_fail(RA_ERR_FORMAT, "embed_dim %d is not divisible by num_heads %d", v->dim,
                        v->heads);
     if (!(ratio > 0) || ratio * v->dim >= VIT_MAX_DIM * 64.0)
-        return ra_fail(RA_ERR_FORMAT, "metadata mlp_ratio = %g is out of range", ratio);
+        return rai_fail(RA_ERR_FORMAT, "metadata mlp_ratio = %g is out of range", ratio);
     v->hidden = (int)(v->dim * ratio);   /* int(dim * mlp_ratio), as timm's Block */
     if (v->hidden == 0) v->hidden = v->dim;   /* Mlp: hidden_features or in_features */
     if (!v->class_token && v->pool == POOL_TOKEN)
-        return ra_fail(RA_ERR_FORMAT, "global_pool \"token\" needs class_token (timm asserts it)");
+        return rai_fail(RA_ERR_FORMAT, "global_pool \"token\" needs class_token (timm asserts it)");
     v->use_fc_norm = fc_norm >= 0 ? fc_norm
                                   : v->pool == POOL_AVG || v->pool == POOL_MAX ||
                                         v->pool == POOL_AVGMAX;
@@ -221,7 +221,7 @@ static ra_status vit_declare(ra_model *m, const ra_st_file *f) {
     ra_status g = ra_patch_grid(&v->grid[0], &v->grid[1], v->img[0], v->img[1], v->patch,
                                 v->dyn_pad);
     if (g)
-        return ra_fail(RA_ERR_FORMAT, "metadata img_size = %d,%d with patch_size %d: %s",
+        return rai_fail(RA_ERR_FORMAT, "metadata img_size = %d,%d with patch_size %d: %s",
                        v->img[0], v->img[1], v->patch,
                        g == RA_ERR_SHAPE ? "not a multiple of the patch size" : "too many patches");
     const int64_t C = v->dim, L = (int64_t)v->grid[0] * v->grid[1], P = v->patch;
@@ -371,7 +371,7 @@ static ra_status vit_detect(ra_model *m, const ra_st_file *f) {
         ntv += tv_to_timm(name, buf, sizeof buf) && is_declared(m, buf);
     }
     if (nt > 0 && ntimm == 0 && ntv == 0)
-        return ra_fail(RA_ERR_FORMAT, "unexpected tensor '%.80s' for arch vit: the file's "
+        return rai_fail(RA_ERR_FORMAT, "unexpected tensor '%.80s' for arch vit: the file's "
                        "names match neither the timm nor the torchvision naming of the "
                        "configuration", ra_st_at(f, 0)->name);
     snprintf(m->scheme, sizeof m->scheme, "%s", ntv > ntimm ? "torchvision" : "timm");
@@ -379,23 +379,23 @@ static ra_status vit_detect(ra_model *m, const ra_st_file *f) {
     for (int i = 0; i < nt; i++) {
         const char *name = ra_st_at(f, i)->name;
         if (!tv_to_timm(name, buf, sizeof buf) || !is_declared(m, buf))
-            return ra_fail(RA_ERR_FORMAT, "unexpected tensor '%.80s' for arch vit (naming "
+            return rai_fail(RA_ERR_FORMAT, "unexpected tensor '%.80s' for arch vit (naming "
                            "scheme torchvision)", name);
     }
     for (int p = 0; p < m->nparams; p++) {
         const char *canon = m->params[p].name;
         if (!timm_to_tv(canon, buf, sizeof buf, alt, sizeof alt))
-            return ra_fail(RA_ERR_FORMAT, "tensor '%s' is missing (arch vit, naming scheme "
+            return rai_fail(RA_ERR_FORMAT, "tensor '%s' is missing (arch vit, naming scheme "
                            "torchvision, which has no such parameter: check the metadata)",
                            canon);
         if (!ra_st_find(f, buf) && !(alt[0] && ra_st_find(f, alt)))
-            return ra_fail(RA_ERR_FORMAT, "tensor '%s' is missing (arch vit, naming scheme "
+            return rai_fail(RA_ERR_FORMAT, "tensor '%s' is missing (arch vit, naming scheme "
                            "torchvision; timm name %s)", buf, canon);
     }
     return RA_OK;
 }
 
-static ra_tensor_kind vit_canonical(const ra_model *m, const char *name, char *buf, size_t n) {
+static rai_tensor_kind vit_canonical(const ra_model *m, const char *name, char *buf, size_t n) {
     if (strcmp(m->scheme, "torchvision") == 0)
         return tv_to_timm(name, buf, n) ? RA_TENSOR_PARAM : RA_TENSOR_UNKNOWN;
     snprintf(buf, n, "%s", name);
@@ -409,9 +409,9 @@ static void vit_destroy(void *impl) {
     if (!v) return;
     for (int i = 0; v->blocks && i < v->depth; i++) ra_attn_layer_free(v->blocks[i].attn);
     free(v->blocks);
-    ra_free(v->zeros);
-    ra_arena_cache_free(&v->ws);
-    ra_free(v->tape.buf);
+    rai_free(v->zeros);
+    rai_arena_cache_free(&v->ws);
+    rai_free(v->tape.buf);
     free(v->tape.blk);
     free(v);
 }
@@ -419,36 +419,36 @@ static void vit_destroy(void *impl) {
 static const float *blk_get(const ra_model *m, int i, const char *suffix) {
     char nm[96];
     snprintf(nm, sizeof nm, "blocks.%d.%s", i, suffix);
-    return ra_model_get(m, nm);
+    return rai_model_get(m, nm);
 }
 
 static ra_status vit_build(ra_model *m, const ra_st_file *f) {
     (void)f;
     vit_impl *v = m->impl;
-    v->cls = ra_model_get(m, "cls_token");
-    v->reg = ra_model_get(m, "reg_token");
-    v->pos = ra_model_get(m, "pos_embed");
-    v->pe_w = ra_model_get(m, "patch_embed.proj.weight");
-    v->pe_b = ra_model_get(m, "patch_embed.proj.bias");
-    v->pre_w = ra_model_get(m, "norm_pre.weight");
-    v->pre_b = ra_model_get(m, "norm_pre.bias");
-    v->norm_w = ra_model_get(m, "norm.weight");
-    v->norm_b = ra_model_get(m, "norm.bias");
-    v->fcn_w = ra_model_get(m, "fc_norm.weight");
-    v->fcn_b = ra_model_get(m, "fc_norm.bias");
-    v->head_w = ra_model_get(m, "head.weight");
-    v->head_b = ra_model_get(m, "head.bias");
-    if (!v->proj_bias && !(v->zeros = ra_calloc((size_t)v->dim, sizeof(float))))
-        return ra_fail(RA_ERR_NOMEM, "vit: out of memory");
+    v->cls = rai_model_get(m, "cls_token");
+    v->reg = rai_model_get(m, "reg_token");
+    v->pos = rai_model_get(m, "pos_embed");
+    v->pe_w = rai_model_get(m, "patch_embed.proj.weight");
+    v->pe_b = rai_model_get(m, "patch_embed.proj.bias");
+    v->pre_w = rai_model_get(m, "norm_pre.weight");
+    v->pre_b = rai_model_get(m, "norm_pre.bias");
+    v->norm_w = rai_model_get(m, "norm.weight");
+    v->norm_b = rai_model_get(m, "norm.bias");
+    v->fcn_w = rai_model_get(m, "fc_norm.weight");
+    v->fcn_b = rai_model_get(m, "fc_norm.bias");
+    v->head_w = rai_model_get(m, "head.weight");
+    v->head_b = rai_model_get(m, "head.bias");
+    if (!v->proj_bias && !(v->zeros = rai_calloc((size_t)v->dim, sizeof(float))))
+        return rai_fail(RA_ERR_NOMEM, "vit: out of memory");
     if (v->depth && !(v->blocks = calloc((size_t)v->depth, sizeof *v->blocks)))
-        return ra_fail(RA_ERR_NOMEM, "vit: out of memory");
+        return rai_fail(RA_ERR_NOMEM, "vit: out of memory");
     ra_attn_config cfg = ra_attn_config_default(RA_ARCH_VIT_ATTENTION);
     cfg.dim = v->dim;
     cfg.num_heads = v->heads;
     cfg.qkv_bias = v->qkv_bias;
     for (int i = 0; i < v->depth; i++) {
-        ra_block *b = &v->blocks[i];
-        *b = (ra_block){.dim = v->dim, .hidden = v->hidden, .eps = VIT_EPS};
+        rai_block *b = &v->blocks[i];
+        *b = (rai_block){.dim = v->dim, .hidden = v->hidden, .eps = VIT_EPS};
         b->n1w = blk_get(m, i, "norm1.weight");
         b->n1b = blk_get(m, i, "norm1.bias");
         b->ls1 = blk_get(m, i, "ls1.gamma");
@@ -510,7 +510,7 @@ static ra_status aa_axis_make(aa_axis *a, int in, int out) {
     a->w = calloc((size_t)out * (size_t)a->taps, sizeof *a->w);
     if (!a->xmin || !a->xsize || !a->w) {
         aa_axis_free(a);
-        return ra_fail(RA_ERR_NOMEM, "vit: out of memory resampling pos_embed");
+        return rai_fail(RA_ERR_NOMEM, "vit: out of memory resampling pos_embed");
     }
     const float invscale = scale >= 1.0f ? (float)(1.0 / scale) : 1.0f;
     for (int i = 0; i < out; i++) {
@@ -556,11 +556,11 @@ static void aa_apply(float *dst, const float *src, const aa_axis *a, int out, in
 static ra_status resample_grid(float *out, const float *src, int h0, int w0, int nh, int nw,
                                int c) {
     aa_axis ah, aw;
-    float *tmp = ra_alloc((size_t)h0 * (size_t)nw, (size_t)c * sizeof(float));
-    if (!tmp) return ra_fail(RA_ERR_NOMEM, "vit: out of memory resampling pos_embed");
+    float *tmp = rai_alloc((size_t)h0 * (size_t)nw, (size_t)c * sizeof(float));
+    if (!tmp) return rai_fail(RA_ERR_NOMEM, "vit: out of memory resampling pos_embed");
     ra_status st = aa_axis_make(&aw, w0, nw);
-    if (st) return ra_free(tmp), st;
-    if ((st = aa_axis_make(&ah, h0, nh))) return aa_axis_free(&aw), ra_free(tmp), st;
+    if (st) return rai_free(tmp), st;
+    if ((st = aa_axis_make(&ah, h0, nh))) return aa_axis_free(&aw), rai_free(tmp), st;
     if (nw == w0) memcpy(tmp, src, (size_t)h0 * nw * c * sizeof(float));
     else
         for (int y = 0; y < h0; y++)
@@ -581,7 +581,7 @@ static ra_status resample_grid(float *out, const float *src, int h0, int w0, int
         }
     aa_axis_free(&aw);
     aa_axis_free(&ah);
-    ra_free(tmp);
+    rai_free(tmp);
     return RA_OK;
 }
 
@@ -591,11 +591,11 @@ static ra_status resample_grid(float *out, const float *src, int h0, int w0, int
 static ra_status resample_grid_backward(float *dsrc, const float *dout, int h0, int w0, int nh,
                                         int nw, int c) {
     aa_axis ah, aw;
-    float *dtmp = ra_calloc((size_t)h0 * (size_t)nw, (size_t)c * sizeof(float));
-    if (!dtmp) return ra_fail(RA_ERR_NOMEM, "vit: out of memory for the pos_embed gradient");
+    float *dtmp = rai_calloc((size_t)h0 * (size_t)nw, (size_t)c * sizeof(float));
+    if (!dtmp) return rai_fail(RA_ERR_NOMEM, "vit: out of memory for the pos_embed gradient");
     ra_status st = aa_axis_make(&aw, w0, nw);
-    if (st) return ra_free(dtmp), st;
-    if ((st = aa_axis_make(&ah, h0, nh))) return aa_axis_free(&aw), ra_free(dtmp), st;
+    if (st) return rai_free(dtmp), st;
+    if ((st = aa_axis_make(&ah, h0, nh))) return aa_axis_free(&aw), rai_free(dtmp), st;
     if (nh == h0) memcpy(dtmp, dout, (size_t)nh * nw * c * sizeof(float));
     else
         for (int i = 0; i < nh; i++) {
@@ -619,14 +619,14 @@ static ra_status resample_grid_backward(float *dsrc, const float *dout, int h0, 
             }
     aa_axis_free(&aw);
     aa_axis_free(&ah);
-    ra_free(dtmp);
+    rai_free(dtmp);
     return RA_OK;
 }
 
 /* ---- forward ------------------------------------------------------------ */
 
 static int elems_ok(int64_t *out, int64_t a, int64_t b) {
-    return ra_mul_i64(out, a, b) && *out <= VIT_MAX_ELEMS;
+    return rai_mul_i64(out, a, b) && *out <= VIT_MAX_ELEMS;
 }
 
 /* The sizes of one input, checked as timm checks them. */
@@ -638,24 +638,24 @@ typedef struct {
 static ra_status vit_dims_of(const vit_impl *v, vit_dims *d, int x_ndim, const int64_t *x_shape) {
     const int C = v->dim;
     if (x_ndim != 4)
-        return ra_fail(RA_ERR_SHAPE, "vit takes images x (B, %d, H, W), got %d dimensions",
+        return rai_fail(RA_ERR_SHAPE, "vit takes images x (B, %d, H, W), got %d dimensions",
                        v->in_chans, x_ndim);
     if (x_shape[0] < 1 || x_shape[0] > INT32_MAX || x_shape[1] != v->in_chans ||
         x_shape[2] < 1 || x_shape[2] > INT32_MAX || x_shape[3] < 1 || x_shape[3] > INT32_MAX)
-        return ra_fail(RA_ERR_SHAPE, "vit takes images x (B, %d, H, W), got (%lld, %lld, %lld, "
+        return rai_fail(RA_ERR_SHAPE, "vit takes images x (B, %d, H, W), got (%lld, %lld, %lld, "
                        "%lld)", v->in_chans, (long long)x_shape[0], (long long)x_shape[1],
                        (long long)x_shape[2], (long long)x_shape[3]);
     const int B = (int)x_shape[0], H = (int)x_shape[2], W = (int)x_shape[3], P = v->patch;
     if (!v->dyn_pad && (H % P || W % P))
-        return ra_fail(RA_ERR_SHAPE, "vit: image %dx%d is not a multiple of the patch size %d",
+        return rai_fail(RA_ERR_SHAPE, "vit: image %dx%d is not a multiple of the patch size %d",
                        H, W, P);
     if (!v->dyn_size && (H != v->img[0] || W != v->img[1]))
-        return ra_fail(RA_ERR_SHAPE, "vit: image %dx%d differs from img_size %dx%d (the model "
+        return rai_fail(RA_ERR_SHAPE, "vit: image %dx%d differs from img_size %dx%d (the model "
                        "has dynamic_img_size false, so timm refuses it too)", H, W, v->img[0],
                        v->img[1]);
     int gh, gw;
     ra_status st = ra_patch_grid(&gh, &gw, H, W, P, v->dyn_pad);
-    if (st) return st == RA_ERR_ARG ? ra_fail(RA_ERR_SHAPE, "vit: %s", ra_last_error()) : st;
+    if (st) return st == RA_ERR_ARG ? rai_fail(RA_ERR_SHAPE, "vit: %s", ra_last_error()) : st;
     const int64_t L = (int64_t)gh * gw, N = L + v->prefix;
     const int64_t K = (int64_t)v->in_chans * P * P;
     const int K_out = v->num_classes ? v->num_classes : C;
@@ -667,7 +667,7 @@ static ra_status vit_dims_of(const vit_impl *v, vit_dims *d, int x_ndim, const i
         !elems_ok(&tmp, (int64_t)B * L, K) || !elems_ok(&tmp, rows, K_out) ||
         !elems_ok(&tmp, L + v->prefix, C) ||
         !elems_ok(&tmp, (int64_t)B * v->in_chans, (int64_t)H * W))
-        return ra_fail(RA_ERR_SHAPE, "vit: input (%d, %d, %d, %d) is too large", B,
+        return rai_fail(RA_ERR_SHAPE, "vit: input (%d, %d, %d, %d) is too large", B,
                        v->in_chans, H, W);
     *d = (vit_dims){.B = B, .H = H, .W = W, .gh = gh, .gw = gw, .K_out = K_out, .L = L,
                     .N = N, .K = K, .rows = rows,
@@ -685,12 +685,12 @@ static int pos_resampled(const vit_impl *v, int gh, int gw) {
 
 /* The position embedding for a gh x gw grid: v->pos, or resampled into
  * floats of the arena. */
-static ra_status pos_for(const vit_impl *v, ra_arena *ar, int gh, int gw, const float **pos) {
+static ra_status pos_for(const vit_impl *v, rai_arena *ar, int gh, int gw, const float **pos) {
     *pos = v->pos;
     if (!pos_resampled(v, gh, gw)) return RA_OK;
     const int C = v->dim, pos_prefix = v->no_embed_class ? 0 : v->prefix;
-    float *rs = ra_arena_floats(ar, (size_t)(pos_prefix + (int64_t)gh * gw) * C);
-    if (!rs) return ra_fail(RA_ERR_NOMEM, "vit: out of memory resampling pos_embed");
+    float *rs = rai_arena_floats(ar, (size_t)(pos_prefix + (int64_t)gh * gw) * C);
+    if (!rs) return rai_fail(RA_ERR_NOMEM, "vit: out of memory resampling pos_embed");
     memcpy(rs, v->pos, (size_t)pos_prefix * C * sizeof(float));
     ra_status st = resample_grid(rs + (int64_t)pos_prefix * C, v->pos + (int64_t)pos_prefix * C,
                                  v->grid[0], v->grid[1], gh, gw, C);
@@ -768,16 +768,16 @@ static ra_status vit_forward(const ra_model *m, float **y, int *y_ndim, int64_t 
 
     /* scratch, from the model's arena: tokens X, patch tokens A (rows, C);
      * patch columns; pos_embed; the blocks' own */
-    ra_arena local;
-    ra_arena *ar = ra_arena_begin(&v->ws, &local);
-    float *X = ra_arena_floats(ar, (size_t)e_x);
-    float *A = ra_arena_floats(ar, (size_t)e_x);
-    float *cols = ra_arena_floats(ar, (size_t)e_cols);
-    float *pooled = ra_arena_floats(ar, (size_t)outer * C);
-    float *out = ra_alloc((size_t)outer, (size_t)d.K_out * sizeof(float));
+    rai_arena local;
+    rai_arena *ar = rai_arena_begin(&v->ws, &local);
+    float *X = rai_arena_floats(ar, (size_t)e_x);
+    float *A = rai_arena_floats(ar, (size_t)e_x);
+    float *cols = rai_arena_floats(ar, (size_t)e_cols);
+    float *pooled = rai_arena_floats(ar, (size_t)outer * C);
+    float *out = rai_alloc((size_t)outer, (size_t)d.K_out * sizeof(float));
     const float *pos = NULL;
     if (!X || !A || !cols || !pooled || !out) {
-        st = ra_fail(RA_ERR_NOMEM, "vit: out of memory for a batch of %d images of %dx%d", B,
+        st = rai_fail(RA_ERR_NOMEM, "vit: out of memory for a batch of %d images of %dx%d", B,
                      d.H, d.W);
         goto done;
     }
@@ -788,16 +788,16 @@ static ra_status vit_forward(const ra_model *m, float **y, int *y_ndim, int64_t 
                                 v->dyn_pad);
     if (st) goto done;
     make_tokens(v, X, A, pos, B, L, N);
-    if (v->pre_norm) ra_layernorm_rows(X, X, NULL, rows, C, v->pre_w, v->pre_b, VIT_EPS);
+    if (v->pre_norm) rai_layernorm_rows(X, X, NULL, rows, C, v->pre_w, v->pre_b, VIT_EPS);
 
-    const ra_block_layout l = {.m = rows, .batch = B, .b_ = B, .n = (int)N};
-    for (int i = 0; i < v->depth && !st; i++) st = ra_block_forward(&v->blocks[i], X, NULL, &l, ar);
+    const rai_block_layout l = {.m = rows, .batch = B, .b_ = B, .n = (int)N};
+    for (int i = 0; i < v->depth && !st; i++) st = rai_block_forward(&v->blocks[i], X, NULL, &l, ar);
     if (st) goto done;
-    if (v->norm_w) ra_layernorm_rows(X, X, NULL, rows, C, v->norm_w, v->norm_b, VIT_EPS);
+    if (v->norm_w) rai_layernorm_rows(X, X, NULL, rows, C, v->norm_w, v->norm_b, VIT_EPS);
 
     pool_forward(v, pooled, X, B, N);
     if (v->fcn_w)
-        ra_layernorm_rows(pooled, pooled, NULL, outer, C, v->fcn_w, v->fcn_b, VIT_EPS);
+        rai_layernorm_rows(pooled, pooled, NULL, outer, C, v->fcn_w, v->fcn_b, VIT_EPS);
     if (v->num_classes)
         ra_linear_forward(out, pooled, v->head_w, v->head_b, outer, v->num_classes, C);
     else
@@ -807,8 +807,8 @@ static ra_status vit_forward(const ra_model *m, float **y, int *y_ndim, int64_t 
     out = NULL;
     set_y_shape(v, &d, y_ndim, y_shape);
 done:
-    ra_arena_end(&v->ws, ar);
-    ra_free(out);
+    rai_arena_end(&v->ws, ar);
+    rai_free(out);
     return st;
 }
 
@@ -841,11 +841,11 @@ static size_t tape_layout(vit_impl *v, float *base, const vit_dims *d) {
     t->x0 = v->pre_norm ? carve(base, &off, rows * C) : NULL;
     t->pre_mean = v->pre_norm ? carve(base, &off, rows) : NULL;
     t->pre_rstd = v->pre_norm ? carve(base, &off, rows) : NULL;
-    const ra_block_layout l = {.m = d->rows, .batch = d->B, .b_ = d->B, .n = (int)d->N};
+    const rai_block_layout l = {.m = d->rows, .batch = d->B, .b_ = d->B, .n = (int)d->N};
     for (int i = 0; i < v->depth; i++) {   /* each block's input, then its tape */
         float *x = carve(base, &off, rows * C);
-        ra_block_tape b;
-        off += ra_block_tape_layout(&b, &v->blocks[i], &l, base ? base + off : NULL);
+        rai_block_tape b;
+        off += rai_block_tape_layout(&b, &v->blocks[i], &l, base ? base + off : NULL);
         if (base) t->blk[i] = b, t->blk[i].x = x;
     }
     t->xf = carve(base, &off, rows * C);
@@ -871,7 +871,7 @@ static ra_status vit_forward_train(ra_model *m, float **y, int *y_ndim, int64_t 
     const int C = v->dim;
     t->valid = 0;
     if (v->drop_path_rate > 0 && v->depth > 1 && !rng)
-        return ra_fail(RA_ERR_ARG, "vit: drop_path_rate %g needs a random generator for the "
+        return rai_fail(RA_ERR_ARG, "vit: drop_path_rate %g needs a random generator for the "
                        "training forward", v->drop_path_rate);
     vit_dims d = {0};
     ra_status st = vit_dims_of(v, &d, x_ndim, x_shape);
@@ -882,26 +882,26 @@ static ra_status vit_forward_train(ra_model *m, float **y, int *y_ndim, int64_t 
     /* the tape: grown to this input's size, then kept */
     const size_t need = tape_layout(v, NULL, &d);
     if (need > t->cap) {
-        ra_free(t->buf);
+        rai_free(t->buf);
         t->cap = 0;
-        if (!(t->buf = ra_alloc(need, sizeof(float))))
-            return ra_fail(RA_ERR_NOMEM, "vit: out of memory for the training activations of "
+        if (!(t->buf = rai_alloc(need, sizeof(float))))
+            return rai_fail(RA_ERR_NOMEM, "vit: out of memory for the training activations of "
                            "%d images of %dx%d (%zu floats)", B, d.H, d.W, need);
         t->cap = need;
     }
     if (v->depth && !t->blk && !(t->blk = calloc((size_t)v->depth, sizeof *t->blk)))
-        return ra_fail(RA_ERR_NOMEM, "vit: out of memory");
+        return rai_fail(RA_ERR_NOMEM, "vit: out of memory");
     tape_layout(v, t->buf, &d);
 
     /* scratch: the patch embedding A (rows, C), pos_embed for this grid,
      * the blocks' own */
-    ra_arena local;
-    ra_arena *ar = ra_arena_begin(&v->ws, &local);
-    float *A = ra_arena_floats(ar, (size_t)(rows * C));
-    float *out = ra_alloc((size_t)d.outer, (size_t)d.K_out * sizeof(float));
+    rai_arena local;
+    rai_arena *ar = rai_arena_begin(&v->ws, &local);
+    float *A = rai_arena_floats(ar, (size_t)(rows * C));
+    float *out = rai_alloc((size_t)d.outer, (size_t)d.K_out * sizeof(float));
     const float *pos = NULL;
     if (!A || !out) {
-        st = ra_fail(RA_ERR_NOMEM, "vit: out of memory for a batch of %d images of %dx%d", B,
+        st = rai_fail(RA_ERR_NOMEM, "vit: out of memory for a batch of %d images of %dx%d", B,
                      d.H, d.W);
         goto done;
     }
@@ -917,7 +917,7 @@ static ra_status vit_forward_train(ra_model *m, float **y, int *y_ndim, int64_t 
                              C, VIT_EPS);
 
     for (int i = 0; i < v->depth && !st; i++)   /* the attention recomputed in the backward */
-        st = ra_block_forward_train(&v->blocks[i], &t->blk[i], i + 1 < v->depth ? t->blk[i + 1].x
+        st = rai_block_forward_train(&v->blocks[i], &t->blk[i], i + 1 < v->depth ? t->blk[i + 1].x
                                                                              : t->xf,
                                     0, ar, rng);
     if (st) goto done;
@@ -939,8 +939,8 @@ static ra_status vit_forward_train(ra_model *m, float **y, int *y_ndim, int64_t 
     t->dims[0] = d.B, t->dims[1] = d.H, t->dims[2] = d.W, t->dims[3] = d.gh, t->dims[4] = d.gw;
     t->valid = 1;
 done:
-    ra_arena_end(&v->ws, ar);
-    ra_free(out);
+    rai_arena_end(&v->ws, ar);
+    rai_free(out);
     return st;
 }
 
@@ -1006,14 +1006,14 @@ static void pool_backward(const vit_impl *v, float *dX, const float *dQ, const f
 static float *blk_grad(const ra_model *m, float *grad, int i, const char *suffix) {
     char nm[96];
     snprintf(nm, sizeof nm, "blocks.%d.%s", i, suffix);
-    return ra_model_grad(m, grad, nm);
+    return rai_model_grad(m, grad, nm);
 }
 
 static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *dy) {
     vit_impl *v = m->impl;
     const vit_tape *t = &v->tape;
     if (!t->valid)
-        return ra_fail(RA_ERR_ARG, "vit backward: no training forward to back-propagate "
+        return rai_fail(RA_ERR_ARG, "vit backward: no training forward to back-propagate "
                        "(call ra_model_forward_train first)");
     const int C = v->dim;
     vit_dims d = {0};
@@ -1030,46 +1030,46 @@ static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *
      * dQ (outer, C); of the final tokens dX and of the residual stream dR
      * (rows, C); of the patch tokens (B*L, C) and, for dx, the patch
      * columns; pos_embed on this grid; the blocks' own */
-    ra_arena local;
-    ra_arena *ar = ra_arena_begin(&v->ws, &local);
-    float *dP = ra_arena_floats(ar, (size_t)(outer * C));
-    float *dQ = ra_arena_floats(ar, (size_t)(outer * C));
-    float *half = ra_arena_floats(ar, (size_t)B * C);
-    float *dX = ra_arena_floats(ar, rc);
-    float *dR = ra_arena_floats(ar, rc);
-    float *dpatch = ra_arena_floats(ar, (size_t)(B * L * C));
-    float *work = dx ? ra_arena_floats(ar, (size_t)(B * L * d.K)) : NULL;
-    float *dpos = resampled ? ra_arena_floats(ar, (size_t)((pos_prefix + L) * C)) : NULL;
+    rai_arena local;
+    rai_arena *ar = rai_arena_begin(&v->ws, &local);
+    float *dP = rai_arena_floats(ar, (size_t)(outer * C));
+    float *dQ = rai_arena_floats(ar, (size_t)(outer * C));
+    float *half = rai_arena_floats(ar, (size_t)B * C);
+    float *dX = rai_arena_floats(ar, rc);
+    float *dR = rai_arena_floats(ar, rc);
+    float *dpatch = rai_arena_floats(ar, (size_t)(B * L * C));
+    float *work = dx ? rai_arena_floats(ar, (size_t)(B * L * d.K)) : NULL;
+    float *dpos = resampled ? rai_arena_floats(ar, (size_t)((pos_prefix + L) * C)) : NULL;
     if (!dP || !dQ || !half || !dX || !dR || !dpatch ||
         (dx && !work) || (resampled && !dpos)) {
-        st = ra_fail(RA_ERR_NOMEM, "vit backward: out of memory for a batch of %d images of "
+        st = rai_fail(RA_ERR_NOMEM, "vit backward: out of memory for a batch of %d images of "
                      "%dx%d", B, d.H, d.W);
         goto done;
     }
 
     /* head, fc_norm, pooling, final norm */
     if (v->num_classes) {
-        ra_zero(dP, (int64_t)(outer * C));
-        ra_linear_backward(dP, ra_model_grad(m, grad, "head.weight"),
-                           ra_model_grad(m, grad, "head.bias"), dy, t->pn, v->head_w, outer,
+        rai_zero(dP, (int64_t)(outer * C));
+        ra_linear_backward(dP, rai_model_grad(m, grad, "head.weight"),
+                           rai_model_grad(m, grad, "head.bias"), dy, t->pn, v->head_w, outer,
                            v->num_classes, C);
     } else {
         memcpy(dP, dy, (size_t)(outer * C) * sizeof(float));
     }
     if (v->fcn_w) {
-        ra_zero(dQ, (int64_t)(outer * C));
-        ra_layernorm_backward(dQ, ra_model_grad(m, grad, "fc_norm.weight"),
-                              ra_model_grad(m, grad, "fc_norm.bias"), dP, t->pooled, t->pmean,
+        rai_zero(dQ, (int64_t)(outer * C));
+        ra_layernorm_backward(dQ, rai_model_grad(m, grad, "fc_norm.weight"),
+                              rai_model_grad(m, grad, "fc_norm.bias"), dP, t->pooled, t->pmean,
                               t->prstd, v->fcn_w, outer, C);
     } else {
         memcpy(dQ, dP, (size_t)(outer * C) * sizeof(float));
     }
-    ra_zero(dX, (int64_t)rc);
+    rai_zero(dX, (int64_t)rc);
     pool_backward(v, dX, dQ, t->xo, half, B, d.N);
     if (v->norm_w) {
-        ra_zero(dR, (int64_t)rc);
-        ra_layernorm_backward(dR, ra_model_grad(m, grad, "norm.weight"),
-                              ra_model_grad(m, grad, "norm.bias"), dX, t->xf, t->fmean,
+        rai_zero(dR, (int64_t)rc);
+        ra_layernorm_backward(dR, rai_model_grad(m, grad, "norm.weight"),
+                              rai_model_grad(m, grad, "norm.bias"), dX, t->xf, t->fmean,
                               t->frstd, v->norm_w, rows, C);
     } else {
         memcpy(dR, dX, rc * sizeof(float));
@@ -1077,7 +1077,7 @@ static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *
 
     /* the blocks, last first; dR is the gradient of the residual stream */
     for (int i = v->depth - 1; i >= 0; i--) {
-        const ra_block_grads g = {
+        const rai_block_grads g = {
             .n1w = blk_grad(m, grad, i, "norm1.weight"), .n1b = blk_grad(m, grad, i, "norm1.bias"),
             .n2w = blk_grad(m, grad, i, "norm2.weight"), .n2b = blk_grad(m, grad, i, "norm2.bias"),
             .fc1w = blk_grad(m, grad, i, "mlp.fc1.weight"),
@@ -1089,25 +1089,25 @@ static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *
                      .qkv_b = blk_grad(m, grad, i, "attn.qkv.bias"),
                      .proj_w = blk_grad(m, grad, i, "attn.proj.weight"),
                      .proj_b = blk_grad(m, grad, i, "attn.proj.bias")}};
-        if ((st = ra_block_backward(&v->blocks[i], &t->blk[i], dR, &g, ar))) goto done;
+        if ((st = rai_block_backward(&v->blocks[i], &t->blk[i], dR, &g, ar))) goto done;
     }
 
     /* norm_pre, then the tokens [cls, reg..., patches] + pos_embed */
     const float *dT = dR;
     if (v->pre_norm) {
         memset(dX, 0, rc * sizeof(float));
-        ra_layernorm_backward(dX, ra_model_grad(m, grad, "norm_pre.weight"),
-                              ra_model_grad(m, grad, "norm_pre.bias"), dR, t->x0, t->pre_mean,
+        ra_layernorm_backward(dX, rai_model_grad(m, grad, "norm_pre.weight"),
+                              rai_model_grad(m, grad, "norm_pre.bias"), dR, t->x0, t->pre_mean,
                               t->pre_rstd, v->pre_w, rows, C);
         dT = dX;
     }
     const int64_t stride = d.N * C;
-    if (v->class_token) batch_sum_add(ra_model_grad(m, grad, "cls_token"), dT, B, stride, 1, C);
+    if (v->class_token) batch_sum_add(rai_model_grad(m, grad, "cls_token"), dT, B, stride, 1, C);
     if (v->reg_tokens)
-        batch_sum_add(ra_model_grad(m, grad, "reg_token"), dT + (int64_t)v->class_token * C, B,
+        batch_sum_add(rai_model_grad(m, grad, "reg_token"), dT + (int64_t)v->class_token * C, B,
                       stride, v->reg_tokens, C);
     if (v->pos) {
-        float *gpos = ra_model_grad(m, grad, "pos_embed");
+        float *gpos = rai_model_grad(m, grad, "pos_embed");
         float *dst = resampled ? dpos : gpos;
         if (resampled) memset(dpos, 0, (size_t)((pos_prefix + L) * C) * sizeof(float));
         if (v->no_embed_class) batch_sum_add(dst, dT + (int64_t)v->prefix * C, B, stride, L, C);
@@ -1123,12 +1123,12 @@ static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *
     for (int b = 0; b < B; b++)
         memcpy(dpatch + (int64_t)b * L * C, dT + ((int64_t)b * d.N + v->prefix) * C,
                (size_t)(L * C) * sizeof(float));
-    st = ra_patch_embed_backward(dx, ra_model_grad(m, grad, "patch_embed.proj.weight"),
-                                 ra_model_grad(m, grad, "patch_embed.proj.bias"), work, dpatch,
+    st = ra_patch_embed_backward(dx, rai_model_grad(m, grad, "patch_embed.proj.weight"),
+                                 rai_model_grad(m, grad, "patch_embed.proj.bias"), work, dpatch,
                                  t->cols, v->pe_w, B, v->in_chans, d.H, d.W, v->patch, C,
                                  v->dyn_pad);
 done:
-    ra_arena_end(&v->ws, ar);
+    rai_arena_end(&v->ws, ar);
     return st;
 }
 
@@ -1138,13 +1138,13 @@ static int64_t vit_flops(const ra_model *m, int h, int w) {
     const vit_impl *v = m->impl;
     const int64_t C = v->dim, P = v->patch;
     const int64_t np = (int64_t)((h + P - 1) / P) * ((w + P - 1) / P), n = np + v->prefix;
-    int64_t blk = ra_cadd(ra_cmul3(n, C, 3 * C), ra_cmul3(n, n, 2 * C));
-    blk = ra_cadd(ra_cadd(blk, ra_cmul3(n, C, C)), ra_cmul3(2 * n, C, v->hidden));
-    const int64_t f = ra_cadd(ra_cmul3(np, C, v->in_chans * P * P), ra_cmul(v->depth, blk));
-    return ra_cadd(f, C * v->num_classes);
+    int64_t blk = rai_cadd(rai_cmul3(n, C, 3 * C), rai_cmul3(n, n, 2 * C));
+    blk = rai_cadd(rai_cadd(blk, rai_cmul3(n, C, C)), rai_cmul3(2 * n, C, v->hidden));
+    const int64_t f = rai_cadd(rai_cmul3(np, C, v->in_chans * P * P), rai_cmul(v->depth, blk));
+    return rai_cadd(f, C * v->num_classes);
 }
 
-const ra_arch_ops ra_vit_ops = {.flops = vit_flops, .name = "vit",
+const rai_arch_ops rai_vit_ops = {.flops = vit_flops, .name = "vit",
                                 .arch = RA_ARCH_VIT,
                                 .batched = 1,
                                 .declare = vit_declare,

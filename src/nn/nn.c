@@ -49,7 +49,7 @@ static void run_blocks(void (*fn)(float *, const float *, int64_t), float *y, co
     }
 }
 
-int ra_nn_simd(void) { return ra_nn_kernel_active() != &ra_nn_kernel_ref; }
+int rai_nn_simd(void) { return rai_nn_kernel_active() != &rai_nn_kernel_ref; }
 
 /* out (N) += sum over rows of a (M, N), in double. */
 static void colsum_add(float *out, const float *a, int64_t m, int n) {
@@ -84,8 +84,8 @@ static int gemm_blas(void) {
 
 /* The layers' kernels of the set chosen now (src/kernels/dispatch.c), a
  * copy without the fused products when OpenBLAS is asked for. */
-static ra_nn_kernel nn_kernels(void) {
-    ra_nn_kernel kn = *ra_nn_kernel_active();
+static rai_nn_kernel nn_kernels(void) {
+    rai_nn_kernel kn = *rai_nn_kernel_active();
     if (gemm_blas()) kn.gemm = NULL, kn.gemm_tn = NULL;
     return kn;
 }
@@ -95,28 +95,28 @@ static int gemm_threads(int64_t m, int n, int k) {
     return (double)m * n * k >= (double)(1 << 20) ? ra_threads_get() : 1;
 }
 
-/* c = bias + a . b or c += a . b (strides as ra_gemm) on the portable
+/* c = bias + a . b or c += a . b (strides as rai_gemm) on the portable
  * product (src/kernels/gemm.c) with the kernel set's micro-kernel; -1 when
  * OpenBLAS is asked for or memory runs out (nothing done). */
 static int gemm_portable(float *c, int64_t ldc, const float *a, int64_t ars, int64_t acs,
                          const float *b, int64_t brs, int64_t bcs, int64_t m, int n, int k,
                          const float *bias, int accumulate) {
     if (gemm_blas()) return -1;
-    return ra_gemm(c, ldc, a, ars, acs, b, brs, bcs, m, n, k, bias, accumulate,
-                   ra_nn_kernel_active()->gemm_micro, gemm_threads(m, n, k));
+    return rai_gemm(c, ldc, a, ars, acs, b, brs, bcs, m, n, k, bias, accumulate,
+                   rai_nn_kernel_active()->gemm_micro, gemm_threads(m, n, k));
 }
 
-void ra_linear_epi(float *y, const float *x, const float *w, const float *b, int64_t m, int n,
+void rai_linear_fused(float *y, const float *x, const float *w, const float *b, int64_t m, int n,
                    int k, int gelu, float *res, const int32_t *map) {
     if (m <= 0 || n <= 0) return;
-    const ra_nn_kernel kn = nn_kernels();
+    const rai_nn_kernel kn = nn_kernels();
     if (k > 0 && kn.gemm &&
         kn.gemm(y, n, x, k, w, k, 0, m, n, k, b, gelu, NULL, NULL, res, n, map,
                 gemm_threads(m, n, k)) == 0)
         return;
     ra_linear_forward(y, x, w, b, m, n, k);
     if (gelu) ra_gelu_forward(y, y, m * n);
-    if (res) ra_rows_scatter_add(res, y, map, m, n);
+    if (res) rai_rows_scatter_add(res, y, map, m, n);
 }
 
 void ra_linear_forward(float *y,        /* (M, N) */
@@ -125,7 +125,7 @@ void ra_linear_forward(float *y,        /* (M, N) */
                        const float *b,  /* (N) or NULL */
                        int64_t m, int n, int k) {
     if (m <= 0 || n <= 0) return;
-    const ra_nn_kernel kn = nn_kernels();
+    const rai_nn_kernel kn = nn_kernels();
     if (k > 0 && kn.gemm &&
         kn.gemm(y, n, x, k, w, k, 0, m, n, k, b, 0, NULL, NULL, NULL, 0, NULL,
                 gemm_threads(m, n, k)) == 0)
@@ -150,7 +150,7 @@ void ra_linear_forward(float *y,        /* (M, N) */
  * kernel set. */
 static void gelu_deriv_rows(float *y, const float *x, int64_t n) {
     if (n <= 0) return;
-    run_blocks(ra_nn_kernel_active()->gelu_deriv, y, x, n);
+    run_blocks(rai_nn_kernel_active()->gelu_deriv, y, x, n);
 }
 
 /* y[i] *= x[i] */
@@ -158,7 +158,7 @@ static void mul_into(float *y, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = y[i] * x[i];
 }
 
-void ra_linear_backward_ex(float *dx,        /* (M, K) or NULL */
+void rai_linear_backward_fused(float *dx,        /* (M, K) or NULL */
                            float *dw,        /* (N, K) or NULL */
                            float *db,        /* (N) or NULL */
                            const float *dy,  /* (M, N) */
@@ -168,7 +168,7 @@ void ra_linear_backward_ex(float *dx,        /* (M, K) or NULL */
                            const float *gd) {   /* (M, K) or NULL */
     if (m <= 0 || n <= 0) return;
     if (gd) set = 1;
-    const ra_nn_kernel kn = nn_kernels();
+    const rai_nn_kernel kn = nn_kernels();
     if (k > 0 && kn.gemm) {
         /* dx = or += dy . w on the forward's product, reading w as it is
          * (transposed); dw += dy^T x and db += column sums of dy in one
@@ -215,13 +215,13 @@ void ra_linear_backward(float *dx,        /* (M, K) or NULL */
                         const float *x,   /* (M, K), for dw */
                         const float *w,   /* (N, K), for dx */
                         int64_t m, int n, int k) {
-    ra_linear_backward_ex(dx, dw, db, dy, x, w, m, n, k, 0, NULL);
+    rai_linear_backward_fused(dx, dw, db, dy, x, w, m, n, k, 0, NULL);
 }
 
-void ra_linear_gelu_keep(float *gd, float *g, const float *x, const float *w, const float *b,
+void rai_linear_gelu_keep(float *gd, float *g, const float *x, const float *w, const float *b,
                          int64_t m, int n, int k) {
     if (m <= 0 || n <= 0) return;
-    const ra_nn_kernel kn = nn_kernels();
+    const rai_nn_kernel kn = nn_kernels();
     if (k > 0 && kn.gemm &&
         kn.gemm(g, n, x, k, w, k, 0, m, n, k, b, 1, gd, NULL, NULL, 0, NULL,
                 gemm_threads(m, n, k)) == 0)
@@ -275,7 +275,7 @@ static void ln_block(float *y, float *mean, float *rstd, const float *x, const i
 static void ln_all(float *y, float *mean, float *rstd, const float *x, const int32_t *src,
                    int64_t m, int c, const float *gamma, const float *beta, float eps) {
     if (m <= 0 || c <= 0) return;
-    const ra_nn_kernel *kn = ra_nn_kernel_active();
+    const rai_nn_kernel *kn = rai_nn_kernel_active();
     const ln_row_fn row = kn->layernorm_row;
     const ln_rows4_fn four = kn->layernorm_rows4;
     const int64_t nb = (m + 63) / 64;
@@ -295,12 +295,12 @@ void ra_layernorm_forward(float *y,            /* (M, C), may be x */
     ln_all(y, mean, rstd, x, NULL, m, c, gamma, beta, eps);
 }
 
-void ra_layernorm_rows(float *y, const float *x, const int32_t *src, int64_t m, int c,
+void rai_layernorm_rows(float *y, const float *x, const int32_t *src, int64_t m, int c,
                        const float *gamma, const float *beta, float eps) {
     ln_all(y, NULL, NULL, x, src, m, c, gamma, beta, eps);
 }
 
-void ra_rows_gather(float *y, const float *x, const int32_t *map, int64_t rows, int c) {
+void rai_rows_gather(float *y, const float *x, const int32_t *map, int64_t rows, int c) {
 #pragma omp parallel for schedule(static) num_threads(ra_threads_get()) if (rows * c > 65536)
     for (int64_t r = 0; r < rows; r++) {
         if (map[r] >= 0) memcpy(y + r * c, x + (int64_t)map[r] * c, (size_t)c * sizeof *y);
@@ -308,7 +308,7 @@ void ra_rows_gather(float *y, const float *x, const int32_t *map, int64_t rows, 
     }
 }
 
-void ra_rows_scatter_add(float *x, const float *a, const int32_t *dst, int64_t m, int c) {
+void rai_rows_scatter_add(float *x, const float *a, const int32_t *dst, int64_t m, int c) {
     if (m <= 0 || c <= 0) return;
 #pragma omp parallel for schedule(static) num_threads(nn_threads(m * c))
     for (int64_t i = 0; i < m; i++) {
@@ -365,7 +365,7 @@ void ra_layernorm_backward(float *dx,            /* (M, C) or NULL */
                            const float *gamma,   /* (C) or NULL */
                            int64_t m, int c) {
     if (m <= 0 || c <= 0) return;
-    const ra_nn_kernel *kn = ra_nn_kernel_active();
+    const rai_nn_kernel *kn = rai_nn_kernel_active();
     if (kn->layernorm_backward_rows) {
         const int64_t nb = (m + LN_ROWS - 1) / LN_ROWS;
         const int sums = dgamma || dbeta;
@@ -402,7 +402,7 @@ void ra_layernorm_backward(float *dx,            /* (M, C) or NULL */
 #pragma omp parallel for schedule(static) num_threads(nn_threads(m * c))
         for (int64_t t = 0; t < nb; t++) {
             const int64_t i0 = 64 * t, rows = m - i0 < 64 ? m - i0 : 64;
-            ra_nn_layernorm_backward_dx_ref(dx + i0 * c, dy + i0 * c, x + i0 * c, mean + i0,
+            rai_nn_layernorm_backward_dx_ref(dx + i0 * c, dy + i0 * c, x + i0 * c, mean + i0,
                                             rstd + i0, gamma, rows, c);
         }
     }
@@ -412,7 +412,7 @@ void ra_layernorm_backward(float *dx,            /* (M, C) or NULL */
     for (int t = 0; t < chunks; t++) {
         const int j0 = t * RA_NN_COLS, jn = c - j0 < RA_NN_COLS ? c - j0 : RA_NN_COLS;
         double ag[RA_NN_COLS] = {0}, ab[RA_NN_COLS] = {0};
-        ra_nn_layernorm_backward_sums_ref(ag, ab, dy, x, mean, rstd, m, c, j0, jn);
+        rai_nn_layernorm_backward_sums_ref(ag, ab, dy, x, mean, rstd, m, c, j0, jn);
         for (int j = 0; j < jn; j++) {
             if (dgamma) dgamma[j0 + j] = (float)((double)dgamma[j0 + j] + ag[j]);
             if (dbeta) dbeta[j0 + j] = (float)((double)dbeta[j0 + j] + ab[j]);
@@ -428,7 +428,7 @@ void ra_gelu_forward(float *y,        /* (n), may be x */
                      const float *x,  /* (n) */
                      int64_t n) {
     if (n <= 0) return;
-    run_blocks(ra_nn_kernel_active()->gelu, y, x, n);
+    run_blocks(rai_nn_kernel_active()->gelu, y, x, n);
 }
 
 /* ACCUMULATES into dx. */
@@ -438,7 +438,7 @@ void ra_gelu_backward(float *dx,        /* (n), may be dy */
                       int64_t n) {
     if (n <= 0) return;
     void (*fn)(float *, const float *, const float *, int64_t) =
-        ra_nn_kernel_active()->gelu_backward;
+        rai_nn_kernel_active()->gelu_backward;
     const int64_t blocks = (n + RA_NN_BLOCK - 1) / RA_NN_BLOCK;
 #pragma omp parallel for schedule(static) num_threads(nn_threads(n))
     for (int64_t t = 0; t < blocks; t++) {
@@ -447,7 +447,7 @@ void ra_gelu_backward(float *dx,        /* (n), may be dy */
     }
 }
 
-void ra_zero(float *p, int64_t n) {
+void rai_zero(float *p, int64_t n) {
     const int64_t blocks = (n + RA_NN_BLOCK - 1) / RA_NN_BLOCK;
 #pragma omp parallel for schedule(static) num_threads(nn_threads(n)) if (blocks > 1)
     for (int64_t b = 0; b < blocks; b++) {
@@ -497,12 +497,12 @@ void ra_mean_tokens_backward(float *dx,        /* (B, N, C) */
 
 static ra_status ce_check(const char *fn, const int32_t *targets, int b, int k,
                           float smoothing) {
-    if (b < 1 || k < 1) return ra_fail(RA_ERR_ARG, "%s: batch %d, classes %d", fn, b, k);
+    if (b < 1 || k < 1) return rai_fail(RA_ERR_ARG, "%s: batch %d, classes %d", fn, b, k);
     if (!(smoothing >= 0.0f && smoothing <= 1.0f))
-        return ra_fail(RA_ERR_ARG, "%s: label smoothing %g not in [0, 1]", fn, smoothing);
+        return rai_fail(RA_ERR_ARG, "%s: label smoothing %g not in [0, 1]", fn, smoothing);
     for (int i = 0; i < b; i++)
         if (targets[i] < 0 || targets[i] >= k)
-            return ra_fail(RA_ERR_ARG, "%s: target %d of sample %d not in [0, %d)", fn,
+            return rai_fail(RA_ERR_ARG, "%s: target %d of sample %d not in [0, %d)", fn,
                            (int)targets[i], i, k);
     return RA_OK;
 }
@@ -572,8 +572,8 @@ ra_status ra_dropout_forward(float *y,          /* (n), may be x */
                              const float *x,    /* (n) */
                              int64_t n, float p, ra_rng *rng) {
     if (!(p >= 0.0f && p <= 1.0f))
-        return ra_fail(RA_ERR_ARG, "ra_dropout_forward: p = %g not in [0, 1]", p);
-    if (n < 0) return ra_fail(RA_ERR_ARG, "ra_dropout_forward: n = %lld", (long long)n);
+        return rai_fail(RA_ERR_ARG, "ra_dropout_forward: p = %g not in [0, 1]", p);
+    if (n < 0) return rai_fail(RA_ERR_ARG, "ra_dropout_forward: n = %lld", (long long)n);
     const float scale = keep_scale(p);
     if (p == 0.0f || p == 1.0f) {   /* no draws, as PyTorch */
         for (int64_t i = 0; i < n; i++) {
@@ -606,9 +606,9 @@ ra_status ra_droppath_forward(float *y,          /* (B, n), may be x */
                               const float *x,    /* (B, n) */
                               int b, int64_t n, float p, ra_rng *rng) {
     if (!(p >= 0.0f && p <= 1.0f))
-        return ra_fail(RA_ERR_ARG, "ra_droppath_forward: p = %g not in [0, 1]", p);
+        return rai_fail(RA_ERR_ARG, "ra_droppath_forward: p = %g not in [0, 1]", p);
     if (b < 0 || n < 0)
-        return ra_fail(RA_ERR_ARG, "ra_droppath_forward: B = %d, n = %lld", b, (long long)n);
+        return rai_fail(RA_ERR_ARG, "ra_droppath_forward: B = %d, n = %lld", b, (long long)n);
     const float scale = keep_scale(p);
     const double q = 1.0 - (double)p;
     for (int s = 0; s < b; s++) {
@@ -643,13 +643,13 @@ void ra_droppath_backward(float *dx,            /* (B, n), may be dy */
 
 ra_status ra_patch_grid(int *gh, int *gw, int h, int w, int p, int pad) {
     if (h < 1 || w < 1 || p < 1)
-        return ra_fail(RA_ERR_ARG, "patch grid: image %dx%d, patch %d", h, w, p);
+        return rai_fail(RA_ERR_ARG, "patch grid: image %dx%d, patch %d", h, w, p);
     if (!pad && (h % p || w % p))
-        return ra_fail(RA_ERR_SHAPE, "patch grid: image %dx%d is not a multiple of the "
+        return rai_fail(RA_ERR_SHAPE, "patch grid: image %dx%d is not a multiple of the "
                        "patch size %d", h, w, p);
     const int64_t a = ((int64_t)h + p - 1) / p, c = ((int64_t)w + p - 1) / p;
     if (a * c > INT32_MAX)
-        return ra_fail(RA_ERR_ARG, "patch grid: %lldx%lld patches", (long long)a, (long long)c);
+        return rai_fail(RA_ERR_ARG, "patch grid: %lldx%lld patches", (long long)a, (long long)c);
     if (gh) *gh = (int)a;
     if (gw) *gw = (int)c;
     return RA_OK;
@@ -662,12 +662,12 @@ static ra_status patch_plan(const char *fn, int b, int cin, int h, int w, int p,
     if (st != RA_OK) return st;
     int64_t k = 0, rows = 0, tmp = 0;
     if (b < 1 || cin < 1 || e < 1)
-        return ra_fail(RA_ERR_ARG, "%s: B = %d, Cin = %d, E = %d", fn, b, cin, e);
-    if (!ra_mul_i64(&k, (int64_t)cin, (int64_t)p * p) || k > INT32_MAX ||
-        !ra_mul_i64(&rows, (int64_t)b, (int64_t)*gh * *gw) ||
-        !ra_mul_i64(&tmp, rows, k) || !ra_mul_i64(&tmp, rows, e) ||
-        !ra_mul_i64(&tmp, (int64_t)b * cin, (int64_t)h * w) || tmp > INT64_MAX / 8)
-        return ra_fail(RA_ERR_ARG, "%s: sizes too large", fn);
+        return rai_fail(RA_ERR_ARG, "%s: B = %d, Cin = %d, E = %d", fn, b, cin, e);
+    if (!rai_mul_i64(&k, (int64_t)cin, (int64_t)p * p) || k > INT32_MAX ||
+        !rai_mul_i64(&rows, (int64_t)b, (int64_t)*gh * *gw) ||
+        !rai_mul_i64(&tmp, rows, k) || !rai_mul_i64(&tmp, rows, e) ||
+        !rai_mul_i64(&tmp, (int64_t)b * cin, (int64_t)h * w) || tmp > INT64_MAX / 8)
+        return rai_fail(RA_ERR_ARG, "%s: sizes too large", fn);
     *kcols = (int)k;
     return RA_OK;
 }
@@ -714,7 +714,7 @@ ra_status ra_patch_embed_backward(float *dx,            /* (B, Cin, H, W) or NUL
     ra_status st = patch_plan("ra_patch_embed_backward", b, cin, h, w, p, e, pad, &gh, &gw, &kc);
     if (st != RA_OK) return st;
     if (dx && !work)
-        return ra_fail(RA_ERR_ARG, "ra_patch_embed_backward: dx needs a workspace");
+        return rai_fail(RA_ERR_ARG, "ra_patch_embed_backward: dx needs a workspace");
     const int64_t L = (int64_t)gh * gw, rows = (int64_t)b * L;
     /* weight and bias first: work may be cols */
     ra_linear_backward(NULL, dweight, dbias, dy, cols, weight, rows, e, kc);
@@ -763,9 +763,9 @@ ra_status ra_patch_embed_backward(float *dx,            /* (B, Cin, H, W) or NUL
 static ra_status merge_check(const char *fn, int b, int h, int w, int c) {
     int64_t n = 0;
     if (b < 1 || h < 1 || w < 1 || c < 1)
-        return ra_fail(RA_ERR_ARG, "%s: B = %d, H = %d, W = %d, C = %d", fn, b, h, w, c);
-    if (!ra_mul_i64(&n, (int64_t)b * (h + 1), (int64_t)(w + 1) * c) || n > INT64_MAX / 8)
-        return ra_fail(RA_ERR_ARG, "%s: sizes too large", fn);
+        return rai_fail(RA_ERR_ARG, "%s: B = %d, H = %d, W = %d, C = %d", fn, b, h, w, c);
+    if (!rai_mul_i64(&n, (int64_t)b * (h + 1), (int64_t)(w + 1) * c) || n > INT64_MAX / 8)
+        return rai_fail(RA_ERR_ARG, "%s: sizes too large", fn);
     return RA_OK;
 }
 

@@ -24,12 +24,12 @@ ra_status ra_adamw_step(float *param,         /* (n) updated */
                         int64_t n, int64_t step, const ra_adamw_config *cfg,
                         int decay) {
     if (!cfg || step < 1 || n < 0)
-        return ra_fail(RA_ERR_ARG, "ra_adamw_step: step %lld, n %lld%s", (long long)step,
+        return rai_fail(RA_ERR_ARG, "ra_adamw_step: step %lld, n %lld%s", (long long)step,
                        (long long)n, cfg ? "" : ", no configuration");
     const double lr = cfg->lr, b1 = cfg->beta1, b2 = cfg->beta2;
     if (!(b1 >= 0.0 && b1 < 1.0) || !(b2 >= 0.0 && b2 < 1.0) || !(cfg->eps >= 0.0) ||
         !(lr >= 0.0) || !(cfg->weight_decay >= 0.0))
-        return ra_fail(RA_ERR_ARG, "ra_adamw_step: lr %g, betas (%g, %g), eps %g, "
+        return rai_fail(RA_ERR_ARG, "ra_adamw_step: lr %g, betas (%g, %g), eps %g, "
                        "weight_decay %g", lr, b1, b2, cfg->eps, cfg->weight_decay);
     const float keep = (float)(1.0 - lr * (decay ? cfg->weight_decay : 0.0));
     const float fb1 = (float)b1, fa1 = (float)(1.0 - b1);
@@ -75,7 +75,7 @@ int ra_param_no_decay(const char *name) {
  * float tensor, the norm of those norms, clip_coef = max_norm / (total +
  * 1e-6), clamped to at most 1 (a NaN stays NaN), every gradient multiplied
  * by it. Sums of squares here are in double. */
-double ra_grad_sumsq(float *const *grads, const int64_t *sizes, int count) {
+double rai_grad_sumsq(float *const *grads, const int64_t *sizes, int count) {
     double tot = 0.0;
     for (int t = 0; t < count; t++) {
         const float *g = grads[t];
@@ -92,7 +92,7 @@ double ra_grad_sumsq(float *const *grads, const int64_t *sizes, int count) {
     return tot;
 }
 
-void ra_grad_clip(float *const *grads, const int64_t *sizes, int count, float total,
+void rai_grad_clip(float *const *grads, const int64_t *sizes, int count, float total,
                   float max_norm) {
     float coef = max_norm / (total + 1e-6f);
     if (coef > 1.0f) coef = 1.0f;   /* torch.clamp(max=1): NaN passes */
@@ -111,8 +111,8 @@ void ra_grad_clip(float *const *grads, const int64_t *sizes, int count, float to
 float ra_clip_grad_norm(float *const *grads,    /* count pointers to (sizes[i]) */
                         const int64_t *sizes,   /* (count) */
                         int count, float max_norm) {
-    const float total = (float)sqrt(ra_grad_sumsq(grads, sizes, count));
-    ra_grad_clip(grads, sizes, count, total, max_norm);
+    const float total = (float)sqrt(rai_grad_sumsq(grads, sizes, count));
+    rai_grad_clip(grads, sizes, count, total, max_norm);
     return total;
 }
 

@@ -42,9 +42,9 @@ static const char *const ra_axis_name[3] = {"frame", "row", "column"};
 /* Fill p from g, or say why g is unusable. fn names the caller; NULL keeps
  * quiet, for the size queries, which return no status and so must not
  * replace the reason of an earlier failure. */
-#define RA_PLAN_FAIL(...) (fn ? ra_fail(RA_ERR_ARG, __VA_ARGS__) : RA_ERR_ARG)
+#define RA_PLAN_FAIL(...) (fn ? rai_fail(RA_ERR_ARG, __VA_ARGS__) : RA_ERR_ARG)
 
-static ra_status ra_window_plan(ra_wplan *p, const ra_window_geom *g,
+static ra_status ra_window_plan(ra_wplan *p, const ra_window_spec *g,
                                 const char *fn) {
     if (!g) return RA_PLAN_FAIL("%s: no geometry", fn);
     const int size[3] = {g->d, g->h, g->w};
@@ -68,7 +68,7 @@ static ra_status ra_window_plan(ra_wplan *p, const ra_window_geom *g,
         if (p->pad[a] > INT_MAX)
             return RA_PLAN_FAIL("%s: %s axis padded to %lld exceeds INT_MAX",
                                 fn, ra_axis_name[a], (long long)p->pad[a]);
-        if (!ra_mul_i64(&p->nw, p->nw, p->nwin[a]) || !ra_mul_i64(&p->n, p->n, p->win[a]))
+        if (!rai_mul_i64(&p->nw, p->nw, p->nwin[a]) || !rai_mul_i64(&p->n, p->n, p->win[a]))
             return RA_PLAN_FAIL("%s: window count overflows", fn);
     }
     return RA_OK;
@@ -79,12 +79,12 @@ static ra_status ra_window_plan(ra_wplan *p, const ra_window_geom *g,
 static ra_status ra_window_plan_bc(const ra_wplan *p, int b, int c,
                                    const char *fn, int64_t *total) {
     if (b < 1 || c < 1)
-        return ra_fail(RA_ERR_ARG, "%s: batch %d and channels %d must be >= 1",
+        return rai_fail(RA_ERR_ARG, "%s: batch %d and channels %d must be >= 1",
                        fn, b, c);
     int64_t t;
-    if (!ra_mul_i64(&t, p->nw, p->n) || !ra_mul_i64(&t, t, b) ||
-        !ra_mul_i64(&t, t, c) || t > RA_MAX_FLOATS)
-        return ra_fail(RA_ERR_ARG, "%s: %d x %lld windows x %lld tokens x %d "
+    if (!rai_mul_i64(&t, p->nw, p->n) || !rai_mul_i64(&t, t, b) ||
+        !rai_mul_i64(&t, t, c) || t > RA_MAX_FLOATS)
+        return rai_fail(RA_ERR_ARG, "%s: %d x %lld windows x %lld tokens x %d "
                        "channels overflows", fn, b, (long long)p->nw,
                        (long long)p->n, c);
     *total = t;
@@ -101,7 +101,7 @@ static ra_status ra_window_plan_bc(const ra_wplan *p, int b, int c,
  * (that is the case the Swin code can express); a non-square window, and
  * the frame axis always, follow the Video Swin rule. For a 2-D image
  * (D = Wd = 1) the frame rule leaves Wd = 1, Sd = 0. */
-void ra_window_clamp(ra_window_geom *g) {
+void ra_window_clamp(ra_window_spec *g) {
     if (!g) return;
     if (g->d <= g->wd) {
         g->wd = g->d;
@@ -128,7 +128,7 @@ void ra_window_clamp(ra_window_geom *g) {
 /* An invalid geometry gives zeros here and in count / tokens, so that a
  * caller sizing buffers from them cannot overrun; the status-returning
  * calls then report why. */
-void ra_window_padded(const ra_window_geom *g, int *dp, int *hp, int *wp) {
+void ra_window_padded(const ra_window_spec *g, int *dp, int *hp, int *wp) {
     ra_wplan p = {0};
     int ok = ra_window_plan(&p, g, NULL) == RA_OK;
     if (dp) *dp = ok ? (int)p.pad[0] : 0;
@@ -136,12 +136,12 @@ void ra_window_padded(const ra_window_geom *g, int *dp, int *hp, int *wp) {
     if (wp) *wp = ok ? (int)p.pad[2] : 0;
 }
 
-int64_t ra_window_count(const ra_window_geom *g) {
+int64_t ra_window_count(const ra_window_spec *g) {
     ra_wplan p = {0};
     return ra_window_plan(&p, g, NULL) == RA_OK ? p.nw : 0;
 }
 
-int64_t ra_window_tokens(const ra_window_geom *g) {
+int64_t ra_window_tokens(const ra_window_spec *g) {
     ra_wplan p = {0};
     return ra_window_plan(&p, g, NULL) == RA_OK ? p.n : 0;
 }
@@ -205,14 +205,14 @@ static void add_floats(float *dst, const float *src, int64_t n) {
 
 static ra_status window_walk(float *windows,   /* (B*nW, N, C) */
                              float *x,         /* (B, D, H, W, C) */
-                             int b, int c, const ra_window_geom *g, walk_mode mode,
+                             int b, int c, const ra_window_spec *g, walk_mode mode,
                              const char *fn) {
     ra_wplan p = {0};
     int64_t total = 0;
     ra_status st = ra_window_plan(&p, g, fn);
     if (st != RA_OK) return st;
     if ((st = ra_window_plan_bc(&p, b, c, fn, &total)) != RA_OK) return st;
-    if (!windows || !x) return ra_fail(RA_ERR_ARG, "%s: NULL tensor", fn);
+    if (!windows || !x) return rai_fail(RA_ERR_ARG, "%s: NULL tensor", fn);
 
     const int64_t C = c, nall = (int64_t)b * p.nw;
     const int64_t map = p.size[0] * p.size[1] * p.size[2] * C;  /* floats per map */
@@ -259,24 +259,24 @@ static ra_status window_walk(float *windows,   /* (B*nW, N, C) */
 }
 
 ra_status ra_window_partition(float *windows, const float *x, int b, int c,
-                              const ra_window_geom *g) {
+                              const ra_window_spec *g) {
     /* x is only read in this mode */
     return window_walk(windows, (float *)x, b, c, g, WALK_PARTITION, "ra_window_partition");
 }
 
 ra_status ra_window_reverse(float *x, const float *windows, int b, int c,
-                            const ra_window_geom *g) {
+                            const ra_window_spec *g) {
     return window_walk((float *)windows, x, b, c, g, WALK_REVERSE, "ra_window_reverse");
 }
 
 ra_status ra_window_partition_backward(float *dx, const float *dwindows, int b, int c,
-                                       const ra_window_geom *g) {
+                                       const ra_window_spec *g) {
     return window_walk((float *)dwindows, dx, b, c, g, WALK_PARTITION_BACK,
                        "ra_window_partition_backward");
 }
 
 ra_status ra_window_reverse_backward(float *dwindows, const float *dx, int b, int c,
-                                     const ra_window_geom *g) {
+                                     const ra_window_spec *g) {
     return window_walk(dwindows, (float *)dx, b, c, g, WALK_REVERSE_BACK,
                        "ra_window_reverse_backward");
 }
@@ -292,16 +292,16 @@ static inline int ra_region(int64_t pos, int64_t P, int64_t w, int64_t s) {
 }
 
 ra_status ra_window_mask(float *mask,   /* (nW, N, N) */
-                         const ra_window_geom *g) {
+                         const ra_window_spec *g) {
     ra_wplan p = {0};
     ra_status st = ra_window_plan(&p, g, "ra_window_mask");
     if (st != RA_OK) return st;
     int64_t total = 0;
-    if (!ra_mul_i64(&total, p.n, p.n) || !ra_mul_i64(&total, total, p.nw) ||
+    if (!rai_mul_i64(&total, p.n, p.n) || !rai_mul_i64(&total, total, p.nw) ||
         total > RA_MAX_FLOATS)
-        return ra_fail(RA_ERR_ARG, "ra_window_mask: %lld windows of %lld x %lld "
+        return rai_fail(RA_ERR_ARG, "ra_window_mask: %lld windows of %lld x %lld "
                        "overflows", (long long)p.nw, (long long)p.n, (long long)p.n);
-    if (!mask) return ra_fail(RA_ERR_ARG, "ra_window_mask: NULL mask");
+    if (!mask) return rai_fail(RA_ERR_ARG, "ra_window_mask: NULL mask");
 
     const int64_t N = p.n;
 #ifdef _OPENMP
@@ -336,16 +336,16 @@ ra_status ra_window_mask(float *mask,   /* (nW, N, N) */
 
 /* Where each window token of a partition comes from (pos/window.h): the walk of
  * window_walk, writing source rows instead of copying them. */
-ra_status ra_window_rowmap(int32_t *map, int b, const ra_window_geom *g) {
+ra_status rai_window_rowmap(int32_t *map, int b, const ra_window_spec *g) {
     ra_wplan p = {0};
     int64_t total = 0, rows = 0;
-    ra_status st = ra_window_plan(&p, g, "ra_window_rowmap");
+    ra_status st = ra_window_plan(&p, g, "rai_window_rowmap");
     if (st != RA_OK) return st;
-    if ((st = ra_window_plan_bc(&p, b, 1, "ra_window_rowmap", &total)) != RA_OK) return st;
-    if (!map) return ra_fail(RA_ERR_ARG, "ra_window_rowmap: NULL map");
+    if ((st = ra_window_plan_bc(&p, b, 1, "rai_window_rowmap", &total)) != RA_OK) return st;
+    if (!map) return rai_fail(RA_ERR_ARG, "rai_window_rowmap: NULL map");
     const int64_t per = p.size[0] * p.size[1] * p.size[2];
-    if (!ra_mul_i64(&rows, per, b) || rows > INT32_MAX)
-        return ra_fail(RA_ERR_ARG, "ra_window_rowmap: %d maps of %lld tokens", b,
+    if (!rai_mul_i64(&rows, per, b) || rows > INT32_MAX)
+        return rai_fail(RA_ERR_ARG, "rai_window_rowmap: %d maps of %lld tokens", b,
                        (long long)per);
     const int64_t nall = (int64_t)b * p.nw;
 #ifdef _OPENMP

@@ -7,6 +7,6 @@
 /* map (B*nW*N) = for each window token of ra_window_partition's output, the
  * row of x (B, D, H, W) it copies, or -1 for padding. Rows of x must fit in
  * int32 (RA_ERR_ARG otherwise). */
-ra_status ra_window_rowmap(int32_t *map, int b, const ra_window_geom *g);
+ra_status rai_window_rowmap(int32_t *map, int b, const ra_window_spec *g);
 
 #endif

@@ -63,18 +63,18 @@ static uint64_t mix(uint64_t a, uint64_t b) {
 
 static ra_status check_config(const ra_train_config *c) {
     if (c->batch < 1 || c->batch > 65536 || c->epochs < 1 || c->epochs > 100000)
-        return ra_fail(RA_ERR_ARG, "batch %d and epochs %d must be in 1..65536 and 1..100000",
+        return rai_fail(RA_ERR_ARG, "batch %d and epochs %d must be in 1..65536 and 1..100000",
                        c->batch, c->epochs);
     if (!(c->lr > 0 && c->lr < 10) || !(c->min_lr >= 0 && c->min_lr <= c->lr) ||
         !(c->warmup_lr >= 0 && c->warmup_lr <= c->lr) ||
         !(c->warmup_epochs >= 0 && c->warmup_epochs <= c->epochs))
-        return ra_fail(RA_ERR_ARG, "learning rates: lr %g (0..10), min_lr %g and warmup_lr %g "
+        return rai_fail(RA_ERR_ARG, "learning rates: lr %g (0..10), min_lr %g and warmup_lr %g "
                        "(0..lr), warm-up %g epochs (0..epochs)", c->lr, c->min_lr, c->warmup_lr,
                        c->warmup_epochs);
     if (!(c->weight_decay >= 0 && c->weight_decay < 1) ||
         !(c->label_smoothing >= 0 && c->label_smoothing < 1) || !(c->clip_grad >= 0) ||
         c->crop_pad < 0 || c->crop_pad > 64 || !(c->std > 0) || !isfinite(c->mean))
-        return ra_fail(RA_ERR_ARG, "weight decay %g, label smoothing %g (0..1), clip %g, "
+        return rai_fail(RA_ERR_ARG, "weight decay %g, label smoothing %g (0..1), clip %g, "
                        "crop padding %d (0..64), std %g (> 0)", c->weight_decay,
                        (double)c->label_smoothing, (double)c->clip_grad, c->crop_pad,
                        (double)c->std);
@@ -83,9 +83,9 @@ static ra_status check_config(const ra_train_config *c) {
 
 void ra_trainer_free(ra_trainer *t) {
     if (!t) return;
-    ra_free(t->grad), ra_free(t->mom1), ra_free(t->mom2);
+    rai_free(t->grad), rai_free(t->mom1), rai_free(t->mom2);
     free(t->gptr), free(t->gsize), free(t->decay);
-    ra_free(t->x), ra_free(t->dlogits), ra_free(t->probs);
+    rai_free(t->x), rai_free(t->dlogits), rai_free(t->probs);
     free(t->labels), free(t->perm);
     free(t->zoff), free(t->zcnt);
     free(t);
@@ -99,23 +99,23 @@ static int model_classes(const ra_model *m) {
 
 ra_status ra_trainer_create(ra_trainer **out, ra_model *m, const ra_train_config *cfg,
                             const ra_dataset *data) {
-    if (!out || !m || !cfg || !data) return ra_fail(RA_ERR_ARG, "trainer: NULL argument");
+    if (!out || !m || !cfg || !data) return rai_fail(RA_ERR_ARG, "trainer: NULL argument");
     *out = NULL;
     ra_status st = check_config(cfg);
     if (st) return st;
     if (!ra_model_trainable(m))
-        return ra_fail(RA_ERR_ARG, "arch %s cannot be trained here", m->ops->name);
+        return rai_fail(RA_ERR_ARG, "arch %s cannot be trained here", m->ops->name);
     const int k = model_classes(m);
     if (k < data->classes)
-        return ra_fail(RA_ERR_ARG, "the model has %d classes, the data %d", k, data->classes);
+        return rai_fail(RA_ERR_ARG, "the model has %d classes, the data %d", k, data->classes);
     if (data->n < cfg->batch)
-        return ra_fail(RA_ERR_ARG, "%lld training images are fewer than one batch of %d",
+        return rai_fail(RA_ERR_ARG, "%lld training images are fewer than one batch of %d",
                        (long long)data->n, cfg->batch);
     const char *ic = ra_model_meta(m, "in_chans");
     if (!ic || strcmp(ic, "1") != 0)
-        return ra_fail(RA_ERR_ARG, "the data are grey images: the model needs in_chans 1");
+        return rai_fail(RA_ERR_ARG, "the data are grey images: the model needs in_chans 1");
     ra_trainer *t = calloc(1, sizeof *t);
-    if (!t) return ra_fail(RA_ERR_NOMEM, "trainer: out of memory");
+    if (!t) return rai_fail(RA_ERR_NOMEM, "trainer: out of memory");
     t->m = m, t->data = data, t->cfg = *cfg, t->classes = k, t->perm_epoch = -1;
     t->comm = (ra_train_comm){.rank = 0, .size = 1};
     t->p1 = m->nparams;
@@ -123,21 +123,21 @@ ra_status ra_trainer_create(ra_trainer **out, ra_model *m, const ra_train_config
     t->total = t->spe * cfg->epochs;
     t->warmup = (int64_t)llround(cfg->warmup_epochs * (double)t->spe);
     const int64_t P = m->total, B = cfg->batch, px = (int64_t)data->h * data->w;
-    t->grad = ra_calloc((size_t)P + 1, sizeof(float));
-    t->mom1 = ra_calloc((size_t)P + 1, sizeof(float));
-    t->mom2 = ra_calloc((size_t)P + 1, sizeof(float));
+    t->grad = rai_calloc((size_t)P + 1, sizeof(float));
+    t->mom1 = rai_calloc((size_t)P + 1, sizeof(float));
+    t->mom2 = rai_calloc((size_t)P + 1, sizeof(float));
     t->gptr = calloc((size_t)m->nparams + 1, sizeof *t->gptr);
     t->gsize = calloc((size_t)m->nparams + 1, sizeof *t->gsize);
     t->decay = calloc((size_t)m->nparams + 1, sizeof *t->decay);
-    t->x = ra_alloc((size_t)(B * px), sizeof(float));
-    t->dlogits = ra_alloc((size_t)(B * k), sizeof(float));
-    t->probs = ra_alloc((size_t)(B * k), sizeof(float));
+    t->x = rai_alloc((size_t)(B * px), sizeof(float));
+    t->dlogits = rai_alloc((size_t)(B * k), sizeof(float));
+    t->probs = rai_alloc((size_t)(B * k), sizeof(float));
     t->labels = malloc((size_t)B * sizeof *t->labels);
     t->perm = malloc((size_t)data->n * sizeof *t->perm);
     if (!t->grad || !t->mom1 || !t->mom2 || !t->gptr || !t->gsize || !t->decay || !t->x ||
         !t->dlogits || !t->probs || !t->labels || !t->perm) {
         ra_trainer_free(t);
-        return ra_fail(RA_ERR_NOMEM, "trainer: out of memory");
+        return rai_fail(RA_ERR_NOMEM, "trainer: out of memory");
     }
     for (int i = 0; i < m->nparams; i++) {
         const ra_param_info *p = &m->params[i];
@@ -189,11 +189,11 @@ static ra_status batch_step(ra_trainer *t, int i0, int i1, float *loss) {
     ra_status st = ra_model_forward_train(m, &logits, &nd, ys, t->x + i0 * px, 4, xs, NULL);
     if (st) return st;
     float mean = 0;
-    if (nd != 2 || ys[1] != K) st = ra_fail(RA_ERR_INTERNAL, "trainer: logits of %lld classes",
+    if (nd != 2 || ys[1] != K) st = rai_fail(RA_ERR_INTERNAL, "trainer: logits of %lld classes",
                                             (long long)ys[1]);
     if (!st) st = ra_cross_entropy_forward(&mean, probs, logits, t->labels + i0, nb, K,
                                            t->cfg.label_smoothing);
-    ra_free(logits);
+    rai_free(logits);
     if (st) return st;
     const float share = (float)nb / (float)B;   /* 1 for the whole batch, exactly */
     *loss = mean * share;
@@ -207,7 +207,7 @@ static ra_status batch_step(ra_trainer *t, int i0, int i1, float *loss) {
 
 /* A collective's failure, with what was being summed or gathered. */
 static ra_status collective(ra_status st, const char *what) {
-    return st ? ra_fail(st, "trainer: %s across the processes failed (%s)", what,
+    return st ? rai_fail(st, "trainer: %s across the processes failed (%s)", what,
                         ra_status_str(st))
               : RA_OK;
 }
@@ -225,12 +225,12 @@ static ra_status reduce(ra_trainer *t, float *loss, double *sumsq) {
             st = collective(c->allreduce_sum(t->grad, P + 1, c->ctx), "the gradient sum");
             *loss = t->grad[P];
         }
-        *sumsq = ra_grad_sumsq(t->gptr, t->gsize, t->m->nparams);
+        *sumsq = rai_grad_sumsq(t->gptr, t->gsize, t->m->nparams);
         return st;
     }
     st = collective(c->reduce_scatter_sum(t->grad, t->zoff, t->zcnt, c->ctx),
                     "the gradient sum");
-    float two[2] = {*loss, (float)ra_grad_sumsq(t->gptr + t->p0, t->gsize + t->p0,
+    float two[2] = {*loss, (float)rai_grad_sumsq(t->gptr + t->p0, t->gsize + t->p0,
                                                 t->p1 - t->p0)};
     if (!st) st = collective(c->allreduce_sum(two, 2, c->ctx), "the loss and norm sum");
     *loss = two[0], *sumsq = two[1];
@@ -238,7 +238,7 @@ static ra_status reduce(ra_trainer *t, float *loss, double *sumsq) {
 }
 
 ra_status ra_trainer_step(ra_trainer *t, float *loss_out, float *norm_out) {
-    if (!t) return ra_fail(RA_ERR_ARG, "trainer: NULL argument");
+    if (!t) return rai_fail(RA_ERR_ARG, "trainer: NULL argument");
     ra_model *m = t->m;
     ra_status st = make_batch(t);
     if (st) return st;
@@ -249,15 +249,15 @@ ra_status ra_trainer_step(ra_trainer *t, float *loss_out, float *norm_out) {
         (st = reduce(t, &loss, &sumsq)))
         return st;
     if (!isfinite(loss))
-        return ra_fail(RA_ERR_ARG, "the loss is not finite at step %lld (learning rate %g too "
+        return rai_fail(RA_ERR_ARG, "the loss is not finite at step %lld (learning rate %g too "
                        "high?)", (long long)t->step, ra_trainer_lr(t));
     /* the norm is taken either way (an infinite bound clips nothing); a NaN
      * or inf anywhere in the gradient makes it non-finite */
     const float norm = (float)sqrt(sumsq);
-    ra_grad_clip(t->gptr + t->p0, t->gsize + t->p0, t->p1 - t->p0, norm,
+    rai_grad_clip(t->gptr + t->p0, t->gsize + t->p0, t->p1 - t->p0, norm,
                  t->cfg.clip_grad > 0 ? t->cfg.clip_grad : INFINITY);
     if (!isfinite(norm))
-        return ra_fail(RA_ERR_ARG, "the gradient is not finite at step %lld (learning rate %g "
+        return rai_fail(RA_ERR_ARG, "the gradient is not finite at step %lld (learning rate %g "
                        "too high?)", (long long)t->step, ra_trainer_lr(t));
     const ra_adamw_config ac = {.lr = ra_trainer_lr(t), .beta1 = 0.9, .beta2 = 0.999,
                                 .eps = 1e-8, .weight_decay = t->cfg.weight_decay};
@@ -279,18 +279,18 @@ ra_status ra_trainer_step(ra_trainer *t, float *loss_out, float *norm_out) {
 /* ---- several processes ------------------------------------------------------ */
 
 ra_status ra_trainer_set_comm(ra_trainer *t, const ra_train_comm *c, int shard_optimizer) {
-    if (!t || !c) return ra_fail(RA_ERR_ARG, "trainer comm: NULL argument");
+    if (!t || !c) return rai_fail(RA_ERR_ARG, "trainer comm: NULL argument");
     if (c->size < 1 || c->rank < 0 || c->rank >= c->size)
-        return ra_fail(RA_ERR_ARG, "trainer comm: rank %d of %d processes", c->rank, c->size);
+        return rai_fail(RA_ERR_ARG, "trainer comm: rank %d of %d processes", c->rank, c->size);
     if (c->size > t->cfg.batch)
-        return ra_fail(RA_ERR_ARG, "a batch of %d images cannot be shared by %d processes",
+        return rai_fail(RA_ERR_ARG, "a batch of %d images cannot be shared by %d processes",
                        t->cfg.batch, c->size);
     if (c->size > 1 && !c->allreduce_sum)
-        return ra_fail(RA_ERR_ARG, "trainer comm: no allreduce_sum");
+        return rai_fail(RA_ERR_ARG, "trainer comm: no allreduce_sum");
     if (shard_optimizer && (!c->allreduce_sum || !c->reduce_scatter_sum || !c->allgather))
-        return ra_fail(RA_ERR_ARG, "trainer comm: ZeRO-1 needs allreduce_sum, "
+        return rai_fail(RA_ERR_ARG, "trainer comm: ZeRO-1 needs allreduce_sum, "
                        "reduce_scatter_sum and allgather");
-    if (t->zero) return ra_fail(RA_ERR_ARG, "trainer comm: the optimizer is sharded already");
+    if (t->zero) return rai_fail(RA_ERR_ARG, "trainer comm: the optimizer is sharded already");
     const ra_model *m = t->m;
     const int S = c->size, np = m->nparams;
     if (!shard_optimizer) {
@@ -303,7 +303,7 @@ ra_status ra_trainer_set_comm(ra_trainer *t, const ra_train_comm *c, int shard_o
     int *first = malloc(((size_t)S + 1) * sizeof *first);
     if (!off || !cnt || !first) {
         free(off), free(cnt), free(first);
-        return ra_fail(RA_ERR_NOMEM, "trainer comm: out of memory");
+        return rai_fail(RA_ERR_NOMEM, "trainer comm: out of memory");
     }
     for (int r = 0, i = 0; r <= S; r++) {
         const int64_t at = m->total * r / S;
@@ -313,15 +313,15 @@ ra_status ra_trainer_set_comm(ra_trainer *t, const ra_train_comm *c, int shard_o
     }
     for (int r = 0; r < S; r++) cnt[r] = off[r + 1] - off[r];
     const int me = c->rank;
-    float *m1 = ra_alloc((size_t)cnt[me] + 1, sizeof *m1);
-    float *m2 = ra_alloc((size_t)cnt[me] + 1, sizeof *m2);
+    float *m1 = rai_alloc((size_t)cnt[me] + 1, sizeof *m1);
+    float *m2 = rai_alloc((size_t)cnt[me] + 1, sizeof *m2);
     if (!m1 || !m2) {
-        ra_free(m1), ra_free(m2), free(off), free(cnt), free(first);
-        return ra_fail(RA_ERR_NOMEM, "trainer comm: out of memory");
+        rai_free(m1), rai_free(m2), free(off), free(cnt), free(first);
+        return rai_fail(RA_ERR_NOMEM, "trainer comm: out of memory");
     }
     memcpy(m1, t->mom1 + off[me], (size_t)cnt[me] * sizeof *m1);   /* a resumed run's */
     memcpy(m2, t->mom2 + off[me], (size_t)cnt[me] * sizeof *m2);
-    ra_free(t->mom1), ra_free(t->mom2);
+    rai_free(t->mom1), rai_free(t->mom2);
     t->mom1 = m1, t->mom2 = m2, t->moff = off[me];
     t->p0 = first[me], t->p1 = first[me + 1];
     t->zoff = off, t->zcnt = cnt, t->zero = 1, t->comm = *c;
@@ -369,14 +369,14 @@ static void field_str(char *buf, size_t n, const ra_train_config *c, const cfg_f
 static ra_status field_parse(ra_train_config *c, const cfg_field *f, const char *v) {
     char *end = NULL;
     char *p = (char *)c + f->off;
-    if (!v || !*v) return ra_fail(RA_ERR_FORMAT, "checkpoint: metadata %s missing", f->key);
+    if (!v || !*v) return rai_fail(RA_ERR_FORMAT, "checkpoint: metadata %s missing", f->key);
     switch (f->kind) {
     case 0: { long x = strtol(v, &end, 10); *(int *)p = (int)x; if (x < -1000000 || x > 1000000) end = NULL; break; }
     case 1: *(double *)p = strtod(v, &end); break;
     case 2: *(float *)p = strtof(v, &end); break;
     default: *(uint64_t *)p = strtoull(v, &end, 10); break;
     }
-    if (!end || *end) return ra_fail(RA_ERR_FORMAT, "checkpoint: metadata %s = \"%.40s\"", f->key, v);
+    if (!end || *end) return rai_fail(RA_ERR_FORMAT, "checkpoint: metadata %s = \"%.40s\"", f->key, v);
     return RA_OK;
 }
 
@@ -386,9 +386,9 @@ static ra_status field_parse(ra_train_config *c, const cfg_field *f, const char 
  * data-parallel run must: the others would wait for it). */
 static ra_status gather_moments(const ra_trainer *t, float *full[2]) {
     const int64_t P = t->m->total, own = t->zcnt[t->comm.rank];
-    full[0] = ra_alloc((size_t)P + 1, sizeof(float));
-    full[1] = ra_alloc((size_t)P + 1, sizeof(float));
-    if (!full[0] || !full[1]) return ra_fail(RA_ERR_NOMEM, "trainer save: out of memory");
+    full[0] = rai_alloc((size_t)P + 1, sizeof(float));
+    full[1] = rai_alloc((size_t)P + 1, sizeof(float));
+    if (!full[0] || !full[1]) return rai_fail(RA_ERR_NOMEM, "trainer save: out of memory");
     ra_status st = RA_OK;
     for (int k = 0; k < 2 && !st; k++) {
         memcpy(full[k] + t->moff, k ? t->mom2 : t->mom1, (size_t)own * sizeof(float));
@@ -400,15 +400,15 @@ static ra_status gather_moments(const ra_trainer *t, float *full[2]) {
 
 ra_status ra_trainer_save(const ra_trainer *t, const char *path, const char *const *extra,
                           int nextra) {
-    if (!t || !path || (nextra && !extra)) return ra_fail(RA_ERR_ARG, "trainer save: bad argument");
+    if (!t || !path || (nextra && !extra)) return rai_fail(RA_ERR_ARG, "trainer save: bad argument");
     const ra_model *m = t->m;
     float *full[2] = {NULL, NULL};
     ra_status st = t->zero ? gather_moments(t, full) : RA_OK;
     const float *mom1 = t->zero ? full[0] : t->mom1, *mom2 = t->zero ? full[1] : t->mom2;
     ra_st_writer *w = st || t->comm.rank != 0 ? NULL : ra_st_writer_new();
     if (st || t->comm.rank != 0 || !w) {   /* process 0 alone writes */
-        ra_free(full[0]), ra_free(full[1]);
-        return st || t->comm.rank != 0 ? st : ra_fail(RA_ERR_NOMEM, "trainer save: out of memory");
+        rai_free(full[0]), rai_free(full[1]);
+        return st || t->comm.rank != 0 ? st : rai_fail(RA_ERR_NOMEM, "trainer save: out of memory");
     }
     char name[320], val[64];
     for (int i = 0; i < m->nmeta && !st; i++) {
@@ -436,13 +436,13 @@ ra_status ra_trainer_save(const ra_trainer *t, const char *path, const char *con
     }
     if (!st) st = ra_st_writer_save(w, path);
     ra_st_writer_free(w);
-    ra_free(full[0]), ra_free(full[1]);
+    rai_free(full[0]), rai_free(full[1]);
     return st;
 }
 
 ra_status ra_trainer_resume(ra_trainer **out, ra_model **mout, const char *path,
                             const ra_dataset *data) {
-    if (!out || !mout || !path || !data) return ra_fail(RA_ERR_ARG, "trainer resume: NULL argument");
+    if (!out || !mout || !path || !data) return rai_fail(RA_ERR_ARG, "trainer resume: NULL argument");
     *out = NULL, *mout = NULL;
     ra_st_file *f = NULL;
     ra_status st = ra_st_open(&f, path);
@@ -456,15 +456,15 @@ ra_status ra_trainer_resume(ra_trainer **out, ra_model **mout, const char *path,
     char *end = NULL;
     const long long step = sv ? strtoll(sv, &end, 10) : -1;
     if (!st && (!sv || !end || *end || step < 0))
-        st = ra_fail(RA_ERR_FORMAT, "checkpoint: metadata train.step missing or invalid");
+        st = rai_fail(RA_ERR_FORMAT, "checkpoint: metadata train.step missing or invalid");
     if (!st) st = ra_model_from_file(&m, f);
     if (!st) st = ra_trainer_create(&t, m, &c, data);
     const char *nv = ra_st_meta(f, "train.images");
     if (!st && nv && strtoll(nv, NULL, 10) != data->n)
-        st = ra_fail(RA_ERR_ARG, "checkpoint: the run trained on %s images, the data has %lld "
+        st = rai_fail(RA_ERR_ARG, "checkpoint: the run trained on %s images, the data has %lld "
                      "(resume with the same --data)", nv, (long long)data->n);
     if (!st && step > t->total)
-        st = ra_fail(RA_ERR_FORMAT, "checkpoint: step %lld is past the run's %lld steps", step,
+        st = rai_fail(RA_ERR_FORMAT, "checkpoint: step %lld is past the run's %lld steps", step,
                      (long long)t->total);
     char name[320];
     for (int i = 0; !st && i < m->nparams; i++) {
@@ -474,7 +474,7 @@ ra_status ra_trainer_resume(ra_trainer **out, ra_model **mout, const char *path,
                      which ? "exp_avg_sq" : "exp_avg", p->name);
             const ra_st_tensor *ts = ra_st_find(f, name);
             if (!ts || ts->numel != p->numel)
-                st = ra_fail(RA_ERR_FORMAT, "checkpoint: optimiser state %s missing or of the "
+                st = rai_fail(RA_ERR_FORMAT, "checkpoint: optimiser state %s missing or of the "
                              "wrong size", name);
             else
                 st = ra_st_read_f32((which ? t->mom2 : t->mom1) + p->offset, f, ts);
@@ -499,10 +499,10 @@ static ra_status eval_batches(const ra_model *m, const ra_dataset *d, float mean
                               int batch, int64_t b0, int64_t b1, int64_t *correct,
                               int64_t *confusion, int k) {
     const int64_t px = (int64_t)d->h * d->w;
-    float *x = ra_alloc((size_t)(batch * px), sizeof *x);
+    float *x = rai_alloc((size_t)(batch * px), sizeof *x);
     int64_t *idx = malloc((size_t)batch * sizeof *idx);
     int32_t *lab = malloc((size_t)batch * sizeof *lab);
-    ra_status st = x && idx && lab ? RA_OK : ra_fail(RA_ERR_NOMEM, "evaluate: out of memory");
+    ra_status st = x && idx && lab ? RA_OK : rai_fail(RA_ERR_NOMEM, "evaluate: out of memory");
     for (int64_t bi = b0; bi < b1 && !st; bi++) {
         const int64_t i0 = bi * batch;
         const int b = (int)(d->n - i0 < batch ? d->n - i0 : batch);
@@ -514,7 +514,7 @@ static ra_status eval_batches(const ra_model *m, const ra_dataset *d, float mean
         const int64_t xs[4] = {b, 1, d->h, d->w};
         if (!st) st = ra_model_forward(m, &y, &nd, ys, x, 4, xs);
         if (!st && (nd != 2 || ys[1] < d->classes))
-            st = ra_fail(RA_ERR_ARG, "evaluate: the model gives %lld outputs for %d classes",
+            st = rai_fail(RA_ERR_ARG, "evaluate: the model gives %lld outputs for %d classes",
                          (long long)ys[1], d->classes);
         for (int i = 0; i < b && !st; i++) {
             const float *r = y + (int64_t)i * ys[1];
@@ -526,7 +526,7 @@ static ra_status eval_batches(const ra_model *m, const ra_dataset *d, float mean
         }
         free(y);
     }
-    ra_free(x), free(idx), free(lab);
+    rai_free(x), free(idx), free(lab);
     return st;
 }
 
@@ -552,7 +552,7 @@ static ra_status eval_part(void *ctx, int s) {
 ra_status ra_evaluate(const ra_model *m, const ra_dataset *d, float mean, float std, int batch,
                       int64_t *correct, int64_t *confusion, int k) {
     if (!m || !d || !correct || batch < 1 || !(std > 0) || (confusion && k < d->classes))
-        return ra_fail(RA_ERR_ARG, "evaluate: bad argument");
+        return rai_fail(RA_ERR_ARG, "evaluate: bad argument");
     *correct = 0;
     if (confusion) memset(confusion, 0, (size_t)k * k * sizeof *confusion);
     const int64_t nb = (d->n + batch - 1) / batch;
@@ -563,7 +563,7 @@ ra_status ra_evaluate(const ra_model *m, const ra_dataset *d, float mean, float 
     if (confusion && T > 1 && !conf) T = 1;   /* no room for the threads' counts */
     eval_parts c = {.m = m, .d = d, .mean = mean, .std = std, .batch = batch, .k = k,
                     .parts = T, .nb = nb, .confusion = T > 1 ? conf : confusion};
-    ra_status st = ra_run_parts(T, eval_part, &c);
+    ra_status st = rai_run_parts(T, eval_part, &c);
     for (int s = 0; s < T && !st; s++) {
         *correct += c.cnt[s];
         for (int64_t e = 0; conf && e < (int64_t)k * k; e++) confusion[e] += conf[(size_t)s * k * k + e];
