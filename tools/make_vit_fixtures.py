@@ -35,7 +35,7 @@ from common import seed_of, write_case, write_list  # noqa: E402
 
 # name -> (timm constructor arguments, batch, input size (H, W))
 TIMM_CASES = {
-    # the SPEC defaults: class token, qkv bias, token pooling
+    # the usual values: class token, qkv bias, token pooling
     "token": (dict(img_size=32, patch_size=8, in_chans=3, num_classes=10,
                    embed_dim=32, depth=2, num_heads=2, mlp_ratio=4.0,
                    qkv_bias=True), 2, (32, 32)),

@@ -33,7 +33,7 @@ from common import seed_of, write_case, write_list  # noqa: E402
 
 # name -> (timm constructor arguments, batch, input size (H, W))
 TIMM_CASES = {
-    # class token pooling, qkv bias (SPEC defaults), rectangular-free small
+    # class token pooling, qkv bias (the required keys' usual values), rectangular-free small
     "token": (dict(img_size=16, patch_size=4, in_chans=3, num_classes=5,
                    embed_dim=24, depth=2, num_heads=2, mlp_ratio=2.0,
                    qkv_bias=True), 2, (16, 16)),

@@ -358,12 +358,12 @@ def timm_state_dict_from_torchvision(sd):
 # Export
 # --------------------------------------------------------------------------
 
-SPEC_KEYS = ("img_size", "patch_size", "in_chans", "num_classes", "embed_dim",
+REQUIRED_KEYS = ("img_size", "patch_size", "in_chans", "num_classes", "embed_dim",
              "depth", "num_heads", "mlp_ratio", "qkv_bias")
 
 
 def vit_metadata(hparams):
-    missing = [k for k in SPEC_KEYS if hparams.get(k) is None]
+    missing = [k for k in REQUIRED_KEYS if hparams.get(k) is None]
     if missing:
         raise ValueError("hyperparameters lack %s" % ", ".join(missing))
     meta = {"arch": "vit"}

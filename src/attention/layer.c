@@ -411,9 +411,9 @@ static ra_status pass_run(pass *ps, const ra_attn_layer *l, float *attn, const f
 
 /* n floats of the pass's own scratch, from the layer's cached arena: after
  * the first call of a size, the scratch (tens of MB for a batch of
- * windows) is neither allocated nor faulted in again (with a fresh
- * mapping per call, the Swin stage-1 window layer's forward ran at 60
- * GFLOP/s on one thread instead of 97-110). pass_end gives it back. */
+ * windows) is neither allocated nor faulted in again (a fresh mapping per
+ * call cost the small window layers a large share of their time).
+ * pass_end gives it back. */
 static float *pass_scratch(pass *ps, const ra_attn_layer *l, size_t n) {
     ps->cache = l->cache;
     ps->arena = rai_arena_begin(ps->cache, &ps->local);

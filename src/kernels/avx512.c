@@ -150,9 +150,9 @@ static inline void prefetch_rows(const float *p, size_t ld, int i0, int i1, int 
  * (K and V; q and do too in the backward) is prefetched whole at its start,
  * q and out (dq, dk, dv in the backward) PF blocks ahead of their use.
  * And the next task's K and V (q and do too) are asked for a share per
- * block while this one runs (prefetch_next): Swin-T stage 1 at batch 8,
- * 512 windows, one thread, core forward 38.9 -> 42.7 GFLOP/s, backward
- * 36 -> 38 (the AVX2 kernel measured no gain from it and has none). */
+ * block while this one runs (prefetch_next), so that a task whose inputs
+ * are in memory does not start with a wait (the AVX2 kernel gained nothing
+ * from it and has none; figures: bench/results/2026-11-23_amd-epyc-zen4.md). */
 #define PF 2
 static void prefetch_block(const float *p, size_t ld, int i, int n, int hd) {
     prefetch_rows(p, ld, i, i + RB, n, hd);
@@ -402,8 +402,7 @@ static void scale_row(float *dst, const float *src, int n, float inv) {
 /* b (R) += p summed by rel (one row). 16 columns that share a bucket (a
  * clip index sends most of a long row to its two end buckets) go in as one
  * vector sum; one scalar add per column made a chain of dependent adds on
- * the same bucket (Shaw at N = 512, one thread: the core forward ran at 42
- * GFLOP/s instead of 70, the backward at 37 instead of 56). */
+ * the same bucket, which bounded Shaw's long rows. */
 static void bucket_add(float *b, const float *p, const int32_t *rel, int n2) {
     int j = 0;
     for (; j + 16 <= n2; j += 16) {

@@ -180,12 +180,10 @@ void rai_gemm_gelu_avx512(float *y, const float *x, int64_t n) {
  * exponential branch only on the lanes that take it (|v| > 1.3), gathered
  * into full vectors (vcompressps, register form: the store form is
  * microcoded on Zen 4) and put back (vexpandps). Each lane sees erf16's
- * operations, so the bits are the same. Measured on Zen 4, one thread,
- * 25088x384x96 with GELU, by the share of such lanes: 0 % 71 -> 79
- * GFLOP/s, 19 % 71 -> 75, 51 % 71 -> 72, 74 % no change.
- * With gd, GELU' needs an exp on every lane anyway, and the gathering did
- * not pay (6272x768x192: equal at 19 %, 3-6 % slower at 51-74 %): erf16
- * on every vector. */
+ * operations, so the bits are the same; what it saves grows with the share
+ * of lanes that skip the branch (bench/results/2026-11-23_amd-epyc-zen4.md).
+ * With gd, GELU' needs an exp on every lane anyway, and the gathering cost
+ * more than it saved: erf16 on every vector. */
 static void gelu_tile(float *y, float *gd, int64_t ld, int mr, int nv, const __mmask16 *mv) {
     if (gd) {
         for (int i = 0; i < mr; i++)
@@ -327,10 +325,10 @@ static inline __attribute__((always_inline)) void tile(const gemm_args *a, const
     /* the tile's output lines, asked for with intent to write while the
      * sums form, a share before each chunk of k: stored into lines not in
      * cache (an output of tens of MB), a tile waited for each of them at
-     * the epilogue (K = 96: a sixth of the time), and asked for all at
-     * once the requests queued. Measured: K = 96 products 16-24 % faster,
-     * K = 384 5-10 %; at K = 768 slower (the lines leave L1 before the
-     * epilogue, and the stall is a smaller share): not asked for there. */
+     * the epilogue (for K = 96 a large share of the time), and asked for
+     * all at once the requests queued. For long K (above 512) the lines
+     * would leave L1 before the epilogue and the stall is a smaller share:
+     * not asked for there. */
     const float *outp[MR];
     const int olines = a->k <= 512 ? mr * NV : 0, nchunk = (a->k + 15) / 16;
     for (int i = 0; i < (olines ? mr : 0); i++) {
@@ -339,8 +337,7 @@ static inline __attribute__((always_inline)) void tile(const gemm_args *a, const
                   : a->res ? a->res + row * a->ldres + j0 : a->y + row * a->ldy + j0;
     }
     /* likewise the lines of gm the epilogue reads (written by a forward
-     * long before: in memory; waited for, they made fc2's dX 6272x256x64
-     * 37 % slower than without the multiply) */
+     * long before: in memory, and waited for at the epilogue otherwise) */
     const int glines = a->gm ? mr * NV : 0;
     int oi = 0, gi = 0, ci = 0;
     const float *bp = panel;
@@ -383,8 +380,7 @@ static inline __attribute__((always_inline)) void tile(const gemm_args *a, const
     if (a->gelu && !a->res && !a->gm) {
         /* GELU from the stored tile, while it is in L1: on the accumulators
          * (24 registers live) the long chains of erf and exp spilled and
-         * did not overlap (AMD Zen 4, one thread, 6272x256x64 with GELU and
-         * GELU': 41.7 GFLOP/s there, 50 here) */
+         * did not overlap */
         for (int i = 0; i < mr; i++) {
             float *d = a->y + (i0 + i) * a->ldy + j0;
 #pragma GCC unroll 3
@@ -848,11 +844,10 @@ static inline double hsum8(__m512d v) { return _mm512_reduce_add_pd(v); }
  * order whatever R (so the same bits): the mean and the sum of squared
  * deviations in double over two 8-lane accumulators (even and odd groups of
  * 16 floats) plus a scalar tail, then y = (x - mu) rstd gamma + beta in
- * double. One row at a time took 255 cycles a row of 96 in L1 on Zen 4.
- * Four rows at a time, gamma and beta are converted once per four rows
- * (that is where the time went: four rows alone measured no gain), and the
- * rows' chains of dependent sums, divides and square roots overlap:
- * 25088x96 1.66 -> 1.19 ms, 1568x384 0.29 -> 0.24 ms, one thread. */
+ * double. Four rows at a time, gamma and beta are converted once per four
+ * rows (where a row's time went: the rows' overlap alone gained nothing),
+ * and the rows' chains of dependent sums, divides and square roots
+ * overlap. */
 static inline __attribute__((always_inline)) void ln_rows(
     const int R, float *const y[], float *const mean[], float *const rstd[],
     const float *const x[], const float *gamma, const float *beta, int c, float eps) {
@@ -983,7 +978,7 @@ void rai_nn_layernorm_backward_rows_avx512(float *dx, double *pg, double *pb, co
             /* dx in 8-float halves: loaded and stored as ymm when whole. A
              * masked zmm store of 8 lanes still claims 64 bytes, and the
              * next half's load, overlapping it, waited for the store to
-             * leave the buffer: 6272 x 64 rows took 0.73 ms instead of 0.47 */
+             * leave the buffer */
             if (m == 0xFF) {
                 const __m512d d = _mm512_cvtps_pd(_mm256_loadu_ps(dr + 8 * v));
                 _mm256_storeu_ps(dr + 8 * v, _mm512_cvtpd_ps(_mm512_add_pd(d, t)));

@@ -15,8 +15,8 @@
  *   if some shift remains) -> reverse -> roll by +shift -> crop;
  *   x += t;  x += fc2(gelu(fc1(norm2(x))))           (exact erf GELU)
  * The bias table is the constructor's ((2Wd-1)(2Wh-1)(2Ww-1) rows) and so
- * is its index (SPEC 2.2 with query = key frames 0..Wd-1). A clamped
- * window has fewer tokens N; Video Swin then takes
+ * is its index (docs/reference.md, section 1.2, with query = key frames
+ * 0..Wd-1). A clamped window has fewer tokens N; Video Swin then takes
  * relative_position_index[:N, :N] of the constructor's index, and so does
  * this code. That is the index of the clamped window when only the frame
  * axis (or no axis) shrank; when a spatial axis shrank below its window it
@@ -34,10 +34,10 @@
  *   (h, w), the same for every frame; only if some shift remains) ->
  *   reverse -> roll back -> crop;  x += t;  x += MLP(norm2(x))
  * The frame axis is never shifted, padded or clamped: RSTT has no frame
- * shift, and the frames are fixed by the bias index (SPEC 2.2: query
- * frames 0..D1-1, key/value frames 0, s, 2s, ... with s = (D1+1) / D2;
- * exactly D2 of them, else the file is refused). So x must have D1 frames
- * and kv D2. A spatial window clamped below window_size (RSTT fails there:
+ * shift, and the frames are fixed by the bias index (docs/reference.md,
+ * section 1.2: query frames 0..D1-1, key/value frames 0, s, 2s, ... with
+ * s = (D1+1) / D2; exactly D2 of them, else the file is refused). So x
+ * must have D1 frames and kv D2. A spatial window clamped below window_size (RSTT fails there:
  * its index has the constructor's size) uses the sub-block of the
  * constructor's index at the clamped window's coordinates, i.e. the same
  * table rows for the same relative offsets.
