@@ -69,7 +69,7 @@ static void run_case(int layout, int m, int n, int k, int accumulate, int use_bi
         float *part = malloc(sizeof *part * (size_t)rows * n + 1);
         memcpy(part, c0 + (int64_t)r0 * n, sizeof *part * (size_t)rows * n);
         CHECK(rai_gemm(part, n, a + (int64_t)r0 * ars, ars, acs, b, brs, bcs, rows, n, k, bias,
-                      accumulate, isas[s], 2) == 0, "gemm failed");
+                       accumulate, isas[s], 2) == 0, "gemm failed");
         CHECK(memcmp(part, c1 + (int64_t)r0 * n, sizeof *part * (size_t)rows * n) == 0,
               "layout %d %dx%dx%d isa %d: rows from %d differ when cut there", layout, m, n, k,
               isas[s], r0);

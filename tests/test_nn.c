@@ -1246,7 +1246,7 @@ static void test_fast_paths(void) {
                             memcpy(r, r0, sizeof(float) * (size_t)mn);
                             if (mode == 0) ra_linear_forward(y, gx, gw, gb, m, nn, k);
                             else rai_linear_fused(y, gx, gw, gb, m, nn, k, 1, mode == 2 ? r : NULL,
-                                               mode == 2 ? map : NULL);
+                                                  mode == 2 ? map : NULL);
                             double e = 0;
                             for (int i = 0; i < m; i++)
                                 for (int j = 0; j < nn; j++) {

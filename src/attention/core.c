@@ -15,7 +15,7 @@ ra_status ra_attention_check(const ra_attn_desc *d) {
     if (!d) return rai_fail(RA_ERR_ARG, "attention: no description");
     if (d->b_ < 1 || d->nh < 1 || d->n1 < 1 || d->n2 < 1 || d->hd < 1)
         return rai_fail(RA_ERR_ARG, "attention: sizes B_=%d nH=%d N1=%d N2=%d hd=%d "
-                       "must all be >= 1", d->b_, d->nh, d->n1, d->n2, d->hd);
+                        "must all be >= 1", d->b_, d->nh, d->n1, d->n2, d->hd);
     int64_t c, nn, total;
     if (!rai_mul_i64(&c, d->nh, d->hd) || c > INT32_MAX ||
         !rai_mul_i64(&nn, d->n1, d->n2) || !rai_mul_i64(&total, nn, (int64_t)d->b_ * d->nh))
@@ -27,16 +27,16 @@ ra_status ra_attention_check(const ra_attn_desc *d) {
     if (d->table) {
         if (d->table_rows < 1)
             return rai_fail(RA_ERR_ARG, "attention: bias table has %lld rows",
-                           (long long)d->table_rows);
+                            (long long)d->table_rows);
         for (int64_t e = 0; e < nn; e++)
             if (d->idx[e] < 0 || d->idx[e] >= d->table_rows)
                 return rai_fail(RA_ERR_ARG, "attention: index entry %lld is %d, outside "
-                               "the table's %lld rows", (long long)e, d->idx[e],
-                               (long long)d->table_rows);
+                                "the table's %lld rows", (long long)e, d->idx[e],
+                                (long long)d->table_rows);
     }
     if (d->mask && (d->nw < 1 || d->w0 < 0))
         return rai_fail(RA_ERR_SHAPE, "attention: a mask of %d windows from window %d",
-                       d->nw, d->w0);
+                        d->nw, d->w0);
     if (d->rel_k || d->rel_v) {
         if (!d->rel || d->r < 1)
             return rai_fail(RA_ERR_ARG, "attention: Shaw tables need rel and R >= 1");
@@ -47,13 +47,13 @@ ra_status ra_attention_check(const ra_attn_desc *d) {
                 const int32_t v2 = d->rel2 ? d->rel2[(ptrdiff_t)i * ld + j] : 0;
                 if (v < 0 || v >= d->r || v2 < 0 || v2 >= d->r)
                     return rai_fail(RA_ERR_ARG, "attention: rel%s entry (%d, %d) is %d, outside "
-                                   "0..%d", v < 0 || v >= d->r ? "" : "2", i, j,
-                                   v < 0 || v >= d->r ? v : v2, d->r - 1);
+                                    "0..%d", v < 0 || v >= d->r ? "" : "2", i, j,
+                                    v < 0 || v >= d->r ? v : v2, d->r - 1);
             }
     }
     if (d->rel2 && (!d->rel_k || d->rel_v))
         return rai_fail(RA_ERR_ARG, "attention: a second index needs a key table and no value "
-                       "table");
+                        "table");
     return RA_OK;
 }
 
@@ -67,7 +67,7 @@ static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
 
 static size_t slice_floats(const ra_attn_desc *d) {
     return round16(rai_kernel_active()->work_floats(d->n1, d->n2, d->hd,
-                                                   (d->rel_k || d->rel_v) ? d->r : 0));
+                                                    (d->rel_k || d->rel_v) ? d->r : 0));
 }
 
 /* Where the rows of a task (sample task / nh, head task % nh) begin in a
@@ -100,13 +100,13 @@ ra_status ra_attention_forward(float *out, int ldo, float *attn,
         return rai_fail(RA_ERR_ARG, "attention: missing buffer");
     if (ldo < C || ldq < C || ldk < C || ldv < C)
         return rai_fail(RA_ERR_ARG, "attention: row strides (%d, %d, %d, %d) below C=%d",
-                       ldo, ldq, ldk, ldv, C);
+                        ldo, ldq, ldk, ldv, C);
     int nt = ra_threads_get();
     const int ntasks = d->b_ * d->nh;
     if (nt > ntasks) nt = ntasks;
     if (work_size < ra_attention_workspace_size(d, nt))
         return rai_fail(RA_ERR_ARG, "attention: workspace of %zu bytes, %zu needed",
-                       work_size, ra_attention_workspace_size(d, nt));
+                        work_size, ra_attention_workspace_size(d, nt));
 
     const rai_attn_kernel *kern = rai_kernel_active();
     const size_t nn = (size_t)d->n1 * d->n2;
@@ -179,7 +179,7 @@ ra_status ra_attention_backward(float *dq, int lddq, float *dk, int lddk, float 
                                 const float *v, int ldv, const ra_attn_desc *d,
                                 void *work, size_t work_size) {
     return rai_attention_backward_set(dq, lddq, dk, lddk, dv, lddv, dtable, drel_k, drel_v, dout,
-                                     lddo, q, ldq, k, ldk, v, ldv, d, work, work_size, 0);
+                                      lddo, q, ldq, k, ldk, v, ldv, d, work, work_size, 0);
 }
 
 /* set: each task zeros its slices of dq, dk, dv before its kernel adds into
@@ -187,11 +187,11 @@ ra_status ra_attention_backward(float *dq, int lddq, float *dk, int lddk, float 
  * rows of its head's columns), in parallel and just before use, instead of
  * the caller zeroing tens of MB on one thread. */
 ra_status rai_attention_backward_set(float *dq, int lddq, float *dk, int lddk, float *dv,
-                                    int lddv, float *dtable, float *drel_k, float *drel_v,
-                                    const float *dout, int lddo, const float *q, int ldq,
-                                    const float *k, int ldk, const float *v, int ldv,
-                                    const ra_attn_desc *d, void *work, size_t work_size,
-                                    int set) {
+                                     int lddv, float *dtable, float *drel_k, float *drel_v,
+                                     const float *dout, int lddo, const float *q, int ldq,
+                                     const float *k, int ldk, const float *v, int ldv,
+                                     const ra_attn_desc *d, void *work, size_t work_size,
+                                     int set) {
     ra_status st = ra_attention_check(d);
     if (st) return st;
     const int C = d->nh * d->hd;
@@ -204,7 +204,7 @@ ra_status rai_attention_backward_set(float *dq, int lddq, float *dk, int lddk, f
     if (nt > ntasks) nt = ntasks;
     if (work_size < ra_attention_backward_workspace_size(d, nt))
         return rai_fail(RA_ERR_ARG, "attention backward: workspace of %zu bytes, %zu needed",
-                       work_size, ra_attention_backward_workspace_size(d, nt));
+                        work_size, ra_attention_backward_workspace_size(d, nt));
     if (!d->table) dtable = NULL;
     if (!d->rel_k) drel_k = NULL;
     if (!d->rel_v) drel_v = NULL;

@@ -16,8 +16,8 @@ ra_status rai_swinv2_coords(float *coords, int wh, int ww, const int pretrained[
     const int dh = given ? pretrained[0] - 1 : wh - 1, dw = given ? pretrained[1] - 1 : ww - 1;
     if (wh < 1 || ww < 1 || dh < 1 || dw < 1)
         return rai_fail(RA_ERR_ARG, "swinv2: window %dx%d%s: the position coordinates are "
-                       "divided by %d and %d (window - 1); they must be >= 1", wh, ww,
-                       given ? " with its pretrained window" : "", dh, dw);
+                        "divided by %d and %d (window - 1); they must be >= 1", wh, ww,
+                        given ? " with its pretrained window" : "", dh, dw);
     int64_t r = 0;
     for (int i = -(wh - 1); i <= wh - 1; i++)
         for (int j = -(ww - 1); j <= ww - 1; j++, r++) {
@@ -32,7 +32,7 @@ ra_status rai_swinv2_coords(float *coords, int wh, int ww, const int pretrained[
 }
 
 void rai_cpb_forward(float *table, float *hid, const float *coords, int64_t t, int nh,
-                    const float *w1, const float *b1, const float *w2) {
+                     const float *w1, const float *b1, const float *w2) {
     ra_linear_forward(hid, coords, w1, b1, t, RA_CPB_HIDDEN, 2);
     for (int64_t e = 0; e < t * RA_CPB_HIDDEN; e++) hid[e] = hid[e] > 0 ? hid[e] : 0.0f;
     ra_linear_forward(table, hid, w2, NULL, t, nh, RA_CPB_HIDDEN);
@@ -40,8 +40,8 @@ void rai_cpb_forward(float *table, float *hid, const float *coords, int64_t t, i
 }
 
 void rai_cpb_backward(float *dw1, float *db1, float *dw2, float *dtable, const float *table,
-                     float *hid, const float *coords, int64_t t, int nh, const float *w1,
-                     const float *b1, const float *w2) {
+                      float *hid, const float *coords, int64_t t, int nh, const float *w1,
+                      const float *b1, const float *w2) {
     float *dhid = hid + t * RA_CPB_HIDDEN;
     /* d(16 sigmoid(z)) = 16 s (1 - s) dz with s = table / 16 */
     for (int64_t e = 0; e < t * nh; e++) dtable[e] *= table[e] * (1.0f - table[e] / 16.0f);
@@ -78,7 +78,7 @@ static double dot_d(const float *a, const float *b, int n) {
 static float norm_of(const float *v, int n) { return (float)sqrt(dot_d(v, v, n)); }
 
 void rai_swinv2_qk_forward(float *qkv, int64_t rows, int c, int nh, const float *logit_scale,
-                          const float *q_bias, const float *v_bias, float *yq, float *norms) {
+                           const float *q_bias, const float *v_bias, float *yq, float *norms) {
     const int hd = c / nh;
 #pragma omp parallel for schedule(static) num_threads(ra_threads_get()) if (rows * c > 65536)
     for (int64_t r = 0; r < rows; r++) {
@@ -116,8 +116,8 @@ static void normalize_backward(float *g, const float *y, float n, int hd) {
 }
 
 void rai_swinv2_qk_backward(float *dqkv, const float *qkv, const float *yq, const float *norms,
-                           int64_t rows, int c, int nh, const float *logit_scale,
-                           float *dlogit_scale, float *dq_bias, float *dv_bias) {
+                            int64_t rows, int c, int nh, const float *logit_scale,
+                            float *dlogit_scale, float *dq_bias, float *dv_bias) {
     const int hd = c / nh;
     /* d(s yq)/d logit_scale = s yq, from the core's dq (0 where the clamp
      * holds, as torch.clamp's gradient); summed in row order */
@@ -155,13 +155,13 @@ void rai_swinv2_qk_backward(float *dqkv, const float *qkv, const float *yq, cons
 /* A saved relative_coords_table must be the computed one (to float
  * rounding: log2 may differ in the last bit between libraries). */
 ra_status rai_swinv2_check_coords(const ra_st_file *f, const ra_st_tensor *t,
-                                 const ra_attn_config *c) {
+                                  const ra_attn_config *c) {
     const int64_t th = 2 * (int64_t)c->window[0] - 1, tw = 2 * (int64_t)c->window[1] - 1;
     if (!(t->ndim == 4 && t->shape[0] == 1 && t->shape[1] == th && t->shape[2] == tw &&
           t->shape[3] == 2))
         return rai_fail(RA_ERR_SHAPE, "tensor '%.80s' must have shape (1, %lld, %lld, 2) for "
-                       "window %dx%d", t->name, (long long)th, (long long)tw, c->window[0],
-                       c->window[1]);
+                        "window %dx%d", t->name, (long long)th, (long long)tw, c->window[0],
+                        c->window[1]);
     if (!(t->dtype == RA_DTYPE_F32 || t->dtype == RA_DTYPE_F16 || t->dtype == RA_DTYPE_BF16 ||
           t->dtype == RA_DTYPE_F64))
         return rai_fail(RA_ERR_SHAPE, "tensor '%.80s' must be a float tensor", t->name);
@@ -173,7 +173,7 @@ ra_status rai_swinv2_check_coords(const ra_st_file *f, const ra_st_tensor *t,
     for (int64_t e = 0; !st && e < t->numel; e++)
         if (!(fabsf(got[e] - want[e]) <= 1e-5f))
             st = rai_fail(RA_ERR_FORMAT, "tensor '%.80s' differs from the computed coordinates "
-                         "at %lld: %g, expected %g", t->name, (long long)e, got[e], want[e]);
+                          "at %lld: %g, expected %g", t->name, (long long)e, got[e], want[e]);
     rai_free(want);
     rai_free(got);
     return st;

@@ -29,33 +29,33 @@ ra_status rai_swinv2_coords(float *coords, int wh, int ww, const int pretrained[
 /* table (T, nH) = 16 sigmoid(relu(coords w1^T + b1) w2^T); hid (T, 512)
  * scratch. */
 void rai_cpb_forward(float *table, float *hid, const float *coords, int64_t t, int nh,
-                    const float *w1, const float *b1, const float *w2);
+                     const float *w1, const float *b1, const float *w2);
 
 /* Gradients of rai_cpb_forward, ACCUMULATED into dw1 (512, 2), db1 (512),
  * dw2 (nH, 512) (any may be NULL), from dtable (T, nH, overwritten) and the
  * forward's table; hid (2 * T * 512) scratch. */
 void rai_cpb_backward(float *dw1, float *db1, float *dw2, float *dtable, const float *table,
-                     float *hid, const float *coords, int64_t t, int nh, const float *w1,
-                     const float *b1, const float *w2);
+                      float *hid, const float *coords, int64_t t, int nh, const float *w1,
+                      const float *b1, const float *w2);
 
 /* In place on qkv (rows, 3C), the projection without bias: q += q_bias,
  * v += v_bias (NULL: none); per head, yq = q / max(|q|, eps) (kept in yq
  * (rows, C)), q = exp(min(logit_scale, log 100)) yq, k = k / max(|k|, eps);
  * norms (rows, 2 nH) = |q|, then |k| per head. */
 void rai_swinv2_qk_forward(float *qkv, int64_t rows, int c, int nh, const float *logit_scale,
-                          const float *q_bias, const float *v_bias, float *yq, float *norms);
+                           const float *q_bias, const float *v_bias, float *yq, float *norms);
 
 /* Back through rai_swinv2_qk_forward, in place on dqkv (rows, 3C): the
  * gradients of the projection's outputs in; dlogit_scale (nH), dq_bias and
  * dv_bias (C) ACCUMULATED (NULL: skipped); qkv is the forward's result. */
 void rai_swinv2_qk_backward(float *dqkv, const float *qkv, const float *yq, const float *norms,
-                           int64_t rows, int c, int nh, const float *logit_scale,
-                           float *dlogit_scale, float *dq_bias, float *dv_bias);
+                            int64_t rows, int c, int nh, const float *logit_scale,
+                            float *dlogit_scale, float *dq_bias, float *dv_bias);
 
 /* A saved relative_coords_table (1, 2Wh-1, 2Ww-1, 2) must be the one the
  * configuration gives (to 1e-5: log2 differs in the last bit between
  * libraries). */
 ra_status rai_swinv2_check_coords(const ra_st_file *f, const ra_st_tensor *t,
-                                 const ra_attn_config *c);
+                                  const ra_attn_config *c);
 
 #endif

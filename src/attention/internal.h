@@ -55,7 +55,7 @@ ra_status rai_scheme_check_tokens(const ra_attn_layer *l, int n1, int n2, const 
 
 /* Build the call's position terms (mask, nw: the caller's, may be NULL). */
 ra_status rai_pos_begin(rai_pos_call *pc, const ra_attn_layer *l, int n1, int n2,
-                       const int grid[2], const float *mask, int nw);
+                        const int grid[2], const float *mask, int nw);
 void rai_pos_end(rai_pos_call *pc);
 /* Copy the terms into a core description (bias, mask, Shaw tables). */
 void rai_pos_desc(const rai_pos_call *pc, const float *mask, int nw, ra_attn_desc *d);
@@ -70,6 +70,6 @@ ra_status rai_pos_backward(const rai_pos_call *pc, const ra_attn_layer *l, const
 /* RoPE on the patch tokens of q and k (B_, N, ld) at columns h*hd + d, in
  * place; inverse: the transposed rotation (for dq, dk). No-op for other archs. */
 void rai_rope_rotate(const ra_attn_layer *l, float *q, float *k, int ld, int b_, int n,
-                    int inverse);
+                     int inverse);
 
 #endif

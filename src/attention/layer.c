@@ -61,15 +61,15 @@ static ra_status check_config(const ra_attn_config *c) {
     if (c->dim < 1 || c->dim > RA_MAX_DIM || E < 1 || E > RA_MAX_DIM || c->num_heads < 1 ||
         c->num_heads > E)
         return rai_fail(RA_ERR_ARG, "dim %d and num_heads %d: need 1 <= num_heads <= dim <= %d",
-                       E, c->num_heads, RA_MAX_DIM);
+                        E, c->num_heads, RA_MAX_DIM);
     if (E % c->num_heads)
         return rai_fail(RA_ERR_ARG, "dim %d is not divisible by num_heads %d",
-                       E, c->num_heads);
+                        E, c->num_heads);
     if (c->has_qk_scale && !isfinite(c->qk_scale))
         return rai_fail(RA_ERR_ARG, "qk_scale is not finite");
     if (c->arch == RA_ARCH_SHAW_ATTENTION && (c->max_rel < 0 || c->max_rel > (1 << 20)))
         return rai_fail(RA_ERR_ARG, "max_relative_position %d must be in 0..%d", c->max_rel,
-                       1 << 20);
+                        1 << 20);
     return RA_OK;
 }
 
@@ -200,19 +200,19 @@ static ra_status check_tokens(const ra_attn_layer *l, int n1, int n2, const int 
     if (l->n1 && (n1 != l->n1 || n2 != l->n2)) {
         if (l->cfg.arch != RA_ARCH_WINDOW_ATTENTION_3D)
             return rai_fail(RA_ERR_SHAPE, "window %dx%d needs N = %d tokens, got %d",
-                           l->cfg.window[0], l->cfg.window[1], l->n1, n1);
+                            l->cfg.window[0], l->cfg.window[1], l->n1, n1);
         return rai_fail(RA_ERR_SHAPE, "frames %d/%d with window %dx%d need N1 = %d query and "
-                       "N2 = %d key/value tokens, got %d and %d", l->cfg.frames_q,
-                       l->cfg.frames_kv, l->cfg.window[0], l->cfg.window[1], l->n1, l->n2,
-                       n1, n2);
+                        "N2 = %d key/value tokens, got %d and %d", l->cfg.frames_q,
+                        l->cfg.frames_kv, l->cfg.window[0], l->cfg.window[1], l->n1, l->n2,
+                        n1, n2);
     }
     if (!l->n1 && n1 != n2)
         return rai_fail(RA_ERR_SHAPE, "%s is self-attention: N1 %d != N2 %d",
-                       ra_arch_name(l->cfg.arch), n1, n2);
+                        ra_arch_name(l->cfg.arch), n1, n2);
     if (l->cfg.arch == RA_ARCH_SHAW_ATTENTION && !l->rel2 && (l->p.rel_k || l->p.rel_v) &&
         n1 > RA_MAX_SHAW_TOKENS)
         return rai_fail(RA_ERR_SHAPE, "too large: shaw_attention takes at most %d tokens (its "
-                       "(N, N) clip index is built per call), got %d", RA_MAX_SHAW_TOKENS, n1);
+                        "(N, N) clip index is built per call), got %d", RA_MAX_SHAW_TOKENS, n1);
     return RA_OK;
 }
 
@@ -273,18 +273,18 @@ static ra_status pass_prepare(pass *ps, const ra_attn_layer *l, const float *x,
     if (!l || !x) return rai_fail(RA_ERR_ARG, "attention layer: NULL argument");
     if (kv && l->cfg.arch != RA_ARCH_WINDOW_ATTENTION_3D)
         return rai_fail(RA_ERR_ARG, "%s takes no separate key/value input",
-                       ra_arch_name(l->cfg.arch));
+                        ra_arch_name(l->cfg.arch));
     if (b_ < 1) return rai_fail(RA_ERR_SHAPE, "batch B_ = %d must be >= 1", b_);
     if (mask && w0 < 0 && (nw < 1 || b_ % nw != 0))
         return rai_fail(RA_ERR_SHAPE, "attention: mask has %d windows, which does not "
-                       "divide B_=%d", nw, b_);
+                        "divide B_=%d", nw, b_);
     ra_status st = check_tokens(l, n1, n2, grid);
     if (st) return st;
     const int C = l->cfg.dim, E = l->inner, is3d = l->cfg.arch == RA_ARCH_WINDOW_ATTENTION_3D;
     ps->rows1 = (int64_t)b_ * n1, ps->rows2 = (int64_t)b_ * n2;
     int64_t big;
     if (!rai_mul_i64(&big, ps->rows1 > ps->rows2 ? ps->rows1 : ps->rows2,
-                    3 * (int64_t)(C > E ? C : E)) ||
+                     3 * (int64_t)(C > E ? C : E)) ||
         big > ((int64_t)1 << 40))
         return rai_fail(RA_ERR_SHAPE, "input of %d x %d tokens is too large", b_, n1);
     if (!pc) {
@@ -396,13 +396,13 @@ static ra_status pass_run(pass *ps, const ra_attn_layer *l, float *attn, const f
     }
     if (l->coords) {   /* swinv2: biases, cosine normalisation, the CPB table */
         rai_swinv2_qk_forward(ps->qbuf, ps->rows1, C, l->cfg.num_heads, l->p.logit_scale,
-                             l->p.q_bias, l->p.v_bias, ps->yq, ps->norms);
+                              l->p.q_bias, l->p.v_bias, ps->yq, ps->norms);
         if (ps->tab_given)
             memcpy(ps->tab, ps->tab_given,
                    (size_t)l->table_rows * l->cfg.num_heads * sizeof *ps->tab);
         else
             rai_cpb_forward(ps->tab, ps->work, l->coords, l->table_rows, l->cfg.num_heads,
-                           l->p.cpb_w1, l->p.cpb_b1, l->p.cpb_w2);
+                            l->p.cpb_w1, l->p.cpb_b1, l->p.cpb_w2);
     }
     rai_rope_rotate(l, q, k, ps->ldq, ps->d.b_, ps->d.n1, 0);
     return ra_attention_forward(ps->obuf, E, attn, ps->q, ps->ldq, ps->k, ps->ldkv, ps->v,
@@ -467,7 +467,7 @@ static ra_status cpb_begin(const ra_attn_layer *l, float **out) {
     float *b = rai_alloc(2 * tn + 2 * (size_t)l->table_rows * RA_CPB_HIDDEN, sizeof *b);
     if (!b) return rai_fail(RA_ERR_NOMEM, "attention layer: out of memory");
     rai_cpb_forward(b, b + 2 * tn, l->coords, l->table_rows, l->cfg.num_heads, l->p.cpb_w1,
-                   l->p.cpb_b1, l->p.cpb_w2);
+                    l->p.cpb_b1, l->p.cpb_w2);
     memset(b + tn, 0, tn * sizeof *b);
     *out = b;
     return RA_OK;
@@ -548,9 +548,9 @@ size_t rai_attn_layer_forward_ws_size(const ra_attn_layer *l, int b_, int n1, in
 }
 
 ra_status rai_attn_layer_forward_ws(const ra_attn_layer *l, float *y, float *attn,
-                                   const float *x, const float *kv, int b_, int n1, int n2,
-                                   const float *mask, int nw, void *work, size_t ws,
-                                   float *res, const int32_t *map) {
+                                    const float *x, const float *kv, int b_, int n1, int n2,
+                                    const float *mask, int nw, void *work, size_t ws,
+                                    float *res, const int32_t *map) {
     if (!y || !work) return rai_fail(RA_ERR_ARG, "attention forward: NULL output or workspace");
     pass ps;
     ra_status st = pass_prepare(&ps, l, x, kv, b_, n1, n2, mask, nw, -1, 0, NULL, NULL);
@@ -558,12 +558,12 @@ ra_status rai_attn_layer_forward_ws(const ra_attn_layer *l, float *y, float *att
     if (ws / sizeof(float) < ps.nfloats) {
         pass_end(&ps);
         return rai_fail(RA_ERR_ARG, "attention forward: workspace of %zu bytes, %zu needed", ws,
-                       ps.nfloats * sizeof(float));
+                        ps.nfloats * sizeof(float));
     }
     ps.scratch = work;
     if ((st = pass_run(&ps, l, attn, x, kv, 0))) return pass_end(&ps), st;
     rai_linear_fused(y, ps.obuf, l->p.proj_w, l->p.proj_b, ps.rows1, l->cfg.dim, l->inner, 0,
-                  res, map);
+                     res, map);
     pass_end(&ps);
     return RA_OK;
 }
@@ -581,7 +581,7 @@ static ra_status backward_run(pass *ps, const ra_attn_layer *l, float *dx, float
 
     if (ps->drel) memset(ps->drel, 0, ps->ndrel * sizeof(float));
     rai_linear_backward_fused(ps->dobuf, g->proj_w, g->proj_b, dy, ps->obuf, l->p.proj_w, ps->rows1,
-                          C, E, 1, NULL);
+                              C, E, 1, NULL);
     float *dq, *dk, *dv;
     pass_views(ps, l, ps->dqbuf, ps->dkvbuf, &dq, &dk, &dv);
     /* alibi's table is computed, not a parameter; decomposed's combined
@@ -592,18 +592,18 @@ static ra_status backward_run(pass *ps, const ra_attn_layer *l, float *dx, float
     if (l->coords && !ps->tab_given) memset(dtable = ps->dtab, 0, tn * sizeof *dtable);
     /* dq, dk, dv (all of dqbuf and dkvbuf) are set by the core */
     ra_status st = rai_attention_backward_set(dq, ps->ldq, dk, ps->ldkv, dv, ps->ldkv, dtable,
-                                             ps->drel ? ps->drel : g->rel_k, g->rel_v, ps->dobuf,
-                                             E, ps->q, ps->ldq, ps->k, ps->ldkv, ps->v, ps->ldkv,
-                                             &ps->d, ps->work, ps->wbytes, 1);
+                                              ps->drel ? ps->drel : g->rel_k, g->rel_v, ps->dobuf,
+                                              E, ps->q, ps->ldq, ps->k, ps->ldkv, ps->v, ps->ldkv,
+                                              &ps->d, ps->work, ps->wbytes, 1);
     if (st || (st = rai_pos_backward(ps->pc, l, ps->drel, g->rel_h, g->rel_w))) return st;
     if (l->coords) {   /* swinv2: back through the normalisation and the CPB */
         rai_swinv2_qk_backward(ps->dqbuf, ps->qbuf, ps->yq, ps->norms, ps->rows1, C,
-                              l->cfg.num_heads, l->p.logit_scale, g->logit_scale, g->q_bias,
-                              g->v_bias);
+                               l->cfg.num_heads, l->p.logit_scale, g->logit_scale, g->q_bias,
+                               g->v_bias);
         if (!ps->tab_given && (g->cpb_w1 || g->cpb_b1 || g->cpb_w2))
             rai_cpb_backward(g->cpb_w1, g->cpb_b1, g->cpb_w2, ps->dtab, ps->tab, ps->work,
-                            l->coords, l->table_rows, l->cfg.num_heads, l->p.cpb_w1,
-                            l->p.cpb_b1, l->p.cpb_w2);
+                             l->coords, l->table_rows, l->cfg.num_heads, l->p.cpb_w1,
+                             l->p.cpb_b1, l->p.cpb_w2);
     }
     rai_rope_rotate(l, dq, dk, ps->ldq, ps->d.b_, ps->d.n1, 1);
     switch (a) {
@@ -619,7 +619,7 @@ static ra_status backward_run(pass *ps, const ra_attn_layer *l, float *dx, float
         break;
     default:   /* swinv2: q_bias and v_bias took their gradients above */
         rai_linear_backward_fused(dx, g->qkv_w, l->coords ? NULL : g->qkv_b, dq, x, l->p.qkv_w,
-                              ps->rows1, 3 * E, C, dx_set, NULL);
+                                  ps->rows1, 3 * E, C, dx_set, NULL);
     }
     return RA_OK;
 }
@@ -738,8 +738,8 @@ static ra_status backward_parts(layer_call *cp, const ra_attn_grads *g) {
     }
     if (!st && c.pc.cpb && (g->cpb_w1 || g->cpb_b1 || g->cpb_w2))
         rai_cpb_backward(g->cpb_w1, g->cpb_b1, g->cpb_w2, c.pc.cpb + tn, c.pc.cpb, c.pc.cpb + 2 * tn,
-                        l->coords, l->table_rows, l->cfg.num_heads, l->p.cpb_w1, l->p.cpb_b1,
-                        l->p.cpb_w2);
+                         l->coords, l->table_rows, l->cfg.num_heads, l->p.cpb_w1, l->p.cpb_b1,
+                         l->p.cpb_w2);
     rai_free(priv);
     return st;
 }
@@ -755,7 +755,7 @@ ra_status ra_attn_layer_backward(const ra_attn_layer *l, float *dx, float *dkv,
  * core output read from the forward's workspace (saved) instead of being
  * recomputed: there the forward laid out [q or qkv][kv][out] (pass_run). */
 size_t rai_attn_layer_backward_ws_size(const ra_attn_layer *l, int b_, int n1, int n2,
-                                      int saved) {
+                                       int saved) {
     pass ps;
     static const float one;
     if (pass_prepare(&ps, l, &one, NULL, b_, n1, n2, NULL, 0, -1, 1, NULL, NULL)) return 0;
@@ -765,10 +765,10 @@ size_t rai_attn_layer_backward_ws_size(const ra_attn_layer *l, int b_, int n1, i
 }
 
 ra_status rai_attn_layer_backward_ws(const ra_attn_layer *l, float *dx, float *dkv,
-                                    const ra_attn_grads *g, const float *dy, const float *x,
-                                    const float *kv, int b_, int n1, int n2, const float *mask,
-                                    int nw, const void *saved, void *work, size_t ws,
-                                    int dx_set) {
+                                     const ra_attn_grads *g, const float *dy, const float *x,
+                                     const float *kv, int b_, int n1, int n2, const float *mask,
+                                     int nw, const void *saved, void *work, size_t ws,
+                                     int dx_set) {
     static const ra_attn_grads none;
     if (!dy || !work) return rai_fail(RA_ERR_ARG, "attention backward: NULL dy or workspace");
     if (!g) g = &none;
@@ -780,7 +780,7 @@ ra_status rai_attn_layer_backward_ws(const ra_attn_layer *l, float *dx, float *d
     if (ws / sizeof(float) < need) {
         pass_end(&ps);
         return rai_fail(RA_ERR_ARG, "attention backward: workspace of %zu bytes, %zu needed", ws,
-                       need * sizeof(float));
+                        need * sizeof(float));
     }
     if (!saved) {
         ps.scratch = work;

@@ -108,10 +108,10 @@ ra_status rai_scheme_create(ra_attn_layer *l) {
             return rai_fail(RA_ERR_ARG, "t5_attention: q, k, v and o weights are needed");
         if (ra_t5_bucket(0, !c->causal, c->num_buckets, c->max_distance) < 0)
             return rai_fail(RA_ERR_ARG, "t5_attention: relative_attention_num_buckets %d with "
-                           "relative_attention_max_distance %d: need at least %d buckets and "
-                           "a max_distance above the %d exact buckets", c->num_buckets,
-                           c->max_distance, c->causal ? 2 : 4,
-                           (c->causal ? c->num_buckets : c->num_buckets / 2) / 2);
+                            "relative_attention_max_distance %d: need at least %d buckets and "
+                            "a max_distance above the %d exact buckets", c->num_buckets,
+                            c->max_distance, c->causal ? 2 : 4,
+                            (c->causal ? c->num_buckets : c->num_buckets / 2) / 2);
         l->table_rows = c->num_buckets;
         l->scale = 1.0f;   /* T5 folds the scaling into its initialisation */
         return RA_OK;
@@ -120,8 +120,8 @@ ra_status rai_scheme_create(ra_attn_layer *l) {
         (c->grid[0] < 1 || c->grid[1] < 1 || c->grid[0] > RA_MAX_GRID ||
          c->grid[1] > RA_MAX_GRID))
         return rai_fail(RA_ERR_ARG, "%s: %s %d,%d must be in 1..%d", name,
-                       a == RA_ARCH_ROPE_ATTENTION ? "grid_size" : "input_size", c->grid[0],
-                       c->grid[1], RA_MAX_GRID);
+                        a == RA_ARCH_ROPE_ATTENTION ? "grid_size" : "input_size", c->grid[0],
+                        c->grid[1], RA_MAX_GRID);
     if (a == RA_ARCH_ALIBI_ATTENTION) {
         if (!(l->slopes = rai_alloc((size_t)c->num_heads, sizeof *l->slopes)))
             return rai_fail(RA_ERR_NOMEM, "alibi_attention: out of memory");
@@ -134,15 +134,15 @@ ra_status rai_scheme_create(ra_attn_layer *l) {
         const int64_t hw = (int64_t)c->grid[0] * W;
         if (hd % 4)
             return rai_fail(RA_ERR_ARG, "rope_attention: head dim %d is not a multiple of 4 "
-                           "(x and y take a quarter of the dims each as complex pairs)", hd);
+                            "(x and y take a quarter of the dims each as complex pairs)", hd);
         if (!(c->rope_theta > 0.0f) || !isfinite(c->rope_theta))
             return rai_fail(RA_ERR_ARG, "rope_attention: rope_theta must be a positive number");
         if (c->num_prefix < 0 || c->num_prefix > 1024 || hw + c->num_prefix > INT32_MAX / 2)
             return rai_fail(RA_ERR_ARG, "rope_attention: num_prefix_tokens %d must be in 0..1024",
-                           c->num_prefix);
+                            c->num_prefix);
         if (hw * hd > ((int64_t)1 << 27))   /* the angles' table: 512 MiB at most */
             return rai_fail(RA_ERR_ARG, "rope_attention: grid_size %d,%d with head dim %d is too "
-                           "large", c->grid[0], W, hd);
+                            "large", c->grid[0], W, hd);
         const int q = hd / 4;
         if (!(l->rope = rai_alloc((size_t)hw * (size_t)hd, sizeof *l->rope)))
             return rai_fail(RA_ERR_NOMEM, "rope_attention: out of memory");
@@ -175,32 +175,32 @@ ra_status rai_scheme_check_tokens(const ra_attn_layer *l, int n1, int n2, const 
         const int64_t n = (int64_t)c->num_prefix + (int64_t)c->grid[0] * c->grid[1];
         if (n1 != n || n2 != n)
             return rai_fail(RA_ERR_SHAPE, "rope_attention with grid_size %d,%d and %d prefix "
-                           "tokens needs N = %lld tokens, got %d", c->grid[0], c->grid[1],
-                           c->num_prefix, (long long)n, n1);
+                            "tokens needs N = %lld tokens, got %d", c->grid[0], c->grid[1],
+                            c->num_prefix, (long long)n, n1);
         return RA_OK;
     }
     case RA_ARCH_DECOMPOSED_ATTENTION: {
         const int *g = grid ? grid : c->grid;
         if (g[0] < 1 || g[1] < 1 || g[0] > RA_MAX_GRID || g[1] > RA_MAX_GRID)
             return rai_fail(RA_ERR_SHAPE, "decomposed_attention: grid %d,%d must be in 1..%d",
-                           g[0], g[1], RA_MAX_GRID);
+                            g[0], g[1], RA_MAX_GRID);
         const int64_t n = (int64_t)g[0] * g[1];
         if (n1 != n || n2 != n)
             return rai_fail(RA_ERR_SHAPE, "decomposed_attention on a %dx%d grid needs N = %lld "
-                           "tokens, got %d%s", g[0], g[1], (long long)n, n1,
-                           grid ? "" : " (pass x as (B, H, W, C) for another grid)");
+                            "tokens, got %d%s", g[0], g[1], (long long)n, n1,
+                            grid ? "" : " (pass x as (B, H, W, C) for another grid)");
         if (n > RA_MAX_SHAW_TOKENS)
             return rai_fail(RA_ERR_SHAPE, "too large: decomposed_attention takes at most %d "
-                           "tokens (its (N, N) index is built per call), got %lld",
-                           RA_MAX_SHAW_TOKENS, (long long)n);
+                            "tokens (its (N, N) index is built per call), got %lld",
+                            RA_MAX_SHAW_TOKENS, (long long)n);
         return RA_OK;
     }
     case RA_ARCH_T5_ATTENTION:
     case RA_ARCH_ALIBI_ATTENTION:
         if (n1 > RA_MAX_SHAW_TOKENS || n2 > RA_MAX_SHAW_TOKENS)
             return rai_fail(RA_ERR_SHAPE, "too large: %s takes at most %d tokens (its (N, N) "
-                           "bias index is built per call), got %d", ra_arch_name(c->arch),
-                           RA_MAX_SHAW_TOKENS, n1);
+                            "bias index is built per call), got %d", ra_arch_name(c->arch),
+                            RA_MAX_SHAW_TOKENS, n1);
         return RA_OK;
     default:
         return RA_OK;
@@ -251,7 +251,7 @@ static void resample_rows_backward(float *dsrc, const float *ddst, int in, int o
 static ra_status pos_nomem(rai_pos_call *pc, const ra_attn_layer *l) {
     rai_pos_end(pc);
     return rai_fail(RA_ERR_NOMEM, "%s: out of memory for the position terms",
-                   ra_arch_name(l->cfg.arch));
+                    ra_arch_name(l->cfg.arch));
 }
 
 /* The decomposed terms: the table (2H-1 + 2W-1, hd) of Rh's rows then
@@ -286,7 +286,7 @@ static ra_status decomposed_begin(rai_pos_call *pc, const ra_attn_layer *l, cons
 }
 
 ra_status rai_pos_begin(rai_pos_call *pc, const ra_attn_layer *l, int n1, int n2,
-                       const int grid[2], const float *mask, int nw) {
+                        const int grid[2], const float *mask, int nw) {
     memset(pc, 0, sizeof *pc);
     const ra_attn_config *c = &l->cfg;
     const ra_arch a = c->arch;
@@ -384,7 +384,7 @@ size_t rai_pos_drel_floats(const rai_pos_call *pc, const ra_attn_layer *l) {
 }
 
 ra_status rai_pos_backward(const rai_pos_call *pc, const ra_attn_layer *l, const float *drel,
-                          float *drel_h, float *drel_w) {
+                           float *drel_h, float *drel_w) {
     if (!pc->own_rel_k || (!drel_h && !drel_w)) return RA_OK;
     const int hd = l->hd, rh = 2 * pc->gh - 1, rw = 2 * pc->gw - 1;
     const int h0 = 2 * l->cfg.grid[0] - 1, w0 = 2 * l->cfg.grid[1] - 1;
@@ -401,7 +401,7 @@ ra_status rai_pos_backward(const rai_pos_call *pc, const ra_attn_layer *l, const
 /* ---- RoPE ----------------------------------------------------------------- */
 
 void rai_rope_rotate(const ra_attn_layer *l, float *q, float *k, int ld, int b_, int n,
-                    int inverse) {
+                     int inverse) {
     if (l->cfg.arch != RA_ARCH_ROPE_ATTENTION) return;
     const int hd = l->hd, nh = l->cfg.num_heads, P = l->cfg.num_prefix, half = hd / 2;
     const float sgn = inverse ? -1.0f : 1.0f;

@@ -95,7 +95,7 @@ static ra_status write_through(const char *path, const void *const *parts, const
     int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC | (fifo ? O_NONBLOCK : 0));
     if (fd < 0)
         return rai_fail(RA_ERR_WRITE, "cannot write '%s': %s", path,
-                       errno == ENXIO ? "a FIFO with no reader" : strerror(errno));
+                        errno == ENXIO ? "a FIFO with no reader" : strerror(errno));
     struct stat s;
     int err = fstat(fd, &s) ? errno : 0;
     /* what was opened must still be what was checked */
@@ -125,7 +125,7 @@ static ra_status classify_target(const char *path, int *through, int *fifo) {
     const int link = S_ISLNK(l.st_mode);
     if (link && stat(path, &s) != 0)
         return rai_fail(RA_ERR_WRITE, "cannot write '%s': a symbolic link to nothing (%s); "
-                       "outputs are not written through links", path, strerror(errno));
+                        "outputs are not written through links", path, strerror(errno));
     if (!link) s = l;
     if (S_ISFIFO(s.st_mode) || (S_ISCHR(s.st_mode) && harmless_chardev(&s))) {
         *through = 1, *fifo = S_ISFIFO(s.st_mode);
@@ -133,13 +133,13 @@ static ra_status classify_target(const char *path, int *through, int *fifo) {
     }
     if (link)
         return rai_fail(RA_ERR_WRITE, "cannot write '%s': a symbolic link; outputs replace only "
-                       "regular files, never through links", path);
+                        "regular files, never through links", path);
     if (S_ISDIR(s.st_mode)) return rai_fail(RA_ERR_WRITE, "cannot write '%s': a directory", path);
     if (!S_ISREG(s.st_mode))
         return rai_fail(RA_ERR_WRITE, "cannot write '%s': not a regular file (a %s); it is "
-                       "never replaced", path,
-                       S_ISCHR(s.st_mode) ? "character device" : S_ISBLK(s.st_mode) ? "block device"
-                       : S_ISSOCK(s.st_mode) ? "socket" : "special file");
+                        "never replaced", path,
+                        S_ISCHR(s.st_mode) ? "character device" : S_ISBLK(s.st_mode) ? "block device"
+                        : S_ISSOCK(s.st_mode) ? "socket" : "special file");
     /* root may write anything: the mode bits say what the owner meant */
     if (!(s.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH)) || access(path, W_OK) != 0)
         return rai_fail(RA_ERR_WRITE, "cannot write '%s': the file is read-only", path);
@@ -151,7 +151,7 @@ static ra_status classify_target(const char *path, int *through, int *fifo) {
 static ra_status write_stdout(const void *const *parts, const size_t *sizes, int nparts) {
     if (isatty(1))
         return rai_fail(RA_ERR_WRITE, "cannot write to standard output: it is a terminal "
-                       "(redirect it, or give a file name)");
+                        "(redirect it, or give a file name)");
     int err = 0;
     for (int i = 0; !err && i < nparts; i++) err = write_all(1, parts[i], sizes[i]);
     if (err) return rai_fail(RA_ERR_WRITE, "cannot write to standard output: %s", strerror(err));
@@ -159,7 +159,7 @@ static ra_status write_stdout(const void *const *parts, const size_t *sizes, int
 }
 
 ra_status rai_write_file_atomic(const char *path, const void *const *parts, const size_t *sizes,
-                               int nparts) {
+                                int nparts) {
     if (!path || !path[0]) return rai_fail(RA_ERR_ARG, "cannot write: NULL or empty path");
     if (strcmp(path, "-") == 0) return write_stdout(parts, sizes, nparts);
     int through, fifo;
@@ -172,7 +172,7 @@ ra_status rai_write_file_atomic(const char *path, const void *const *parts, cons
     int fd = make_temp(tmp, strlen(path) + 5);
     if (fd < 0) {
         s = rai_fail(RA_ERR_WRITE, "cannot create a temporary file for '%s': %s", path,
-                    strerror(errno));
+                     strerror(errno));
         free(tmp);
         return s;
     }

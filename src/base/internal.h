@@ -30,7 +30,7 @@ ra_status rai_run_parts(int n, ra_status (*part)(void *ctx, int s), void *ctx);
  * 1e-6)) for the total norm of all of them. */
 double rai_grad_sumsq(float *const *grads, const int64_t *sizes, int count);
 void rai_grad_clip(float *const *grads, const int64_t *sizes, int count, float total,
-                  float max_norm);
+                   float max_norm);
 
 /* Checked size arithmetic: return 0 on overflow (result untouched). */
 static inline int rai_mul_size(size_t *r, size_t a, size_t b) {
@@ -66,11 +66,11 @@ void rai_free(void *p);
 /* ra_attention_backward with set: dq, dk, dv are overwritten, not
  * accumulated (each task zeros its slices first; src/attention/core.c). */
 ra_status rai_attention_backward_set(float *dq, int lddq, float *dk, int lddk, float *dv,
-                                    int lddv, float *dtable, float *drel_k, float *drel_v,
-                                    const float *dout, int lddo, const float *q, int ldq,
-                                    const float *k, int ldk, const float *v, int ldv,
-                                    const ra_attn_desc *d, void *work, size_t work_size,
-                                    int set);
+                                     int lddv, float *dtable, float *drel_k, float *drel_v,
+                                     const float *dout, int lddo, const float *q, int ldq,
+                                     const float *k, int ldk, const float *v, int ldv,
+                                     const ra_attn_desc *d, void *work, size_t work_size,
+                                     int set);
 
 /* p[0 .. n) = 0, the threads of ra_threads_get() sharing a large buffer
  * (src/nn/nn.c): a gradient buffer of tens of MB zeroed by one thread left
@@ -81,7 +81,7 @@ void rai_zero(float *p, int64_t n);
  * temporary file in the same directory, fsync, rename; on failure
  * (RA_ERR_WRITE, RA_ERR_NOMEM) nothing exists at path. */
 ra_status rai_write_file_atomic(const char *path, const void *const *parts, const size_t *sizes,
-                               int nparts);
+                                int nparts);
 
 /* A malloc'ed copy of s (strdup is not C11), NULL if out of memory. */
 char *rai_strdup(const char *s);

@@ -104,7 +104,7 @@ ra_status ra_rng_fill_trunc_normal(ra_rng *rng, float *out, int64_t n, float mea
                                    float std, float a, float b) {
     if (!(std >= 0.0f) || !(a < b) || !isfinite(mean) || !isfinite(std))
         return rai_fail(RA_ERR_ARG, "trunc_normal: mean %g, std %g, bounds [%g, %g]",
-                       mean, std, a, b);
+                        mean, std, a, b);
     if (n < 0) return rai_fail(RA_ERR_ARG, "trunc_normal: n = %lld", (long long)n);
     if (std == 0.0f) {
         const float v = mean < a ? a : mean > b ? b : mean;

@@ -29,7 +29,7 @@ static ra_status gz_failure(gzFile f, const char *path, const char *what) {
     if (err == Z_ERRNO) return rai_fail(RA_ERR_IO, "cannot read '%s'", path);
     if (err != Z_OK)
         return rai_fail(RA_ERR_FORMAT, "'%s': corrupt gzip stream while reading %s (%s)",
-                       path, what, msg ? msg : "?");
+                        path, what, msg ? msg : "?");
     return RA_OK;
 }
 
@@ -73,23 +73,23 @@ static ra_status idx_read(uint8_t **data, int64_t dims[3], const char *path, int
     if ((s = gz_read_all(f, path, "the header", head, hlen, &got)) != RA_OK) goto done;
     if (got < hlen) {
         s = rai_fail(RA_ERR_FORMAT, "'%s': %zu bytes, too short for an IDX %s header", path,
-                    got, kind);
+                     got, kind);
         goto done;
     }
     if (head[0] != 0 || head[1] != 0) {
         s = rai_fail(RA_ERR_FORMAT, "'%s': not an IDX file (magic %02x%02x%02x%02x)", path,
-                    head[0], head[1], head[2], head[3]);
+                     head[0], head[1], head[2], head[3]);
         goto done;
     }
     if (head[2] != IDX_U8) {
         s = rai_fail(RA_ERR_FORMAT,
-                    "'%s': IDX data type 0x%02x, expected unsigned bytes (0x08) for %s", path,
-                    head[2], kind);
+                     "'%s': IDX data type 0x%02x, expected unsigned bytes (0x08) for %s", path,
+                     head[2], kind);
         goto done;
     }
     if (head[3] != rank) {
         s = rai_fail(RA_ERR_FORMAT, "'%s': IDX rank %d, expected %d for %s (magic 0x%08x)",
-                    path, head[3], rank, kind, 0x800u | (unsigned)rank);
+                     path, head[3], rank, kind, 0x800u | (unsigned)rank);
         goto done;
     }
     int64_t total = 1;
@@ -98,7 +98,7 @@ static ra_status idx_read(uint8_t **data, int64_t dims[3], const char *path, int
         const int64_t max = i == 0 ? RA_DATASET_MAX_COUNT : RA_DATASET_MAX_SIDE;
         if (v < 1 || v > max) {
             s = rai_fail(RA_ERR_FORMAT, "'%s': dimension %d is %u, outside [1, %lld]", path, i,
-                        v, (long long)max);
+                         v, (long long)max);
             goto done;
         }
         dims[i] = v;
@@ -106,7 +106,7 @@ static ra_status idx_read(uint8_t **data, int64_t dims[3], const char *path, int
     }
     if (total > RA_DATASET_MAX_BYTES) {
         s = rai_fail(RA_ERR_FORMAT, "'%s': %lld bytes of data claimed, above the limit of %lld",
-                    path, (long long)total, (long long)RA_DATASET_MAX_BYTES);
+                     path, (long long)total, (long long)RA_DATASET_MAX_BYTES);
         goto done;
     }
     /* grow with the data actually there: a lying header costs little */
@@ -128,7 +128,7 @@ static ra_status idx_read(uint8_t **data, int64_t dims[3], const char *path, int
         have += got;
         if (have < cap) {
             s = rai_fail(RA_ERR_FORMAT, "'%s': truncated: the header says %zu bytes of %s, "
-                        "the file holds %zu", path, need, kind, have);
+                         "the file holds %zu", path, need, kind, have);
             goto done;
         }
     }
@@ -138,7 +138,7 @@ static ra_status idx_read(uint8_t **data, int64_t dims[3], const char *path, int
     if ((s = gz_read_all(f, path, "the end of the data", &extra, 1, &got)) != RA_OK) goto done;
     if (got != 0) {
         s = rai_fail(RA_ERR_FORMAT, "'%s': longer than its header says (%zu bytes of %s)",
-                    path, need, kind);
+                     path, need, kind);
         goto done;
     }
     *data = buf;
@@ -173,7 +173,7 @@ ra_status ra_dataset_load(ra_dataset *d, const char *images_path, const char *la
     if (ldims[0] != idims[0]) {
         free(images), free(labels);
         return rai_fail(RA_ERR_FORMAT, "'%s' has %lld labels but '%s' has %lld images",
-                       labels_path, (long long)ldims[0], images_path, (long long)idims[0]);
+                        labels_path, (long long)ldims[0], images_path, (long long)idims[0]);
     }
     int maxl = 0;
     for (int64_t i = 0; i < ldims[0]; i++) maxl = labels[i] > maxl ? labels[i] : maxl;
@@ -254,7 +254,7 @@ ra_status ra_dataset_batch(float *x, int32_t *labels, const ra_dataset *d,
     for (int k = 0; k < b; k++)
         if (idx[k] < 0 || idx[k] >= d->n)
             return rai_fail(RA_ERR_ARG, "batch: index %lld outside [0, %lld)",
-                           (long long)idx[k], (long long)d->n);
+                            (long long)idx[k], (long long)d->n);
     /* every output value is one of 256: ToTensor's p / 255 then Normalize,
      * in float32 */
     float lut[256];

@@ -40,7 +40,7 @@ static ra_status to_float(float **rgb, const unsigned char *px, int w, int h, co
 
 static ra_status too_many_pixels(const char *path, int64_t w, int64_t h, int64_t max_pixels) {
     return rai_fail(RA_ERR_FORMAT, "image '%s' is %lldx%lld, above the limit of %lld pixels",
-                   path, (long long)w, (long long)h, (long long)max_pixels);
+                    path, (long long)w, (long long)h, (long long)max_pixels);
 }
 
 /* ---- PNG (libspng) ---------------------------------------------------------- */
@@ -66,7 +66,7 @@ static ra_status load_png(float **rgb, int *w, int *h, FILE *f, const char *path
     if (!e && !st) e = spng_decode_image(ctx, px, n, SPNG_FMT_RGB8, 0);
     if (e && !st)
         st = rai_fail(e == SPNG_EMEM ? RA_ERR_NOMEM : RA_ERR_FORMAT, "image '%s': PNG: %s", path,
-                     spng_strerror(e));
+                      spng_strerror(e));
     if (!st) st = to_float(rgb, px, (int)ih.width, (int)ih.height, path);
     if (!st) *w = (int)ih.width, *h = (int)ih.height;
     free(px);
@@ -122,7 +122,7 @@ static ra_status load_jpeg(float **rgb, int *w, int *h, FILE *f, const char *pat
     if (setjmp(err.back)) {
         if (!st)
             st = rai_fail(err.nomem ? RA_ERR_NOMEM : RA_ERR_FORMAT, "image '%s': JPEG: %s", path,
-                         err.msg);
+                          err.msg);
         jpeg_destroy_decompress(&cinfo);
         free(px);
         return st;
@@ -139,7 +139,7 @@ static ra_status load_jpeg(float **rgb, int *w, int *h, FILE *f, const char *pat
     if (cinfo.jpeg_color_space != JCS_GRAYSCALE && cinfo.jpeg_color_space != JCS_YCbCr &&
         cinfo.jpeg_color_space != JCS_RGB) {
         st = rai_fail(RA_ERR_FORMAT, "image '%s': JPEG: only greyscale and colour (YCbCr, RGB) "
-                     "images, not CMYK", path);
+                      "images, not CMYK", path);
         longjmp(err.back, 1);
     }
     cinfo.out_color_space = JCS_RGB;
@@ -147,7 +147,7 @@ static ra_status load_jpeg(float **rgb, int *w, int *h, FILE *f, const char *pat
     const size_t stride = (size_t)cinfo.output_width * 3, bytes = stride * cinfo.output_height;
     if (cinfo.output_components != 3 || !(px = malloc(bytes ? bytes : 1))) {
         st = rai_fail(RA_ERR_NOMEM, "image '%s' (%ux%u): out of memory", path, cinfo.output_width,
-                     cinfo.output_height);
+                      cinfo.output_height);
         longjmp(err.back, 1);
     }
     while (cinfo.output_scanline < cinfo.output_height) {
@@ -220,7 +220,7 @@ ra_status ra_image_preprocess(float *out, const float *rgb, int w, int h, int re
                               const float mean[3], const float std[3]) {
     if (!out || !rgb || w < 1 || h < 1 || resize < 1 || crop < 1 || crop > resize)
         return rai_fail(RA_ERR_ARG, "image preprocess: image %dx%d, resize %d, crop %d", w, h,
-                       resize, crop);
+                        resize, crop);
     for (int c = 0; c < 3; c++)
         if (!(std[c] > 0)) return rai_fail(RA_ERR_ARG, "image preprocess: std must be > 0");
     /* shorter side -> resize, keeping the aspect ratio */

@@ -28,7 +28,7 @@ static ra_status check_size(int64_t w, int64_t h) {
     if (w < 1 || h < 1 || w > RA_PNG_MAX_SIDE || h > RA_PNG_MAX_SIDE ||
         w * h > RA_PNG_MAX_PIXELS)
         return rai_fail(RA_ERR_ARG, "picture of %lld x %lld pixels (limits: %d per side, %d in all)",
-                       (long long)w, (long long)h, RA_PNG_MAX_SIDE, RA_PNG_MAX_PIXELS);
+                        (long long)w, (long long)h, RA_PNG_MAX_SIDE, RA_PNG_MAX_PIXELS);
     return RA_OK;
 }
 
@@ -50,7 +50,7 @@ ra_status ra_png_write(const char *path, const uint8_t *rgb, int w, int h) {
     if (e || !png) {
         free(png);
         return rai_fail(e == SPNG_EMEM ? RA_ERR_NOMEM : RA_ERR_INTERNAL, "png '%s': %s", path,
-                       spng_strerror(e));
+                        spng_strerror(e));
     }
     s = rai_write_file_atomic(path, (const void *const[]){png}, (const size_t[]){png_len}, 1);
     free(png);
@@ -81,7 +81,7 @@ static ra_status cv_new(canvas *c, int64_t w, int64_t h) {
     c->w = (int)w, c->h = (int)h;
     c->px = malloc((size_t)w * (size_t)h * 3);
     if (!c->px) return rai_fail(RA_ERR_NOMEM, "picture of %lld x %lld: out of memory",
-                               (long long)w, (long long)h);
+                                (long long)w, (long long)h);
     memset(c->px, 255, (size_t)w * (size_t)h * 3);
     return RA_OK;
 }
@@ -467,7 +467,7 @@ ra_status ra_plot_bias_tables(const char *path, const ra_plot_table *tables, int
         if (!tb->table || tb->nh < 1 || tb->nh > 1024 || tb->wh < 1 || tb->ww < 1 ||
             tb->wh > 256 || tb->ww > 256)
             return rai_fail(RA_ERR_ARG, "plot bias: table %d: NULL or %d heads, window %dx%d",
-                           t, tb->nh, tb->wh, tb->ww);
+                            t, tb->nh, tb->wh, tb->ww);
     }
     double *vmax = malloc(sizeof(double) * (size_t)ntables);
     if (!vmax) return rai_fail(RA_ERR_NOMEM, "plot bias: out of memory");
@@ -516,13 +516,13 @@ ra_status ra_plot_attention(const char *path, const float *image, int h, int w, 
     if (h < 1 || w < 1 || h > 8192 || w > 8192 || (channels != 1 && channels != 3) || nq < 1 ||
         nh < 1 || nq > 1024 || nh > 1024 || gh < 1 || gw < 1 || gh > 8192 || gw > 8192)
         return rai_fail(RA_ERR_ARG,
-                       "plot attention: image %dx%dx%d, %d queries, %d heads, grid %dx%d", h, w,
-                       channels, nq, nh, gh, gw);
+                        "plot attention: image %dx%dx%d, %d queries, %d heads, grid %dx%d", h, w,
+                        channels, nq, nh, gh, gw);
     for (int q = 0; q < nq; q++)
         if (queries[2 * q] < 0 || queries[2 * q] >= gh || queries[2 * q + 1] < 0 ||
             queries[2 * q + 1] >= gw)
             return rai_fail(RA_ERR_ARG, "plot attention: query %d at (%d, %d) outside the %dx%d grid",
-                           q, queries[2 * q], queries[2 * q + 1], gh, gw);
+                            q, queries[2 * q], queries[2 * q + 1], gh, gw);
     /* Panel size: integer upscaling to about 170 px, at most 8x; large
      * images shrink to 512 px on their longer side. */
     int big = h > w ? h : w, pw, ph;
@@ -622,11 +622,11 @@ ra_status ra_plot_curves(const char *path, const ra_plot_series *series, int nse
                          const char *title) {
     if (!path || !path[0] || !series || nseries < 1 || nseries > 64 || npanels < 1 || npanels > 4)
         return rai_fail(RA_ERR_ARG, "plot curves: NULL argument, %d series, %d panels", nseries,
-                       npanels);
+                        npanels);
     for (int k = 0; k < nseries; k++)
         if (!series[k].y || series[k].n < 0 || series[k].panel < 0 || series[k].panel >= npanels)
             return rai_fail(RA_ERR_ARG, "plot curves: series %d: NULL y, %d points or panel %d", k,
-                           series[k].n, series[k].panel);
+                            series[k].n, series[k].panel);
     /* Colours by name: "train" is one colour in every panel. */
     int colour[64], ncol = 0;
     for (int k = 0; k < nseries; k++) {

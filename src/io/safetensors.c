@@ -153,7 +153,7 @@ static ra_status st_parse_entry(st_entry *e, const char *name, json_t *v) {
     }
     if (!jd || !js || !jo)
         return rai_fail(RA_ERR_FORMAT, "tensor " NAMEF ": missing \"%s\"", name,
-                       !jd ? "dtype" : !js ? "shape" : "data_offsets");
+                        !jd ? "dtype" : !js ? "shape" : "data_offsets");
 
     ra_st_tensor *t = &e->t;
     t->name = name;
@@ -162,45 +162,45 @@ static ra_status st_parse_entry(st_entry *e, const char *name, json_t *v) {
     t->dtype = st_dtype_parse(json_string_value(jd));
     if (t->dtype == RA_DTYPE_INVALID)
         return rai_fail(RA_ERR_FORMAT, "tensor " NAMEF ": unknown dtype '%.40s'", name,
-                       json_string_value(jd));
+                        json_string_value(jd));
 
     if (!json_is_array(js))
         return rai_fail(RA_ERR_FORMAT, "tensor " NAMEF ": shape is not an array", name);
     if (json_array_size(js) > RA_ST_MAX_DIMS)
         return rai_fail(RA_ERR_FORMAT, "tensor " NAMEF ": shape has %zu dims, at most %d supported",
-                       name, json_array_size(js), RA_ST_MAX_DIMS);
+                        name, json_array_size(js), RA_ST_MAX_DIMS);
     t->ndim = (int)json_array_size(js);
     t->numel = 1;
     for (int i = 0; i < t->ndim; i++) {
         if (!st_int_at(json_array_get(js, (size_t)i), &t->shape[i]))
             return rai_fail(RA_ERR_FORMAT, "tensor " NAMEF ": shape[%d] is not a non-negative integer",
-                           name, i);
+                            name, i);
         /* Like the reference, an overflowing prefix is an error even if a
          * later dimension is 0. */
         if (!rai_mul_i64(&t->numel, t->numel, t->shape[i]))
             return rai_fail(RA_ERR_FORMAT, "tensor " NAMEF ": element count overflows at shape[%d]",
-                           name, i);
+                            name, i);
     }
 
     int64_t b, en;
     if (!json_is_array(jo) || json_array_size(jo) != 2 ||
         !st_int_at(json_array_get(jo, 0), &b) || !st_int_at(json_array_get(jo, 1), &en))
         return rai_fail(RA_ERR_FORMAT,
-                       "tensor " NAMEF ": data_offsets is not [begin, end] of non-negative integers", name);
+                        "tensor " NAMEF ": data_offsets is not [begin, end] of non-negative integers", name);
     if (b > en)
         return rai_fail(RA_ERR_FORMAT, "tensor " NAMEF ": data_offsets [%lld, %lld] are reversed",
-                       name, (long long)b, (long long)en);
+                        name, (long long)b, (long long)en);
     int64_t nbytes;
     char shp[200];
     st_fmt_shape(shp, sizeof shp, t->shape, t->ndim);
     if (!rai_mul_i64(&nbytes, t->numel, (int64_t)st_dtype_size(t->dtype)))
         return rai_fail(RA_ERR_FORMAT, "tensor " NAMEF ": byte count of shape %s of %s overflows",
-                       name, shp, st_dtype_name(t->dtype));
+                        name, shp, st_dtype_name(t->dtype));
     if (nbytes != en - b)
         return rai_fail(RA_ERR_FORMAT,
-                       "tensor " NAMEF ": data_offsets [%lld, %lld] hold %lld bytes, shape %s of %s needs %lld",
-                       name, (long long)b, (long long)en, (long long)(en - b), shp,
-                       st_dtype_name(t->dtype), (long long)nbytes);
+                        "tensor " NAMEF ": data_offsets [%lld, %lld] hold %lld bytes, shape %s of %s needs %lld",
+                        name, (long long)b, (long long)en, (long long)(en - b), shp,
+                        st_dtype_name(t->dtype), (long long)nbytes);
     e->begin = (uint64_t)b;
     e->end = (uint64_t)en;
     return RA_OK;
@@ -237,14 +237,14 @@ static int st_cmp_name(const void *a, const void *b) {
 static ra_status st_parse(ra_st_file *f) {
     if (f->len < 8)
         return rai_fail(RA_ERR_FORMAT, "file is %zu bytes, too short for the 8-byte header length",
-                       f->len);
+                        f->len);
     uint64_t n = st_u64(f->base);
     if (n > ST_MAX_HEADER)
         return rai_fail(RA_ERR_FORMAT, "header length %llu exceeds the limit of %llu bytes",
-                       (unsigned long long)n, ST_MAX_HEADER);
+                        (unsigned long long)n, ST_MAX_HEADER);
     if (n > f->len - 8)
         return rai_fail(RA_ERR_FORMAT, "header length %llu runs past the end of the %zu-byte file",
-                       (unsigned long long)n, f->len);
+                        (unsigned long long)n, f->len);
     const char *hdr = (const char *)f->base + 8;
     /* The reference insists on '{' first; jansson would skip whitespace. */
     if (n == 0 || hdr[0] != '{')
@@ -253,7 +253,7 @@ static ra_status st_parse(ra_st_file *f) {
     f->root = json_loadb(hdr, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
     if (!f->root)
         return rai_fail(RA_ERR_FORMAT, "header is not valid JSON: %s (line %d, column %d)",
-                       jerr.text, jerr.line, jerr.column);
+                        jerr.text, jerr.line, jerr.column);
     if (!json_is_object(f->root)) return rai_fail(RA_ERR_FORMAT, "header is not a JSON object");
     size_t count = json_object_size(f->root);
     if (count > INT_MAX) return rai_fail(RA_ERR_FORMAT, "header holds %zu tensors", count);
@@ -283,19 +283,19 @@ static ra_status st_parse(ra_st_file *f) {
         st_entry *e = &f->e[i];
         if (e->end > data_len)
             return rai_fail(RA_ERR_FORMAT,
-                           "tensor " NAMEF ": data_offsets [%llu, %llu] run past the %zu-byte data section",
-                           e->t.name, (unsigned long long)e->begin, (unsigned long long)e->end, data_len);
+                            "tensor " NAMEF ": data_offsets [%llu, %llu] run past the %zu-byte data section",
+                            e->t.name, (unsigned long long)e->begin, (unsigned long long)e->end, data_len);
         if (e->begin != pos)
             return rai_fail(RA_ERR_FORMAT, "tensor " NAMEF ": data starts at byte %llu, expected %llu (%s)",
-                           e->t.name, (unsigned long long)e->begin, (unsigned long long)pos,
-                           e->begin < pos ? "overlap" : "gap");
+                            e->t.name, (unsigned long long)e->begin, (unsigned long long)pos,
+                            e->begin < pos ? "overlap" : "gap");
         pos = e->end;
         e->t.data = data + e->begin;
         e->t.nbytes = (size_t)(e->end - e->begin);
     }
     if (pos != data_len)
         return rai_fail(RA_ERR_FORMAT, "tensors cover %llu bytes of the %zu-byte data section",
-                       (unsigned long long)pos, data_len);
+                        (unsigned long long)pos, data_len);
     for (int i = 0; i < f->n; i++) f->by_name[i] = &f->e[i].t;
     qsort(f->by_name, (size_t)f->n, sizeof *f->by_name, st_cmp_name);
     return RA_OK;
@@ -322,7 +322,7 @@ ra_status ra_st_open(ra_st_file **out, const char *path) {
     if (st.st_size < 8) {
         close(fd);
         return rai_fail(RA_ERR_FORMAT, "'%s': file is %lld bytes, too short for the 8-byte header length",
-                       path, (long long)st.st_size);
+                        path, (long long)st.st_size);
     }
     if ((uintmax_t)st.st_size > SIZE_MAX) {
         close(fd);
@@ -502,8 +502,8 @@ static ra_status st_check(const void *dst, const ra_st_tensor *t, int want_float
     if (!dst || !t) return rai_fail(RA_ERR_ARG, "%s: NULL argument", fn);
     if (want_float ? st_is_float(t->dtype) : st_is_int(t->dtype)) return RA_OK;
     return rai_fail(RA_ERR_SHAPE, "tensor " NAMEF ": dtype %s is not %s type",
-                   t->name ? t->name : "", st_dtype_name(t->dtype),
-                   want_float ? "a float" : "an integer");
+                    t->name ? t->name : "", st_dtype_name(t->dtype),
+                    want_float ? "a float" : "an integer");
 }
 
 ra_status ra_st_to_f32(float *dst, const ra_st_tensor *t) {
@@ -569,8 +569,8 @@ static ra_status st_read(void *dst, const ra_st_file *f, const ra_st_tensor *t, 
         const int err = st_pread_all(f->fd, to, k * size, off);
         if (err)
             return rai_fail(err < 0 ? RA_ERR_FORMAT : RA_ERR_IO, "tensor " NAMEF ": %s",
-                           t->name ? t->name : "",
-                           err < 0 ? "the file ended early (it changed after it was opened)"
+                            t->name ? t->name : "",
+                            err < 0 ? "the file ended early (it changed after it was opened)"
                                    : strerror(err));
         conv((unsigned char *)dst + i * out_size, to, t->dtype, k);
         i += k, off += (off_t)(k * size);
@@ -638,12 +638,12 @@ static ra_status writer_add(ra_st_writer *w, const char *name, ra_dtype dtype, i
     if (!size) return rai_fail(RA_ERR_ARG, "tensor " NAMEF ": invalid dtype %d", name, (int)dtype);
     if (ndim < 0 || ndim > RA_ST_MAX_DIMS || (ndim > 0 && !shape))
         return rai_fail(RA_ERR_ARG, "tensor " NAMEF ": %d dims (0..%d with a shape)", name, ndim,
-                       RA_ST_MAX_DIMS);
+                        RA_ST_MAX_DIMS);
     int64_t numel = 1, nbytes, total;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0)
             return rai_fail(RA_ERR_ARG, "tensor " NAMEF ": shape[%d] = %lld < 0", name, i,
-                           (long long)shape[i]);
+                            (long long)shape[i]);
         if (!rai_mul_i64(&numel, numel, shape[i]))
             return rai_fail(RA_ERR_NOMEM, "tensor " NAMEF ": element count overflows", name);
     }
@@ -736,7 +736,7 @@ static ra_status st_build_header(ra_st_writer *w, const st_wtensor **sorted,
     if (padded > ST_MAX_HEADER) {
         free(js);
         return rai_fail(RA_ERR_ARG, "header of %zu bytes exceeds the limit of %llu", padded,
-                       ST_MAX_HEADER);
+                        ST_MAX_HEADER);
     }
     unsigned char *buf = malloc(8 + padded);
     if (!buf) {

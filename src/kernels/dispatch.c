@@ -71,7 +71,7 @@ const char *ra_kernel_name(ra_kernel_id id) {
 ra_status ra_kernel_select(ra_kernel_id id) {
     if (!ra_kernel_supported(id))
         return rai_fail(RA_ERR_ARG, "kernel '%s' is not supported on this CPU or build",
-                       ra_kernel_name(id));
+                        ra_kernel_name(id));
     current = (int)id;
     return RA_OK;
 }

@@ -10,7 +10,6 @@
  * run in shards, on threads or on processes, and give the same numbers
  * (OpenBLAS, which blocks and threads by the sizes of each call, does not). */
 #include "kernels/gemm_kernels.h"
-#include "kernels/kernels.h"
 #include "base/internal.h"
 #include "base/arena.h"
 
@@ -25,7 +24,7 @@
 
 /* The scalar micro-kernel (gemm_kernels.h). */
 void rai_gemm_micro_ref(int kc, const float *ap, const float *bp, float *c, int64_t ldc,
-                       const float *bias, int accumulate) {
+                        const float *bias, int accumulate) {
     float acc[MR][NR] = {{0}};
     for (int kk = 0; kk < kc; kk++, ap += MR, bp += NR)
         for (int r = 0; r < MR; r++)
@@ -141,8 +140,8 @@ static void run_task(const gemm_job *g, int64_t i0, int mc, int p0, int p1, floa
 }
 
 int rai_gemm(float *c, int64_t ldc, const float *a, int64_t ars, int64_t acs, const float *b,
-            int64_t brs, int64_t bcs, int64_t m, int n, int k, const float *bias,
-            int accumulate, int isa, int nthreads) {
+             int64_t brs, int64_t bcs, int64_t m, int n, int k, const float *bias,
+             int accumulate, int isa, int nthreads) {
     if (m <= 0 || n <= 0) return 0;
     if (k <= 0) {   /* an empty sum */
         for (int64_t i = 0; !accumulate && i < m; i++)

@@ -6,7 +6,7 @@
 #include <immintrin.h>
 
 void rai_gemm_micro_avx2(int kc, const float *ap, const float *bp, float *c, int64_t ldc,
-                        const float *bias, int accumulate) {
+                         const float *bias, int accumulate) {
     __m256 c0a = _mm256_setzero_ps(), c0b = _mm256_setzero_ps();
     __m256 c1a = _mm256_setzero_ps(), c1b = _mm256_setzero_ps();
     __m256 c2a = _mm256_setzero_ps(), c2b = _mm256_setzero_ps();

@@ -525,16 +525,16 @@ static int run_part(const gemm_args *a, int64_t mt, int64_t t0, int64_t t1, int 
 }
 
 int rai_gemm_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
-                   int64_t ldw, int64_t m, int n, int k, const float *bias, int gelu,
-                   float *res, int64_t ldres, const int32_t *map, int nthreads) {
+                    int64_t ldw, int64_t m, int n, int k, const float *bias, int gelu,
+                    float *res, int64_t ldres, const int32_t *map, int nthreads) {
     return rai_gemm_avx512_ext(y, ldy, x, ldx, w, ldw, 0, m, n, k, bias, gelu, NULL, NULL, res,
-                              ldres, map, nthreads);
+                               ldres, map, nthreads);
 }
 
 int rai_gemm_avx512_ext(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
-                       int64_t ldw, int wt, int64_t m, int n, int k, const float *bias, int gelu,
-                       float *gd, const float *gm, float *res, int64_t ldres,
-                       const int32_t *map, int nthreads) {
+                        int64_t ldw, int wt, int64_t m, int n, int k, const float *bias, int gelu,
+                        float *gd, const float *gm, float *res, int64_t ldres,
+                        const int32_t *map, int nthreads) {
     if (m <= 0 || n <= 0) return 0;
     if (k <= 0) return -1;   /* the caller's path handles it */
     /* panels of 32 or 48 columns, whichever wastes fewer lanes (48 on a
@@ -787,7 +787,7 @@ static void tn_part(const tn_args *g, int t0, int t1, float *sums) {
 }
 
 int rai_gemm_tn_avx512(float *c, int64_t ldc, const float *a, int64_t lda, const float *b,
-                      int64_t ldb, int64_t m, int n, int k, float *db, int nthreads) {
+                       int64_t ldb, int64_t m, int n, int k, float *db, int nthreads) {
     if (m <= 0 || n <= 0 || k <= 0) return 0;
     /* the tile shape wasting the fewest lanes on the edges; ties to wider */
     static const int kvs[3] = {3, 2, 1}, nrs[3] = {8, 12, 24};
@@ -909,13 +909,13 @@ static inline __attribute__((always_inline)) void ln_rows(
 }
 
 void rai_nn_layernorm_row_avx512(float *y, float *mean, float *rstd, const float *x,
-                                const float *gamma, const float *beta, int c, float eps) {
+                                 const float *gamma, const float *beta, int c, float eps) {
     ln_rows(1, &y, &mean, &rstd, &x, gamma, beta, c, eps);
 }
 
 void rai_nn_layernorm_rows4_avx512(float *const y[4], float *const mean[4], float *const rstd[4],
-                                  const float *const x[4], const float *gamma, const float *beta,
-                                  int c, float eps) {
+                                   const float *const x[4], const float *gamma, const float *beta,
+                                   int c, float eps) {
     ln_rows(4, y, mean, rstd, x, gamma, beta, c, eps);
 }
 
@@ -927,8 +927,8 @@ void rai_nn_layernorm_rows4_avx512(float *const y[4], float *const mean[4], floa
  * pg += dy xhat, pb += dy, rows in order (the caller adds the blocks'
  * sums in block order). */
 void rai_nn_layernorm_backward_rows_avx512(float *dx, double *pg, double *pb, const float *dy,
-                                          const float *x, const float *mean, const float *rstd,
-                                          const float *gamma, int64_t rows, int c) {
+                                           const float *x, const float *mean, const float *rstd,
+                                           const float *gamma, int64_t rows, int c) {
     const int nv = (c + 7) / 8;
     const __mmask8 ml = (__mmask8)((1u << (c - 8 * (nv - 1))) - 1);
     for (int64_t i = 0; i < rows; i++) {

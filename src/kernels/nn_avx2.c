@@ -156,7 +156,7 @@ static inline double hsum_pd(__m256d v) {
 }
 
 void rai_nn_layernorm_row_avx2(float *y, float *mean, float *rstd, const float *x,
-                              const float *gamma, const float *beta, int c, float eps) {
+                               const float *gamma, const float *beta, int c, float eps) {
     int j;
     __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
     double tail = 0;

@@ -68,17 +68,17 @@ void rai_nn_gelu_ref(float *y, const float *x, int64_t n);
 void rai_nn_gelu_backward_ref(float *dx, const float *dy, const float *x, int64_t n);
 void rai_nn_gelu_deriv_ref(float *y, const float *x, int64_t n);
 void rai_nn_layernorm_row_ref(float *y, float *mean, float *rstd, const float *x,
-                             const float *gamma, const float *beta, int c, float eps);
+                              const float *gamma, const float *beta, int c, float eps);
 /* dx (rows, C) += the LayerNorm backward of rows [0, rows), each row on
  * its own. */
 void rai_nn_layernorm_backward_dx_ref(float *dx, const float *dy, const float *x,
-                                     const float *mean, const float *rstd, const float *gamma,
-                                     int64_t rows, int c);
+                                      const float *mean, const float *rstd, const float *gamma,
+                                      int64_t rows, int c);
 /* ag[j] += sum over the rows of dy xhat, ab[j] += sum of dy, for the jn
  * columns j0 .. j0+jn-1 of rows [0, rows) (row stride c), rows in order. */
 void rai_nn_layernorm_backward_sums_ref(double *ag, double *ab, const float *dy, const float *x,
-                                       const float *mean, const float *rstd, int64_t rows,
-                                       int c, int j0, int jn);
+                                        const float *mean, const float *rstd, int64_t rows,
+                                        int c, int j0, int jn);
 
 /* ---- AVX2 + FMA (nn_avx2.c) ----------------------------------------------- */
 
@@ -89,7 +89,7 @@ void rai_nn_gelu_avx2(float *y, const float *x, int64_t n);
 void rai_nn_gelu_backward_avx2(float *dx, const float *dy, const float *x, int64_t n);
 void rai_nn_gelu_deriv_avx2(float *y, const float *x, int64_t n);
 void rai_nn_layernorm_row_avx2(float *y, float *mean, float *rstd, const float *x,
-                              const float *gamma, const float *beta, int c, float eps);
+                               const float *gamma, const float *beta, int c, float eps);
 #endif
 
 #endif

@@ -38,7 +38,7 @@ void rai_nn_gelu_deriv_ref(float *y, const float *x, int64_t n) {
 /* Statistics in double, two passes (no cancellation for inputs far from 0),
  * saved as float: the backward pass recomputes xhat from them. */
 void rai_nn_layernorm_row_ref(float *yr, float *mean, float *rstd, const float *xr,
-                             const float *gamma, const float *beta, int c, float eps) {
+                              const float *gamma, const float *beta, int c, float eps) {
     double s = 0, ss = 0;
     for (int j = 0; j < c; j++) s += xr[j];
     const double mu = s / c;
@@ -60,8 +60,8 @@ void rai_nn_layernorm_row_ref(float *yr, float *mean, float *rstd, const float *
 /* Per row: g = dy gamma, xhat = (x - mu) rstd, the row means of g and of
  * g xhat, dx += rstd (g - mean(g) - xhat mean(g xhat)), all in double. */
 void rai_nn_layernorm_backward_dx_ref(float *dx, const float *dy, const float *x,
-                                     const float *mean, const float *rstd, const float *gamma,
-                                     int64_t rows, int c) {
+                                      const float *mean, const float *rstd, const float *gamma,
+                                      int64_t rows, int c) {
     for (int64_t i = 0; i < rows; i++) {
         const float *xr = x + i * c, *gr = dy + i * c;
         const double mu = mean[i], rs = rstd[i];
@@ -83,8 +83,8 @@ void rai_nn_layernorm_backward_dx_ref(float *dx, const float *dy, const float *x
 }
 
 void rai_nn_layernorm_backward_sums_ref(double *ag, double *ab, const float *dy, const float *x,
-                                       const float *mean, const float *rstd, int64_t rows,
-                                       int c, int j0, int jn) {
+                                        const float *mean, const float *rstd, int64_t rows,
+                                        int c, int j0, int jn) {
     for (int64_t i = 0; i < rows; i++) {
         const float *xr = x + i * c + j0, *gr = dy + i * c + j0;
         const double mu = mean[i], rs = rstd[i];

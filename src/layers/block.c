@@ -37,9 +37,7 @@ static void residual(float *x, const float *a, const float *gamma, int64_t rows,
 
 /* dst (rows, C) = src (rows, C) * gamma (C): LayerScale's input gradient. */
 static void scale_cols(float *dst, const float *src, const float *gamma, int64_t rows, int c) {
-#ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(par_threads(rows * c))
-#endif
     for (int64_t r = 0; r < rows; r++)
         for (int k = 0; k < c; k++) dst[r * c + k] = src[r * c + k] * gamma[k];
 }
@@ -48,9 +46,7 @@ static void scale_cols(float *dst, const float *src, const float *gamma, int64_t
  * LayerScale's gamma gradient. Blocks of 16 columns per task. */
 static void colsum_prod_add(float *out, const float *a, const float *b, int64_t rows, int c) {
     const int chunks = (c + 15) / 16;
-#ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(par_threads(rows * c)) if (chunks > 1)
-#endif
     for (int t = 0; t < chunks; t++) {
         const int j0 = t * 16, jn = c - j0 < 16 ? c - j0 : 16;
         double acc[16] = {0};
@@ -97,12 +93,6 @@ static const float *branch_backward(float *dA, const float *dR, const float *a,
     return dA;
 }
 
-/* y row r = x row map[r], or zeros where map[r] < 0. */
-static void gather(float *y, const float *x, const int32_t *map, int64_t rows, int c) {
-    if (map) rai_rows_gather(y, x, map, rows, c);
-    else memcpy(y, x, (size_t)(rows * c) * sizeof *y);
-}
-
 /* ---- the attention: an ra_attn_layer or the network's own ------------------ */
 
 static size_t attn_forward_ws_size(const rai_block *b, const rai_block_layout *l) {
@@ -116,7 +106,7 @@ static ra_status attn_forward(const rai_block *b, float *y, float *probs, const 
                               float *res, const int32_t *map) {
     if (b->own) return b->own->forward(b->own->ctx, y, probs, x, kv, l, ws, res, map);
     return rai_attn_layer_forward_ws(b->attn, y, probs, x, kv, l->b_, l->n, rai_block_keys(l),
-                                    l->mask, l->nw, ws, wsz, res, map);
+                                     l->mask, l->nw, ws, wsz, res, map);
 }
 
 static size_t attn_backward_ws_size(const rai_block *b, const rai_block_layout *l) {
@@ -132,7 +122,7 @@ static ra_status attn_backward(const rai_block *b, float *dx, float *dkv, const 
                                size_t wsz) {
     if (b->own) return b->own->backward(b->own->ctx, dx, dkv, g, dy, x, kv, l, saved, ws);
     return rai_attn_layer_backward_ws(b->attn, dx, dkv, g, dy, x, kv, l->b_, l->n,
-                                     rai_block_keys(l), l->mask, l->nw, saved, ws, wsz, 1);
+                                      rai_block_keys(l), l->mask, l->nw, saved, ws, wsz, 1);
 }
 
 static ra_status no_cross(void) {
@@ -142,7 +132,7 @@ static ra_status no_cross(void) {
 /* ---- inference ------------------------------------------------------------- */
 
 ra_status rai_block_forward(const rai_block *b, float *x, float *attn, const rai_block_layout *l,
-                           rai_arena *a) {
+                            rai_arena *a) {
     const int C = b->dim, hidden = b->hidden;
     const int64_t M = l->m, rows = (int64_t)l->b_ * l->n;
     /* MLP rows per pass: bounded hidden activations */
@@ -161,7 +151,7 @@ ra_status rai_block_forward(const rai_block *b, float *x, float *attn, const rai
     if (!win || (l->kv && !wkv) || !aw || !ws) return rai_arena_reset(a, mark), nomem();
     ra_status st;
     if (b->post) {   /* x += norm1(attn(x)) */
-        gather(win, x, l->map, rows, C);
+        rai_rows_gather(win, x, l->map, rows, C);
         st = attn_forward(b, aw, attn, win, NULL, l, ws, wsz, NULL, NULL);
         if (!st) {
             rai_layernorm_rows(aw, aw, NULL, rows, C, b->n1w, b->n1b, b->eps);
@@ -208,7 +198,7 @@ static float *carve(float *base, size_t *off, size_t n) {
 }
 
 size_t rai_block_tape_layout(rai_block_tape *t, const rai_block *b, const rai_block_layout *l,
-                            float *base) {
+                             float *base) {
     const size_t C = (size_t)b->dim, M = (size_t)l->m, hid = (size_t)b->hidden;
     const size_t rows = (size_t)l->b_ * (size_t)l->n, r1 = b->post ? rows : M;
     const size_t mkv = l->kv ? (size_t)l->mkv : 0;
@@ -246,7 +236,7 @@ static ra_status post_forward_train(const rai_block *b, rai_block_tape *t, float
     float *tmp = rai_arena_floats(a, (size_t)((rows > M ? rows : M) * C));
     if (!tmp) return nomem();
     /* xm = x + norm1(attn(x)) */
-    gather(t->win, t->x, l->map, rows, C);
+    rai_rows_gather(t->win, t->x, l->map, rows, C);
     ra_status st = attn_forward(b, t->a, NULL, t->win, NULL, l, ws, wsz, NULL, NULL);
     if (st) return st;
     ra_layernorm_forward(tmp, t->mean1, t->rstd1, t->a, b->n1w, b->n1b, rows, C, b->eps);
@@ -261,7 +251,7 @@ static ra_status post_forward_train(const rai_block *b, rai_block_tape *t, float
 }
 
 ra_status rai_block_forward_train(const rai_block *b, rai_block_tape *t, float *y, int keep_attn,
-                                 rai_arena *a, ra_rng *rng) {
+                                  rai_arena *a, ra_rng *rng) {
     const rai_block_layout *l = &t->l;
     const int C = b->dim, hidden = b->hidden;
     const int64_t M = l->m, rows = (int64_t)l->b_ * l->n;
@@ -304,7 +294,7 @@ ra_status rai_block_forward_train(const rai_block *b, rai_block_tape *t, float *
     rai_linear_gelu_keep(t->gd, t->g, t->h2, b->fc1w, b->fc1b, M, hidden, C);
     memcpy(y, t->xm, (size_t)(M * C) * sizeof *y);
     rai_linear_fused(kept ? t->mo : tmp, t->g, b->fc2w, b->fc2b, M, C, hidden, 0,
-                  kept ? NULL : y, NULL);
+                     kept ? NULL : y, NULL);
     if (kept)
         st = branch_add(y, tmp, t->mo, b->ls2, t->keep2, b->drop_path, l->batch, M, C, rng);
     rai_arena_reset(a, mark);
@@ -334,7 +324,7 @@ static ra_status post_backward(const rai_block *b, const rai_block_tape *t, floa
     const size_t wsz = attn_backward_ws_size(b, l);
     void *ws = rai_arena_bytes(a, wsz);
     if (!dln || !daw || !dwin || !ws || !t->aws) return rai_arena_reset(a, mark), nomem();
-    gather(dln, dx, l->map, rows, C);
+    rai_rows_gather(dln, dx, l->map, rows, C);
     rai_zero(daw, (int64_t)(rows * C));
     ra_layernorm_backward(daw, g->n1w, g->n1b, dln, t->a, t->mean1, t->rstd1, b->n1w, rows, C);
     ra_status st = attn_backward(b, dwin, NULL, &g->attn, daw, t->win, NULL, l, t->aws, ws, wsz);
@@ -344,7 +334,7 @@ static ra_status post_backward(const rai_block *b, const rai_block_tape *t, floa
 }
 
 ra_status rai_block_backward(const rai_block *b, const rai_block_tape *t, float *dx,
-                            const rai_block_grads *g, rai_arena *a) {
+                             const rai_block_grads *g, rai_arena *a) {
     if (b->post) return post_backward(b, t, dx, g, a);
     const rai_block_layout *l = &t->l;
     const int C = b->dim, hidden = b->hidden;
@@ -422,7 +412,7 @@ static int window_spec_eq(const ra_window_spec *p, const ra_window_spec *q) {
 }
 
 ra_status rai_window_layout_get(rai_window_layouts *c, const ra_window_spec *g, int B,
-                               const rai_window_layout **out) {
+                                const rai_window_layout **out) {
     for (int i = 0; i < c->count; i++)
         if (c->item[i].b == B && window_spec_eq(&c->item[i].g, g)) return *out = &c->item[i], RA_OK;
     rai_window_layout *e =

@@ -111,25 +111,25 @@ typedef struct rai_block_tape {
  * written); returns the floats it needs, in 64-byte steps. The input x and
  * the attention's workspace are not among them. */
 size_t rai_block_tape_layout(rai_block_tape *t, const rai_block *b, const rai_block_layout *l,
-                            float *base);
+                             float *base);
 
 /* Inference, in place on x (M, C). attn (b_, nH, n, n): the attention's
  * probabilities, if given. Scratch from a (released before returning). */
 ra_status rai_block_forward(const rai_block *b, float *x, float *attn, const rai_block_layout *l,
-                           rai_arena *a);
+                            rai_arena *a);
 
 /* Training: y (M, C) from t->x, filling t (laid out by
  * rai_block_tape_layout). keep_attn: the attention's workspace is taken
  * from a and kept (t->aws, below the arena's mark on return); else it is
  * scratch and the backward recomputes the projections. rng: drop-path. */
 ra_status rai_block_forward_train(const rai_block *b, rai_block_tape *t, float *y, int keep_attn,
-                                 rai_arena *a, ra_rng *rng);
+                                  rai_arena *a, ra_rng *rng);
 
 /* dx (M, C): the gradient of the block's output in, of its input out (in
  * place); parameter gradients (and kv's) ACCUMULATED into g. Scratch from
  * a. */
 ra_status rai_block_backward(const rai_block *b, const rai_block_tape *t, float *dx,
-                            const rai_block_grads *g, rai_arena *a);
+                             const rai_block_grads *g, rai_arena *a);
 
 /* ---- window layouts --------------------------------------------------------
  * The row maps and shifted-window masks of one forward, built on first use
@@ -152,6 +152,6 @@ typedef struct rai_window_layouts {
 /* The layout of g for B maps (from c's arena, which must not be reset past
  * it while it is used). */
 ra_status rai_window_layout_get(rai_window_layouts *c, const ra_window_spec *g, int B,
-                               const rai_window_layout **out);
+                                const rai_window_layout **out);
 
 #endif

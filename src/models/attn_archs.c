@@ -15,7 +15,7 @@
 
 #define DECL(nm, opt, ...) \
     if (!st) st = rai_model_declare(m, nm, (int)(sizeof((int64_t[]){__VA_ARGS__}) / 8), \
-                                   (int64_t[]){__VA_ARGS__}, opt)
+                                    (int64_t[]){__VA_ARGS__}, opt)
 
 /* The relative position schemes (docs/arch-relpos.md): hyperparameters
  * and tensors; the layer (ra_attn_layer_create) checks the combination. */
@@ -28,18 +28,18 @@ static ra_status scheme_declare(ra_model *m, const ra_st_file *f, ra_attn_config
         if (!st) st = rai_meta_int(f, "d_kv", &dkv, 1, RA_META_MAX);
         if (!st) st = rai_meta_int(f, "num_heads", &c->num_heads, 1, RA_META_MAX);
         if (!st) st = rai_meta_int_opt(f, "relative_attention_num_buckets", &c->num_buckets, 1,
-                                      RA_META_MAX);
+                                       RA_META_MAX);
         if (!st) st = rai_meta_int_opt(f, "relative_attention_max_distance", &c->max_distance, 1,
-                                      1 << 30);
+                                       1 << 30);
         if (!st) st = rai_meta_bool_opt(f, "is_decoder", &c->causal);
         if (!st && (int64_t)dkv * c->num_heads > RA_META_MAX)
             st = rai_fail(RA_ERR_FORMAT, "num_heads %d x d_kv %d is too large", c->num_heads, dkv);
         if (!st && ra_t5_bucket(0, !c->causal, c->num_buckets, c->max_distance) < 0)
             st = rai_fail(RA_ERR_FORMAT, "metadata relative_attention_num_buckets = %d, "
-                         "relative_attention_max_distance = %d: need at least %d buckets and "
-                         "a max_distance above the exact buckets (%d)", c->num_buckets,
-                         c->max_distance, c->causal ? 2 : 4,
-                         (c->causal ? c->num_buckets : c->num_buckets / 2) / 2);
+                          "relative_attention_max_distance = %d: need at least %d buckets and "
+                          "a max_distance above the exact buckets (%d)", c->num_buckets,
+                          c->max_distance, c->causal ? 2 : 4,
+                          (c->causal ? c->num_buckets : c->num_buckets / 2) / 2);
         if (st) return st;
         const int64_t C = c->dim, E = (int64_t)dkv * c->num_heads;
         c->inner_dim = (int)E;
@@ -62,16 +62,16 @@ static ra_status scheme_declare(ra_model *m, const ra_st_file *f, ra_attn_config
         if (!st) st = rai_meta_int_opt(f, "num_prefix_tokens", &c->num_prefix, 0, 1024);
         if (!st && !(c->rope_theta > 0.0f))
             st = rai_fail(RA_ERR_FORMAT, "metadata rope_theta = %g must be positive",
-                         (double)c->rope_theta);
+                          (double)c->rope_theta);
     }
     if (st) return st;
     if (c->dim % c->num_heads)
         return rai_fail(RA_ERR_FORMAT, "dim %d is not divisible by num_heads %d", c->dim,
-                       c->num_heads);
+                        c->num_heads);
     const int64_t C = c->dim, hd = c->dim / c->num_heads;
     if (arch == RA_ARCH_ROPE_ATTENTION && hd % 4)
         return rai_fail(RA_ERR_FORMAT, "rope_attention: head dim %lld (dim / num_heads) is not a "
-                       "multiple of 4", (long long)hd);
+                        "multiple of 4", (long long)hd);
     DECL("qkv.weight", 0, 3 * C, C);
     if (c->qkv_bias) DECL("qkv.bias", 0, 3 * C);
     DECL("proj.weight", 0, C, C);
@@ -121,11 +121,11 @@ static ra_status attn_declare(ra_model *m, const ra_st_file *f) {
         if (arch == RA_ARCH_WINDOW_ATTENTION)
             return rai_fail(st, "metadata window_size = %d,%d: %s", c->window[0], c->window[1], why);
         return rai_fail(st, "metadata num_frames_q = %d, num_frames_kv = %d, window_size = "
-                       "%d,%d: %s", c->frames_q, c->frames_kv, c->window[0], c->window[1], why);
+                        "%d,%d: %s", c->frames_q, c->frames_kv, c->window[0], c->window[1], why);
     }
     if (c->dim % c->num_heads)
         return rai_fail(RA_ERR_FORMAT, "dim %d is not divisible by num_heads %d", c->dim,
-                       c->num_heads);
+                        c->num_heads);
 
     const int64_t C = c->dim, hd = c->dim / c->num_heads, R = 2 * (int64_t)c->max_rel + 1;
     if (arch == RA_ARCH_WINDOW_ATTENTION_3D) {
@@ -160,7 +160,7 @@ static rai_tensor_kind attn_canonical(const ra_model *m, const char *name, char 
 /* A saved relative_position_index is a buffer, not a parameter: it must be
  * exactly what the configuration gives, or the file is inconsistent. */
 ra_status rai_model_check_index(const ra_st_file *f, const ra_st_tensor *t,
-                               const ra_attn_layer *l) {
+                                const ra_attn_layer *l) {
     int64_t n1, n2;
     const int32_t *idx = ra_attn_layer_index(l, &n1, &n2, NULL);
     ra_status st = rai_check_shape(t, 2, (int64_t[]){n1, n2});

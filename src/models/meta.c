@@ -47,7 +47,7 @@ ra_status rai_meta_int_opt(const ra_st_file *f, const char *key, int *out, int l
 }
 
 ra_status rai_meta_list(const ra_st_file *f, const char *key, int *out, int max, int *n,
-                       int lo, int hi) {
+                        int lo, int hi) {
     ra_status st = RA_OK;
     const char *v = need(f, key, &st);
     if (!v) return st;
@@ -64,7 +64,7 @@ ra_status rai_meta_list(const ra_st_file *f, const char *key, int *out, int max,
         if (comma) *comma = 0;
         if (*n >= max)
             return rai_fail(RA_ERR_FORMAT, "metadata %s = \"%.60s\" has more than %d values",
-                           key, v, max);
+                            key, v, max);
         if ((st = parse_int(&out[(*n)++], key, p, lo, hi))) {
             if (strstr(ra_last_error(), "not an integer"))   /* "7,": name the whole value */
                 st = rai_fail(st, "metadata %s = \"%.60s\" is not a list of integers", key, v);
@@ -110,7 +110,7 @@ ra_status rai_meta_mlp_ratio(const ra_st_file *f, double *out) {
     ra_status st = rai_meta_double_opt(f, "mlp_ratio", out, NULL);
     if (!st && !(*out > 0))
         st = rai_fail(RA_ERR_FORMAT, "metadata mlp_ratio = \"%.40s\" is not a positive number",
-                     ra_st_meta(f, "mlp_ratio"));
+                      ra_st_meta(f, "mlp_ratio"));
     return st;
 }
 

@@ -25,7 +25,7 @@
 /* ---- declared parameters ------------------------------------------------ */
 
 ra_status rai_model_declare(ra_model *m, const char *name, int ndim, const int64_t *shape,
-                           int optional) {
+                            int optional) {
     if (m->nparams == m->cap) {
         int cap = m->cap ? 2 * m->cap : 32;
         ra_param_info *p = realloc(m->params, (size_t)cap * sizeof *p);
@@ -97,7 +97,7 @@ ra_status rai_check_shape(const ra_st_tensor *t, int ndim, const int64_t *shape)
     shape_str(got, sizeof got, t->ndim, t->shape);
     shape_str(want, sizeof want, ndim, shape);
     return rai_fail(RA_ERR_SHAPE, "tensor '%.80s' has shape %s, the configuration needs %s",
-                   t->name, got, want);
+                    t->name, got, want);
 }
 
 /* Map every file tensor to a declared parameter (or a buffer); then, in
@@ -124,11 +124,11 @@ static ra_status load_weights(ra_model *m, const ra_st_file *f) {
         int p = kind == RA_TENSOR_PARAM ? find_param(m, canon) : -1;
         if (p < 0)
             st = rai_fail(RA_ERR_FORMAT, "unexpected tensor '%.80s' for arch %s%s%s%s", t->name,
-                         m->ops->name, m->scheme[0] ? " (naming scheme " : "", m->scheme,
-                         m->scheme[0] ? ")" : "");
+                          m->ops->name, m->scheme[0] ? " (naming scheme " : "", m->scheme,
+                          m->scheme[0] ? ")" : "");
         else if (found[p])
             st = rai_fail(RA_ERR_FORMAT, "tensors '%.80s' and '%.80s' are both parameter %s",
-                         found[p]->name, t->name, canon);
+                          found[p]->name, t->name, canon);
         else
             found[p] = t;
     }
@@ -137,8 +137,8 @@ static ra_status load_weights(ra_model *m, const ra_st_file *f) {
         if (!t) {
             if (!m->params[p].optional)
                 st = rai_fail(RA_ERR_FORMAT, "tensor '%s' is missing (arch %s%s%s)",
-                             m->params[p].name, m->ops->name,
-                             m->scheme[0] ? ", naming scheme " : "", m->scheme);
+                              m->params[p].name, m->ops->name,
+                              m->scheme[0] ? ", naming scheme " : "", m->scheme);
         } else if (!rai_dtype_is_float(t->dtype)) {
             st = rai_fail(RA_ERR_SHAPE, "tensor '%.80s' must be a float tensor", t->name);
         } else {
@@ -364,7 +364,7 @@ ra_status ra_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_
     *y = NULL;
     if (!m->ops->forward)
         return rai_fail(RA_ERR_ARG, "%s is an attention layer: use ra_attn_layer_forward",
-                       m->ops->name);
+                        m->ops->name);
     const int S = batch_shards(m, x_ndim, x_shape);
     if (S < 2) return m->ops->forward(m, y, y_ndim, y_shape, x, x_ndim, x_shape);
     forward_parts c = {.m = m, .x = x, .x_ndim = x_ndim, .parts = S, .x_shape = x_shape};
@@ -460,7 +460,7 @@ ra_status ra_model_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_
         return rai_fail(RA_ERR_ARG, "training forward: NULL argument");
     if (!ra_model_trainable(m))
         return rai_fail(RA_ERR_ARG, "%s has no training forward (attention layers: use "
-                       "ra_attn_layer_backward)", m->ops->name);
+                        "ra_attn_layer_backward)", m->ops->name);
     *y = NULL;
     m->shards = 1;
     int S = rng ? 1 : batch_shards(m, x_ndim, x_shape);
@@ -494,7 +494,7 @@ ra_status ra_model_backward(ra_model *m, float *grad, float *dx, const float *dy
     if (!m || !grad || !dy) return rai_fail(RA_ERR_ARG, "model backward: NULL argument");
     if (!ra_model_trainable(m))
         return rai_fail(RA_ERR_ARG, "%s has no network backward (attention layers: use "
-                       "ra_attn_layer_backward)", m->ops->name);
+                        "ra_attn_layer_backward)", m->ops->name);
     const int S = m->shards;
     if (S < 2) return m->ops->backward(m, grad, dx, dy);
     backward_parts c = {.m = m, .grad = grad, .dx = dx, .dy = dy};
@@ -563,7 +563,7 @@ static ra_status init_weights(ra_model *m, uint64_t seed) {
 }
 
 ra_status rai_model_create_arch(ra_model **out, const rai_arch_ops *ops, const char *const *meta,
-                               int nmeta, uint64_t seed) {
+                                int nmeta, uint64_t seed) {
     *out = NULL;
     /* a safetensors file with metadata only, so that the hyperparameters go
      * through exactly the checks of a loaded file */

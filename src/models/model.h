@@ -86,7 +86,7 @@ ra_status rai_model_open_arch(ra_model **out, const rai_arch_ops *ops, const ra_
 /* ra_model_create for the arch ops (NULL: the metadata names no known arch,
  * refused once the metadata itself has been checked). */
 ra_status rai_model_create_arch(ra_model **out, const rai_arch_ops *ops, const char *const *meta,
-                               int nmeta, uint64_t seed);
+                                int nmeta, uint64_t seed);
 
 /* 1 for the floating-point dtypes. */
 int rai_dtype_is_float(ra_dtype d);
@@ -103,7 +103,7 @@ ra_status rai_check_saved_index(const ra_st_file *f, const ra_st_tensor *t, cons
 /* Declare a parameter (canonical name, copied). optional: may be absent
  * from the file (then it has no storage and rai_model_get gives NULL). */
 ra_status rai_model_declare(ra_model *m, const char *name, int ndim, const int64_t *shape,
-                           int optional);
+                            int optional);
 /* The F32 values of a declared parameter, or NULL if absent/undeclared. */
 const float *rai_model_get(const ra_model *m, const char *name);
 
@@ -126,7 +126,7 @@ ra_status rai_meta_int_opt(const ra_st_file *f, const char *key, int *out, int l
 ra_status rai_meta_pair(const ra_st_file *f, const char *key, int out[2], int lo, int hi);
 /* "2,2,6,2": up to max integers, *n of them */
 ra_status rai_meta_list(const ra_st_file *f, const char *key, int *out, int max, int *n,
-                       int lo, int hi);
+                        int lo, int hi);
 ra_status rai_meta_bool_opt(const ra_st_file *f, const char *key, int *out);
 ra_status rai_meta_float_opt(const ra_st_file *f, const char *key, float *out, int *given);
 ra_status rai_meta_double_opt(const ra_st_file *f, const char *key, double *out, int *given);
@@ -146,7 +146,7 @@ extern const rai_arch_ops rai_swinv2_ops;          /* swinv2 (swin.c) */
 /* A saved relative_position_index (N1, N2) of an attention layer's file
  * must equal the layer's index (RA_ERR_SHAPE / RA_ERR_FORMAT otherwise). */
 ra_status rai_model_check_index(const ra_st_file *f, const ra_st_tensor *t,
-                               const ra_attn_layer *l);
+                                const ra_attn_layer *l);
 
 /* The attention layer of an attention-arch model (its impl). */
 typedef struct rai_attn_impl {

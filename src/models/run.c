@@ -78,7 +78,7 @@ static ra_status check_tensor(const ra_tensor *t, int ndim, const int64_t *dims)
     shape_text(want, sizeof want, ndim, any);
     shape_text(got, sizeof got, t->ndim < 0 || t->ndim > RA_ST_MAX_DIMS ? 0 : t->ndim, t->shape);
     return rai_fail(RA_ERR_SHAPE, "input tensor '%.80s' has shape %s, expected %s", t->name, got,
-                   want);
+                    want);
 }
 
 /* Every input must be one of the names allowed (a NULL-ended list). */
@@ -88,7 +88,7 @@ static ra_status only(const ra_tensor *in, int n, const char *const *allowed, co
         for (int a = 0; allowed[a] && !ok; a++) ok = in[i].name && !strcmp(in[i].name, allowed[a]);
         if (!ok)
             return rai_fail(RA_ERR_SHAPE, "unexpected input tensor '%.80s' for %s",
-                           in[i].name ? in[i].name : "(null)", arch);
+                            in[i].name ? in[i].name : "(null)", arch);
     }
     return RA_OK;
 }
@@ -142,7 +142,7 @@ static ra_status create_layer(ra_run *r, const ra_tensor *in, int n) {
     r->nw = r->mask ? (int)r->mask->shape[0] : 0;
     if (r->mask && r->b_ % r->nw)
         return rai_fail(RA_ERR_SHAPE, "mask has %d windows, which does not divide B_ = %d", r->nw,
-                       r->b_);
+                        r->b_);
     if (!r->gridp && (st = ra_attn_layer_check_tokens(r->l, r->n1, r->n2))) return st;
     const size_t rows1 = (size_t)r->b_ * r->n1, rows2 = (size_t)r->b_ * r->n2;
     if (r->mode == RA_RUN_BACKWARD) {
@@ -163,8 +163,8 @@ static ra_status create_layer(ra_run *r, const ra_tensor *in, int n) {
         if (__builtin_mul_overflow(a, c->num_heads, &a) || __builtin_mul_overflow(a, r->n1, &a) ||
             __builtin_mul_overflow(a, r->n2, &a) || a > RA_MAX_ATTN_MAP)
             return rai_fail(RA_ERR_NOMEM, "attention map of %d x %d x %d x %d floats exceeds the "
-                           "limit of %lld", r->b_, c->num_heads, r->n1, r->n2,
-                           (long long)RA_MAX_ATTN_MAP);
+                            "limit of %lld", r->b_, c->num_heads, r->n1, r->n2,
+                            (long long)RA_MAX_ATTN_MAP);
         if (!(r->attn = malloc((size_t)a * sizeof(float))))
             return rai_fail(RA_ERR_NOMEM, "out of memory");
     }
@@ -184,7 +184,7 @@ static ra_status create_network(ra_run *r, const ra_tensor *in, int n) {
     if (st) return st;
     if (r->mode == RA_RUN_FORWARD_ATTN)
         return rai_fail(RA_ERR_ARG, "the attention map is for a single attention layer, not %s",
-                       arch);
+                        arch);
     r->x = find(in, n, "x");
     r->kv = find(in, n, "kv");
     r->dy = find(in, n, "dy");
@@ -307,7 +307,7 @@ static ra_status exec_network(ra_run *r) {
         for (int d = 0; same && d < r->y_ndim; d++) same = r->dy->shape[d] == ys[d];
         if (!same)
             return rai_fail(RA_ERR_SHAPE, "dy must have the shape of y (%d dims, (%lld, %lld, ...))",
-                           r->y_ndim, (long long)ys[0], (long long)ys[1]);
+                            r->y_ndim, (long long)ys[0], (long long)ys[1]);
         r->dy_checked = 1;
     }
     return ra_model_backward(r->m, r->grad, r->dx, r->dy->data);

@@ -69,7 +69,7 @@ static ra_status hidden_of(int dim, double ratio, int *hidden) {
     const double h = (double)dim * ratio;
     if (!(h >= 1.0 && h <= SWIN_MAX_HIDDEN))
         return rai_fail(RA_ERR_FORMAT, "mlp_ratio %g with dim %d gives an MLP width outside "
-                       "1..%d", ratio, dim, SWIN_MAX_HIDDEN);
+                        "1..%d", ratio, dim, SWIN_MAX_HIDDEN);
     *hidden = (int)h;
     return RA_OK;
 }
@@ -94,10 +94,10 @@ static ra_status blk_setup(swin_blk *b, int dim, int heads, const int res[2], co
         return rai_fail(RA_ERR_FORMAT, "window %dx%d on a %dx%d map", g.wh, g.ww, res[0], res[1]);
     if (g.sh < 0 || g.sh >= g.wh || g.sw < 0 || g.sw >= g.ww)
         return rai_fail(RA_ERR_FORMAT, "shift_size %d,%d must be in [0, window_size %d,%d)",
-                       g.sh, g.sw, g.wh, g.ww);
+                        g.sh, g.sw, g.wh, g.ww);
     if ((int64_t)g.wh * g.ww > SWIN_MAX_WINDOW_TOKENS)
         return rai_fail(RA_ERR_FORMAT, "window %dx%d has more than %d tokens", g.wh, g.ww,
-                       SWIN_MAX_WINDOW_TOKENS);
+                        SWIN_MAX_WINDOW_TOKENS);
     b->win[0] = g.wh, b->win[1] = g.ww, b->shift[0] = g.sh, b->shift[1] = g.sw;
     /* without a bias table the windows run plain multi-head attention, or
      * Shaw's attention over the window's tokens */
@@ -207,7 +207,7 @@ static ra_status swin_block_forward(const swin_blk *b, float *x, float *attn, in
     const int64_t nw = ra_window_count(&g), n = ra_window_tokens(&g);
     if (B < 1 || nw < 1 || n < 1)
         return rai_fail(RA_ERR_SHAPE, "swin block: batch %d of %dx%d maps with window %dx%d",
-                       B, H, W, b->win[0], b->win[1]);
+                        B, H, W, b->win[0], b->win[1]);
     const int shifted = g.sh || g.sw;
     int64_t M = 0, nx = 0, nwin = 0, nmask = 0, bw = 0;
     if (!rai_mul_i64(&M, (int64_t)B * H, W) || !rai_mul_i64(&nx, M, C) ||
@@ -261,7 +261,7 @@ static int starts(const char *s, const char *lit) { return strncmp(s, lit, strle
 /* A block tensor's suffix in a scheme -> the canonical suffix (written into
  * out) or a buffer. b is the block (NULL if it does not exist). */
 static rai_tensor_kind blk_suffix(swin_scheme sc, const swin_blk *b, const char *s, char *out,
-                                 size_t n) {
+                                  size_t n) {
     if (!b) return RA_TENSOR_UNKNOWN;
     if (strcmp(s, "attn.relative_position_index") == 0 ||
         (b->post && strcmp(s, "attn.relative_coords_table") == 0)) {
@@ -299,7 +299,7 @@ static ra_status meta_common(const ra_st_file *f, swin_common *k) {
         else if (!strcmp(rp, "shaw")) k->relpos = RELPOS_SHAW;
         else if (strcmp(rp, "bias"))
             st = rai_fail(RA_ERR_FORMAT, "metadata relative_position = \"%.40s\": need bias, "
-                         "none or shaw", rp);
+                          "none or shaw", rp);
     }
     if (!st && k->relpos == RELPOS_SHAW)
         st = rai_meta_int_opt(f, "max_relative_position", &k->shaw_k, 0, 1023);
@@ -324,7 +324,7 @@ static ra_status check_index(const ra_st_file *f, const ra_st_tensor *t, const s
         if (b->tv) snprintf(want, sizeof want, "(%lld)", (long long)(n1 * n2));
         else snprintf(want, sizeof want, "(%lld, %lld)", (long long)n1, (long long)n2);
         return rai_fail(RA_ERR_SHAPE, "tensor '%.80s' must have shape %s for window %dx%d",
-                       t->name, want, b->win[0], b->win[1]);
+                        t->name, want, b->win[0], b->win[1]);
     }
     return rai_check_saved_index(f, t, idx, n2);
 }
@@ -336,8 +336,8 @@ static ra_status check_mask(const ra_st_file *f, const ra_st_tensor *t, const sw
     const int64_t nw = ra_window_count(&g), n = ra_window_tokens(&g);
     if (!(t->ndim == 3 && t->shape[0] == nw && t->shape[1] == n && t->shape[2] == n))
         return rai_fail(RA_ERR_SHAPE, "tensor '%.80s' must have shape (%lld, %lld, %lld): the "
-                       "mask of a %dx%d map with window %dx%d", t->name, (long long)nw,
-                       (long long)n, (long long)n, b->res[0], b->res[1], b->win[0], b->win[1]);
+                        "mask of a %dx%d map with window %dx%d", t->name, (long long)nw,
+                        (long long)n, (long long)n, b->res[0], b->res[1], b->win[0], b->win[1]);
     if (!rai_dtype_is_float(t->dtype)) return rai_fail(RA_ERR_SHAPE, "tensor '%.80s' must be a float tensor",
                                             t->name);
     float *want = rai_alloc((size_t)t->numel, sizeof *want);
@@ -348,8 +348,8 @@ static ra_status check_mask(const ra_st_file *f, const ra_st_tensor *t, const sw
     for (int64_t e = 0; !st && e < t->numel; e++)
         if (!(got[e] == want[e]))
             st = rai_fail(RA_ERR_FORMAT, "tensor '%.80s' differs from the shifted-window mask at "
-                         "(%lld, %lld, %lld): %g, expected %g", t->name, (long long)(e / (n * n)),
-                         (long long)(e / n % n), (long long)(e % n), got[e], want[e]);
+                          "(%lld, %lld, %lld): %g, expected %g", t->name, (long long)(e / (n * n)),
+                          (long long)(e / n % n), (long long)(e % n), got[e], want[e]);
     rai_free(want);
     rai_free(got);
     return st;
@@ -447,21 +447,21 @@ static ra_status block_model_forward(const ra_model *m, float **y, int *y_ndim, 
         H = b->res[0], W = b->res[1];
         if (x_shape[1] != H * W)
             return rai_fail(RA_ERR_SHAPE, "swin_block: x (B, L, C) needs L = %lld for "
-                           "input_resolution %lldx%lld, got %lld (pass (B, H, W, C) for "
-                           "another size)", (long long)(H * W), (long long)H, (long long)W,
-                           (long long)x_shape[1]);
+                            "input_resolution %lldx%lld, got %lld (pass (B, H, W, C) for "
+                            "another size)", (long long)(H * W), (long long)H, (long long)W,
+                            (long long)x_shape[1]);
     } else if (x_ndim == 4) {
         B = x_shape[0], H = x_shape[1], W = x_shape[2], C = x_shape[3];
     } else {
         return rai_fail(RA_ERR_SHAPE, "swin_block takes x (B, H*W, C) or (B, H, W, C), got %d "
-                       "dimensions", x_ndim);
+                        "dimensions", x_ndim);
     }
     if (C != b->dim)
         return rai_fail(RA_ERR_SHAPE, "swin_block: x has %lld channels, dim is %d", (long long)C,
-                       b->dim);
+                        b->dim);
     if (B < 1 || B > INT_MAX || H < 1 || H > SWIN_MAX_SIZE || W < 1 || W > SWIN_MAX_SIZE)
         return rai_fail(RA_ERR_SHAPE, "swin_block: batch %lld of %lldx%lld maps", (long long)B,
-                       (long long)H, (long long)W);
+                        (long long)H, (long long)W);
     int64_t nx;
     if (!rai_mul_i64(&nx, B, H * W) || !rai_mul_i64(&nx, nx, C) || nx > ((int64_t)1 << 40))
         return rai_fail(RA_ERR_SHAPE, "swin_block: input too large");
@@ -537,7 +537,7 @@ static ra_status net_declare(ra_model *m, const ra_st_file *f) {
     if (!st) st = rai_meta_pair(f, "patch_size", patch, 1, 4096);
     if (!st && patch[0] != patch[1])
         st = rai_fail(RA_ERR_FORMAT, "metadata patch_size %d,%d: only square patches", patch[0],
-                     patch[1]);
+                      patch[1]);
     n->patch = patch[0];
     if (!st) st = rai_meta_int(f, "in_chans", &n->in_chans, 1, 4096);
     if (!st) st = rai_meta_int(f, "num_classes", &n->num_classes, 0, SWIN_MAX_HIDDEN);
@@ -546,7 +546,7 @@ static ra_status net_declare(ra_model *m, const ra_st_file *f) {
     if (!st) st = rai_meta_list(f, "num_heads", n->heads, SWIN_MAX_STAGES, &nh, 1, SWIN_MAX_DIM);
     if (!st && nh != n->nstages)
         st = rai_fail(RA_ERR_FORMAT, "metadata depths has %d stages but num_heads has %d",
-                     n->nstages, nh);
+                      n->nstages, nh);
     if (!st) st = rai_meta_pair(f, "window_size", n->window, 1, SWIN_MAX_SIZE);
     if (!st) st = rai_meta_bool_opt(f, "ape", &n->ape);
     if (!st) st = rai_meta_bool_opt(f, "patch_norm", &n->patch_norm);
@@ -556,7 +556,7 @@ static ra_status net_declare(ra_model *m, const ra_st_file *f) {
         st = rai_meta_list(f, "pretrained_window_sizes", pws, SWIN_MAX_STAGES, &npws, 0, 4096);
         if (!st && npws != n->nstages)
             st = rai_fail(RA_ERR_FORMAT, "metadata pretrained_window_sizes has %d values for %d "
-                         "stages", npws, n->nstages);
+                          "stages", npws, n->nstages);
     }
     if (st) return st;
     n->scheme = net_scheme(f, n->nstages);
@@ -564,10 +564,10 @@ static ra_status net_declare(ra_model *m, const ra_st_file *f) {
     n->grid[0] = n->img[0] / n->patch, n->grid[1] = n->img[1] / n->patch;
     if (n->ape && (n->grid[0] < 1 || n->grid[1] < 1))
         return rai_fail(RA_ERR_FORMAT, "img_size %dx%d is smaller than patch_size %d", n->img[0],
-                       n->img[1], n->patch);
+                        n->img[1], n->patch);
     if ((int64_t)n->embed_dim << (n->nstages - 1) > SWIN_MAX_DIM)
         return rai_fail(RA_ERR_FORMAT, "embed_dim %d over %d stages exceeds %d channels",
-                       n->embed_dim, n->nstages, SWIN_MAX_DIM);
+                        n->embed_dim, n->nstages, SWIN_MAX_DIM);
     n->features = n->embed_dim << (n->nstages - 1);
     for (int s = 0; s < n->nstages; s++) n->first[s + 1] = n->first[s] + n->depths[s];
     n->nblocks = n->first[n->nstages];
@@ -580,10 +580,10 @@ static ra_status net_declare(ra_model *m, const ra_st_file *f) {
         const int res[2] = {n->grid[0] >> s, n->grid[1] >> s};
         if (n->heads[s] > dim || dim % n->heads[s])
             return rai_fail(RA_ERR_FORMAT, "stage %d: dim %d is not divisible by num_heads %d", s,
-                           dim, n->heads[s]);
+                            dim, n->heads[s]);
         if (!tv && n->depths[s] && (res[0] < 1 || res[1] < 1))
             return rai_fail(RA_ERR_FORMAT, "img_size %dx%d with patch_size %d leaves no feature "
-                           "map at stage %d", n->img[0], n->img[1], n->patch, s);
+                            "map at stage %d", n->img[0], n->img[1], n->patch, s);
         for (int j = 0; j < n->depths[s] && !st; j++) {
             const int shift[2] = {j % 2 ? n->window[0] / 2 : 0, j % 2 ? n->window[1] / 2 : 0};
             st = blk_setup(&n->blocks[n->first[s] + j], dim, n->heads[s], res, n->window, shift,
@@ -635,7 +635,7 @@ static ra_status net_detect(ra_model *m, const ra_st_file *f) {
 
 /* "layers.S.blocks.J.SUFFIX" (canonical names) -> the block's suffix. */
 static rai_tensor_kind net_block_name(const swin_net *n, int s, const char *p, char *buf,
-                                     size_t len) {
+                                      size_t len) {
     int j;
     char sfx[200];
     if (!take(&p, "blocks.") || !take_index(&p, &j)) return RA_TENSOR_UNKNOWN;
@@ -682,7 +682,7 @@ static rai_tensor_kind net_canonical(const ra_model *m, const char *name, char *
             char sfx[200];
             if (!take_index(&p, &j)) return RA_TENSOR_UNKNOWN;
             rai_tensor_kind kind = blk_suffix(n->scheme, net_block(n, (k - 1) / 2, j), p, sfx,
-                                             sizeof sfx);
+                                              sizeof sfx);
             if (kind != RA_TENSOR_UNKNOWN &&
                 (size_t)snprintf(buf, len, "layers.%d.blocks.%d.%s", (k - 1) / 2, j, sfx) >= len)
                 return RA_TENSOR_UNKNOWN;
@@ -757,13 +757,13 @@ static ra_status net_embed(const swin_net *n, rai_arena *a, float **out, int *gh
         pad = 0, h = H / P * P, w = W / P * P;
         if (h < 1 || w < 1)
             return rai_fail(RA_ERR_SHAPE, "swin: a %dx%d image is smaller than a %dx%d patch", H,
-                           W, P, P);
+                            W, P, P);
     }
     if ((st = ra_patch_grid(gh, gw, h, w, P, pad))) return st;
     if (n->ape && (*gh != n->grid[0] || *gw != n->grid[1]))
         return rai_fail(RA_ERR_SHAPE, "swin: absolute_pos_embed is for a %dx%d patch grid "
-                       "(img_size %dx%d), the input gives %dx%d", n->grid[0], n->grid[1],
-                       n->img[0], n->img[1], *gh, *gw);
+                        "(img_size %dx%d), the input gives %dx%d", n->grid[0], n->grid[1],
+                        n->img[0], n->img[1], *gh, *gw);
     const int64_t L = (int64_t)*gh * *gw, rows = B * L;
     const int64_t kc = (int64_t)Cin * P * P;
     float *y = rai_arena_floats(a, (size_t)(rows * E));
@@ -877,7 +877,7 @@ ra_status ra_swin_attention_maps(const ra_model *m, float *maps, int *gh, int *g
     const swin_net *n = m->impl;
     if (stage < 0 || stage >= n->nstages || block < 0 || block >= n->depths[stage])
         return rai_fail(RA_ERR_ARG, "attention maps: no block %d in stage %d (depths %d stages)",
-                       block, stage, n->nstages);
+                        block, stage, n->nstages);
     if (h_img < 1 || h_img > SWIN_MAX_SIZE || w_img < 1 || w_img > SWIN_MAX_SIZE)
         return rai_fail(RA_ERR_SHAPE, "attention maps: a %dx%d image", h_img, w_img);
     const swin_blk *b = &n->blocks[n->first[stage] + block];
@@ -905,7 +905,7 @@ ra_status ra_swin_attention_maps(const ra_model *m, float *maps, int *gh, int *g
         if (queries[2 * q] < 0 || queries[2 * q] >= h || queries[2 * q + 1] < 0 ||
             queries[2 * q + 1] >= w)
             st = rai_fail(RA_ERR_ARG, "attention maps: query (%d, %d) outside the %dx%d grid of "
-                         "stage %d", queries[2 * q], queries[2 * q + 1], h, w, stage);
+                          "stage %d", queries[2 * q], queries[2 * q + 1], h, w, stage);
     if (st || !maps) {
         rai_arena_end((rai_arena_cache *)&n->ws, run.a);
         return st;

@@ -63,7 +63,7 @@ static inline ra_window_spec rai_swin_block_windows(const swin_blk *b, int h, in
 /* The block's layout over B maps of H x W: rows gathered through the
  * window map. */
 static inline rai_block_layout rai_swin_block_layout(const rai_window_layout *w, int B, int H,
-                                                   int W) {
+                                                     int W) {
     const int64_t nw = ra_window_count(&w->g), n = ra_window_tokens(&w->g);
     return (rai_block_layout){.m = (int64_t)B * H * W, .batch = B, .b_ = (int)(B * nw),
                              .n = (int)n, .map = w->map, .mask = w->mask,
@@ -100,13 +100,13 @@ void rai_swin_tape_free(struct swin_tape *t);
 /* Check images x (B, C_in, H, W) for the network (train: the tape's larger
  * bound) and give their sizes. */
 static inline ra_status rai_swin_net_input(const swin_net *n, int x_ndim, const int64_t *x_shape,
-                                          int train, int64_t *B, int64_t *H, int64_t *W) {
+                                           int train, int64_t *B, int64_t *H, int64_t *W) {
     if (x_ndim != 4 || x_shape[1] != n->in_chans)
         return rai_fail(RA_ERR_SHAPE, "swin takes images x (B, %d, H, W)", n->in_chans);
     const int64_t b = x_shape[0], h = x_shape[2], w = x_shape[3];
     if (b < 1 || b > INT_MAX || h < 1 || h > SWIN_MAX_SIZE || w < 1 || w > SWIN_MAX_SIZE)
         return rai_fail(RA_ERR_SHAPE, "swin: batch %lld of %lldx%lld images", (long long)b,
-                       (long long)h, (long long)w);
+                        (long long)h, (long long)w);
     /* every activation is at most about (B, H*W/P^2 rounded up, max(E*kc)),
      * and the training tape keeps a few of them per block */
     int64_t big;
@@ -120,12 +120,12 @@ static inline ra_status rai_swin_net_input(const swin_net *n, int x_ndim, const 
     return RA_OK;
 }
 ra_status rai_swin_block_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
-                                    const float *x, int x_ndim, const int64_t *x_shape,
-                                    ra_rng *rng);
+                                       const float *x, int x_ndim, const int64_t *x_shape,
+                                       ra_rng *rng);
 ra_status rai_swin_block_backward(ra_model *m, float *grad, float *dx, const float *dy);
 ra_status rai_swin_net_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
-                                    const float *x, int x_ndim, const int64_t *x_shape,
-                                    ra_rng *rng);
+                                     const float *x, int x_ndim, const int64_t *x_shape,
+                                     ra_rng *rng);
 ra_status rai_swin_net_backward(ra_model *m, float *grad, float *dx, const float *dy);
 
 #endif

@@ -114,7 +114,7 @@ static ra_status meta_triple(const ra_st_file *f, const char *key, int out[3], i
     if (!cross) {
         if (n != 3)
             return rai_fail(RA_ERR_FORMAT, "metadata %s = \"%.40s\": a self-attention "
-                           "swin_block_3d needs three values (frames, rows, columns)", key, val);
+                            "swin_block_3d needs three values (frames, rows, columns)", key, val);
         memcpy(out, v, sizeof v);
         return RA_OK;
     }
@@ -127,8 +127,8 @@ static ra_status meta_triple(const ra_st_file *f, const char *key, int out[3], i
         return RA_OK;
     }
     return rai_fail(RA_ERR_FORMAT, "metadata %s = \"%.40s\": a cross swin_block_3d takes "
-                   "\"rows,columns\" (or \"%d,rows,columns\": %s)", key, val, frame,
-                   frame ? "its windows hold all num_frames_q frames"
+                    "\"rows,columns\" (or \"%d,rows,columns\": %s)", key, val, frame,
+                    frame ? "its windows hold all num_frames_q frames"
                          : "the frame axis is not shifted");
 }
 
@@ -154,8 +154,8 @@ static ra_status swin3d_declare(ra_model *m, const ra_st_file *f) {
     const int has_kv = ra_st_meta(f, "num_frames_kv") != NULL;
     if (has_q != has_kv)
         return rai_fail(RA_ERR_FORMAT, "metadata has %s but not %s: a cross swin_block_3d needs "
-                       "both, a self-attention block neither", has_q ? "num_frames_q" :
-                       "num_frames_kv", has_q ? "num_frames_kv" : "num_frames_q");
+                        "both, a self-attention block neither", has_q ? "num_frames_q" :
+                        "num_frames_kv", has_q ? "num_frames_kv" : "num_frames_q");
     s->cross = has_q;
     if (s->cross) {
         st = rai_meta_int(f, "num_frames_q", &s->fq, 1, SWIN3D_MAX_WINDOW);
@@ -171,15 +171,15 @@ static ra_status swin3d_declare(ra_model *m, const ra_st_file *f) {
     for (int a = 0; a < 3; a++)
         if (s->shift[a] >= s->win[a])
             return rai_fail(RA_ERR_FORMAT, "metadata shift_size: the %s shift %d must be in "
-                           "[0, window_size %d)", axis[a], s->shift[a], s->win[a]);
+                            "[0, window_size %d)", axis[a], s->shift[a], s->win[a]);
     if (s->heads > s->dim || s->dim % s->heads)
         return rai_fail(RA_ERR_FORMAT, "dim %d is not divisible by num_heads %d", s->dim,
-                       s->heads);
+                        s->heads);
     const int64_t n1 = (int64_t)s->fq * s->win[1] * s->win[2];
     const int64_t n2 = (int64_t)s->fkv * s->win[1] * s->win[2];
     if (n1 > SWIN3D_MAX_TOKENS || n2 > SWIN3D_MAX_TOKENS)
         return rai_fail(RA_ERR_FORMAT, "window %dx%dx%d (key/value frames %d) has more than %d "
-                       "tokens", s->fq, s->win[1], s->win[2], s->fkv, SWIN3D_MAX_TOKENS);
+                        "tokens", s->fq, s->win[1], s->win[2], s->fkv, SWIN3D_MAX_TOKENS);
     s->n1 = n1, s->n2 = n2;
     /* the bias index: validates D2 (exactly D2 strided key frames) */
     st = ra_relpos_index_3d(NULL, s->fq, s->fkv, s->win[1], s->win[2], &s->rows);
@@ -188,13 +188,13 @@ static ra_status swin3d_declare(ra_model *m, const ra_st_file *f) {
         snprintf(why, sizeof why, "%s", ra_last_error());
         if (s->cross)
             return rai_fail(RA_ERR_FORMAT, "metadata num_frames_q = %d, num_frames_kv = %d: %s",
-                           s->fq, s->fkv, why);
+                            s->fq, s->fkv, why);
         return rai_fail(RA_ERR_FORMAT, "metadata window_size: %s", why);
     }
     const double h = (double)s->dim * s->mlp_ratio;
     if (!(h >= 1.0 && h <= SWIN3D_MAX_HIDDEN))
         return rai_fail(RA_ERR_FORMAT, "mlp_ratio %g with dim %d gives an MLP width outside "
-                       "1..%d", s->mlp_ratio, s->dim, SWIN3D_MAX_HIDDEN);
+                        "1..%d", s->mlp_ratio, s->dim, SWIN3D_MAX_HIDDEN);
     s->hidden = (int)h;   /* int(dim * mlp_ratio) */
     const int hd = s->dim / s->heads;
     s->scale = s->has_qk_scale && s->qk_scale != 0.0f ? s->qk_scale : 1.0f / sqrtf((float)hd);
@@ -202,7 +202,7 @@ static ra_status swin3d_declare(ra_model *m, const ra_st_file *f) {
     s->qkv_naming = ra_st_find(f, "attn.qkv.weight") || ra_st_find(f, "attn.qkv.bias");
     if (s->qkv_naming && s->cross)
         return rai_fail(RA_ERR_FORMAT, "tensor attn.qkv: Video Swin's fused qkv is for a "
-                       "self-attention block; a cross swin_block_3d has attn.q and attn.kv");
+                        "self-attention block; a cross swin_block_3d has attn.q and attn.kv");
 
     const int64_t C = s->dim, H = s->hidden;
     st = decl(m, "norm1.weight", 1, C, 0);
@@ -248,7 +248,7 @@ static rai_tensor_kind swin3d_canonical(const ra_model *m, const char *name, cha
 static ra_status check_index(const ra_st_file *f, const ra_st_tensor *t, const swin3d_block *s) {
     if (!(t->ndim == 2 && t->shape[0] == s->n1 && t->shape[1] == s->n2))
         return rai_fail(RA_ERR_SHAPE, "tensor '%.80s' must have shape (%lld, %lld)", t->name,
-                       (long long)s->n1, (long long)s->n2);
+                        (long long)s->n1, (long long)s->n2);
     return rai_check_saved_index(f, t, s->idx, s->n2);
 }
 
@@ -374,7 +374,7 @@ static ra_status sizes_of(const swin3d_block *s, const plan *pp, int B, int H, i
     memset(z, 0, sizeof *z);
     if (p.nw < 1 || p.n1 < 1 || p.n2 < 1)
         return rai_fail(RA_ERR_SHAPE, "swin_block_3d: clip %dx%dx%d with window %dx%dx%d",
-                       dq, H, W, s->win[0], s->win[1], s->win[2]);
+                        dq, H, W, s->win[0], s->win[1], s->win[2]);
     int64_t nproj;
     int ok = rai_mul_i64(&z->M1, (int64_t)B * dq, (int64_t)H * W) &&
              rai_mul_i64(&z->M2, (int64_t)B * dkv, (int64_t)H * W) &&
@@ -395,7 +395,7 @@ static ra_status sizes_of(const swin3d_block *s, const plan *pp, int B, int H, i
         z->nmask > SWIN3D_MAX_FLOATS || z->nm2 > SWIN3D_MAX_FLOATS ||
         nproj > SWIN3D_MAX_FLOATS)
         return rai_fail(RA_ERR_SHAPE, "swin_block_3d: %d clips of %dx%dx%dx%d are too large", B,
-                       dq, H, W, C);
+                        dq, H, W, C);
     return RA_OK;
 }
 
@@ -561,7 +561,7 @@ static ra_status run_begin(window_run *r, const swin3d_block *s, const float *kv
     const sizes z = r->z;
     if (z.rows1 > INT32_MAX || z.rows2 > INT32_MAX || z.M1 > INT32_MAX || z.M2 > INT32_MAX)
         return rai_fail(RA_ERR_SHAPE, "swin_block_3d: %d clips of %dx%dx%d are too large", B,
-                       p.gq.d, H, W);
+                        p.gq.d, H, W);
     const int32_t *idx = s->idx;
     if (p.n1 != s->n1 || p.n2 != s->n2) {
         int32_t *buf = rai_arena_bytes(a, (size_t)(p.n1 * p.n2) * sizeof *buf);
@@ -620,10 +620,10 @@ static ra_status check_dims(const swin3d_block *s, int b, int d, int h, int w) {
     if (b < 1 || d < 1 || d > SWIN3D_MAX_SIZE || h < 1 || h > SWIN3D_MAX_SIZE || w < 1 ||
         w > SWIN3D_MAX_SIZE)
         return rai_fail(RA_ERR_SHAPE, "swin_block_3d: %d clips of %d frames of %dx%d: each size "
-                       "must be in 1..%d", b, d, h, w, SWIN3D_MAX_SIZE);
+                        "must be in 1..%d", b, d, h, w, SWIN3D_MAX_SIZE);
     if (s->cross && d != s->fq)
         return rai_fail(RA_ERR_SHAPE, "swin_block_3d: the cross block has num_frames_q = %d query "
-                       "frames, x has %d", s->fq, d);
+                        "frames, x has %d", s->fq, d);
     return RA_OK;
 }
 
@@ -635,7 +635,7 @@ ra_status ra_swin_block_3d_forward(const ra_model *m, float *y, const float *x, 
     if (!y || !x) return rai_fail(RA_ERR_ARG, "ra_swin_block_3d_forward: NULL x or y");
     if (s->cross && !kv)
         return rai_fail(RA_ERR_ARG, "swin_block_3d: the cross block needs kv (B, %d, H, W, %d)",
-                       s->fkv, s->dim);
+                        s->fkv, s->dim);
     if (!s->cross && kv)
         return rai_fail(RA_ERR_ARG, "swin_block_3d: a self-attention block takes no kv");
     ra_status st = check_dims(s, b, d, h, w);
@@ -653,19 +653,19 @@ ra_status ra_swin_block_3d_check(const ra_model *m, int x_ndim, const int64_t *x
     const swin3d_block *s = m->impl;
     if (x_ndim != 5)
         return rai_fail(RA_ERR_SHAPE, "swin_block_3d takes x (B, D, H, W, C), got %d dimensions",
-                       x_ndim);
+                        x_ndim);
     for (int i = 0; i < 5; i++)
         if (x_shape[i] < 1 || x_shape[i] > SWIN3D_MAX_SIZE)
             return rai_fail(RA_ERR_SHAPE, "swin_block_3d: x has size %lld on axis %d, outside "
-                           "1..%d", (long long)x_shape[i], i, SWIN3D_MAX_SIZE);
+                            "1..%d", (long long)x_shape[i], i, SWIN3D_MAX_SIZE);
     if (x_shape[4] != s->dim)
         return rai_fail(RA_ERR_SHAPE, "swin_block_3d: x has %lld channels, dim is %d",
-                       (long long)x_shape[4], s->dim);
+                        (long long)x_shape[4], s->dim);
     int64_t n = x_shape[0];
     for (int i = 1; i < 5; i++)
         if (!rai_mul_i64(&n, n, x_shape[i]) || n > SWIN3D_MAX_FLOATS)
             return rai_fail(RA_ERR_SHAPE, "swin_block_3d: x holds more than %lld values",
-                           (long long)SWIN3D_MAX_FLOATS);
+                            (long long)SWIN3D_MAX_FLOATS);
     if (!s->cross && kv_ndim)
         return rai_fail(RA_ERR_SHAPE, "swin_block_3d: a self-attention block takes no kv");
     if (s->cross) {
@@ -674,8 +674,8 @@ ra_status ra_swin_block_3d_check(const ra_model *m, int x_ndim, const int64_t *x
         for (int i = 0; ok && i < 5; i++) ok = kv_shape[i] == want[i];
         if (!ok)
             return rai_fail(RA_ERR_SHAPE, "swin_block_3d: the cross block takes kv (B, D2, H, W, "
-                           "C) = (%lld, %d, %lld, %lld, %d)", (long long)want[0], s->fkv,
-                           (long long)want[2], (long long)want[3], s->dim);
+                            "C) = (%lld, %d, %lld, %lld, %d)", (long long)want[0], s->fkv,
+                            (long long)want[2], (long long)want[3], s->dim);
     }
     return check_dims(s, (int)x_shape[0], (int)x_shape[1], (int)x_shape[2], (int)x_shape[3]);
 }
@@ -687,21 +687,21 @@ static ra_status clip_of(const swin3d_block *s, int x_ndim, const int64_t *x_sha
                          int *h, int *w, int64_t *ny) {
     if (x_ndim != 4)
         return rai_fail(RA_ERR_SHAPE, "swin_block_3d takes one clip x (D, H, W, C)%s, got %d "
-                       "dimensions (a batch (B, D, H, W, C) goes through "
-                       "ra_swin_block_3d_forward)", s->cross ? " with D = D1 + D2 frames" : "",
-                       x_ndim);
+                        "dimensions (a batch (B, D, H, W, C) goes through "
+                        "ra_swin_block_3d_forward)", s->cross ? " with D = D1 + D2 frames" : "",
+                        x_ndim);
     const int64_t D = x_shape[0], H = x_shape[1], W = x_shape[2], C = x_shape[3];
     if (C != s->dim)
         return rai_fail(RA_ERR_SHAPE, "swin_block_3d: x has %lld channels, dim is %d",
-                       (long long)C, s->dim);
+                        (long long)C, s->dim);
     if (s->cross && D != (int64_t)s->fq + s->fkv)
         return rai_fail(RA_ERR_SHAPE, "swin_block_3d: the cross block takes x (D1 + D2 = %d, H, "
-                       "W, C), the %d query frames then the %d key/value frames; x has %lld",
-                       s->fq + s->fkv, s->fq, s->fkv, (long long)D);
+                        "W, C), the %d query frames then the %d key/value frames; x has %lld",
+                        s->fq + s->fkv, s->fq, s->fkv, (long long)D);
     if (D < 1 || D > SWIN3D_MAX_SIZE || H < 1 || H > SWIN3D_MAX_SIZE || W < 1 ||
         W > SWIN3D_MAX_SIZE)
         return rai_fail(RA_ERR_SHAPE, "swin_block_3d: a clip of %lldx%lldx%lld", (long long)D,
-                       (long long)H, (long long)W);
+                        (long long)H, (long long)W);
     *dq = s->cross ? s->fq : (int)D, *h = (int)H, *w = (int)W;
     if (!rai_mul_i64(ny, (int64_t)*dq * H, W * C) || *ny > SWIN3D_MAX_FLOATS)
         return rai_fail(RA_ERR_SHAPE, "swin_block_3d: input too large");
@@ -766,7 +766,7 @@ static ra_status train_clips(swin3d_block *s, float *y, const float *x, const fl
     if (st) return st;
     if (r->z.nhid > SWIN3D_MAX_FLOATS)
         return rai_fail(RA_ERR_SHAPE, "swin_block_3d: %d clips of %dx%dx%d are too large to "
-                       "train on", B, r->p.gq.d, H, W);
+                        "train on", B, r->p.gq.d, H, W);
     float *xc = rai_arena_floats(t->a, (size_t)r->z.nx);
     float *kvc = s->cross ? rai_arena_floats(t->a, (size_t)r->z.nkx) : NULL;
     float *base = rai_arena_floats(t->a, rai_block_tape_layout(&t->bt, &r->blk, &r->l, NULL));

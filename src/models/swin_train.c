@@ -127,7 +127,7 @@ static ra_status block_input(const swin_blk *b, const int64_t *xs, int nd, int *
     if (!(nd == 3 || nd == 4) || (nd == 3 && xs[1] != h * w) || xs[nd - 1] != b->dim ||
         xs[0] < 1 || xs[0] > INT_MAX || h < 1 || h > SWIN_MAX_SIZE || w < 1 || w > SWIN_MAX_SIZE)
         return rai_fail(RA_ERR_SHAPE, "swin_block: x must be (B, %d, %d) or (B, H, W, %d)",
-                       b->res[0] * b->res[1], b->dim, b->dim);
+                        b->res[0] * b->res[1], b->dim, b->dim);
     int64_t nx;
     if (!rai_mul_i64(&nx, xs[0], h * w) || !rai_mul_i64(&nx, nx, b->dim) || nx > ((int64_t)1 << 40))
         return rai_fail(RA_ERR_SHAPE, "swin_block: input too large");
@@ -136,8 +136,8 @@ static ra_status block_input(const swin_blk *b, const int64_t *xs, int nd, int *
 }
 
 ra_status rai_swin_block_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
-                                    const float *x, int x_ndim, const int64_t *x_shape,
-                                    ra_rng *rng) {
+                                       const float *x, int x_ndim, const int64_t *x_shape,
+                                       ra_rng *rng) {
     (void)rng;
     swin_block_model *o = m->impl;
     int B = 0, H = 0, W = 0;
@@ -189,8 +189,8 @@ ra_status rai_swin_block_backward(ra_model *m, float *grad, float *dx, const flo
 /* ---- swin --------------------------------------------------------------- */
 
 ra_status rai_swin_net_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
-                                    const float *x, int x_ndim, const int64_t *x_shape,
-                                    ra_rng *rng) {
+                                     const float *x, int x_ndim, const int64_t *x_shape,
+                                     ra_rng *rng) {
     (void)rng;
     swin_net *n = m->impl;
     int64_t B = 0, H = 0, W = 0;
@@ -209,13 +209,13 @@ ra_status rai_swin_net_forward_train(ra_model *m, float **y, int *y_ndim, int64_
         pad = 0, hc = (int)H / P * P, wc = (int)W / P * P;
         if (hc < 1 || wc < 1)
             return rai_fail(RA_ERR_SHAPE, "swin: a %lldx%lld image is smaller than a %dx%d patch",
-                           (long long)H, (long long)W, P, P);
+                            (long long)H, (long long)W, P, P);
     }
     int gh, gw;
     if ((st = ra_patch_grid(&gh, &gw, hc, wc, P, pad))) return st;
     if (n->ape && (gh != n->grid[0] || gw != n->grid[1]))
         return rai_fail(RA_ERR_SHAPE, "swin: absolute_pos_embed is for a %dx%d patch grid, the "
-                       "input gives %dx%d", n->grid[0], n->grid[1], gh, gw);
+                        "input gives %dx%d", n->grid[0], n->grid[1], gh, gw);
     t->h0 = gh, t->w0 = gw, t->hc = hc, t->wc = wc;
     const int64_t L = (int64_t)gh * gw, rows = B * L, kc = (int64_t)Cin * P * P;
     if (hc != H || wc != W) {
@@ -378,7 +378,7 @@ ra_status rai_swin_net_backward(ra_model *m, float *grad, float *dx, const float
             st = blk_grads_bind(&g, m, grad, pfx, n->blocks[n->first[s] + j].dim);
             if (!st)
                 st = rai_block_backward(&n->blocks[n->first[s] + j].blk,
-                                       &t->blocks[n->first[s] + j], ds, &g, a);
+                                        &t->blocks[n->first[s] + j], ds, &g, a);
         }
     }
 

@@ -25,18 +25,18 @@ static ra_status v2_declare(ra_model *m, const ra_st_file *f) {
     if (st) return st;
     if (c->dim % c->num_heads || c->num_heads > c->dim)
         return rai_fail(RA_ERR_FORMAT, "dim %d is not divisible by num_heads %d", c->dim,
-                       c->num_heads);
+                        c->num_heads);
     const int given = c->pretrained_window[0] > 0 && c->pretrained_window[1] > 0;
     if ((given && (c->pretrained_window[0] < 2 || c->pretrained_window[1] < 2)) ||
         (!given && (c->window[0] < 2 || c->window[1] < 2)))
         return rai_fail(RA_ERR_FORMAT, "metadata window_size %d,%d / pretrained_window_size "
-                       "%d,%d: the CPB coordinates are divided by (size - 1), which must be "
-                       ">= 1", c->window[0], c->window[1], c->pretrained_window[0],
-                       c->pretrained_window[1]);
+                        "%d,%d: the CPB coordinates are divided by (size - 1), which must be "
+                        ">= 1", c->window[0], c->window[1], c->pretrained_window[0],
+                        c->pretrained_window[1]);
     const int64_t C = c->dim, nh = c->num_heads;
 #define DECL(nm, ...) \
     if (!st) st = rai_model_declare(m, nm, (int)(sizeof((int64_t[]){__VA_ARGS__}) / 8), \
-                                   (int64_t[]){__VA_ARGS__}, 0)
+                                    (int64_t[]){__VA_ARGS__}, 0)
     DECL("logit_scale", nh, 1, 1);
     if (c->qkv_bias) {
         DECL("q_bias", C);

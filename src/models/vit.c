@@ -117,7 +117,7 @@ static ra_status meta_pool(const ra_st_file *f, int *pool) {
     else if (strcmp(v, "") == 0) *pool = POOL_NONE;
     else
         return rai_fail(RA_ERR_FORMAT, "metadata global_pool = \"%.40s\" is not supported "
-                       "(token, avg, max, avgmax or \"\")", v);
+                        "(token, avg, max, avgmax or \"\")", v);
     return RA_OK;
 }
 
@@ -129,7 +129,7 @@ static ra_status meta_unsupported(const ra_st_file *f) {
         ra_status st = rai_meta_bool_opt(f, flags[i], &on);
         if (st) return st;
         if (on) return rai_fail(RA_ERR_FORMAT, "metadata %s = true is not supported by vit",
-                               flags[i]);
+                                flags[i]);
     }
     static const struct { const char *key, *ok1, *ok2; } layers[] = {
         {"norm_layer", "layernorm", "LayerNorm"}, {"act_layer", "gelu", "GELU"},
@@ -140,7 +140,7 @@ static ra_status meta_unsupported(const ra_st_file *f) {
         const char *v = ra_st_meta(f, layers[i].key);
         if (v && *v && strcmp(v, layers[i].ok1) && strcmp(v, layers[i].ok2))
             return rai_fail(RA_ERR_FORMAT, "metadata %s = \"%.40s\" is not supported by vit",
-                           layers[i].key, v);
+                            layers[i].key, v);
     }
     return RA_OK;
 }
@@ -190,7 +190,7 @@ static ra_status vit_declare(ra_model *m, const ra_st_file *f) {
     if (!st) st = meta_double(f, "drop_path_rate", &v->drop_path_rate, &has_dpr);
     if (!st && !(v->drop_path_rate >= 0.0 && v->drop_path_rate <= 1.0))
         st = rai_fail(RA_ERR_FORMAT, "metadata drop_path_rate = %g is not in [0, 1]",
-                     v->drop_path_rate);
+                      v->drop_path_rate);
     if (!st) st = meta_unsupported(f);
     if (st) return st;
     if ((pe = ra_st_meta(f, "pos_embed")) != NULL) {
@@ -202,11 +202,11 @@ static ra_status vit_declare(ra_model *m, const ra_st_file *f) {
     /* the configuration, checked as timm's constructor asserts it */
     if (patch[0] != patch[1])
         return rai_fail(RA_ERR_FORMAT, "metadata patch_size = %d,%d: only square patches are "
-                       "supported", patch[0], patch[1]);
+                        "supported", patch[0], patch[1]);
     v->patch = patch[0];
     if (v->dim % v->heads)
         return rai_fail(RA_ERR_FORMAT, "embed_dim %d is not divisible by num_heads %d", v->dim,
-                       v->heads);
+                        v->heads);
     if (!(ratio > 0) || ratio * v->dim >= VIT_MAX_DIM * 64.0)
         return rai_fail(RA_ERR_FORMAT, "metadata mlp_ratio = %g is out of range", ratio);
     v->hidden = (int)(v->dim * ratio);   /* int(dim * mlp_ratio), as timm's Block */
@@ -222,8 +222,8 @@ static ra_status vit_declare(ra_model *m, const ra_st_file *f) {
                                 v->dyn_pad);
     if (g)
         return rai_fail(RA_ERR_FORMAT, "metadata img_size = %d,%d with patch_size %d: %s",
-                       v->img[0], v->img[1], v->patch,
-                       g == RA_ERR_SHAPE ? "not a multiple of the patch size" : "too many patches");
+                        v->img[0], v->img[1], v->patch,
+                        g == RA_ERR_SHAPE ? "not a multiple of the patch size" : "too many patches");
     const int64_t C = v->dim, L = (int64_t)v->grid[0] * v->grid[1], P = v->patch;
     const int64_t embed_len = L + (v->no_embed_class ? 0 : v->prefix);
 
@@ -372,25 +372,25 @@ static ra_status vit_detect(ra_model *m, const ra_st_file *f) {
     }
     if (nt > 0 && ntimm == 0 && ntv == 0)
         return rai_fail(RA_ERR_FORMAT, "unexpected tensor '%.80s' for arch vit: the file's "
-                       "names match neither the timm nor the torchvision naming of the "
-                       "configuration", ra_st_at(f, 0)->name);
+                        "names match neither the timm nor the torchvision naming of the "
+                        "configuration", ra_st_at(f, 0)->name);
     snprintf(m->scheme, sizeof m->scheme, "%s", ntv > ntimm ? "torchvision" : "timm");
     if (ntv <= ntimm) return RA_OK;
     for (int i = 0; i < nt; i++) {
         const char *name = ra_st_at(f, i)->name;
         if (!tv_to_timm(name, buf, sizeof buf) || !is_declared(m, buf))
             return rai_fail(RA_ERR_FORMAT, "unexpected tensor '%.80s' for arch vit (naming "
-                           "scheme torchvision)", name);
+                            "scheme torchvision)", name);
     }
     for (int p = 0; p < m->nparams; p++) {
         const char *canon = m->params[p].name;
         if (!timm_to_tv(canon, buf, sizeof buf, alt, sizeof alt))
             return rai_fail(RA_ERR_FORMAT, "tensor '%s' is missing (arch vit, naming scheme "
-                           "torchvision, which has no such parameter: check the metadata)",
-                           canon);
+                            "torchvision, which has no such parameter: check the metadata)",
+                            canon);
         if (!ra_st_find(f, buf) && !(alt[0] && ra_st_find(f, alt)))
             return rai_fail(RA_ERR_FORMAT, "tensor '%s' is missing (arch vit, naming scheme "
-                           "torchvision; timm name %s)", buf, canon);
+                            "torchvision; timm name %s)", buf, canon);
     }
     return RA_OK;
 }
@@ -639,20 +639,20 @@ static ra_status vit_dims_of(const vit_impl *v, vit_dims *d, int x_ndim, const i
     const int C = v->dim;
     if (x_ndim != 4)
         return rai_fail(RA_ERR_SHAPE, "vit takes images x (B, %d, H, W), got %d dimensions",
-                       v->in_chans, x_ndim);
+                        v->in_chans, x_ndim);
     if (x_shape[0] < 1 || x_shape[0] > INT32_MAX || x_shape[1] != v->in_chans ||
         x_shape[2] < 1 || x_shape[2] > INT32_MAX || x_shape[3] < 1 || x_shape[3] > INT32_MAX)
         return rai_fail(RA_ERR_SHAPE, "vit takes images x (B, %d, H, W), got (%lld, %lld, %lld, "
-                       "%lld)", v->in_chans, (long long)x_shape[0], (long long)x_shape[1],
-                       (long long)x_shape[2], (long long)x_shape[3]);
+                        "%lld)", v->in_chans, (long long)x_shape[0], (long long)x_shape[1],
+                        (long long)x_shape[2], (long long)x_shape[3]);
     const int B = (int)x_shape[0], H = (int)x_shape[2], W = (int)x_shape[3], P = v->patch;
     if (!v->dyn_pad && (H % P || W % P))
         return rai_fail(RA_ERR_SHAPE, "vit: image %dx%d is not a multiple of the patch size %d",
-                       H, W, P);
+                        H, W, P);
     if (!v->dyn_size && (H != v->img[0] || W != v->img[1]))
         return rai_fail(RA_ERR_SHAPE, "vit: image %dx%d differs from img_size %dx%d (the model "
-                       "has dynamic_img_size false, so timm refuses it too)", H, W, v->img[0],
-                       v->img[1]);
+                        "has dynamic_img_size false, so timm refuses it too)", H, W, v->img[0],
+                        v->img[1]);
     int gh, gw;
     ra_status st = ra_patch_grid(&gh, &gw, H, W, P, v->dyn_pad);
     if (st) return st == RA_ERR_ARG ? rai_fail(RA_ERR_SHAPE, "vit: %s", ra_last_error()) : st;
@@ -668,7 +668,7 @@ static ra_status vit_dims_of(const vit_impl *v, vit_dims *d, int x_ndim, const i
         !elems_ok(&tmp, L + v->prefix, C) ||
         !elems_ok(&tmp, (int64_t)B * v->in_chans, (int64_t)H * W))
         return rai_fail(RA_ERR_SHAPE, "vit: input (%d, %d, %d, %d) is too large", B,
-                       v->in_chans, H, W);
+                        v->in_chans, H, W);
     *d = (vit_dims){.B = B, .H = H, .W = W, .gh = gh, .gw = gw, .K_out = K_out, .L = L,
                     .N = N, .K = K, .rows = rows,
                     .outer = v->pool == POOL_NONE ? rows : B};
@@ -778,7 +778,7 @@ static ra_status vit_forward(const ra_model *m, float **y, int *y_ndim, int64_t 
     const float *pos = NULL;
     if (!X || !A || !cols || !pooled || !out) {
         st = rai_fail(RA_ERR_NOMEM, "vit: out of memory for a batch of %d images of %dx%d", B,
-                     d.H, d.W);
+                      d.H, d.W);
         goto done;
     }
     if ((st = pos_for(v, ar, d.gh, d.gw, &pos))) goto done;
@@ -872,7 +872,7 @@ static ra_status vit_forward_train(ra_model *m, float **y, int *y_ndim, int64_t 
     t->valid = 0;
     if (v->drop_path_rate > 0 && v->depth > 1 && !rng)
         return rai_fail(RA_ERR_ARG, "vit: drop_path_rate %g needs a random generator for the "
-                       "training forward", v->drop_path_rate);
+                        "training forward", v->drop_path_rate);
     vit_dims d = {0};
     ra_status st = vit_dims_of(v, &d, x_ndim, x_shape);
     if (st) return st;
@@ -886,7 +886,7 @@ static ra_status vit_forward_train(ra_model *m, float **y, int *y_ndim, int64_t 
         t->cap = 0;
         if (!(t->buf = rai_alloc(need, sizeof(float))))
             return rai_fail(RA_ERR_NOMEM, "vit: out of memory for the training activations of "
-                           "%d images of %dx%d (%zu floats)", B, d.H, d.W, need);
+                            "%d images of %dx%d (%zu floats)", B, d.H, d.W, need);
         t->cap = need;
     }
     if (v->depth && !t->blk && !(t->blk = calloc((size_t)v->depth, sizeof *t->blk)))
@@ -902,7 +902,7 @@ static ra_status vit_forward_train(ra_model *m, float **y, int *y_ndim, int64_t 
     const float *pos = NULL;
     if (!A || !out) {
         st = rai_fail(RA_ERR_NOMEM, "vit: out of memory for a batch of %d images of %dx%d", B,
-                     d.H, d.W);
+                      d.H, d.W);
         goto done;
     }
     if ((st = pos_for(v, ar, d.gh, d.gw, &pos))) goto done;
@@ -1014,7 +1014,7 @@ static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *
     const vit_tape *t = &v->tape;
     if (!t->valid)
         return rai_fail(RA_ERR_ARG, "vit backward: no training forward to back-propagate "
-                       "(call ra_model_forward_train first)");
+                        "(call ra_model_forward_train first)");
     const int C = v->dim;
     vit_dims d = {0};
     const int64_t x_shape[4] = {t->dims[0], v->in_chans, t->dims[1], t->dims[2]};
@@ -1043,7 +1043,7 @@ static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *
     if (!dP || !dQ || !half || !dX || !dR || !dpatch ||
         (dx && !work) || (resampled && !dpos)) {
         st = rai_fail(RA_ERR_NOMEM, "vit backward: out of memory for a batch of %d images of "
-                     "%dx%d", B, d.H, d.W);
+                      "%dx%d", B, d.H, d.W);
         goto done;
     }
 

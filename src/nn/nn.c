@@ -103,33 +103,13 @@ static int gemm_portable(float *c, int64_t ldc, const float *a, int64_t ars, int
                          const float *bias, int accumulate) {
     if (gemm_blas()) return -1;
     return rai_gemm(c, ldc, a, ars, acs, b, brs, bcs, m, n, k, bias, accumulate,
-                   rai_nn_kernel_active()->gemm_micro, gemm_threads(m, n, k));
+                    rai_nn_kernel_active()->gemm_micro, gemm_threads(m, n, k));
 }
 
-void rai_linear_fused(float *y, const float *x, const float *w, const float *b, int64_t m, int n,
-                   int k, int gelu, float *res, const int32_t *map) {
-    if (m <= 0 || n <= 0) return;
-    const rai_nn_kernel kn = nn_kernels();
-    if (k > 0 && kn.gemm &&
-        kn.gemm(y, n, x, k, w, k, 0, m, n, k, b, gelu, NULL, NULL, res, n, map,
-                gemm_threads(m, n, k)) == 0)
-        return;
-    ra_linear_forward(y, x, w, b, m, n, k);
-    if (gelu) ra_gelu_forward(y, y, m * n);
-    if (res) rai_rows_scatter_add(res, y, map, m, n);
-}
-
-void ra_linear_forward(float *y,        /* (M, N) */
-                       const float *x,  /* (M, K) */
-                       const float *w,  /* (N, K) */
-                       const float *b,  /* (N) or NULL */
-                       int64_t m, int n, int k) {
-    if (m <= 0 || n <= 0) return;
-    const rai_nn_kernel kn = nn_kernels();
-    if (k > 0 && kn.gemm &&
-        kn.gemm(y, n, x, k, w, k, 0, m, n, k, b, 0, NULL, NULL, NULL, 0, NULL,
-                gemm_threads(m, n, k)) == 0)
-        return;
+/* y (M, N) = x (M, K) . w (N, K)^T + b where the kernel set has no fused
+ * product (or it declined): the portable product, else OpenBLAS. */
+static void linear_unfused(float *y, const float *x, const float *w, const float *b, int64_t m,
+                           int n, int k) {
     if (gemm_portable(y, n, x, k, 1, w, 1, k, m, n, k, b, 0) == 0) return;
     if (b)
         for (int64_t i = 0; i < m; i++) memcpy(y + i * n, b, (size_t)n * sizeof *y);
@@ -146,6 +126,27 @@ void ra_linear_forward(float *y,        /* (M, N) */
     }
 }
 
+void rai_linear_fused(float *y, const float *x, const float *w, const float *b, int64_t m, int n,
+                      int k, int gelu, float *res, const int32_t *map) {
+    if (m <= 0 || n <= 0) return;
+    const rai_nn_kernel kn = nn_kernels();
+    if (k > 0 && kn.gemm &&
+        kn.gemm(y, n, x, k, w, k, 0, m, n, k, b, gelu, NULL, NULL, res, n, map,
+                gemm_threads(m, n, k)) == 0)
+        return;
+    linear_unfused(y, x, w, b, m, n, k);
+    if (gelu) ra_gelu_forward(y, y, m * n);
+    if (res) rai_rows_scatter_add(res, y, map, m, n);
+}
+
+void ra_linear_forward(float *y,        /* (M, N) */
+                       const float *x,  /* (M, K) */
+                       const float *w,  /* (N, K) */
+                       const float *b,  /* (N) or NULL */
+                       int64_t m, int n, int k) {
+    rai_linear_fused(y, x, w, b, m, n, k, 0, NULL, NULL);
+}
+
 /* y[i] = GELU'(x[i]) (y may be x): the backward's expression, by the
  * kernel set. */
 static void gelu_deriv_rows(float *y, const float *x, int64_t n) {
@@ -159,13 +160,13 @@ static void mul_into(float *y, const float *x, int64_t n) {
 }
 
 void rai_linear_backward_fused(float *dx,        /* (M, K) or NULL */
-                           float *dw,        /* (N, K) or NULL */
-                           float *db,        /* (N) or NULL */
-                           const float *dy,  /* (M, N) */
-                           const float *x,   /* (M, K), for dw */
-                           const float *w,   /* (N, K), for dx */
-                           int64_t m, int n, int k, int set,
-                           const float *gd) {   /* (M, K) or NULL */
+                               float *dw,        /* (N, K) or NULL */
+                               float *db,        /* (N) or NULL */
+                               const float *dy,  /* (M, N) */
+                               const float *x,   /* (M, K), for dw */
+                               const float *w,   /* (N, K), for dx */
+                               int64_t m, int n, int k, int set,
+                               const float *gd) {   /* (M, K) or NULL */
     if (m <= 0 || n <= 0) return;
     if (gd) set = 1;
     const rai_nn_kernel kn = nn_kernels();
@@ -219,14 +220,14 @@ void ra_linear_backward(float *dx,        /* (M, K) or NULL */
 }
 
 void rai_linear_gelu_keep(float *gd, float *g, const float *x, const float *w, const float *b,
-                         int64_t m, int n, int k) {
+                          int64_t m, int n, int k) {
     if (m <= 0 || n <= 0) return;
     const rai_nn_kernel kn = nn_kernels();
     if (k > 0 && kn.gemm &&
         kn.gemm(g, n, x, k, w, k, 0, m, n, k, b, 1, gd, NULL, NULL, 0, NULL,
                 gemm_threads(m, n, k)) == 0)
         return;
-    ra_linear_forward(gd, x, w, b, m, n, k);   /* h, in gd until its last use */
+    linear_unfused(gd, x, w, b, m, n, k);   /* h, in gd until its last use */
     ra_gelu_forward(g, gd, m * n);
     gelu_deriv_rows(gd, gd, m * n);
 }
@@ -296,12 +297,17 @@ void ra_layernorm_forward(float *y,            /* (M, C), may be x */
 }
 
 void rai_layernorm_rows(float *y, const float *x, const int32_t *src, int64_t m, int c,
-                       const float *gamma, const float *beta, float eps) {
+                        const float *gamma, const float *beta, float eps) {
     ln_all(y, NULL, NULL, x, src, m, c, gamma, beta, eps);
 }
 
 void rai_rows_gather(float *y, const float *x, const int32_t *map, int64_t rows, int c) {
-#pragma omp parallel for schedule(static) num_threads(ra_threads_get()) if (rows * c > 65536)
+    if (rows <= 0 || c <= 0) return;
+    if (!map) {
+        memcpy(y, x, (size_t)(rows * c) * sizeof *y);
+        return;
+    }
+#pragma omp parallel for schedule(static) num_threads(nn_threads(rows * c))
     for (int64_t r = 0; r < rows; r++) {
         if (map[r] >= 0) memcpy(y + r * c, x + (int64_t)map[r] * c, (size_t)c * sizeof *y);
         else memset(y + r * c, 0, (size_t)c * sizeof *y);
@@ -403,7 +409,7 @@ void ra_layernorm_backward(float *dx,            /* (M, C) or NULL */
         for (int64_t t = 0; t < nb; t++) {
             const int64_t i0 = 64 * t, rows = m - i0 < 64 ? m - i0 : 64;
             rai_nn_layernorm_backward_dx_ref(dx + i0 * c, dy + i0 * c, x + i0 * c, mean + i0,
-                                            rstd + i0, gamma, rows, c);
+                                             rstd + i0, gamma, rows, c);
         }
     }
     if (!dgamma && !dbeta) return;
@@ -503,7 +509,7 @@ static ra_status ce_check(const char *fn, const int32_t *targets, int b, int k,
     for (int i = 0; i < b; i++)
         if (targets[i] < 0 || targets[i] >= k)
             return rai_fail(RA_ERR_ARG, "%s: target %d of sample %d not in [0, %d)", fn,
-                           (int)targets[i], i, k);
+                            (int)targets[i], i, k);
     return RA_OK;
 }
 
@@ -646,7 +652,7 @@ ra_status ra_patch_grid(int *gh, int *gw, int h, int w, int p, int pad) {
         return rai_fail(RA_ERR_ARG, "patch grid: image %dx%d, patch %d", h, w, p);
     if (!pad && (h % p || w % p))
         return rai_fail(RA_ERR_SHAPE, "patch grid: image %dx%d is not a multiple of the "
-                       "patch size %d", h, w, p);
+                        "patch size %d", h, w, p);
     const int64_t a = ((int64_t)h + p - 1) / p, c = ((int64_t)w + p - 1) / p;
     if (a * c > INT32_MAX)
         return rai_fail(RA_ERR_ARG, "patch grid: %lldx%lld patches", (long long)a, (long long)c);
@@ -720,18 +726,8 @@ ra_status ra_patch_embed_backward(float *dx,            /* (B, Cin, H, W) or NUL
     ra_linear_backward(NULL, dweight, dbias, dy, cols, weight, rows, e, kc);
     if (!dx) return RA_OK;
     /* dcols (rows, kc) = dy (rows, E) . weight (E, kc), written over work:
-     * the portable product stands in for the fused ones where a kernel set
-     * has none; a set with fused products leaves this one to OpenBLAS */
-    const int fused = nn_kernels().gemm != NULL;
-    const int64_t chunk = INT32_MAX / 2;
-    for (int64_t i0 = 0; i0 < rows; i0 += chunk) {
-        int mm = (int)(rows - i0 < chunk ? rows - i0 : chunk);
-        if (!fused && gemm_portable(work + i0 * kc, kc, dy + i0 * e, e, 1, weight, kc, 1,
-                                       mm, kc, e, NULL, 0) == 0)
-            continue;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mm, kc, e, 1.0f,
-                    dy + i0 * e, e, weight, kc, 0.0f, work + i0 * kc, kc);
-    }
+     * a Linear layer's input gradient */
+    rai_linear_backward_fused(work, NULL, NULL, dy, NULL, weight, rows, e, kc, 1, NULL);
     /* col2im: the patches do not overlap, so each pixel takes one value;
      * those of the padding are dropped. Rows of patches in parallel. */
     const int64_t prow = (int64_t)b * gh;

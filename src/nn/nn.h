@@ -13,9 +13,9 @@ int rai_nn_simd(void);
 /* y row r = LayerNorm(x row src[r]) (src NULL: row r), a row of zeros where
  * src[r] < 0; rows in parallel. No statistics are saved (inference). */
 void rai_layernorm_rows(float *y, const float *x, const int32_t *src, int64_t rows, int c,
-                       const float *gamma, const float *beta, float eps);
+                        const float *gamma, const float *beta, float eps);
 
-/* y row r = x row map[r], or zeros where map[r] < 0. */
+/* y row r = x row map[r], or zeros where map[r] < 0 (map NULL: row r). */
 void rai_rows_gather(float *y, const float *x, const int32_t *map, int64_t rows, int c);
 /* x row dst[r] += a row r for dst[r] >= 0 (distinct rows: no races). */
 void rai_rows_scatter_add(float *x, const float *a, const int32_t *dst, int64_t rows, int c);
@@ -26,19 +26,19 @@ void rai_rows_scatter_add(float *x, const float *a, const int32_t *dst, int64_t 
  * rows of N floats). y (M, N) is always given: the fallback path (OpenBLAS
  * and the separate loops, with the same results) works in it. */
 void rai_linear_fused(float *y, const float *x, const float *w, const float *b, int64_t m, int n,
-                   int k, int gelu, float *res, const int32_t *map);
+                      int k, int gelu, float *res, const int32_t *map);
 
 /* ra_linear_backward with dx overwritten instead of accumulated if set,
  * and, with gd (M, K), dx = (dy . w) * gd (set implied): with the gd of
  * rai_linear_gelu_keep, the GELU before the layer back-propagated in the
  * same product. */
 void rai_linear_backward_fused(float *dx, float *dw, float *db, const float *dy, const float *x,
-                           const float *w, int64_t m, int n, int k, int set, const float *gd);
+                               const float *w, int64_t m, int n, int k, int set, const float *gd);
 /* g (M, N) = GELU(h) and gd = GELU'(h), h = x . w^T + b, in one pass on
  * the AVX-512 path (the training forward of an MLP's first layer keeps
  * what its backward multiplies by, rather than h: the backward then needs
  * no erf and no exp). */
 void rai_linear_gelu_keep(float *gd, float *g, const float *x, const float *w, const float *b,
-                         int64_t m, int n, int k);
+                          int64_t m, int n, int k);
 
 #endif

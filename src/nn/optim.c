@@ -25,12 +25,12 @@ ra_status ra_adamw_step(float *param,         /* (n) updated */
                         int decay) {
     if (!cfg || step < 1 || n < 0)
         return rai_fail(RA_ERR_ARG, "ra_adamw_step: step %lld, n %lld%s", (long long)step,
-                       (long long)n, cfg ? "" : ", no configuration");
+                        (long long)n, cfg ? "" : ", no configuration");
     const double lr = cfg->lr, b1 = cfg->beta1, b2 = cfg->beta2;
     if (!(b1 >= 0.0 && b1 < 1.0) || !(b2 >= 0.0 && b2 < 1.0) || !(cfg->eps >= 0.0) ||
         !(lr >= 0.0) || !(cfg->weight_decay >= 0.0))
         return rai_fail(RA_ERR_ARG, "ra_adamw_step: lr %g, betas (%g, %g), eps %g, "
-                       "weight_decay %g", lr, b1, b2, cfg->eps, cfg->weight_decay);
+                        "weight_decay %g", lr, b1, b2, cfg->eps, cfg->weight_decay);
     const float keep = (float)(1.0 - lr * (decay ? cfg->weight_decay : 0.0));
     const float fb1 = (float)b1, fa1 = (float)(1.0 - b1);
     const float fb2 = (float)b2, fa2 = (float)(1.0 - b2);
@@ -93,7 +93,7 @@ double rai_grad_sumsq(float *const *grads, const int64_t *sizes, int count) {
 }
 
 void rai_grad_clip(float *const *grads, const int64_t *sizes, int count, float total,
-                  float max_norm) {
+                   float max_norm) {
     float coef = max_norm / (total + 1e-6f);
     if (coef > 1.0f) coef = 1.0f;   /* torch.clamp(max=1): NaN passes */
     if (coef == 1.0f) return;        /* multiplying by 1 changes nothing */

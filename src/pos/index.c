@@ -15,7 +15,7 @@ ra_status ra_relpos_index(int32_t *idx, int64_t *n1_out, int64_t *n2_out,
                           int64_t *table_rows, const ra_relpos_axes *ax) {
     if (!ax || ax->naxes < 1 || ax->naxes > RA_MAX_AXES)
         return rai_fail(RA_ERR_ARG, "relative index: %d axes (1..%d allowed)",
-                       ax ? ax->naxes : 0, RA_MAX_AXES);
+                        ax ? ax->naxes : 0, RA_MAX_AXES);
     const int A = ax->naxes;
     int64_t n1 = 1, n2 = 1, rows = 1;
     int64_t stride[RA_MAX_AXES];
@@ -23,17 +23,17 @@ ra_status ra_relpos_index(int32_t *idx, int64_t *n1_out, int64_t *n2_out,
         int e = ax->extent[a];
         if (e < 1 || ax->qn[a] < 1 || ax->kn[a] < 1)
             return rai_fail(RA_ERR_ARG, "relative index: axis %d has extent %d, "
-                           "%d query and %d key coordinates", a, e, ax->qn[a], ax->kn[a]);
+                            "%d query and %d key coordinates", a, e, ax->qn[a], ax->kn[a]);
         if (!ax->qcoord[a] || !ax->kcoord[a])
             return rai_fail(RA_ERR_ARG, "relative index: axis %d has no coordinates", a);
         for (int t = 0; t < ax->qn[a]; t++)
             if (ax->qcoord[a][t] < 0 || ax->qcoord[a][t] >= e)
                 return rai_fail(RA_ERR_ARG, "relative index: query coordinate %d "
-                               "outside [0, %d) on axis %d", ax->qcoord[a][t], e, a);
+                                "outside [0, %d) on axis %d", ax->qcoord[a][t], e, a);
         for (int t = 0; t < ax->kn[a]; t++)
             if (ax->kcoord[a][t] < 0 || ax->kcoord[a][t] >= e)
                 return rai_fail(RA_ERR_ARG, "relative index: key coordinate %d "
-                               "outside [0, %d) on axis %d", ax->kcoord[a][t], e, a);
+                                "outside [0, %d) on axis %d", ax->kcoord[a][t], e, a);
         stride[a] = rows;
         if (!rai_mul_i64(&rows, rows, 2 * (int64_t)e - 1) || !rai_mul_i64(&n1, n1, ax->qn[a]) ||
             !rai_mul_i64(&n2, n2, ax->kn[a]) || rows > INT32_MAX)
@@ -42,7 +42,7 @@ ra_status ra_relpos_index(int32_t *idx, int64_t *n1_out, int64_t *n2_out,
     int64_t entries;
     if (!rai_mul_i64(&entries, n1, n2) || entries > RA_INDEX_MAX_ENTRIES)
         return rai_fail(RA_ERR_ARG, "relative index: %lld x %lld entries is too large",
-                       (long long)n1, (long long)n2);
+                        (long long)n1, (long long)n2);
     if (n1_out) *n1_out = n1;
     if (n2_out) *n2_out = n2;
     if (table_rows) *table_rows = rows;
@@ -78,7 +78,7 @@ static int *iota(int *c, int n) {
 ra_status ra_relpos_index_2d(int32_t *idx, int wh, int ww, int64_t *table_rows) {
     if (wh < 1 || ww < 1 || wh > RA_MAX_EXTENT || ww > RA_MAX_EXTENT)
         return rai_fail(RA_ERR_ARG, "window %dx%d: each side must be in 1..%d",
-                       wh, ww, RA_MAX_EXTENT);
+                        wh, ww, RA_MAX_EXTENT);
     int ch[RA_MAX_EXTENT], cw[RA_MAX_EXTENT];
     ra_relpos_axes ax = {.naxes = 2, .extent = {wh, ww}, .qn = {wh, ww}, .kn = {wh, ww},
                          .qcoord = {iota(ch, wh), iota(cw, ww)},
@@ -90,19 +90,19 @@ ra_status ra_relpos_index_3d(int32_t *idx, int d1, int d2, int wh, int ww,
                              int64_t *table_rows) {
     if (d1 < 1 || d2 < 1 || d1 > RA_MAX_EXTENT || d2 > RA_MAX_EXTENT)
         return rai_fail(RA_ERR_ARG, "frames %d (query) and %d (key/value) must be in 1..%d",
-                       d1, d2, RA_MAX_EXTENT);
+                        d1, d2, RA_MAX_EXTENT);
     if (wh < 1 || ww < 1 || wh > RA_MAX_EXTENT || ww > RA_MAX_EXTENT)
         return rai_fail(RA_ERR_ARG, "window %dx%d: each side must be in 1..%d",
-                       wh, ww, RA_MAX_EXTENT);
+                        wh, ww, RA_MAX_EXTENT);
     /* RSTT: torch.arange(0, D1, (D1 + 1) // D2) must give exactly D2 frames */
     int s = (d1 + 1) / d2;
     if (s < 1)
         return rai_fail(RA_ERR_ARG, "num_frames_kv %d > num_frames_q + 1 = %d: the "
-                       "key/value frame stride (D1+1)/D2 is 0", d2, d1 + 1);
+                        "key/value frame stride (D1+1)/D2 is 0", d2, d1 + 1);
     int nkv = (d1 + s - 1) / s;
     if (nkv != d2)
         return rai_fail(RA_ERR_ARG, "num_frames_q %d, num_frames_kv %d: stride %d gives "
-                       "%d key/value frames, not %d", d1, d2, s, nkv, d2);
+                        "%d key/value frames, not %d", d1, d2, s, nkv, d2);
     int cd[RA_MAX_EXTENT], ckd[RA_MAX_EXTENT], ch[RA_MAX_EXTENT], cw[RA_MAX_EXTENT];
     for (int t = 0; t < d2; t++) ckd[t] = t * s;
     ra_relpos_axes ax = {.naxes = 3, .extent = {d1, wh, ww}, .qn = {d1, wh, ww},
@@ -147,7 +147,7 @@ ra_status ra_bias_table_resize(float *dst, const float *src, int nh, int s1h, in
     if (!dst || !src || nh < 1 || s1h < 1 || s1w < 1 || s2h < 1 || s2w < 1 ||
         (int64_t)s1h * s1w > INT32_MAX / nh || (int64_t)s2h * s2w > INT32_MAX / nh)
         return rai_fail(RA_ERR_ARG, "bias table resize: %dx%d -> %dx%d grid of %d heads",
-                       s1h, s1w, s2h, s2w, nh);
+                        s1h, s1w, s2h, s2w, nh);
     const float sh = (float)s1h / s2h, sw = (float)s1w / s2w;
     for (int oy = 0; oy < s2h; oy++) {
         const float ry = (oy + 0.5f) * sh - 0.5f;

@@ -80,13 +80,13 @@ static ra_status ra_window_plan_bc(const ra_wplan *p, int b, int c,
                                    const char *fn, int64_t *total) {
     if (b < 1 || c < 1)
         return rai_fail(RA_ERR_ARG, "%s: batch %d and channels %d must be >= 1",
-                       fn, b, c);
+                        fn, b, c);
     int64_t t;
     if (!rai_mul_i64(&t, p->nw, p->n) || !rai_mul_i64(&t, t, b) ||
         !rai_mul_i64(&t, t, c) || t > RA_MAX_FLOATS)
         return rai_fail(RA_ERR_ARG, "%s: %d x %lld windows x %lld tokens x %d "
-                       "channels overflows", fn, b, (long long)p->nw,
-                       (long long)p->n, c);
+                        "channels overflows", fn, b, (long long)p->nw,
+                        (long long)p->n, c);
     *total = t;
     return RA_OK;
 }
@@ -300,7 +300,7 @@ ra_status ra_window_mask(float *mask,   /* (nW, N, N) */
     if (!rai_mul_i64(&total, p.n, p.n) || !rai_mul_i64(&total, total, p.nw) ||
         total > RA_MAX_FLOATS)
         return rai_fail(RA_ERR_ARG, "ra_window_mask: %lld windows of %lld x %lld "
-                       "overflows", (long long)p.nw, (long long)p.n, (long long)p.n);
+                        "overflows", (long long)p.nw, (long long)p.n, (long long)p.n);
     if (!mask) return rai_fail(RA_ERR_ARG, "ra_window_mask: NULL mask");
 
     const int64_t N = p.n;
@@ -346,7 +346,7 @@ ra_status rai_window_rowmap(int32_t *map, int b, const ra_window_spec *g) {
     const int64_t per = p.size[0] * p.size[1] * p.size[2];
     if (!rai_mul_i64(&rows, per, b) || rows > INT32_MAX)
         return rai_fail(RA_ERR_ARG, "rai_window_rowmap: %d maps of %lld tokens", b,
-                       (long long)per);
+                        (long long)per);
     const int64_t nall = (int64_t)b * p.nw;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(ra_threads_get()) if (total >= RA_WINDOW_PAR_MIN)

@@ -64,20 +64,20 @@ static uint64_t mix(uint64_t a, uint64_t b) {
 static ra_status check_config(const ra_train_config *c) {
     if (c->batch < 1 || c->batch > 65536 || c->epochs < 1 || c->epochs > 100000)
         return rai_fail(RA_ERR_ARG, "batch %d and epochs %d must be in 1..65536 and 1..100000",
-                       c->batch, c->epochs);
+                        c->batch, c->epochs);
     if (!(c->lr > 0 && c->lr < 10) || !(c->min_lr >= 0 && c->min_lr <= c->lr) ||
         !(c->warmup_lr >= 0 && c->warmup_lr <= c->lr) ||
         !(c->warmup_epochs >= 0 && c->warmup_epochs <= c->epochs))
         return rai_fail(RA_ERR_ARG, "learning rates: lr %g (0..10), min_lr %g and warmup_lr %g "
-                       "(0..lr), warm-up %g epochs (0..epochs)", c->lr, c->min_lr, c->warmup_lr,
-                       c->warmup_epochs);
+                        "(0..lr), warm-up %g epochs (0..epochs)", c->lr, c->min_lr, c->warmup_lr,
+                        c->warmup_epochs);
     if (!(c->weight_decay >= 0 && c->weight_decay < 1) ||
         !(c->label_smoothing >= 0 && c->label_smoothing < 1) || !(c->clip_grad >= 0) ||
         c->crop_pad < 0 || c->crop_pad > 64 || !(c->std > 0) || !isfinite(c->mean))
         return rai_fail(RA_ERR_ARG, "weight decay %g, label smoothing %g (0..1), clip %g, "
-                       "crop padding %d (0..64), std %g (> 0)", c->weight_decay,
-                       (double)c->label_smoothing, (double)c->clip_grad, c->crop_pad,
-                       (double)c->std);
+                        "crop padding %d (0..64), std %g (> 0)", c->weight_decay,
+                        (double)c->label_smoothing, (double)c->clip_grad, c->crop_pad,
+                        (double)c->std);
     return RA_OK;
 }
 
@@ -110,7 +110,7 @@ ra_status ra_trainer_create(ra_trainer **out, ra_model *m, const ra_train_config
         return rai_fail(RA_ERR_ARG, "the model has %d classes, the data %d", k, data->classes);
     if (data->n < cfg->batch)
         return rai_fail(RA_ERR_ARG, "%lld training images are fewer than one batch of %d",
-                       (long long)data->n, cfg->batch);
+                        (long long)data->n, cfg->batch);
     const char *ic = ra_model_meta(m, "in_chans");
     if (!ic || strcmp(ic, "1") != 0)
         return rai_fail(RA_ERR_ARG, "the data are grey images: the model needs in_chans 1");
@@ -190,7 +190,7 @@ static ra_status batch_step(ra_trainer *t, int i0, int i1, float *loss) {
     if (st) return st;
     float mean = 0;
     if (nd != 2 || ys[1] != K) st = rai_fail(RA_ERR_INTERNAL, "trainer: logits of %lld classes",
-                                            (long long)ys[1]);
+                                             (long long)ys[1]);
     if (!st) st = ra_cross_entropy_forward(&mean, probs, logits, t->labels + i0, nb, K,
                                            t->cfg.label_smoothing);
     rai_free(logits);
@@ -208,7 +208,7 @@ static ra_status batch_step(ra_trainer *t, int i0, int i1, float *loss) {
 /* A collective's failure, with what was being summed or gathered. */
 static ra_status collective(ra_status st, const char *what) {
     return st ? rai_fail(st, "trainer: %s across the processes failed (%s)", what,
-                        ra_status_str(st))
+                         ra_status_str(st))
               : RA_OK;
 }
 
@@ -231,7 +231,7 @@ static ra_status reduce(ra_trainer *t, float *loss, double *sumsq) {
     st = collective(c->reduce_scatter_sum(t->grad, t->zoff, t->zcnt, c->ctx),
                     "the gradient sum");
     float two[2] = {*loss, (float)rai_grad_sumsq(t->gptr + t->p0, t->gsize + t->p0,
-                                                t->p1 - t->p0)};
+                                                 t->p1 - t->p0)};
     if (!st) st = collective(c->allreduce_sum(two, 2, c->ctx), "the loss and norm sum");
     *loss = two[0], *sumsq = two[1];
     return st;
@@ -250,15 +250,15 @@ ra_status ra_trainer_step(ra_trainer *t, float *loss_out, float *norm_out) {
         return st;
     if (!isfinite(loss))
         return rai_fail(RA_ERR_ARG, "the loss is not finite at step %lld (learning rate %g too "
-                       "high?)", (long long)t->step, ra_trainer_lr(t));
+                        "high?)", (long long)t->step, ra_trainer_lr(t));
     /* the norm is taken either way (an infinite bound clips nothing); a NaN
      * or inf anywhere in the gradient makes it non-finite */
     const float norm = (float)sqrt(sumsq);
     rai_grad_clip(t->gptr + t->p0, t->gsize + t->p0, t->p1 - t->p0, norm,
-                 t->cfg.clip_grad > 0 ? t->cfg.clip_grad : INFINITY);
+                  t->cfg.clip_grad > 0 ? t->cfg.clip_grad : INFINITY);
     if (!isfinite(norm))
         return rai_fail(RA_ERR_ARG, "the gradient is not finite at step %lld (learning rate %g "
-                       "too high?)", (long long)t->step, ra_trainer_lr(t));
+                        "too high?)", (long long)t->step, ra_trainer_lr(t));
     const ra_adamw_config ac = {.lr = ra_trainer_lr(t), .beta1 = 0.9, .beta2 = 0.999,
                                 .eps = 1e-8, .weight_decay = t->cfg.weight_decay};
     t->step++;   /* AdamW counts its steps from 1 */
@@ -284,12 +284,12 @@ ra_status ra_trainer_set_comm(ra_trainer *t, const ra_train_comm *c, int shard_o
         return rai_fail(RA_ERR_ARG, "trainer comm: rank %d of %d processes", c->rank, c->size);
     if (c->size > t->cfg.batch)
         return rai_fail(RA_ERR_ARG, "a batch of %d images cannot be shared by %d processes",
-                       t->cfg.batch, c->size);
+                        t->cfg.batch, c->size);
     if (c->size > 1 && !c->allreduce_sum)
         return rai_fail(RA_ERR_ARG, "trainer comm: no allreduce_sum");
     if (shard_optimizer && (!c->allreduce_sum || !c->reduce_scatter_sum || !c->allgather))
         return rai_fail(RA_ERR_ARG, "trainer comm: ZeRO-1 needs allreduce_sum, "
-                       "reduce_scatter_sum and allgather");
+                        "reduce_scatter_sum and allgather");
     if (t->zero) return rai_fail(RA_ERR_ARG, "trainer comm: the optimizer is sharded already");
     const ra_model *m = t->m;
     const int S = c->size, np = m->nparams;
@@ -462,10 +462,10 @@ ra_status ra_trainer_resume(ra_trainer **out, ra_model **mout, const char *path,
     const char *nv = ra_st_meta(f, "train.images");
     if (!st && nv && strtoll(nv, NULL, 10) != data->n)
         st = rai_fail(RA_ERR_ARG, "checkpoint: the run trained on %s images, the data has %lld "
-                     "(resume with the same --data)", nv, (long long)data->n);
+                      "(resume with the same --data)", nv, (long long)data->n);
     if (!st && step > t->total)
         st = rai_fail(RA_ERR_FORMAT, "checkpoint: step %lld is past the run's %lld steps", step,
-                     (long long)t->total);
+                      (long long)t->total);
     char name[320];
     for (int i = 0; !st && i < m->nparams; i++) {
         const ra_param_info *p = &m->params[i];
@@ -475,7 +475,7 @@ ra_status ra_trainer_resume(ra_trainer **out, ra_model **mout, const char *path,
             const ra_st_tensor *ts = ra_st_find(f, name);
             if (!ts || ts->numel != p->numel)
                 st = rai_fail(RA_ERR_FORMAT, "checkpoint: optimiser state %s missing or of the "
-                             "wrong size", name);
+                              "wrong size", name);
             else
                 st = ra_st_read_f32((which ? t->mom2 : t->mom1) + p->offset, f, ts);
         }
@@ -515,7 +515,7 @@ static ra_status eval_batches(const ra_model *m, const ra_dataset *d, float mean
         if (!st) st = ra_model_forward(m, &y, &nd, ys, x, 4, xs);
         if (!st && (nd != 2 || ys[1] < d->classes))
             st = rai_fail(RA_ERR_ARG, "evaluate: the model gives %lld outputs for %d classes",
-                         (long long)ys[1], d->classes);
+                          (long long)ys[1], d->classes);
         for (int i = 0; i < b && !st; i++) {
             const float *r = y + (int64_t)i * ys[1];
             int best = 0;
