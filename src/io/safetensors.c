@@ -10,7 +10,7 @@
 #define _DEFAULT_SOURCE   /* madvise */
 #define _POSIX_C_SOURCE 200809L
 
-#include "base/internal.h"
+#include "io/tensorfile.h"
 
 #include <jansson.h>
 
@@ -113,7 +113,20 @@ typedef struct st_entry {
     ra_st_tensor t;
     uint64_t begin, end;   /* data_offsets, relative to the data section */
     size_t order;          /* position in the header: a stable tie-break */
+    rai_st_part one;       /* the bytes, when they are one range */
+    rai_st_part *parts;    /* else nparts ranges (owned) */
+    int nparts;
+    char *name;            /* the name, when the entry owns it */
 } st_entry;
+
+static const rai_st_part *st_entry_parts(const st_entry *e) {
+    return e->nparts > 1 ? e->parts : &e->one;
+}
+
+typedef struct st_keep {
+    void (*drop)(void *);
+    void *ctx;
+} st_keep;
 
 struct ra_st_file {
     unsigned char *base;   /* the whole file: a mapping or a heap copy */
@@ -127,6 +140,10 @@ struct ra_st_file {
     int n;
     const char **meta_keys;         /* (nmeta) header order */
     int nmeta;
+    int cap;               /* entries allocated (built files) */
+    int built;             /* made by rai_st_new: entries own names and parts */
+    st_keep *keep;         /* what the parts point into (built files) */
+    int nkeep;
 };
 
 /* Names are quoted with a bound so one hostile name cannot push the
@@ -292,6 +309,9 @@ static ra_status st_parse(ra_st_file *f) {
         pos = e->end;
         e->t.data = data + e->begin;
         e->t.nbytes = (size_t)(e->end - e->begin);
+        e->one = (rai_st_part){e->t.data, e->t.nbytes, f->fd,
+                               (int64_t)((const unsigned char *)e->t.data - f->base)};
+        e->nparts = 1;
     }
     if (pos != data_len)
         return rai_fail(RA_ERR_FORMAT, "tensors cover %llu bytes of the %zu-byte data section",
@@ -380,6 +400,12 @@ ra_status ra_st_open_memory(ra_st_file **out, const void *buf, size_t len) {
 void ra_st_close(ra_st_file *f) {
     if (!f) return;
     json_decref(f->root);
+    for (int i = 0; f->built && i < f->n; i++) {
+        free(f->e[i].name);
+        free(f->e[i].parts);
+    }
+    for (int i = f->nkeep - 1; i >= 0; i--) f->keep[i].drop(f->keep[i].ctx);
+    free(f->keep);
     free(f->e);
     free(f->by_name);
     free(f->meta_keys);
@@ -387,6 +413,181 @@ void ra_st_close(ra_st_file *f) {
     else free(f->base);
     if (f->fd >= 0) close(f->fd);
     free(f);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Files built in memory (io/tensorfile.h)                                   */
+/* ------------------------------------------------------------------------ */
+
+const char *rai_st_dtype_name(ra_dtype d) { return st_dtype_name(d); }
+unsigned rai_st_dtype_size(ra_dtype d) { return st_dtype_size(d); }
+
+ra_status rai_st_new(ra_st_file **out) {
+    if (!out) return rai_fail(RA_ERR_ARG, "rai_st_new: NULL argument");
+    ra_st_file *f = calloc(1, sizeof *f);
+    if (f) {
+        f->fd = -1;
+        f->built = 1;
+        f->root = json_object();
+        f->meta = json_object();
+        if (f->root && f->meta && json_object_set(f->root, "__metadata__", f->meta) == 0) {
+            json_decref(f->meta);   /* root holds it */
+            *out = f;
+            return RA_OK;
+        }
+        json_decref(f->meta);
+        f->meta = NULL;
+        ra_st_close(f);
+    }
+    *out = NULL;
+    return rai_fail(RA_ERR_NOMEM, "out of memory for a tensor file");
+}
+
+ra_status rai_st_add(ra_st_file *f, const char *name, ra_dtype dtype, int ndim,
+                     const int64_t *shape, const rai_st_part *parts, int nparts) {
+    if (!f || !f->built || !name || ndim < 0 || ndim > RA_ST_MAX_DIMS || (ndim && !shape) ||
+        nparts < 1 || !parts || !st_dtype_size(dtype))
+        return rai_fail(RA_ERR_ARG, "rai_st_add: bad argument");
+    int64_t numel = 1, nbytes;
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0 || !rai_mul_i64(&numel, numel, shape[i]))
+            return rai_fail(RA_ERR_FORMAT, "tensor " NAMEF ": bad shape", name);
+    if (!rai_mul_i64(&nbytes, numel, (int64_t)st_dtype_size(dtype)))
+        return rai_fail(RA_ERR_FORMAT, "tensor " NAMEF ": byte count overflows", name);
+    uint64_t have = 0;
+    for (int i = 0; i < nparts; i++) {
+        if ((!parts[i].p && parts[i].nbytes) || (parts[i].fd >= 0 && parts[i].off < 0))
+            return rai_fail(RA_ERR_ARG, "rai_st_add: bad part");
+        have += parts[i].nbytes;
+    }
+    if (have != (uint64_t)nbytes)
+        return rai_fail(RA_ERR_FORMAT, "tensor " NAMEF ": %llu bytes given, its shape needs %lld",
+                        name, (unsigned long long)have, (long long)nbytes);
+    if (f->n == f->cap) {
+        int cap = f->cap ? 2 * f->cap : 64;
+        st_entry *e = cap > 0 ? realloc(f->e, (size_t)cap * sizeof *e) : NULL;
+        if (!e) return rai_fail(RA_ERR_NOMEM, "out of memory for %d tensors", cap);
+        f->e = e, f->cap = cap;
+    }
+    st_entry *e = &f->e[f->n];
+    memset(e, 0, sizeof *e);
+    e->name = strdup(name);
+    if (nparts > 1) e->parts = malloc((size_t)nparts * sizeof *parts);
+    if (!e->name || (nparts > 1 && !e->parts)) {
+        free(e->name), free(e->parts);
+        return rai_fail(RA_ERR_NOMEM, "out of memory for tensor " NAMEF, name);
+    }
+    if (nparts > 1) memcpy(e->parts, parts, (size_t)nparts * sizeof *parts);
+    else e->one = parts[0];
+    e->nparts = nparts;
+    e->order = (size_t)f->n;
+    ra_st_tensor *t = &e->t;
+    t->name = e->name;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+    t->numel = numel;
+    t->nbytes = (size_t)nbytes;
+    t->data = nparts == 1 ? parts[0].p : NULL;
+    f->n++;
+    return RA_OK;
+}
+
+static const st_entry *st_entry_of(const ra_st_file *f, const ra_st_tensor *t) {
+    if (!f || !t || !f->n) return NULL;
+    const uintptr_t a = (uintptr_t)f->e, b = (uintptr_t)(f->e + f->n), p = (uintptr_t)t;
+    if (p < a || p >= b || (p - a) % sizeof *f->e != offsetof(st_entry, t)) return NULL;
+    return (const st_entry *)(p - offsetof(st_entry, t));
+}
+
+int rai_st_parts(const ra_st_file *f, const ra_st_tensor *t, const rai_st_part **parts) {
+    const st_entry *e = st_entry_of(f, t);
+    *parts = e ? st_entry_parts(e) : NULL;
+    return e ? e->nparts : 0;
+}
+
+ra_status rai_st_keep(ra_st_file *f, void (*drop)(void *), void *ctx) {
+    if (!f || !drop) return rai_fail(RA_ERR_ARG, "rai_st_keep: NULL argument");
+    st_keep *k = realloc(f->keep, (size_t)(f->nkeep + 1) * sizeof *k);
+    if (!k) {
+        drop(ctx);
+        return rai_fail(RA_ERR_NOMEM, "out of memory");
+    }
+    f->keep = k;
+    f->keep[f->nkeep++] = (st_keep){drop, ctx};
+    return RA_OK;
+}
+
+static void st_close_void(void *f) { ra_st_close(f); }
+
+ra_status rai_st_keep_file(ra_st_file *f, ra_st_file *src) {
+    return rai_st_keep(f, st_close_void, src);
+}
+
+/* meta_keys again from f->meta, in its (insertion) order. */
+static ra_status st_meta_keys(ra_st_file *f) {
+    const char **k = realloc(f->meta_keys, (json_object_size(f->meta) + 1) * sizeof *k);
+    if (!k) return rai_fail(RA_ERR_NOMEM, "out of memory for metadata");
+    f->meta_keys = k;
+    f->nmeta = 0;
+    const char *key;
+    json_t *v;
+    json_object_foreach(f->meta, key, v) f->meta_keys[f->nmeta++] = key;
+    return RA_OK;
+}
+
+ra_status rai_st_set_meta(ra_st_file *f, const char *key, const char *value) {
+    if (!f || !f->built || !key) return rai_fail(RA_ERR_ARG, "rai_st_set_meta: bad argument");
+    if (!value) {
+        json_object_del(f->meta, key);
+        return st_meta_keys(f);
+    }
+    json_t *v = json_string(value);
+    if (!v) return rai_fail(RA_ERR_FORMAT, "metadata '%.60s': value is not UTF-8", key);
+    if (json_object_set_new(f->meta, key, v))
+        return rai_fail(RA_ERR_FORMAT, "metadata key '%.60s' is not UTF-8", key);
+    return st_meta_keys(f);
+}
+
+ra_status rai_st_finish(ra_st_file *f) {
+    if (!f || !f->built) return rai_fail(RA_ERR_ARG, "rai_st_finish: bad argument");
+    free(f->by_name);
+    f->by_name = malloc(((size_t)f->n + 1) * sizeof *f->by_name);
+    if (!f->by_name) return rai_fail(RA_ERR_NOMEM, "out of memory for %d tensors", f->n);
+    for (int i = 0; i < f->n; i++) f->by_name[i] = &f->e[i].t;
+    qsort(f->by_name, (size_t)f->n, sizeof *f->by_name, st_cmp_name);
+    for (int i = 1; i < f->n; i++)
+        if (!strcmp(f->by_name[i - 1]->name, f->by_name[i]->name))
+            return rai_fail(RA_ERR_FORMAT, "tensor " NAMEF " appears twice", f->by_name[i]->name);
+    return st_meta_keys(f);
+}
+
+ra_status rai_st_derive(ra_st_file **out, ra_st_file *src) {
+    if (!out || !src) {
+        ra_st_close(src);
+        return rai_fail(RA_ERR_ARG, "rai_st_derive: NULL argument");
+    }
+    ra_status st = rai_st_new(out);
+    if (st) {
+        ra_st_close(src);
+        return st;
+    }
+    st = rai_st_keep_file(*out, src);
+    for (int i = 0; !st && i < src->nmeta; i++)
+        st = rai_st_set_meta(*out, src->meta_keys[i], ra_st_meta(src, src->meta_keys[i]));
+    if (st) {
+        ra_st_close(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+ra_status rai_st_add_from(ra_st_file *f, const ra_st_file *src, const ra_st_tensor *t,
+                          const char *name) {
+    const rai_st_part *parts;
+    int n = rai_st_parts(src, t, &parts);
+    if (!n) return rai_fail(RA_ERR_ARG, "rai_st_add_from: tensor not in the file");
+    return rai_st_add(f, name ? name : t->name, t->dtype, t->ndim, t->shape, parts, n);
 }
 
 int ra_st_count(const ra_st_file *f) { return f ? f->n : 0; }
@@ -508,12 +709,18 @@ static ra_status st_check(const void *dst, const ra_st_tensor *t, int want_float
 
 ra_status ra_st_to_f32(float *dst, const ra_st_tensor *t) {
     ra_status s = st_check(dst, t, 1, "ra_st_to_f32");
+    if (!s && !t->data && t->nbytes)
+        s = rai_fail(RA_ERR_ARG, "%s: tensor " NAMEF " is not in memory in one piece (read it "
+                     "with ra_st_read_*)", "ra_st_to_f32", t->name ? t->name : "");
     if (!s) st_conv_f32(dst, t->data, t->dtype, (size_t)t->numel);
     return s;
 }
 
 ra_status ra_st_to_i64(int64_t *dst, const ra_st_tensor *t) {
     ra_status s = st_check(dst, t, 0, "ra_st_to_i64");
+    if (!s && !t->data && t->nbytes)
+        s = rai_fail(RA_ERR_ARG, "%s: tensor " NAMEF " is not in memory in one piece (read it "
+                     "with ra_st_read_*)", "ra_st_to_i64", t->name ? t->name : "");
     if (!s) st_conv_i64(dst, t->data, t->dtype, (size_t)t->numel);
     return s;
 }
@@ -540,40 +747,46 @@ static ra_status st_read(void *dst, const ra_st_file *f, const ra_st_tensor *t, 
     ra_status s = f ? st_check(dst, t, want_float, fn)
                     : rai_fail(RA_ERR_ARG, "%s: NULL argument", fn);
     if (s) return s;
-    const uintptr_t b = (uintptr_t)f->base, p = (uintptr_t)t->data;
-    if (p < b || p - b > f->len || t->nbytes > f->len - (p - b))
-        return rai_fail(RA_ERR_ARG, "tensor " NAMEF " is not in this file", t->name ? t->name : "");
+    const st_entry *e = st_entry_of(f, t);
+    if (!e) return rai_fail(RA_ERR_ARG, "tensor " NAMEF " is not in this file", t->name ? t->name : "");
     st_conv *conv = want_float ? st_conv_f32 : st_conv_i64;
     const size_t out_size = want_float ? sizeof(float) : sizeof(int64_t);
-    const size_t size = st_dtype_size(t->dtype), n = (size_t)t->numel;
-    if (f->fd < 0) {
-        conv(dst, t->data, t->dtype, n);
-        return RA_OK;
-    }
+    const size_t size = st_dtype_size(t->dtype);
     const int as_is = ST_LITTLE_HOST && t->dtype == (want_float ? RA_DTYPE_F32 : RA_DTYPE_I64);
 #ifdef MADV_POPULATE_WRITE
-    {   /* map dst's whole pages in one call rather than a fault each (a
-         * model's weights go to a fresh buffer; it fails harmlessly before
-         * Linux 5.14) */
+    if (f->fd >= 0 || f->built) {   /* map dst's whole pages in one call rather than a fault
+         * each (a model's weights go to a fresh buffer; it fails harmlessly
+         * before Linux 5.14) */
         const uintptr_t pg = 4096, d0 = ((uintptr_t)dst + pg - 1) & ~(pg - 1);
-        const uintptr_t d1 = ((uintptr_t)dst + n * out_size) & ~(pg - 1);
+        const uintptr_t d1 = ((uintptr_t)dst + (size_t)t->numel * out_size) & ~(pg - 1);
         if (d1 > d0) madvise((void *)d0, d1 - d0, MADV_POPULATE_WRITE);
     }
 #endif
-    enum { SLICE = 4096 };
-    unsigned char buf[SLICE * 8];
-    off_t off = (off_t)(p - b);
-    for (size_t i = 0; i < n;) {
-        const size_t k = as_is ? n : n - i < SLICE ? n - i : SLICE;
-        unsigned char *to = as_is ? dst : buf;
-        const int err = st_pread_all(f->fd, to, k * size, off);
-        if (err)
-            return rai_fail(err < 0 ? RA_ERR_FORMAT : RA_ERR_IO, "tensor " NAMEF ": %s",
-                            t->name ? t->name : "",
-                            err < 0 ? "the file ended early (it changed after it was opened)"
-                                   : strerror(err));
-        conv((unsigned char *)dst + i * out_size, to, t->dtype, k);
-        i += k, off += (off_t)(k * size);
+    const rai_st_part *parts = st_entry_parts(e);
+    unsigned char *out = dst;
+    for (int q = 0; q < e->nparts; q++) {
+        const rai_st_part *pt = &parts[q];
+        const size_t n = pt->nbytes / size;
+        if (pt->fd < 0) {
+            conv(out, pt->p, t->dtype, n);
+            out += n * out_size;
+            continue;
+        }
+        enum { SLICE = 4096 };
+        unsigned char buf[SLICE * 8];
+        off_t off = (off_t)pt->off;
+        for (size_t i = 0; i < n;) {
+            const size_t k = as_is ? n : n - i < SLICE ? n - i : SLICE;
+            unsigned char *to = as_is ? out : buf;
+            const int err = st_pread_all(pt->fd, to, k * size, off);
+            if (err)
+                return rai_fail(err < 0 ? RA_ERR_FORMAT : RA_ERR_IO, "tensor " NAMEF ": %s",
+                                t->name ? t->name : "",
+                                err < 0 ? "the file ended early (it changed after it was opened)"
+                                       : strerror(err));
+            conv(out, to, t->dtype, k);
+            i += k, off += (off_t)(k * size), out += k * out_size;
+        }
     }
     return RA_OK;
 }
