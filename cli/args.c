@@ -188,6 +188,44 @@ int parse_args(int argc, char **argv, opt *opts, const char **pos, int maxpos,
     return 1;
 }
 
+ra_load_options model_options;
+
+int take_model_options(int *argc, char **argv) {
+    enum { MAX_SETS = 64 };
+    static const char *sets[MAX_SETS];
+    int n = 0, k = 0;
+    memset(&model_options, 0, sizeof model_options);
+    for (int i = 0; i < *argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        const int is_key = !strncmp(a, "--key", 5) && (!a[5] || a[5] == '=');
+        const int is_set = !strncmp(a, "--set", 5) && (!a[5] || a[5] == '=');
+        if (!is_key && !is_set) {
+            argv[k++] = argv[i];
+            continue;
+        }
+        if (a[5] == '=') v = a + 6;
+        else if (i + 1 < *argc) v = argv[++i];
+        else return usage_error("option %.5s needs a value", a), 0;
+        if (is_key) {
+            if (model_options.key) return usage_error("option --key given twice"), 0;
+            model_options.key = v;
+        } else {
+            const char *eq = strchr(v, '=');
+            if (!eq || eq == v) return usage_error("--set '%s': expected KEY=VALUE", v), 0;
+            if (n == MAX_SETS) return usage_error("more than %d --set options", MAX_SETS), 0;
+            sets[n++] = v;
+        }
+    }
+    *argc = k;
+    model_options.set = sets;
+    model_options.nset = n;
+    return 1;
+}
+
+ra_status open_model(ra_model **m, const char *path) {
+    return ra_model_open(m, path, &model_options);
+}
+
 const char *get(const opt *opts, const char *name) {
     for (; opts->name; opts++)
         if (strcmp(opts->name, name) == 0) return opts->value;

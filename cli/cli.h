@@ -27,6 +27,7 @@ int cmd_show(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_classify(int argc, char **argv);
 int cmd_resize(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
@@ -73,6 +74,20 @@ typedef struct {
     int takes_value;
     const char *value;   /* set when given (flags: "1") */
 } opt;
+
+/* Model sources (docs/reference.md, section 2): --key PATH and --set
+ * KEY=VALUE (repeatable) are taken out of argv (*argc updated) into
+ * model_options, for the commands that open a model with open_model.
+ * 1 on success; 0 after printing a usage error. */
+int take_model_options(int *argc, char **argv);
+extern ra_load_options model_options;
+ra_status open_model(ra_model **m, const char *path);
+/* The lines of help every such command shows. */
+#define MODEL_OPTIONS_HELP                                                                    \
+    "MODEL is a relattn model file, a safetensors state_dict, a PyTorch checkpoint\n"         \
+    "(.pth, .bin, .pth.tar) or a timm / Hugging Face model folder.\n"                          \
+    "  --key PATH       the state dict inside a checkpoint (default: found)\n"                 \
+    "  --set KEY=VALUE  set a hyperparameter or metadata value (repeatable)\n"
 
 /* 1 on success; 0 after printing a usage error. */
 int parse_args(int argc, char **argv, opt *opts, const char **pos, int maxpos, int *npos);

@@ -8,7 +8,7 @@
 #include <string.h>
 
 static const char backward_help[] =
-    "usage: relattn backward MODEL.safetensors INPUT.safetensors -o OUT.safetensors\n"
+    "usage: relattn backward MODEL INPUT.safetensors -o OUT.safetensors\n"
     "                        [--threads N] [--repeat R] [--json]\n"
     "\n"
     "Runs MODEL on INPUT and back-propagates INPUT's dy.\n"
@@ -28,9 +28,11 @@ static const char backward_help[] =
     "                multiply-add of the Swin authors' count)\n"
     "  --json        the timing as one JSON line on stdout instead:\n"
     "                {\"median_ms\": M, \"min_ms\": m, \"gflops\": G}, G null where\n"
-    "                no count exists; --json alone means --repeat 1\n";
+    "                no count exists; --json alone means --repeat 1\n"
+    MODEL_OPTIONS_HELP;
 
 int cmd_backward(int argc, char **argv) {
+    if (!take_model_options(&argc, argv)) return EX_USAGE;
     opt opts[] = {{"-o", 1, 0},       {"--output", 1, 0}, {"--threads", 1, 0},
                   {"--repeat", 1, 0}, {"--json", 0, 0},   {"--help", 0, 0},
                   {"-h", 0, 0},       {0, 0, 0}};

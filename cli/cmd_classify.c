@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 static const char classify_help[] =
-    "usage: relattn classify MODEL.safetensors IMAGE... [--top K] [--json]\n"
+    "usage: relattn classify MODEL IMAGE... [--top K] [--json]\n"
     "                        [--resize R] [--crop C] [--threads N]\n"
     "\n"
     "Classifies PNG and JPEG images with a swin or vit model file.\n"
@@ -17,7 +17,8 @@ static const char classify_help[] =
     "metadata's \"mean\" and \"std\" (\"r,g,b\"; default ImageNet's). Prints the top K\n"
     "(default 5) classes with softmax probabilities, named by the metadata's\n"
     "\"labels\" (a JSON array of strings) when the file has them. Images over\n"
-    "64 megapixels are refused before decoding.\n";
+    "64 megapixels are refused before decoding.\n"
+    MODEL_OPTIONS_HELP;
 
 /* "r,g,b", or one number for all three (a grey model's). */
 static int parse_triple(float out[3], const char *s) {
@@ -40,6 +41,7 @@ static ra_status to_grey(float *x, int crop) {
 }
 
 int cmd_classify(int argc, char **argv) {
+    if (!take_model_options(&argc, argv)) return EX_USAGE;
     opt opts[] = {{"--top", 1, 0},    {"--json", 0, 0},    {"--resize", 1, 0},
                   {"--crop", 1, 0},   {"--threads", 1, 0}, {"--help", 0, 0},
                   {"-h", 0, 0},       {0, 0, 0}};
@@ -57,7 +59,7 @@ int cmd_classify(int argc, char **argv) {
     if (!threads_option(opts)) return EX_USAGE;
 
     ra_model *m;
-    ra_status st = ra_model_load(&m, pos[0]);
+    ra_status st = open_model(&m, pos[0]);
     if (st) return lib_fail(st);
     const ra_arch arch = ra_model_arch(m);
     int code = EX_OK, in_chans = 3;

@@ -9,7 +9,7 @@
 #include <string.h>
 
 static const char eval_help[] =
-    "usage: relattn eval MODEL.safetensors [--data DIR] [--json] [--threads N]\n"
+    "usage: relattn eval MODEL [--data DIR] [--json] [--threads N]\n"
     "\n"
     "Classifies the test images of DIR (IDX files; default: Debian's\n"
     "dataset-fashion-mnist) with MODEL (a checkpoint of 'relattn train', or any\n"
@@ -17,20 +17,22 @@ static const char eval_help[] =
     "the model's metadata mean/std (train.mean / train.std of a checkpoint).\n"
     "Prints the accuracy and the confusion matrix (rows: true class, columns:\n"
     "predicted); --json prints one JSON object with test_accuracy, correct,\n"
-    "images, classes, labels and confusion.\n";
+    "images, classes, labels and confusion.\n"
+    MODEL_OPTIONS_HELP;
 
 int cmd_eval(int argc, char **argv) {
+    if (!take_model_options(&argc, argv)) return EX_USAGE;
     opt o[] = {{"--data", 1, 0}, {"--json", 0, 0}, {"--threads", 1, 0},
                {"--help", 0, 0}, {"-h", 0, 0},     {0, 0, 0}};
     const char *pos[1];
     int npos = 0;
     if (!parse_args(argc, argv, o, pos, 1, &npos)) return EX_USAGE;
     if (get(o, "--help") || get(o, "-h")) return fputs(eval_help, stdout), EX_OK;
-    if (npos != 1) return usage_error("expected MODEL.safetensors");
+    if (npos != 1) return usage_error("expected MODEL");
     if (!threads_option(o)) return EX_USAGE;
     const char *dir = get(o, "--data") ? get(o, "--data") : "/usr/share/datasets/fashion-mnist";
     ra_model *m = NULL;
-    ra_status st = ra_model_load(&m, pos[0]);
+    ra_status st = open_model(&m, pos[0]);
     if (st) return lib_fail(st);
     ra_dataset test = {0};
     int64_t *conf = NULL;

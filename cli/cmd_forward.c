@@ -7,7 +7,7 @@
 #include <string.h>
 
 static const char forward_help[] =
-    "usage: relattn forward MODEL.safetensors INPUT.safetensors -o OUT.safetensors\n"
+    "usage: relattn forward MODEL INPUT.safetensors -o OUT.safetensors\n"
     "                       [--attn] [--threads N] [--repeat R] [--json]\n"
     "\n"
     "Runs the attention layer or network of MODEL on INPUT and writes OUT.\n"
@@ -25,9 +25,11 @@ static const char forward_help[] =
     "                multiply-add of the Swin authors' count, as 'inspect' gives)\n"
     "  --json        the timing as one JSON line on stdout instead:\n"
     "                {\"median_ms\": M, \"min_ms\": m, \"gflops\": G}, G null where\n"
-    "                no count exists; --json alone means --repeat 1\n";
+    "                no count exists; --json alone means --repeat 1\n"
+    MODEL_OPTIONS_HELP;
 
 int cmd_forward(int argc, char **argv) {
+    if (!take_model_options(&argc, argv)) return EX_USAGE;
     opt opts[] = {{"-o", 1, 0},        {"--output", 1, 0}, {"--attn", 0, 0},
                   {"--threads", 1, 0}, {"--repeat", 1, 0}, {"--json", 0, 0},
                   {"--help", 0, 0},    {"-h", 0, 0},       {0, 0, 0}};

@@ -6,15 +6,17 @@
 #include <string.h>
 
 static const char inspect_help[] =
-    "usage: relattn inspect MODEL.safetensors [--size HxW] [--json]\n"
+    "usage: relattn inspect MODEL [--size HxW] [--json]\n"
     "\n"
     "Describes a model file: arch, the naming scheme its tensors were found in,\n"
     "hyperparameters (the metadata), parameters (count and shapes) and the\n"
     "multiply-adds of one forward as the Swin authors count them: for a network\n"
     "one image of --size (default img_size), for an attention layer one window\n"
-    "(or one sequence of --size tokens, given as N or HxW).\n";
+    "(or one sequence of --size tokens, given as N or HxW).\n"
+    MODEL_OPTIONS_HELP;
 
 int cmd_inspect(int argc, char **argv) {
+    if (!take_model_options(&argc, argv)) return EX_USAGE;
     opt opts[] = {{"--size", 1, 0}, {"--json", 0, 0}, {"--help", 0, 0}, {"-h", 0, 0}, {0, 0, 0}};
     const char *pos[1];
     int npos;
@@ -27,7 +29,7 @@ int cmd_inspect(int argc, char **argv) {
                size[1] > 1 << 16))
         return usage_error("--size '%s': expected HxW", sz);
     ra_model *m;
-    ra_status st = ra_model_load(&m, pos[0]);
+    ra_status st = open_model(&m, pos[0]);
     if (st) return lib_fail(st);
     if (!sz) {   /* networks: img_size; sequences: their own length is unknown */
         const char *img = ra_model_meta(m, "img_size");
@@ -68,10 +70,20 @@ int cmd_inspect(int argc, char **argv) {
     } else {
         printf("arch:           %s\n", ra_arch_name(ra_model_arch(m)));
         printf("naming scheme:  %s\n", ra_model_scheme(m));
+        const char *arch_src = ra_model_meta(m, "relattn.source.arch");
+        if (arch_src) printf("arch from:      %s\n", safe_text(arch_src));
         for (int i = 0; i < ra_model_meta_count(m); i++) {
             const char *k = ra_model_meta_key(m, i), *v = ra_model_meta(m, k);
-            if (strcmp(k, "arch") && strcmp(k, "labels"))
-                printf("  %-20s %.200s\n", safe_text(k), safe_text(v));
+            char sk[128];
+            snprintf(sk, sizeof sk, "relattn.source.%s", k);
+            const char *from = ra_model_meta(m, sk);
+            if (!strncmp(k, "relattn.source.", 15) && strcmp(k, "relattn.source.state_dict") &&
+                strcmp(k, "relattn.source.prefix_dropped") && strcmp(k, "relattn.source.naming_scheme"))
+                continue;
+            if (!strcmp(k, "arch")) continue;
+            if (!strcmp(k, "labels")) v = "[...]";
+            if (from) printf("  %-20s %-16.200s (%s)\n", safe_text(k), safe_text(v), safe_text(from));
+            else printf("  %-20s %.200s\n", safe_text(k), safe_text(v));
         }
         printf("parameters:     %lld in %d tensors\n", (long long)count, ra_model_param_count(m));
         const ra_attn_layer *l = ra_model_attn(m);

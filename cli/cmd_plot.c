@@ -13,8 +13,8 @@
 #include <string.h>
 
 static const char plot_help[] =
-    "usage: relattn plot bias MODEL.safetensors -o OUT.png [--per-table]\n"
-    "       relattn plot attention MODEL.safetensors -o OUT.png [--image FILE | --index I]\n"
+    "usage: relattn plot bias MODEL -o OUT.png [--per-table]\n"
+    "       relattn plot attention MODEL -o OUT.png [--image FILE | --index I]\n"
     "                  [--data DIR] [--stage S] [--block J] [--query R,C]...\n"
     "       relattn plot curves CKPT.safetensors... -o OUT.png [--label NAME]...\n"
     "       relattn plot sample -o OUT.png [--index I] [--data DIR]\n"
@@ -30,7 +30,8 @@ static const char plot_help[] =
     "           tokens of that stage's grid (default three along the diagonal)\n"
     "curves     training loss and test accuracy against the step, one series per\n"
     "           checkpoint of 'relattn train' (named by --label, else the file)\n"
-    "sample     test image I of DIR as a grey PNG (for 'relattn classify')\n";
+    "sample     test image I of DIR as a grey PNG (for 'relattn classify')\n"
+    MODEL_OPTIONS_HELP;
 
 /* ---- bias ------------------------------------------------------------------ */
 
@@ -229,6 +230,7 @@ static int plot_curves(const char **files, int nf, const char **labels, int nl, 
 /* ---- the command --------------------------------------------------------------- */
 
 int cmd_plot(int argc, char **argv) {
+    if (!take_model_options(&argc, argv)) return EX_USAGE;
     if (argc < 1 || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))
         return argc < 1 ? usage_error("expected bias, attention or curves")
                         : (fputs(plot_help, stdout), EX_OK);
@@ -270,9 +272,9 @@ int cmd_plot(int argc, char **argv) {
     }
     if (strcmp(what, "bias") && strcmp(what, "attention"))
         return usage_error("unknown picture '%.40s' (bias, attention, curves or sample)", what);
-    if (npos != 1) return usage_error("expected one MODEL.safetensors");
+    if (npos != 1) return usage_error("expected one MODEL");
     ra_model *m = NULL;
-    ra_status st = ra_model_load(&m, pos[0]);
+    ra_status st = open_model(&m, pos[0]);
     if (st) return lib_fail(st);
     const int code = !strcmp(what, "bias") ? plot_bias(m, out, get(o, "--per-table") != NULL)
                                            : plot_attention(m, out, o, qs, nq);

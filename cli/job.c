@@ -52,7 +52,7 @@ int job_run(const char *model, const char *input, const char *outp, ra_run_mode 
     ra_run *r = NULL;
     ra_st_writer *w = NULL;
     int n = 0, code;
-    ra_status st = ra_model_load(&m, model);
+    ra_status st = open_model(&m, model);
     if (st) return lib_fail(st);
     if (mode == RA_RUN_FORWARD_ATTN && !ra_model_attn(m)) {
         code = usage_error("--attn is for a single attention layer, not %s",

@@ -20,6 +20,7 @@ static const struct {
     {"inspect", cmd_inspect, "describe a model file: arch, naming scheme, parameters, FLOPs"},
     {"classify", cmd_classify, "classify images with a swin or vit model"},
     {"resize", cmd_resize, "resample a model's bias tables for another window size"},
+    {"convert", cmd_convert, "write any model (checkpoint, state_dict, folder) as a relattn model file"},
     {"train", cmd_train, "train a Swin with relative position bias on Fashion-MNIST"},
     {"eval", cmd_eval, "test accuracy and confusion matrix of a trained checkpoint"},
     {"plot", cmd_plot, "pictures: learned bias tables, attention maps, training curves"},

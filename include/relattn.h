@@ -973,6 +973,10 @@ ra_status ra_st_writer_add_ref(ra_st_writer *w, const char *name, ra_dtype dtype
                                int ndim, const int64_t *shape, const void *data);
 ra_status ra_st_writer_meta(ra_st_writer *w, const char *key,
                             const char *value);
+/* Add F32 values written as dtype (F32, F16 or BF16, rounded to nearest
+ * even; F16 overflows to infinity as PyTorch's .half()). Copied. */
+ra_status ra_st_writer_add_f32_as(ra_st_writer *w, const char *name, ra_dtype dtype, int ndim,
+                                  const int64_t *shape, const float *data);
 ra_status ra_st_writer_save(ra_st_writer *w, const char *path);
 
 /* ======================================================================== */
@@ -994,9 +998,37 @@ typedef struct ra_model ra_model;   /* opaque */
  * configuration (names, shapes, float dtype; relative_position_index if
  * present must equal the computed index; no unexpected tensors). Weights
  * are converted to F32. ra_model_from_file does the same from a file
- * already open; the model keeps nothing of f, which may be closed at once. */
+ * already open; the model keeps nothing of f, which may be closed at once.
+ * ra_model_load(out, path) is ra_model_open(out, path, NULL). */
 ra_status ra_model_load(ra_model **out, const char *path);
 ra_status ra_model_from_file(ra_model **out, const ra_st_file *f);
+
+/* How ra_model_open reads what it is given. Zero it, then set what you need. */
+typedef struct ra_load_options {
+    const char *key;          /* the state dict inside a PyTorch checkpoint: a path of
+                                 dict keys ("model", "state_dict/ema"); NULL: found */
+    const char *const *set;   /* nset "KEY=VALUE": metadata set over what the file
+                                 has or what is inferred (--set) */
+    int nset;
+    int reserved[8];          /* zero */
+} ra_load_options;
+
+/* Open any model path (docs/reference.md, section 2): a relattn model file,
+ * a plain safetensors state_dict without metadata, a PyTorch checkpoint
+ * (.pth, .bin, .pth.tar: torch.save's zip, read without executing
+ * anything; the state dict found under "model", "state_dict", ... or at
+ * o->key), or a timm / transformers model folder (config.json with
+ * model.safetensors or pytorch_model.bin). Without relattn metadata the
+ * arch and hyperparameters are read off the names and shapes, then
+ * config.json, then the family's conventions; what stays unknown is
+ * refused naming the KEY=VALUE to set. o may be NULL. */
+ra_status ra_model_open(ra_model **out, const char *path, const ra_load_options *o);
+/* The tensor file ra_model_open loads for path: the tensors under the
+ * names the loader reads and the metadata, inferred values included, each
+ * with its source under "relattn.source.KEY". Close with ra_st_close.
+ * Tensors made of several pieces (transformers' q, k and v joined) have
+ * data NULL: read them with ra_st_read_f32. */
+ra_status ra_model_source(ra_st_file **out, const char *path, const ra_load_options *o);
 void ra_model_free(ra_model *m);
 
 /* A model made from hyperparameters alone: meta holds nmeta key/value pairs

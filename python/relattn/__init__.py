@@ -18,7 +18,7 @@ library's one-line reason.
 import ctypes
 import os
 
-from ._lib import RelattnError, Tensor, check, lib, path as library_path
+from ._lib import LoadOptions, RelattnError, Tensor, check, lib, path as library_path
 
 __all__ = ["relpos_index", "window_mask", "load", "Model", "RelattnError", "archs", "version",
            "set_threads", "library_path"]
@@ -177,9 +177,17 @@ class Model:
     mask, dy. Outputs are named as `relattn forward/backward` writes them.
     """
 
-    def __init__(self, path):
+    def __init__(self, path, key=None, set=None):
+        """path: a relattn model file, a safetensors state_dict, a PyTorch
+        checkpoint (.pth, .bin, .pth.tar) or a timm / Hugging Face model
+        folder. key: the state dict inside a checkpoint ("model",
+        "state_dict/ema"); set: {KEY: VALUE} set over the file's or the
+        inferred metadata (`relattn --set`)."""
         h = ctypes.c_void_p()
-        check(lib.ra_model_load(ctypes.byref(h), os.fsencode(path)))
+        sets = [f"{k}={v}".encode() for k, v in (set or {}).items()]
+        arr = (ctypes.c_char_p * max(1, len(sets)))(*sets)
+        o = LoadOptions(key=key.encode() if key else None, set=arr, nset=len(sets))
+        check(lib.ra_model_open(ctypes.byref(h), os.fsencode(path), ctypes.byref(o)))
         self._h = h
         self.path = path
         n = lib.ra_model_meta_count(h)

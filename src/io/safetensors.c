@@ -906,6 +906,58 @@ ra_status ra_st_writer_add_ref(ra_st_writer *w, const char *name, ra_dtype dtype
     return writer_add(w, name, dtype, ndim, shape, data, 0);
 }
 
+/* binary32 -> bfloat16, round to nearest even; a NaN stays a (quiet) NaN. */
+static uint16_t st_to_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)(u >> 16 | 0x40);
+    return (uint16_t)((u + 0x7FFFu + (u >> 16 & 1u)) >> 16);
+}
+
+/* binary32 -> binary16, round to nearest even, overflow to infinity,
+ * subnormals rounded as well. */
+static uint16_t st_to_f16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    const uint16_t sign = (uint16_t)(u >> 16 & 0x8000u);
+    const uint32_t a = u & 0x7FFFFFFFu;
+    if (a > 0x7F800000u) return sign | 0x7E00u;                 /* NaN */
+    if (a >= 0x477FF000u) return sign | 0x7C00u;               /* rounds past 65504 */
+    if (a >= 0x38800000u) {                                      /* normal in binary16 */
+        const uint32_t r = a - 0x38000000u;                      /* exponent rebased */
+        return sign | (uint16_t)((r + 0xFFFu + (r >> 13 & 1u)) >> 13);
+    }
+    /* subnormal or zero: the value in units of 2^-24, rounded to even */
+    const uint32_t e = a >> 23, m = (a & 0x7FFFFFu) | 0x800000u;
+    if (e < 102) return sign;                                    /* below half of 2^-24 */
+    const int shift = (int)(126 - e);                            /* 14 .. 24 */
+    const uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    return sign | (uint16_t)(q + (rem > half || (rem == half && (q & 1u))));
+}
+
+ra_status ra_st_writer_add_f32_as(ra_st_writer *w, const char *name, ra_dtype dtype, int ndim,
+                                  const int64_t *shape, const float *data) {
+    if (dtype == RA_DTYPE_F32) return writer_add(w, name, dtype, ndim, shape, data, 1);
+    if (dtype != RA_DTYPE_F16 && dtype != RA_DTYPE_BF16)
+        return rai_fail(RA_ERR_ARG, "ra_st_writer_add_f32_as: dtype %s is not F32, F16 or BF16",
+                        st_dtype_name(dtype));
+    int64_t n = 1;
+    for (int i = 0; shape && i < ndim && i < RA_ST_MAX_DIMS; i++)
+        if (shape[i] < 0 || !rai_mul_i64(&n, n, shape[i]))
+            return rai_fail(RA_ERR_ARG, "ra_st_writer_add_f32_as: bad shape");
+    if (!w || !name || !shape || (n && !data) || ndim < 0 || ndim > RA_ST_MAX_DIMS)
+        return rai_fail(RA_ERR_ARG, "ra_st_writer_add_f32_as: bad argument");
+    unsigned char *b = malloc((size_t)n * 2 + 1);
+    if (!b) return rai_fail(RA_ERR_NOMEM, "out of memory converting " NAMEF, name);
+    for (int64_t i = 0; i < n; i++) {
+        const uint16_t h = dtype == RA_DTYPE_BF16 ? st_to_bf16(data[i]) : st_to_f16(data[i]);
+        b[2 * i] = (unsigned char)(h & 0xFF), b[2 * i + 1] = (unsigned char)(h >> 8);
+    }
+    ra_status st = writer_add(w, name, dtype, ndim, shape, b, 1);
+    free(b);
+    return st;
+}
+
 ra_status ra_st_writer_meta(ra_st_writer *w, const char *key, const char *value) {
     if (!w || !key || !value) return rai_fail(RA_ERR_ARG, "ra_st_writer_meta: NULL argument");
     if (!st_utf8_valid(key) || !st_utf8_valid(value))

@@ -41,14 +41,7 @@ ra_status ra_model_from_file(ra_model **out, const ra_st_file *f) {
 }
 
 ra_status ra_model_load(ra_model **out, const char *path) {
-    if (!out) return rai_fail(RA_ERR_ARG, "model: NULL argument");
-    *out = NULL;
-    ra_st_file *f;
-    ra_status st = ra_st_open(&f, path);
-    if (st) return st;
-    st = ra_model_from_file(out, f);
-    ra_st_close(f);
-    return st;
+    return ra_model_open(out, path, NULL);
 }
 
 ra_status ra_model_create(ra_model **out, const char *const *meta, int nmeta, uint64_t seed) {

@@ -1,0 +1,208 @@
+/* source.c - what a model path stands for, as the loader reads it
+ * (docs/reference.md, section 2): a relattn model file as it is; a
+ * PyTorch checkpoint or a plain safetensors state_dict, with the state
+ * dict found inside, DataParallel / torch.compile prefixes dropped,
+ * transformers' names mapped, and the metadata inferred (infer.c); a timm
+ * or transformers model folder (config.json and the weights). Every case
+ * ends as one ra_st_file handed to ra_model_from_file, built without
+ * copying a tensor. */
+#define _POSIX_C_SOURCE 200809L
+
+#include "io/torch.h"
+#include "models/config.h"
+#include "models/hf.h"
+#include "models/infer.h"
+#include "models/model.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Metadata of a source: the transformers naming scheme, which the names
+ * no longer show once mapped (ra_model_scheme reports it). */
+#define META_SCHEME "relattn.source.naming_scheme"
+
+static int is_dir(const char *path) {
+    struct stat s;
+    return stat(path, &s) == 0 && S_ISDIR(s.st_mode);
+}
+
+static int exists(const char *path) {
+    struct stat s;
+    return stat(path, &s) == 0;
+}
+
+/* The first 8 bytes of path: a zip (PyTorch's checkpoint) or not. */
+static int is_zip(const char *path) {
+    unsigned char b[4] = {0};
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return 0;
+    ssize_t k = read(fd, b, sizeof b);
+    close(fd);
+    return k == 4 && b[0] == 'P' && b[1] == 'K' && ((b[2] == 3 && b[3] == 4) || (b[2] == 5 && b[3] == 6));
+}
+
+/* A model folder's weights (n bytes of out): the first of the files
+ * timm and transformers write. */
+static ra_status folder_weights(const char *dir, char *out, size_t n) {
+    static const char *const names[] = {"model.safetensors", "pytorch_model.bin", "model.pth",
+                                        "pytorch_model.pth", "open_clip_pytorch_model.bin"};
+    static const char *const shards[] = {"model.safetensors.index.json",
+                                         "pytorch_model.bin.index.json"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        if ((size_t)snprintf(out, n, "%s/%s", dir, names[i]) >= n)
+            return rai_fail(RA_ERR_ARG, "folder path too long");
+        if (exists(out)) return RA_OK;
+    }
+    for (size_t i = 0; i < sizeof shards / sizeof *shards; i++) {
+        snprintf(out, n, "%s/%s", dir, shards[i]);
+        if (exists(out))
+            return rai_fail(RA_ERR_FORMAT, "'%.200s': weights in shards (%s) are not read; "
+                            "join them into one file", dir, shards[i]);
+    }
+    return rai_fail(RA_ERR_IO, "'%.200s': no model.safetensors or pytorch_model.bin in the folder",
+                    dir);
+}
+
+/* The tensors of a file: safetensors, or PyTorch's zip (the state dict
+ * at key). */
+static ra_status open_weights(ra_st_file **f, const char *path, const char *key, char *found,
+                              size_t nfound) {
+    found[0] = 0;
+    if (is_zip(path) || rai_torch_sniff(path)) return rai_torch_open(f, path, key, found, nfound);
+    if (key && *key)
+        return rai_fail(RA_ERR_ARG, "--key %.60s: '%.200s' is not a PyTorch checkpoint (a "
+                        "safetensors file holds one state_dict)", key, path);
+    return ra_st_open(f, path);
+}
+
+/* The prefix every name has, among those wrappers add: "module."
+ * (DataParallel, DistributedDataParallel), "_orig_mod." (torch.compile). */
+static size_t wrapper_prefix(const ra_st_file *f) {
+    static const char *const wrappers[] = {"module.", "_orig_mod."};
+    size_t total = 0;
+    for (int again = 1; again;) {
+        again = 0;
+        for (size_t w = 0; w < sizeof wrappers / sizeof *wrappers && ra_st_count(f); w++) {
+            const size_t k = strlen(wrappers[w]);
+            int all = 1;
+            for (int i = 0; i < ra_st_count(f) && all; i++)
+                all = strncmp(ra_st_at(f, i)->name + total, wrappers[w], k) == 0;
+            if (all) total += k, again = 1;
+        }
+    }
+    return total;
+}
+
+/* A file derived from *f with the wrapper prefix dropped (*f is kept by
+ * it; on failure closed). */
+static ra_status strip_wrappers(ra_st_file **f) {
+    ra_st_file *src = *f, *d = NULL;
+    const size_t k = wrapper_prefix(src);
+    ra_status st = rai_st_derive(&d, src);
+    for (int i = 0; !st && i < ra_st_count(src); i++) {
+        const ra_st_tensor *t = ra_st_at(src, i);
+        st = rai_st_add_from(d, src, t, t->name + k);
+    }
+    if (!st && k) {
+        char p[64];
+        snprintf(p, sizeof p, "%.*s", (int)(k < 60 ? k : 60), ra_st_at(src, 0)->name);
+        st = rai_st_set_meta(d, "relattn.source.prefix_dropped", p);
+    }
+    if (!st) st = rai_st_finish(d);
+    *f = st ? NULL : d;
+    if (st) ra_st_close(d);
+    return st;
+}
+
+/* "KEY=VALUE" options into f's metadata, replacing what is there. */
+static ra_status apply_sets(ra_st_file *f, const ra_load_options *o) {
+    for (int i = 0; o && i < o->nset; i++) {
+        const char *s = o->set[i], *eq = s ? strchr(s, '=') : NULL;
+        char key[64];
+        if (!eq || eq == s || (size_t)(eq - s) >= sizeof key)
+            return rai_fail(RA_ERR_ARG, "--set '%.60s': expected KEY=VALUE", s ? s : "");
+        snprintf(key, sizeof key, "%.*s", (int)(eq - s), s);
+        char src[96];
+        snprintf(src, sizeof src, "relattn.source.%s", key);
+        ra_status st = rai_st_set_meta(f, key, eq + 1);
+        if (!st) st = rai_st_set_meta(f, src, "--set");
+        if (st) return st;
+    }
+    return RA_OK;
+}
+
+/* A 1000-class head with no names: ImageNet-1k's, in torchvision's order. */
+static ra_status imagenet_labels(ra_st_file *f) {
+    const char *n = ra_st_meta(f, "num_classes"), *labels = rai_imagenet1k_labels_json();
+    if (ra_st_meta(f, "labels") || !n || strcmp(n, "1000") || !labels) return RA_OK;
+    ra_status st = rai_st_set_meta(f, "labels", labels);
+    if (!st) st = rai_st_set_meta(f, "relattn.source.labels", "convention: ImageNet-1k's classes "
+                                  "(torchvision's list) for a 1000-class head");
+    return st;
+}
+
+ra_status ra_model_source(ra_st_file **out, const char *path, const ra_load_options *o) {
+    if (!out || !path) return rai_fail(RA_ERR_ARG, "ra_model_source: NULL argument");
+    *out = NULL;
+    char weights[4096], config[4096], found[256];
+    const int dir = is_dir(path);
+    ra_status st = dir ? folder_weights(path, weights, sizeof weights) : RA_OK;
+    if (st) return st;
+    if (!dir) snprintf(weights, sizeof weights, "%s", path);
+    ra_st_file *f = NULL;
+    if ((st = open_weights(&f, weights, o ? o->key : NULL, found, sizeof found))) return st;
+    if (ra_st_meta(f, "arch") && !dir) {   /* a relattn model file */
+        if (!o || !o->nset) return *out = f, RA_OK;
+        ra_st_file *d = NULL;
+        if (!(st = rai_st_derive(&d, f))) {
+            for (int i = 0; !st && i < ra_st_count(f); i++) st = rai_st_add_from(d, f, ra_st_at(f, i), NULL);
+            if (!st) st = rai_st_finish(d);
+            if (!st) st = apply_sets(d, o);
+            if (st) ra_st_close(d);
+        }
+        *out = st ? NULL : d;
+        return st;
+    }
+    /* a state_dict: names as the loader reads them, then the metadata */
+    if ((st = strip_wrappers(&f))) return st;
+    const char *hf_arch = NULL;
+    ra_st_file *mapped = NULL;
+    if ((st = rai_hf_remap(&mapped, f, &hf_arch))) return st;   /* f is kept or closed */
+    f = mapped;
+    rai_config_item *cfg = NULL;
+    int ncfg = 0;
+    if (dir) {
+        snprintf(config, sizeof config, "%s/config.json", path);
+        if (exists(config)) st = rai_config_read(config, &cfg, &ncfg);
+    }
+    if (!st && hf_arch) st = rai_st_set_meta(f, META_SCHEME, "transformers");
+    if (!st && found[0]) st = rai_st_set_meta(f, "relattn.source.state_dict", found);
+    if (!st) st = apply_sets(f, o);
+    if (!st) st = rai_infer_meta(f, hf_arch, cfg, ncfg);
+    if (!st) st = imagenet_labels(f);
+    rai_config_free(cfg, ncfg);
+    if (st) {
+        ra_st_close(f);
+        return st;
+    }
+    *out = f;
+    return RA_OK;
+}
+
+ra_status ra_model_open(ra_model **out, const char *path, const ra_load_options *o) {
+    if (!out) return rai_fail(RA_ERR_ARG, "model: NULL argument");
+    *out = NULL;
+    ra_st_file *f;
+    ra_status st = ra_model_source(&f, path, o);
+    if (st) return st;
+    st = ra_model_from_file(out, f);
+    const char *scheme = ra_st_meta(f, META_SCHEME);
+    if (!st && scheme) snprintf((*out)->scheme, sizeof (*out)->scheme, "%s", scheme);
+    ra_st_close(f);
+    return st;
+}
