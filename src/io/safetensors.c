@@ -562,17 +562,18 @@ ra_status rai_st_finish(ra_st_file *f) {
     return st_meta_keys(f);
 }
 
-ra_status rai_st_derive(ra_st_file **out, ra_st_file *src) {
+/* A new file with src's metadata; src kept by it when keep. */
+static ra_status st_derive(ra_st_file **out, ra_st_file *src, int keep) {
     if (!out || !src) {
-        ra_st_close(src);
+        if (keep) ra_st_close(src);
         return rai_fail(RA_ERR_ARG, "rai_st_derive: NULL argument");
     }
     ra_status st = rai_st_new(out);
     if (st) {
-        ra_st_close(src);
+        if (keep) ra_st_close(src);
         return st;
     }
-    st = rai_st_keep_file(*out, src);
+    if (keep) st = rai_st_keep_file(*out, src);
     for (int i = 0; !st && i < src->nmeta; i++)
         st = rai_st_set_meta(*out, src->meta_keys[i], ra_st_meta(src, src->meta_keys[i]));
     if (st) {
@@ -580,6 +581,12 @@ ra_status rai_st_derive(ra_st_file **out, ra_st_file *src) {
         *out = NULL;
     }
     return st;
+}
+
+ra_status rai_st_derive(ra_st_file **out, ra_st_file *src) { return st_derive(out, src, 1); }
+
+ra_status rai_st_view(ra_st_file **out, const ra_st_file *src) {
+    return st_derive(out, (ra_st_file *)src, 0);   /* not kept: never closed here */
 }
 
 ra_status rai_st_add_from(ra_st_file *f, const ra_st_file *src, const ra_st_tensor *t,

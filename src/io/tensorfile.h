@@ -55,6 +55,9 @@ ra_status rai_st_finish(ra_st_file *f);
  * (closed with the new file, or at once on failure). */
 ra_status rai_st_derive(ra_st_file **out, ra_st_file *src);
 
+/* The same without keeping src, which must outlive the new file. */
+ra_status rai_st_view(ra_st_file **out, const ra_st_file *src);
+
 /* Add to f (derived from src) src's tensor t under a new name. */
 ra_status rai_st_add_from(ra_st_file *f, const ra_st_file *src, const ra_st_tensor *t,
                           const char *name);

@@ -81,6 +81,10 @@ struct rai_arch_ops {
     int64_t (*flops)(const ra_model *m, int h, int w);
 };
 
+/* Load a state_dict without relattn metadata: the metadata inferred
+ * (src/models/source.c), f left as it is. */
+ra_status rai_model_from_state_dict(ra_model **out, const ra_st_file *f);
+
 /* Load the model of file f, whose arch is ops (registry.c finds it). */
 ra_status rai_model_open_arch(ra_model **out, const rai_arch_ops *ops, const ra_st_file *f);
 /* ra_model_create for the arch ops (NULL: the metadata names no known arch,

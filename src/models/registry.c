@@ -34,7 +34,7 @@ ra_status ra_model_from_file(ra_model **out, const ra_st_file *f) {
     if (!out || !f) return rai_fail(RA_ERR_ARG, "model: NULL argument");
     *out = NULL;
     const char *arch = ra_st_meta(f, "arch");
-    if (!arch) return rai_fail(RA_ERR_FORMAT, "metadata has no \"arch\"");
+    if (!arch) return rai_model_from_state_dict(out, f);   /* metadata inferred (source.c) */
     const rai_arch_ops *ops = arch_ops(arch);
     if (!ops) return rai_fail(RA_ERR_FORMAT, "unknown arch \"%.60s\"", arch);
     return rai_model_open_arch(out, ops, f);

@@ -98,12 +98,12 @@ static size_t wrapper_prefix(const ra_st_file *f) {
     return total;
 }
 
-/* A file derived from *f with the wrapper prefix dropped (*f is kept by
- * it; on failure closed). */
-static ra_status strip_wrappers(ra_st_file **f) {
+/* A file derived from *f with the wrapper prefix dropped: it keeps *f
+ * when own, else *f must outlive it. On failure *f is closed if own. */
+static ra_status strip_wrappers(ra_st_file **f, int own) {
     ra_st_file *src = *f, *d = NULL;
     const size_t k = wrapper_prefix(src);
-    ra_status st = rai_st_derive(&d, src);
+    ra_status st = own ? rai_st_derive(&d, src) : rai_st_view(&d, src);
     for (int i = 0; !st && i < ra_st_count(src); i++) {
         const ra_st_tensor *t = ra_st_at(src, i);
         st = rai_st_add_from(d, src, t, t->name + k);
@@ -146,42 +146,27 @@ static ra_status imagenet_labels(ra_st_file *f) {
     return st;
 }
 
-ra_status ra_model_source(ra_st_file **out, const char *path, const ra_load_options *o) {
-    if (!out || !path) return rai_fail(RA_ERR_ARG, "ra_model_source: NULL argument");
+/* The file the loader reads for a state_dict f (no relattn metadata): its
+ * names as the loader reads them, then the metadata, from dir's
+ * config.json if dir. f is kept by the result when own (and closed on
+ * failure), else it must outlive the result. */
+static ra_status state_dict_file(ra_st_file **out, ra_st_file *f, int own, const char *dir,
+                                 const char *found, const ra_load_options *o) {
     *out = NULL;
-    char weights[4096], config[4096], found[256];
-    const int dir = is_dir(path);
-    ra_status st = dir ? folder_weights(path, weights, sizeof weights) : RA_OK;
+    ra_status st = strip_wrappers(&f, own);
     if (st) return st;
-    if (!dir) snprintf(weights, sizeof weights, "%s", path);
-    ra_st_file *f = NULL;
-    if ((st = open_weights(&f, weights, o ? o->key : NULL, found, sizeof found))) return st;
-    if (ra_st_meta(f, "arch") && !dir) {   /* a relattn model file */
-        if (!o || !o->nset) return *out = f, RA_OK;
-        ra_st_file *d = NULL;
-        if (!(st = rai_st_derive(&d, f))) {
-            for (int i = 0; !st && i < ra_st_count(f); i++) st = rai_st_add_from(d, f, ra_st_at(f, i), NULL);
-            if (!st) st = rai_st_finish(d);
-            if (!st) st = apply_sets(d, o);
-            if (st) ra_st_close(d);
-        }
-        *out = st ? NULL : d;
-        return st;
-    }
-    /* a state_dict: names as the loader reads them, then the metadata */
-    if ((st = strip_wrappers(&f))) return st;
     const char *hf_arch = NULL;
     ra_st_file *mapped = NULL;
     if ((st = rai_hf_remap(&mapped, f, &hf_arch))) return st;   /* f is kept or closed */
     f = mapped;
     rai_config_item *cfg = NULL;
     int ncfg = 0;
-    if (dir) {
-        snprintf(config, sizeof config, "%s/config.json", path);
-        if (exists(config)) st = rai_config_read(config, &cfg, &ncfg);
-    }
+    char config[4096];
+    if (dir && (size_t)snprintf(config, sizeof config, "%s/config.json", dir) < sizeof config &&
+        exists(config))
+        st = rai_config_read(config, &cfg, &ncfg);
     if (!st && hf_arch) st = rai_st_set_meta(f, META_SCHEME, "transformers");
-    if (!st && found[0]) st = rai_st_set_meta(f, "relattn.source.state_dict", found);
+    if (!st && found && found[0]) st = rai_st_set_meta(f, "relattn.source.state_dict", found);
     if (!st) st = apply_sets(f, o);
     if (!st) st = rai_infer_meta(f, hf_arch, cfg, ncfg);
     if (!st) st = imagenet_labels(f);
@@ -194,6 +179,47 @@ ra_status ra_model_source(ra_st_file **out, const char *path, const ra_load_opti
     return RA_OK;
 }
 
+/* The naming scheme the names of f no longer show (transformers'). */
+static void set_scheme(ra_model *m, const ra_st_file *f) {
+    const char *scheme = ra_st_meta(f, META_SCHEME);
+    if (m && scheme) snprintf(m->scheme, sizeof m->scheme, "%s", scheme);
+}
+
+ra_status rai_model_from_state_dict(ra_model **out, const ra_st_file *f) {
+    ra_st_file *g;
+    ra_status st = state_dict_file(&g, (ra_st_file *)f, 0, NULL, NULL, NULL);   /* not kept */
+    if (st) return st;
+    st = ra_model_from_file(out, g);
+    set_scheme(*out, g);
+    ra_st_close(g);
+    return st;
+}
+
+ra_status ra_model_source(ra_st_file **out, const char *path, const ra_load_options *o) {
+    if (!out || !path) return rai_fail(RA_ERR_ARG, "ra_model_source: NULL argument");
+    *out = NULL;
+    char weights[4096], found[256];
+    const int dir = is_dir(path);
+    ra_status st = dir ? folder_weights(path, weights, sizeof weights) : RA_OK;
+    if (st) return st;
+    ra_st_file *f = NULL;
+    st = open_weights(&f, dir ? weights : path, o ? o->key : NULL, found, sizeof found);
+    if (st) return st;
+    if (ra_st_meta(f, "arch") && !dir) {   /* a relattn model file */
+        if (!o || !o->nset) return *out = f, RA_OK;
+        ra_st_file *d = NULL;
+        if (!(st = rai_st_derive(&d, f))) {
+            for (int i = 0; !st && i < ra_st_count(f); i++) st = rai_st_add_from(d, f, ra_st_at(f, i), NULL);
+            if (!st) st = rai_st_finish(d);
+            if (!st) st = apply_sets(d, o);
+            if (st) ra_st_close(d);
+        }
+        *out = st ? NULL : d;
+        return st;
+    }
+    return state_dict_file(out, f, 1, dir ? path : NULL, found, o);
+}
+
 ra_status ra_model_open(ra_model **out, const char *path, const ra_load_options *o) {
     if (!out) return rai_fail(RA_ERR_ARG, "model: NULL argument");
     *out = NULL;
@@ -201,8 +227,7 @@ ra_status ra_model_open(ra_model **out, const char *path, const ra_load_options 
     ra_status st = ra_model_source(&f, path, o);
     if (st) return st;
     st = ra_model_from_file(out, f);
-    const char *scheme = ra_st_meta(f, META_SCHEME);
-    if (!st && scheme) snprintf((*out)->scheme, sizeof (*out)->scheme, "%s", scheme);
+    set_scheme(*out, f);
     ra_st_close(f);
     return st;
 }
