@@ -275,8 +275,9 @@ static ra_status infer_vit(infer *c) {
     if (!st && nreg) st = putf(c, "reg_tokens", from_t(from, sizeof from, reg), "%lld", (long long)nreg);
     if (!st && !tv) st = put_bool(c, "pre_norm", find(c, "norm_pre.weight") != NULL, "weights: norm_pre present or not");
     const int fcn = !tv && find(c, "fc_norm.weight") != NULL;
-    if (!st) st = put_bool(c, "final_norm", vt(c, tv, "norm.weight", "encoder.ln.weight") != NULL,
-                           "weights: final norm present or not");
+    /* timm's final_norm: a norm after the blocks, or on the pooled features */
+    if (!st) st = put_bool(c, "final_norm", vt(c, tv, "norm.weight", "encoder.ln.weight") || fcn,
+                           "weights: norm or fc_norm present or not");
     if (!st && fcn) st = put_bool(c, "fc_norm", 1, "weights: fc_norm present");
     if (!st && (fcn || !cls)) st = put(c, "global_pool", "avg", fcn ? "weights: fc_norm present" : "weights: no class token");
     if (!st && find(c, "blocks.0.ls1.gamma")) st = put(c, "init_values", "1", "weights: ls1.gamma present (its value is a weight)");
