@@ -201,6 +201,9 @@ int main(int argc, char **argv) {
         {"vit_net_tv", "num_heads", ""},
         {"vit_net_nobias", "num_heads", ""},
         {"net3d_self_shift_qkv", "shift_size", ""},
+        {"net_block_w4", "input_resolution,shift_size", ""},
+        {"net_block_tv_5x9_w7", "input_resolution,shift_size", ""},
+        {"net_block_qkscale_nobias", "", "qk_scale"},     /* its saved attn_mask */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) one(cases[i][0], cases[i][1], cases[i][2]);
     sources();

@@ -308,6 +308,38 @@ static ra_status infer_vit(infer *c) {
     return st;
 }
 
+/* ---- swin_block (one Swin block, official or torchvision names) ----------- */
+
+static ra_status infer_block(infer *c) {
+    const ra_st_tensor *n1 = find(c, "norm1.weight"), *tb = find(c, "attn.relative_position_bias_table");
+    if (!n1 || n1->ndim != 1 || !tb || tb->ndim != 2)
+        return rai_fail(RA_ERR_FORMAT, "swin_block: no norm1.weight or attn.relative_position_bias_table");
+    char from[200];
+    const int64_t C = n1->shape[0];
+    const int w = window_of_rows(tb->shape[0]);
+    ra_status st = putf(c, "dim", from_t(from, sizeof from, n1), "%lld", (long long)C);
+    if (!st) st = putf(c, "num_heads", from_t(from, sizeof from, tb), "%lld", (long long)tb->shape[1]);
+    if (!st && w) st = putf(c, "window_size", from, "%d", w);
+    const ra_st_tensor *fc1 = find(c, "mlp.fc1.weight");
+    if (!fc1) fc1 = find(c, "mlp.0.weight");
+    if (!st && fc1 && fc1->ndim == 2) st = put_ratio(c, fc1->shape[0], C, fc1);
+    if (!st) st = put_bool(c, "qkv_bias", find(c, "attn.qkv.bias") != NULL, "weights: qkv bias present or not");
+    /* the official block saves its shift mask (nW, N, N) when it shifts:
+     * nW windows of a square map the windows tile (as the official code
+     * requires), shifted by half a window (as every Swin does) */
+    const ra_st_tensor *mask = find(c, "attn_mask");
+    if (!st && mask && mask->ndim == 3 && w && isqrt_exact(mask->shape[0])) {
+        const int r = isqrt_exact(mask->shape[0]) * w;
+        st = putf(c, "input_resolution", "weights: attn_mask's windows (a square map they tile)", "%d", r);
+        if (!st) st = putf(c, "shift_size", "convention: window_size // 2 where a mask is saved", "%d", w / 2);
+    }
+    if (!st) st = put_config(c);
+    if (!st) st = need(c, "input_resolution", "no saved attn_mask");
+    if (!st) st = need(c, "shift_size", "no saved attn_mask");
+    if (!st) st = need(c, "window_size", "the table is not (2W-1)^2 rows");
+    return st;
+}
+
 /* ---- swin_block_3d (Video Swin / RSTT blocks) ----------------------------- */
 
 static ra_status infer_block_3d(infer *c) {
@@ -377,6 +409,7 @@ ra_status rai_infer_meta(ra_st_file *f, const char *arch, const rai_config_item 
     if (!strcmp(a, "swin") || !strcmp(a, "swinv2")) st = infer_swin(&c, !strcmp(a, "swinv2"));
     else if (!strcmp(a, "vit")) st = infer_vit(&c);
     else if (!strcmp(a, "swin_block_3d")) st = infer_block_3d(&c);
+    else if (!strcmp(a, "swin_block")) st = infer_block(&c);
     else st = put_config(&c);   /* other archs: --set and config.json alone */
     return st;
 }
