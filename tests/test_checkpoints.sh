@@ -129,9 +129,11 @@ def classify(got_json, want_json):
     want = json.load(open(want_json))
     got = json.load(open(got_json))
     top = got[0]["top"][0]
-    good = top["class"] == want["class"] and abs(top["probability"] - want["probability"]) < 1e-3
-    return good, "top class %s (%r) p=%.4f, want %d p=%.4f" % (
-        top["class"], top.get("label"), top["probability"], want["class"], want["probability"])
+    good = (top["class"] == want["class"] and abs(top["probability"] - want["probability"]) < 1e-3
+            and (want["label"] is None or top.get("label") == want["label"]))
+    return good, "top class %s (%r) p=%.4f, want %d (%r) p=%.4f" % (
+        top["class"], top.get("label"), top["probability"], want["class"], want["label"],
+        want["probability"])
 
 mode, args = sys.argv[2], sys.argv[3:]
 try:

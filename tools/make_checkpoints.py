@@ -21,7 +21,8 @@ mapped to the wrong place shows in the logits):
                  pytorch_model.bin or model.safetensors under transformers'
                  names (mapped here from the official / timm names, as
                  transformers' convert_*_timm_to_pytorch.py scripts map
-                 them: qkv split into query, key, value)
+                 them: qkv split into query, key, value); the classify
+                 cases also preprocessor_config.json (mean and std)
   timm hub       a folder: config.json ("architecture", "model_args",
                  "pretrained_cfg") and model.safetensors under timm's names
   refusals       a pickle global that runs a command, a truncated zip, a
@@ -410,17 +411,29 @@ def hf_vit_config(hp):
     return hf_config("vit", "ViTForImageClassification", fields, hp["num_classes"])
 
 
-def timm_config(arch, hp, model_args, mean, std, classifier, size):
+def timm_config(arch, hp, model_args, mean, std, classifier, size, pool=None):
     """config.json as timm's push_to_hf_hub / save_for_hf writes it."""
-    return {"architecture": arch, "num_classes": hp["num_classes"],
+    cfg = {"architecture": arch, "num_classes": hp["num_classes"],
             "num_features": model_args.get("num_features", 0), "global_pool": "avg",
             "model_args": {k: v for k, v in model_args.items() if k != "num_features"},
             "pretrained_cfg": {"tag": "relattn_test", "custom_load": False,
                                "input_size": [3, size, size], "fixed_input_size": True,
                                "interpolation": "bicubic", "crop_pct": 0.9,
                                "crop_mode": "center", "mean": list(mean), "std": list(std),
-                               "num_classes": hp["num_classes"], "pool_size": [7, 7],
+                               "num_classes": hp["num_classes"],
                                "first_conv": "patch_embed.proj", "classifier": classifier}}
+    if pool:
+        cfg["pretrained_cfg"]["pool_size"] = [pool, pool]
+    return cfg
+
+
+def hf_preprocessor(size, mean, std):
+    """preprocessor_config.json of transformers' ViTImageProcessor (Swin's
+    and ViT's): the folder's normalisation."""
+    return {"do_normalize": True, "do_rescale": True, "do_resize": True,
+            "image_mean": list(mean), "image_processor_type": "ViTImageProcessor",
+            "image_std": list(std), "resample": 2, "rescale_factor": 1 / 255,
+            "size": {"height": size, "width": size}}
 
 
 # --------------------------------------------------------------------------
@@ -490,11 +503,11 @@ class Writer:
             write_json(os.path.join(d, "inspect.json"), inspect)
         return d
 
-    def classify(self, name, model, size, mean, std, seed):
+    def classify(self, name, model, size, mean, std, seed, labels=None):
         """image.png (size x size) and what classify must print for it: the
-        top class and its probability, from the twin on the image scaled to
-        [0, 1] and normalised by mean / std. The image is drawn again until
-        the top two classes are clearly apart."""
+        top class, its probability and label, from the twin on the image
+        scaled to [0, 1] and normalised by mean / std. The image is drawn
+        again until the top two classes are clearly apart."""
         d = self.dir(name)
         g = torch.Generator().manual_seed(seed)
         for _ in range(20):
@@ -508,7 +521,8 @@ class Writer:
         write_png(os.path.join(d, "image.png"), rgb.numpy())
         write_json(os.path.join(d, "classify.json"),
                    {"args": ["--resize", str(size), "--crop", str(size)],
-                    "class": int(top.indices[0]), "probability": float(top.values[0])})
+                    "class": int(top.indices[0]), "probability": float(top.values[0]),
+                    "label": labels[int(top.indices[0])] if labels else None})
 
     def finish(self):
         with open(os.path.join(self.out, "cases.tsv"), "w", encoding="utf-8") as f:
@@ -592,12 +606,13 @@ def timm_cases(w):
     opt.step()
     args = argparse.Namespace(model="swin_tiny_patch4_window7_224", img_size=64,
                               num_classes=10, batch_size=128, lr=5e-4, epochs=5,
-                              opt="adamw", weight_decay=0.05, model_ema=True,
+                              opt="adamw", opt_betas=(0.9, 0.999), weight_decay=0.05,
+                              model_ema=True, decay_milestones=[90, 180, 270],
                               mean=None, std=None, data_dir="/data/imagenet")
     ckpt = {"epoch": 5, "arch": "swin_tiny_patch4_window7_224",
-            "state_dict": export.timm_names(m.state_dict()),
+            "state_dict": collections.OrderedDict(export.timm_names(m.state_dict())),
             "optimizer": opt.state_dict(), "version": 2, "args": args, "metric": 12.5,
-            "state_dict_ema": export.timm_names(ema.state_dict())}
+            "state_dict_ema": collections.OrderedDict(export.timm_names(ema.state_dict()))}
     path = os.path.join(d, "model.pth.tar")
     w.save(ckpt, path)
     model = "swin_timm_pthtar/model.pth.tar"
@@ -693,7 +708,9 @@ def hf_cases(w):
     write_json(os.path.join(folder, "config.json"), hf_swin_config(hp))
     w.save(sd, os.path.join(folder, "pytorch_model.bin"))
     w.hf_checks.append(("hf_swin_bin", sd, m.state_dict(), official_from_hf_swin))
-    w.classify("hf_swin_bin", m, 56, IMAGENET_MEAN, IMAGENET_STD, 14)
+    write_json(os.path.join(folder, "preprocessor_config.json"),
+               hf_preprocessor(56, IMAGENET_MEAN, IMAGENET_STD))
+    w.classify("hf_swin_bin", m, 56, IMAGENET_MEAN, IMAGENET_STD, 14, labels_of(10))
     w.case("hf_swin_bin", "forward", "hf_swin_bin/model", checks=ALL + ("classify",))
 
     # Swin, model.safetensors (with the {"format": "pt"} metadata
@@ -743,7 +760,10 @@ def hf_vit_cases(w):
     write_json(os.path.join(folder, "config.json"), hf_vit_config(hp))
     st.write(os.path.join(folder, "model.safetensors"), st_tensors(sd), {"format": "pt"})
     w.hf_checks.append(("hf_vit_st", sd, m.state_dict(), timm_from_hf_vit))
-    w.classify("hf_vit_st", m, 32, IMAGENET_MEAN, IMAGENET_STD, 18)
+    # google/vit-base-patch16-224's normalisation: mean and std 0.5
+    half = (0.5, 0.5, 0.5)
+    write_json(os.path.join(folder, "preprocessor_config.json"), hf_preprocessor(32, half, half))
+    w.classify("hf_vit_st", m, 32, half, half, 18, labels_of(10))
     w.case("hf_vit_st", "forward", "hf_vit_st/model", checks=ALL + ("classify",))
 
     # a standard width (192) whose config says 4 heads, not vit_tiny's 3:
@@ -775,7 +795,7 @@ def timm_folder_cases(w):
                 num_heads=[2, 4], num_features=64)
     write_json(os.path.join(folder, "config.json"),
                timm_config("swin_tiny_patch4_window7_224", hp, args, IMAGENET_MEAN,
-                           IMAGENET_STD, "head.fc", 56))
+                           IMAGENET_STD, "head.fc", 56, pool=7))
     st.write(os.path.join(folder, "model.safetensors"),
              st_tensors(export.timm_names(m.state_dict())), {"format": "pt"})
     w.case("timm_swin_folder", "forward", "timm_swin_folder/model", checks=ALL)
