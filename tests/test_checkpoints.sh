@@ -62,7 +62,8 @@ def close(got, want, tol):
     """largest |got - want| over the largest |want|, of tensor y"""
     g, w = st.read(got)[0].get("y"), st.read(want)[0]["y"]
     if g is None or g.shape != w.shape:
-        return False, "y missing or of shape %s, want %s" % (None if g is None else g.shape, w.shape)
+        return False, "y missing or of shape %s, want %s" % (
+            None if g is None else g.shape, w.shape)
     r = float(np.abs(g - w).max()) / max(float(np.abs(w).max()), 1e-30)
     r = r if r == r else float("inf")
     return r <= float(tol), "worst %.3g of scale (tolerance %s)" % (r, tol)
@@ -72,7 +73,8 @@ def dtype(path, want):
     d = st.dtypes(path)
     floats = [k for k, t in d.items() if t in ("F32", "F16", "BF16", "F64")]
     n = sum(1 for k in floats if d[k] == want)
-    return bool(floats) and 2 * n >= len(floats), "%d of %d float tensors %s" % (n, len(floats), want)
+    good = bool(floats) and 2 * n >= len(floats)
+    return good, "%d of %d float tensors %s" % (n, len(floats), want)
 
 def values(v):
     """a hyperparameter as a list of numbers: "2,2", [2, 2], "true", 7"""
@@ -189,7 +191,7 @@ convert_f32() {   # NAME MODEL ARGS...: the converted file gives the same bytes
   elif run "$st_same" "$out/$name.y.safetensors" "$out/$name.y32.safetensors" && [ $rc -eq 0 ]; then
     ok "$name" convert "the converted file's y is byte-identical"
   else
-    fail "$name" convert "y differs from the checkpoint's: $(cat "$tmp/stdout" "$tmp/stderr" | head -n 1)"
+    fail "$name" convert "y differs: $(cat "$tmp/stdout" "$tmp/stderr" | head -n 1)"
   fi
   rm -f "$f"
 }
@@ -229,9 +231,10 @@ inspect_case() {   # NAME MODEL ARGS...
 classify_case() {   # NAME MODEL ARGS...
   local name=$1 model=$2 dir=$ck/$1
   shift 2
-  local size
-  size=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["args"][1])' "$dir/classify.json")
-  run "$relattn" classify "$model" "$dir/image.png" --json --top 3 --resize "$size" --crop "$size" "$@"
+  local opts
+  read -r -a opts < <("$py" -c 'import json, sys; print(*json.load(open(sys.argv[1]))["args"])' \
+                        "$dir/classify.json")
+  run "$relattn" classify "$model" "$dir/image.png" --json --top 3 "${opts[@]}" "$@"
   if [ $rc -ne 0 ]; then fail "$name" classify "$(why)"; return 0; fi
   if check classify "$tmp/stdout" "$dir/classify.json"; then
     ok "$name" classify "$detail"
@@ -245,17 +248,19 @@ refuse_case() {   # NAME MODEL EXPECT: exit 65, one line naming EXPECT, no outpu
   for what in forward inspect convert; do
     rm -f "$out/refused.safetensors"
     case $what in
-      forward) run "$relattn" forward "$model" "$ck/refusal_input.safetensors" -o "$out/refused.safetensors" ;;
+      forward) run "$relattn" forward "$model" "$ck/refusal_input.safetensors" \
+                 -o "$out/refused.safetensors" ;;
       inspect) run "$relattn" inspect "$model" ;;
       convert) run "$relattn" convert "$model" -o "$out/refused.safetensors" ;;
     esac
     lines=$(wc -l <"$tmp/stderr")
     msg=$(head -c 300 "$tmp/stderr" | head -n 1)
     msg=${msg//"$model"/MODEL}   # EXPECT must be in the reason, not in the path
-    if [ $rc -ne 65 ]; then
+    if [ "$rc" -ne 65 ]; then
       fail "$name" "refuse ($what)" "$(why), want 65"
     elif [ "$lines" -ne 1 ]; then
-      fail "$name" "refuse ($what)" "$lines lines on stderr, want 1: $(head -n 3 "$tmp/stderr" | tr '\n' '|')"
+      fail "$name" "refuse ($what)" \
+        "$lines lines on stderr, want 1: $(head -n 3 "$tmp/stderr" | tr '\n' '|')"
     elif [ -n "$expect" ] && ! grep -qiF -- "$expect" <<<"$msg"; then
       fail "$name" "refuse ($what)" "the message does not name '$expect': $msg"
     elif [ -e "$out/refused.safetensors" ]; then

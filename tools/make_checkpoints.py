@@ -76,6 +76,7 @@ import vit_twin  # noqa: E402
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+HF_SCHEME = "transformers"   # the naming scheme inspect reports for transformers' names
 TOL = 1e-5          # docs/reference.md, section 6: forward within 1e-5 relative
 TOL_F16 = 3e-3      # weights rounded alike; what is left is where relattn
 TOL_BF16 = 3e-2     # keeps a tensor in float32 that the reference rounded
@@ -181,12 +182,6 @@ def rounded_logits(model, x, dtype):
         for p in m.parameters():
             p.copy_(p.to(dtype).float())
     return logits(m, x)
-
-
-def plain_sd(model):
-    """state_dict() as a plain OrderedDict of detached tensors (torch.save
-    of model.state_dict() also carries its _metadata; plain_sd drops it)."""
-    return collections.OrderedDict((k, v.detach()) for k, v in model.state_dict().items())
 
 
 # --------------------------------------------------------------------------
@@ -455,8 +450,9 @@ def write_png(path, rgb):
     def chunk(kind, data):
         body = kind + data
         return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+    header = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)   # 8 bits, RGB
     with open(path, "wb") as f:
-        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
                 + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
 
 
@@ -489,7 +485,7 @@ class Writer:
         assert all("\t" not in f and "\n" not in f for f in fields)
         self.lines.append("\t".join(fields))
 
-    def expected(self, name, model, x, inspect=None, rounded=True, hp_note=None):
+    def expected(self, name, model, x, inspect=None, rounded=True):
         """input, expected (and the rounded expectations) of a case."""
         d = self.dir(name)
         st.write(os.path.join(d, "input.safetensors"), {"x": x})
@@ -701,7 +697,7 @@ def hf_cases(w):
     m = official_swin(common.seed_of("hf_swin_bin"), hp)
     src = {"config.json": ["img_size", "window_size"]}
     d = w.expected("hf_swin_bin", m, images(13, 2, 56),
-                   inspect_of("swin", "transformers", hp, SWIN_KEYS + ["img_size"], src))
+                   inspect_of("swin", HF_SCHEME, hp, SWIN_KEYS + ["img_size"], src))
     folder = os.path.join(d, "model")
     os.makedirs(folder, exist_ok=True)
     sd = hf_swin_names(m.state_dict())
@@ -719,7 +715,7 @@ def hf_cases(w):
                  num_heads=[1, 2, 2, 4], window_size=4)
     m = official_swin(common.seed_of("hf_swin_st"), hp)
     d = w.expected("hf_swin_st", m, images(15, 2, 64),
-                   inspect_of("swin", "transformers", hp, SWIN_KEYS + ["img_size"], src))
+                   inspect_of("swin", HF_SCHEME, hp, SWIN_KEYS + ["img_size"], src))
     folder = os.path.join(d, "model")
     os.makedirs(folder, exist_ok=True)
     sd = hf_swin_names(m.state_dict())
@@ -733,7 +729,7 @@ def hf_cases(w):
     hp = swinv2_hp()
     m = official_swinv2(common.seed_of("hf_swinv2_st"), hp)
     d = w.expected("hf_swinv2_st", m, images(16, 2, 64),
-                   inspect_of("swinv2", "transformers", hp, SWIN_KEYS + ["img_size"], src))
+                   inspect_of("swinv2", HF_SCHEME, hp, SWIN_KEYS + ["img_size"], src))
     folder = os.path.join(d, "model")
     os.makedirs(folder, exist_ok=True)
     sd = hf_swin_names(m.state_dict(), v2=True)
@@ -753,7 +749,7 @@ def hf_vit_cases(w):
     m = timm_vit(common.seed_of("hf_vit_st"), hp, ln_eps=1e-12)
     src = {"config.json": ["num_heads"]}
     d = w.expected("hf_vit_st", m, images(17, 2, 32),
-                   inspect_of("vit", "transformers", hp, VIT_KEYS, src))
+                   inspect_of("vit", HF_SCHEME, hp, VIT_KEYS, src))
     folder = os.path.join(d, "model")
     os.makedirs(folder, exist_ok=True)
     sd = hf_vit_names(m.state_dict())
@@ -771,7 +767,7 @@ def hf_vit_cases(w):
     hp = vit_hp(num_heads=4)
     m = timm_vit(common.seed_of("hf_vit_bin"), hp, ln_eps=1e-12)
     d = w.expected("hf_vit_bin", m, images(19, 2, 32),
-                   inspect_of("vit", "transformers", hp, VIT_KEYS, src))
+                   inspect_of("vit", HF_SCHEME, hp, VIT_KEYS, src))
     folder = os.path.join(d, "model")
     os.makedirs(folder, exist_ok=True)
     sd = collections.OrderedDict((k, v.clone()) for k, v in hf_vit_names(m.state_dict()).items())
@@ -935,8 +931,8 @@ def main():
     t0 = time.time()
     os.makedirs(args.out, exist_ok=True)
     w = Writer(args.out)
-    for part in (swin_cases, timm_cases, swin_full, swinv2_cases, vit_cases, hf_cases, timm_folder_cases,
-                 refusal_cases):
+    for part in (swin_cases, timm_cases, swin_full, swinv2_cases, vit_cases, hf_cases,
+                 timm_folder_cases, refusal_cases):
         part(w)
     w.finish()
     verify(w)
