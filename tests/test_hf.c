@@ -13,7 +13,9 @@
  *    that disagree, an unknown name, SwinV2's key bias, masked image
  *    modeling, another transformers model, a name outside the prefix.
  *
- *   test_hf FIXTURE_DIR */
+ *   test_hf FIXTURE_DIR
+ *   test_hf FIXTURE_DIR --seeds DIR   (only write the transformers files of
+ *                                      1. into DIR: fuzz/corpus/hf) */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
 #include "models/hf.h"
@@ -552,6 +554,19 @@ int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: test_hf FIXTURE_DIR\n");
         return 2;
+    }
+    if (argc == 4 && !strcmp(argv[2], "--seeds")) {
+        static const struct { const char *name, *pfx; int vit; } seeds[] = {
+            {"net_swin_official", "swin.", 0}, {"net_swin_official_w7", "", 0},
+            {"v2_net_official", "swinv2.", 0}, {"vit_net_token", "vit.", 1}};
+        for (int i = 0; i < 4; i++) {
+            char src[512], out[512];
+            snprintf(src, sizeof src, "%s/%s.model.safetensors", argv[1], seeds[i].name);
+            snprintf(out, sizeof out, "%s/%s_hf.safetensors", argv[3], seeds[i].name);
+            CHECK(write_hf(src, out, seeds[i].vit, seeds[i].pfx), "write %s", out);
+        }
+        printf("%d passed, %d failed\n", check_passed, check_failed);
+        return check_failed ? 1 : 0;
     }
     CHECK(mkdtemp(tmpdir) != NULL, "mkdtemp");
     round_trip(argv[1], "net_swin_official", 0, "swin.", "swin");

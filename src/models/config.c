@@ -186,10 +186,11 @@ static ra_status format_field(const cfg_field *f, const json_t *v, const char *w
 static ra_status put_field(cfg_out *o, const json_t *obj, const char *in, const cfg_field *f) {
     const json_t *v = json_object_get(obj, f->json);
     if (!v || json_is_null(v)) return RA_OK;
-    char where[96], buf[256];
+    char where[96], from[112], buf[256];
     snprintf(where, sizeof where, "%s%s", in, f->json);
+    snprintf(from, sizeof from, "config.json %s", where);
     ra_status st = format_field(f, v, where, buf, sizeof buf);
-    return st ? st : put(o, f->key, buf, where);
+    return st ? st : put(o, f->key, buf, from);
 }
 
 /* The field of root, else the config class's default (defaults: a JSON
@@ -563,14 +564,15 @@ static ra_status timm_input(cfg_out *o, const json_t *pcfg) {
     if (!v) return RA_OK;
     const char *w = "pretrained_cfg.input_size";
     if (!json_is_array(v) || json_array_size(v) != 3) return bad(w, "must be [C, H, W]");
-    long long c, h, wd;
+    long long c = 0, h = 0, wd = 0;
     ra_status st = as_int(json_array_get(v, 0), w, 1, 4096, &c);
     if (!st) st = as_int(json_array_get(v, 1), w, 1, CFG_MAX_SIZE, &h);
     if (!st) st = as_int(json_array_get(v, 2), w, 1, CFG_MAX_SIZE, &wd);
+    if (st) return st;
     char buf[40], from[48];
     snprintf(from, sizeof from, "config.json %s", w);
     snprintf(buf, sizeof buf, "%lld", c);
-    if (!st) st = put(o, "in_chans", buf, from);
+    st = put(o, "in_chans", buf, from);
     if (h == wd) snprintf(buf, sizeof buf, "%lld", h);
     else snprintf(buf, sizeof buf, "%lld,%lld", h, wd);
     return st ? st : put(o, "img_size", buf, from);
@@ -677,7 +679,7 @@ static ra_status from_timm(cfg_out *o, const json_t *root) {
     const int arch = timm_family(base);
     if (arch < 0)
         return rai_fail(RA_ERR_FORMAT, "config.json architecture \"%.60s\" is not a timm model "
-                        "relattn reads (swin_*, swinv2_*, vit_*)", name);
+                        "relattn reads (swin_*, swinv2_*, vit_*; not swin_s3_*, swinv2_cr_*)", name);
     /* the current form, or the legacy one whose root is the pretrained_cfg */
     const json_t *pcfg = json_object_get(root, "pretrained_cfg");
     if (!pcfg) pcfg = root;
