@@ -571,6 +571,7 @@ int main(int argc, char **argv) {
     CHECK(mkdtemp(tmpdir) != NULL, "mkdtemp");
     round_trip(argv[1], "net_swin_official", 0, "swin.", "swin");
     round_trip(argv[1], "net_swin_official_w7", 0, "", "swin");   /* SwinModel names + classifier */
+    round_trip(argv[1], "net_swin_ape_nohead", 0, "", "swin");   /* SwinModel: ape, no head */
     round_trip(argv[1], "v2_net_official", 0, "swinv2.", "swinv2");
     round_trip(argv[1], "vit_net_token", 1, "vit.", "vit");
     test_swin_names();

@@ -288,7 +288,10 @@ static ra_status hf_classes(cfg_out *o, const json_t *root) {
     if (id2label) n = (long long)json_object_size(id2label);
     char buf[32];
     snprintf(buf, sizeof buf, "%lld", n);
-    st = put(o, "num_classes", buf, id2label ? "config.json id2label" : "config.json num_labels");
+    st = put(o, "num_classes", buf,
+             id2label                                ? "config.json id2label"
+             : json_object_get(root, "num_labels") ? "config.json num_labels"
+                                                   : "transformers default num_labels");
     json_t *arr = NULL;
     if (!st && id2label && !(st = names_from_object(id2label, n, "id2label", &arr))) {
         st = put_labels(o, arr, "config.json id2label");
