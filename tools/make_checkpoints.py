@@ -409,7 +409,9 @@ def hf_vit_config(hp):
 def timm_config(arch, hp, model_args, mean, std, classifier, size, pool=None):
     """config.json as timm's push_to_hf_hub / save_for_hf writes it."""
     cfg = {"architecture": arch, "num_classes": hp["num_classes"],
-            "num_features": model_args.get("num_features", 0), "global_pool": "avg",
+            "num_features": model_args.get("num_features", 0),
+           # the model's own pool, as timm writes it: Swin's avg, ViT's token
+           "global_pool": hp.get("global_pool", "avg" if "swin" in arch else "token"),
             "model_args": {k: v for k, v in model_args.items() if k != "num_features"},
             "pretrained_cfg": {"tag": "relattn_test", "custom_load": False,
                                "input_size": [3, size, size], "fixed_input_size": True,

@@ -278,7 +278,7 @@ static ra_status infer_vit(infer *c) {
     /* timm's final_norm: a norm after the blocks, or on the pooled features */
     if (!st) st = put_bool(c, "final_norm", vt(c, tv, "norm.weight", "encoder.ln.weight") || fcn,
                            "weights: norm or fc_norm present or not");
-    if (!st && fcn) st = put_bool(c, "fc_norm", 1, "weights: fc_norm present");
+    if (!st && !tv) st = put_bool(c, "fc_norm", fcn, "weights: fc_norm present or not");
     if (!st && (fcn || !cls)) st = put(c, "global_pool", "avg", fcn ? "weights: fc_norm present" : "weights: no class token");
     if (!st && find(c, "blocks.0.ls1.gamma")) st = put(c, "init_values", "1", "weights: ls1.gamma present (its value is a weight)");
     const ra_st_tensor *head = vt(c, tv, "head.weight", "heads.head.weight");

@@ -146,6 +146,30 @@ static ra_status imagenet_labels(ra_st_file *f) {
     return st;
 }
 
+/* A folder's config.json, then transformers' preprocessor_config.json
+ * (mean and std), as one list. */
+static ra_status folder_config(const char *dir, rai_config_item **cfg, int *n) {
+    static const char *const files[] = {"config.json", "preprocessor_config.json"};
+    ra_status st = RA_OK;
+    *cfg = NULL, *n = 0;
+    for (size_t i = 0; i < sizeof files / sizeof *files && !st; i++) {
+        char path[4096];
+        rai_config_item *more = NULL, *all;
+        int k = 0;
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, files[i]) >= sizeof path || !exists(path))
+            continue;
+        if ((st = rai_config_read(path, &more, &k)) || !k) continue;
+        if (!(all = realloc(*cfg, (size_t)(*n + k) * sizeof *all))) {
+            rai_config_free(more, k);
+            return rai_fail(RA_ERR_NOMEM, "out of memory reading %s", files[i]);
+        }
+        memcpy(all + *n, more, (size_t)k * sizeof *all);
+        free(more);   /* the values moved to all */
+        *cfg = all, *n += k;
+    }
+    return st;
+}
+
 /* The file the loader reads for a state_dict f (no relattn metadata): its
  * names as the loader reads them, then the metadata, from dir's
  * config.json if dir. f is kept by the result when own (and closed on
@@ -161,10 +185,7 @@ static ra_status state_dict_file(ra_st_file **out, ra_st_file *f, int own, const
     f = mapped;
     rai_config_item *cfg = NULL;
     int ncfg = 0;
-    char config[4096];
-    if (dir && (size_t)snprintf(config, sizeof config, "%s/config.json", dir) < sizeof config &&
-        exists(config))
-        st = rai_config_read(config, &cfg, &ncfg);
+    if (dir) st = folder_config(dir, &cfg, &ncfg);
     if (!st && hf_arch) st = rai_st_set_meta(f, META_SCHEME, "transformers");
     if (!st && found && found[0]) st = rai_st_set_meta(f, "relattn.source.state_dict", found);
     if (!st) st = apply_sets(f, o);
