@@ -347,7 +347,7 @@ static const json_t *field_of(const json_t *root, const json_t *defaults, const 
 /* What relattn cannot vary: the activation (exact GELU) and, for Swin, the
  * LayerNorm eps (1e-5; ViT's is 1e-6 in relattn whatever the config says,
  * transformers' default being 1e-12: docs/reference.md). */
-static ra_status hf_fixed(const json_t *root, const json_t *defaults, int vit) {
+static ra_status hf_fixed(const json_t *root, const json_t *defaults, int vit, double *eps_out) {
     const char *act;
     double eps;
     ra_status st = as_str(field_of(root, defaults, "hidden_act"), "hidden_act", CFG_MAX_NAME, &act);
@@ -358,10 +358,9 @@ static ra_status hf_fixed(const json_t *root, const json_t *defaults, int vit) {
     if (!st && !vit && fabs(eps - 1e-5) > 1e-11)
         st = rai_fail(RA_ERR_FORMAT, "config.json layer_norm_eps = %g: relattn's Swin "
                       "LayerNorms use 1e-05", eps);
-    if (!st && vit && !(eps > 0 && eps <= 1e-5))
-        st = rai_fail(RA_ERR_FORMAT, "config.json layer_norm_eps = %g: relattn's ViT LayerNorms "
-                      "use 1e-06 (transformers' default 1e-12 and values up to 1e-05 are "
-                      "taken as it)", eps);
+    if (!st && vit && !(eps > 0 && eps <= 1e-2))
+        st = rai_fail(RA_ERR_FORMAT, "config.json layer_norm_eps = %g is not in (0, 0.01]", eps);
+    if (!st && vit && eps_out) *eps_out = eps;
     return st;
 }
 
@@ -413,7 +412,15 @@ static ra_status from_transformers(cfg_out *o, const json_t *root) {
     if (!defaults) return rai_fail(RA_ERR_NOMEM, "out of memory for config.json");
     const char *cls = vit ? "ViTConfig" : v2 ? "Swinv2Config" : "SwinConfig";
     st = put(o, "arch", vit ? "vit" : mt, "config.json model_type");
-    if (!st) st = hf_fixed(root, defaults, vit);
+    double eps = 0;
+    if (!st) st = hf_fixed(root, defaults, vit, &eps);
+    if (!st && vit) {   /* transformers' ViT: 1e-12 where timm has 1e-6 */
+        char buf[40];
+        fmt_double(buf, sizeof buf, eps);
+        st = put(o, "layer_norm_eps", buf, json_object_get(root, "layer_norm_eps")
+                                               ? "config.json layer_norm_eps"
+                                               : "ViTConfig default layer_norm_eps");
+    }
     const cfg_field *fl = vit ? hf_vit_fields : hf_swin_fields;
     const size_t nf = vit ? sizeof hf_vit_fields / sizeof *fl
                           : v2 ? sizeof hf_swin_fields / sizeof *fl : HF_SWIN_V1_FIELDS;

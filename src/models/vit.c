@@ -53,7 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define VIT_EPS 1e-6f
+#define VIT_EPS 1e-6f   /* timm's and torchvision's; layer_norm_eps changes it */
 #define VIT_MAX_DIM 65536
 #define VIT_MAX_CLASSES (1 << 24)
 #define VIT_MAX_DEPTH 4096
@@ -95,6 +95,7 @@ typedef struct {
     rai_block *blocks;
     rai_arena_cache ws;   /* the forward's workspace, kept between calls */
     vit_tape tape;       /* the training forward's activations */
+    float eps;             /* the LayerNorms' epsilon (layer_norm_eps) */
 } vit_impl;
 
 /* ---- metadata ----------------------------------------------------------- */
@@ -191,6 +192,11 @@ static ra_status vit_declare(ra_model *m, const ra_st_file *f) {
     if (!st && !(v->drop_path_rate >= 0.0 && v->drop_path_rate <= 1.0))
         st = rai_fail(RA_ERR_FORMAT, "metadata drop_path_rate = %g is not in [0, 1]",
                       v->drop_path_rate);
+    int has_eps = 0;
+    v->eps = VIT_EPS;
+    if (!st) st = rai_meta_float_opt(f, "layer_norm_eps", &v->eps, &has_eps);
+    if (!st && !(v->eps > 0 && v->eps <= 1e-2f))
+        st = rai_fail(RA_ERR_FORMAT, "metadata layer_norm_eps = %g is not in (0, 0.01]", v->eps);
     if (!st) st = meta_unsupported(f);
     if (st) return st;
     if ((pe = ra_st_meta(f, "pos_embed")) != NULL) {
@@ -448,7 +454,7 @@ static ra_status vit_build(ra_model *m, const ra_st_file *f) {
     cfg.qkv_bias = v->qkv_bias;
     for (int i = 0; i < v->depth; i++) {
         rai_block *b = &v->blocks[i];
-        *b = (rai_block){.dim = v->dim, .hidden = v->hidden, .eps = VIT_EPS};
+        *b = (rai_block){.dim = v->dim, .hidden = v->hidden, .eps = v->eps};
         b->n1w = blk_get(m, i, "norm1.weight");
         b->n1b = blk_get(m, i, "norm1.bias");
         b->ls1 = blk_get(m, i, "ls1.gamma");
@@ -788,16 +794,16 @@ static ra_status vit_forward(const ra_model *m, float **y, int *y_ndim, int64_t 
                                 v->dyn_pad);
     if (st) goto done;
     make_tokens(v, X, A, pos, B, L, N);
-    if (v->pre_norm) rai_layernorm_rows(X, X, NULL, rows, C, v->pre_w, v->pre_b, VIT_EPS);
+    if (v->pre_norm) rai_layernorm_rows(X, X, NULL, rows, C, v->pre_w, v->pre_b, v->eps);
 
     const rai_block_layout l = {.m = rows, .batch = B, .b_ = B, .n = (int)N};
     for (int i = 0; i < v->depth && !st; i++) st = rai_block_forward(&v->blocks[i], X, NULL, &l, ar);
     if (st) goto done;
-    if (v->norm_w) rai_layernorm_rows(X, X, NULL, rows, C, v->norm_w, v->norm_b, VIT_EPS);
+    if (v->norm_w) rai_layernorm_rows(X, X, NULL, rows, C, v->norm_w, v->norm_b, v->eps);
 
     pool_forward(v, pooled, X, B, N);
     if (v->fcn_w)
-        rai_layernorm_rows(pooled, pooled, NULL, outer, C, v->fcn_w, v->fcn_b, VIT_EPS);
+        rai_layernorm_rows(pooled, pooled, NULL, outer, C, v->fcn_w, v->fcn_b, v->eps);
     if (v->num_classes)
         ra_linear_forward(out, pooled, v->head_w, v->head_b, outer, v->num_classes, C);
     else
@@ -914,7 +920,7 @@ static ra_status vit_forward_train(ra_model *m, float **y, int *y_ndim, int64_t 
     make_tokens(v, v->pre_norm ? t->x0 : first, A, pos, B, d.L, d.N);
     if (v->pre_norm)
         ra_layernorm_forward(first, t->pre_mean, t->pre_rstd, t->x0, v->pre_w, v->pre_b, rows,
-                             C, VIT_EPS);
+                             C, v->eps);
 
     for (int i = 0; i < v->depth && !st; i++)   /* the attention recomputed in the backward */
         st = rai_block_forward_train(&v->blocks[i], &t->blk[i], i + 1 < v->depth ? t->blk[i + 1].x
@@ -923,11 +929,11 @@ static ra_status vit_forward_train(ra_model *m, float **y, int *y_ndim, int64_t 
     if (st) goto done;
     if (v->norm_w)
         ra_layernorm_forward(t->xo, t->fmean, t->frstd, t->xf, v->norm_w, v->norm_b, rows, C,
-                             VIT_EPS);
+                             v->eps);
     pool_forward(v, t->pooled, t->xo, B, d.N);
     if (v->fcn_w)
         ra_layernorm_forward(t->pn, t->pmean, t->prstd, t->pooled, v->fcn_w, v->fcn_b, d.outer,
-                             C, VIT_EPS);
+                             C, v->eps);
     if (v->num_classes)
         ra_linear_forward(out, t->pn, v->head_w, v->head_b, d.outer, v->num_classes, C);
     else
