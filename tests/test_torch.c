@@ -253,6 +253,8 @@ static void test_opcodes(void) {
     /* stack shuffling: DUP, POP, POP_MARK; LIST and DICT from a mark */
     v = PARSE("\x80\x02K\x01\x32\x86(K\x05K\x06\x31" "0(K\x07l.");
     CHECK(v && v->kind == RAI_PK_LIST && is_int(item(v, 0), 7), "POP_MARK, POP, LIST: %s", ra_last_error());
+    v = PARSE("(t.");   /* a container from a mark before anything was pushed (found by fuzz_pickle) */
+    CHECK(v && v->kind == RAI_PK_TUPLE && v->u.seq.n == 0, "empty TUPLE first: %s", ra_last_error());
     v = PARSE("\x80\x02K\x01\x32\x86.");
     CHECK(is_int(item(v, 0), 1) && item(v, 0) == item(v, 1), "DUP: %s", ra_last_error());
     v = PARSE("(X\x01\0\0\0aK\x02" "d.");

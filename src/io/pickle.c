@@ -414,7 +414,7 @@ static ra_status pk_push(pk *ps, rai_pk_value *v) {
     if (ps->n == ps->cap) {
         if (ps->cap >= RAI_PK_MAX_STACK)
             return pk_bad(ps, "more than %zu values on the stack (the limit)", RAI_PK_MAX_STACK);
-        const size_t nc = ps->cap ? 2 * ps->cap : 64;
+        const size_t nc = 2 * ps->cap;
         rai_pk_value **st = realloc(ps->stack, nc * sizeof *st);
         if (!st) return pk_nomem();
         ps->stack = st;
@@ -951,9 +951,13 @@ ra_status rai_pk_parse(rai_pk_doc **out, const void *buf, size_t len) {
     if (len > RAI_PK_MAX_INPUT)
         return rai_fail(RA_ERR_FORMAT, "a pickle of %zu bytes (the limit is %zu)", len,
                         RAI_PK_MAX_INPUT);
-    pk ps = {.buf = buf, .p = buf, .end = (const unsigned char *)buf + len};
+    pk ps = {.buf = buf, .p = buf, .end = (const unsigned char *)buf + len, .cap = 64};
     ps.d = calloc(1, sizeof *ps.d);
-    if (!ps.d) return pk_nomem();
+    ps.stack = malloc(ps.cap * sizeof *ps.stack);   /* never NULL: items are stack + i */
+    if (!ps.d || !ps.stack) {
+        free(ps.d), free(ps.stack);
+        return pk_nomem();
+    }
     ra_status s = RA_OK;
     int done = 0;
     while (!s && !done) {
