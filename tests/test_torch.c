@@ -3,7 +3,7 @@
  * torch.save wrote (tools/make_torch_fixtures.py) read exactly as the
  * safetensors files the same script wrote, tensors of the file read in
  * place; hand-made refusals, each with its reason; the values of one object
- * pickled with protocols 2 to 5; opcodes one by one; every prefix and byte
+ * pickled with protocols 1 to 5; opcodes one by one; every prefix and byte
  * flip of a checkpoint refused or read without a crash.
  *   test_torch FIXTURES */
 #define _POSIX_C_SOURCE 200809L
@@ -181,7 +181,7 @@ static int is_str(const rai_pk_value *v, const char *s) {
 static void test_values(void) {
     static const int64_t ints[] = {0, 1, -1, 255, 256, 65535, 65536, -2147483648LL, 2147483647,
                                    2147483648LL, INT64_MAX, INT64_MIN};
-    for (int p = 2; p <= 5; p++) {
+    for (int p = 1; p <= 5; p++) {
         char name[64];
         snprintf(name, sizeof name, "pt_values_p%d.pkl", p);
         size_t len = 0;
@@ -297,7 +297,13 @@ static void test_opcodes(void) {
     REFUSED("ctorch._utils\n_rebuild_qtensor\n.", "'torch._utils._rebuild_qtensor'");
     REFUSED("\x80\x06N.", "protocol 6");
     REFUSED("N\xff.", "unknown opcode 0xff");
-    REFUSED("I1\n.", "(INT): this opcode is not supported");
+    v = PARSE("(I01\nI00\nI-7\nL-9223372036854775808L\nI99999999999999999999\nt.");
+    CHECK(item(v, 4) && item(v, 0)->kind == RAI_PK_BOOL && item(v, 0)->u.i == 1 &&
+          item(v, 1)->kind == RAI_PK_BOOL && !item(v, 1)->u.i && is_int(item(v, 2), -7) &&
+          is_int(item(v, 3), INT64_MIN) && item(v, 4)->kind == RAI_PK_BIGINT,
+          "INT, LONG (protocol 1): %s", ra_last_error());
+    REFUSED("I1x\n.", "(INT): not a number");
+    REFUSED("p0\n.", "(PUT): this opcode is not supported");
     REFUSED("\x97.", "(NEXT_BUFFER): this opcode is not supported");
     REFUSED("R.", "(REDUCE): the stack is empty");
     REFUSED("J\x01\x02", "(BININT): the stream ends inside the opcode");

@@ -17,7 +17,7 @@ tests/fixtures gets
   pt_refusals.txt                 FILE<TAB>KEY<TAB>TEXT a line: opening FILE
                                   with KEY is refused (RA_ERR_FORMAT) with a
                                   reason that contains TEXT
-  pt_values_pN.pkl                one object pickled with protocol N = 2..5
+  pt_values_pN.pkl                one object pickled with protocol N = 1..5
                                   (test_torch.c checks every value of it)
 
 torch_seeds writes the pickles of those files (their data.pkl) and a few
@@ -447,7 +447,7 @@ def write_fixtures(out):
         f.write("\n".join(cases) + "\n")
     with open(os.path.join(out, "pt_refusals.txt"), "w") as f:
         f.write("\n".join(refusals) + "\n")
-    for p in (2, 3, 4, 5):
+    for p in (1, 2, 3, 4, 5):
         with open(os.path.join(out, "pt_values_p%d.pkl" % p), "wb") as f:
             f.write(pickle.dumps(values(), protocol=p))
 
@@ -470,7 +470,7 @@ def write_seeds(out):
                             continue
                         with open(os.path.join(out, name[:-4] + ".pkl"), "wb") as f:
                             f.write(data)
-    for p in (2, 3, 4, 5):
+    for p in (1, 2, 3, 4, 5):
         with open(os.path.join(out, "values_p%d.pkl" % p), "wb") as f:
             f.write(pickle.dumps(values(), protocol=p))
 

@@ -762,6 +762,39 @@ static ra_status pk_op_number(pk *ps) {
     return s ? s : pk_push(ps, v);
 }
 
+/* INT and LONG, the decimal text of protocols 0 and 1 (which writes its
+ * bools so: "I01" True, "I00" False; LONG ends in 'L'). */
+static ra_status pk_op_text_int(pk *ps) {
+    const size_t room = (size_t)(ps->end - ps->p);
+    const unsigned char *nl = memchr(ps->p, '\n', room < 64 ? room : 64), *q = ps->p;
+    if (!nl) return pk_bad(ps, "a number longer than 63 characters or not ended");
+    ps->p = nl + 1;
+    rai_pk_value *v = NULL;
+    ra_status s;
+    if (ps->op == 'I' && nl - q == 2 && q[0] == '0' && (q[1] == '0' || q[1] == '1')) {
+        s = pk_new(ps, RAI_PK_BOOL, &v);
+        if (!s) v->u.i = q[1] == '1';
+        return s ? s : pk_push(ps, v);
+    }
+    const int neg = q < nl && *q == '-';
+    q += neg;
+    if (ps->op == 'L' && nl > q && nl[-1] == 'L') nl--;
+    uint64_t u = 0;
+    int big = 0;
+    if (q == nl) return pk_bad(ps, "not a number");
+    for (; q < nl; q++) {
+        if (*q < '0' || *q > '9') return pk_bad(ps, "not a number");
+        big |= u > (UINT64_MAX - 9) / 10;
+        u = 10 * u + (unsigned)(*q - '0');
+    }
+    if (big || u > (uint64_t)INT64_MAX + neg) {
+        s = pk_new(ps, RAI_PK_BIGINT, &v);
+        return s ? s : pk_push(ps, v);
+    }
+    s = pk_new_int(ps, neg && u ? -(int64_t)(u - 1) - 1 : (int64_t)u, &v);
+    return s ? s : pk_push(ps, v);
+}
+
 /* Strings and bytes: a length field of w bytes, then the bytes. */
 static ra_status pk_op_string(pk *ps) {
     int w;
@@ -927,6 +960,7 @@ static ra_status pk_step(pk *ps, int *done) {
     case '(': case '0': case '1': case '2': return pk_op_stack(ps);
     case 'N': case 0x88: case 0x89: case ')': case ']': case '}': case 0x8f: return pk_op_empty(ps);
     case 'J': case 'K': case 'M': case 'G': case 0x8a: case 0x8b: return pk_op_number(ps);
+    case 'I': case 'L': return pk_op_text_int(ps);
     case 'X': case 0x8c: case 0x8d: case 'T': case 'U': case 'B': case 'C': case 0x8e: case 0x96:
         return pk_op_string(ps);
     case 't': case 'l': case 'd': case 0x91: return pk_op_from_mark(ps);
@@ -941,7 +975,9 @@ static ra_status pk_step(pk *ps, int *done) {
     case 'b': return pk_op_build(ps);
     case 'Q': return pk_op_persid(ps);
     }
-    if (pk_opname(ps->op)) return pk_bad(ps, "this opcode is not supported");
+    if (pk_opname(ps->op))
+        return pk_bad(ps, "this opcode is not supported (torch.save writes protocol 2, which "
+                      "does not use it)");
     return pk_bad(ps, "unknown opcode 0x%02x", (unsigned)ps->op);
 }
 

@@ -555,14 +555,14 @@ static const rai_pk_value *tz_resolve(const rai_pk_value *v, const char *path) {
         const rai_pk_value *next = NULL;
         size_t used = 0;
         if (v->kind == RAI_PK_DICT) {
-            for (size_t i = 0; i < v->u.dict.n; i++) {   /* the longest key that fits */
+            for (size_t i = 0; i < v->u.dict.n; i++) {   /* the longest key that fits (the last given) */
                 const rai_pk_value *k = v->u.dict.v[i].key;
                 if (k->kind != RAI_PK_STR) continue;
                 const size_t kn = k->u.s.n;
                 if (kn < used || strncmp(path, k->u.s.p, kn) || strlen(k->u.s.p) != kn ||
                     (path[kn] && path[kn] != '/' && path[kn] != '.'))
                     continue;
-                if (kn > used || !next) next = v->u.dict.v[i].value, used = kn;
+                next = v->u.dict.v[i].value, used = kn;
             }
         } else if (v->kind == RAI_PK_LIST || v->kind == RAI_PK_TUPLE) {
             size_t i = 0;
@@ -583,6 +583,7 @@ static ra_status tz_select(tz_archive *a, const char *key, const rai_pk_value **
                            size_t n) {
     char none[1];
     if (!found || !n) found = none, n = sizeof none;
+    found[0] = 0;
     if (!key) return tz_auto(a, sd, found, n);
     const rai_pk_value *v = tz_resolve(rai_pk_root(a->doc), key);
     char what[300];
@@ -635,7 +636,8 @@ static ra_status tz_storage(tz_archive *a, const char *name, const rai_pk_tensor
     if (s) return s;
     /* an untyped storage (_rebuild_tensor_v3) counts bytes */
     const unsigned es = rai_st_dtype_size(cls->u.g.dtype);
-    if (!rai_mul_i64(bytes, numel->u.i, (int64_t)es) || (uint64_t)*bytes != e->size)
+    if (!rai_mul_i64(bytes, numel->u.i, (int64_t)es)) *bytes = INT64_MAX;
+    if ((uint64_t)*bytes != e->size)
         return rai_fail(RA_ERR_FORMAT, "tensor " NAMEF ": storage " NAMEF " holds %llu bytes, its "
                         "%lld elements of %s need %lld", name, e->name, (unsigned long long)e->size,
                         (long long)numel->u.i, cls->u.g.name, (long long)*bytes);
@@ -788,6 +790,7 @@ static void tz_hold_drop(void *ctx) {
 
 /* The tensor file of the archive held by h (which the file then keeps). */
 static ra_status tz_open_held(ra_st_file **out, tz_hold *h, const char *key, char *found, size_t n) {
+    if (found && n) found[0] = 0;
     ra_st_file *f = NULL;
     ra_status s = rai_st_new(&f);
     if (s) {
