@@ -5,10 +5,11 @@ set -euo pipefail
 # python3-numpy: tests/test_cli.sh compares the command's outputs with the
 # fixtures through tools/st.py, and the Python package (tests/test_python.sh)
 # needs it; python3-pip for the test of `pip install ./python`.
+# libminizip-dev: the zip container of PyTorch checkpoints (src/io/torch.c).
 # libopenblas0-openmp: OpenBLAS on OpenMP threads, which relattn links when
 # it is there (CMakeLists.txt says why); the system's default stays as it is.
 pkgs=(build-essential cmake pkg-config libjansson-dev libopenblas-dev libopenblas0-openmp
-      libomp-dev zlib1g-dev
+      libomp-dev zlib1g-dev libminizip-dev
       libspng-dev libjpeg62-turbo-dev dataset-fashion-mnist python3 python3-numpy python3-pip
       clang libclang-rt-14-dev valgrind    # scripts/fuzz.sh, scripts/valgrind.sh
       openmpi-bin libopenmpi-dev)          # relattn train under mpirun (tests/test_mpi.sh)

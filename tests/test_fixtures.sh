@@ -19,4 +19,4 @@ if ! "$PY" -c 'import torchvision, PIL' 2>/dev/null; then
   exit 77
 fi
 export PYTHONDONTWRITEBYTECODE=1
-exec "$PY" "$SRC/tools/fixtures.py" check all example corpus
+exec "$PY" "$SRC/tools/fixtures.py" check all example corpus torch_seeds

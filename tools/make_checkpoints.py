@@ -614,12 +614,16 @@ def timm_cases(w):
     path = os.path.join(d, "model.pth.tar")
     w.save(ckpt, path)
     model = "swin_timm_pthtar/model.pth.tar"
-    w.case("swin_timm_pthtar", "forward", model, checks=ALL)
+    # the image size is in nothing relattn reads (args is an opaque Namespace;
+    # "arch" names another model): given, as relattn's refusal asks
+    size = ["--set", "img_size=64"]
+    w.case("swin_timm_pthtar", "forward", model, checks=ALL, args=size)
     w.expected("swin_timm_pthtar_key", m, x, inspect_of("swin", "timm", hp, SWIN_KEYS))
-    w.case("swin_timm_pthtar_key", "forward", model, checks=ALL, args=["--key", "state_dict"])
+    w.case("swin_timm_pthtar_key", "forward", model, checks=ALL,
+           args=["--key", "state_dict"] + size)
     w.expected("swin_timm_pthtar_ema", ema, x, inspect_of("swin", "timm", hp, SWIN_KEYS))
     w.case("swin_timm_pthtar_ema", "forward", model, checks=ALL,
-           args=["--key", "state_dict_ema"])
+           args=["--key", "state_dict_ema"] + size)
 
 
 def swin_full(w):

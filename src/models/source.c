@@ -73,7 +73,10 @@ static ra_status folder_weights(const char *dir, char *out, size_t n) {
 static ra_status open_weights(ra_st_file **f, const char *path, const char *key, char *found,
                               size_t nfound) {
     found[0] = 0;
-    if (is_zip(path) || rai_torch_sniff(path)) return rai_torch_open(f, path, key, found, nfound);
+    struct stat s;   /* what is not a regular file is refused by ra_st_open (never read) */
+    const int regular = stat(path, &s) == 0 && S_ISREG(s.st_mode);
+    if (regular && (is_zip(path) || rai_torch_sniff(path)))
+        return rai_torch_open(f, path, key, found, nfound);
     if (key && *key)
         return rai_fail(RA_ERR_ARG, "--key %.60s: '%.200s' is not a PyTorch checkpoint (a "
                         "safetensors file holds one state_dict)", key, path);
