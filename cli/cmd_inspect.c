@@ -71,15 +71,28 @@ int cmd_inspect(int argc, char **argv) {
         printf("arch:           %s\n", ra_arch_name(ra_model_arch(m)));
         printf("naming scheme:  %s\n", ra_model_scheme(m));
         const char *arch_src = ra_model_meta(m, "relattn.source.arch");
+        const char *ckpt = ra_model_meta(m, "relattn.source.checkpoint");
+        const char *sd = ra_model_meta(m, "relattn.source.state_dict");
+        const char *pfx = ra_model_meta(m, "relattn.source.prefix_dropped");
         if (arch_src) printf("arch from:      %s\n", safe_text(arch_src));
+        if (ckpt) {   /* one line per entry of the checkpoint's top-level dict */
+            printf("checkpoint:\n");
+            for (const char *p = ckpt; *p;) {
+                const size_t k = strcspn(p, "\n");
+                char line[512];
+                snprintf(line, sizeof line, "%.*s", (int)(k < 511 ? k : 511), p);
+                printf("  %s\n", safe_text(line));
+                p += k + (p[k] == '\n');
+            }
+        }
+        if (sd) printf("state dict:     %s\n", *sd ? safe_text(sd) : "(the root)");
+        if (pfx) printf("prefix dropped: %s\n", safe_text(pfx));
         for (int i = 0; i < ra_model_meta_count(m); i++) {
             const char *k = ra_model_meta_key(m, i), *v = ra_model_meta(m, k);
             char sk[128];
             snprintf(sk, sizeof sk, "relattn.source.%s", k);
             const char *from = ra_model_meta(m, sk);
-            if (!strncmp(k, "relattn.source.", 15) && strcmp(k, "relattn.source.state_dict") &&
-                strcmp(k, "relattn.source.prefix_dropped") && strcmp(k, "relattn.source.naming_scheme"))
-                continue;
+            if (!strncmp(k, "relattn.source.", 15)) continue;   /* shown above or beside */
             if (!strcmp(k, "arch")) continue;
             if (!strcmp(k, "labels")) v = "[...]";
             if (from) printf("  %-20s %-16.200s (%s)\n", safe_text(k), safe_text(v), safe_text(from));

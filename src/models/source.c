@@ -75,8 +75,15 @@ static ra_status open_weights(ra_st_file **f, const char *path, const char *key,
     found[0] = 0;
     struct stat s;   /* what is not a regular file is refused by ra_st_open (never read) */
     const int regular = stat(path, &s) == 0 && S_ISREG(s.st_mode);
-    if (regular && (is_zip(path) || rai_torch_sniff(path)))
-        return rai_torch_open(f, path, key, found, nfound);
+    if (regular && (is_zip(path) || rai_torch_sniff(path))) {
+        ra_status st = rai_torch_open(f, path, key, found, nfound);
+        char *what = NULL;   /* what the checkpoint holds, for inspect */
+        if (!st && !rai_torch_describe(path, &what) && what)
+            st = rai_st_set_meta(*f, "relattn.source.checkpoint", what);
+        free(what);
+        if (st) ra_st_close(*f), *f = NULL;
+        return st;
+    }
     if (key && *key)
         return rai_fail(RA_ERR_ARG, "--key %.60s: '%.200s' is not a PyTorch checkpoint (a "
                         "safetensors file holds one state_dict)", key, path);
