@@ -399,8 +399,10 @@ static void test_sniff_describe(void) {
         CHECK(strstr(text, want[i]), "describe: no line '%s' in:\n%s", want[i], text);
     free(text);
     snprintf(p, sizeof p, "%s/pt_two.pth", fx);
-    CHECK(rai_torch_describe(p, &text) == RA_OK && text && strstr(text, "student: dict of 1 tensor\n") &&
-          strstr(text, "selected: nothing: 2 state dicts"), "describe two: %s", text ? text : ra_last_error());
+    CHECK(rai_torch_describe(p, &text) == RA_OK && text &&
+          strstr(text, "student: dict of 1 tensor\n") &&
+          strstr(text, "selected: nothing: 2 state dicts"), "describe two: %s",
+          text ? text : ra_last_error());
     free(text);
     snprintf(p, sizeof p, "%s/pt_bad_root_tensor.pth", fx);
     CHECK(rai_torch_describe(p, &text) == RA_OK && text && strstr(text, "(root): tensor F32 [2]\n"),

@@ -514,7 +514,8 @@ static ra_status pk_global(pk *ps, const char *module, const char *name) {
 /* GLOBAL: "module\nname\n" */
 static ra_status pk_line(pk *ps, char *out) {
     const size_t room = (size_t)(ps->end - ps->p);
-    const unsigned char *nl = memchr(ps->p, '\n', room < RAI_PK_MAX_NAME + 1 ? room : RAI_PK_MAX_NAME + 1);
+    const size_t most = room < RAI_PK_MAX_NAME + 1 ? room : RAI_PK_MAX_NAME + 1;
+    const unsigned char *nl = memchr(ps->p, '\n', most);
     if (!nl) return pk_bad(ps, "a name longer than %d bytes or not ended", RAI_PK_MAX_NAME);
     const size_t n = (size_t)(nl - ps->p);
     if (!pk_utf8(ps->p, n) || memchr(ps->p, 0, n)) return pk_bad(ps, "a name that is not UTF-8");
@@ -949,8 +950,9 @@ static ra_status pk_op_header(pk *ps) {
     uint64_t u = 0;
     ra_status s = pk_field(ps, ps->op == 0x80 ? 1 : 8, &u);
     if (s) return s;
-    if (ps->op == 0x80 && u > 5) return pk_bad(ps, "protocol %llu (at most 5 is read)", (unsigned long long)u);
-    if (ps->op == 0x95 && !pk_has(ps, u)) return pk_bad(ps, "a frame of %llu bytes past the end", (unsigned long long)u);
+    const unsigned long long v = u;
+    if (ps->op == 0x80 && u > 5) return pk_bad(ps, "protocol %llu (at most 5 is read)", v);
+    if (ps->op == 0x95 && !pk_has(ps, u)) return pk_bad(ps, "a frame of %llu bytes past the end", v);
     return RA_OK;
 }
 
