@@ -208,6 +208,8 @@ typedef struct pk {
     int nmarks;
     rai_pk_value **memo;
     size_t memo_cap, memo_len;        /* slots allocated, slots set */
+    rai_pk_value **dicts;             /* every dict made (their keys are checked at STOP) */
+    size_t ndicts, dicts_cap;
     size_t at;                        /* offset of the opcode being run */
     int op;
 } pk;
@@ -325,8 +327,15 @@ static int pk_utf8(const unsigned char *s, size_t n) {
 static ra_status pk_new(pk *ps, rai_pk_kind kind, rai_pk_value **out) {
     if (ps->d->nvalues >= RAI_PK_MAX_VALUES)
         return pk_bad(ps, "more than %zu values (the limit)", RAI_PK_MAX_VALUES);
+    if (kind == RAI_PK_DICT && ps->ndicts == ps->dicts_cap) {
+        const size_t nc = ps->dicts_cap ? 2 * ps->dicts_cap : 16;
+        rai_pk_value **dd = realloc(ps->dicts, nc * sizeof *dd);
+        if (!dd) return pk_nomem();
+        ps->dicts = dd, ps->dicts_cap = nc;
+    }
     rai_pk_value *v = pk_alloc(ps->d, sizeof *v);
     if (!v) return pk_nomem();
+    if (kind == RAI_PK_DICT) ps->dicts[ps->ndicts++] = v;
     memset(v, 0, sizeof *v);
     v->kind = kind;
     ps->d->nvalues++;
@@ -505,7 +514,8 @@ static ra_status pk_global(pk *ps, const char *module, const char *name) {
 /* GLOBAL: "module\nname\n" */
 static ra_status pk_line(pk *ps, char *out) {
     const size_t room = (size_t)(ps->end - ps->p);
-    const unsigned char *nl = memchr(ps->p, '\n', room < RAI_PK_MAX_NAME + 1 ? room : RAI_PK_MAX_NAME + 1);
+    const size_t most = room < RAI_PK_MAX_NAME + 1 ? room : RAI_PK_MAX_NAME + 1;
+    const unsigned char *nl = memchr(ps->p, '\n', most);
     if (!nl) return pk_bad(ps, "a name longer than %d bytes or not ended", RAI_PK_MAX_NAME);
     const size_t n = (size_t)(nl - ps->p);
     if (!pk_utf8(ps->p, n) || memchr(ps->p, 0, n)) return pk_bad(ps, "a name that is not UTF-8");
@@ -940,8 +950,9 @@ static ra_status pk_op_header(pk *ps) {
     uint64_t u = 0;
     ra_status s = pk_field(ps, ps->op == 0x80 ? 1 : 8, &u);
     if (s) return s;
-    if (ps->op == 0x80 && u > 5) return pk_bad(ps, "protocol %llu (at most 5 is read)", (unsigned long long)u);
-    if (ps->op == 0x95 && !pk_has(ps, u)) return pk_bad(ps, "a frame of %llu bytes past the end", (unsigned long long)u);
+    const unsigned long long v = u;
+    if (ps->op == 0x80 && u > 5) return pk_bad(ps, "protocol %llu (at most 5 is read)", v);
+    if (ps->op == 0x95 && !pk_has(ps, u)) return pk_bad(ps, "a frame of %llu bytes past the end", v);
     return RA_OK;
 }
 
@@ -981,6 +992,37 @@ static ra_status pk_step(pk *ps, int *done) {
     return pk_bad(ps, "unknown opcode 0x%02x", (unsigned)ps->op);
 }
 
+static int pk_cmp_key(const void *a, const void *b) {
+    const rai_pk_value *x = *(const rai_pk_value *const *)a, *y = *(const rai_pk_value *const *)b;
+    const int c = memcmp(x->u.s.p, y->u.s.p, x->u.s.n < y->u.s.n ? x->u.s.n : y->u.s.n);
+    return c ? c : (x->u.s.n > y->u.s.n) - (x->u.s.n < y->u.s.n);
+}
+
+/* No dict holds a string key twice: a Python dict cannot, and the first
+ * and the last of two would name different values (the keys are sorted,
+ * dict by dict, in one array as large as the largest dict). */
+static ra_status pk_check_keys(pk *ps) {
+    size_t most = 0;
+    for (size_t i = 0; i < ps->ndicts; i++)
+        if (ps->dicts[i]->u.dict.n > most) most = ps->dicts[i]->u.dict.n;
+    const rai_pk_value **k = malloc((most + 1) * sizeof *k);
+    if (!k) return pk_nomem();
+    ra_status s = RA_OK;
+    for (size_t i = 0; !s && i < ps->ndicts; i++) {
+        const rai_pk_value *d = ps->dicts[i];
+        size_t n = 0;
+        for (size_t j = 0; j < d->u.dict.n; j++)
+            if (d->u.dict.v[j].key->kind == RAI_PK_STR) k[n++] = d->u.dict.v[j].key;
+        qsort(k, n, sizeof *k, pk_cmp_key);
+        for (size_t j = 1; !s && j < n; j++)
+            if (!pk_cmp_key(&k[j - 1], &k[j]))
+                s = rai_fail(RA_ERR_FORMAT, "a dict holds the key '%.200s' twice (no Python dict "
+                             "does)", k[j]->u.s.p);
+    }
+    free(k);
+    return s;
+}
+
 ra_status rai_pk_parse(rai_pk_doc **out, const void *buf, size_t len) {
     if (!out || (!buf && len)) return rai_fail(RA_ERR_ARG, "rai_pk_parse: NULL argument");
     *out = NULL;
@@ -1004,8 +1046,10 @@ ra_status rai_pk_parse(rai_pk_doc **out, const void *buf, size_t len) {
             s = pk_step(&ps, &done);
         }
     }
+    if (!s) s = pk_check_keys(&ps);
     free(ps.stack);
     free(ps.memo);
+    free(ps.dicts);
     if (s) {
         rai_pk_free(ps.d);
         return s;

@@ -39,7 +39,7 @@ typedef enum rai_pk_kind {
     RAI_PK_TUPLE,   /* u.seq */
     RAI_PK_LIST,    /* u.seq */
     RAI_PK_SET,     /* u.seq (set and frozenset; duplicates are not merged) */
-    RAI_PK_DICT,    /* u.dict: pairs in order; a key given twice appears twice */
+    RAI_PK_DICT,    /* u.dict: pairs in order; no string key twice (other keys may be) */
     RAI_PK_GLOBAL,  /* u.g: a reference to an allowed function or class */
     RAI_PK_OPAQUE,  /* u.g: an object of an allowed data class, not read */
     RAI_PK_TENSOR,  /* u.t: a tensor rebuilt by torch._utils */

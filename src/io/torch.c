@@ -209,7 +209,8 @@ static ra_status tz_index(tz_archive *a, unzFile uf) {
     int r;
     for (r = unzGoToFirstFile(uf); r == UNZ_OK && !s; r = unzGoToNextFile(uf)) {
         if (a->n == RAI_TORCH_MAX_ENTRIES)
-            return rai_fail(RA_ERR_FORMAT, "more than %d zip entries (the limit)", RAI_TORCH_MAX_ENTRIES);
+            return rai_fail(RA_ERR_FORMAT, "more than %d zip entries (the limit)",
+                            RAI_TORCH_MAX_ENTRIES);
         if (a->n == cap) {
             cap = cap ? 2 * cap : 64;
             tz_entry *e = realloc(a->e, cap * sizeof *e);
