@@ -4,6 +4,7 @@ the Swin's outputs and gradients. Run by tests/test_python.sh."""
 
 import os
 import sys
+import json
 import unittest
 
 import numpy as np
@@ -226,6 +227,36 @@ class Modules(unittest.TestCase):
         ref.eval(), mine.eval()
         # 10 x 11 tokens: padded to 12 x 12, shifted by 2
         self.same_network(mine, ref, torch.randn(2, 3, 40, 44))
+
+
+class Checkpoints(unittest.TestCase):
+    def test_model_opens_what_torch_saves(self):
+        """relattn.Model on torch.save's .pth (a nested, DataParallel-named
+        state_dict) and on a plain state_dict, with key and set: the
+        logits of the same Swin in PyTorch."""
+        import tempfile
+        from swin_twin import SwinTransformer
+        torch.manual_seed(1)
+        ref = SwinTransformer(img_size=28, patch_size=2, in_chans=1, num_classes=10, embed_dim=24,
+                              depths=(2, 2), num_heads=(2, 4), window_size=7).eval()
+        for p in ref.parameters():
+            p.data.add_(0.1 * torch.randn(p.shape))
+        sd = {"module." + k: v for k, v in ref.state_dict().items()}
+        x = torch.randn(2, 1, 28, 28)
+        with torch.no_grad():
+            want = ref(x)
+        with tempfile.TemporaryDirectory() as d:
+            path = d + "/ckpt.pth"
+            torch.save({"epoch": 3, "student": sd, "teacher": dict(sd)}, path)
+            m = relattn.Model(path, key="student")
+            self.assertEqual((m.arch, m.meta["embed_dim"], m.meta["depths"]), ("swin", "24", "2,2"))
+            self.assertEqual(m.meta["relattn.source.state_dict"], "student")
+            close(self, torch.from_numpy(m.forward(x=x.numpy())["y"]), want, "logits of a .pth")
+            with self.assertRaises(relattn.RelattnError) as e:
+                relattn.Model(path)   # two state dicts, neither named as usual: asks which
+            self.assertIn("--key", str(e.exception))
+            m = relattn.Model(path, key="teacher", set={"labels": json.dumps([str(i) for i in range(10)])})
+            self.assertEqual(json.loads(m.meta["labels"])[3], "3")
 
 
 if __name__ == "__main__":
