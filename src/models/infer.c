@@ -310,20 +310,31 @@ static ra_status infer_vit(infer *c) {
 
 /* ---- swin_block (one Swin block, official or torchvision names) ----------- */
 
-static ra_status infer_block(infer *c) {
-    const ra_st_tensor *n1 = find(c, "norm1.weight"), *tb = find(c, "attn.relative_position_bias_table");
-    if (!n1 || n1->ndim != 1 || !tb || tb->ndim != 2)
-        return rai_fail(RA_ERR_FORMAT, "swin_block: no norm1.weight or attn.relative_position_bias_table");
+/* What a block (2-D or 3-D) shows of itself: dim (norm1), num_heads (the
+ * bias table's columns), mlp_ratio, qkv_bias; *tb its table. */
+static ra_status block_common(infer *c, const char *arch, const ra_st_tensor **tb) {
+    const ra_st_tensor *n1 = find(c, "norm1.weight");
+    *tb = find(c, "attn.relative_position_bias_table");
+    if (!n1 || n1->ndim != 1 || !*tb || (*tb)->ndim != 2)
+        return rai_fail(RA_ERR_FORMAT, "%s: no norm1.weight or attn.relative_position_bias_table", arch);
     char from[200];
     const int64_t C = n1->shape[0];
-    const int w = window_of_rows(tb->shape[0]);
     ra_status st = putf(c, "dim", from_t(from, sizeof from, n1), "%lld", (long long)C);
-    if (!st) st = putf(c, "num_heads", from_t(from, sizeof from, tb), "%lld", (long long)tb->shape[1]);
-    if (!st && w) st = putf(c, "window_size", from, "%d", w);
+    if (!st) st = putf(c, "num_heads", from_t(from, sizeof from, *tb), "%lld", (long long)(*tb)->shape[1]);
     const ra_st_tensor *fc1 = find(c, "mlp.fc1.weight");
-    if (!fc1) fc1 = find(c, "mlp.0.weight");
+    if (!fc1) fc1 = find(c, "mlp.0.weight");   /* torchvision's */
     if (!st && fc1 && fc1->ndim == 2) st = put_ratio(c, fc1->shape[0], C, fc1);
-    if (!st) st = put_bool(c, "qkv_bias", find(c, "attn.qkv.bias") != NULL, "weights: qkv bias present or not");
+    if (!st) st = put_bool(c, "qkv_bias", find(c, "attn.qkv.bias") || find(c, "attn.q.bias"),
+                           "weights: q/qkv bias present or not");
+    return st;
+}
+
+static ra_status infer_block(infer *c) {
+    const ra_st_tensor *tb;
+    char from[200];
+    ra_status st = block_common(c, "swin_block", &tb);
+    const int w = st ? 0 : window_of_rows(tb->shape[0]);
+    if (!st && w) st = putf(c, "window_size", from_t(from, sizeof from, tb), "%d", w);
     /* the official block saves its shift mask (nW, N, N) when it shifts:
      * nW windows of a square map the windows tile (as the official code
      * requires), shifted by half a window (as every Swin does) */
@@ -343,18 +354,10 @@ static ra_status infer_block(infer *c) {
 /* ---- swin_block_3d (Video Swin / RSTT blocks) ----------------------------- */
 
 static ra_status infer_block_3d(infer *c) {
-    const ra_st_tensor *n1 = find(c, "norm1.weight"), *tb = find(c, "attn.relative_position_bias_table");
-    if (!n1 || n1->ndim != 1 || !tb || tb->ndim != 2)
-        return rai_fail(RA_ERR_FORMAT, "swin_block_3d: no norm1.weight or attn.relative_position_bias_table");
-    char from[200];
-    const int64_t C = n1->shape[0];
-    ra_status st = putf(c, "dim", from_t(from, sizeof from, n1), "%lld", (long long)C);
-    if (!st) st = putf(c, "num_heads", from_t(from, sizeof from, tb), "%lld", (long long)tb->shape[1]);
-    const ra_st_tensor *fc1 = find(c, "mlp.fc1.weight");
-    if (!st && fc1 && fc1->ndim == 2) st = put_ratio(c, fc1->shape[0], C, fc1);
+    const ra_st_tensor *tb;
+    ra_status st = block_common(c, "swin_block_3d", &tb);
+    if (st) return st;
     const int cross = find(c, "norm_kv.weight") != NULL;
-    if (!st) st = put_bool(c, "qkv_bias", find(c, "attn.qkv.bias") || find(c, "attn.q.bias"),
-                           "weights: q/qkv bias present or not");
     /* self-attention: the window (Wd, W, W) whose table and index match */
     const ra_st_tensor *ix = find(c, "attn.relative_position_index");
     if (!st && !cross && ix && ix->ndim == 2 && ix->shape[0] == ix->shape[1]) {
