@@ -12,7 +12,8 @@ static const char classify_help[] =
     "\n"
     "Classifies PNG and JPEG images with a swin or vit model file.\n"
     "Each image goes through the ImageNet evaluation transform of timm and\n"
-    "torchvision: resize the shorter side to R (default C / 0.875), centre crop\n"
+    "torchvision: resize the shorter side to R (default C / crop_pct, the metadata's\n"
+    "crop_pct or 0.875), centre crop\n"
     "C x C (default the model's img_size), scale to [0, 1], normalise with the\n"
     "metadata's \"mean\" and \"std\" (\"r,g,b\"; default ImageNet's). Prints the top K\n"
     "(default 5) classes with softmax probabilities, named by the metadata's\n"
@@ -78,7 +79,13 @@ int cmd_classify(int argc, char **argv) {
     }
     if (!crop) crop = ra_model_meta(m, "img_size") ? atoi(ra_model_meta(m, "img_size")) : 224;
     if (crop < 1 || crop > 8192) { code = fail(EX_DATAERR, "model img_size is unusable"); goto done; }
-    if (!resize) resize = in_chans == 1 ? crop : (int)(crop / 0.875);   /* grey: MNIST-like */
+    double crop_pct = 0.875;   /* timm's and torchvision's default; the metadata's crop_pct */
+    const char *cp = ra_model_meta(m, "crop_pct");
+    if (cp && !(sscanf(cp, "%lf", &crop_pct) == 1 && crop_pct >= 0.05 && crop_pct <= 1.0)) {
+        code = fail(EX_DATAERR, "model crop_pct '%s' is not in [0.05, 1]", safe_text(cp));
+        goto done;
+    }
+    if (!resize) resize = in_chans == 1 ? crop : (int)(crop / crop_pct);   /* grey: MNIST-like */
     if (resize < crop) resize = crop;
     if ((ra_model_meta(m, "mean") && !parse_triple(mean, ra_model_meta(m, "mean"))) ||
         (ra_model_meta(m, "std") && !parse_triple(stdv, ra_model_meta(m, "std"))) ||

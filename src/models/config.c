@@ -619,6 +619,19 @@ static ra_status timm_norm(cfg_out *o, const json_t *pcfg, const char *key) {
     return norm_values(o, pcfg, key, key, "config.json", where);
 }
 
+/* pretrained_cfg's crop_pct: classify resizes to img_size / crop_pct
+ * before its centre crop, as timm's evaluation transform. */
+static ra_status timm_crop(cfg_out *o, const json_t *pcfg) {
+    const json_t *v = json_object_get(pcfg, "crop_pct");
+    double x;
+    char buf[40];
+    if (!v || json_is_null(v)) return RA_OK;
+    ra_status st = as_num(v, "pretrained_cfg.crop_pct", 0.05, 1.0, &x);
+    if (st) return st;
+    fmt_double(buf, sizeof buf, x);
+    return put(o, "crop_pct", buf, "config.json pretrained_cfg.crop_pct");
+}
+
 /* transformers' preprocessor_config.json (an image processor's settings):
  * its image_mean and image_std. */
 static ra_status from_preprocessor(cfg_out *o, const json_t *root) {
@@ -730,6 +743,7 @@ static ra_status from_timm(cfg_out *o, const json_t *root) {
     if (!st) st = timm_name(o, base, arch);
     if (!st) st = timm_norm(o, pcfg, "mean");
     if (!st) st = timm_norm(o, pcfg, "std");
+    if (!st) st = timm_crop(o, pcfg);
     if (!st) st = timm_label_names(o, root, pcfg, ncls, tag);
     return st;
 }
