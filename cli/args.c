@@ -193,20 +193,27 @@ ra_load_options model_options;
 int take_model_options(int *argc, char **argv) {
     enum { MAX_SETS = 64 };
     static const char *sets[MAX_SETS];
-    int n = 0, k = 0;
+    int n = 0, k = 0, prec_given = 0;
     memset(&model_options, 0, sizeof model_options);
     for (int i = 0; i < *argc; i++) {
         const char *a = argv[i], *v = NULL;
         const int is_key = !strncmp(a, "--key", 5) && (!a[5] || a[5] == '=');
         const int is_set = !strncmp(a, "--set", 5) && (!a[5] || a[5] == '=');
-        if (!is_key && !is_set) {
+        const int is_prec = !strncmp(a, "--precision", 11) && (!a[11] || a[11] == '=');
+        if (!is_key && !is_set && !is_prec) {
             argv[k++] = argv[i];
             continue;
         }
-        if (a[5] == '=') v = a + 6;
+        const size_t len = is_prec ? 11 : 5;
+        if (a[len] == '=') v = a + len + 1;
         else if (i + 1 < *argc) v = argv[++i];
-        else return usage_error("option %.5s needs a value", a), 0;
-        if (is_key) {
+        else return usage_error("option %.*s needs a value", (int)len, a), 0;
+        if (is_prec) {
+            const int p = ra_precision_parse(v);
+            if (p < 0) return usage_error("--precision '%s': fp32, bf16 or int8", v), 0;
+            if (prec_given++) return usage_error("option --precision given twice"), 0;
+            model_options.precision = (ra_precision)p;
+        } else if (is_key) {
             if (model_options.key) return usage_error("option --key given twice"), 0;
             model_options.key = v;
         } else {

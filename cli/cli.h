@@ -75,8 +75,8 @@ typedef struct {
     const char *value;   /* set when given (flags: "1") */
 } opt;
 
-/* Model sources (docs/reference.md, section 2): --key PATH and --set
- * KEY=VALUE (repeatable) are taken out of argv (*argc updated) into
+/* Model sources (docs/reference.md, section 2): --key PATH, --set
+ * KEY=VALUE (repeatable) and --precision P are taken out of argv (*argc updated) into
  * model_options, for the commands that open a model with open_model.
  * 1 on success; 0 after printing a usage error. */
 int take_model_options(int *argc, char **argv);
@@ -87,7 +87,8 @@ ra_status open_model(ra_model **m, const char *path);
     "MODEL is a relattn model file, a safetensors state_dict, a PyTorch checkpoint\n"         \
     "(.pth, .bin, .pth.tar) or a timm / Hugging Face model folder.\n"                          \
     "  --key PATH       the state dict inside a checkpoint (default: found)\n"                 \
-    "  --set KEY=VALUE  set a hyperparameter or metadata value (repeatable)\n"
+    "  --set KEY=VALUE  set a hyperparameter or metadata value (repeatable)\n"       \
+    "  --precision P    fp32 (default), bf16 or int8: the networks' products\n"
 
 /* 1 on success; 0 after printing a usage error. */
 int parse_args(int argc, char **argv, opt *opts, const char **pos, int maxpos, int *npos);

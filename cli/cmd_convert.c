@@ -69,6 +69,9 @@ static ra_status convert(const char *in, const char *outp, ra_dtype dtype) {
 
 int cmd_convert(int argc, char **argv) {
     if (!take_model_options(&argc, argv)) return EX_USAGE;
+    if (model_options.precision != RA_PRECISION_FP32)
+        return usage_error("--precision is how a model computes, not what convert writes: "
+                           "--dtype f16|bf16 chooses the file's type");
     opt opts[] = {{"-o", 1, 0}, {"--output", 1, 0}, {"--dtype", 1, 0}, {"--help", 0, 0},
                   {"-h", 0, 0}, {0, 0, 0}};
     const char *pos[1];

@@ -45,8 +45,9 @@ int cmd_inspect(int argc, char **argv) {
     if (json) {
         /* every string from the file escaped; a count too large for int64
          * (or none) is null */
-        printf("{\"arch\": \"%s\", \"scheme\": \"%s\", \"parameters\": %lld, \"flops\": ",
-               ra_arch_name(ra_model_arch(m)), ra_model_scheme(m), (long long)count);
+        printf("{\"arch\": \"%s\", \"scheme\": \"%s\", \"precision\": \"%s\", "
+               "\"parameters\": %lld, \"flops\": ", ra_arch_name(ra_model_arch(m)),
+               ra_model_scheme(m), ra_precision_name(ra_model_precision(m)), (long long)count);
         if (flops >= 0) printf("%lld", (long long)flops);
         else printf("null");
         printf(", \"metadata\": {");
@@ -70,6 +71,7 @@ int cmd_inspect(int argc, char **argv) {
     } else {
         printf("arch:           %s\n", ra_arch_name(ra_model_arch(m)));
         printf("naming scheme:  %s\n", ra_model_scheme(m));
+        printf("precision:      %s\n", ra_precision_name(ra_model_precision(m)));
         const char *arch_src = ra_model_meta(m, "relattn.source.arch");
         const char *ckpt = ra_model_meta(m, "relattn.source.checkpoint");
         const char *sd = ra_model_meta(m, "relattn.source.state_dict");

@@ -1003,6 +1003,17 @@ typedef struct ra_model ra_model;   /* opaque */
 ra_status ra_model_load(ra_model **out, const char *path);
 ra_status ra_model_from_file(ra_model **out, const ra_st_file *f);
 
+/* The arithmetic of a network's products (docs/reference.md, section 6):
+ * float32 (the default, PyTorch's numbers), bfloat16 (weights and each
+ * product's input rounded to bfloat16, float32 sums) or int8 (weights per
+ * output channel, inputs per row, symmetric; float32 sums). */
+typedef enum ra_precision {
+    RA_PRECISION_FP32 = 0, RA_PRECISION_BF16, RA_PRECISION_INT8
+} ra_precision;
+/* "fp32", "bf16", "int8" (NULL for another value); parse: -1 if unknown. */
+const char *ra_precision_name(ra_precision p);
+int ra_precision_parse(const char *s);
+
 /* How ra_model_open reads what it is given. Zero it, then set what you need. */
 typedef struct ra_load_options {
     const char *key;          /* the state dict inside a PyTorch checkpoint: a path of
@@ -1010,7 +1021,8 @@ typedef struct ra_load_options {
     const char *const *set;   /* nset "KEY=VALUE": metadata set over what the file
                                  has or what is inferred (--set) */
     int nset;
-    int reserved[8];          /* zero */
+    ra_precision precision;   /* as ra_model_set_precision after loading */
+    int reserved[7];          /* zero */
 } ra_load_options;
 
 /* Open any model path (docs/reference.md, section 2): a relattn model file,
@@ -1030,6 +1042,14 @@ ra_status ra_model_open(ra_model **out, const char *path, const ra_load_options 
  * data NULL: read them with ra_st_read_f32. */
 ra_status ra_model_source(ra_st_file **out, const char *path, const ra_load_options *o);
 void ra_model_free(ra_model *m);
+
+/* Compute m's products in precision p from now on: its Linear weights are
+ * rounded (bf16) or quantised (int8) in place, once; inference only
+ * (ra_model_forward_train refuses a model not in fp32). Networks only
+ * (swin, swinv2, vit, swin_block, swin_block_3d); RA_ERR_ARG for an
+ * attention layer, or to go back to fp32 or on to another precision. */
+ra_status ra_model_set_precision(ra_model *m, ra_precision p);
+ra_precision ra_model_precision(const ra_model *m);
 
 /* A model made from hyperparameters alone: meta holds nmeta key/value pairs
  * (key, value, key, value, ...) as a model file's __metadata__

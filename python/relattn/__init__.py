@@ -177,16 +177,21 @@ class Model:
     mask, dy. Outputs are named as `relattn forward/backward` writes them.
     """
 
-    def __init__(self, path, key=None, set=None):
+    def __init__(self, path, key=None, set=None, precision="fp32"):
         """path: a relattn model file, a safetensors state_dict, a PyTorch
         checkpoint (.pth, .bin, .pth.tar) or a timm / Hugging Face model
         folder. key: the state dict inside a checkpoint ("model",
         "state_dict/ema"); set: {KEY: VALUE} set over the file's or the
-        inferred metadata (`relattn --set`)."""
+        inferred metadata (`relattn --set`); precision: "fp32", "bf16" or
+        "int8", the arithmetic of a network's products."""
         h = ctypes.c_void_p()
         sets = [f"{k}={v}".encode() for k, v in (set or {}).items()]
         arr = (ctypes.c_char_p * max(1, len(sets)))(*sets)
-        o = LoadOptions(key=key.encode() if key else None, set=arr, nset=len(sets))
+        prec = lib.ra_precision_parse(str(precision).encode())
+        if prec < 0:
+            raise ValueError("precision %r: fp32, bf16 or int8" % (precision,))
+        o = LoadOptions(key=key.encode() if key else None, set=arr, nset=len(sets),
+                        precision=prec)
         check(lib.ra_model_open(ctypes.byref(h), os.fsencode(path), ctypes.byref(o)))
         self._h = h
         self.path = path
@@ -197,6 +202,7 @@ class Model:
             self.meta[k.decode()] = lib.ra_model_meta(h, k).decode()
         self.arch = self.meta.get("arch")
         self.scheme = lib.ra_model_scheme(h).decode()
+        self.precision = lib.ra_precision_name(lib.ra_model_precision(h)).decode()
 
     def close(self):
         if getattr(self, "_h", None):

@@ -126,10 +126,14 @@ _sig("ra_model_load", _I, ctypes.POINTER(_P), _S)
 class LoadOptions(ctypes.Structure):
     """ra_load_options: how ra_model_open reads a model path."""
     _fields_ = [("key", ctypes.c_char_p), ("set", ctypes.POINTER(ctypes.c_char_p)),
-                ("nset", ctypes.c_int), ("reserved", ctypes.c_int * 8)]
+                ("nset", ctypes.c_int), ("precision", ctypes.c_int),
+                ("reserved", ctypes.c_int * 7)]
 
 
 _sig("ra_model_open", _I, ctypes.POINTER(_P), _S, ctypes.POINTER(LoadOptions))
+_sig("ra_precision_parse", _I, _S)
+_sig("ra_precision_name", _S, _I)
+_sig("ra_model_precision", _I, _P)
 _sig("ra_model_free", None, _P)
 _sig("ra_model_meta_count", _I, _P)
 _sig("ra_model_meta_key", _S, _P, _I)

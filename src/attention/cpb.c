@@ -4,6 +4,7 @@
  * projections and the core; the check of a saved coordinate table is the
  * loaders'. */
 #include "attention/cpb.h"
+#include "nn/precision.h"
 
 #include <math.h>
 #include <string.h>
@@ -33,9 +34,11 @@ ra_status rai_swinv2_coords(float *coords, int wh, int ww, const int pretrained[
 
 void rai_cpb_forward(float *table, float *hid, const float *coords, int64_t t, int nh,
                      const float *w1, const float *b1, const float *w2) {
+    const ra_precision was = rai_precision_set(RA_PRECISION_FP32);   /* a position table */
     ra_linear_forward(hid, coords, w1, b1, t, RA_CPB_HIDDEN, 2);
     for (int64_t e = 0; e < t * RA_CPB_HIDDEN; e++) hid[e] = hid[e] > 0 ? hid[e] : 0.0f;
     ra_linear_forward(table, hid, w2, NULL, t, nh, RA_CPB_HIDDEN);
+    rai_precision_set(was);
     for (int64_t e = 0; e < t * nh; e++) table[e] = 16.0f / (1.0f + expf(-table[e]));
 }
 

@@ -50,7 +50,8 @@ void rai_arena_reset(rai_arena *a, size_t mark);
  * time) and freed when the thread ends (OpenMP's pool threads keep theirs);
  * 64-byte aligned; NULL without memory. A slot is one user's: the packed
  * panels of a product, say. */
-enum { RAI_BUFFER_GEMM, RAI_BUFFER_GEMM512_PACK, RAI_BUFFER_GEMM512_TN, RAI_THREAD_BUFFERS };
+enum { RAI_BUFFER_GEMM, RAI_BUFFER_GEMM512_PACK, RAI_BUFFER_GEMM512_TN, RAI_BUFFER_PRECISION,
+       RAI_THREAD_BUFFERS };
 void *rai_thread_buffer(int slot, size_t bytes);
 
 #endif

@@ -24,6 +24,15 @@ ra_status rai_fail(ra_status s, const char *fmt, ...) RA_PRINTF(2, 3);
 #define RA_MAX_PARTS 64
 ra_status rai_run_parts(int n, ra_status (*part)(void *ctx, int s), void *ctx);
 
+/* The precision of the calling thread's Linear products (src/nn/precision.c
+ * rounds by it; ra_model_forward sets it, rai_run_parts hands it to its
+ * threads); set returns the one before. A rounding without memory marks
+ * the thread (rai_precision_fail); rai_precision_failed says so once. */
+ra_precision rai_precision_get(void);
+ra_precision rai_precision_set(ra_precision p);
+void rai_precision_fail(void);
+int rai_precision_failed(void);
+
 /* ra_clip_grad_norm in two halves, for gradients spread over processes:
  * the sum of the squared per-tensor norms (each rounded to a float, as
  * PyTorch), and the scaling of the gradients by min(1, max_norm / (total +

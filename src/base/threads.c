@@ -24,19 +24,44 @@ int ra_threads_get(void) {
     return requested > 0 ? requested : omp_get_max_threads();
 }
 
+static _Thread_local ra_precision precision;
+static _Thread_local int precision_failed;
+
+ra_precision rai_precision_get(void) { return precision; }
+
+ra_precision rai_precision_set(ra_precision p) {
+    const ra_precision was = precision;
+    precision = p;
+    return was;
+}
+
+void rai_precision_fail(void) { precision_failed = 1; }
+
+int rai_precision_failed(void) {
+    const int f = precision_failed;
+    precision_failed = 0;
+    return f;
+}
+
 ra_status rai_run_parts(int n, ra_status (*part)(void *ctx, int s), void *ctx) {
     if (n < 1 || n > RA_MAX_PARTS) return rai_fail(RA_ERR_INTERNAL, "%d parts", n);
     if (n == 1) return part(ctx, 0);
     ra_status st[RA_MAX_PARTS];
     char why[512] = "";
-    #pragma omp parallel for num_threads(n) schedule(static, 1)
+    const ra_precision prec = precision;   /* the parts compute as the caller does */
+    int failed = 0;
+    #pragma omp parallel for num_threads(n) schedule(static, 1) reduction(| : failed)
     for (int s = 0; s < n; s++) {
+        const ra_precision was = rai_precision_set(prec);
         st[s] = part(ctx, s);
+        failed |= rai_precision_failed();
+        rai_precision_set(was);
         if (st[s]) {   /* the reason is this thread's: keep it */
             #pragma omp critical(rai_run_parts)
             if (!why[0]) snprintf(why, sizeof why, "%s", ra_last_error());
         }
     }
+    if (failed) precision_failed = 1;
     for (int s = 0; s < n; s++)
         if (st[s]) return rai_fail(st[s], "%s", why);
     return RA_OK;

@@ -11,6 +11,7 @@
  * buffer with named pointers into it.
  * How an arch plugs in: models/model.h; which archs there are: registry.c. */
 #include "models/model.h"
+#include "nn/precision.h"
 
 
 #include <jansson.h>
@@ -300,6 +301,21 @@ typedef struct {
     int64_t ys[RA_MAX_PARTS][4];
 } forward_parts;
 
+/* m's forward on this thread in m's precision. */
+static ra_status forward_in_precision(const ra_model *m, float **y, int *y_ndim,
+                                      int64_t y_shape[4], const float *x, int x_ndim,
+                                      const int64_t *x_shape) {
+    const ra_precision was = rai_precision_set(m->precision);
+    rai_precision_failed();
+    ra_status st = m->ops->forward(m, y, y_ndim, y_shape, x, x_ndim, x_shape);
+    if (rai_precision_failed() && !st) {
+        rai_free(*y), *y = NULL;
+        st = rai_fail(RA_ERR_NOMEM, "model forward: out of memory rounding a product's input");
+    }
+    rai_precision_set(was);
+    return st;
+}
+
 static ra_status forward_part(void *ctx, int s) {
     forward_parts *c = ctx;
     const int64_t B = c->x_shape[0], b0 = B * s / c->parts, b1 = B * (s + 1) / c->parts;
@@ -308,8 +324,8 @@ static ra_status forward_part(void *ctx, int s) {
     xs[0] = b1 - b0;
     ra_model *r = c->train[s];
     if (!r)
-        return c->m->ops->forward(c->m, &c->y[s], &c->nd[s], c->ys[s], c->x + b0 * c->per_x,
-                                  c->x_ndim, xs);
+        return forward_in_precision(c->m, &c->y[s], &c->nd[s], c->ys[s], c->x + b0 * c->per_x,
+                                    c->x_ndim, xs);
     if (r != c->m)   /* a replica takes the weights as they are now */
         memcpy(r->weights, c->m->weights, (size_t)c->m->total * sizeof *r->weights);
     return r->ops->forward_train(r, &c->y[s], &c->nd[s], c->ys[s], c->x + b0 * c->per_x,
@@ -366,7 +382,7 @@ ra_status ra_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_
         return rai_fail(RA_ERR_ARG, "%s is an attention layer: use ra_attn_layer_forward",
                         m->ops->name);
     const int S = batch_shards(m, x_ndim, x_shape);
-    if (S < 2) return m->ops->forward(m, y, y_ndim, y_shape, x, x_ndim, x_shape);
+    if (S < 2) return forward_in_precision(m, y, y_ndim, y_shape, x, x_ndim, x_shape);
     forward_parts c = {.m = m, .x = x, .x_ndim = x_ndim, .parts = S, .x_shape = x_shape};
     int64_t per_y;
     return forward_shards(&c, y, y_ndim, y_shape, &per_y);
@@ -461,6 +477,9 @@ ra_status ra_model_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_
     if (!ra_model_trainable(m))
         return rai_fail(RA_ERR_ARG, "%s has no training forward (attention layers: use "
                         "ra_attn_layer_backward)", m->ops->name);
+    if (m->precision != RA_PRECISION_FP32)
+        return rai_fail(RA_ERR_ARG, "training runs in fp32; this model computes in %s",
+                        ra_precision_name(m->precision));
     *y = NULL;
     m->shards = 1;
     int S = rng ? 1 : batch_shards(m, x_ndim, x_shape);
@@ -625,3 +644,42 @@ ra_status rai_model_create_arch(ra_model **out, const rai_arch_ops *ops, const c
     *out = m;
     return RA_OK;
 }
+
+/* ---- precision ---------------------------------------------------------- */
+
+/* The parameters that are Linear weights: what a precision rounds. The
+ * patch embedding (a convolution), the position tables, SwinV2's CPB MLP
+ * (it makes a position table) and the norms stay float32. */
+static int linear_weight(const ra_param_info *p) {
+    static const char *const ends[] = {"qkv.weight", "attn.proj.weight", "fc1.weight",
+                                       "fc2.weight", "reduction.weight", "head.weight",
+                                       "attn.q.weight", "attn.kv.weight"};
+    const size_t n = strlen(p->name);
+    if (p->ndim != 2 || p->offset < 0) return 0;
+    for (size_t i = 0; i < sizeof ends / sizeof *ends; i++) {
+        const size_t k = strlen(ends[i]);
+        if (n >= k && !strcmp(p->name + n - k, ends[i]) && (n == k || p->name[n - k - 1] == '.'))
+            return 1;
+    }
+    return 0;
+}
+
+ra_status ra_model_set_precision(ra_model *m, ra_precision p) {
+    if (!m) return rai_fail(RA_ERR_ARG, "model precision: NULL model");
+    if (!ra_precision_name(p)) return rai_fail(RA_ERR_ARG, "model precision: unknown value %d", (int)p);
+    if (p == m->precision) return RA_OK;
+    if (m->precision != RA_PRECISION_FP32)
+        return rai_fail(RA_ERR_ARG, "model precision: the model is in %s already (its weights "
+                        "were rounded): load it again", ra_precision_name(m->precision));
+    if (!m->ops->forward || m->ops->attn_layer)
+        return rai_fail(RA_ERR_ARG, "precision %s is for networks (swin, swinv2, vit, swin_block, "
+                        "swin_block_3d), not %s", ra_precision_name(p), m->ops->name);
+    for (int i = 0; i < m->nparams; i++)
+        if (linear_weight(&m->params[i]))
+            rai_precision_weights(m->weights + m->params[i].offset, m->params[i].shape[0],
+                                  m->params[i].shape[1], p);
+    m->precision = p;
+    return RA_OK;
+}
+
+ra_precision ra_model_precision(const ra_model *m) { return m ? m->precision : RA_PRECISION_FP32; }

@@ -38,6 +38,7 @@ struct ra_model {
     int nrep, shards;
     int rep_failed;           /* a replica could not be made: not tried again */
     int64_t batch, per_x, per_y;
+    ra_precision precision;   /* of the products (ra_model_set_precision) */
 };
 
 /* What a file tensor is, for the loader. */

@@ -260,5 +260,10 @@ ra_status ra_model_open(ra_model **out, const char *path, const ra_load_options 
     st = ra_model_from_file(out, f);
     set_scheme(*out, f);
     ra_st_close(f);
+    if (!st && o && o->precision != RA_PRECISION_FP32 &&
+        (st = ra_model_set_precision(*out, o->precision))) {
+        ra_model_free(*out);
+        *out = NULL;
+    }
     return st;
 }

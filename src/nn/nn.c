@@ -8,6 +8,7 @@
  * of the kernel set chosen now (src/kernels/nn_kernels.h, dispatch.c). */
 #include "base/internal.h"
 #include "nn/nn.h"
+#include "nn/precision.h"
 #include "kernels/nn_kernels.h"
 #include "kernels/gemm_kernels.h"
 
@@ -129,6 +130,9 @@ static void linear_unfused(float *y, const float *x, const float *w, const float
 void rai_linear_fused(float *y, const float *x, const float *w, const float *b, int64_t m, int n,
                       int k, int gelu, float *res, const int32_t *map) {
     if (m <= 0 || n <= 0) return;
+    /* the input as the thread's precision rounds it (float32: x itself);
+     * without memory the product is skipped and the forward fails */
+    if (!(x = rai_precision_input(x, m, k, rai_precision_get()))) return;
     const rai_nn_kernel kn = nn_kernels();
     if (k > 0 && kn.gemm &&
         kn.gemm(y, n, x, k, w, k, 0, m, n, k, b, gelu, NULL, NULL, res, n, map,
@@ -703,7 +707,10 @@ ra_status ra_patch_embed_forward(float *y,             /* (B, L, E) */
                 }
             }
     }
+    /* a convolution: float32 whatever the thread's precision (nn/precision.h) */
+    const ra_precision was = rai_precision_set(RA_PRECISION_FP32);
     ra_linear_forward(y, cols, weight, bias, rows, e, kc);
+    rai_precision_set(was);
     return RA_OK;
 }
 

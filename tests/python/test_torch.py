@@ -255,6 +255,13 @@ class Checkpoints(unittest.TestCase):
             with self.assertRaises(relattn.RelattnError) as e:
                 relattn.Model(path)   # two state dicts, neither named as usual: asks which
             self.assertIn("--key", str(e.exception))
+            mb = relattn.Model(path, key="student", precision="bf16")
+            self.assertEqual(mb.precision, "bf16")
+            yb = torch.from_numpy(mb.forward(x=x.numpy())["y"])
+            rel = float((yb - want).norm() / want.norm())
+            self.assertTrue(1e-5 < rel < 3e-2, "bf16 moved the logits by %g" % rel)
+            with self.assertRaises(ValueError):
+                relattn.Model(path, key="student", precision="fp16")
             m = relattn.Model(path, key="teacher", set={"labels": json.dumps([str(i) for i in range(10)])})
             self.assertEqual(json.loads(m.meta["labels"])[3], "3")
 

@@ -1,0 +1,66 @@
+/* precision.c - reduced precision as rounding points (nn/precision.h). */
+#include "nn/precision.h"
+
+#include "base/arena.h"
+
+#include <math.h>
+#include <string.h>
+
+float rai_round_bf16(float v) {
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return v;   /* NaN */
+    u = (u + 0x7FFFu + (u >> 16 & 1u)) & 0xFFFF0000u;
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+
+/* n values of a row as symmetric int8 with one scale, dequantised: q x s
+ * with s = max|x| / 127, q = round-half-even(x / s). A row of zeros (or
+ * with an infinity or NaN, left to propagate) is kept. */
+static void int8_row(float *out, const float *x, int64_t n) {
+    float amax = 0.0f;
+    for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
+    const float s = amax / 127.0f;
+    if (!(s > 0.0f) || !isfinite(s)) {
+        if (out != x) memcpy(out, x, (size_t)n * sizeof *out);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        float q = nearbyintf(x[i] / s);
+        q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
+        out[i] = q * s;
+    }
+}
+
+const float *rai_precision_input(const float *x, int64_t m, int k, ra_precision p) {
+    if (p == RA_PRECISION_FP32 || m <= 0 || k <= 0) return x;
+    size_t bytes;
+    if (!rai_mul_size(&bytes, (size_t)m * (size_t)k, sizeof(float))) return rai_precision_fail(), NULL;
+    float *out = rai_thread_buffer(RAI_BUFFER_PRECISION, bytes);
+    if (!out) return rai_precision_fail(), NULL;
+    if (p == RA_PRECISION_BF16) {
+        for (int64_t i = 0; i < m * k; i++) out[i] = rai_round_bf16(x[i]);
+    } else {
+        for (int64_t r = 0; r < m; r++) int8_row(out + r * k, x + r * k, k);
+    }
+    return out;
+}
+
+void rai_precision_weights(float *w, int64_t n, int64_t k, ra_precision p) {
+    if (p == RA_PRECISION_BF16)
+        for (int64_t i = 0; i < n * k; i++) w[i] = rai_round_bf16(w[i]);
+    else if (p == RA_PRECISION_INT8)
+        for (int64_t r = 0; r < n; r++) int8_row(w + r * k, w + r * k, k);
+}
+
+const char *ra_precision_name(ra_precision p) {
+    return p == RA_PRECISION_FP32 ? "fp32" : p == RA_PRECISION_BF16 ? "bf16"
+         : p == RA_PRECISION_INT8 ? "int8" : NULL;
+}
+
+int ra_precision_parse(const char *s) {
+    for (int p = RA_PRECISION_FP32; s && p <= RA_PRECISION_INT8; p++)
+        if (!strcmp(s, ra_precision_name((ra_precision)p))) return p;
+    return -1;
+}

@@ -1,0 +1,183 @@
+/* test_precision.c - the bf16 and int8 precisions as rounding points
+ * (nn/precision.h; docs/reference.md section 6, "Precisions"): the
+ * roundings bit by bit, a Linear product in a precision against the float32
+ * product of the rounded input, ra_model_set_precision rounding exactly the
+ * Linear weights, a network's forward in bf16 / int8 against float32 (the
+ * size of the difference), and the refusals. PyTorch's twin of whole
+ * networks is tests/test_precision.sh. */
+#include "check.h"
+#include "nn/precision.h"
+#include "relattn.h"
+
+#include <stdint.h>
+#include <string.h>
+
+static float bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+static uint32_t ubits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static void roundings(void) {
+    /* bfloat16: nearest, ties to even, NaN kept, overflow to infinity */
+    static const uint32_t in[][2] = {
+        {0x3F800000u, 0x3F800000u},   /* 1 */
+        {0x3F808000u, 0x3F800000u},   /* 1 + 2^-8: a tie, to even (down) */
+        {0x3F818000u, 0x3F820000u},   /* 1 + 3 * 2^-8: a tie, to even (up) */
+        {0x3F808001u, 0x3F810000u},   /* just above the tie */
+        {0x3F807FFFu, 0x3F800000u},   /* just below */
+        {0x7F7FFFFFu, 0x7F800000u},   /* the largest float: infinity */
+        {0xFF7FFFFFu, 0xFF800000u},
+        {0x00008000u, 0x00000000u},   /* subnormal tie to even (zero) */
+        {0x00018000u, 0x00020000u},
+        {0x80000000u, 0x80000000u},   /* -0 */
+    };
+    for (size_t i = 0; i < sizeof in / sizeof *in; i++) {
+        const uint32_t got = ubits(rai_round_bf16(bits(in[i][0])));
+        CHECK(got == in[i][1], "bf16(%08x) = %08x, want %08x", in[i][0], got, in[i][1]);
+    }
+    CHECK(isnan(rai_round_bf16(NAN)), "NaN");
+    CHECK(ubits(rai_round_bf16(INFINITY)) == 0x7F800000u, "inf");
+
+    /* int8 per row: scale max|x| / 127, round half even, clamp */
+    float w[2][5] = {{127.0f, -63.5f, 0.5f, 1.5f, -2.5f}, {0, 0, 0, 0, 0}};
+    rai_precision_weights(&w[0][0], 2, 5, RA_PRECISION_INT8);
+    const float want[5] = {127.0f, -64.0f, 0.0f, 2.0f, -2.0f};   /* scale 1: halves to even */
+    for (int j = 0; j < 5; j++) CHECK(w[0][j] == want[j], "int8[%d] = %g, want %g", j, w[0][j], want[j]);
+    for (int j = 0; j < 5; j++) CHECK(w[1][j] == 0.0f, "a row of zeros stays");
+    float v[3] = {0.3f, -1.27f, 0.01f};   /* scale 0.01: 30, -127, 1 */
+    rai_precision_weights(v, 1, 3, RA_PRECISION_INT8);
+    const float s = 1.27f / 127.0f;
+    CHECK(v[0] == 30.0f * s && v[1] == -127.0f * s && v[2] == 1.0f * s,
+          "int8 row: %.9g %.9g %.9g", v[0], v[1], v[2]);
+}
+
+/* A Linear in precision p = the float32 Linear of the input rounded as p
+ * rounds it (bit for bit), and differs from the float32 one. */
+static void linear(ra_precision p) {
+    enum { M = 37, N = 29, K = 300 };
+    static float x[M * K], xr[M * K], w[N * K], b[N], y1[M * N], y2[M * N], y0[M * N];
+    uint64_t s = 12345;
+    for (int i = 0; i < M * K; i++) x[i] = (float)((s = s * 6364136223846793005ull + 1) >> 40) / 16777216.0f - 0.5f;
+    for (int i = 0; i < N * K; i++) w[i] = (float)((s = s * 6364136223846793005ull + 1) >> 40) / 16777216.0f - 0.5f;
+    for (int i = 0; i < N; i++) b[i] = 0.01f * (float)i;
+    memcpy(xr, x, sizeof x);
+    rai_precision_weights(xr, M, K, p);   /* per row, as the inputs are rounded */
+    ra_linear_forward(y0, x, w, b, M, N, K);
+    ra_linear_forward(y2, xr, w, b, M, N, K);
+    const ra_precision was = rai_precision_set(p);
+    ra_linear_forward(y1, x, w, b, M, N, K);
+    rai_precision_set(was);
+    CHECK(memcmp(y1, y2, sizeof y1) == 0, "%s: the product of the rounded input differs",
+          ra_precision_name(p));
+    CHECK(memcmp(y1, y0, sizeof y1) != 0, "%s: nothing was rounded", ra_precision_name(p));
+    CHECK(memcmp(x, xr, sizeof x) != 0, "the input itself is left alone");
+    CHECK(!rai_precision_failed(), "no failure recorded");
+}
+
+static double rel_l2(const float *a, const float *b, long n) {
+    double num = 0, den = 0;
+    for (long i = 0; i < n; i++) num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), den += (double)b[i] * b[i];
+    return sqrt(num / (den > 0 ? den : 1));
+}
+
+/* A network fixture in each precision: only its Linear weights change,
+ * its logits move by about the precision's step and no more. */
+static void network(const char *dir, const char *name, double lo_bf16, double hi_bf16,
+                    double lo_int8, double hi_int8) {
+    char model[512], input[512];
+    snprintf(model, sizeof model, "%s/%s.model.safetensors", dir, name);
+    snprintf(input, sizeof input, "%s/%s.input.safetensors", dir, name);
+    ra_st_file *in = NULL;
+    CHECK(ra_st_open(&in, input) == RA_OK, "%s", ra_last_error());
+    if (!in) return;
+    const ra_st_tensor *t = ra_st_find(in, "x");
+    float *x = t ? malloc((size_t)t->numel * sizeof *x) : NULL;
+    CHECK(x && ra_st_read_f32(x, in, t) == RA_OK, "%s: x", name);
+    float *y[3] = {NULL, NULL, NULL};
+    int64_t n = 0;
+    for (int p = 0; p < 3 && x; p++) {
+        ra_model *m = NULL;
+        ra_load_options o;
+        memset(&o, 0, sizeof o);
+        o.precision = (ra_precision)p;
+        CHECK(ra_model_open(&m, model, &o) == RA_OK, "%s: %s", name, ra_last_error());
+        if (!m) continue;
+        CHECK(ra_model_precision(m) == (ra_precision)p, "precision %d", p);
+        if (p) {   /* the Linear weights rounded, nothing else */
+            ra_model *ref = NULL;
+            CHECK(ra_model_load(&ref, model) == RA_OK, "%s", ra_last_error());
+            for (int i = 0; ref && i < ra_model_param_count(m); i++) {
+                const ra_param_info *a = ra_model_param(m, i), *r = ra_model_param(ref, i);
+                if (a->offset < 0) continue;
+                float *wa = ra_model_weights(m) + a->offset, *wr = ra_model_weights(ref) + r->offset;
+                const int lin = a->ndim == 2 && (strstr(a->name, "qkv.weight") || strstr(a->name, "proj.weight") ||
+                                                 strstr(a->name, "fc1.weight") || strstr(a->name, "fc2.weight") ||
+                                                 strstr(a->name, "reduction.weight") || !strcmp(a->name, "head.weight"))
+                                && !strstr(a->name, "patch_embed");
+                if (lin) rai_precision_weights(wr, r->shape[0], r->shape[1], (ra_precision)p);
+                CHECK(memcmp(wa, wr, (size_t)a->numel * sizeof *wa) == 0, "%s %s: %s %s", name,
+                      ra_precision_name((ra_precision)p), a->name, lin ? "not rounded as it should" : "changed");
+            }
+            ra_model_free(ref);
+            CHECK(ra_model_set_precision(m, RA_PRECISION_FP32) == RA_ERR_ARG, "back to fp32 refused");
+        }
+        int nd;
+        int64_t ys[4];
+        CHECK(ra_model_forward(m, &y[p], &nd, ys, x, t->ndim, t->shape) == RA_OK, "%s: %s", name, ra_last_error());
+        n = 1;
+        for (int d = 0; d < nd; d++) n *= ys[d];
+        if (p) {   /* training is float32 */
+            float *yt = NULL;
+            CHECK(ra_model_forward_train(m, &yt, &nd, ys, x, t->ndim, t->shape, NULL) == RA_ERR_ARG,
+                  "training in %s refused", ra_precision_name((ra_precision)p));
+            free(yt);
+        }
+        ra_model_free(m);
+    }
+    if (y[0] && y[1] && y[2]) {
+        const double e1 = rel_l2(y[1], y[0], (long)n), e2 = rel_l2(y[2], y[0], (long)n);
+        CHECK(e1 >= lo_bf16 && e1 <= hi_bf16, "%s: bf16 moves the logits by %.3g of their norm, "
+              "expected %.3g .. %.3g", name, e1, lo_bf16, hi_bf16);
+        CHECK(e2 >= lo_int8 && e2 <= hi_int8, "%s: int8 moves the logits by %.3g of their norm, "
+              "expected %.3g .. %.3g", name, e2, lo_int8, hi_int8);
+        printf("%s: relative L2 change of the logits: bf16 %.3g, int8 %.3g\n", name, e1, e2);
+    }
+    for (int p = 0; p < 3; p++) free(y[p]);
+    free(x);
+    ra_st_close(in);
+}
+
+static void refusals(const char *dir) {
+    char model[512];
+    snprintf(model, sizeof model, "%s/swin_7x7.model.safetensors", dir);
+    ra_model *m = NULL;
+    CHECK(ra_model_load(&m, model) == RA_OK, "%s", ra_last_error());
+    CHECK(m && ra_model_set_precision(m, RA_PRECISION_BF16) == RA_ERR_ARG &&
+              strstr(ra_last_error(), "networks"), "an attention layer refuses: %s", ra_last_error());
+    ra_model_free(m);
+    CHECK(ra_precision_parse("bf16") == RA_PRECISION_BF16 && ra_precision_parse("int8") == RA_PRECISION_INT8 &&
+          ra_precision_parse("fp32") == RA_PRECISION_FP32 && ra_precision_parse("fp16") == -1 &&
+          ra_precision_parse(NULL) == -1, "names");
+}
+
+int main(int argc, char **argv) {
+    const char *dir = argc > 1 ? argv[1] : "tests/fixtures";
+    roundings();
+    linear(RA_PRECISION_BF16);
+    linear(RA_PRECISION_INT8);
+    /* bf16 steps are 2^-9 of a value, int8's 1/254 of a row's largest:
+     * the logits move by 1e-4 .. 3e-2 of their norm in these small nets */
+    network(dir, "net_swin_official", 1e-4, 3e-2, 5e-4, 1e-1);
+    network(dir, "vit_net_token", 1e-4, 3e-2, 5e-4, 1e-1);
+    network(dir, "v2_net_official", 1e-4, 3e-2, 5e-4, 1e-1);
+    network(dir, "net_swin_tv", 1e-4, 3e-2, 5e-4, 1e-1);
+    refusals(dir);
+    printf("%d passed, %d failed\n", check_passed, check_failed);
+    return check_failed != 0;
+}

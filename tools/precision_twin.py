@@ -1,0 +1,106 @@
+"""What relattn's bf16 and int8 precisions compute, in PyTorch (the oracle
+of tests/test_precision.sh; docs/reference.md section 6, "Precisions").
+
+    precision_twin.py OUT_DIR
+
+For each case writes OUT_DIR/NAME.model.safetensors (tools/export.py),
+NAME.input.safetensors (x) and NAME.PREC.safetensors (y) for PREC in fp32,
+bf16 and int8, computed by the PyTorch twin with the rounding points of
+the precision put into it: every Linear's weight rounded (bf16: to
+bfloat16, nearest even; int8: per output channel, symmetric, scale
+max|w| / 127, q = round-half-even(w / scale) clamped to +-127, the value
+q x scale) and its input rounded the same way as it enters (int8: per
+row); SwinV2's CPB MLP, the patch embedding, norms and attention in
+float32. It also prints, for each case, the relative error of the bf16
+and int8 logits against fp32 and that of PyTorch's own bfloat16 (the
+model and x in torch.bfloat16), the figures of docs/reference.md.
+"""
+
+import os
+import sys
+
+import torch
+import torch.nn as nn
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import common  # noqa: E402
+import export  # noqa: E402
+import st  # noqa: E402
+
+CASES = [   # name, kind, arch, --set, init
+    ("swin", "arch", "swin", ["img_size=56", "embed_dim=32", "depths=2,2", "num_heads=2,4",
+                              "window_size=7", "num_classes=10"], "fixture"),
+    ("vit", "arch", "vit", ["img_size=32", "patch_size=8", "embed_dim=48", "depth=2",
+                            "num_heads=3", "num_classes=10"], "fixture"),
+    ("swinv2", "arch", "swinv2", ["img_size=32", "embed_dim=24", "depths=2,2",
+                                  "num_heads=2,4", "window_size=4", "num_classes=10"], "fixture"),
+    ("swin_t", "torchvision", "swin_t", [], "default"),
+]
+
+
+def round_bf16(t):
+    return t.to(torch.bfloat16).to(torch.float32)
+
+
+def int8_rows(t):
+    """Symmetric int8 per row of the last dimension, as values."""
+    amax = t.abs().amax(dim=-1, keepdim=True)
+    s = amax / 127.0
+    q = torch.where(s > 0, torch.round(t / torch.where(s > 0, s, torch.ones_like(s))),
+                    torch.zeros_like(t)).clamp(-127, 127)
+    return torch.where(s > 0, q * s, t)
+
+
+def put_precision(model, prec):
+    """Round the Linear weights in place and round every Linear's input."""
+    rnd = round_bf16 if prec == "bf16" else int8_rows
+    for name, mod in model.named_modules():
+        if not isinstance(mod, nn.Linear) or "cpb_mlp" in name:
+            continue
+        with torch.no_grad():
+            mod.weight.copy_(rnd(mod.weight))
+        mod.register_forward_pre_hook(lambda m, inp, rnd=rnd: (rnd(inp[0]),) + tuple(inp[1:]))
+
+
+def outputs(model):
+    y = model if not isinstance(model, tuple) else model[0]
+    return y.float().contiguous()
+
+
+def main(out):
+    os.makedirs(out, exist_ok=True)
+    torch.set_num_threads(1)
+    for name, kind, arch, sets, init in CASES:
+        model, meta, hp, example = export.make(kind, arch, sets, 0, init, "official")
+        export.export(model, meta, os.path.join(out, name + ".model.safetensors"), "official")
+        torch.manual_seed(common.seed_of("precision/" + name))
+        x = example(model, hp, 2, None)
+        st.write(os.path.join(out, name + ".input.safetensors"), {"x": x})
+        state = {k: v.clone() for k, v in model.state_dict().items()}
+        ys = {}
+        for prec in ("fp32", "bf16", "int8"):
+            model.load_state_dict(state)
+            m = model
+            if prec != "fp32":
+                m = export.make(kind, arch, sets, 0, init, "official")[0]
+                m.load_state_dict(state)
+                put_precision(m, prec)
+            m.eval()
+            with torch.no_grad():
+                y = m(x)
+            ys[prec] = outputs(y)
+            st.write(os.path.join(out, "%s.%s.safetensors" % (name, prec)), {"y": ys[prec]})
+        model.load_state_dict(state)
+        with torch.no_grad():
+            yb = outputs(model.to(torch.bfloat16)(x.to(torch.bfloat16)))
+        rel = lambda a: float((a - ys["fp32"]).norm() / ys["fp32"].norm())  # noqa: E731
+        print("%s: relative error of the logits against fp32: bf16 %.2e, int8 %.2e; "
+              "PyTorch's bfloat16 %.2e" % (name, rel(ys["bf16"]), rel(ys["int8"]), rel(yb)))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        raise SystemExit(__doc__)
+    main(sys.argv[1])
