@@ -77,8 +77,8 @@ static ra_status open_weights(ra_st_file **f, const char *path, const char *key,
     const int regular = stat(path, &s) == 0 && S_ISREG(s.st_mode);
     if (regular && (is_zip(path) || rai_torch_sniff(path))) {
         ra_status st = rai_torch_open(f, path, key, found, nfound);
-        char *what = NULL;   /* what the checkpoint holds, for inspect */
-        if (!st && !rai_torch_describe(path, &what) && what)
+        char *what = NULL;   /* what a nested checkpoint holds besides, for inspect */
+        if (!st && found[0] && !rai_torch_describe(path, &what) && what)
             st = rai_st_set_meta(*f, "relattn.source.checkpoint", what);
         free(what);
         if (st) ra_st_close(*f), *f = NULL;
