@@ -1051,6 +1051,17 @@ void ra_model_free(ra_model *m);
 ra_status ra_model_set_precision(ra_model *m, ra_precision p);
 ra_precision ra_model_precision(const ra_model *m);
 
+/* Write m as a relattn model file at path (atomically, as ra_st_writer):
+ * its parameters under the names it was loaded by, its metadata (without
+ * the loader's relattn.source.* keys), the parameters as dtype: F32, F16 or
+ * BF16 (nearest even), or I8: the Linear weights (those a precision
+ * rounds) as symmetric int8 per output channel, their scales (F32, one per
+ * row) under RA_SCALE_PREFIX NAME, the other parameters F32 (a quarter of
+ * the bytes). The loader reads an I8 weight with its scales back as q x
+ * scale: what ra_model_set_precision(RA_PRECISION_INT8) holds. */
+#define RA_SCALE_PREFIX "__scale__."
+ra_status ra_model_save(const ra_model *m, const char *path, ra_dtype dtype);
+
 /* A model made from hyperparameters alone: meta holds nmeta key/value pairs
  * (key, value, key, value, ...) as a model file's __metadata__
  * (docs/reference.md, section 2; "arch" included), and the weights are

@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L
 /* test_precision.c - the bf16 and int8 precisions as rounding points
  * (nn/precision.h; docs/reference.md section 6, "Precisions"): the
  * roundings bit by bit, a Linear product in a precision against the float32
@@ -10,6 +11,8 @@
 #include "relattn.h"
 
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static float bits(uint32_t u) {
@@ -153,6 +156,62 @@ static void network(const char *dir, const char *name, double lo_bf16, double hi
     ra_st_close(in);
 }
 
+/* ra_model_save as int8: a quarter of the bytes, read back as what
+ * precision int8 holds (bit for bit); its scales are required. */
+static void int8_file(const char *dir) {
+    char model[512], out[64] = "/tmp/relattn_int8.XXXXXX", f32[96], i8[96];
+    snprintf(model, sizeof model, "%s/vit_net_token.model.safetensors", dir);
+    if (!mkdtemp(out)) return;
+    snprintf(f32, sizeof f32, "%s/f32.safetensors", out);
+    snprintf(i8, sizeof i8, "%s/i8.safetensors", out);
+    ra_model *m = NULL, *q = NULL, *back = NULL;
+    CHECK(ra_model_load(&m, model) == RA_OK, "%s", ra_last_error());
+    CHECK(m && ra_model_save(m, f32, RA_DTYPE_F32) == RA_OK, "%s", ra_last_error());
+    CHECK(m && ra_model_save(m, i8, RA_DTYPE_I8) == RA_OK, "%s", ra_last_error());
+    CHECK(ra_model_load(&back, i8) == RA_OK, "%s", ra_last_error());
+    CHECK(ra_model_load(&q, model) == RA_OK && ra_model_set_precision(q, RA_PRECISION_INT8) == RA_OK, "int8");
+    if (back && q) {
+        CHECK(ra_model_param_total(back) == ra_model_param_total(q), "same parameters");
+        CHECK(memcmp(ra_model_weights(back), ra_model_weights(q),
+                     (size_t)ra_model_param_total(q) * sizeof(float)) == 0,
+              "the int8 file reads back as precision int8 holds the weights");
+    }
+    /* the Linear weights as int8 with a scale a row, the rest float32 */
+    ra_st_file *f = NULL;
+    CHECK(ra_st_open(&f, i8) == RA_OK, "%s", ra_last_error());
+    int n8 = 0;
+    for (int i = 0; f && m && i < ra_model_param_count(m); i++) {
+        const ra_param_info *p = ra_model_param(m, i);
+        const ra_st_tensor *t = ra_st_find(f, p->file_name);
+        char sn[300];
+        snprintf(sn, sizeof sn, "%s%s", RA_SCALE_PREFIX, p->file_name);
+        const ra_st_tensor *sc = ra_st_find(f, sn);
+        const int lin = t && t->dtype == RA_DTYPE_I8;
+        n8 += lin;
+        CHECK(t && (lin ? sc && sc->dtype == RA_DTYPE_F32 && sc->numel == p->shape[0]
+                        : t->dtype == RA_DTYPE_F32 && !sc), "%s", p->name);
+    }
+    CHECK(n8 == 2 * 4 + 1, "%d int8 tensors (2 blocks of qkv, proj, fc1, fc2; the head)", n8);
+    /* the int8 weights without their scales: refused by name */
+    ra_st_writer *w = ra_st_writer_new();
+    for (int i = 0; f && w && i < ra_st_count(f); i++) {
+        const ra_st_tensor *t = ra_st_at(f, i);
+        if (strcmp(t->name, RA_SCALE_PREFIX "blocks.0.attn.qkv.weight"))
+            ra_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data);
+    }
+    for (int i = 0; f && w && i < ra_st_meta_count(f); i++)
+        ra_st_writer_meta(w, ra_st_meta_key(f, i), ra_st_meta(f, ra_st_meta_key(f, i)));
+    CHECK(w && ra_st_writer_save(w, i8) == RA_OK, "rewrite");
+    ra_model *bad = NULL;
+    CHECK(ra_model_load(&bad, i8) == RA_ERR_SHAPE && strstr(ra_last_error(), "scales"),
+          "missing scales: %s", ra_last_error());
+    ra_model_free(bad);
+    ra_st_writer_free(w);
+    ra_st_close(f);
+    ra_model_free(m), ra_model_free(q), ra_model_free(back);
+    remove(f32), remove(i8), remove(out);
+}
+
 static void refusals(const char *dir) {
     char model[512];
     snprintf(model, sizeof model, "%s/swin_7x7.model.safetensors", dir);
@@ -177,6 +236,7 @@ int main(int argc, char **argv) {
     network(dir, "vit_net_token", 1e-4, 3e-2, 5e-4, 1e-1);
     network(dir, "v2_net_official", 1e-4, 3e-2, 5e-4, 1e-1);
     network(dir, "net_swin_tv", 1e-4, 3e-2, 5e-4, 1e-1);
+    int8_file(dir);
     refusals(dir);
     printf("%d passed, %d failed\n", check_passed, check_failed);
     return check_failed != 0;

@@ -105,6 +105,45 @@ ra_status rai_check_shape(const ra_st_tensor *t, int ndim, const int64_t *shape)
  * declaration order (so that a wrong configuration is reported at its first
  * parameter), check each and convert the weights. Optional parameters the
  * file lacks are dropped from the list. */
+/* The scales (RA_SCALE_PREFIX NAME: F32 or another float type, one per
+ * row) of int8 weight t of f, into scale (rows) unless NULL: RA_ERR_FORMAT
+ * naming what is missing or wrong. */
+static ra_status int8_scales(const ra_st_file *f, const ra_st_tensor *t, float *scale) {
+    char name[320];
+    snprintf(name, sizeof name, "%s%s", RA_SCALE_PREFIX, t->name);
+    const ra_st_tensor *s = ra_st_find(f, name);
+    if (!s)
+        return rai_fail(RA_ERR_FORMAT, "int8 tensor '%.80s' has no scales ('%.100s')", t->name, name);
+    if (!rai_dtype_is_float(s->dtype) || s->ndim != 1 || s->shape[0] != t->shape[0])
+        return rai_fail(RA_ERR_FORMAT, "'%.100s' must be %lld float scales", name,
+                        (long long)t->shape[0]);
+    ra_status st = scale ? ra_st_read_f32(scale, f, s) : RA_OK;
+    for (int64_t i = 0; !st && scale && i < s->numel; i++)
+        if (!(scale[i] >= 0.0f) || !isfinite(scale[i]))
+            st = rai_fail(RA_ERR_FORMAT, "'%.100s': scale %lld is %g", name, (long long)i, scale[i]);
+    return st;
+}
+
+static int has_scales(const ra_st_file *f, const ra_st_tensor *t) {
+    char name[320];
+    snprintf(name, sizeof name, "%s%s", RA_SCALE_PREFIX, t->name);
+    return ra_st_find(f, name) != NULL;
+}
+
+/* An int8 weight (rows, k) with its scales: w = q x scale, row by row. */
+static ra_status int8_weight(float *w, const ra_st_file *f, const ra_st_tensor *t) {
+    const int64_t rows = t->shape[0], k = t->shape[1];
+    float *scale = malloc((size_t)rows * sizeof *scale + 1);
+    int64_t *q = malloc((size_t)t->numel * sizeof *q + 1);
+    ra_status st = scale && q ? int8_scales(f, t, scale)
+                              : rai_fail(RA_ERR_NOMEM, "model: out of memory");
+    if (!st) st = ra_st_read_i64(q, f, t);
+    for (int64_t r = 0; !st && r < rows; r++)
+        for (int64_t j = 0; j < k; j++) w[r * k + j] = (float)q[r * k + j] * scale[r];
+    free(scale), free(q);
+    return st;
+}
+
 static ra_status load_weights(ra_model *m, const ra_st_file *f) {
     const int nt = ra_st_count(f);
     const ra_st_tensor **found = calloc((size_t)m->nparams + 1, sizeof *found);
@@ -116,6 +155,8 @@ static ra_status load_weights(ra_model *m, const ra_st_file *f) {
         const char *canon = t->name;
         /* a checkpoint's optimiser state is not the model's (src/train/train.c) */
         if (strncmp(t->name, RA_TRAIN_STATE_PREFIX, strlen(RA_TRAIN_STATE_PREFIX)) == 0) continue;
+        /* an int8 weight's scales are read with it (int8_weight) */
+        if (strncmp(t->name, RA_SCALE_PREFIX, strlen(RA_SCALE_PREFIX)) == 0) continue;
         rai_tensor_kind kind = RA_TENSOR_PARAM;
         if (m->ops->canonical) {
             kind = m->ops->canonical(m, t->name, buf, sizeof buf);
@@ -140,8 +181,13 @@ static ra_status load_weights(ra_model *m, const ra_st_file *f) {
                 st = rai_fail(RA_ERR_FORMAT, "tensor '%s' is missing (arch %s%s%s)",
                               m->params[p].name, m->ops->name,
                               m->scheme[0] ? ", naming scheme " : "", m->scheme);
+        } else if (t->dtype == RA_DTYPE_I8 && m->params[p].ndim == 2 && has_scales(f, t)) {
+            st = rai_check_shape(t, m->params[p].ndim, m->params[p].shape);
+            if (!st) st = int8_scales(f, t, NULL);
         } else if (!rai_dtype_is_float(t->dtype)) {
-            st = rai_fail(RA_ERR_SHAPE, "tensor '%.80s' must be a float tensor", t->name);
+            st = rai_fail(RA_ERR_SHAPE, "tensor '%.80s' must be a float tensor%s", t->name,
+                          t->dtype == RA_DTYPE_I8 ? " (or int8 with " RA_SCALE_PREFIX "NAME scales)"
+                                                  : "");
         } else {
             st = rai_check_shape(t, m->params[p].ndim, m->params[p].shape);
         }
@@ -183,7 +229,9 @@ static ra_status load_weights(ra_model *m, const ra_st_file *f) {
     #pragma omp parallel for schedule(dynamic, 1) num_threads(ra_threads_get()) \
         if (total >= (1 << 20))
     for (int p = 0; p < m->nparams; p++) {
-        const ra_status s = ra_st_read_f32(m->weights + m->params[p].offset, f, found[p]);
+        float *w = m->weights + m->params[p].offset;
+        const ra_status s = found[p]->dtype == RA_DTYPE_I8 ? int8_weight(w, f, found[p])
+                                                           : ra_st_read_f32(w, f, found[p]);
         if (s) {
             #pragma omp critical(ra_load_weights)
             if (p < bad) {
@@ -683,3 +731,40 @@ ra_status ra_model_set_precision(ra_model *m, ra_precision p) {
 }
 
 ra_precision ra_model_precision(const ra_model *m) { return m ? m->precision : RA_PRECISION_FP32; }
+
+/* One parameter of m into w as dtype (I8: the Linear weights only). */
+static ra_status save_param(ra_st_writer *w, const ra_model *m, const ra_param_info *p,
+                            ra_dtype dtype) {
+    const float *v = m->weights + p->offset;
+    const int64_t *shape = p->shape;
+    if (dtype != RA_DTYPE_I8 || !linear_weight(p))
+        return ra_st_writer_add_f32_as(w, p->file_name, dtype == RA_DTYPE_I8 ? RA_DTYPE_F32 : dtype,
+                                       p->ndim, shape, v);
+    const int64_t rows = shape[0], k = shape[1];
+    int8_t *q = calloc((size_t)(rows * k) + 1, 1);
+    float *scale = malloc((size_t)rows * sizeof *scale + 1);
+    ra_status st = q && scale ? RA_OK : rai_fail(RA_ERR_NOMEM, "model save: out of memory");
+    for (int64_t r = 0; !st && r < rows; r++) scale[r] = rai_int8_row(q + r * k, v + r * k, k);
+    char name[320];
+    snprintf(name, sizeof name, "%s%s", RA_SCALE_PREFIX, p->file_name);
+    if (!st) st = ra_st_writer_add(w, p->file_name, RA_DTYPE_I8, 2, shape, q);
+    if (!st) st = ra_st_writer_add(w, name, RA_DTYPE_F32, 1, &rows, scale);
+    free(q), free(scale);
+    return st;
+}
+
+ra_status ra_model_save(const ra_model *m, const char *path, ra_dtype dtype) {
+    if (!m || !path) return rai_fail(RA_ERR_ARG, "model save: NULL argument");
+    if (dtype != RA_DTYPE_F32 && dtype != RA_DTYPE_F16 && dtype != RA_DTYPE_BF16 &&
+        dtype != RA_DTYPE_I8)
+        return rai_fail(RA_ERR_ARG, "model save: dtype must be F32, F16, BF16 or I8");
+    ra_st_writer *w = ra_st_writer_new();
+    ra_status st = w ? RA_OK : rai_fail(RA_ERR_NOMEM, "model save: out of memory");
+    for (int i = 0; !st && i < m->nmeta; i++)
+        if (strncmp(m->meta[2 * i], "relattn.source.", 15))
+            st = ra_st_writer_meta(w, m->meta[2 * i], m->meta[2 * i + 1]);
+    for (int i = 0; !st && i < m->nparams; i++) st = save_param(w, m, &m->params[i], dtype);
+    if (!st) st = ra_st_writer_save(w, path);
+    ra_st_writer_free(w);
+    return st;
+}

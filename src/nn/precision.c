@@ -15,22 +15,35 @@ float rai_round_bf16(float v) {
     return v;
 }
 
-/* n values of a row as symmetric int8 with one scale, dequantised: q x s
- * with s = max|x| / 127, q = round-half-even(x / s). A row of zeros (or
- * with an infinity or NaN, left to propagate) is kept. */
-static void int8_row(float *out, const float *x, int64_t n) {
+/* A row's symmetric int8 scale, max|x| / 127; 0 for a row of zeros or
+ * with an infinity or NaN (kept as it is, to propagate). */
+static float row_scale(const float *x, int64_t n) {
     float amax = 0.0f;
     for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
     const float s = amax / 127.0f;
-    if (!(s > 0.0f) || !isfinite(s)) {
+    return s > 0.0f && isfinite(s) ? s : 0.0f;
+}
+
+/* x / s to the nearest integer, ties to even, in [-127, 127]. */
+static float quantum(float x, float s) {
+    const float v = nearbyintf(x / s) + 0.0f;   /* an integer: no -0 */
+    return v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
+}
+
+float rai_int8_row(int8_t *q, const float *x, int64_t n) {
+    const float s = row_scale(x, n);
+    for (int64_t i = 0; s > 0.0f && i < n; i++) q[i] = (int8_t)quantum(x[i], s);
+    return s;
+}
+
+/* The row as int8 sees it: q x s (x itself where the scale is 0). */
+static void int8_row(float *out, const float *x, int64_t n) {
+    const float s = row_scale(x, n);
+    if (s == 0.0f) {
         if (out != x) memcpy(out, x, (size_t)n * sizeof *out);
         return;
     }
-    for (int64_t i = 0; i < n; i++) {
-        float q = nearbyintf(x[i] / s);
-        q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
-        out[i] = q * s;
-    }
+    for (int64_t i = 0; i < n; i++) out[i] = quantum(x[i], s) * s;
 }
 
 const float *rai_precision_input(const float *x, int64_t m, int k, ra_precision p) {

@@ -29,6 +29,11 @@ const float *rai_precision_input(const float *x, int64_t m, int k, ra_precision 
 /* w (n, k) in place as precision p holds it (per row: one output channel). */
 void rai_precision_weights(float *w, int64_t n, int64_t k, ra_precision p);
 
+/* A row of n values as symmetric int8: q (n) and the scale returned
+ * (max|x| / 127; 0 for a row of zeros, or with an infinity or NaN, when q
+ * is left alone); the row is then q x scale, as precision int8 holds it. */
+float rai_int8_row(int8_t *q, const float *x, int64_t n);
+
 /* v rounded to bfloat16 (nearest even; NaN stays NaN), as a float. */
 float rai_round_bf16(float v);
 
