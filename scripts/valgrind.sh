@@ -41,6 +41,13 @@ for net in net_swin_official net_block_clamp_5x9_w7 net3d_cross_d3d2 net_swin_tv
 done
 vg 0 show "$c/ok_swin.input.safetensors"
 vg 0 inspect "$f/net_swin_official.model.safetensors" --json
+# model sources and precisions: a PyTorch checkpoint refused (its pickle and
+# zip read), a state dict without metadata inferred, int8 files
+vg 65 inspect "$f/pt_basic.pth"
+vg 65 inspect "$f/pt_bad_global.pth"
+vg 0 inspect "$f/vit_net_token.model.safetensors" --set num_heads=2 --precision bf16
+vg 0 convert "$f/vit_net_token.model.safetensors" --dtype int8 -o "$tmp/int8.st"
+vg 0 forward "$tmp/int8.st" "$f/vit_net_token.input.safetensors" -o "$tmp/out.st" --precision int8
 vg 0 resize "$f/net_block_clamp_5x5_w7.model.safetensors" --window 4 -o "$tmp/out.st"
 vg 0 classify "$f/net_swin_official.model.safetensors" "$f/img_wide.png" "$f/img_tall.jpg"
 vg 65 classify "$f/net_swin_official.model.safetensors" "$f/cases.txt"
