@@ -24,9 +24,13 @@ static float row_scale(const float *x, int64_t n) {
     return s > 0.0f && isfinite(s) ? s : 0.0f;
 }
 
-/* x / s to the nearest integer, ties to even, in [-127, 127]. */
-static float quantum(float x, float s) {
-    const float v = nearbyintf(x / s) + 0.0f;   /* an integer: no -0 */
+/* x / s to the nearest integer, ties to even, in [-127, 127]. |x / s| is
+ * at most 127 (s is a row's max / 127), where adding and taking away
+ * 1.5 x 2^23 rounds as nearbyintf does (to nearest even, the sum's ulp
+ * being 1) without its call; the result has no -0. */
+static inline float quantum(float x, float s) {
+    const float big = 0x1.8p23f;
+    const float v = (x / s + big) - big;
     return v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
 }
 
