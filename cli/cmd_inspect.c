@@ -72,10 +72,10 @@ int cmd_inspect(int argc, char **argv) {
         printf("arch:           %s\n", ra_arch_name(ra_model_arch(m)));
         printf("naming scheme:  %s\n", ra_model_scheme(m));
         printf("precision:      %s\n", ra_precision_name(ra_model_precision(m)));
-        const char *arch_src = ra_model_meta(m, "relattn.source.arch");
-        const char *ckpt = ra_model_meta(m, "relattn.source.checkpoint");
-        const char *sd = ra_model_meta(m, "relattn.source.state_dict");
-        const char *pfx = ra_model_meta(m, "relattn.source.prefix_dropped");
+        const char *arch_src = ra_model_meta(m, RA_META_SOURCE "arch");
+        const char *ckpt = ra_model_meta(m, RA_META_SOURCE "checkpoint");
+        const char *sd = ra_model_meta(m, RA_META_SOURCE "state_dict");
+        const char *pfx = ra_model_meta(m, RA_META_SOURCE "prefix_dropped");
         if (arch_src) printf("arch from:      %s\n", safe_text(arch_src));
         if (ckpt) {   /* one line per entry of the checkpoint's top-level dict */
             printf("checkpoint:\n");
@@ -92,9 +92,9 @@ int cmd_inspect(int argc, char **argv) {
         for (int i = 0; i < ra_model_meta_count(m); i++) {
             const char *k = ra_model_meta_key(m, i), *v = ra_model_meta(m, k);
             char sk[128];
-            snprintf(sk, sizeof sk, "relattn.source.%s", k);
+            snprintf(sk, sizeof sk, RA_META_SOURCE "%s", k);
             const char *from = ra_model_meta(m, sk);
-            if (!strncmp(k, "relattn.source.", 15)) continue;   /* shown above or beside */
+            if (!strncmp(k, RA_META_SOURCE, strlen(RA_META_SOURCE))) continue;   /* shown above or beside */
             if (!strcmp(k, "arch")) continue;
             if (!strcmp(k, "labels")) v = "[...]";
             if (from) printf("  %-20s %-16.200s (%s)\n", safe_text(k), safe_text(v), safe_text(from));

@@ -1037,10 +1037,11 @@ typedef struct ra_load_options {
 ra_status ra_model_open(ra_model **out, const char *path, const ra_load_options *o);
 /* The tensor file ra_model_open loads for path: the tensors under the
  * names the loader reads and the metadata, inferred values included, each
- * with its source under "relattn.source.KEY". Close with ra_st_close.
+ * with its source under "relattn.source.KEY" (RA_META_SOURCE). Close with ra_st_close.
  * Tensors made of several pieces (transformers' q, k and v joined) have
  * data NULL: read them with ra_st_read_f32. */
 ra_status ra_model_source(ra_st_file **out, const char *path, const ra_load_options *o);
+#define RA_META_SOURCE "relattn.source."
 void ra_model_free(ra_model *m);
 
 /* Compute m's products in precision p from now on: its Linear weights are

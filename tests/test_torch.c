@@ -118,7 +118,7 @@ static void test_cases(void) {
         snprintf(what, sizeof what, "%s (key %s)", file, key);
         ra_st_file *exp = NULL, *got = NULL, *mem = NULL;
         CHECK(ra_st_open(&exp, ep) == RA_OK, "%s: %s", ep, ra_last_error());
-        ra_status s = rai_torch_open(&got, pth, k, found, sizeof found);
+        ra_status s = rai_torch_open(&got, pth, k, found, sizeof found, NULL);
         CHECK(s == RA_OK, "%s: %s", what, ra_last_error());
         if (!s) CHECK(!strcmp(found, w), "%s: found '%s', expected '%s'", what, found, w);
         if (!s && exp) compare(what, got, exp, pth);
@@ -148,7 +148,7 @@ static void test_refusals(void) {
         char pth[1024];
         snprintf(pth, sizeof pth, "%s/%s", fx, file);
         ra_st_file *f = NULL;
-        ra_status s = rai_torch_open(&f, pth, k, NULL, 0);
+        ra_status s = rai_torch_open(&f, pth, k, NULL, 0, NULL);
         CHECK(s == RA_ERR_FORMAT && !f && strstr(ra_last_error(), text) &&
               strstr(ra_last_error(), file),
               "%s (key %s): status %d, reason '%s', expected one with '%s'", file, key, (int)s,
@@ -384,7 +384,7 @@ static void test_sniff_describe(void) {
     CHECK(rai_torch_sniff(p) == 0, "sniff safetensors");
     CHECK(rai_torch_sniff("/nonexistent/x.pth") == 0, "sniff missing");
     ra_st_file *f = NULL;
-    CHECK(rai_torch_open(&f, "/nonexistent/x.pth", NULL, NULL, 0) == RA_ERR_IO, "open missing");
+    CHECK(rai_torch_open(&f, "/nonexistent/x.pth", NULL, NULL, 0, NULL) == RA_ERR_IO, "open missing");
 
     char *text = NULL;
     snprintf(p, sizeof p, "%s/pt_nested.pth", fx);

@@ -1,4 +1,5 @@
-/* fileio.c - how the library creates an output file (safetensors, PNG).
+/* fileio.c - how the library maps an input file (rai_map_file) and
+ * creates an output file (safetensors, PNG).
  *
  * A regular file (or a new one): the bytes go to PATH.tmp.XXXXXX in the
  * same directory (so the rename cannot cross devices), are synced, made
@@ -21,12 +22,45 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #ifdef __linux__
 #include <sys/sysmacros.h>
 #endif
+
+ra_status rai_map_file(const char *path, rai_mapping *out) {
+    *out = (rai_mapping){NULL, 0, -1};
+    /* O_NONBLOCK: a FIFO must not block the open; it is refused below as not a
+     * regular file (for regular files the flag changes nothing) */
+    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return rai_fail(RA_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat st;
+    ra_status s = RA_OK;
+    void *p = NULL;
+    if (fstat(fd, &st) != 0)
+        s = rai_fail(RA_ERR_IO, "cannot stat '%s': %s", path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        s = rai_fail(RA_ERR_IO, "'%s' is not a regular file", path);
+    else if ((uintmax_t)st.st_size > SIZE_MAX)
+        s = rai_fail(RA_ERR_IO, "'%s' is too large to map", path);
+    else if (st.st_size > 0 &&
+             (p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED)
+        s = rai_fail(RA_ERR_IO, "cannot map '%s': %s", path, strerror(errno));
+    if (s) {
+        close(fd);
+        return s;
+    }
+    *out = (rai_mapping){p, (size_t)st.st_size, fd};
+    return RA_OK;
+}
+
+void rai_unmap_file(rai_mapping *m) {
+    if (m->p) munmap(m->p, m->len);
+    if (m->fd >= 0) close(m->fd);
+    *m = (rai_mapping){NULL, 0, -1};
+}
 
 static ra_tempfile_hook tempfile_hook;
 

@@ -66,6 +66,16 @@ static inline int64_t rai_cadd(int64_t a, int64_t b) {
     return a < 0 || b < 0 || __builtin_add_overflow(a, b, &r) ? -1 : r;
 }
 
+/* x as bfloat16 bits: rounded to nearest, ties to even (past the largest
+ * finite value: infinity); a NaN stays a NaN, quiet. The one rounding of
+ * the writer (F32 as BF16) and of the bf16 precision. */
+static inline uint16_t rai_bf16_bits(float x) {
+    uint32_t u;
+    __builtin_memcpy(&u, &x, sizeof u);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)(u >> 16 | 0x40);
+    return (uint16_t)((u + 0x7FFFu + (u >> 16 & 1u)) >> 16);
+}
+
 /* Allocation of n elements of size sz, 64-byte aligned, NULL on overflow or
  * failure. Free with rai_free. */
 void *rai_alloc(size_t n, size_t sz);
@@ -85,6 +95,20 @@ ra_status rai_attention_backward_set(float *dq, int lddq, float *dk, int lddk, f
  * (src/nn/nn.c): a gradient buffer of tens of MB zeroed by one thread left
  * the other idle. */
 void rai_zero(float *p, int64_t n);
+
+/* A file mapped whole for reading (src/base/fileio.c), and kept open for
+ * pread: p is NULL for an empty file. */
+typedef struct rai_mapping {
+    unsigned char *p;
+    size_t len;
+    int fd;
+} rai_mapping;
+/* Open path (a FIFO never blocks the open) and map it: RA_ERR_IO naming
+ * path when it cannot be opened, is not a regular file, is too large or
+ * cannot be mapped. Untrusted files are read this way: a regular file only,
+ * whatever it then holds. */
+ra_status rai_map_file(const char *path, rai_mapping *out);
+void rai_unmap_file(rai_mapping *m);
 
 /* Create path atomically from nparts byte ranges (src/base/fileio.c): a
  * temporary file in the same directory, fsync, rename; on failure

@@ -324,49 +324,27 @@ static ra_status st_parse(ra_st_file *f) {
 ra_status ra_st_open(ra_st_file **out, const char *path) {
     if (!out || !path) return rai_fail(RA_ERR_ARG, "ra_st_open: NULL argument");
     *out = NULL;
-    /* O_NONBLOCK: a FIFO must not block the open; it is refused below as not a
-     * regular file (for regular files the flag changes nothing). */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return rai_fail(RA_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int err = errno;
-        close(fd);
-        return rai_fail(RA_ERR_IO, "cannot stat '%s': %s", path, strerror(err));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return rai_fail(RA_ERR_IO, "'%s' is not a regular file", path);
-    }
-    /* mmap of an empty file fails, and a short one is malformed anyway. */
-    if (st.st_size < 8) {
-        close(fd);
-        return rai_fail(RA_ERR_FORMAT, "'%s': file is %lld bytes, too short for the 8-byte header length",
-                        path, (long long)st.st_size);
-    }
-    if ((uintmax_t)st.st_size > SIZE_MAX) {
-        close(fd);
-        return rai_fail(RA_ERR_IO, "'%s' is too large to map", path);
+    rai_mapping mp;
+    ra_status s = rai_map_file(path, &mp);
+    if (s) return s;
+    if (mp.len < 8) {   /* a short file is malformed */
+        const size_t len = mp.len;
+        rai_unmap_file(&mp);
+        return rai_fail(RA_ERR_FORMAT, "'%s': file is %zu bytes, too short for the 8-byte header "
+                        "length", path, len);
     }
     /* The header is parsed in the mapping; ra_st_read_* read tensors
      * through fd instead, touching no mapped page. */
-    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int err = errno;
-    if (p == MAP_FAILED) {
-        close(fd);
-        return rai_fail(RA_ERR_IO, "cannot map '%s': %s", path, strerror(err));
-    }
     ra_st_file *f = calloc(1, sizeof *f);
     if (!f) {
-        munmap(p, (size_t)st.st_size);
-        close(fd);
+        rai_unmap_file(&mp);
         return rai_fail(RA_ERR_NOMEM, "out of memory opening '%s'", path);
     }
-    f->base = p;
-    f->len = (size_t)st.st_size;
+    f->base = mp.p;
+    f->len = mp.len;
     f->mapped = 1;
-    f->fd = fd;
-    ra_status s = st_parse(f);
+    f->fd = mp.fd;
+    s = st_parse(f);
     if (s != RA_OK) {
         char why[400];
         snprintf(why, sizeof why, "%s", ra_last_error());
@@ -913,14 +891,6 @@ ra_status ra_st_writer_add_ref(ra_st_writer *w, const char *name, ra_dtype dtype
     return writer_add(w, name, dtype, ndim, shape, data, 0);
 }
 
-/* binary32 -> bfloat16, round to nearest even; a NaN stays a (quiet) NaN. */
-static uint16_t st_to_bf16(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)(u >> 16 | 0x40);
-    return (uint16_t)((u + 0x7FFFu + (u >> 16 & 1u)) >> 16);
-}
-
 /* binary32 -> binary16, round to nearest even, overflow to infinity,
  * subnormals rounded as well. */
 static uint16_t st_to_f16(float x) {
@@ -957,7 +927,7 @@ ra_status ra_st_writer_add_f32_as(ra_st_writer *w, const char *name, ra_dtype dt
     unsigned char *b = malloc((size_t)n * 2 + 1);
     if (!b) return rai_fail(RA_ERR_NOMEM, "out of memory converting " NAMEF, name);
     for (int64_t i = 0; i < n; i++) {
-        const uint16_t h = dtype == RA_DTYPE_BF16 ? st_to_bf16(data[i]) : st_to_f16(data[i]);
+        const uint16_t h = dtype == RA_DTYPE_BF16 ? rai_bf16_bits(data[i]) : st_to_f16(data[i]);
         b[2 * i] = (unsigned char)(h & 0xFF), b[2 * i + 1] = (unsigned char)(h >> 8);
     }
     ra_status st = writer_add(w, name, dtype, ndim, shape, b, 1);

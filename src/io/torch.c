@@ -780,17 +780,16 @@ typedef struct tz_hold {
 
 static void tz_hold_drop(void *ctx) {
     tz_hold *h = ctx;
-    if (h->fd >= 0) {
-        munmap(h->map, h->len);
-        close(h->fd);
-    } else {
-        free(h->map);
-    }
+    if (h->fd >= 0) rai_unmap_file(&(rai_mapping){h->map, h->len, h->fd});
+    else free(h->map);
     free(h);
 }
 
 /* The tensor file of the archive held by h (which the file then keeps). */
-static ra_status tz_open_held(ra_st_file **out, tz_hold *h, const char *key, char *found, size_t n) {
+static ra_status tz_describe_loaded(tz_archive *a, char **text);   /* below: Describing */
+
+static ra_status tz_open_held(ra_st_file **out, tz_hold *h, const char *key, char *found, size_t n,
+                              char **what) {
     if (found && n) found[0] = 0;
     ra_st_file *f = NULL;
     ra_status s = rai_st_new(&f);
@@ -807,6 +806,7 @@ static ra_status tz_open_held(ra_st_file **out, tz_hold *h, const char *key, cha
     s = tz_load(&a);
     if (!s) s = tz_select(&a, key, &sd, found, n);
     if (!s) s = tz_build(&a, sd, f);
+    if (!s && what) s = tz_describe_loaded(&a, what);   /* from the same parse */
     tz_archive_free(&a);
     if (s) ra_st_close(f);
     else *out = f;
@@ -815,25 +815,17 @@ static ra_status tz_open_held(ra_st_file **out, tz_hold *h, const char *key, cha
 
 /* The file at path mapped into a new hold. */
 static ra_status tz_map(const char *path, tz_hold **out) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);   /* a FIFO must not block */
-    if (fd < 0) return rai_fail(RA_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    struct stat st;
-    const char *why = NULL;
-    ra_status s = RA_ERR_IO;
-    if (fstat(fd, &st) != 0) why = strerror(errno);
-    else if (!S_ISREG(st.st_mode)) why = "not a regular file";
-    else if (st.st_size == 0) why = "the file is empty", s = RA_ERR_FORMAT;
-    else if ((uintmax_t)st.st_size > SIZE_MAX) why = "too large to map";
-    void *p = why ? MAP_FAILED : mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (!why && p == MAP_FAILED) why = strerror(errno);
-    tz_hold *h = why ? NULL : malloc(sizeof *h);
-    if (!why && !h) why = "out of memory", s = RA_ERR_NOMEM;
-    if (why) {
-        if (p != MAP_FAILED) munmap(p, (size_t)st.st_size);
-        close(fd);
-        return rai_fail(s, "'%s': %s", path, why);
+    rai_mapping mp;
+    ra_status s = rai_map_file(path, &mp);
+    if (s) return s;
+    tz_hold *h = mp.len ? malloc(sizeof *h) : NULL;
+    if (!h) {
+        const size_t len = mp.len;
+        rai_unmap_file(&mp);
+        return len ? rai_fail(RA_ERR_NOMEM, "'%s': out of memory", path)
+                      : rai_fail(RA_ERR_FORMAT, "'%s': the file is empty", path);
     }
-    *h = (tz_hold){p, (size_t)st.st_size, fd};
+    *h = (tz_hold){mp.p, mp.len, mp.fd};
     *out = h;
     return RA_OK;
 }
@@ -858,12 +850,14 @@ static ra_status tz_prefix(ra_status s, const char *path) {
     return rai_fail(s, "'%s': %s", path, why);
 }
 
-ra_status rai_torch_open(ra_st_file **out, const char *path, const char *key, char *found, size_t n) {
+ra_status rai_torch_open(ra_st_file **out, const char *path, const char *key, char *found, size_t n,
+                         char **what) {
     if (!out || !path) return rai_fail(RA_ERR_ARG, "rai_torch_open: NULL argument");
     *out = NULL;
+    if (what) *what = NULL;
     tz_hold *h = NULL;
     ra_status s = tz_map(path, &h);
-    if (!s && (s = tz_open_held(out, h, key, found, n))) return tz_prefix(s, path);
+    if (!s && (s = tz_open_held(out, h, key, found, n, what))) return tz_prefix(s, path);
     return s;
 }
 
@@ -873,16 +867,19 @@ ra_status rai_torch_open_memory(ra_st_file **out, const void *buf, size_t len, c
     *out = NULL;
     tz_hold *h = NULL;
     ra_status s = tz_copy(buf, len, &h);
-    return s ? s : tz_open_held(out, h, key, found, n);
+    return s ? s : tz_open_held(out, h, key, found, n, NULL);
 }
 
 int rai_torch_sniff(const char *path) {
     unsigned char b[512];
-    FILE *fp = path ? fopen(path, "rb") : NULL;
-    if (!fp) return 0;
-    const size_t n = fread(b, 1, sizeof b, fp);
-    fclose(fp);
-    return tz_kind(b, n);
+    /* only a regular file is read: a FIFO must neither block the open nor
+     * lose the bytes its reader is owed */
+    const int fd = path ? open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK) : -1;
+    struct stat st;
+    ssize_t n = -1;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) n = pread(fd, b, sizeof b, 0);
+    if (fd >= 0) close(fd);
+    return n > 0 ? tz_kind(b, (size_t)n) : 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -910,11 +907,11 @@ static void tz_line(tz_text *t, const char *a, const char *b) {
     t->n += (size_t)snprintf(t->p + t->n, t->cap - t->n, "%s%s\n", a, b);
 }
 
-static ra_status tz_describe(tz_hold *h, char **text) {
-    tz_archive a = {.base = h->map, .len = h->len, .fd = -1};
-    ra_status s = tz_load(&a);
+/* What loaded archive a holds (tz_load), one line an entry of its root,
+ * then the state dict the automatic choice takes. */
+static ra_status tz_describe_loaded(tz_archive *a, char **text) {
     tz_text t = {0};
-    const rai_pk_value *root = s ? NULL : rai_pk_root(a.doc), *sd;
+    const rai_pk_value *root = rai_pk_root(a->doc), *sd;
     char what[400], key[300], found[RAI_TORCH_MAX_NAME];
     for (size_t i = 0; root && root->kind == RAI_PK_DICT && i < root->u.dict.n; i++) {
         const rai_pk_value *k = root->u.dict.v[i].key;
@@ -928,7 +925,7 @@ static ra_status tz_describe(tz_hold *h, char **text) {
         tz_summary(what, sizeof what, root);
         tz_line(&t, "(root): ", what);
     }
-    if (root && !tz_auto(&a, &sd, found, sizeof found)) {
+    if (root && !tz_auto(a, &sd, found, sizeof found)) {
         const size_t k = tz_count_tensors(sd);
         snprintf(what, sizeof what, "%s%.300s (%zu tensor%s)", found[0] ? "" : "(root)", found, k,
                  k == 1 ? "" : "s");
@@ -936,11 +933,20 @@ static ra_status tz_describe(tz_hold *h, char **text) {
     } else if (root) {
         tz_line(&t, "selected: nothing: ", ra_last_error());
     }
+    if (t.failed || !t.p) {
+        free(t.p);
+        return rai_fail(RA_ERR_NOMEM, "out of memory describing a checkpoint");
+    }
+    *text = t.p;
+    return RA_OK;
+}
+
+static ra_status tz_describe(tz_hold *h, char **text) {
+    tz_archive a = {.base = h->map, .len = h->len, .fd = -1};
+    ra_status s = tz_load(&a);
+    if (!s) s = tz_describe_loaded(&a, text);
     tz_archive_free(&a);
     tz_hold_drop(h);
-    if (!s && (t.failed || !t.p)) s = rai_fail(RA_ERR_NOMEM, "out of memory describing a checkpoint");
-    if (s) free(t.p);
-    else *text = t.p;
     return s;
 }
 

@@ -23,10 +23,13 @@
 
 /* PyTorch's zip checkpoint at path as a tensor file: the state dict found
  * at key (NULL: automatic); found (n bytes, may be NULL) gets the key path
- * used ("" for the root). RA_ERR_IO (cannot read it), RA_ERR_FORMAT (with
- * the reason: a refused global, a damaged archive, a legacy file, no state
- * dict, ...), RA_ERR_NOMEM. */
-ra_status rai_torch_open(ra_st_file **out, const char *path, const char *key, char *found, size_t n);
+ * used ("" for the root); what (may be NULL) gets what the checkpoint
+ * holds, as rai_torch_describe writes it, from the same reading (malloc'ed).
+ * RA_ERR_IO (cannot read it), RA_ERR_FORMAT (with the reason: a refused
+ * global, a damaged archive, a legacy file, no state dict, ...),
+ * RA_ERR_NOMEM. */
+ra_status rai_torch_open(ra_st_file **out, const char *path, const char *key, char *found, size_t n,
+                         char **what);
 /* The same from len bytes at buf (copied). */
 ra_status rai_torch_open_memory(ra_st_file **out, const void *buf, size_t len, const char *key,
                                 char *found, size_t n);

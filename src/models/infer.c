@@ -40,7 +40,7 @@ static const ra_st_tensor *find(const infer *c, const char *fmt, ...) {
 static ra_status put(infer *c, const char *key, const char *value, const char *from) {
     if (ra_st_meta(c->f, key)) return RA_OK;
     char src[80];
-    snprintf(src, sizeof src, "relattn.source.%s", key);
+    snprintf(src, sizeof src, RA_META_SOURCE "%s", key);
     ra_status st = rai_st_set_meta(c->f, key, value);
     return st ? st : rai_st_set_meta(c->f, src, from);
 }
@@ -183,7 +183,6 @@ static ra_status infer_swin(infer *c, int v2) {
     }
     if (st) return st;
     if (!nst) return rai_fail(RA_ERR_FORMAT, "swin: no blocks (layers.0.blocks.0.norm1.weight)");
-    (void)depths;
     if (!st) st = put(c, "depths", list, "weights: blocks per stage");
     if (!st) st = put(c, "num_heads", heads, v2 ? "weights: attn.cpb_mlp.2.weight rows" :
                                                   "weights: relative_position_bias_table columns");

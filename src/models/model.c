@@ -761,7 +761,7 @@ ra_status ra_model_save(const ra_model *m, const char *path, ra_dtype dtype) {
     ra_st_writer *w = ra_st_writer_new();
     ra_status st = w ? RA_OK : rai_fail(RA_ERR_NOMEM, "model save: out of memory");
     for (int i = 0; !st && i < m->nmeta; i++)
-        if (strncmp(m->meta[2 * i], "relattn.source.", 15))
+        if (strncmp(m->meta[2 * i], RA_META_SOURCE, strlen(RA_META_SOURCE)))
             st = ra_st_writer_meta(w, m->meta[2 * i], m->meta[2 * i + 1]);
     for (int i = 0; !st && i < m->nparams; i++) st = save_param(w, m, &m->params[i], dtype);
     if (!st) st = ra_st_writer_save(w, path);

@@ -24,7 +24,7 @@
 
 /* Metadata of a source: the transformers naming scheme, which the names
  * no longer show once mapped (ra_model_scheme reports it). */
-#define META_SCHEME "relattn.source.naming_scheme"
+#define META_SCHEME RA_META_SOURCE "naming_scheme"
 
 static int is_dir(const char *path) {
     struct stat s;
@@ -34,16 +34,6 @@ static int is_dir(const char *path) {
 static int exists(const char *path) {
     struct stat s;
     return stat(path, &s) == 0;
-}
-
-/* The first 8 bytes of path: a zip (PyTorch's checkpoint) or not. */
-static int is_zip(const char *path) {
-    unsigned char b[4] = {0};
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return 0;
-    ssize_t k = read(fd, b, sizeof b);
-    close(fd);
-    return k == 4 && b[0] == 'P' && b[1] == 'K' && ((b[2] == 3 && b[3] == 4) || (b[2] == 5 && b[3] == 6));
 }
 
 /* A model folder's weights (n bytes of out): the first of the files
@@ -73,13 +63,11 @@ static ra_status folder_weights(const char *dir, char *out, size_t n) {
 static ra_status open_weights(ra_st_file **f, const char *path, const char *key, char *found,
                               size_t nfound) {
     found[0] = 0;
-    struct stat s;   /* what is not a regular file is refused by ra_st_open (never read) */
-    const int regular = stat(path, &s) == 0 && S_ISREG(s.st_mode);
-    if (regular && (is_zip(path) || rai_torch_sniff(path))) {
-        ra_status st = rai_torch_open(f, path, key, found, nfound);
-        char *what = NULL;   /* what a nested checkpoint holds besides, for inspect */
-        if (!st && found[0] && !rai_torch_describe(path, &what) && what)
-            st = rai_st_set_meta(*f, "relattn.source.checkpoint", what);
+    if (rai_torch_sniff(path)) {   /* a zip (or a legacy checkpoint, refused there) */
+        char *what = NULL;
+        ra_status st = rai_torch_open(f, path, key, found, nfound, &what);
+        /* what a checkpoint holds besides its nested state dict, for inspect */
+        if (!st && found[0]) st = rai_st_set_meta(*f, RA_META_SOURCE "checkpoint", what);
         free(what);
         if (st) ra_st_close(*f), *f = NULL;
         return st;
@@ -108,24 +96,30 @@ static size_t wrapper_prefix(const ra_st_file *f) {
     return total;
 }
 
-/* A file derived from *f with the wrapper prefix dropped: it keeps *f
- * when own, else *f must outlive it. On failure *f is closed if own. */
-static ra_status strip_wrappers(ra_st_file **f, int own) {
+/* *f replaced by a file derived from it, every tensor named without its
+ * first k bytes: the new file keeps *f when own, else *f must outlive it.
+ * On failure *f is closed if own, and NULL. */
+static ra_status derive_names(ra_st_file **f, int own, size_t k) {
     ra_st_file *src = *f, *d = NULL;
-    const size_t k = wrapper_prefix(src);
     ra_status st = own ? rai_st_derive(&d, src) : rai_st_view(&d, src);
     for (int i = 0; !st && i < ra_st_count(src); i++) {
         const ra_st_tensor *t = ra_st_at(src, i);
         st = rai_st_add_from(d, src, t, t->name + k);
     }
-    if (!st && k) {
-        char p[64];
-        snprintf(p, sizeof p, "%.*s", (int)(k < 60 ? k : 60), ra_st_at(src, 0)->name);
-        st = rai_st_set_meta(d, "relattn.source.prefix_dropped", p);
-    }
     if (!st) st = rai_st_finish(d);
-    *f = st ? NULL : d;
     if (st) ra_st_close(d);
+    *f = st ? NULL : d;
+    return st;
+}
+
+/* *f without the wrapper prefix of its names (derive_names). */
+static ra_status strip_wrappers(ra_st_file **f, int own) {
+    const size_t k = wrapper_prefix(*f);
+    char p[64];
+    if (k) snprintf(p, sizeof p, "%.*s", (int)(k < 60 ? k : 60), ra_st_at(*f, 0)->name);
+    ra_status st = derive_names(f, own, k);
+    if (!st && k) st = rai_st_set_meta(*f, RA_META_SOURCE "prefix_dropped", p);
+    if (st && *f) ra_st_close(*f), *f = NULL;
     return st;
 }
 
@@ -138,7 +132,7 @@ static ra_status apply_sets(ra_st_file *f, const ra_load_options *o) {
             return rai_fail(RA_ERR_ARG, "--set '%.60s': expected KEY=VALUE", s ? s : "");
         snprintf(key, sizeof key, "%.*s", (int)(eq - s), s);
         char src[96];
-        snprintf(src, sizeof src, "relattn.source.%s", key);
+        snprintf(src, sizeof src, RA_META_SOURCE "%s", key);
         ra_status st = rai_st_set_meta(f, key, eq + 1);
         if (!st) st = rai_st_set_meta(f, src, "--set");
         if (st) return st;
@@ -151,7 +145,7 @@ static ra_status imagenet_labels(ra_st_file *f) {
     const char *n = ra_st_meta(f, "num_classes"), *labels = rai_imagenet1k_labels_json();
     if (ra_st_meta(f, "labels") || !n || strcmp(n, "1000") || !labels) return RA_OK;
     ra_status st = rai_st_set_meta(f, "labels", labels);
-    if (!st) st = rai_st_set_meta(f, "relattn.source.labels", "convention: ImageNet-1k's classes "
+    if (!st) st = rai_st_set_meta(f, RA_META_SOURCE "labels", "convention: ImageNet-1k's classes "
                                   "(torchvision's list) for a 1000-class head");
     return st;
 }
@@ -197,7 +191,7 @@ static ra_status state_dict_file(ra_st_file **out, ra_st_file *f, int own, const
     int ncfg = 0;
     if (dir) st = folder_config(dir, &cfg, &ncfg);
     if (!st && hf_arch) st = rai_st_set_meta(f, META_SCHEME, "transformers");
-    if (!st && found && found[0]) st = rai_st_set_meta(f, "relattn.source.state_dict", found);
+    if (!st && found && found[0]) st = rai_st_set_meta(f, RA_META_SOURCE "state_dict", found);
     if (!st) st = apply_sets(f, o);
     if (!st) st = rai_infer_meta(f, hf_arch, cfg, ncfg);
     if (!st) st = imagenet_labels(f);
@@ -238,14 +232,8 @@ ra_status ra_model_source(ra_st_file **out, const char *path, const ra_load_opti
     if (st) return st;
     if (ra_st_meta(f, "arch") && !dir) {   /* a relattn model file */
         if (!o || !o->nset) return *out = f, RA_OK;
-        ra_st_file *d = NULL;
-        if (!(st = rai_st_derive(&d, f))) {
-            for (int i = 0; !st && i < ra_st_count(f); i++) st = rai_st_add_from(d, f, ra_st_at(f, i), NULL);
-            if (!st) st = rai_st_finish(d);
-            if (!st) st = apply_sets(d, o);
-            if (st) ra_st_close(d);
-        }
-        *out = st ? NULL : d;
+        if (!(st = derive_names(&f, 1, 0)) && (st = apply_sets(f, o))) ra_st_close(f), f = NULL;
+        *out = f;
         return st;
     }
     return state_dict_file(out, f, 1, dir ? path : NULL, found, o);

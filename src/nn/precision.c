@@ -7,10 +7,7 @@
 #include <string.h>
 
 float rai_round_bf16(float v) {
-    uint32_t u;
-    memcpy(&u, &v, sizeof u);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return v;   /* NaN */
-    u = (u + 0x7FFFu + (u >> 16 & 1u)) & 0xFFFF0000u;
+    const uint32_t u = (uint32_t)rai_bf16_bits(v) << 16;
     memcpy(&v, &u, sizeof v);
     return v;
 }

@@ -34,7 +34,7 @@ void rai_precision_weights(float *w, int64_t n, int64_t k, ra_precision p);
  * is left alone); the row is then q x scale, as precision int8 holds it. */
 float rai_int8_row(int8_t *q, const float *x, int64_t n);
 
-/* v rounded to bfloat16 (nearest even; NaN stays NaN), as a float. */
+/* v rounded to bfloat16 (rai_bf16_bits), as a float. */
 float rai_round_bf16(float v);
 
 #endif
