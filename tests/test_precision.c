@@ -7,8 +7,11 @@
  * size of the difference), and the refusals. PyTorch's twin of whole
  * networks is tests/test_precision.sh. */
 #include "check.h"
+#include "kernels/gemm_kernels.h"
 #include "nn/precision.h"
 #include "relattn.h"
+
+#include <math.h>
 
 #include <stdint.h>
 #include <stdio.h>
@@ -82,6 +85,110 @@ static void linear(ra_precision p) {
     CHECK(memcmp(y1, y0, sizeof y1) != 0, "%s: nothing was rounded", ra_precision_name(p));
     CHECK(memcmp(x, x0, sizeof x) == 0, "the input itself is left alone");
     CHECK(!rai_precision_failed(), "no failure recorded");
+}
+
+/* ---- precision int8: the integer product (kernels/gemm_kernels.h) --------- */
+
+/* The formats of gemm_i8.c written out again, one value at a time in
+ * double where that is exact, int64 sums: the oracle of both micro-kernels. */
+static float half_even(double v) {   /* v to the nearest integer, ties to even */
+    double f = floor(v), d = v - f;
+    if (d > 0.5 || (d == 0.5 && fmod(f, 2.0) != 0.0)) f += 1.0;
+    return (float)f;
+}
+static void naive_i8(float *y, const float *x, const float *w, const float *b, int m, int n, int k) {
+    for (int i = 0; i < m; i++) {
+        const float *xr = x + (int64_t)i * k;
+        float lo = 0, hi = 0;
+        int finite = 1;
+        for (int l = 0; l < k; l++) finite &= isfinite(xr[l]) != 0, lo = fminf(lo, xr[l]), hi = fmaxf(hi, xr[l]);
+        const float s = (hi - lo) / 127.0f;
+        const int ok = finite && isfinite(s) && s > 0;
+        const float z = ok ? fminf(fmaxf(half_even((double)(-lo / s)), 0), 127) : 0;
+        for (int j = 0; j < n; j++) {
+            const float *wr = w + (int64_t)j * k;
+            float amax = 0;
+            int wfinite = 1;
+            for (int l = 0; l < k; l++) wfinite &= isfinite(wr[l]) != 0, amax = fmaxf(amax, fabsf(wr[l]));
+            const float t = amax / 127.0f;
+            int64_t acc = 0;
+            for (int l = 0; l < k && ok && wfinite && t > 0; l++) {
+                const float q = fminf(fmaxf(half_even((double)(xr[l] / s)) + z, 0), 127);
+                const float v = fminf(fmaxf(half_even((double)(wr[l] / t)), -127), 127);
+                acc += (int64_t)(q - z) * (int64_t)v;
+            }
+            const float d = (ok || (finite && s == 0) ? s : NAN) * (wfinite ? t : NAN);
+            const float o = (float)(int32_t)acc * d;
+            y[(int64_t)i * n + j] = b ? o + b[j] : o;
+        }
+    }
+}
+
+static float lcg(uint64_t *s) {
+    return (float)((*s = *s * 6364136223846793005ull + 1) >> 40) / 16777216.0f - 0.5f;
+}
+
+/* rai_gemm_i8 on every micro-kernel and thread count against naive_i8, bit
+ * for bit, with edge tiles, K not a multiple of 4, one-signed rows, a row of
+ * zeros, a NaN, an infinite weight; the Linear of precision int8 is it. */
+static void int8_product(void) {
+    enum { M = 37, N = 29, K = 301 };
+    static float x[M * K], w[N * K], b[N], want[M * N], got[M * N];
+    uint64_t s = 777;
+    for (int i = 0; i < M * K; i++) x[i] = lcg(&s) * (1 + i % 7);
+    for (int i = 0; i < N * K; i++) w[i] = lcg(&s);
+    for (int i = 0; i < N; i++) b[i] = 0.01f * (float)i;
+    for (int l = 0; l < K; l++) x[3 * K + l] = fabsf(x[3 * K + l]) + 0.25f;   /* all positive */
+    for (int l = 0; l < K; l++) x[4 * K + l] = -fabsf(x[4 * K + l]);         /* all negative */
+    memset(x + 5 * K, 0, K * sizeof *x);                                     /* zeros */
+    x[6 * K + 17] = NAN;
+    w[7 * K + 3] = INFINITY;
+    int kernels = 0;
+    const ra_kernel_id best = ra_kernel_current();
+    for (int ks = 0; ks < RA_KERNEL_COUNT; ks++) {
+        if (!ra_kernel_supported((ra_kernel_id)ks)) continue;
+        CHECK(ra_kernel_select((ra_kernel_id)ks) == RA_OK, "select %d", ks);
+        const int isa = ks == RA_KERNEL_REF ? RA_GEMM_REF : RA_GEMM_AVX2;
+        for (int nt = 1; nt <= 2; nt++)
+            for (int withb = 0; withb < 2; withb++) {
+                const float *bb = withb ? b : NULL;
+                naive_i8(want, x, w, bb, M, N, K);
+                memset(got, 0x55, sizeof got);
+                CHECK(rai_gemm_i8(got, x, w, bb, M, N, K, isa, nt) == 0, "product");
+                int bad = 0;
+                for (int i = 0; i < M * N; i++)
+                    bad += memcmp(&got[i], &want[i], sizeof *got) != 0 && !(isnan(got[i]) && isnan(want[i]));
+                CHECK(bad == 0, "kernel %s, %d threads, bias %d: %d of %d outputs differ from the "
+                      "formula", ra_kernel_name((ra_kernel_id)ks), nt, withb, bad, M * N);
+            }
+        kernels++;
+    }
+    CHECK(isnan(want[6 * N + 2]) && isnan(want[2 * N + 7]) && !isnan(want[2 * N + 6]),
+          "a NaN input's row and an infinite weight's column are NaN, the rest is not");
+    CHECK(want[5 * N + 4] == b[4], "a row of zeros gives the bias");
+    /* the integer product's error: about a 127th of a row's range */
+    double num = 0, den = 0;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            if (i == 6 || j == 7) continue;
+            double e = b[j];
+            for (int l = 0; l < K; l++) e += (double)x[i * K + l] * w[j * K + l];
+            num += (want[i * N + j] - e) * (want[i * N + j] - e), den += e * e;
+        }
+    CHECK(sqrt(num / den) > 1e-3 && sqrt(num / den) < 2e-2, "relative error %.3g", sqrt(num / den));
+    ra_kernel_select(best);
+    /* the Linear in precision int8 is this product */
+    const ra_precision was = rai_precision_set(RA_PRECISION_INT8);
+    ra_linear_forward(got, x, w, b, M, N, K);
+    rai_precision_set(was);
+    naive_i8(want, x, w, b, M, N, K);
+    int bad = 0;
+    for (int i = 0; i < M * N; i++) bad += memcmp(&got[i], &want[i], sizeof *got) != 0 && !isnan(want[i]);
+    CHECK(bad == 0, "the int8 Linear: %d outputs differ", bad);
+    CHECK(!rai_precision_failed(), "no failure recorded");
+    printf("int8 product: %d kernel sets, bit for bit against the formula\n", kernels);
+    /* K past the exact integer sums: refused, y untouched */
+    CHECK(rai_gemm_i8(got, x, w, b, 1, 1, RA_GEMM_I8_KMAX + 1, RA_GEMM_REF, 1) == -1, "K bound");
 }
 
 static double rel_l2(const float *a, const float *b, long n) {
@@ -230,7 +337,7 @@ int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : "tests/fixtures";
     roundings();
     linear(RA_PRECISION_BF16);
-    linear(RA_PRECISION_INT8);
+    int8_product();
     /* bf16 steps are 2^-9 of a value, int8's 1/254 of a row's largest:
      * the logits move by 1e-4 .. 3e-2 of their norm in these small nets */
     network(dir, "net_swin_official", 1e-4, 3e-2, 5e-4, 1e-1);

@@ -9,8 +9,8 @@ bf16 and int8, computed by the PyTorch twin with the rounding points of
 the precision put into it: every Linear's weight rounded (bf16: to
 bfloat16, nearest even; int8: per output channel, symmetric, scale
 max|w| / 127, q = round-half-even(w / scale) clamped to +-127, the value
-q x scale) and its input rounded the same way as it enters (int8: per
-row); SwinV2's CPB MLP, the patch embedding, norms and attention in
+q x scale) and its input rounded as it enters (bf16: the same way; int8:
+per row, 7 bits with a zero point, as src/kernels/gemm_i8.c); SwinV2's CPB MLP, the patch embedding, norms and attention in
 float32. It also prints, for each case, the relative error of the bf16
 and int8 logits against fp32 and that of PyTorch's own bfloat16 (the
 model and x in torch.bfloat16), the figures of docs/reference.md.
@@ -53,15 +53,30 @@ def int8_rows(t):
     return torch.where(s > 0, q * s, t)
 
 
+def u7_rows(t):
+    """An input as precision int8 quantises it, per row of the last
+    dimension: 7 bits with a zero point over [min(0, min), max(0, max)]
+    (src/kernels/gemm_i8.c), as values (q - z) x s."""
+    lo = t.amin(dim=-1, keepdim=True).clamp(max=0)
+    hi = t.amax(dim=-1, keepdim=True).clamp(min=0)
+    s = (hi - lo) / 127.0
+    ok = s > 0
+    s1 = torch.where(ok, s, torch.ones_like(s))
+    z = torch.round(-lo / s1).clamp(0, 127)
+    q = (torch.round(t / s1) + z).clamp(0, 127)
+    return torch.where(ok, (q - z) * s1, torch.zeros_like(t))
+
+
 def put_precision(model, prec):
     """Round the Linear weights in place and round every Linear's input."""
     rnd = round_bf16 if prec == "bf16" else int8_rows
+    rnd_in = round_bf16 if prec == "bf16" else u7_rows
     for name, mod in model.named_modules():
         if not isinstance(mod, nn.Linear) or "cpb_mlp" in name:
             continue
         with torch.no_grad():
             mod.weight.copy_(rnd(mod.weight))
-        mod.register_forward_pre_hook(lambda m, inp, rnd=rnd: (rnd(inp[0]),) + tuple(inp[1:]))
+        mod.register_forward_pre_hook(lambda m, inp, r=rnd_in: (r(inp[0]),) + tuple(inp[1:]))
 
 
 def outputs(model):

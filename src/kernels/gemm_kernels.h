@@ -33,6 +33,47 @@ void rai_gemm_micro_avx2(int kc, const float *ap, const float *bp, float *c, int
                          const float *bias, int accumulate);
 #endif
 
+/* ---- the product of precision int8 (gemm_i8.c) ---------------------------- */
+
+#define RA_GEMM_I8_MR 6       /* rows of the micro-kernel's tile */
+#define RA_GEMM_I8_NR 16      /* columns */
+#define RA_GEMM_I8_KMAX 65536 /* inputs at most: the integer sums stay exact */
+
+/* y (M, N) = x (M, K) . w (N, K)^T + bias (N, or NULL) as precision int8
+ * computes it (the formats in gemm_i8.c): x quantised per row (u7 with a
+ * zero point), w per row (symmetric s8), integer sums, then the scales.
+ * The same bits for any M, partition, nthreads or micro-kernel (isa:
+ * RA_GEMM_REF or RA_GEMM_AVX2). Returns 0, or -1 (y untouched) for K
+ * outside 1..RA_GEMM_I8_KMAX or without memory. */
+int rai_gemm_i8(float *y, const float *x, const float *w, const float *bias, int64_t m, int n,
+                int k, int isa, int nthreads);
+/* One input row as u7: q (k), its zero point and scale (gemm_i8.c). */
+void rai_i8_quantize_row(uint8_t *q, int32_t *zero, float *scale, const float *x, int k);
+/* One weight row as s8: v (k), the sum of v and the scale. */
+void rai_i8_quantize_weights(int8_t *v, int32_t *sum, float *scale, const float *w, int k);
+/* What a tile's epilogue needs: per row the input's zero point and scale,
+ * per column the weights' sum and scale, and the bias (NULL: none). */
+typedef struct {
+    const int32_t *zero;
+    const float *scale;
+    const int32_t *wsum;
+    const float *wscale;
+    const float *bias;
+} rai_i8_tile;
+/* One MR x NR tile of c (row stride ldc) from the packed panels over kg
+ * groups of 4 inputs: a [kg][MR][4] u7, b [kg][NR][4] s8; c = (float)(sum
+ * - zero x wsum) x (scale x wscale) + bias: the scalar oracle and its
+ * AVX2 twin (vpmaddubsw, vpmaddwd), the same bits. */
+void rai_gemm_i8_micro_ref(int kg, const uint8_t *ap, const int8_t *bp, float *c, int64_t ldc,
+                           const rai_i8_tile *e);
+#ifdef RA_HAVE_X86_KERNELS
+void rai_gemm_i8_micro_avx2(int kg, const uint8_t *ap, const int8_t *bp, float *c, int64_t ldc,
+                            const rai_i8_tile *e);
+/* The quantisers on 8 lanes: the bits of the scalar ones. */
+void rai_i8_quantize_row_avx2(uint8_t *q, int32_t *zero, float *scale, const float *x, int k);
+void rai_i8_quantize_weights_avx2(int8_t *v, int32_t *sum, float *scale, const float *w, int k);
+#endif
+
 /* ---- the fused products on AVX-512 (gemm_avx512.c) ------------------------ */
 
 #ifdef RA_HAVE_X86_KERNELS

@@ -358,7 +358,8 @@ static ra_status forward_in_precision(const ra_model *m, float **y, int *y_ndim,
     ra_status st = m->ops->forward(m, y, y_ndim, y_shape, x, x_ndim, x_shape);
     if (rai_precision_failed() && !st) {
         rai_free(*y), *y = NULL;
-        st = rai_fail(RA_ERR_NOMEM, "model forward: out of memory rounding a product's input");
+        st = rai_fail(RA_ERR_NOMEM, "model forward: out of memory for a product in precision %s",
+                     ra_precision_name(m->precision));
     }
     rai_precision_set(was);
     return st;
@@ -722,6 +723,12 @@ ra_status ra_model_set_precision(ra_model *m, ra_precision p) {
     if (!m->ops->forward || m->ops->attn_layer)
         return rai_fail(RA_ERR_ARG, "precision %s is for networks (swin, swinv2, vit, swin_block, "
                         "swin_block_3d), not %s", ra_precision_name(p), m->ops->name);
+    for (int i = 0; i < m->nparams; i++)
+        if (linear_weight(&m->params[i]) && m->params[i].shape[1] > rai_precision_max_inputs(p))
+            return rai_fail(RA_ERR_ARG, "precision %s: %s has %lld inputs, more than the %lld "
+                            "whose integer sums stay exact", ra_precision_name(p),
+                            m->params[i].name, (long long)m->params[i].shape[1],
+                            (long long)rai_precision_max_inputs(p));
     for (int i = 0; i < m->nparams; i++)
         if (linear_weight(&m->params[i]))
             rai_precision_weights(m->weights + m->params[i].offset, m->params[i].shape[0],

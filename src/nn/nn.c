@@ -130,9 +130,18 @@ static void linear_unfused(float *y, const float *x, const float *w, const float
 void rai_linear_fused(float *y, const float *x, const float *w, const float *b, int64_t m, int n,
                       int k, int gelu, float *res, const int32_t *map) {
     if (m <= 0 || n <= 0) return;
-    /* the input as the thread's precision rounds it (float32: x itself);
-     * without memory the product is skipped and the forward fails */
-    if (!(x = rai_precision_input(x, m, k, rai_precision_get()))) return;
+    const ra_precision p = rai_precision_get();
+    if (p == RA_PRECISION_INT8) {   /* integer sums (gemm_i8.c); failure fails the forward */
+        if (rai_gemm_i8(y, x, w, b, m, n, k, rai_nn_kernel_active()->gemm_micro,
+                        gemm_threads(m, n, k)) != 0)
+            { rai_precision_fail(); return; }
+        if (gelu) ra_gelu_forward(y, y, m * n);
+        if (res) rai_rows_scatter_add(res, y, map, m, n);
+        return;
+    }
+    /* the input as bf16 rounds it (float32: x itself); without memory the
+     * product is skipped and the forward fails */
+    if (!(x = rai_precision_input(x, m, k, p))) return;
     const rai_nn_kernel kn = nn_kernels();
     if (k > 0 && kn.gemm &&
         kn.gemm(y, n, x, k, w, k, 0, m, n, k, b, gelu, NULL, NULL, res, n, map,

@@ -2,6 +2,7 @@
 #include "nn/precision.h"
 
 #include "base/arena.h"
+#include "kernels/gemm_kernels.h"
 
 #include <math.h>
 #include <string.h>
@@ -48,16 +49,12 @@ static void int8_row(float *out, const float *x, int64_t n) {
 }
 
 const float *rai_precision_input(const float *x, int64_t m, int k, ra_precision p) {
-    if (p == RA_PRECISION_FP32 || m <= 0 || k <= 0) return x;
+    if (p != RA_PRECISION_BF16 || m <= 0 || k <= 0) return x;
     size_t bytes;
     if (!rai_mul_size(&bytes, (size_t)m * (size_t)k, sizeof(float))) return rai_precision_fail(), NULL;
     float *out = rai_thread_buffer(RAI_BUFFER_PRECISION, bytes);
     if (!out) return rai_precision_fail(), NULL;
-    if (p == RA_PRECISION_BF16) {
-        for (int64_t i = 0; i < m * k; i++) out[i] = rai_round_bf16(x[i]);
-    } else {
-        for (int64_t r = 0; r < m; r++) int8_row(out + r * k, x + r * k, k);
-    }
+    for (int64_t i = 0; i < m * k; i++) out[i] = rai_round_bf16(x[i]);
     return out;
 }
 
@@ -66,6 +63,10 @@ void rai_precision_weights(float *w, int64_t n, int64_t k, ra_precision p) {
         for (int64_t i = 0; i < n * k; i++) w[i] = rai_round_bf16(w[i]);
     else if (p == RA_PRECISION_INT8)
         for (int64_t r = 0; r < n; r++) int8_row(w + r * k, w + r * k, k);
+}
+
+int64_t rai_precision_max_inputs(ra_precision p) {
+    return p == RA_PRECISION_INT8 ? RA_GEMM_I8_KMAX : INT64_MAX;
 }
 
 const char *ra_precision_name(ra_precision p) {

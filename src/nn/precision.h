@@ -1,15 +1,15 @@
-/* precision.h - reduced precision as rounding points (src/nn/precision.c).
+/* precision.h - reduced precision (src/nn/precision.c).
  *
- * The reference path of every precision, and what runs where the CPU has
- * no instruction for it: the products keep their float32 kernels, and the
- * precision is where values are rounded, exactly as the fast kernels see
- * them:
+ * What a Linear computes in each precision; the reference path of bf16,
+ * and the weights every precision holds:
  *   bf16  weights rounded once to bfloat16 (nearest even), each product's
- *         input rounded to bfloat16 as it enters; float32 sums;
+ *         input rounded to bfloat16 as it enters (rai_precision_input);
+ *         the float32 product of those values, float32 sums;
  *   int8  weights quantised once per output channel (symmetric: scale
  *         max|w| / 127, q = round-half-even(w / scale) in [-127, 127]),
- *         each product's input per row the same way at run time; the
- *         values q x scale, float32 sums (exact below 2^24).
+ *         held as the values q x scale; the product is gemm_i8.c's
+ *         (kernels/gemm_kernels.h): the input quantised per row at run
+ *         time (7 bits with a zero point), integer sums, then the scales.
  * LayerNorm, softmax, GELU, the residual stream, the attention core and
  * the position tables stay float32. The precision of the products a
  * thread computes is thread-local: ra_model_forward sets it for the
@@ -21,13 +21,18 @@
 
 /* The thread's precision: rai_precision_get / _set / _failed (base/internal.h). */
 
-/* x (m, k) as a product of precision p sees it: into a buffer of the
- * calling thread (valid until its next call), or x itself for float32;
- * NULL without memory. */
+/* x (m, k) as a bf16 product sees it: into a buffer of the calling thread
+ * (valid until its next call); x itself for any other precision; NULL
+ * without memory. */
 const float *rai_precision_input(const float *x, int64_t m, int k, ra_precision p);
 
 /* w (n, k) in place as precision p holds it (per row: one output channel). */
 void rai_precision_weights(float *w, int64_t n, int64_t k, ra_precision p);
+
+/* The inputs a Linear may have in precision p: int8's integer sums are
+ * exact up to RA_GEMM_I8_KMAX (kernels/gemm_kernels.h); no bound
+ * (INT64_MAX) for the others. */
+int64_t rai_precision_max_inputs(ra_precision p);
 
 /* A row of n values as symmetric int8: q (n) and the scale returned
  * (max|x| / 127; 0 for a row of zeros, or with an infinity or NaN, when q

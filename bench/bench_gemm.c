@@ -1,0 +1,120 @@
+/* bench_gemm.c - the Linear products of the networks, y = x . w^T + b, in
+ * every precision, beside OpenBLAS and the peaks of the instructions they
+ * use, measured in the same run:
+ *   relattn_bench_gemm [--threads T] [--reps R] [--csv FILE]
+ * Rows: the products of torchvision swin_t and vit_b_16 at batch 8 (224 x
+ * 224). Columns: relattn fp32 (its portable product, or the fused one of
+ * the kernel set), OpenBLAS sgemm, relattn bf16 (the reference path:
+ * rounded inputs, float32 product), relattn int8 (gemm_i8.c), each in
+ * GFLOP/s or GOP/s (2 per multiply-add) and its share of its precision's
+ * peak (FMA for fp32 and bf16, the int8 sequence for int8). The median of
+ * R calls after one warm-up call, the four taken in turn each round. */
+#define _POSIX_C_SOURCE 200809L
+#include "base/internal.h"
+#include "peak.h"
+#include "relattn.h"
+
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static float *rnd(int64_t n, uint64_t s, float scale) {
+    float *p = malloc((size_t)n * sizeof *p);
+    for (int64_t i = 0; p && i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        p[i] = scale * (float)((int32_t)(s >> 32)) * (1.0f / 2147483648.0f);
+    }
+    return p;
+}
+
+enum { FP32, BLAS, BF16, INT8, NWAYS };
+static const char *way_name[NWAYS] = {"relattn_fp32", "openblas_fp32", "relattn_bf16", "relattn_int8"};
+
+static void run(int way, float *y, const float *x, const float *w, const float *b, int64_t m,
+                int n, int k) {
+    if (way == BLAS) {
+        for (int64_t i = 0; i < m; i++) memcpy(y + i * n, b, (size_t)n * sizeof *y);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, n, k, 1.0f, x, k, w, k, 1.0f, y, n);
+        return;
+    }
+    const ra_precision was = rai_precision_set(way == BF16 ? RA_PRECISION_BF16
+                                               : way == INT8 ? RA_PRECISION_INT8
+                                               : RA_PRECISION_FP32);
+    ra_linear_forward(y, x, w, b, m, n, k);
+    rai_precision_set(was);
+}
+
+int main(int argc, char **argv) {
+    int threads = 1, reps = 7;
+    const char *csv = NULL;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--csv")) csv = argv[i + 1];
+    }
+    if (reps < 1 || reps > 99) reps = 7;
+    if (threads < 1 || threads > 256) threads = 1;
+    ra_threads_set(threads);
+    static const struct { const char *name; int64_t m; int n, k; } L[] = {
+        {"swin_t s1 qkv", 25088, 288, 96},   {"swin_t s1 fc1", 25088, 384, 96},
+        {"swin_t s1 fc2", 25088, 96, 384},   {"swin_t s2 qkv", 6272, 576, 192},
+        {"swin_t s3 qkv", 1568, 1152, 384},  {"swin_t s3 fc1", 1568, 1536, 384},
+        {"swin_t s3 fc2", 1568, 384, 1536},  {"swin_t s4 fc1", 392, 3072, 768},
+        {"vit_b_16 qkv", 1576, 2304, 768},   {"vit_b_16 proj", 1576, 768, 768},
+        {"vit_b_16 fc1", 1576, 3072, 768},   {"vit_b_16 fc2", 1576, 768, 3072},
+    };
+    const char *fisa, *iisa;
+    const double fpeak = fma_peak(threads, &fisa), ipeak = i8_peak(threads, &iisa);
+    FILE *out = csv ? fopen(csv, "w") : NULL;
+    printf("threads %d, kernel %s; peaks: %s %.1f GFLOP/s, %s %.1f GOP/s (%.2fx)\n", threads,
+           ra_kernel_name(ra_kernel_current()), fisa, fpeak, iisa, ipeak, fpeak > 0 ? ipeak / fpeak : 0);
+    if (out)
+        fprintf(out, "# threads %d kernel %s fma_peak_gflops %.1f (%s) int8_peak_gops %.1f (%s)\n"
+                     "product,m,n,k,threads,way,gops,share_of_peak\n",
+                threads, ra_kernel_name(ra_kernel_current()), fpeak, fisa, ipeak, iisa);
+    printf("%-15s %6s %5s %5s |", "product", "m", "n", "k");
+    for (int v = 0; v < NWAYS; v++) printf(" %20s", way_name[v]);
+    printf(" | int8/fp32\n");
+    for (size_t l = 0; l < sizeof L / sizeof *L; l++) {
+        const int64_t m = L[l].m;
+        const int n = L[l].n, k = L[l].k;
+        float *x = rnd(m * k, 1 + l, 1.0f), *w = rnd((int64_t)n * k, 100 + l, 0.05f);
+        float *b = rnd(n, 200 + l, 0.1f), *y = malloc((size_t)(m * n) * sizeof *y);
+        if (!x || !w || !b || !y) return fprintf(stderr, "out of memory\n"), 1;
+        double t[NWAYS][99], med[NWAYS];
+        for (int v = 0; v < NWAYS; v++) run(v, y, x, w, b, m, n, k);
+        for (int r = 0; r < reps; r++)
+            for (int v = 0; v < NWAYS; v++) {
+                const double t0 = now();
+                run(v, y, x, w, b, m, n, k);
+                t[v][r] = now() - t0;
+            }
+        printf("%-15s %6lld %5d %5d |", L[l].name, (long long)m, n, k);
+        for (int v = 0; v < NWAYS; v++) {
+            qsort(t[v], (size_t)reps, sizeof **t, cmp_d);
+            med[v] = t[v][reps / 2];
+            const double g = 2.0 * m * n * k / med[v] * 1e-9, pk = v == INT8 ? ipeak : fpeak;
+            printf(" %8.1f (%5.1f %%)   ", g, pk > 0 ? 100 * g / pk : 0);
+            if (out)
+                fprintf(out, "%s,%lld,%d,%d,%d,%s,%.1f,%.3f\n", L[l].name, (long long)m, n, k,
+                        threads, way_name[v], g, pk > 0 ? g / pk : 0);
+        }
+        printf(" | %.2fx\n", med[FP32] / med[INT8]);
+        free(x), free(w), free(b), free(y);
+    }
+    if (out) fclose(out);
+    return 0;
+}
