@@ -9,6 +9,7 @@
 #include "check.h"
 #include "kernels/gemm_kernels.h"
 #include "nn/precision.h"
+#include "nn/nn.h"
 #include "relattn.h"
 
 #include <math.h>
@@ -154,7 +155,7 @@ static void int8_product(void) {
                 const float *bb = withb ? b : NULL;
                 naive_i8(want, x, w, bb, M, N, K);
                 memset(got, 0x55, sizeof got);
-                CHECK(rai_gemm_i8(got, x, w, bb, M, N, K, isa, nt) == 0, "product");
+                CHECK(rai_gemm_i8(got, x, w, bb, M, N, K, NULL, NULL, NULL, isa, nt) == 0, "product");
                 int bad = 0;
                 for (int i = 0; i < M * N; i++)
                     bad += memcmp(&got[i], &want[i], sizeof *got) != 0 && !(isnan(got[i]) && isnan(want[i]));
@@ -186,9 +187,30 @@ static void int8_product(void) {
     for (int i = 0; i < M * N; i++) bad += memcmp(&got[i], &want[i], sizeof *got) != 0 && !isnan(want[i]);
     CHECK(bad == 0, "the int8 Linear: %d outputs differ", bad);
     CHECK(!rai_precision_failed(), "no failure recorded");
+    /* its epilogues: GELU, and the sum added into rows of a residual
+     * stream through a row map (-1: skipped), as the float32 layers do */
+    static float y0[M * N], res[(M + 3) * N], want_res[(M + 3) * N];
+    static int32_t map[M];
+    for (int i = 0; i < M; i++) map[i] = i % 5 == 2 ? -1 : (i * 7) % (M + 3);
+    for (int i = 0; i < (M + 3) * N; i++) res[i] = want_res[i] = lcg(&s);
+    rai_precision_set(RA_PRECISION_INT8);
+    rai_linear_fused(got, x, w, b, M, N, K, 1, NULL, NULL);
+    rai_linear_fused(y0, x, w, b, M, N, K, 0, res, map);
+    rai_precision_set(was);
+    ra_gelu_forward(want, want, M * N);   /* want: naive_i8 with the bias, above */
+    bad = 0;
+    for (int i = 0; i < M * N; i++) bad += memcmp(&got[i], &want[i], sizeof *got) != 0 && !isnan(want[i]);
+    CHECK(bad == 0, "int8 with GELU: %d outputs differ", bad);
+    naive_i8(want, x, w, b, M, N, K);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; map[i] >= 0 && j < N; j++) want_res[map[i] * N + j] += want[i * N + j];
+    bad = 0;
+    for (int i = 0; i < (M + 3) * N; i++)
+        bad += memcmp(&res[i], &want_res[i], sizeof *res) != 0 && !isnan(want_res[i]);
+    CHECK(bad == 0, "int8 added into a residual stream through a row map: %d values differ", bad);
     printf("int8 product: %d kernel sets, bit for bit against the formula\n", kernels);
     /* K past the exact integer sums: refused, y untouched */
-    CHECK(rai_gemm_i8(got, x, w, b, 1, 1, RA_GEMM_I8_KMAX + 1, RA_GEMM_REF, 1) == -1, "K bound");
+    CHECK(rai_gemm_i8(got, x, w, b, 1, 1, RA_GEMM_I8_KMAX + 1, NULL, NULL, NULL, RA_GEMM_REF, 1) == -1, "K bound");
 }
 
 static double rel_l2(const float *a, const float *b, long n) {

@@ -120,39 +120,48 @@ static i8_kernels kernels_of(int isa) {
 
 typedef struct {
     const float *x, *w, *bias;
-    float *y;
+    float *y, *res;
+    const int32_t *map;
+    void (*gelu)(float *, const float *, int64_t);
     int64_t m;
     int n, k, kg;             /* kg: groups of 4 along K (the last zero-padded) */
     int64_t mpanels;
     int npanels;
-    uint8_t *ap;              /* [row panel][kg][MR][4] */
-    int32_t *zero;            /* (mpanels * MR) */
-    float *scale;
     int8_t *bp;               /* [column panel][kg][NR][4] */
     int32_t *wsum;            /* (npanels * NR) */
     float *wscale;
     i8_kernels kn;
 } i8_job;
 
-/* Row panel p of x, quantised row by row (rows past m: zeros, scale 0). */
-static void pack_rows(const i8_job *g, int64_t p, uint8_t *row) {
-    uint8_t *dst = g->ap + p * (int64_t)g->kg * 4 * MR;
-    if (p * MR + MR > g->m) memset(dst, 0, (size_t)g->kg * 4 * MR);
-    for (int r = 0; r < MR; r++) {
-        const int64_t i = p * MR + r;
+/* A thread's block of rows, quantised: MB / MR panels [kg][MR][4], and
+ * each row's zero point and scale. */
+typedef struct {
+    uint8_t *ap;
+    int32_t zero[MB];
+    float scale[MB];
+} i8_rows;
+
+/* Rows [i0, i0 + MB) of x quantised into r (rows past m: zeros, scale 0). */
+static void pack_rows(const i8_job *g, int64_t i0, i8_rows *r, uint8_t *row) {
+    const int64_t panel = (int64_t)g->kg * 4 * MR;
+    memset(row + g->k, 0, (size_t)(4 * g->kg - g->k));
+    for (int t = 0; t < MB; t++) {
+        const int64_t i = i0 + t;
+        uint8_t *dst = r->ap + (t / MR) * panel + 4 * (t % MR);
         if (i >= g->m) {
-            g->zero[i] = 0, g->scale[i] = 0.0f;
+            r->zero[t] = 0, r->scale[t] = 0.0f;
+            for (int q = 0; q < g->kg; q++) memset(dst + q * 4 * MR, 0, 4);
             continue;
         }
-        memset(row + g->k, 0, (size_t)(4 * g->kg - g->k));
-        g->kn.qrow(row, &g->zero[i], &g->scale[i], g->x + i * g->k, g->k);
-        for (int q = 0; q < g->kg; q++) memcpy(dst + q * 4 * MR + 4 * r, row + 4 * q, 4);
+        g->kn.qrow(row, &r->zero[t], &r->scale[t], g->x + i * g->k, g->k);
+        for (int q = 0; q < g->kg; q++) memcpy(dst + q * 4 * MR, row + 4 * q, 4);
     }
 }
 
 /* Column panel p of w (rows of w), quantised (columns past n: zeros). */
 static void pack_cols(const i8_job *g, int p, int8_t *row) {
     int8_t *dst = g->bp + (int64_t)p * g->kg * 4 * NR;
+    memset(row + g->k, 0, (size_t)(4 * g->kg - g->k));
     if (p * NR + NR > g->n) memset(dst, 0, (size_t)g->kg * 4 * NR);
     for (int j = 0; j < NR; j++) {
         const int c = p * NR + j;
@@ -160,81 +169,92 @@ static void pack_cols(const i8_job *g, int p, int8_t *row) {
             g->wsum[c] = 0, g->wscale[c] = 0.0f;
             continue;
         }
-        memset(row + g->k, 0, (size_t)(4 * g->kg - g->k));
         g->kn.qweights(row, &g->wsum[c], &g->wscale[c], g->w + (int64_t)c * g->k, g->k);
         for (int q = 0; q < g->kg; q++) memcpy(dst + q * 4 * NR + 4 * j, row + 4 * q, 4);
     }
 }
 
-/* One task: row panels [r0, r1) x column panels [p0, p1). */
-static void run_task(const i8_job *g, int64_t r0, int64_t r1, int p0, int p1) {
-    float t[MR * NR];
-    for (int64_t rp = r0; rp < r1; rp++) {
-        const int64_t i0 = rp * MR;
-        const int mr = (int)(g->m - i0 < MR ? g->m - i0 : MR);
-        const uint8_t *at = g->ap + rp * (int64_t)g->kg * 4 * MR;
-        for (int p = p0; p < p1; p++) {
-            const int j0 = p * NR, nr = g->n - j0 < NR ? g->n - j0 : NR;
-            const rai_i8_tile e = {.zero = g->zero + i0, .scale = g->scale + i0,
-                                   .wsum = g->wsum + j0, .wscale = g->wscale + j0,
-                                   .bias = g->bias ? g->bias + j0 : NULL};
-            const int8_t *bt = g->bp + (int64_t)p * g->kg * 4 * NR;
-            float *ct = g->y + i0 * g->n + j0;
-            if (mr == MR && nr == NR) {
-                g->kn.micro(g->kg, at, bt, ct, g->n, &e);
+/* The mr x nr part of a tile t (row stride NR) for rows from i0, columns
+ * from j0: GELU'd if asked, then stored in y or added into res's rows. */
+static void put_tile(const i8_job *g, float *t, int64_t i0, int mr, int j0, int nr) {
+    for (int r = 0; r < mr; r++) {
+        float *tr = t + r * NR;
+        if (g->gelu) g->gelu(tr, tr, nr);
+        if (!g->res) {
+            memcpy(g->y + (i0 + r) * g->n + j0, tr, sizeof *tr * (size_t)nr);
+            continue;
+        }
+        const int64_t dst = g->map ? g->map[i0 + r] : i0 + r;
+        if (dst < 0) continue;
+        float *o = g->res + dst * g->n + j0;
+        for (int j = 0; j < nr; j++) o[j] = o[j] + tr[j];
+    }
+}
+
+/* One task: rows [i0, i0 + MB) against every column panel; each column
+ * panel meets the block's row panels in turn (it stays in L1, the block
+ * in L2). */
+static void run_task(const i8_job *g, int64_t i0, i8_rows *rows, uint8_t *row) {
+    pack_rows(g, i0, rows, row);
+    const int64_t panel = (int64_t)g->kg * 4 * MR;
+    float t[MR * NR], pad[NR];
+    for (int p = 0; p < g->npanels; p++) {
+        const int j0 = p * NR, nr = g->n - j0 < NR ? g->n - j0 : NR;
+        const float *bias = g->bias ? g->bias + j0 : NULL;
+        if (bias && nr < NR) {   /* the bias of the columns past n read as 0 */
+            memset(pad, 0, sizeof pad), memcpy(pad, bias, sizeof *pad * (size_t)nr), bias = pad;
+        }
+        const int8_t *bt = g->bp + (int64_t)p * g->kg * 4 * NR;
+        for (int rp = 0; rp < MB / MR; rp++) {
+            const int64_t r0 = i0 + (int64_t)rp * MR;
+            if (r0 >= g->m) break;
+            const int mr = (int)(g->m - r0 < MR ? g->m - r0 : MR);
+            const rai_i8_tile e = {.zero = rows->zero + rp * MR, .scale = rows->scale + rp * MR,
+                                   .wsum = g->wsum + j0, .wscale = g->wscale + j0, .bias = bias};
+            if (mr == MR && nr == NR && !g->res) {   /* straight into y */
+                float *yt = g->y + r0 * g->n + j0;
+                g->kn.micro(g->kg, rows->ap + rp * panel, bt, yt, g->n, &e);
+                for (int r = 0; g->gelu && r < MR; r++) g->gelu(yt + r * g->n, yt + r * g->n, NR);
                 continue;
             }
-            /* an edge tile: the whole tile into t (the bias of the
-             * columns past n is read as 0: the padded tile's own) */
-            float pad[NR] = {0};
-            rai_i8_tile ep = e;
-            if (e.bias) memcpy(pad, e.bias, sizeof *pad * (size_t)nr), ep.bias = pad;
-            g->kn.micro(g->kg, at, bt, t, NR, &ep);
-            for (int r = 0; r < mr; r++) memcpy(ct + r * g->n, t + r * NR, sizeof *t * (size_t)nr);
+            g->kn.micro(g->kg, rows->ap + rp * panel, bt, t, NR, &e);
+            put_tile(g, t, r0, mr, j0, nr);
         }
     }
 }
 
 int rai_gemm_i8(float *y, const float *x, const float *w, const float *bias, int64_t m, int n,
-                int k, int isa, int nthreads) {
+                int k, void (*gelu)(float *, const float *, int64_t), float *res,
+                const int32_t *map, int isa, int nthreads) {
     if (m <= 0 || n <= 0) return 0;
     if (k <= 0 || k > RA_GEMM_I8_KMAX) return -1;
-    i8_job g = {.x = x, .w = w, .bias = bias, .y = y, .m = m, .n = n, .k = k,
-                .kg = (k + 3) / 4, .kn = kernels_of(isa)};
+    i8_job g = {.x = x, .w = w, .bias = bias, .y = y, .res = res, .map = map, .gelu = gelu,
+                .m = m, .n = n, .k = k, .kg = (k + 3) / 4, .kn = kernels_of(isa)};
     g.mpanels = (m + MR - 1) / MR;
     g.npanels = (n + NR - 1) / NR;
-    const int64_t mrows = g.mpanels * MR, ncols = (int64_t)g.npanels * NR, kp = 4 * (int64_t)g.kg;
-    /* one buffer: a, b, their scales, and a row of scratch per thread */
-    const int nt0 = nthreads > 1 ? nthreads : 1;
-    const size_t bytes = (size_t)(mrows * kp + ncols * kp) + sizeof(float) * 2 * (size_t)(mrows + ncols) +
-                         (size_t)nt0 * (size_t)kp + 64;   /* kp: a row padded to whole groups */
+    const int64_t ncols = (int64_t)g.npanels * NR, kp = 4 * (int64_t)g.kg;
+    const int64_t tasks = (m + MB - 1) / MB;
+    const int nt = nthreads > 1 && tasks > 1 ? (tasks < nthreads ? (int)tasks : nthreads) : 1;
+    /* one buffer: b and its scales, then per thread a block of rows, its
+     * scales and a row of scratch (kp: a row padded to whole groups) */
+    const size_t per_thread = (sizeof(i8_rows) + (size_t)(MB + 1) * (size_t)kp + 127) / 64 * 64;
+    const size_t bytes = (size_t)(ncols * kp) + sizeof(float) * 2 * (size_t)ncols + 64 +
+                         (size_t)nt * per_thread;
     unsigned char *buf = rai_thread_buffer(RAI_BUFFER_GEMM, bytes);
     if (!buf) return -1;
-    g.zero = (int32_t *)buf, g.scale = (float *)(g.zero + mrows);
-    g.wsum = (int32_t *)(g.scale + mrows), g.wscale = (float *)(g.wsum + ncols);
-    g.ap = (uint8_t *)(g.wscale + ncols), g.bp = (int8_t *)(g.ap + mrows * kp);
-    unsigned char *scratch = (unsigned char *)(g.bp + ncols * kp);
-    /* tasks: groups of row panels x groups of column panels */
-    const int64_t rblocks = (g.mpanels + MB / MR - 1) / (MB / MR);
-    const int groups = (g.npanels + PGROUP - 1) / PGROUP;
-    const int64_t tasks = rblocks * groups;
-    const int nt = nthreads > 1 && tasks > 1 ? (tasks < nthreads ? (int)tasks : nthreads) : 1;
+    g.wsum = (int32_t *)buf, g.wscale = (float *)(g.wsum + ncols);
+    g.bp = (int8_t *)(g.wscale + ncols);
+    unsigned char *threads = buf + ((size_t)(ncols * kp) + sizeof(float) * 2 * (size_t)ncols + 63) / 64 * 64;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        unsigned char *row = scratch + (size_t)omp_get_thread_num() * (size_t)kp;
+        unsigned char *mine = threads + (size_t)omp_get_thread_num() * per_thread;
+        i8_rows *rows = (i8_rows *)mine;
+        rows->ap = mine + sizeof *rows;
+        uint8_t *row = rows->ap + (size_t)MB * (size_t)kp;
 #pragma omp for schedule(static)
         for (int p = 0; p < g.npanels; p++) pack_cols(&g, p, (int8_t *)row);
-#pragma omp for schedule(static)
-        for (int64_t p = 0; p < g.mpanels; p++) pack_rows(&g, p, row);
 #pragma omp for schedule(dynamic)
-        for (int64_t t = 0; t < tasks; t++) {
-            const int64_t rb = t % rblocks;
-            const int p0 = (int)(t / rblocks) * PGROUP;
-            const int p1 = p0 + PGROUP < g.npanels ? p0 + PGROUP : g.npanels;
-            const int64_t r0 = rb * (MB / MR);
-            const int64_t r1 = r0 + MB / MR < g.mpanels ? r0 + MB / MR : g.mpanels;
-            run_task(&g, r0, r1, p0, p1);
-        }
+        for (int64_t t = 0; t < tasks; t++) run_task(&g, t * MB, rows, row);
     }
     return 0;
 }

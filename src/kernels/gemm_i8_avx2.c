@@ -21,15 +21,25 @@ static inline __m256i group(const uint8_t *p) {
     return _mm256_set1_epi32(v);
 }
 
+/* The twelve accumulators, two operands of b, a row's group and a product
+ * fill the sixteen registers: the ones of vpmaddwd come from memory. */
+static const int16_t ONES[16] __attribute__((aligned(32))) = {1, 1, 1, 1, 1, 1, 1, 1,
+                                                               1, 1, 1, 1, 1, 1, 1, 1};
+
+static inline __m256i pairs(__m256i p) {
+    __m256i r;
+    __asm__("vpmaddwd %1, %2, %0" : "=x"(r) : "m"(ONES), "x"(p));
+    return r;
+}
+
 #define STEP(a, lo, hi)                                                              \
     do {                                                                             \
-        lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b0), ones)); \
-        hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b1), ones)); \
+        lo = _mm256_add_epi32(lo, pairs(_mm256_maddubs_epi16(a, b0)));               \
+        hi = _mm256_add_epi32(hi, pairs(_mm256_maddubs_epi16(a, b1)));               \
     } while (0)
 
 void rai_gemm_i8_micro_avx2(int kg, const uint8_t *ap, const int8_t *bp, float *c, int64_t ldc,
                             const rai_i8_tile *e) {
-    const __m256i ones = _mm256_set1_epi16(1);
     __m256i c0a = _mm256_setzero_si256(), c0b = _mm256_setzero_si256();
     __m256i c1a = _mm256_setzero_si256(), c1b = _mm256_setzero_si256();
     __m256i c2a = _mm256_setzero_si256(), c2b = _mm256_setzero_si256();

@@ -39,14 +39,18 @@ void rai_gemm_micro_avx2(int kc, const float *ap, const float *bp, float *c, int
 #define RA_GEMM_I8_NR 16      /* columns */
 #define RA_GEMM_I8_KMAX 65536 /* inputs at most: the integer sums stay exact */
 
-/* y (M, N) = x (M, K) . w (N, K)^T + bias (N, or NULL) as precision int8
- * computes it (the formats in gemm_i8.c): x quantised per row (u7 with a
- * zero point), w per row (symmetric s8), integer sums, then the scales.
- * The same bits for any M, partition, nthreads or micro-kernel (isa:
- * RA_GEMM_REF or RA_GEMM_AVX2). Returns 0, or -1 (y untouched) for K
- * outside 1..RA_GEMM_I8_KMAX or without memory. */
+/* y (M, N) = epilogue(x (M, K) . w (N, K)^T + bias (N, or NULL)) as
+ * precision int8 computes it (the formats in gemm_i8.c): x quantised per
+ * row (u7 with a zero point), w per row (symmetric s8), integer sums, then
+ * the scales; the epilogue applies gelu (an element-wise kernel, or NULL)
+ * tile by tile, then stores into y or, with res, adds into res row map[i]
+ * (skipped if negative; map NULL: row i; row stride N), y unused. The same
+ * bits for any M, nthreads or micro-kernel (isa: RA_GEMM_REF or
+ * RA_GEMM_AVX2). Returns 0, or -1 (nothing done) for K outside
+ * 1..RA_GEMM_I8_KMAX or without memory. */
 int rai_gemm_i8(float *y, const float *x, const float *w, const float *bias, int64_t m, int n,
-                int k, int isa, int nthreads);
+                int k, void (*gelu)(float *, const float *, int64_t), float *res,
+                const int32_t *map, int isa, int nthreads);
 /* One input row as u7: q (k), its zero point and scale (gemm_i8.c). */
 void rai_i8_quantize_row(uint8_t *q, int32_t *zero, float *scale, const float *x, int k);
 /* One weight row as s8: v (k), the sum of v and the scale. */

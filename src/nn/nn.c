@@ -132,11 +132,10 @@ void rai_linear_fused(float *y, const float *x, const float *w, const float *b, 
     if (m <= 0 || n <= 0) return;
     const ra_precision p = rai_precision_get();
     if (p == RA_PRECISION_INT8) {   /* integer sums (gemm_i8.c); failure fails the forward */
-        if (rai_gemm_i8(y, x, w, b, m, n, k, rai_nn_kernel_active()->gemm_micro,
+        const rai_nn_kernel *kn = rai_nn_kernel_active();
+        if (rai_gemm_i8(y, x, w, b, m, n, k, gelu ? kn->gelu : NULL, res, map, kn->gemm_micro,
                         gemm_threads(m, n, k)) != 0)
-            { rai_precision_fail(); return; }
-        if (gelu) ra_gelu_forward(y, y, m * n);
-        if (res) rai_rows_scatter_add(res, y, map, m, n);
+            rai_precision_fail();
         return;
     }
     /* the input as bf16 rounds it (float32: x itself); without memory the
