@@ -155,12 +155,20 @@ static void int8_product(void) {
                 const float *bb = withb ? b : NULL;
                 naive_i8(want, x, w, bb, M, N, K);
                 memset(got, 0x55, sizeof got);
-                CHECK(rai_gemm_i8(got, x, w, bb, M, N, K, NULL, NULL, NULL, isa, nt) == 0, "product");
-                int bad = 0;
-                for (int i = 0; i < M * N; i++)
-                    bad += memcmp(&got[i], &want[i], sizeof *got) != 0 && !(isnan(got[i]) && isnan(want[i]));
-                CHECK(bad == 0, "kernel %s, %d threads, bias %d: %d of %d outputs differ from the "
-                      "formula", ra_kernel_name((ra_kernel_id)ks), nt, withb, bad, M * N);
+                for (int once = 0; once < 2; once++) {   /* w packed at the call, or before */
+                    rai_i8_weights pw;
+                    CHECK(!once || rai_i8_weights_pack(&pw, w, N, K, isa, nt) == 0, "pack");
+                    memset(got, 0x55, sizeof got);
+                    CHECK(rai_gemm_i8(got, x, once ? NULL : w, bb, M, N, K, once ? &pw : NULL, NULL,
+                                      NULL, NULL, isa, nt) == 0, "product");
+                    if (once) rai_i8_weights_free(&pw);
+                    int bad = 0;
+                    for (int i = 0; i < M * N; i++)
+                        bad += memcmp(&got[i], &want[i], sizeof *got) != 0 && !(isnan(got[i]) && isnan(want[i]));
+                    CHECK(bad == 0, "kernel %s, %d threads, bias %d, packed once %d: %d of %d outputs "
+                          "differ from the formula", ra_kernel_name((ra_kernel_id)ks), nt, withb, once,
+                          bad, M * N);
+                }
             }
         kernels++;
     }
@@ -208,9 +216,24 @@ static void int8_product(void) {
     for (int i = 0; i < (M + 3) * N; i++)
         bad += memcmp(&res[i], &want_res[i], sizeof *res) != 0 && !isnan(want_res[i]);
     CHECK(bad == 0, "int8 added into a residual stream through a row map: %d values differ", bad);
+    /* a table of packed weights finds each by its address, and only it */
+    const float *ws[3] = {w + 2 * K, w, w + 9 * K};
+    const int64_t ns[3] = {5, 2, 20}, ks[3] = {K, K, K};
+    rai_packed *t = rai_packed_make(ws, ns, ks, 3);
+    CHECK(t != NULL, "packed table");
+    CHECK(rai_packed_find(w, 2, K) == NULL, "no table set: nothing found");
+    const rai_packed *before = rai_packed_set(t);
+    for (int i = 0; i < 3; i++) {
+        const rai_i8_weights *f = rai_packed_find(ws[i], (int)ns[i], K);
+        CHECK(f && f->n == ns[i] && f->k == K, "weight %d found", i);
+    }
+    CHECK(!rai_packed_find(w + K, 2, K) && !rai_packed_find(w, 3, K) && !rai_packed_find(w, 2, K - 1),
+          "another address or size: not found");
+    rai_packed_set(before);
+    rai_packed_free(t);
     printf("int8 product: %d kernel sets, bit for bit against the formula\n", kernels);
     /* K past the exact integer sums: refused, y untouched */
-    CHECK(rai_gemm_i8(got, x, w, b, 1, 1, RA_GEMM_I8_KMAX + 1, NULL, NULL, NULL, RA_GEMM_REF, 1) == -1, "K bound");
+    CHECK(rai_gemm_i8(got, x, w, b, 1, 1, RA_GEMM_I8_KMAX + 1, NULL, NULL, NULL, NULL, RA_GEMM_REF, 1) == -1, "K bound");
 }
 
 static double rel_l2(const float *a, const float *b, long n) {

@@ -119,7 +119,7 @@ static i8_kernels kernels_of(int isa) {
 }
 
 typedef struct {
-    const float *x, *w, *bias;
+    const float *x, *bias;
     float *y, *res;
     const int32_t *map;
     void (*gelu)(float *, const float *, int64_t);
@@ -127,9 +127,7 @@ typedef struct {
     int n, k, kg;             /* kg: groups of 4 along K (the last zero-padded) */
     int64_t mpanels;
     int npanels;
-    int8_t *bp;               /* [column panel][kg][NR][4] */
-    int32_t *wsum;            /* (npanels * NR) */
-    float *wscale;
+    rai_i8_weights b;         /* w packed (here or before the call) */
     i8_kernels kn;
 } i8_job;
 
@@ -158,20 +156,58 @@ static void pack_rows(const i8_job *g, int64_t i0, i8_rows *r, uint8_t *row) {
     }
 }
 
-/* Column panel p of w (rows of w), quantised (columns past n: zeros). */
-static void pack_cols(const i8_job *g, int p, int8_t *row) {
-    int8_t *dst = g->bp + (int64_t)p * g->kg * 4 * NR;
-    memset(row + g->k, 0, (size_t)(4 * g->kg - g->k));
-    if (p * NR + NR > g->n) memset(dst, 0, (size_t)g->kg * 4 * NR);
+/* Column panel p of w (rows of w) into pw, quantised by q (columns past
+ * n: zeros). row: k rounded up to groups of scratch. */
+static void pack_cols(const rai_i8_weights *pw, const float *w, int p, qweights_fn q, int8_t *row) {
+    const int n = pw->n, k = pw->k, kg = (k + 3) / 4;
+    int8_t *dst = pw->bp + (int64_t)p * kg * 4 * NR;
+    memset(row + k, 0, (size_t)(4 * kg - k));
+    if (p * NR + NR > n) memset(dst, 0, (size_t)kg * 4 * NR);
     for (int j = 0; j < NR; j++) {
         const int c = p * NR + j;
-        if (c >= g->n) {
-            g->wsum[c] = 0, g->wscale[c] = 0.0f;
+        if (c >= n) {
+            pw->wsum[c] = 0, pw->wscale[c] = 0.0f;
             continue;
         }
-        g->kn.qweights(row, &g->wsum[c], &g->wscale[c], g->w + (int64_t)c * g->k, g->k);
-        for (int q = 0; q < g->kg; q++) memcpy(dst + q * 4 * NR + 4 * j, row + 4 * q, 4);
+        q(row, &pw->wsum[c], &pw->wscale[c], w + (int64_t)c * k, k);
+        for (int g = 0; g < kg; g++) memcpy(dst + g * 4 * NR + 4 * j, row + 4 * g, 4);
     }
+}
+
+/* The bytes of w packed for n x k: panels, then sums and scales. */
+static size_t packed_bytes(int n, int k) {
+    const size_t ncols = (size_t)((n + NR - 1) / NR) * NR;
+    return ncols * (size_t)(4 * ((k + 3) / 4)) + 2 * sizeof(float) * ncols;
+}
+
+/* pw's pointers into buf (packed_bytes(n, k) bytes, 4-aligned). */
+static void packed_place(rai_i8_weights *pw, void *buf, int n, int k) {
+    const int64_t ncols = (int64_t)((n + NR - 1) / NR) * NR;
+    pw->n = n, pw->k = k;
+    pw->wsum = buf, pw->wscale = (float *)(pw->wsum + ncols);
+    pw->bp = (int8_t *)(pw->wscale + ncols);
+}
+
+int rai_i8_weights_pack(rai_i8_weights *pw, const float *w, int n, int k, int isa, int nthreads) {
+    memset(pw, 0, sizeof *pw);
+    if (n < 1 || k < 1 || k > RA_GEMM_I8_KMAX) return -1;
+    void *buf = rai_alloc(packed_bytes(n, k), 1);
+    int8_t *rows = rai_alloc((size_t)(nthreads > 1 ? nthreads : 1) * (size_t)(k + 4), 1);
+    if (!buf || !rows) return rai_free(buf), rai_free(rows), -1;
+    packed_place(pw, buf, n, k);
+    const qweights_fn q = kernels_of(isa).qweights;
+    const int npanels = (n + NR - 1) / NR;
+#pragma omp parallel for schedule(static) num_threads(nthreads > 1 ? nthreads : 1)
+    for (int p = 0; p < npanels; p++)
+        pack_cols(pw, w, p, q, rows + (size_t)omp_get_thread_num() * (size_t)(k + 4));
+    rai_free(rows);
+    return 0;
+}
+
+void rai_i8_weights_free(rai_i8_weights *pw) {
+    if (!pw) return;
+    rai_free(pw->wsum);   /* the start of the buffer */
+    memset(pw, 0, sizeof *pw);
 }
 
 /* The mr x nr part of a tile t (row stride NR) for rows from i0, columns
@@ -204,13 +240,14 @@ static void run_task(const i8_job *g, int64_t i0, i8_rows *rows, uint8_t *row) {
         if (bias && nr < NR) {   /* the bias of the columns past n read as 0 */
             memset(pad, 0, sizeof pad), memcpy(pad, bias, sizeof *pad * (size_t)nr), bias = pad;
         }
-        const int8_t *bt = g->bp + (int64_t)p * g->kg * 4 * NR;
+        const int8_t *bt = g->b.bp + (int64_t)p * g->kg * 4 * NR;
         for (int rp = 0; rp < MB / MR; rp++) {
             const int64_t r0 = i0 + (int64_t)rp * MR;
             if (r0 >= g->m) break;
             const int mr = (int)(g->m - r0 < MR ? g->m - r0 : MR);
             const rai_i8_tile e = {.zero = rows->zero + rp * MR, .scale = rows->scale + rp * MR,
-                                   .wsum = g->wsum + j0, .wscale = g->wscale + j0, .bias = bias};
+                                   .wsum = g->b.wsum + j0, .wscale = g->b.wscale + j0,
+                                   .bias = bias};
             if (mr == MR && nr == NR && !g->res) {   /* straight into y */
                 float *yt = g->y + r0 * g->n + j0;
                 g->kn.micro(g->kg, rows->ap + rp * panel, bt, yt, g->n, &e);
@@ -224,35 +261,37 @@ static void run_task(const i8_job *g, int64_t i0, i8_rows *rows, uint8_t *row) {
 }
 
 int rai_gemm_i8(float *y, const float *x, const float *w, const float *bias, int64_t m, int n,
-                int k, void (*gelu)(float *, const float *, int64_t), float *res,
-                const int32_t *map, int isa, int nthreads) {
+                int k, const rai_i8_weights *pw, void (*gelu)(float *, const float *, int64_t),
+                float *res, const int32_t *map, int isa, int nthreads) {
     if (m <= 0 || n <= 0) return 0;
-    if (k <= 0 || k > RA_GEMM_I8_KMAX) return -1;
-    i8_job g = {.x = x, .w = w, .bias = bias, .y = y, .res = res, .map = map, .gelu = gelu,
+    if (k <= 0 || k > RA_GEMM_I8_KMAX || (pw && (pw->n != n || pw->k != k))) return -1;
+    i8_job g = {.x = x, .bias = bias, .y = y, .res = res, .map = map, .gelu = gelu,
                 .m = m, .n = n, .k = k, .kg = (k + 3) / 4, .kn = kernels_of(isa)};
     g.mpanels = (m + MR - 1) / MR;
     g.npanels = (n + NR - 1) / NR;
-    const int64_t ncols = (int64_t)g.npanels * NR, kp = 4 * (int64_t)g.kg;
+    const int64_t kp = 4 * (int64_t)g.kg;
     const int64_t tasks = (m + MB - 1) / MB;
     const int nt = nthreads > 1 && tasks > 1 ? (tasks < nthreads ? (int)tasks : nthreads) : 1;
-    /* one buffer: b and its scales, then per thread a block of rows, its
-     * scales and a row of scratch (kp: a row padded to whole groups) */
+    /* one buffer: w packed (unless it is already), then per thread a block
+     * of rows, its scales and a row of scratch (kp: a row padded to whole
+     * groups) */
     const size_t per_thread = (sizeof(i8_rows) + (size_t)(MB + 1) * (size_t)kp + 127) / 64 * 64;
-    const size_t bytes = (size_t)(ncols * kp) + sizeof(float) * 2 * (size_t)ncols + 64 +
-                         (size_t)nt * per_thread;
-    unsigned char *buf = rai_thread_buffer(RAI_BUFFER_GEMM, bytes);
+    const size_t wbytes = pw ? 0 : (packed_bytes(n, k) + 63) / 64 * 64;
+    unsigned char *buf = rai_thread_buffer(RAI_BUFFER_GEMM, wbytes + (size_t)nt * per_thread);
     if (!buf) return -1;
-    g.wsum = (int32_t *)buf, g.wscale = (float *)(g.wsum + ncols);
-    g.bp = (int8_t *)(g.wscale + ncols);
-    unsigned char *threads = buf + ((size_t)(ncols * kp) + sizeof(float) * 2 * (size_t)ncols + 63) / 64 * 64;
+    if (pw) g.b = *pw;
+    else packed_place(&g.b, buf, n, k);
+    unsigned char *threads = buf + wbytes;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
         unsigned char *mine = threads + (size_t)omp_get_thread_num() * per_thread;
         i8_rows *rows = (i8_rows *)mine;
         rows->ap = mine + sizeof *rows;
         uint8_t *row = rows->ap + (size_t)MB * (size_t)kp;
+        if (!pw) {
 #pragma omp for schedule(static)
-        for (int p = 0; p < g.npanels; p++) pack_cols(&g, p, (int8_t *)row);
+            for (int p = 0; p < g.npanels; p++) pack_cols(&g.b, w, p, g.kn.qweights, (int8_t *)row);
+        }
 #pragma omp for schedule(dynamic)
         for (int64_t t = 0; t < tasks; t++) run_task(&g, t * MB, rows, row);
     }

@@ -39,6 +39,19 @@ void rai_gemm_micro_avx2(int kc, const float *ap, const float *bp, float *c, int
 #define RA_GEMM_I8_NR 16      /* columns */
 #define RA_GEMM_I8_KMAX 65536 /* inputs at most: the integer sums stay exact */
 
+/* w (N, K) quantised and packed once, as rai_gemm_i8 packs it at every
+ * call (pw given: w is not read): column panels [npanels][kg][NR][4], each
+ * row's sum and scale. */
+typedef struct rai_i8_weights {
+    int n, k;
+    int8_t *bp;
+    int32_t *wsum;
+    float *wscale;
+} rai_i8_weights;
+/* Returns 0, or -1 (*pw zeroed) for K outside 1..RA_GEMM_I8_KMAX, N < 1 or
+ * no memory. */
+int rai_i8_weights_pack(rai_i8_weights *pw, const float *w, int n, int k, int isa, int nthreads);
+void rai_i8_weights_free(rai_i8_weights *pw);
 /* y (M, N) = epilogue(x (M, K) . w (N, K)^T + bias (N, or NULL)) as
  * precision int8 computes it (the formats in gemm_i8.c): x quantised per
  * row (u7 with a zero point), w per row (symmetric s8), integer sums, then
@@ -46,11 +59,13 @@ void rai_gemm_micro_avx2(int kc, const float *ap, const float *bp, float *c, int
  * tile by tile, then stores into y or, with res, adds into res row map[i]
  * (skipped if negative; map NULL: row i; row stride N), y unused. The same
  * bits for any M, nthreads or micro-kernel (isa: RA_GEMM_REF or
- * RA_GEMM_AVX2). Returns 0, or -1 (nothing done) for K outside
- * 1..RA_GEMM_I8_KMAX or without memory. */
+ * RA_GEMM_AVX2), and with w packed at the call or once before (pw, of
+ * rai_i8_weights_pack; NULL: at the call). Returns 0, or -1 (nothing done)
+ * for K outside 1..RA_GEMM_I8_KMAX, pw of other sizes, or without memory. */
 int rai_gemm_i8(float *y, const float *x, const float *w, const float *bias, int64_t m, int n,
-                int k, void (*gelu)(float *, const float *, int64_t), float *res,
-                const int32_t *map, int isa, int nthreads);
+                int k, const rai_i8_weights *pw,
+                void (*gelu)(float *, const float *, int64_t), float *res, const int32_t *map,
+                int isa, int nthreads);
 /* One input row as u7: q (k), its zero point and scale (gemm_i8.c). */
 void rai_i8_quantize_row(uint8_t *q, int32_t *zero, float *scale, const float *x, int k);
 /* One weight row as s8: v (k), the sum of v and the scale. */

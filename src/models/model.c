@@ -294,6 +294,7 @@ void ra_model_free(ra_model *m) {
     for (int i = 0; i < 2 * m->nmeta; i++) free(m->meta[i]);
     free(m->meta);
     rai_free(m->weights);
+    rai_packed_free(m->packed);
     free(m);
 }
 
@@ -354,6 +355,7 @@ static ra_status forward_in_precision(const ra_model *m, float **y, int *y_ndim,
                                       int64_t y_shape[4], const float *x, int x_ndim,
                                       const int64_t *x_shape) {
     const ra_precision was = rai_precision_set(m->precision);
+    const rai_packed *packed_was = rai_packed_set(m->packed);
     rai_precision_failed();
     ra_status st = m->ops->forward(m, y, y_ndim, y_shape, x, x_ndim, x_shape);
     if (rai_precision_failed() && !st) {
@@ -362,6 +364,7 @@ static ra_status forward_in_precision(const ra_model *m, float **y, int *y_ndim,
                      ra_precision_name(m->precision));
     }
     rai_precision_set(was);
+    rai_packed_set(packed_was);
     return st;
 }
 
@@ -713,6 +716,23 @@ static int linear_weight(const ra_param_info *p) {
     return 0;
 }
 
+/* int8: m's Linear weights packed once for the integer product. */
+static ra_status pack_linear_weights(ra_model *m) {
+    const float **w = malloc(((size_t)m->nparams + 1) * sizeof *w);
+    int64_t *n = malloc(((size_t)m->nparams + 1) * sizeof *n);
+    int64_t *k = malloc(((size_t)m->nparams + 1) * sizeof *k);
+    int count = 0;
+    for (int i = 0; w && n && k && i < m->nparams; i++)
+        if (linear_weight(&m->params[i])) {
+            w[count] = m->weights + m->params[i].offset;
+            n[count] = m->params[i].shape[0], k[count++] = m->params[i].shape[1];
+        }
+    if (w && n && k) m->packed = rai_packed_make(w, n, k, count);
+    free(w), free(n), free(k);
+    return m->packed ? RA_OK : rai_fail(RA_ERR_NOMEM, "precision int8: out of memory packing "
+                                                      "the weights");
+}
+
 ra_status ra_model_set_precision(ra_model *m, ra_precision p) {
     if (!m) return rai_fail(RA_ERR_ARG, "model precision: NULL model");
     if (!ra_precision_name(p)) return rai_fail(RA_ERR_ARG, "model precision: unknown value %d", (int)p);
@@ -734,7 +754,7 @@ ra_status ra_model_set_precision(ra_model *m, ra_precision p) {
             rai_precision_weights(m->weights + m->params[i].offset, m->params[i].shape[0],
                                   m->params[i].shape[1], p);
     m->precision = p;
-    return RA_OK;
+    return p == RA_PRECISION_INT8 ? pack_linear_weights(m) : RA_OK;
 }
 
 ra_precision ra_model_precision(const ra_model *m) { return m ? m->precision : RA_PRECISION_FP32; }

@@ -39,6 +39,7 @@ struct ra_model {
     int rep_failed;           /* a replica could not be made: not tried again */
     int64_t batch, per_x, per_y;
     ra_precision precision;   /* of the products (ra_model_set_precision) */
+    struct rai_packed *packed; /* int8: the Linear weights packed once (nn/precision.h) */
 };
 
 /* What a file tensor is, for the loader. */

@@ -3,8 +3,10 @@
 
 #include "base/arena.h"
 #include "kernels/gemm_kernels.h"
+#include "kernels/nn_kernels.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 float rai_round_bf16(float v) {
@@ -63,6 +65,64 @@ void rai_precision_weights(float *w, int64_t n, int64_t k, ra_precision p) {
         for (int64_t i = 0; i < n * k; i++) w[i] = rai_round_bf16(w[i]);
     else if (p == RA_PRECISION_INT8)
         for (int64_t r = 0; r < n; r++) int8_row(w + r * k, w + r * k, k);
+}
+
+struct rai_packed {
+    int count;
+    const float **key;           /* sorted addresses */
+    rai_i8_weights *packed;      /* in the order of key */
+};
+
+static _Thread_local const rai_packed *thread_packed;
+
+const rai_packed *rai_packed_set(const rai_packed *t) {
+    const rai_packed *was = thread_packed;
+    thread_packed = t;
+    return was;
+}
+
+static int cmp_key(const void *a, const void *b) {
+    const uintptr_t x = (uintptr_t) * (const float *const *)a, y = (uintptr_t) * (const float *const *)b;
+    return (x > y) - (x < y);
+}
+
+void rai_packed_free(rai_packed *t) {
+    if (!t) return;
+    for (int i = 0; i < t->count; i++) rai_i8_weights_free(&t->packed[i]);
+    free(t->key), free(t->packed), free(t);
+}
+
+rai_packed *rai_packed_make(const float *const *w, const int64_t *n, const int64_t *k, int count) {
+    rai_packed *t = calloc(1, sizeof *t);
+    if (!t || count < 0) return free(t), NULL;
+    t->key = malloc(((size_t)count + 1) * sizeof *t->key);
+    t->packed = calloc((size_t)count + 1, sizeof *t->packed);
+    if (!t->key || !t->packed) return rai_packed_free(t), NULL;
+    for (int i = 0; i < count; i++) t->key[i] = w[i];
+    qsort(t->key, (size_t)count, sizeof *t->key, cmp_key);
+    for (int i = 0; i < count; i++) {
+        int j = 0;   /* the weight whose address is key[i] */
+        while (w[j] != t->key[i]) j++;
+        if (n[j] < 1 || n[j] > INT32_MAX || k[j] > RA_GEMM_I8_KMAX ||
+            rai_i8_weights_pack(&t->packed[i], w[j], (int)n[j], (int)k[j],
+                                rai_nn_kernel_active()->gemm_micro, ra_threads_get()) != 0)
+            return t->count = i, rai_packed_free(t), NULL;
+    }
+    t->count = count;
+    return t;
+}
+
+const rai_i8_weights *rai_packed_find(const float *w, int n, int k) {
+    const rai_packed *t = thread_packed;
+    int lo = 0, hi = t ? t->count : 0;
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if ((uintptr_t)t->key[mid] < (uintptr_t)w) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo >= (t ? t->count : 0) || t->key[lo] != w) return NULL;
+    const rai_i8_weights *p = &t->packed[lo];
+    return p->n == n && p->k == k ? p : NULL;
 }
 
 int64_t rai_precision_max_inputs(ra_precision p) {
