@@ -22,14 +22,21 @@ fi
 export PYTHONDONTWRITEBYTECODE=1
 T=$(mktemp -d /tmp/relattn-precision.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-"$PY" "$SRC/tools/precision_twin.py" "$T" || { echo "FAIL the twin"; exit 1; }
-for n in swin vit swinv2 swin_t; do
+# RELATTN_PRECISION_CASES=full: torchvision's swin_t, swin_v2_t, vit_b_16
+# (the figures of docs/reference.md; minutes) instead of the test's cases.
+if [ "${RELATTN_PRECISION_CASES:-}" = full ]; then
+  cases="swin_t swin_v2_t vit_b_16" full=full
+else
+  cases="swin vit swinv2 swin_t" full=
+fi
+"$PY" "$SRC/tools/precision_twin.py" "$T" $full || { echo "FAIL the twin"; exit 1; }
+for n in $cases; do
   for p in fp32 bf16 int8; do
     "$BIN" forward "$T/$n.model.safetensors" "$T/$n.input.safetensors" \
         -o "$T/r_$n.$p.safetensors" --precision "$p" || { echo "FAIL relattn forward $n $p"; exit 1; }
   done
 done
-"$PY" - "$T" "$SRC/tools" <<'PYEOF'
+"$PY" - "$T" "$SRC/tools" $cases <<'PYEOF'
 import sys
 sys.path.insert(0, sys.argv[2])
 import numpy as np
@@ -44,7 +51,7 @@ def check(ok, what):
     global passed, failed
     print(("ok   " if ok else "FAIL ") + what)
     passed, failed = passed + bool(ok), failed + (not ok)
-for n in ("swin", "vit", "swinv2", "swin_t"):
+for n in sys.argv[3:]:
     f = y("%s/%s.fp32.safetensors" % (T, n))
     r32 = y("%s/r_%s.fp32.safetensors" % (T, n))
     e = np.abs(r32 - f).max() / np.abs(f).max()

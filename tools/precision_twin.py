@@ -1,7 +1,7 @@
 """What relattn's bf16 and int8 precisions compute, in PyTorch (the oracle
 of tests/test_precision.sh; docs/reference.md section 6, "Precisions").
 
-    precision_twin.py OUT_DIR
+    precision_twin.py OUT_DIR [full]
 
 For each case writes OUT_DIR/NAME.model.safetensors (tools/export.py),
 NAME.input.safetensors (x) and NAME.PREC.safetensors (y) for PREC in fp32,
@@ -13,7 +13,9 @@ q x scale) and its input rounded as it enters (bf16: the same way; int8:
 per row, 7 bits with a zero point, as src/kernels/gemm_i8.c); SwinV2's CPB MLP, the patch embedding, norms and attention in
 float32. It also prints, for each case, the relative error of the bf16
 and int8 logits against fp32 and that of PyTorch's own bfloat16 (the
-model and x in torch.bfloat16), the figures of docs/reference.md.
+model and x in torch.bfloat16) and PyTorch's own dynamic int8
+(quantize_dynamic), the figures of docs/reference.md. "full": torchvision's
+swin_t, swin_v2_t and vit_b_16 at full size instead of the test's cases.
 """
 
 import os
@@ -37,6 +39,12 @@ CASES = [   # name, kind, arch, --set, init
     ("swinv2", "arch", "swinv2", ["img_size=32", "embed_dim=24", "depths=2,2",
                                   "num_heads=2,4", "window_size=4", "num_classes=10"], "fixture"),
     ("swin_t", "torchvision", "swin_t", [], "default"),
+]
+# The full-size networks of docs/reference.md's table (--cases full).
+FULL = [
+    ("swin_t", "torchvision", "swin_t", [], "default"),
+    ("swin_v2_t", "torchvision", "swin_v2_t", [], "default"),
+    ("vit_b_16", "torchvision", "vit_b_16", [], "default"),
 ]
 
 
@@ -84,11 +92,28 @@ def outputs(model):
     return y.float().contiguous()
 
 
-def main(out):
+def torch_int8(model, x):
+    """PyTorch's own dynamic int8 (quantize_dynamic of every nn.Linear, the
+    default engine), or None where it does not run."""
+    import copy
+    try:
+        q = torch.ao.quantization.quantize_dynamic(copy.deepcopy(model), {nn.Linear},
+                                                   dtype=torch.qint8)
+        with torch.no_grad():
+            return outputs(q(x))
+    except Exception:   # torchvision's Swin calls F.linear on .weight
+        return None
+
+
+def main(out, cases):
     os.makedirs(out, exist_ok=True)
     torch.set_num_threads(1)
-    for name, kind, arch, sets, init in CASES:
+    for name, kind, arch, sets, init in cases:
         model, meta, hp, example = export.make(kind, arch, sets, 0, init, "official")
+        if arch == "vit_b_16":   # torchvision starts its head at zero: logits of 0
+            with torch.no_grad():
+                g = torch.Generator().manual_seed(1)
+                model.heads.head.weight.copy_(torch.randn(model.heads.head.weight.shape, generator=g) * 0.02)
         export.export(model, meta, os.path.join(out, name + ".model.safetensors"), "official")
         torch.manual_seed(common.seed_of("precision/" + name))
         x = example(model, hp, 2, None)
@@ -108,14 +133,18 @@ def main(out):
             ys[prec] = outputs(y)
             st.write(os.path.join(out, "%s.%s.safetensors" % (name, prec)), {"y": ys[prec]})
         model.load_state_dict(state)
+        model.eval()
+        yq = torch_int8(model, x)
         with torch.no_grad():
             yb = outputs(model.to(torch.bfloat16)(x.to(torch.bfloat16)))
         rel = lambda a: float((a - ys["fp32"]).norm() / ys["fp32"].norm())  # noqa: E731
         print("%s: relative error of the logits against fp32: bf16 %.2e, int8 %.2e; "
-              "PyTorch's bfloat16 %.2e" % (name, rel(ys["bf16"]), rel(ys["int8"]), rel(yb)))
+              "PyTorch's bfloat16 %.2e, PyTorch's dynamic int8 %s"
+              % (name, rel(ys["bf16"]), rel(ys["int8"]), rel(yb),
+                 "%.2e" % rel(yq) if yq is not None else "(does not run)"))
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    if len(sys.argv) not in (2, 3) or (len(sys.argv) == 3 and sys.argv[2] != "full"):
         raise SystemExit(__doc__)
-    main(sys.argv[1])
+    main(sys.argv[1], FULL if len(sys.argv) == 3 else CASES)
