@@ -1,12 +1,13 @@
 /* bench.c - relattn_bench: throughput of relattn's attention layers and
  * networks at several thread counts in one run, as GFLOP/s and as a share of
- * this machine's FMA peak measured in the same run (bench/peak.c).
+ * this machine's peak measured in the same run (bench/peak.c): the FMA
+ * peak, and for the networks' int8 rows the int8 peak.
  * bench/run.sh runs it beside its PyTorch twin (bench/bench_torch.py) and
  * bench/summary.py sets the two side by side (bench/README.md).
  *
  *   relattn_bench [--threads 1,2] [--reps R] [--what all|layers|nets]
  *                 [--models DIR] [--batches 1,8] [--kernels all|default]
- *                 [--rows TEXT] [--results FILE]
+ *                 [--rows TEXT] [--precisions fp32,bf16,int8] [--results FILE]
  *
  * --threads: every row runs at each of these thread counts (default 1 and
  *   every core); the tables show each count's GFLOP/s, its share of the peak
@@ -27,6 +28,11 @@
  *   ra_model_forward_train + ra_model_backward of a random dL/dy (relattn's
  *   swin has no stochastic depth; the twin turns torchvision's off).
  * --rows TEXT keeps the rows whose name contains TEXT.
+ * --precisions: the networks' inference forward in each of these
+ *   (ra_model_set_precision; default all three), the model loaded again
+ *   for each (a model goes from fp32 to one other precision only); the
+ *   training step and the layer rows are fp32. A reduced precision's row
+ *   is the fp32 row's name and the precision ("swin_t B=8 int8").
  * Timing: one warm-up call at each thread count, then R rounds of one call
  *   at each count in turn, the median of each count's R (time_medians).
  * Flops, 2 per multiply-add: core forward 4·B_·nH·N²·hd, plus 2·B_·nH·N·R·hd
@@ -35,15 +41,21 @@
  *   and proj C outputs); a network twice the Swin authors' multiply-add
  *   count (ra_model_flops). A backward counts twice its forward's flops (a
  *   recomputed forward is not counted), forward + backward three times.
+ *   A network in bf16 or int8 counts the same flops as in fp32.
+ * Peaks, one per precision at each thread count (measure_peaks): fp32
+ *   and bf16 the FMA peak (relattn's bf16 is float32 kernels on rounded
+ *   values), int8 the int8 peak (i8_peak, 2 ops per multiply-add); a row's
+ *   share of peak is over its own precision's peak.
  * Memory (shaw rows): the peak resident memory one layer forward adds to the
  *   process, with and without the Shaw tables, at N/2 and N tokens; the
  *   difference is what the relative terms cost (peak_extra_bytes).
  * --results FILE appends one tab-separated line per measurement for
  * bench/summary.py:
  *   info    relattn KEY VALUE
- *   peak    THREADS GFLOP/S ISA
+ *   peak    THREADS GFLOP/S ISA PRECISION
  *   time    relattn ROW MEASURE KERNEL THREADS SETTING SECONDS FLOPS IMAGES
- *   memory  relattn ROW N BYTES_WITH_TABLES BYTES_WITHOUT */
+ *   memory  relattn ROW N BYTES_WITH_TABLES BYTES_WITHOUT
+ * (a peak line without PRECISION, in files of before, is fp32's). */
 #define _POSIX_C_SOURCE 200809L
 #include "relattn.h"
 #include "peak.h"
@@ -61,6 +73,7 @@
 
 #define MAX_THREAD_COUNTS 4
 #define MAX_REPS 64
+#define NPRECISIONS 3   /* ra_precision: fp32, bf16, int8 */
 
 /* ---- timing: the one helper every row goes through ------------------------ */
 
@@ -166,7 +179,9 @@ static float *zeros(size_t n) {
 
 typedef struct {
     int threads[MAX_THREAD_COUNTS], nthreads;   /* thread counts, in order */
-    double peak[MAX_THREAD_COUNTS];             /* GFLOP/s at each */
+    double peak[NPRECISIONS][MAX_THREAD_COUNTS];   /* G/s of each precision at each */
+    ra_precision precisions[NPRECISIONS];          /* the networks', in order */
+    int nprecisions;
     int reps;
     FILE *results;                              /* --results, or NULL */
 } run;
@@ -452,11 +467,12 @@ static void bench_layer(const run *R, const shape *s) {
     }
     case_free(&lc);
     const int last = R->nthreads - 1;
+    const double *fp32_peak = R->peak[RA_PRECISION_FP32];
     char label[32];
     snprintf(label, sizeof label, "%dT %% peak", R->threads[last]);
     printf("%-40s %-6s %-9s", "", "", label);
     for (int m = 0; m < NMEASURES; m++)
-        printf(" %8.1f%%", R->peak[last] > 0 ? 100 * gf[last][m] / R->peak[last] : 0.0);
+        printf(" %8.1f%%", fp32_peak[last] > 0 ? 100 * gf[last][m] / fp32_peak[last] : 0.0);
     printf("\n");
     if (last > 0) {
         printf("%-40s %-6s %-9s", "", "", scaling_label(R));
@@ -500,25 +516,38 @@ static void run_net_step(void *p) {
 }
 
 static void print_net_header(const run *R) {
-    printf("%-40s %-8s %-6s %-8s %10s %10s %10s %10s %8s\n", "network", "measure", "kernel",
-           "threads", "images/s", "ms", "GFLOP/s", "of peak",
+    printf("%-40s %-9s %-8s %-6s %-8s %10s %10s %10s %10s %8s\n", "network", "precision",
+           "measure", "kernel", "threads", "images/s", "ms", "GFLOP/s", "of peak",
            R->nthreads > 1 ? scaling_label(R) : "");
 }
 
-/* Forward (and training step) of batches of random size x size images. */
-static void bench_net(const run *R, const char *dir, const char *name, int train, int size,
-                      const int *batches, int nb) {
-    char path[4096], row[64];
-    snprintf(path, sizeof path, "%s/%s.safetensors", dir, name);
+/* The network in precision p at every batch size: the inference forward
+ * of batches of random size x size images, and for fp32 (train) a
+ * training step. The model is loaded for each precision: it goes from
+ * fp32 to one other precision only. */
+static void bench_net_precision(const run *R, const char *path, const char *name, int train,
+                                int size, const int *batches, int nb, ra_precision p) {
+    const char *pname = ra_precision_name(p);
     net_case c = {0};
     if (ra_model_load(&c.m, path)) {
-        printf("%-40s skipped: %s\n", name, ra_last_error());
+        printf("%-40s %-9s skipped: %s\n", name, pname, ra_last_error());
+        return;
+    }
+    if (ra_model_set_precision(c.m, p)) {
+        printf("%-40s %-9s skipped: %s\n", name, pname, ra_last_error());
+        ra_model_free(c.m);
         return;
     }
     const char *kernel = ra_kernel_name(ra_kernel_current());
     const double fwd_flops = 2.0 * (double)ra_model_flops(c.m, size, size);
+    const double *peak = R->peak[p];
+    train = train && p == RA_PRECISION_FP32 && ra_model_trainable(c.m);
     for (int i = 0; i < nb; i++) {
         const int b = batches[i];
+        char row[80], shown[64];   /* the results' row name; the table's (no precision) */
+        snprintf(shown, sizeof shown, "%s B=%d", name, b);
+        snprintf(row, sizeof row, "%s%s%s", shown, p == RA_PRECISION_FP32 ? "" : " ",
+                 p == RA_PRECISION_FP32 ? "" : pname);
         ra_rng rng;
         ra_rng_seed(&rng, 11);
         c.xs[0] = b, c.xs[1] = 3, c.xs[2] = c.xs[3] = size;
@@ -529,20 +558,19 @@ static void bench_net(const run *R, const char *dir, const char *name, int train
         must(ra_model_forward(c.m, &y, &nd, ys, c.x, 4, c.xs), "network forward");
         free(y);
         c.dy = rnd((size_t)(ys[0] * ys[1]), 1, &rng);
-        c.grad = zeros((size_t)ra_model_param_total(c.m));
-        snprintf(row, sizeof row, "%s B=%d", name, b);
-        for (int step = 0; step <= (train && ra_model_trainable(c.m)); step++) {
+        c.grad = train ? zeros((size_t)ra_model_param_total(c.m)) : NULL;
+        for (int step = 0; step <= train; step++) {
             const double flops = (step ? 3 : 1) * fwd_flops * b;
             double first = 0, sec[MAX_THREAD_COUNTS];
-            time_medians(step ? run_net_step : run_net_fwd, NULL, &c, R->reps, R->threads, R->nthreads,
-                         sec);
+            time_medians(step ? run_net_step : run_net_fwd, NULL, &c, R->reps, R->threads,
+                         R->nthreads, sec);
             for (int t = 0; t < R->nthreads; t++) {
                 const double s = sec[t];
                 const double gf = flops / s * 1e-9;
                 if (t == 0) first = gf;
-                printf("%-40s %-8s %-6s %-8d %10.2f %10.1f %10.2f %9.1f%%", t ? "" : row,
-                       t ? "" : (step ? "fwd+bwd" : "fwd"), t ? "" : kernel, R->threads[t],
-                       b / s, 1e3 * s, gf, R->peak[t] > 0 ? 100 * gf / R->peak[t] : 0.0);
+                printf("%-40s %-9s %-8s %-6s %-8d %10.2f %10.1f %10.2f %9.1f%%", t ? "" : shown,
+                       t ? "" : pname, t ? "" : (step ? "fwd+bwd" : "fwd"), t ? "" : kernel,
+                       R->threads[t], b / s, 1e3 * s, gf, peak[t] > 0 ? 100 * gf / peak[t] : 0.0);
                 if (t) printf(" %7.2fx", gf / first);
                 printf("\n");
                 emit_time(R, row, step ? "fwd+bwd" : "fwd", kernel, R->threads[t], s, flops, b);
@@ -551,6 +579,14 @@ static void bench_net(const run *R, const char *dir, const char *name, int train
         free(c.x), free(c.dy), free(c.grad);
     }
     ra_model_free(c.m);
+}
+
+static void bench_net(const run *R, const char *dir, const char *name, int train, int size,
+                      const int *batches, int nb) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.safetensors", dir, name);
+    for (int i = 0; i < R->nprecisions; i++)
+        bench_net_precision(R, path, name, train, size, batches, nb, R->precisions[i]);
 }
 
 /* ---- main ----------------------------------------------------------------- */
@@ -584,20 +620,54 @@ static void cpu_model(char *buf, size_t n) {
     if (f) fclose(f);
 }
 
-/* The FMA peak at each thread count, at the start and again at the end of
+/* The peaks at each thread count, at the start and again at the end of
  * the run: R->peak keeps the higher (a peak measured while other work had
- * the cores is too low), and the results file gets it (summary.py reads
- * the last line of each count). The tables use the start's. */
+ * the cores is too low), and the results file gets it, a line per
+ * precision (summary.py reads the last line of each). The tables use the
+ * start's. fp32 and bf16: the FMA peak (relattn's bf16 products are
+ * float32 products of rounded values); int8: the int8 peak, measured only
+ * if a network runs in int8. */
 static void measure_peaks(run *R, const char *when) {
+    int int8 = 0;
+    for (int j = 0; j < R->nprecisions; j++) int8 |= R->precisions[j] == RA_PRECISION_INT8;
     for (int i = 0; i < R->nthreads; i++) {
-        const char *isa;
-        const double g = fma_peak(R->threads[i], &isa);
-        printf("FMA peak (%s, measured at the %s) at %d threads: %.1f GFLOP/s\n", isa, when,
-               R->threads[i], g);
-        if (g > R->peak[i]) R->peak[i] = g;
-        if (R->results)
-            fprintf(R->results, "peak\t%d\t%.6g\t%s\n", R->threads[i], R->peak[i], isa);
+        const char *isa[NPRECISIONS];
+        double g[NPRECISIONS];
+        g[RA_PRECISION_FP32] = g[RA_PRECISION_BF16] = fma_peak(R->threads[i], &isa[0]);
+        isa[RA_PRECISION_BF16] = isa[RA_PRECISION_FP32];
+        printf("FMA peak (%s, measured at the %s) at %d threads: %.1f GFLOP/s (fp32, bf16)\n",
+               isa[0], when, R->threads[i], g[0]);
+        if (int8) {
+            g[RA_PRECISION_INT8] = i8_peak(R->threads[i], &isa[RA_PRECISION_INT8]);
+            printf("int8 peak (%s, measured at the %s) at %d threads: %.1f GOP/s (int8)\n",
+                   isa[RA_PRECISION_INT8], when, R->threads[i], g[RA_PRECISION_INT8]);
+        }
+        for (int p = 0; p < NPRECISIONS; p++) {
+            if (p == RA_PRECISION_INT8 && !int8) continue;
+            if (g[p] > R->peak[p][i]) R->peak[p][i] = g[p];
+            if (R->results)
+                fprintf(R->results, "peak\t%d\t%.6g\t%s\t%s\n", R->threads[i], R->peak[p][i],
+                        isa[p], ra_precision_name((ra_precision)p));
+        }
     }
+}
+
+/* "fp32,int8" -> R->precisions; 0 if malformed or repeated. */
+static int parse_precisions(run *R, const char *s) {
+    R->nprecisions = 0;
+    for (const char *p = s; *p;) {
+        const size_t n = strcspn(p, ",");
+        char name[16];
+        if (n >= sizeof name) return 0;
+        memcpy(name, p, n), name[n] = 0;
+        const int v = ra_precision_parse(name);
+        if (v < 0 || R->nprecisions == NPRECISIONS) return 0;
+        for (int i = 0; i < R->nprecisions; i++)
+            if (R->precisions[i] == (ra_precision)v) return 0;
+        R->precisions[R->nprecisions++] = (ra_precision)v;
+        p += n + (p[n] == ',');
+    }
+    return R->nprecisions;
 }
 
 static void info(const run *R, const char *key, const char *value) {
@@ -606,7 +676,8 @@ static void info(const run *R, const char *key, const char *value) {
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);   /* rows show as they are done, through a pipe too */
-    run R = {.reps = 9};
+    run R = {.reps = 9, .nprecisions = NPRECISIONS,
+             .precisions = {RA_PRECISION_FP32, RA_PRECISION_BF16, RA_PRECISION_INT8}};
     int batches[8] = {1, 8}, nb = 2, all_kernels = 1;
     const char *what = "all", *models = getenv("RELATTN_BENCH_MODELS"), *rows = "";
     const char *threads = NULL, *results = NULL;
@@ -621,6 +692,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--rows")) rows = v;
         else if (!strcmp(o, "--results")) results = v;
         else if (!strcmp(o, "--batches")) ok = (nb = parse_list(v, batches, 8)) > 0;
+        else if (!strcmp(o, "--precisions")) ok = parse_precisions(&R, v) > 0;
         else if (!strcmp(o, "--kernels"))
             ok = !strcmp(v, "all") || !strcmp(v, "default"), all_kernels = !strcmp(v, "all");
         else ok = 0;
@@ -651,7 +723,10 @@ int main(int argc, char **argv) {
     const char *coretype = getenv("OPENBLAS_CORETYPE");
     printf("relattn bench: threads");
     for (int i = 0; i < R.nthreads; i++) printf("%s%d", i ? "," : " ", R.threads[i]);
-    printf("; median of %d runs; kernel %s\n", R.reps, ra_kernel_name(chosen));
+    printf("; median of %d runs; kernel %s; networks in", R.reps, ra_kernel_name(chosen));
+    for (int i = 0; i < R.nprecisions; i++)
+        printf("%s%s", i ? "," : " ", ra_precision_name(R.precisions[i]));
+    printf("\n");
     printf("CPU: %s, %d cores\n", cpu, ra_threads_get());
     printf("BLAS: %s, kernel set %s (OPENBLAS_CORETYPE %s)\n", openblas_get_config(),
            openblas_get_corename(), coretype ? coretype : "unset");

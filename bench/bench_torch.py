@@ -1,12 +1,14 @@
 """The PyTorch side of bench/bench.c: the same layer rows (the project's
 reference modules of tools/make_fixtures.py, the authors' code) and the same
 networks (torchvision swin_t and vit_b_16 with the weights of the files in
---models DIR, as tools/export.py writes them), float32 on the CPU, timed
-the same way: one warm-up call, then the median of R calls.
+--models DIR, as tools/export.py writes them) on the CPU, float32 and (the
+networks' forward) every reduced precision PyTorch offers there, timed the
+same way: one warm-up call, then the median of R calls.
 
     OPENBLAS_CORETYPE=... OPENBLAS_NUM_THREADS=T /usr/bin/python3 bench/bench_torch.py
         --threads T [--reps R] [--what all|layers|nets] [--models DIR]
-        [--batches 1,8] [--rows TEXT] [--memory] [--results FILE]
+        [--batches 1,8] [--rows TEXT] [--precisions fp32,bf16,int8] [--memory]
+        [--results FILE]
 
 One process measures one BLAS setting: OpenBLAS reads OPENBLAS_CORETYPE
 (its kernel set) when it is loaded, and the size of its thread pool from
@@ -32,14 +34,34 @@ without the tables, at N/2 and N (as bench.c does).
 Networks: the inference forward (eval, no_grad) and, for swin_t, a training
 step (train mode, stochastic depth off as relattn's swin has none, dropout
 0 in torchvision's defaults): forward, then backward of a random dL/dy.
+--precisions (default all three; may be empty: no network) chooses the
+forward's precisions, each in every way PyTorch offers on the CPU, one
+setting each (precision_ways); the training step is fp32's:
+    fp32  the float32 model, as the training step;
+    bf16  "bf16 weights": model.to(torch.bfloat16), input bfloat16;
+          "bf16 autocast": torch.autocast("cpu", dtype=torch.bfloat16)
+          around the float32 model;
+    int8  "int8 dynamic, engine E": quantize_dynamic(model, {nn.Linear},
+          dtype=torch.qint8) under each quantized engine PyTorch has
+          (torch.backends.quantized.engine: fbgemm, qnnpack, onednn, x86),
+          the count of Linear modules it quantized in the setting's name.
+A reduced precision's row is the fp32 row's name and the precision
+("swin_t B=8 int8", as bench.c's); it runs at one split of the threads,
+every thread to PyTorch's pool and OpenBLAS's (T+T: its products are not
+OpenBLAS's). A way that fails (torchvision's swin_t calls F.linear on the
+.weight of its attention's Linear modules, a method in a dynamic quantized
+Linear) is a "fail" line with the error's first line, not a crash.
 
 Flops are not counted here: bench/summary.py takes them from bench.c's
 lines, the same work for both. --results FILE appends tab-separated lines:
     info    torch KEY VALUE
     time    torch ROW MEASURE KERNEL THREADS SETTING SECONDS 0 IMAGES
+    fail    torch ROW MEASURE KERNEL THREADS SETTING REASON
     memory  torch ROW N BYTES_WITH_TABLES BYTES_WITHOUT
 """
 import argparse
+import contextlib
+import copy
 import ctypes
 import os
 import sys
@@ -74,6 +96,9 @@ MEASURES = ["core fwd", "core bwd", "fwd", "bwd", "fwd+bwd"]
 
 # name, also time a training step, image side
 NETS = [("swin_t", True, 224), ("vit_b_16", False, 224), ("swin_v2_t", True, 256)]
+PRECISION_NAMES = ("fp32", "bf16", "int8")
+# the quantized engines tried for int8, those of them PyTorch has
+INT8_ENGINES = ("fbgemm", "qnnpack", "onednn", "x86")
 
 
 # --------------------------------------------------------------------------
@@ -317,6 +342,65 @@ def shaw_memory(res, row):
 # Networks
 # --------------------------------------------------------------------------
 
+def one_line(e):
+    """An exception as one line of the results file."""
+    text = (str(e).strip().splitlines() or [""])[0]
+    return ("%s: %s" % (type(e).__name__, text))[:300].replace("\t", " ")
+
+
+def quantized_linear_count(model):
+    """(Linear modules quantized, Linear modules in all) of a model after
+    quantize_dynamic."""
+    import torch.ao.nn.quantized.dynamic as nnqd
+    q = sum(isinstance(m, nnqd.Linear) for m in model.modules())
+    return q, q + sum(isinstance(m, torch.nn.Linear) for m in model.modules())
+
+
+@contextlib.contextmanager
+def stderr_to_null(on):
+    """File descriptor 2 to /dev/null while on: qnnpack's dynamic Linear
+    logs (through glog, not Python's warnings) on every call that it
+    ignores reduce_range, which torch's dynamic Linear always passes."""
+    if not on:
+        yield
+        return
+    sys.stderr.flush()
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    os.close(null)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def precision_ways(model, precisions):
+    """The ways of running the float32 model's forward PyTorch offers in
+    each precision: [(precision, name, make)], make() -> (model, input
+    dtype, context) or an exception (a way PyTorch refuses, reported)."""
+    ways = []
+    if "fp32" in precisions:
+        ways.append(("fp32", "fp32", lambda: (model, torch.float32, None)))
+    if "bf16" in precisions:
+        ways.append(("bf16", "bf16 weights",
+                     lambda: (copy.deepcopy(model).to(torch.bfloat16), torch.bfloat16, None)))
+        ways.append(("bf16", "bf16 autocast",
+                     lambda: (model, torch.float32,
+                              lambda: torch.autocast("cpu", dtype=torch.bfloat16))))
+    for engine in INT8_ENGINES if "int8" in precisions else ():
+        if engine not in torch.backends.quantized.supported_engines:
+            continue
+
+        def make(engine=engine):
+            torch.backends.quantized.engine = engine   # the packing follows the engine
+            q = torch.ao.quantization.quantize_dynamic(copy.deepcopy(model), {torch.nn.Linear},
+                                                       dtype=torch.qint8)
+            return q, torch.float32, None
+        ways.append(("int8", "int8 dynamic, engine %s" % engine, make))
+    return ways
+
+
 def bench_net(a, th, res, name, train, size):
     import torchvision
     import st
@@ -327,31 +411,67 @@ def bench_net(a, th, res, name, train, size):
     tensors, _ = st.read(path)
     model = getattr(torchvision.models, name)()
     model.load_state_dict({k: torch.from_numpy(v) for k, v in tensors.items()})
+    del tensors
     for mod in model.modules():   # no stochastic depth in training: relattn's swin has none
         if isinstance(mod, torchvision.ops.StochasticDepth):
             mod.p = 0.0
-    for b in a.batches:
-        row = "%s B=%d" % (name, b)
-        x = torch.randn(b, 3, size, size)
-        dy = torch.randn(b, 1000)
+    model.eval()
+    for precision, way, make in precision_ways(model, a.precisions):
+        m, dtype, context, failed, setting = None, torch.float32, None, None, way
+        try:
+            m, dtype, context = make()
+            if precision == "int8":
+                setting += " (%d of %d Linear modules quantized)" % quantized_linear_count(m)
+        except Exception as e:   # noqa: BLE001 (a way PyTorch refuses is a result)
+            failed = one_line(e)
+        splits = th.splits if precision == "fp32" else [th.splits[-1]]
+        for b in a.batches:
+            row = "%s B=%d" % (name, b) + ("" if precision == "fp32" else " " + precision)
+            x = torch.randn(b, 3, size, size).to(dtype)
+            dy = torch.randn(b, 1000)
 
-        def fwd():
-            with torch.no_grad():
-                model(x)
+            def fwd():
+                with torch.no_grad():
+                    if context:
+                        with context():
+                            m(x)
+                    else:
+                        m(x)
 
-        def step():
-            model.zero_grad(set_to_none=True)
-            model(x).backward(dy)
+            def step():
+                m.zero_grad(set_to_none=True)
+                m(x).backward(dy)
 
-        for measure, fn, mode in (("fwd", fwd, False), ("fwd+bwd", step, True))[:1 + train]:
-            model.train(mode)
-            for omp, blas in th.splits:
-                th.use(omp, blas)
-                t = timed(fn, a.reps)
-                print("%-40s %-8s %-7s %10.2f %10.1f" % (row, measure, split_label(omp, blas),
-                                                         b / t, 1e3 * t))
-                res.line("time", "torch", row, measure, "torch", max(omp, blas),
-                         th.setting(omp, blas), "%.6g" % t, 0, b)
+            measures = [("fwd", fwd, False)]
+            if train and precision == "fp32":
+                measures.append(("fwd+bwd", step, True))
+            for measure, fn, mode in measures:
+                if m is not None:
+                    m.train(mode)
+                for omp, blas in splits:
+                    th.use(omp, blas)
+                    full = th.setting(omp, blas)
+                    if precision != "fp32":
+                        full = setting + "; " + full
+                    reason = failed
+                    if not reason:
+                        try:
+                            with stderr_to_null(way.endswith("engine qnnpack")):
+                                t = timed(fn, a.reps)
+                        except Exception as e:   # noqa: BLE001 (the call refused: a result)
+                            reason = one_line(e)
+                    if reason:
+                        print("%-40s %-8s %-7s %10s %10s  %s: failed: %s" % (
+                            row, measure, split_label(omp, blas), "-", "-", way, reason))
+                        res.line("fail", "torch", row, measure, "torch", max(omp, blas), full,
+                                 reason)
+                        continue
+                    print("%-40s %-8s %-7s %10.2f %10.1f  %s" % (
+                        row, measure, split_label(omp, blas), b / t, 1e3 * t, way))
+                    res.line("time", "torch", row, measure, "torch", max(omp, blas), full,
+                             "%.6g" % t, 0, b)
+        del m
+        model.zero_grad(set_to_none=True)   # no gradients in the next way's copy
 
 
 # --------------------------------------------------------------------------
@@ -364,16 +484,24 @@ def main():
     ap.add_argument("--models", default=os.environ.get("RELATTN_BENCH_MODELS"))
     ap.add_argument("--batches", default="1,8")
     ap.add_argument("--rows", default="", help="only the rows whose name contains this")
+    ap.add_argument("--precisions", default=",".join(PRECISION_NAMES),
+                    help="the networks' forward in these (fp32,bf16,int8; may be empty)")
     ap.add_argument("--memory", action="store_true", help="measure the Shaw rows' memory")
     ap.add_argument("--results", help="append tab-separated results to this file")
     a = ap.parse_args()
     a.batches = [int(v) for v in a.batches.split(",") if v]
     a.reps = max(1, a.reps)
+    a.precisions = [v for v in a.precisions.split(",") if v]
+    for v in a.precisions:
+        if v not in PRECISION_NAMES:
+            ap.error("--precisions: %s is not one of %s" % (v, ",".join(PRECISION_NAMES)))
     torch.manual_seed(0)
     th = Threads(a.threads)
     res = Results(a.results)
     res.line("info", "torch", "torch", torch.__version__)
     res.line("info", "torch", "blas_core", th.core)
+    res.line("info", "torch", "quantized_engines",
+             ",".join(torch.backends.quantized.supported_engines))
     print("torch %s: %s, %s, OPENBLAS_NUM_THREADS %s, kernel set %s; thread splits "
           "(OpenMP+OpenBLAS) %s; median of %d runs" % (torch.__version__, th.build, th.coretype,
                                       os.environ.get("OPENBLAS_NUM_THREADS", "unset"), th.core,
@@ -384,10 +512,11 @@ def main():
     except OSError:
         pass
     if a.what != "layers":
-        print("%-40s %-8s %-7s %10s %10s" % ("network", "measure", "threads", "images/s", "ms"))
+        print("%-40s %-8s %-7s %10s %10s  %s" % ("network", "measure", "threads", "images/s",
+                                                 "ms", "precision"))
         if not a.models:
             print("(no --models DIR or RELATTN_BENCH_MODELS: networks skipped)")
-        for name, train, size in NETS if a.models else []:
+        for name, train, size in NETS if a.models and a.precisions else []:
             if a.rows in name:
                 bench_net(a, th, res, name, train, size)
         print()

@@ -7,9 +7,16 @@ RESULTS are the tab-separated files bench.c and bench_torch.py append to
 (--results). For each row and measure it takes relattn's figures at its
 default kernel and largest thread count, and PyTorch's best over every
 setting it ran (kernel set, threads, split between its two pools), and
-prints a table of every row, then the summary of the targets; --markdown
-writes that summary as a Markdown table with a line about the machine.
-Flops come from bench.c's lines (the same work for both sides).
+prints a table of every row, a table per network and batch of its forward
+in each precision (relattn fp32, bf16 and int8 against PyTorch's best at
+each precision and PyTorch's best overall, each side's share of the
+precision's peak), then the summary of the targets; --markdown writes the
+targets' summary and the networks' tables as Markdown, with a line about
+the machine. Flops come from bench.c's lines (the same work for both sides
+and every precision). A reduced precision's row is the fp32 row's name and
+the precision ("swin_t B=8 int8"); its share of peak is over that
+precision's peak (bench.c's peak lines: fp32 and bf16 the FMA peak, int8
+the int8 peak).
 """
 import argparse
 import datetime
@@ -35,20 +42,31 @@ LAYER_BWD_PEAK = 0.50   # every layer row's backward
 SCALING = 1.7           # largest thread count over 1 thread, every row and kernel
 MEMORY_FLOOR = 64 << 10  # bytes: less is no memory at all (page granularity)
 NOTES = {"fwd+bwd": "training step; no stochastic depth on either side"}
+PRECISIONS = ("fp32", "bf16", "int8")
+
+
+def precision_of(row):
+    """"swin_t B=8 int8" -> "int8"; a row without a precision is fp32."""
+    last = row.rsplit(" ", 1)[-1]
+    return last if last in PRECISIONS[1:] else "fp32"
+
+
+def with_precision(row, precision):
+    return row if precision == "fp32" else "%s %s" % (row, precision)
 
 
 def read(paths):
     info = defaultdict(set)
-    peak, mem = {}, defaultdict(dict)
-    times = []
+    peak, mem = defaultdict(dict), defaultdict(dict)   # peak[precision][threads]
+    times, fails = [], defaultdict(list)
     for path in paths:
         with open(path) as f:
             for line in f:
                 p = line.rstrip("\n").split("\t")
                 if p[0] == "info":
                     info[(p[1], p[2])].add(p[3])
-                elif p[0] == "peak":
-                    peak[int(p[1])] = (float(p[2]), p[3])
+                elif p[0] == "peak":   # files of before have no precision: fp32
+                    peak[p[4] if len(p) > 4 else "fp32"][int(p[1])] = (float(p[2]), p[3])
                 elif p[0] == "memory":
                     mem[(p[1], p[2])][int(p[3])] = (float(p[4]), float(p[5]))
                 elif p[0] == "time":
@@ -56,12 +74,16 @@ def read(paths):
                     times.append(dict(side=side, row=row, measure=measure, kernel=kernel,
                                       threads=int(threads), setting=setting, s=float(s),
                                       flops=float(flops), images=int(images)))
-    return info, peak, mem, times
+                elif p[0] == "fail":   # a setting that refused the row
+                    side, row, measure, kernel, threads, setting, reason = p[1:]
+                    fails[(row, measure)].append(dict(side=side, setting=setting, reason=reason))
+    return info, peak, mem, times, fails
 
 
 class Bench:
     def __init__(self, paths):
-        self.info, self.peak, self.mem, times = read(paths)
+        self.info, self.peaks, self.mem, times, self.fails = read(paths)
+        self.peak = self.peaks.get("fp32", {})   # {threads: (GFLOP/s, ISA)}
         self.rel = {(t["row"], t["measure"], t["kernel"], t["threads"]): t
                     for t in times if t["side"] == "relattn"}
         self.flops = {(t["row"], t["measure"]): t["flops"] for t in self.rel.values()}
@@ -87,7 +109,9 @@ class Bench:
         return self.rel.get((row, measure, kernel or self.kernel, threads or self.tn))
 
     def share(self, t):
-        g, p = self.gflops(t), self.peak.get(t["threads"], (0, ""))[0]
+        """Share of the peak of the record's precision at its thread count."""
+        peak = self.peaks.get(precision_of(t["row"]), {})
+        g, p = self.gflops(t), peak.get(t["threads"], (0, ""))[0]
         return g / p if g and p else None
 
     def scaling(self, row, measure, kernel=None):
@@ -167,6 +191,73 @@ def print_all(b):
     print()
 
 
+def network_tables(b):
+    """[(title, [cells of a line], [failure notes])] of every network and
+    batch: its forward in each precision, relattn at N threads against
+    PyTorch's best at that precision and PyTorch's best overall."""
+    tables = []
+    for row, measure in b.rows:
+        fp32 = b.relattn(row, measure)
+        if measure != "fwd" or precision_of(row) != "fp32" or not fp32 or not fp32["images"]:
+            continue
+        ways = [(p, with_precision(row, p)) for p in PRECISIONS]
+        pt = [b.torch.get((r, measure, "torch")) for _, r in ways]   # PyTorch's best of each
+        best = min((t for t in pt if t), key=lambda t: t["s"], default=None)
+        lines, notes = [], []
+        for (p, r), t in zip(ways, pt):
+            rel = b.relattn(r, measure)
+            failed = {}   # way -> reason, PyTorch's settings that refused this precision
+            for f in b.fails.get((r, measure), []):
+                failed.setdefault(f["setting"].split("; ")[0], f["reason"])
+            if rel is None and t is None and not failed:
+                continue
+            lines.append([p, images(rel), fpct(b.share(rel)) if rel else "-",
+                          images(t) if t else ("failed" if failed else "-"),
+                          fpct(b.share(t)) if t else "-",
+                          fx(t["s"] / rel["s"]) if rel and t else "-",
+                          fx(best["s"] / rel["s"]) if rel and best else "-",
+                          t["setting"] if t else "-"])
+            notes += ["PyTorch %s: failed: %s" % (way, why) for way, why in failed.items()]
+        if best:
+            notes.append("PyTorch's best overall: %s, %s with %s" % (
+                precision_of(best["row"]), images(best), best["setting"]))
+        peaks = "; ".join("%s: %s" % (p, peak_text(b, p, b.tn)) for p in PRECISIONS
+                          if b.peaks.get(p, {}).get(b.tn))
+        tables.append(("%s, forward: relattn at %d thread%s (peaks: %s)" % (
+            row, b.tn, "s" if b.tn > 1 else "", peaks), lines, notes))
+    return tables
+
+
+NETWORK_HEAD = ["precision", "relattn", "of peak", "PyTorch best", "of peak", "ratio",
+                "over PyTorch's best overall", "PyTorch's setting"]
+
+
+def images(t):
+    return "%.2f img/s" % (t["images"] / t["s"]) if t else "-"
+
+
+def peak_text(b, precision, threads):
+    g, isa = b.peaks[precision][threads]
+    return "%.1f G%s/s (%s)" % (g, "OP" if precision == "int8" else "FLOP", isa)
+
+
+def print_networks(b, tables):
+    if not tables:
+        return
+    print("the networks' forward in every precision: images/s, share of the precision's peak, "
+          "relattn over PyTorch's best at the precision (ratio) and overall; > 1x is relattn "
+          "faster")
+    fmt = "%-9s %14s %7s %14s %7s %7s %11s  %s"
+    for title, lines, notes in tables:
+        print(title)
+        print(fmt % tuple(NETWORK_HEAD[:6] + ["over best", NETWORK_HEAD[7]]))
+        for cells in lines:
+            print(fmt % tuple(cells))
+        for n in notes:
+            print("  " + n)
+        print()
+
+
 def target_lines(b):
     """[(target, relattn, PyTorch best, ratio, peak, scaling, wanted, met)]"""
     lines = []
@@ -244,6 +335,11 @@ def machine_line(b):
         return ", ".join(sorted(b.info.get((side, key), {"?"})))
     peaks = ", ".join("%.1f GFLOP/s at %d thread%s" % (p[0], n, "s" if n > 1 else "")
                       for n, p in sorted(b.peak.items()))
+    i8 = b.peaks.get("int8", {})
+    if i8:
+        peaks += "; int8 peak (%s): %s" % (next(iter(i8.values()))[1], ", ".join(
+            "%.1f GOP/s at %d thread%s" % (p[0], n, "s" if n > 1 else "")
+            for n, p in sorted(i8.items())))
     isa = next(iter(b.peak.values()))[1] if b.peak else "?"
     return ("%s, %s cores, %s. BLAS: %s; relattn on kernel set %s (its own products on "
             "AVX-512), PyTorch %s at its best of kernel sets %s. FMA peak (%s, measured in the "
@@ -254,7 +350,7 @@ def machine_line(b):
                 one("relattn", "load").split(" ")[0] if b.info.get(("relattn", "load")) else "?"))
 
 
-def write_markdown(path, b, lines):
+def write_markdown(path, b, lines, tables):
     head = ["target", "relattn (%d threads)" % b.tn, "PyTorch best (setting)", "ratio",
             "share of peak", b.label_scaling(), "target", "met"]
     with open(path, "w") as f:
@@ -266,6 +362,13 @@ def write_markdown(path, b, lines):
         for ln in lines:
             cells = list(ln[:7]) + [yes_no(ln[7])]
             f.write("| " + " | ".join(c.replace("|", "/") for c in cells) + " |\n")
+        for title, rows, notes in tables:
+            f.write("\n%s\n\n| %s |\n|%s\n" % (title, " | ".join(NETWORK_HEAD),
+                                                "---|" * len(NETWORK_HEAD)))
+            for cells in rows:
+                f.write("| " + " | ".join(c.replace("|", "/") for c in cells) + " |\n")
+            if notes:
+                f.write("\n" + "".join("- %s\n" % n.replace("|", "/") for n in notes))
 
 
 def main():
@@ -279,10 +382,12 @@ def main():
     print("machine: " + machine_line(b))
     print(busy_warning(b) + "\n")
     print_all(b)
+    tables = network_tables(b)
+    print_networks(b, tables)
     lines = target_lines(b)
     print_targets(b, lines)
     if a.markdown:
-        write_markdown(a.markdown, b, lines)
+        write_markdown(a.markdown, b, lines, tables)
         print("markdown summary: " + a.markdown)
 
 
