@@ -213,9 +213,9 @@ void rai_i8_weights_free(rai_i8_weights *pw) {
 /* The mr x nr part of a tile t (row stride NR) for rows from i0, columns
  * from j0: GELU'd if asked, then stored in y or added into res's rows. */
 static void put_tile(const i8_job *g, float *t, int64_t i0, int mr, int j0, int nr) {
+    if (g->gelu) g->gelu(t, t, (int64_t)mr * NR);   /* the whole tile in one call */
     for (int r = 0; r < mr; r++) {
         float *tr = t + r * NR;
-        if (g->gelu) g->gelu(tr, tr, nr);
         if (!g->res) {
             memcpy(g->y + (i0 + r) * g->n + j0, tr, sizeof *tr * (size_t)nr);
             continue;
@@ -248,10 +248,8 @@ static void run_task(const i8_job *g, int64_t i0, i8_rows *rows, uint8_t *row) {
             const rai_i8_tile e = {.zero = rows->zero + rp * MR, .scale = rows->scale + rp * MR,
                                    .wsum = g->b.wsum + j0, .wscale = g->b.wscale + j0,
                                    .bias = bias};
-            if (mr == MR && nr == NR && !g->res) {   /* straight into y */
-                float *yt = g->y + r0 * g->n + j0;
-                g->kn.micro(g->kg, rows->ap + rp * panel, bt, yt, g->n, &e);
-                for (int r = 0; g->gelu && r < MR; r++) g->gelu(yt + r * g->n, yt + r * g->n, NR);
+            if (mr == MR && nr == NR && !g->res && !g->gelu) {   /* straight into y */
+                g->kn.micro(g->kg, rows->ap + rp * panel, bt, g->y + r0 * g->n + j0, g->n, &e);
                 continue;
             }
             g->kn.micro(g->kg, rows->ap + rp * panel, bt, t, NR, &e);
