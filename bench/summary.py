@@ -341,9 +341,10 @@ def machine_line(b):
             "%.1f GOP/s at %d thread%s" % (p[0], n, "s" if n > 1 else "")
             for n, p in sorted(i8.items())))
     isa = next(iter(b.peak.values()))[1] if b.peak else "?"
-    return ("%s, %s cores, %s. BLAS: %s; relattn on kernel set %s (its own products on "
-            "AVX-512), PyTorch %s at its best of kernel sets %s. FMA peak (%s, measured in the "
-            "run): %s. relattn kernel %s; medians of %s runs; load average at the start %s." % (
+    return ("%s, %s cores, %s. BLAS: %s; relattn's OpenBLAS on kernel set %s (its own "
+            "products on its kernel below), PyTorch %s at its best of kernel sets %s. FMA peak "
+            "(%s, measured in the run): %s. relattn kernel %s; medians of %s runs; load average "
+            "at the start %s." % (
                 one("relattn", "cpu"), one("relattn", "cores"), datetime.date.today().isoformat(),
                 one("relattn", "blas"), one("relattn", "blas_core"), one("torch", "torch"),
                 one("torch", "blas_core"), isa, peaks, b.kernel, one("relattn", "reps"),
