@@ -125,7 +125,6 @@ typedef struct {
     void (*gelu)(float *, const float *, int64_t);
     int64_t m;
     int n, k, kg;             /* kg: groups of 4 along K (the last zero-padded) */
-    int64_t mpanels;
     int npanels;
     rai_i8_weights b;         /* w packed (here or before the call) */
     i8_kernels kn;
@@ -265,7 +264,6 @@ int rai_gemm_i8(float *y, const float *x, const float *w, const float *bias, int
     if (k <= 0 || k > RA_GEMM_I8_KMAX || (pw && (pw->n != n || pw->k != k))) return -1;
     i8_job g = {.x = x, .bias = bias, .y = y, .res = res, .map = map, .gelu = gelu,
                 .m = m, .n = n, .k = k, .kg = (k + 3) / 4, .kn = kernels_of(isa)};
-    g.mpanels = (m + MR - 1) / MR;
     g.npanels = (n + NR - 1) / NR;
     const int64_t kp = 4 * (int64_t)g.kg;
     const int64_t tasks = (m + MB - 1) / MB;
