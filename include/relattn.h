@@ -1006,7 +1006,8 @@ ra_status ra_model_from_file(ra_model **out, const ra_st_file *f);
 /* The arithmetic of a network's products (docs/reference.md, section 6):
  * float32 (the default, PyTorch's numbers), bfloat16 (weights and each
  * product's input rounded to bfloat16, float32 sums) or int8 (weights per
- * output channel, inputs per row, symmetric; float32 sums). */
+ * output channel, symmetric; inputs per row, 7 bits with a zero point;
+ * exact integer sums, then the scales). */
 typedef enum ra_precision {
     RA_PRECISION_FP32 = 0, RA_PRECISION_BF16, RA_PRECISION_INT8
 } ra_precision;
@@ -1045,7 +1046,8 @@ ra_status ra_model_source(ra_st_file **out, const char *path, const ra_load_opti
 void ra_model_free(ra_model *m);
 
 /* Compute m's products in precision p from now on: its Linear weights are
- * rounded (bf16) or quantised (int8) in place, once; inference only
+ * rounded (bf16) or quantised (int8) in place, once, and for int8 also
+ * packed for the integer product (about a quarter more memory); inference only
  * (ra_model_forward_train refuses a model not in fp32). Networks only
  * (swin, swinv2, vit, swin_block, swin_block_3d); RA_ERR_ARG for an
  * attention layer, or to go back to fp32 or on to another precision. */
