@@ -59,6 +59,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "relattn.h"
 #include "peak.h"
+#include "timing.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -79,19 +80,8 @@
 
 typedef void (*bench_fn)(void *ctx);
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static double median(double *t, int n) {
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    qsort(t, (size_t)n, sizeof *t, bench_cmp_double);
     return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
@@ -115,9 +105,9 @@ static void time_medians(bench_fn fn, bench_fn prep, void *ctx, int reps, const 
         for (int i = 0; i < nthreads; i++) {
             ra_threads_set(threads[i]);
             if (prep) prep(ctx);
-            const double t0 = now();
+            const double t0 = bench_now();
             fn(ctx);
-            t[i][r] = now() - t0;
+            t[i][r] = bench_now() - t0;
         }
     for (int i = 0; i < nthreads; i++) sec[i] = median(t[i], reps);
 }

@@ -13,6 +13,7 @@
 #include "base/internal.h"
 #include "peak.h"
 #include "relattn.h"
+#include "timing.h"
 
 #include <cblas.h>
 #include <stdio.h>
@@ -23,17 +24,6 @@
 /* --clock cpu: the process's CPU time instead of the wall clock (on a
  * shared core, what the product itself took; the peaks stay wall-clock). */
 static clockid_t clock_id = CLOCK_MONOTONIC;
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(clock_id, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static float *rnd(int64_t n, uint64_t s, float scale) {
     float *p = malloc((size_t)n * sizeof *p);
@@ -104,13 +94,13 @@ int main(int argc, char **argv) {
         for (int v = 0; v < NWAYS; v++) run(v, y, x, w, b, m, n, k);
         for (int r = 0; r < reps; r++)
             for (int v = 0; v < NWAYS; v++) {
-                const double t0 = now();
+                const double t0 = bench_clock(clock_id);
                 run(v, y, x, w, b, m, n, k);
-                t[v][r] = now() - t0;
+                t[v][r] = bench_clock(clock_id) - t0;
             }
         printf("%-15s %6lld %5d %5d |", L[l].name, (long long)m, n, k);
         for (int v = 0; v < NWAYS; v++) {
-            qsort(t[v], (size_t)reps, sizeof **t, cmp_d);
+            qsort(t[v], (size_t)reps, sizeof **t, bench_cmp_double);
             med[v] = t[v][reps / 2];
             const double g = 2.0 * m * n * k / med[v] * 1e-9, pk = v == INT8 ? ipeak : fpeak;
             printf(" %8.1f (%5.1f %%)   ", g, pk > 0 ? 100 * g / pk : 0);

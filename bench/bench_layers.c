@@ -6,22 +6,12 @@
  * (--div D: M / D rows, e.g. to see a product run from cache)
  * Median of R timed calls after one warm-up call. */
 #include "relattn.h"
+#include "timing.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static float *rnd(int64_t n, uint64_t s) {
     float *p = malloc((size_t)n * sizeof *p);
@@ -36,11 +26,11 @@ static float *rnd(int64_t n, uint64_t s) {
     do {                                                        \
         expr;                                                   \
         for (int r_ = 0; r_ < reps; r_++) {                     \
-            const double t0_ = now();                           \
+            const double t0_ = bench_now();                           \
             expr;                                               \
-            ts[r_] = now() - t0_;                               \
+            ts[r_] = bench_now() - t0_;                               \
         }                                                       \
-        qsort(ts, (size_t)reps, sizeof *ts, cmp_d);             \
+        qsort(ts, (size_t)reps, sizeof *ts, bench_cmp_double);             \
         med = ts[reps / 2];                                     \
     } while (0)
 

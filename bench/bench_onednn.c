@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "timing.h"
 
 #define OK(call)                                                                   \
     do {                                                                           \
@@ -25,17 +26,6 @@
             exit(1);                                                               \
         }                                                                          \
     } while (0)
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static void fill(dnnl_memory_t m, size_t bytes, int kind, uint64_t s) {
     void *p = NULL;
@@ -89,12 +79,12 @@ static double product(dnnl_engine_t eng, dnnl_stream_t st, int64_t m, int64_t n,
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, wr}, {DNNL_ARG_DST, c}};
     double t[99];
     for (int i = -1; i < reps; i++) {
-        const double t0 = now();
+        const double t0 = bench_now();
         OK(dnnl_primitive_execute(mm, st, 3, args));
         OK(dnnl_stream_wait(st));
-        if (i >= 0) t[i] = now() - t0;
+        if (i >= 0) t[i] = bench_now() - t0;
     }
-    qsort(t, (size_t)reps, sizeof *t, cmp_d);
+    qsort(t, (size_t)reps, sizeof *t, bench_cmp_double);
     dnnl_primitive_destroy(mm), dnnl_primitive_destroy(r);
     dnnl_primitive_desc_destroy(rpd), dnnl_primitive_desc_destroy(pd);
     dnnl_primitive_attr_destroy(attr);

@@ -9,23 +9,13 @@
  * Prints each repetition's images/s, then the median. */
 #include "relattn.h"
 #include "peak.h"
+#include "timing.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 int main(int argc, char **argv) {
     int threads = 1, steps = 10, warmup = 2, batch = 128, reps = 3;
@@ -75,11 +65,11 @@ int main(int argc, char **argv) {
     struct rusage ru0, ru1;
     getrusage(RUSAGE_SELF, &ru0);
     for (int r = 0; r < reps; r++) {
-        const double t0 = now();
+        const double t0 = bench_now();
         for (int i = 0; i < steps; i++)
             if ((st = ra_trainer_step(t, &loss, &gn)))
                 return fprintf(stderr, "step: %s\n", ra_last_error()), 1;
-        ips[r] = (double)steps * batch / (now() - t0);
+        ips[r] = (double)steps * batch / (bench_now() - t0);
         printf("rep %d: %.1f img/s (loss %.6f)\n", r, ips[r], loss);
     }
     getrusage(RUSAGE_SELF, &ru1);
@@ -88,7 +78,7 @@ int main(int argc, char **argv) {
     const float *w = ra_model_weights(m);
     double sum = 0, sabs = 0;
     for (int64_t i = 0; i < ra_model_param_total(m); i++) sum += w[i] * (double)(i % 7 + 1), sabs += w[i] < 0 ? -w[i] : w[i];
-    qsort(ips, (size_t)reps, sizeof *ips, cmp_d);
+    qsort(ips, (size_t)reps, sizeof *ips, bench_cmp_double);
     /* a training step is counted as 3 forwards (the backward as 2), each
      * 2 flops per multiply-add of the Swin authors' count */
     const double flop_img = 6.0 * (double)ra_model_flops(m, 28, 28);

@@ -1,13 +1,8 @@
 /* peak.c - the machine's FMA peak (peak.h). */
 #include "peak.h"
+#include "timing.h"
 
 #include <time.h>
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* ---- the machine's FMA peak: independent FMA chains on every thread --- */
 
@@ -65,10 +60,10 @@ static double best_rate(double (*loop)(long), int threads) {
     double best = 0;
     const long iters = 20000000;
     for (int r = 0; r < 7; r++) {
-        double ops = 0, t0 = now();
+        double ops = 0, t0 = bench_now();
         #pragma omp parallel num_threads(threads) reduction(+ : ops)
         ops += loop(iters);
-        const double g = ops / (now() - t0) * 1e-9;
+        const double g = ops / (bench_now() - t0) * 1e-9;
         if (g > best) best = g;
     }
     return best;

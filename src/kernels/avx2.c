@@ -19,6 +19,7 @@
  * never assumed aligned. The backward (below avx2_forward) reuses these
  * pieces: it recomputes p for all rows of the task, keeps p and ds in the
  * workspace (N1 x N2 each), and forms dq, dk, dv with the same blocking. */
+#include "avx2_reduce.h"
 #include "kernels.h"
 
 #include <immintrin.h>
@@ -46,16 +47,6 @@ static inline void store_n(float *p, __m256 x, int n) {
     else _mm256_maskstore_ps(p, lanes(n), x);
 }
 
-static inline float hmax(__m256 x) {
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
-}
-static inline float hsum(__m256 x) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
-}
 
 /* b (R) += p summed by rel (one row), as avx512.c's bucket_add: 8 columns
  * that share a bucket go in as one vector sum (a clip index sends most of

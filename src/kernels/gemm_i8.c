@@ -30,53 +30,38 @@
 #define MB (8 * MR)     /* rows of a task */
 #define PGROUP 8        /* column panels of a task: 128 x K bytes of b */
 
-/* v / s to the nearest integer, ties to even, for |v / s| <= 2^22: adding
- * and taking away 1.5 x 2^23 rounds as nearbyintf does, without its call. */
-static inline float nearest(float v, float s) {
-    const float big = 0x1.8p23f;
-    return (v / s + big) - big;
-}
-
 void rai_i8_quantize_row(uint8_t *q, int32_t *zero, float *scale, const float *x, int k) {
-    float lo = 0.0f, hi = 0.0f;
+    float lo = 0.0f, hi = 0.0f, z;
     int finite = 1;
     for (int l = 0; l < k; l++) {
         finite &= isfinite(x[l]) != 0;
         lo = x[l] < lo ? x[l] : lo, hi = x[l] > hi ? x[l] : hi;
     }
-    const float s = (hi - lo) / 127.0f;
-    if (!finite || !isfinite(s) || s == 0.0f) {
+    if (!rai_i8_input_params(lo, hi, finite, scale, &z)) {
         memset(q, 0, (size_t)(k > 0 ? k : 0));
-        *zero = 0, *scale = finite && isfinite(s) ? 0.0f : NAN;
+        *zero = 0;
         return;
     }
-    float z = nearest(-lo, s);
-    z = z < 0.0f ? 0.0f : z > 127.0f ? 127.0f : z;
-    for (int l = 0; l < k; l++) {
-        const float v = nearest(x[l], s) + z;
-        q[l] = (uint8_t)(v < 0.0f ? 0.0f : v > 127.0f ? 127.0f : v);
-    }
-    *zero = (int32_t)z, *scale = s;
+    for (int l = 0; l < k; l++) q[l] = rai_i8_input(x[l], *scale, z);
+    *zero = (int32_t)z;
 }
 
-void rai_i8_quantize_weights(int8_t *v, int32_t *sum, float *scale, const float *w, int k) {
+float rai_i8_weight_scale(const float *w, int64_t k) {
     float amax = 0.0f;
     int finite = 1;
-    for (int l = 0; l < k; l++) {
+    for (int64_t l = 0; l < k; l++) {
         finite &= isfinite(w[l]) != 0;
         amax = fabsf(w[l]) > amax ? fabsf(w[l]) : amax;
     }
-    const float t = amax / 127.0f;
+    return finite ? amax / 127.0f : NAN;
+}
+
+void rai_i8_quantize_weights(int8_t *v, int32_t *sum, float *scale, const float *w, int k) {
+    const float t = rai_i8_weight_scale(w, k);
+    const int finite = !isnan(t);
     int32_t acc = 0;
-    if (!finite || t == 0.0f) {
-        memset(v, 0, (size_t)(k > 0 ? k : 0));
-    } else {
-        for (int l = 0; l < k; l++) {
-            const float r = nearest(w[l], t);
-            v[l] = (int8_t)(r < -127.0f ? -127.0f : r > 127.0f ? 127.0f : r);
-            acc += v[l];
-        }
-    }
+    if (!finite || t == 0.0f) memset(v, 0, (size_t)(k > 0 ? k : 0));
+    for (int l = 0; finite && t != 0.0f && l < k; l++) acc += v[l] = rai_i8_weight(w[l], t);
     *sum = acc, *scale = finite ? t : NAN;
 }
 

@@ -5,6 +5,7 @@
  * vpaddd into the twelve accumulators: 32 multiply-adds per three
  * instructions where FMA does 8 per one. Exact integer sums, then the
  * epilogue of the scalar kernel on 8 lanes (the same bits). */
+#include "avx2_reduce.h"
 #include "gemm_kernels.h"
 
 #include <immintrin.h>
@@ -78,8 +79,6 @@ void rai_gemm_i8_micro_avx2(int kg, const uint8_t *ap, const int8_t *bp, float *
 
 /* ---- the quantisers of gemm_i8.c on 8 lanes (the same bits) -------------- */
 
-#define BIG 0x1.8p23f   /* adding and taking away 1.5 x 2^23 rounds to nearest even */
-
 /* 8 rounded values (integers in [-127, 127]) as 8 bytes at q. */
 static inline void store8(void *q, __m256 v) {
     const __m256i w = _mm256_packs_epi32(_mm256_cvtps_epi32(v), _mm256_setzero_si256());
@@ -92,17 +91,6 @@ static inline void store8(void *q, __m256 v) {
 static inline __m256 not_finite(__m256 v) {
     const __m256 abs = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
     return _mm256_cmp_ps(abs, _mm256_set1_ps(INFINITY), _CMP_NLT_UQ);
-}
-
-static inline float hmin(__m256 v) {
-    __m128 m = _mm_min_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    m = _mm_min_ps(m, _mm_movehl_ps(m, m));
-    return _mm_cvtss_f32(_mm_min_ss(m, _mm_movehdup_ps(m)));
-}
-static inline float hmax(__m256 v) {
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
 }
 
 void rai_i8_quantize_row_avx2(uint8_t *q, int32_t *zero, float *scale, const float *x, int k) {
@@ -121,26 +109,22 @@ void rai_i8_quantize_row_avx2(uint8_t *q, int32_t *zero, float *scale, const flo
     }
     if (!finite) lo = hi = NAN;   /* the extremes of a row with a NaN are not the scalar's */
     lo = lo == 0.0f ? 0.0f : lo, hi = hi == 0.0f ? 0.0f : hi;   /* +0 as the scalar keeps */
-    const float s = (hi - lo) / 127.0f;
-    if (!finite || !isfinite(s) || s == 0.0f) {
+    float s, z;
+    if (!rai_i8_input_params(lo, hi, finite, scale, &z)) {
         memset(q, 0, (size_t)(k > 0 ? k : 0));
-        *zero = 0, *scale = finite && isfinite(s) ? 0.0f : NAN;
+        *zero = 0;
         return;
     }
-    float z = (-lo / s + BIG) - BIG;
-    z = z < 0.0f ? 0.0f : z > 127.0f ? 127.0f : z;
-    const __m256 vs = _mm256_set1_ps(s), vz = _mm256_set1_ps(z), big = _mm256_set1_ps(BIG);
+    s = *scale;
+    const __m256 vs = _mm256_set1_ps(s), vz = _mm256_set1_ps(z), big = _mm256_set1_ps(RA_I8_BIG);
     const __m256 top = _mm256_set1_ps(127.0f), nil = _mm256_setzero_ps();
     for (l = 0; l + 8 <= k; l += 8) {
         __m256 v = _mm256_sub_ps(_mm256_add_ps(_mm256_div_ps(_mm256_loadu_ps(x + l), vs), big), big);
         v = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(v, vz), nil), top);
         store8(q + l, v);
     }
-    for (; l < k; l++) {
-        const float v = ((x[l] / s + BIG) - BIG) + z;
-        q[l] = (uint8_t)(v < 0.0f ? 0.0f : v > 127.0f ? 127.0f : v);
-    }
-    *zero = (int32_t)z, *scale = s;
+    for (; l < k; l++) q[l] = rai_i8_input(x[l], s, z);
+    *zero = (int32_t)z;
 }
 
 void rai_i8_quantize_weights_avx2(int8_t *v, int32_t *sum, float *scale, const float *w, int k) {
@@ -163,7 +147,7 @@ void rai_i8_quantize_weights_avx2(int8_t *v, int32_t *sum, float *scale, const f
     if (!finite || t == 0.0f) {
         memset(v, 0, (size_t)(k > 0 ? k : 0));
     } else {
-        const __m256 vt = _mm256_set1_ps(t), big = _mm256_set1_ps(BIG);
+        const __m256 vt = _mm256_set1_ps(t), big = _mm256_set1_ps(RA_I8_BIG);
         const __m256 top = _mm256_set1_ps(127.0f), bottom = _mm256_set1_ps(-127.0f);
         __m256i vsum = _mm256_setzero_si256();
         for (l = 0; l + 8 <= k; l += 8) {
@@ -175,11 +159,7 @@ void rai_i8_quantize_weights_avx2(int8_t *v, int32_t *sum, float *scale, const f
         int32_t part[8];
         _mm256_storeu_si256((__m256i *)part, vsum);
         for (int i = 0; i < 8; i++) acc += part[i];
-        for (; l < k; l++) {
-            const float r = (w[l] / t + BIG) - BIG;
-            v[l] = (int8_t)(r < -127.0f ? -127.0f : r > 127.0f ? 127.0f : r);
-            acc += v[l];
-        }
+        for (; l < k; l++) acc += v[l] = rai_i8_weight(w[l], t);
     }
     *sum = acc, *scale = finite ? t : NAN;
 }

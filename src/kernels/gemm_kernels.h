@@ -5,6 +5,7 @@
 #ifndef RA_GEMM_KERNELS_H
 #define RA_GEMM_KERNELS_H
 
+#include <math.h>
 #include <stdint.h>
 
 /* ---- the portable product (gemm.c) ---------------------------------------- */
@@ -66,9 +67,42 @@ int rai_gemm_i8(float *y, const float *x, const float *w, const float *bias, int
                 int k, const rai_i8_weights *pw,
                 void (*gelu)(float *, const float *, int64_t), float *res, const int32_t *map,
                 int isa, int nthreads);
+/* The int8 formats value by value (gemm_i8.c's header gives them whole),
+ * for the scalar quantisers and the vector ones' tails alike. */
+#define RA_I8_BIG 0x1.8p23f   /* adding and taking away 1.5 x 2^23 rounds to nearest even */
+/* v / s to the nearest integer, ties to even (|v / s| <= 2^22). */
+static inline float rai_i8_nearest(float v, float s) { return (v / s + RA_I8_BIG) - RA_I8_BIG; }
+/* An input row's scale and zero point from its extremes lo <= 0 <= hi (NaN
+ * if it has an infinity or NaN): 1 to quantise, 0 for a row of scale 0
+ * (zeros) or NaN (not finite), q then all 0 and z 0. */
+static inline int rai_i8_input_params(float lo, float hi, int finite, float *scale, float *zero) {
+    const float s = (hi - lo) / 127.0f;
+    *zero = 0.0f;
+    if (!finite || !isfinite(s) || s == 0.0f) {
+        *scale = finite && isfinite(s) ? 0.0f : NAN;
+        return 0;
+    }
+    const float z = rai_i8_nearest(-lo, s);
+    *zero = z < 0.0f ? 0.0f : z > 127.0f ? 127.0f : z, *scale = s;
+    return 1;
+}
+/* One input value as u7. */
+static inline uint8_t rai_i8_input(float x, float s, float z) {
+    const float v = rai_i8_nearest(x, s) + z;
+    return (uint8_t)(v < 0.0f ? 0.0f : v > 127.0f ? 127.0f : v);
+}
+/* One weight as s8 at scale t (> 0). */
+static inline int8_t rai_i8_weight(float w, float t) {
+    const float r = rai_i8_nearest(w, t);
+    return (int8_t)(r < -127.0f ? -127.0f : r > 127.0f ? 127.0f : r);
+}
 /* One input row as u7: q (k), its zero point and scale (gemm_i8.c). */
 void rai_i8_quantize_row(uint8_t *q, int32_t *zero, float *scale, const float *x, int k);
-/* One weight row as s8: v (k), the sum of v and the scale. */
+/* A weight row's scale, max|w| / 127 (0 for zeros; NaN with an infinity
+ * or NaN). */
+float rai_i8_weight_scale(const float *w, int64_t k);
+/* One weight row as s8: v (k), the sum of v and the scale (as above; v all
+ * 0 where it is 0 or NaN). */
 void rai_i8_quantize_weights(int8_t *v, int32_t *sum, float *scale, const float *w, int k);
 /* What a tile's epilogue needs: per row the input's zero point and scale,
  * per column the weights' sum and scale, and the bias (NULL: none). */

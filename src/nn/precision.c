@@ -15,39 +15,18 @@ float rai_round_bf16(float v) {
     return v;
 }
 
-/* A row's symmetric int8 scale, max|x| / 127; 0 for a row of zeros or
- * with an infinity or NaN (kept as it is, to propagate). */
-static float row_scale(const float *x, int64_t n) {
-    float amax = 0.0f;
-    for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
-    const float s = amax / 127.0f;
-    return s > 0.0f && isfinite(s) ? s : 0.0f;
-}
-
-/* x / s to the nearest integer, ties to even, in [-127, 127]. |x / s| is
- * at most 127 (s is a row's max / 127), where adding and taking away
- * 1.5 x 2^23 rounds as nearbyintf does (to nearest even, the sum's ulp
- * being 1) without its call; the result has no -0. */
-static inline float quantum(float x, float s) {
-    const float big = 0x1.8p23f;
-    const float v = (x / s + big) - big;
-    return v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
-}
-
 float rai_int8_row(int8_t *q, const float *x, int64_t n) {
-    const float s = row_scale(x, n);
-    for (int64_t i = 0; s > 0.0f && i < n; i++) q[i] = (int8_t)quantum(x[i], s);
-    return s;
+    int32_t sum;
+    float t;
+    rai_i8_quantize_weights(q, &sum, &t, x, (int)n);
+    return isnan(t) ? 0.0f : t;
 }
 
-/* The row as int8 sees it: q x s (x itself where the scale is 0). */
-static void int8_row(float *out, const float *x, int64_t n) {
-    const float s = row_scale(x, n);
-    if (s == 0.0f) {
-        if (out != x) memcpy(out, x, (size_t)n * sizeof *out);
-        return;
-    }
-    for (int64_t i = 0; i < n; i++) out[i] = quantum(x[i], s) * s;
+/* The row as int8 holds it: v x t, the formats of kernels/gemm_i8.c (x
+ * itself where the scale is 0 or NaN: zeros, or not finite). */
+static void int8_row(float *x, int64_t n) {
+    const float t = rai_i8_weight_scale(x, n);
+    for (int64_t i = 0; t > 0.0f && i < n; i++) x[i] = (float)rai_i8_weight(x[i], t) * t;
 }
 
 const float *rai_precision_input(const float *x, int64_t m, int k, ra_precision p) {
@@ -64,13 +43,18 @@ void rai_precision_weights(float *w, int64_t n, int64_t k, ra_precision p) {
     if (p == RA_PRECISION_BF16)
         for (int64_t i = 0; i < n * k; i++) w[i] = rai_round_bf16(w[i]);
     else if (p == RA_PRECISION_INT8)
-        for (int64_t r = 0; r < n; r++) int8_row(w + r * k, w + r * k, k);
+        for (int64_t r = 0; r < n; r++) int8_row(w + r * k, k);
 }
+
+/* One weight, packed, under the address of its float32 copy. */
+typedef struct {
+    const float *key;
+    rai_i8_weights packed;
+} packed_entry;
 
 struct rai_packed {
     int count;
-    const float **key;           /* sorted addresses */
-    rai_i8_weights *packed;      /* in the order of key */
+    packed_entry *e;   /* sorted by key */
 };
 
 static _Thread_local const rai_packed *thread_packed;
@@ -82,33 +66,30 @@ const rai_packed *rai_packed_set(const rai_packed *t) {
 }
 
 static int cmp_key(const void *a, const void *b) {
-    const uintptr_t x = (uintptr_t) * (const float *const *)a, y = (uintptr_t) * (const float *const *)b;
+    const uintptr_t x = (uintptr_t)((const packed_entry *)a)->key;
+    const uintptr_t y = (uintptr_t)((const packed_entry *)b)->key;
     return (x > y) - (x < y);
 }
 
 void rai_packed_free(rai_packed *t) {
     if (!t) return;
-    for (int i = 0; i < t->count; i++) rai_i8_weights_free(&t->packed[i]);
-    free(t->key), free(t->packed), free(t);
+    for (int i = 0; i < t->count; i++) rai_i8_weights_free(&t->e[i].packed);
+    free(t->e), free(t);
 }
 
 rai_packed *rai_packed_make(const float *const *w, const int64_t *n, const int64_t *k, int count) {
     rai_packed *t = calloc(1, sizeof *t);
     if (!t || count < 0) return free(t), NULL;
-    t->key = malloc(((size_t)count + 1) * sizeof *t->key);
-    t->packed = calloc((size_t)count + 1, sizeof *t->packed);
-    if (!t->key || !t->packed) return rai_packed_free(t), NULL;
-    for (int i = 0; i < count; i++) t->key[i] = w[i];
-    qsort(t->key, (size_t)count, sizeof *t->key, cmp_key);
-    for (int i = 0; i < count; i++) {
-        int j = 0;   /* the weight whose address is key[i] */
-        while (w[j] != t->key[i]) j++;
-        if (n[j] < 1 || n[j] > INT32_MAX || k[j] > RA_GEMM_I8_KMAX ||
-            rai_i8_weights_pack(&t->packed[i], w[j], (int)n[j], (int)k[j],
+    if (!(t->e = calloc((size_t)count + 1, sizeof *t->e))) return rai_packed_free(t), NULL;
+    for (; t->count < count; t->count++) {
+        const int i = t->count;
+        t->e[i].key = w[i];
+        if (n[i] < 1 || n[i] > INT32_MAX || k[i] > RA_GEMM_I8_KMAX ||
+            rai_i8_weights_pack(&t->e[i].packed, w[i], (int)n[i], (int)k[i],
                                 rai_nn_kernel_active()->gemm_micro, ra_threads_get()) != 0)
-            return t->count = i, rai_packed_free(t), NULL;
+            return rai_packed_free(t), NULL;
     }
-    t->count = count;
+    qsort(t->e, (size_t)count, sizeof *t->e, cmp_key);
     return t;
 }
 
@@ -117,11 +98,11 @@ const rai_i8_weights *rai_packed_find(const float *w, int n, int k) {
     int lo = 0, hi = t ? t->count : 0;
     while (lo < hi) {
         const int mid = lo + (hi - lo) / 2;
-        if ((uintptr_t)t->key[mid] < (uintptr_t)w) lo = mid + 1;
+        if ((uintptr_t)t->e[mid].key < (uintptr_t)w) lo = mid + 1;
         else hi = mid;
     }
-    if (lo >= (t ? t->count : 0) || t->key[lo] != w) return NULL;
-    const rai_i8_weights *p = &t->packed[lo];
+    if (!t || lo >= t->count || t->e[lo].key != w) return NULL;
+    const rai_i8_weights *p = &t->e[lo].packed;
     return p->n == n && p->k == k ? p : NULL;
 }
 

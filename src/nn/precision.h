@@ -48,9 +48,10 @@ const rai_packed *rai_packed_set(const rai_packed *t);
  * (INT64_MAX) for the others. */
 int64_t rai_precision_max_inputs(ra_precision p);
 
-/* A row of n values as symmetric int8: q (n) and the scale returned
- * (max|x| / 127; 0 for a row of zeros, or with an infinity or NaN, when q
- * is left alone); the row is then q x scale, as precision int8 holds it. */
+/* A row of n (< 2^31) values as symmetric int8, the weights' format of
+ * kernels/gemm_i8.c: q (n) and the scale returned (max|x| / 127; 0 for a
+ * row of zeros, or with an infinity or NaN, q then all 0); the row is then
+ * q x scale, as precision int8 holds it. */
 float rai_int8_row(int8_t *q, const float *x, int64_t n);
 
 /* v rounded to bfloat16 (rai_bf16_bits), as a float. */
