@@ -141,7 +141,7 @@ def main(out, cases):
         print("%s: relative error of the logits against fp32: bf16 %.2e, int8 %.2e; "
               "PyTorch's bfloat16 %.2e, PyTorch's dynamic int8 %s"
               % (name, rel(ys["bf16"]), rel(ys["int8"]), rel(yb),
-                 "%.2e" % rel(yq) if yq is not None else "(does not run)"))
+                 "%.2e" % rel(yq) if yq is not None else "(PyTorch refuses it)"))
 
 
 if __name__ == "__main__":
