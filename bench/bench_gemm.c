@@ -4,13 +4,17 @@
  *   relattn_bench_gemm [--threads T] [--reps R] [--csv FILE] [--clock cpu]
  * Rows: the products of torchvision swin_t and vit_b_16 at batch 8 (224 x
  * 224). Columns: relattn fp32 (its portable product, or the fused one of
- * the kernel set), OpenBLAS sgemm, relattn bf16 (the reference path:
- * rounded inputs, float32 product), relattn int8 (gemm_i8.c), each in
+ * the kernel set), OpenBLAS sgemm, relattn bf16 (gemm_bf16.c's bfloat16
+ * dot products where the CPU has AVX512_BF16, else the reference path:
+ * rounded inputs, float32 product), relattn int8 (gemm_i8.c), the weights
+ * of both packed once beforehand as a model packs them, each in
  * GFLOP/s or GOP/s (2 per multiply-add) and its share of its precision's
  * peak (FMA for fp32 and bf16, the int8 sequence for int8). The median of
  * R calls after one warm-up call, the four taken in turn each round. */
 #define _POSIX_C_SOURCE 200809L
 #include "base/internal.h"
+#include "kernels/nn_kernels.h"
+#include "nn/precision.h"
 #include "peak.h"
 #include "relattn.h"
 #include "timing.h"
@@ -37,6 +41,9 @@ static float *rnd(int64_t n, uint64_t s, float scale) {
 enum { FP32, BLAS, BF16, INT8, NWAYS };
 static const char *way_name[NWAYS] = {"relattn_fp32", "openblas_fp32", "relattn_bf16", "relattn_int8"};
 
+/* The weights packed once, as a model in precision bf16 or int8 holds them. */
+static rai_packed *tables[NWAYS];
+
 static void run(int way, float *y, const float *x, const float *w, const float *b, int64_t m,
                 int n, int k) {
     if (way == BLAS) {
@@ -47,7 +54,9 @@ static void run(int way, float *y, const float *x, const float *w, const float *
     const ra_precision was = rai_precision_set(way == BF16 ? RA_PRECISION_BF16
                                                : way == INT8 ? RA_PRECISION_INT8
                                                : RA_PRECISION_FP32);
+    const rai_packed *before = rai_packed_set(tables[way]);
     ra_linear_forward(y, x, w, b, m, n, k);
+    rai_packed_set(before);
     rai_precision_set(was);
 }
 
@@ -83,13 +92,17 @@ int main(int argc, char **argv) {
                 threads, ra_kernel_name(ra_kernel_current()), fpeak, fisa, ipeak, iisa);
     printf("%-15s %6s %5s %5s |", "product", "m", "n", "k");
     for (int v = 0; v < NWAYS; v++) printf(" %20s", way_name[v]);
-    printf(" | int8/fp32\n");
+    printf(" | bf16/fp32 int8/fp32\n");
     for (size_t l = 0; l < sizeof L / sizeof *L; l++) {
         const int64_t m = L[l].m;
         const int n = L[l].n, k = L[l].k;
         float *x = rnd(m * k, 1 + l, 1.0f), *w = rnd((int64_t)n * k, 100 + l, 0.05f);
         float *b = rnd(n, 200 + l, 0.1f), *y = malloc((size_t)(m * n) * sizeof *y);
         if (!x || !w || !b || !y) return fprintf(stderr, "out of memory\n"), 1;
+        const float *ws[1] = {w};
+        const int64_t ns[1] = {n}, ks[1] = {k};
+        tables[INT8] = rai_packed_make(ws, ns, ks, 1, RA_PRECISION_INT8);
+        tables[BF16] = rai_bf16_micro() >= 0 ? rai_packed_make(ws, ns, ks, 1, RA_PRECISION_BF16) : NULL;
         double t[NWAYS][99], med[NWAYS];
         for (int v = 0; v < NWAYS; v++) run(v, y, x, w, b, m, n, k);
         for (int r = 0; r < reps; r++)
@@ -108,7 +121,9 @@ int main(int argc, char **argv) {
                 fprintf(out, "%s,%lld,%d,%d,%d,%s,%.1f,%.3f\n", L[l].name, (long long)m, n, k,
                         threads, way_name[v], g, pk > 0 ? g / pk : 0);
         }
-        printf(" | %.2fx\n", med[FP32] / med[INT8]);
+        printf(" | %.2fx %.2fx\n", med[FP32] / med[BF16], med[FP32] / med[INT8]);
+        rai_packed_free(tables[INT8]), rai_packed_free(tables[BF16]);
+        tables[INT8] = tables[BF16] = NULL;
         free(x), free(w), free(b), free(y);
     }
     if (out) fclose(out);

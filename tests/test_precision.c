@@ -8,6 +8,7 @@
  * networks is tests/test_precision.sh. */
 #include "check.h"
 #include "kernels/gemm_kernels.h"
+#include "kernels/nn_kernels.h"
 #include "nn/precision.h"
 #include "nn/nn.h"
 #include "relattn.h"
@@ -219,7 +220,7 @@ static void int8_product(void) {
     /* a table of packed weights finds each by its address, and only it */
     const float *ws[3] = {w + 2 * K, w, w + 9 * K};
     const int64_t ns[3] = {5, 2, 20}, ks[3] = {K, K, K};
-    rai_packed *t = rai_packed_make(ws, ns, ks, 3);
+    rai_packed *t = rai_packed_make(ws, ns, ks, 3, RA_PRECISION_INT8);
     CHECK(t != NULL, "packed table");
     CHECK(rai_packed_find(w, 2, K) == NULL, "no table set: nothing found");
     const rai_packed *before = rai_packed_set(t);
@@ -234,6 +235,134 @@ static void int8_product(void) {
     printf("int8 product: %d kernel sets, bit for bit against the formula\n", kernels);
     /* K past the exact integer sums: refused, y untouched */
     CHECK(rai_gemm_i8(got, x, w, b, 1, 1, RA_GEMM_I8_KMAX + 1, NULL, NULL, NULL, NULL, RA_GEMM_REF, 1) == -1, "K bound");
+}
+
+/* ---- precision bf16: the bfloat16 dot products (kernels/gemm_bf16.c) ------ */
+
+/* VDPBF16PS's arithmetic written out again: values rounded to bfloat16,
+ * per output one chain over the pairs, the odd term first, each term one
+ * rounding (fmaf: the product is exact), subnormals read and written as
+ * zero; then + bias. The oracle of both micro-kernels. */
+static float daz(float v) { return fabsf(v) < 0x1p-126f ? copysignf(0.0f, v) : v; }
+static void naive_bf16(float *y, const float *x, const float *w, const float *b, int m, int n, int k) {
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            float acc = 0.0f;
+            for (int l = 0; l < k; l += 2) {
+                const float x1 = l + 1 < k ? rai_round_bf16(x[(int64_t)i * k + l + 1]) : 0.0f;
+                const float w1 = l + 1 < k ? rai_round_bf16(w[(int64_t)j * k + l + 1]) : 0.0f;
+                acc = daz(fmaf(daz(x1), daz(w1), daz(acc)));
+                acc = daz(fmaf(daz(rai_round_bf16(x[(int64_t)i * k + l])),
+                               daz(rai_round_bf16(w[(int64_t)j * k + l])), daz(acc)));
+            }
+            y[(int64_t)i * n + j] = b ? acc + b[j] : acc;
+        }
+}
+
+static int differ(const float *a, const float *b, long n) {
+    int bad = 0;
+    for (long i = 0; i < n; i++) bad += memcmp(&a[i], &b[i], sizeof *a) != 0 && !(isnan(a[i]) && isnan(b[i]));
+    return bad;
+}
+
+/* rai_gemm_bf16 on every micro-kernel the CPU runs and 1 and 2 threads
+ * against naive_bf16, bit for bit (edge tiles, odd K, a NaN, an infinite
+ * weight, a row of zeros, subnormal inputs); the Linear of precision bf16
+ * with packed weights is it, GELU and residual epilogues included; it
+ * agrees with the reference path (rounded values, float32 product) to
+ * float32 rounding. */
+static void bf16_product(void) {
+    enum { M = 53, N = 45, K = 301 };
+    static float x[M * K], w[N * K], b[N], want[M * N], got[M * N], ref[M * N], y0[M * N];
+    uint64_t s = 4242;
+    for (int i = 0; i < M * K; i++) x[i] = lcg(&s) * (1 + i % 7);
+    for (int i = 0; i < N * K; i++) w[i] = lcg(&s);
+    for (int i = 0; i < N; i++) b[i] = 0.01f * (float)i;
+    memset(x + 5 * K, 0, K * sizeof *x);                                     /* zeros */
+    for (int l = 0; l < K; l++) x[8 * K + l] *= 0x1p-126f;                   /* subnormal */
+    x[6 * K + 17] = NAN;
+    w[7 * K + 3] = INFINITY;
+    rai_precision_weights(w, N, K, RA_PRECISION_BF16);   /* as a model in bf16 holds them */
+    int isas[2] = {RA_GEMM_BF16_REF, -1}, nisa = 1;
+    if (rai_bf16_micro() >= 0) isas[nisa++] = rai_bf16_micro();
+    rai_bf16_weights pw;
+    CHECK(rai_bf16_weights_pack(&pw, w, N, K, 2) == 0, "pack");
+    for (int withb = 0; withb < 2; withb++) {
+        naive_bf16(want, x, w, withb ? b : NULL, M, N, K);
+        for (int ii = 0; ii < nisa; ii++)
+            for (int nt = 1; nt <= 2; nt++) {
+                memset(got, 0x55, sizeof got);
+                CHECK(rai_gemm_bf16(got, x, withb ? b : NULL, M, N, K, &pw, NULL, NULL, NULL, isas[ii], nt) == 0,
+                      "product");
+                const int bad = differ(got, want, M * N);
+                CHECK(bad == 0, "bf16 micro-kernel %d, %d threads, bias %d: %d of %d outputs differ from "
+                      "the formula", isas[ii], nt, withb, bad, M * N);
+            }
+    }
+    CHECK(isnan(want[6 * N + 2]) && !isfinite(want[2 * N + 7]) && isfinite(want[2 * N + 6]),
+          "a NaN input's row is NaN, an infinite weight's column not finite, the rest finite");
+    CHECK(want[5 * N + 4] == b[4] && want[8 * N + 4] == b[4], "a row of zeros, or of subnormals, gives the bias");
+    /* bfloat16's error: about 2^-9 of each term, averaging out */
+    double num = 0, den = 0;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            if (i == 6 || j == 7 || i == 8) continue;
+            double e = b[j];
+            for (int l = 0; l < K; l++) e += (double)x[i * K + l] * w[j * K + l];
+            num += (want[i * N + j] - e) * (want[i * N + j] - e), den += e * e;
+        }
+    CHECK(sqrt(num / den) > 1e-4 && sqrt(num / den) < 1e-2, "bf16 relative error %.3g", sqrt(num / den));
+    /* the Linear in precision bf16, its weights packed in a table: this
+     * product, where the kernel set has it; else the reference path */
+    const float *ws[1] = {w};
+    const int64_t ns[1] = {N}, ks[1] = {K};
+    rai_packed *t = rai_packed_make(ws, ns, ks, 1, RA_PRECISION_BF16);
+    CHECK(t && !rai_packed_find(w, N, K), "a bf16 table holds no int8 weights");
+    const rai_packed *before = rai_packed_set(t);
+    CHECK(rai_packed_find_bf16(w, N, K) && !rai_packed_find_bf16(w, N, K - 1), "found by address and size");
+    const ra_precision was = rai_precision_set(RA_PRECISION_BF16);
+    ra_linear_forward(got, x, w, b, M, N, K);
+    rai_packed_set(NULL);
+    ra_linear_forward(ref, x, w, b, M, N, K);   /* no table: the reference path */
+    rai_packed_set(t);
+    const int fast = rai_bf16_micro() >= 0;
+    CHECK(differ(got, fast ? want : ref, M * N) == 0, "the bf16 Linear is the %s",
+          fast ? "bf16 product" : "reference path");
+    /* the two paths: the same values summed in another order (but for the
+     * subnormal row, which the bf16 product reads as zeros) */
+    int far = 0;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            if (i == 6 || j == 7 || i == 8) continue;
+            double mag = fabs(b[j]);
+            for (int l = 0; l < K; l++) mag += fabs((double)rai_round_bf16(x[i * K + l]) * rai_round_bf16(w[j * K + l]));
+            far += fabs((double)ref[i * N + j] - want[i * N + j]) > 2.0 * K * 0x1p-24 * mag;
+        }
+    CHECK(far == 0, "the reference path and the bf16 product differ by more than float32 rounding in %d outputs", far);
+    /* the epilogues: GELU, and the sum added into rows of a residual stream
+     * through a row map (-1: skipped) */
+    static float res[(M + 3) * N], want_res[(M + 3) * N];
+    static int32_t map[M];
+    for (int i = 0; i < M; i++) map[i] = i % 5 == 2 ? -1 : (i * 7) % (M + 3);
+    for (int i = 0; i < (M + 3) * N; i++) res[i] = want_res[i] = lcg(&s);
+    rai_linear_fused(got, x, w, b, M, N, K, 1, NULL, NULL);
+    rai_linear_fused(y0, x, w, b, M, N, K, 0, res, map);
+    rai_precision_set(was);
+    rai_packed_set(before);
+    memcpy(y0, fast ? want : ref, sizeof y0);
+    ra_gelu_forward(y0, y0, M * N);
+    CHECK(differ(got, y0, M * N) == 0, "bf16 with GELU differs");
+    const float *plain = fast ? want : ref;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; map[i] >= 0 && j < N; j++) want_res[map[i] * N + j] += plain[i * N + j];
+    CHECK(differ(res, want_res, (M + 3) * N) == 0, "bf16 added into a residual stream through a row map differs");
+    CHECK(!rai_precision_failed(), "no failure recorded");
+    rai_packed_free(t);
+    rai_bf16_weights_free(&pw);
+    CHECK(rai_gemm_bf16(got, x, b, M, N, K - 1, &pw, NULL, NULL, NULL, RA_GEMM_BF16_REF, 1) == -1,
+          "weights of another size refused");
+    printf("bf16 product: %d micro-kernels bit for bit against the formula; the Linear runs the %s\n",
+           nisa, fast ? "VDPBF16PS product" : "reference path");
 }
 
 static double rel_l2(const float *a, const float *b, long n) {
@@ -383,6 +512,7 @@ int main(int argc, char **argv) {
     roundings();
     linear(RA_PRECISION_BF16);
     int8_product();
+    bf16_product();
     /* bf16 steps are 2^-9 of a value, int8's 1/254 of a row's largest:
      * the logits move by 1e-4 .. 3e-2 of their norm in these small nets */
     network(dir, "net_swin_official", 1e-4, 3e-2, 5e-4, 1e-1);

@@ -95,3 +95,13 @@ ra_kernel_id ra_kernel_current(void) {
 const rai_attn_kernel *rai_kernel_active(void) { return table[ra_kernel_current()]; }
 
 const rai_nn_kernel *rai_nn_kernel_active(void) { return nn_table[ra_kernel_current()]; }
+
+int rai_bf16_micro(void) {
+#ifdef RA_HAVE_X86_KERNELS
+    static _Atomic int cpu = -1;   /* the CPU's answer, asked once */
+    int c = cpu;
+    if (c < 0) cpu = c = rai_gemm_bf16_avx512_supported();
+    if (c && ra_kernel_current() == RA_KERNEL_AVX512) return RA_GEMM_BF16_AVX512;
+#endif
+    return -1;
+}

@@ -189,3 +189,20 @@ int rai_gemm(float *c, int64_t ldc, const float *a, int64_t ars, int64_t acs, co
     }
     return 0;
 }
+
+void rai_gemm_tile_put(float *t, int ldt, int mr, int nr,
+                       void (*gelu)(float *, const float *, int64_t), float *y, int64_t ldy,
+                       float *res, int64_t ldres, const int32_t *map, int64_t r0, int j0) {
+    if (gelu) gelu(t, t, (int64_t)mr * ldt);   /* the whole tile in one call */
+    for (int r = 0; r < mr; r++) {
+        float *tr = t + r * ldt;
+        if (!res) {
+            memcpy(y + r * ldy, tr, sizeof *tr * (size_t)nr);
+            continue;
+        }
+        const int64_t dst = map ? map[r0 + r] : r0 + r;
+        if (dst < 0) continue;
+        float *o = res + dst * ldres + j0;
+        for (int j = 0; j < nr; j++) o[j] = o[j] + tr[j];
+    }
+}

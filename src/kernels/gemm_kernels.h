@@ -127,6 +127,55 @@ void rai_i8_quantize_row_avx2(uint8_t *q, int32_t *zero, float *scale, const flo
 void rai_i8_quantize_weights_avx2(int8_t *v, int32_t *sum, float *scale, const float *w, int k);
 #endif
 
+/* The mr x nr part of a tile t (row stride ldt) of the output rows from
+ * r0, columns from j0: GELU'd first if gelu (over the whole tile, t in
+ * place), then copied to y (the tile's first element; row stride ldy) or,
+ * with res, added into res row map[r0 + r] (skipped if negative; map NULL:
+ * row r0 + r; row stride ldres) at column j0. The epilogue of the products
+ * of reduced precision (gemm.c). */
+void rai_gemm_tile_put(float *t, int ldt, int mr, int nr,
+                       void (*gelu)(float *, const float *, int64_t), float *y, int64_t ldy,
+                       float *res, int64_t ldres, const int32_t *map, int64_t r0, int j0);
+
+/* ---- the product of precision bf16 (gemm_bf16.c) -------------------------- */
+
+#define RA_GEMM_BF16_MR 12   /* rows of the micro-kernel's tile */
+#define RA_GEMM_BF16_NR 32   /* columns */
+enum { RA_GEMM_BF16_REF, RA_GEMM_BF16_AVX512 };   /* the micro-kernel */
+
+/* w (N, K) rounded to bfloat16 and packed once: column panels
+ * [npanels][kp][NR][2] (kp = K / 2 rounded up; zeros past N and K). */
+typedef struct rai_bf16_weights {
+    int n, k;
+    uint16_t *bp;
+} rai_bf16_weights;
+/* Returns 0, or -1 (*pw zeroed) for N or K < 1 or no memory. */
+int rai_bf16_weights_pack(rai_bf16_weights *pw, const float *w, int n, int k, int nthreads);
+void rai_bf16_weights_free(rai_bf16_weights *pw);
+/* y (M, N) = epilogue(x (M, K) . w (N, K)^T + bias (N, or NULL)) as
+ * precision bf16 computes it (the format in gemm_bf16.c), w packed in pw;
+ * the epilogue of rai_gemm_tile_put (res: row stride N). The same bits
+ * for any M, nthreads or micro-kernel (isa: RA_GEMM_BF16_*). Returns 0,
+ * or -1 (nothing done) for K < 1, pw of other sizes or without memory. */
+int rai_gemm_bf16(float *y, const float *x, const float *bias, int64_t m, int n, int k,
+                  const rai_bf16_weights *pw, void (*gelu)(float *, const float *, int64_t),
+                  float *res, const int32_t *map, int isa, int nthreads);
+/* rows x k values of x (row stride ldx) rounded to bfloat16 into a (row
+ * stride lda >= k rounded up to even; the pad of an odd k set to 0). */
+void rai_bf16_round_rows(uint16_t *a, int64_t lda, const float *x, int64_t ldx, int rows, int k);
+/* One MR x NR tile of c (row stride ldc) = bias (NULL: 0) + a . b over kp
+ * pairs: a, MR rows of bfloat16 lda apart (pair q at 2q), b a packed
+ * panel [kp][NR][2]; the scalar oracle and its VDPBF16PS twin (the same
+ * bits). */
+void rai_gemm_bf16_micro_ref(int kp, const uint16_t *a, int64_t lda, const uint16_t *bp, float *c,
+                             int64_t ldc, const float *bias);
+#ifdef RA_HAVE_X86_KERNELS
+void rai_gemm_bf16_micro_avx512(int kp, const uint16_t *a, int64_t lda, const uint16_t *bp,
+                                float *c, int64_t ldc, const float *bias);
+/* 1 if the CPU runs rai_gemm_bf16_micro_avx512 (AVX512_BF16, BW, VL). */
+int rai_gemm_bf16_avx512_supported(void);
+#endif
+
 /* ---- the fused products on AVX-512 (gemm_avx512.c) ------------------------ */
 
 #ifdef RA_HAVE_X86_KERNELS

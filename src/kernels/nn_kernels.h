@@ -61,6 +61,11 @@ extern const rai_nn_kernel rai_nn_kernel_avx512;
 /* The entry of the kernel set chosen now (ra_kernel_current(); never
  * NULL). */
 const rai_nn_kernel *rai_nn_kernel_active(void);
+/* The micro-kernel of precision bf16's product (gemm_bf16.c) in the kernel
+ * set chosen now: RA_GEMM_BF16_AVX512 for the avx512 set on a CPU with
+ * AVX512_BF16, else -1: bf16 then runs its reference path (rounded values
+ * through the float32 product). */
+int rai_bf16_micro(void);
 
 /* ---- the scalar reference (nn_ref.c) -------------------------------------- */
 

@@ -12,6 +12,7 @@
  * How an arch plugs in: models/model.h; which archs there are: registry.c. */
 #include "models/model.h"
 #include "nn/precision.h"
+#include "kernels/nn_kernels.h"
 
 
 #include <jansson.h>
@@ -716,8 +717,9 @@ static int linear_weight(const ra_param_info *p) {
     return 0;
 }
 
-/* int8: m's Linear weights packed once for the integer product. */
-static ra_status pack_linear_weights(ra_model *m) {
+/* int8, and bf16 where its product runs: m's Linear weights packed once
+ * for the product of precision p. */
+static ra_status pack_linear_weights(ra_model *m, ra_precision p) {
     const float **w = malloc(((size_t)m->nparams + 1) * sizeof *w);
     int64_t *n = malloc(((size_t)m->nparams + 1) * sizeof *n);
     int64_t *k = malloc(((size_t)m->nparams + 1) * sizeof *k);
@@ -727,10 +729,10 @@ static ra_status pack_linear_weights(ra_model *m) {
             w[count] = m->weights + m->params[i].offset;
             n[count] = m->params[i].shape[0], k[count++] = m->params[i].shape[1];
         }
-    if (w && n && k) m->packed = rai_packed_make(w, n, k, count);
+    if (w && n && k) m->packed = rai_packed_make(w, n, k, count, p);
     free(w), free(n), free(k);
-    return m->packed ? RA_OK : rai_fail(RA_ERR_NOMEM, "precision int8: out of memory packing "
-                                                      "the weights");
+    return m->packed ? RA_OK : rai_fail(RA_ERR_NOMEM, "precision %s: out of memory packing "
+                                        "the weights", ra_precision_name(p));
 }
 
 ra_status ra_model_set_precision(ra_model *m, ra_precision p) {
@@ -754,7 +756,9 @@ ra_status ra_model_set_precision(ra_model *m, ra_precision p) {
             rai_precision_weights(m->weights + m->params[i].offset, m->params[i].shape[0],
                                   m->params[i].shape[1], p);
     m->precision = p;
-    return p == RA_PRECISION_INT8 ? pack_linear_weights(m) : RA_OK;
+    if (p == RA_PRECISION_INT8 || (p == RA_PRECISION_BF16 && rai_bf16_micro() >= 0))
+        return pack_linear_weights(m, p);
+    return RA_OK;
 }
 
 ra_precision ra_model_precision(const ra_model *m) { return m ? m->precision : RA_PRECISION_FP32; }

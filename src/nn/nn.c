@@ -138,8 +138,18 @@ void rai_linear_fused(float *y, const float *x, const float *w, const float *b, 
             rai_precision_fail();
         return;
     }
-    /* the input as bf16 rounds it (float32: x itself); without memory the
-     * product is skipped and the forward fails */
+    /* bf16 on bfloat16 dot products (gemm_bf16.c), where the kernel set
+     * has them and the model packed w when it took the precision */
+    const int bf16 = p == RA_PRECISION_BF16 ? rai_bf16_micro() : -1;
+    const rai_bf16_weights *pw = bf16 >= 0 ? rai_packed_find_bf16(w, n, k) : NULL;
+    if (pw) {
+        if (rai_gemm_bf16(y, x, b, m, n, k, pw, gelu ? rai_nn_kernel_active()->gelu : NULL, res,
+                          map, bf16, gemm_threads(m, n, k)) != 0)
+            rai_precision_fail();
+        return;
+    }
+    /* the reference path of bf16: the input rounded (float32: x itself);
+     * without memory the product is skipped and the forward fails */
     if (!(x = rai_precision_input(x, m, k, p))) return;
     const rai_nn_kernel kn = nn_kernels();
     if (k > 0 && kn.gemm &&

@@ -46,10 +46,12 @@ void rai_precision_weights(float *w, int64_t n, int64_t k, ra_precision p) {
         for (int64_t r = 0; r < n; r++) int8_row(w + r * k, k);
 }
 
-/* One weight, packed, under the address of its float32 copy. */
+/* One weight, packed for the table's precision, under the address of its
+ * float32 copy. */
 typedef struct {
     const float *key;
-    rai_i8_weights packed;
+    rai_i8_weights i8;
+    rai_bf16_weights bf16;
 } packed_entry;
 
 struct rai_packed {
@@ -73,27 +75,33 @@ static int cmp_key(const void *a, const void *b) {
 
 void rai_packed_free(rai_packed *t) {
     if (!t) return;
-    for (int i = 0; i < t->count; i++) rai_i8_weights_free(&t->e[i].packed);
+    for (int i = 0; i < t->count; i++)
+        rai_i8_weights_free(&t->e[i].i8), rai_bf16_weights_free(&t->e[i].bf16);
     free(t->e), free(t);
 }
 
-rai_packed *rai_packed_make(const float *const *w, const int64_t *n, const int64_t *k, int count) {
+rai_packed *rai_packed_make(const float *const *w, const int64_t *n, const int64_t *k, int count,
+                            ra_precision p) {
     rai_packed *t = calloc(1, sizeof *t);
-    if (!t || count < 0) return free(t), NULL;
+    if (!t || count < 0 || (p != RA_PRECISION_INT8 && p != RA_PRECISION_BF16)) return free(t), NULL;
     if (!(t->e = calloc((size_t)count + 1, sizeof *t->e))) return rai_packed_free(t), NULL;
     for (; t->count < count; t->count++) {
-        const int i = t->count;
-        t->e[i].key = w[i];
-        if (n[i] < 1 || n[i] > INT32_MAX || k[i] > RA_GEMM_I8_KMAX ||
-            rai_i8_weights_pack(&t->e[i].packed, w[i], (int)n[i], (int)k[i],
-                                rai_nn_kernel_active()->gemm_micro, ra_threads_get()) != 0)
+        packed_entry *e = &t->e[t->count];
+        e->key = w[t->count];
+        const int64_t ni = n[t->count], ki = k[t->count];
+        if (ni < 1 || ni > INT32_MAX || ki < 1 || ki > rai_precision_max_inputs(p) ||
+            (p == RA_PRECISION_INT8
+                 ? rai_i8_weights_pack(&e->i8, e->key, (int)ni, (int)ki,
+                                       rai_nn_kernel_active()->gemm_micro, ra_threads_get())
+                 : rai_bf16_weights_pack(&e->bf16, e->key, (int)ni, (int)ki, ra_threads_get())) != 0)
             return rai_packed_free(t), NULL;
     }
     qsort(t->e, (size_t)count, sizeof *t->e, cmp_key);
     return t;
 }
 
-const rai_i8_weights *rai_packed_find(const float *w, int n, int k) {
+/* The calling thread's entry of w, or NULL. */
+static const packed_entry *packed_find(const float *w) {
     const rai_packed *t = thread_packed;
     int lo = 0, hi = t ? t->count : 0;
     while (lo < hi) {
@@ -101,9 +109,17 @@ const rai_i8_weights *rai_packed_find(const float *w, int n, int k) {
         if ((uintptr_t)t->e[mid].key < (uintptr_t)w) lo = mid + 1;
         else hi = mid;
     }
-    if (!t || lo >= t->count || t->e[lo].key != w) return NULL;
-    const rai_i8_weights *p = &t->e[lo].packed;
-    return p->n == n && p->k == k ? p : NULL;
+    return t && lo < t->count && t->e[lo].key == w ? &t->e[lo] : NULL;
+}
+
+const rai_i8_weights *rai_packed_find(const float *w, int n, int k) {
+    const packed_entry *e = packed_find(w);
+    return e && e->i8.bp && e->i8.n == n && e->i8.k == k ? &e->i8 : NULL;
+}
+
+const rai_bf16_weights *rai_packed_find_bf16(const float *w, int n, int k) {
+    const packed_entry *e = packed_find(w);
+    return e && e->bf16.bp && e->bf16.n == n && e->bf16.k == k ? &e->bf16 : NULL;
 }
 
 int64_t rai_precision_max_inputs(ra_precision p) {

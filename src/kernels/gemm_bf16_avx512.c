@@ -1,0 +1,54 @@
+/* gemm_bf16_avx512.c - the 12 x 32 micro-kernel of gemm_bf16.c on
+ * VDPBF16PS (AVX512_BF16): per pair of inputs, a row's two bfloat16
+ * values broadcast against the panel's 32 columns x 2 in two registers,
+ * 24 accumulators of 16 float32 sums; 32 multiply-adds per instruction
+ * where FMA does 16. The instruction's arithmetic is the scalar oracle's
+ * (the odd term first, one rounding per term, DAZ and FTZ): the same bits.
+ * Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512bf16; run only
+ * where the CPU has them (rai_gemm_bf16_avx512_supported). */
+#include "gemm_kernels.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define MR RA_GEMM_BF16_MR
+#define NR RA_GEMM_BF16_NR
+
+int rai_gemm_bf16_avx512_supported(void) {
+    return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl");
+}
+
+/* A row's pair q: its two bfloat16 values in every 32-bit lane. */
+static inline __m512bh pair(const uint16_t *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return (__m512bh)_mm512_set1_epi32(v);
+}
+
+void rai_gemm_bf16_micro_avx512(int kp, const uint16_t *a, int64_t lda, const uint16_t *bp,
+                                float *c, int64_t ldc, const float *bias) {
+    __m512 acc[MR][2];
+#pragma GCC unroll 12
+    for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int q = 0; q < kp; q++, a += 2, bp += 2 * NR) {
+        _mm_prefetch((const char *)(bp + 16 * 2 * NR), _MM_HINT_T0);
+        _mm_prefetch((const char *)(bp + 16 * 2 * NR + 32), _MM_HINT_T0);
+        const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp);
+        const __m512bh b1 = (__m512bh)_mm512_loadu_si512(bp + 32);
+#pragma GCC unroll 12
+        for (int r = 0; r < MR; r++) {
+            const __m512bh av = pair(a + r * lda);
+            acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
+            acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
+        }
+    }
+    const __m512 z = _mm512_setzero_ps();
+    const __m512 bias0 = bias ? _mm512_loadu_ps(bias) : z;
+    const __m512 bias1 = bias ? _mm512_loadu_ps(bias + 16) : z;
+#pragma GCC unroll 12
+    for (int r = 0; r < MR; r++, c += ldc) {
+        _mm512_storeu_ps(c, bias ? _mm512_add_ps(acc[r][0], bias0) : acc[r][0]);
+        _mm512_storeu_ps(c + 16, bias ? _mm512_add_ps(acc[r][1], bias1) : acc[r][1]);
+    }
+}
