@@ -71,13 +71,21 @@ void rai_gemm_bf16_micro_ref(int kp, const uint16_t *a, int64_t lda, const uint1
 
 typedef void (*micro_fn)(int, const uint16_t *, int64_t, const uint16_t *, float *, int64_t,
                          const float *);
+typedef void (*round_fn)(uint16_t *, int64_t, const float *, int64_t, int, int);
 
-static micro_fn micro_of(int isa) {
+/* The micro-kernel and rounding of an isa. */
+typedef struct {
+    micro_fn micro;
+    round_fn round;
+} bf16_kernels;
+
+static bf16_kernels kernels_of(int isa) {
 #ifdef RA_HAVE_X86_KERNELS
-    if (isa == RA_GEMM_BF16_AVX512) return rai_gemm_bf16_micro_avx512;
+    if (isa == RA_GEMM_BF16_AVX512)
+        return (bf16_kernels){rai_gemm_bf16_micro_avx512, rai_bf16_round_rows_avx512};
 #endif
     (void)isa;
-    return rai_gemm_bf16_micro_ref;
+    return (bf16_kernels){rai_gemm_bf16_micro_ref, rai_bf16_round_rows};
 }
 
 /* ---- the weights, packed once ------------------------------------------ */
@@ -126,22 +134,33 @@ typedef struct {
     int n, k, kp;          /* kp: pairs along K (the last zero-padded) */
     int npanels, group;    /* column panels, and per task */
     const rai_bf16_weights *b;
-    micro_fn micro;
+    bf16_kernels kn;
 } bf16_job;
 
 /* One task: rows [i0, i0 + MB) against column panels [p0, p1). The rows
  * are rounded into a (rows past m: zeros); each row tile meets the panels
  * in turn (the tile in L1, the panels from L2). */
-static void run_task(const bf16_job *g, int64_t i0, int p0, int p1, uint16_t *a) {
+static void run_task(const bf16_job *g, int64_t i0, int p0, int p1, int64_t next, uint16_t *a) {
     const int64_t lda = 2 * (int64_t)g->kp;
     const int rows = (int)(g->m - i0 < MB ? g->m - i0 : MB);
-    rai_bf16_round_rows(a, lda, g->x + i0 * g->k, g->k, rows, g->k);
+    g->kn.round(a, lda, g->x + i0 * g->k, g->k, rows, g->k);
     memset(a + rows * lda, 0, sizeof *a * (size_t)((MB - rows) * lda));
+    /* the rows of x of the thread's next task (from row next; none if
+     * negative), asked for towards L2 a share before each tile: the
+     * rounding would otherwise wait for them (Swin's first stage reads
+     * 10 MB of x) */
+    const int nrows = next < 0 ? 0 : (int)(g->m - next < MB ? g->m - next : MB);
+    const char *pf = (const char *)(g->x + (next < 0 ? 0 : next) * g->k);
+    const int64_t lines = ((int64_t)nrows * g->k * (int64_t)sizeof(float) + 63) / 64;
+    const int64_t calls = (int64_t)(MB / MR) * (p1 - p0);
+    int64_t done = 0, c = 0;
     float t[MR * NR], pad[NR];
     for (int rt = 0; rt < MB / MR && i0 + rt * MR < g->m; rt++) {
         const int64_t r0 = i0 + (int64_t)rt * MR;
         const int mr = (int)(g->m - r0 < MR ? g->m - r0 : MR);
         for (int p = p0; p < p1; p++) {
+            for (const int64_t upto = lines * ++c / calls; done < upto; done++)
+                __builtin_prefetch(pf + done * 64, 0, 2);
             const int j0 = p * NR, nr = g->n - j0 < NR ? g->n - j0 : NR;
             const float *bias = g->bias ? g->bias + j0 : NULL;
             if (bias && nr < NR) {   /* the bias of the columns past n read as 0 */
@@ -149,11 +168,19 @@ static void run_task(const bf16_job *g, int64_t i0, int p0, int p1, uint16_t *a)
             }
             const uint16_t *bt = g->b->bp + (int64_t)p * g->kp * 2 * NR;
             const uint16_t *at = a + rt * MR * lda;
+            /* the lines the tile will be written into, asked for now (with
+             * intent to write): for short K the sums are done before a line
+             * would come from memory (Swin's first stage writes 30-40 MB) */
+            for (int r = 0; r < mr; r++) {
+                const int64_t row = g->res && g->map ? g->map[r0 + r] : r0 + r;
+                const float *o = row < 0 ? NULL : g->res ? g->res + row * g->n + j0 : g->y + row * g->n + j0;
+                for (int c = 0; o && c < nr; c += 16) __builtin_prefetch(o + c, 1, 3);
+            }
             if (mr == MR && nr == NR && !g->res && !g->gelu) {   /* straight into y */
-                g->micro(g->kp, at, lda, bt, g->y + r0 * g->n + j0, g->n, bias);
+                g->kn.micro(g->kp, at, lda, bt, g->y + r0 * g->n + j0, g->n, bias);
                 continue;
             }
-            g->micro(g->kp, at, lda, bt, t, NR, bias);
+            g->kn.micro(g->kp, at, lda, bt, t, NR, bias);
             rai_gemm_tile_put(t, NR, mr, nr, g->gelu, g->y + r0 * g->n + j0, g->n, g->res, g->n,
                               g->map, r0, j0);
         }
@@ -166,7 +193,7 @@ int rai_gemm_bf16(float *y, const float *x, const float *bias, int64_t m, int n,
     if (m <= 0 || n <= 0) return 0;
     if (k <= 0 || !pw || pw->n != n || pw->k != k) return -1;
     bf16_job g = {.x = x, .bias = bias, .y = y, .res = res, .map = map, .gelu = gelu,
-                  .m = m, .n = n, .k = k, .kp = (k + 1) / 2, .b = pw, .micro = micro_of(isa)};
+                  .m = m, .n = n, .k = k, .kp = (k + 1) / 2, .b = pw, .kn = kernels_of(isa)};
     g.npanels = (n + NR - 1) / NR;
     /* tasks of MB rows by groups of panels: as many as keep every thread
      * busy to the end (four per thread), groups of PGROUP panels at least
@@ -189,11 +216,15 @@ int rai_gemm_bf16(float *y, const float *x, const float *bias, int64_t m, int n,
         }
 #pragma omp barrier
         if (!missing) {
-#pragma omp for schedule(dynamic)
-            for (int64_t t = 0; t < tasks; t++) {
+            /* each thread its consecutive tasks (the tasks are alike), so
+             * that it knows its next one's rows */
+            const int id = omp_get_thread_num(), cnt = omp_get_num_threads();
+            const int64_t t1 = tasks * (id + 1) / cnt;
+            for (int64_t t = tasks * id / cnt; t < t1; t++) {
                 const int p0 = (int)(t % groups) * g.group;
                 const int p1 = p0 + g.group < g.npanels ? p0 + g.group : g.npanels;
-                if (p0 < p1) run_task(&g, t / groups * MB, p0, p1, a);
+                const int64_t next = t + 2 < t1 && (t + 2) / groups != t / groups ? (t + 2) / groups * MB : -1;
+                if (p0 < p1) run_task(&g, t / groups * MB, p0, p1, next, a);
             }
         }
     }

@@ -52,3 +52,30 @@ void rai_gemm_bf16_micro_avx512(int kp, const uint16_t *a, int64_t lda, const ui
         _mm512_storeu_ps(c + 16, bias ? _mm512_add_ps(acc[r][1], bias1) : acc[r][1]);
     }
 }
+
+/* rai_bf16_bits on 16 lanes: nearest even, a NaN kept quiet (the same
+ * bits). */
+static inline __m256i bf16_16(__m512 v) {
+    const __m512i u = _mm512_castps_si512(v);
+    const __m512i one = _mm512_set1_epi32(1);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
+    const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), lsb)), 16);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
+                                                  _mm512_set1_epi32(0x7F800000));
+    const __m512i q = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+    return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(r, nan, q));
+}
+
+void rai_bf16_round_rows_avx512(uint16_t *a, int64_t lda, const float *x, int64_t ldx, int rows,
+                                int k) {
+    const int kp = (k + 1) / 2 * 2;
+    for (int r = 0; r < rows; r++, a += lda, x += ldx) {
+        int l = 0;
+        for (; l + 16 <= k; l += 16) _mm256_storeu_si256((__m256i *)(a + l), bf16_16(_mm512_loadu_ps(x + l)));
+        if (l < k) {
+            const __mmask16 m = (__mmask16)((1u << (k - l)) - 1);
+            _mm256_mask_storeu_epi16(a + l, m, bf16_16(_mm512_maskz_loadu_ps(m, x + l)));
+        }
+        if (kp > k) a[k] = 0;
+    }
+}

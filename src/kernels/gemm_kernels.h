@@ -172,7 +172,11 @@ void rai_gemm_bf16_micro_ref(int kp, const uint16_t *a, int64_t lda, const uint1
 #ifdef RA_HAVE_X86_KERNELS
 void rai_gemm_bf16_micro_avx512(int kp, const uint16_t *a, int64_t lda, const uint16_t *bp,
                                 float *c, int64_t ldc, const float *bias);
-/* 1 if the CPU runs rai_gemm_bf16_micro_avx512 (AVX512_BF16, BW, VL). */
+/* rai_bf16_round_rows on 16 lanes (the same bits). */
+void rai_bf16_round_rows_avx512(uint16_t *a, int64_t lda, const float *x, int64_t ldx, int rows,
+                                int k);
+/* 1 if the CPU runs rai_gemm_bf16_micro_avx512 and the rounding above
+ * (AVX512_BF16, BW, VL). */
 int rai_gemm_bf16_avx512_supported(void);
 #endif
 
