@@ -21,12 +21,12 @@ static const rai_attn_kernel *table[RA_KERNEL_COUNT] = {
 
 #ifdef RA_HAVE_X86_KERNELS
 /* The layers on AVX-512F: the fused products and LayerNorm of
- * gemm_avx512.c; GELU and GELU' element-wise on the 8 lanes of nn_avx2.c
- * (the products' epilogue computes the same bits on 16); the portable
- * product, where a fused one declines (no memory), on AVX2. */
+ * gemm_avx512.c; GELU element-wise as the products' epilogue computes it
+ * on 16 lanes, GELU' on the 8 lanes of nn_avx2.c (the same bits); the
+ * portable product, where a fused one declines (no memory), on AVX2. */
 const rai_nn_kernel rai_nn_kernel_avx512 = {
     .name = "avx512",
-    .gelu = rai_nn_gelu_avx2,
+    .gelu = rai_gemm_gelu_avx512,
     .gelu_backward = rai_gemm_gelu_backward_avx512,
     .gelu_deriv = rai_nn_gelu_deriv_avx2,
     .layernorm_row = rai_nn_layernorm_row_avx512,

@@ -165,8 +165,19 @@ void rai_gemm_gelu_backward_avx512(float *dx, const float *dy, const float *x, i
     }
 }
 
+static void gelu_tile(float *y, float *gd, int64_t ld, int mr, int nv, const __mmask16 *mv);
+
+/* In blocks of MR x 48 values through gelu_tile (erf's exponential branch
+ * only on the lanes that take it), the rest 16 lanes at a time: each lane
+ * sees gelu16's operations either way. */
 void rai_gemm_gelu_avx512(float *y, const float *x, int64_t n) {
+    static const __mmask16 all[3] = {0xFFFF, 0xFFFF, 0xFFFF};
+    enum { BLOCK = MR * 48 };
     int64_t i = 0;
+    for (; i + BLOCK <= n; i += BLOCK) {
+        if (y != x) memcpy(y + i, x + i, BLOCK * sizeof *y);
+        gelu_tile(y + i, NULL, 48, MR, 3, all);
+    }
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, gelu16(_mm512_loadu_ps(x + i)));
     if (i < n) {
         const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
