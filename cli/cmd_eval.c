@@ -9,7 +9,7 @@
 #include <string.h>
 
 static const char eval_help[] =
-    "usage: relattn eval MODEL [--data DIR] [--json] [--threads N]\n"
+    "usage: relattn eval MODEL [--data DIR] [--json] [--threads N] [--compare P]\n"
     "\n"
     "Classifies the test images of DIR (IDX files; default: Debian's\n"
     "dataset-fashion-mnist) with MODEL (a checkpoint of 'relattn train', or any\n"
@@ -18,11 +18,30 @@ static const char eval_help[] =
     "Prints the accuracy and the confusion matrix (rows: true class, columns:\n"
     "predicted); --json prints one JSON object with test_accuracy, correct,\n"
     "images, classes, labels and confusion.\n"
+    "  --compare P      also classify the images with MODEL in precision P (fp32,\n"
+    "                   bf16 or int8) and print the top-1 agreement of the two\n"
+    "                   (the share of images given the same class) and P's\n"
+    "                   accuracy; in --json, \"compare\": {\"precision\",\n"
+    "                   \"test_accuracy\", \"agreement\", \"same\"}\n"
     MODEL_OPTIONS_HELP;
+
+/* The classes of the test images by MODEL in precision p, into pred
+ * (test->n); EX_OK or an exit code. */
+static int predict_in(const char *path, ra_precision p, const ra_dataset *test, float mean,
+                      float std, int32_t *pred) {
+    const ra_precision was = model_options.precision;
+    model_options.precision = p;
+    ra_model *m = NULL;
+    ra_status st = open_model(&m, path);
+    model_options.precision = was;
+    if (!st) st = ra_predict(m, test, mean, std, 500, pred);
+    ra_model_free(m);
+    return st ? lib_fail(st) : EX_OK;
+}
 
 int cmd_eval(int argc, char **argv) {
     if (!take_model_options(&argc, argv)) return EX_USAGE;
-    opt o[] = {{"--data", 1, 0}, {"--json", 0, 0}, {"--threads", 1, 0},
+    opt o[] = {{"--data", 1, 0}, {"--json", 0, 0}, {"--threads", 1, 0}, {"--compare", 1, 0},
                {"--help", 0, 0}, {"-h", 0, 0},     {0, 0, 0}};
     const char *pos[1];
     int npos = 0;
@@ -30,12 +49,16 @@ int cmd_eval(int argc, char **argv) {
     if (get(o, "--help") || get(o, "-h")) return fputs(eval_help, stdout), EX_OK;
     if (npos != 1) return usage_error("expected MODEL");
     if (!threads_option(o)) return EX_USAGE;
+    const int other = get(o, "--compare") ? ra_precision_parse(get(o, "--compare")) : -1;
+    if (get(o, "--compare") && other < 0)
+        return usage_error("--compare '%s': fp32, bf16 or int8", get(o, "--compare"));
     const char *dir = get(o, "--data") ? get(o, "--data") : "/usr/share/datasets/fashion-mnist";
     ra_model *m = NULL;
     ra_status st = open_model(&m, pos[0]);
     if (st) return lib_fail(st);
     ra_dataset test = {0};
     int64_t *conf = NULL;
+    int32_t *pred = NULL, *pred2 = NULL;
     int code = EX_OK;
     float mean, std;
     const char *kc = ra_model_meta(m, "num_classes");
@@ -62,6 +85,23 @@ int cmd_eval(int argc, char **argv) {
         goto done;
     }
     const double acc = (double)correct / (double)test.n;
+    int64_t same = 0, correct2 = 0;
+    if (other >= 0) {   /* the same images in the other precision, side by side */
+        if (!(pred = malloc((size_t)test.n * sizeof *pred)) ||
+            !(pred2 = malloc((size_t)test.n * sizeof *pred2))) {
+            code = fail(EX_DATAERR, "too large: out of memory");
+            goto done;
+        }
+        if ((st = ra_predict(m, &test, mean, std, 500, pred))) {
+            code = lib_fail(st);
+            goto done;
+        }
+        if ((code = predict_in(pos[0], (ra_precision)other, &test, mean, std, pred2))) goto done;
+        for (int64_t i = 0; i < test.n; i++) {
+            same += pred[i] == pred2[i];
+            correct2 += pred2[i] == test.labels[i];
+        }
+    }
     if (get(o, "--json")) {
         printf("{\"test_accuracy\": %.4f, \"correct\": %lld, \"images\": %lld, \"classes\": %d, "
                "\"labels\": %s, \"confusion\": [", acc, (long long)correct, (long long)test.n, K,
@@ -71,7 +111,13 @@ int cmd_eval(int argc, char **argv) {
             for (int j = 0; j < K; j++) printf("%s%lld", j ? ", " : "", (long long)conf[i * K + j]);
             printf("]");
         }
-        printf("]}\n");
+        printf("]");
+        if (other >= 0)
+            printf(", \"compare\": {\"precision\": \"%s\", \"test_accuracy\": %.4f, "
+                   "\"agreement\": %.4f, \"same\": %lld}",
+                   ra_precision_name((ra_precision)other), (double)correct2 / (double)test.n,
+                   (double)same / (double)test.n, (long long)same);
+        printf("}\n");
     } else {
         printf("test accuracy %.4f (%lld/%lld)\n", acc, (long long)correct, (long long)test.n);
         printf("confusion matrix (rows: true class, columns: predicted)\n     ");
@@ -82,8 +128,15 @@ int cmd_eval(int argc, char **argv) {
             for (int j = 0; j < K; j++) printf(" %5lld", (long long)conf[i * K + j]);
             printf("\n");
         }
+        if (other >= 0)
+            printf("%s: test accuracy %.4f (%lld/%lld), top-1 agreement with %s %.4f (%lld/%lld)\n",
+                   ra_precision_name((ra_precision)other), (double)correct2 / (double)test.n,
+                   (long long)correct2, (long long)test.n,
+                   ra_precision_name(model_options.precision), (double)same / (double)test.n,
+                   (long long)same, (long long)test.n);
     }
 done:
+    free(pred), free(pred2);
     free(conf);
     ra_dataset_free(&test);
     ra_model_free(m);

@@ -1497,6 +1497,10 @@ ra_status ra_trainer_save(const ra_trainer *t, const char *path, const char *con
  * Uses the inference forward (ra_model_forward). */
 ra_status ra_evaluate(const ra_model *m, const ra_dataset *data, float mean, float std,
                       int batch, int64_t *correct, int64_t *confusion, int k);
+/* The class ra_evaluate gives each of data's images (the first of equal
+ * maxima of its outputs), into pred (data->n). */
+ra_status ra_predict(const ra_model *m, const ra_dataset *data, float mean, float std,
+                     int batch, int32_t *pred);
 
 /* ======================================================================== */
 /* 17. Pictures: ra_png_write, ra_plot_* (PNG files)                         */

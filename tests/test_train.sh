@@ -45,6 +45,18 @@ check 'echo "$ev" | grep -q "\"confusion\": \[\["' "eval prints the confusion ma
 check '"$bin" inspect "$tmp/a.st" | grep -q swin' "the checkpoint inspects as a swin model"
 check '[ -z "$(ls "$tmp" | grep tmp)" ]' "no temporary files left"
 check '"$bin" eval "$tmp/a.st" --data "$tmp/fm" | grep -q "^test accuracy 0\.[0-9]* ([0-9]*/500)"' "eval prints the accuracy"
+# --compare: the same model in another precision, side by side; fp32 with
+# itself agrees on every image, int8 on most of them
+cmp=$("$bin" eval "$tmp/a.st" --data "$tmp/fm" --json --compare fp32 2> /dev/null)
+check 'echo "$cmp" | grep -q "\"compare\": {\"precision\": \"fp32\", \"test_accuracy\": [0-9.]*, \"agreement\": 1.0000, \"same\": 500}"' \
+  "eval --compare fp32 agrees with itself: $cmp"
+cmp=$("$bin" eval "$tmp/a.st" --data "$tmp/fm" --json --compare int8 2> /dev/null)
+agree=$(echo "$cmp" | sed 's/.*"same": \([0-9]*\).*/\1/')
+check '[ "$agree" -ge 400 ] && [ "$agree" -le 500 ]' "eval --compare int8 agrees on most images: $agree of 500"
+check '"$bin" eval "$tmp/a.st" --data "$tmp/fm" --precision bf16 --compare fp32 | grep -q "^fp32: test accuracy 0\.[0-9]* ([0-9]*/500), top-1 agreement with bf16 [01]\.[0-9]* ([0-9]*/500)"' \
+  "eval --compare prints the other precision's accuracy and the agreement"
+"$bin" eval "$tmp/a.st" --data "$tmp/fm" --compare fp16 2> /dev/null
+check '[ $? = 64 ]' "eval --compare of an unknown precision exits 64"
 
 # pictures of the checkpoint: PNG files (their pixels are tests/test_plot.c's)
 png() { [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; }

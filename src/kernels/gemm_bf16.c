@@ -174,7 +174,7 @@ static void run_task(const bf16_job *g, int64_t i0, int p0, int p1, int64_t next
             for (int r = 0; r < mr; r++) {
                 const int64_t row = g->res && g->map ? g->map[r0 + r] : r0 + r;
                 const float *o = row < 0 ? NULL : g->res ? g->res + row * g->n + j0 : g->y + row * g->n + j0;
-                for (int c = 0; o && c < nr; c += 16) __builtin_prefetch(o + c, 1, 3);
+                for (int j = 0; o && j < nr; j += 16) __builtin_prefetch(o + j, 1, 3);
             }
             if (mr == MR && nr == NR && !g->res && !g->gelu) {   /* straight into y */
                 g->kn.micro(g->kp, at, lda, bt, g->y + r0 * g->n + j0, g->n, bias);

@@ -494,10 +494,11 @@ ra_status ra_trainer_resume(ra_trainer **out, ra_model **mout, const char *path,
 /* ---- evaluation ------------------------------------------------------------ */
 
 /* Batches [b0, b1) of the evaluation on one thread: *correct and confusion
- * (its own, k x k) counted; x, idx, lab hold one batch. */
+ * (its own, k x k) counted, each image's class into pred (d->n; or NULL);
+ * x, idx, lab hold one batch. */
 static ra_status eval_batches(const ra_model *m, const ra_dataset *d, float mean, float std,
                               int batch, int64_t b0, int64_t b1, int64_t *correct,
-                              int64_t *confusion, int k) {
+                              int64_t *confusion, int k, int32_t *pred) {
     const int64_t px = (int64_t)d->h * d->w;
     float *x = rai_alloc((size_t)(batch * px), sizeof *x);
     int64_t *idx = malloc((size_t)batch * sizeof *idx);
@@ -523,6 +524,7 @@ static ra_status eval_batches(const ra_model *m, const ra_dataset *d, float mean
                 if (r[j] > r[best]) best = j;   /* the first of equal maxima, as argmax */
             *correct += best == lab[i];
             if (confusion && best < k) confusion[(int64_t)lab[i] * k + best]++;
+            if (pred) pred[i0 + i] = best;
         }
         free(y);
     }
@@ -537,20 +539,22 @@ typedef struct {
     int batch, k, parts;
     int64_t nb, cnt[RA_MAX_PARTS];
     int64_t *confusion;   /* one k x k per part */
+    int32_t *pred;
 } eval_parts;
 
 static ra_status eval_part(void *ctx, int s) {
     eval_parts *c = ctx;
     return eval_batches(c->m, c->d, c->mean, c->std, c->batch, c->nb * s / c->parts,
                         c->nb * (s + 1) / c->parts, &c->cnt[s],
-                        c->confusion ? c->confusion + (size_t)s * c->k * c->k : NULL, c->k);
+                        c->confusion ? c->confusion + (size_t)s * c->k * c->k : NULL, c->k,
+                        c->pred);
 }
 
 /* The batches are shared out among the threads, as the training step's
  * shards: each runs whole forwards with single-threaded kernels. Counting
  * is exact, so the result is the same whatever the threads. */
-ra_status ra_evaluate(const ra_model *m, const ra_dataset *d, float mean, float std, int batch,
-                      int64_t *correct, int64_t *confusion, int k) {
+static ra_status evaluate(const ra_model *m, const ra_dataset *d, float mean, float std, int batch,
+                         int64_t *correct, int64_t *confusion, int k, int32_t *pred) {
     if (!m || !d || !correct || batch < 1 || !(std > 0) || (confusion && k < d->classes))
         return rai_fail(RA_ERR_ARG, "evaluate: bad argument");
     *correct = 0;
@@ -562,7 +566,7 @@ ra_status ra_evaluate(const ra_model *m, const ra_dataset *d, float mean, float 
     int64_t *conf = confusion && T > 1 ? calloc((size_t)T * k * k, sizeof *conf) : NULL;
     if (confusion && T > 1 && !conf) T = 1;   /* no room for the threads' counts */
     eval_parts c = {.m = m, .d = d, .mean = mean, .std = std, .batch = batch, .k = k,
-                    .parts = T, .nb = nb, .confusion = T > 1 ? conf : confusion};
+                    .parts = T, .nb = nb, .confusion = T > 1 ? conf : confusion, .pred = pred};
     ra_status st = rai_run_parts(T, eval_part, &c);
     for (int s = 0; s < T && !st; s++) {
         *correct += c.cnt[s];
@@ -570,4 +574,16 @@ ra_status ra_evaluate(const ra_model *m, const ra_dataset *d, float mean, float 
     }
     free(conf);
     return st;
+}
+
+ra_status ra_evaluate(const ra_model *m, const ra_dataset *d, float mean, float std, int batch,
+                      int64_t *correct, int64_t *confusion, int k) {
+    return evaluate(m, d, mean, std, batch, correct, confusion, k, NULL);
+}
+
+ra_status ra_predict(const ra_model *m, const ra_dataset *d, float mean, float std, int batch,
+                     int32_t *pred) {
+    if (!pred) return rai_fail(RA_ERR_ARG, "predict: bad argument");
+    int64_t correct;
+    return evaluate(m, d, mean, std, batch, &correct, NULL, 0, pred);
 }
