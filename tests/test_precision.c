@@ -365,6 +365,45 @@ static void bf16_product(void) {
            nisa, fast ? "VDPBF16PS product" : "reference path");
 }
 
+/* The MLP of precision bf16 a block of rows at a time (rai_mlp_fused):
+ * the bits of its two Linear layers one after the other, into y or added
+ * into a residual stream, on an odd hidden size and rows past a block. */
+static void bf16_mlp(void) {
+    enum { M = 101, C = 40, H = 75 };
+    static float x[M * C], w1[H * C], b1[H], w2[C * H], b2[C], hid[M * H];
+    static float want[M * C], got[M * C], res[M * C], want_res[M * C];
+    uint64_t s = 99;
+    for (int i = 0; i < M * C; i++) x[i] = lcg(&s) * 3;
+    for (int i = 0; i < H * C; i++) w1[i] = lcg(&s), w2[i] = lcg(&s);
+    for (int i = 0; i < H; i++) b1[i] = 0.1f * lcg(&s);
+    for (int i = 0; i < C; i++) b2[i] = 0.1f * lcg(&s);
+    for (int i = 0; i < M * C; i++) res[i] = want_res[i] = lcg(&s);
+    const float *ws[2] = {w1, w2};
+    const int64_t ns[2] = {H, C}, ks[2] = {C, H};
+    rai_packed *t = rai_packed_make(ws, ns, ks, 2, RA_PRECISION_BF16);
+    CHECK(t != NULL, "packed table");
+    const rai_packed *before = rai_packed_set(t);
+    const ra_precision was = rai_precision_set(RA_PRECISION_BF16);
+    rai_linear_fused(hid, x, w1, b1, M, H, C, 1, NULL, NULL);
+    rai_linear_fused(want, hid, w2, b2, M, C, H, 0, NULL, NULL);
+    memset(hid, 0, sizeof hid);
+    rai_mlp_fused(got, x, w1, b1, w2, b2, M, C, H, hid, NULL);
+    CHECK(differ(got, want, M * C) == 0, "the bf16 MLP differs from its two layers");
+    for (int i = 0; i < M * C; i++) want_res[i] += want[i];
+    rai_mlp_fused(got, x, w1, b1, w2, b2, M, C, H, hid, res);
+    CHECK(differ(res, want_res, M * C) == 0, "the bf16 MLP added into a residual stream differs");
+    memcpy(got, x, sizeof got);
+    rai_mlp_fused(got, got, w1, b1, w2, b2, M, C, H, hid, NULL);
+    CHECK(differ(got, want, M * C) == 0, "the bf16 MLP in place differs");
+    double e = 0;
+    for (int i = 0; i < M * C; i++) e += fabs(want[i]);
+    CHECK(e > 1.0, "the MLP computes something");
+    CHECK(!rai_precision_failed(), "no failure recorded");
+    rai_precision_set(was);
+    rai_packed_set(before);
+    rai_packed_free(t);
+}
+
 static double rel_l2(const float *a, const float *b, long n) {
     double num = 0, den = 0;
     for (long i = 0; i < n; i++) num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), den += (double)b[i] * b[i];
@@ -513,6 +552,7 @@ int main(int argc, char **argv) {
     linear(RA_PRECISION_BF16);
     int8_product();
     bf16_product();
+    bf16_mlp();
     /* bf16 steps are 2^-9 of a value, int8's 1/254 of a row's largest:
      * the logits move by 1e-4 .. 3e-2 of their norm in these small nets */
     network(dir, "net_swin_official", 1e-4, 3e-2, 5e-4, 1e-1);

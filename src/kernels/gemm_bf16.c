@@ -137,6 +137,13 @@ typedef struct {
     bf16_kernels kn;
 } bf16_job;
 
+/* The bias of the NR columns from j0 of n, those past n read as 0 (pad). */
+static const float *panel_bias(const float *bias, int j0, int n, float *pad) {
+    if (!bias || n - j0 >= NR) return bias ? bias + j0 : NULL;
+    memset(pad, 0, sizeof *pad * NR), memcpy(pad, bias + j0, sizeof *pad * (size_t)(n - j0));
+    return pad;
+}
+
 /* One task: rows [i0, i0 + MB) against column panels [p0, p1). The rows
  * are rounded into a (rows past m: zeros); each row tile meets the panels
  * in turn (the tile in L1, the panels from L2). */
@@ -162,10 +169,7 @@ static void run_task(const bf16_job *g, int64_t i0, int p0, int p1, int64_t next
             for (const int64_t upto = lines * ++c / calls; done < upto; done++)
                 __builtin_prefetch(pf + done * 64, 0, 2);
             const int j0 = p * NR, nr = g->n - j0 < NR ? g->n - j0 : NR;
-            const float *bias = g->bias ? g->bias + j0 : NULL;
-            if (bias && nr < NR) {   /* the bias of the columns past n read as 0 */
-                memset(pad, 0, sizeof pad), memcpy(pad, bias, sizeof *pad * (size_t)nr), bias = pad;
-            }
+            const float *bias = panel_bias(g->bias, j0, g->n, pad);
             const uint16_t *bt = g->b->bp + (int64_t)p * g->kp * 2 * NR;
             const uint16_t *at = a + rt * MR * lda;
             /* the lines the tile will be written into, asked for now (with
@@ -226,6 +230,83 @@ int rai_gemm_bf16(float *y, const float *x, const float *bias, int64_t m, int n,
                 const int64_t next = t + 2 < t1 && (t + 2) / groups != t / groups ? (t + 2) / groups * MB : -1;
                 if (p0 < p1) run_task(&g, t / groups * MB, p0, p1, next, a);
             }
+        }
+    }
+    return missing ? -1 : 0;
+}
+
+/* ---- the MLP: fc2(GELU(fc1(x))) a block of rows at a time ---------------- */
+
+typedef struct {
+    const float *x, *b1, *b2;
+    float *y, *res;
+    void (*gelu)(float *, const float *, int64_t);
+    int64_t m;
+    int c, hidden;
+    const rai_bf16_weights *w1, *w2;
+    bf16_kernels kn;
+} mlp_job;
+
+/* Rows [i0, i0 + MB): x rounded into a, fc1 and GELU tile by tile into h
+ * (bfloat16, as fc2's input rounding would make it), then fc2 from h into
+ * y or added into res. The hidden activations never leave the thread's
+ * cache. */
+static void run_mlp_task(const mlp_job *g, int64_t i0, uint16_t *a, uint16_t *h) {
+    const int kp1 = (g->c + 1) / 2, kp2 = (g->hidden + 1) / 2;
+    const int64_t lda = 2 * (int64_t)kp1, ldh = 2 * (int64_t)kp2;
+    const int rows = (int)(g->m - i0 < MB ? g->m - i0 : MB);
+    g->kn.round(a, lda, g->x + i0 * g->c, g->c, rows, g->c);
+    memset(a + rows * lda, 0, sizeof *a * (size_t)((MB - rows) * lda));
+    float t[MR * NR], pad[NR];
+    const int np1 = (g->hidden + NR - 1) / NR, np2 = (g->c + NR - 1) / NR;
+    for (int rt = 0; rt < MB / MR && i0 + rt * MR < g->m; rt++)
+        for (int p = 0; p < np1; p++) {
+            const int j0 = p * NR, nr = g->hidden - j0 < NR ? g->hidden - j0 : NR;
+            g->kn.micro(kp1, a + rt * MR * lda, lda, g->w1->bp + (int64_t)p * kp1 * 2 * NR, t, NR,
+                        panel_bias(g->b1, j0, g->hidden, pad));
+            g->gelu(t, t, MR * NR);
+            g->kn.round(h + rt * MR * ldh + j0, ldh, t, NR, MR, nr);
+        }
+    if (ldh > g->hidden)   /* an odd hidden: its pad column */
+        for (int r = 0; r < MB; r++) h[r * ldh + g->hidden] = 0;
+    for (int rt = 0; rt < MB / MR && i0 + rt * MR < g->m; rt++) {
+        const int64_t r0 = i0 + (int64_t)rt * MR;
+        const int mr = (int)(g->m - r0 < MR ? g->m - r0 : MR);
+        for (int p = 0; p < np2; p++) {
+            const int j0 = p * NR, nr = g->c - j0 < NR ? g->c - j0 : NR;
+            g->kn.micro(kp2, h + rt * MR * ldh, ldh, g->w2->bp + (int64_t)p * kp2 * 2 * NR, t, NR,
+                        panel_bias(g->b2, j0, g->c, pad));
+            rai_gemm_tile_put(t, NR, mr, nr, NULL, g->y + r0 * g->c + j0, g->c, g->res, g->c,
+                              NULL, r0, j0);
+        }
+    }
+}
+
+int rai_gemm_bf16_mlp(float *y, const float *x, const rai_bf16_weights *w1, const float *b1,
+                      const rai_bf16_weights *w2, const float *b2, int64_t m, int c, int hidden,
+                      void (*gelu)(float *, const float *, int64_t), float *res, int isa,
+                      int nthreads) {
+    if (m <= 0 || c <= 0) return 0;
+    if (hidden <= 0 || !gelu || !w1 || !w2 || w1->n != hidden || w1->k != c || w2->n != c ||
+        w2->k != hidden)
+        return -1;
+    const mlp_job g = {.x = x, .b1 = b1, .b2 = b2, .y = y, .res = res, .gelu = gelu, .m = m,
+                       .c = c, .hidden = hidden, .w1 = w1, .w2 = w2, .kn = kernels_of(isa)};
+    const int64_t tasks = (m + MB - 1) / MB;
+    const int nt = nthreads > 1 && tasks > 1 ? (tasks < nthreads ? (int)tasks : nthreads) : 1;
+    const size_t la = (size_t)MB * (size_t)((c + 1) / 2 * 2), lh = (size_t)MB * (size_t)((hidden + 1) / 2 * 2);
+    int missing = 0;   /* threads without their buffer: then nothing is done */
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        uint16_t *a = rai_thread_buffer(RAI_BUFFER_BF16, (la + lh) * sizeof *a);
+        if (!a) {
+#pragma omp atomic
+            missing++;
+        }
+#pragma omp barrier
+        if (!missing) {
+#pragma omp for schedule(dynamic)
+            for (int64_t t = 0; t < tasks; t++) run_mlp_task(&g, t * MB, a, a + la);
         }
     }
     return missing ? -1 : 0;

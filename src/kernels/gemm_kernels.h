@@ -160,6 +160,17 @@ void rai_bf16_weights_free(rai_bf16_weights *pw);
 int rai_gemm_bf16(float *y, const float *x, const float *bias, int64_t m, int n, int k,
                   const rai_bf16_weights *pw, void (*gelu)(float *, const float *, int64_t),
                   float *res, const int32_t *map, int isa, int nthreads);
+/* An MLP in precision bf16, y (M, C) = fc2(GELU(fc1(x (M, C)))) with fc1
+ * (hidden, C) and fc2 (C, hidden) packed in w1, w2, biases b1, b2 (or
+ * NULL), gelu the element-wise kernel; or, with res, res (M, C) += it.
+ * The bits of rai_gemm_bf16 with gelu into a buffer, then rai_gemm_bf16 of
+ * it: each block of rows keeps its hidden activations in the thread's
+ * cache, rounded to bfloat16 once. Returns 0, or -1 (nothing done) for
+ * weights of other sizes or without memory. */
+int rai_gemm_bf16_mlp(float *y, const float *x, const rai_bf16_weights *w1, const float *b1,
+                      const rai_bf16_weights *w2, const float *b2, int64_t m, int c, int hidden,
+                      void (*gelu)(float *, const float *, int64_t), float *res, int isa,
+                      int nthreads);
 /* rows x k values of x (row stride ldx) rounded to bfloat16 into a (row
  * stride lda >= k rounded up to even; the pad of an odd k set to 0). */
 void rai_bf16_round_rows(uint16_t *a, int64_t lda, const float *x, int64_t ldx, int rows, int k);

@@ -161,6 +161,22 @@ void rai_linear_fused(float *y, const float *x, const float *w, const float *b, 
     if (res) rai_rows_scatter_add(res, y, map, m, n);
 }
 
+void rai_mlp_fused(float *y, const float *x, const float *w1, const float *b1, const float *w2,
+                   const float *b2, int64_t m, int c, int hidden, float *hid, float *res) {
+    if (m <= 0 || c <= 0) return;
+    const int bf16 = rai_precision_get() == RA_PRECISION_BF16 ? rai_bf16_micro() : -1;
+    const rai_bf16_weights *p1 = bf16 >= 0 ? rai_packed_find_bf16(w1, hidden, c) : NULL;
+    const rai_bf16_weights *p2 = p1 ? rai_packed_find_bf16(w2, c, hidden) : NULL;
+    if (p2) {   /* both layers a block of rows at a time (gemm_bf16.c) */
+        if (rai_gemm_bf16_mlp(y, x, p1, b1, p2, b2, m, c, hidden, rai_nn_kernel_active()->gelu,
+                              res, bf16, gemm_threads(m, hidden, c)) != 0)
+            rai_precision_fail();
+        return;
+    }
+    rai_linear_fused(hid, x, w1, b1, m, hidden, c, 1, NULL, NULL);
+    rai_linear_fused(y, hid, w2, b2, m, c, hidden, 0, res, NULL);
+}
+
 void ra_linear_forward(float *y,        /* (M, N) */
                        const float *x,  /* (M, K) */
                        const float *w,  /* (N, K) */
