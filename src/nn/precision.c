@@ -86,7 +86,7 @@ rai_packed *rai_packed_make(const float *const *w, const int64_t *n, const int64
         t->e[i].key = w[i];
         if (n[i] < 1 || n[i] > INT32_MAX || k[i] > RA_GEMM_I8_KMAX ||
             rai_i8_weights_pack(&t->e[i].packed, w[i], (int)n[i], (int)k[i],
-                                rai_nn_kernel_active()->gemm_micro, ra_threads_get()) != 0)
+                                rai_nn_kernel_active()->gemm_i8_micro, ra_threads_get()) != 0)
             return rai_packed_free(t), NULL;
     }
     qsort(t->e, (size_t)count, sizeof *t->e, cmp_key);
