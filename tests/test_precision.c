@@ -7,6 +7,9 @@
  * size of the difference), and the refusals. PyTorch's twin of whole
  * networks is tests/test_precision.sh. */
 #include "check.h"
+#if defined(__x86_64__) && !defined(RA_HAVE_X86_KERNELS)
+#define RA_HAVE_X86_KERNELS 1   /* the library's x86 kernels are built there */
+#endif
 #include "kernels/gemm_kernels.h"
 #include "kernels/nn_kernels.h"
 #include "nn/precision.h"
@@ -307,6 +310,59 @@ static void int8_kernels(void) {
            nisa > 1 ? ", avx512_vnni" : "");
 }
 
+/* The vector input quantisers against the scalar one, bit for bit (the
+ * bytes, the zero point, the scale's bits or NaN): lengths around the
+ * vector widths, one-signed rows, zeros and -0, halves of the step (ties
+ * to even, exact and near), a NaN or an infinity at the start, in the
+ * middle or in the tail. */
+static void int8_quantisers(void) {
+    typedef void (*qrow)(uint8_t *, int32_t *, float *, const float *, int);
+    qrow fns[2];
+    const char *names[2];
+    int nf = 0;
+#ifdef RA_HAVE_X86_KERNELS
+    if (ra_kernel_supported(RA_KERNEL_AVX2)) fns[nf] = rai_i8_quantize_row_avx2, names[nf++] = "avx2";
+    if (rai_cpu_has_vnni()) fns[nf] = rai_i8_quantize_row_avx512, names[nf++] = "avx512";
+#endif
+    static const int ks[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 95, 96, 97, 768, 769};
+    enum { KMAX = 769 };
+    static float x[KMAX];
+    static uint8_t want[KMAX], got[KMAX + 1];   /* got[k]: a byte past the row */
+    uint64_t s = 99;
+    int rows = 0;
+    for (size_t c = 0; c < sizeof ks / sizeof *ks; c++)
+        for (int kind = 0; kind < 10; kind++) {
+            const int k = ks[c];
+            for (int l = 0; l < k; l++) x[l] = lcg(&s) * 3.0f;
+            if (kind == 1) for (int l = 0; l < k; l++) x[l] = fabsf(x[l]) + 0.5f;
+            if (kind == 2) for (int l = 0; l < k; l++) x[l] = -fabsf(x[l]);
+            if (kind == 3) for (int l = 0; l < k; l++) x[l] = l % 2 ? -0.0f : 0.0f;
+            if (kind == 4)   /* range 127 from -63.5: scale 1, values on halves */
+                for (int l = 0; l < k; l++) x[l] = l == 0 ? -63.5f : l == 1 ? 63.5f : (float)(l % 50) - 24.5f;
+            if (kind == 5) x[0] = NAN;
+            if (kind == 6) x[k / 2] = INFINITY;
+            if (kind == 7) x[k - 1] = -INFINITY;
+            if (kind == 8) x[k - 1] = NAN, x[0] = -0.0f;
+            if (kind == 9) {   /* near halves of an inexact step: x / s, not x times 1 / s */
+                const float step = (0.27f - -1.0f) / 127.0f;
+                for (int l = 0; l < k; l++) x[l] = ((float)(l % 127) - 99.5f) * step;
+                x[0] = -1.0f, x[k - 1] = k > 1 ? 0.27f : x[0];
+            }
+            int32_t zw, zg;
+            float sw, sg;
+            rai_i8_quantize_row(want, &zw, &sw, x, k);
+            for (int f = 0; f < nf; f++) {
+                memset(got, 0xAA, sizeof got);
+                fns[f](got, &zg, &sg, x, k);
+                CHECK(memcmp(got, want, (size_t)k) == 0 && zg == zw && same(sg, sw) && got[k] == 0xAA,
+                      "quantiser %s, k %d, row kind %d: other bytes, zero point (%d, %d) or scale "
+                      "(%a, %a), or wrote past k", names[f], k, kind, zg, zw, sg, sw);
+            }
+            rows++;
+        }
+    printf("int8 input quantisers: %d vector ones against the scalar on %d rows\n", nf, rows);
+}
+
 /* A network's forward in int8 on the avx512 set with and without VNNI
  * (rai_cpu_hide_vnni: its int8 product on VPDPBUSD, then on AVX2): the
  * same bits. */
@@ -494,6 +550,7 @@ int main(int argc, char **argv) {
     linear(RA_PRECISION_BF16);
     int8_product();
     int8_kernels();
+    int8_quantisers();
     /* bf16 steps are 2^-9 of a value, int8's 1/254 of a row's largest:
      * the logits move by 1e-4 .. 3e-2 of their norm in these small nets */
     network(dir, "net_swin_official", 1e-4, 3e-2, 5e-4, 1e-1);

@@ -109,7 +109,7 @@ static i8_kernels kernels_of(int isa) {
 #ifdef RA_HAVE_X86_KERNELS
     if (isa == RA_GEMM_AVX512_VNNI)
         return (i8_kernels){NULL, rai_gemm_i8_block_avx512_vnni, RA_GEMM_I8_VNNI_RP,
-                            RA_GEMM_I8_VNNI_CP, rai_i8_quantize_row_avx2,
+                            RA_GEMM_I8_VNNI_CP, rai_i8_quantize_row_avx512,
                             rai_i8_quantize_weights_avx2};
     if (isa == RA_GEMM_AVX2)
         return (i8_kernels){rai_gemm_i8_micro_avx2, NULL, 1, 1, rai_i8_quantize_row_avx2,

@@ -137,6 +137,9 @@ void rai_i8_quantize_weights_avx2(int8_t *v, int32_t *sum, float *scale, const f
 #define RA_GEMM_I8_VNNI_CP 2
 void rai_gemm_i8_block_avx512_vnni(int kg, const uint8_t *ap, const int8_t *bp, int rp, int cp,
                                    float *c, int64_t ldc, const rai_i8_tile *e);
+/* The input quantiser on 16 lanes, beside that kernel: the bits of the
+ * scalar one. */
+void rai_i8_quantize_row_avx512(uint8_t *q, int32_t *zero, float *scale, const float *x, int k);
 #endif
 
 /* ---- the fused products on AVX-512 (gemm_avx512.c) ------------------------ */
