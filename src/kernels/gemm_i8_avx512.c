@@ -21,11 +21,7 @@
 #define NR RA_GEMM_I8_NR
 
 /* The 4 bytes of a row's group, in every 32-bit lane. */
-static inline __m512i group(const uint8_t *p) {
-    int32_t v;
-    memcpy(&v, p, sizeof v);
-    return _mm512_set1_epi32(v);
-}
+static inline __m512i group(const uint8_t *p) { return _mm512_set1_epi32(rai_i8_group(p)); }
 
 /* Row r's group (at p) times the column panels' b0 (and b1). */
 #define ROW(r, p)                                                   \
@@ -33,6 +29,17 @@ static inline __m512i group(const uint8_t *p) {
         const __m512i a = group(p);                                 \
         c##r##_0 = _mm512_dpbusd_epi32(c##r##_0, a, b0);            \
         if (cp > 1) c##r##_1 = _mm512_dpbusd_epi32(c##r##_1, a, b1); \
+    } while (0)
+
+/* The six rows of a row panel's group (at p), accumulators r0 .. r5. */
+#define PANEL(p, r0, r1, r2, r3, r4, r5)                                              \
+    do {                                                                              \
+        ROW(r0, p);                                                                   \
+        ROW(r1, (p) + 4);                                                             \
+        ROW(r2, (p) + 8);                                                             \
+        ROW(r3, (p) + 12);                                                            \
+        ROW(r4, (p) + 16);                                                            \
+        ROW(r5, (p) + 20);                                                            \
     } while (0)
 
 /* rp x cp panels (1 or 2 each, constants once inlined: the unused
@@ -52,21 +59,8 @@ static inline __attribute__((always_inline)) void block(int kg, const uint8_t *a
     for (int g = 0; g < kg; g++, ap += 4 * MR, bp += 4 * NR) {
         const __m512i b0 = _mm512_loadu_si512(bp);
         const __m512i b1 = cp > 1 ? _mm512_loadu_si512(bp + bstep) : zero;
-        ROW(0, ap);
-        ROW(1, ap + 4);
-        ROW(2, ap + 8);
-        ROW(3, ap + 12);
-        ROW(4, ap + 16);
-        ROW(5, ap + 20);
-        if (rp > 1) {
-            const uint8_t *a1 = ap + astep;
-            ROW(6, a1);
-            ROW(7, a1 + 4);
-            ROW(8, a1 + 8);
-            ROW(9, a1 + 12);
-            ROW(10, a1 + 16);
-            ROW(11, a1 + 20);
-        }
+        PANEL(ap, 0, 1, 2, 3, 4, 5);
+        if (rp > 1) PANEL(ap + astep, 6, 7, 8, 9, 10, 11);
     }
     const __m512i acc[2 * MR][2] = {{c0_0, c0_1}, {c1_0, c1_1}, {c2_0, c2_1},   {c3_0, c3_1},
                                     {c4_0, c4_1}, {c5_0, c5_1}, {c6_0, c6_1},   {c7_0, c7_1},
@@ -92,6 +86,7 @@ static inline __attribute__((always_inline)) void block(int kg, const uint8_t *a
         }
     }
 }
+#undef PANEL
 #undef ROW
 
 void rai_gemm_i8_block_avx512_vnni(int kg, const uint8_t *ap, const int8_t *bp, int rp, int cp,

@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 /* ---- the portable product (gemm.c) ---------------------------------------- */
 
@@ -106,6 +107,13 @@ float rai_i8_weight_scale(const float *w, int64_t k);
 /* One weight row as s8: v (k), the sum of v and the scale (as above; v all
  * 0 where it is 0 or NaN). */
 void rai_i8_quantize_weights(int8_t *v, int32_t *sum, float *scale, const float *w, int k);
+/* The 4 bytes of a group of a packed panel as one int32 (what the vector
+ * micro-kernels broadcast). */
+static inline int32_t rai_i8_group(const void *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
 /* What a tile's epilogue needs: per row the input's zero point and scale,
  * per column the weights' sum and scale, and the bias (NULL: none). */
 typedef struct {
