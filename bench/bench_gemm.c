@@ -81,15 +81,18 @@ int main(int argc, char **argv) {
         {"vit_b_16 qkv", 1576, 2304, 768},   {"vit_b_16 proj", 1576, 768, 768},
         {"vit_b_16 fc1", 1576, 3072, 768},   {"vit_b_16 fc2", 1576, 768, 3072},
     };
-    const char *fisa, *iisa;
+    const char *fisa, *iisa, *bisa;
     const double fpeak = fma_peak(threads, &fisa), ipeak = i8_peak(threads, &iisa);
+    const double bpeak = bf16_peak(threads, &bisa);
     FILE *out = csv ? fopen(csv, "w") : NULL;
-    printf("threads %d, kernel %s; peaks: %s %.1f GFLOP/s, %s %.1f GOP/s (%.2fx)\n", threads,
-           ra_kernel_name(ra_kernel_current()), fisa, fpeak, iisa, ipeak, fpeak > 0 ? ipeak / fpeak : 0);
+    printf("threads %d, kernel %s; peaks: %s %.1f GFLOP/s, %s %.1f GOP/s (%.2fx), %s %.1f GFLOP/s\n",
+           threads, ra_kernel_name(ra_kernel_current()), fisa, fpeak, iisa, ipeak,
+           fpeak > 0 ? ipeak / fpeak : 0, bisa, bpeak);
     if (out)
-        fprintf(out, "# threads %d kernel %s fma_peak_gflops %.1f (%s) int8_peak_gops %.1f (%s)\n"
+        fprintf(out, "# threads %d kernel %s fma_peak_gflops %.1f (%s) int8_peak_gops %.1f (%s) "
+                     "bf16_peak_gflops %.1f (%s)\n"
                      "product,m,n,k,threads,way,gops,share_of_peak\n",
-                threads, ra_kernel_name(ra_kernel_current()), fpeak, fisa, ipeak, iisa);
+                threads, ra_kernel_name(ra_kernel_current()), fpeak, fisa, ipeak, iisa, bpeak, bisa);
     printf("%-15s %6s %5s %5s |", "product", "m", "n", "k");
     for (int v = 0; v < NWAYS; v++) printf(" %20s", way_name[v]);
     printf(" | bf16/fp32 int8/fp32\n");

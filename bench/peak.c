@@ -1,4 +1,4 @@
-/* peak.c - the machine's FMA peak (peak.h). */
+/* peak.c - the machine's FMA, int8 and bf16 peaks (peak.h). */
 #include "peak.h"
 #include "timing.h"
 
@@ -53,6 +53,44 @@ static double i8_loop_avx2(long iters) {
     __asm__ volatile("vzeroupper" ::: "memory");
     return iters * 6.0 * 64;   /* ops: 32 multiply-adds x 2 per step */
 }
+
+/* Twelve independent chains of one zmm instruction (op, AT&T operands
+ * zmm13, zmm12, accumulator), enough to cover its latency at one a cycle;
+ * written out as the step above. Returns the instructions run. */
+#define ZMM_CHAIN(op, r) op " %%zmm13, %%zmm12, %%zmm" #r "\n\t"
+#define ZMM_CHAINS(op)                                                                  \
+    ZMM_CHAIN(op, 0) ZMM_CHAIN(op, 1) ZMM_CHAIN(op, 2) ZMM_CHAIN(op, 3) ZMM_CHAIN(op, 4) \
+    ZMM_CHAIN(op, 5) ZMM_CHAIN(op, 6) ZMM_CHAIN(op, 7) ZMM_CHAIN(op, 8) ZMM_CHAIN(op, 9) \
+    ZMM_CHAIN(op, 10) ZMM_CHAIN(op, 11)
+#define ZMM_LOOP(op, n)                                                                       \
+    __asm__ volatile("vpxord %%zmm12, %%zmm12, %%zmm12\n\t"                                   \
+                     "vpxord %%zmm13, %%zmm13, %%zmm13\n\t"                                   \
+                     "1:\n\t" ZMM_CHAINS(op) "dec %0\n\t"                                     \
+                     "jnz 1b\n\t"                                                             \
+                     : "+r"(n)                                                                \
+                     :                                                                        \
+                     : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", \
+                       "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "cc")
+
+/* VPDPBUSD zmm: 64 u8 x s8 multiply-adds into 16 int32 lanes (the int8
+ * product's kernel on AVX512_VNNI). */
+static double i8_loop_vnni(long iters) {
+    long n = iters;
+    if (n > 0) ZMM_LOOP("vpdpbusd", n);
+    __asm__ volatile("vzeroupper" ::: "memory");
+    return iters * 12.0 * 128;   /* ops: 64 multiply-adds x 2 per instruction */
+}
+
+/* VDPBF16PS zmm: 32 bf16 x bf16 multiply-adds into 16 float lanes. */
+static double bf16_loop(long iters) {
+    long n = iters;
+    if (n > 0) ZMM_LOOP("vdpbf16ps", n);
+    __asm__ volatile("vzeroupper" ::: "memory");
+    return iters * 12.0 * 64;   /* flops: 32 multiply-adds x 2 per instruction */
+}
+#undef ZMM_LOOP
+#undef ZMM_CHAINS
+#undef ZMM_CHAIN
 #endif
 
 /* The best of 7 runs of loop on every thread, in G per second. */
@@ -72,9 +110,26 @@ static double best_rate(double (*loop)(long), int threads) {
 double i8_peak(int threads, const char **isa) {
     *isa = "none";
 #if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl")) {   /* what the int8 product's kernel asks */
+        *isa = "avx512_vnni vpdpbusd";
+        return best_rate(i8_loop_vnni, threads);
+    }
     if (__builtin_cpu_supports("avx2")) {
         *isa = "avx2 vpmaddubsw+vpmaddwd+vpaddd";
         return best_rate(i8_loop_avx2, threads);
+    }
+#endif
+    (void)threads;
+    return 0;
+}
+
+double bf16_peak(int threads, const char **isa) {
+    *isa = "none";
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx512bf16")) {
+        *isa = "avx512_bf16 vdpbf16ps";
+        return best_rate(bf16_loop, threads);
     }
 #endif
     (void)threads;

@@ -66,7 +66,7 @@ static void test_dispatch(void) {
         CHECK(rai_nn_simd() == (id != RA_KERNEL_REF), "%s: rai_nn_simd", kn->name);
     }
     kn = &rai_nn_kernel_ref;
-    CHECK(kn->gemm_micro == RA_GEMM_REF && !kn->gemm && !kn->gemm_tn && !kn->layernorm_rows4 &&
+    CHECK(kn->gemm_micro == RA_GEMM_REF && kn->gemm_i8_micro == RA_GEMM_REF && !kn->gemm && !kn->gemm_tn && !kn->layernorm_rows4 &&
               !kn->layernorm_backward_rows,
           "the reference set is the scalar one");
     ra_kernel_select(first);

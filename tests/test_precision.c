@@ -7,6 +7,9 @@
  * size of the difference), and the refusals. PyTorch's twin of whole
  * networks is tests/test_precision.sh. */
 #include "check.h"
+#if defined(__x86_64__) && !defined(RA_HAVE_X86_KERNELS)
+#define RA_HAVE_X86_KERNELS 1   /* the library's x86 kernels are built there */
+#endif
 #include "kernels/gemm_kernels.h"
 #include "kernels/nn_kernels.h"
 #include "nn/precision.h"
@@ -150,7 +153,7 @@ static void int8_product(void) {
     for (int ks = 0; ks < RA_KERNEL_COUNT; ks++) {
         if (!ra_kernel_supported((ra_kernel_id)ks)) continue;
         CHECK(ra_kernel_select((ra_kernel_id)ks) == RA_OK, "select %d", ks);
-        const int isa = ks == RA_KERNEL_REF ? RA_GEMM_REF : RA_GEMM_AVX2;
+        const int isa = rai_nn_kernel_active()->gemm_i8_micro;
         for (int nt = 1; nt <= 2; nt++)
             for (int withb = 0; withb < 2; withb++) {
                 const float *bb = withb ? b : NULL;
@@ -404,6 +407,168 @@ static void bf16_mlp(void) {
     rai_packed_free(t);
 }
 
+/* The same bits, NaN for NaN (a NaN's payload is free). */
+static int same(float a, float b) { return memcmp(&a, &b, sizeof a) == 0 || (isnan(a) && isnan(b)); }
+
+/* Every int8 micro-kernel the CPU runs against the scalar one (the
+ * oracle), bit for bit, through rai_gemm_i8: sizes on and off the edges of
+ * the 6 x 16 tiles and the VNNI kernel's 12 x 32 blocks (K = 1, K not a
+ * multiple of 4, M past a task of 48 rows), a row of zeros, rows with a
+ * NaN and an infinity, a column of infinite and one of zero weights; each
+ * with and without bias, with GELU, and added into a residual stream
+ * through a row map with skipped (negative) rows. */
+static void int8_kernels(void) {
+    static const int sizes[][3] = {{1, 1, 1},     {5, 15, 7},    {6, 16, 4},   {12, 32, 96},
+                                   {13, 33, 1},   {37, 77, 301}, {103, 64, 96}, {49, 100, 5},
+                                   {60, 128, 33}, {24, 48, 768}};
+    int isas[2], nisa = 0;
+    if (ra_kernel_supported(RA_KERNEL_AVX2)) isas[nisa++] = RA_GEMM_AVX2;
+    if (rai_cpu_has_vnni()) isas[nisa++] = RA_GEMM_AVX512_VNNI;
+    uint64_t s = 4242;
+    for (size_t c = 0; c < sizeof sizes / sizeof *sizes; c++) {
+        const int m = sizes[c][0], n = sizes[c][1], k = sizes[c][2], rows = m + 3;
+        float *x = malloc(sizeof *x * (size_t)m * k), *w = malloc(sizeof *w * (size_t)n * k);
+        float *b = malloc(sizeof *b * (size_t)n), *want = malloc(sizeof *want * (size_t)rows * n);
+        float *got = malloc(sizeof *got * (size_t)rows * n), *res0 = malloc(sizeof *res0 * (size_t)rows * n);
+        int32_t *map = malloc(sizeof *map * (size_t)m);
+        for (int i = 0; i < m * k; i++) x[i] = lcg(&s) * (float)(1 + i % 5);
+        for (int i = 0; i < n * k; i++) w[i] = lcg(&s);
+        for (int j = 0; j < n; j++) b[j] = lcg(&s);
+        for (int i = 0; i < rows * n; i++) res0[i] = lcg(&s);
+        for (int i = 0; i < m; i++) map[i] = i % 4 == 1 ? -1 : (i * 5 + 2) % rows;
+        if (m > 3) {
+            memset(x + 1 * k, 0, sizeof *x * (size_t)k);   /* zeros */
+            x[2 * k + k / 2] = NAN;
+            x[3 * k] = -INFINITY;
+        }
+        if (n > 5) {
+            w[(int64_t)4 * k + k - 1] = INFINITY;
+            memset(w + (int64_t)5 * k, 0, sizeof *w * (size_t)k);
+        }
+        for (int v = 0; v < 5; v++) {   /* plain, bias, GELU + bias, res + map, res + bias */
+            const float *bias = v == 1 || v == 2 || v == 4 ? b : NULL;
+            void (*gelu)(float *, const float *, int64_t) = v == 2 ? rai_nn_gelu_ref : NULL;
+            const int useres = v >= 3;
+            const int32_t *rmap = v == 3 ? map : NULL;
+            const int64_t outn = (int64_t)(useres ? rows : m) * n;
+            memcpy(want, res0, sizeof *want * (size_t)rows * n);
+            CHECK(rai_gemm_i8(want, x, w, bias, m, n, k, NULL, gelu, useres ? want : NULL, rmap,
+                              RA_GEMM_REF, 1) == 0, "oracle");
+            for (int a = 0; a < nisa; a++)
+                for (int nt = 1; nt <= 2; nt++)
+                    for (int once = 0; once < 2; once++) {
+                        rai_i8_weights pw;
+                        CHECK(!once || rai_i8_weights_pack(&pw, w, n, k, isas[a], nt) == 0, "pack");
+                        memcpy(got, res0, sizeof *got * (size_t)rows * n);
+                        CHECK(rai_gemm_i8(got, x, once ? NULL : w, bias, m, n, k, once ? &pw : NULL,
+                                          gelu, useres ? got : NULL, rmap, isas[a], nt) == 0,
+                              "product");
+                        if (once) rai_i8_weights_free(&pw);
+                        int bad = 0;
+                        for (int64_t i = 0; i < outn; i++) bad += !same(got[i], want[i]);
+                        CHECK(bad == 0, "int8 micro-kernel %d, %d x %d x %d, case %d, %d threads, "
+                              "packed once %d: %d of %lld outputs differ from the scalar kernel's",
+                              isas[a], m, n, k, v, nt, once, bad, (long long)outn);
+                    }
+        }
+        free(x), free(w), free(b), free(want), free(got), free(res0), free(map);
+    }
+    printf("int8 micro-kernels: ref%s%s, bit for bit\n", nisa > 0 ? ", avx2" : "",
+           nisa > 1 ? ", avx512_vnni" : "");
+}
+
+/* The vector input quantisers against the scalar one, bit for bit (the
+ * bytes, the zero point, the scale's bits or NaN): lengths around the
+ * vector widths, one-signed rows, zeros and -0, halves of the step (ties
+ * to even, exact and near), a NaN or an infinity at the start, in the
+ * middle or in the tail. */
+static void int8_quantisers(void) {
+    typedef void (*qrow)(uint8_t *, int32_t *, float *, const float *, int);
+    qrow fns[2];
+    const char *names[2];
+    int nf = 0;
+#ifdef RA_HAVE_X86_KERNELS
+    if (ra_kernel_supported(RA_KERNEL_AVX2)) fns[nf] = rai_i8_quantize_row_avx2, names[nf++] = "avx2";
+    if (rai_cpu_has_vnni()) fns[nf] = rai_i8_quantize_row_avx512, names[nf++] = "avx512";
+#endif
+    static const int ks[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 95, 96, 97, 768, 769};
+    enum { KMAX = 769 };
+    static float x[KMAX];
+    static uint8_t want[KMAX], got[KMAX + 1];   /* got[k]: a byte past the row */
+    uint64_t s = 99;
+    int rows = 0;
+    for (size_t c = 0; c < sizeof ks / sizeof *ks; c++)
+        for (int kind = 0; kind < 10; kind++) {
+            const int k = ks[c];
+            for (int l = 0; l < k; l++) x[l] = lcg(&s) * 3.0f;
+            if (kind == 1) for (int l = 0; l < k; l++) x[l] = fabsf(x[l]) + 0.5f;
+            if (kind == 2) for (int l = 0; l < k; l++) x[l] = -fabsf(x[l]);
+            if (kind == 3) for (int l = 0; l < k; l++) x[l] = l % 2 ? -0.0f : 0.0f;
+            if (kind == 4)   /* range 127 from -63.5: scale 1, values on halves */
+                for (int l = 0; l < k; l++) x[l] = l == 0 ? -63.5f : l == 1 ? 63.5f : (float)(l % 50) - 24.5f;
+            if (kind == 5) x[0] = NAN;
+            if (kind == 6) x[k / 2] = INFINITY;
+            if (kind == 7) x[k - 1] = -INFINITY;
+            if (kind == 8) x[k - 1] = NAN, x[0] = -0.0f;
+            if (kind == 9) {   /* near halves of an inexact step: x / s, not x times 1 / s */
+                const float step = (0.27f - -1.0f) / 127.0f;
+                for (int l = 0; l < k; l++) x[l] = ((float)(l % 127) - 99.5f) * step;
+                x[0] = -1.0f, x[k - 1] = k > 1 ? 0.27f : x[0];
+            }
+            int32_t zw, zg;
+            float sw, sg;
+            rai_i8_quantize_row(want, &zw, &sw, x, k);
+            for (int f = 0; f < nf; f++) {
+                memset(got, 0xAA, sizeof got);
+                fns[f](got, &zg, &sg, x, k);
+                CHECK(memcmp(got, want, (size_t)k) == 0 && zg == zw && same(sg, sw) && got[k] == 0xAA,
+                      "quantiser %s, k %d, row kind %d: other bytes, zero point (%d, %d) or scale "
+                      "(%a, %a), or wrote past k", names[f], k, kind, zg, zw, sg, sw);
+            }
+            rows++;
+        }
+    printf("int8 input quantisers: %d vector ones against the scalar on %d rows\n", nf, rows);
+}
+
+/* A network's forward in int8 on the avx512 set with and without VNNI
+ * (rai_cpu_hide_vnni: its int8 product on VPDPBUSD, then on AVX2): the
+ * same bits. */
+static void int8_vnni_network(const char *dir, const char *name) {
+    if (!rai_cpu_has_vnni() || !ra_kernel_supported(RA_KERNEL_AVX512)) return;
+    const ra_kernel_id was = ra_kernel_current();
+    ra_kernel_select(RA_KERNEL_AVX512);
+    char model[512], input[512];
+    snprintf(model, sizeof model, "%s/%s.model.safetensors", dir, name);
+    snprintf(input, sizeof input, "%s/%s.input.safetensors", dir, name);
+    ra_st_file *in = NULL;
+    ra_model *m = NULL;
+    ra_load_options o;
+    memset(&o, 0, sizeof o);
+    o.precision = RA_PRECISION_INT8;
+    CHECK(ra_st_open(&in, input) == RA_OK && ra_model_open(&m, model, &o) == RA_OK, "%s: %s", name,
+          ra_last_error());
+    const ra_st_tensor *t = in ? ra_st_find(in, "x") : NULL;
+    float *x = t ? malloc((size_t)t->numel * sizeof *x) : NULL, *y[2] = {NULL, NULL};
+    int nd = 0;
+    int64_t ys[4], n = 1;
+    for (int hide = 0; m && x && ra_st_read_f32(x, in, t) == RA_OK && hide < 2; hide++) {
+        rai_cpu_hide_vnni(hide);
+        CHECK(rai_nn_kernel_active()->gemm_i8_micro == (hide ? RA_GEMM_AVX2 : RA_GEMM_AVX512_VNNI),
+              "the avx512 set's int8 micro-kernel");
+        CHECK(ra_model_forward(m, &y[hide], &nd, ys, x, t->ndim, t->shape) == RA_OK, "%s: %s",
+              name, ra_last_error());
+    }
+    rai_cpu_hide_vnni(0);
+    for (int d = 0; d < nd; d++) n *= ys[d];
+    CHECK(y[0] && y[1] && memcmp(y[0], y[1], sizeof *y[0] * (size_t)n) == 0,
+          "%s in int8: VPDPBUSD and AVX2 give other logits", name);
+    if (y[0] && y[1]) printf("%s in int8: the same logits on VPDPBUSD and AVX2\n", name);
+    free(y[0]), free(y[1]), free(x);
+    ra_model_free(m);
+    ra_st_close(in);
+    ra_kernel_select(was);
+}
+
 static double rel_l2(const float *a, const float *b, long n) {
     double num = 0, den = 0;
     for (long i = 0; i < n; i++) num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), den += (double)b[i] * b[i];
@@ -553,12 +718,16 @@ int main(int argc, char **argv) {
     int8_product();
     bf16_product();
     bf16_mlp();
+    int8_kernels();
+    int8_quantisers();
     /* bf16 steps are 2^-9 of a value, int8's 1/254 of a row's largest:
      * the logits move by 1e-4 .. 3e-2 of their norm in these small nets */
     network(dir, "net_swin_official", 1e-4, 3e-2, 5e-4, 1e-1);
     network(dir, "vit_net_token", 1e-4, 3e-2, 5e-4, 1e-1);
     network(dir, "v2_net_official", 1e-4, 3e-2, 5e-4, 1e-1);
     network(dir, "net_swin_tv", 1e-4, 3e-2, 5e-4, 1e-1);
+    int8_vnni_network(dir, "net_swin_official");
+    int8_vnni_network(dir, "vit_net_token");
     int8_file(dir);
     refusals(dir);
     printf("%d passed, %d failed\n", check_passed, check_failed);

@@ -22,23 +22,24 @@ static const rai_attn_kernel *table[RA_KERNEL_COUNT] = {
 #ifdef RA_HAVE_X86_KERNELS
 /* The layers on AVX-512F: the fused products and LayerNorm of
  * gemm_avx512.c; GELU element-wise as the products' epilogue computes it
- * on 16 lanes, GELU' on the 8 lanes of nn_avx2.c (the same bits); the
- * portable product, where a fused one declines (no memory), on AVX2. */
-const rai_nn_kernel rai_nn_kernel_avx512 = {
-    .name = "avx512",
-    .gelu = rai_gemm_gelu_avx512,
-    .gelu_backward = rai_gemm_gelu_backward_avx512,
-    .gelu_deriv = rai_nn_gelu_deriv_avx2,
-    .layernorm_row = rai_nn_layernorm_row_avx512,
-    .layernorm_rows4 = rai_nn_layernorm_rows4_avx512,
-    .layernorm_backward_rows = rai_nn_layernorm_backward_rows_avx512,
-    .gemm_micro = RA_GEMM_AVX2,
-    .gemm = rai_gemm_avx512_ext,
-    .gemm_tn = rai_gemm_tn_avx512,
-};
+ * on 16 lanes, GELU' on the 8 lanes of nn_avx2.c (the same bits); the portable
+ * product, where a fused one declines (no memory), on AVX2; precision
+ * int8's product on VPDPBUSD where the CPU has AVX512_VNNI, else on AVX2's
+ * micro-kernel (the same bits: the set is the same either way). */
+#define AVX512_LAYERS                                                                     \
+    .name = "avx512", .gelu = rai_gemm_gelu_avx512, .gelu_backward = rai_gemm_gelu_backward_avx512, \
+    .gelu_deriv = rai_nn_gelu_deriv_avx2, .layernorm_row = rai_nn_layernorm_row_avx512,     \
+    .layernorm_rows4 = rai_nn_layernorm_rows4_avx512,                                       \
+    .layernorm_backward_rows = rai_nn_layernorm_backward_rows_avx512,                       \
+    .gemm_micro = RA_GEMM_AVX2, .gemm = rai_gemm_avx512_ext, .gemm_tn = rai_gemm_tn_avx512
+const rai_nn_kernel rai_nn_kernel_avx512 = {AVX512_LAYERS, .gemm_i8_micro = RA_GEMM_AVX2};
+static const rai_nn_kernel nn_avx512_vnni = {AVX512_LAYERS,
+                                             .gemm_i8_micro = RA_GEMM_AVX512_VNNI};
+#undef AVX512_LAYERS
 #endif
 
-/* The layers' entry of each set, NULL where the attention table has none. */
+/* The layers' entry of each set, NULL where the attention table has none
+ * (avx512: without VNNI; rai_nn_kernel_active picks the one with). */
 static const rai_nn_kernel *nn_table[RA_KERNEL_COUNT] = {
     [RA_KERNEL_REF] = &rai_nn_kernel_ref,
 #ifdef RA_HAVE_X86_KERNELS
@@ -94,7 +95,31 @@ ra_kernel_id ra_kernel_current(void) {
 
 const rai_attn_kernel *rai_kernel_active(void) { return table[ra_kernel_current()]; }
 
-const rai_nn_kernel *rai_nn_kernel_active(void) { return nn_table[ra_kernel_current()]; }
+static _Atomic int vnni_hidden;
+
+int rai_cpu_hide_vnni(int hide) {
+    const int was = vnni_hidden;
+    vnni_hidden = hide != 0;
+    return was;
+}
+
+int rai_cpu_has_vnni(void) {
+#if defined(RA_HAVE_X86_KERNELS) && defined(__GNUC__)
+    return !vnni_hidden && __builtin_cpu_supports("avx512vnni") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512f");
+#else
+    return 0;
+#endif
+}
+
+const rai_nn_kernel *rai_nn_kernel_active(void) {
+    const ra_kernel_id id = ra_kernel_current();
+#ifdef RA_HAVE_X86_KERNELS
+    if (id == RA_KERNEL_AVX512 && rai_cpu_has_vnni()) return &nn_avx512_vnni;
+#endif
+    return nn_table[id];
+}
 
 int rai_bf16_micro(void) {
 #ifdef RA_HAVE_X86_KERNELS

@@ -2,8 +2,9 @@
  * y = x . w^T + bias with its input quantised per row at run time and its
  * weights per output channel, integer sums, the scales applied once at the
  * end. A framework (quantising, packing, threads) around a 6 x 16
- * micro-kernel: the scalar one below (the oracle) or the AVX2 one of
- * gemm_i8_avx2.c, which gives the same bits.
+ * micro-kernel: the scalar one below (the oracle), the AVX2 one of
+ * gemm_i8_avx2.c, or the VPDPBUSD one of gemm_i8_avx512.c, which takes
+ * blocks of 2 x 2 tiles at once; all give the same bits.
  *
  * The formats, in the manner of PyTorch's dynamic quantised Linear on x86
  * (fbgemm, which quantises activations to 7 bits, reduce_range, so that
@@ -83,24 +84,40 @@ void rai_gemm_i8_micro_ref(int kg, const uint8_t *ap, const int8_t *bp, float *c
 
 typedef void (*micro_fn)(int, const uint8_t *, const int8_t *, float *, int64_t,
                          const rai_i8_tile *);
+typedef void (*block_fn)(int, const uint8_t *, const int8_t *, int, int, float *, int64_t,
+                         const rai_i8_tile *);
 typedef void (*qrow_fn)(uint8_t *, int32_t *, float *, const float *, int);
 typedef void (*qweights_fn)(int8_t *, int32_t *, float *, const float *, int);
 
-/* The micro-kernel and quantisers of an isa. */
+/* The micro-kernel and quantisers of an isa: a 6 x 16 micro-kernel, or
+ * one that takes blocks of up to rp x cp tiles at once. */
 typedef struct {
     micro_fn micro;
+    block_fn block;
+    int rp, cp;
     qrow_fn qrow;
     qweights_fn qweights;
 } i8_kernels;
 
+#define RPMAX 2   /* the largest block of any kernel: the tile buffer's size */
+#define CPMAX 2
+#ifdef RA_HAVE_X86_KERNELS
+_Static_assert(RA_GEMM_I8_VNNI_RP <= RPMAX && RA_GEMM_I8_VNNI_CP <= CPMAX, "a block fits t");
+#endif
+
 static i8_kernels kernels_of(int isa) {
 #ifdef RA_HAVE_X86_KERNELS
+    if (isa == RA_GEMM_AVX512_VNNI)
+        return (i8_kernels){NULL, rai_gemm_i8_block_avx512_vnni, RA_GEMM_I8_VNNI_RP,
+                            RA_GEMM_I8_VNNI_CP, rai_i8_quantize_row_avx512,
+                            rai_i8_quantize_weights_avx2};
     if (isa == RA_GEMM_AVX2)
-        return (i8_kernels){rai_gemm_i8_micro_avx2, rai_i8_quantize_row_avx2,
+        return (i8_kernels){rai_gemm_i8_micro_avx2, NULL, 1, 1, rai_i8_quantize_row_avx2,
                             rai_i8_quantize_weights_avx2};
 #endif
     (void)isa;
-    return (i8_kernels){rai_gemm_i8_micro_ref, rai_i8_quantize_row, rai_i8_quantize_weights};
+    return (i8_kernels){rai_gemm_i8_micro_ref, NULL, 1, 1, rai_i8_quantize_row,
+                        rai_i8_quantize_weights};
 }
 
 typedef struct {
@@ -194,12 +211,12 @@ void rai_i8_weights_free(rai_i8_weights *pw) {
     memset(pw, 0, sizeof *pw);
 }
 
-/* The mr x nr part of a tile t (row stride NR) for rows from i0, columns
+/* The mr x nr part of a tile t (row stride tw) for rows from i0, columns
  * from j0: GELU'd if asked, then stored in y or added into res's rows. */
-static void put_tile(const i8_job *g, float *t, int64_t i0, int mr, int j0, int nr) {
-    if (g->gelu) g->gelu(t, t, (int64_t)mr * NR);   /* the whole tile in one call */
+static void put_tile(const i8_job *g, float *t, int tw, int64_t i0, int mr, int j0, int nr) {
+    if (g->gelu) g->gelu(t, t, (int64_t)mr * tw);   /* the whole tile in one call */
     for (int r = 0; r < mr; r++) {
-        float *tr = t + r * NR;
+        float *tr = t + r * tw;
         if (!g->res) {
             memcpy(g->y + (i0 + r) * g->n + j0, tr, sizeof *tr * (size_t)nr);
             continue;
@@ -211,33 +228,38 @@ static void put_tile(const i8_job *g, float *t, int64_t i0, int mr, int j0, int 
     }
 }
 
-/* One task: rows [i0, i0 + MB) against every column panel; each column
- * panel meets the block's row panels in turn (it stays in L1, the block
- * in L2). */
+/* One task: rows [i0, i0 + MB) against every column panel; each group of
+ * cp column panels meets the block's row panels, rp at a time, in turn
+ * (the columns stay in L1, the block in L2). */
 static void run_task(const i8_job *g, int64_t i0, i8_rows *rows, uint8_t *row) {
     pack_rows(g, i0, rows, row);
+    const i8_kernels *kn = &g->kn;
     const int64_t panel = (int64_t)g->kg * 4 * MR;
-    float t[MR * NR], pad[NR];
-    for (int p = 0; p < g->npanels; p++) {
-        const int j0 = p * NR, nr = g->n - j0 < NR ? g->n - j0 : NR;
+    float t[RPMAX * MR * CPMAX * NR], pad[CPMAX * NR];
+    for (int p = 0; p < g->npanels; p += kn->cp) {
+        const int cp = g->npanels - p < kn->cp ? g->npanels - p : kn->cp;
+        const int j0 = p * NR, tw = cp * NR, nr = g->n - j0 < tw ? g->n - j0 : tw;
         const float *bias = g->bias ? g->bias + j0 : NULL;
-        if (bias && nr < NR) {   /* the bias of the columns past n read as 0 */
+        if (bias && nr < tw) {   /* the bias of the columns past n read as 0 */
             memset(pad, 0, sizeof pad), memcpy(pad, bias, sizeof *pad * (size_t)nr), bias = pad;
         }
         const int8_t *bt = g->b.bp + (int64_t)p * g->kg * 4 * NR;
-        for (int rp = 0; rp < MB / MR; rp++) {
-            const int64_t r0 = i0 + (int64_t)rp * MR;
+        for (int q = 0; q < MB / MR; q += kn->rp) {   /* row panels q .. q + rn - 1 */
+            const int64_t r0 = i0 + (int64_t)q * MR;
             if (r0 >= g->m) break;
-            const int mr = (int)(g->m - r0 < MR ? g->m - r0 : MR);
-            const rai_i8_tile e = {.zero = rows->zero + rp * MR, .scale = rows->scale + rp * MR,
+            const int64_t left = g->m - r0 < (MB / MR - q) * MR ? g->m - r0 : (MB / MR - q) * MR;
+            const int rn = (int)((left + MR - 1) / MR < kn->rp ? (left + MR - 1) / MR : kn->rp);
+            const int mr = (int)(left < rn * MR ? left : rn * MR);
+            const rai_i8_tile e = {.zero = rows->zero + q * MR, .scale = rows->scale + q * MR,
                                    .wsum = g->b.wsum + j0, .wscale = g->b.wscale + j0,
                                    .bias = bias};
-            if (mr == MR && nr == NR && !g->res && !g->gelu) {   /* straight into y */
-                g->kn.micro(g->kg, rows->ap + rp * panel, bt, g->y + r0 * g->n + j0, g->n, &e);
-                continue;
-            }
-            g->kn.micro(g->kg, rows->ap + rp * panel, bt, t, NR, &e);
-            put_tile(g, t, r0, mr, j0, nr);
+            const uint8_t *at = rows->ap + q * panel;
+            const int whole = mr == rn * MR && nr == tw && !g->res && !g->gelu;
+            float *c = whole ? g->y + r0 * g->n + j0 : t;   /* whole: straight into y */
+            const int64_t ldc = whole ? g->n : tw;
+            if (kn->block) kn->block(g->kg, at, bt, rn, cp, c, ldc, &e);
+            else kn->micro(g->kg, at, bt, c, ldc, &e);
+            if (!whole) put_tile(g, t, tw, r0, mr, j0, nr);
         }
     }
 }

@@ -16,11 +16,7 @@
 #define NR RA_GEMM_I8_NR
 
 /* The 4 bytes of a row's group, in every 32-bit lane. */
-static inline __m256i group(const uint8_t *p) {
-    int32_t v;
-    memcpy(&v, p, sizeof v);
-    return _mm256_set1_epi32(v);
-}
+static inline __m256i group(const uint8_t *p) { return _mm256_set1_epi32(rai_i8_group(p)); }
 
 /* The twelve accumulators, two operands of b, a row's group and a product
  * fill the sixteen registers: the ones of vpmaddwd come from memory. */

@@ -7,12 +7,15 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 /* ---- the portable product (gemm.c) ---------------------------------------- */
 
 #define RA_GEMM_MR 6    /* rows of the micro-kernel's tile */
 #define RA_GEMM_NR 16   /* columns */
-enum { RA_GEMM_REF, RA_GEMM_AVX2 };   /* the micro-kernel */
+/* The micro-kernel: of rai_gemm, REF or AVX2; of rai_gemm_i8, any (it
+ * runs AVX512_VNNI's only on a CPU that has it). */
+enum { RA_GEMM_REF, RA_GEMM_AVX2, RA_GEMM_AVX512_VNNI };
 
 /* c (M, N; row stride ldc) = bias + a . b, or += a . b if accumulate, where
  * element (i, l) of a (M, K) is a[i*ars + l*acs] and (l, j) of b (K, N) is
@@ -59,8 +62,8 @@ void rai_i8_weights_free(rai_i8_weights *pw);
  * the scales; the epilogue applies gelu (an element-wise kernel, or NULL)
  * tile by tile, then stores into y or, with res, adds into res row map[i]
  * (skipped if negative; map NULL: row i; row stride N), y unused. The same
- * bits for any M, nthreads or micro-kernel (isa: RA_GEMM_REF or
- * RA_GEMM_AVX2), and with w packed at the call or once before (pw, of
+ * bits for any M, nthreads or micro-kernel (isa: RA_GEMM_REF, RA_GEMM_AVX2
+ * or RA_GEMM_AVX512_VNNI), and with w packed at the call or once before (pw, of
  * rai_i8_weights_pack; NULL: at the call). Returns 0, or -1 (nothing done)
  * for K outside 1..RA_GEMM_I8_KMAX, pw of other sizes, or without memory. */
 int rai_gemm_i8(float *y, const float *x, const float *w, const float *bias, int64_t m, int n,
@@ -104,6 +107,13 @@ float rai_i8_weight_scale(const float *w, int64_t k);
 /* One weight row as s8: v (k), the sum of v and the scale (as above; v all
  * 0 where it is 0 or NaN). */
 void rai_i8_quantize_weights(int8_t *v, int32_t *sum, float *scale, const float *w, int k);
+/* The 4 bytes of a group of a packed panel as one int32 (what the vector
+ * micro-kernels broadcast). */
+static inline int32_t rai_i8_group(const void *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
 /* What a tile's epilogue needs: per row the input's zero point and scale,
  * per column the weights' sum and scale, and the bias (NULL: none). */
 typedef struct {
@@ -116,7 +126,8 @@ typedef struct {
 /* One MR x NR tile of c (row stride ldc) from the packed panels over kg
  * groups of 4 inputs: a [kg][MR][4] u7, b [kg][NR][4] s8; c = (float)(sum
  * - zero x wsum) x (scale x wscale) + bias: the scalar oracle and its
- * AVX2 twin (vpmaddubsw, vpmaddwd), the same bits. */
+ * AVX2 twin (vpmaddubsw, vpmaddwd), the same bits; the VNNI kernel below
+ * takes blocks of these tiles. */
 void rai_gemm_i8_micro_ref(int kg, const uint8_t *ap, const int8_t *bp, float *c, int64_t ldc,
                            const rai_i8_tile *e);
 #ifdef RA_HAVE_X86_KERNELS
@@ -125,6 +136,18 @@ void rai_gemm_i8_micro_avx2(int kg, const uint8_t *ap, const int8_t *bp, float *
 /* The quantisers on 8 lanes: the bits of the scalar ones. */
 void rai_i8_quantize_row_avx2(uint8_t *q, int32_t *zero, float *scale, const float *x, int k);
 void rai_i8_quantize_weights_avx2(int8_t *v, int32_t *sum, float *scale, const float *w, int k);
+/* rp x cp tiles at once (rp <= RA_GEMM_I8_VNNI_RP row panels, the i-th at
+ * ap + i x 4 MR kg; cp <= RA_GEMM_I8_VNNI_CP column panels, the j-th at
+ * bp + j x 4 NR kg), c and e covering rp MR rows by cp NR columns: each
+ * tile with the bits of rai_gemm_i8_micro_ref, on VPDPBUSD (AVX512_VNNI,
+ * with AVX-512F, BW and VL: only on a CPU that has them). */
+#define RA_GEMM_I8_VNNI_RP 2
+#define RA_GEMM_I8_VNNI_CP 2
+void rai_gemm_i8_block_avx512_vnni(int kg, const uint8_t *ap, const int8_t *bp, int rp, int cp,
+                                   float *c, int64_t ldc, const rai_i8_tile *e);
+/* The input quantiser on 16 lanes, beside that kernel: the bits of the
+ * scalar one. */
+void rai_i8_quantize_row_avx512(uint8_t *q, int32_t *zero, float *scale, const float *x, int k);
 #endif
 
 /* The mr x nr part of a tile t (row stride ldt) of the output rows from

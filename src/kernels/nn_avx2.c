@@ -208,6 +208,7 @@ const rai_nn_kernel rai_nn_kernel_avx2 = {
     .layernorm_rows4 = NULL,
     .layernorm_backward_rows = NULL,
     .gemm_micro = RA_GEMM_AVX2,
+    .gemm_i8_micro = RA_GEMM_AVX2,
     .gemm = NULL,   /* the portable product with the AVX2 micro-kernel */
     .gemm_tn = NULL,
 };

@@ -41,6 +41,10 @@ typedef struct rai_nn_kernel {
     /* The micro-kernel of the portable product rai_gemm (RA_GEMM_REF or
      * RA_GEMM_AVX2), used where there are no fused products. */
     int gemm_micro;
+    /* The micro-kernel of precision int8's product rai_gemm_i8 and of the
+     * packing of its weights (RA_GEMM_REF, RA_GEMM_AVX2 or
+     * RA_GEMM_AVX512_VNNI). */
+    int gemm_i8_micro;
     /* The fused products (gemm_kernels.h: rai_gemm_avx512_ext and
      * rai_gemm_tn_avx512), or NULL: the framework then runs the portable
      * product and the separate element-wise kernels. */
@@ -66,6 +70,13 @@ const rai_nn_kernel *rai_nn_kernel_active(void);
  * AVX512_BF16, else -1: bf16 then runs its reference path (rounded values
  * through the float32 product). */
 int rai_bf16_micro(void);
+/* 1 if the CPU has AVX512_VNNI with AVX-512F, BW and VL (what
+ * RA_GEMM_AVX512_VNNI needs) and they are not hidden, else 0. */
+int rai_cpu_has_vnni(void);
+/* Hide them (hide 1: the avx512 set as on a CPU without VNNI, its int8
+ * product on AVX2; the tests compare the two) or not (0); returns the
+ * previous setting. */
+int rai_cpu_hide_vnni(int hide);
 
 /* ---- the scalar reference (nn_ref.c) -------------------------------------- */
 

@@ -104,6 +104,7 @@ const rai_nn_kernel rai_nn_kernel_ref = {
     .layernorm_rows4 = NULL,
     .layernorm_backward_rows = NULL,
     .gemm_micro = RA_GEMM_REF,
+    .gemm_i8_micro = RA_GEMM_REF,
     .gemm = NULL,
     .gemm_tn = NULL,
 };

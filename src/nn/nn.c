@@ -134,7 +134,7 @@ void rai_linear_fused(float *y, const float *x, const float *w, const float *b, 
     if (p == RA_PRECISION_INT8) {   /* integer sums (gemm_i8.c); failure fails the forward */
         const rai_nn_kernel *kn = rai_nn_kernel_active();
         if (rai_gemm_i8(y, x, w, b, m, n, k, rai_packed_find(w, n, k), gelu ? kn->gelu : NULL,
-                        res, map, kn->gemm_micro, gemm_threads(m, n, k)) != 0)
+                        res, map, kn->gemm_i8_micro, gemm_threads(m, n, k)) != 0)
             rai_precision_fail();
         return;
     }

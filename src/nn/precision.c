@@ -92,7 +92,7 @@ rai_packed *rai_packed_make(const float *const *w, const int64_t *n, const int64
         if (ni < 1 || ni > INT32_MAX || ki < 1 || ki > rai_precision_max_inputs(p) ||
             (p == RA_PRECISION_INT8
                  ? rai_i8_weights_pack(&e->i8, e->key, (int)ni, (int)ki,
-                                       rai_nn_kernel_active()->gemm_micro, ra_threads_get())
+                                       rai_nn_kernel_active()->gemm_i8_micro, ra_threads_get())
                  : rai_bf16_weights_pack(&e->bf16, e->key, (int)ni, (int)ki, ra_threads_get())) != 0)
             return rai_packed_free(t), NULL;
     }
