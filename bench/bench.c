@@ -43,9 +43,10 @@
  *   recomputed forward is not counted), forward + backward three times.
  *   A network in bf16 or int8 counts the same flops as in fp32.
  * Peaks, one per precision at each thread count (measure_peaks): fp32
- *   and bf16 the FMA peak (relattn's bf16 is float32 kernels on rounded
- *   values), int8 the int8 peak (i8_peak, 2 ops per multiply-add); a row's
- *   share of peak is over its own precision's peak.
+ *   the FMA peak, bf16 the VDPBF16PS peak where relattn's bf16 runs on it
+ *   (else the FMA peak: float32 kernels on rounded values), int8 the int8
+ *   peak (i8_peak, 2 ops per multiply-add); a row's share of peak is over
+ *   its own precision's peak.
  * Memory (shaw rows): the peak resident memory one layer forward adds to the
  *   process, with and without the Shaw tables, at N/2 and N tokens; the
  *   difference is what the relative terms cost (peak_extra_bytes).
@@ -614,19 +615,30 @@ static void cpu_model(char *buf, size_t n) {
  * the run: R->peak keeps the higher (a peak measured while other work had
  * the cores is too low), and the results file gets it, a line per
  * precision (summary.py reads the last line of each). The tables use the
- * start's. fp32 and bf16: the FMA peak (relattn's bf16 products are
- * float32 products of rounded values); int8: the int8 peak, measured only
- * if a network runs in int8. */
+ * start's. fp32: the FMA peak; bf16: the VDPBF16PS peak where relattn's
+ * bf16 runs on it (the avx512 kernel set on a CPU with AVX512_BF16), else
+ * the FMA peak (its products are then float32 products of rounded values);
+ * int8: the int8 peak, measured only if a network runs in int8. */
 static void measure_peaks(run *R, const char *when) {
-    int int8 = 0;
+    int int8 = 0, bf16 = 0;
     for (int j = 0; j < R->nprecisions; j++) int8 |= R->precisions[j] == RA_PRECISION_INT8;
+    /* relattn's bf16 runs on VDPBF16PS with the avx512 kernel set where
+     * the CPU has it (bf16_peak > 0), else on the float32 kernels */
+    for (int j = 0; j < R->nprecisions; j++)
+        bf16 |= R->precisions[j] == RA_PRECISION_BF16 && ra_kernel_current() == RA_KERNEL_AVX512;
     for (int i = 0; i < R->nthreads; i++) {
         const char *isa[NPRECISIONS];
         double g[NPRECISIONS];
         g[RA_PRECISION_FP32] = g[RA_PRECISION_BF16] = fma_peak(R->threads[i], &isa[0]);
         isa[RA_PRECISION_BF16] = isa[RA_PRECISION_FP32];
-        printf("FMA peak (%s, measured at the %s) at %d threads: %.1f GFLOP/s (fp32, bf16)\n",
-               isa[0], when, R->threads[i], g[0]);
+        const double bf = bf16 ? bf16_peak(R->threads[i], &isa[RA_PRECISION_BF16]) : 0;
+        if (bf > 0) g[RA_PRECISION_BF16] = bf;
+        else isa[RA_PRECISION_BF16] = isa[RA_PRECISION_FP32];
+        printf("FMA peak (%s, measured at the %s) at %d threads: %.1f GFLOP/s (fp32%s)\n",
+               isa[0], when, R->threads[i], g[0], bf > 0 ? "" : ", bf16");
+        if (bf > 0)
+            printf("bf16 peak (%s, measured at the %s) at %d threads: %.1f GFLOP/s (bf16)\n",
+                   isa[RA_PRECISION_BF16], when, R->threads[i], bf);
         if (int8) {
             g[RA_PRECISION_INT8] = i8_peak(R->threads[i], &isa[RA_PRECISION_INT8]);
             printf("int8 peak (%s, measured at the %s) at %d threads: %.1f GOP/s (int8)\n",

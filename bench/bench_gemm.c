@@ -118,7 +118,8 @@ int main(int argc, char **argv) {
         for (int v = 0; v < NWAYS; v++) {
             qsort(t[v], (size_t)reps, sizeof **t, bench_cmp_double);
             med[v] = t[v][reps / 2];
-            const double g = 2.0 * m * n * k / med[v] * 1e-9, pk = v == INT8 ? ipeak : fpeak;
+            const double g = 2.0 * m * n * k / med[v] * 1e-9;
+            const double pk = v == INT8 ? ipeak : v == BF16 && tables[BF16] ? bpeak : fpeak;
             printf(" %8.1f (%5.1f %%)   ", g, pk > 0 ? 100 * g / pk : 0);
             if (out)
                 fprintf(out, "%s,%lld,%d,%d,%d,%s,%.1f,%.3f\n", L[l].name, (long long)m, n, k,

@@ -15,7 +15,8 @@ targets' summary and the networks' tables as Markdown, with a line about
 the machine. Flops come from bench.c's lines (the same work for both sides
 and every precision). A reduced precision's row is the fp32 row's name and
 the precision ("swin_t B=8 int8"); its share of peak is over that
-precision's peak (bench.c's peak lines: fp32 and bf16 the FMA peak, int8
+precision's peak (bench.c's peak lines: fp32 the FMA peak, bf16 the
+VDPBF16PS peak where relattn's bf16 runs on it, else the FMA peak, int8
 the int8 peak).
 """
 import argparse
