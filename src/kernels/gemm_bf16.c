@@ -172,14 +172,7 @@ static void run_task(const bf16_job *g, int64_t i0, int p0, int p1, int64_t next
             const float *bias = panel_bias(g->bias, j0, g->n, pad);
             const uint16_t *bt = g->b->bp + (int64_t)p * g->kp * 2 * NR;
             const uint16_t *at = a + rt * MR * lda;
-            /* the lines the tile will be written into, asked for now (with
-             * intent to write): for short K the sums are done before a line
-             * would come from memory (Swin's first stage writes 30-40 MB) */
-            for (int r = 0; r < mr; r++) {
-                const int64_t row = g->res && g->map ? g->map[r0 + r] : r0 + r;
-                const float *o = row < 0 ? NULL : g->res ? g->res + row * g->n + j0 : g->y + row * g->n + j0;
-                for (int j = 0; o && j < nr; j += 16) __builtin_prefetch(o + j, 1, 3);
-            }
+            rai_gemm_tile_prefetch(g->y, g->n, g->res, g->n, g->map, r0, mr, j0, nr);
             if (mr == MR && nr == NR && !g->res && !g->gelu) {   /* straight into y */
                 g->kn.micro(g->kp, at, lda, bt, g->y + r0 * g->n + j0, g->n, bias);
                 continue;

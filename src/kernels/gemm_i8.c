@@ -211,23 +211,6 @@ void rai_i8_weights_free(rai_i8_weights *pw) {
     memset(pw, 0, sizeof *pw);
 }
 
-/* The mr x nr part of a tile t (row stride tw) for rows from i0, columns
- * from j0: GELU'd if asked, then stored in y or added into res's rows. */
-static void put_tile(const i8_job *g, float *t, int tw, int64_t i0, int mr, int j0, int nr) {
-    if (g->gelu) g->gelu(t, t, (int64_t)mr * tw);   /* the whole tile in one call */
-    for (int r = 0; r < mr; r++) {
-        float *tr = t + r * tw;
-        if (!g->res) {
-            memcpy(g->y + (i0 + r) * g->n + j0, tr, sizeof *tr * (size_t)nr);
-            continue;
-        }
-        const int64_t dst = g->map ? g->map[i0 + r] : i0 + r;
-        if (dst < 0) continue;
-        float *o = g->res + dst * g->n + j0;
-        for (int j = 0; j < nr; j++) o[j] = o[j] + tr[j];
-    }
-}
-
 /* One task: rows [i0, i0 + MB) against every column panel; each group of
  * cp column panels meets the block's row panels, rp at a time, in turn
  * (the columns stay in L1, the block in L2). */
@@ -257,9 +240,12 @@ static void run_task(const i8_job *g, int64_t i0, i8_rows *rows, uint8_t *row) {
             const int whole = mr == rn * MR && nr == tw && !g->res && !g->gelu;
             float *c = whole ? g->y + r0 * g->n + j0 : t;   /* whole: straight into y */
             const int64_t ldc = whole ? g->n : tw;
+            rai_gemm_tile_prefetch(g->y, g->n, g->res, g->n, g->map, r0, mr, j0, nr);
             if (kn->block) kn->block(g->kg, at, bt, rn, cp, c, ldc, &e);
             else kn->micro(g->kg, at, bt, c, ldc, &e);
-            if (!whole) put_tile(g, t, tw, r0, mr, j0, nr);
+            if (!whole)
+                rai_gemm_tile_put(t, tw, mr, nr, g->gelu, g->y + r0 * g->n + j0, g->n, g->res,
+                                  g->n, g->map, r0, j0);
         }
     }
 }

@@ -160,6 +160,13 @@ void rai_gemm_tile_put(float *t, int ldt, int mr, int nr,
                        void (*gelu)(float *, const float *, int64_t), float *y, int64_t ldy,
                        float *res, int64_t ldres, const int32_t *map, int64_t r0, int j0);
 
+/* The lines of that part of the output (y's rows from r0, or res's rows
+ * through map), asked for with intent to write: for short K a tile's sums
+ * are done before a line would come from memory (Swin's first stage
+ * writes 30-40 MB, its residual stream through the window row map). */
+void rai_gemm_tile_prefetch(const float *y, int64_t ldy, const float *res, int64_t ldres,
+                            const int32_t *map, int64_t r0, int mr, int j0, int nr);
+
 /* ---- the product of precision bf16 (gemm_bf16.c) -------------------------- */
 
 #define RA_GEMM_BF16_MR 12   /* rows of the micro-kernel's tile */
