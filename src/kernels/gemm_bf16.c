@@ -172,7 +172,8 @@ static void run_task(const bf16_job *g, int64_t i0, int p0, int p1, int64_t next
             const float *bias = panel_bias(g->bias, j0, g->n, pad);
             const uint16_t *bt = g->b->bp + (int64_t)p * g->kp * 2 * NR;
             const uint16_t *at = a + rt * MR * lda;
-            rai_gemm_tile_prefetch(g->y, g->n, g->res, g->n, g->map, r0, mr, j0, nr);
+            if (g->k <= RA_GEMM_PREFETCH_KMAX)
+                rai_gemm_tile_prefetch(g->y, g->n, g->res, g->n, g->map, r0, mr, j0, nr);
             if (mr == MR && nr == NR && !g->res && !g->gelu) {   /* straight into y */
                 g->kn.micro(g->kp, at, lda, bt, g->y + r0 * g->n + j0, g->n, bias);
                 continue;

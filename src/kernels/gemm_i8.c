@@ -240,7 +240,8 @@ static void run_task(const i8_job *g, int64_t i0, i8_rows *rows, uint8_t *row) {
             const int whole = mr == rn * MR && nr == tw && !g->res && !g->gelu;
             float *c = whole ? g->y + r0 * g->n + j0 : t;   /* whole: straight into y */
             const int64_t ldc = whole ? g->n : tw;
-            rai_gemm_tile_prefetch(g->y, g->n, g->res, g->n, g->map, r0, mr, j0, nr);
+            if (g->k <= RA_GEMM_PREFETCH_KMAX)
+                rai_gemm_tile_prefetch(g->y, g->n, g->res, g->n, g->map, r0, mr, j0, nr);
             if (kn->block) kn->block(g->kg, at, bt, rn, cp, c, ldc, &e);
             else kn->micro(g->kg, at, bt, c, ldc, &e);
             if (!whole)

@@ -163,7 +163,10 @@ void rai_gemm_tile_put(float *t, int ldt, int mr, int nr,
 /* The lines of that part of the output (y's rows from r0, or res's rows
  * through map), asked for with intent to write: for short K a tile's sums
  * are done before a line would come from memory (Swin's first stage
- * writes 30-40 MB, its residual stream through the window row map). */
+ * writes 30-40 MB, its residual stream through the window row map). For
+ * K above RA_GEMM_PREFETCH_KMAX the wait is a small share and the lines
+ * would leave L1 before the epilogue: the products do not ask. */
+#define RA_GEMM_PREFETCH_KMAX 512
 void rai_gemm_tile_prefetch(const float *y, int64_t ldy, const float *res, int64_t ldres,
                             const int32_t *map, int64_t r0, int mr, int j0, int nr);
 
