@@ -1,12 +1,13 @@
 /* bench_onednn.c - oneDNN's matmul (Debian's libdnnl-dev, what PyTorch
  * uses for its onednn engine) on the Linear products of bench_gemm.c, in
- * fp32 and in int8 (u8 input, s8 weights in the layout oneDNN chooses,
- * reordered once, per-column output scales, f32 output), for setting
+ * fp32, in bf16 (bf16 input and weights, f32 output) and in int8 (u8
+ * input, s8 weights; per-column output scales, f32 output), the weights in
+ * the layout oneDNN chooses, reordered once, for setting
  * beside relattn's own products (relattn_bench_gemm, same shapes):
  *   relattn_bench_onednn [--reps R]     (threads: OMP_NUM_THREADS)
  * GFLOP/s or GOP/s (2 per multiply-add), the median of R calls after one
- * warm-up call. oneDNN's int8 time does not include quantising the input
- * (it is given u8), relattn's does. Built only where CMake finds oneDNN
+ * warm-up call. oneDNN's bf16 and int8 times do not include rounding or
+ * quantising the input (it is given bf16 or u8), relattn's do. Built only where CMake finds oneDNN
  * (`apt-get install libdnnl-dev`; not a dependency of relattn). */
 #define _POSIX_C_SOURCE 200809L
 #include <oneapi/dnnl/dnnl.h>
@@ -27,22 +28,31 @@
         }                                                                          \
     } while (0)
 
-static void fill(dnnl_memory_t m, size_t bytes, int kind, uint64_t s) {
+enum { F32, BF16, I8, NKINDS };   /* the products' precisions */
+
+/* n random values of type t into m. */
+static void fill(dnnl_memory_t m, size_t n, dnnl_data_type_t t, uint64_t s) {
     void *p = NULL;
     OK(dnnl_memory_get_data_handle(m, &p));
-    for (size_t i = 0; i < bytes / (kind == 0 ? 4 : 1); i++) {
+    for (size_t i = 0; i < n; i++) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
         const uint32_t r = (uint32_t)(s >> 33);
-        if (kind == 0) ((float *)p)[i] = (float)(r % 2001) / 1000.0f - 1.0f;
-        else if (kind == 1) ((uint8_t *)p)[i] = (uint8_t)(r & 255);
+        const float f = (float)(r % 2001) / 1000.0f - 1.0f;
+        uint32_t u;
+        memcpy(&u, &f, sizeof u);
+        if (t == dnnl_f32) ((float *)p)[i] = f;
+        else if (t == dnnl_bf16) ((uint16_t *)p)[i] = (uint16_t)(u >> 16);
+        else if (t == dnnl_u8) ((uint8_t *)p)[i] = (uint8_t)(r & 255);
         else ((int8_t *)p)[i] = (int8_t)((int)(r % 255) - 127);
     }
 }
 
-/* Seconds of one M x N x K product (median of reps); i8: int8, else fp32. */
+/* Seconds of one M x N x K product (median of reps) of that kind. */
 static double product(dnnl_engine_t eng, dnnl_stream_t st, int64_t m, int64_t n, int64_t k,
-                      int i8, int reps) {
-    const dnnl_data_type_t ta = i8 ? dnnl_u8 : dnnl_f32, tw = i8 ? dnnl_s8 : dnnl_f32;
+                      int kind, int reps) {
+    const int i8 = kind == I8;
+    const dnnl_data_type_t ta = i8 ? dnnl_u8 : kind == BF16 ? dnnl_bf16 : dnnl_f32;
+    const dnnl_data_type_t tw = i8 ? dnnl_s8 : ta;
     dnnl_dims_t ad = {m, k}, wd = {k, n}, cd = {m, n};
     dnnl_memory_desc_t a_md, w_md, w_any, c_md;
     OK(dnnl_memory_desc_init_by_tag(&a_md, 2, ad, ta, dnnl_ab));
@@ -64,8 +74,8 @@ static double product(dnnl_engine_t eng, dnnl_stream_t st, int64_t m, int64_t n,
     OK(dnnl_memory_create(&w, &w_md, eng, DNNL_MEMORY_ALLOCATE));
     OK(dnnl_memory_create(&wr, wq, eng, DNNL_MEMORY_ALLOCATE));
     OK(dnnl_memory_create(&c, &c_md, eng, DNNL_MEMORY_ALLOCATE));
-    fill(a, (size_t)(m * k) * (i8 ? 1 : 4), i8 ? 1 : 0, 1);
-    fill(w, (size_t)(n * k) * (i8 ? 1 : 4), i8 ? 2 : 0, 2);
+    fill(a, (size_t)(m * k), ta, 1);
+    fill(w, (size_t)(n * k), tw, 2);
     /* the weights into oneDNN's layout, once (as relattn packs its int8 once) */
     dnnl_primitive_desc_t rpd;
     dnnl_primitive_t r;
@@ -113,13 +123,16 @@ int main(int argc, char **argv) {
     OK(dnnl_stream_create(&st, eng, dnnl_stream_default_flags));
     printf("oneDNN %d.%d.%d (cpu runtime %u, isa %s)\n", v->major, v->minor, v->patch, v->cpu_runtime,
            getenv("ONEDNN_MAX_CPU_ISA") ? getenv("ONEDNN_MAX_CPU_ISA") : "its best");
-    printf("%-15s %6s %5s %5s | %12s %12s\n", "product", "m", "n", "k", "fp32 GFLOP/s", "int8 GOP/s");
+    printf("%-15s %6s %5s %5s | %12s %12s %12s\n", "product", "m", "n", "k", "fp32 GFLOP/s",
+           "bf16 GFLOP/s", "int8 GOP/s");
     for (size_t l = 0; l < sizeof L / sizeof *L; l++) {
         const double ops = 2.0 * L[l].m * L[l].n * L[l].k;
-        const double f = product(eng, st, L[l].m, L[l].n, L[l].k, 0, reps);
-        const double q = product(eng, st, L[l].m, L[l].n, L[l].k, 1, reps);
-        printf("%-15s %6lld %5lld %5lld | %12.1f %12.1f\n", L[l].name, (long long)L[l].m,
-               (long long)L[l].n, (long long)L[l].k, ops / f * 1e-9, ops / q * 1e-9);
+        printf("%-15s %6lld %5lld %5lld |", L[l].name, (long long)L[l].m, (long long)L[l].n,
+               (long long)L[l].k);
+        for (int kind = 0; kind < NKINDS; kind++)
+            printf(" %12.1f", ops / product(eng, st, L[l].m, L[l].n, L[l].k, kind, reps) * 1e-9);
+        printf("\n");
+        fflush(stdout);
     }
     dnnl_stream_destroy(st), dnnl_engine_destroy(eng);
     return 0;
