@@ -107,8 +107,8 @@ static void naive_i8(float *y, const float *x, const float *w, const float *b, i
         float lo = 0, hi = 0;
         int finite = 1;
         for (int l = 0; l < k; l++) finite &= isfinite(xr[l]) != 0, lo = fminf(lo, xr[l]), hi = fmaxf(hi, xr[l]);
-        const float s = (hi - lo) / 127.0f;
-        const int ok = finite && isfinite(s) && s > 0;
+        const float s = (hi - lo) / 127.0f, r = 1.0f / s;   /* r: the reciprocal in float32 */
+        const int ok = finite && isfinite(s) && s > 0 && isfinite(r);
         const float z = ok ? fminf(fmaxf(half_even((double)(-lo / s)), 0), 127) : 0;
         for (int j = 0; j < n; j++) {
             const float *wr = w + (int64_t)j * k;
@@ -118,7 +118,7 @@ static void naive_i8(float *y, const float *x, const float *w, const float *b, i
             const float t = amax / 127.0f;
             int64_t acc = 0;
             for (int l = 0; l < k && ok && wfinite && t > 0; l++) {
-                const float q = fminf(fmaxf(half_even((double)(xr[l] / s)) + z, 0), 127);
+                const float q = fminf(fmaxf(half_even((double)(xr[l] * r)) + z, 0), 127);
                 const float v = fminf(fmaxf(half_even((double)(wr[l] / t)), -127), 127);
                 acc += (int64_t)(q - z) * (int64_t)v;
             }
@@ -510,7 +510,7 @@ static void int8_quantisers(void) {
             if (kind == 6) x[k / 2] = INFINITY;
             if (kind == 7) x[k - 1] = -INFINITY;
             if (kind == 8) x[k - 1] = NAN, x[0] = -0.0f;
-            if (kind == 9) {   /* near halves of an inexact step: x / s, not x times 1 / s */
+            if (kind == 9) {   /* near halves of an inexact step: x times the reciprocal, not x / s */
                 const float step = (0.27f - -1.0f) / 127.0f;
                 for (int l = 0; l < k; l++) x[l] = ((float)(l % 127) - 99.5f) * step;
                 x[0] = -1.0f, x[k - 1] = k > 1 ? 0.27f : x[0];

@@ -68,10 +68,10 @@ def u7_rows(t):
     lo = t.amin(dim=-1, keepdim=True).clamp(max=0)
     hi = t.amax(dim=-1, keepdim=True).clamp(min=0)
     s = (hi - lo) / 127.0
-    ok = s > 0
+    ok = (s > 0) & torch.isfinite(1.0 / s)
     s1 = torch.where(ok, s, torch.ones_like(s))
     z = torch.round(-lo / s1).clamp(0, 127)
-    q = (torch.round(t / s1) + z).clamp(0, 127)
+    q = (torch.round(t * (1.0 / s1)) + z).clamp(0, 127)   # times the float32 reciprocal
     return torch.where(ok, (q - z) * s1, torch.zeros_like(t))
 
 

@@ -11,7 +11,9 @@
  * pairs of u8 x s8 products cannot saturate a 16-bit sum):
  *   input row x (K):  lo = min(0, min x), hi = max(0, max x),
  *                     s = (hi - lo) / 127, z = round(-lo / s) in [0, 127],
- *                     q = clamp(round(x / s) + z, 0, 127)      (u7)
+ *                     q = clamp(round(x r) + z, 0, 127)        (u7)
+ *                     with r = 1 / s in float32 (fbgemm's quantiser too
+ *                     multiplies by the reciprocal: no divide per value)
  *   weight row w (K): t = max|w| / 127, v = clamp(round(w / t), -127, 127)
  *   y[i][j] = (float)(sum_k q[i][k] v[j][k] - z[i] sum_k v[j][k])
  *             * (s[i] * t[j]) + bias[j]
@@ -32,18 +34,18 @@
 #define PGROUP 8        /* column panels of a task: 128 x K bytes of b */
 
 void rai_i8_quantize_row(uint8_t *q, int32_t *zero, float *scale, const float *x, int k) {
-    float lo = 0.0f, hi = 0.0f, z;
+    float lo = 0.0f, hi = 0.0f, z, inv;
     int finite = 1;
     for (int l = 0; l < k; l++) {
         finite &= isfinite(x[l]) != 0;
         lo = x[l] < lo ? x[l] : lo, hi = x[l] > hi ? x[l] : hi;
     }
-    if (!rai_i8_input_params(lo, hi, finite, scale, &z)) {
+    if (!rai_i8_input_params(lo, hi, finite, scale, &z, &inv)) {
         memset(q, 0, (size_t)(k > 0 ? k : 0));
         *zero = 0;
         return;
     }
-    for (int l = 0; l < k; l++) q[l] = rai_i8_input(x[l], *scale, z);
+    for (int l = 0; l < k; l++) q[l] = rai_i8_input(x[l], inv, z);
     *zero = (int32_t)z;
 }
 

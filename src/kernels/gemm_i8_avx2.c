@@ -105,21 +105,20 @@ void rai_i8_quantize_row_avx2(uint8_t *q, int32_t *zero, float *scale, const flo
     }
     if (!finite) lo = hi = NAN;   /* the extremes of a row with a NaN are not the scalar's */
     lo = lo == 0.0f ? 0.0f : lo, hi = hi == 0.0f ? 0.0f : hi;   /* +0 as the scalar keeps */
-    float s, z;
-    if (!rai_i8_input_params(lo, hi, finite, scale, &z)) {
+    float z, inv;
+    if (!rai_i8_input_params(lo, hi, finite, scale, &z, &inv)) {
         memset(q, 0, (size_t)(k > 0 ? k : 0));
         *zero = 0;
         return;
     }
-    s = *scale;
-    const __m256 vs = _mm256_set1_ps(s), vz = _mm256_set1_ps(z), big = _mm256_set1_ps(RA_I8_BIG);
+    const __m256 vr = _mm256_set1_ps(inv), vz = _mm256_set1_ps(z), big = _mm256_set1_ps(RA_I8_BIG);
     const __m256 top = _mm256_set1_ps(127.0f), nil = _mm256_setzero_ps();
     for (l = 0; l + 8 <= k; l += 8) {
-        __m256 v = _mm256_sub_ps(_mm256_add_ps(_mm256_div_ps(_mm256_loadu_ps(x + l), vs), big), big);
+        __m256 v = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(x + l), vr), big), big);
         v = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(v, vz), nil), top);
         store8(q + l, v);
     }
-    for (; l < k; l++) q[l] = rai_i8_input(x[l], s, z);
+    for (; l < k; l++) q[l] = rai_i8_input(x[l], inv, z);
     *zero = (int32_t)z;
 }
 

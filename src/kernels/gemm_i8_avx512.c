@@ -117,17 +117,17 @@ void rai_i8_quantize_row_avx512(uint8_t *q, int32_t *zero, float *scale, const f
     float lo = _mm512_reduce_min_ps(vlo), hi = _mm512_reduce_max_ps(vhi);
     if (!finite) lo = hi = NAN;   /* the extremes of a row with a NaN are not the scalar's */
     lo = lo == 0.0f ? 0.0f : lo, hi = hi == 0.0f ? 0.0f : hi;   /* +0 as the scalar keeps */
-    float z;
-    if (!rai_i8_input_params(lo, hi, finite, scale, &z)) {
+    float z, inv;
+    if (!rai_i8_input_params(lo, hi, finite, scale, &z, &inv)) {
         memset(q, 0, (size_t)(k > 0 ? k : 0));
         *zero = 0;
         return;
     }
-    const __m512 vs = _mm512_set1_ps(*scale), vz = _mm512_set1_ps(z);
+    const __m512 vr = _mm512_set1_ps(inv), vz = _mm512_set1_ps(z);
     const __m512 big = _mm512_set1_ps(RA_I8_BIG), top = _mm512_set1_ps(127.0f);
     for (int l = 0; l < k; l += 16) {
         const __mmask16 m = lanes(l, k);
-        __m512 v = _mm512_div_ps(_mm512_maskz_loadu_ps(m, x + l), vs);
+        __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + l), vr);
         v = _mm512_add_ps(_mm512_sub_ps(_mm512_add_ps(v, big), big), vz);
         v = _mm512_min_ps(_mm512_max_ps(v, _mm512_setzero_ps()), top);
         _mm512_mask_cvtepi32_storeu_epi8(q + l, m, _mm512_cvtps_epi32(v));

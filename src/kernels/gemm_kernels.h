@@ -75,13 +75,16 @@ int rai_gemm_i8(float *y, const float *x, const float *w, const float *bias, int
 #define RA_I8_BIG 0x1.8p23f   /* adding and taking away 1.5 x 2^23 rounds to nearest even */
 /* v / s to the nearest integer, ties to even (|v / s| <= 2^22). */
 static inline float rai_i8_nearest(float v, float s) { return (v / s + RA_I8_BIG) - RA_I8_BIG; }
-/* An input row's scale and zero point from its extremes lo <= 0 <= hi (NaN
- * if it has an infinity or NaN): 1 to quantise, 0 for a row of scale 0
- * (zeros) or NaN (not finite), q then all 0 and z 0. */
-static inline int rai_i8_input_params(float lo, float hi, int finite, float *scale, float *zero) {
+/* An input row's scale, zero point and the scale's reciprocal (float32)
+ * from its extremes lo <= 0 <= hi (NaN if it has an infinity or NaN): 1 to
+ * quantise, 0 for a row of scale 0 (zeros, or so small that the
+ * reciprocal overflows: |x| < 3.7e-37) or NaN (not finite), q then all 0
+ * and z 0. */
+static inline int rai_i8_input_params(float lo, float hi, int finite, float *scale, float *zero,
+                                      float *inv) {
     const float s = (hi - lo) / 127.0f;
-    *zero = 0.0f;
-    if (!finite || !isfinite(s) || s == 0.0f) {
+    *zero = 0.0f, *inv = s != 0.0f ? 1.0f / s : INFINITY;
+    if (!finite || !isfinite(s) || !isfinite(*inv)) {
         *scale = finite && isfinite(s) ? 0.0f : NAN;
         return 0;
     }
@@ -89,9 +92,10 @@ static inline int rai_i8_input_params(float lo, float hi, int finite, float *sca
     *zero = z < 0.0f ? 0.0f : z > 127.0f ? 127.0f : z, *scale = s;
     return 1;
 }
-/* One input value as u7. */
-static inline uint8_t rai_i8_input(float x, float s, float z) {
-    const float v = rai_i8_nearest(x, s) + z;
+/* One input value as u7: x times the scale's reciprocal (one rounding),
+ * to the nearest integer, plus the zero point, clamped. */
+static inline uint8_t rai_i8_input(float x, float inv, float z) {
+    const float v = ((x * inv + RA_I8_BIG) - RA_I8_BIG) + z;
     return (uint8_t)(v < 0.0f ? 0.0f : v > 127.0f ? 127.0f : v);
 }
 /* One weight as s8 at scale t (> 0). */
