@@ -126,12 +126,8 @@ void rai_bf16_weights_free(rai_bf16_weights *pw) {
 /* ---- the product -------------------------------------------------------- */
 
 typedef struct {
-    const float *x, *bias;
-    float *y, *res;
-    const int32_t *map;
-    void (*gelu)(float *, const float *, int64_t);
-    int64_t m;
-    int n, k, kp;          /* kp: pairs along K (the last zero-padded) */
+    rai_gemm_io io;
+    int kp;                /* pairs along K (the last zero-padded) */
     int npanels, group;    /* column panels, and per task */
     const rai_bf16_weights *b;
     bf16_kernels kn;
@@ -149,38 +145,38 @@ static const float *panel_bias(const float *bias, int j0, int n, float *pad) {
  * in turn (the tile in L1, the panels from L2). */
 static void run_task(const bf16_job *g, int64_t i0, int p0, int p1, int64_t next, uint16_t *a) {
     const int64_t lda = 2 * (int64_t)g->kp;
-    const int rows = (int)(g->m - i0 < MB ? g->m - i0 : MB);
-    g->kn.round(a, lda, g->x + i0 * g->k, g->k, rows, g->k);
+    const int rows = (int)(g->io.m - i0 < MB ? g->io.m - i0 : MB);
+    g->kn.round(a, lda, g->io.x + i0 * g->io.k, g->io.k, rows, g->io.k);
     memset(a + rows * lda, 0, sizeof *a * (size_t)((MB - rows) * lda));
     /* the rows of x of the thread's next task (from row next; none if
      * negative), asked for towards L2 a share before each tile: the
      * rounding would otherwise wait for them (Swin's first stage reads
      * 10 MB of x) */
-    const int nrows = next < 0 ? 0 : (int)(g->m - next < MB ? g->m - next : MB);
-    const char *pf = (const char *)(g->x + (next < 0 ? 0 : next) * g->k);
-    const int64_t lines = ((int64_t)nrows * g->k * (int64_t)sizeof(float) + 63) / 64;
+    const int nrows = next < 0 ? 0 : (int)(g->io.m - next < MB ? g->io.m - next : MB);
+    const char *pf = (const char *)(g->io.x + (next < 0 ? 0 : next) * g->io.k);
+    const int64_t lines = ((int64_t)nrows * g->io.k * (int64_t)sizeof(float) + 63) / 64;
     const int64_t calls = (int64_t)(MB / MR) * (p1 - p0);
     int64_t done = 0, c = 0;
     float t[MR * NR], pad[NR];
-    for (int rt = 0; rt < MB / MR && i0 + rt * MR < g->m; rt++) {
+    for (int rt = 0; rt < MB / MR && i0 + rt * MR < g->io.m; rt++) {
         const int64_t r0 = i0 + (int64_t)rt * MR;
-        const int mr = (int)(g->m - r0 < MR ? g->m - r0 : MR);
+        const int mr = (int)(g->io.m - r0 < MR ? g->io.m - r0 : MR);
         for (int p = p0; p < p1; p++) {
             for (const int64_t upto = lines * ++c / calls; done < upto; done++)
                 __builtin_prefetch(pf + done * 64, 0, 2);
-            const int j0 = p * NR, nr = g->n - j0 < NR ? g->n - j0 : NR;
-            const float *bias = panel_bias(g->bias, j0, g->n, pad);
+            const int j0 = p * NR, nr = g->io.n - j0 < NR ? g->io.n - j0 : NR;
+            const float *bias = panel_bias(g->io.bias, j0, g->io.n, pad);
             const uint16_t *bt = g->b->bp + (int64_t)p * g->kp * 2 * NR;
             const uint16_t *at = a + rt * MR * lda;
-            if (g->k <= RA_GEMM_PREFETCH_KMAX)
-                rai_gemm_tile_prefetch(g->y, g->n, g->res, g->n, g->map, r0, mr, j0, nr);
-            if (mr == MR && nr == NR && !g->res && !g->gelu) {   /* straight into y */
-                g->kn.micro(g->kp, at, lda, bt, g->y + r0 * g->n + j0, g->n, bias);
+            if (g->io.k <= RA_GEMM_PREFETCH_KMAX)
+                rai_gemm_tile_prefetch(g->io.y, g->io.n, g->io.res, g->io.n, g->io.map, r0, mr, j0, nr);
+            if (mr == MR && nr == NR && !g->io.res && !g->io.gelu) {   /* straight into y */
+                g->kn.micro(g->kp, at, lda, bt, g->io.y + r0 * g->io.n + j0, g->io.n, bias);
                 continue;
             }
             g->kn.micro(g->kp, at, lda, bt, t, NR, bias);
-            rai_gemm_tile_put(t, NR, mr, nr, g->gelu, g->y + r0 * g->n + j0, g->n, g->res, g->n,
-                              g->map, r0, j0);
+            rai_gemm_tile_put(t, NR, mr, nr, g->io.gelu, g->io.y + r0 * g->io.n + j0, g->io.n, g->io.res, g->io.n,
+                              g->io.map, r0, j0);
         }
     }
 }
@@ -190,8 +186,9 @@ int rai_gemm_bf16(float *y, const float *x, const float *bias, int64_t m, int n,
                   float *res, const int32_t *map, int isa, int nthreads) {
     if (m <= 0 || n <= 0) return 0;
     if (k <= 0 || !pw || pw->n != n || pw->k != k) return -1;
-    bf16_job g = {.x = x, .bias = bias, .y = y, .res = res, .map = map, .gelu = gelu,
-                  .m = m, .n = n, .k = k, .kp = (k + 1) / 2, .b = pw, .kn = kernels_of(isa)};
+    bf16_job g = {.io = {.x = x, .bias = bias, .y = y, .res = res, .map = map, .gelu = gelu,
+                         .m = m, .n = n, .k = k},
+                  .kp = (k + 1) / 2, .b = pw, .kn = kernels_of(isa)};
     g.npanels = (n + NR - 1) / NR;
     /* tasks of MB rows by groups of panels: as many as keep every thread
      * busy to the end (four per thread), groups of PGROUP panels at least

@@ -103,14 +103,8 @@ void rai_i8_quantize_row_avx2(uint8_t *q, int32_t *zero, float *scale, const flo
         finite &= isfinite(x[l]) != 0;
         lo = x[l] < lo ? x[l] : lo, hi = x[l] > hi ? x[l] : hi;
     }
-    if (!finite) lo = hi = NAN;   /* the extremes of a row with a NaN are not the scalar's */
-    lo = lo == 0.0f ? 0.0f : lo, hi = hi == 0.0f ? 0.0f : hi;   /* +0 as the scalar keeps */
     float z, inv;
-    if (!rai_i8_input_params(lo, hi, finite, scale, &z, &inv)) {
-        memset(q, 0, (size_t)(k > 0 ? k : 0));
-        *zero = 0;
-        return;
-    }
+    if (!rai_i8_row_start(lo, hi, finite, q, k, zero, scale, &z, &inv)) return;
     const __m256 vr = _mm256_set1_ps(inv), vz = _mm256_set1_ps(z), big = _mm256_set1_ps(RA_I8_BIG);
     const __m256 top = _mm256_set1_ps(127.0f), nil = _mm256_setzero_ps();
     for (l = 0; l + 8 <= k; l += 8) {

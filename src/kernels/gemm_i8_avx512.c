@@ -115,14 +115,8 @@ void rai_i8_quantize_row_avx512(uint8_t *q, int32_t *zero, float *scale, const f
     }
     const int finite = bad == 0;
     float lo = _mm512_reduce_min_ps(vlo), hi = _mm512_reduce_max_ps(vhi);
-    if (!finite) lo = hi = NAN;   /* the extremes of a row with a NaN are not the scalar's */
-    lo = lo == 0.0f ? 0.0f : lo, hi = hi == 0.0f ? 0.0f : hi;   /* +0 as the scalar keeps */
     float z, inv;
-    if (!rai_i8_input_params(lo, hi, finite, scale, &z, &inv)) {
-        memset(q, 0, (size_t)(k > 0 ? k : 0));
-        *zero = 0;
-        return;
-    }
+    if (!rai_i8_row_start(lo, hi, finite, q, k, zero, scale, &z, &inv)) return;
     const __m512 vr = _mm512_set1_ps(inv), vz = _mm512_set1_ps(z);
     const __m512 big = _mm512_set1_ps(RA_I8_BIG), top = _mm512_set1_ps(127.0f);
     for (int l = 0; l < k; l += 16) {

@@ -92,6 +92,20 @@ static inline int rai_i8_input_params(float lo, float hi, int finite, float *sca
     *zero = z < 0.0f ? 0.0f : z > 127.0f ? 127.0f : z, *scale = s;
     return 1;
 }
+/* The vector quantisers' row from its extremes as their lanes found them
+ * (lo, hi; finite 0 if a lane saw an infinity or NaN): the scalar's
+ * scale, zero point and reciprocal (as rai_i8_input_params), 1 to
+ * quantise; 0 for a row the scalar leaves all zeros, q (k) then zeroed
+ * and *zero 0. */
+static inline int rai_i8_row_start(float lo, float hi, int finite, uint8_t *q, int k,
+                                   int32_t *zero, float *scale, float *z, float *inv) {
+    if (!finite) lo = hi = NAN;   /* the extremes of a row with a NaN are not the scalar's */
+    lo = lo == 0.0f ? 0.0f : lo, hi = hi == 0.0f ? 0.0f : hi;   /* +0 as the scalar keeps */
+    if (rai_i8_input_params(lo, hi, finite, scale, z, inv)) return 1;
+    memset(q, 0, (size_t)(k > 0 ? k : 0));
+    *zero = 0;
+    return 0;
+}
 /* One input value as u7: x times the scale's reciprocal (one rounding),
  * to the nearest integer, plus the zero point, clamped. */
 static inline uint8_t rai_i8_input(float x, float inv, float z) {
@@ -153,6 +167,18 @@ void rai_gemm_i8_block_avx512_vnni(int kg, const uint8_t *ap, const int8_t *bp, 
  * scalar one. */
 void rai_i8_quantize_row_avx512(uint8_t *q, int32_t *zero, float *scale, const float *x, int k);
 #endif
+
+/* A product of reduced precision's operands and epilogue (gemm_i8.c,
+ * gemm_bf16.c): y (m, n) = x (m, k) . w^T + bias, GELU'd if gelu, stored
+ * into y or added into res's rows through map (rai_gemm_tile_put). */
+typedef struct rai_gemm_io {
+    const float *x, *bias;
+    float *y, *res;
+    const int32_t *map;
+    void (*gelu)(float *, const float *, int64_t);
+    int64_t m;
+    int n, k;
+} rai_gemm_io;
 
 /* The mr x nr part of a tile t (row stride ldt) of the output rows from
  * r0, columns from j0: GELU'd first if gelu (over the whole tile, t in
