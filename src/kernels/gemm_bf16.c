@@ -148,7 +148,7 @@ static void run_task(const bf16_job *g, int64_t i0, int p0, int p1, int64_t next
     const int rows = (int)(g->io.m - i0 < MB ? g->io.m - i0 : MB);
     g->kn.round(a, lda, g->io.x + i0 * g->io.k, g->io.k, rows, g->io.k);
     memset(a + rows * lda, 0, sizeof *a * (size_t)((MB - rows) * lda));
-    /* the rows of x of the thread's next task (from row next; none if
+    /* the rows of x of a later task of the thread (from row next; none if
      * negative), asked for towards L2 a share before each tile: the
      * rounding would otherwise wait for them (Swin's first stage reads
      * 10 MB of x) */
@@ -168,15 +168,16 @@ static void run_task(const bf16_job *g, int64_t i0, int p0, int p1, int64_t next
             const float *bias = panel_bias(g->io.bias, j0, g->io.n, pad);
             const uint16_t *bt = g->b->bp + (int64_t)p * g->kp * 2 * NR;
             const uint16_t *at = a + rt * MR * lda;
-            if (g->io.k <= RA_GEMM_PREFETCH_KMAX)
-                rai_gemm_tile_prefetch(g->io.y, g->io.n, g->io.res, g->io.n, g->io.map, r0, mr, j0, nr);
-            if (mr == MR && nr == NR && !g->io.res && !g->io.gelu) {   /* straight into y */
-                g->kn.micro(g->kp, at, lda, bt, g->io.y + r0 * g->io.n + j0, g->io.n, bias);
+            const rai_gemm_io *o = &g->io;
+            if (o->k <= RA_GEMM_PREFETCH_KMAX)
+                rai_gemm_tile_prefetch(o->y, o->n, o->res, o->n, o->map, r0, mr, j0, nr);
+            if (mr == MR && nr == NR && !o->res && !o->gelu) {   /* straight into y */
+                g->kn.micro(g->kp, at, lda, bt, o->y + r0 * o->n + j0, o->n, bias);
                 continue;
             }
             g->kn.micro(g->kp, at, lda, bt, t, NR, bias);
-            rai_gemm_tile_put(t, NR, mr, nr, g->io.gelu, g->io.y + r0 * g->io.n + j0, g->io.n, g->io.res, g->io.n,
-                              g->io.map, r0, j0);
+            rai_gemm_tile_put(t, NR, mr, nr, o->gelu, o->y + r0 * o->n + j0, o->n, o->res, o->n,
+                              o->map, r0, j0);
         }
     }
 }
@@ -218,7 +219,9 @@ int rai_gemm_bf16(float *y, const float *x, const float *bias, int64_t m, int n,
             for (int64_t t = tasks * id / cnt; t < t1; t++) {
                 const int p0 = (int)(t % groups) * g.group;
                 const int p1 = p0 + g.group < g.npanels ? p0 + g.group : g.npanels;
-                const int64_t next = t + 2 < t1 && (t + 2) / groups != t / groups ? (t + 2) / groups * MB : -1;
+                /* the task after next: the next one's rows were asked for */
+                const int64_t next =
+                    t + 2 < t1 && (t + 2) / groups != t / groups ? (t + 2) / groups * MB : -1;
                 if (p0 < p1) run_task(&g, t / groups * MB, p0, p1, next, a);
             }
         }
