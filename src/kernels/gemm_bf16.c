@@ -95,15 +95,26 @@ static size_t packed_bytes(int n, int k) {
     return (size_t)((n + NR - 1) / NR) * NR * (size_t)((k + 1) / 2 * 2) * sizeof(uint16_t);
 }
 
-/* Column panel p of w (n, k) into pw: [kp][NR][2], zeros past n and k. */
-static void pack_panel(const rai_bf16_weights *pw, const float *w, int p) {
-    const int n = pw->n, k = pw->k, kp = (k + 1) / 2;
-    uint16_t *dst = pw->bp + (int64_t)p * kp * 2 * NR;
+/* A panel [kp][NR][2] of columns j < nr (zeros past nr and past kred),
+ * element (l, j) of src at src[l * ls + j * js]: l the reduction, j the
+ * output's column. The weights of a forward (w (N, K): ls 1, js K), of
+ * dX = dY W (w read transposed: ls K, js 1) and the input of dW (x (M, K)
+ * over a block of rows: ls K, js 1) all pack here. */
+static void pack_panel(uint16_t *dst, const float *src, int64_t ls, int64_t js, int kred, int nr) {
+    const int kp = (kred + 1) / 2;
     memset(dst, 0, (size_t)kp * 2 * NR * sizeof *dst);
-    for (int j = 0; j < NR && p * NR + j < n; j++) {
-        const float *row = w + (int64_t)(p * NR + j) * k;
-        for (int l = 0; l < k; l++) dst[(l / 2) * 2 * NR + 2 * j + l % 2] = rai_bf16_bits(row[l]);
+    for (int l = 0; l < kred; l++, src += ls) {
+        uint16_t *d = dst + (l / 2) * 2 * NR + l % 2;
+        for (int j = 0; j < nr; j++) d[2 * j] = rai_bf16_bits(src[j * js]);
     }
+}
+
+/* Panel p of w (n, k; transposed if wt: the output's columns are w's) into
+ * bp, panels of kp pairs. */
+static void pack_weight_panel(uint16_t *bp, const float *w, int wt, int n, int k, int p) {
+    const int kp = (k + 1) / 2, j0 = p * NR, nr = n - j0 < NR ? n - j0 : NR;
+    pack_panel(bp + (int64_t)p * kp * 2 * NR, wt ? w + j0 : w + (int64_t)j0 * k, wt ? n : 1,
+               wt ? 1 : k, k, nr);
 }
 
 int rai_bf16_weights_pack(rai_bf16_weights *pw, const float *w, int n, int k, int nthreads) {
@@ -113,7 +124,7 @@ int rai_bf16_weights_pack(rai_bf16_weights *pw, const float *w, int n, int k, in
     pw->n = n, pw->k = k;
     const int npanels = (n + NR - 1) / NR;
 #pragma omp parallel for schedule(static) num_threads(nthreads > 1 ? nthreads : 1)
-    for (int p = 0; p < npanels; p++) pack_panel(pw, w, p);
+    for (int p = 0; p < npanels; p++) pack_weight_panel(pw->bp, w, 0, n, k, p);
     return 0;
 }
 
@@ -127,15 +138,27 @@ void rai_bf16_weights_free(rai_bf16_weights *pw) {
 
 typedef struct {
     const float *x, *bias;
-    float *y, *res;
-    const int32_t *map;
-    void (*gelu)(float *, const float *, int64_t);
+    float *y;
+    rai_bf16_epilogue e;
     int64_t m;
     int n, k, kp;          /* kp: pairs along K (the last zero-padded) */
     int npanels, group;    /* column panels, and per task */
-    const rai_bf16_weights *b;
+    const uint16_t *bp;    /* the packed weights: [npanels][kp][NR][2] */
     bf16_kernels kn;
 } bf16_job;
+
+/* The epilogue of a tile t (mr x nr of the output, from row r0 and column
+ * j0; row stride NR) but for what rai_gemm_tile_put does: GELU' of the
+ * sums into gd, or the sums multiplied by gm. */
+static void tile_pre(const rai_bf16_epilogue *e, float *t, int mr, int nr, int64_t r0, int j0,
+                     int n) {
+    for (int r = 0; r < mr; r++) {
+        const int64_t at = (r0 + r) * n + j0;
+        if (e->gd) e->gelu_deriv(e->gd + at, t + r * NR, nr);
+        if (e->gm)
+            for (int j = 0; j < nr; j++) t[r * NR + j] *= e->gm[at + j];
+    }
+}
 
 /* One task: rows [i0, i0 + MB) against column panels [p0, p1). The rows
  * are rounded into a (rows past m: zeros); each row tile meets the panels
@@ -166,23 +189,24 @@ static void run_task(const bf16_job *g, int64_t i0, int p0, int p1, int64_t next
             if (bias && nr < NR) {   /* the bias of the columns past n read as 0 */
                 memset(pad, 0, sizeof pad), memcpy(pad, bias, sizeof *pad * (size_t)nr), bias = pad;
             }
-            const uint16_t *bt = g->b->bp + (int64_t)p * g->kp * 2 * NR;
+            const uint16_t *bt = g->bp + (int64_t)p * g->kp * 2 * NR;
             const uint16_t *at = a + rt * MR * lda;
             /* the lines the tile will be written into, asked for now (with
              * intent to write): for short K the sums are done before a line
              * would come from memory (Swin's first stage writes 30-40 MB) */
             for (int r = 0; r < mr; r++) {
-                const int64_t row = g->res && g->map ? g->map[r0 + r] : r0 + r;
-                const float *o = row < 0 ? NULL : g->res ? g->res + row * g->n + j0 : g->y + row * g->n + j0;
+                const int64_t row = g->e.res && g->e.map ? g->e.map[r0 + r] : r0 + r;
+                const float *o = row < 0 ? NULL : g->e.res ? g->e.res + row * g->n + j0 : g->y + row * g->n + j0;
                 for (int c = 0; o && c < nr; c += 16) __builtin_prefetch(o + c, 1, 3);
             }
-            if (mr == MR && nr == NR && !g->res && !g->gelu) {   /* straight into y */
-                g->kn.micro(g->kp, at, lda, bt, g->y + r0 * g->n + j0, g->n, bias);
+            if (mr == MR && nr == NR && !g->e.res && !g->e.gelu && !g->e.gd && !g->e.gm) {
+                g->kn.micro(g->kp, at, lda, bt, g->y + r0 * g->n + j0, g->n, bias);   /* straight into y */
                 continue;
             }
             g->kn.micro(g->kp, at, lda, bt, t, NR, bias);
-            rai_gemm_tile_put(t, NR, mr, nr, g->gelu, g->y + r0 * g->n + j0, g->n, g->res, g->n,
-                              g->map, r0, j0);
+            tile_pre(&g->e, t, mr, nr, r0, j0, g->n);
+            rai_gemm_tile_put(t, NR, mr, nr, g->e.gelu, g->y + r0 * g->n + j0, g->n, g->e.res,
+                              g->n, g->e.map, r0, j0);
         }
     }
 }
@@ -190,10 +214,19 @@ static void run_task(const bf16_job *g, int64_t i0, int p0, int p1, int64_t next
 int rai_gemm_bf16(float *y, const float *x, const float *bias, int64_t m, int n, int k,
                   const rai_bf16_weights *pw, void (*gelu)(float *, const float *, int64_t),
                   float *res, const int32_t *map, int isa, int nthreads) {
+    if (!pw) return m <= 0 || n <= 0 ? 0 : -1;
+    const rai_bf16_epilogue e = {.gelu = gelu, .res = res, .map = map};
+    return rai_gemm_bf16_ext(y, x, NULL, 0, bias, m, n, k, pw, &e, isa, nthreads);
+}
+
+int rai_gemm_bf16_ext(float *y, const float *x, const float *w, int wt, const float *bias,
+                      int64_t m, int n, int k, const rai_bf16_weights *pw,
+                      const rai_bf16_epilogue *e, int isa, int nthreads) {
     if (m <= 0 || n <= 0) return 0;
-    if (k <= 0 || !pw || pw->n != n || pw->k != k) return -1;
-    bf16_job g = {.x = x, .bias = bias, .y = y, .res = res, .map = map, .gelu = gelu,
-                  .m = m, .n = n, .k = k, .kp = (k + 1) / 2, .b = pw, .kn = kernels_of(isa)};
+    if (k <= 0 || (pw ? pw->n != n || pw->k != k : !w) || (e && e->gd && !e->gelu_deriv)) return -1;
+    bf16_job g = {.x = x, .bias = bias, .y = y, .m = m, .n = n, .k = k, .kp = (k + 1) / 2,
+                  .bp = pw ? pw->bp : NULL, .kn = kernels_of(isa)};
+    if (e) g.e = *e;
     g.npanels = (n + NR - 1) / NR;
     /* tasks of MB rows by groups of panels: as many as keep every thread
      * busy to the end (four per thread), groups of PGROUP panels at least
@@ -206,6 +239,11 @@ int rai_gemm_bf16(float *y, const float *x, const float *bias, int64_t m, int n,
     const int64_t tasks = blocks * groups;
     const int nt = nt0 > 1 && tasks > 1 ? (tasks < nt0 ? (int)tasks : nt0) : 1;
     const size_t bytes = (size_t)MB * (size_t)(2 * g.kp) * sizeof(uint16_t);
+    /* weights not packed before: packed now, into the calling thread's
+     * buffer, by the team (they change at every step of a training run) */
+    uint16_t *wbuf = pw ? NULL : rai_thread_buffer(RAI_BUFFER_BF16_W, packed_bytes(n, k));
+    if (!pw && !wbuf) return -1;
+    if (!pw) g.bp = wbuf;
     int missing = 0;   /* threads without their buffer: then nothing is done */
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
@@ -213,6 +251,10 @@ int rai_gemm_bf16(float *y, const float *x, const float *bias, int64_t m, int n,
         if (!a) {
 #pragma omp atomic
             missing++;
+        }
+        if (wbuf) {
+#pragma omp for schedule(static)
+            for (int p = 0; p < g.npanels; p++) pack_weight_panel(wbuf, w, wt, n, k, p);
         }
 #pragma omp barrier
         if (!missing) {
@@ -229,4 +271,66 @@ int rai_gemm_bf16(float *y, const float *x, const float *bias, int64_t m, int n,
         }
     }
     return missing ? -1 : 0;
+}
+
+/* ---- the weight gradient: c += a^T b, the sum over the rows ------------- */
+
+#define TN_ROWS 512   /* rows of a and b per block: the chain of each sum is cut here */
+
+/* Block [i0, i0 + rows) of dW += a^T b: a's columns as rows of bfloat16
+ * into at (n rows, lda apart, pairs along the block's rows), b's column
+ * panels into bt; the rows of at are split between the threads. */
+static void tn_pack(uint16_t *at, int64_t lda, uint16_t *bt, const float *a, const float *b,
+                    int64_t i0, int rows, int n, int k) {
+    const int kp = (rows + 1) / 2, npanels = (k + NR - 1) / NR;
+    const int ntiles = (n + MR - 1) / MR;
+#pragma omp for schedule(static) nowait
+    for (int t = 0; t < ntiles + npanels; t++) {
+        if (t >= ntiles) {
+            const int p = t - ntiles, j0 = p * NR;
+            pack_panel(bt + (int64_t)p * kp * 2 * NR, b + i0 * k + j0, k, 1, rows,
+                       k - j0 < NR ? k - j0 : NR);
+            continue;
+        }
+        /* MR of a's columns (rows of at past n: zeros), each pair of rows
+         * of a read once */
+        const int c0 = t * MR, cn = n - c0 < MR ? n - c0 : MR;
+        uint16_t *dst = at + c0 * lda;
+        memset(dst, 0, sizeof *dst * (size_t)(MR * lda));
+        for (int i = 0; i < rows; i++) {
+            const float *src = a + (i0 + i) * n + c0;
+            for (int c = 0; c < cn; c++) dst[c * lda + i] = rai_bf16_bits(src[c]);
+        }
+    }
+}
+
+int rai_gemm_bf16_tn(float *c, const float *a, const float *b, int64_t m, int n, int k, int isa,
+                     int nthreads) {
+    if (m <= 0 || n <= 0 || k <= 0) return 0;
+    const bf16_kernels kn = kernels_of(isa);
+    const int ntiles = (n + MR - 1) / MR, npanels = (k + NR - 1) / NR;
+    const int64_t lda = TN_ROWS;
+    const size_t abytes = (size_t)ntiles * MR * TN_ROWS * sizeof(uint16_t);
+    const size_t bbytes = (size_t)npanels * NR * TN_ROWS * sizeof(uint16_t);
+    uint16_t *at = rai_thread_buffer(RAI_BUFFER_BF16_TN, abytes + bbytes);
+    if (!at) return -1;
+    uint16_t *bt = at + abytes / sizeof *at;
+    const int64_t ntasks = (int64_t)ntiles * npanels;
+    const int nt = nthreads > 1 ? nthreads : 1;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    for (int64_t i0 = 0; i0 < m; i0 += TN_ROWS) {   /* the blocks in order: one chain per sum */
+        const int rows = (int)(m - i0 < TN_ROWS ? m - i0 : TN_ROWS), kp = (rows + 1) / 2;
+        tn_pack(at, lda, bt, a, b, i0, rows, n, k);
+#pragma omp barrier
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < ntasks; t++) {
+            const int rt = (int)(t / npanels), p = (int)(t % npanels);
+            const int r0 = rt * MR, j0 = p * NR;
+            const int mr = n - r0 < MR ? n - r0 : MR, nr = k - j0 < NR ? k - j0 : NR;
+            float s[MR * NR];
+            kn.micro(kp, at + r0 * lda, lda, bt + (int64_t)p * kp * 2 * NR, s, NR, NULL);
+            rai_gemm_tile_put(s, NR, mr, nr, NULL, NULL, 0, c, k, NULL, r0, j0);
+        }
+    }
+    return 0;
 }

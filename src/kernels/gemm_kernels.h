@@ -160,6 +160,35 @@ void rai_bf16_weights_free(rai_bf16_weights *pw);
 int rai_gemm_bf16(float *y, const float *x, const float *bias, int64_t m, int n, int k,
                   const rai_bf16_weights *pw, void (*gelu)(float *, const float *, int64_t),
                   float *res, const int32_t *map, int isa, int nthreads);
+/* What a bf16 product does with a tile of sums (+ bias), in this order:
+ * gd (M, N), if given, receives gelu_deriv of them (GELU', what a
+ * training forward keeps for the backward); gm (M, N), if given,
+ * multiplies them (a GELU's backward fused into the product before it);
+ * then rai_gemm_tile_put's gelu, and res and map (row stride N). */
+typedef struct rai_bf16_epilogue {
+    void (*gelu)(float *, const float *, int64_t);
+    void (*gelu_deriv)(float *, const float *, int64_t);
+    float *gd;
+    const float *gm;
+    float *res;
+    const int32_t *map;
+} rai_bf16_epilogue;
+/* rai_gemm_bf16 with more: w packed once (pw) or, pw NULL, at the call
+ * from w (N, K), or if wt from w (K, N) read transposed (dX = dY W of a
+ * backward: no transposed copy), into a buffer of the calling thread
+ * (rounded as rai_bf16_weights_pack rounds: the same bits); the epilogue
+ * e (NULL: none). */
+int rai_gemm_bf16_ext(float *y, const float *x, const float *w, int wt, const float *bias,
+                      int64_t m, int n, int k, const rai_bf16_weights *pw,
+                      const rai_bf16_epilogue *e, int isa, int nthreads);
+/* c (N, K) += a (M, N)^T . b (M, K) in the format of the bf16 product, the
+ * weight gradient of a Linear: a and b rounded to bfloat16, the sum over
+ * the M rows in blocks of 512 in order, each block's a chain over its
+ * pairs of rows from 0 (as the micro-kernel makes it) added into c. The
+ * same bits for any nthreads or micro-kernel. Returns 0, or -1 (nothing
+ * done) without memory. */
+int rai_gemm_bf16_tn(float *c, const float *a, const float *b, int64_t m, int n, int k, int isa,
+                     int nthreads);
 /* rows x k values of x (row stride ldx) rounded to bfloat16 into a (row
  * stride lda >= k rounded up to even; the pad of an odd k set to 0). */
 void rai_bf16_round_rows(uint16_t *a, int64_t lda, const float *x, int64_t ldx, int rows, int k);

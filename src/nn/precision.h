@@ -22,9 +22,9 @@
 /* The thread's precision: rai_precision_get / _set / _failed (base/internal.h). */
 
 /* x (m, k) as a bf16 product sees it: into a buffer of the calling thread
- * (valid until its next call); x itself for any other precision; NULL
- * without memory. */
-const float *rai_precision_input(const float *x, int64_t m, int k, ra_precision p);
+ * (one per which, 0 or 1: the two operands of a product; valid until its
+ * next call); x itself for any other precision; NULL without memory. */
+const float *rai_precision_input(const float *x, int64_t m, int k, ra_precision p, int which);
 
 /* w (n, k) in place as precision p holds it (per row: one output channel). */
 void rai_precision_weights(float *w, int64_t n, int64_t k, ra_precision p);
