@@ -54,12 +54,12 @@ static inline float dot_step(float acc, uint16_t a, uint16_t b) {
     return daz(fmaf(daz(bf16_value(a)), daz(bf16_value(b)), daz(acc)));
 }
 
-void rai_gemm_bf16_micro_ref(int kp, const uint16_t *a, int64_t lda, const uint16_t *bp, float *c,
-                             int64_t ldc, const float *bias) {
+void rai_gemm_bf16_micro_ref(int kp, const uint16_t *a, int64_t lda, int64_t aq, const uint16_t *bp,
+                             float *c, int64_t ldc, const float *bias) {
     float acc[MR][NR] = {{0}};
     for (int q = 0; q < kp; q++, bp += 2 * NR)
         for (int r = 0; r < MR; r++) {
-            const uint16_t *ar = a + r * lda + 2 * q;
+            const uint16_t *ar = a + r * lda + q * aq;
             for (int j = 0; j < NR; j++) {
                 acc[r][j] = dot_step(acc[r][j], ar[1], bp[2 * j + 1]);
                 acc[r][j] = dot_step(acc[r][j], ar[0], bp[2 * j]);
@@ -69,23 +69,31 @@ void rai_gemm_bf16_micro_ref(int kp, const uint16_t *a, int64_t lda, const uint1
         for (int j = 0; j < NR; j++) c[j] = bias ? acc[r][j] + bias[j] : acc[r][j];
 }
 
-typedef void (*micro_fn)(int, const uint16_t *, int64_t, const uint16_t *, float *, int64_t,
-                         const float *);
-typedef void (*round_fn)(uint16_t *, int64_t, const float *, int64_t, int, int);
+void rai_bf16_pack_pairs(uint16_t *dst, const float *r0, const float *r1, int n) {
+    for (int j = 0; j < n; j++)
+        dst[2 * j] = rai_bf16_bits(r0[j]), dst[2 * j + 1] = r1 ? rai_bf16_bits(r1[j]) : 0;
+}
 
-/* The micro-kernel and rounding of an isa. */
+typedef void (*micro_fn)(int, const uint16_t *, int64_t, int64_t, const uint16_t *, float *,
+                         int64_t, const float *);
+typedef void (*round_fn)(uint16_t *, int64_t, const float *, int64_t, int, int);
+typedef void (*pairs_fn)(uint16_t *, const float *, const float *, int);
+
+/* The micro-kernel, rounding and packing of pairs of an isa. */
 typedef struct {
     micro_fn micro;
     round_fn round;
+    pairs_fn pairs;
 } bf16_kernels;
 
 static bf16_kernels kernels_of(int isa) {
 #ifdef RA_HAVE_X86_KERNELS
     if (isa == RA_GEMM_BF16_AVX512)
-        return (bf16_kernels){rai_gemm_bf16_micro_avx512, rai_bf16_round_rows_avx512};
+        return (bf16_kernels){rai_gemm_bf16_micro_avx512, rai_bf16_round_rows_avx512,
+                              rai_bf16_pack_pairs_avx512};
 #endif
     (void)isa;
-    return (bf16_kernels){rai_gemm_bf16_micro_ref, rai_bf16_round_rows};
+    return (bf16_kernels){rai_gemm_bf16_micro_ref, rai_bf16_round_rows, rai_bf16_pack_pairs};
 }
 
 /* ---- the weights, packed once ------------------------------------------ */
@@ -95,26 +103,36 @@ static size_t packed_bytes(int n, int k) {
     return (size_t)((n + NR - 1) / NR) * NR * (size_t)((k + 1) / 2 * 2) * sizeof(uint16_t);
 }
 
-/* A panel [kp][NR][2] of columns j < nr (zeros past nr and past kred),
+/* A panel [kp][width][2] of columns j < nr (zeros past nr and past kred),
  * element (l, j) of src at src[l * ls + j * js]: l the reduction, j the
- * output's column. The weights of a forward (w (N, K): ls 1, js K), of
- * dX = dY W (w read transposed: ls K, js 1) and the input of dW (x (M, K)
- * over a block of rows: ls K, js 1) all pack here. */
-static void pack_panel(uint16_t *dst, const float *src, int64_t ls, int64_t js, int kred, int nr) {
+ * column. The weights of a forward (w (N, K): ls 1, js K), of dX = dY W
+ * (w read transposed: ls K, js 1) and both operands of dW (dY and X over
+ * a block of rows: ls N or K, js 1) all pack here; rows of contiguous
+ * columns (js 1) pair by pairs (an isa's). */
+static void pack_panel(uint16_t *dst, int width, const float *src, int64_t ls, int64_t js,
+                       int kred, int nr, pairs_fn pairs) {
     const int kp = (kred + 1) / 2;
-    memset(dst, 0, (size_t)kp * 2 * NR * sizeof *dst);
+    if (js == 1) {
+        for (int q = 0; q < kp; q++, dst += 2 * width, src += 2 * ls) {
+            pairs(dst, src, 2 * q + 1 < kred ? src + ls : NULL, nr);
+            memset(dst + 2 * nr, 0, (size_t)(width - nr) * 2 * sizeof *dst);
+        }
+        return;
+    }
+    memset(dst, 0, (size_t)kp * 2 * width * sizeof *dst);
     for (int l = 0; l < kred; l++, src += ls) {
-        uint16_t *d = dst + (l / 2) * 2 * NR + l % 2;
+        uint16_t *d = dst + (l / 2) * 2 * width + l % 2;
         for (int j = 0; j < nr; j++) d[2 * j] = rai_bf16_bits(src[j * js]);
     }
 }
 
 /* Panel p of w (n, k; transposed if wt: the output's columns are w's) into
  * bp, panels of kp pairs. */
-static void pack_weight_panel(uint16_t *bp, const float *w, int wt, int n, int k, int p) {
+static void pack_weight_panel(uint16_t *bp, const float *w, int wt, int n, int k, int p,
+                              pairs_fn pairs) {
     const int kp = (k + 1) / 2, j0 = p * NR, nr = n - j0 < NR ? n - j0 : NR;
-    pack_panel(bp + (int64_t)p * kp * 2 * NR, wt ? w + j0 : w + (int64_t)j0 * k, wt ? n : 1,
-               wt ? 1 : k, k, nr);
+    pack_panel(bp + (int64_t)p * kp * 2 * NR, NR, wt ? w + j0 : w + (int64_t)j0 * k, wt ? n : 1,
+               wt ? 1 : k, k, nr, pairs);
 }
 
 int rai_bf16_weights_pack(rai_bf16_weights *pw, const float *w, int n, int k, int nthreads) {
@@ -124,7 +142,7 @@ int rai_bf16_weights_pack(rai_bf16_weights *pw, const float *w, int n, int k, in
     pw->n = n, pw->k = k;
     const int npanels = (n + NR - 1) / NR;
 #pragma omp parallel for schedule(static) num_threads(nthreads > 1 ? nthreads : 1)
-    for (int p = 0; p < npanels; p++) pack_weight_panel(pw->bp, w, 0, n, k, p);
+    for (int p = 0; p < npanels; p++) pack_weight_panel(pw->bp, w, 0, n, k, p, rai_bf16_pack_pairs);
     return 0;
 }
 
@@ -200,10 +218,10 @@ static void run_task(const bf16_job *g, int64_t i0, int p0, int p1, int64_t next
                 for (int c = 0; o && c < nr; c += 16) __builtin_prefetch(o + c, 1, 3);
             }
             if (mr == MR && nr == NR && !g->e.res && !g->e.gelu && !g->e.gd && !g->e.gm) {
-                g->kn.micro(g->kp, at, lda, bt, g->y + r0 * g->n + j0, g->n, bias);   /* straight into y */
+                g->kn.micro(g->kp, at, lda, 2, bt, g->y + r0 * g->n + j0, g->n, bias);   /* straight into y */
                 continue;
             }
-            g->kn.micro(g->kp, at, lda, bt, t, NR, bias);
+            g->kn.micro(g->kp, at, lda, 2, bt, t, NR, bias);
             tile_pre(&g->e, t, mr, nr, r0, j0, g->n);
             rai_gemm_tile_put(t, NR, mr, nr, g->e.gelu, g->y + r0 * g->n + j0, g->n, g->e.res,
                               g->n, g->e.map, r0, j0);
@@ -254,7 +272,7 @@ int rai_gemm_bf16_ext(float *y, const float *x, const float *w, int wt, const fl
         }
         if (wbuf) {
 #pragma omp for schedule(static)
-            for (int p = 0; p < g.npanels; p++) pack_weight_panel(wbuf, w, wt, n, k, p);
+            for (int p = 0; p < g.npanels; p++) pack_weight_panel(wbuf, w, wt, n, k, p, g.kn.pairs);
         }
 #pragma omp barrier
         if (!missing) {
@@ -277,30 +295,21 @@ int rai_gemm_bf16_ext(float *y, const float *x, const float *w, int wt, const fl
 
 #define TN_ROWS 512   /* rows of a and b per block: the chain of each sum is cut here */
 
-/* Block [i0, i0 + rows) of dW += a^T b: a's columns as rows of bfloat16
- * into at (n rows, lda apart, pairs along the block's rows), b's column
- * panels into bt; the rows of at are split between the threads. */
-static void tn_pack(uint16_t *at, int64_t lda, uint16_t *bt, const float *a, const float *b,
-                    int64_t i0, int rows, int n, int k) {
+/* Block [i0, i0 + rows) of c += a^T b: a's rows by pairs into at
+ * ([kp][wa][2], wa = n rounded up to MR: the micro-kernel reads a tile's
+ * rows 2 apart and its pairs 2 wa apart), b's columns by panels of NR into
+ * bt, split between the threads. */
+static void tn_pack(uint16_t *at, int wa, uint16_t *bt, const float *a, const float *b,
+                    int64_t i0, int rows, int n, int k, pairs_fn pairs) {
     const int kp = (rows + 1) / 2, npanels = (k + NR - 1) / NR;
-    const int ntiles = (n + MR - 1) / MR;
 #pragma omp for schedule(static) nowait
-    for (int t = 0; t < ntiles + npanels; t++) {
-        if (t >= ntiles) {
-            const int p = t - ntiles, j0 = p * NR;
-            pack_panel(bt + (int64_t)p * kp * 2 * NR, b + i0 * k + j0, k, 1, rows,
-                       k - j0 < NR ? k - j0 : NR);
-            continue;
-        }
-        /* MR of a's columns (rows of at past n: zeros), each pair of rows
-         * of a read once */
-        const int c0 = t * MR, cn = n - c0 < MR ? n - c0 : MR;
-        uint16_t *dst = at + c0 * lda;
-        memset(dst, 0, sizeof *dst * (size_t)(MR * lda));
-        for (int i = 0; i < rows; i++) {
-            const float *src = a + (i0 + i) * n + c0;
-            for (int c = 0; c < cn; c++) dst[c * lda + i] = rai_bf16_bits(src[c]);
-        }
+    for (int t = 0; t < kp + npanels; t++) {
+        if (t < kp)
+            pack_panel(at + (int64_t)t * 2 * wa, wa, a + (i0 + 2 * t) * n, n, 1,
+                       rows - 2 * t < 2 ? 1 : 2, n, pairs);
+        else
+            pack_panel(bt + (int64_t)(t - kp) * kp * 2 * NR, NR, b + i0 * k + (t - kp) * NR, k, 1,
+                       rows, k - (t - kp) * NR < NR ? k - (t - kp) * NR : NR, pairs);
     }
 }
 
@@ -308,9 +317,8 @@ int rai_gemm_bf16_tn(float *c, const float *a, const float *b, int64_t m, int n,
                      int nthreads) {
     if (m <= 0 || n <= 0 || k <= 0) return 0;
     const bf16_kernels kn = kernels_of(isa);
-    const int ntiles = (n + MR - 1) / MR, npanels = (k + NR - 1) / NR;
-    const int64_t lda = TN_ROWS;
-    const size_t abytes = (size_t)ntiles * MR * TN_ROWS * sizeof(uint16_t);
+    const int ntiles = (n + MR - 1) / MR, npanels = (k + NR - 1) / NR, wa = ntiles * MR;
+    const size_t abytes = (size_t)wa * TN_ROWS * sizeof(uint16_t);
     const size_t bbytes = (size_t)npanels * NR * TN_ROWS * sizeof(uint16_t);
     uint16_t *at = rai_thread_buffer(RAI_BUFFER_BF16_TN, abytes + bbytes);
     if (!at) return -1;
@@ -320,7 +328,7 @@ int rai_gemm_bf16_tn(float *c, const float *a, const float *b, int64_t m, int n,
 #pragma omp parallel num_threads(nt) if (nt > 1)
     for (int64_t i0 = 0; i0 < m; i0 += TN_ROWS) {   /* the blocks in order: one chain per sum */
         const int rows = (int)(m - i0 < TN_ROWS ? m - i0 : TN_ROWS), kp = (rows + 1) / 2;
-        tn_pack(at, lda, bt, a, b, i0, rows, n, k);
+        tn_pack(at, wa, bt, a, b, i0, rows, n, k, kn.pairs);
 #pragma omp barrier
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < ntasks; t++) {
@@ -328,7 +336,7 @@ int rai_gemm_bf16_tn(float *c, const float *a, const float *b, int64_t m, int n,
             const int r0 = rt * MR, j0 = p * NR;
             const int mr = n - r0 < MR ? n - r0 : MR, nr = k - j0 < NR ? k - j0 : NR;
             float s[MR * NR];
-            kn.micro(kp, at + r0 * lda, lda, bt + (int64_t)p * kp * 2 * NR, s, NR, NULL);
+            kn.micro(kp, at + 2 * r0, 2, 2 * (int64_t)wa, bt + (int64_t)p * kp * 2 * NR, s, NR, NULL);
             rai_gemm_tile_put(s, NR, mr, nr, NULL, NULL, 0, c, k, NULL, r0, j0);
         }
     }

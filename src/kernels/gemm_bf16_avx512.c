@@ -26,12 +26,12 @@ static inline __m512bh pair(const uint16_t *p) {
     return (__m512bh)_mm512_set1_epi32(v);
 }
 
-void rai_gemm_bf16_micro_avx512(int kp, const uint16_t *a, int64_t lda, const uint16_t *bp,
-                                float *c, int64_t ldc, const float *bias) {
+void rai_gemm_bf16_micro_avx512(int kp, const uint16_t *a, int64_t lda, int64_t aq,
+                                const uint16_t *bp, float *c, int64_t ldc, const float *bias) {
     __m512 acc[MR][2];
 #pragma GCC unroll 12
     for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-    for (int q = 0; q < kp; q++, a += 2, bp += 2 * NR) {
+    for (int q = 0; q < kp; q++, a += aq, bp += 2 * NR) {
         _mm_prefetch((const char *)(bp + 16 * 2 * NR), _MM_HINT_T0);
         _mm_prefetch((const char *)(bp + 16 * 2 * NR + 32), _MM_HINT_T0);
         const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp);
@@ -77,5 +77,15 @@ void rai_bf16_round_rows_avx512(uint16_t *a, int64_t lda, const float *x, int64_
             _mm256_mask_storeu_epi16(a + l, m, bf16_16(_mm512_maskz_loadu_ps(m, x + l)));
         }
         if (kp > k) a[k] = 0;
+    }
+}
+
+void rai_bf16_pack_pairs_avx512(uint16_t *dst, const float *r0, const float *r1, int n) {
+    for (int j = 0; j < n; j += 16) {
+        const __mmask16 m = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
+        const __m512i lo = _mm512_cvtepu16_epi32(bf16_16(_mm512_maskz_loadu_ps(m, r0 + j)));
+        const __m512i hi = r1 ? _mm512_cvtepu16_epi32(bf16_16(_mm512_maskz_loadu_ps(m, r1 + j)))
+                              : _mm512_setzero_si512();
+        _mm512_mask_storeu_epi32(dst + 2 * j, m, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
     }
 }

@@ -192,15 +192,20 @@ int rai_gemm_bf16_tn(float *c, const float *a, const float *b, int64_t m, int n,
 /* rows x k values of x (row stride ldx) rounded to bfloat16 into a (row
  * stride lda >= k rounded up to even; the pad of an odd k set to 0). */
 void rai_bf16_round_rows(uint16_t *a, int64_t lda, const float *x, int64_t ldx, int rows, int k);
+/* dst[2j] = r0[j], dst[2j + 1] = r1[j] (0 if r1 is NULL) rounded to
+ * bfloat16, j < n: a pair of rows as a packed panel holds it. */
+void rai_bf16_pack_pairs(uint16_t *dst, const float *r0, const float *r1, int n);
 /* One MR x NR tile of c (row stride ldc) = bias (NULL: 0) + a . b over kp
- * pairs: a, MR rows of bfloat16 lda apart (pair q at 2q), b a packed
- * panel [kp][NR][2]; the scalar oracle and its VDPBF16PS twin (the same
- * bits). */
-void rai_gemm_bf16_micro_ref(int kp, const uint16_t *a, int64_t lda, const uint16_t *bp, float *c,
-                             int64_t ldc, const float *bias);
+ * pairs: a, MR rows of bfloat16, pair q of row r at a[r lda + q aq] (rows:
+ * aq 2; a packed panel [kp][MR][2]: lda 2, aq 2 MR), b a packed panel
+ * [kp][NR][2]; the scalar oracle and its VDPBF16PS twin (the same bits). */
+void rai_gemm_bf16_micro_ref(int kp, const uint16_t *a, int64_t lda, int64_t aq, const uint16_t *bp,
+                             float *c, int64_t ldc, const float *bias);
 #ifdef RA_HAVE_X86_KERNELS
-void rai_gemm_bf16_micro_avx512(int kp, const uint16_t *a, int64_t lda, const uint16_t *bp,
-                                float *c, int64_t ldc, const float *bias);
+void rai_gemm_bf16_micro_avx512(int kp, const uint16_t *a, int64_t lda, int64_t aq,
+                                const uint16_t *bp, float *c, int64_t ldc, const float *bias);
+/* rai_bf16_pack_pairs on 16 lanes (the same bits). */
+void rai_bf16_pack_pairs_avx512(uint16_t *dst, const float *r0, const float *r1, int n);
 /* rai_bf16_round_rows on 16 lanes (the same bits). */
 void rai_bf16_round_rows_avx512(uint16_t *a, int64_t lda, const float *x, int64_t ldx, int rows,
                                 int k);
