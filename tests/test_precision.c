@@ -387,7 +387,7 @@ static void bf16_product(void) {
  * and 2 threads, against the formula bit for bit (edge tiles, odd sizes,
  * a NaN, zeros): fc1's forward keeping GELU' (weights packed at the
  * call), dX = dY W (times GELU', or added), dW += dY^T X over blocks of
- * 512 rows. */
+ * 512 rows (with db or without). */
 static void bf16_training_products(void) {
     enum { M = 1101, N = 45, K = 37 };
     static float dy[M * N], w[N * K], x[M * K], gd[M * K], b[K], d0[M * K], c0[N * K];
@@ -434,8 +434,16 @@ static void bf16_training_products(void) {
                     for (int j = 0; j < K; j++)
                         wantc[r * K + j] += chain(dy + (int64_t)i0 * N + r, N, x + (int64_t)i0 * K + j, K,
                                                   M - i0 < 512 ? M - i0 : 512);
-            CHECK(rai_gemm_bf16_tn(gotc, dy, x, M, N, K, isa, nt) == 0, "dW");
+            /* and db += dY's column sums as they are, in double, rows in order */
+            float db[N], wantdb[N];
+            for (int r = 0; r < N; r++) {
+                double acc = 0;
+                for (int i = 0; i < M; i++) acc += dy[(int64_t)i * N + r];
+                db[r] = 0.25f * (float)r, wantdb[r] = (float)((double)db[r] + acc);
+            }
+            CHECK(rai_gemm_bf16_tn(gotc, nt == 2 ? db : NULL, dy, x, M, N, K, isa, nt) == 0, "dW");
             CHECK(differ(gotc, wantc, N * K) == 0, "micro-kernel %d, %d threads: dW differs", isa, nt);
+            CHECK(nt == 1 || differ(db, wantdb, N) == 0, "micro-kernel %d: db differs", isa);
         }
     CHECK(isnan(wantc[3 * K]) && !isnan(wantc[4 * K]), "a NaN of dY reaches its column of dW only");
     CHECK(rai_gemm_bf16_ext(got, dy, NULL, 1, NULL, M, K, N, NULL, NULL, RA_GEMM_BF16_REF, 1) == -1,

@@ -69,15 +69,17 @@ void rai_gemm_bf16_micro_ref(int kp, const uint16_t *a, int64_t lda, int64_t aq,
         for (int j = 0; j < NR; j++) c[j] = bias ? acc[r][j] + bias[j] : acc[r][j];
 }
 
-void rai_bf16_pack_pairs(uint16_t *dst, const float *r0, const float *r1, int n) {
-    for (int j = 0; j < n; j++)
+void rai_bf16_pack_pairs(uint16_t *dst, const float *r0, const float *r1, int n, double *sum) {
+    for (int j = 0; j < n; j++) {
         dst[2 * j] = rai_bf16_bits(r0[j]), dst[2 * j + 1] = r1 ? rai_bf16_bits(r1[j]) : 0;
+        if (sum) sum[j] = r1 ? sum[j] + r0[j] + r1[j] : sum[j] + r0[j];
+    }
 }
 
 typedef void (*micro_fn)(int, const uint16_t *, int64_t, int64_t, const uint16_t *, float *,
                          int64_t, const float *);
 typedef void (*round_fn)(uint16_t *, int64_t, const float *, int64_t, int, int);
-typedef void (*pairs_fn)(uint16_t *, const float *, const float *, int);
+typedef void (*pairs_fn)(uint16_t *, const float *, const float *, int, double *);
 
 /* The micro-kernel, rounding and packing of pairs of an isa. */
 typedef struct {
@@ -114,7 +116,7 @@ static void pack_panel(uint16_t *dst, int width, const float *src, int64_t ls, i
     const int kp = (kred + 1) / 2;
     if (js == 1) {
         for (int q = 0; q < kp; q++, dst += 2 * width, src += 2 * ls) {
-            pairs(dst, src, 2 * q + 1 < kred ? src + ls : NULL, nr);
+            pairs(dst, src, 2 * q + 1 < kred ? src + ls : NULL, nr, NULL);
             memset(dst + 2 * nr, 0, (size_t)(width - nr) * 2 * sizeof *dst);
         }
         return;
@@ -294,41 +296,56 @@ int rai_gemm_bf16_ext(float *y, const float *x, const float *w, int wt, const fl
 /* ---- the weight gradient: c += a^T b, the sum over the rows ------------- */
 
 #define TN_ROWS 512   /* rows of a and b per block: the chain of each sum is cut here */
+#define TN_COLS 32    /* columns of a per packing task */
 
 /* Block [i0, i0 + rows) of c += a^T b: a's rows by pairs into at
  * ([kp][wa][2], wa = n rounded up to MR: the micro-kernel reads a tile's
- * rows 2 apart and its pairs 2 wa apart), b's columns by panels of NR into
- * bt, split between the threads. */
-static void tn_pack(uint16_t *at, int wa, uint16_t *bt, const float *a, const float *b,
-                    int64_t i0, int rows, int n, int k, pairs_fn pairs) {
+ * rows 2 apart and its pairs 2 wa apart), a's column sums into sum (if
+ * given), b's columns by panels of NR into bt; a by strips of TN_COLS
+ * columns (each column's sum one chain over the rows in order), b by
+ * panels, split between the threads. */
+static void tn_pack(uint16_t *at, int wa, double *sum, uint16_t *bt, const float *a,
+                    const float *b, int64_t i0, int rows, int n, int k, pairs_fn pairs) {
     const int kp = (rows + 1) / 2, npanels = (k + NR - 1) / NR;
+    const int strips = (n + TN_COLS - 1) / TN_COLS;
 #pragma omp for schedule(static) nowait
-    for (int t = 0; t < kp + npanels; t++) {
-        if (t < kp)
-            pack_panel(at + (int64_t)t * 2 * wa, wa, a + (i0 + 2 * t) * n, n, 1,
-                       rows - 2 * t < 2 ? 1 : 2, n, pairs);
-        else
-            pack_panel(bt + (int64_t)(t - kp) * kp * 2 * NR, NR, b + i0 * k + (t - kp) * NR, k, 1,
-                       rows, k - (t - kp) * NR < NR ? k - (t - kp) * NR : NR, pairs);
+    for (int t = 0; t < strips + npanels; t++) {
+        if (t < strips) {
+            const int c0 = t * TN_COLS, cn = n - c0 < TN_COLS ? n - c0 : TN_COLS;
+            for (int q = 0; q < kp; q++) {
+                const float *r0 = a + (i0 + 2 * q) * n + c0;
+                pairs(at + (int64_t)q * 2 * wa + 2 * c0, r0, 2 * q + 1 < rows ? r0 + n : NULL, cn,
+                      sum ? sum + c0 : NULL);
+            }
+            if (t == strips - 1 && wa > n)   /* the rows of the last tile past n */
+                for (int q = 0; q < kp; q++)
+                    memset(at + (int64_t)q * 2 * wa + 2 * n, 0, (size_t)(wa - n) * 2 * sizeof *at);
+        } else {
+            const int p = t - strips;
+            pack_panel(bt + (int64_t)p * kp * 2 * NR, NR, b + i0 * k + p * NR, k, 1, rows,
+                       k - p * NR < NR ? k - p * NR : NR, pairs);
+        }
     }
 }
 
-int rai_gemm_bf16_tn(float *c, const float *a, const float *b, int64_t m, int n, int k, int isa,
-                     int nthreads) {
+int rai_gemm_bf16_tn(float *c, float *db, const float *a, const float *b, int64_t m, int n, int k,
+                     int isa, int nthreads) {
     if (m <= 0 || n <= 0 || k <= 0) return 0;
     const bf16_kernels kn = kernels_of(isa);
     const int ntiles = (n + MR - 1) / MR, npanels = (k + NR - 1) / NR, wa = ntiles * MR;
     const size_t abytes = (size_t)wa * TN_ROWS * sizeof(uint16_t);
     const size_t bbytes = (size_t)npanels * NR * TN_ROWS * sizeof(uint16_t);
-    uint16_t *at = rai_thread_buffer(RAI_BUFFER_BF16_TN, abytes + bbytes);
+    uint16_t *at = rai_thread_buffer(RAI_BUFFER_BF16_TN, abytes + bbytes + (size_t)n * sizeof(double));
     if (!at) return -1;
     uint16_t *bt = at + abytes / sizeof *at;
+    double *sum = db ? (double *)(bt + bbytes / sizeof *bt) : NULL;
+    if (sum) memset(sum, 0, (size_t)n * sizeof *sum);
     const int64_t ntasks = (int64_t)ntiles * npanels;
     const int nt = nthreads > 1 ? nthreads : 1;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     for (int64_t i0 = 0; i0 < m; i0 += TN_ROWS) {   /* the blocks in order: one chain per sum */
         const int rows = (int)(m - i0 < TN_ROWS ? m - i0 : TN_ROWS), kp = (rows + 1) / 2;
-        tn_pack(at, wa, bt, a, b, i0, rows, n, k, kn.pairs);
+        tn_pack(at, wa, sum, bt, a, b, i0, rows, n, k, kn.pairs);
 #pragma omp barrier
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < ntasks; t++) {
@@ -340,5 +357,6 @@ int rai_gemm_bf16_tn(float *c, const float *a, const float *b, int64_t m, int n,
             rai_gemm_tile_put(s, NR, mr, nr, NULL, NULL, 0, c, k, NULL, r0, j0);
         }
     }
+    for (int j = 0; sum && j < n; j++) db[j] = (float)((double)db[j] + sum[j]);
     return 0;
 }

@@ -80,12 +80,29 @@ void rai_bf16_round_rows_avx512(uint16_t *a, int64_t lda, const float *x, int64_
     }
 }
 
-void rai_bf16_pack_pairs_avx512(uint16_t *dst, const float *r0, const float *r1, int n) {
+/* sum[0 .. 16) += the 16 lanes of v, in double */
+static inline void sum16(double *sum, __m512 v) {
+    _mm512_storeu_pd(sum, _mm512_add_pd(_mm512_loadu_pd(sum), _mm512_cvtps_pd(_mm512_castps512_ps256(v))));
+    _mm512_storeu_pd(sum + 8, _mm512_add_pd(_mm512_loadu_pd(sum + 8),
+                                            _mm512_cvtps_pd(_mm256_castsi256_ps(
+                                                _mm512_extracti64x4_epi64(_mm512_castps_si512(v), 1)))));
+}
+
+void rai_bf16_pack_pairs_avx512(uint16_t *dst, const float *r0, const float *r1, int n, double *sum) {
+    double pad[16] = {0};
     for (int j = 0; j < n; j += 16) {
         const __mmask16 m = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
-        const __m512i lo = _mm512_cvtepu16_epi32(bf16_16(_mm512_maskz_loadu_ps(m, r0 + j)));
-        const __m512i hi = r1 ? _mm512_cvtepu16_epi32(bf16_16(_mm512_maskz_loadu_ps(m, r1 + j)))
-                              : _mm512_setzero_si512();
+        const __m512 v0 = _mm512_maskz_loadu_ps(m, r0 + j);
+        const __m512 v1 = r1 ? _mm512_maskz_loadu_ps(m, r1 + j) : _mm512_setzero_ps();
+        const __m512i lo = _mm512_cvtepu16_epi32(bf16_16(v0));
+        const __m512i hi = r1 ? _mm512_cvtepu16_epi32(bf16_16(v1)) : _mm512_setzero_si512();
         _mm512_mask_storeu_epi32(dst + 2 * j, m, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+        if (!sum) continue;
+        /* the sums as the scalar loop adds them: + r0, then + r1 */
+        double *s = m == 0xFFFF ? sum + j : pad;
+        if (s == pad) memcpy(pad, sum + j, (size_t)(n - j) * sizeof *pad);
+        sum16(s, v0);
+        if (r1) sum16(s, v1);
+        if (s == pad) memcpy(sum + j, pad, (size_t)(n - j) * sizeof *pad);
     }
 }

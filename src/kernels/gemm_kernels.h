@@ -184,17 +184,20 @@ int rai_gemm_bf16_ext(float *y, const float *x, const float *w, int wt, const fl
 /* c (N, K) += a (M, N)^T . b (M, K) in the format of the bf16 product, the
  * weight gradient of a Linear: a and b rounded to bfloat16, the sum over
  * the M rows in blocks of 512 in order, each block's a chain over its
- * pairs of rows from 0 (as the micro-kernel makes it) added into c. The
- * same bits for any nthreads or micro-kernel. Returns 0, or -1 (nothing
- * done) without memory. */
-int rai_gemm_bf16_tn(float *c, const float *a, const float *b, int64_t m, int n, int k, int isa,
-                     int nthreads);
+ * pairs of rows from 0 (as the micro-kernel makes it) added into c; and db
+ * (N), if given, += the column sums of a as they are (in double, rows in
+ * order: the bias gradient, as nn.c sums it). The same bits for any
+ * nthreads or micro-kernel. Returns 0, or -1 (nothing done) without
+ * memory. */
+int rai_gemm_bf16_tn(float *c, float *db, const float *a, const float *b, int64_t m, int n, int k,
+                     int isa, int nthreads);
 /* rows x k values of x (row stride ldx) rounded to bfloat16 into a (row
  * stride lda >= k rounded up to even; the pad of an odd k set to 0). */
 void rai_bf16_round_rows(uint16_t *a, int64_t lda, const float *x, int64_t ldx, int rows, int k);
 /* dst[2j] = r0[j], dst[2j + 1] = r1[j] (0 if r1 is NULL) rounded to
- * bfloat16, j < n: a pair of rows as a packed panel holds it. */
-void rai_bf16_pack_pairs(uint16_t *dst, const float *r0, const float *r1, int n);
+ * bfloat16, j < n: a pair of rows as a packed panel holds it; sum (n
+ * doubles), if given, += r0 then += r1 (the rows' values as they are). */
+void rai_bf16_pack_pairs(uint16_t *dst, const float *r0, const float *r1, int n, double *sum);
 /* One MR x NR tile of c (row stride ldc) = bias (NULL: 0) + a . b over kp
  * pairs: a, MR rows of bfloat16, pair q of row r at a[r lda + q aq] (rows:
  * aq 2; a packed panel [kp][MR][2]: lda 2, aq 2 MR), b a packed panel
@@ -205,7 +208,7 @@ void rai_gemm_bf16_micro_ref(int kp, const uint16_t *a, int64_t lda, int64_t aq,
 void rai_gemm_bf16_micro_avx512(int kp, const uint16_t *a, int64_t lda, int64_t aq,
                                 const uint16_t *bp, float *c, int64_t ldc, const float *bias);
 /* rai_bf16_pack_pairs on 16 lanes (the same bits). */
-void rai_bf16_pack_pairs_avx512(uint16_t *dst, const float *r0, const float *r1, int n);
+void rai_bf16_pack_pairs_avx512(uint16_t *dst, const float *r0, const float *r1, int n, double *sum);
 /* rai_bf16_round_rows on 16 lanes (the same bits). */
 void rai_bf16_round_rows_avx512(uint16_t *a, int64_t lda, const float *x, int64_t ldx, int rows,
                                 int k);

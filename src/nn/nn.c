@@ -205,13 +205,15 @@ void rai_linear_backward_fused(float *dx,        /* (M, K) or NULL */
     const int bf16 = bf16_product(k);
     if (bf16 >= 0) {
         /* dx = or += dy . w (w read transposed as it is packed), times gd;
-         * dw += dy^T x; db from dy as it is, in double */
+         * dw += dy^T x and db from dy as it is (in double: colsum_add's
+         * bits) in one pass over dy */
         const int nt = gemm_threads(m, n, k);
         const rai_bf16_epilogue e = {.gm = gd, .res = set ? NULL : dx};
         if ((dx && rai_gemm_bf16_ext(dx, dy, w, 1, NULL, m, k, n, NULL, &e, bf16, nt) != 0) ||
-            (dw && rai_gemm_bf16_tn(dw, dy, x, m, n, k, bf16, nt) != 0))
+            (dw && rai_gemm_bf16_tn(dw, db, dy, x, m, n, k, bf16, nt) != 0))
             rai_precision_fail();
-        if (db) colsum_add(db, dy, m, n);
+        else if (db && !dw)
+            colsum_add(db, dy, m, n);
         return;
     }
     if (p == RA_PRECISION_BF16 && k > 0) {
