@@ -107,34 +107,39 @@ static size_t packed_bytes(int n, int k) {
 
 /* A panel [kp][width][2] of columns j < nr (zeros past nr and past kred),
  * element (l, j) of src at src[l * ls + j * js]: l the reduction, j the
- * column. The weights of a forward (w (N, K): ls 1, js K), of dX = dY W
- * (w read transposed: ls K, js 1) and both operands of dW (dY and X over
- * a block of rows: ls N or K, js 1) all pack here; rows of contiguous
- * columns (js 1) pair by pairs (an isa's). */
+ * column; js 1 (rows of columns: paired by the isa's pairs) or ls 1
+ * (columns of rows: each rounded as a row, its pairs put in place). The
+ * weights of a forward (w (N, K): ls 1, js K), of dX = dY W (w read
+ * transposed: ls K, js 1) and X of dW (ls K, js 1) pack here. */
 static void pack_panel(uint16_t *dst, int width, const float *src, int64_t ls, int64_t js,
-                       int kred, int nr, pairs_fn pairs) {
+                       int kred, int nr, const bf16_kernels *kn) {
+    enum { CHUNK = 512 };   /* values of a row rounded at a time */
     const int kp = (kred + 1) / 2;
     if (js == 1) {
         for (int q = 0; q < kp; q++, dst += 2 * width, src += 2 * ls) {
-            pairs(dst, src, 2 * q + 1 < kred ? src + ls : NULL, nr, NULL);
+            kn->pairs(dst, src, 2 * q + 1 < kred ? src + ls : NULL, nr, NULL);
             memset(dst + 2 * nr, 0, (size_t)(width - nr) * 2 * sizeof *dst);
         }
         return;
     }
     memset(dst, 0, (size_t)kp * 2 * width * sizeof *dst);
-    for (int l = 0; l < kred; l++, src += ls) {
-        uint16_t *d = dst + (l / 2) * 2 * width + l % 2;
-        for (int j = 0; j < nr; j++) d[2 * j] = rai_bf16_bits(src[j * js]);
-    }
+    uint16_t row[CHUNK];
+    for (int j = 0; j < nr; j++)
+        for (int l0 = 0; l0 < kred; l0 += CHUNK) {
+            const int len = kred - l0 < CHUNK ? kred - l0 : CHUNK;
+            kn->round(row, CHUNK, src + j * js + l0, 0, 1, len);
+            uint16_t *d = dst + (int64_t)(l0 / 2) * 2 * width + 2 * j;
+            for (int q = 0; q < (len + 1) / 2; q++, d += 2 * width) d[0] = row[2 * q], d[1] = row[2 * q + 1];
+        }
 }
 
 /* Panel p of w (n, k; transposed if wt: the output's columns are w's) into
  * bp, panels of kp pairs. */
 static void pack_weight_panel(uint16_t *bp, const float *w, int wt, int n, int k, int p,
-                              pairs_fn pairs) {
+                              const bf16_kernels *kn) {
     const int kp = (k + 1) / 2, j0 = p * NR, nr = n - j0 < NR ? n - j0 : NR;
     pack_panel(bp + (int64_t)p * kp * 2 * NR, NR, wt ? w + j0 : w + (int64_t)j0 * k, wt ? n : 1,
-               wt ? 1 : k, k, nr, pairs);
+               wt ? 1 : k, k, nr, kn);
 }
 
 int rai_bf16_weights_pack(rai_bf16_weights *pw, const float *w, int n, int k, int nthreads) {
@@ -144,7 +149,10 @@ int rai_bf16_weights_pack(rai_bf16_weights *pw, const float *w, int n, int k, in
     pw->n = n, pw->k = k;
     const int npanels = (n + NR - 1) / NR;
 #pragma omp parallel for schedule(static) num_threads(nthreads > 1 ? nthreads : 1)
-    for (int p = 0; p < npanels; p++) pack_weight_panel(pw->bp, w, 0, n, k, p, rai_bf16_pack_pairs);
+    for (int p = 0; p < npanels; p++) {
+        const bf16_kernels kn = kernels_of(RA_GEMM_BF16_REF);
+        pack_weight_panel(pw->bp, w, 0, n, k, p, &kn);
+    }
     return 0;
 }
 
@@ -274,7 +282,7 @@ int rai_gemm_bf16_ext(float *y, const float *x, const float *w, int wt, const fl
         }
         if (wbuf) {
 #pragma omp for schedule(static)
-            for (int p = 0; p < g.npanels; p++) pack_weight_panel(wbuf, w, wt, n, k, p, g.kn.pairs);
+            for (int p = 0; p < g.npanels; p++) pack_weight_panel(wbuf, w, wt, n, k, p, &g.kn);
         }
 #pragma omp barrier
         if (!missing) {
@@ -296,34 +304,42 @@ int rai_gemm_bf16_ext(float *y, const float *x, const float *w, int wt, const fl
 /* ---- the weight gradient: c += a^T b, the sum over the rows ------------- */
 
 #define TN_ROWS 512   /* rows of a and b per block: the chain of each sum is cut here */
-#define TN_COLS 32    /* columns of a per packing task */
 
 /* Block [i0, i0 + rows) of c += a^T b: a's rows by pairs into at
  * ([kp][wa][2], wa = n rounded up to MR: the micro-kernel reads a tile's
  * rows 2 apart and its pairs 2 wa apart), a's column sums into sum (if
- * given), b's columns by panels of NR into bt; a by strips of TN_COLS
- * columns (each column's sum one chain over the rows in order), b by
- * panels, split between the threads. */
+ * given), b's rows by pairs into its panels of NR columns in bt. Each of
+ * the nt threads packs a strip of a's columns (rows in order: each
+ * column's sum one chain) and a share of b's pairs, reading rows
+ * contiguously. */
 static void tn_pack(uint16_t *at, int wa, double *sum, uint16_t *bt, const float *a,
-                    const float *b, int64_t i0, int rows, int n, int k, pairs_fn pairs) {
+                    const float *b, int64_t i0, int rows, int n, int k, const bf16_kernels *kn,
+                    int nt) {
     const int kp = (rows + 1) / 2, npanels = (k + NR - 1) / NR;
-    const int strips = (n + TN_COLS - 1) / TN_COLS;
+    const int strip = ((n + nt - 1) / nt + 15) / 16 * 16;
 #pragma omp for schedule(static) nowait
-    for (int t = 0; t < strips + npanels; t++) {
-        if (t < strips) {
-            const int c0 = t * TN_COLS, cn = n - c0 < TN_COLS ? n - c0 : TN_COLS;
-            for (int q = 0; q < kp; q++) {
+    for (int t = 0; t < 2 * nt; t++) {
+        if (t < nt) {
+            const int c0 = t * strip, cn = n - c0 < strip ? n - c0 : strip;
+            for (int q = 0; cn > 0 && q < kp; q++) {
                 const float *r0 = a + (i0 + 2 * q) * n + c0;
-                pairs(at + (int64_t)q * 2 * wa + 2 * c0, r0, 2 * q + 1 < rows ? r0 + n : NULL, cn,
-                      sum ? sum + c0 : NULL);
+                kn->pairs(at + (int64_t)q * 2 * wa + 2 * c0, r0, 2 * q + 1 < rows ? r0 + n : NULL,
+                          cn, sum ? sum + c0 : NULL);
             }
-            if (t == strips - 1 && wa > n)   /* the rows of the last tile past n */
+            if (t == nt - 1 && wa > n)   /* the rows of the last tile past n */
                 for (int q = 0; q < kp; q++)
                     memset(at + (int64_t)q * 2 * wa + 2 * n, 0, (size_t)(wa - n) * 2 * sizeof *at);
-        } else {
-            const int p = t - strips;
-            pack_panel(bt + (int64_t)p * kp * 2 * NR, NR, b + i0 * k + p * NR, k, 1, rows,
-                       k - p * NR < NR ? k - p * NR : NR, pairs);
+            continue;
+        }
+        const int q1 = (int)((int64_t)kp * (t - nt + 1) / nt);
+        for (int q = (int)((int64_t)kp * (t - nt) / nt); q < q1; q++) {
+            const float *r0 = b + (i0 + 2 * q) * k;
+            for (int p = 0; p < npanels; p++) {
+                const int nr = k - p * NR < NR ? k - p * NR : NR;
+                uint16_t *d = bt + ((int64_t)p * kp + q) * 2 * NR;
+                kn->pairs(d, r0 + p * NR, 2 * q + 1 < rows ? r0 + k + p * NR : NULL, nr, NULL);
+                memset(d + 2 * nr, 0, (size_t)(NR - nr) * 2 * sizeof *d);
+            }
         }
     }
 }
@@ -345,7 +361,7 @@ int rai_gemm_bf16_tn(float *c, float *db, const float *a, const float *b, int64_
 #pragma omp parallel num_threads(nt) if (nt > 1)
     for (int64_t i0 = 0; i0 < m; i0 += TN_ROWS) {   /* the blocks in order: one chain per sum */
         const int rows = (int)(m - i0 < TN_ROWS ? m - i0 : TN_ROWS), kp = (rows + 1) / 2;
-        tn_pack(at, wa, sum, bt, a, b, i0, rows, n, k, kn.pairs);
+        tn_pack(at, wa, sum, bt, a, b, i0, rows, n, k, &kn, omp_get_num_threads());
 #pragma omp barrier
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < ntasks; t++) {
