@@ -1050,7 +1050,11 @@ void ra_model_free(ra_model *m);
  * enter a product (packed once for inference where the CPU has
  * AVX512_BF16); it trains (ra_model_forward_train, ra_model_backward: the
  * products of the forward, dX and dW in bf16, float32 sums; the float32
- * weights stay the master copy that the optimiser updates). int8
+ * weights stay the master copy that the optimiser updates; the first
+ * training forward drops the packed copy, and products pack at each call
+ * from then on). Weights changed by other means after this call are not
+ * seen by an inference forward in bf16 or int8 (it reads the packed
+ * copy). int8
  * quantises the Linear weights in place, once, and packs them for the
  * integer product (about a quarter more memory); inference only
  * (ra_model_forward_train refuses it). Networks only

@@ -1,11 +1,12 @@
 #define _POSIX_C_SOURCE 200809L
 /* test_precision.c - the bf16 and int8 precisions as rounding points
  * (nn/precision.h; docs/reference.md section 6, "Precisions"): the
- * roundings bit by bit, a Linear product in a precision against the float32
- * product of the rounded input, ra_model_set_precision rounding exactly the
- * Linear weights, a network's forward in bf16 / int8 against float32 (the
- * size of the difference), and the refusals. PyTorch's twin of whole
- * networks is tests/test_precision.sh. */
+ * roundings bit by bit, the products of both precisions (bf16's for
+ * inference and training: forward, dX, dW) against their formulas written
+ * out again, ra_model_set_precision quantising exactly the Linear weights
+ * (int8) or none (bf16), a network's forward in bf16 / int8 and its bf16
+ * training gradient against float32 (the size of the difference), and the
+ * refusals. PyTorch's twin of whole networks is tests/test_precision.sh. */
 #include "check.h"
 #include "kernels/gemm_kernels.h"
 #include "kernels/nn_kernels.h"

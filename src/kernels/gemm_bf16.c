@@ -1,10 +1,12 @@
-/* gemm_bf16.c - the product of precision bf16 on bfloat16 dot products
- * (gemm_kernels.h): a Linear's y = x . w^T + bias with its weights held as
- * bfloat16, packed once, and its input rounded to bfloat16 as it is packed,
- * float32 sums. A framework (rounding, packing, threads, the epilogue's
- * GELU and residual add) around a 12 x 32 micro-kernel: the scalar one
- * below (the oracle) or the VDPBF16PS one of gemm_bf16_avx512.c, which
- * gives the same bits.
+/* gemm_bf16.c - the products of precision bf16 on bfloat16 dot products
+ * (gemm_kernels.h): a Linear's y = x . w^T + bias with its weights rounded
+ * to bfloat16 and packed once (inference) or at the call (training: the
+ * weights change every step; w read transposed for dX = dY W), its input
+ * rounded as it is packed, float32 sums; and the weight gradient dW +=
+ * dY^T X (with the bias gradient) over pairs of rows. A framework
+ * (rounding, packing, threads, the epilogue's GELU, GELU' and residual
+ * add) around a 12 x 32 micro-kernel: the scalar one below (the oracle) or
+ * the VDPBF16PS one of gemm_bf16_avx512.c, which gives the same bits.
  *
  * The format, the arithmetic of VDPBF16PS (AVX512_BF16):
  *   x and w rounded to bfloat16, nearest even (rai_bf16_bits), K padded
