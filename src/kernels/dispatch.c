@@ -29,6 +29,7 @@ const rai_nn_kernel rai_nn_kernel_avx512 = {
     .gelu = rai_gemm_gelu_avx512,
     .gelu_backward = rai_gemm_gelu_backward_avx512,
     .gelu_deriv = rai_nn_gelu_deriv_avx2,
+    .gelu_keep = rai_gemm_gelu_keep_avx512,
     .layernorm_row = rai_nn_layernorm_row_avx512,
     .layernorm_rows4 = rai_nn_layernorm_rows4_avx512,
     .layernorm_backward_rows = rai_nn_layernorm_backward_rows_avx512,

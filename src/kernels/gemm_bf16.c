@@ -179,15 +179,23 @@ typedef struct {
 
 /* The epilogue of a tile t (mr x nr of the output, from row r0 and column
  * j0; row stride NR) but for what rai_gemm_tile_put does: GELU' of the
- * sums into gd, or the sums multiplied by gm. */
-static void tile_pre(const rai_bf16_epilogue *e, float *t, int mr, int nr, int64_t r0, int j0,
-                     int n) {
+ * sums into gd (with gelu_keep, GELU as well: returned 1), or the sums
+ * multiplied by gm. */
+static int tile_pre(const rai_bf16_epilogue *e, float *t, int mr, int nr, int64_t r0, int j0,
+                    int n) {
+    float d[MR * NR];
+    if (e->gd && e->gelu_keep && !e->gm) {
+        e->gelu_keep(t, d, t, (int64_t)mr * NR);
+        for (int r = 0; r < mr; r++) memcpy(e->gd + (r0 + r) * n + j0, d + r * NR, sizeof *d * (size_t)nr);
+        return 1;
+    }
     for (int r = 0; r < mr; r++) {
         const int64_t at = (r0 + r) * n + j0;
         if (e->gd) e->gelu_deriv(e->gd + at, t + r * NR, nr);
         if (e->gm)
             for (int j = 0; j < nr; j++) t[r * NR + j] *= e->gm[at + j];
     }
+    return 0;
 }
 
 /* One task: rows [i0, i0 + MB) against column panels [p0, p1). The rows
@@ -234,9 +242,9 @@ static void run_task(const bf16_job *g, int64_t i0, int p0, int p1, int64_t next
                 continue;
             }
             g->kn.micro(g->kp, at, lda, 2, bt, t, NR, bias);
-            tile_pre(&g->e, t, mr, nr, r0, j0, g->n);
-            rai_gemm_tile_put(t, NR, mr, nr, g->e.gelu, g->y + r0 * g->n + j0, g->n, g->e.res,
-                              g->n, g->e.map, r0, j0);
+            const int gelu_done = tile_pre(&g->e, t, mr, nr, r0, j0, g->n);
+            rai_gemm_tile_put(t, NR, mr, nr, gelu_done ? NULL : g->e.gelu, g->y + r0 * g->n + j0, g->n,
+                              g->e.res, g->n, g->e.map, r0, j0);
         }
     }
 }

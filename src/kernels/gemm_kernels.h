@@ -162,12 +162,14 @@ int rai_gemm_bf16(float *y, const float *x, const float *bias, int64_t m, int n,
                   float *res, const int32_t *map, int isa, int nthreads);
 /* What a bf16 product does with a tile of sums (+ bias), in this order:
  * gd (M, N), if given, receives gelu_deriv of them (GELU', what a
- * training forward keeps for the backward); gm (M, N), if given,
- * multiplies them (a GELU's backward fused into the product before it);
- * then rai_gemm_tile_put's gelu, and res and map (row stride N). */
+ * training forward keeps for the backward; with gelu_keep, which also
+ * applies gelu, from one erf); gm (M, N), if given, multiplies them (a
+ * GELU's backward fused into the product before it); then
+ * rai_gemm_tile_put's gelu, and res and map (row stride N). */
 typedef struct rai_bf16_epilogue {
     void (*gelu)(float *, const float *, int64_t);
     void (*gelu_deriv)(float *, const float *, int64_t);
+    void (*gelu_keep)(float *, float *, const float *, int64_t);
     float *gd;
     const float *gm;
     float *res;
@@ -247,6 +249,9 @@ int rai_gemm_tn_avx512(float *c, int64_t ldc, const float *a, int64_t lda, const
                        int64_t ldb, int64_t m, int n, int k, float *db, int nthreads);
 /* y = GELU(x) on 16 lanes, as the epilogue computes it (y may be x). */
 void rai_gemm_gelu_avx512(float *y, const float *x, int64_t n);
+/* y = GELU(x) and d = GELU'(x) on 16 lanes from one erf (y may be x): the
+ * bits of rai_gemm_gelu_avx512 and of the backward's GELU'. */
+void rai_gemm_gelu_keep_avx512(float *y, float *d, const float *x, int64_t n);
 /* dx += dy * GELU'(x) on 16 lanes (dx may be dy). */
 void rai_gemm_gelu_backward_avx512(float *dx, const float *dy, const float *x, int64_t n);
 /* rai_nn_layernorm_row_avx2 (nn_kernels.h) on 8 double lanes. */

@@ -286,7 +286,8 @@ void rai_linear_gelu_keep(float *gd, float *g, const float *x, const float *w, c
     const int bf16 = bf16_product(k);
     if (bf16 >= 0) {
         const rai_nn_kernel *kb = rai_nn_kernel_active();
-        const rai_bf16_epilogue e = {.gelu = kb->gelu, .gelu_deriv = kb->gelu_deriv, .gd = gd};
+        const rai_bf16_epilogue e = {.gelu = kb->gelu, .gelu_deriv = kb->gelu_deriv,
+                                     .gelu_keep = kb->gelu_keep, .gd = gd};
         if (rai_gemm_bf16_ext(g, x, w, 0, b, m, n, k, NULL, &e, bf16, gemm_threads(m, n, k)) != 0)
             rai_precision_fail();
         return;
