@@ -30,8 +30,9 @@
  * --rows TEXT keeps the rows whose name contains TEXT.
  * --precisions: the networks' inference forward in each of these
  *   (ra_model_set_precision; default all three), the model loaded again
- *   for each (a model goes from fp32 to one other precision only); the
- *   training step and the layer rows are fp32. A reduced precision's row
+ *   for each (a model goes from fp32 to one other precision only), and
+ *   the training step in fp32 and bf16 (int8 does not train); the layer
+ *   rows are fp32. A reduced precision's row
  *   is the fp32 row's name and the precision ("swin_t B=8 int8").
  * Timing: one warm-up call at each thread count, then R rounds of one call
  *   at each count in turn, the median of each count's R (time_medians).
@@ -513,8 +514,8 @@ static void print_net_header(const run *R) {
 }
 
 /* The network in precision p at every batch size: the inference forward
- * of batches of random size x size images, and for fp32 (train) a
- * training step. The model is loaded for each precision: it goes from
+ * of batches of random size x size images, and for fp32 and bf16 (train)
+ * a training step. The model is loaded for each precision: it goes from
  * fp32 to one other precision only. */
 static void bench_net_precision(const run *R, const char *path, const char *name, int train,
                                 int size, const int *batches, int nb, ra_precision p) {
@@ -532,7 +533,7 @@ static void bench_net_precision(const run *R, const char *path, const char *name
     const char *kernel = ra_kernel_name(ra_kernel_current());
     const double fwd_flops = 2.0 * (double)ra_model_flops(c.m, size, size);
     const double *peak = R->peak[p];
-    train = train && p == RA_PRECISION_FP32 && ra_model_trainable(c.m);
+    train = train && p != RA_PRECISION_INT8 && ra_model_trainable(c.m);
     for (int i = 0; i < nb; i++) {
         const int b = batches[i];
         char row[80], shown[64];   /* the results' row name; the table's (no precision) */

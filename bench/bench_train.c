@@ -6,6 +6,7 @@
  * count: the determinism check).
  *   relattn_bench_train [--threads T] [--steps N] [--warmup W] [--batch B]
  *                       [--reps R] [--patch P] [--embed-dim C] [--depths ..] [--heads ..]
+ *                       [--precision fp32|bf16]
  * Prints each repetition's images/s, then the median. */
 #include "relattn.h"
 #include "peak.h"
@@ -19,7 +20,7 @@
 
 int main(int argc, char **argv) {
     int threads = 1, steps = 10, warmup = 2, batch = 128, reps = 3;
-    const char *patch = "4", *embed = "64", *depths = "2,2", *heads = "2,4";
+    const char *patch = "4", *embed = "64", *depths = "2,2", *heads = "2,4", *prec = "fp32";
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--patch")) patch = argv[i + 1];
@@ -30,6 +31,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--batch")) batch = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--precision")) prec = argv[i + 1];
         else return fprintf(stderr, "unknown option %s\n", argv[i]), 2;
     }
     if (reps < 1 || reps > 64) reps = 3;
@@ -41,6 +43,7 @@ int main(int argc, char **argv) {
                           "ape", "false", "relative_position", "bias"};
     ra_model *m = NULL;
     ra_status st = ra_model_create(&m, meta, (int)(sizeof meta / sizeof *meta) / 2, 0);
+    if (!st) st = ra_model_set_precision(m, (ra_precision)ra_precision_parse(prec));
     if (st) return fprintf(stderr, "model: %s\n", ra_last_error()), 1;
     ra_dataset d = {.n = (int64_t)batch * 4, .h = 28, .w = 28, .classes = 10};
     d.images = malloc((size_t)d.n * 28 * 28);
@@ -84,9 +87,9 @@ int main(int argc, char **argv) {
     const double flop_img = 6.0 * (double)ra_model_flops(m, 28, 28);
     const char *isa;
     const double peak = fma_peak(threads, &isa);
-    printf("threads %d batch %d: median %.1f img/s = %.1f GFLOP/s (%.2f GFLOP per image), "
+    printf("%s threads %d batch %d: median %.1f img/s = %.1f GFLOP/s (%.2f GFLOP per image), "
            "%.1f%% of the FMA peak (%s, measured: %.1f GFLOP/s); weights checksum %.17g %.17g\n",
-           threads, batch, ips[reps / 2], ips[reps / 2] * flop_img * 1e-9, flop_img * 1e-9,
+           prec, threads, batch, ips[reps / 2], ips[reps / 2] * flop_img * 1e-9, flop_img * 1e-9,
            peak > 0 ? 100.0 * ips[reps / 2] * flop_img * 1e-9 / peak : 0.0, isa, peak, sum, sabs);
     ra_trainer_free(t);
     ra_model_free(m);

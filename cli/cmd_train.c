@@ -51,6 +51,9 @@ static const char train_help[] =
     "  --augment KIND      flip (default: horizontal flip), crop+flip (and\n"
     "                      RandomCrop(28, padding 2)), crop, or none (--no-augment)\n"
     "  --seed S            (0) the same seed and --threads give the same run\n"
+    "  --precision P       fp32 (default) or bf16: the Linear products of the\n"
+    "                      forward and backward on bfloat16 values, float32 sums;\n"
+    "                      float32 weights, optimiser and checkpoint\n"
     "run:\n"
     "  --max-steps N       stop after N steps in all (the schedule is unchanged)\n"
     "  --time-budget S     stop when S seconds of training have passed\n"
@@ -238,7 +241,7 @@ int cmd_train(int argc, char **argv) {
                {"--window", 1, 0},     {"--patch", 1, 0},      {"--pos", 1, 0},
                {"--resume", 1, 0},     {"--ckpt-every", 1, 0}, {"--label-smoothing", 1, 0},
                {"--clip", 1, 0},       {"--no-augment", 0, 0}, {"--warmup-epochs", 1, 0},
-               {"--augment", 1, 0},    {"--zero", 0, 0},
+               {"--augment", 1, 0},    {"--zero", 0, 0},       {"--precision", 1, 0},
                {"--help", 0, 0},
                {"-h", 0, 0},           {0, 0, 0}};
     const char *pos[1];
@@ -308,6 +311,10 @@ static int train(const opt *o, const procs *pc) {
         else return usage_error("--augment '%s': need crop+flip, crop, flip or none", a);
     }
     if (get(o, "--no-augment")) c.crop_pad = 0, c.flip = 0;
+    const char *pv = get(o, "--precision");
+    const int prec = pv ? ra_precision_parse(pv) : RA_PRECISION_FP32;
+    if (prec != RA_PRECISION_FP32 && prec != RA_PRECISION_BF16)
+        return usage_error("--precision '%s': fp32 or bf16 (int8 does not train)", pv);
     if (c.min_lr > c.lr) c.min_lr = c.lr;
     if (c.warmup_lr > c.lr) c.warmup_lr = c.lr;
     if (c.warmup_epochs > c.epochs) c.warmup_epochs = c.epochs;
@@ -315,7 +322,8 @@ static int train(const opt *o, const procs *pc) {
         static const char *const fixed[] = {"--epochs", "--batch", "--lr", "--wd", "--seed",
                                             "--embed-dim", "--depths", "--heads", "--window",
                                             "--patch", "--pos", "--label-smoothing", "--clip",
-                                            "--no-augment", "--warmup-epochs", "--augment"};
+                                            "--no-augment", "--warmup-epochs", "--augment",
+                                            "--precision"};
         for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
             if (get(o, fixed[i]))
                 return usage_error("%s cannot change a resumed run (the checkpoint has it)",
@@ -356,7 +364,8 @@ static int train(const opt *o, const procs *pc) {
         c = *ra_trainer_config(t);
     } else {
         if ((code = build_model(&m, o, &train, dir, &c))) goto done;
-        if ((st = ra_trainer_create(&t, m, &c, &train))) {
+        if ((st = ra_model_set_precision(m, (ra_precision)prec)) ||
+            (st = ra_trainer_create(&t, m, &c, &train))) {
             code = lib_fail(st);
             goto done;
         }
@@ -385,6 +394,8 @@ static int train(const opt *o, const procs *pc) {
                 "(%lld per epoch), %d threads", cmd, resume ? "resuming" : "training",
                 (long long)ra_model_param_total(m), (long long)train.n, (long long)total,
                 c.batch, (long long)spe, ra_threads_get());
+        if (ra_model_precision(m) != RA_PRECISION_FP32)
+            fprintf(stderr, ", products in %s", ra_precision_name(ra_model_precision(m)));
         if (pc->size > 1)
             fprintf(stderr, " in each of %d processes; optimiser state %.2f MiB per process%s",
                     pc->size, (double)ra_trainer_optimizer_floats(t) * 4 / (1 << 20),

@@ -1045,10 +1045,19 @@ ra_status ra_model_source(ra_st_file **out, const char *path, const ra_load_opti
 #define RA_META_SOURCE "relattn.source."
 void ra_model_free(ra_model *m);
 
-/* Compute m's products in precision p from now on: its Linear weights are
- * rounded (bf16) or quantised (int8) in place, once, and for int8 also
- * packed for the integer product (about a quarter more memory); inference only
- * (ra_model_forward_train refuses a model not in fp32). Networks only
+/* Compute m's products in precision p from now on. bf16 keeps the float32
+ * weights as they are and rounds them, as it rounds the inputs, where they
+ * enter a product (packed once for inference where the CPU has
+ * AVX512_BF16); it trains (ra_model_forward_train, ra_model_backward: the
+ * products of the forward, dX and dW in bf16, float32 sums; the float32
+ * weights stay the master copy that the optimiser updates; the first
+ * training forward drops the packed copy, and products pack at each call
+ * from then on). Weights changed by other means after this call are not
+ * seen by an inference forward in bf16 or int8 (it reads the packed
+ * copy). int8
+ * quantises the Linear weights in place, once, and packs them for the
+ * integer product (about a quarter more memory); inference only
+ * (ra_model_forward_train refuses it). Networks only
  * (swin, swinv2, vit, swin_block, swin_block_3d); RA_ERR_ARG for an
  * attention layer, or to go back to fp32 or on to another precision. */
 ra_status ra_model_set_precision(ra_model *m, ra_precision p);
@@ -1420,7 +1429,8 @@ ra_status ra_trainer_create(ra_trainer **out, ra_model *m, const ra_train_config
                             const ra_dataset *data);
 
 /* Continue from a checkpoint written by ra_trainer_save: *m is loaded from
- * it, *out gets its configuration, AdamW moments and step count, on data. */
+ * it (in the precision it trained in: metadata train.precision), *out gets
+ * its configuration, AdamW moments and step count, on data. */
 ra_status ra_trainer_resume(ra_trainer **out, ra_model **m, const char *path,
                             const ra_dataset *data);
 
@@ -1481,8 +1491,9 @@ int64_t ra_trainer_optimizer_floats(const ra_trainer *t);
 
 /* Write a checkpoint atomically: the model's metadata and parameters (a
  * model file, docs/reference.md, section 2, canonical names), the
- * configuration and the step
- * count as metadata "train.*", the AdamW moments under
+ * configuration, the step count and the model's precision if not fp32
+ * ("train.precision": bf16; the file stays float32) as metadata
+ * "train.*", the AdamW moments under
  * RA_TRAIN_STATE_PREFIX, and nextra extra metadata pairs (key, value, ...)
  * such as a training log. With a comm of several processes, every process
  * calls it and process 0 alone writes (see ra_train_comm). */

@@ -9,7 +9,9 @@
 #      run; so does a run stopped by --max-steps and resumed;
 #   3. refusals: bad options (64), a missing or malformed data directory
 #      (66 / 65), resuming with a changed recipe (64);
-#   4. the same seed and threads give the same run; another seed does not.
+#   4. the same seed and threads give the same run; another seed does not;
+#   5. --precision bf16: a float32 checkpoint that records it, resumed to
+#      the bits of a straight bf16 run.
 #   test_train.sh RELATTN ST_SAME
 set -u
 bin=$1 same=$2
@@ -113,6 +115,22 @@ check '[ ! -e "$tmp/r.st" ]' "failed runs leave no checkpoint"
 check '"$same" "$tmp/d1.st" "$tmp/d2.st" > /dev/null' "the same seed gives the same weights"
 "$bin" train "${tiny[@]}" --max-steps 4 --seed 4 --out "$tmp/d3.st" 2> /dev/null
 check '! "$same" "$tmp/d1.st" "$tmp/d3.st" > /dev/null 2>&1' "another seed gives other weights"
+
+# 5. bf16: the checkpoint is float32 and records the precision; a run
+# stopped and resumed (in bf16, from the checkpoint) equals the straight
+# one; it is not the fp32 run; int8 does not train
+"$bin" train "${tiny[@]}" --max-steps 6 --precision bf16 --json --out "$tmp/b.st" > "$tmp/b.json" 2> "$tmp/b.err"
+check '[ $? = 0 ]' "train --precision bf16 exits 0: $(cat "$tmp/b.err")"
+check 'tail -n 1 "$tmp/b.json" | grep -q "\"test_accuracy\": 0\.[0-9]*"' "bf16: final JSON has test_accuracy"
+check '"$bin" inspect "$tmp/b.st" --json | grep -q "\"precision\": \"fp32\""' "the bf16 checkpoint loads as a float32 model"
+check 'grep -aq "\"train.precision\":\"bf16\"" "$tmp/b.st"' "the checkpoint records train.precision bf16"
+"$bin" train "${tiny[@]}" --max-steps 3 --precision bf16 --out "$tmp/b2.st" 2> /dev/null
+"$bin" train --resume "$tmp/b2.st" --data "$tmp/fm" --max-steps 6 --threads 2 --out "$tmp/b2.st" 2> /dev/null
+check '"$same" "$tmp/b.st" "$tmp/b2.st" > /dev/null' "a bf16 run resumed equals the straight bf16 run"
+"$bin" train "${tiny[@]}" --max-steps 6 --out "$tmp/f.st" 2> /dev/null
+check '! "$same" "$tmp/b.st" "$tmp/f.st" > /dev/null 2>&1' "bf16 is not fp32"
+"$bin" train "${tiny[@]}" --precision int8 --out "$tmp/r.st" 2> /dev/null; check '[ $? = 64 ]' "--precision int8 does not train"
+"$bin" train --resume "$tmp/b2.st" --precision fp32 --out "$tmp/r.st" 2> /dev/null; check '[ $? = 64 ]' "a resumed run keeps its precision"
 
 echo "$pass passed, $failed failed"
 [ $failed = 0 ]

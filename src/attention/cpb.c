@@ -46,6 +46,7 @@ void rai_cpb_backward(float *dw1, float *db1, float *dw2, float *dtable, const f
                       float *hid, const float *coords, int64_t t, int nh, const float *w1,
                       const float *b1, const float *w2) {
     float *dhid = hid + t * RA_CPB_HIDDEN;
+    const ra_precision was = rai_precision_set(RA_PRECISION_FP32);   /* as the forward */
     /* d(16 sigmoid(z)) = 16 s (1 - s) dz with s = table / 16 */
     for (int64_t e = 0; e < t * nh; e++) dtable[e] *= table[e] * (1.0f - table[e] / 16.0f);
     ra_linear_forward(hid, coords, w1, b1, t, RA_CPB_HIDDEN, 2);
@@ -55,6 +56,7 @@ void rai_cpb_backward(float *dw1, float *db1, float *dw2, float *dtable, const f
     for (int64_t e = 0; e < t * RA_CPB_HIDDEN; e++)
         if (!(hid[e] > 0)) dhid[e] = 0.0f;
     ra_linear_backward(NULL, dw1, db1, dhid, coords, w1, t, RA_CPB_HIDDEN, 2);
+    rai_precision_set(was);
 }
 
 static float head_scale(const float *logit_scale, int h) {

@@ -51,7 +51,8 @@ void rai_arena_reset(rai_arena *a, size_t mark);
  * 64-byte aligned; NULL without memory. A slot is one user's: the packed
  * panels of a product, say. */
 enum { RAI_BUFFER_GEMM, RAI_BUFFER_GEMM512_PACK, RAI_BUFFER_GEMM512_TN, RAI_BUFFER_PRECISION,
-       RAI_BUFFER_BF16, RAI_THREAD_BUFFERS };
+       RAI_BUFFER_BF16, RAI_BUFFER_BF16_W, RAI_BUFFER_BF16_TN, RAI_BUFFER_PRECISION_W,
+       RAI_THREAD_BUFFERS };
 void *rai_thread_buffer(int slot, size_t bytes);
 
 #endif

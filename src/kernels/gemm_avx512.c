@@ -167,6 +167,15 @@ void rai_gemm_gelu_backward_avx512(float *dx, const float *dy, const float *x, i
 
 static void gelu_tile(float *y, float *gd, int64_t ld, int mr, int nv, const __mmask16 *mv);
 
+void rai_gemm_gelu_keep_avx512(float *y, float *d, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 v = _mm512_maskz_loadu_ps(m, x + i), e = erf_of16(v);
+        _mm512_mask_storeu_ps(d + i, m, gelu_grad_erf16(v, e));
+        _mm512_mask_storeu_ps(y + i, m, gelu_erf16(v, e));
+    }
+}
+
 /* In blocks of MR x 48 values through gelu_tile (erf's exponential branch
  * only on the lanes that take it), the rest 16 lanes at a time: each lane
  * sees gelu16's operations either way. */

@@ -1,10 +1,12 @@
-/* gemm_bf16.c - the product of precision bf16 on bfloat16 dot products
- * (gemm_kernels.h): a Linear's y = x . w^T + bias with its weights held as
- * bfloat16, packed once, and its input rounded to bfloat16 as it is packed,
- * float32 sums. A framework (rounding, packing, threads, the epilogue's
- * GELU and residual add) around a 12 x 32 micro-kernel: the scalar one
- * below (the oracle) or the VDPBF16PS one of gemm_bf16_avx512.c, which
- * gives the same bits.
+/* gemm_bf16.c - the products of precision bf16 on bfloat16 dot products
+ * (gemm_kernels.h): a Linear's y = x . w^T + bias with its weights rounded
+ * to bfloat16 and packed once (inference) or at the call (training: the
+ * weights change every step; w read transposed for dX = dY W), its input
+ * rounded as it is packed, float32 sums; and the weight gradient dW +=
+ * dY^T X (with the bias gradient) over pairs of rows. A framework
+ * (rounding, packing, threads, the epilogue's GELU, GELU' and residual
+ * add) around a 12 x 32 micro-kernel: the scalar one below (the oracle) or
+ * the VDPBF16PS one of gemm_bf16_avx512.c, which gives the same bits.
  *
  * The format, the arithmetic of VDPBF16PS (AVX512_BF16):
  *   x and w rounded to bfloat16, nearest even (rai_bf16_bits), K padded
@@ -54,12 +56,12 @@ static inline float dot_step(float acc, uint16_t a, uint16_t b) {
     return daz(fmaf(daz(bf16_value(a)), daz(bf16_value(b)), daz(acc)));
 }
 
-void rai_gemm_bf16_micro_ref(int kp, const uint16_t *a, int64_t lda, const uint16_t *bp, float *c,
-                             int64_t ldc, const float *bias) {
+void rai_gemm_bf16_micro_ref(int kp, const uint16_t *a, int64_t lda, int64_t aq, const uint16_t *bp,
+                             float *c, int64_t ldc, const float *bias) {
     float acc[MR][NR] = {{0}};
     for (int q = 0; q < kp; q++, bp += 2 * NR)
         for (int r = 0; r < MR; r++) {
-            const uint16_t *ar = a + r * lda + 2 * q;
+            const uint16_t *ar = a + r * lda + q * aq;
             for (int j = 0; j < NR; j++) {
                 acc[r][j] = dot_step(acc[r][j], ar[1], bp[2 * j + 1]);
                 acc[r][j] = dot_step(acc[r][j], ar[0], bp[2 * j]);
@@ -69,23 +71,33 @@ void rai_gemm_bf16_micro_ref(int kp, const uint16_t *a, int64_t lda, const uint1
         for (int j = 0; j < NR; j++) c[j] = bias ? acc[r][j] + bias[j] : acc[r][j];
 }
 
-typedef void (*micro_fn)(int, const uint16_t *, int64_t, const uint16_t *, float *, int64_t,
-                         const float *);
-typedef void (*round_fn)(uint16_t *, int64_t, const float *, int64_t, int, int);
+void rai_bf16_pack_pairs(uint16_t *dst, const float *r0, const float *r1, int n, double *sum) {
+    for (int j = 0; j < n; j++) {
+        dst[2 * j] = rai_bf16_bits(r0[j]), dst[2 * j + 1] = r1 ? rai_bf16_bits(r1[j]) : 0;
+        if (sum) sum[j] = r1 ? sum[j] + r0[j] + r1[j] : sum[j] + r0[j];
+    }
+}
 
-/* The micro-kernel and rounding of an isa. */
+typedef void (*micro_fn)(int, const uint16_t *, int64_t, int64_t, const uint16_t *, float *,
+                         int64_t, const float *);
+typedef void (*round_fn)(uint16_t *, int64_t, const float *, int64_t, int, int);
+typedef void (*pairs_fn)(uint16_t *, const float *, const float *, int, double *);
+
+/* The micro-kernel, rounding and packing of pairs of an isa. */
 typedef struct {
     micro_fn micro;
     round_fn round;
+    pairs_fn pairs;
 } bf16_kernels;
 
 static bf16_kernels kernels_of(int isa) {
 #ifdef RA_HAVE_X86_KERNELS
     if (isa == RA_GEMM_BF16_AVX512)
-        return (bf16_kernels){rai_gemm_bf16_micro_avx512, rai_bf16_round_rows_avx512};
+        return (bf16_kernels){rai_gemm_bf16_micro_avx512, rai_bf16_round_rows_avx512,
+                              rai_bf16_pack_pairs_avx512};
 #endif
     (void)isa;
-    return (bf16_kernels){rai_gemm_bf16_micro_ref, rai_bf16_round_rows};
+    return (bf16_kernels){rai_gemm_bf16_micro_ref, rai_bf16_round_rows, rai_bf16_pack_pairs};
 }
 
 /* ---- the weights, packed once ------------------------------------------ */
@@ -95,15 +107,41 @@ static size_t packed_bytes(int n, int k) {
     return (size_t)((n + NR - 1) / NR) * NR * (size_t)((k + 1) / 2 * 2) * sizeof(uint16_t);
 }
 
-/* Column panel p of w (n, k) into pw: [kp][NR][2], zeros past n and k. */
-static void pack_panel(const rai_bf16_weights *pw, const float *w, int p) {
-    const int n = pw->n, k = pw->k, kp = (k + 1) / 2;
-    uint16_t *dst = pw->bp + (int64_t)p * kp * 2 * NR;
-    memset(dst, 0, (size_t)kp * 2 * NR * sizeof *dst);
-    for (int j = 0; j < NR && p * NR + j < n; j++) {
-        const float *row = w + (int64_t)(p * NR + j) * k;
-        for (int l = 0; l < k; l++) dst[(l / 2) * 2 * NR + 2 * j + l % 2] = rai_bf16_bits(row[l]);
+/* A panel [kp][width][2] of columns j < nr (zeros past nr and past kred),
+ * element (l, j) of src at src[l * ls + j * js]: l the reduction, j the
+ * column; js 1 (rows of columns: paired by the isa's pairs) or ls 1
+ * (columns of rows: each rounded as a row, its pairs put in place). The
+ * weights of a forward (w (N, K): ls 1, js K), of dX = dY W (w read
+ * transposed: ls K, js 1) and X of dW (ls K, js 1) pack here. */
+static void pack_panel(uint16_t *dst, int width, const float *src, int64_t ls, int64_t js,
+                       int kred, int nr, const bf16_kernels *kn) {
+    enum { CHUNK = 512 };   /* values of a row rounded at a time */
+    const int kp = (kred + 1) / 2;
+    if (js == 1) {
+        for (int q = 0; q < kp; q++, dst += 2 * width, src += 2 * ls) {
+            kn->pairs(dst, src, 2 * q + 1 < kred ? src + ls : NULL, nr, NULL);
+            memset(dst + 2 * nr, 0, (size_t)(width - nr) * 2 * sizeof *dst);
+        }
+        return;
     }
+    memset(dst, 0, (size_t)kp * 2 * width * sizeof *dst);
+    uint16_t row[CHUNK];
+    for (int j = 0; j < nr; j++)
+        for (int l0 = 0; l0 < kred; l0 += CHUNK) {
+            const int len = kred - l0 < CHUNK ? kred - l0 : CHUNK;
+            kn->round(row, CHUNK, src + j * js + l0, 0, 1, len);
+            uint16_t *d = dst + (int64_t)(l0 / 2) * 2 * width + 2 * j;
+            for (int q = 0; q < (len + 1) / 2; q++, d += 2 * width) d[0] = row[2 * q], d[1] = row[2 * q + 1];
+        }
+}
+
+/* Panel p of w (n, k; transposed if wt: the output's columns are w's) into
+ * bp, panels of kp pairs. */
+static void pack_weight_panel(uint16_t *bp, const float *w, int wt, int n, int k, int p,
+                              const bf16_kernels *kn) {
+    const int kp = (k + 1) / 2, j0 = p * NR, nr = n - j0 < NR ? n - j0 : NR;
+    pack_panel(bp + (int64_t)p * kp * 2 * NR, NR, wt ? w + j0 : w + (int64_t)j0 * k, wt ? n : 1,
+               wt ? 1 : k, k, nr, kn);
 }
 
 int rai_bf16_weights_pack(rai_bf16_weights *pw, const float *w, int n, int k, int nthreads) {
@@ -113,7 +151,10 @@ int rai_bf16_weights_pack(rai_bf16_weights *pw, const float *w, int n, int k, in
     pw->n = n, pw->k = k;
     const int npanels = (n + NR - 1) / NR;
 #pragma omp parallel for schedule(static) num_threads(nthreads > 1 ? nthreads : 1)
-    for (int p = 0; p < npanels; p++) pack_panel(pw, w, p);
+    for (int p = 0; p < npanels; p++) {
+        const bf16_kernels kn = kernels_of(RA_GEMM_BF16_REF);
+        pack_weight_panel(pw->bp, w, 0, n, k, p, &kn);
+    }
     return 0;
 }
 
@@ -126,12 +167,36 @@ void rai_bf16_weights_free(rai_bf16_weights *pw) {
 /* ---- the product -------------------------------------------------------- */
 
 typedef struct {
-    rai_gemm_io io;
-    int kp;                /* pairs along K (the last zero-padded) */
+    const float *x, *bias;
+    float *y;
+    rai_bf16_epilogue e;
+    int64_t m;
+    int n, k, kp;          /* kp: pairs along K (the last zero-padded) */
     int npanels, group;    /* column panels, and per task */
-    const rai_bf16_weights *b;
+    const uint16_t *bp;    /* the packed weights: [npanels][kp][NR][2] */
     bf16_kernels kn;
 } bf16_job;
+
+/* The epilogue of a tile t (mr x nr of the output, from row r0 and column
+ * j0; row stride NR) but for what rai_gemm_tile_put does: GELU' of the
+ * sums into gd (with gelu_keep, GELU as well: returned 1), or the sums
+ * multiplied by gm. */
+static int tile_pre(const rai_bf16_epilogue *e, float *t, int mr, int nr, int64_t r0, int j0,
+                    int n) {
+    float d[MR * NR];
+    if (e->gd && e->gelu_keep && !e->gm) {
+        e->gelu_keep(t, d, t, (int64_t)mr * NR);
+        for (int r = 0; r < mr; r++) memcpy(e->gd + (r0 + r) * n + j0, d + r * NR, sizeof *d * (size_t)nr);
+        return 1;
+    }
+    for (int r = 0; r < mr; r++) {
+        const int64_t at = (r0 + r) * n + j0;
+        if (e->gd) e->gelu_deriv(e->gd + at, t + r * NR, nr);
+        if (e->gm)
+            for (int j = 0; j < nr; j++) t[r * NR + j] *= e->gm[at + j];
+    }
+    return 0;
+}
 
 /* The bias of the NR columns from j0 of n, those past n read as 0 (pad). */
 static const float *panel_bias(const float *bias, int j0, int n, float *pad) {
@@ -145,39 +210,40 @@ static const float *panel_bias(const float *bias, int j0, int n, float *pad) {
  * in turn (the tile in L1, the panels from L2). */
 static void run_task(const bf16_job *g, int64_t i0, int p0, int p1, int64_t next, uint16_t *a) {
     const int64_t lda = 2 * (int64_t)g->kp;
-    const int rows = (int)(g->io.m - i0 < MB ? g->io.m - i0 : MB);
-    g->kn.round(a, lda, g->io.x + i0 * g->io.k, g->io.k, rows, g->io.k);
+    const int rows = (int)(g->m - i0 < MB ? g->m - i0 : MB);
+    g->kn.round(a, lda, g->x + i0 * g->k, g->k, rows, g->k);
     memset(a + rows * lda, 0, sizeof *a * (size_t)((MB - rows) * lda));
     /* the rows of x of a later task of the thread (from row next; none if
      * negative), asked for towards L2 a share before each tile: the
      * rounding would otherwise wait for them (Swin's first stage reads
      * 10 MB of x) */
-    const int nrows = next < 0 ? 0 : (int)(g->io.m - next < MB ? g->io.m - next : MB);
-    const char *pf = (const char *)(g->io.x + (next < 0 ? 0 : next) * g->io.k);
-    const int64_t lines = ((int64_t)nrows * g->io.k * (int64_t)sizeof(float) + 63) / 64;
+    const int nrows = next < 0 ? 0 : (int)(g->m - next < MB ? g->m - next : MB);
+    const char *pf = (const char *)(g->x + (next < 0 ? 0 : next) * g->k);
+    const int64_t lines = ((int64_t)nrows * g->k * (int64_t)sizeof(float) + 63) / 64;
     const int64_t calls = (int64_t)(MB / MR) * (p1 - p0);
     int64_t done = 0, c = 0;
     float t[MR * NR], pad[NR];
-    for (int rt = 0; rt < MB / MR && i0 + rt * MR < g->io.m; rt++) {
+    for (int rt = 0; rt < MB / MR && i0 + rt * MR < g->m; rt++) {
         const int64_t r0 = i0 + (int64_t)rt * MR;
-        const int mr = (int)(g->io.m - r0 < MR ? g->io.m - r0 : MR);
+        const int mr = (int)(g->m - r0 < MR ? g->m - r0 : MR);
         for (int p = p0; p < p1; p++) {
             for (const int64_t upto = lines * ++c / calls; done < upto; done++)
                 __builtin_prefetch(pf + done * 64, 0, 2);
-            const int j0 = p * NR, nr = g->io.n - j0 < NR ? g->io.n - j0 : NR;
-            const float *bias = panel_bias(g->io.bias, j0, g->io.n, pad);
-            const uint16_t *bt = g->b->bp + (int64_t)p * g->kp * 2 * NR;
+            const int j0 = p * NR, nr = g->n - j0 < NR ? g->n - j0 : NR;
+            const float *bias = panel_bias(g->bias, j0, g->n, pad);
+            const uint16_t *bt = g->bp + (int64_t)p * g->kp * 2 * NR;
             const uint16_t *at = a + rt * MR * lda;
-            const rai_gemm_io *o = &g->io;
-            if (o->k <= RA_GEMM_PREFETCH_KMAX)
-                rai_gemm_tile_prefetch(o->y, o->n, o->res, o->n, o->map, r0, mr, j0, nr);
-            if (mr == MR && nr == NR && !o->res && !o->gelu) {   /* straight into y */
-                g->kn.micro(g->kp, at, lda, bt, o->y + r0 * o->n + j0, o->n, bias);
+            if (g->k <= RA_GEMM_PREFETCH_KMAX)
+                rai_gemm_tile_prefetch(g->y, g->n, g->e.res, g->n, g->e.map, r0, mr, j0, nr);
+            if (mr == MR && nr == NR && !g->e.res && !g->e.gelu && !g->e.gd && !g->e.gm) {
+                /* straight into y */
+                g->kn.micro(g->kp, at, lda, 2, bt, g->y + r0 * g->n + j0, g->n, bias);
                 continue;
             }
-            g->kn.micro(g->kp, at, lda, bt, t, NR, bias);
-            rai_gemm_tile_put(t, NR, mr, nr, o->gelu, o->y + r0 * o->n + j0, o->n, o->res, o->n,
-                              o->map, r0, j0);
+            g->kn.micro(g->kp, at, lda, 2, bt, t, NR, bias);
+            const int gelu_done = tile_pre(&g->e, t, mr, nr, r0, j0, g->n);
+            rai_gemm_tile_put(t, NR, mr, nr, gelu_done ? NULL : g->e.gelu, g->y + r0 * g->n + j0,
+                              g->n, g->e.res, g->n, g->e.map, r0, j0);
         }
     }
 }
@@ -185,11 +251,19 @@ static void run_task(const bf16_job *g, int64_t i0, int p0, int p1, int64_t next
 int rai_gemm_bf16(float *y, const float *x, const float *bias, int64_t m, int n, int k,
                   const rai_bf16_weights *pw, void (*gelu)(float *, const float *, int64_t),
                   float *res, const int32_t *map, int isa, int nthreads) {
+    if (!pw) return m <= 0 || n <= 0 ? 0 : -1;
+    const rai_bf16_epilogue e = {.gelu = gelu, .res = res, .map = map};
+    return rai_gemm_bf16_ext(y, x, NULL, 0, bias, m, n, k, pw, &e, isa, nthreads);
+}
+
+int rai_gemm_bf16_ext(float *y, const float *x, const float *w, int wt, const float *bias,
+                      int64_t m, int n, int k, const rai_bf16_weights *pw,
+                      const rai_bf16_epilogue *e, int isa, int nthreads) {
     if (m <= 0 || n <= 0) return 0;
-    if (k <= 0 || !pw || pw->n != n || pw->k != k) return -1;
-    bf16_job g = {.io = {.x = x, .bias = bias, .y = y, .res = res, .map = map, .gelu = gelu,
-                         .m = m, .n = n, .k = k},
-                  .kp = (k + 1) / 2, .b = pw, .kn = kernels_of(isa)};
+    if (k <= 0 || (pw ? pw->n != n || pw->k != k : !w) || (e && e->gd && !e->gelu_deriv)) return -1;
+    bf16_job g = {.x = x, .bias = bias, .y = y, .m = m, .n = n, .k = k, .kp = (k + 1) / 2,
+                  .bp = pw ? pw->bp : NULL, .kn = kernels_of(isa)};
+    if (e) g.e = *e;
     g.npanels = (n + NR - 1) / NR;
     /* tasks of MB rows by groups of panels: as many as keep every thread
      * busy to the end (four per thread), groups of PGROUP panels at least
@@ -202,6 +276,11 @@ int rai_gemm_bf16(float *y, const float *x, const float *bias, int64_t m, int n,
     const int64_t tasks = blocks * groups;
     const int nt = nt0 > 1 && tasks > 1 ? (tasks < nt0 ? (int)tasks : nt0) : 1;
     const size_t bytes = (size_t)MB * (size_t)(2 * g.kp) * sizeof(uint16_t);
+    /* weights not packed before: packed now, into the calling thread's
+     * buffer, by the team (they change at every step of a training run) */
+    uint16_t *wbuf = pw ? NULL : rai_thread_buffer(RAI_BUFFER_BF16_W, packed_bytes(n, k));
+    if (!pw && !wbuf) return -1;
+    if (!pw) g.bp = wbuf;
     int missing = 0;   /* threads without their buffer: then nothing is done */
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
@@ -209,6 +288,10 @@ int rai_gemm_bf16(float *y, const float *x, const float *bias, int64_t m, int n,
         if (!a) {
 #pragma omp atomic
             missing++;
+        }
+        if (wbuf) {
+#pragma omp for schedule(static)
+            for (int p = 0; p < g.npanels; p++) pack_weight_panel(wbuf, w, wt, n, k, p, &g.kn);
         }
 #pragma omp barrier
         if (!missing) {
@@ -227,6 +310,82 @@ int rai_gemm_bf16(float *y, const float *x, const float *bias, int64_t m, int n,
         }
     }
     return missing ? -1 : 0;
+}
+
+/* ---- the weight gradient: c += a^T b, the sum over the rows ------------- */
+
+#define TN_ROWS 512   /* rows of a and b per block: the chain of each sum is cut here */
+
+/* Block [i0, i0 + rows) of c += a^T b: a's rows by pairs into at
+ * ([kp][wa][2], wa = n rounded up to MR: the micro-kernel reads a tile's
+ * rows 2 apart and its pairs 2 wa apart), a's column sums into sum (if
+ * given), b's rows by pairs into its panels of NR columns in bt. Each of
+ * the nt threads packs a strip of a's columns (rows in order: each
+ * column's sum one chain) and a share of b's pairs, reading rows
+ * contiguously. */
+static void tn_pack(uint16_t *at, int wa, double *sum, uint16_t *bt, const float *a,
+                    const float *b, int64_t i0, int rows, int n, int k, const bf16_kernels *kn,
+                    int nt) {
+    const int kp = (rows + 1) / 2, npanels = (k + NR - 1) / NR;
+    const int strip = ((n + nt - 1) / nt + 15) / 16 * 16;
+#pragma omp for schedule(static) nowait
+    for (int t = 0; t < 2 * nt; t++) {
+        if (t < nt) {
+            const int c0 = t * strip, cn = n - c0 < strip ? n - c0 : strip;
+            for (int q = 0; cn > 0 && q < kp; q++) {
+                const float *r0 = a + (i0 + 2 * q) * n + c0;
+                kn->pairs(at + (int64_t)q * 2 * wa + 2 * c0, r0, 2 * q + 1 < rows ? r0 + n : NULL,
+                          cn, sum ? sum + c0 : NULL);
+            }
+            if (t == nt - 1 && wa > n)   /* the rows of the last tile past n */
+                for (int q = 0; q < kp; q++)
+                    memset(at + (int64_t)q * 2 * wa + 2 * n, 0, (size_t)(wa - n) * 2 * sizeof *at);
+            continue;
+        }
+        const int q1 = (int)((int64_t)kp * (t - nt + 1) / nt);
+        for (int q = (int)((int64_t)kp * (t - nt) / nt); q < q1; q++) {
+            const float *r0 = b + (i0 + 2 * q) * k;
+            for (int p = 0; p < npanels; p++) {
+                const int nr = k - p * NR < NR ? k - p * NR : NR;
+                uint16_t *d = bt + ((int64_t)p * kp + q) * 2 * NR;
+                kn->pairs(d, r0 + p * NR, 2 * q + 1 < rows ? r0 + k + p * NR : NULL, nr, NULL);
+                memset(d + 2 * nr, 0, (size_t)(NR - nr) * 2 * sizeof *d);
+            }
+        }
+    }
+}
+
+int rai_gemm_bf16_tn(float *c, float *db, const float *a, const float *b, int64_t m, int n, int k,
+                     int isa, int nthreads) {
+    if (m <= 0 || n <= 0 || k <= 0) return 0;
+    const bf16_kernels kn = kernels_of(isa);
+    const int ntiles = (n + MR - 1) / MR, npanels = (k + NR - 1) / NR, wa = ntiles * MR;
+    const size_t abytes = (size_t)wa * TN_ROWS * sizeof(uint16_t);
+    const size_t bbytes = (size_t)npanels * NR * TN_ROWS * sizeof(uint16_t);
+    uint16_t *at = rai_thread_buffer(RAI_BUFFER_BF16_TN, abytes + bbytes + (size_t)n * sizeof(double));
+    if (!at) return -1;
+    uint16_t *bt = at + abytes / sizeof *at;
+    double *sum = db ? (double *)(bt + bbytes / sizeof *bt) : NULL;
+    if (sum) memset(sum, 0, (size_t)n * sizeof *sum);
+    const int64_t ntasks = (int64_t)ntiles * npanels;
+    const int nt = nthreads > 1 ? nthreads : 1;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    for (int64_t i0 = 0; i0 < m; i0 += TN_ROWS) {   /* the blocks in order: one chain per sum */
+        const int rows = (int)(m - i0 < TN_ROWS ? m - i0 : TN_ROWS), kp = (rows + 1) / 2;
+        tn_pack(at, wa, sum, bt, a, b, i0, rows, n, k, &kn, omp_get_num_threads());
+#pragma omp barrier
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < ntasks; t++) {
+            const int rt = (int)(t / npanels), p = (int)(t % npanels);
+            const int r0 = rt * MR, j0 = p * NR;
+            const int mr = n - r0 < MR ? n - r0 : MR, nr = k - j0 < NR ? k - j0 : NR;
+            float s[MR * NR];
+            kn.micro(kp, at + 2 * r0, 2, 2 * (int64_t)wa, bt + (int64_t)p * kp * 2 * NR, s, NR, NULL);
+            rai_gemm_tile_put(s, NR, mr, nr, NULL, NULL, 0, c, k, NULL, r0, j0);
+        }
+    }
+    for (int j = 0; sum && j < n; j++) db[j] = (float)((double)db[j] + sum[j]);
+    return 0;
 }
 
 /* ---- the MLP: fc2(GELU(fc1(x))) a block of rows at a time ---------------- */
@@ -256,7 +415,7 @@ static void run_mlp_task(const mlp_job *g, int64_t i0, uint16_t *a, uint16_t *h)
     for (int rt = 0; rt < MB / MR && i0 + rt * MR < g->m; rt++)
         for (int p = 0; p < np1; p++) {
             const int j0 = p * NR, nr = g->hidden - j0 < NR ? g->hidden - j0 : NR;
-            g->kn.micro(kp1, a + rt * MR * lda, lda, g->w1->bp + (int64_t)p * kp1 * 2 * NR, t, NR,
+            g->kn.micro(kp1, a + rt * MR * lda, lda, 2, g->w1->bp + (int64_t)p * kp1 * 2 * NR, t, NR,
                         panel_bias(g->b1, j0, g->hidden, pad));
             g->gelu(t, t, MR * NR);
             g->kn.round(h + rt * MR * ldh + j0, ldh, t, NR, MR, nr);
@@ -268,7 +427,7 @@ static void run_mlp_task(const mlp_job *g, int64_t i0, uint16_t *a, uint16_t *h)
         const int mr = (int)(g->m - r0 < MR ? g->m - r0 : MR);
         for (int p = 0; p < np2; p++) {
             const int j0 = p * NR, nr = g->c - j0 < NR ? g->c - j0 : NR;
-            g->kn.micro(kp2, h + rt * MR * ldh, ldh, g->w2->bp + (int64_t)p * kp2 * 2 * NR, t, NR,
+            g->kn.micro(kp2, h + rt * MR * ldh, ldh, 2, g->w2->bp + (int64_t)p * kp2 * 2 * NR, t, NR,
                         panel_bias(g->b2, j0, g->c, pad));
             rai_gemm_tile_put(t, NR, mr, nr, NULL, g->y + r0 * g->c + j0, g->c, g->res, g->c,
                               NULL, r0, j0);

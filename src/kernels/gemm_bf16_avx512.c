@@ -26,12 +26,12 @@ static inline __m512bh pair(const uint16_t *p) {
     return (__m512bh)_mm512_set1_epi32(v);
 }
 
-void rai_gemm_bf16_micro_avx512(int kp, const uint16_t *a, int64_t lda, const uint16_t *bp,
-                                float *c, int64_t ldc, const float *bias) {
+void rai_gemm_bf16_micro_avx512(int kp, const uint16_t *a, int64_t lda, int64_t aq,
+                                const uint16_t *bp, float *c, int64_t ldc, const float *bias) {
     __m512 acc[MR][2];
 #pragma GCC unroll 12
     for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-    for (int q = 0; q < kp; q++, a += 2, bp += 2 * NR) {
+    for (int q = 0; q < kp; q++, a += aq, bp += 2 * NR) {
         _mm_prefetch((const char *)(bp + 16 * 2 * NR), _MM_HINT_T0);
         _mm_prefetch((const char *)(bp + 16 * 2 * NR + 32), _MM_HINT_T0);
         const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp);
@@ -77,5 +77,32 @@ void rai_bf16_round_rows_avx512(uint16_t *a, int64_t lda, const float *x, int64_
             _mm256_mask_storeu_epi16(a + l, m, bf16_16(_mm512_maskz_loadu_ps(m, x + l)));
         }
         if (kp > k) a[k] = 0;
+    }
+}
+
+/* sum[0 .. 16) += the 16 lanes of v, in double */
+static inline void sum16(double *sum, __m512 v) {
+    _mm512_storeu_pd(sum, _mm512_add_pd(_mm512_loadu_pd(sum), _mm512_cvtps_pd(_mm512_castps512_ps256(v))));
+    _mm512_storeu_pd(sum + 8, _mm512_add_pd(_mm512_loadu_pd(sum + 8),
+                                            _mm512_cvtps_pd(_mm256_castsi256_ps(
+                                                _mm512_extracti64x4_epi64(_mm512_castps_si512(v), 1)))));
+}
+
+void rai_bf16_pack_pairs_avx512(uint16_t *dst, const float *r0, const float *r1, int n, double *sum) {
+    double pad[16] = {0};
+    for (int j = 0; j < n; j += 16) {
+        const __mmask16 m = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
+        const __m512 v0 = _mm512_maskz_loadu_ps(m, r0 + j);
+        const __m512 v1 = r1 ? _mm512_maskz_loadu_ps(m, r1 + j) : _mm512_setzero_ps();
+        const __m512i lo = _mm512_cvtepu16_epi32(bf16_16(v0));
+        const __m512i hi = r1 ? _mm512_cvtepu16_epi32(bf16_16(v1)) : _mm512_setzero_si512();
+        _mm512_mask_storeu_epi32(dst + 2 * j, m, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+        if (!sum) continue;
+        /* the sums as the scalar loop adds them: + r0, then + r1 */
+        double *s = m == 0xFFFF ? sum + j : pad;
+        if (s == pad) memcpy(pad, sum + j, (size_t)(n - j) * sizeof *pad);
+        sum16(s, v0);
+        if (r1) sum16(s, v1);
+        if (s == pad) memcpy(sum + j, pad, (size_t)(n - j) * sizeof *pad);
     }
 }

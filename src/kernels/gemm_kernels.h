@@ -234,18 +234,57 @@ int rai_gemm_bf16_mlp(float *y, const float *x, const rai_bf16_weights *w1, cons
                       const rai_bf16_weights *w2, const float *b2, int64_t m, int c, int hidden,
                       void (*gelu)(float *, const float *, int64_t), float *res, int isa,
                       int nthreads);
+/* What a bf16 product does with a tile of sums (+ bias), in this order:
+ * gd (M, N), if given, receives gelu_deriv of them (GELU', what a
+ * training forward keeps for the backward; with gelu_keep, which also
+ * applies gelu, from one erf); gm (M, N), if given, multiplies them (a
+ * GELU's backward fused into the product before it); then
+ * rai_gemm_tile_put's gelu, and res and map (row stride N). */
+typedef struct rai_bf16_epilogue {
+    void (*gelu)(float *, const float *, int64_t);
+    void (*gelu_deriv)(float *, const float *, int64_t);
+    void (*gelu_keep)(float *, float *, const float *, int64_t);
+    float *gd;
+    const float *gm;
+    float *res;
+    const int32_t *map;
+} rai_bf16_epilogue;
+/* rai_gemm_bf16 with more: w packed once (pw) or, pw NULL, at the call
+ * from w (N, K), or if wt from w (K, N) read transposed (dX = dY W of a
+ * backward: no transposed copy), into a buffer of the calling thread
+ * (rounded as rai_bf16_weights_pack rounds: the same bits); the epilogue
+ * e (NULL: none). */
+int rai_gemm_bf16_ext(float *y, const float *x, const float *w, int wt, const float *bias,
+                      int64_t m, int n, int k, const rai_bf16_weights *pw,
+                      const rai_bf16_epilogue *e, int isa, int nthreads);
+/* c (N, K) += a (M, N)^T . b (M, K) in the format of the bf16 product, the
+ * weight gradient of a Linear: a and b rounded to bfloat16, the sum over
+ * the M rows in blocks of 512 in order, each block's a chain over its
+ * pairs of rows from 0 (as the micro-kernel makes it) added into c; and db
+ * (N), if given, += the column sums of a as they are (in double, rows in
+ * order: the bias gradient, as nn.c sums it). The same bits for any
+ * nthreads or micro-kernel. Returns 0, or -1 (nothing done) without
+ * memory. */
+int rai_gemm_bf16_tn(float *c, float *db, const float *a, const float *b, int64_t m, int n, int k,
+                     int isa, int nthreads);
 /* rows x k values of x (row stride ldx) rounded to bfloat16 into a (row
  * stride lda >= k rounded up to even; the pad of an odd k set to 0). */
 void rai_bf16_round_rows(uint16_t *a, int64_t lda, const float *x, int64_t ldx, int rows, int k);
+/* dst[2j] = r0[j], dst[2j + 1] = r1[j] (0 if r1 is NULL) rounded to
+ * bfloat16, j < n: a pair of rows as a packed panel holds it; sum (n
+ * doubles), if given, += r0 then += r1 (the rows' values as they are). */
+void rai_bf16_pack_pairs(uint16_t *dst, const float *r0, const float *r1, int n, double *sum);
 /* One MR x NR tile of c (row stride ldc) = bias (NULL: 0) + a . b over kp
- * pairs: a, MR rows of bfloat16 lda apart (pair q at 2q), b a packed
- * panel [kp][NR][2]; the scalar oracle and its VDPBF16PS twin (the same
- * bits). */
-void rai_gemm_bf16_micro_ref(int kp, const uint16_t *a, int64_t lda, const uint16_t *bp, float *c,
-                             int64_t ldc, const float *bias);
+ * pairs: a, MR rows of bfloat16, pair q of row r at a[r lda + q aq] (rows:
+ * aq 2; a packed panel [kp][MR][2]: lda 2, aq 2 MR), b a packed panel
+ * [kp][NR][2]; the scalar oracle and its VDPBF16PS twin (the same bits). */
+void rai_gemm_bf16_micro_ref(int kp, const uint16_t *a, int64_t lda, int64_t aq, const uint16_t *bp,
+                             float *c, int64_t ldc, const float *bias);
 #ifdef RA_HAVE_X86_KERNELS
-void rai_gemm_bf16_micro_avx512(int kp, const uint16_t *a, int64_t lda, const uint16_t *bp,
-                                float *c, int64_t ldc, const float *bias);
+void rai_gemm_bf16_micro_avx512(int kp, const uint16_t *a, int64_t lda, int64_t aq,
+                                const uint16_t *bp, float *c, int64_t ldc, const float *bias);
+/* rai_bf16_pack_pairs on 16 lanes (the same bits). */
+void rai_bf16_pack_pairs_avx512(uint16_t *dst, const float *r0, const float *r1, int n, double *sum);
 /* rai_bf16_round_rows on 16 lanes (the same bits). */
 void rai_bf16_round_rows_avx512(uint16_t *a, int64_t lda, const float *x, int64_t ldx, int rows,
                                 int k);
@@ -284,6 +323,9 @@ int rai_gemm_tn_avx512(float *c, int64_t ldc, const float *a, int64_t lda, const
                        int64_t ldb, int64_t m, int n, int k, float *db, int nthreads);
 /* y = GELU(x) on 16 lanes, as the epilogue computes it (y may be x). */
 void rai_gemm_gelu_avx512(float *y, const float *x, int64_t n);
+/* y = GELU(x) and d = GELU'(x) on 16 lanes from one erf (y may be x): the
+ * bits of rai_gemm_gelu_avx512 and of the backward's GELU'. */
+void rai_gemm_gelu_keep_avx512(float *y, float *d, const float *x, int64_t n);
 /* dx += dy * GELU'(x) on 16 lanes (dx may be dy). */
 void rai_gemm_gelu_backward_avx512(float *dx, const float *dy, const float *x, int64_t n);
 /* rai_nn_layernorm_row_avx2 (nn_kernels.h) on 8 double lanes. */

@@ -21,6 +21,9 @@ typedef struct rai_nn_kernel {
     void (*gelu_backward)(float *dx, const float *dy, const float *x, int64_t n);
     /* y = GELU'(x), n elements (y may be x) */
     void (*gelu_deriv)(float *y, const float *x, int64_t n);
+    /* y = GELU(x) and d = GELU'(x) from one erf, with gelu's and
+     * gelu_deriv's bits (y may be x); NULL: those two in turn */
+    void (*gelu_keep)(float *y, float *d, const float *x, int64_t n);
     /* One LayerNorm row of c elements (y may be x): statistics in double,
      * mean and rstd saved as float if not NULL; gamma, beta may be NULL. */
     void (*layernorm_row)(float *y, float *mean, float *rstd, const float *x,

@@ -522,6 +522,24 @@ static int make_replicas(ra_model *m, int want) {
     return m->nrep + 1;
 }
 
+/* The training calls compute m's products in m's precision (fp32 or
+ * bf16; the shards' threads take it from rai_run_parts), never with a
+ * packed table: begin returns the thread's precision before, end puts it
+ * back and turns a product that ran out of memory into st. */
+static ra_precision train_precision_begin(const ra_model *m) {
+    rai_precision_failed();
+    return rai_precision_set(m->precision);
+}
+
+static ra_status train_precision_end(const ra_model *m, ra_precision was, ra_status st,
+                                     const char *what) {
+    rai_precision_set(was);
+    if (rai_precision_failed() && !st)
+        st = rai_fail(RA_ERR_NOMEM, "%s: out of memory for a product in precision %s", what,
+                      ra_precision_name(m->precision));
+    return st;
+}
+
 ra_status ra_model_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                                  const float *x, int x_ndim, const int64_t *x_shape,
                                  ra_rng *rng) {
@@ -530,21 +548,30 @@ ra_status ra_model_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_
     if (!ra_model_trainable(m))
         return rai_fail(RA_ERR_ARG, "%s has no training forward (attention layers: use "
                         "ra_attn_layer_backward)", m->ops->name);
-    if (m->precision != RA_PRECISION_FP32)
-        return rai_fail(RA_ERR_ARG, "training runs in fp32; this model computes in %s",
+    if (m->precision == RA_PRECISION_INT8)
+        return rai_fail(RA_ERR_ARG, "training runs in fp32 or bf16; this model computes in %s",
                         ra_precision_name(m->precision));
     *y = NULL;
+    /* the weights change from now on: bf16's products pack them at each
+     * call, not once */
+    rai_packed_free(m->packed), m->packed = NULL;
+    const ra_precision was = train_precision_begin(m);
     m->shards = 1;
     int S = rng ? 1 : batch_shards(m, x_ndim, x_shape);
     if (S > 1) S = make_replicas(m, S);
-    if (S < 2) return m->ops->forward_train(m, y, y_ndim, y_shape, x, x_ndim, x_shape, rng);
-    forward_parts c = {.m = m, .x = x, .x_ndim = x_ndim, .parts = S, .x_shape = x_shape};
-    for (int s = 0; s < S; s++) c.train[s] = s ? m->rep[s - 1] : m;
-    int64_t per_y;
-    ra_status st = forward_shards(&c, y, y_ndim, y_shape, &per_y);
-    if (st) return st;
-    m->shards = S, m->batch = x_shape[0], m->per_x = c.per_x, m->per_y = per_y;
-    return RA_OK;
+    ra_status st;
+    if (S < 2) {
+        st = m->ops->forward_train(m, y, y_ndim, y_shape, x, x_ndim, x_shape, rng);
+    } else {
+        forward_parts c = {.m = m, .x = x, .x_ndim = x_ndim, .parts = S, .x_shape = x_shape};
+        for (int s = 0; s < S; s++) c.train[s] = s ? m->rep[s - 1] : m;
+        int64_t per_y;
+        st = forward_shards(&c, y, y_ndim, y_shape, &per_y);
+        if (!st) m->shards = S, m->batch = x_shape[0], m->per_x = c.per_x, m->per_y = per_y;
+    }
+    st = train_precision_end(m, was, st, "training forward");
+    if (st) rai_free(*y), *y = NULL;
+    return st;
 }
 
 typedef struct {
@@ -568,10 +595,11 @@ ra_status ra_model_backward(ra_model *m, float *grad, float *dx, const float *dy
         return rai_fail(RA_ERR_ARG, "%s has no network backward (attention layers: use "
                         "ra_attn_layer_backward)", m->ops->name);
     const int S = m->shards;
-    if (S < 2) return m->ops->backward(m, grad, dx, dy);
+    const ra_precision was = train_precision_begin(m);
     backward_parts c = {.m = m, .grad = grad, .dx = dx, .dy = dy};
-    const ra_status st = rai_run_parts(S, backward_part, &c);
-    if (st) return st;
+    ra_status st = S < 2 ? m->ops->backward(m, grad, dx, dy) : rai_run_parts(S, backward_part, &c);
+    st = train_precision_end(m, was, st, "model backward");
+    if (st || S < 2) return st;
     const int64_t P = m->total;
     #pragma omp parallel for num_threads(S) schedule(static)
     for (int64_t i = 0; i < P; i++)
@@ -740,8 +768,8 @@ ra_status ra_model_set_precision(ra_model *m, ra_precision p) {
     if (!ra_precision_name(p)) return rai_fail(RA_ERR_ARG, "model precision: unknown value %d", (int)p);
     if (p == m->precision) return RA_OK;
     if (m->precision != RA_PRECISION_FP32)
-        return rai_fail(RA_ERR_ARG, "model precision: the model is in %s already (its weights "
-                        "were rounded): load it again", ra_precision_name(m->precision));
+        return rai_fail(RA_ERR_ARG, "model precision: the model is in %s already: load it again",
+                        ra_precision_name(m->precision));
     if (!m->ops->forward || m->ops->attn_layer)
         return rai_fail(RA_ERR_ARG, "precision %s is for networks (swin, swinv2, vit, swin_block, "
                         "swin_block_3d), not %s", ra_precision_name(p), m->ops->name);
@@ -751,7 +779,10 @@ ra_status ra_model_set_precision(ra_model *m, ra_precision p) {
                             "whose integer sums stay exact", ra_precision_name(p),
                             m->params[i].name, (long long)m->params[i].shape[1],
                             (long long)rai_precision_max_inputs(p));
-    for (int i = 0; i < m->nparams; i++)
+    /* int8 holds its weights as they are quantised; bf16 keeps them in
+     * float32 (a training run's master weights) and rounds them as they
+     * enter each product, as it rounds the inputs */
+    for (int i = 0; p == RA_PRECISION_INT8 && i < m->nparams; i++)
         if (linear_weight(&m->params[i]))
             rai_precision_weights(m->weights + m->params[i].offset, m->params[i].shape[0],
                                   m->params[i].shape[1], p);

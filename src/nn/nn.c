@@ -127,6 +127,13 @@ static void linear_unfused(float *y, const float *x, const float *w, const float
     }
 }
 
+/* The micro-kernel of the bf16 product (gemm_bf16.c) when the calling
+ * thread's precision is bf16 and the kernel set has it (and K >= 1), else
+ * -1 (the reference path, or another precision). */
+static int bf16_product(int k) {
+    return rai_precision_get() == RA_PRECISION_BF16 && k > 0 ? rai_bf16_micro() : -1;
+}
+
 void rai_linear_fused(float *y, const float *x, const float *w, const float *b, int64_t m, int n,
                       int k, int gelu, float *res, const int32_t *map) {
     if (m <= 0 || n <= 0) return;
@@ -139,18 +146,21 @@ void rai_linear_fused(float *y, const float *x, const float *w, const float *b, 
         return;
     }
     /* bf16 on bfloat16 dot products (gemm_bf16.c), where the kernel set
-     * has them and the model packed w when it took the precision */
-    const int bf16 = p == RA_PRECISION_BF16 ? rai_bf16_micro() : -1;
-    const rai_bf16_weights *pw = bf16 >= 0 ? rai_packed_find_bf16(w, n, k) : NULL;
-    if (pw) {
-        if (rai_gemm_bf16(y, x, b, m, n, k, pw, gelu ? rai_nn_kernel_active()->gelu : NULL, res,
-                          map, bf16, gemm_threads(m, n, k)) != 0)
+     * has them: w packed once by the model (inference), else at the call */
+    const int bf16 = bf16_product(k);
+    if (bf16 >= 0) {
+        const rai_bf16_epilogue e = {.gelu = gelu ? rai_nn_kernel_active()->gelu : NULL,
+                                     .res = res, .map = map};
+        if (rai_gemm_bf16_ext(y, x, w, 0, b, m, n, k, rai_packed_find_bf16(w, n, k), &e, bf16,
+                              gemm_threads(m, n, k)) != 0)
             rai_precision_fail();
         return;
     }
-    /* the reference path of bf16: the input rounded (float32: x itself);
-     * without memory the product is skipped and the forward fails */
-    if (!(x = rai_precision_input(x, m, k, p))) return;
+    /* the reference path of bf16: the input and the weights rounded
+     * (float32: themselves); without memory the product is skipped and
+     * the forward fails */
+    if (!(x = rai_precision_input(x, m, k, p, 0)) || !(w = rai_precision_input(w, n, k, p, 1)))
+        return;
     const rai_nn_kernel kn = nn_kernels();
     if (k > 0 && kn.gemm &&
         kn.gemm(y, n, x, k, w, k, 0, m, n, k, b, gelu, NULL, NULL, res, n, map,
@@ -207,6 +217,34 @@ void rai_linear_backward_fused(float *dx,        /* (M, K) or NULL */
                                const float *gd) {   /* (M, K) or NULL */
     if (m <= 0 || n <= 0) return;
     if (gd) set = 1;
+    const ra_precision p = rai_precision_get();
+    const int bf16 = bf16_product(k);
+    if (bf16 >= 0) {
+        /* dx = or += dy . w (w read transposed as it is packed), times gd;
+         * dw += dy^T x and db from dy as it is (in double: colsum_add's
+         * bits) in one pass over dy */
+        const int nt = gemm_threads(m, n, k);
+        const rai_bf16_epilogue e = {.gm = gd, .res = set ? NULL : dx};
+        if ((dx && rai_gemm_bf16_ext(dx, dy, w, 1, NULL, m, k, n, NULL, &e, bf16, nt) != 0) ||
+            (dw && rai_gemm_bf16_tn(dw, db, dy, x, m, n, k, bf16, nt) != 0))
+            rai_precision_fail();
+        else if (db && !dw)
+            colsum_add(db, dy, m, n);
+        return;
+    }
+    if (p == RA_PRECISION_BF16 && k > 0) {
+        /* the reference path of bf16: the float32 products of dy, w and x
+         * rounded (dy and w for dx, then dy and x for dw) */
+        const float *dyr = rai_precision_input(dy, m, n, p, 0);
+        const float *wr = dyr && dx ? rai_precision_input(w, n, k, p, 1) : NULL;
+        const ra_precision was = rai_precision_set(RA_PRECISION_FP32);
+        if (wr) rai_linear_backward_fused(dx, NULL, NULL, dyr, NULL, wr, m, n, k, set, gd);
+        const float *xr = dyr && dw ? rai_precision_input(x, m, k, p, 1) : NULL;
+        if (xr) rai_linear_backward_fused(NULL, dw, NULL, dyr, xr, NULL, m, n, k, set, NULL);
+        rai_precision_set(was);
+        if (db) colsum_add(db, dy, m, n);
+        return;
+    }
     const rai_nn_kernel kn = nn_kernels();
     if (k > 0 && kn.gemm) {
         /* dx = or += dy . w on the forward's product, reading w as it is
@@ -260,6 +298,19 @@ void ra_linear_backward(float *dx,        /* (M, K) or NULL */
 void rai_linear_gelu_keep(float *gd, float *g, const float *x, const float *w, const float *b,
                           int64_t m, int n, int k) {
     if (m <= 0 || n <= 0) return;
+    const ra_precision p = rai_precision_get();
+    const int bf16 = bf16_product(k);
+    if (bf16 >= 0) {
+        const rai_nn_kernel *kb = rai_nn_kernel_active();
+        const rai_bf16_epilogue e = {.gelu = kb->gelu, .gelu_deriv = kb->gelu_deriv,
+                                     .gelu_keep = kb->gelu_keep, .gd = gd};
+        if (rai_gemm_bf16_ext(g, x, w, 0, b, m, n, k, NULL, &e, bf16, gemm_threads(m, n, k)) != 0)
+            rai_precision_fail();
+        return;
+    }
+    /* the reference path of bf16 (float32: x and w themselves) */
+    if (!(x = rai_precision_input(x, m, k, p, 0)) || !(w = rai_precision_input(w, n, k, p, 1)))
+        return;
     const rai_nn_kernel kn = nn_kernels();
     if (k > 0 && kn.gemm &&
         kn.gemm(g, n, x, k, w, k, 0, m, n, k, b, 1, gd, NULL, NULL, 0, NULL,
@@ -763,12 +814,14 @@ ra_status ra_patch_embed_backward(float *dx,            /* (B, Cin, H, W) or NUL
     if (dx && !work)
         return rai_fail(RA_ERR_ARG, "ra_patch_embed_backward: dx needs a workspace");
     const int64_t L = (int64_t)gh * gw, rows = (int64_t)b * L;
-    /* weight and bias first: work may be cols */
+    /* float32 as the forward; weight and bias first: work may be cols */
+    const ra_precision was = rai_precision_set(RA_PRECISION_FP32);
     ra_linear_backward(NULL, dweight, dbias, dy, cols, weight, rows, e, kc);
-    if (!dx) return RA_OK;
     /* dcols (rows, kc) = dy (rows, E) . weight (E, kc), written over work:
      * a Linear layer's input gradient */
-    rai_linear_backward_fused(work, NULL, NULL, dy, NULL, weight, rows, e, kc, 1, NULL);
+    if (dx) rai_linear_backward_fused(work, NULL, NULL, dy, NULL, weight, rows, e, kc, 1, NULL);
+    rai_precision_set(was);
+    if (!dx) return RA_OK;
     /* col2im: the patches do not overlap, so each pixel takes one value;
      * those of the padding are dropped. Rows of patches in parallel. */
     const int64_t prow = (int64_t)b * gh;

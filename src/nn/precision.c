@@ -29,11 +29,11 @@ static void int8_row(float *x, int64_t n) {
     for (int64_t i = 0; t > 0.0f && i < n; i++) x[i] = (float)rai_i8_weight(x[i], t) * t;
 }
 
-const float *rai_precision_input(const float *x, int64_t m, int k, ra_precision p) {
+const float *rai_precision_input(const float *x, int64_t m, int k, ra_precision p, int which) {
     if (p != RA_PRECISION_BF16 || m <= 0 || k <= 0) return x;
     size_t bytes;
     if (!rai_mul_size(&bytes, (size_t)m * (size_t)k, sizeof(float))) return rai_precision_fail(), NULL;
-    float *out = rai_thread_buffer(RAI_BUFFER_PRECISION, bytes);
+    float *out = rai_thread_buffer(which ? RAI_BUFFER_PRECISION_W : RAI_BUFFER_PRECISION, bytes);
     if (!out) return rai_precision_fail(), NULL;
     for (int64_t i = 0; i < m * k; i++) out[i] = rai_round_bf16(x[i]);
     return out;

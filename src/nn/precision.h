@@ -2,9 +2,12 @@
  *
  * What a Linear computes in each precision; the reference path of bf16,
  * and the weights every precision holds:
- *   bf16  weights rounded once to bfloat16 (nearest even), each product's
- *         input rounded to bfloat16 as it enters (rai_precision_input);
- *         the float32 product of those values, float32 sums;
+ *   bf16  weights and each product's input rounded to bfloat16 (nearest
+ *         even) as they enter the product (the float32 weights are left
+ *         alone: a training run's master copy); the VDPBF16PS product of
+ *         kernels/gemm_bf16.c, or where the CPU lacks it the float32
+ *         product of the rounded values (rai_precision_input); float32
+ *         sums, forward and backward (dX, dW) alike;
  *   int8  weights quantised once per output channel (symmetric: scale
  *         max|w| / 127, q = round-half-even(w / scale) in [-127, 127]),
  *         held as the values q x scale; the product is gemm_i8.c's
@@ -22,11 +25,12 @@
 /* The thread's precision: rai_precision_get / _set / _failed (base/internal.h). */
 
 /* x (m, k) as a bf16 product sees it: into a buffer of the calling thread
- * (valid until its next call); x itself for any other precision; NULL
- * without memory. */
-const float *rai_precision_input(const float *x, int64_t m, int k, ra_precision p);
+ * (one per which, 0 or 1: the two operands of a product; valid until its
+ * next call); x itself for any other precision; NULL without memory. */
+const float *rai_precision_input(const float *x, int64_t m, int k, ra_precision p, int which);
 
-/* w (n, k) in place as precision p holds it (per row: one output channel). */
+/* w (n, k) in place as precision p rounds it (per row: one output channel);
+ * a model in int8 holds its weights so, one in bf16 does not. */
 void rai_precision_weights(float *w, int64_t n, int64_t k, ra_precision p);
 
 /* A model's Linear weights as precision int8 or bf16 packs them, once

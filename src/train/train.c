@@ -425,6 +425,8 @@ ra_status ra_trainer_save(const ra_trainer *t, const char *path, const char *con
     if (!st) st = ra_st_writer_meta(w, "train.step", val);
     snprintf(val, sizeof val, "%lld", (long long)t->data->n);   /* the schedule depends on it */
     if (!st) st = ra_st_writer_meta(w, "train.images", val);
+    if (!st && m->precision != RA_PRECISION_FP32)   /* the products' arithmetic (float32 file) */
+        st = ra_st_writer_meta(w, "train.precision", ra_precision_name(m->precision));
     for (int e = 0; e < nextra && !st; e++) st = ra_st_writer_meta(w, extra[2 * e], extra[2 * e + 1]);
     for (int i = 0; i < m->nparams && !st; i++) {
         const ra_param_info *p = &m->params[i];
@@ -458,6 +460,11 @@ ra_status ra_trainer_resume(ra_trainer **out, ra_model **mout, const char *path,
     if (!st && (!sv || !end || *end || step < 0))
         st = rai_fail(RA_ERR_FORMAT, "checkpoint: metadata train.step missing or invalid");
     if (!st) st = ra_model_from_file(&m, f);
+    const char *pv = ra_st_meta(f, "train.precision");
+    const int prec = pv ? ra_precision_parse(pv) : RA_PRECISION_FP32;
+    if (!st && prec != RA_PRECISION_FP32 && prec != RA_PRECISION_BF16)
+        st = rai_fail(RA_ERR_FORMAT, "checkpoint: train.precision '%s' is not fp32 or bf16", pv);
+    if (!st && prec != RA_PRECISION_FP32) st = ra_model_set_precision(m, (ra_precision)prec);
     if (!st) st = ra_trainer_create(&t, m, &c, data);
     const char *nv = ra_st_meta(f, "train.images");
     if (!st && nv && strtoll(nv, NULL, 10) != data->n)
