@@ -282,6 +282,39 @@ static int differ(const float *a, const float *b, long n) {
     return bad;
 }
 
+/* Where the kernel set has no bf16 product (avx2 here), a model's table
+ * holds its weights rounded once, and the Linear is the float32 product of
+ * the rounded input and those: the reference path without rounding the
+ * weights at every call. */
+static void bf16_reference_table(void) {
+    enum { M = 23, N = 19, K = 41 };
+    static float x[M * K], w[N * K], b[N], wr[N * K], xr[M * K], want[M * N], got[M * N];
+    uint64_t s = 31;
+    for (int i = 0; i < M * K; i++) x[i] = xr[i] = lcg(&s);
+    for (int i = 0; i < N * K; i++) w[i] = wr[i] = lcg(&s);
+    for (int i = 0; i < N; i++) b[i] = 0.1f * lcg(&s);
+    rai_precision_weights(xr, M, K, RA_PRECISION_BF16);
+    rai_precision_weights(wr, N, K, RA_PRECISION_BF16);
+    CHECK(memcmp(w, wr, sizeof w) != 0, "the weights are not bfloat16 values already");
+    if (!ra_kernel_supported(RA_KERNEL_AVX2)) return;
+    const ra_kernel_id best = ra_kernel_current();
+    ra_kernel_select(RA_KERNEL_AVX2);
+    const float *ws[1] = {w};
+    const int64_t ns[1] = {N}, ks[1] = {K};
+    rai_packed *t = rai_packed_make(ws, ns, ks, 1, RA_PRECISION_BF16);
+    const float *r = t ? (rai_packed_set(t), rai_packed_find_rounded(w, N, K)) : NULL;
+    CHECK(r && memcmp(r, wr, sizeof wr) == 0 && !rai_packed_find_bf16(w, N, K),
+          "the table of the avx2 set holds the rounded weights, no pairs");
+    ra_linear_forward(want, xr, wr, b, M, N, K);
+    const ra_precision was = rai_precision_set(RA_PRECISION_BF16);
+    ra_linear_forward(got, x, w, b, M, N, K);
+    rai_precision_set(was);
+    CHECK(differ(got, want, M * N) == 0, "the reference path with the table differs");
+    rai_packed_set(NULL);
+    rai_packed_free(t);
+    ra_kernel_select(best);
+}
+
 /* rai_gemm_bf16 on every micro-kernel the CPU runs and 1 and 2 threads
  * against naive_bf16, bit for bit (edge tiles, odd K, a NaN, an infinite
  * weight, a row of zeros, subnormal inputs); the Linear of precision bf16
@@ -336,14 +369,16 @@ static void bf16_product(void) {
     rai_packed *t = rai_packed_make(ws, ns, ks, 1, RA_PRECISION_BF16);
     CHECK(t && !rai_packed_find(w, N, K), "a bf16 table holds no int8 weights");
     const rai_packed *before = rai_packed_set(t);
-    CHECK(rai_packed_find_bf16(w, N, K) && !rai_packed_find_bf16(w, N, K - 1), "found by address and size");
+    const int fast = rai_bf16_micro() >= 0;   /* else the table holds the rounded values */
+    CHECK(fast ? rai_packed_find_bf16(w, N, K) && !rai_packed_find_bf16(w, N, K - 1)
+               : rai_packed_find_rounded(w, N, K) && !rai_packed_find_rounded(w, N, K - 1),
+          "found by address and size");
     static float xr[M * K];   /* the reference path: the rounded values' float32 product */
     memcpy(xr, x, sizeof x);
     rai_precision_weights(xr, M, K, RA_PRECISION_BF16);
     ra_linear_forward(ref, xr, w, b, M, N, K);
     const ra_precision was = rai_precision_set(RA_PRECISION_BF16);
     ra_linear_forward(got, x, w, b, M, N, K);
-    const int fast = rai_bf16_micro() >= 0;
     CHECK(differ(got, fast ? want : ref, M * N) == 0, "the bf16 Linear is the %s",
           fast ? "bf16 product" : "reference path");
     rai_packed_set(NULL);
@@ -385,6 +420,7 @@ static void bf16_product(void) {
           "weights of another size refused");
     printf("bf16 product: %d micro-kernels bit for bit against the formula; the Linear runs the %s\n",
            nisa, fast ? "VDPBF16PS product" : "reference path");
+    bf16_reference_table();
 }
 
 /* The MLP of precision bf16 a block of rows at a time (rai_mlp_fused):

@@ -198,6 +198,15 @@ static int tile_pre(const rai_bf16_epilogue *e, float *t, int mr, int nr, int64_
     return 0;
 }
 
+/* Rows [i0, i0 + MB) of x (m, k) rounded into a (row stride lda), the
+ * rows past m zeros. */
+static void round_block(const bf16_kernels *kn, uint16_t *a, int64_t lda, const float *x,
+                        int64_t m, int64_t i0, int k) {
+    const int rows = (int)(m - i0 < MB ? m - i0 : MB);
+    kn->round(a, lda, x + i0 * k, k, rows, k);
+    memset(a + rows * lda, 0, sizeof *a * (size_t)((MB - rows) * lda));
+}
+
 /* The bias of the NR columns from j0 of n, those past n read as 0 (pad). */
 static const float *panel_bias(const float *bias, int j0, int n, float *pad) {
     if (!bias || n - j0 >= NR) return bias ? bias + j0 : NULL;
@@ -210,9 +219,7 @@ static const float *panel_bias(const float *bias, int j0, int n, float *pad) {
  * in turn (the tile in L1, the panels from L2). */
 static void run_task(const bf16_job *g, int64_t i0, int p0, int p1, int64_t next, uint16_t *a) {
     const int64_t lda = 2 * (int64_t)g->kp;
-    const int rows = (int)(g->m - i0 < MB ? g->m - i0 : MB);
-    g->kn.round(a, lda, g->x + i0 * g->k, g->k, rows, g->k);
-    memset(a + rows * lda, 0, sizeof *a * (size_t)((MB - rows) * lda));
+    round_block(&g->kn, a, lda, g->x, g->m, i0, g->k);
     /* the rows of x of a later task of the thread (from row next; none if
      * negative), asked for towards L2 a share before each tile: the
      * rounding would otherwise wait for them (Swin's first stage reads
@@ -233,8 +240,7 @@ static void run_task(const bf16_job *g, int64_t i0, int p0, int p1, int64_t next
             const float *bias = panel_bias(g->bias, j0, g->n, pad);
             const uint16_t *bt = g->bp + (int64_t)p * g->kp * 2 * NR;
             const uint16_t *at = a + rt * MR * lda;
-            if (g->k <= RA_GEMM_PREFETCH_KMAX)
-                rai_gemm_tile_prefetch(g->y, g->n, g->e.res, g->n, g->e.map, r0, mr, j0, nr);
+            rai_gemm_tile_prefetch(g->y, g->n, g->e.res, g->n, g->e.map, r0, mr, j0, nr, g->k);
             if (mr == MR && nr == NR && !g->e.res && !g->e.gelu && !g->e.gd && !g->e.gm) {
                 /* straight into y */
                 g->kn.micro(g->kp, at, lda, 2, bt, g->y + r0 * g->n + j0, g->n, bias);
@@ -407,9 +413,7 @@ typedef struct {
 static void run_mlp_task(const mlp_job *g, int64_t i0, uint16_t *a, uint16_t *h) {
     const int kp1 = (g->c + 1) / 2, kp2 = (g->hidden + 1) / 2;
     const int64_t lda = 2 * (int64_t)kp1, ldh = 2 * (int64_t)kp2;
-    const int rows = (int)(g->m - i0 < MB ? g->m - i0 : MB);
-    g->kn.round(a, lda, g->x + i0 * g->c, g->c, rows, g->c);
-    memset(a + rows * lda, 0, sizeof *a * (size_t)((MB - rows) * lda));
+    round_block(&g->kn, a, lda, g->x, g->m, i0, g->c);
     float t[MR * NR], pad[NR];
     const int np1 = (g->hidden + NR - 1) / NR, np2 = (g->c + NR - 1) / NR;
     for (int rt = 0; rt < MB / MR && i0 + rt * MR < g->m; rt++)

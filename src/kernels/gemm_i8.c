@@ -123,8 +123,12 @@ static i8_kernels kernels_of(int isa) {
 }
 
 typedef struct {
-    rai_gemm_io io;
-    int kg;                   /* groups of 4 along K (the last zero-padded) */
+    const float *x, *bias;
+    float *y, *res;
+    const int32_t *map;
+    void (*gelu)(float *, const float *, int64_t);
+    int64_t m;
+    int n, k, kg;             /* kg: groups of 4 along K (the last zero-padded) */
     int npanels;
     rai_i8_weights b;         /* w packed (here or before the call) */
     i8_kernels kn;
@@ -141,16 +145,16 @@ typedef struct {
 /* Rows [i0, i0 + MB) of x quantised into r (rows past m: zeros, scale 0). */
 static void pack_rows(const i8_job *g, int64_t i0, i8_rows *r, uint8_t *row) {
     const int64_t panel = (int64_t)g->kg * 4 * MR;
-    memset(row + g->io.k, 0, (size_t)(4 * g->kg - g->io.k));
+    memset(row + g->k, 0, (size_t)(4 * g->kg - g->k));
     for (int t = 0; t < MB; t++) {
         const int64_t i = i0 + t;
         uint8_t *dst = r->ap + (t / MR) * panel + 4 * (t % MR);
-        if (i >= g->io.m) {
+        if (i >= g->m) {
             r->zero[t] = 0, r->scale[t] = 0.0f;
             for (int q = 0; q < g->kg; q++) memset(dst + q * 4 * MR, 0, 4);
             continue;
         }
-        g->kn.qrow(row, &r->zero[t], &r->scale[t], g->io.x + i * g->io.k, g->io.k);
+        g->kn.qrow(row, &r->zero[t], &r->scale[t], g->x + i * g->k, g->k);
         for (int q = 0; q < g->kg; q++) memcpy(dst + q * 4 * MR, row + 4 * q, 4);
     }
 }
@@ -219,32 +223,31 @@ static void run_task(const i8_job *g, int64_t i0, i8_rows *rows, uint8_t *row) {
     float t[RPMAX * MR * CPMAX * NR], pad[CPMAX * NR];
     for (int p = 0; p < g->npanels; p += kn->cp) {
         const int cp = g->npanels - p < kn->cp ? g->npanels - p : kn->cp;
-        const int j0 = p * NR, tw = cp * NR, nr = g->io.n - j0 < tw ? g->io.n - j0 : tw;
-        const float *bias = g->io.bias ? g->io.bias + j0 : NULL;
+        const int j0 = p * NR, tw = cp * NR, nr = g->n - j0 < tw ? g->n - j0 : tw;
+        const float *bias = g->bias ? g->bias + j0 : NULL;
         if (bias && nr < tw) {   /* the bias of the columns past n read as 0 */
             memset(pad, 0, sizeof pad), memcpy(pad, bias, sizeof *pad * (size_t)nr), bias = pad;
         }
         const int8_t *bt = g->b.bp + (int64_t)p * g->kg * 4 * NR;
         for (int q = 0; q < MB / MR; q += kn->rp) {   /* row panels q .. q + rn - 1 */
             const int64_t r0 = i0 + (int64_t)q * MR;
-            if (r0 >= g->io.m) break;
-            const int64_t left = g->io.m - r0 < (MB / MR - q) * MR ? g->io.m - r0 : (MB / MR - q) * MR;
+            if (r0 >= g->m) break;
+            const int64_t left = g->m - r0 < (MB / MR - q) * MR ? g->m - r0 : (MB / MR - q) * MR;
             const int rn = (int)((left + MR - 1) / MR < kn->rp ? (left + MR - 1) / MR : kn->rp);
             const int mr = (int)(left < rn * MR ? left : rn * MR);
             const rai_i8_tile e = {.zero = rows->zero + q * MR, .scale = rows->scale + q * MR,
                                    .wsum = g->b.wsum + j0, .wscale = g->b.wscale + j0,
                                    .bias = bias};
             const uint8_t *at = rows->ap + q * panel;
-            const int whole = mr == rn * MR && nr == tw && !g->io.res && !g->io.gelu;
-            float *c = whole ? g->io.y + r0 * g->io.n + j0 : t;   /* whole: straight into y */
-            const int64_t ldc = whole ? g->io.n : tw;
-            if (g->io.k <= RA_GEMM_PREFETCH_KMAX)
-                rai_gemm_tile_prefetch(g->io.y, g->io.n, g->io.res, g->io.n, g->io.map, r0, mr, j0, nr);
+            const int whole = mr == rn * MR && nr == tw && !g->res && !g->gelu;
+            float *c = whole ? g->y + r0 * g->n + j0 : t;   /* whole: straight into y */
+            const int64_t ldc = whole ? g->n : tw;
+            rai_gemm_tile_prefetch(g->y, g->n, g->res, g->n, g->map, r0, mr, j0, nr, g->k);
             if (kn->block) kn->block(g->kg, at, bt, rn, cp, c, ldc, &e);
             else kn->micro(g->kg, at, bt, c, ldc, &e);
             if (!whole)
-                rai_gemm_tile_put(t, tw, mr, nr, g->io.gelu, g->io.y + r0 * g->io.n + j0, g->io.n, g->io.res,
-                                  g->io.n, g->io.map, r0, j0);
+                rai_gemm_tile_put(t, tw, mr, nr, g->gelu, g->y + r0 * g->n + j0, g->n, g->res,
+                                  g->n, g->map, r0, j0);
         }
     }
 }
@@ -254,9 +257,8 @@ int rai_gemm_i8(float *y, const float *x, const float *w, const float *bias, int
                 float *res, const int32_t *map, int isa, int nthreads) {
     if (m <= 0 || n <= 0) return 0;
     if (k <= 0 || k > RA_GEMM_I8_KMAX || (pw && (pw->n != n || pw->k != k))) return -1;
-    i8_job g = {.io = {.x = x, .bias = bias, .y = y, .res = res, .map = map, .gelu = gelu,
-                       .m = m, .n = n, .k = k},
-                .kg = (k + 3) / 4, .kn = kernels_of(isa)};
+    i8_job g = {.x = x, .bias = bias, .y = y, .res = res, .map = map, .gelu = gelu,
+                .m = m, .n = n, .k = k, .kg = (k + 3) / 4, .kn = kernels_of(isa)};
     g.npanels = (n + NR - 1) / NR;
     const int64_t kp = 4 * (int64_t)g.kg;
     const int64_t tasks = (m + MB - 1) / MB;

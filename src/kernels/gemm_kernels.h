@@ -168,18 +168,6 @@ void rai_gemm_i8_block_avx512_vnni(int kg, const uint8_t *ap, const int8_t *bp, 
 void rai_i8_quantize_row_avx512(uint8_t *q, int32_t *zero, float *scale, const float *x, int k);
 #endif
 
-/* A product of reduced precision's operands and epilogue (gemm_i8.c,
- * gemm_bf16.c): y (m, n) = x (m, k) . w^T + bias, GELU'd if gelu, stored
- * into y or added into res's rows through map (rai_gemm_tile_put). */
-typedef struct rai_gemm_io {
-    const float *x, *bias;
-    float *y, *res;
-    const int32_t *map;
-    void (*gelu)(float *, const float *, int64_t);
-    int64_t m;
-    int n, k;
-} rai_gemm_io;
-
 /* The mr x nr part of a tile t (row stride ldt) of the output rows from
  * r0, columns from j0: GELU'd first if gelu (over the whole tile, t in
  * place), then copied to y (the tile's first element; row stride ldy) or,
@@ -191,14 +179,13 @@ void rai_gemm_tile_put(float *t, int ldt, int mr, int nr,
                        float *res, int64_t ldres, const int32_t *map, int64_t r0, int j0);
 
 /* The lines of that part of the output (y's rows from r0, or res's rows
- * through map), asked for with intent to write: for short K a tile's sums
- * are done before a line would come from memory (Swin's first stage
- * writes 30-40 MB, its residual stream through the window row map). For
- * K above RA_GEMM_PREFETCH_KMAX the wait is a small share and the lines
- * would leave L1 before the epilogue: the products do not ask. */
-#define RA_GEMM_PREFETCH_KMAX 512
+ * through map) of a product over k inputs, asked for with intent to
+ * write: for short K a tile's sums are done before a line would come from
+ * memory (Swin's first stage writes 30-40 MB, its residual stream through
+ * the window row map). For K above 512 the wait is a small share and the
+ * lines would leave L1 before the epilogue: nothing is asked. */
 void rai_gemm_tile_prefetch(const float *y, int64_t ldy, const float *res, int64_t ldres,
-                            const int32_t *map, int64_t r0, int mr, int j0, int nr);
+                            const int32_t *map, int64_t r0, int mr, int j0, int nr, int k);
 
 /* ---- the product of precision bf16 (gemm_bf16.c) -------------------------- */
 

@@ -12,7 +12,6 @@
  * How an arch plugs in: models/model.h; which archs there are: registry.c. */
 #include "models/model.h"
 #include "nn/precision.h"
-#include "kernels/nn_kernels.h"
 
 
 #include <jansson.h>
@@ -745,8 +744,8 @@ static int linear_weight(const ra_param_info *p) {
     return 0;
 }
 
-/* int8, and bf16 where its product runs: m's Linear weights packed once
- * for the product of precision p. */
+/* int8 and bf16: m's Linear weights packed once for the product of
+ * precision p (nn/precision.h). */
 static ra_status pack_linear_weights(ra_model *m, ra_precision p) {
     const float **w = malloc(((size_t)m->nparams + 1) * sizeof *w);
     int64_t *n = malloc(((size_t)m->nparams + 1) * sizeof *n);
@@ -787,9 +786,7 @@ ra_status ra_model_set_precision(ra_model *m, ra_precision p) {
             rai_precision_weights(m->weights + m->params[i].offset, m->params[i].shape[0],
                                   m->params[i].shape[1], p);
     m->precision = p;
-    if (p == RA_PRECISION_INT8 || (p == RA_PRECISION_BF16 && rai_bf16_micro() >= 0))
-        return pack_linear_weights(m, p);
-    return RA_OK;
+    return p == RA_PRECISION_FP32 ? RA_OK : pack_linear_weights(m, p);
 }
 
 ra_precision ra_model_precision(const ra_model *m) { return m ? m->precision : RA_PRECISION_FP32; }

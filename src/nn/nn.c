@@ -156,10 +156,12 @@ void rai_linear_fused(float *y, const float *x, const float *w, const float *b, 
             rai_precision_fail();
         return;
     }
-    /* the reference path of bf16: the input and the weights rounded
-     * (float32: themselves); without memory the product is skipped and
-     * the forward fails */
-    if (!(x = rai_precision_input(x, m, k, p, 0)) || !(w = rai_precision_input(w, n, k, p, 1)))
+    /* the reference path of bf16: the input and the weights rounded (the
+     * weights once by the model, for inference; float32: themselves);
+     * without memory the product is skipped and the forward fails */
+    const float *wr = p == RA_PRECISION_BF16 ? rai_packed_find_rounded(w, n, k) : NULL;
+    if (!(x = rai_precision_input(x, m, k, p, 0)) ||
+        !(w = wr ? wr : rai_precision_input(w, n, k, p, 1)))
         return;
     const rai_nn_kernel kn = nn_kernels();
     if (k > 0 && kn.gemm &&
@@ -174,7 +176,7 @@ void rai_linear_fused(float *y, const float *x, const float *w, const float *b, 
 void rai_mlp_fused(float *y, const float *x, const float *w1, const float *b1, const float *w2,
                    const float *b2, int64_t m, int c, int hidden, float *hid, float *res) {
     if (m <= 0 || c <= 0) return;
-    const int bf16 = rai_precision_get() == RA_PRECISION_BF16 ? rai_bf16_micro() : -1;
+    const int bf16 = bf16_product(c);
     const rai_bf16_weights *p1 = bf16 >= 0 ? rai_packed_find_bf16(w1, hidden, c) : NULL;
     const rai_bf16_weights *p2 = p1 ? rai_packed_find_bf16(w2, c, hidden) : NULL;
     if (p2) {   /* both layers a block of rows at a time (gemm_bf16.c) */

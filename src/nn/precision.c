@@ -52,6 +52,8 @@ typedef struct {
     const float *key;
     rai_i8_weights i8;
     rai_bf16_weights bf16;
+    float *rounded;   /* bf16's reference path: the weights rounded (n x k) */
+    int n, k;
 } packed_entry;
 
 struct rai_packed {
@@ -75,8 +77,10 @@ static int cmp_key(const void *a, const void *b) {
 
 void rai_packed_free(rai_packed *t) {
     if (!t) return;
-    for (int i = 0; i < t->count; i++)
+    for (int i = 0; i < t->count; i++) {
         rai_i8_weights_free(&t->e[i].i8), rai_bf16_weights_free(&t->e[i].bf16);
+        rai_free(t->e[i].rounded);
+    }
     free(t->e), free(t);
 }
 
@@ -85,16 +89,25 @@ rai_packed *rai_packed_make(const float *const *w, const int64_t *n, const int64
     rai_packed *t = calloc(1, sizeof *t);
     if (!t || count < 0 || (p != RA_PRECISION_INT8 && p != RA_PRECISION_BF16)) return free(t), NULL;
     if (!(t->e = calloc((size_t)count + 1, sizeof *t->e))) return rai_packed_free(t), NULL;
+    /* bf16: pairs for its product where the kernel set has it, else the
+     * rounded values its reference path multiplies */
+    const int pairs = p == RA_PRECISION_BF16 && rai_bf16_micro() >= 0;
     for (; t->count < count; t->count++) {
         packed_entry *e = &t->e[t->count];
         e->key = w[t->count];
         const int64_t ni = n[t->count], ki = k[t->count];
-        if (ni < 1 || ni > INT32_MAX || ki < 1 || ki > rai_precision_max_inputs(p) ||
-            (p == RA_PRECISION_INT8
-                 ? rai_i8_weights_pack(&e->i8, e->key, (int)ni, (int)ki,
-                                       rai_nn_kernel_active()->gemm_i8_micro, ra_threads_get())
-                 : rai_bf16_weights_pack(&e->bf16, e->key, (int)ni, (int)ki, ra_threads_get())) != 0)
+        if (ni < 1 || ni > INT32_MAX || ki < 1 || ki > rai_precision_max_inputs(p))
             return rai_packed_free(t), NULL;
+        e->n = (int)ni, e->k = (int)ki;
+        int fail;
+        if (p == RA_PRECISION_INT8)
+            fail = rai_i8_weights_pack(&e->i8, e->key, e->n, e->k,
+                                       rai_nn_kernel_active()->gemm_i8_micro, ra_threads_get());
+        else if (pairs)
+            fail = rai_bf16_weights_pack(&e->bf16, e->key, e->n, e->k, ra_threads_get());
+        else if ((fail = !(e->rounded = rai_alloc((size_t)ni * (size_t)ki, sizeof(float)))) == 0)
+            for (int64_t i = 0; i < ni * ki; i++) e->rounded[i] = rai_round_bf16(e->key[i]);
+        if (fail) return rai_packed_free(t), NULL;
     }
     qsort(t->e, (size_t)count, sizeof *t->e, cmp_key);
     return t;
@@ -120,6 +133,11 @@ const rai_i8_weights *rai_packed_find(const float *w, int n, int k) {
 const rai_bf16_weights *rai_packed_find_bf16(const float *w, int n, int k) {
     const packed_entry *e = packed_find(w);
     return e && e->bf16.bp && e->bf16.n == n && e->bf16.k == k ? &e->bf16 : NULL;
+}
+
+const float *rai_packed_find_rounded(const float *w, int n, int k) {
+    const packed_entry *e = packed_find(w);
+    return e && e->rounded && e->n == n && e->k == k ? e->rounded : NULL;
 }
 
 int64_t rai_precision_max_inputs(ra_precision p) {

@@ -34,9 +34,11 @@ const float *rai_precision_input(const float *x, int64_t m, int k, ra_precision 
 void rai_precision_weights(float *w, int64_t n, int64_t k, ra_precision p);
 
 /* A model's Linear weights as precision int8 or bf16 packs them, once
- * (kernels/gemm_kernels.h rai_i8_weights, rai_bf16_weights), found by the
- * address of the float32 weights: the product then skips quantising or
- * rounding and packing them at every call. */
+ * (kernels/gemm_kernels.h rai_i8_weights, rai_bf16_weights; for bf16
+ * where the kernel set has no VDPBF16PS product, the rounded float32
+ * values of its reference path), found by the address of the float32
+ * weights: the product then skips quantising or rounding and packing them
+ * at every call. */
 typedef struct rai_packed rai_packed;
 /* count weights w[i] (n[i], k[i]) packed for p (int8 or bf16); NULL
  * without memory, for another precision or a K past
@@ -47,6 +49,8 @@ void rai_packed_free(rai_packed *t);
 /* The packed weights of w (n, k) in the calling thread's table, or NULL. */
 const struct rai_i8_weights *rai_packed_find(const float *w, int n, int k);
 const struct rai_bf16_weights *rai_packed_find_bf16(const float *w, int n, int k);
+/* w rounded to bfloat16 (n x k float32 values), or NULL. */
+const float *rai_packed_find_rounded(const float *w, int n, int k);
 /* The calling thread's table (the model whose forward runs; NULL: none);
  * set returns the one before. */
 const rai_packed *rai_packed_set(const rai_packed *t);
