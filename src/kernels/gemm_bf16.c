@@ -198,11 +198,11 @@ static int tile_pre(const rai_bf16_epilogue *e, float *t, int mr, int nr, int64_
     return 0;
 }
 
-/* Rows [i0, i1) of x (i1 - i0 <= MB, row length k) rounded into a (row
- * stride lda), the rest of its MB rows zeros. */
+/* Rows [i0, i0 + MB) of x (m, k) rounded into a (row stride lda), the
+ * rows past m zeros. */
 static void round_block(const bf16_kernels *kn, uint16_t *a, int64_t lda, const float *x,
-                        int64_t i0, int64_t i1, int k) {
-    const int rows = (int)(i1 - i0);
+                        int64_t m, int64_t i0, int k) {
+    const int rows = (int)(m - i0 < MB ? m - i0 : MB);
     kn->round(a, lda, x + i0 * k, k, rows, k);
     memset(a + rows * lda, 0, sizeof *a * (size_t)((MB - rows) * lda));
 }
@@ -214,26 +214,25 @@ static const float *panel_bias(const float *bias, int j0, int n, float *pad) {
     return pad;
 }
 
-/* One task: rows [i0, i1) (at most MB) against column panels [p0, p1).
- * The rows are rounded into a (the rest: zeros); each row tile meets the
- * panels in turn (the tile in L1, the panels from L2). */
-static void run_task(const bf16_job *g, int64_t i0, int64_t i1, int p0, int p1, int64_t next,
-                     int64_t end, uint16_t *a) {
+/* One task: rows [i0, i0 + MB) against column panels [p0, p1). The rows
+ * are rounded into a (rows past m: zeros); each row tile meets the panels
+ * in turn (the tile in L1, the panels from L2). */
+static void run_task(const bf16_job *g, int64_t i0, int p0, int p1, int64_t next, uint16_t *a) {
     const int64_t lda = 2 * (int64_t)g->kp;
-    round_block(&g->kn, a, lda, g->x, i0, i1, g->k);
-    /* the rows of x of a later task of the thread (from row next to at
-     * most end; none if next is negative), asked for towards L2 a share
-     * before each tile: the rounding would otherwise wait for them
-     * (Swin's first stage reads 10 MB of x) */
-    const int nrows = next < 0 ? 0 : (int)(end - next < MB ? end - next : MB);
+    round_block(&g->kn, a, lda, g->x, g->m, i0, g->k);
+    /* the rows of x of a later task of the thread (from row next; none if
+     * negative), asked for towards L2 a share before each tile: the
+     * rounding would otherwise wait for them (Swin's first stage reads
+     * 10 MB of x) */
+    const int nrows = next < 0 ? 0 : (int)(g->m - next < MB ? g->m - next : MB);
     const char *pf = (const char *)(g->x + (next < 0 ? 0 : next) * g->k);
     const int64_t lines = ((int64_t)nrows * g->k * (int64_t)sizeof(float) + 63) / 64;
     const int64_t calls = (int64_t)(MB / MR) * (p1 - p0);
     int64_t done = 0, c = 0;
     float t[MR * NR], pad[NR];
-    for (int rt = 0; rt < MB / MR && i0 + rt * MR < i1; rt++) {
+    for (int rt = 0; rt < MB / MR && i0 + rt * MR < g->m; rt++) {
         const int64_t r0 = i0 + (int64_t)rt * MR;
-        const int mr = (int)(i1 - r0 < MR ? i1 - r0 : MR);
+        const int mr = (int)(g->m - r0 < MR ? g->m - r0 : MR);
         for (int p = p0; p < p1; p++) {
             for (const int64_t upto = lines * ++c / calls; done < upto; done++)
                 __builtin_prefetch(pf + done * 64, 0, 2);
@@ -255,16 +254,6 @@ static void run_task(const bf16_job *g, int64_t i0, int64_t i1, int p0, int p1, 
     }
 }
 
-/* The rows of thread id of cnt when the rows are shared out: whole tiles
- * of MR, as evenly as they go (MB blocks would leave a thread up to a
- * block more: 17 against 16 blocks on vit_b_16's 1576 rows). */
-static void thread_rows(int64_t m, int id, int cnt, int64_t *r0, int64_t *r1) {
-    const int64_t tiles = (m + MR - 1) / MR;
-    *r0 = tiles * id / cnt * MR;
-    *r1 = tiles * (id + 1) / cnt * MR;
-    if (*r1 > m) *r1 = m;
-}
-
 int rai_gemm_bf16(float *y, const float *x, const float *bias, int64_t m, int n, int k,
                   const rai_bf16_weights *pw, void (*gelu)(float *, const float *, int64_t),
                   float *res, const int32_t *map, int isa, int nthreads) {
@@ -282,19 +271,16 @@ int rai_gemm_bf16_ext(float *y, const float *x, const float *w, int wt, const fl
                   .bp = pw ? pw->bp : NULL, .kn = kernels_of(isa)};
     if (e) g.e = *e;
     g.npanels = (n + NR - 1) / NR;
-    /* Two threads' tiles of rows at least each: every thread its share of
-     * the rows, by blocks of MB, each block against every panel. Fewer
-     * rows: tasks of MB rows by groups of panels, as many as keep every
-     * thread busy to the end (four per thread), groups of PGROUP panels at
-     * least (rounding the rows again per group costs 1 / (32 PGROUP)). */
+    /* tasks of MB rows by groups of panels: as many as keep every thread
+     * busy to the end (four per thread), groups of PGROUP panels at least
+     * (rounding the rows again per group costs 1 / (32 PGROUP) of it) */
     const int64_t blocks = (m + MB - 1) / MB;
     const int nt0 = nthreads > 1 ? nthreads : 1;
-    const int by_rows = (m + MR - 1) / MR >= 2 * (int64_t)nt0;
     int groups = 1;
-    while (!by_rows && blocks * groups < 4 * nt0 && g.npanels / (groups * 2) >= PGROUP) groups *= 2;
+    while (blocks * groups < 4 * nt0 && g.npanels / (groups * 2) >= PGROUP) groups *= 2;
     g.group = (g.npanels + groups - 1) / groups;
     const int64_t tasks = blocks * groups;
-    const int nt = by_rows ? nt0 : nt0 > 1 && tasks > 1 ? (tasks < nt0 ? (int)tasks : nt0) : 1;
+    const int nt = nt0 > 1 && tasks > 1 ? (tasks < nt0 ? (int)tasks : nt0) : 1;
     const size_t bytes = (size_t)MB * (size_t)(2 * g.kp) * sizeof(uint16_t);
     /* weights not packed before: packed now, into the calling thread's
      * buffer, by the team (they change at every step of a training run) */
@@ -314,16 +300,10 @@ int rai_gemm_bf16_ext(float *y, const float *x, const float *w, int wt, const fl
             for (int p = 0; p < g.npanels; p++) pack_weight_panel(wbuf, w, wt, n, k, p, &g.kn);
         }
 #pragma omp barrier
-        const int id = omp_get_thread_num(), cnt = omp_get_num_threads();
-        if (!missing && by_rows) {
-            int64_t r0, r1;
-            thread_rows(m, id, cnt, &r0, &r1);
-            for (int64_t i0 = r0; i0 < r1; i0 += MB)
-                run_task(&g, i0, i0 + MB < r1 ? i0 + MB : r1, 0, g.npanels,
-                         i0 + 2 * MB < r1 ? i0 + 2 * MB : -1, r1, a);
-        } else if (!missing) {
+        if (!missing) {
             /* each thread its consecutive tasks (the tasks are alike), so
              * that it knows its next one's rows */
+            const int id = omp_get_thread_num(), cnt = omp_get_num_threads();
             const int64_t t1 = tasks * (id + 1) / cnt;
             for (int64_t t = tasks * id / cnt; t < t1; t++) {
                 const int p0 = (int)(t % groups) * g.group;
@@ -331,8 +311,7 @@ int rai_gemm_bf16_ext(float *y, const float *x, const float *w, int wt, const fl
                 /* the task after next: the next one's rows were asked for */
                 const int64_t next =
                     t + 2 < t1 && (t + 2) / groups != t / groups ? (t + 2) / groups * MB : -1;
-                const int64_t i0 = t / groups * MB;
-                if (p0 < p1) run_task(&g, i0, i0 + MB < m ? i0 + MB : m, p0, p1, next, m, a);
+                if (p0 < p1) run_task(&g, t / groups * MB, p0, p1, next, a);
             }
         }
     }
@@ -427,17 +406,17 @@ typedef struct {
     bf16_kernels kn;
 } mlp_job;
 
-/* Rows [i0, i1) (at most MB): x rounded into a, fc1 and GELU tile by tile
- * into h (bfloat16, as fc2's input rounding would make it), then fc2 from
- * h into y or added into res. The hidden activations never leave the
- * thread's cache. */
-static void run_mlp_task(const mlp_job *g, int64_t i0, int64_t i1, uint16_t *a, uint16_t *h) {
+/* Rows [i0, i0 + MB): x rounded into a, fc1 and GELU tile by tile into h
+ * (bfloat16, as fc2's input rounding would make it), then fc2 from h into
+ * y or added into res. The hidden activations never leave the thread's
+ * cache. */
+static void run_mlp_task(const mlp_job *g, int64_t i0, uint16_t *a, uint16_t *h) {
     const int kp1 = (g->c + 1) / 2, kp2 = (g->hidden + 1) / 2;
     const int64_t lda = 2 * (int64_t)kp1, ldh = 2 * (int64_t)kp2;
-    round_block(&g->kn, a, lda, g->x, i0, i1, g->c);
+    round_block(&g->kn, a, lda, g->x, g->m, i0, g->c);
     float t[MR * NR], pad[NR];
     const int np1 = (g->hidden + NR - 1) / NR, np2 = (g->c + NR - 1) / NR;
-    for (int rt = 0; rt < MB / MR && i0 + rt * MR < i1; rt++)
+    for (int rt = 0; rt < MB / MR && i0 + rt * MR < g->m; rt++)
         for (int p = 0; p < np1; p++) {
             const int j0 = p * NR, nr = g->hidden - j0 < NR ? g->hidden - j0 : NR;
             g->kn.micro(kp1, a + rt * MR * lda, lda, 2, g->w1->bp + (int64_t)p * kp1 * 2 * NR, t, NR,
@@ -447,9 +426,9 @@ static void run_mlp_task(const mlp_job *g, int64_t i0, int64_t i1, uint16_t *a, 
         }
     if (ldh > g->hidden)   /* an odd hidden: its pad column */
         for (int r = 0; r < MB; r++) h[r * ldh + g->hidden] = 0;
-    for (int rt = 0; rt < MB / MR && i0 + rt * MR < i1; rt++) {
+    for (int rt = 0; rt < MB / MR && i0 + rt * MR < g->m; rt++) {
         const int64_t r0 = i0 + (int64_t)rt * MR;
-        const int mr = (int)(i1 - r0 < MR ? i1 - r0 : MR);
+        const int mr = (int)(g->m - r0 < MR ? g->m - r0 : MR);
         for (int p = 0; p < np2; p++) {
             const int j0 = p * NR, nr = g->c - j0 < NR ? g->c - j0 : NR;
             g->kn.micro(kp2, h + rt * MR * ldh, ldh, 2, g->w2->bp + (int64_t)p * kp2 * 2 * NR, t, NR,
@@ -470,12 +449,8 @@ int rai_gemm_bf16_mlp(float *y, const float *x, const rai_bf16_weights *w1, cons
         return -1;
     const mlp_job g = {.x = x, .b1 = b1, .b2 = b2, .y = y, .res = res, .gelu = gelu, .m = m,
                        .c = c, .hidden = hidden, .w1 = w1, .w2 = w2, .kn = kernels_of(isa)};
-    /* every thread its share of the rows (as the product), or with fewer
-     * rows blocks of MB as they come */
     const int64_t tasks = (m + MB - 1) / MB;
-    const int by_rows = nthreads > 1 && (m + MR - 1) / MR >= 2 * (int64_t)nthreads;
-    const int nt = by_rows ? nthreads
-                 : nthreads > 1 && tasks > 1 ? (tasks < nthreads ? (int)tasks : nthreads) : 1;
+    const int nt = nthreads > 1 && tasks > 1 ? (tasks < nthreads ? (int)tasks : nthreads) : 1;
     const size_t la = (size_t)MB * (size_t)((c + 1) / 2 * 2), lh = (size_t)MB * (size_t)((hidden + 1) / 2 * 2);
     int missing = 0;   /* threads without their buffer: then nothing is done */
 #pragma omp parallel num_threads(nt) if (nt > 1)
@@ -486,15 +461,9 @@ int rai_gemm_bf16_mlp(float *y, const float *x, const rai_bf16_weights *w1, cons
             missing++;
         }
 #pragma omp barrier
-        if (!missing && by_rows) {
-            int64_t r0, r1;
-            thread_rows(m, omp_get_thread_num(), omp_get_num_threads(), &r0, &r1);
-            for (int64_t i0 = r0; i0 < r1; i0 += MB)
-                run_mlp_task(&g, i0, i0 + MB < r1 ? i0 + MB : r1, a, a + la);
-        } else if (!missing) {
+        if (!missing) {
 #pragma omp for schedule(dynamic)
-            for (int64_t t = 0; t < tasks; t++)
-                run_mlp_task(&g, t * MB, t * MB + MB < m ? t * MB + MB : m, a, a + la);
+            for (int64_t t = 0; t < tasks; t++) run_mlp_task(&g, t * MB, a, a + la);
         }
     }
     return missing ? -1 : 0;
