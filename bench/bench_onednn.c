@@ -7,10 +7,28 @@
  *   relattn_bench_onednn [--reps R]     (threads: OMP_NUM_THREADS)
  * GFLOP/s or GOP/s (2 per multiply-add), the median of R calls after one
  * warm-up call. oneDNN's bf16 and int8 times do not include rounding or
- * quantising the input (it is given bf16 or u8), relattn's do. Built only where CMake finds oneDNN
- * (`apt-get install libdnnl-dev`; not a dependency of relattn). */
+ * quantising the input (it is given bf16 or u8), relattn's do.
+ *
+ *   relattn_bench_onednn --network swin_t|vit_b_16 [--reps R] [--threads T]
+ * Every Linear product of the network's forward at batch 8, in bf16, both
+ * ways taken in turn on the same float32 input: oneDNN's as a network
+ * would call it (the input converted to bf16 by oneDNN's reorder, then its
+ * matmul with the bias, float32 out; fc2's input free: fc1 could write it
+ * in bf16) against relattn's ra_linear_forward (bias too, the weights
+ * packed once); each product's median, then the sums over the network
+ * (each product times its count). The sums bound what oneDNN could give
+ * the network's products: the network's relattn products also fuse GELU
+ * and the residual add (through the window row map) that oneDNN's would
+ * need as passes of their own.
+ *
+ * Built only where CMake finds oneDNN (`apt-get install libdnnl-dev`; not a
+ * dependency of relattn). */
 #define _POSIX_C_SOURCE 200809L
 #include <oneapi/dnnl/dnnl.h>
+
+#include "kernels/nn_kernels.h"
+#include "nn/precision.h"
+#include "relattn.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -103,11 +121,165 @@ static double product(dnnl_engine_t eng, dnnl_stream_t st, int64_t m, int64_t n,
     return t[reps / 2];
 }
 
+/* ---- --network: a network's products, oneDNN's against relattn's ---------- */
+
+typedef struct { const char *name; int64_t m, n, k; int count, input_free; } net_product;
+
+/* The Linear products of a forward at batch 8, 224 x 224 (the head
+ * left out: 8 rows). */
+static int network_products(const char *net, net_product *p) {
+    int c = 0;
+    if (!strcmp(net, "swin_t")) {
+        static const char *names[4][5] = {{"s1 qkv", "s1 proj", "s1 fc1", "s1 fc2", "s1 merge"},
+                                          {"s2 qkv", "s2 proj", "s2 fc1", "s2 fc2", "s2 merge"},
+                                          {"s3 qkv", "s3 proj", "s3 fc1", "s3 fc2", "s3 merge"},
+                                          {"s4 qkv", "s4 proj", "s4 fc1", "s4 fc2", ""}};
+        const int depth[4] = {2, 2, 6, 2};
+        for (int s = 0; s < 4; s++) {
+            const int64_t t = 25088 >> (2 * s), ch = 96 << s;
+            p[c++] = (net_product){names[s][0], t, 3 * ch, ch, depth[s], 0};
+            p[c++] = (net_product){names[s][1], t, ch, ch, depth[s], 0};
+            p[c++] = (net_product){names[s][2], t, 4 * ch, ch, depth[s], 0};
+            p[c++] = (net_product){names[s][3], t, ch, 4 * ch, depth[s], 1};
+            if (s < 3) p[c++] = (net_product){names[s][4], t / 4, 2 * ch, 4 * ch, 1, 0};
+        }
+    } else if (!strcmp(net, "vit_b_16")) {
+        p[c++] = (net_product){"qkv", 1576, 2304, 768, 12, 0};
+        p[c++] = (net_product){"proj", 1576, 768, 768, 12, 0};
+        p[c++] = (net_product){"fc1", 1576, 3072, 768, 12, 0};
+        p[c++] = (net_product){"fc2", 1576, 768, 3072, 12, 1};
+    }
+    return c;
+}
+
+static float *rnd_floats(int64_t n, uint64_t s, float scale) {
+    float *p = malloc((size_t)n * sizeof *p);
+    for (int64_t i = 0; p && i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        p[i] = scale * (float)((int32_t)(s >> 32)) * (1.0f / 2147483648.0f);
+    }
+    return p;
+}
+
+static dnnl_primitive_t reorder_of(dnnl_engine_t eng, const dnnl_memory_desc_t *from,
+                                   const dnnl_memory_desc_t *to) {
+    dnnl_primitive_desc_t pd;
+    dnnl_primitive_t r;
+    OK(dnnl_reorder_primitive_desc_create(&pd, from, eng, to, eng, NULL));
+    OK(dnnl_primitive_create(&r, pd));
+    dnnl_primitive_desc_destroy(pd);
+    return r;
+}
+
+/* Medians of oneDNN's and relattn's ways (seconds) for one product. */
+static void network_product(dnnl_engine_t eng, dnnl_stream_t st, const net_product *q, int reps,
+                            double *t_dnnl, double *t_ra) {
+    const int64_t m = q->m, n = q->n, k = q->k;
+    float *x = rnd_floats(m * k, 1 + (uint64_t)k, 1.0f), *w = rnd_floats(n * k, 7 + (uint64_t)n, 0.05f);
+    float *b = rnd_floats(n, 3, 0.1f), *y = malloc((size_t)(m * n) * sizeof *y);
+    if (!x || !w || !b || !y) fprintf(stderr, "out of memory\n"), exit(1);
+    /* oneDNN: x f32 -> bf16 (reorder), matmul bf16 x bf16 + f32 bias -> f32 */
+    dnnl_dims_t ad = {m, k}, wd = {k, n}, cd = {m, n}, bd = {1, n};
+    dnnl_memory_desc_t xf_md, xb_md, wf_md, w_any, b_md, c_md;
+    OK(dnnl_memory_desc_init_by_tag(&xf_md, 2, ad, dnnl_f32, dnnl_ab));
+    OK(dnnl_memory_desc_init_by_tag(&xb_md, 2, ad, dnnl_bf16, dnnl_ab));
+    OK(dnnl_memory_desc_init_by_tag(&wf_md, 2, wd, dnnl_f32, dnnl_ba));   /* w (N, K) */
+    OK(dnnl_memory_desc_init_by_tag(&w_any, 2, wd, dnnl_bf16, dnnl_format_tag_any));
+    OK(dnnl_memory_desc_init_by_tag(&b_md, 2, bd, dnnl_f32, dnnl_ab));
+    OK(dnnl_memory_desc_init_by_tag(&c_md, 2, cd, dnnl_f32, dnnl_ab));
+    dnnl_matmul_desc_t d;
+    OK(dnnl_matmul_desc_init(&d, &xb_md, &w_any, &b_md, &c_md));
+    dnnl_primitive_desc_t pd;
+    OK(dnnl_primitive_desc_create(&pd, &d, NULL, eng, NULL));
+    const dnnl_memory_desc_t *wq = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    dnnl_memory_t xf, xb, wf, wr, bm, c;
+    OK(dnnl_memory_create(&xf, &xf_md, eng, x));
+    OK(dnnl_memory_create(&xb, &xb_md, eng, DNNL_MEMORY_ALLOCATE));
+    OK(dnnl_memory_create(&wf, &wf_md, eng, w));
+    OK(dnnl_memory_create(&wr, wq, eng, DNNL_MEMORY_ALLOCATE));
+    OK(dnnl_memory_create(&bm, &b_md, eng, b));
+    OK(dnnl_memory_create(&c, &c_md, eng, y));
+    dnnl_primitive_t rw = reorder_of(eng, &wf_md, wq), rx = reorder_of(eng, &xf_md, &xb_md), mm;
+    dnnl_exec_arg_t wargs[2] = {{DNNL_ARG_FROM, wf}, {DNNL_ARG_TO, wr}};
+    OK(dnnl_primitive_execute(rw, st, 2, wargs));   /* the weights, once */
+    OK(dnnl_stream_wait(st));
+    OK(dnnl_primitive_create(&mm, pd));
+    dnnl_exec_arg_t xargs[2] = {{DNNL_ARG_FROM, xf}, {DNNL_ARG_TO, xb}};
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, xb}, {DNNL_ARG_WEIGHTS, wr}, {DNNL_ARG_BIAS, bm},
+                               {DNNL_ARG_DST, c}};
+    /* relattn: its bf16 product, the weights packed once as a model does */
+    const float *ws[1] = {w};
+    const int64_t ns[1] = {n}, ks[1] = {k};
+    rai_packed *table = rai_packed_make(ws, ns, ks, 1, RA_PRECISION_BF16);
+    double td[99], tr[99];
+    for (int i = -1; i < reps; i++) {
+        double t0 = bench_now();
+        if (!q->input_free) OK(dnnl_primitive_execute(rx, st, 2, xargs));
+        OK(dnnl_primitive_execute(mm, st, 4, args));
+        OK(dnnl_stream_wait(st));
+        if (i >= 0) td[i] = bench_now() - t0;
+        const ra_precision was = rai_precision_set(RA_PRECISION_BF16);
+        const rai_packed *before = rai_packed_set(table);
+        t0 = bench_now();
+        ra_linear_forward(y, x, w, b, m, (int)n, (int)k);
+        if (i >= 0) tr[i] = bench_now() - t0;
+        rai_packed_set(before);
+        rai_precision_set(was);
+    }
+    qsort(td, (size_t)reps, sizeof *td, bench_cmp_double);
+    qsort(tr, (size_t)reps, sizeof *tr, bench_cmp_double);
+    *t_dnnl = td[reps / 2], *t_ra = tr[reps / 2];
+    rai_packed_free(table);
+    dnnl_primitive_destroy(mm), dnnl_primitive_destroy(rx), dnnl_primitive_destroy(rw);
+    dnnl_primitive_desc_destroy(pd);
+    dnnl_memory_destroy(xf), dnnl_memory_destroy(xb), dnnl_memory_destroy(wf);
+    dnnl_memory_destroy(wr), dnnl_memory_destroy(bm), dnnl_memory_destroy(c);
+    free(x), free(w), free(b), free(y);
+}
+
+static int network(const char *net, int reps, int threads) {
+    net_product p[32];
+    const int np = network_products(net, p);
+    if (!np) return fprintf(stderr, "relattn_bench_onednn: --network swin_t or vit_b_16\n"), 2;
+    if (rai_bf16_micro() < 0)
+        return fprintf(stderr, "relattn_bench_onednn: this CPU has no AVX512_BF16\n"), 1;
+    ra_threads_set(threads);
+    dnnl_engine_t eng;
+    dnnl_stream_t st;
+    OK(dnnl_engine_create(&eng, dnnl_cpu, 0));
+    OK(dnnl_stream_create(&st, eng, dnnl_stream_default_flags));
+    printf("%s batch 8, bf16 products, %d threads (relattn), OMP_NUM_THREADS %s (oneDNN); ms, "
+           "medians of %d\n", net, threads, getenv("OMP_NUM_THREADS") ? getenv("OMP_NUM_THREADS")
+                                                                        : "unset", reps);
+    printf("%-10s %6s %5s %5s %5s | %10s %10s %8s\n", "product", "m", "n", "k", "count",
+           "oneDNN", "relattn", "ratio");
+    double sd = 0, sr = 0;
+    for (int i = 0; i < np; i++) {
+        double td, tr;
+        network_product(eng, st, &p[i], reps, &td, &tr);
+        printf("%-10s %6lld %5lld %5lld %5d | %10.3f %10.3f %7.2fx%s\n", p[i].name,
+               (long long)p[i].m, (long long)p[i].n, (long long)p[i].k, p[i].count, td * 1e3,
+               tr * 1e3, tr / td, p[i].input_free ? "  (input free)" : "");
+        sd += p[i].count * td, sr += p[i].count * tr;
+        fflush(stdout);
+    }
+    printf("%-10s %6s %5s %5s %5s | %10.2f %10.2f %7.2fx  (per forward, ms)\n", "sum", "", "",
+           "", "", sd * 1e3, sr * 1e3, sr / sd);
+    dnnl_stream_destroy(st), dnnl_engine_destroy(eng);
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    int reps = 7;
-    for (int i = 1; i + 1 < argc; i += 2)
+    int reps = 7, threads = 1;
+    const char *net = NULL;
+    for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--network")) net = argv[i + 1];
+        else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
+    }
     if (reps < 1 || reps > 99) reps = 7;
+    if (threads < 1 || threads > 256) threads = 1;
+    if (net) return network(net, reps, threads);
     static const struct { const char *name; int64_t m, n, k; } L[] = {
         {"swin_t s1 qkv", 25088, 288, 96},   {"swin_t s1 fc1", 25088, 384, 96},
         {"swin_t s1 fc2", 25088, 96, 384},   {"swin_t s2 qkv", 6272, 576, 192},

@@ -33,6 +33,8 @@ static const char train_help[] =
     "\n"
     "model:\n"
     "  --patch P           patch size (4: 7x7 tokens; 2: 14x14)\n"
+    "  --patch-kernel K    the embedding's kernel: P (patches), or P + 2j for an\n"
+    "                      overlapping embedding (each patch's KxK neighbourhood)\n"
     "  --embed-dim C       channels of stage 1 (64)\n"
     "  --depths D1,D2,..   blocks per stage (2,2)\n"
     "  --heads H1,H2,..    heads per stage (2,4)\n"
@@ -153,6 +155,11 @@ static int build_model(ra_model **m, const opt *o, const ra_dataset *d, const ch
     int patch = 4, embed = 64, window = 7, nd = 2, nh = 2;
     if (get(o, "--patch") && !parse_int(&patch, get(o, "--patch"), 1, 64))
         return usage_error("--patch '%s': need 1..64", get(o, "--patch"));
+    int pk = patch;
+    if (get(o, "--patch-kernel") &&
+        (!parse_int(&pk, get(o, "--patch-kernel"), patch, 64) || (pk - patch) % 2))
+        return usage_error("--patch-kernel '%s': need %d + an even number, at most 64",
+                           get(o, "--patch-kernel"), patch);
     if (get(o, "--embed-dim") && !parse_int(&embed, get(o, "--embed-dim"), 1, 4096))
         return usage_error("--embed-dim '%s': need 1..4096", get(o, "--embed-dim"));
     if (get(o, "--window") && !parse_int(&window, get(o, "--window"), 1, 64))
@@ -168,8 +175,9 @@ static int build_model(ra_model **m, const opt *o, const ra_dataset *d, const ch
     const int shaw = !strcmp(pos, "shaw");
     if (!abs_pos && !rel && !shaw && strcmp(pos, "none"))
         return usage_error("--pos '%s': need none, abs, relbias, relbias+abs or shaw", pos);
-    char pstr[16], estr[16], wstr[16];
+    char pstr[16], kstr[16], estr[16], wstr[16];
     snprintf(pstr, sizeof pstr, "%d", patch);
+    snprintf(kstr, sizeof kstr, "%d", pk);
     snprintf(estr, sizeof estr, "%d", embed);
     snprintf(wstr, sizeof wstr, "%d", window);
     snprintf(img, sizeof img, "%d,%d", d->h, d->w);
@@ -177,14 +185,16 @@ static int build_model(ra_model **m, const opt *o, const ra_dataset *d, const ch
     snprintf(mean, sizeof mean, "%.9g", (double)c->mean);
     snprintf(std, sizeof std, "%.9g", (double)c->std);
     const int fashion = strstr(data_dir, "fashion") != NULL && d->classes == 10;
-    const char *meta[] = {
+    const char *meta[40] = {
         "arch", "swin", "img_size", img, "patch_size", pstr, "in_chans", "1",
         "num_classes", classes, "embed_dim", estr, "depths", depths, "num_heads", heads,
         "window_size", wstr, "mlp_ratio", "4.0", "qkv_bias", "true", "patch_norm", "true",
         "ape", abs_pos ? "true" : "false",
         "relative_position", rel ? "bias" : shaw ? "shaw" : "none",
-        "mean", mean, "std", std, "labels", fmnist_labels};
-    const int nmeta = (int)(sizeof meta / sizeof *meta) / 2 - (fashion ? 0 : 1);
+        "mean", mean, "std", std};
+    int nmeta = 16;   /* the pairs above; then the optional ones */
+    if (pk != patch) meta[2 * nmeta] = "patch_kernel", meta[2 * nmeta + 1] = kstr, nmeta++;
+    if (fashion) meta[2 * nmeta] = "labels", meta[2 * nmeta + 1] = fmnist_labels, nmeta++;
     ra_status st = ra_model_create(m, meta, nmeta, c->seed);
     return st ? lib_fail(st) : 0;
 }
@@ -239,6 +249,7 @@ int cmd_train(int argc, char **argv) {
                {"--seed", 1, 0},       {"--threads", 1, 0},    {"--time-budget", 1, 0},
                {"--embed-dim", 1, 0},  {"--depths", 1, 0},     {"--heads", 1, 0},
                {"--window", 1, 0},     {"--patch", 1, 0},      {"--pos", 1, 0},
+               {"--patch-kernel", 1, 0},
                {"--resume", 1, 0},     {"--ckpt-every", 1, 0}, {"--label-smoothing", 1, 0},
                {"--clip", 1, 0},       {"--no-augment", 0, 0}, {"--warmup-epochs", 1, 0},
                {"--augment", 1, 0},    {"--zero", 0, 0},       {"--precision", 1, 0},
@@ -321,7 +332,7 @@ static int train(const opt *o, const procs *pc) {
     if (resume) {   /* the checkpoint holds the model and the recipe */
         static const char *const fixed[] = {"--epochs", "--batch", "--lr", "--wd", "--seed",
                                             "--embed-dim", "--depths", "--heads", "--window",
-                                            "--patch", "--pos", "--label-smoothing", "--clip",
+                                            "--patch", "--patch-kernel", "--pos", "--label-smoothing", "--clip",
                                             "--no-augment", "--warmup-epochs", "--augment",
                                             "--precision"};
         for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)

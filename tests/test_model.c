@@ -377,6 +377,13 @@ static void test_metadata(void) {
         {"shaw_both_k2", "max_relative_position", "two", RA_ERR_FORMAT, "max_relative_position"},
         {"shaw_both_k2", "max_relative_position", "2147483647", RA_ERR_FORMAT,
          "max_relative_position"},
+        /* the overlapping patch embedding: kernel = patch + an even number */
+        {"net_swin_overlap", "patch_kernel", "5", RA_ERR_FORMAT, "patch_kernel"},
+        {"net_swin_overlap", "patch_kernel", "2", RA_ERR_FORMAT, "patch_kernel"},
+        {"net_swin_overlap", "patch_kernel", "66", RA_ERR_FORMAT, "patch_kernel"},
+        {"net_swin_overlap", "patch_kernel", "x", RA_ERR_FORMAT, "patch_kernel"},
+        {"net_swin_overlap", "patch_kernel", "6", RA_ERR_FORMAT, "patch_embed.proj.weight"},
+        {"net_swin_overlap", "patch_kernel", NULL, RA_ERR_FORMAT, "patch_embed.proj.weight"},
         /* parseable, but the tensors no longer fit the configuration */
         {"swin_7x7", "dim", "48", RA_ERR_SHAPE, "qkv.weight"},
         {"swin_7x7", "window_size", "6,7", RA_ERR_SHAPE, "relative_position_bias_table"},

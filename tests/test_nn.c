@@ -464,6 +464,9 @@ static void test_patch_embed(const char *name) {
     printf("%s\n", name);
     const int p = (int)meta_d(f, "patch_size");
     const int pad = strcmp(ra_st_meta(f, "pad"), "true") == 0;
+    /* an overlapping embedding (patch_kernel): the rai_ functions, whose
+     * kernel = patch case is the public API's */
+    const int k = ra_st_meta(f, "patch_kernel") ? (int)meta_d(f, "patch_kernel") : p;
     const ra_st_tensor *tx, *tw, *ty;
     float *x = get(f, "x", &tx), *w = get(f, "weight", &tw), *bias = get(f, "bias", NULL);
     float *yw = get(f, "y", &ty), *dy = get(f, "dy", NULL);
@@ -473,19 +476,21 @@ static void test_patch_embed(const char *name) {
               wd = (int)tx->shape[3], e = (int)tw->shape[0];
     int gh = 0, gw_ = 0;
     CHECK(ra_patch_grid(&gh, &gw_, h, wd, p, pad) == RA_OK, "%s", ra_last_error());
-    const int64_t L = (int64_t)gh * gw_, kc = (int64_t)cin * p * p;
+    const int64_t L = (int64_t)gh * gw_, kc = (int64_t)cin * k * k;
     CHECK(ty->shape[1] == L && ty->shape[2] == e, "%s: grid %dx%d", name, gh, gw_);
     const int64_t nx = tx->numel, nw = tw->numel;
     float *y = fzeros(b * L * e), *cols = fzeros(b * L * kc), *work = fzeros(b * L * kc);
     char what[200];
 
-    ra_status st = ra_patch_embed_forward(y, cols, x, w, bias, b, cin, h, wd, p, e, pad);
+    ra_status st = k == p ? ra_patch_embed_forward(y, cols, x, w, bias, b, cin, h, wd, p, e, pad)
+                          : rai_patch_embed_forward_k(y, cols, x, w, bias, b, cin, h, wd, p, k,
+                                                      e, pad);
     CHECK(st == RA_OK, "%s: %s", name, ra_last_error());
     snprintf(what, sizeof what, "%s y", name);
     compare(what, y, yw, b * L * e, FWD_RTOL, 1e-6, &worst_fwd);
 
     float *dx = fzeros(nx), *dw = fzeros(nw), *db = fzeros(e);
-    st = ra_patch_embed_backward(dx, dw, db, work, dy, cols, w, b, cin, h, wd, p, e, pad);
+    st = rai_patch_embed_backward_k(dx, dw, db, work, dy, cols, w, b, cin, h, wd, p, k, e, pad);
     CHECK(st == RA_OK, "%s: %s", name, ra_last_error());
     snprintf(what, sizeof what, "%s grad.x", name);
     compare(what, dx, gx, nx, GRAD_RTOL, 1e-6, &worst_grad);
@@ -499,13 +504,19 @@ static void test_patch_embed(const char *name) {
     pattern(rx, nx, 9), pattern(rw, nw, 10), pattern(rb, e, 11);
     float *ax = fcopy(rx, nx), *aw = fcopy(rw, nw), *ab = fcopy(rb, e);
     float *cols2 = fcopy(cols, b * L * kc);
-    ra_patch_embed_backward(ax, aw, ab, work, dy, cols, w, b, cin, h, wd, p, e, pad);
-    ra_patch_embed_backward(ax, aw, ab, cols2, dy, cols2, w, b, cin, h, wd, p, e, pad);
+    rai_patch_embed_backward_k(ax, aw, ab, work, dy, cols, w, b, cin, h, wd, p, k, e, pad);
+    rai_patch_embed_backward_k(ax, aw, ab, cols2, dy, cols2, w, b, cin, h, wd, p, k, e, pad);
     check_accum("patch_embed dx (work = cols)", ax, rx, dx, nx);
     check_accum("patch_embed dweight", aw, rw, dw, nw);
     check_accum("patch_embed dbias", ab, rb, db, e);
 
     /* errors */
+    if (k != p) {
+        CHECK(rai_patch_embed_forward_k(y, cols, x, w, bias, b, cin, h, wd, p, k - 1, e, pad) ==
+              RA_ERR_ARG, "%s: kernel - patch odd", name);
+        CHECK(rai_patch_embed_forward_k(y, cols, x, w, bias, b, cin, h, wd, k, p, e, 1) ==
+              RA_ERR_ARG, "%s: kernel below the patch", name);
+    }
     if (pad) {
         CHECK(ra_patch_embed_forward(y, cols, x, w, bias, b, cin, h, wd, p, e, 0) ==
               RA_ERR_SHAPE, "%s: unpadded non-multiple must be RA_ERR_SHAPE", name);
@@ -1547,6 +1558,8 @@ int main(int argc, char **argv) {
     test_ce("ce_smooth");
     test_patch_embed("patch_embed");
     test_patch_embed("patch_embed_pad");
+    test_patch_embed("patch_embed_k8");
+    test_patch_embed("patch_embed_k7_pad");
     test_patch_merge("patch_merge_even");
     test_patch_merge("patch_merge_odd");
     test_mean_tokens();

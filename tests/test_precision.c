@@ -349,6 +349,15 @@ static void bf16_product(void) {
                       "the formula", isas[ii], nt, withb, bad, M * N);
             }
     }
+    /* few rows (tasks by groups of panels, some threads without work):
+     * the same bits (want: with bias) */
+    for (int ii = 0; ii < nisa; ii++)
+        for (int rows = 1; rows <= 36; rows += 7) {
+            memset(got, 0x55, sizeof got);
+            CHECK(rai_gemm_bf16(got, x, b, rows, N, K, &pw, NULL, NULL, NULL, isas[ii], 2) == 0 &&
+                      differ(got, want, rows * N) == 0,
+                  "bf16 micro-kernel %d, 2 threads, %d rows: differs from the formula", isas[ii], rows);
+        }
     CHECK(isnan(want[6 * N + 2]) && !isfinite(want[2 * N + 7]) && isfinite(want[2 * N + 6]),
           "a NaN input's row is NaN, an infinite weight's column not finite, the rest finite");
     CHECK(want[5 * N + 4] == b[4] && want[8 * N + 4] == b[4], "a row of zeros, or of subnormals, gives the bias");
@@ -453,6 +462,17 @@ static void bf16_mlp(void) {
     memcpy(got, x, sizeof got);
     rai_mlp_fused(got, got, w1, b1, w2, b2, M, C, H, hid, NULL);
     CHECK(differ(got, want, M * C) == 0, "the bf16 MLP in place differs");
+    /* any rows, 1 to 3 threads: the same bits */
+    const int threads = ra_threads_get();
+    for (int nt = 1; nt <= 3; nt++)
+        for (int rows = 5; rows <= M; rows += 24) {
+            ra_threads_set(nt);
+            memset(got, 0x55, sizeof got);
+            rai_mlp_fused(got, x, w1, b1, w2, b2, rows, C, H, hid, NULL);
+            CHECK(differ(got, want, rows * C) == 0, "the bf16 MLP on %d rows, %d threads, differs",
+                  rows, nt);
+        }
+    ra_threads_set(threads);
     double e = 0;
     for (int i = 0; i < M * C; i++) e += fabs(want[i]);
     CHECK(e > 1.0, "the MLP computes something");

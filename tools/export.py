@@ -95,7 +95,8 @@ SWIN_BLOCK_KEYS = list(SWIN_BLOCK_DEFAULTS)
 
 SWIN_DEFAULTS = dict(img_size=224, patch_size=4, in_chans=3, num_classes=1000, embed_dim=96,
                      depths=[2, 2, 6, 2], num_heads=[3, 6, 12, 24], window_size=7,
-                     mlp_ratio=4.0, qkv_bias=True, qk_scale=None, ape=False, patch_norm=True)
+                     mlp_ratio=4.0, qkv_bias=True, qk_scale=None, ape=False, patch_norm=True,
+                     patch_kernel=None)
 SWIN_KEYS = list(SWIN_DEFAULTS)
 
 # torchvision.models.swin_t(): patch [4, 4], embed_dim 96, depths [2, 2, 6, 2],
@@ -152,9 +153,9 @@ def build_torchvision_swin(hp):
     its own naming (features.*) and semantics."""
     from torchvision.models.swin_transformer import SwinTransformer
     if hp["in_chans"] != 3 or hp["ape"] or not hp["patch_norm"] or not hp["qkv_bias"] \
-            or hp["qk_scale"] is not None:
+            or hp["qk_scale"] is not None or hp.get("patch_kernel") is not None:
         raise ValueError("torchvision's SwinTransformer has in_chans 3, no ape, patch_norm, "
-                         "qkv_bias and no qk_scale")
+                         "qkv_bias, no qk_scale and no overlapping patch embedding")
     if hp["num_classes"] < 1:
         raise ValueError("torchvision's SwinTransformer always has a head (num_classes >= 1)")
     ws = hp["window_size"]

@@ -45,6 +45,7 @@ GRAD_CASES = [
     "net_swin_ape_nohead",
     "net_swin_odd_input",
     "net_swin_odd_grid",
+    "net_swin_overlap",
     "net_swin_timm",
     "net_swin_tv",
     "net_swin_tv_crop",

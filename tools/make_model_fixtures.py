@@ -79,6 +79,8 @@ CASES = [
          qk_scale=0.25), (2, 32, 32)),
     ("net_swin_odd_input", "swin", net(32, 4, 16, (2, 2), (1, 2), 4), (1, 37, 45)),
     ("net_swin_odd_grid", "swin", net(20, 2, 8, (2, 2, 1), (1, 2, 2), 4), (1, 20, 20)),
+    # relattn's overlapping patch embedding (patch_kernel), on a padded input
+    ("net_swin_overlap", "swin", net(32, 4, 16, (2, 2), (1, 2), 4, patch_kernel=8), (2, 30, 37)),
     ("net_swin_timm", "swin", net(32, 4, 8, (2, 2, 1), (1, 2, 2), 4, naming="timm"), (2, 32, 32)),
     ("net_swin_tv", "tvswin", net(32, 4, 8, (2, 2), (1, 2), 7), (2, 32, 32)),
     ("net_swin_tv_crop", "tvswin", net(32, 4, 8, (2, 1), (2, 2), 7), (1, 30, 45)),

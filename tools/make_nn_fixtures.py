@@ -18,6 +18,7 @@ are in __metadata__.
   nn_ce_smooth          the same with label_smoothing 0.1 and dloss 0.7
   nn_patch_embed        Conv2d(k = stride = P) + flatten(2).transpose(1, 2)
   nn_patch_embed_pad    the same after Swin's zero padding bottom/right
+  nn_patch_embed_k*     overlapping: Conv2d(k, stride P, padding (k - P) / 2)
   nn_patch_merge_even   Swin's PatchMerging gather, even H, W
   nn_patch_merge_odd    odd H, W, zero-padded as the detection backbone
   nn_mean_tokens        x.mean(1)
@@ -107,23 +108,27 @@ def case_ce(out, name, b, k, smoothing, dloss):
                 {"smoothing": repr(smoothing)})
 
 
-def case_patch_embed(out, name, b, cin, h, w, p, e):
-    torch.manual_seed(505 + h * 100 + w)
+def case_patch_embed(out, name, b, cin, h, w, p, e, k=None):
+    """k: an overlapping embedding (relattn's patch_kernel): Conv2d(k,
+    stride p, padding (k - p) / 2) after the same bottom/right padding."""
+    torch.manual_seed(505 + h * 100 + w + (k or 0))
+    k = k or p
     x = leaf(torch.randn(b, cin, h, w))
-    wt, bias = leaf(0.2 * torch.randn(e, cin, p, p)), leaf(torch.randn(e))
+    wt, bias = leaf(0.2 * torch.randn(e, cin, k, k)), leaf(torch.randn(e))
     xp = x
     # Swin's PatchEmbed (detection / video): pad bottom/right to a multiple of P
     if w % p:
         xp = F.pad(xp, (0, p - w % p))
     if h % p:
         xp = F.pad(xp, (0, 0, 0, p - h % p))
-    y = F.conv2d(xp, wt, bias, stride=p).flatten(2).transpose(1, 2)
+    y = F.conv2d(xp, wt, bias, stride=p, padding=(k - p) // 2).flatten(2).transpose(1, 2)
     dy = torch.randn_like(y)
     y.backward(dy)
     return save(out, name, {"x": x, "weight": wt, "bias": bias, "y": y, "dy": dy,
                             "grad.x": x.grad, "grad.weight": wt.grad,
                             "grad.bias": bias.grad},
-                {"patch_size": str(p), "pad": "true" if (h % p or w % p) else "false"})
+                {"patch_size": str(p), "pad": "true" if (h % p or w % p) else "false",
+                 **({"patch_kernel": str(k)} if k != p else {})})
 
 
 def patch_merge(x):
@@ -303,6 +308,8 @@ def write_fixtures(out):
     total += case_ce(out, "ce_smooth", 6, 10, 0.1, 0.7)
     total += case_patch_embed(out, "patch_embed", 2, 3, 8, 8, 4, 5)
     total += case_patch_embed(out, "patch_embed_pad", 1, 2, 7, 10, 4, 6)
+    total += case_patch_embed(out, "patch_embed_k8", 2, 3, 8, 12, 4, 5, k=8)
+    total += case_patch_embed(out, "patch_embed_k7_pad", 1, 2, 7, 10, 3, 6, k=7)
     total += case_patch_merge(out, "patch_merge_even", 2, 4, 6, 3)
     total += case_patch_merge(out, "patch_merge_odd", 1, 5, 3, 2)
     total += case_mean_tokens(out)

@@ -124,15 +124,21 @@ class PatchMerging(nn.Module):
 
 
 class PatchEmbed(nn.Module):
-    """Conv2d(kernel = stride = patch_size), optional LayerNorm."""
+    """Conv2d(kernel = stride = patch_size), optional LayerNorm; with kernel
+    (relattn's patch_kernel, patch_size + an even number) an overlapping
+    embedding: Conv2d(kernel, stride patch_size, padding (kernel - patch) / 2)."""
 
-    def __init__(self, img_size=224, patch_size=4, in_chans=3, embed_dim=96, norm=True):
+    def __init__(self, img_size=224, patch_size=4, in_chans=3, embed_dim=96, norm=True,
+                 kernel=None):
         super().__init__()
         self.img_size = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
         self.patch_size = patch_size
         self.patches_resolution = [self.img_size[0] // patch_size, self.img_size[1] // patch_size]
         self.num_patches = self.patches_resolution[0] * self.patches_resolution[1]
-        self.proj = nn.Conv2d(in_chans, embed_dim, kernel_size=patch_size, stride=patch_size)
+        k = kernel or patch_size
+        assert k >= patch_size and (k - patch_size) % 2 == 0
+        self.proj = nn.Conv2d(in_chans, embed_dim, kernel_size=k, stride=patch_size,
+                              padding=(k - patch_size) // 2)
         self.norm = nn.LayerNorm(embed_dim) if norm else None
 
     def forward(self, x):
@@ -176,13 +182,14 @@ class SwinTransformer(nn.Module):
 
     def __init__(self, img_size=224, patch_size=4, in_chans=3, num_classes=1000, embed_dim=96,
                  depths=(2, 2, 6, 2), num_heads=(3, 6, 12, 24), window_size=7, mlp_ratio=4.,
-                 qkv_bias=True, qk_scale=None, ape=False, patch_norm=True):
+                 qkv_bias=True, qk_scale=None, ape=False, patch_norm=True, patch_kernel=None):
         super().__init__()
         self.num_classes = num_classes
         self.num_layers = len(depths)
         self.ape = ape
         self.num_features = int(embed_dim * 2 ** (self.num_layers - 1))
-        self.patch_embed = PatchEmbed(img_size, patch_size, in_chans, embed_dim, norm=patch_norm)
+        self.patch_embed = PatchEmbed(img_size, patch_size, in_chans, embed_dim, norm=patch_norm,
+                                      kernel=patch_kernel)
         pr = self.patch_embed.patches_resolution
         if ape:
             self.absolute_pos_embed = nn.Parameter(torch.zeros(1, self.patch_embed.num_patches,

@@ -3,7 +3,7 @@ with the same architecture and recipe, for the accuracy and speed comparison.
 
     OPENBLAS_NUM_THREADS=T /usr/bin/python3 tools/train_twin.py --threads T [--json]
         [--epochs 13] [--max-steps N] [--time-budget S] [--seed 0] [--data DIR]
-        [--embed-dim 64] [--depths 2,2] [--heads 2,4] [--window 7] [--patch 4]
+        [--embed-dim 64] [--depths 2,2] [--heads 2,4] [--window 7] [--patch 4] [--patch-kernel K]
         [--pos none|abs|relbias|relbias+abs] [--lr 3e-3] [--batch 128] ...
     OPENBLAS_NUM_THREADS=T /usr/bin/python3 tools/train_twin.py --threads T \
         --bench-steps 30 [--bench-data real|random]
@@ -85,7 +85,7 @@ RECIPE = {
     "data": "/usr/share/datasets/fashion-mnist",
     "mean": 0.2860, "std": 0.3530,
     "crop_padding": 0, "flip_p": 0.5,
-    "img_size": 28, "patch": 4, "in_chans": 1, "num_classes": 10,
+    "img_size": 28, "patch": 4, "patch_kernel": None, "in_chans": 1, "num_classes": 10,
     "embed_dim": 64, "depths": (2, 2), "heads": (2, 4), "window": 7, "mlp_ratio": 4.0,
     "qkv_bias": True, "patch_norm": True, "pos": "relbias",
     "lr": 3e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.05,
@@ -249,7 +249,7 @@ def build_model(a):
                             num_classes=a.num_classes, embed_dim=a.embed_dim,
                             depths=tuple(a.depths), num_heads=tuple(a.heads),
                             window_size=a.window, mlp_ratio=a.mlp_ratio, qkv_bias=a.qkv_bias,
-                            ape=use_abs, patch_norm=a.patch_norm)
+                            ape=use_abs, patch_norm=a.patch_norm, patch_kernel=a.patch_kernel)
     for name, p in model.named_parameters():
         if name.endswith("relative_position_bias_table"):
             with torch.no_grad():
@@ -338,6 +338,8 @@ def parse_args(argv=None):
     ap.add_argument("--in-chans", type=int, default=R["in_chans"])
     ap.add_argument("--num-classes", type=int, default=R["num_classes"])
     ap.add_argument("--patch", type=int, default=R["patch"])
+    ap.add_argument("--patch-kernel", type=int, default=R["patch_kernel"],
+                    help="overlapping embedding: Conv2d(K, stride patch, padding (K - patch) / 2)")
     ap.add_argument("--embed-dim", type=int, default=R["embed_dim"])
     ap.add_argument("--depths", type=ints, default=R["depths"])
     ap.add_argument("--heads", type=ints, default=R["heads"])

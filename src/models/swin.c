@@ -538,7 +538,13 @@ static ra_status net_declare(ra_model *m, const ra_st_file *f) {
     if (!st && patch[0] != patch[1])
         st = rai_fail(RA_ERR_FORMAT, "metadata patch_size %d,%d: only square patches", patch[0],
                       patch[1]);
-    n->patch = patch[0];
+    n->patch = n->patch_kernel = patch[0];
+    if (!st && ra_st_meta(f, "patch_kernel")) {   /* relattn's overlapping embedding */
+        st = rai_meta_int(f, "patch_kernel", &n->patch_kernel, 1, RAI_PATCH_KERNEL_MAX);
+        if (!st && (n->patch_kernel < n->patch || (n->patch_kernel - n->patch) % 2))
+            st = rai_fail(RA_ERR_FORMAT, "metadata patch_kernel %d: need patch_size %d plus an "
+                          "even number", n->patch_kernel, n->patch);
+    }
     if (!st) st = rai_meta_int(f, "in_chans", &n->in_chans, 1, 4096);
     if (!st) st = rai_meta_int(f, "num_classes", &n->num_classes, 0, SWIN_MAX_HIDDEN);
     if (!st) st = rai_meta_int(f, "embed_dim", &n->embed_dim, 1, SWIN_MAX_DIM);
@@ -597,7 +603,7 @@ static ra_status net_declare(ra_model *m, const ra_st_file *f) {
     }
 
     /* parameters, in the official state_dict order */
-    const int64_t E = n->embed_dim, P = n->patch;
+    const int64_t E = n->embed_dim, P = n->patch_kernel;
     if (n->ape) st = decl(m, "", "absolute_pos_embed", 3, 1, (int64_t)n->grid[0] * n->grid[1], E, 0);
     if (!st) st = decl(m, "", "patch_embed.proj.weight", 4, E, n->in_chans, P, P);
     if (!st) st = decl(m, "", "patch_embed.proj.bias", 1, E, 0, 0, 0);
@@ -765,7 +771,7 @@ static ra_status net_embed(const swin_net *n, rai_arena *a, float **out, int *gh
                         "(img_size %dx%d), the input gives %dx%d", n->grid[0], n->grid[1],
                         n->img[0], n->img[1], *gh, *gw);
     const int64_t L = (int64_t)*gh * *gw, rows = B * L;
-    const int64_t kc = (int64_t)Cin * P * P;
+    const int64_t kc = (int64_t)Cin * n->patch_kernel * n->patch_kernel;
     float *y = rai_arena_floats(a, (size_t)(rows * E));
     const size_t mark = rai_arena_mark(a);
     if (!y) return rai_fail(RA_ERR_NOMEM, "swin: out of memory");
@@ -779,7 +785,8 @@ static ra_status net_embed(const swin_net *n, rai_arena *a, float **out, int *gh
     }
     float *cols = rai_arena_floats(a, (size_t)(rows * kc));
     if (!cols) st = rai_fail(RA_ERR_NOMEM, "swin: out of memory");
-    else st = ra_patch_embed_forward(y, cols, src, n->pe_w, n->pe_b, B, Cin, h, w, P, E, pad);
+    else st = rai_patch_embed_forward_k(y, cols, src, n->pe_w, n->pe_b, B, Cin, h, w, P,
+                                        n->patch_kernel, E, pad);
     if (!st && n->patch_norm)
         rai_layernorm_rows(y, y, NULL, rows, E, n->pe_nw, n->pe_nb, SWIN_EPS);
     if (!st && n->ape)
@@ -944,13 +951,13 @@ ra_status ra_swin_attention_maps(const ra_model *m, float *maps, int *gh, int *g
  * code counts it (features * patches / 2^stages), the head. */
 static int64_t net_flops(const ra_model *m, int h, int w) {
     const swin_net *n = m->impl;
-    const int64_t P = n->patch, E = n->embed_dim;
+    const int64_t K = n->patch_kernel, E = n->embed_dim;
     if (h > SWIN_MAX_SIZE || w > SWIN_MAX_SIZE) return -1;
     int gh = n->scheme == SCHEME_TORCHVISION ? h / n->patch : (h + n->patch - 1) / n->patch;
     int gw = n->scheme == SCHEME_TORCHVISION ? w / n->patch : (w + n->patch - 1) / n->patch;
     if (gh < 1 || gw < 1) return -1;
     const int64_t L0 = (int64_t)gh * gw;
-    int64_t f = rai_cadd(rai_cmul3(L0, E, n->in_chans * P * P), n->patch_norm ? L0 * E : 0);
+    int64_t f = rai_cadd(rai_cmul3(L0, E, n->in_chans * K * K), n->patch_norm ? L0 * E : 0);
     int64_t C = E;
     for (int s = 0; s < n->nstages; s++) {
         for (int j = 0; j < n->depths[s]; j++)

@@ -82,6 +82,7 @@ typedef struct swin_block_model {
 typedef struct swin_net {
     swin_scheme scheme;
     int img[2], patch, in_chans, num_classes, embed_dim, nstages;
+    int patch_kernel;                  /* the embedding's kernel: patch, or overlapping */
     int depths[SWIN_MAX_STAGES], heads[SWIN_MAX_STAGES], window[2];
     int ape, patch_norm, features;
     int grid[2];                       /* img_size // patch_size */
@@ -111,7 +112,7 @@ static inline ra_status rai_swin_net_input(const swin_net *n, int x_ndim, const 
      * and the training tape keeps a few of them per block */
     int64_t big;
     const int64_t per = (h + n->patch) * (w + n->patch) / ((int64_t)n->patch * n->patch) + 1;
-    const int64_t wide = (int64_t)n->in_chans * n->patch * n->patch +
+    const int64_t wide = (int64_t)n->in_chans * n->patch_kernel * n->patch_kernel +
                          (train ? 8 : 4) * (int64_t)n->features;
     if (!rai_mul_i64(&big, b, per) || !rai_mul_i64(&big, big, wide) ||
         big > ((int64_t)1 << (train ? 38 : 40)))

@@ -217,7 +217,8 @@ ra_status rai_swin_net_forward_train(ra_model *m, float **y, int *y_ndim, int64_
         return rai_fail(RA_ERR_SHAPE, "swin: absolute_pos_embed is for a %dx%d patch grid, the "
                         "input gives %dx%d", n->grid[0], n->grid[1], gh, gw);
     t->h0 = gh, t->w0 = gw, t->hc = hc, t->wc = wc;
-    const int64_t L = (int64_t)gh * gw, rows = B * L, kc = (int64_t)Cin * P * P;
+    const int64_t L = (int64_t)gh * gw, rows = B * L,
+                  kc = (int64_t)Cin * n->patch_kernel * n->patch_kernel;
     if (hc != H || wc != W) {
         float *crop = rai_arena_floats(a, (size_t)(B * Cin * hc * wc));
         if (!crop) return nomem();
@@ -228,8 +229,8 @@ ra_status rai_swin_net_forward_train(ra_model *m, float **y, int *y_ndim, int64_
     float *tok = rai_arena_floats(a, (size_t)(rows * E));
     t->cols = rai_arena_floats(a, (size_t)(rows * kc));
     if (!tok || !t->cols) return nomem();
-    st = ra_patch_embed_forward(tok, t->cols, src, n->pe_w, n->pe_b, (int)B, Cin, hc, wc, P, E,
-                                pad);
+    st = rai_patch_embed_forward_k(tok, t->cols, src, n->pe_w, n->pe_b, (int)B, Cin, hc, wc, P,
+                                   n->patch_kernel, E, pad);
     if (st) return st;
     if (n->patch_norm) {
         t->pe_in = rai_arena_floats(a, (size_t)(rows * E));
@@ -407,10 +408,10 @@ ra_status rai_swin_net_backward(ra_model *m, float *grad, float *dx, const float
             memset(dimg, 0, (size_t)B * Cin * t->hc * t->wc * sizeof *dimg);
         }
         /* cols is not needed after this: it is the work buffer */
-        st = ra_patch_embed_backward(dimg, rai_model_grad(m, grad, "patch_embed.proj.weight"),
-                                     rai_model_grad(m, grad, "patch_embed.proj.bias"), t->cols,
-                                     dpe, t->cols, n->pe_w, B, Cin, t->hc, t->wc, P, E,
-                                     n->scheme != SCHEME_TORCHVISION);
+        st = rai_patch_embed_backward_k(dimg, rai_model_grad(m, grad, "patch_embed.proj.weight"),
+                                        rai_model_grad(m, grad, "patch_embed.proj.bias"), t->cols,
+                                        dpe, t->cols, n->pe_w, B, Cin, t->hc, t->wc, P,
+                                        n->patch_kernel, E, n->scheme != SCHEME_TORCHVISION);
         if (!st && dx && cropped)
             for (int64_t r = 0; r < (int64_t)B * Cin * t->hc; r++)
                 for (int i = 0; i < t->wc; i++)

@@ -752,15 +752,20 @@ ra_status ra_patch_grid(int *gh, int *gw, int h, int w, int p, int pad) {
     return RA_OK;
 }
 
-/* Sizes of a patch embedding: grid, tokens per image, columns per token. */
-static ra_status patch_plan(const char *fn, int b, int cin, int h, int w, int p, int e,
+/* Sizes of a patch embedding: grid, tokens per image, columns per token.
+ * The kernel kp is p (patches) or larger by an even amount (each patch's
+ * kp x kp neighbourhood, centred: an overlapping embedding). */
+static ra_status patch_plan(const char *fn, int b, int cin, int h, int w, int p, int kp, int e,
                             int pad, int *gh, int *gw, int *kcols) {
     ra_status st = ra_patch_grid(gh, gw, h, w, p, pad);
     if (st != RA_OK) return st;
     int64_t k = 0, rows = 0, tmp = 0;
     if (b < 1 || cin < 1 || e < 1)
         return rai_fail(RA_ERR_ARG, "%s: B = %d, Cin = %d, E = %d", fn, b, cin, e);
-    if (!rai_mul_i64(&k, (int64_t)cin, (int64_t)p * p) || k > INT32_MAX ||
+    if (kp < p || kp > RAI_PATCH_KERNEL_MAX || (kp - p) % 2)
+        return rai_fail(RA_ERR_ARG, "%s: kernel %d for patch %d (need patch + 2j, at most %d)",
+                        fn, kp, p, RAI_PATCH_KERNEL_MAX);
+    if (!rai_mul_i64(&k, (int64_t)cin, (int64_t)kp * kp) || k > INT32_MAX ||
         !rai_mul_i64(&rows, (int64_t)b, (int64_t)*gh * *gw) ||
         !rai_mul_i64(&tmp, rows, k) || !rai_mul_i64(&tmp, rows, e) ||
         !rai_mul_i64(&tmp, (int64_t)b * cin, (int64_t)h * w) || tmp > INT64_MAX / 8)
@@ -769,28 +774,37 @@ static ra_status patch_plan(const char *fn, int b, int cin, int h, int w, int p,
     return RA_OK;
 }
 
-ra_status ra_patch_embed_forward(float *y,             /* (B, L, E) */
-                                 float *cols,          /* (B, L, Cin*P*P) saved */
-                                 const float *x,       /* (B, Cin, H, W) */
-                                 const float *weight,  /* (E, Cin, P, P) */
-                                 const float *bias,    /* (E) or NULL */
-                                 int b, int cin, int h, int w, int p, int e, int pad) {
+ra_status ra_patch_embed_forward(float *y, float *cols, const float *x, const float *weight,
+                                 const float *bias, int b, int cin, int h, int w, int p, int e,
+                                 int pad) {
+    return rai_patch_embed_forward_k(y, cols, x, weight, bias, b, cin, h, w, p, p, e, pad);
+}
+
+ra_status rai_patch_embed_forward_k(float *y,             /* (B, L, E) */
+                                    float *cols,          /* (B, L, Cin*K*K) saved */
+                                    const float *x,       /* (B, Cin, H, W) */
+                                    const float *weight,  /* (E, Cin, K, K) */
+                                    const float *bias,    /* (E) or NULL */
+                                    int b, int cin, int h, int w, int p, int kp, int e,
+                                    int pad) {
     int gh = 0, gw = 0, kc = 0;
-    ra_status st = patch_plan("ra_patch_embed_forward", b, cin, h, w, p, e, pad, &gh, &gw, &kc);
+    ra_status st = patch_plan("patch embedding", b, cin, h, w, p, kp, e, pad, &gh, &gw, &kc);
     if (st != RA_OK) return st;
     const int64_t L = (int64_t)gh * gw, rows = (int64_t)b * L;
+    const int o = (kp - p) / 2;   /* the neighbourhood starts o pixels before its patch */
 #pragma omp parallel for schedule(static) num_threads(nn_threads(rows * kc))
     for (int64_t r = 0; r < rows; r++) {   /* token r: image r / L, patch r % L */
         const int64_t s = r / L;
         const int py = (int)(r % L / gw), px = (int)(r % L % gw);
         float *dst = cols + r * kc;
         for (int ci = 0; ci < cin; ci++)
-            for (int ky = 0; ky < p; ky++) {
-                const int yy = py * p + ky;
-                const float *src = x + ((s * cin + ci) * h + yy) * (int64_t)w;
-                for (int kx = 0; kx < p; kx++) {
-                    const int xx = px * p + kx;
-                    *dst++ = yy < h && xx < w ? src[xx] : 0.0f;
+            for (int ky = 0; ky < kp; ky++) {
+                const int yy = py * p - o + ky;
+                const float *src = yy >= 0 && yy < h ? x + ((s * cin + ci) * h + yy) * (int64_t)w
+                                                     : NULL;
+                for (int kx = 0; kx < kp; kx++) {
+                    const int xx = px * p - o + kx;
+                    *dst++ = src && xx >= 0 && xx < w ? src[xx] : 0.0f;
                 }
             }
     }
@@ -801,20 +815,29 @@ ra_status ra_patch_embed_forward(float *y,             /* (B, L, E) */
     return RA_OK;
 }
 
+ra_status ra_patch_embed_backward(float *dx, float *dweight, float *dbias, float *work,
+                                  const float *dy, const float *cols, const float *weight, int b,
+                                  int cin, int h, int w, int p, int e, int pad) {
+    return rai_patch_embed_backward_k(dx, dweight, dbias, work, dy, cols, weight, b, cin, h, w,
+                                      p, p, e, pad);
+}
+
 /* ACCUMULATES into dx, dweight, dbias (each may be NULL). */
-ra_status ra_patch_embed_backward(float *dx,            /* (B, Cin, H, W) or NULL */
-                                  float *dweight,       /* (E, Cin, P, P) or NULL */
-                                  float *dbias,         /* (E) or NULL */
-                                  float *work,          /* (B, L, Cin*P*P), may be cols */
-                                  const float *dy,      /* (B, L, E) */
-                                  const float *cols,    /* (B, L, Cin*P*P) saved */
-                                  const float *weight,  /* (E, Cin, P, P) */
-                                  int b, int cin, int h, int w, int p, int e, int pad) {
+ra_status rai_patch_embed_backward_k(float *dx,            /* (B, Cin, H, W) or NULL */
+                                     float *dweight,       /* (E, Cin, K, K) or NULL */
+                                     float *dbias,         /* (E) or NULL */
+                                     float *work,          /* (B, L, Cin*K*K), may be cols */
+                                     const float *dy,      /* (B, L, E) */
+                                     const float *cols,    /* (B, L, Cin*K*K) saved */
+                                     const float *weight,  /* (E, Cin, K, K) */
+                                     int b, int cin, int h, int w, int p, int kp, int e,
+                                     int pad) {
     int gh = 0, gw = 0, kc = 0;
-    ra_status st = patch_plan("ra_patch_embed_backward", b, cin, h, w, p, e, pad, &gh, &gw, &kc);
+    ra_status st = patch_plan("patch embedding backward", b, cin, h, w, p, kp, e, pad, &gh, &gw,
+                              &kc);
     if (st != RA_OK) return st;
     if (dx && !work)
-        return rai_fail(RA_ERR_ARG, "ra_patch_embed_backward: dx needs a workspace");
+        return rai_fail(RA_ERR_ARG, "patch embedding backward: dx needs a workspace");
     const int64_t L = (int64_t)gh * gw, rows = (int64_t)b * L;
     /* float32 as the forward; weight and bias first: work may be cols */
     const ra_precision was = rai_precision_set(RA_PRECISION_FP32);
@@ -824,26 +847,30 @@ ra_status ra_patch_embed_backward(float *dx,            /* (B, Cin, H, W) or NUL
     if (dx) rai_linear_backward_fused(work, NULL, NULL, dy, NULL, weight, rows, e, kc, 1, NULL);
     rai_precision_set(was);
     if (!dx) return RA_OK;
-    /* col2im: the patches do not overlap, so each pixel takes one value;
-     * those of the padding are dropped. Rows of patches in parallel. */
-    const int64_t prow = (int64_t)b * gh;
+    /* col2im: each pixel sums the values of the neighbourhoods that hold it
+     * (one when they do not overlap), in patch order; those of the padding
+     * are dropped. Patches overlap only within an image: a thread per
+     * image, or per row of patches when they do not overlap. */
+    const int o = (kp - p) / 2;
+    const int64_t units = kp == p ? (int64_t)b * gh : b;
 #pragma omp parallel for schedule(static) num_threads(nn_threads(rows * kc))
-    for (int64_t t = 0; t < prow; t++) {
-        const int64_t s = t / gh;
-        const int py = (int)(t % gh);
-        for (int px = 0; px < gw; px++) {
-            const float *src = work + (s * L + (int64_t)py * gw + px) * kc;
-            for (int ci = 0; ci < cin; ci++)
-                for (int ky = 0; ky < p; ky++, src += p) {
-                    const int yy = py * p + ky;
-                    if (yy >= h) continue;
-                    float *d = dx + ((s * cin + ci) * h + yy) * (int64_t)w;
-                    for (int kx = 0; kx < p; kx++) {
-                        const int xx = px * p + kx;
-                        if (xx < w) d[xx] += src[kx];
+    for (int64_t t = 0; t < units; t++) {
+        const int64_t s = kp == p ? t / gh : t;
+        const int py0 = kp == p ? (int)(t % gh) : 0, py1 = kp == p ? py0 + 1 : gh;
+        for (int py = py0; py < py1; py++)
+            for (int px = 0; px < gw; px++) {
+                const float *src = work + (s * L + (int64_t)py * gw + px) * kc;
+                for (int ci = 0; ci < cin; ci++)
+                    for (int ky = 0; ky < kp; ky++, src += kp) {
+                        const int yy = py * p - o + ky;
+                        if (yy < 0 || yy >= h) continue;
+                        float *d = dx + ((s * cin + ci) * h + yy) * (int64_t)w;
+                        for (int kx = 0; kx < kp; kx++) {
+                            const int xx = px * p - o + kx;
+                            if (xx >= 0 && xx < w) d[xx] += src[kx];
+                        }
                     }
-                }
-        }
+            }
     }
     return RA_OK;
 }

@@ -40,6 +40,18 @@ void rai_mlp_fused(float *y, const float *x, const float *w1, const float *b1, c
  * and, with gd (M, K), dx = (dy . w) * gd (set implied): with the gd of
  * rai_linear_gelu_keep, the GELU before the layer back-propagated in the
  * same product. */
+/* The patch embedding with a kernel of kp >= p pixels (kp - p even) at
+ * stride p, padded by (kp - p) / 2 on every side: Conv2d(Cin, E, kp,
+ * stride=p, padding=(kp-p)/2), an overlapping patch embedding; kp = p is
+ * ra_patch_embed_forward / _backward (relattn.h), which call these. */
+#define RAI_PATCH_KERNEL_MAX 64
+ra_status rai_patch_embed_forward_k(float *y, float *cols, const float *x, const float *weight,
+                                    const float *bias, int b, int cin, int h, int w, int p,
+                                    int kp, int e, int pad);
+ra_status rai_patch_embed_backward_k(float *dx, float *dweight, float *dbias, float *work,
+                                     const float *dy, const float *cols, const float *weight,
+                                     int b, int cin, int h, int w, int p, int kp, int e, int pad);
+
 void rai_linear_backward_fused(float *dx, float *dw, float *db, const float *dy, const float *x,
                                const float *w, int64_t m, int n, int k, int set, const float *gd);
 /* g (M, N) = GELU(h) and gd = GELU'(h), h = x . w^T + b, in one pass on
