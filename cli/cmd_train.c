@@ -332,9 +332,9 @@ static int train(const opt *o, const procs *pc) {
     if (resume) {   /* the checkpoint holds the model and the recipe */
         static const char *const fixed[] = {"--epochs", "--batch", "--lr", "--wd", "--seed",
                                             "--embed-dim", "--depths", "--heads", "--window",
-                                            "--patch", "--patch-kernel", "--pos", "--label-smoothing", "--clip",
-                                            "--no-augment", "--warmup-epochs", "--augment",
-                                            "--precision"};
+                                            "--patch", "--patch-kernel", "--pos",
+                                            "--label-smoothing", "--clip", "--no-augment",
+                                            "--warmup-epochs", "--augment", "--precision"};
         for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
             if (get(o, fixed[i]))
                 return usage_error("%s cannot change a resumed run (the checkpoint has it)",
