@@ -29,15 +29,6 @@
  * shared core, what the product itself took; the peaks stay wall-clock). */
 static clockid_t clock_id = CLOCK_MONOTONIC;
 
-static float *rnd(int64_t n, uint64_t s, float scale) {
-    float *p = malloc((size_t)n * sizeof *p);
-    for (int64_t i = 0; p && i < n; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        p[i] = scale * (float)((int32_t)(s >> 32)) * (1.0f / 2147483648.0f);
-    }
-    return p;
-}
-
 enum { FP32, BLAS, BF16, INT8, NWAYS };
 static const char *way_name[NWAYS] = {"relattn_fp32", "openblas_fp32", "relattn_bf16", "relattn_int8"};
 
@@ -99,8 +90,9 @@ int main(int argc, char **argv) {
     for (size_t l = 0; l < sizeof L / sizeof *L; l++) {
         const int64_t m = L[l].m;
         const int n = L[l].n, k = L[l].k;
-        float *x = rnd(m * k, 1 + l, 1.0f), *w = rnd((int64_t)n * k, 100 + l, 0.05f);
-        float *b = rnd(n, 200 + l, 0.1f), *y = malloc((size_t)(m * n) * sizeof *y);
+        float *x = bench_random_floats(m * k, 1 + l, 1.0f);
+        float *w = bench_random_floats((int64_t)n * k, 100 + l, 0.05f);
+        float *b = bench_random_floats(n, 200 + l, 0.1f), *y = malloc((size_t)(m * n) * sizeof *y);
         if (!x || !w || !b || !y) return fprintf(stderr, "out of memory\n"), 1;
         const float *ws[1] = {w};
         const int64_t ns[1] = {n}, ks[1] = {k};

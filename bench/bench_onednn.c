@@ -152,15 +152,6 @@ static int network_products(const char *net, net_product *p) {
     return c;
 }
 
-static float *rnd_floats(int64_t n, uint64_t s, float scale) {
-    float *p = malloc((size_t)n * sizeof *p);
-    for (int64_t i = 0; p && i < n; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        p[i] = scale * (float)((int32_t)(s >> 32)) * (1.0f / 2147483648.0f);
-    }
-    return p;
-}
-
 static dnnl_primitive_t reorder_of(dnnl_engine_t eng, const dnnl_memory_desc_t *from,
                                    const dnnl_memory_desc_t *to) {
     dnnl_primitive_desc_t pd;
@@ -175,8 +166,9 @@ static dnnl_primitive_t reorder_of(dnnl_engine_t eng, const dnnl_memory_desc_t *
 static void network_product(dnnl_engine_t eng, dnnl_stream_t st, const net_product *q, int reps,
                             double *t_dnnl, double *t_ra) {
     const int64_t m = q->m, n = q->n, k = q->k;
-    float *x = rnd_floats(m * k, 1 + (uint64_t)k, 1.0f), *w = rnd_floats(n * k, 7 + (uint64_t)n, 0.05f);
-    float *b = rnd_floats(n, 3, 0.1f), *y = malloc((size_t)(m * n) * sizeof *y);
+    float *x = bench_random_floats(m * k, 1 + (uint64_t)k, 1.0f);
+    float *w = bench_random_floats(n * k, 7 + (uint64_t)n, 0.05f);
+    float *b = bench_random_floats(n, 3, 0.1f), *y = malloc((size_t)(m * n) * sizeof *y);
     if (!x || !w || !b || !y) fprintf(stderr, "out of memory\n"), exit(1);
     /* oneDNN: x f32 -> bf16 (reorder), matmul bf16 x bf16 + f32 bias -> f32 */
     dnnl_dims_t ad = {m, k}, wd = {k, n}, cd = {m, n}, bd = {1, n};

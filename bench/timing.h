@@ -1,9 +1,11 @@
-/* timing.h - the benchmarks' clock and the comparison their medians sort
+/* timing.h - the benchmarks' clock, the comparison their medians sort
  * by (bench.c, bench_gemm.c, bench_layers.c, bench_onednn.c, bench_train.c,
- * peak.c). */
+ * peak.c) and the products' random operands (bench_gemm.c, bench_onednn.c). */
 #ifndef RA_BENCH_TIMING_H
 #define RA_BENCH_TIMING_H
 
+#include <stdint.h>
+#include <stdlib.h>
 #include <time.h>
 
 /* Seconds on clock id (CLOCK_MONOTONIC: the wall; CLOCK_PROCESS_CPUTIME_ID:
@@ -19,6 +21,17 @@ static inline double bench_now(void) { return bench_clock(CLOCK_MONOTONIC); }
 static inline int bench_cmp_double(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+/* n floats in [-scale, scale) from seed s (an LCG), malloc'ed; NULL
+ * without memory. */
+static inline float *bench_random_floats(int64_t n, uint64_t s, float scale) {
+    float *p = malloc((size_t)n * sizeof *p);
+    for (int64_t i = 0; p && i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        p[i] = scale * (float)((int32_t)(s >> 32)) * (1.0f / 2147483648.0f);
+    }
+    return p;
 }
 
 #endif

@@ -192,7 +192,8 @@ static int build_model(ra_model **m, const opt *o, const ra_dataset *d, const ch
         "ape", abs_pos ? "true" : "false",
         "relative_position", rel ? "bias" : shaw ? "shaw" : "none",
         "mean", mean, "std", std};
-    int nmeta = 16;   /* the pairs above; then the optional ones */
+    int nmeta = 0;   /* the pairs above, then the optional ones */
+    while (meta[2 * nmeta]) nmeta++;
     if (pk != patch) meta[2 * nmeta] = "patch_kernel", meta[2 * nmeta + 1] = kstr, nmeta++;
     if (fashion) meta[2 * nmeta] = "labels", meta[2 * nmeta + 1] = fmnist_labels, nmeta++;
     ra_status st = ra_model_create(m, meta, nmeta, c->seed);

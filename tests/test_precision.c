@@ -336,7 +336,15 @@ static void bf16_product(void) {
     int isas[2] = {RA_GEMM_BF16_REF, -1}, nisa = 1;
     if (rai_bf16_micro() >= 0) isas[nisa++] = rai_bf16_micro();
     rai_bf16_weights pw;
-    CHECK(rai_bf16_weights_pack(&pw, w, N, K, 2) == 0, "pack");
+    CHECK(rai_bf16_weights_pack(&pw, w, N, K, RA_GEMM_BF16_REF, 2) == 0, "pack");
+    if (nisa > 1) {   /* packed with the vector rounding: the same panels */
+        rai_bf16_weights pv;
+        CHECK(rai_bf16_weights_pack(&pv, w, N, K, isas[1], 2) == 0 &&
+                  memcmp(pv.bp, pw.bp, (size_t)(N + RA_GEMM_BF16_NR - 1) / RA_GEMM_BF16_NR *
+                                           RA_GEMM_BF16_NR * ((K + 1) / 2 * 2) * sizeof *pw.bp) == 0,
+              "the weights packed by micro-kernel %d's rounding differ", isas[1]);
+        rai_bf16_weights_free(&pv);
+    }
     for (int withb = 0; withb < 2; withb++) {
         naive_bf16(want, x, w, withb ? b : NULL, M, N, K);
         for (int ii = 0; ii < nisa; ii++)

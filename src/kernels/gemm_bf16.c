@@ -144,17 +144,16 @@ static void pack_weight_panel(uint16_t *bp, const float *w, int wt, int n, int k
                wt ? 1 : k, k, nr, kn);
 }
 
-int rai_bf16_weights_pack(rai_bf16_weights *pw, const float *w, int n, int k, int nthreads) {
+int rai_bf16_weights_pack(rai_bf16_weights *pw, const float *w, int n, int k, int isa,
+                          int nthreads) {
     memset(pw, 0, sizeof *pw);
     if (n < 1 || k < 1) return -1;
     if (!(pw->bp = rai_alloc(packed_bytes(n, k), 1))) return -1;
     pw->n = n, pw->k = k;
     const int npanels = (n + NR - 1) / NR;
+    const bf16_kernels kn = kernels_of(isa);
 #pragma omp parallel for schedule(static) num_threads(nthreads > 1 ? nthreads : 1)
-    for (int p = 0; p < npanels; p++) {
-        const bf16_kernels kn = kernels_of(RA_GEMM_BF16_REF);
-        pack_weight_panel(pw->bp, w, 0, n, k, p, &kn);
-    }
+    for (int p = 0; p < npanels; p++) pack_weight_panel(pw->bp, w, 0, n, k, p, &kn);
     return 0;
 }
 

@@ -199,8 +199,10 @@ typedef struct rai_bf16_weights {
     int n, k;
     uint16_t *bp;
 } rai_bf16_weights;
-/* Returns 0, or -1 (*pw zeroed) for N or K < 1 or no memory. */
-int rai_bf16_weights_pack(rai_bf16_weights *pw, const float *w, int n, int k, int nthreads);
+/* Rounded by the isa's rounding (the same bits for every isa). Returns 0,
+ * or -1 (*pw zeroed) for N or K < 1 or no memory. */
+int rai_bf16_weights_pack(rai_bf16_weights *pw, const float *w, int n, int k, int isa,
+                          int nthreads);
 void rai_bf16_weights_free(rai_bf16_weights *pw);
 /* y (M, N) = epilogue(x (M, K) . w (N, K)^T + bias (N, or NULL)) as
  * precision bf16 computes it (the format in gemm_bf16.c), w packed in pw;

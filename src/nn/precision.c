@@ -104,7 +104,8 @@ rai_packed *rai_packed_make(const float *const *w, const int64_t *n, const int64
             fail = rai_i8_weights_pack(&e->i8, e->key, e->n, e->k,
                                        rai_nn_kernel_active()->gemm_i8_micro, ra_threads_get());
         else if (pairs)
-            fail = rai_bf16_weights_pack(&e->bf16, e->key, e->n, e->k, ra_threads_get());
+            fail = rai_bf16_weights_pack(&e->bf16, e->key, e->n, e->k, rai_bf16_micro(),
+                                         ra_threads_get());
         else if ((fail = !(e->rounded = rai_alloc((size_t)ni * (size_t)ki, sizeof(float)))) == 0)
             for (int64_t i = 0; i < ni * ki; i++) e->rounded[i] = rai_round_bf16(e->key[i]);
         if (fail) return rai_packed_free(t), NULL;
