@@ -1407,13 +1407,18 @@ typedef struct ra_train_config {
     int flip;                /* RandomHorizontalFlip(0.5): 1 */
     float mean, std;         /* input normalisation: Fashion-MNIST's 0.2860, 0.3530 */
     uint64_t seed;           /* 0 */
+    double ema_decay;        /* an exponential moving average of the weights,
+                                avg += (1 - ema_decay) (w - avg) after every
+                                step, evaluated and saved in their place:
+                                0 (off), or in [0.5, 1) */
 } ra_train_config;
 
 ra_train_config ra_train_config_default(void);
 
 /* Tensor names of the optimiser state in a checkpoint, never a parameter's:
  * "__optim__.exp_avg.NAME", "__optim__.exp_avg_sq.NAME" (PyTorch's AdamW
- * state names). The model loader skips tensors with this prefix, so a
+ * state names), and "__optim__.weights.NAME" (the weights being trained,
+ * when the parameters are their average: ema_decay). The model loader skips tensors with this prefix, so a
  * checkpoint is a model file like any other. */
 #define RA_TRAIN_STATE_PREFIX "__optim__."
 
@@ -1449,6 +1454,13 @@ int64_t ra_trainer_steps_per_epoch(const ra_trainer *t);
 int64_t ra_trainer_total_steps(const ra_trainer *t);     /* epochs * steps_per_epoch */
 double ra_trainer_lr(const ra_trainer *t);               /* the next step's learning rate */
 const ra_train_config *ra_trainer_config(const ra_trainer *t);
+
+/* The average of the weights (ema_decay > 0) in the model instead of the
+ * weights it trains (on = 1), or back (on = 0): the two are swapped in
+ * place, nothing allocated. Evaluate or save the model between the two
+ * calls; ra_trainer_step refuses to run while the average is in
+ * (RA_ERR_ARG). Without an average it does nothing. */
+ra_status ra_trainer_use_average(ra_trainer *t, int on);
 
 /* Data parallelism over several processes (MPI ranks under mpirun, or any
  * transport that can sum buffers): the caller gives the collectives, the
@@ -1495,7 +1507,10 @@ int64_t ra_trainer_optimizer_floats(const ra_trainer *t);
  * ("train.precision": bf16; the file stays float32) as metadata
  * "train.*", the AdamW moments under
  * RA_TRAIN_STATE_PREFIX, and nextra extra metadata pairs (key, value, ...)
- * such as a training log. With a comm of several processes, every process
+ * such as a training log. With an average of the weights (ema_decay > 0)
+ * the parameters are the average, what every other command then loads,
+ * and the weights being trained are under RA_TRAIN_STATE_PREFIX
+ * "weights.NAME". With a comm of several processes, every process
  * calls it and process 0 alone writes (see ra_train_comm). */
 ra_status ra_trainer_save(const ra_trainer *t, const char *path, const char *const *extra,
                           int nextra);

@@ -11,7 +11,11 @@
 #      (66 / 65), resuming with a changed recipe (64);
 #   4. the same seed and threads give the same run; another seed does not;
 #   5. --precision bf16: a float32 checkpoint that records it, resumed to
-#      the bits of a straight bf16 run.
+#      the bits of a straight bf16 run;
+#   6. --ema: train reports the average's accuracy and eval of the
+#      checkpoint gives the same count; the checkpoint holds the trained
+#      weights as state; a run resumed equals the straight one; bad decays
+#      are usage errors.
 #   test_train.sh RELATTN ST_SAME
 set -u
 bin=$1 same=$2
@@ -131,6 +135,23 @@ check '"$same" "$tmp/b.st" "$tmp/b2.st" > /dev/null' "a bf16 run resumed equals 
 check '! "$same" "$tmp/b.st" "$tmp/f.st" > /dev/null 2>&1' "bf16 is not fp32"
 "$bin" train "${tiny[@]}" --precision int8 --out "$tmp/r.st" 2> /dev/null; check '[ $? = 64 ]' "--precision int8 does not train"
 "$bin" train --resume "$tmp/b2.st" --precision fp32 --out "$tmp/r.st" 2> /dev/null; check '[ $? = 64 ]' "a resumed run keeps its precision"
+
+# 6. the average of the weights
+"$bin" train "${tiny[@]}" --max-steps 8 --ema 0.9 --json --out "$tmp/v.st" > "$tmp/v.json" 2> "$tmp/v.err"
+check '[ $? = 0 ]' "train --ema exits 0: $(cat "$tmp/v.err")"
+correct=$(tail -n 1 "$tmp/v.json" | sed 's/.*"test_correct": \([0-9]*\).*/\1/')
+ev=$("$bin" eval "$tmp/v.st" --data "$tmp/fm" --json 2> /dev/null)
+check 'echo "$ev" | grep -q "\"correct\": $correct,"' "--ema: eval's count equals train's $correct: $ev"
+check 'grep -aq "__optim__.weights.head.weight" "$tmp/v.st"' "--ema: the trained weights are in the checkpoint"
+"$bin" train "${tiny[@]}" --max-steps 8 --out "$tmp/v0.st" 2> /dev/null
+check '! "$same" "$tmp/v.st" "$tmp/v0.st" > /dev/null 2>&1' "--ema: the checkpoint's model is the average, not the weights"
+"$bin" train "${tiny[@]}" --max-steps 3 --ema 0.9 --out "$tmp/v2.st" 2> /dev/null
+"$bin" train --resume "$tmp/v2.st" --data "$tmp/fm" --max-steps 8 --threads 2 --out "$tmp/v2.st" 2> /dev/null
+check '"$same" "$tmp/v.st" "$tmp/v2.st" > /dev/null' "--ema: a run resumed equals the straight run"
+for d in 1 0.2 -1 x; do
+  "$bin" train "${tiny[@]}" --ema $d --out "$tmp/r.st" 2> /dev/null; check '[ $? = 64 ]' "--ema $d is a usage error"
+done
+"$bin" train --resume "$tmp/v2.st" --ema 0.99 --out "$tmp/r.st" 2> /dev/null; check '[ $? = 64 ]' "a resumed run keeps its average"
 
 echo "$pass passed, $failed failed"
 [ $failed = 0 ]

@@ -217,6 +217,83 @@ static void forward_same(const char *what, const char *const *meta, int nmeta, i
     ra_model_free(m);
 }
 
+/* The average of the weights (ema_decay): after each of 4 steps the
+ * recurrence avg += (1 - d)(w - avg) from avg_0 = w_0, computed here, must
+ * be the trainer's average to the bit (ra_trainer_use_average); the
+ * weights being trained must be those of a run without it; a step while
+ * the average is in is refused; a checkpoint holds the average as the
+ * model's parameters and the trained weights as state, and resuming it
+ * continues to the bits of the straight run. */
+static void average(const char *const *meta, int nmeta, const ra_dataset *d) {
+    ra_threads_set(2);
+    ra_model *m = NULL, *p = NULL, *r = NULL;
+    ra_trainer *t = NULL, *u = NULL, *v = NULL;
+    ra_train_config cfg = ra_train_config_default();
+    cfg.batch = 4, cfg.flip = 0, cfg.warmup_epochs = 0, cfg.ema_decay = 0.75;
+    const double d0 = cfg.ema_decay;
+    CHECK(ra_model_create(&m, meta, nmeta, 7) == RA_OK, "create: %s", ra_last_error());
+    CHECK(ra_model_create(&p, meta, nmeta, 7) == RA_OK, "create: %s", ra_last_error());
+    if (!m || !p) return;
+    const int64_t n = ra_model_param_total(m);
+    float *avg = malloc((size_t)n * sizeof *avg), *w = malloc((size_t)n * sizeof *w);
+    float *avg2 = malloc((size_t)n * sizeof *avg2);   /* the average of step 2 */
+    memcpy(avg, ra_model_weights(m), (size_t)n * sizeof *avg);
+    CHECK(ra_trainer_create(&t, m, &cfg, d) == RA_OK, "trainer: %s", ra_last_error());
+    ra_train_config plain = cfg;
+    plain.ema_decay = 0;
+    CHECK(ra_trainer_create(&u, p, &plain, d) == RA_OK, "trainer: %s", ra_last_error());
+    ra_train_config bad = cfg;
+    bad.ema_decay = 1.0;
+    CHECK(ra_trainer_create(&v, p, &bad, d) == RA_ERR_ARG && !v, "decay 1 is refused");
+    bad.ema_decay = 0.2;
+    CHECK(ra_trainer_create(&v, p, &bad, d) == RA_ERR_ARG && !v, "decay 0.2 is refused");
+    const char *path = "/tmp/relattn_test_trainer_avg.safetensors";
+    for (int s = 0; t && u && s < 4; s++) {
+        CHECK(ra_trainer_step(t, NULL, NULL) == RA_OK, "step %d: %s", s, ra_last_error());
+        CHECK(ra_trainer_step(u, NULL, NULL) == RA_OK, "step %d: %s", s, ra_last_error());
+        const float *wt = ra_model_weights(m);
+        CHECK(memcmp(wt, ra_model_weights(p), (size_t)n * sizeof *wt) == 0,
+              "step %d: the average changes the training", s);
+        for (int64_t i = 0; i < n; i++) avg[i] += (float)(1.0 - d0) * (wt[i] - avg[i]);
+        memcpy(w, wt, (size_t)n * sizeof *w);
+        CHECK(ra_trainer_use_average(t, 1) == RA_OK, "use_average");
+        CHECK(memcmp(ra_model_weights(m), avg, (size_t)n * sizeof *avg) == 0,
+              "step %d: the model holds the average", s);
+        CHECK(memcmp(ra_model_weights(m), w, (size_t)n * sizeof *w) != 0,
+              "step %d: the average is not the weights", s);
+        CHECK(ra_trainer_step(t, NULL, NULL) == RA_ERR_ARG, "a step with the average in is refused");
+        if (s == 1) {
+            CHECK(ra_trainer_save(t, path, NULL, 0) == RA_OK, "save: %s", ra_last_error());
+            memcpy(avg2, avg, (size_t)n * sizeof *avg2);
+        }
+        CHECK(ra_trainer_use_average(t, 0) == RA_OK, "use_average back");
+        CHECK(memcmp(ra_model_weights(m), w, (size_t)n * sizeof *w) == 0,
+              "step %d: the weights are back", s);
+    }
+    /* the checkpoint of step 2, resumed for 2 more steps */
+    CHECK(ra_trainer_resume(&v, &r, path, d) == RA_OK, "resume: %s", ra_last_error());
+    if (v) CHECK(ra_trainer_config(v)->ema_decay == d0, "the checkpoint keeps the decay");
+    for (int s = 0; v && s < 2; s++)
+        CHECK(ra_trainer_step(v, NULL, NULL) == RA_OK, "resumed step: %s", ra_last_error());
+    if (v) {
+        CHECK(memcmp(ra_model_weights(r), w, (size_t)n * sizeof *w) == 0,
+              "resumed: the trained weights of the straight run");
+        ra_trainer_use_average(v, 1);
+        CHECK(memcmp(ra_model_weights(r), avg, (size_t)n * sizeof *avg) == 0,
+              "resumed: the average of the straight run");
+    }
+    ra_model *saved = NULL;   /* the file's parameters: the average */
+    CHECK(ra_model_load(&saved, path) == RA_OK, "load: %s", ra_last_error());
+    CHECK(saved && ra_model_param_total(saved) == n &&
+          memcmp(ra_model_weights(saved), avg2, (size_t)n * sizeof *avg2) == 0,
+          "the checkpoint's parameters are the average");
+    ra_model_free(saved);
+    remove(path);
+    free(avg), free(w), free(avg2);
+    ra_trainer_free(t), ra_trainer_free(u), ra_trainer_free(v);
+    ra_model_free(m), ra_model_free(p), ra_model_free(r);
+}
+
 int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : "tests/fixtures";
     const int h = 28, w = 28, n = 16;
@@ -248,6 +325,7 @@ int main(int argc, char **argv) {
     train_same_file(dir, "net_swin_timm");
     forward_same("swin, batch 5", swin, (int)(sizeof swin / sizeof *swin) / 2, 5);
     forward_same("vit, batch 5", vit, (int)(sizeof vit / sizeof *vit) / 2, 5);
+    average(swin, (int)(sizeof swin / sizeof *swin) / 2, &d);
     free(d.images), free(d.labels);
     printf("%d passed, %d failed\n", check_passed, check_failed);
     return check_failed ? 1 : 0;

@@ -44,6 +44,8 @@ struct ra_trainer {
     int p0, p1;                     /* parameter tensors this process updates */
     int64_t moff;                   /* the float offset mom1 / mom2 start at */
     int64_t *zoff, *zcnt;           /* ZeRO-1: every process's run of floats */
+    float *avg;                     /* (P) the average of the weights, or NULL */
+    int avg_in;                     /* the model holds avg, t->avg the weights */
 };
 
 ra_train_config ra_train_config_default(void) {
@@ -71,6 +73,8 @@ static ra_status check_config(const ra_train_config *c) {
         return rai_fail(RA_ERR_ARG, "learning rates: lr %g (0..10), min_lr %g and warmup_lr %g "
                         "(0..lr), warm-up %g epochs (0..epochs)", c->lr, c->min_lr, c->warmup_lr,
                         c->warmup_epochs);
+    if (c->ema_decay != 0 && !(c->ema_decay >= 0.5 && c->ema_decay < 1))
+        return rai_fail(RA_ERR_ARG, "EMA decay %g: 0 (off) or in [0.5, 1)", c->ema_decay);
     if (!(c->weight_decay >= 0 && c->weight_decay < 1) ||
         !(c->label_smoothing >= 0 && c->label_smoothing < 1) || !(c->clip_grad >= 0) ||
         c->crop_pad < 0 || c->crop_pad > 64 || !(c->std > 0) || !isfinite(c->mean))
@@ -88,6 +92,7 @@ void ra_trainer_free(ra_trainer *t) {
     rai_free(t->x), rai_free(t->dlogits), rai_free(t->probs);
     free(t->labels), free(t->perm);
     free(t->zoff), free(t->zcnt);
+    rai_free(t->avg);
     free(t);
 }
 
@@ -134,8 +139,9 @@ ra_status ra_trainer_create(ra_trainer **out, ra_model *m, const ra_train_config
     t->probs = rai_alloc((size_t)(B * k), sizeof(float));
     t->labels = malloc((size_t)B * sizeof *t->labels);
     t->perm = malloc((size_t)data->n * sizeof *t->perm);
+    t->avg = cfg->ema_decay > 0 ? rai_alloc((size_t)P + 1, sizeof(float)) : NULL;
     if (!t->grad || !t->mom1 || !t->mom2 || !t->gptr || !t->gsize || !t->decay || !t->x ||
-        !t->dlogits || !t->probs || !t->labels || !t->perm) {
+        !t->dlogits || !t->probs || !t->labels || !t->perm || (cfg->ema_decay > 0 && !t->avg)) {
         ra_trainer_free(t);
         return rai_fail(RA_ERR_NOMEM, "trainer: out of memory");
     }
@@ -145,6 +151,7 @@ ra_status ra_trainer_create(ra_trainer **out, ra_model *m, const ra_train_config
         t->gsize[i] = p->numel;
         t->decay[i] = p->ndim > 1 && !ra_param_no_decay(p->name);
     }
+    if (t->avg) memcpy(t->avg, m->weights, (size_t)P * sizeof(float));   /* avg_0 = w_0 */
     *out = t;
     return RA_OK;
 }
@@ -153,6 +160,26 @@ int64_t ra_trainer_step_count(const ra_trainer *t) { return t ? t->step : 0; }
 int64_t ra_trainer_steps_per_epoch(const ra_trainer *t) { return t ? t->spe : 0; }
 int64_t ra_trainer_total_steps(const ra_trainer *t) { return t ? t->total : 0; }
 const ra_train_config *ra_trainer_config(const ra_trainer *t) { return t ? &t->cfg : NULL; }
+
+ra_status ra_trainer_use_average(ra_trainer *t, int on) {
+    if (!t) return rai_fail(RA_ERR_ARG, "trainer: NULL argument");
+    if (!t->avg || !on == !t->avg_in) return RA_OK;
+    float *w = t->m->weights, *a = t->avg;
+    for (int64_t i = 0; i < t->m->total; i++) {
+        const float v = w[i];
+        w[i] = a[i], a[i] = v;
+    }
+    t->avg_in = on != 0;
+    return RA_OK;
+}
+
+/* The weights being trained and their average, wherever each is now. */
+static const float *trained_weights(const ra_trainer *t) {
+    return t->avg_in ? t->avg : t->m->weights;
+}
+static const float *averaged_weights(const ra_trainer *t) {
+    return t->avg_in ? t->m->weights : t->avg;
+}
 
 double ra_trainer_lr(const ra_trainer *t) {
     return ra_lr_cosine(t->step, t->total, t->warmup, t->cfg.lr, t->cfg.min_lr,
@@ -239,6 +266,9 @@ static ra_status reduce(ra_trainer *t, float *loss, double *sumsq) {
 
 ra_status ra_trainer_step(ra_trainer *t, float *loss_out, float *norm_out) {
     if (!t) return rai_fail(RA_ERR_ARG, "trainer: NULL argument");
+    if (t->avg_in)
+        return rai_fail(RA_ERR_ARG, "trainer: the model holds the average of the weights "
+                        "(ra_trainer_use_average(t, 0) first)");
     ra_model *m = t->m;
     ra_status st = make_batch(t);
     if (st) return st;
@@ -271,6 +301,11 @@ ra_status ra_trainer_step(ra_trainer *t, float *loss_out, float *norm_out) {
     if (!st && t->zero)
         st = collective(t->comm.allgather(m->weights, t->zoff, t->zcnt, t->comm.ctx),
                         "gathering the weights");
+    if (!st && t->avg) {   /* every process averages all of them: the same bits */
+        const float a = (float)(1.0 - t->cfg.ema_decay);
+        const float *w = m->weights;
+        for (int64_t i = 0; i < m->total; i++) t->avg[i] += a * (w[i] - t->avg[i]);
+    }
     if (loss_out) *loss_out = loss;
     if (norm_out) *norm_out = norm;
     return st;
@@ -352,6 +387,7 @@ static const cfg_field cfg_fields[] = {
     {"train.mean", 2, offsetof(ra_train_config, mean)},
     {"train.std", 2, offsetof(ra_train_config, std)},
     {"train.seed", 3, offsetof(ra_train_config, seed)},
+    {"train.ema_decay", 1, offsetof(ra_train_config, ema_decay)},   /* optional: 0 */
 };
 #define NFIELDS ((int)(sizeof cfg_fields / sizeof cfg_fields[0]))
 
@@ -369,6 +405,7 @@ static void field_str(char *buf, size_t n, const ra_train_config *c, const cfg_f
 static ra_status field_parse(ra_train_config *c, const cfg_field *f, const char *v) {
     char *end = NULL;
     char *p = (char *)c + f->off;
+    if (!v && f->off == offsetof(ra_train_config, ema_decay)) return RA_OK;   /* before EMA */
     if (!v || !*v) return rai_fail(RA_ERR_FORMAT, "checkpoint: metadata %s missing", f->key);
     switch (f->kind) {
     case 0: { long x = strtol(v, &end, 10); *(int *)p = (int)x; if (x < -1000000 || x > 1000000) end = NULL; break; }
@@ -428,9 +465,13 @@ ra_status ra_trainer_save(const ra_trainer *t, const char *path, const char *con
     if (!st && m->precision != RA_PRECISION_FP32)   /* the products' arithmetic (float32 file) */
         st = ra_st_writer_meta(w, "train.precision", ra_precision_name(m->precision));
     for (int e = 0; e < nextra && !st; e++) st = ra_st_writer_meta(w, extra[2 * e], extra[2 * e + 1]);
+    const float *model = t->avg ? averaged_weights(t) : m->weights, *trained = trained_weights(t);
     for (int i = 0; i < m->nparams && !st; i++) {
         const ra_param_info *p = &m->params[i];
-        st = ra_st_writer_add(w, p->name, RA_DTYPE_F32, p->ndim, p->shape, m->weights + p->offset);
+        st = ra_st_writer_add(w, p->name, RA_DTYPE_F32, p->ndim, p->shape, model + p->offset);
+        snprintf(name, sizeof name, "%sweights.%s", RA_TRAIN_STATE_PREFIX, p->name);
+        if (!st && t->avg)
+            st = ra_st_writer_add(w, name, RA_DTYPE_F32, p->ndim, p->shape, trained + p->offset);
         snprintf(name, sizeof name, "%sexp_avg.%s", RA_TRAIN_STATE_PREFIX, p->name);
         if (!st) st = ra_st_writer_add(w, name, RA_DTYPE_F32, p->ndim, p->shape, mom1 + p->offset);
         snprintf(name, sizeof name, "%sexp_avg_sq.%s", RA_TRAIN_STATE_PREFIX, p->name);
@@ -476,15 +517,19 @@ ra_status ra_trainer_resume(ra_trainer **out, ra_model **mout, const char *path,
     char name[320];
     for (int i = 0; !st && i < m->nparams; i++) {
         const ra_param_info *p = &m->params[i];
-        for (int which = 0; which < 2 && !st; which++) {
-            snprintf(name, sizeof name, "%s%s.%s", RA_TRAIN_STATE_PREFIX,
-                     which ? "exp_avg_sq" : "exp_avg", p->name);
+        /* the model read the file's parameters: with an average they are
+         * the average (t->avg took them), and the weights being trained
+         * are state too */
+        static const char *const state[3] = {"exp_avg", "exp_avg_sq", "weights"};
+        float *const into[3] = {t->mom1, t->mom2, m->weights};
+        for (int which = 0; which < (t->avg ? 3 : 2) && !st; which++) {
+            snprintf(name, sizeof name, "%s%s.%s", RA_TRAIN_STATE_PREFIX, state[which], p->name);
             const ra_st_tensor *ts = ra_st_find(f, name);
             if (!ts || ts->numel != p->numel)
                 st = rai_fail(RA_ERR_FORMAT, "checkpoint: optimiser state %s missing or of the "
                               "wrong size", name);
             else
-                st = ra_st_read_f32((which ? t->mom2 : t->mom1) + p->offset, f, ts);
+                st = ra_st_read_f32(into[which] + p->offset, f, ts);
         }
     }
     ra_st_close(f);
