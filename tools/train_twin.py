@@ -92,7 +92,7 @@ RECIPE = {
     "batch": 128, "label_smoothing": 0.1, "clip_grad": 5.0,
     "warmup_epochs": 0.5, "warmup_lr": 1e-6, "min_lr": 1e-5,
     "epochs": 13, "last_batch": "drop",
-    "seed": 0, "eval_batch": 1000,
+    "seed": 0, "eval_batch": 1000, "ema": 0.0,
 }
 
 
@@ -285,6 +285,30 @@ def lr_at(t, a, warmup, total):
                                                                / span))
 
 
+def make_average(model, a):
+    """--ema D: avg += (1 - D) (w - avg) after every step, from avg = w (as
+    src/train/train.c does); swap() exchanges it with the weights in place
+    (evaluate between two swaps). None when D is 0."""
+    if not a.ema:
+        return None
+    params = [p for p in model.parameters() if p.requires_grad]
+    avg = [p.detach().clone() for p in params]
+    alpha = float(torch.tensor(1.0 - a.ema, dtype=torch.float32))
+
+    @torch.no_grad()
+    def update():
+        for q, p in zip(avg, params):
+            q.add_(p - q, alpha=alpha)
+
+    @torch.no_grad()
+    def swap():
+        for q, p in zip(avg, params):
+            t = p.detach().clone()
+            p.copy_(q)
+            q.copy_(t)
+    return update, swap
+
+
 def make_step(model, opt, crit, a):
     params = [p for p in model.parameters() if p.requires_grad]
 
@@ -365,6 +389,8 @@ def parse_args(argv=None):
     ap.add_argument("--time-budget", type=float, default=0,
                     help="stop training after S training seconds (schedule of --epochs)")
     ap.add_argument("--seed", type=int, default=R["seed"])
+    ap.add_argument("--ema", type=float, default=R["ema"],
+                    help="evaluate an exponential moving average of the weights (0: off)")
     ap.add_argument("--threads", type=int, default=None,
                     help="torch.set_num_threads(T); also set OPENBLAS_NUM_THREADS=T")
     ap.add_argument("--eval-batch", type=int, default=R["eval_batch"])
@@ -463,6 +489,7 @@ def main(argv=None):
                             betas=tuple(a.betas), eps=a.eps)
     crit = nn.CrossEntropyLoss(label_smoothing=a.label_smoothing)
     step = make_step(model, opt, crit, a)
+    average = make_average(model, a)
     info = run_info(a)
     log("train_twin: torch %s, %d threads, OpenBLAS core %s (OPENBLAS_CORETYPE=%s, "
         "OPENBLAS_NUM_THREADS=%s), %s, pos %s" % (
@@ -497,7 +524,11 @@ def main(argv=None):
     def report(epoch_float):
         nonlocal loss_sum, loss_n, last_eval_step, acc
         t0 = time.perf_counter()
+        if average:
+            average[1]()
         acc = evaluate(model, xt, yt, a)
+        if average:
+            average[1]()
         t_eval = time.perf_counter() - t0
         rec = {"epoch": round(epoch_float, 4), "step": t_step,
                "train_loss": loss_sum / max(loss_n, 1), "test_accuracy": acc,
@@ -524,6 +555,8 @@ def main(argv=None):
             x = train_batch(xs, idx, gen, a)
             lr = lr_at(t_step, a, warmup, total)
             loss = step(x, ys[idx], lr)
+            if average:
+                average[0]()
             dt = time.perf_counter() - t0
             if not math.isfinite(loss):
                 sys.exit("step %d: loss %r" % (t_step, loss))
