@@ -86,6 +86,7 @@ typedef struct {
     int rank, zero, steps;
     const char *resume, *save;   /* checkpoint to start from / to write at the end */
     float *weights;              /* out: the weights after the steps (malloc) */
+    float *avg;                  /* out: their average (ema_decay; malloc) */
     int64_t n, opt_floats;
     float loss;
     ra_status st;
@@ -99,7 +100,7 @@ static void *run(void *p) {
     ra_model *m = NULL;
     ra_trainer *t = NULL;
     ra_train_config cfg = ra_train_config_default();
-    cfg.batch = 8, cfg.flip = 1, cfg.lr = 1e-3, cfg.warmup_epochs = 0;
+    cfg.batch = 8, cfg.flip = 1, cfg.lr = 1e-3, cfg.warmup_epochs = 0, cfg.ema_decay = 0.75;
     ra_status st = j->resume ? ra_trainer_resume(&t, &m, j->resume, &data)
                              : ra_model_create(&m, meta, NMETA, 3);
     if (!st && !j->resume) st = ra_trainer_create(&t, m, &cfg, &data);
@@ -116,6 +117,10 @@ static void *run(void *p) {
         j->opt_floats = ra_trainer_optimizer_floats(t);
         j->weights = malloc((size_t)j->n * sizeof(float));
         if (j->weights) memcpy(j->weights, ra_model_weights(m), (size_t)j->n * sizeof(float));
+        j->avg = malloc((size_t)j->n * sizeof(float));
+        st = ra_trainer_use_average(t, 1);
+        if (j->avg) memcpy(j->avg, ra_model_weights(m), (size_t)j->n * sizeof(float));
+        if (!st) st = ra_trainer_use_average(t, 0);
     }
     j->st = st;
     if (st) snprintf(j->why, sizeof j->why, "%s", ra_last_error());
@@ -145,7 +150,11 @@ static job processes(int size, int zero, int steps, const char *resume, const ch
             CHECK(memcmp(j[r].weights, j[0].weights, (size_t)j[0].n * sizeof(float)) == 0,
                   "%d processes%s: rank %d's weights differ from rank 0's", size,
                   zero ? " (ZeRO-1)" : "", r);
-        if (r) free(j[r].weights);
+        if (r && j[r].avg && j[0].avg)
+            CHECK(memcmp(j[r].avg, j[0].avg, (size_t)j[0].n * sizeof(float)) == 0,
+                  "%d processes%s: rank %d's average differs from rank 0's", size,
+                  zero ? " (ZeRO-1)" : "", r);
+        if (r) free(j[r].weights), free(j[r].avg);
     }
     return j[0];
 }
@@ -163,6 +172,10 @@ static void same(const job *a, const job *b, const char *what) {
     if (a->weights && b->weights && a->n == b->n)
         CHECK(memcmp(a->weights, b->weights, (size_t)a->n * sizeof(float)) == 0,
               "%s: the weights differ", what);
+    CHECK(a->avg && b->avg, "%s: averages", what);
+    if (a->avg && b->avg && a->n == b->n)
+        CHECK(memcmp(a->avg, b->avg, (size_t)a->n * sizeof(float)) == 0,
+              "%s: the averages of the weights differ", what);
 }
 
 /* The moments of two checkpoints, tensor by tensor. */
@@ -247,6 +260,8 @@ int main(void) {
 
     free(t2.weights), free(p2.weights), free(z2.weights), free(t4.weights), free(z4.weights);
     free(r1.weights), free(r3.weights), free(r5.weights), free(r6.weights);
+    free(t2.avg), free(p2.avg), free(z2.avg), free(t4.avg), free(z4.avg);
+    free(r1.avg), free(r3.avg), free(r5.avg), free(r6.avg);
     unlink(pa), unlink(pb), unlink(pc), rmdir(dir);
     free(data.images), free(data.labels);
     return check_done();
