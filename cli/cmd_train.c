@@ -458,11 +458,9 @@ static int train(const opt *o, const procs *pc) {
         if (epoch_end || last) {
             int64_t correct = 0;
             if (pr.tty) fputc('\n', stderr);
-            /* what the checkpoint holds: the average of the weights, if any */
-            st = ra_trainer_use_average(t, 1);
-            if (!st) st = ra_evaluate(m, &part, c.mean, c.std, 500, &correct, confusion, K);
-            const ra_status back = ra_trainer_use_average(t, 0);
-            if (!st) st = back;
+            /* the checkpoint's model (the average of the weights, if any;
+             * float32), as relattn eval will load it */
+            st = ra_trainer_evaluate(t, &part, 500, &correct, confusion, K);
             if (st) {
                 code = lib_fail(st);
                 goto done;

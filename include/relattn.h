@@ -1517,6 +1517,14 @@ ra_status ra_trainer_save(const ra_trainer *t, const char *path, const char *con
 
 /* ---- evaluation (of any classifier) ------------------------------------- */
 
+/* What ra_evaluate gives on the model of the checkpoint ra_trainer_save
+ * would write now: the average of the weights if the run keeps one, in
+ * float32 whatever the training precision (the checkpoint is float32, and
+ * relattn eval loads it so), normalised with the configuration's mean and
+ * std: the count relattn eval reproduces. */
+ra_status ra_trainer_evaluate(ra_trainer *t, const ra_dataset *data, int batch, int64_t *correct,
+                              int64_t *confusion, int k);
+
 /* Classification accuracy of model m on data (no augmentation, normalised
  * with mean/std), in batches of `batch`: *correct of data->n; confusion
  * (K, K) counts [true][predicted] for K = the model's classes, or NULL.

@@ -131,6 +131,10 @@ check 'grep -aq "\"train.precision\":\"bf16\"" "$tmp/b.st"' "the checkpoint reco
 "$bin" train "${tiny[@]}" --max-steps 3 --precision bf16 --out "$tmp/b2.st" 2> /dev/null
 "$bin" train --resume "$tmp/b2.st" --data "$tmp/fm" --max-steps 6 --threads 2 --out "$tmp/b2.st" 2> /dev/null
 check '"$same" "$tmp/b.st" "$tmp/b2.st" > /dev/null' "a bf16 run resumed equals the straight bf16 run"
+# train evaluates the checkpoint as eval loads it (float32), not in bf16
+correct=$(tail -n 1 "$tmp/b.json" | sed 's/.*"test_correct": \([0-9]*\).*/\1/')
+ev=$("$bin" eval "$tmp/b.st" --data "$tmp/fm" --json 2> /dev/null)
+check 'echo "$ev" | grep -q "\"correct\": $correct,"' "bf16: eval's count equals train's $correct: $ev"
 "$bin" train "${tiny[@]}" --max-steps 6 --out "$tmp/f.st" 2> /dev/null
 check '! "$same" "$tmp/b.st" "$tmp/f.st" > /dev/null 2>&1' "bf16 is not fp32"
 "$bin" train "${tiny[@]}" --precision int8 --out "$tmp/r.st" 2> /dev/null; check '[ $? = 64 ]' "--precision int8 does not train"

@@ -270,6 +270,26 @@ static void average(const char *const *meta, int nmeta, const ra_dataset *d) {
         CHECK(memcmp(ra_model_weights(m), w, (size_t)n * sizeof *w) == 0,
               "step %d: the weights are back", s);
     }
+    /* the trainer's evaluation is ra_evaluate of its checkpoint as loaded,
+     * and leaves the training weights in */
+    if (t) {
+        int64_t c0 = -1, c1 = -2, conf0[100], conf1[100];
+        ra_model *now = NULL;
+        CHECK(ra_trainer_evaluate(t, d, 5, &c0, conf0, 10) == RA_OK, "evaluate: %s",
+              ra_last_error());
+        CHECK(memcmp(ra_model_weights(m), w, (size_t)n * sizeof *w) == 0,
+              "the weights are back after the evaluation");
+        const char *p4 = "/tmp/relattn_test_trainer_eval.safetensors";
+        CHECK(ra_trainer_save(t, p4, NULL, 0) == RA_OK && ra_model_load(&now, p4) == RA_OK,
+              "save and load: %s", ra_last_error());
+        remove(p4);
+        if (now)
+            CHECK(ra_evaluate(now, d, cfg.mean, cfg.std, 5, &c1, conf1, 10) == RA_OK && c0 == c1 &&
+                  memcmp(conf0, conf1, sizeof conf0) == 0,
+                  "the trainer's evaluation %lld, the checkpoint's %lld", (long long)c0,
+                  (long long)c1);
+        ra_model_free(now);
+    }
     /* the checkpoint of step 2, resumed for 2 more steps */
     CHECK(ra_trainer_resume(&v, &r, path, d) == RA_OK, "resume: %s", ra_last_error());
     if (v) CHECK(ra_trainer_config(v)->ema_decay == d0, "the checkpoint keeps the decay");

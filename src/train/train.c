@@ -633,6 +633,21 @@ ra_status ra_evaluate(const ra_model *m, const ra_dataset *d, float mean, float 
     return evaluate(m, d, mean, std, batch, correct, confusion, k, NULL);
 }
 
+ra_status ra_trainer_evaluate(ra_trainer *t, const ra_dataset *d, int batch, int64_t *correct,
+                              int64_t *confusion, int k) {
+    if (!t) return rai_fail(RA_ERR_ARG, "trainer evaluate: NULL argument");
+    /* the checkpoint's model: the average if any, in float32 (a bf16 run's
+     * checkpoint is float32, and eval loads it so) */
+    ra_model *m = t->m;
+    const ra_precision was = m->precision;
+    ra_status st = ra_trainer_use_average(t, 1);
+    m->precision = RA_PRECISION_FP32;
+    if (!st) st = evaluate(m, d, t->cfg.mean, t->cfg.std, batch, correct, confusion, k, NULL);
+    m->precision = was;
+    const ra_status back = ra_trainer_use_average(t, 0);
+    return st ? st : back;
+}
+
 ra_status ra_predict(const ra_model *m, const ra_dataset *d, float mean, float std, int batch,
                      int32_t *pred) {
     if (!pred) return rai_fail(RA_ERR_ARG, "predict: bad argument");
