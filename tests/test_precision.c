@@ -574,7 +574,7 @@ static void int8_quantisers(void) {
     if (ra_kernel_supported(RA_KERNEL_AVX2)) fns[nf] = rai_i8_quantize_row_avx2, names[nf++] = "avx2";
     if (rai_cpu_has_vnni()) fns[nf] = rai_i8_quantize_row_avx512, names[nf++] = "avx512";
 #endif
-    static const int ks[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 95, 96, 97, 768, 769};
+    static const int ks[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 95, 96, 97, 127, 128, 129, 192, 768, 769};
     enum { KMAX = 769 };
     static float x[KMAX];
     static uint8_t want[KMAX], got[KMAX + 1];   /* got[k]: a byte past the row */

@@ -104,6 +104,15 @@ static inline __mmask16 lanes(int l, int k) {
     return k - l >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (k - l)) - 1);
 }
 
+/* round(v r) + z clamped to [0, 127], as int32 lanes (gemm_i8.c's input) */
+static inline __m512i quantize16(__m512 v, __m512 vr, __m512 vz) {
+    const __m512 big = _mm512_set1_ps(RA_I8_BIG);
+    v = _mm512_mul_ps(v, vr);
+    v = _mm512_add_ps(_mm512_sub_ps(_mm512_add_ps(v, big), big), vz);
+    v = _mm512_min_ps(_mm512_max_ps(v, _mm512_setzero_ps()), _mm512_set1_ps(127.0f));
+    return _mm512_cvtps_epi32(v);
+}
+
 void rai_i8_quantize_row_avx512(uint8_t *q, int32_t *zero, float *scale, const float *x, int k) {
     const __m512 inf = _mm512_set1_ps(INFINITY);
     __m512 vlo = _mm512_setzero_ps(), vhi = _mm512_setzero_ps();
@@ -118,13 +127,23 @@ void rai_i8_quantize_row_avx512(uint8_t *q, int32_t *zero, float *scale, const f
     float z, inv;
     if (!rai_i8_row_start(lo, hi, finite, q, k, zero, scale, &z, &inv)) return;
     const __m512 vr = _mm512_set1_ps(inv), vz = _mm512_set1_ps(z);
-    const __m512 big = _mm512_set1_ps(RA_I8_BIG), top = _mm512_set1_ps(127.0f);
-    for (int l = 0; l < k; l += 16) {
+    int l = 0;
+    /* 64 values a time into one store of 64 bytes: the four vectors' int32
+     * packed to bytes (0..127: no saturation) in 128-bit lanes, then the
+     * lanes' dwords put in order; the tail by masked byte stores */
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    for (; l + 64 <= k; l += 64) {
+        const __m512i a = quantize16(_mm512_loadu_ps(x + l), vr, vz);
+        const __m512i b = quantize16(_mm512_loadu_ps(x + l + 16), vr, vz);
+        const __m512i c = quantize16(_mm512_loadu_ps(x + l + 32), vr, vz);
+        const __m512i d = quantize16(_mm512_loadu_ps(x + l + 48), vr, vz);
+        const __m512i bytes = _mm512_packus_epi16(_mm512_packus_epi32(a, b), _mm512_packus_epi32(c, d));
+        _mm512_storeu_si512(q + l, _mm512_permutexvar_epi32(order, bytes));
+    }
+    for (; l < k; l += 16) {
         const __mmask16 m = lanes(l, k);
-        __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + l), vr);
-        v = _mm512_add_ps(_mm512_sub_ps(_mm512_add_ps(v, big), big), vz);
-        v = _mm512_min_ps(_mm512_max_ps(v, _mm512_setzero_ps()), top);
-        _mm512_mask_cvtepi32_storeu_epi8(q + l, m, _mm512_cvtps_epi32(v));
+        _mm512_mask_cvtepi32_storeu_epi8(q + l, m,
+                                         quantize16(_mm512_maskz_loadu_ps(m, x + l), vr, vz));
     }
     *zero = (int32_t)z;
 }
