@@ -132,6 +132,7 @@ typedef struct {
     int npanels;
     rai_i8_weights b;         /* w packed (here or before the call) */
     i8_kernels kn;
+    int fused;                /* kn's block kernel applies gelu and res itself */
 } i8_job;
 
 /* A thread's block of rows, quantised: MB / MR panels [kg][MR][4], and
@@ -235,11 +236,22 @@ static void run_task(const i8_job *g, int64_t i0, i8_rows *rows, uint8_t *row) {
             const int64_t left = g->m - r0 < (MB / MR - q) * MR ? g->m - r0 : (MB / MR - q) * MR;
             const int rn = (int)((left + MR - 1) / MR < kn->rp ? (left + MR - 1) / MR : kn->rp);
             const int mr = (int)(left < rn * MR ? left : rn * MR);
-            const rai_i8_tile e = {.zero = rows->zero + q * MR, .scale = rows->scale + q * MR,
-                                   .wsum = g->b.wsum + j0, .wscale = g->b.wscale + j0,
-                                   .bias = bias};
+            rai_i8_tile e = {.zero = rows->zero + q * MR, .scale = rows->scale + q * MR,
+                             .wsum = g->b.wsum + j0, .wscale = g->b.wscale + j0, .bias = bias};
             const uint8_t *at = rows->ap + q * panel;
-            const int whole = mr == rn * MR && nr == tw && !g->res && !g->gelu;
+            /* whole blocks straight into y, or into res with GELU where
+             * the kernel has the epilogue */
+            const int full = mr == rn * MR && nr == tw;
+            const int whole = full && ((!g->res && !g->gelu) || g->fused);
+            float *res_rows[RPMAX * MR];
+            if (whole && g->res) {
+                for (int r = 0; r < mr; r++) {
+                    const int64_t dst = g->map ? g->map[r0 + r] : r0 + r;
+                    res_rows[r] = dst < 0 ? NULL : g->res + dst * g->n + j0;
+                }
+                e.res = res_rows;
+            }
+            e.gelu = whole && g->gelu;
             float *c = whole ? g->y + r0 * g->n + j0 : t;   /* whole: straight into y */
             const int64_t ldc = whole ? g->n : tw;
             rai_gemm_tile_prefetch(g->y, g->n, g->res, g->n, g->map, r0, mr, j0, nr, g->k);
@@ -260,6 +272,10 @@ int rai_gemm_i8(float *y, const float *x, const float *w, const float *bias, int
     i8_job g = {.x = x, .bias = bias, .y = y, .res = res, .map = map, .gelu = gelu,
                 .m = m, .n = n, .k = k, .kg = (k + 3) / 4, .kn = kernels_of(isa)};
     g.npanels = (n + NR - 1) / NR;
+#ifdef RA_HAVE_X86_KERNELS
+    /* the VNNI kernel's GELU is rai_gemm_gelu_avx512's: fused for it only */
+    g.fused = isa == RA_GEMM_AVX512_VNNI && (!gelu || gelu == rai_gemm_gelu_avx512);
+#endif
     const int64_t kp = 4 * (int64_t)g.kg;
     const int64_t tasks = (m + MB - 1) / MB;
     const int nt = nthreads > 1 && tasks > 1 ? (tasks < nthreads ? (int)tasks : nthreads) : 1;

@@ -12,6 +12,7 @@
  * lanes too. Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni;
  * called only on a CPU with them. */
 #include "gemm_kernels.h"
+#include "gelu_avx512.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -82,7 +83,13 @@ static inline __attribute__((always_inline)) void block(int kg, const uint8_t *a
             __m512 v = _mm512_mul_ps(
                 _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][j], _mm512_mullo_epi32(z, ws[j]))), d);
             if (bias) v = _mm512_add_ps(v, bv[j]);   /* not + 0: -0 stays -0 */
-            _mm512_storeu_ps(c + NR * j, v);
+            if (e->gelu) v = gelu16(v);
+            if (!e->res) {
+                _mm512_storeu_ps(c + NR * j, v);
+            } else if (e->res[r]) {   /* res + v, as rai_gemm_tile_put adds */
+                float *o = e->res[r] + NR * j;
+                _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), v));
+            }
         }
     }
 }

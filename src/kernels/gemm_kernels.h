@@ -133,13 +133,21 @@ static inline int32_t rai_i8_group(const void *p) {
     return v;
 }
 /* What a tile's epilogue needs: per row the input's zero point and scale,
- * per column the weights' sum and scale, and the bias (NULL: none). */
+ * per column the weights' sum and scale, and the bias (NULL: none). The
+ * VNNI block kernel alone also takes, for whole blocks, the rest of the
+ * products' epilogue in registers (rai_gemm_tile_put's, the same bits):
+ * gelu (GELU of gelu_avx512.h, rai_gemm_gelu_avx512's) and res, per row
+ * of the block the residual row to add into at the block's first column
+ * (NULL: skipped) instead of storing into c; the other kernels get 0 and
+ * NULL. */
 typedef struct {
     const int32_t *zero;
     const float *scale;
     const int32_t *wsum;
     const float *wscale;
     const float *bias;
+    int gelu;
+    float *const *res;
 } rai_i8_tile;
 /* One MR x NR tile of c (row stride ldc) from the packed panels over kg
  * groups of 4 inputs: a [kg][MR][4] u7, b [kg][NR][4] s8; c = (float)(sum
