@@ -82,22 +82,42 @@ typedef void (*micro_fn)(int, const uint16_t *, int64_t, int64_t, const uint16_t
                          int64_t, const float *);
 typedef void (*round_fn)(uint16_t *, int64_t, const float *, int64_t, int, int);
 typedef void (*pairs_fn)(uint16_t *, const float *, const float *, int, double *);
+typedef void (*micro_res_fn)(int, const uint16_t *, int64_t, int64_t, const uint16_t *,
+                             float *const *, const float *);
 
-/* The micro-kernel, rounding and packing of pairs of an isa. */
+/* The micro-kernel, rounding and packing of pairs of an isa, and the
+ * micro-kernel that adds its whole tile into residual rows (or NULL). */
 typedef struct {
     micro_fn micro;
     round_fn round;
     pairs_fn pairs;
+    micro_res_fn micro_res;
 } bf16_kernels;
 
 static bf16_kernels kernels_of(int isa) {
 #ifdef RA_HAVE_X86_KERNELS
     if (isa == RA_GEMM_BF16_AVX512)
         return (bf16_kernels){rai_gemm_bf16_micro_avx512, rai_bf16_round_rows_avx512,
-                              rai_bf16_pack_pairs_avx512};
+                              rai_bf16_pack_pairs_avx512, rai_gemm_bf16_micro_res_avx512};
 #endif
     (void)isa;
-    return (bf16_kernels){rai_gemm_bf16_micro_ref, rai_bf16_round_rows, rai_bf16_pack_pairs};
+    return (bf16_kernels){rai_gemm_bf16_micro_ref, rai_bf16_round_rows, rai_bf16_pack_pairs, NULL};
+}
+
+/* Whole tile (MR x NR) from row r0, column j0 added into res (row stride
+ * n) row map[r0 + r] (skipped if negative; map NULL: row r0 + r) by the
+ * micro-kernel itself, if the isa has one that does: 1, else 0. */
+static int tile_into_res(const bf16_kernels *kn, int kp, const uint16_t *a, int64_t lda,
+                         const uint16_t *bp, const float *bias, float *res, const int32_t *map,
+                         int64_t r0, int j0, int n) {
+    if (!kn->micro_res) return 0;
+    float *rows[MR];
+    for (int r = 0; r < MR; r++) {
+        const int64_t dst = map ? map[r0 + r] : r0 + r;
+        rows[r] = dst < 0 ? NULL : res + dst * n + j0;
+    }
+    kn->micro_res(kp, a, lda, 2, bp, rows, bias);
+    return 1;
 }
 
 /* ---- the weights, packed once ------------------------------------------ */
@@ -245,6 +265,9 @@ static void run_task(const bf16_job *g, int64_t i0, int p0, int p1, int64_t next
                 g->kn.micro(g->kp, at, lda, 2, bt, g->y + r0 * g->n + j0, g->n, bias);
                 continue;
             }
+            if (mr == MR && nr == NR && g->e.res && !g->e.gelu && !g->e.gd && !g->e.gm &&
+                tile_into_res(&g->kn, g->kp, at, lda, bt, bias, g->e.res, g->e.map, r0, j0, g->n))
+                continue;
             g->kn.micro(g->kp, at, lda, 2, bt, t, NR, bias);
             const int gelu_done = tile_pre(&g->e, t, mr, nr, r0, j0, g->n);
             rai_gemm_tile_put(t, NR, mr, nr, gelu_done ? NULL : g->e.gelu, g->y + r0 * g->n + j0,
@@ -430,8 +453,13 @@ static void run_mlp_task(const mlp_job *g, int64_t i0, uint16_t *a, uint16_t *h)
         const int mr = (int)(g->m - r0 < MR ? g->m - r0 : MR);
         for (int p = 0; p < np2; p++) {
             const int j0 = p * NR, nr = g->c - j0 < NR ? g->c - j0 : NR;
-            g->kn.micro(kp2, h + rt * MR * ldh, ldh, 2, g->w2->bp + (int64_t)p * kp2 * 2 * NR, t, NR,
-                        panel_bias(g->b2, j0, g->c, pad));
+            const uint16_t *bt = g->w2->bp + (int64_t)p * kp2 * 2 * NR;
+            const float *bias = panel_bias(g->b2, j0, g->c, pad);
+            if (mr == MR && nr == NR && g->res &&
+                tile_into_res(&g->kn, kp2, h + rt * MR * ldh, ldh, bt, bias, g->res, NULL, r0, j0,
+                              g->c))
+                continue;
+            g->kn.micro(kp2, h + rt * MR * ldh, ldh, 2, bt, t, NR, bias);
             rai_gemm_tile_put(t, NR, mr, nr, NULL, g->y + r0 * g->c + j0, g->c, g->res, g->c,
                               NULL, r0, j0);
         }

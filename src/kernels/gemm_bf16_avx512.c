@@ -26,8 +26,13 @@ static inline __m512bh pair(const uint16_t *p) {
     return (__m512bh)_mm512_set1_epi32(v);
 }
 
-void rai_gemm_bf16_micro_avx512(int kp, const uint16_t *a, int64_t lda, int64_t aq,
-                                const uint16_t *bp, float *c, int64_t ldc, const float *bias) {
+/* The tile's sums + bias into c (row stride ldc), or, with res, added
+ * into res[r] (rows with NULL skipped) instead: rai_gemm_tile_put's
+ * residual add, the same bits. */
+static inline __attribute__((always_inline)) void micro(int kp, const uint16_t *a, int64_t lda,
+                                                        int64_t aq, const uint16_t *bp, float *c,
+                                                        int64_t ldc, const float *bias,
+                                                        float *const *res) {
     __m512 acc[MR][2];
 #pragma GCC unroll 12
     for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
@@ -48,9 +53,25 @@ void rai_gemm_bf16_micro_avx512(int kp, const uint16_t *a, int64_t lda, int64_t 
     const __m512 bias1 = bias ? _mm512_loadu_ps(bias + 16) : z;
 #pragma GCC unroll 12
     for (int r = 0; r < MR; r++, c += ldc) {
-        _mm512_storeu_ps(c, bias ? _mm512_add_ps(acc[r][0], bias0) : acc[r][0]);
-        _mm512_storeu_ps(c + 16, bias ? _mm512_add_ps(acc[r][1], bias1) : acc[r][1]);
+        const __m512 v0 = bias ? _mm512_add_ps(acc[r][0], bias0) : acc[r][0];
+        const __m512 v1 = bias ? _mm512_add_ps(acc[r][1], bias1) : acc[r][1];
+        if (!res) {
+            _mm512_storeu_ps(c, v0), _mm512_storeu_ps(c + 16, v1);
+        } else if (res[r]) {
+            _mm512_storeu_ps(res[r], _mm512_add_ps(_mm512_loadu_ps(res[r]), v0));
+            _mm512_storeu_ps(res[r] + 16, _mm512_add_ps(_mm512_loadu_ps(res[r] + 16), v1));
+        }
     }
+}
+
+void rai_gemm_bf16_micro_avx512(int kp, const uint16_t *a, int64_t lda, int64_t aq,
+                                const uint16_t *bp, float *c, int64_t ldc, const float *bias) {
+    micro(kp, a, lda, aq, bp, c, ldc, bias, NULL);
+}
+
+void rai_gemm_bf16_micro_res_avx512(int kp, const uint16_t *a, int64_t lda, int64_t aq,
+                                    const uint16_t *bp, float *const *res, const float *bias) {
+    micro(kp, a, lda, aq, bp, NULL, 0, bias, res);
 }
 
 /* rai_bf16_bits on 16 lanes: nearest even, a NaN kept quiet (the same

@@ -280,6 +280,11 @@ void rai_gemm_bf16_micro_ref(int kp, const uint16_t *a, int64_t lda, int64_t aq,
 #ifdef RA_HAVE_X86_KERNELS
 void rai_gemm_bf16_micro_avx512(int kp, const uint16_t *a, int64_t lda, int64_t aq,
                                 const uint16_t *bp, float *c, int64_t ldc, const float *bias);
+/* The same tile added into the residual rows res[r] (NR floats from each;
+ * rows with NULL skipped) instead of stored: rai_gemm_tile_put's add, in
+ * registers (the same bits). */
+void rai_gemm_bf16_micro_res_avx512(int kp, const uint16_t *a, int64_t lda, int64_t aq,
+                                    const uint16_t *bp, float *const *res, const float *bias);
 /* rai_bf16_pack_pairs on 16 lanes (the same bits). */
 void rai_bf16_pack_pairs_avx512(uint16_t *dst, const float *r0, const float *r1, int n, double *sum);
 /* rai_bf16_round_rows on 16 lanes (the same bits). */
