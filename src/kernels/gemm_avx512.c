@@ -75,9 +75,9 @@ void rai_gemm_gelu_keep_avx512(float *y, float *d, const float *x, int64_t n) {
     }
 }
 
-/* In blocks of MR x 48 values through gelu_tile (erf's exponential branch
- * only on the lanes that take it), the rest 16 lanes at a time: each lane
- * sees gelu16's operations either way. */
+/* In blocks of up to MR x 48 values through gelu_tile (erf's exponential
+ * branch only on the lanes that take it), the rest 16 lanes at a time:
+ * each lane sees gelu16's operations either way. */
 void rai_gemm_gelu_avx512(float *y, const float *x, int64_t n) {
     static const __mmask16 all[3] = {0xFFFF, 0xFFFF, 0xFFFF};
     enum { BLOCK = MR * 48 };
@@ -85,6 +85,12 @@ void rai_gemm_gelu_avx512(float *y, const float *x, int64_t n) {
     for (; i + BLOCK <= n; i += BLOCK) {
         if (y != x) memcpy(y + i, x + i, BLOCK * sizeof *y);
         gelu_tile(y + i, NULL, 48, MR, 3, all);
+    }
+    const int rows = (int)((n - i) / 48);   /* fewer than MR rows of 48 (a 12 x 32 tile: 8) */
+    if (rows > 0) {
+        if (y != x) memcpy(y + i, x + i, (size_t)rows * 48 * sizeof *y);
+        gelu_tile(y + i, NULL, 48, rows, 3, all);
+        i += (int64_t)rows * 48;
     }
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, gelu16(_mm512_loadu_ps(x + i)));
     if (i < n) {
