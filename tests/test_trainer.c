@@ -302,6 +302,33 @@ static void average(const char *const *meta, int nmeta, const ra_dataset *d) {
         CHECK(memcmp(ra_model_weights(r), avg, (size_t)n * sizeof *avg) == 0,
               "resumed: the average of the straight run");
     }
+    /* a bf16 run: evaluated as its float32 checkpoint loads, the
+     * precision back for the next step (on so few images bf16 and fp32
+     * classify alike: the counts alone cannot tell them apart) */
+    ra_model *b = NULL;
+    ra_trainer *tb = NULL;
+    CHECK(ra_model_create(&b, meta, nmeta, 7) == RA_OK &&
+          ra_model_set_precision(b, RA_PRECISION_BF16) == RA_OK &&
+          ra_trainer_create(&tb, b, &cfg, d) == RA_OK, "bf16 trainer: %s", ra_last_error());
+    if (tb) {
+        int64_t c0 = -1, c1 = -2;
+        ra_model *now = NULL;
+        const char *p4 = "/tmp/relattn_test_trainer_bf16.safetensors";
+        CHECK(ra_trainer_step(tb, NULL, NULL) == RA_OK &&
+              ra_trainer_evaluate(tb, d, 5, &c0, NULL, 10) == RA_OK &&
+              ra_model_precision(b) == RA_PRECISION_BF16 && ra_trainer_step(tb, NULL, NULL) == RA_OK,
+              "bf16: evaluate between steps: %s", ra_last_error());
+        CHECK(ra_trainer_evaluate(tb, d, 5, &c0, NULL, 10) == RA_OK &&
+              ra_trainer_save(tb, p4, NULL, 0) == RA_OK && ra_model_load(&now, p4) == RA_OK &&
+              ra_model_precision(now) == RA_PRECISION_FP32 &&
+              ra_evaluate(now, d, cfg.mean, cfg.std, 5, &c1, NULL, 10) == RA_OK && c0 == c1,
+              "bf16: the trainer's evaluation %lld, the float32 checkpoint's %lld", (long long)c0,
+              (long long)c1);
+        ra_model_free(now);
+        remove(p4);
+    }
+    ra_trainer_free(tb);
+    ra_model_free(b);
     ra_model *saved = NULL;   /* the file's parameters: the average */
     CHECK(ra_model_load(&saved, path) == RA_OK, "load: %s", ra_last_error());
     CHECK(saved && ra_model_param_total(saved) == n &&
