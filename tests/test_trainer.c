@@ -341,6 +341,70 @@ static void average(const char *const *meta, int nmeta, const ra_dataset *d) {
     ra_model_free(m), ra_model_free(p), ra_model_free(r);
 }
 
+/* A copy of checkpoint src at dst with metadata key set to value (NULL:
+ * left out) and tensor drop (NULL: none) left out. */
+static int rewrite(const char *src, const char *dst, const char *key, const char *value,
+                   const char *drop) {
+    ra_st_file *f = NULL;
+    if (ra_st_open(&f, src)) return -1;
+    ra_st_writer *w = ra_st_writer_new();
+    ra_status st = w ? RA_OK : RA_ERR_NOMEM;
+    for (int i = 0; i < ra_st_meta_count(f) && !st; i++) {
+        const char *k = ra_st_meta_key(f, i);
+        if (strcmp(k, key) != 0) st = ra_st_writer_meta(w, k, ra_st_meta(f, k));
+    }
+    if (!st && value) st = ra_st_writer_meta(w, key, value);
+    for (int i = 0; i < ra_st_count(f) && !st; i++) {
+        const ra_st_tensor *t = ra_st_at(f, i);
+        if (!drop || strcmp(t->name, drop) != 0)
+            st = ra_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data);
+    }
+    if (!st) st = ra_st_writer_save(w, dst);
+    ra_st_writer_free(w);
+    ra_st_close(f);
+    return st ? -1 : 0;
+}
+
+/* Checkpoints of a run with an average, spoiled: a decay out of range or
+ * not a number, the trained weights' state missing: each refused with a
+ * status, nothing made. An old checkpoint without the key resumes with no
+ * average. */
+static void average_hostile(const char *const *meta, int nmeta, const ra_dataset *d) {
+    ra_model *m = NULL;
+    ra_trainer *t = NULL;
+    ra_train_config cfg = ra_train_config_default();
+    cfg.batch = 4, cfg.flip = 0, cfg.ema_decay = 0.9;
+    const char *good = "/tmp/relattn_test_trainer_good.safetensors";
+    const char *bad = "/tmp/relattn_test_trainer_bad.safetensors";
+    CHECK(ra_model_create(&m, meta, nmeta, 3) == RA_OK && ra_trainer_create(&t, m, &cfg, d) == RA_OK &&
+          ra_trainer_step(t, NULL, NULL) == RA_OK && ra_trainer_save(t, good, NULL, 0) == RA_OK,
+          "a checkpoint with an average: %s", ra_last_error());
+    ra_trainer_free(t), ra_model_free(m);
+    static const char *const decays[] = {"nan", "inf", "-0.9", "0.2", "1", "1e308", "0.9x", ""};
+    for (size_t i = 0; i < sizeof decays / sizeof *decays; i++) {
+        ra_trainer *r = NULL;
+        ra_model *rm = NULL;
+        CHECK(rewrite(good, bad, "train.ema_decay", decays[i], NULL) == 0, "rewrite");
+        const ra_status st = ra_trainer_resume(&r, &rm, bad, d);
+        CHECK((st == RA_ERR_ARG || st == RA_ERR_FORMAT) && !r && !rm,
+              "train.ema_decay \"%s\": status %d", decays[i], (int)st);
+        ra_trainer_free(r), ra_model_free(rm);
+    }
+    ra_trainer *r = NULL;
+    ra_model *rm = NULL;
+    CHECK(rewrite(good, bad, "train.ema_decay", "0.9", "__optim__.weights.head.weight") == 0, "rewrite");
+    ra_status st = ra_trainer_resume(&r, &rm, bad, d);
+    CHECK(st == RA_ERR_FORMAT && !r && !rm, "the trained weights' state missing: status %d", (int)st);
+    ra_trainer_free(r), ra_model_free(rm), r = NULL, rm = NULL;
+    /* before the average existed: no key, no state; resumes without one */
+    CHECK(rewrite(good, bad, "train.ema_decay", NULL, NULL) == 0, "rewrite");
+    st = ra_trainer_resume(&r, &rm, bad, d);
+    CHECK(st == RA_OK && r && ra_trainer_config(r)->ema_decay == 0,
+          "a checkpoint without train.ema_decay: %s", ra_last_error());
+    ra_trainer_free(r), ra_model_free(rm);
+    remove(good), remove(bad);
+}
+
 int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : "tests/fixtures";
     const int h = 28, w = 28, n = 16;
@@ -373,6 +437,7 @@ int main(int argc, char **argv) {
     forward_same("swin, batch 5", swin, (int)(sizeof swin / sizeof *swin) / 2, 5);
     forward_same("vit, batch 5", vit, (int)(sizeof vit / sizeof *vit) / 2, 5);
     average(swin, (int)(sizeof swin / sizeof *swin) / 2, &d);
+    average_hostile(swin, (int)(sizeof swin / sizeof *swin) / 2, &d);
     free(d.images), free(d.labels);
     printf("%d passed, %d failed\n", check_passed, check_failed);
     return check_failed ? 1 : 0;
