@@ -304,7 +304,7 @@ static void average(const char *const *meta, int nmeta, const ra_dataset *d) {
     }
     /* a bf16 run: evaluated as its float32 checkpoint loads, the
      * precision back for the next step (on so few images bf16 and fp32
-     * classify alike: the counts alone cannot tell them apart) */
+     * classify alike: bf16_evaluation below tells them apart) */
     ra_model *b = NULL;
     ra_trainer *tb = NULL;
     CHECK(ra_model_create(&b, meta, nmeta, 7) == RA_OK &&
@@ -339,6 +339,56 @@ static void average(const char *const *meta, int nmeta, const ra_dataset *d) {
     free(avg), free(w), free(avg2);
     ra_trainer_free(t), ra_trainer_free(u), ra_trainer_free(v);
     ra_model_free(m), ra_model_free(p), ra_model_free(r);
+}
+
+/* A bf16 run's evaluation is its float32 checkpoint's, not its own in
+ * bf16. Images labelled with the float32 model's own classes: the trainer
+ * must count every one, where an evaluation in bf16 misses those bf16
+ * classifies otherwise. The head's weights scaled down put the logits
+ * near ties, so that there are such images (checked: without them this
+ * could not fail). */
+static void bf16_evaluation(const char *const *meta, int nmeta, const ra_dataset *d) {
+    enum { NI = 2000 };
+    ra_model *b = NULL, *f32 = NULL;
+    ra_trainer *t = NULL;
+    ra_train_config cfg = ra_train_config_default();
+    cfg.batch = 4;
+    const char *path = "/tmp/relattn_test_trainer_bf16.safetensors";
+    CHECK(ra_model_create(&b, meta, nmeta, 7) == RA_OK, "create: %s", ra_last_error());
+    float *hw = b ? (float *)rai_model_get(b, "head.weight") : NULL;
+    for (int p = 0; hw && p < b->nparams; p++)
+        if (!strcmp(b->params[p].name, "head.weight"))
+            for (int64_t i = 0; i < b->params[p].numel; i++) hw[i] *= 0.01f;
+    CHECK(hw && ra_model_set_precision(b, RA_PRECISION_BF16) == RA_OK &&
+          ra_trainer_create(&t, b, &cfg, d) == RA_OK && ra_trainer_save(t, path, NULL, 0) == RA_OK &&
+          ra_model_load(&f32, path) == RA_OK, "bf16 trainer and its checkpoint: %s",
+          ra_last_error());
+    ra_dataset e = {.n = NI, .h = d->h, .w = d->w, .classes = d->classes};
+    e.images = malloc((size_t)NI * d->h * d->w), e.labels = malloc(NI);
+    int32_t *p32 = malloc(NI * sizeof *p32), *p16 = malloc(NI * sizeof *p16);
+    uint64_t s = 12345;
+    for (int64_t i = 0; e.images && i < (int64_t)NI * d->h * d->w; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        e.images[i] = (uint8_t)(s >> 56);
+    }
+    int flips = 0;
+    int64_t c = -1;
+    if (t && f32 && e.images && e.labels && p32 && p16 &&
+        ra_predict(f32, &e, cfg.mean, cfg.std, 50, p32) == RA_OK &&
+        ra_predict(b, &e, cfg.mean, cfg.std, 50, p16) == RA_OK) {
+        for (int i = 0; i < NI; i++) e.labels[i] = (uint8_t)p32[i], flips += p16[i] != p32[i];
+        CHECK(flips > 0, "bf16 and float32 classify all %d images alike: the check below "
+              "cannot tell them apart", NI);
+        CHECK(ra_trainer_evaluate(t, &e, 50, &c, NULL, 10) == RA_OK && c == NI,
+              "bf16: the trainer counts %lld of the float32 checkpoint's %d classes (bf16 "
+              "differs on %d)", (long long)c, NI, flips);
+        CHECK(ra_model_precision(b) == RA_PRECISION_BF16 && ra_trainer_step(t, NULL, NULL) == RA_OK,
+              "bf16: training goes on after the evaluation: %s", ra_last_error());
+    }
+    free(e.images), free(e.labels), free(p32), free(p16);
+    ra_trainer_free(t);
+    ra_model_free(b), ra_model_free(f32);
+    remove(path);
 }
 
 /* A copy of checkpoint src at dst with metadata key set to value (NULL:
@@ -438,6 +488,7 @@ int main(int argc, char **argv) {
     forward_same("vit, batch 5", vit, (int)(sizeof vit / sizeof *vit) / 2, 5);
     average(swin, (int)(sizeof swin / sizeof *swin) / 2, &d);
     average_hostile(swin, (int)(sizeof swin / sizeof *swin) / 2, &d);
+    bf16_evaluation(swin, (int)(sizeof swin / sizeof *swin) / 2, &d);
     free(d.images), free(d.labels);
     printf("%d passed, %d failed\n", check_passed, check_failed);
     return check_failed ? 1 : 0;

@@ -40,6 +40,9 @@ int rai_precision_failed(void);
 double rai_grad_sumsq(float *const *grads, const int64_t *sizes, int count);
 void rai_grad_clip(float *const *grads, const int64_t *sizes, int count, float total,
                    float max_norm);
+/* avg += (1 - decay) (w - avg), n floats, (1 - decay) rounded to a float
+ * once: an exponential moving average of weights (the trainer's). */
+void rai_ema_update(float *avg, const float *w, int64_t n, double decay);
 
 /* Checked size arithmetic: return 0 on overflow (result untouched). */
 static inline int rai_mul_size(size_t *r, size_t a, size_t b) {

@@ -200,10 +200,8 @@ void rai_gemm_tile_put(float *t, int ldt, int mr, int nr,
             memcpy(y + r * ldy, tr, sizeof *tr * (size_t)nr);
             continue;
         }
-        const int64_t dst = map ? map[r0 + r] : r0 + r;
-        if (dst < 0) continue;
-        float *o = res + dst * ldres + j0;
-        for (int j = 0; j < nr; j++) o[j] = o[j] + tr[j];
+        float *o = rai_gemm_res_row(res, ldres, map, r0 + r, j0);
+        for (int j = 0; o && j < nr; j++) o[j] = o[j] + tr[j];
     }
 }
 

@@ -112,10 +112,7 @@ static int tile_into_res(const bf16_kernels *kn, int kp, const uint16_t *a, int6
                          int64_t r0, int j0, int n) {
     if (!kn->micro_res) return 0;
     float *rows[MR];
-    for (int r = 0; r < MR; r++) {
-        const int64_t dst = map ? map[r0 + r] : r0 + r;
-        rows[r] = dst < 0 ? NULL : res + dst * n + j0;
-    }
+    for (int r = 0; r < MR; r++) rows[r] = rai_gemm_res_row(res, n, map, r0 + r, j0);
     kn->micro_res(kp, a, lda, 2, bp, rows, bias);
     return 1;
 }

@@ -245,10 +245,8 @@ static void run_task(const i8_job *g, int64_t i0, i8_rows *rows, uint8_t *row) {
             const int whole = full && ((!g->res && !g->gelu) || g->fused);
             float *res_rows[RPMAX * MR];
             if (whole && g->res) {
-                for (int r = 0; r < mr; r++) {
-                    const int64_t dst = g->map ? g->map[r0 + r] : r0 + r;
-                    res_rows[r] = dst < 0 ? NULL : g->res + dst * g->n + j0;
-                }
+                for (int r = 0; r < mr; r++)
+                    res_rows[r] = rai_gemm_res_row(g->res, g->n, g->map, r0 + r, j0);
                 e.res = res_rows;
             }
             e.gelu = whole && g->gelu;

@@ -176,6 +176,14 @@ void rai_gemm_i8_block_avx512_vnni(int kg, const uint8_t *ap, const int8_t *bp, 
 void rai_i8_quantize_row_avx512(uint8_t *q, int32_t *zero, float *scale, const float *x, int k);
 #endif
 
+/* Where output row r of a product goes in the residual stream res (row
+ * stride ldres) at column j0: row map[r] (NULL: none, when negative; map
+ * NULL: row r). The window reverse of a Swin block, fused into its proj. */
+static inline float *rai_gemm_res_row(float *res, int64_t ldres, const int32_t *map, int64_t r,
+                                      int j0) {
+    const int64_t dst = map ? map[r] : r;
+    return dst < 0 ? NULL : res + dst * ldres + j0;
+}
 /* The mr x nr part of a tile t (row stride ldt) of the output rows from
  * r0, columns from j0: GELU'd first if gelu (over the whole tile, t in
  * place), then copied to y (the tile's first element; row stride ldy) or,

@@ -92,6 +92,14 @@ double rai_grad_sumsq(float *const *grads, const int64_t *sizes, int count) {
     return tot;
 }
 
+void rai_ema_update(float *avg, const float *w, int64_t n, double decay) {
+    const float a = (float)(1.0 - decay);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(ra_threads_get()) if (n >= RA_OPT_PAR_MIN)
+#endif
+    for (int64_t i = 0; i < n; i++) avg[i] += a * (w[i] - avg[i]);
+}
+
 void rai_grad_clip(float *const *grads, const int64_t *sizes, int count, float total,
                    float max_norm) {
     float coef = max_norm / (total + 1e-6f);

@@ -301,11 +301,8 @@ ra_status ra_trainer_step(ra_trainer *t, float *loss_out, float *norm_out) {
     if (!st && t->zero)
         st = collective(t->comm.allgather(m->weights, t->zoff, t->zcnt, t->comm.ctx),
                         "gathering the weights");
-    if (!st && t->avg) {   /* every process averages all of them: the same bits */
-        const float a = (float)(1.0 - t->cfg.ema_decay);
-        const float *w = m->weights;
-        for (int64_t i = 0; i < m->total; i++) t->avg[i] += a * (w[i] - t->avg[i]);
-    }
+    if (!st && t->avg)   /* every process averages all of them: the same bits */
+        rai_ema_update(t->avg, m->weights, m->total, t->cfg.ema_decay);
     if (loss_out) *loss_out = loss;
     if (norm_out) *norm_out = norm;
     return st;
@@ -371,23 +368,25 @@ int64_t ra_trainer_optimizer_floats(const ra_trainer *t) {
 
 /* ---- checkpoints ----------------------------------------------------------- */
 
-typedef struct { const char *key; int kind; size_t off; } cfg_field;   /* kind: 0 int, 1 double, 2 float, 3 u64 */
+/* kind: 0 int, 1 double, 2 float, 3 u64; optional: may be absent from a
+ * checkpoint (written before the field existed), then the default */
+typedef struct { const char *key; int kind; size_t off; int optional; } cfg_field;
 static const cfg_field cfg_fields[] = {
-    {"train.batch", 0, offsetof(ra_train_config, batch)},
-    {"train.epochs", 0, offsetof(ra_train_config, epochs)},
-    {"train.lr", 1, offsetof(ra_train_config, lr)},
-    {"train.min_lr", 1, offsetof(ra_train_config, min_lr)},
-    {"train.warmup_lr", 1, offsetof(ra_train_config, warmup_lr)},
-    {"train.warmup_epochs", 1, offsetof(ra_train_config, warmup_epochs)},
-    {"train.weight_decay", 1, offsetof(ra_train_config, weight_decay)},
-    {"train.label_smoothing", 2, offsetof(ra_train_config, label_smoothing)},
-    {"train.clip_grad", 2, offsetof(ra_train_config, clip_grad)},
-    {"train.crop_pad", 0, offsetof(ra_train_config, crop_pad)},
-    {"train.flip", 0, offsetof(ra_train_config, flip)},
-    {"train.mean", 2, offsetof(ra_train_config, mean)},
-    {"train.std", 2, offsetof(ra_train_config, std)},
-    {"train.seed", 3, offsetof(ra_train_config, seed)},
-    {"train.ema_decay", 1, offsetof(ra_train_config, ema_decay)},   /* optional: 0 */
+    {"train.batch", 0, offsetof(ra_train_config, batch), 0},
+    {"train.epochs", 0, offsetof(ra_train_config, epochs), 0},
+    {"train.lr", 1, offsetof(ra_train_config, lr), 0},
+    {"train.min_lr", 1, offsetof(ra_train_config, min_lr), 0},
+    {"train.warmup_lr", 1, offsetof(ra_train_config, warmup_lr), 0},
+    {"train.warmup_epochs", 1, offsetof(ra_train_config, warmup_epochs), 0},
+    {"train.weight_decay", 1, offsetof(ra_train_config, weight_decay), 0},
+    {"train.label_smoothing", 2, offsetof(ra_train_config, label_smoothing), 0},
+    {"train.clip_grad", 2, offsetof(ra_train_config, clip_grad), 0},
+    {"train.crop_pad", 0, offsetof(ra_train_config, crop_pad), 0},
+    {"train.flip", 0, offsetof(ra_train_config, flip), 0},
+    {"train.mean", 2, offsetof(ra_train_config, mean), 0},
+    {"train.std", 2, offsetof(ra_train_config, std), 0},
+    {"train.seed", 3, offsetof(ra_train_config, seed), 0},
+    {"train.ema_decay", 1, offsetof(ra_train_config, ema_decay), 1},
 };
 #define NFIELDS ((int)(sizeof cfg_fields / sizeof cfg_fields[0]))
 
@@ -405,7 +404,7 @@ static void field_str(char *buf, size_t n, const ra_train_config *c, const cfg_f
 static ra_status field_parse(ra_train_config *c, const cfg_field *f, const char *v) {
     char *end = NULL;
     char *p = (char *)c + f->off;
-    if (!v && f->off == offsetof(ra_train_config, ema_decay)) return RA_OK;   /* before EMA */
+    if (!v && f->optional) return RA_OK;
     if (!v || !*v) return rai_fail(RA_ERR_FORMAT, "checkpoint: metadata %s missing", f->key);
     switch (f->kind) {
     case 0: { long x = strtol(v, &end, 10); *(int *)p = (int)x; if (x < -1000000 || x > 1000000) end = NULL; break; }
