@@ -18,7 +18,9 @@ static const char classify_help[] =
     "metadata's \"mean\" and \"std\" (\"r,g,b\"; default ImageNet's). Prints the top K\n"
     "(default 5) classes with softmax probabilities, named by the metadata's\n"
     "\"labels\" (a JSON array of strings) when the file has them. Images over\n"
-    "64 megapixels are refused before decoding.\n"
+    "64 megapixels are refused before decoding. A model whose metadata tta is\n"
+    "flip (relattn train's default) averages its outputs for the image and its\n"
+    "mirror before the softmax; --set tta=none: one view.\n"
     MODEL_OPTIONS_HELP;
 
 /* "r,g,b", or one number for all three (a grey model's). */
@@ -114,7 +116,7 @@ int cmd_classify(int argc, char **argv) {
         if ((st = ra_image_load(&rgb, &w, &h, pos[im], (int64_t)64 << 20)) ||
             (st = ra_image_preprocess(x, rgb, w, h, resize, crop, mean, stdv)) ||
             (in_chans == 1 && (st = to_grey(x, crop))) ||
-            (st = ra_model_forward(m, &y, &yn, ys, x, 4, (int64_t[]){1, in_chans, crop, crop}))) {
+            (st = ra_model_predict(m, &y, &yn, ys, x, 4, (int64_t[]){1, in_chans, crop, crop}))) {
             code = lib_fail(st);
             break;
         }

@@ -52,6 +52,10 @@ static const char train_help[] =
     "  --label-smoothing E (0.1)   --clip N  gradient-norm clipping (5; 0 off)\n"
     "  --augment KIND      flip (default: horizontal flip), crop+flip (and\n"
     "                      RandomCrop(28, padding 2)), crop, or none (--no-augment)\n"
+    "  --tta KIND          how the checkpoint predicts (metadata tta; eval, classify\n"
+    "                      and the run's own evaluations): flip (the default when\n"
+    "                      the run flips its images: the mean of the outputs for\n"
+    "                      each image and its mirror) or none (one view)\n"
     "  --ema D             evaluate and save an exponential moving average of the\n"
     "                      weights, avg += (1 - D)(w - avg) after every step\n"
     "                      (0: off, the default; 0.999 averages about 1000 steps)\n"
@@ -199,6 +203,11 @@ static int build_model(ra_model **m, const opt *o, const ra_dataset *d, const ch
     while (meta[2 * nmeta]) nmeta++;
     if (pk != patch) meta[2 * nmeta] = "patch_kernel", meta[2 * nmeta + 1] = kstr, nmeta++;
     if (fashion) meta[2 * nmeta] = "labels", meta[2 * nmeta + 1] = fmnist_labels, nmeta++;
+    /* test-time flips: what a run that flips its images has learned alike */
+    const char *tta = get(o, "--tta") ? get(o, "--tta") : c->flip ? "flip" : "none";
+    if (strcmp(tta, "flip") && strcmp(tta, "none"))
+        return usage_error("--tta '%s': need flip or none", tta);
+    meta[2 * nmeta] = "tta", meta[2 * nmeta + 1] = tta, nmeta++;
     ra_status st = ra_model_create(m, meta, nmeta, c->seed);
     return st ? lib_fail(st) : 0;
 }
@@ -257,7 +266,7 @@ int cmd_train(int argc, char **argv) {
                {"--resume", 1, 0},     {"--ckpt-every", 1, 0}, {"--label-smoothing", 1, 0},
                {"--clip", 1, 0},       {"--no-augment", 0, 0}, {"--warmup-epochs", 1, 0},
                {"--augment", 1, 0},    {"--zero", 0, 0},       {"--precision", 1, 0},
-               {"--ema", 1, 0},
+               {"--ema", 1, 0},        {"--tta", 1, 0},
                {"--help", 0, 0},
                {"-h", 0, 0},           {0, 0, 0}};
     const char *pos[1];
@@ -344,7 +353,7 @@ static int train(const opt *o, const procs *pc) {
                                             "--patch", "--patch-kernel", "--pos",
                                             "--label-smoothing", "--clip", "--no-augment",
                                             "--warmup-epochs", "--augment", "--precision",
-                                            "--ema"};
+                                            "--ema", "--tta"};
         for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
             if (get(o, fixed[i]))
                 return usage_error("%s cannot change a resumed run (the checkpoint has it)",

@@ -1151,6 +1151,17 @@ void ra_model_attn_grads(const ra_model *m, float *flat, ra_attn_grads *g);
 ra_status ra_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                            const float *x, int x_ndim, const int64_t *x_shape);
 
+/* The outputs a classifier predicts with (what ra_evaluate, ra_predict,
+ * relattn eval and relattn classify use): ra_model_forward's, or, when the
+ * model's metadata "tta" is "flip", the mean of ra_model_forward's for x
+ * and for x mirrored left to right (its last axis): test-time averaging
+ * over the horizontal flips a model trained with them has learned to treat
+ * alike. tta absent or "none": ra_model_forward. Any other value, or
+ * "flip" for an x that is not images (B, C, H, W): RA_ERR_FORMAT /
+ * RA_ERR_ARG. */
+ra_status ra_model_predict(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
+                           const float *x, int x_ndim, const int64_t *x_shape);
+
 /* ---- methods: training -------------------------------------------------- */
 
 /* Training of networks (swin_block, swin, vit, swin_block_3d, swinv2;
@@ -1528,7 +1539,8 @@ ra_status ra_trainer_evaluate(ra_trainer *t, const ra_dataset *data, int batch, 
 /* Classification accuracy of model m on data (no augmentation, normalised
  * with mean/std), in batches of `batch`: *correct of data->n; confusion
  * (K, K) counts [true][predicted] for K = the model's classes, or NULL.
- * Uses the inference forward (ra_model_forward). */
+ * Uses the inference forward as a classifier predicts (ra_model_predict:
+ * with metadata tta = flip, the mean over each image and its mirror). */
 ra_status ra_evaluate(const ra_model *m, const ra_dataset *data, float mean, float std,
                       int batch, int64_t *correct, int64_t *confusion, int k);
 /* The class ra_evaluate gives each of data's images (the first of equal

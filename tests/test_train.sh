@@ -16,6 +16,9 @@
 #      checkpoint gives the same count; the checkpoint holds the trained
 #      weights as state; a run resumed equals the straight one; bad decays
 #      are usage errors.
+#   7. test-time flips: a run that flips its images records tta = flip and
+#      evaluates so, one that does not records none; --tta overrides; eval
+#      with --set tta=none is the single view, and bad values are refused.
 #   test_train.sh RELATTN ST_SAME
 set -u
 bin=$1 same=$2
@@ -156,6 +159,23 @@ for d in 1 0.2 -1 x; do
   "$bin" train "${tiny[@]}" --ema $d --out "$tmp/r.st" 2> /dev/null; check '[ $? = 64 ]' "--ema $d is a usage error"
 done
 "$bin" train --resume "$tmp/v2.st" --ema 0.99 --out "$tmp/r.st" 2> /dev/null; check '[ $? = 64 ]' "a resumed run keeps its average"
+
+# 7. test-time flips (the runs above flip their images: tta = flip)
+meta() { "$bin" inspect "$1" --json | grep -o '"tta": "[a-z]*"'; }
+check '[ "$(meta "$tmp/a.st")" = "\"tta\": \"flip\"" ]' "a flipping run records tta = flip: $(meta "$tmp/a.st")"
+"$bin" train "${tiny[@]}" --max-steps 12 --augment none --json --out "$tmp/n.st" > "$tmp/n.json" 2> /dev/null
+check '[ "$(meta "$tmp/n.st")" = "\"tta\": \"none\"" ]' "a run without flips records tta = none: $(meta "$tmp/n.st")"
+"$bin" train "${tiny[@]}" --max-steps 12 --tta none --json --out "$tmp/t.st" > "$tmp/t.json" 2> /dev/null
+check '[ "$(meta "$tmp/t.st")" = "\"tta\": \"none\"" ]' "--tta none is recorded: $(meta "$tmp/t.st")"
+check '"$same" "$tmp/a.st" "$tmp/t.st" > /dev/null' "--tta changes what the run evaluates, not what it trains"
+one=$(tail -n 1 "$tmp/t.json" | sed 's/.*"test_correct": \([0-9]*\).*/\1/')
+ev=$("$bin" eval "$tmp/a.st" --data "$tmp/fm" --set tta=none --json 2> /dev/null)
+check 'echo "$ev" | grep -q "\"correct\": $one,"' "eval --set tta=none of the flip run equals the --tta none run's count $one: $ev"
+ev=$("$bin" eval "$tmp/t.st" --data "$tmp/fm" --json 2> /dev/null)
+check 'echo "$ev" | grep -q "\"correct\": $one,"' "eval of the --tta none run equals its train count $one: $ev"
+"$bin" train "${tiny[@]}" --tta sideways --out "$tmp/r.st" 2> /dev/null; check '[ $? = 64 ]' "--tta sideways is a usage error"
+"$bin" eval "$tmp/a.st" --data "$tmp/fm" --set tta=sideways > /dev/null 2>&1; check '[ $? = 65 ]' "eval refuses metadata tta = sideways (65)"
+"$bin" train --resume "$tmp/v2.st" --tta none --out "$tmp/r.st" 2> /dev/null; check '[ $? = 64 ]' "a resumed run keeps its tta"
 
 echo "$pass passed, $failed failed"
 [ $failed = 0 ]

@@ -455,6 +455,61 @@ static void average_hostile(const char *const *meta, int nmeta, const ra_dataset
     remove(good), remove(bad);
 }
 
+/* Test-time flips (ra_model_predict): with metadata tta = flip a model
+ * predicts the mean of its outputs for the image and for the image mirrored
+ * left to right, computed here from two plain forwards; without it (or
+ * "none") it predicts its forward's very bits; any other value is refused. */
+static void flip_prediction(const char *const *meta, int nmeta) {
+    ra_threads_set(2);
+    const char *with[64], *junk[64];
+    for (int i = 0; i < 2 * nmeta; i++) with[i] = junk[i] = meta[i];
+    with[2 * nmeta] = junk[2 * nmeta] = "tta";
+    with[2 * nmeta + 1] = "flip", junk[2 * nmeta + 1] = "sideways";
+    ra_model *plain = NULL, *flip = NULL, *bad = NULL;
+    CHECK(ra_model_create(&plain, meta, nmeta, 3) == RA_OK, "create: %s", ra_last_error());
+    CHECK(ra_model_create(&flip, with, nmeta + 1, 3) == RA_OK, "create: %s", ra_last_error());
+    CHECK(ra_model_create(&bad, junk, nmeta + 1, 3) == RA_OK, "create: %s", ra_last_error());
+    enum { B = 3, H = 28, W = 28 };
+    static float x[B * H * W], xm[B * H * W];
+    uint64_t s = 5;
+    for (int i = 0; i < B * H * W; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((s >> 40) & 0xffff) / 32768.0f - 1.0f;
+    }
+    for (int r = 0; r < B * H; r++)
+        for (int j = 0; j < W; j++) xm[r * W + j] = x[r * W + W - 1 - j];
+    const int64_t xs[4] = {B, 1, H, W};
+    float *y0 = NULL, *y1 = NULL, *yp = NULL, *yf = NULL;
+    int nd;
+    int64_t ys[4];
+    const int ok = plain && flip && bad &&
+                   ra_model_forward(plain, &y0, &nd, ys, x, 4, xs) == RA_OK &&
+                   ra_model_forward(plain, &y1, &nd, ys, xm, 4, xs) == RA_OK &&
+                   ra_model_predict(plain, &yp, &nd, ys, x, 4, xs) == RA_OK &&
+                   ra_model_predict(flip, &yf, &nd, ys, x, 4, xs) == RA_OK && nd == 2 &&
+                   ys[0] == B && ys[1] == 10;
+    CHECK(ok, "predict: %s", ra_last_error());
+    if (ok) {
+        int same = 1, mean = 1, moved = 0;
+        for (int i = 0; i < B * 10; i++) {
+            same &= yp[i] == y0[i];
+            mean &= yf[i] == 0.5f * (y0[i] + y1[i]);
+            moved += yf[i] != y0[i];
+        }
+        CHECK(same, "predict without tta: not the forward's bits");
+        CHECK(mean, "predict with tta = flip: not the mean over the image and its mirror");
+        CHECK(moved > 0, "the mirror gave the same outputs: the test cannot tell a mirror");
+        float *z = NULL;
+        CHECK(ra_model_predict(bad, &z, &nd, ys, x, 4, xs) == RA_ERR_FORMAT && !z,
+              "tta = sideways: accepted");
+        const int64_t x3[3] = {B, H, W};
+        CHECK(ra_model_predict(flip, &z, &nd, ys, x, 3, x3) == RA_ERR_ARG && !z,
+              "tta = flip of a (B, H, W) input: accepted");
+    }
+    free(y0), free(y1), free(yp), free(yf);
+    ra_model_free(plain), ra_model_free(flip), ra_model_free(bad);
+}
+
 int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : "tests/fixtures";
     const int h = 28, w = 28, n = 16;
@@ -489,6 +544,8 @@ int main(int argc, char **argv) {
     average(swin, (int)(sizeof swin / sizeof *swin) / 2, &d);
     average_hostile(swin, (int)(sizeof swin / sizeof *swin) / 2, &d);
     bf16_evaluation(swin, (int)(sizeof swin / sizeof *swin) / 2, &d);
+    flip_prediction(swin, (int)(sizeof swin / sizeof *swin) / 2);
+    flip_prediction(vit, (int)(sizeof vit / sizeof *vit) / 2);
     free(d.images), free(d.labels);
     printf("%d passed, %d failed\n", check_passed, check_failed);
     return check_failed ? 1 : 0;

@@ -7,7 +7,8 @@ arrays are passed without a copy.
   relpos_index(window=(wh, ww), frames=None, kv_frames=None)
   relpos_index(length=n, clip=k)      the relative position index (int64)
   Model(path)                         a model file: .arch, .meta,
-                                      .forward(**inputs), .backward(**inputs)
+                                      .forward(**inputs), .backward(**inputs),
+                                      .predict(x) (a classifier's outputs)
   relattn.torch                       the attention core as a PyTorch op and
                                       Swin's WindowAttention on it
 
@@ -26,6 +27,10 @@ __all__ = ["relpos_index", "window_mask", "load", "Model", "RelattnError", "arch
 __version__ = lib.ra_version().decode()
 
 RUN_FORWARD, RUN_FORWARD_ATTN, RUN_BACKWARD = 0, 1, 2
+
+_libc = ctypes.CDLL(None)   # frees what the library allocates with malloc
+_libc.free.argtypes = [ctypes.c_void_p]
+_libc.free.restype = None
 
 
 def _np():
@@ -248,6 +253,26 @@ class Model:
     def forward(self, attn=False, **inputs):
         """Run the model: {"y"} and, with attn=True (attention layers), {"attn"}."""
         return self._run(RUN_FORWARD_ATTN if attn else RUN_FORWARD, inputs)
+
+    def predict(self, x):
+        """A classifier's outputs for images x (B, C, H, W), as relattn eval and
+        classify predict: the forward's, or with metadata tta = "flip" the mean
+        of the outputs for x and for x mirrored left to right."""
+        np = _np()
+        if not self._h:
+            raise ValueError("relattn.Model: closed")
+        a = _as_f32("x", x)
+        y = ctypes.POINTER(ctypes.c_float)()
+        nd = ctypes.c_int()
+        ys = (ctypes.c_int64 * 4)()
+        xs = (ctypes.c_int64 * max(a.ndim, 1))(*a.shape)
+        check(lib.ra_model_predict(self._h, ctypes.byref(y), ctypes.byref(nd), ys, a.ctypes.data,
+                                   a.ndim, xs))
+        shape = tuple(ys[d] for d in range(nd.value))
+        try:
+            return np.ctypeslib.as_array(y, shape=shape).copy()
+        finally:
+            _libc.free(y)
 
     def backward(self, **inputs):
         """The gradients for dy: {"y", "grad.x" (or "grad.q", "grad.kv"), "grad.NAME"...}."""

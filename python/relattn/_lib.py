@@ -141,6 +141,8 @@ _sig("ra_model_meta", _S, _P, _S)
 _sig("ra_model_scheme", _S, _P)
 _sig("ra_model_arch_count", _I)
 _sig("ra_model_arch_name", _S, _I)
+_sig("ra_model_predict", _I, _P, ctypes.POINTER(ctypes.POINTER(ctypes.c_float)),
+     ctypes.POINTER(_I), ctypes.POINTER(_I64), _P, _I, ctypes.POINTER(_I64))
 _sig("ra_run_create", _I, ctypes.POINTER(_P), _P, _I, ctypes.POINTER(Tensor), _I)
 _sig("ra_run_exec", _I, _P)
 _sig("ra_run_output_count", _I, _P)

@@ -441,6 +441,38 @@ ra_status ra_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_
 }
 
 
+ra_status ra_model_predict(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
+                           const float *x, int x_ndim, const int64_t *x_shape) {
+    if (!m || !y || !x || !x_shape) return rai_fail(RA_ERR_ARG, "model predict: NULL argument");
+    const char *tta = ra_model_meta(m, "tta");
+    const int flip = tta && !strcmp(tta, "flip");
+    if (tta && !flip && strcmp(tta, "none"))
+        return rai_fail(RA_ERR_FORMAT, "metadata tta = \"%.40s\": none or flip", tta);
+    if (flip && x_ndim != 4)
+        return rai_fail(RA_ERR_ARG, "model predict: tta = flip takes images (B, C, H, W)");
+    ra_status st = ra_model_forward(m, y, y_ndim, y_shape, x, x_ndim, x_shape);
+    if (st || !flip) return st;
+    /* the shape was accepted by the forward, so the product fits */
+    const int64_t W = x_shape[3], rows = x_shape[0] * x_shape[1] * x_shape[2];
+    float *xm = rai_alloc((size_t)(rows * W), sizeof *xm), *ym = NULL;
+    if (!xm) {
+        free(*y), *y = NULL;
+        return rai_fail(RA_ERR_NOMEM, "model predict: out of memory");
+    }
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < W; j++) xm[r * W + j] = x[r * W + W - 1 - j];
+    int nd;
+    int64_t ms[4];
+    st = ra_model_forward(m, &ym, &nd, ms, xm, x_ndim, x_shape);
+    rai_free(xm);
+    int64_t n = 1;
+    for (int d = 0; !st && d < nd; d++) n *= ms[d];
+    for (int64_t i = 0; !st && i < n; i++) (*y)[i] = 0.5f * ((*y)[i] + ym[i]);
+    free(ym);
+    if (st) free(*y), *y = NULL;
+    return st;
+}
+
 const ra_attn_layer *ra_model_attn(const ra_model *m) {
     return m && m->ops->attn_layer
                ? ((const rai_attn_impl *)m->impl)->layer

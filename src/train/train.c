@@ -564,7 +564,7 @@ static ra_status eval_batches(const ra_model *m, const ra_dataset *d, float mean
         int nd;
         int64_t ys[4];
         const int64_t xs[4] = {b, 1, d->h, d->w};
-        if (!st) st = ra_model_forward(m, &y, &nd, ys, x, 4, xs);
+        if (!st) st = ra_model_predict(m, &y, &nd, ys, x, 4, xs);
         if (!st && (nd != 2 || ys[1] < d->classes))
             st = rai_fail(RA_ERR_ARG, "evaluate: the model gives %lld outputs for %d classes",
                           (long long)ys[1], d->classes);

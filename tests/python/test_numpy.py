@@ -106,6 +106,20 @@ class Models(unittest.TestCase):
             inp = os.path.join(FIXTURES, c + ".input.safetensors")
             self.compare("forward", model, inp)
 
+    def test_predict_flip(self):
+        """Model.predict: the forward's outputs, or with tta = flip their mean
+        over the images and their mirror images."""
+        model = os.path.join(FIXTURES, "net_swin_timm.model.safetensors")
+        x, _ = st.read(os.path.join(FIXTURES, "net_swin_timm.input.safetensors"))
+        x = x["x"]
+        plain, flip = relattn.Model(model), relattn.Model(model, set={"tta": "flip"})
+        a, b = plain.forward(x=x)["y"], plain.forward(x=np.ascontiguousarray(x[..., ::-1]))["y"]
+        np.testing.assert_array_equal(plain.predict(x), a)
+        np.testing.assert_allclose(flip.predict(x), 0.5 * (a + b), rtol=1e-6, atol=1e-6)
+        self.assertGreater(np.abs(a - b).max(), 1e-3)   # the mirror changes the outputs
+        with self.assertRaises(relattn.RelattnError):
+            relattn.Model(model, set={"tta": "sideways"}).predict(x)
+
     def test_network_backward(self):
         for c in ["net_block_w4_shift", "net_block_4d_10x6"]:
             model = os.path.join(FIXTURES, c + ".model.safetensors")
