@@ -68,7 +68,9 @@ What the C side must do the same way (or knowingly differently):
             step t because it calls step_update after the step; this twin
             uses lr(t).) --max-steps and --time-budget stop early without
             changing this schedule.
-  evaluate  the 10000 test images, no augmentation, at the end of every
+  evaluate  the 10000 test images, no augmentation (with --tta flip, the
+            default when the run flips, the mean of the outputs for each image
+            and its mirror, as relattn's), at the end of every
             epoch and at the end of training (once if the two coincide).
 """
 import argparse
@@ -93,6 +95,7 @@ RECIPE = {
     "warmup_epochs": 0.5, "warmup_lr": 1e-6, "min_lr": 1e-5,
     "epochs": 13, "last_batch": "drop",
     "seed": 0, "eval_batch": 1000, "ema": 0.0,
+    "tta": None,   # relattn train's default: flip when the run flips its images
 }
 
 
@@ -332,7 +335,10 @@ def evaluate(model, xs_u8, ys, a):
     correct = 0
     for i in range(0, xs_u8.shape[0], a.eval_batch):
         x = normalise(xs_u8[i:i + a.eval_batch].float() / 255.0, a).unsqueeze(1)
-        correct += int((model(x).argmax(-1) == ys[i:i + a.eval_batch]).sum())
+        y = model(x)
+        if a.tta == "flip":   # relattn's tta = flip: the mean over the image and its mirror
+            y = 0.5 * (y + model(x.flip(-1)))
+        correct += int((y.argmax(-1) == ys[i:i + a.eval_batch]).sum())
     model.train()
     return correct / xs_u8.shape[0]
 
@@ -391,6 +397,9 @@ def parse_args(argv=None):
     ap.add_argument("--seed", type=int, default=R["seed"])
     ap.add_argument("--ema", type=float, default=R["ema"],
                     help="evaluate an exponential moving average of the weights (0: off)")
+    ap.add_argument("--tta", choices=("flip", "none"), default=R["tta"],
+                    help="test-time flips as relattn train's --tta (default: flip when "
+                         "the run flips its images)")
     ap.add_argument("--threads", type=int, default=None,
                     help="torch.set_num_threads(T); also set OPENBLAS_NUM_THREADS=T")
     ap.add_argument("--eval-batch", type=int, default=R["eval_batch"])
@@ -406,6 +415,8 @@ def parse_args(argv=None):
         ap.error("--batch, --epochs and --eval-batch must be positive")
     if a.std <= 0:
         ap.error("--std must be positive")
+    if a.tta is None:
+        a.tta = "flip" if a.flip_p > 0 else "none"
     return a
 
 
