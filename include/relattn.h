@@ -1156,8 +1156,9 @@ ra_status ra_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_
  * model's metadata "tta" is "flip", the mean of ra_model_forward's for x
  * and for x mirrored left to right (its last axis): test-time averaging
  * over the horizontal flips a model trained with them has learned to treat
- * alike. tta absent or "none": ra_model_forward. Any other value, or
- * "flip" for an x that is not images (B, C, H, W): RA_ERR_FORMAT /
+ * alike. tta absent or "none": ra_model_forward. Any other value:
+ * RA_ERR_FORMAT; "flip" for an x that is not images (B, C, H, W) or a
+ * model that is not an image classifier (outputs other than (B, K)):
  * RA_ERR_ARG. */
 ra_status ra_model_predict(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                            const float *x, int x_ndim, const int64_t *x_shape);

@@ -510,6 +510,31 @@ static void flip_prediction(const char *const *meta, int nmeta) {
     ra_model_free(plain), ra_model_free(flip), ra_model_free(bad);
 }
 
+/* A block's input (B, H, W, C) is 4-D too, but its last axis is channels:
+ * tta = flip is refused for a model that is not an image classifier. */
+static void flip_block_refused(const char *dir) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/net_block_4d_10x6.model.safetensors", dir);
+    const char *const set[] = {"tta=flip"};
+    ra_load_options o = {.set = set, .nset = 1};
+    ra_model *m = NULL;
+    CHECK(ra_model_open(&m, path, &o) == RA_OK, "open %s: %s", path, ra_last_error());
+    if (!m) return;
+    enum { H = 8, W = 8, C = 16 };
+    static float x[H * W * C];
+    for (int i = 0; i < H * W * C; i++) x[i] = (float)(i % 7) - 3.0f;
+    const int64_t xs[4] = {1, H, W, C};
+    float *y = NULL;
+    int nd;
+    int64_t ys[4];
+    CHECK(ra_model_forward(m, &y, &nd, ys, x, 4, xs) == RA_OK && nd == 4,
+          "the block's forward: %s", ra_last_error());
+    free(y), y = NULL;
+    CHECK(ra_model_predict(m, &y, &nd, ys, x, 4, xs) == RA_ERR_ARG && !y,
+          "tta = flip on a swin_block: accepted");
+    ra_model_free(m);
+}
+
 int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : "tests/fixtures";
     const int h = 28, w = 28, n = 16;
@@ -546,6 +571,7 @@ int main(int argc, char **argv) {
     bf16_evaluation(swin, (int)(sizeof swin / sizeof *swin) / 2, &d);
     flip_prediction(swin, (int)(sizeof swin / sizeof *swin) / 2);
     flip_prediction(vit, (int)(sizeof vit / sizeof *vit) / 2);
+    flip_block_refused(dir);
     free(d.images), free(d.labels);
     printf("%d passed, %d failed\n", check_passed, check_failed);
     return check_failed ? 1 : 0;

@@ -452,6 +452,11 @@ ra_status ra_model_predict(const ra_model *m, float **y, int *y_ndim, int64_t y_
         return rai_fail(RA_ERR_ARG, "model predict: tta = flip takes images (B, C, H, W)");
     ra_status st = ra_model_forward(m, y, y_ndim, y_shape, x, x_ndim, x_shape);
     if (st || !flip) return st;
+    if (*y_ndim != 2) {   /* a block's (B, H, W, C): its last axis is channels */
+        free(*y), *y = NULL;
+        return rai_fail(RA_ERR_ARG, "model predict: tta = flip is for image classifiers, not %s",
+                        m->ops->name);
+    }
     /* the shape was accepted by the forward, so the product fits */
     const int64_t W = x_shape[3], rows = x_shape[0] * x_shape[1] * x_shape[2];
     float *xm = rai_alloc((size_t)(rows * W), sizeof *xm), *ym = NULL;
