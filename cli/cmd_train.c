@@ -203,11 +203,11 @@ static int build_model(ra_model **m, const opt *o, const ra_dataset *d, const ch
     while (meta[2 * nmeta]) nmeta++;
     if (pk != patch) meta[2 * nmeta] = "patch_kernel", meta[2 * nmeta + 1] = kstr, nmeta++;
     if (fashion) meta[2 * nmeta] = "labels", meta[2 * nmeta + 1] = fmnist_labels, nmeta++;
-    /* test-time flips: what a run that flips its images has learned alike */
-    const char *tta = get(o, "--tta") ? get(o, "--tta") : c->flip ? "flip" : "none";
-    if (strcmp(tta, "flip") && strcmp(tta, "none"))
-        return usage_error("--tta '%s': need flip or none", tta);
-    meta[2 * nmeta] = "tta", meta[2 * nmeta + 1] = tta, nmeta++;
+    /* test-time flips: what a run that flips its images has learned alike
+     * (--tta was checked with the other options) */
+    meta[2 * nmeta] = "tta";
+    meta[2 * nmeta + 1] = get(o, "--tta") ? get(o, "--tta") : c->flip ? "flip" : "none";
+    nmeta++;
     ra_status st = ra_model_create(m, meta, nmeta, c->seed);
     return st ? lib_fail(st) : 0;
 }
@@ -340,6 +340,8 @@ static int train(const opt *o, const procs *pc) {
         else return usage_error("--augment '%s': need crop+flip, crop, flip or none", a);
     }
     if (get(o, "--no-augment")) c.crop_pad = 0, c.flip = 0;
+    if (get(o, "--tta") && strcmp(get(o, "--tta"), "flip") && strcmp(get(o, "--tta"), "none"))
+        return usage_error("--tta '%s': need flip or none", get(o, "--tta"));
     const char *pv = get(o, "--precision");
     const int prec = pv ? ra_precision_parse(pv) : RA_PRECISION_FP32;
     if (prec != RA_PRECISION_FP32 && prec != RA_PRECISION_BF16)
