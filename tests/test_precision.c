@@ -440,47 +440,73 @@ static void bf16_product(void) {
     bf16_reference_table();
 }
 
-/* The MLP of precision bf16 a block of rows at a time (rai_mlp_fused):
- * the bits of its two Linear layers one after the other, into y or added
- * into a residual stream, on an odd hidden size and rows past a block. */
-static void bf16_mlp(void) {
+/* The MLP of precisions bf16 and int8 a block of rows at a time
+ * (rai_mlp_fused), on every kernel set: the bits of its LayerNorm and two
+ * Linear layers one after the other, into y or added into a residual
+ * stream (int8: also the stream it reads, as a block's MLP does), on an
+ * odd hidden size and rows past a block, 1 to 3 threads. */
+static void mlp_blocks(ra_precision prec) {
     enum { M = 101, C = 40, H = 75 };
-    static float x[M * C], w1[H * C], b1[H], w2[C * H], b2[C], hid[M * H];
-    static float want[M * C], got[M * C], res[M * C], want_res[M * C];
+    static float x[M * C], w1[H * C], b1[H], w2[C * H], b2[C], hid[M * H], g[C], be[C];
+    static float want[M * C], wantn[M * C], got[M * C], res[M * C], want_res[M * C], xn[M * C];
     uint64_t s = 99;
     for (int i = 0; i < M * C; i++) x[i] = lcg(&s) * 3;
     for (int i = 0; i < H * C; i++) w1[i] = lcg(&s), w2[i] = lcg(&s);
     for (int i = 0; i < H; i++) b1[i] = 0.1f * lcg(&s);
-    for (int i = 0; i < C; i++) b2[i] = 0.1f * lcg(&s);
-    for (int i = 0; i < M * C; i++) res[i] = want_res[i] = lcg(&s);
+    for (int i = 0; i < C; i++) b2[i] = 0.1f * lcg(&s), g[i] = 1 + lcg(&s), be[i] = lcg(&s);
+    const rai_ln ln = {g, be, 1e-5f};
+    const char *name = prec == RA_PRECISION_INT8 ? "int8" : "bf16";
     const float *ws[2] = {w1, w2};
     const int64_t ns[2] = {H, C}, ks[2] = {C, H};
-    rai_packed *t = rai_packed_make(ws, ns, ks, 2, RA_PRECISION_BF16);
+    rai_packed *t = rai_packed_make(ws, ns, ks, 2, prec);
     CHECK(t != NULL, "packed table");
     const rai_packed *before = rai_packed_set(t);
-    const ra_precision was = rai_precision_set(RA_PRECISION_BF16);
-    rai_linear_fused(hid, x, w1, b1, M, H, C, 1, NULL, NULL);
-    rai_linear_fused(want, hid, w2, b2, M, C, H, 0, NULL, NULL);
-    memset(hid, 0, sizeof hid);
-    rai_mlp_fused(got, x, w1, b1, w2, b2, M, C, H, hid, NULL);
-    CHECK(differ(got, want, M * C) == 0, "the bf16 MLP differs from its two layers");
-    for (int i = 0; i < M * C; i++) want_res[i] += want[i];
-    rai_mlp_fused(got, x, w1, b1, w2, b2, M, C, H, hid, res);
-    CHECK(differ(res, want_res, M * C) == 0, "the bf16 MLP added into a residual stream differs");
-    memcpy(got, x, sizeof got);
-    rai_mlp_fused(got, got, w1, b1, w2, b2, M, C, H, hid, NULL);
-    CHECK(differ(got, want, M * C) == 0, "the bf16 MLP in place differs");
-    /* any rows, 1 to 3 threads: the same bits */
-    const int threads = ra_threads_get();
-    for (int nt = 1; nt <= 3; nt++)
-        for (int rows = 5; rows <= M; rows += 24) {
-            ra_threads_set(nt);
-            memset(got, 0x55, sizeof got);
-            rai_mlp_fused(got, x, w1, b1, w2, b2, rows, C, H, hid, NULL);
-            CHECK(differ(got, want, rows * C) == 0, "the bf16 MLP on %d rows, %d threads, differs",
-                  rows, nt);
-        }
-    ra_threads_set(threads);
+    const ra_precision was = rai_precision_set(prec);
+    const ra_kernel_id best = ra_kernel_current();
+    int sets = 0;
+    for (int kset = 0; kset < RA_KERNEL_COUNT; kset++) {
+        if (!ra_kernel_supported((ra_kernel_id)kset)) continue;
+        CHECK(ra_kernel_select((ra_kernel_id)kset) == RA_OK, "select %d", kset);
+        const char *kn = ra_kernel_name((ra_kernel_id)kset);
+        rai_linear_fused(hid, x, w1, b1, M, H, C, 1, NULL, NULL);
+        rai_linear_fused(want, hid, w2, b2, M, C, H, 0, NULL, NULL);
+        rai_layernorm_rows(xn, x, NULL, M, C, g, be, ln.eps);
+        rai_linear_fused(hid, xn, w1, b1, M, H, C, 1, NULL, NULL);
+        rai_linear_fused(wantn, hid, w2, b2, M, C, H, 0, NULL, NULL);
+        CHECK(differ(want, wantn, M * C) > M * C / 2, "the LayerNorm changes the outputs");
+        memset(hid, 0, sizeof hid);
+        rai_mlp_fused(got, x, NULL, w1, b1, w2, b2, M, C, H, hid, NULL);
+        CHECK(differ(got, want, M * C) == 0, "the %s MLP differs from its two layers (%s)", name, kn);
+        rai_mlp_fused(got, x, &ln, w1, b1, w2, b2, M, C, H, hid, NULL);
+        CHECK(differ(got, wantn, M * C) == 0, "the %s MLP of a LayerNorm differs (%s)", name, kn);
+        for (int i = 0; i < M * C; i++) res[i] = want_res[i] = lcg(&s);
+        for (int i = 0; i < M * C; i++) want_res[i] += want[i];
+        rai_mlp_fused(got, x, NULL, w1, b1, w2, b2, M, C, H, hid, res);
+        CHECK(differ(res, want_res, M * C) == 0, "the %s MLP added into a residual stream differs (%s)",
+              name, kn);
+        memcpy(got, x, sizeof got);
+        rai_mlp_fused(got, got, NULL, w1, b1, w2, b2, M, C, H, hid, NULL);
+        CHECK(differ(got, want, M * C) == 0, "the %s MLP in place differs (%s)", name, kn);
+        /* x += MLP(LayerNorm(x)), reading the stream it adds into */
+        memcpy(res, x, sizeof res);
+        for (int i = 0; i < M * C; i++) want_res[i] = x[i] + wantn[i];
+        rai_mlp_fused(got, res, &ln, w1, b1, w2, b2, M, C, H, hid, res);
+        CHECK(differ(res, want_res, M * C) == 0, "the %s MLP of the stream's LayerNorm added into it "
+              "differs (%s)", name, kn);
+        /* any rows, 1 to 3 threads: the same bits */
+        const int threads = ra_threads_get();
+        for (int nt = 1; nt <= 3; nt++)
+            for (int rows = 5; rows <= M; rows += 24) {
+                ra_threads_set(nt);
+                memset(got, 0x55, sizeof got);
+                rai_mlp_fused(got, x, &ln, w1, b1, w2, b2, rows, C, H, hid, NULL);
+                CHECK(differ(got, wantn, rows * C) == 0, "the %s MLP on %d rows, %d threads, differs "
+                      "(%s)", name, rows, nt, kn);
+            }
+        ra_threads_set(threads);
+        sets++;
+    }
+    ra_kernel_select(best);
     double e = 0;
     for (int i = 0; i < M * C; i++) e += fabs(want[i]);
     CHECK(e > 1.0, "the MLP computes something");
@@ -488,6 +514,7 @@ static void bf16_mlp(void) {
     rai_precision_set(was);
     rai_packed_set(before);
     rai_packed_free(t);
+    printf("%s MLP: %d kernel sets, the bits of its layers\n", name, sets);
 }
 
 /* The same bits, NaN for NaN (a NaN's payload is free). */
@@ -581,7 +608,7 @@ static void int8_quantisers(void) {
     uint64_t s = 99;
     int rows = 0;
     for (size_t c = 0; c < sizeof ks / sizeof *ks; c++)
-        for (int kind = 0; kind < 10; kind++) {
+        for (int kind = 0; kind < 12; kind++) {
             const int k = ks[c];
             for (int l = 0; l < k; l++) x[l] = lcg(&s) * 3.0f;
             if (kind == 1) for (int l = 0; l < k; l++) x[l] = fabsf(x[l]) + 0.5f;
@@ -593,6 +620,8 @@ static void int8_quantisers(void) {
             if (kind == 6) x[k / 2] = INFINITY;
             if (kind == 7) x[k - 1] = -INFINITY;
             if (kind == 8) x[k - 1] = NAN, x[0] = -0.0f;
+            if (kind == 10) x[17 % k] = -INFINITY;   /* the second of four vectors */
+            if (kind == 11) x[(k - 1) / 2 % 64 + (k - 1) / 128 * 64] = NAN;
             if (kind == 9) {   /* near halves of an inexact step: x times the reciprocal, not x / s */
                 const float step = (0.27f - -1.0f) / 127.0f;
                 for (int l = 0; l < k; l++) x[l] = ((float)(l % 127) - 99.5f) * step;
@@ -935,7 +964,8 @@ int main(int argc, char **argv) {
     linear();
     int8_product();
     bf16_product();
-    bf16_mlp();
+    mlp_blocks(RA_PRECISION_BF16);
+    mlp_blocks(RA_PRECISION_INT8);
     int8_kernels();
     int8_quantisers();
     bf16_training_products();

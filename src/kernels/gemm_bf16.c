@@ -256,7 +256,8 @@ static void run_task(const bf16_job *g, int64_t i0, int p0, int p1, int64_t next
             const float *bias = panel_bias(g->bias, j0, g->n, pad);
             const uint16_t *bt = g->bp + (int64_t)p * g->kp * 2 * NR;
             const uint16_t *at = a + rt * MR * lda;
-            rai_gemm_tile_prefetch(g->y, g->n, g->e.res, g->n, g->e.map, r0, mr, j0, nr, g->k);
+            rai_gemm_tile_prefetch(g->e.res ? NULL : g->y + r0 * g->n + j0, g->n, g->e.res, g->n,
+                                   g->e.map, r0, mr, j0, nr, g->k);
             if (mr == MR && nr == NR && !g->e.res && !g->e.gelu && !g->e.gd && !g->e.gm) {
                 /* straight into y */
                 g->kn.micro(g->kp, at, lda, 2, bt, g->y + r0 * g->n + j0, g->n, bias);

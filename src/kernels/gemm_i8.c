@@ -69,13 +69,13 @@ void rai_i8_quantize_weights(int8_t *v, int32_t *sum, float *scale, const float 
 }
 
 /* The scalar micro-kernel (gemm_kernels.h). */
-void rai_gemm_i8_micro_ref(int kg, const uint8_t *ap, const int8_t *bp, float *c, int64_t ldc,
-                           const rai_i8_tile *e) {
+void rai_gemm_i8_micro_ref(int kg, const uint8_t *ap, int64_t lda, const int8_t *bp, float *c,
+                           int64_t ldc, const rai_i8_tile *e) {
     int32_t acc[MR][NR] = {{0}};
-    for (int g = 0; g < kg; g++, ap += 4 * MR, bp += 4 * NR)
+    for (int g = 0; g < kg; g++, ap += 4, bp += 4 * NR)
         for (int r = 0; r < MR; r++)
             for (int j = 0; j < NR; j++)
-                for (int l = 0; l < 4; l++) acc[r][j] += ap[4 * r + l] * bp[4 * j + l];
+                for (int l = 0; l < 4; l++) acc[r][j] += ap[r * lda + l] * bp[4 * j + l];
     for (int r = 0; r < MR; r++, c += ldc)
         for (int j = 0; j < NR; j++) {
             const float d = e->scale[r] * e->wscale[j];
@@ -84,9 +84,9 @@ void rai_gemm_i8_micro_ref(int kg, const uint8_t *ap, const int8_t *bp, float *c
         }
 }
 
-typedef void (*micro_fn)(int, const uint8_t *, const int8_t *, float *, int64_t,
+typedef void (*micro_fn)(int, const uint8_t *, int64_t, const int8_t *, float *, int64_t,
                          const rai_i8_tile *);
-typedef void (*block_fn)(int, const uint8_t *, const int8_t *, int, int, float *, int64_t,
+typedef void (*block_fn)(int, const uint8_t *, int64_t, const int8_t *, int, int, float *, int64_t,
                          const rai_i8_tile *);
 typedef void (*qrow_fn)(uint8_t *, int32_t *, float *, const float *, int);
 typedef void (*qweights_fn)(int8_t *, int32_t *, float *, const float *, int);
@@ -126,6 +126,7 @@ typedef struct {
     const float *x, *bias;
     float *y, *res;
     const int32_t *map;
+    const rai_row_source *src;   /* x's rows made on demand, or NULL */
     void (*gelu)(float *, const float *, int64_t);
     int64_t m;
     int n, k, kg;             /* kg: groups of 4 along K (the last zero-padded) */
@@ -135,28 +136,30 @@ typedef struct {
     int fused;                /* kn's block kernel applies gelu and res itself */
 } i8_job;
 
-/* A thread's block of rows, quantised: MB / MR panels [kg][MR][4], and
- * each row's zero point and scale. */
+/* A thread's block of rows, quantised: MB rows of 4 kg bytes (the last
+ * group's pad zeroed), each row's zero point and scale. */
 typedef struct {
     uint8_t *ap;
     int32_t zero[MB];
     float scale[MB];
 } i8_rows;
 
-/* Rows [i0, i0 + MB) of x quantised into r (rows past m: zeros, scale 0). */
-static void pack_rows(const i8_job *g, int64_t i0, i8_rows *r, uint8_t *row) {
-    const int64_t panel = (int64_t)g->kg * 4 * MR;
-    memset(row + g->k, 0, (size_t)(4 * g->kg - g->k));
+/* Rows [i0, i0 + MB) of g's input quantised into r (rows past m: zeros,
+ * scale 0): x is row i0 (row stride k), or, with g->src, NULL and the
+ * rows are made into xs (MB x k floats) first. */
+static void pack_rows(const i8_job *g, const float *x, int64_t i0, i8_rows *r, float *xs) {
+    const int64_t lda = 4 * (int64_t)g->kg;
+    const int valid = (int)(g->m - i0 < MB ? g->m - i0 : MB);
+    if (!x) g->src->make(g->src->ctx, xs, i0, valid), x = xs;
     for (int t = 0; t < MB; t++) {
-        const int64_t i = i0 + t;
-        uint8_t *dst = r->ap + (t / MR) * panel + 4 * (t % MR);
-        if (i >= g->m) {
+        uint8_t *q = r->ap + t * lda;
+        if (t >= valid) {
             r->zero[t] = 0, r->scale[t] = 0.0f;
-            for (int q = 0; q < g->kg; q++) memset(dst + q * 4 * MR, 0, 4);
+            memset(q, 0, (size_t)lda);
             continue;
         }
-        g->kn.qrow(row, &r->zero[t], &r->scale[t], g->x + i * g->k, g->k);
-        for (int q = 0; q < g->kg; q++) memcpy(dst + q * 4 * MR, row + 4 * q, 4);
+        g->kn.qrow(q, &r->zero[t], &r->scale[t], x + (int64_t)t * g->k, g->k);
+        memset(q + g->k, 0, (size_t)(lda - g->k));
     }
 }
 
@@ -214,13 +217,13 @@ void rai_i8_weights_free(rai_i8_weights *pw) {
     memset(pw, 0, sizeof *pw);
 }
 
-/* One task: rows [i0, i0 + MB) against every column panel; each group of
- * cp column panels meets the block's row panels, rp at a time, in turn
- * (the columns stay in L1, the block in L2). */
-static void run_task(const i8_job *g, int64_t i0, i8_rows *rows, uint8_t *row) {
-    pack_rows(g, i0, rows, row);
+/* Rows [i0, i0 + MB), quantised in rows, against every column panel;
+ * each group of cp column panels meets the block's row panels, rp at a
+ * time, in turn (the columns stay in L1, the block in L2). The outputs go
+ * to y (row i0's; row stride n) or are added into res through map. */
+static void run_tiles(const i8_job *g, int64_t i0, const i8_rows *rows, float *y) {
     const i8_kernels *kn = &g->kn;
-    const int64_t panel = (int64_t)g->kg * 4 * MR;
+    const int64_t lda = 4 * (int64_t)g->kg;
     float t[RPMAX * MR * CPMAX * NR], pad[CPMAX * NR];
     for (int p = 0; p < g->npanels; p += kn->cp) {
         const int cp = g->npanels - p < kn->cp ? g->npanels - p : kn->cp;
@@ -238,7 +241,8 @@ static void run_task(const i8_job *g, int64_t i0, i8_rows *rows, uint8_t *row) {
             const int mr = (int)(left < rn * MR ? left : rn * MR);
             rai_i8_tile e = {.zero = rows->zero + q * MR, .scale = rows->scale + q * MR,
                              .wsum = g->b.wsum + j0, .wscale = g->b.wscale + j0, .bias = bias};
-            const uint8_t *at = rows->ap + q * panel;
+            const uint8_t *at = rows->ap + q * MR * lda;
+            float *yt = g->res ? NULL : y + (int64_t)q * MR * g->n + j0;   /* the tile's place */
             /* whole blocks straight into y, or into res with GELU where
              * the kernel has the epilogue */
             const int full = mr == rn * MR && nr == tw;
@@ -250,37 +254,58 @@ static void run_task(const i8_job *g, int64_t i0, i8_rows *rows, uint8_t *row) {
                 e.res = res_rows;
             }
             e.gelu = whole && g->gelu;
-            float *c = whole ? g->y + r0 * g->n + j0 : t;   /* whole: straight into y */
-            const int64_t ldc = whole ? g->n : tw;
-            rai_gemm_tile_prefetch(g->y, g->n, g->res, g->n, g->map, r0, mr, j0, nr, g->k);
-            if (kn->block) kn->block(g->kg, at, bt, rn, cp, c, ldc, &e);
-            else kn->micro(g->kg, at, bt, c, ldc, &e);
+            float *c = whole && yt ? yt : t;   /* whole: straight into y */
+            const int64_t ldc = whole && yt ? g->n : tw;
+            rai_gemm_tile_prefetch(yt, g->n, g->res, g->n, g->map, r0, mr, j0, nr, g->k);
+            if (kn->block) kn->block(g->kg, at, lda, bt, rn, cp, c, ldc, &e);
+            else kn->micro(g->kg, at, lda, bt, c, ldc, &e);
             if (!whole)
-                rai_gemm_tile_put(t, tw, mr, nr, g->gelu, g->y + r0 * g->n + j0, g->n, g->res,
-                                  g->n, g->map, r0, j0);
+                rai_gemm_tile_put(t, tw, mr, nr, g->gelu, yt, g->n, g->res, g->n, g->map, r0, j0);
         }
     }
 }
 
-int rai_gemm_i8(float *y, const float *x, const float *w, const float *bias, int64_t m, int n,
-                int k, const rai_i8_weights *pw, void (*gelu)(float *, const float *, int64_t),
-                float *res, const int32_t *map, int isa, int nthreads) {
+/* A thread's buffer: its block of rows quantised (i8_rows, then MB rows
+ * of kp bytes), a row of scratch (packing w), and the floats of the rows made by a
+ * row source (MB x kx) and of an MLP's hidden rows (MB x hidden). */
+typedef struct {
+    i8_rows *rows;
+    uint8_t *row;
+    float *xs, *hid;
+} i8_space;
+
+static size_t space_bytes(int64_t kp, int64_t kx, int64_t hidden) {
+    const size_t q = (sizeof(i8_rows) + (size_t)(MB + 1) * (size_t)kp + 63) / 64 * 64;
+    return q + (size_t)MB * (size_t)(kx + hidden) * sizeof(float) + 64;
+}
+
+static i8_space space_at(unsigned char *p, int64_t kp, int64_t kx) {
+    i8_space s = {.rows = (i8_rows *)p};
+    s.rows->ap = p + sizeof(i8_rows);
+    s.row = s.rows->ap + (size_t)MB * (size_t)kp;
+    s.xs = (float *)(p + (sizeof(i8_rows) + (size_t)(MB + 1) * (size_t)kp + 63) / 64 * 64);
+    s.hid = s.xs + (size_t)MB * (size_t)kx;
+    return s;
+}
+
+int rai_gemm_i8_src(float *y, const float *x, const rai_row_source *src, const float *w,
+                    const float *bias, int64_t m, int n, int k, const rai_i8_weights *pw,
+                    void (*gelu)(float *, const float *, int64_t), float *res, const int32_t *map,
+                    int isa, int nthreads) {
     if (m <= 0 || n <= 0) return 0;
     if (k <= 0 || k > RA_GEMM_I8_KMAX || (pw && (pw->n != n || pw->k != k))) return -1;
-    i8_job g = {.x = x, .bias = bias, .y = y, .res = res, .map = map, .gelu = gelu,
+    i8_job g = {.x = x, .src = src, .bias = bias, .y = y, .res = res, .map = map, .gelu = gelu,
                 .m = m, .n = n, .k = k, .kg = (k + 3) / 4, .kn = kernels_of(isa)};
     g.npanels = (n + NR - 1) / NR;
 #ifdef RA_HAVE_X86_KERNELS
     /* the VNNI kernel's GELU is rai_gemm_gelu_avx512's: fused for it only */
     g.fused = isa == RA_GEMM_AVX512_VNNI && (!gelu || gelu == rai_gemm_gelu_avx512);
 #endif
-    const int64_t kp = 4 * (int64_t)g.kg;
+    const int64_t kp = 4 * (int64_t)g.kg, kx = src ? k : 0;
     const int64_t tasks = (m + MB - 1) / MB;
     const int nt = nthreads > 1 && tasks > 1 ? (tasks < nthreads ? (int)tasks : nthreads) : 1;
-    /* one buffer: w packed (unless it is already), then per thread a block
-     * of rows, its scales and a row of scratch (kp: a row padded to whole
-     * groups) */
-    const size_t per_thread = (sizeof(i8_rows) + (size_t)(MB + 1) * (size_t)kp + 127) / 64 * 64;
+    /* one buffer: w packed (unless it is already), then each thread's space */
+    const size_t per_thread = space_bytes(kp, kx, 0);
     const size_t wbytes = pw ? 0 : (packed_bytes(n, k) + 63) / 64 * 64;
     unsigned char *buf = rai_thread_buffer(RAI_BUFFER_GEMM, wbytes + (size_t)nt * per_thread);
     if (!buf) return -1;
@@ -289,16 +314,61 @@ int rai_gemm_i8(float *y, const float *x, const float *w, const float *bias, int
     unsigned char *threads = buf + wbytes;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        unsigned char *mine = threads + (size_t)omp_get_thread_num() * per_thread;
-        i8_rows *rows = (i8_rows *)mine;
-        rows->ap = mine + sizeof *rows;
-        uint8_t *row = rows->ap + (size_t)MB * (size_t)kp;
+        const i8_space s = space_at(threads + (size_t)omp_get_thread_num() * per_thread, kp, kx);
         if (!pw) {
 #pragma omp for schedule(static)
-            for (int p = 0; p < g.npanels; p++) pack_cols(&g.b, w, p, g.kn.qweights, (int8_t *)row);
+            for (int p = 0; p < g.npanels; p++) pack_cols(&g.b, w, p, g.kn.qweights, (int8_t *)s.row);
         }
 #pragma omp for schedule(dynamic)
-        for (int64_t t = 0; t < tasks; t++) run_task(&g, t * MB, rows, row);
+        for (int64_t t = 0; t < tasks; t++) {
+            pack_rows(&g, src ? NULL : x + t * MB * k, t * MB, s.rows, s.xs);
+            run_tiles(&g, t * MB, s.rows, res ? NULL : y + t * MB * n);
+        }
+    }
+    return 0;
+}
+
+int rai_gemm_i8(float *y, const float *x, const float *w, const float *bias, int64_t m, int n,
+                int k, const rai_i8_weights *pw, void (*gelu)(float *, const float *, int64_t),
+                float *res, const int32_t *map, int isa, int nthreads) {
+    return rai_gemm_i8_src(y, x, NULL, w, bias, m, n, k, pw, gelu, res, map, isa, nthreads);
+}
+
+/* ---- the MLP: fc2(GELU(fc1(x))) a block of rows at a time ---------------- */
+
+int rai_gemm_i8_mlp(float *y, const float *x, const rai_row_source *src,
+                    const rai_i8_weights *w1, const float *b1, const rai_i8_weights *w2,
+                    const float *b2, int64_t m, int c, int hidden,
+                    void (*gelu)(float *, const float *, int64_t), float *res, int isa,
+                    int nthreads) {
+    if (m <= 0 || c <= 0) return 0;
+    if (hidden <= 0 || !gelu || !w1 || !w2 || w1->n != hidden || w1->k != c || w2->n != c ||
+        w2->k != hidden || hidden > RA_GEMM_I8_KMAX || c > RA_GEMM_I8_KMAX)
+        return -1;
+    const i8_kernels kn = kernels_of(isa);
+    i8_job g1 = {.x = x, .src = src, .bias = b1, .gelu = gelu, .m = m, .n = hidden, .k = c,
+                 .kg = (c + 3) / 4, .npanels = (hidden + NR - 1) / NR, .b = *w1, .kn = kn};
+    i8_job g2 = {.bias = b2, .y = y, .res = res, .m = m, .n = c, .k = hidden,
+                 .kg = (hidden + 3) / 4, .npanels = (c + NR - 1) / NR, .b = *w2, .kn = kn};
+#ifdef RA_HAVE_X86_KERNELS
+    g1.fused = isa == RA_GEMM_AVX512_VNNI && gelu == rai_gemm_gelu_avx512;
+    g2.fused = isa == RA_GEMM_AVX512_VNNI;
+#endif
+    const int64_t kp = 4 * (int64_t)(g1.kg > g2.kg ? g1.kg : g2.kg), kx = src ? c : 0;
+    const int64_t tasks = (m + MB - 1) / MB;
+    const int nt = nthreads > 1 && tasks > 1 ? (tasks < nthreads ? (int)tasks : nthreads) : 1;
+    const size_t per_thread = space_bytes(kp, kx, hidden);
+    unsigned char *buf = rai_thread_buffer(RAI_BUFFER_GEMM, (size_t)nt * per_thread);
+    if (!buf) return -1;
+#pragma omp parallel for schedule(dynamic) num_threads(nt) if (nt > 1)
+    for (int64_t t = 0; t < tasks; t++) {
+        /* fc1 and GELU into the thread's hidden rows, fc2 from them: the
+         * hidden activations never leave its cache */
+        const i8_space s = space_at(buf + (size_t)omp_get_thread_num() * per_thread, kp, kx);
+        pack_rows(&g1, src ? NULL : x + t * MB * c, t * MB, s.rows, s.xs);
+        run_tiles(&g1, t * MB, s.rows, s.hid);
+        pack_rows(&g2, s.hid, t * MB, s.rows, NULL);
+        run_tiles(&g2, t * MB, s.rows, res ? NULL : y + t * MB * c);
     }
     return 0;
 }

@@ -35,24 +35,25 @@ static inline __m256i pairs(__m256i p) {
         hi = _mm256_add_epi32(hi, pairs(_mm256_maddubs_epi16(a, b1)));               \
     } while (0)
 
-void rai_gemm_i8_micro_avx2(int kg, const uint8_t *ap, const int8_t *bp, float *c, int64_t ldc,
-                            const rai_i8_tile *e) {
+void rai_gemm_i8_micro_avx2(int kg, const uint8_t *ap, int64_t lda, const int8_t *bp, float *c,
+                            int64_t ldc, const rai_i8_tile *e) {
+    const uint8_t *a3 = ap + 3 * lda;   /* rows 0 .. 2 from ap, 3 .. 5 from a3 */
     __m256i c0a = _mm256_setzero_si256(), c0b = _mm256_setzero_si256();
     __m256i c1a = _mm256_setzero_si256(), c1b = _mm256_setzero_si256();
     __m256i c2a = _mm256_setzero_si256(), c2b = _mm256_setzero_si256();
     __m256i c3a = _mm256_setzero_si256(), c3b = _mm256_setzero_si256();
     __m256i c4a = _mm256_setzero_si256(), c4b = _mm256_setzero_si256();
     __m256i c5a = _mm256_setzero_si256(), c5b = _mm256_setzero_si256();
-    for (int g = 0; g < kg; g++, ap += 4 * MR, bp += 4 * NR) {
+    for (int g = 0; g < kg; g++, ap += 4, a3 += 4, bp += 4 * NR) {
         _mm_prefetch((const char *)(bp + 8 * 4 * NR), _MM_HINT_T0);
         const __m256i b0 = _mm256_loadu_si256((const __m256i *)bp);
         const __m256i b1 = _mm256_loadu_si256((const __m256i *)(bp + 32));
-        STEP(group(ap + 0), c0a, c0b);
-        STEP(group(ap + 4), c1a, c1b);
-        STEP(group(ap + 8), c2a, c2b);
-        STEP(group(ap + 12), c3a, c3b);
-        STEP(group(ap + 16), c4a, c4b);
-        STEP(group(ap + 20), c5a, c5b);
+        STEP(group(ap), c0a, c0b);
+        STEP(group(ap + lda), c1a, c1b);
+        STEP(group(ap + 2 * lda), c2a, c2b);
+        STEP(group(a3), c3a, c3b);
+        STEP(group(a3 + lda), c4a, c4b);
+        STEP(group(a3 + 2 * lda), c5a, c5b);
     }
     const __m256i acc[2 * MR] = {c0a, c0b, c1a, c1b, c2a, c2b, c3a, c3b, c4a, c4b, c5a, c5b};
     const __m256i s0 = _mm256_loadu_si256((const __m256i *)e->wsum);

@@ -32,36 +32,39 @@ static inline __m512i group(const uint8_t *p) { return _mm512_set1_epi32(rai_i8_
         if (cp > 1) c##r##_1 = _mm512_dpbusd_epi32(c##r##_1, a, b1); \
     } while (0)
 
-/* The six rows of a row panel's group (at p), accumulators r0 .. r5. */
-#define PANEL(p, r0, r1, r2, r3, r4, r5)                                              \
+/* The group of six rows, rows 0 .. 2 at p, 3 .. 5 at q (rows lda apart),
+ * accumulators r0 .. r5. */
+#define PANEL(p, q, r0, r1, r2, r3, r4, r5)                                           \
     do {                                                                              \
         ROW(r0, p);                                                                   \
-        ROW(r1, (p) + 4);                                                             \
-        ROW(r2, (p) + 8);                                                             \
-        ROW(r3, (p) + 12);                                                            \
-        ROW(r4, (p) + 16);                                                            \
-        ROW(r5, (p) + 20);                                                            \
+        ROW(r1, (p) + lda);                                                           \
+        ROW(r2, (p) + 2 * lda);                                                       \
+        ROW(r3, q);                                                                   \
+        ROW(r4, (q) + lda);                                                           \
+        ROW(r5, (q) + 2 * lda);                                                       \
     } while (0)
 
 /* rp x cp panels (1 or 2 each, constants once inlined: the unused
- * accumulators vanish); row panel 1 at ap + 4 MR kg, column panel 1 at
- * bp + 4 NR kg. The accumulators are named, not an array: GCC keeps an
- * array's in registers but copies each around every VPDPBUSD. */
-static inline __attribute__((always_inline)) void block(int kg, const uint8_t *ap,
+ * accumulators vanish); the rows of a lda apart (row panel 1 from row
+ * MR), column panel 1 at bp + 4 NR kg. The accumulators are named, not
+ * an array: GCC keeps an array's in registers but copies each around
+ * every VPDPBUSD. */
+static inline __attribute__((always_inline)) void block(int kg, const uint8_t *ap, int64_t lda,
                                                         const int8_t *bp, float *c, int64_t ldc,
                                                         const rai_i8_tile *e, const int rp,
                                                         const int cp) {
-    const int64_t astep = (int64_t)kg * 4 * MR, bstep = (int64_t)kg * 4 * NR;
+    const int64_t bstep = (int64_t)kg * 4 * NR;
+    const uint8_t *a3 = ap + 3 * lda, *a6 = ap + 6 * lda, *a9 = ap + 9 * lda;
     const __m512i zero = _mm512_setzero_si512();
     __m512i c0_0 = zero, c1_0 = zero, c2_0 = zero, c3_0 = zero, c4_0 = zero, c5_0 = zero;
     __m512i c6_0 = zero, c7_0 = zero, c8_0 = zero, c9_0 = zero, c10_0 = zero, c11_0 = zero;
     __m512i c0_1 = zero, c1_1 = zero, c2_1 = zero, c3_1 = zero, c4_1 = zero, c5_1 = zero;
     __m512i c6_1 = zero, c7_1 = zero, c8_1 = zero, c9_1 = zero, c10_1 = zero, c11_1 = zero;
-    for (int g = 0; g < kg; g++, ap += 4 * MR, bp += 4 * NR) {
+    for (int g = 0; g < kg; g++, ap += 4, a3 += 4, a6 += 4, a9 += 4, bp += 4 * NR) {
         const __m512i b0 = _mm512_loadu_si512(bp);
         const __m512i b1 = cp > 1 ? _mm512_loadu_si512(bp + bstep) : zero;
-        PANEL(ap, 0, 1, 2, 3, 4, 5);
-        if (rp > 1) PANEL(ap + astep, 6, 7, 8, 9, 10, 11);
+        PANEL(ap, a3, 0, 1, 2, 3, 4, 5);
+        if (rp > 1) PANEL(a6, a9, 6, 7, 8, 9, 10, 11);
     }
     const __m512i acc[2 * MR][2] = {{c0_0, c0_1}, {c1_0, c1_1}, {c2_0, c2_1},   {c3_0, c3_1},
                                     {c4_0, c4_1}, {c5_0, c5_1}, {c6_0, c6_1},   {c7_0, c7_1},
@@ -96,12 +99,12 @@ static inline __attribute__((always_inline)) void block(int kg, const uint8_t *a
 #undef PANEL
 #undef ROW
 
-void rai_gemm_i8_block_avx512_vnni(int kg, const uint8_t *ap, const int8_t *bp, int rp, int cp,
-                                   float *c, int64_t ldc, const rai_i8_tile *e) {
-    if (rp > 1 && cp > 1) block(kg, ap, bp, c, ldc, e, 2, 2);
-    else if (rp > 1) block(kg, ap, bp, c, ldc, e, 2, 1);
-    else if (cp > 1) block(kg, ap, bp, c, ldc, e, 1, 2);
-    else block(kg, ap, bp, c, ldc, e, 1, 1);
+void rai_gemm_i8_block_avx512_vnni(int kg, const uint8_t *ap, int64_t lda, const int8_t *bp,
+                                   int rp, int cp, float *c, int64_t ldc, const rai_i8_tile *e) {
+    if (rp > 1 && cp > 1) block(kg, ap, lda, bp, c, ldc, e, 2, 2);
+    else if (rp > 1) block(kg, ap, lda, bp, c, ldc, e, 2, 1);
+    else if (cp > 1) block(kg, ap, lda, bp, c, ldc, e, 1, 2);
+    else block(kg, ap, lda, bp, c, ldc, e, 1, 1);
 }
 
 /* ---- the input quantiser of gemm_i8.c on 16 lanes (the same bits) --------- */
@@ -121,20 +124,36 @@ static inline __m512i quantize16(__m512 v, __m512 vr, __m512 vz) {
 }
 
 void rai_i8_quantize_row_avx512(uint8_t *q, int32_t *zero, float *scale, const float *x, int k) {
-    const __m512 inf = _mm512_set1_ps(INFINITY);
-    __m512 vlo = _mm512_setzero_ps(), vhi = _mm512_setzero_ps();
-    __mmask16 bad = 0;
-    for (int l = 0; l < k; l += 16) {   /* lanes past k read as 0, as lo and hi start */
-        const __m512 v = _mm512_maskz_loadu_ps(lanes(l, k), x + l);
-        bad |= _mm512_cmp_ps_mask(_mm512_abs_ps(v), inf, _CMP_NLT_UQ);
-        vlo = _mm512_min_ps(vlo, v), vhi = _mm512_max_ps(vhi, v);
-    }
-    const int finite = bad == 0;
-    float lo = _mm512_reduce_min_ps(vlo), hi = _mm512_reduce_max_ps(vhi);
-    float z, inv;
-    if (!rai_i8_row_start(lo, hi, finite, q, k, zero, scale, &z, &inv)) return;
-    const __m512 vr = _mm512_set1_ps(inv), vz = _mm512_set1_ps(z);
+    /* four chains of extremes (one was bound by the latency of min and
+     * max); v - v is +0 for a finite v and NaN for an infinity or NaN: its
+     * bits ORed into bad */
+    const __m512 z0 = _mm512_setzero_ps();
+    __m512 lo[4] = {z0, z0, z0, z0}, hi[4] = {z0, z0, z0, z0};
+    __m512i nf[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                     _mm512_setzero_si512()};
     int l = 0;
+    for (; l + 64 <= k; l += 64)
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; u++) {
+            const __m512 v = _mm512_loadu_ps(x + l + 16 * u);
+            nf[u] = _mm512_or_si512(nf[u], _mm512_castps_si512(_mm512_sub_ps(v, v)));
+            lo[u] = _mm512_min_ps(lo[u], v), hi[u] = _mm512_max_ps(hi[u], v);
+        }
+    for (; l < k; l += 16) {   /* lanes past k read as 0, as lo and hi start */
+        const __m512 v = _mm512_maskz_loadu_ps(lanes(l, k), x + l);
+        nf[0] = _mm512_or_si512(nf[0], _mm512_castps_si512(_mm512_sub_ps(v, v)));
+        lo[0] = _mm512_min_ps(lo[0], v), hi[0] = _mm512_max_ps(hi[0], v);
+    }
+    const __m512 vlo = _mm512_min_ps(_mm512_min_ps(lo[0], lo[1]), _mm512_min_ps(lo[2], lo[3]));
+    const __m512 vhi = _mm512_max_ps(_mm512_max_ps(hi[0], hi[1]), _mm512_max_ps(hi[2], hi[3]));
+    const __m512i bad = _mm512_or_si512(_mm512_or_si512(nf[0], nf[1]), _mm512_or_si512(nf[2], nf[3]));
+    const int finite = _mm512_test_epi32_mask(bad, bad) == 0;
+    float z, inv;
+    if (!rai_i8_row_start(_mm512_reduce_min_ps(vlo), _mm512_reduce_max_ps(vhi), finite, q, k, zero,
+                          scale, &z, &inv))
+        return;
+    const __m512 vr = _mm512_set1_ps(inv), vz = _mm512_set1_ps(z);
+    l = 0;
     /* 64 values a time into one store of 64 bytes: the four vectors' int32
      * packed to bytes (0..127: no saturation) in 128-bit lanes, then the
      * lanes' dwords put in order; the tail by masked byte stores */

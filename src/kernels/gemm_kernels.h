@@ -70,6 +70,33 @@ int rai_gemm_i8(float *y, const float *x, const float *w, const float *bias, int
                 int k, const rai_i8_weights *pw,
                 void (*gelu)(float *, const float *, int64_t), float *res, const int32_t *map,
                 int isa, int nthreads);
+/* The input rows of a product made on demand, instead of read from x:
+ * make(ctx, dst, i0, n) writes rows [i0, i0 + n) into dst (row stride K).
+ * A LayerNorm fused into the product that reads it (nn.c). */
+typedef struct {
+    void (*make)(const void *ctx, float *dst, int64_t i0, int n);
+    const void *ctx;
+} rai_row_source;
+/* rai_gemm_i8 with its input rows from src (x unused) when src is given:
+ * each thread makes a block of rows just before it quantises them, the
+ * bits of rai_gemm_i8 of the rows made first. */
+int rai_gemm_i8_src(float *y, const float *x, const rai_row_source *src, const float *w,
+                    const float *bias, int64_t m, int n, int k, const rai_i8_weights *pw,
+                    void (*gelu)(float *, const float *, int64_t), float *res, const int32_t *map,
+                    int isa, int nthreads);
+/* An MLP in precision int8, y (M, C) = fc2(GELU(fc1(x (M, C), or the rows
+ * of src))) with fc1 (hidden, C) and fc2 (C, hidden) packed in w1, w2,
+ * biases b1, b2 (or NULL), gelu the element-wise kernel; or, with res,
+ * res (M, C) += it (res may be x: each block of rows is read before it is
+ * added into). The bits of rai_gemm_i8 with gelu into a buffer, then
+ * rai_gemm_i8 of it; each block of rows keeps its hidden activations in
+ * the thread's cache. Returns 0, or -1 (nothing done) for weights of
+ * other sizes or without memory. */
+int rai_gemm_i8_mlp(float *y, const float *x, const rai_row_source *src,
+                    const rai_i8_weights *w1, const float *b1, const rai_i8_weights *w2,
+                    const float *b2, int64_t m, int c, int hidden,
+                    void (*gelu)(float *, const float *, int64_t), float *res, int isa,
+                    int nthreads);
 /* The int8 formats value by value (gemm_i8.c's header gives them whole),
  * for the scalar quantisers and the vector ones' tails alike. */
 #define RA_I8_BIG 0x1.8p23f   /* adding and taking away 1.5 x 2^23 rounds to nearest even */
@@ -149,28 +176,29 @@ typedef struct {
     int gelu;
     float *const *res;
 } rai_i8_tile;
-/* One MR x NR tile of c (row stride ldc) from the packed panels over kg
- * groups of 4 inputs: a [kg][MR][4] u7, b [kg][NR][4] s8; c = (float)(sum
+/* One MR x NR tile of c (row stride ldc) over kg groups of 4 inputs: a
+ * MR rows of 4 kg u7 (row stride lda: the quantised rows as they are),
+ * b a packed column panel [kg][NR][4] s8; c = (float)(sum
  * - zero x wsum) x (scale x wscale) + bias: the scalar oracle and its
  * AVX2 twin (vpmaddubsw, vpmaddwd), the same bits; the VNNI kernel below
  * takes blocks of these tiles. */
-void rai_gemm_i8_micro_ref(int kg, const uint8_t *ap, const int8_t *bp, float *c, int64_t ldc,
-                           const rai_i8_tile *e);
+void rai_gemm_i8_micro_ref(int kg, const uint8_t *ap, int64_t lda, const int8_t *bp, float *c,
+                           int64_t ldc, const rai_i8_tile *e);
 #ifdef RA_HAVE_X86_KERNELS
-void rai_gemm_i8_micro_avx2(int kg, const uint8_t *ap, const int8_t *bp, float *c, int64_t ldc,
-                            const rai_i8_tile *e);
+void rai_gemm_i8_micro_avx2(int kg, const uint8_t *ap, int64_t lda, const int8_t *bp, float *c,
+                            int64_t ldc, const rai_i8_tile *e);
 /* The quantisers on 8 lanes: the bits of the scalar ones. */
 void rai_i8_quantize_row_avx2(uint8_t *q, int32_t *zero, float *scale, const float *x, int k);
 void rai_i8_quantize_weights_avx2(int8_t *v, int32_t *sum, float *scale, const float *w, int k);
-/* rp x cp tiles at once (rp <= RA_GEMM_I8_VNNI_RP row panels, the i-th at
- * ap + i x 4 MR kg; cp <= RA_GEMM_I8_VNNI_CP column panels, the j-th at
+/* rp x cp tiles at once (rp <= RA_GEMM_I8_VNNI_RP panels of MR rows, the
+ * i-th from row i MR; cp <= RA_GEMM_I8_VNNI_CP column panels, the j-th at
  * bp + j x 4 NR kg), c and e covering rp MR rows by cp NR columns: each
  * tile with the bits of rai_gemm_i8_micro_ref, on VPDPBUSD (AVX512_VNNI,
  * with AVX-512F, BW and VL: only on a CPU that has them). */
 #define RA_GEMM_I8_VNNI_RP 2
 #define RA_GEMM_I8_VNNI_CP 2
-void rai_gemm_i8_block_avx512_vnni(int kg, const uint8_t *ap, const int8_t *bp, int rp, int cp,
-                                   float *c, int64_t ldc, const rai_i8_tile *e);
+void rai_gemm_i8_block_avx512_vnni(int kg, const uint8_t *ap, int64_t lda, const int8_t *bp,
+                                   int rp, int cp, float *c, int64_t ldc, const rai_i8_tile *e);
 /* The input quantiser on 16 lanes, beside that kernel: the bits of the
  * scalar one. */
 void rai_i8_quantize_row_avx512(uint8_t *q, int32_t *zero, float *scale, const float *x, int k);
@@ -194,8 +222,9 @@ void rai_gemm_tile_put(float *t, int ldt, int mr, int nr,
                        void (*gelu)(float *, const float *, int64_t), float *y, int64_t ldy,
                        float *res, int64_t ldres, const int32_t *map, int64_t r0, int j0);
 
-/* The lines of that part of the output (y's rows from r0, or res's rows
- * through map) of a product over k inputs, asked for with intent to
+/* The lines of that part of the output (y's rows from the tile's first
+ * element, row stride ldy, or res's rows from r0 through map) of a product
+ * over k inputs, asked for with intent to
  * write: for short K a tile's sums are done before a line would come from
  * memory (Swin's first stage writes 30-40 MB, its residual stream through
  * the window row map). For K above 512 the wait is a small share and the

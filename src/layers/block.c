@@ -172,14 +172,15 @@ ra_status rai_block_forward(const rai_block *b, float *x, float *attn, const rai
         const int64_t r = M - r0 < chunk ? M - r0 : chunk;
         float *xr = x + r0 * C;
         if (b->post) {   /* x += norm2(fc2(gelu(fc1(x)))) */
-            rai_mlp_fused(t, xr, b->fc1w, b->fc1b, b->fc2w, b->fc2b, r, C, hidden, hid, NULL);
+            rai_mlp_fused(t, xr, NULL, b->fc1w, b->fc1b, b->fc2w, b->fc2b, r, C, hidden, hid,
+                          NULL);
             rai_layernorm_rows(t, t, NULL, r, C, b->n2w, b->n2b, b->eps);
             ra_add(xr, xr, t, r * C);
             continue;
         }
         /* x += ls2 * fc2(gelu(fc1(norm2(x)))): GELU in fc1's product, the add in fc2's */
-        rai_layernorm_rows(t, xr, NULL, r, C, b->n2w, b->n2b, b->eps);
-        rai_mlp_fused(t, t, b->fc1w, b->fc1b, b->fc2w, b->fc2b, r, C, hidden, hid,
+        const rai_ln n2 = {b->n2w, b->n2b, b->eps};
+        rai_mlp_fused(t, xr, &n2, b->fc1w, b->fc1b, b->fc2w, b->fc2b, r, C, hidden, hid,
                       b->ls2 ? NULL : xr);
         if (b->ls2) residual(xr, t, b->ls2, r, C);
     }

@@ -173,22 +173,6 @@ void rai_linear_fused(float *y, const float *x, const float *w, const float *b, 
     if (res) rai_rows_scatter_add(res, y, map, m, n);
 }
 
-void rai_mlp_fused(float *y, const float *x, const float *w1, const float *b1, const float *w2,
-                   const float *b2, int64_t m, int c, int hidden, float *hid, float *res) {
-    if (m <= 0 || c <= 0) return;
-    const int bf16 = bf16_product(c);
-    const rai_bf16_weights *p1 = bf16 >= 0 ? rai_packed_find_bf16(w1, hidden, c) : NULL;
-    const rai_bf16_weights *p2 = p1 ? rai_packed_find_bf16(w2, c, hidden) : NULL;
-    if (p2) {   /* both layers a block of rows at a time (gemm_bf16.c) */
-        if (rai_gemm_bf16_mlp(y, x, p1, b1, p2, b2, m, c, hidden, rai_nn_kernel_active()->gelu,
-                              res, bf16, gemm_threads(m, hidden, c)) != 0)
-            rai_precision_fail();
-        return;
-    }
-    rai_linear_fused(hid, x, w1, b1, m, hidden, c, 1, NULL, NULL);
-    rai_linear_fused(y, hid, w2, b2, m, c, hidden, 0, res, NULL);
-}
-
 void ra_linear_forward(float *y,        /* (M, N) */
                        const float *x,  /* (M, K) */
                        const float *w,  /* (N, K) */
@@ -332,8 +316,8 @@ typedef void (*ln_row_fn)(float *, float *, float *, const float *, const float 
 typedef void (*ln_rows4_fn)(float *const[4], float *const[4], float *const[4],
                             const float *const[4], const float *, const float *, int, float);
 
-/* Rows i0 .. i1-1 of a LayerNorm: y row i from x row src[i] (src NULL: row
- * i; a negative src[i]: zeros), mean and rstd (if given) at i; four rows at
+/* Rows i0 .. i1-1 of a LayerNorm: y row i - i0 from x row src[i] (src
+ * NULL: row i; a negative src[i]: zeros), mean and rstd (if given) at i; four rows at
  * a time through four where given and none of them is a zero row. */
 static void ln_block(float *y, float *mean, float *rstd, const float *x, const int32_t *src,
                      int64_t i0, int64_t i1, int c, const float *gamma, const float *beta,
@@ -346,7 +330,7 @@ static void ln_block(float *y, float *mean, float *rstd, const float *x, const i
             for (int r = 0; r < 4; r++) {
                 const int64_t s = src ? src[i + r] : i + r;
                 ok &= s >= 0;
-                xr[r] = x + (s < 0 ? 0 : s) * c, yr[r] = y + (i + r) * c;
+                xr[r] = x + (s < 0 ? 0 : s) * c, yr[r] = y + (i - i0 + r) * c;
                 mr[r] = mean ? mean + i + r : NULL, rr[r] = rstd ? rstd + i + r : NULL;
             }
             if (ok) {
@@ -356,8 +340,8 @@ static void ln_block(float *y, float *mean, float *rstd, const float *x, const i
             }
         }
         const int64_t s = src ? src[i] : i;
-        if (s < 0) memset(y + i * c, 0, (size_t)c * sizeof *y);
-        else row(y + i * c, mean ? mean + i : NULL, rstd ? rstd + i : NULL, x + s * c, gamma,
+        if (s < 0) memset(y + (i - i0) * c, 0, (size_t)c * sizeof *y);
+        else row(y + (i - i0) * c, mean ? mean + i : NULL, rstd ? rstd + i : NULL, x + s * c, gamma,
                  beta, c, eps);
         i++;
     }
@@ -373,7 +357,7 @@ static void ln_all(float *y, float *mean, float *rstd, const float *x, const int
     const int64_t nb = (m + 63) / 64;
 #pragma omp parallel for schedule(static) num_threads(nn_threads(m * c))
     for (int64_t b = 0; b < nb; b++)
-        ln_block(y, mean, rstd, x, src, 64 * b, 64 * b + 64 < m ? 64 * b + 64 : m, c, gamma, beta,
+        ln_block(y + 64 * b * c, mean, rstd, x, src, 64 * b, 64 * b + 64 < m ? 64 * b + 64 : m, c, gamma, beta,
                  eps, row, four);
 }
 
@@ -390,6 +374,57 @@ void ra_layernorm_forward(float *y,            /* (M, C), may be x */
 void rai_layernorm_rows(float *y, const float *x, const int32_t *src, int64_t m, int c,
                         const float *gamma, const float *beta, float eps) {
     ln_all(y, NULL, NULL, x, src, m, c, gamma, beta, eps);
+}
+
+/* A LayerNorm as the row source of a product (gemm_kernels.h): rows made
+ * by ln_block, with the bits of rai_layernorm_rows. */
+typedef struct {
+    const float *x;
+    const int32_t *src;
+    const rai_ln *ln;
+    int c;
+    ln_row_fn row;
+    ln_rows4_fn four;
+} ln_source;
+
+static void ln_make(const void *ctx, float *dst, int64_t i0, int n) {
+    const ln_source *s = ctx;
+    ln_block(dst, NULL, NULL, s->x, s->src, i0, i0 + n, s->c, s->ln->gamma, s->ln->beta,
+             s->ln->eps, s->row, s->four);
+}
+
+void rai_mlp_fused(float *y, const float *x, const rai_ln *ln, const float *w1, const float *b1,
+                   const float *w2, const float *b2, int64_t m, int c, int hidden, float *hid,
+                   float *res) {
+    if (m <= 0 || c <= 0) return;
+    const rai_nn_kernel *kn = rai_nn_kernel_active();
+    const rai_i8_weights *q1 = rai_precision_get() == RA_PRECISION_INT8
+                                   ? rai_packed_find(w1, hidden, c) : NULL;
+    const rai_i8_weights *q2 = q1 ? rai_packed_find(w2, c, hidden) : NULL;
+    if (q2) {   /* int8: the LayerNorm, both layers a block of rows at a time (gemm_i8.c) */
+        const ln_source ls = {.x = x, .ln = ln, .c = c, .row = kn->layernorm_row,
+                              .four = kn->layernorm_rows4};
+        const rai_row_source src = {ln_make, &ls};
+        if (rai_gemm_i8_mlp(y, x, ln ? &src : NULL, q1, b1, q2, b2, m, c, hidden, kn->gelu, res,
+                            kn->gemm_i8_micro, gemm_threads(m, hidden, c)) != 0)
+            rai_precision_fail();
+        return;
+    }
+    if (ln) {   /* the LayerNorm into y first */
+        rai_layernorm_rows(y, x, NULL, m, c, ln->gamma, ln->beta, ln->eps);
+        x = y;
+    }
+    const int bf16 = bf16_product(c);
+    const rai_bf16_weights *p1 = bf16 >= 0 ? rai_packed_find_bf16(w1, hidden, c) : NULL;
+    const rai_bf16_weights *p2 = p1 ? rai_packed_find_bf16(w2, c, hidden) : NULL;
+    if (p2) {   /* both layers a block of rows at a time (gemm_bf16.c) */
+        if (rai_gemm_bf16_mlp(y, x, p1, b1, p2, b2, m, c, hidden, kn->gelu, res, bf16,
+                              gemm_threads(m, hidden, c)) != 0)
+            rai_precision_fail();
+        return;
+    }
+    rai_linear_fused(hid, x, w1, b1, m, hidden, c, 1, NULL, NULL);
+    rai_linear_fused(y, hid, w2, b2, m, c, hidden, 0, res, NULL);
 }
 
 void rai_rows_gather(float *y, const float *x, const int32_t *map, int64_t rows, int c) {

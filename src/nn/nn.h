@@ -28,13 +28,22 @@ void rai_rows_scatter_add(float *x, const float *a, const int32_t *dst, int64_t 
 void rai_linear_fused(float *y, const float *x, const float *w, const float *b, int64_t m, int n,
                       int k, int gelu, float *res, const int32_t *map);
 
-/* An MLP's inference forward, y (M, C) = fc2(GELU(fc1(x))) (fc1 w1 (hidden,
- * C), fc2 w2 (C, hidden), biases or NULL), or res (M, C) += it: the two
- * rai_linear_fused through hid (M, hidden), or in precision bf16 with
- * both weights packed, both a block of rows at a time with the same bits
- * (hid unused). */
-void rai_mlp_fused(float *y, const float *x, const float *w1, const float *b1, const float *w2,
-                   const float *b2, int64_t m, int c, int hidden, float *hid, float *res);
+/* A LayerNorm's parameters: gamma, beta (C, either may be NULL), eps. */
+typedef struct {
+    const float *gamma, *beta;
+    float eps;
+} rai_ln;
+
+/* An MLP's inference forward, y (M, C) = fc2(GELU(fc1(h))) (fc1 w1 (hidden,
+ * C), fc2 w2 (C, hidden), biases or NULL) with h = x, or LayerNorm(x)
+ * with ln; or res (M, C) += it (res may be x). The LayerNorm into y
+ * (rai_layernorm_rows), then the two rai_linear_fused through hid (M,
+ * hidden); or, in precision bf16 or int8 with both weights packed, both
+ * layers a block of rows at a time (int8: the LayerNorm too) with the
+ * same bits (hid unused; y too for int8 with res). */
+void rai_mlp_fused(float *y, const float *x, const rai_ln *ln, const float *w1, const float *b1,
+                   const float *w2, const float *b2, int64_t m, int c, int hidden, float *hid,
+                   float *res);
 
 /* ra_linear_backward with dx overwritten instead of accumulated if set,
  * and, with gd (M, K), dx = (dy . w) * gd (set implied): with the gd of
