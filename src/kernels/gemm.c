@@ -204,12 +204,3 @@ void rai_gemm_tile_put(float *t, int ldt, int mr, int nr,
         for (int j = 0; o && j < nr; j++) o[j] = o[j] + tr[j];
     }
 }
-
-void rai_gemm_tile_prefetch(const float *y, int64_t ldy, const float *res, int64_t ldres,
-                            const int32_t *map, int64_t r0, int mr, int j0, int nr, int k) {
-    for (int r = 0; k <= 512 && r < mr; r++) {
-        const int64_t row = res && map ? map[r0 + r] : r0 + r;
-        const float *o = row < 0 ? NULL : res ? res + row * ldres + j0 : y + r * ldy;
-        for (int j = 0; o && j < nr; j += 16) __builtin_prefetch(o + j, 1, 3);
-    }
-}

@@ -114,13 +114,16 @@ static inline __mmask16 lanes(int l, int k) {
     return k - l >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (k - l)) - 1);
 }
 
-/* round(v r) + z clamped to [0, 127], as int32 lanes (gemm_i8.c's input) */
-static inline __m512i quantize16(__m512 v, __m512 vr, __m512 vz) {
-    const __m512 big = _mm512_set1_ps(RA_I8_BIG);
-    v = _mm512_mul_ps(v, vr);
-    v = _mm512_add_ps(_mm512_sub_ps(_mm512_add_ps(v, big), big), vz);
-    v = _mm512_min_ps(_mm512_max_ps(v, _mm512_setzero_ps()), _mm512_set1_ps(127.0f));
-    return _mm512_cvtps_epi32(v);
+/* round(v r) + z clamped to [0, 127], as int32 lanes (gemm_i8.c's input).
+ * The scalar rounds v r through 1.5 x 2^23 and adds z and clamps in
+ * float32; here the conversion rounds to nearest even itself and the rest
+ * is integer: the same values, as |v r| <= 127 (r = 127 / the row's
+ * range) and the sums are small integers. */
+static inline __m512i quantize16(__m512 v, __m512 vr, __m512i vz) {
+    const __m512i n = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v, vr),
+                                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return _mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(n, vz), _mm512_setzero_si512()),
+                            _mm512_set1_epi32(127));
 }
 
 void rai_i8_quantize_row_avx512(uint8_t *q, int32_t *zero, float *scale, const float *x, int k) {
@@ -152,7 +155,8 @@ void rai_i8_quantize_row_avx512(uint8_t *q, int32_t *zero, float *scale, const f
     if (!rai_i8_row_start(_mm512_reduce_min_ps(vlo), _mm512_reduce_max_ps(vhi), finite, q, k, zero,
                           scale, &z, &inv))
         return;
-    const __m512 vr = _mm512_set1_ps(inv), vz = _mm512_set1_ps(z);
+    const __m512 vr = _mm512_set1_ps(inv);
+    const __m512i vz = _mm512_set1_epi32((int32_t)z);
     l = 0;
     /* 64 values a time into one store of 64 bytes: the four vectors' int32
      * packed to bytes (0..127: no saturation) in 128-bit lanes, then the

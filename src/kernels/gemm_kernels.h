@@ -229,8 +229,15 @@ void rai_gemm_tile_put(float *t, int ldt, int mr, int nr,
  * memory (Swin's first stage writes 30-40 MB, its residual stream through
  * the window row map). For K above 512 the wait is a small share and the
  * lines would leave L1 before the epilogue: nothing is asked. */
-void rai_gemm_tile_prefetch(const float *y, int64_t ldy, const float *res, int64_t ldres,
-                            const int32_t *map, int64_t r0, int mr, int j0, int nr, int k);
+static inline void rai_gemm_tile_prefetch(const float *y, int64_t ldy, const float *res,
+                                          int64_t ldres, const int32_t *map, int64_t r0, int mr,
+                                          int j0, int nr, int k) {
+    for (int r = 0; k <= 512 && r < mr; r++) {
+        const int64_t row = res && map ? map[r0 + r] : r0 + r;
+        const float *o = row < 0 ? NULL : res ? res + row * ldres + j0 : y + r * ldy;
+        for (int j = 0; o && j < nr; j += 16) __builtin_prefetch(o + j, 1, 3);
+    }
+}
 
 /* ---- the product of precision bf16 (gemm_bf16.c) -------------------------- */
 
