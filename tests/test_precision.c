@@ -11,6 +11,7 @@
 #if defined(__x86_64__) && !defined(RA_HAVE_X86_KERNELS)
 #define RA_HAVE_X86_KERNELS 1   /* the library's x86 kernels are built there */
 #endif
+#include "attention/layer.h"
 #include "kernels/gemm_kernels.h"
 #include "kernels/nn_kernels.h"
 #include "nn/precision.h"
@@ -760,6 +761,64 @@ static double rel_l2(const float *a, const float *b, long n) {
     return sqrt(num / (den > 0 ? den : 1));
 }
 
+/* A network fixture on a batch of 8 (its input and scaled copies) in
+ * each precision on 1 to 3 threads: the blocks' attention in chunks of
+ * windows (rai_attn_layer_forward_chunks) gives the bits of the whole
+ * calls, and the chunks were taken (the first stage's 8 x 4 windows: 4
+ * chunks per thread and more). */
+static void chunked_blocks(const char *dir, const char *name) {
+    char model[512], input[512];
+    snprintf(model, sizeof model, "%s/%s.model.safetensors", dir, name);
+    snprintf(input, sizeof input, "%s/%s.input.safetensors", dir, name);
+    ra_st_file *in = NULL;
+    CHECK(ra_st_open(&in, input) == RA_OK, "%s", ra_last_error());
+    if (!in) return;
+    const ra_st_tensor *t = ra_st_find(in, "x");
+    const int64_t per = t ? t->numel / t->shape[0] : 0, B = 8;
+    float *x0 = t ? malloc((size_t)t->numel * sizeof *x0) : NULL;
+    float *x = t ? malloc((size_t)(B * per) * sizeof *x) : NULL;
+    CHECK(x0 && x && ra_st_read_f32(x0, in, t) == RA_OK, "%s: x", name);
+    for (int64_t i = 0; x && i < B * per; i++) x[i] = x0[i % per] * (1.0f + 0.125f * (float)(i / per));
+    int64_t shape[8];
+    for (int d = 0; t && d < t->ndim; d++) shape[d] = t->shape[d];
+    shape[0] = B;
+    const int threads = ra_threads_get();
+    int compared = 0;
+    for (int p = 0; p < 3 && x; p++) {
+        ra_model *m = NULL;
+        ra_load_options o;
+        memset(&o, 0, sizeof o);
+        o.precision = (ra_precision)p;
+        CHECK(ra_model_open(&m, model, &o) == RA_OK, "%s: %s", name, ra_last_error());
+        for (int nt = 1; m && nt <= 3; nt++) {
+            ra_threads_set(nt);
+            float *y[2] = {NULL, NULL};
+            int nd[2];
+            int64_t ys[2][4];
+            for (int whole = 0; whole < 2; whole++) {
+                const int was = rai_attn_chunk_tokens_set(whole ? 0 : 288);
+                CHECK(ra_model_forward(m, &y[whole], &nd[whole], ys[whole], x, t->ndim, shape) == RA_OK,
+                      "%s: %s", name, ra_last_error());
+                rai_attn_chunk_tokens_set(was);
+            }
+            if (y[0] && y[1]) {
+                int64_t n = 1;
+                for (int d = 0; d < nd[0]; d++) n *= ys[0][d];
+                CHECK(differ(y[0], y[1], (long)n) == 0, "%s, %s, %d threads: the chunks' outputs are "
+                      "not the whole calls' bits", name, ra_precision_name((ra_precision)p), nt);
+                compared++;
+            }
+            free(y[0]), free(y[1]);
+        }
+        ra_model_free(m);
+    }
+    ra_threads_set(threads);
+    free(x0), free(x);
+    ra_st_close(in);
+    CHECK(compared == 9, "%s: %d of 9 comparisons", name, compared);
+    printf("%s: attention in chunks of windows = whole calls, 3 precisions x 1-3 threads\n", name);
+}
+
 /* A network fixture in each precision: only its Linear weights change,
  * its logits move by about the precision's step and no more. */
 static void network(const char *dir, const char *name, double lo_bf16, double hi_bf16,
@@ -975,6 +1034,10 @@ int main(int argc, char **argv) {
     network(dir, "vit_net_token", 1e-4, 3e-2, 5e-4, 1e-1);
     network(dir, "v2_net_official", 1e-4, 3e-2, 5e-4, 1e-1);
     network(dir, "net_swin_tv", 1e-4, 3e-2, 5e-4, 1e-1);
+    chunked_blocks(dir, "net_swin_official");
+    chunked_blocks(dir, "vit_net_token");
+    chunked_blocks(dir, "v2_net_official");
+    chunked_blocks(dir, "net_swin_tv");
     int8_vnni_network(dir, "net_swin_official");
     int8_vnni_network(dir, "vit_net_token");
     /* the gradient's error grows from the head down (net_swin_official:

@@ -17,6 +17,29 @@ ra_status rai_attn_layer_forward_ws(const ra_attn_layer *l, float *y, float *att
                                     const float *mask, int nw, void *work, size_t ws,
                                     float *res, const int32_t *map);
 
+/* Inference of a block's attention branch in chunks of g windows, each
+ * chunk on one thread (of threads) from its rows to its outputs: res rows
+ * map[r] += proj(attn(LayerNorm(x rows map[r]))) for the B_ windows of n
+ * tokens, or with post LayerNorm(proj(attn(x rows map[r]))) (map NULL:
+ * row r; negative: a padding token, zeros in and skipped out); x may be
+ * res (a chunk reads its rows before it
+ * adds into them, and no two chunks share a row). A chunk's projections,
+ * core and output stay in its thread's cache; every number is the whole
+ * call's (rai_attn_layer_forward_ws with the LayerNorm before it). */
+struct rai_ln;
+ra_status rai_attn_layer_forward_chunks(const ra_attn_layer *l, float *res, const float *x,
+                                        const int32_t *map, const struct rai_ln *ln, int post,
+                                        int b_, int n, const float *mask, int nw, int g,
+                                        int threads);
+/* The windows per chunk for B_ windows of n tokens on that many threads:
+ * about CHUNK_TOKENS tokens, at least 4 chunks per thread; 0 when there
+ * are too few windows (the whole call then), or for a layer with keys of
+ * its own (cross-attention). */
+int rai_attn_layer_chunk_windows(const ra_attn_layer *l, int b_, int n, int threads);
+/* The tokens a chunk aims at (CHUNK_TOKENS; 0: no chunks, every call
+ * whole), for the tests that compare the two; returns the one before. */
+int rai_attn_chunk_tokens_set(int tokens);
+
 /* Bytes of workspace rai_attn_layer_backward_ws needs (saved: with the
  * forward's workspace given); 0 if the sizes are invalid. */
 size_t rai_attn_layer_backward_ws_size(const ra_attn_layer *l, int b_, int n1, int n2,

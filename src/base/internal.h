@@ -23,6 +23,11 @@ ra_status rai_fail(ra_status s, const char *fmt, ...) RA_PRINTF(2, 3);
  * reason raised again on the calling thread. */
 #define RA_MAX_PARTS 64
 ra_status rai_run_parts(int n, ra_status (*part)(void *ctx, int s), void *ctx);
+/* The same for n tasks (1 <= n <= RA_MAX_TASKS) taken in turn by up to
+ * threads threads (dynamically: a thread takes the next task when it is
+ * done with one). */
+#define RA_MAX_TASKS (1 << 20)
+ra_status rai_run_tasks(int n, int threads, ra_status (*task)(void *ctx, int s), void *ctx);
 
 /* The precision of the calling thread's Linear products (src/nn/precision.c
  * rounds by it; ra_model_forward sets it, rai_run_parts hands it to its

@@ -9,6 +9,7 @@
 #include <cblas.h>
 #include <omp.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 static int requested;   /* 0: OpenMP's default */
 
@@ -43,6 +44,28 @@ int rai_precision_failed(void) {
     return f;
 }
 
+/* Task s on the calling thread in the caller's precision; failures
+ * recorded in st[s], why (the first reason) and *failed. */
+static void run_task(ra_status (*fn)(void *, int), void *ctx, int s, ra_precision prec,
+                     ra_status *st, char *why, size_t nwhy, int *failed) {
+    const ra_precision was = rai_precision_set(prec);
+    st[s] = fn(ctx, s);
+    *failed |= rai_precision_failed();
+    rai_precision_set(was);
+    if (st[s]) {   /* the reason is this thread's: keep it */
+        #pragma omp critical(rai_run_parts)
+        if (!why[0]) snprintf(why, nwhy, "%s", ra_last_error());
+    }
+}
+
+/* The first failure of n tasks, its reason raised on this thread. */
+static ra_status tasks_status(int n, const ra_status *st, const char *why, int failed) {
+    if (failed) precision_failed = 1;
+    for (int s = 0; s < n; s++)
+        if (st[s]) return rai_fail(st[s], "%s", why);
+    return RA_OK;
+}
+
 ra_status rai_run_parts(int n, ra_status (*part)(void *ctx, int s), void *ctx) {
     if (n < 1 || n > RA_MAX_PARTS) return rai_fail(RA_ERR_INTERNAL, "%d parts", n);
     if (n == 1) return part(ctx, 0);
@@ -51,18 +74,21 @@ ra_status rai_run_parts(int n, ra_status (*part)(void *ctx, int s), void *ctx) {
     const ra_precision prec = precision;   /* the parts compute as the caller does */
     int failed = 0;
     #pragma omp parallel for num_threads(n) schedule(static, 1) reduction(| : failed)
-    for (int s = 0; s < n; s++) {
-        const ra_precision was = rai_precision_set(prec);
-        st[s] = part(ctx, s);
-        failed |= rai_precision_failed();
-        rai_precision_set(was);
-        if (st[s]) {   /* the reason is this thread's: keep it */
-            #pragma omp critical(rai_run_parts)
-            if (!why[0]) snprintf(why, sizeof why, "%s", ra_last_error());
-        }
-    }
-    if (failed) precision_failed = 1;
-    for (int s = 0; s < n; s++)
-        if (st[s]) return rai_fail(st[s], "%s", why);
-    return RA_OK;
+    for (int s = 0; s < n; s++) run_task(part, ctx, s, prec, st, why, sizeof why, &failed);
+    return tasks_status(n, st, why, failed);
+}
+
+ra_status rai_run_tasks(int n, int threads, ra_status (*task)(void *ctx, int s), void *ctx) {
+    if (n < 1 || n > RA_MAX_TASKS) return rai_fail(RA_ERR_INTERNAL, "%d tasks", n);
+    ra_status *st = calloc((size_t)n, sizeof *st);
+    if (!st) return rai_fail(RA_ERR_NOMEM, "%d tasks: out of memory", n);
+    char why[512] = "";
+    const ra_precision prec = precision;
+    int failed = 0;
+    #pragma omp parallel for num_threads(threads > 1 ? threads : 1) schedule(dynamic, 1) \
+        reduction(| : failed)
+    for (int s = 0; s < n; s++) run_task(task, ctx, s, prec, st, why, sizeof why, &failed);
+    const ra_status r = tasks_status(n, st, why, failed);
+    free(st);
+    return r;
 }

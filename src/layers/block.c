@@ -141,16 +141,25 @@ ra_status rai_block_forward(const rai_block *b, float *x, float *attn, const rai
     if (chunk > M) chunk = M;
 
     if (b->post && l->kv) return no_cross();
+    /* a branch without LayerScale or keys of its own: in chunks of
+     * windows where there are enough of them */
+    const int g = l->kv || b->ls1 || b->own || attn
+                      ? 0
+                      : rai_attn_layer_chunk_windows(b->attn, l->b_, l->n, ra_threads_get());
     const int64_t rkv = l->kv ? (int64_t)l->b_ * rai_block_keys(l) : 0;
     const size_t mark = rai_arena_mark(a);
-    const size_t wsz = attn_forward_ws_size(b, l);
-    float *win = rai_arena_floats(a, (size_t)(rows * C));
+    const size_t wsz = g ? 0 : attn_forward_ws_size(b, l);   /* the whole call's scratch */
+    float *win = g ? NULL : rai_arena_floats(a, (size_t)(rows * C));
     float *wkv = l->kv ? rai_arena_floats(a, (size_t)(rkv * C)) : NULL;
-    float *aw = rai_arena_floats(a, (size_t)(rows * C));
-    void *ws = rai_arena_bytes(a, wsz);
-    if (!win || (l->kv && !wkv) || !aw || !ws) return rai_arena_reset(a, mark), nomem();
+    float *aw = g ? NULL : rai_arena_floats(a, (size_t)(rows * C));
+    void *ws = g ? NULL : rai_arena_bytes(a, wsz);
+    if (!g && (!win || (l->kv && !wkv) || !aw || !ws)) return rai_arena_reset(a, mark), nomem();
     ra_status st;
-    if (b->post) {   /* x += norm1(attn(x)) */
+    if (g > 0) {
+        const rai_ln n1 = {b->n1w, b->n1b, b->eps};
+        st = rai_attn_layer_forward_chunks(b->attn, x, x, l->map, &n1, b->post, l->b_, l->n,
+                                           l->mask, l->nw, g, ra_threads_get());
+    } else if (b->post) {   /* x += norm1(attn(x)) */
         rai_rows_gather(win, x, l->map, rows, C);
         st = attn_forward(b, aw, attn, win, NULL, l, ws, wsz, NULL, NULL);
         if (!st) {

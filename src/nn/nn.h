@@ -29,7 +29,7 @@ void rai_linear_fused(float *y, const float *x, const float *w, const float *b, 
                       int k, int gelu, float *res, const int32_t *map);
 
 /* A LayerNorm's parameters: gamma, beta (C, either may be NULL), eps. */
-typedef struct {
+typedef struct rai_ln {
     const float *gamma, *beta;
     float eps;
 } rai_ln;

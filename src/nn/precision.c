@@ -69,6 +69,8 @@ const rai_packed *rai_packed_set(const rai_packed *t) {
     return was;
 }
 
+const rai_packed *rai_packed_get(void) { return thread_packed; }
+
 static int cmp_key(const void *a, const void *b) {
     const uintptr_t x = (uintptr_t)((const packed_entry *)a)->key;
     const uintptr_t y = (uintptr_t)((const packed_entry *)b)->key;

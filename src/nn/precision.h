@@ -54,6 +54,7 @@ const float *rai_packed_find_rounded(const float *w, int n, int k);
 /* The calling thread's table (the model whose forward runs; NULL: none);
  * set returns the one before. */
 const rai_packed *rai_packed_set(const rai_packed *t);
+const rai_packed *rai_packed_get(void);
 
 /* The inputs a Linear may have in precision p: int8's integer sums are
  * exact up to RA_GEMM_I8_KMAX (kernels/gemm_kernels.h); no bound
