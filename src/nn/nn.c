@@ -323,6 +323,11 @@ static void ln_block(float *y, float *mean, float *rstd, const float *x, const i
                      int64_t i0, int64_t i1, int c, const float *gamma, const float *beta,
                      float eps, ln_row_fn row, ln_rows4_fn four) {
     for (int64_t i = i0; i < i1;) {
+        /* rows through a map (a window's tokens, from all over the
+         * stream) come from memory one at a time, unseen by the hardware's
+         * prefetcher: the next four are asked for now */
+        for (int64_t r = i + 4; src && r < i + 8 && r < i1; r++)
+            for (int j = 0; src[r] >= 0 && j < c; j += 16) __builtin_prefetch(x + src[r] * c + j, 0, 3);
         if (four && i + 4 <= i1) {
             float *yr[4], *mr[4], *rr[4];
             const float *xr[4];
