@@ -2,6 +2,11 @@
  * every precision, beside OpenBLAS and the peaks of the instructions they
  * use, measured in the same run:
  *   relattn_bench_gemm [--threads T] [--reps R] [--csv FILE] [--clock cpu]
+ *   relattn_bench_gemm --kernel i8
+ * --kernel i8: the int8 VPDPBUSD block kernel alone, one thread, its data
+ * in L1 (a block of 12 rows by 32 columns over K = 96, 384, 1536, an
+ * epilogue storing float32), against the int8 peak: what the kernel can
+ * do when nothing has to come in or go out.
  * Rows: the products of torchvision swin_t and vit_b_16 at batch 8 (224 x
  * 224). Columns: relattn fp32 (its portable product, or the fused one of
  * the kernel set), OpenBLAS sgemm, relattn bf16 (gemm_bf16.c's bfloat16
@@ -13,6 +18,7 @@
  * R calls after one warm-up call, the four taken in turn each round. */
 #define _POSIX_C_SOURCE 200809L
 #include "base/internal.h"
+#include "kernels/gemm_kernels.h"
 #include "kernels/nn_kernels.h"
 #include "nn/precision.h"
 #include "peak.h"
@@ -51,7 +57,54 @@ static void run(int way, float *y, const float *x, const float *w, const float *
     rai_precision_set(was);
 }
 
+/* --kernel i8 (above): 0, or 1 where the CPU lacks AVX512_VNNI. */
+static int i8_kernel_alone(void) {
+#ifdef RA_HAVE_X86_KERNELS
+    if (!rai_cpu_has_vnni()) {
+        printf("the CPU has no AVX512_VNNI: no block kernel to time\n");
+        return 1;
+    }
+    enum { KGMAX = 384, RP = RA_GEMM_I8_VNNI_RP, CP = RA_GEMM_I8_VNNI_CP };
+    enum { ROWS = RP * RA_GEMM_I8_MR, COLS = CP * RA_GEMM_I8_NR };
+    static uint8_t a[ROWS * 4 * KGMAX];
+    static int8_t b[COLS * 4 * KGMAX];
+    static float c[ROWS * COLS];
+    static int32_t zero[ROWS], wsum[COLS];
+    static float scale[ROWS], wscale[COLS];
+    for (size_t i = 0; i < sizeof a; i++) a[i] = (uint8_t)(i % 128);
+    for (size_t i = 0; i < sizeof b; i++) b[i] = (int8_t)(i % 255 - 127);
+    for (int i = 0; i < ROWS; i++) scale[i] = 1.0f;
+    for (int j = 0; j < COLS; j++) wscale[j] = 1.0f;
+    const rai_i8_tile e = {.zero = zero, .scale = scale, .wsum = wsum, .wscale = wscale};
+    const char *isa;
+    const double peak = i8_peak(1, &isa);
+    printf("the int8 block kernel alone, 1 thread, data in L1; peak %s %.1f GOP/s\n", isa, peak);
+    static const int kgs[] = {24, 96, 384};
+    for (int q = 0; q < 3; q++) {
+        const int kg = kgs[q], calls = 20000000 / kg;
+        double best = 0;
+        for (int run = 0; run < 5; run++) {
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            for (int r = 0; r < calls; r++)
+                rai_gemm_i8_block_avx512_vnni(kg, a, 4 * (int64_t)kg, b, RP, CP, c, COLS, &e);
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            const double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+            const double gops = 2.0 * calls * kg * 4 * ROWS * COLS / s / 1e9;
+            best = gops > best ? gops : best;
+        }
+        printf("K %5d: %6.1f GOP/s, %5.1f %% of the peak (best of 5)\n", 4 * kg, best,
+               100 * best / peak);
+    }
+    return c[0] == 0.5f;   /* keeps the calls */
+#else
+    printf("no x86 kernels in this build\n");
+    return 1;
+#endif
+}
+
 int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--kernel") && !strcmp(argv[2], "i8")) return i8_kernel_alone() != 0;
     int threads = 1, reps = 7;
     const char *csv = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
