@@ -570,7 +570,7 @@ ra_status rai_attn_layer_forward_ws(const ra_attn_layer *l, float *y, float *att
     return RA_OK;
 }
 
-/* ---- a pre-norm block's attention branch in chunks of windows ---------- */
+/* ---- a block's attention branch in chunks of windows ------------------- */
 
 /* Tokens of a chunk, about: its projections, core and output stay in the
  * thread's L2 (Swin-T's first stage: 294 x 96 floats in, 3 x 96 out of

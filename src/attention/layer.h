@@ -32,7 +32,7 @@ ra_status rai_attn_layer_forward_chunks(const ra_attn_layer *l, float *res, cons
                                         int b_, int n, const float *mask, int nw, int g,
                                         int threads);
 /* The windows per chunk for B_ windows of n tokens on that many threads:
- * about CHUNK_TOKENS tokens, at least 4 chunks per thread; 0 when there
+ * about 288 tokens, at least 4 chunks per thread; 0 when there
  * are too few windows (the whole call then), or for a layer with keys of
  * its own (cross-attention). */
 int rai_attn_layer_chunk_windows(const ra_attn_layer *l, int b_, int n, int threads);

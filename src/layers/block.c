@@ -3,7 +3,9 @@
  * Each network's fixtures pin the bits of its block, so the block keeps
  * the calls each way of running it has always made: inference fuses the
  * residual adds into the attention's projection and fc2 (through the row
- * map, scattering the windows back), the MLP runs on chunks of rows; the
+ * map, scattering the windows back), the attention branch runs in chunks
+ * of windows where a call has enough of them (each chunk one thread's,
+ * with the whole call's bits), the MLP on chunks of rows; the
  * training forward keeps GELU' with GELU (rai_linear_gelu_keep) so that the
  * backward multiplies by it inside fc2's product. A tape that keeps the
  * attention's workspace reads the projections back and writes the
