@@ -765,8 +765,10 @@ static double rel_l2(const float *a, const float *b, long n) {
  * each precision on 1 to 3 threads: the blocks' attention in chunks of
  * windows (rai_attn_layer_forward_chunks) gives the bits of the whole
  * calls, and the chunks were taken (the first stage's 8 x 4 windows: 4
- * chunks per thread and more). */
-static void chunked_blocks(const char *dir, const char *name) {
+ * chunks per thread and more). side > 0: random images of side x side
+ * instead (40: a Swin's 10 x 10 tokens padded to 12 x 12, windows with
+ * padding tokens). */
+static void chunked_blocks(const char *dir, const char *name, int side) {
     char model[512], input[512];
     snprintf(model, sizeof model, "%s/%s.model.safetensors", dir, name);
     snprintf(input, sizeof input, "%s/%s.input.safetensors", dir, name);
@@ -774,13 +776,17 @@ static void chunked_blocks(const char *dir, const char *name) {
     CHECK(ra_st_open(&in, input) == RA_OK, "%s", ra_last_error());
     if (!in) return;
     const ra_st_tensor *t = ra_st_find(in, "x");
-    const int64_t per = t ? t->numel / t->shape[0] : 0, B = 8;
-    float *x0 = t ? malloc((size_t)t->numel * sizeof *x0) : NULL;
-    float *x = t ? malloc((size_t)(B * per) * sizeof *x) : NULL;
-    CHECK(x0 && x && ra_st_read_f32(x0, in, t) == RA_OK, "%s: x", name);
-    for (int64_t i = 0; x && i < B * per; i++) x[i] = x0[i % per] * (1.0f + 0.125f * (float)(i / per));
     int64_t shape[8];
     for (int d = 0; t && d < t->ndim; d++) shape[d] = t->shape[d];
+    if (side > 0 && t) shape[2] = shape[3] = side;
+    const int64_t B = 8, per = t ? t->numel / t->shape[0] : 0;
+    const int64_t per_x = t ? (side > 0 ? shape[1] * side * side : per) : 0;
+    float *x0 = t ? malloc((size_t)t->numel * sizeof *x0) : NULL;
+    float *x = t ? malloc((size_t)(B * per_x) * sizeof *x) : NULL;
+    CHECK(x0 && x && ra_st_read_f32(x0, in, t) == RA_OK, "%s: x", name);
+    uint64_t seed = 31;
+    for (int64_t i = 0; x && i < B * per_x; i++)
+        x[i] = side > 0 ? 2.0f * lcg(&seed) : x0[i % per] * (1.0f + 0.125f * (float)(i / per));
     shape[0] = B;
     const int threads = ra_threads_get();
     int compared = 0;
@@ -816,7 +822,8 @@ static void chunked_blocks(const char *dir, const char *name) {
     free(x0), free(x);
     ra_st_close(in);
     CHECK(compared == 9, "%s: %d of 9 comparisons", name, compared);
-    printf("%s: attention in chunks of windows = whole calls, 3 precisions x 1-3 threads\n", name);
+    printf("%s%s: attention in chunks of windows = whole calls, 3 precisions x 1-3 threads\n", name,
+           side > 0 ? " (padded windows)" : "");
 }
 
 /* A network fixture in each precision: only its Linear weights change,
@@ -1034,10 +1041,12 @@ int main(int argc, char **argv) {
     network(dir, "vit_net_token", 1e-4, 3e-2, 5e-4, 1e-1);
     network(dir, "v2_net_official", 1e-4, 3e-2, 5e-4, 1e-1);
     network(dir, "net_swin_tv", 1e-4, 3e-2, 5e-4, 1e-1);
-    chunked_blocks(dir, "net_swin_official");
-    chunked_blocks(dir, "vit_net_token");
-    chunked_blocks(dir, "v2_net_official");
-    chunked_blocks(dir, "net_swin_tv");
+    chunked_blocks(dir, "net_swin_official", 0);
+    chunked_blocks(dir, "vit_net_token", 0);
+    chunked_blocks(dir, "v2_net_official", 0);
+    chunked_blocks(dir, "net_swin_tv", 0);
+    chunked_blocks(dir, "net_swin_official", 40);
+    chunked_blocks(dir, "net_swin_tv", 40);
     int8_vnni_network(dir, "net_swin_official");
     int8_vnni_network(dir, "vit_net_token");
     /* the gradient's error grows from the head down (net_swin_official:
