@@ -145,6 +145,48 @@ static void test_layernorm(const rai_nn_kernel *kn) {
     }
 }
 
+/* The float32 LayerNorm of int8's inference: set kn's row bit for bit
+ * against the reference's (C on both sides of every multiple of 16, with
+ * and without gamma and beta, a row of zeros, a NaN), and within float32
+ * rounding of the double LayerNorm. */
+static void test_layernorm_f32(const rai_nn_kernel *kn) {
+    CHECK(kn->layernorm_row_f32 != NULL, "%s: no float32 LayerNorm", kn->name);
+    if (!kn->layernorm_row_f32) return;
+    const int cs[] = {1, 5, 15, 16, 17, 31, 32, 33, 96, 100, 384, 769};
+    int rows_checked = 0;
+    for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
+        const int c = cs[ci], rows = 4;
+        const int64_t rc = (int64_t)rows * c;
+        float *x = fnew(rc), *g = fnew(c), *be = fnew(c), *y0 = fnew(rc), *y1 = fnew(rc), *yd = fnew(rc);
+        fill(x, rc, 20 + ci, -40.0f, 60.0f), fill(g, c, 21, 0.5f, 1.5f), fill(be, c, 22, -1, 1);
+        memset(x + c, 0, sizeof(float) * (size_t)c);   /* row 1: zeros */
+        x[3 * c + c / 2] = NAN;                         /* row 3: a NaN */
+        for (int affine = 0; affine < 2; affine++) {
+            const float *gm = affine ? g : NULL, *bt = affine ? be : NULL;
+            for (int i = 0; i < rows; i++) {
+                rai_nn_layernorm_row_f32_ref(y0 + i * c, x + i * c, gm, bt, c, 1e-5f);
+                kn->layernorm_row_f32(y1 + i * c, x + i * c, gm, bt, c, 1e-5f);
+                rai_nn_layernorm_row_ref(yd + i * c, NULL, NULL, x + i * c, gm, bt, c, 1e-5f);
+                rows_checked++;
+            }
+            int64_t bad = 0, far = 0;
+            for (int64_t i = 0; i < rc; i++) {
+                bad += memcmp(&y0[i], &y1[i], sizeof *y0) != 0 && !(isnan(y0[i]) && isnan(y1[i]));
+                if (i / c != 3) far += !(fabs((double)y0[i] - yd[i]) <= 2e-6 * (1.0 + fabs((double)yd[i])));
+            }
+            CHECK(bad == 0, "%s float32 layernorm, C = %d, affine %d: %lld values not the "
+                  "reference's bits", kn->name, c, affine, (long long)bad);
+            CHECK(far == 0, "%s float32 layernorm, C = %d: %lld values beyond float32 rounding of "
+                  "the double one", kn->name, c, (long long)far);
+            for (int j = 0; j < c; j++)
+                CHECK(isnan(y0[3 * c + j]) && y0[c + j] == (bt ? bt[j] : 0.0f),
+                      "a NaN row gives NaN, a row of zeros beta, C = %d", c);
+        }
+        free(x), free(g), free(be), free(y0), free(y1), free(yd);
+    }
+    CHECK(rows_checked == 96, "rows checked: %d", rows_checked);
+}
+
 /* The LayerNorm backward of a block of rows against the reference's dx
  * rows and column strips: dx within an ulp or so, the column sums (double)
  * within the rounding of a sum of the rows. */
@@ -262,6 +304,7 @@ int main(void) {
                kn->gemm ? ", fused products" : "");
         test_gelu(kn);
         test_layernorm(kn);
+        test_layernorm_f32(kn);
         test_layernorm_backward(kn);
         test_products(kn);
     }

@@ -30,6 +30,7 @@ static const rai_attn_kernel *table[RA_KERNEL_COUNT] = {
     .name = "avx512", .gelu = rai_gemm_gelu_avx512, .gelu_backward = rai_gemm_gelu_backward_avx512, \
     .gelu_deriv = rai_nn_gelu_deriv_avx2, .layernorm_row = rai_nn_layernorm_row_avx512,     \
     .layernorm_rows4 = rai_nn_layernorm_rows4_avx512,                                       \
+    .layernorm_row_f32 = rai_nn_layernorm_row_f32_avx512,                                   \
     .layernorm_backward_rows = rai_nn_layernorm_backward_rows_avx512,                       \
     .gemm_micro = RA_GEMM_AVX2, .gemm = rai_gemm_avx512_ext, .gemm_tn = rai_gemm_tn_avx512,  \
     .gelu_keep = rai_gemm_gelu_keep_avx512

@@ -35,6 +35,7 @@
  *           row' = map[i] (skipped when negative) or i: the window reverse
  *           and the residual add of a Swin block fused into its proj. */
 #include "gemm_kernels.h"
+#include "nn_kernels.h"     /* the float32 LayerNorm's fold */
 #include "gelu_avx512.h"   /* GELU on 16 lanes (nn_avx2.c's erf8, widened) */
 #include "base/arena.h"
 
@@ -842,6 +843,39 @@ void rai_nn_layernorm_rows4_avx512(float *const y[4], float *const mean[4], floa
                                    const float *const x[4], const float *gamma, const float *beta,
                                    int c, float eps) {
     ln_rows(4, y, mean, rstd, x, gamma, beta, c, eps);
+}
+
+/* rai_nn_layernorm_row_f32_ref on 16 lanes (the lanes are its lanes), the
+ * last partial block's lanes in scalars; the same bits. */
+void rai_nn_layernorm_row_f32_avx512(float *y, const float *x, const float *gamma,
+                                     const float *beta, int c, float eps) {
+    float s[16], q[16];
+    __m512 a = _mm512_setzero_ps();
+    int j = 0;
+    for (; j + 16 <= c; j += 16) a = _mm512_add_ps(a, _mm512_loadu_ps(x + j));
+    _mm512_storeu_ps(s, a);
+    for (int t = j; t < c; t++) s[t - j] += x[t];
+    const float mu = rai_ln_f32_fold(s) / (float)c;
+    const __m512 vm = _mm512_set1_ps(mu);
+    a = _mm512_setzero_ps();
+    for (j = 0; j + 16 <= c; j += 16) {
+        const __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + j), vm);
+        a = _mm512_fmadd_ps(d, d, a);
+    }
+    _mm512_storeu_ps(q, a);
+    for (int t = j; t < c; t++) {
+        const float d = x[t] - mu;
+        q[t - j] = fmaf(d, d, q[t - j]);
+    }
+    const float rs = 1.0f / sqrtf(rai_ln_f32_fold(q) / (float)c + eps);
+    const __m512 vr = _mm512_set1_ps(rs);
+    for (j = 0; j < c; j += 16) {
+        const __mmask16 m = c - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (c - j)) - 1);
+        __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + j), vm), vr);
+        if (gamma) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, gamma + j));
+        if (beta) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, beta + j));
+        _mm512_mask_storeu_ps(y + j, m, v);
+    }
 }
 
 /* ---- LayerNorm backward of a block of rows on 8 double lanes ---------------

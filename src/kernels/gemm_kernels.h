@@ -382,6 +382,9 @@ void rai_nn_layernorm_row_avx512(float *y, float *mean, float *rstd, const float
 void rai_nn_layernorm_rows4_avx512(float *const y[4], float *const mean[4], float *const rstd[4],
                                    const float *const x[4], const float *gamma, const float *beta,
                                    int c, float eps);
+/* rai_nn_layernorm_row_f32_ref (nn_kernels.h) on 16 lanes: the same bits. */
+void rai_nn_layernorm_row_f32_avx512(float *y, const float *x, const float *gamma,
+                                     const float *beta, int c, float eps);
 /* LayerNorm backward of rows [0, rows) (the reference of nn_ref.c on 8 double
  * lanes): dx += (may be NULL), and the column sums of dy xhat and dy
  * ADDED to pg and pb (c doubles each; either may be NULL), rows in order. */

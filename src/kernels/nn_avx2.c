@@ -199,6 +199,49 @@ void rai_nn_layernorm_row_avx2(float *y, float *mean, float *rstd, const float *
     }
 }
 
+/* rai_nn_layernorm_row_f32_ref on 8 lanes: the 16 lanes as two vectors
+ * (elements 16q .. 16q + 7 and 16q + 8 .. 16q + 15), the last partial
+ * block's lanes in scalars; the same bits. */
+void rai_nn_layernorm_row_f32_avx2(float *y, const float *x, const float *gamma,
+                                   const float *beta, int c, float eps) {
+    float s[16], q[16];
+    __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+    int j = 0;
+    for (; j + 16 <= c; j += 16) {
+        lo = _mm256_add_ps(lo, _mm256_loadu_ps(x + j));
+        hi = _mm256_add_ps(hi, _mm256_loadu_ps(x + j + 8));
+    }
+    _mm256_storeu_ps(s, lo), _mm256_storeu_ps(s + 8, hi);
+    for (int t = j; t < c; t++) s[t - j] += x[t];
+    const float mu = rai_ln_f32_fold(s) / (float)c;
+    const __m256 vm = _mm256_set1_ps(mu);
+    lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+    for (j = 0; j + 16 <= c; j += 16) {
+        const __m256 d0 = _mm256_sub_ps(_mm256_loadu_ps(x + j), vm);
+        const __m256 d1 = _mm256_sub_ps(_mm256_loadu_ps(x + j + 8), vm);
+        lo = _mm256_fmadd_ps(d0, d0, lo), hi = _mm256_fmadd_ps(d1, d1, hi);
+    }
+    _mm256_storeu_ps(q, lo), _mm256_storeu_ps(q + 8, hi);
+    for (int t = j; t < c; t++) {
+        const float d = x[t] - mu;
+        q[t - j] = fmaf(d, d, q[t - j]);
+    }
+    const float rs = 1.0f / sqrtf(rai_ln_f32_fold(q) / (float)c + eps);
+    const __m256 vr = _mm256_set1_ps(rs);
+    for (j = 0; j + 8 <= c; j += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), vm), vr);
+        if (gamma) v = _mm256_mul_ps(v, _mm256_loadu_ps(gamma + j));
+        if (beta) v = _mm256_add_ps(v, _mm256_loadu_ps(beta + j));
+        _mm256_storeu_ps(y + j, v);
+    }
+    for (; j < c; j++) {
+        float v = (x[j] - mu) * rs;
+        if (gamma) v = v * gamma[j];
+        if (beta) v = v + beta[j];
+        y[j] = v;
+    }
+}
+
 const rai_nn_kernel rai_nn_kernel_avx2 = {
     .name = "avx2",
     .gelu = rai_nn_gelu_avx2,
@@ -206,6 +249,7 @@ const rai_nn_kernel rai_nn_kernel_avx2 = {
     .gelu_deriv = rai_nn_gelu_deriv_avx2,
     .layernorm_row = rai_nn_layernorm_row_avx2,
     .layernorm_rows4 = NULL,
+    .layernorm_row_f32 = rai_nn_layernorm_row_f32_avx2,
     .layernorm_backward_rows = NULL,
     .gemm_micro = RA_GEMM_AVX2,
     .gemm_i8_micro = RA_GEMM_AVX2,

@@ -32,6 +32,11 @@ typedef struct rai_nn_kernel {
     void (*layernorm_rows4)(float *const y[4], float *const mean[4], float *const rstd[4],
                             const float *const x[4], const float *gamma, const float *beta,
                             int c, float eps);
+    /* One LayerNorm row in float32, precision int8's inference: the
+     * arithmetic of rai_nn_layernorm_row_f32_ref, the same bits in every
+     * set. */
+    void (*layernorm_row_f32)(float *y, const float *x, const float *gamma, const float *beta,
+                              int c, float eps);
     /* LayerNorm backward of a block of rows: dx += (dx may be NULL) and the
      * block's column sums of dy xhat and dy ADDED to pg, pb (c doubles
      * each, either may be NULL), rows in order; the framework adds the
@@ -86,6 +91,21 @@ int rai_cpu_hide_vnni(int hide);
 void rai_nn_gelu_ref(float *y, const float *x, int64_t n);
 void rai_nn_gelu_backward_ref(float *dx, const float *dy, const float *x, int64_t n);
 void rai_nn_gelu_deriv_ref(float *y, const float *x, int64_t n);
+/* The float32 LayerNorm (layernorm_row_f32): the row's sum and its sum of
+ * squared deviations each on 16 lanes, lane l taking elements l, l + 16,
+ * ... in order (the squares by one fused multiply-add each), the lanes
+ * then folded by rai_ln_f32_fold; mean = sum / c, rstd = 1 / sqrt(ssd / c
+ * + eps), y = ((x - mean) rstd) gamma + beta, each step rounded. */
+void rai_nn_layernorm_row_f32_ref(float *y, const float *x, const float *gamma, const float *beta,
+                                  int c, float eps);
+/* The sum of 16 lanes: lanes l and l + 8, then l + 4, l + 2, l + 1. */
+static inline float rai_ln_f32_fold(const float s[16]) {
+    float t[8];
+    for (int l = 0; l < 8; l++) t[l] = s[l] + s[l + 8];
+    for (int l = 0; l < 4; l++) t[l] = t[l] + t[l + 4];
+    for (int l = 0; l < 2; l++) t[l] = t[l] + t[l + 2];
+    return t[0] + t[1];
+}
 void rai_nn_layernorm_row_ref(float *y, float *mean, float *rstd, const float *x,
                               const float *gamma, const float *beta, int c, float eps);
 /* dx (rows, C) += the LayerNorm backward of rows [0, rows), each row on
@@ -109,6 +129,8 @@ void rai_nn_gelu_backward_avx2(float *dx, const float *dy, const float *x, int64
 void rai_nn_gelu_deriv_avx2(float *y, const float *x, int64_t n);
 void rai_nn_layernorm_row_avx2(float *y, float *mean, float *rstd, const float *x,
                                const float *gamma, const float *beta, int c, float eps);
+void rai_nn_layernorm_row_f32_avx2(float *y, const float *x, const float *gamma,
+                                   const float *beta, int c, float eps);
 #endif
 
 #endif

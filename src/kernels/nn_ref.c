@@ -57,6 +57,24 @@ void rai_nn_layernorm_row_ref(float *yr, float *mean, float *rstd, const float *
     }
 }
 
+void rai_nn_layernorm_row_f32_ref(float *y, const float *x, const float *gamma, const float *beta,
+                                  int c, float eps) {
+    float s[16] = {0}, q[16] = {0};
+    for (int j = 0; j < c; j++) s[j % 16] += x[j];
+    const float mu = rai_ln_f32_fold(s) / (float)c;
+    for (int j = 0; j < c; j++) {
+        const float d = x[j] - mu;
+        q[j % 16] = fmaf(d, d, q[j % 16]);
+    }
+    const float rs = 1.0f / sqrtf(rai_ln_f32_fold(q) / (float)c + eps);
+    for (int j = 0; j < c; j++) {
+        float v = (x[j] - mu) * rs;
+        if (gamma) v = v * gamma[j];
+        if (beta) v = v + beta[j];
+        y[j] = v;
+    }
+}
+
 /* Per row: g = dy gamma, xhat = (x - mu) rstd, the row means of g and of
  * g xhat, dx += rstd (g - mean(g) - xhat mean(g xhat)), all in double. */
 void rai_nn_layernorm_backward_dx_ref(float *dx, const float *dy, const float *x,
@@ -102,6 +120,7 @@ const rai_nn_kernel rai_nn_kernel_ref = {
     .gelu_deriv = rai_nn_gelu_deriv_ref,
     .layernorm_row = rai_nn_layernorm_row_ref,
     .layernorm_rows4 = NULL,
+    .layernorm_row_f32 = rai_nn_layernorm_row_f32_ref,
     .layernorm_backward_rows = NULL,
     .gemm_micro = RA_GEMM_REF,
     .gemm_i8_micro = RA_GEMM_REF,

@@ -315,14 +315,30 @@ typedef void (*ln_row_fn)(float *, float *, float *, const float *, const float 
                           const float *, int, float);
 typedef void (*ln_rows4_fn)(float *const[4], float *const[4], float *const[4],
                             const float *const[4], const float *, const float *, int, float);
+typedef void (*ln_f32_fn)(float *, const float *, const float *, const float *, int, float);
+
+/* The float32 row of the calling thread's precision where it has one
+ * (int8's inference: its products quantise the rows to 7 bits, the
+ * statistics in double buy nothing there), else NULL. */
+static ln_f32_fn ln_f32(const rai_nn_kernel *kn) {
+    return rai_precision_get() == RA_PRECISION_INT8 ? kn->layernorm_row_f32 : NULL;
+}
 
 /* Rows i0 .. i1-1 of a LayerNorm: y row i - i0 from x row src[i] (src
  * NULL: row i; a negative src[i]: zeros), mean and rstd (if given) at i; four rows at
- * a time through four where given and none of them is a zero row. */
+ * a time through four where given and none of them is a zero row; every
+ * row through f32 where given (no mean or rstd then). */
 static void ln_block(float *y, float *mean, float *rstd, const float *x, const int32_t *src,
                      int64_t i0, int64_t i1, int c, const float *gamma, const float *beta,
-                     float eps, ln_row_fn row, ln_rows4_fn four) {
-    for (int64_t i = i0; i < i1;) {
+                     float eps, ln_row_fn row, ln_rows4_fn four, ln_f32_fn f32) {
+    for (int64_t i = i0; f32 && i < i1; i++) {
+        if (src && i + 4 < i1 && src[i + 4] >= 0)   /* as below, four rows ahead */
+            for (int j = 0; j < c; j += 16) __builtin_prefetch(x + src[i + 4] * c + j, 0, 3);
+        const int64_t s = src ? src[i] : i;
+        if (s < 0) memset(y + (i - i0) * c, 0, (size_t)c * sizeof *y);
+        else f32(y + (i - i0) * c, x + s * c, gamma, beta, c, eps);
+    }
+    for (int64_t i = i0; !f32 && i < i1;) {
         /* rows through a map (a window's tokens, from all over the
          * stream) come from memory one at a time, unseen by the hardware's
          * prefetcher: the next four are asked for now */
@@ -359,11 +375,12 @@ static void ln_all(float *y, float *mean, float *rstd, const float *x, const int
     const rai_nn_kernel *kn = rai_nn_kernel_active();
     const ln_row_fn row = kn->layernorm_row;
     const ln_rows4_fn four = kn->layernorm_rows4;
+    const ln_f32_fn f32 = mean || rstd ? NULL : ln_f32(kn);
     const int64_t nb = (m + 63) / 64;
 #pragma omp parallel for schedule(static) num_threads(nn_threads(m * c))
     for (int64_t b = 0; b < nb; b++)
         ln_block(y + 64 * b * c, mean, rstd, x, src, 64 * b, 64 * b + 64 < m ? 64 * b + 64 : m, c, gamma, beta,
-                 eps, row, four);
+                 eps, row, four, f32);
 }
 
 void ra_layernorm_forward(float *y,            /* (M, C), may be x */
@@ -390,12 +407,13 @@ typedef struct {
     int c;
     ln_row_fn row;
     ln_rows4_fn four;
+    ln_f32_fn f32;
 } ln_source;
 
 static void ln_make(const void *ctx, float *dst, int64_t i0, int n) {
     const ln_source *s = ctx;
     ln_block(dst, NULL, NULL, s->x, s->src, i0, i0 + n, s->c, s->ln->gamma, s->ln->beta,
-             s->ln->eps, s->row, s->four);
+             s->ln->eps, s->row, s->four, s->f32);
 }
 
 void rai_mlp_fused(float *y, const float *x, const rai_ln *ln, const float *w1, const float *b1,
@@ -408,7 +426,7 @@ void rai_mlp_fused(float *y, const float *x, const rai_ln *ln, const float *w1, 
     const rai_i8_weights *q2 = q1 ? rai_packed_find(w2, c, hidden) : NULL;
     if (q2) {   /* int8: the LayerNorm, both layers a block of rows at a time (gemm_i8.c) */
         const ln_source ls = {.x = x, .ln = ln, .c = c, .row = kn->layernorm_row,
-                              .four = kn->layernorm_rows4};
+                              .four = kn->layernorm_rows4, .f32 = ln_f32(kn)};
         const rai_row_source src = {ln_make, &ls};
         if (rai_gemm_i8_mlp(y, x, ln ? &src : NULL, q1, b1, q2, b2, m, c, hidden, kn->gelu, res,
                             kn->gemm_i8_micro, gemm_threads(m, hidden, c)) != 0)
