@@ -317,7 +317,8 @@ int rai_gemm_i8_src(float *y, const float *x, const rai_row_source *src, const f
         const i8_space s = space_at(threads + (size_t)omp_get_thread_num() * per_thread, kp, kx);
         if (!pw) {
 #pragma omp for schedule(static)
-            for (int p = 0; p < g.npanels; p++) pack_cols(&g.b, w, p, g.kn.qweights, (int8_t *)s.row);
+            for (int p = 0; p < g.npanels; p++)
+                pack_cols(&g.b, w, p, g.kn.qweights, (int8_t *)s.row);
         }
 #pragma omp for schedule(dynamic)
         for (int64_t t = 0; t < tasks; t++) {

@@ -149,7 +149,8 @@ void rai_i8_quantize_row_avx512(uint8_t *q, int32_t *zero, float *scale, const f
     }
     const __m512 vlo = _mm512_min_ps(_mm512_min_ps(lo[0], lo[1]), _mm512_min_ps(lo[2], lo[3]));
     const __m512 vhi = _mm512_max_ps(_mm512_max_ps(hi[0], hi[1]), _mm512_max_ps(hi[2], hi[3]));
-    const __m512i bad = _mm512_or_si512(_mm512_or_si512(nf[0], nf[1]), _mm512_or_si512(nf[2], nf[3]));
+    const __m512i bad =
+        _mm512_or_si512(_mm512_or_si512(nf[0], nf[1]), _mm512_or_si512(nf[2], nf[3]));
     const int finite = _mm512_test_epi32_mask(bad, bad) == 0;
     float z, inv;
     if (!rai_i8_row_start(_mm512_reduce_min_ps(vlo), _mm512_reduce_max_ps(vhi), finite, q, k, zero,

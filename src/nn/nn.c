@@ -324,6 +324,13 @@ static ln_f32_fn ln_f32(const rai_nn_kernel *kn) {
     return rai_precision_get() == RA_PRECISION_INT8 ? kn->layernorm_row_f32 : NULL;
 }
 
+/* Asks for x row src[r] (c floats; none where negative): rows through a
+ * map (a window's tokens, from all over the stream) come from memory one
+ * at a time, unseen by the hardware's prefetcher. */
+static inline void ask_row(const float *x, const int32_t *src, int64_t r, int c) {
+    for (int j = 0; src[r] >= 0 && j < c; j += 16) __builtin_prefetch(x + src[r] * c + j, 0, 3);
+}
+
 /* Rows i0 .. i1-1 of a LayerNorm: y row i - i0 from x row src[i] (src
  * NULL: row i; a negative src[i]: zeros), mean and rstd (if given) at i; four rows at
  * a time through four where given and none of them is a zero row; every
@@ -332,18 +339,14 @@ static void ln_block(float *y, float *mean, float *rstd, const float *x, const i
                      int64_t i0, int64_t i1, int c, const float *gamma, const float *beta,
                      float eps, ln_row_fn row, ln_rows4_fn four, ln_f32_fn f32) {
     for (int64_t i = i0; f32 && i < i1; i++) {
-        if (src && i + 4 < i1 && src[i + 4] >= 0)   /* as below, four rows ahead */
-            for (int j = 0; j < c; j += 16) __builtin_prefetch(x + src[i + 4] * c + j, 0, 3);
+        if (src && i + 4 < i1) ask_row(x, src, i + 4, c);   /* four rows ahead */
         const int64_t s = src ? src[i] : i;
         if (s < 0) memset(y + (i - i0) * c, 0, (size_t)c * sizeof *y);
         else f32(y + (i - i0) * c, x + s * c, gamma, beta, c, eps);
     }
     for (int64_t i = i0; !f32 && i < i1;) {
-        /* rows through a map (a window's tokens, from all over the
-         * stream) come from memory one at a time, unseen by the hardware's
-         * prefetcher: the next four are asked for now */
-        for (int64_t r = i + 4; src && r < i + 8 && r < i1; r++)
-            for (int j = 0; src[r] >= 0 && j < c; j += 16) __builtin_prefetch(x + src[r] * c + j, 0, 3);
+        for (int64_t r = i + 4; src && r < i + 8 && r < i1; r++)   /* the next four */
+            ask_row(x, src, r, c);
         if (four && i + 4 <= i1) {
             float *yr[4], *mr[4], *rr[4];
             const float *xr[4];
@@ -362,8 +365,8 @@ static void ln_block(float *y, float *mean, float *rstd, const float *x, const i
         }
         const int64_t s = src ? src[i] : i;
         if (s < 0) memset(y + (i - i0) * c, 0, (size_t)c * sizeof *y);
-        else row(y + (i - i0) * c, mean ? mean + i : NULL, rstd ? rstd + i : NULL, x + s * c, gamma,
-                 beta, c, eps);
+        else row(y + (i - i0) * c, mean ? mean + i : NULL, rstd ? rstd + i : NULL, x + s * c,
+                 gamma, beta, c, eps);
         i++;
     }
 }
@@ -379,8 +382,8 @@ static void ln_all(float *y, float *mean, float *rstd, const float *x, const int
     const int64_t nb = (m + 63) / 64;
 #pragma omp parallel for schedule(static) num_threads(nn_threads(m * c))
     for (int64_t b = 0; b < nb; b++)
-        ln_block(y + 64 * b * c, mean, rstd, x, src, 64 * b, 64 * b + 64 < m ? 64 * b + 64 : m, c, gamma, beta,
-                 eps, row, four, f32);
+        ln_block(y + 64 * b * c, mean, rstd, x, src, 64 * b, 64 * b + 64 < m ? 64 * b + 64 : m, c,
+                 gamma, beta, eps, row, four, f32);
 }
 
 void ra_layernorm_forward(float *y,            /* (M, C), may be x */
