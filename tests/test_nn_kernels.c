@@ -153,7 +153,6 @@ static void test_layernorm_f32(const rai_nn_kernel *kn) {
     CHECK(kn->layernorm_row_f32 != NULL, "%s: no float32 LayerNorm", kn->name);
     if (!kn->layernorm_row_f32) return;
     const int cs[] = {1, 5, 15, 16, 17, 31, 32, 33, 96, 100, 384, 769};
-    int rows_checked = 0;
     for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
         const int c = cs[ci], rows = 4;
         const int64_t rc = (int64_t)rows * c;
@@ -167,7 +166,6 @@ static void test_layernorm_f32(const rai_nn_kernel *kn) {
                 rai_nn_layernorm_row_f32_ref(y0 + i * c, x + i * c, gm, bt, c, 1e-5f);
                 kn->layernorm_row_f32(y1 + i * c, x + i * c, gm, bt, c, 1e-5f);
                 rai_nn_layernorm_row_ref(yd + i * c, NULL, NULL, x + i * c, gm, bt, c, 1e-5f);
-                rows_checked++;
             }
             int64_t bad = 0, far = 0;
             for (int64_t i = 0; i < rc; i++) {
@@ -184,7 +182,6 @@ static void test_layernorm_f32(const rai_nn_kernel *kn) {
         }
         free(x), free(g), free(be), free(y0), free(y1), free(yd);
     }
-    CHECK(rows_checked == 96, "rows checked: %d", rows_checked);
 }
 
 /* The LayerNorm backward of a block of rows against the reference's dx

@@ -643,6 +643,33 @@ static void int8_quantisers(void) {
     printf("int8 input quantisers: %d vector ones against the scalar on %d rows\n", nf, rows);
 }
 
+/* Network fixture NAME of dir: its model's path into model (512 bytes),
+ * its input file open in *in and tensor x in *t, x read (malloc'd; NULL,
+ * with a failed check, where the file or tensor cannot be read). */
+static float *fixture(const char *dir, const char *name, char *model, ra_st_file **in,
+                      const ra_st_tensor **t) {
+    char input[512];
+    snprintf(model, 512, "%s/%s.model.safetensors", dir, name);
+    snprintf(input, sizeof input, "%s/%s.input.safetensors", dir, name);
+    *in = NULL, *t = NULL;
+    CHECK(ra_st_open(in, input) == RA_OK, "%s", ra_last_error());
+    *t = *in ? ra_st_find(*in, "x") : NULL;
+    float *x = *t ? malloc((size_t)(*t)->numel * sizeof *x) : NULL;
+    CHECK(x && ra_st_read_f32(x, *in, *t) == RA_OK, "%s: x", name);
+    return x;
+}
+
+/* The model file opened in precision p (NULL, with a failed check, where
+ * it cannot be). */
+static ra_model *open_in(const char *model, ra_precision p, const char *name) {
+    ra_model *m = NULL;
+    ra_load_options o;
+    memset(&o, 0, sizeof o);
+    o.precision = p;
+    CHECK(ra_model_open(&m, model, &o) == RA_OK, "%s: %s", name, ra_last_error());
+    return m;
+}
+
 /* A network's forward in int8 on the avx512 set with and without VNNI
  * (rai_cpu_hide_vnni: its int8 product on VPDPBUSD, then on AVX2): the
  * same bits. */
@@ -650,21 +677,14 @@ static void int8_vnni_network(const char *dir, const char *name) {
     if (!rai_cpu_has_vnni() || !ra_kernel_supported(RA_KERNEL_AVX512)) return;
     const ra_kernel_id was = ra_kernel_current();
     ra_kernel_select(RA_KERNEL_AVX512);
-    char model[512], input[512];
-    snprintf(model, sizeof model, "%s/%s.model.safetensors", dir, name);
-    snprintf(input, sizeof input, "%s/%s.input.safetensors", dir, name);
-    ra_st_file *in = NULL;
-    ra_model *m = NULL;
-    ra_load_options o;
-    memset(&o, 0, sizeof o);
-    o.precision = RA_PRECISION_INT8;
-    CHECK(ra_st_open(&in, input) == RA_OK && ra_model_open(&m, model, &o) == RA_OK, "%s: %s", name,
-          ra_last_error());
-    const ra_st_tensor *t = in ? ra_st_find(in, "x") : NULL;
-    float *x = t ? malloc((size_t)t->numel * sizeof *x) : NULL, *y[2] = {NULL, NULL};
+    char model[512];
+    ra_st_file *in;
+    const ra_st_tensor *t;
+    float *x = fixture(dir, name, model, &in, &t), *y[2] = {NULL, NULL};
+    ra_model *m = open_in(model, RA_PRECISION_INT8, name);
     int nd = 0;
     int64_t ys[4], n = 1;
-    for (int hide = 0; m && x && ra_st_read_f32(x, in, t) == RA_OK && hide < 2; hide++) {
+    for (int hide = 0; m && x && hide < 2; hide++) {
         rai_cpu_hide_vnni(hide);
         CHECK(rai_nn_kernel_active()->gemm_i8_micro == (hide ? RA_GEMM_AVX2 : RA_GEMM_AVX512_VNNI),
               "the avx512 set's int8 micro-kernel");
@@ -769,21 +789,17 @@ static double rel_l2(const float *a, const float *b, long n) {
  * instead (40: a Swin's 10 x 10 tokens padded to 12 x 12, windows with
  * padding tokens). */
 static void chunked_blocks(const char *dir, const char *name, int side) {
-    char model[512], input[512];
-    snprintf(model, sizeof model, "%s/%s.model.safetensors", dir, name);
-    snprintf(input, sizeof input, "%s/%s.input.safetensors", dir, name);
-    ra_st_file *in = NULL;
-    CHECK(ra_st_open(&in, input) == RA_OK, "%s", ra_last_error());
+    char model[512];
+    ra_st_file *in;
+    const ra_st_tensor *t;
+    float *x0 = fixture(dir, name, model, &in, &t);
     if (!in) return;
-    const ra_st_tensor *t = ra_st_find(in, "x");
     int64_t shape[8];
     for (int d = 0; t && d < t->ndim; d++) shape[d] = t->shape[d];
     if (side > 0 && t) shape[2] = shape[3] = side;
     const int64_t B = 8, per = t ? t->numel / t->shape[0] : 0;
     const int64_t per_x = t ? (side > 0 ? shape[1] * side * side : per) : 0;
-    float *x0 = t ? malloc((size_t)t->numel * sizeof *x0) : NULL;
-    float *x = t ? malloc((size_t)(B * per_x) * sizeof *x) : NULL;
-    CHECK(x0 && x && ra_st_read_f32(x0, in, t) == RA_OK, "%s: x", name);
+    float *x = x0 ? malloc((size_t)(B * per_x) * sizeof *x) : NULL;
     uint64_t seed = 31;
     for (int64_t i = 0; x && i < B * per_x; i++)
         x[i] = side > 0 ? 2.0f * lcg(&seed) : x0[i % per] * (1.0f + 0.125f * (float)(i / per));
@@ -791,11 +807,7 @@ static void chunked_blocks(const char *dir, const char *name, int side) {
     const int threads = ra_threads_get();
     int compared = 0;
     for (int p = 0; p < 3 && x; p++) {
-        ra_model *m = NULL;
-        ra_load_options o;
-        memset(&o, 0, sizeof o);
-        o.precision = (ra_precision)p;
-        CHECK(ra_model_open(&m, model, &o) == RA_OK, "%s: %s", name, ra_last_error());
+        ra_model *m = open_in(model, (ra_precision)p, name);
         for (int nt = 1; m && nt <= 3; nt++) {
             ra_threads_set(nt);
             float *y[2] = {NULL, NULL};
@@ -830,23 +842,15 @@ static void chunked_blocks(const char *dir, const char *name, int side) {
  * its logits move by about the precision's step and no more. */
 static void network(const char *dir, const char *name, double lo_bf16, double hi_bf16,
                     double lo_int8, double hi_int8) {
-    char model[512], input[512];
-    snprintf(model, sizeof model, "%s/%s.model.safetensors", dir, name);
-    snprintf(input, sizeof input, "%s/%s.input.safetensors", dir, name);
-    ra_st_file *in = NULL;
-    CHECK(ra_st_open(&in, input) == RA_OK, "%s", ra_last_error());
+    char model[512];
+    ra_st_file *in;
+    const ra_st_tensor *t;
+    float *x = fixture(dir, name, model, &in, &t);
     if (!in) return;
-    const ra_st_tensor *t = ra_st_find(in, "x");
-    float *x = t ? malloc((size_t)t->numel * sizeof *x) : NULL;
-    CHECK(x && ra_st_read_f32(x, in, t) == RA_OK, "%s: x", name);
     float *y[3] = {NULL, NULL, NULL};
     int64_t n = 0;
     for (int p = 0; p < 3 && x; p++) {
-        ra_model *m = NULL;
-        ra_load_options o;
-        memset(&o, 0, sizeof o);
-        o.precision = (ra_precision)p;
-        CHECK(ra_model_open(&m, model, &o) == RA_OK, "%s: %s", name, ra_last_error());
+        ra_model *m = open_in(model, (ra_precision)p, name);
         if (!m) continue;
         CHECK(ra_model_precision(m) == (ra_precision)p, "precision %d", p);
         if (p) {   /* int8: the Linear weights quantised, nothing else; bf16: nothing */
@@ -901,14 +905,10 @@ static void network(const char *dir, const char *name, double lo_bf16, double hi
  * reference path (the avx2 kernel set), and the float32 weights stay
  * as they are (the master weights of a training run). */
 static void bf16_training(const char *dir, const char *name, double lo, double hi) {
-    char model[512], input[512];
-    snprintf(model, sizeof model, "%s/%s.model.safetensors", dir, name);
-    snprintf(input, sizeof input, "%s/%s.input.safetensors", dir, name);
-    ra_st_file *in = NULL;
-    CHECK(ra_st_open(&in, input) == RA_OK, "%s", ra_last_error());
-    const ra_st_tensor *t = in ? ra_st_find(in, "x") : NULL;
-    float *x = t ? malloc((size_t)t->numel * sizeof *x) : NULL;
-    CHECK(x && ra_st_read_f32(x, in, t) == RA_OK, "%s: x", name);
+    char model[512];
+    ra_st_file *in;
+    const ra_st_tensor *t;
+    float *x = fixture(dir, name, model, &in, &t);
     const ra_kernel_id kernel = ra_kernel_current();
     float *grad[3] = {NULL, NULL, NULL}, *dx[3] = {NULL, NULL, NULL};
     int64_t total = 0;

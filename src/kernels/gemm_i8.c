@@ -126,7 +126,7 @@ typedef struct {
     const float *x, *bias;
     float *y, *res;
     const int32_t *map;
-    const rai_row_source *src;   /* x's rows made on demand, or NULL */
+    const rai_row_source *src;   /* x's rows made on demand (the MLP's fc1), or NULL */
     void (*gelu)(float *, const float *, int64_t);
     int64_t m;
     int n, k, kg;             /* kg: groups of 4 along K (the last zero-padded) */
@@ -288,24 +288,23 @@ static i8_space space_at(unsigned char *p, int64_t kp, int64_t kx) {
     return s;
 }
 
-int rai_gemm_i8_src(float *y, const float *x, const rai_row_source *src, const float *w,
-                    const float *bias, int64_t m, int n, int k, const rai_i8_weights *pw,
-                    void (*gelu)(float *, const float *, int64_t), float *res, const int32_t *map,
-                    int isa, int nthreads) {
+int rai_gemm_i8(float *y, const float *x, const float *w, const float *bias, int64_t m, int n,
+                int k, const rai_i8_weights *pw, void (*gelu)(float *, const float *, int64_t),
+                float *res, const int32_t *map, int isa, int nthreads) {
     if (m <= 0 || n <= 0) return 0;
     if (k <= 0 || k > RA_GEMM_I8_KMAX || (pw && (pw->n != n || pw->k != k))) return -1;
-    i8_job g = {.x = x, .src = src, .bias = bias, .y = y, .res = res, .map = map, .gelu = gelu,
+    i8_job g = {.x = x, .bias = bias, .y = y, .res = res, .map = map, .gelu = gelu,
                 .m = m, .n = n, .k = k, .kg = (k + 3) / 4, .kn = kernels_of(isa)};
     g.npanels = (n + NR - 1) / NR;
 #ifdef RA_HAVE_X86_KERNELS
     /* the VNNI kernel's GELU is rai_gemm_gelu_avx512's: fused for it only */
     g.fused = isa == RA_GEMM_AVX512_VNNI && (!gelu || gelu == rai_gemm_gelu_avx512);
 #endif
-    const int64_t kp = 4 * (int64_t)g.kg, kx = src ? k : 0;
+    const int64_t kp = 4 * (int64_t)g.kg;
     const int64_t tasks = (m + MB - 1) / MB;
     const int nt = nthreads > 1 && tasks > 1 ? (tasks < nthreads ? (int)tasks : nthreads) : 1;
     /* one buffer: w packed (unless it is already), then each thread's space */
-    const size_t per_thread = space_bytes(kp, kx, 0);
+    const size_t per_thread = space_bytes(kp, 0, 0);
     const size_t wbytes = pw ? 0 : (packed_bytes(n, k) + 63) / 64 * 64;
     unsigned char *buf = rai_thread_buffer(RAI_BUFFER_GEMM, wbytes + (size_t)nt * per_thread);
     if (!buf) return -1;
@@ -314,7 +313,7 @@ int rai_gemm_i8_src(float *y, const float *x, const rai_row_source *src, const f
     unsigned char *threads = buf + wbytes;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        const i8_space s = space_at(threads + (size_t)omp_get_thread_num() * per_thread, kp, kx);
+        const i8_space s = space_at(threads + (size_t)omp_get_thread_num() * per_thread, kp, 0);
         if (!pw) {
 #pragma omp for schedule(static)
             for (int p = 0; p < g.npanels; p++)
@@ -322,17 +321,11 @@ int rai_gemm_i8_src(float *y, const float *x, const rai_row_source *src, const f
         }
 #pragma omp for schedule(dynamic)
         for (int64_t t = 0; t < tasks; t++) {
-            pack_rows(&g, src ? NULL : x + t * MB * k, t * MB, s.rows, s.xs);
+            pack_rows(&g, x + t * MB * k, t * MB, s.rows, s.xs);
             run_tiles(&g, t * MB, s.rows, res ? NULL : y + t * MB * n);
         }
     }
     return 0;
-}
-
-int rai_gemm_i8(float *y, const float *x, const float *w, const float *bias, int64_t m, int n,
-                int k, const rai_i8_weights *pw, void (*gelu)(float *, const float *, int64_t),
-                float *res, const int32_t *map, int isa, int nthreads) {
-    return rai_gemm_i8_src(y, x, NULL, w, bias, m, n, k, pw, gelu, res, map, isa, nthreads);
 }
 
 /* ---- the MLP: fc2(GELU(fc1(x))) a block of rows at a time ---------------- */

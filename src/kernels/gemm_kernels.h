@@ -72,18 +72,11 @@ int rai_gemm_i8(float *y, const float *x, const float *w, const float *bias, int
                 int isa, int nthreads);
 /* The input rows of a product made on demand, instead of read from x:
  * make(ctx, dst, i0, n) writes rows [i0, i0 + n) into dst (row stride K).
- * A LayerNorm fused into the product that reads it (nn.c). */
+ * A LayerNorm fused into the MLP that reads it (nn.c). */
 typedef struct {
     void (*make)(const void *ctx, float *dst, int64_t i0, int n);
     const void *ctx;
 } rai_row_source;
-/* rai_gemm_i8 with its input rows from src (x unused) when src is given:
- * each thread makes a block of rows just before it quantises them, the
- * bits of rai_gemm_i8 of the rows made first. */
-int rai_gemm_i8_src(float *y, const float *x, const rai_row_source *src, const float *w,
-                    const float *bias, int64_t m, int n, int k, const rai_i8_weights *pw,
-                    void (*gelu)(float *, const float *, int64_t), float *res, const int32_t *map,
-                    int isa, int nthreads);
 /* An MLP in precision int8, y (M, C) = fc2(GELU(fc1(x (M, C), or the rows
  * of src))) with fc1 (hidden, C) and fc2 (C, hidden) packed in w1, w2,
  * biases b1, b2 (or NULL), gelu the element-wise kernel; or, with res,
