@@ -1014,6 +1014,13 @@ typedef enum ra_precision {
 /* "fp32", "bf16", "int8" (NULL for another value); parse: -1 if unknown. */
 const char *ra_precision_name(ra_precision p);
 int ra_precision_parse(const char *s);
+/* 1 if this CPU, with the kernel set chosen now (ra_kernel_select), runs
+ * p's products on instructions of their own: fp32 always; bf16 on
+ * VDPBF16PS (AVX512_BF16, the AVX-512 set); int8 on VPDPBUSD (AVX512-VNNI,
+ * the AVX-512 set). 0 where p falls back to the portable path (slower than
+ * fp32 for bf16), and for an unknown p. `relattn train`'s default
+ * precision is bf16 where this says 1 for it, else fp32. */
+int ra_precision_native(ra_precision p);
 
 /* How ra_model_open reads what it is given. Zero it, then set what you need. */
 typedef struct ra_load_options {
@@ -1404,9 +1411,9 @@ void ra_shuffle(int64_t *perm, int64_t n, ra_rng *rng);
  * (model, data, configuration, thread count) and a checkpoint needs only
  * the weights, the AdamW moments and t to continue it exactly. */
 typedef struct ra_train_config {
-    int batch;               /* global batch: 128 */
-    int epochs;              /* the schedule's length: 13 */
-    double lr;               /* peak learning rate: 3e-3 */
+    int batch;               /* global batch: 64 */
+    int epochs;              /* the schedule's length: 20 */
+    double lr;               /* peak learning rate: 2e-3 */
     double min_lr;           /* the cosine's floor: 1e-5 */
     double warmup_lr;        /* the warm-up's start: 1e-6 */
     double warmup_epochs;    /* 0.5 */

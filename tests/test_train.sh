@@ -11,7 +11,8 @@
 #      (66 / 65), resuming with a changed recipe (64);
 #   4. the same seed and threads give the same run; another seed does not;
 #   5. --precision bf16: a float32 checkpoint that records it, resumed to
-#      the bits of a straight bf16 run;
+#      the bits of a straight bf16 run; the default (auto) is the bf16 run
+#      where the CPU has AVX512_BF16, else the fp32 run;
 #   6. --ema: train reports the average's accuracy and eval of the
 #      checkpoint gives the same count; the checkpoint holds the trained
 #      weights as state; a run resumed equals the straight one; bad decays
@@ -138,8 +139,22 @@ check '"$same" "$tmp/b.st" "$tmp/b2.st" > /dev/null' "a bf16 run resumed equals 
 correct=$(tail -n 1 "$tmp/b.json" | sed 's/.*"test_correct": \([0-9]*\).*/\1/')
 ev=$("$bin" eval "$tmp/b.st" --data "$tmp/fm" --json 2> /dev/null)
 check 'echo "$ev" | grep -q "\"correct\": $correct,"' "bf16: eval's count equals train's $correct: $ev"
-"$bin" train "${tiny[@]}" --max-steps 6 --out "$tmp/f.st" 2> /dev/null
+"$bin" train "${tiny[@]}" --max-steps 6 --precision fp32 --out "$tmp/f.st" 2> /dev/null
 check '! "$same" "$tmp/b.st" "$tmp/f.st" > /dev/null 2>&1' "bf16 is not fp32"
+# the default precision (auto): bf16 where the CPU has VDPBF16PS and the
+# AVX-512 kernels run, else fp32; the run is the explicit one, to the bit
+want=fp32
+if grep -qw avx512_bf16 /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo &&
+   grep -qw avx512vl /proc/cpuinfo && [ "${RELATTN_KERNEL:-avx512}" = avx512 ]; then want=bf16; fi
+"$bin" train "${tiny[@]}" --max-steps 6 --out "$tmp/au.st" 2> "$tmp/au.err"
+if [ $want = bf16 ]; then ref=b; else ref=f; fi
+check '"$same" "$tmp/au.st" "$tmp/$ref.st" > /dev/null' "the default precision is $want on this CPU: the $want run"
+check '[ $want = fp32 ] || grep -q "products in bf16" "$tmp/au.err"' "train says it runs in bf16"
+"$bin" train "${tiny[@]}" --max-steps 6 --precision auto --out "$tmp/au2.st" 2> /dev/null
+check '"$same" "$tmp/au.st" "$tmp/au2.st" > /dev/null' "--precision auto is the default"
+RELATTN_KERNEL=avx2 "$bin" train "${tiny[@]}" --max-steps 6 --out "$tmp/a2.st" 2> /dev/null
+RELATTN_KERNEL=avx2 "$bin" train "${tiny[@]}" --max-steps 6 --precision fp32 --out "$tmp/f2.st" 2> /dev/null
+check '"$same" "$tmp/a2.st" "$tmp/f2.st" > /dev/null' "auto with the AVX2 kernels (no VDPBF16PS) trains in fp32"
 "$bin" train "${tiny[@]}" --precision int8 --out "$tmp/r.st" 2> /dev/null; check '[ $? = 64 ]' "--precision int8 does not train"
 "$bin" train --resume "$tmp/b2.st" --precision fp32 --out "$tmp/r.st" 2> /dev/null; check '[ $? = 64 ]' "a resumed run keeps its precision"
 

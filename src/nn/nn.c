@@ -318,10 +318,12 @@ typedef void (*ln_rows4_fn)(float *const[4], float *const[4], float *const[4],
 typedef void (*ln_f32_fn)(float *, const float *, const float *, const float *, int, float);
 
 /* The float32 row of the calling thread's precision where it has one
- * (int8's inference: its products quantise the rows to 7 bits, the
- * statistics in double buy nothing there), else NULL. */
+ * (the inference of bf16 and int8: their products round the rows to 8
+ * bits of mantissa or quantise them to 7 bits, the statistics in double
+ * buy nothing there), else NULL. Training keeps double (its LayerNorm
+ * saves the statistics and never comes here). */
 static ln_f32_fn ln_f32(const rai_nn_kernel *kn) {
-    return rai_precision_get() == RA_PRECISION_INT8 ? kn->layernorm_row_f32 : NULL;
+    return rai_precision_get() != RA_PRECISION_FP32 ? kn->layernorm_row_f32 : NULL;
 }
 
 /* Asks for x row src[r] (c floats; none where negative): rows through a

@@ -152,6 +152,16 @@ const char *ra_precision_name(ra_precision p) {
          : p == RA_PRECISION_INT8 ? "int8" : NULL;
 }
 
+int ra_precision_native(ra_precision p) {
+    switch (p) {
+    case RA_PRECISION_FP32: return 1;
+    case RA_PRECISION_BF16: return rai_bf16_micro() >= 0;
+    case RA_PRECISION_INT8:
+        return rai_nn_kernel_active()->gemm_i8_micro == RA_GEMM_AVX512_VNNI;
+    }
+    return 0;
+}
+
 int ra_precision_parse(const char *s) {
     for (int p = RA_PRECISION_FP32; s && p <= RA_PRECISION_INT8; p++)
         if (!strcmp(s, ra_precision_name((ra_precision)p))) return p;

@@ -49,7 +49,7 @@ struct ra_trainer {
 };
 
 ra_train_config ra_train_config_default(void) {
-    return (ra_train_config){.batch = 128, .epochs = 13, .lr = 3e-3, .min_lr = 1e-5,
+    return (ra_train_config){.batch = 64, .epochs = 20, .lr = 2e-3, .min_lr = 1e-5,
                              .warmup_lr = 1e-6, .warmup_epochs = 0.5, .weight_decay = 0.05,
                              .label_smoothing = 0.1f, .clip_grad = 5.0f, .crop_pad = 0,
                              .flip = 1, .mean = 0.2860f, .std = 0.3530f, .seed = 0};
