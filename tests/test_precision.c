@@ -1024,9 +1024,38 @@ static void refusals(const char *dir) {
           ra_precision_parse(NULL) == -1, "names");
 }
 
+/* ra_precision_native against the CPU's own flags, under every kernel set
+ * it runs: bf16 and int8 are native only with the AVX-512 set on a CPU
+ * with AVX512_BF16 / AVX512_VNNI (and BW, VL); fp32 always; an unknown
+ * precision never. */
+static void native_precisions(void) {
+    const ra_kernel_id was = ra_kernel_current();
+    int bf16_cpu = 0, vnni_cpu = 0;
+#if defined(__x86_64__) || defined(__i386__)
+    const int bwvl = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+    bf16_cpu = bwvl && __builtin_cpu_supports("avx512bf16");
+    vnni_cpu = bwvl && __builtin_cpu_supports("avx512vnni");
+#endif
+    for (int id = 0; id < RA_KERNEL_COUNT; id++) {
+        if (!ra_kernel_supported((ra_kernel_id)id)) continue;
+        ra_kernel_select((ra_kernel_id)id);
+        const int avx512 = id == RA_KERNEL_AVX512;
+        CHECK(ra_precision_native(RA_PRECISION_FP32) == 1, "%s: fp32 not native", ra_kernel_name(id));
+        CHECK(ra_precision_native(RA_PRECISION_BF16) == (avx512 && bf16_cpu),
+              "%s: bf16 native %d, the CPU's flags say %d", ra_kernel_name(id),
+              ra_precision_native(RA_PRECISION_BF16), avx512 && bf16_cpu);
+        CHECK(ra_precision_native(RA_PRECISION_INT8) == (avx512 && vnni_cpu),
+              "%s: int8 native %d, the CPU's flags say %d", ra_kernel_name(id),
+              ra_precision_native(RA_PRECISION_INT8), avx512 && vnni_cpu);
+        CHECK(ra_precision_native((ra_precision)7) == 0, "an unknown precision is native");
+    }
+    ra_kernel_select(was);
+}
+
 int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : "tests/fixtures";
     roundings();
+    native_precisions();
     linear();
     int8_product();
     bf16_product();
