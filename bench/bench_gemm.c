@@ -96,7 +96,9 @@ static int i8_kernel_alone(void) {
         printf("K %5d: %6.1f GOP/s, %5.1f %% of the peak (best of 5)\n", 4 * kg, best,
                100 * best / peak);
     }
-    return c[0] == 0.5f;   /* keeps the calls */
+    volatile float keep = c[0];   /* the calls' output is used */
+    (void)keep;
+    return 0;
 #else
     printf("no x86 kernels in this build\n");
     return 1;

@@ -347,8 +347,9 @@ static int train(const opt *o, const procs *pc) {
     if (get(o, "--tta") && strcmp(get(o, "--tta"), "flip") && strcmp(get(o, "--tta"), "none"))
         return usage_error("--tta '%s': need flip or none", get(o, "--tta"));
     const char *pv = get(o, "--precision");
-    int prec = pv && strcmp(pv, "auto") ? ra_precision_parse(pv) : -2;
-    if (prec != -2 && prec != RA_PRECISION_FP32 && prec != RA_PRECISION_BF16)
+    enum { AUTO = -2 };   /* bf16 where the CPU runs it natively, else fp32 */
+    int prec = pv && strcmp(pv, "auto") ? ra_precision_parse(pv) : AUTO;
+    if (prec != AUTO && prec != RA_PRECISION_FP32 && prec != RA_PRECISION_BF16)
         return usage_error("--precision '%s': auto, fp32 or bf16 (int8 does not train)", pv);
     if (c.min_lr > c.lr) c.min_lr = c.lr;
     if (c.warmup_lr > c.lr) c.warmup_lr = c.lr;
@@ -366,7 +367,7 @@ static int train(const opt *o, const procs *pc) {
                                    fixed[i]);
     }
 
-    if (prec == -2 && !resume) {   /* auto: bf16 where every process's CPU runs it natively */
+    if (prec == AUTO && !resume) {   /* bf16 if every process's CPU runs it natively */
         int64_t native = ra_precision_native(RA_PRECISION_BF16);
         if (!procs_sum_i64(pc, &native, 1)) return fail(EX_SOFTWARE, "MPI_Allreduce failed");
         prec = native == pc->size ? RA_PRECISION_BF16 : RA_PRECISION_FP32;

@@ -32,7 +32,7 @@ typedef struct rai_nn_kernel {
     void (*layernorm_rows4)(float *const y[4], float *const mean[4], float *const rstd[4],
                             const float *const x[4], const float *gamma, const float *beta,
                             int c, float eps);
-    /* One LayerNorm row in float32, precision int8's inference: the
+    /* One LayerNorm row in float32, the inference of bf16 and int8: the
      * arithmetic of rai_nn_layernorm_row_f32_ref, the same bits in every
      * set. */
     void (*layernorm_row_f32)(float *y, const float *x, const float *gamma, const float *beta,

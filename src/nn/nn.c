@@ -334,42 +334,38 @@ static inline void ask_row(const float *x, const int32_t *src, int64_t r, int c)
 }
 
 /* Rows i0 .. i1-1 of a LayerNorm: y row i - i0 from x row src[i] (src
- * NULL: row i; a negative src[i]: zeros), mean and rstd (if given) at i; four rows at
- * a time through four where given and none of them is a zero row; every
- * row through f32 where given (no mean or rstd then). */
+ * NULL: row i; a negative src[i]: zeros), mean and rstd (if given) at i;
+ * every row through f32 where given (no mean or rstd then), else four rows
+ * at a time through four where given and none of them is a zero row. */
 static void ln_block(float *y, float *mean, float *rstd, const float *x, const int32_t *src,
                      int64_t i0, int64_t i1, int c, const float *gamma, const float *beta,
                      float eps, ln_row_fn row, ln_rows4_fn four, ln_f32_fn f32) {
-    for (int64_t i = i0; f32 && i < i1; i++) {
-        if (src && i + 4 < i1) ask_row(x, src, i + 4, c);   /* four rows ahead */
-        const int64_t s = src ? src[i] : i;
-        if (s < 0) memset(y + (i - i0) * c, 0, (size_t)c * sizeof *y);
-        else f32(y + (i - i0) * c, x + s * c, gamma, beta, c, eps);
-    }
-    for (int64_t i = i0; !f32 && i < i1;) {
-        for (int64_t r = i + 4; src && r < i + 8 && r < i1; r++)   /* the next four */
-            ask_row(x, src, r, c);
-        if (four && i + 4 <= i1) {
-            float *yr[4], *mr[4], *rr[4];
-            const float *xr[4];
-            int ok = 1;
+    for (int64_t i = i0; i < i1;) {
+        float *yr[4], *mr[4], *rr[4];
+        const float *xr[4];
+        int n = 1;   /* rows of this step */
+        if (!f32 && four && i + 4 <= i1) {
+            n = 4;
             for (int r = 0; r < 4; r++) {
                 const int64_t s = src ? src[i + r] : i + r;
-                ok &= s >= 0;
+                if (s < 0) n = 1;
                 xr[r] = x + (s < 0 ? 0 : s) * c, yr[r] = y + (i - i0 + r) * c;
                 mr[r] = mean ? mean + i + r : NULL, rr[r] = rstd ? rstd + i + r : NULL;
             }
-            if (ok) {
-                four(yr, mr, rr, xr, gamma, beta, c, eps);
-                i += 4;
-                continue;
-            }
         }
+        for (int64_t r = i + 4; src && r < i + 4 + n && r < i1; r++)   /* as many, 4 ahead */
+            ask_row(x, src, r, c);
         const int64_t s = src ? src[i] : i;
-        if (s < 0) memset(y + (i - i0) * c, 0, (size_t)c * sizeof *y);
-        else row(y + (i - i0) * c, mean ? mean + i : NULL, rstd ? rstd + i : NULL, x + s * c,
-                 gamma, beta, c, eps);
-        i++;
+        if (n == 4)
+            four(yr, mr, rr, xr, gamma, beta, c, eps);
+        else if (s < 0)
+            memset(y + (i - i0) * c, 0, (size_t)c * sizeof *y);
+        else if (f32)
+            f32(y + (i - i0) * c, x + s * c, gamma, beta, c, eps);
+        else
+            row(y + (i - i0) * c, mean ? mean + i : NULL, rstd ? rstd + i : NULL, x + s * c,
+                gamma, beta, c, eps);
+        i += n;
     }
 }
 
