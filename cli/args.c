@@ -85,7 +85,12 @@ int output_not_input(const char *out, const char *const *inputs, int n) {
             si.st_ino == so.st_ino)
             return fail(EX_CANTCREAT, "output '%s' is the input '%s': refusing to overwrite it",
                         out, inputs[i]);
-    return EX_OK;
+    return output_ok(out);
+}
+
+int output_ok(const char *out) {
+    const ra_status st = ra_output_check(out);
+    return st ? lib_fail(st) : EX_OK;
 }
 
 /* The temporary file being written (the library's hook keeps it here), for

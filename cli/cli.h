@@ -51,6 +51,11 @@ int status_exit(ra_status st);
 /* EX_OK if out is none of the n inputs (compared as files: device and
  * inode, through links); else EX_CANTCREAT after a message. */
 int output_not_input(const char *out, const char *const *inputs, int n);
+/* EX_OK if out is none of the files the library has read so far (model
+ * folders' members, checkpoints, datasets, images: ra_output_check), else
+ * EX_CANTCREAT after a message naming both. Called once the inputs are
+ * read, before the work; the writers check again as they write. */
+int output_ok(const char *out);
 /* Signals that end the command (SIGINT, SIGTERM, SIGHUP) remove the
  * temporary file of an output being written, then end it as they would
  * have; SIGXFSZ is ignored, so that a file-size limit is a write error. */

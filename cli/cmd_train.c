@@ -423,6 +423,10 @@ static int train(const opt *o, const procs *pc) {
         fprintf(stderr, "%s: --zero shards the optimiser state across processes; one process "
                 "keeps all of it\n", cmd);
     }
+    /* the run's own checkpoint is the one input its output may replace (by a
+     * later state of the same run); the dataset's files never are */
+    if (resume) ra_input_forget(resume);
+    if (lead && (code = output_ok(out))) goto done;
     const int K = train.classes;
     confusion = calloc((size_t)K * K, sizeof *confusion);
     if (!confusion) {

@@ -61,6 +61,7 @@ int job_run(const char *model, const char *input, const char *outp, ra_run_mode 
     }
     if ((st = ra_st_open(&in, input))) { code = lib_fail(st); goto done; }
     if ((code = read_inputs(&t, &n, in))) goto done;
+    if ((code = output_ok(outp))) goto done;   /* MODEL's folder, before the work */
     if ((st = ra_run_create(&r, m, mode, t, n))) { code = lib_fail(st); goto done; }
     /* the flop count of the input x (q for window_attention_3d) */
     const ra_tensor *x = NULL;

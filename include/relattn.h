@@ -182,6 +182,27 @@ const char *ra_kernel_name(ra_kernel_id id);
 typedef void (*ra_tempfile_hook)(const char *tmp_path);
 void ra_set_tempfile_hook(ra_tempfile_hook hook);
 
+/* No output replaces a file the process read. Every regular file the
+ * library opens to read (a model file, a checkpoint, each file of a model
+ * folder, a symlink's target, an input, an image, a dataset file, a
+ * config.json) is remembered by device and inode for the life of the
+ * process; every writer (ra_st_writer_save, ra_model_save, ra_trainer_save,
+ * ra_png_write) refuses with RA_ERR_WRITE, before a byte is written, to
+ * replace one of them, whatever the path spells (a hard link, a symlink,
+ * "..", another mount of the same file), naming both paths. Thread-safe. */
+/* RA_OK if writing path would replace no file read (nothing there, or
+ * another file), else RA_ERR_WRITE with the reason: a program checks its
+ * outputs this way once its inputs are read, before the work. */
+ra_status ra_output_check(const char *path);
+/* Remember path as read (a file the caller read itself): RA_ERR_IO if it
+ * cannot be opened; a non-regular file is not remembered. */
+ra_status ra_input_note(const char *path);
+/* Forget path (NULL: every file), so that it may be replaced: for a
+ * program that means to rewrite what it read, as `relattn train --resume
+ * CKPT` rewrites CKPT with later states of the same run. A path that was
+ * not remembered, or cannot be opened, changes nothing. */
+void ra_input_forget(const char *path);
+
 /* ======================================================================== */
 /* 3. Relative positions: ra_relpos_index_*, tables, buckets, slopes         */
 /* ======================================================================== */

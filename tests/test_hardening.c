@@ -375,6 +375,101 @@ static void outputs(void) {
 
 /* Printable ASCII or valid UTF-8 without C1 controls, newlines only where
  * lines end. */
+/* ---- 3b. outputs over the files a model folder read (issue 33) --------- */
+
+/* A timm folder: config.json, preprocessor_config.json and model.safetensors,
+ * the state dict of a fixture without relattn's metadata. */
+static void write_folder(const char *dir) {
+    ra_st_file *f = NULL;
+    ra_st_writer *w = ra_st_writer_new();
+    char path[600];
+    CHECK(mkdir(dir, 0755) == 0 && w, "mkdir %s", dir);
+    CHECK(ra_st_open(&f, F("net_swin_timm.model.safetensors")) == RA_OK, "%s", ra_last_error());
+    for (int i = 0; f && w && i < ra_st_count(f); i++) {
+        const ra_st_tensor *t = ra_st_at(f, i);
+        CHECK(ra_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data) == RA_OK, "add");
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    CHECK(w && ra_st_writer_save(w, path) == RA_OK, "%s", ra_last_error());
+    ra_st_writer_free(w);
+    ra_st_close(f);
+    static const char *const files[][2] = {
+        {"config.json", "{\"architecture\": \"swin_tiny_patch4_window7_224\", \"num_classes\": "
+                        "10, \"pretrained_cfg\": {\"input_size\": [3, 32, 32]}}\n"},
+        {"preprocessor_config.json", "{\"image_mean\": [0.5, 0.5, 0.5], \"image_std\": "
+                                     "[0.25, 0.25, 0.25]}\n"}};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i][0]);
+        FILE *c = fopen(path, "w");
+        CHECK(c && fputs(files[i][1], c) >= 0 && fclose(c) == 0, "write %s", path);
+    }
+}
+
+/* Every file a model folder's loading read is an input: no output replaces
+ * one, by its name, through a hard link, another spelling or the target of
+ * the folder's symlink (73, one line naming both; the bytes unchanged). On
+ * df86b5e all of these were written (exit 0). */
+static void folder_outputs(void) {
+    char hf[256], keep[256], target[600], kept[600];
+    snprintf(hf, sizeof hf, "%s", T("hf"));
+    snprintf(keep, sizeof keep, "%s", T("hf_keep"));
+    write_folder(hf);
+    write_folder(keep);
+    CHECK(run("inspect", hf, NULL) == 0 && strstr(out, "swin"), "the folder loads: %s", err);
+    static const char *const members[] = {"model.safetensors", "config.json",
+                                          "preprocessor_config.json"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(target, sizeof target, "%s/%s", hf, members[i]);
+        snprintf(kept, sizeof kept, "%s/%s", keep, members[i]);
+        CHECK(run("convert", hf, "-o", target, NULL) == 73 && one_line() &&
+              strstr(err, "an input") && same_bytes(target, kept), "convert -o %s: %s",
+              members[i], err);
+        snprintf(target, sizeof target, "%s/../hf/./%s", hf, members[i]);
+        const int code = run("convert", hf, "-o", target, NULL);
+        snprintf(target, sizeof target, "%s/%s", hf, members[i]);
+        CHECK(code == 73 && one_line() && same_bytes(target, kept), "convert -o ../%s: %s",
+              members[i], err);
+    }
+    /* forward: refused before the work, the weights kept */
+    write_input(T("x.st"), "x", 4, 1, 3, 32, 32, (char *)NULL);
+    snprintf(target, sizeof target, "%s/model.safetensors", hf);
+    CHECK(run("forward", hf, T("x.st"), "-o", target, NULL) == 73 && one_line() &&
+          same_bytes(target, T("hf_keep/model.safetensors")), "forward -o weights: %s", err);
+    CHECK(link(target, T("hard_weights")) == 0, "hard link");
+    CHECK(run("convert", hf, "-o", T("hard_weights"), NULL) == 73 && one_line() &&
+          strstr(err, "hard_weights") && strstr(err, "model.safetensors") &&
+          same_bytes(target, T("hf_keep/model.safetensors")),
+          "convert -o a hard link of the weights: %s", err);
+    /* the weights a symlink in the folder: its target is an input */
+    CHECK(mkdir(T("hf_link"), 0755) == 0 && mkdir(T("elsewhere"), 0755) == 0, "mkdir");
+    CHECK(rename(T("hf_keep/model.safetensors"), T("elsewhere/w.safetensors")) == 0, "mv");
+    CHECK(symlink(T("elsewhere/w.safetensors"), T("hf_link/model.safetensors")) == 0 &&
+          symlink(T("hf_keep/config.json"), T("hf_link/config.json")) == 0, "symlinks");
+    CHECK(run("convert", T("hf_link"), "-o", T("elsewhere/w.safetensors"), NULL) == 73 &&
+          one_line() && same_bytes(T("elsewhere/w.safetensors"), target),
+          "convert -o the folder's symlink target: %s", err);
+    CHECK(run("convert", T("hf_link"), "-o", T("hf_keep/config.json"), NULL) == 73 &&
+          one_line(), "convert -o the target of the folder's config.json link: %s", err);
+    /* a new file beside them is written; it loads as the folder does */
+    CHECK(run("convert", hf, "-o", T("hf/relattn.safetensors"), NULL) == 0, "%s", err);
+    CHECK(run("inspect", T("hf/relattn.safetensors"), NULL) == 0, "%s", err);
+
+    /* the C API: a writer refuses what ra_model_open read, until forgotten */
+    ra_model *m = NULL;
+    CHECK(ra_model_open(&m, hf, NULL) == RA_OK, "%s", ra_last_error());
+    snprintf(target, sizeof target, "%s/config.json", hf);
+    CHECK(m && ra_model_save(m, target, RA_DTYPE_F32) == RA_ERR_WRITE &&
+          strstr(ra_last_error(), "config.json") &&
+          same_bytes(target, T("hf_keep/config.json")), "ra_model_save over config.json: %s",
+          ra_last_error());
+    CHECK(ra_output_check(T("hard_weights")) == RA_ERR_WRITE, "ra_output_check of a hard link");
+    CHECK(ra_output_check(T("hf/nothing_yet.st")) == RA_OK, "%s", ra_last_error());
+    ra_input_forget(NULL);
+    CHECK(ra_output_check(target) == RA_OK && ra_output_check(T("hard_weights")) == RA_OK,
+          "forgotten: %s", ra_last_error());
+    ra_model_free(m);
+}
+
 static int terminal_safe(const char *s) {
     const unsigned char *p = (const unsigned char *)s;
     while (*p) {
@@ -527,6 +622,7 @@ int main(int argc, char **argv) {
     resize_tables();
     flop_overflow();
     outputs();
+    folder_outputs();
     messages();
     limits();
     small_items();

@@ -1000,6 +1000,7 @@ static void int8_file(const char *dir) {
     }
     for (int i = 0; f && w && i < ra_st_meta_count(f); i++)
         ra_st_writer_meta(w, ra_st_meta_key(f, i), ra_st_meta(f, ra_st_meta_key(f, i)));
+    ra_input_forget(i8);   /* read above; replaced on purpose */
     CHECK(w && ra_st_writer_save(w, i8) == RA_OK, "rewrite");
     ra_model *bad = NULL;
     CHECK(ra_model_load(&bad, i8) == RA_ERR_SHAPE && strstr(ra_last_error(), "scales"),

@@ -314,6 +314,18 @@ static void test_roundtrip(const char *dir) {
     }
     ra_st_close(f);
 
+    /* a file this process read is never replaced (ra_output_check): by any
+     * spelling of its path, until the program forgets it */
+    struct stat before, after;
+    CHECK(stat(path, &before) == 0, "stat");
+    CHECK(ra_output_check(path) == RA_ERR_WRITE && strstr(ra_last_error(), "an input"),
+          "output check of a file read: %s", ra_last_error());
+    CHECK(ra_st_writer_save(w, path) == RA_ERR_WRITE && strstr(ra_last_error(), path),
+          "save over a file read: %s", ra_last_error());
+    CHECK(stat(path, &after) == 0 && after.st_ino == before.st_ino &&
+          after.st_mtime == before.st_mtime, "the file read was replaced");
+    ra_input_forget(path);
+    CHECK(ra_output_check(path) == RA_OK, "forgotten: %s", ra_last_error());
     /* saving over an existing file replaces it */
     CHECK(ra_st_writer_save(w, path) == RA_OK, "save again: %s", ra_last_error());
 

@@ -409,6 +409,7 @@ static int rewrite(const char *src, const char *dst, const char *key, const char
         if (!drop || strcmp(t->name, drop) != 0)
             st = ra_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data);
     }
+    ra_input_forget(dst);   /* an earlier case read it; this one means to replace it */
     if (!st) st = ra_st_writer_save(w, dst);
     ra_st_writer_free(w);
     ra_st_close(f);

@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,6 +30,118 @@
 #ifdef __linux__
 #include <sys/sysmacros.h>
 #endif
+
+/* ---- the files this process read ----------------------------------------
+ * A set of (device, inode) in open addressing (linear probing, at most half
+ * full), each with the path it was first opened by; a forgotten file
+ * leaves a tombstone. One lock: readers note a file once per open, writers
+ * look once per output. */
+
+typedef struct read_file {
+    dev_t dev;
+    ino_t ino;
+    char *path;   /* NULL: empty (or, with gone, a tombstone) */
+    int gone;
+} read_file;
+
+static pthread_mutex_t reads_lock = PTHREAD_MUTEX_INITIALIZER;
+static read_file *reads;
+static size_t reads_cap, reads_used;   /* slots, slots not empty (tombstones count) */
+
+static size_t read_slot(dev_t dev, ino_t ino) {
+    uint64_t h = (uint64_t)ino * 0x9e3779b97f4a7c15u ^ (uint64_t)dev * 0xbf58476d1ce4e5b9u;
+    return (size_t)(h ^ h >> 29) & (reads_cap - 1);
+}
+
+/* The entry of (dev, ino), or NULL; under the lock. */
+static read_file *read_find(dev_t dev, ino_t ino) {
+    for (size_t i = reads_cap ? read_slot(dev, ino) : 0, k = 0; k < reads_cap;
+         k++, i = (i + 1) & (reads_cap - 1)) {
+        read_file *r = &reads[i];
+        if (!r->path && !r->gone) return NULL;
+        if (r->path && r->dev == dev && r->ino == ino) return r;
+    }
+    return NULL;
+}
+
+/* Twice the slots (or 64), tombstones dropped; 0 if out of memory. */
+static int reads_grow(void) {
+    const size_t cap = reads_cap ? 2 * reads_cap : 64;
+    read_file *old = reads, *t = calloc(cap, sizeof *t);
+    const size_t old_cap = reads_cap;
+    if (!t) return 0;
+    reads = t, reads_cap = cap, reads_used = 0;
+    for (size_t i = 0; i < old_cap; i++) {
+        if (!old[i].path) continue;
+        size_t j = read_slot(old[i].dev, old[i].ino);
+        while (reads[j].path) j = (j + 1) & (cap - 1);
+        reads[j] = old[i];
+        reads_used++;
+    }
+    free(old);
+    return 1;
+}
+
+static void note_stat(const struct stat *st, const char *path) {
+    if (!S_ISREG(st->st_mode)) return;
+    pthread_mutex_lock(&reads_lock);
+    /* out of memory: the file is not remembered, and an output over it is
+     * refused by nothing but the CLI's comparison with its arguments */
+    if (!read_find(st->st_dev, st->st_ino) &&
+        (2 * (reads_used + 1) <= reads_cap || reads_grow())) {
+        char *copy = strdup(path ? path : "?");
+        size_t i = read_slot(st->st_dev, st->st_ino);
+        while (reads[i].path) i = (i + 1) & (reads_cap - 1);
+        if (copy) {
+            reads_used += !reads[i].gone;
+            reads[i] = (read_file){st->st_dev, st->st_ino, copy, 0};
+        }
+    }
+    pthread_mutex_unlock(&reads_lock);
+}
+
+void rai_note_read(int fd, const char *path) {
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0) note_stat(&st, path);
+}
+
+ra_status ra_input_note(const char *path) {
+    if (!path) return rai_fail(RA_ERR_ARG, "ra_input_note: NULL path");
+    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return rai_fail(RA_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    rai_note_read(fd, path);
+    close(fd);
+    return RA_OK;
+}
+
+void ra_input_forget(const char *path) {
+    struct stat st;
+    pthread_mutex_lock(&reads_lock);
+    for (size_t i = 0; !path && i < reads_cap; i++)
+        if (reads[i].path) free(reads[i].path), reads[i] = (read_file){0, 0, NULL, 1};
+    read_file *r = path && stat(path, &st) == 0 ? read_find(st.st_dev, st.st_ino) : NULL;
+    if (r) free(r->path), *r = (read_file){0, 0, NULL, 1};
+    pthread_mutex_unlock(&reads_lock);
+}
+
+ra_status ra_output_check(const char *path) {
+    struct stat st;
+    if (!path) return rai_fail(RA_ERR_ARG, "ra_output_check: NULL path");
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return RA_OK;   /* nothing read there */
+    ra_status s = RA_OK;
+    pthread_mutex_lock(&reads_lock);
+    const read_file *r = read_find(st.st_dev, st.st_ino);
+    if (r && !strcmp(r->path, path))
+        s = rai_fail(RA_ERR_WRITE, "cannot write '%s': it is an input of this command; "
+                     "refusing to replace it", path);
+    else if (r)
+        s = rai_fail(RA_ERR_WRITE, "cannot write '%s': it is the file '%s', an input of this "
+                     "command; refusing to replace it", path, r->path);
+    pthread_mutex_unlock(&reads_lock);
+    return s;
+}
+
+/* ---- reading -------------------------------------------------------------- */
 
 ra_status rai_map_file(const char *path, rai_mapping *out) {
     *out = (rai_mapping){NULL, 0, -1};
@@ -52,6 +165,7 @@ ra_status rai_map_file(const char *path, rai_mapping *out) {
         close(fd);
         return s;
     }
+    note_stat(&st, path);
     *out = (rai_mapping){p, (size_t)st.st_size, fd};
     return RA_OK;
 }
@@ -196,8 +310,10 @@ ra_status rai_write_file_atomic(const char *path, const void *const *parts, cons
                                 int nparts) {
     if (!path || !path[0]) return rai_fail(RA_ERR_ARG, "cannot write: NULL or empty path");
     if (strcmp(path, "-") == 0) return write_stdout(parts, sizes, nparts);
+    ra_status s = ra_output_check(path);
+    if (s) return s;
     int through, fifo;
-    ra_status s = classify_target(path, &through, &fifo);
+    s = classify_target(path, &through, &fifo);
     if (s) return s;
     if (through) return write_through(path, parts, sizes, nparts, fifo);
     char *tmp = malloc(strlen(path) + sizeof ".tmp.XXXXXX");

@@ -118,6 +118,14 @@ typedef struct rai_mapping {
 ra_status rai_map_file(const char *path, rai_mapping *out);
 void rai_unmap_file(rai_mapping *m);
 
+/* The files this process has read (src/base/fileio.c): every reader of
+ * the library notes the regular file it opened, by device and inode
+ * (through links, hard links and any spelling of the path alike), with
+ * the path it was opened by for messages. rai_write_file_atomic, and so
+ * every writer, refuses to replace one of them (ra_output_check). fd is
+ * an open descriptor of the file; a non-regular file is not noted. */
+void rai_note_read(int fd, const char *path);
+
 /* Create path atomically from nparts byte ranges (src/base/fileio.c): a
  * temporary file in the same directory, fsync, rename; on failure
  * (RA_ERR_WRITE, RA_ERR_NOMEM) nothing exists at path. */

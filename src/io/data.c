@@ -8,13 +8,16 @@
  * actually decompressed (doubling, capped at the header's size) and the
  * reading stops one byte past that size, which is how an over-long file is
  * caught without decompressing the rest of it. */
+#define _POSIX_C_SOURCE 200809L   /* open, close */
 #include "base/internal.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #define IDX_U8 0x08
@@ -62,8 +65,14 @@ static uint32_t be32(const unsigned char *p) {
 static ra_status idx_read(uint8_t **data, int64_t dims[3], const char *path, int rank,
                           const char *kind) {
     *data = NULL;
-    gzFile f = gzopen(path, "rb");
-    if (!f) return rai_fail(RA_ERR_IO, "cannot open %s file '%s'", kind, path);
+    /* opened here, then handed to zlib: the file read is the one noted */
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    gzFile f = fd >= 0 ? gzdopen(fd, "rb") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        return rai_fail(RA_ERR_IO, "cannot open %s file '%s'", kind, path);
+    }
+    rai_note_read(fd, path);
     gzbuffer(f, 1 << 18);
     ra_status s;
     unsigned char head[16];

@@ -12,6 +12,7 @@
  * Preprocessing is the usual ImageNet evaluation recipe (timm and
  * torchvision): resize so the shorter side is `resize`, centre crop
  * `crop` x `crop`, scale to [0, 1], normalise per channel. */
+#define _POSIX_C_SOURCE 200809L   /* fileno */
 #include "base/internal.h"
 
 #include <math.h>
@@ -168,6 +169,7 @@ ra_status ra_image_load(float **rgb, int *w, int *h, const char *path, int64_t m
     *rgb = NULL;
     FILE *f = fopen(path, "rb");
     if (!f) return rai_fail(RA_ERR_IO, "cannot open image '%s'", path);
+    rai_note_read(fileno(f), path);
     unsigned char magic[8] = {0};
     const size_t got = fread(magic, 1, sizeof magic, f);
     rewind(f);

@@ -825,6 +825,7 @@ ra_status rai_config_read(const char *path, rai_config_item **items, int *n) {
         if (k <= 0) break;
         got += (size_t)k;
     }
+    if (!st) rai_note_read(fd, path);   /* an output may not replace it */
     close(fd);
     if (!st) st = rai_config_parse(buf, got, items, n);
     free(buf);

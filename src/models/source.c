@@ -36,6 +36,13 @@ static int exists(const char *path) {
     return stat(path, &s) == 0;
 }
 
+/* dir/name into out (n bytes), one slash between them however dir ends:
+ * the length it needs, as snprintf. */
+static size_t folder_member(char *out, size_t n, const char *dir, const char *name) {
+    const size_t k = strlen(dir);
+    return (size_t)snprintf(out, n, "%s%s%s", dir, k && dir[k - 1] == '/' ? "" : "/", name);
+}
+
 /* A model folder's weights (n bytes of out): the first of the files
  * timm and transformers write. */
 static ra_status folder_weights(const char *dir, char *out, size_t n) {
@@ -44,12 +51,12 @@ static ra_status folder_weights(const char *dir, char *out, size_t n) {
     static const char *const shards[] = {"model.safetensors.index.json",
                                          "pytorch_model.bin.index.json"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-        if ((size_t)snprintf(out, n, "%s/%s", dir, names[i]) >= n)
+        if (folder_member(out, n, dir, names[i]) >= n)
             return rai_fail(RA_ERR_ARG, "folder path too long");
         if (exists(out)) return RA_OK;
     }
     for (size_t i = 0; i < sizeof shards / sizeof *shards; i++) {
-        snprintf(out, n, "%s/%s", dir, shards[i]);
+        folder_member(out, n, dir, shards[i]);
         if (exists(out))
             return rai_fail(RA_ERR_FORMAT, "'%.200s': weights in shards (%s) are not read; "
                             "join them into one file", dir, shards[i]);
@@ -160,7 +167,7 @@ static ra_status folder_config(const char *dir, rai_config_item **cfg, int *n) {
         char path[4096];
         rai_config_item *more = NULL, *all;
         int k = 0;
-        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, files[i]) >= sizeof path || !exists(path))
+        if (folder_member(path, sizeof path, dir, files[i]) >= sizeof path || !exists(path))
             continue;
         if ((st = rai_config_read(path, &more, &k)) || !k) continue;
         if (!(all = realloc(*cfg, (size_t)(*n + k) * sizeof *all))) {
