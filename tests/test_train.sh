@@ -115,6 +115,16 @@ check '[ $code = 65 ]' "a truncated data file exits 65 (got $code: $(cat "$tmp/r
 "$bin" train --resume "$tmp/nowhere.st" --out "$tmp/r.st" 2> /dev/null; check '[ $? = 66 ]' "resuming a missing checkpoint exits 66"
 "$bin" train --resume "$tmp/s.st" --out "$tmp/r.st" 2> /dev/null; check '[ $? = 65 ]' "resuming on other data (the full set) exits 65"
 check '[ ! -e "$tmp/r.st" ]' "failed runs leave no checkpoint"
+# an output over a file the run read: refused before the first step (issue 33)
+cp "$tmp/fm/t10k-labels-idx1-ubyte" "$tmp/labels.keep"
+"$bin" train "${tiny[@]}" --out "$tmp/fm/t10k-labels-idx1-ubyte" 2> "$tmp/r.err"; code=$?
+check '[ $code = 73 ] && [ $(wc -l < "$tmp/r.err") = 1 ] && grep -q "an input" "$tmp/r.err" && ! grep -q "step" "$tmp/r.err"' \
+  "--out a dataset file exits 73 before training (got $code: $(cat "$tmp/r.err"))"
+check 'cmp -s "$tmp/labels.keep" "$tmp/fm/t10k-labels-idx1-ubyte"' "the dataset file is kept"
+ln "$tmp/fm/t10k-labels-idx1-ubyte" "$tmp/labels.hard"
+"$bin" train --resume "$tmp/m.st" --data "$tmp/fm" --max-steps 12 --out "$tmp/labels.hard" 2> "$tmp/r.err"; code=$?
+check '[ $code = 73 ] && cmp -s "$tmp/labels.keep" "$tmp/fm/t10k-labels-idx1-ubyte"' \
+  "a resumed run's --out a hard link of a dataset file exits 73 (got $code: $(cat "$tmp/r.err"))"
 "$bin" eval "$tmp/nowhere.st" 2> /dev/null; check '[ $? = 66 ]' "eval of a missing model exits 66"
 
 # 4. determinism
