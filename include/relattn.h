@@ -1326,17 +1326,73 @@ const ra_tensor *ra_run_find(const ra_run *r, const char *name);   /* or NULL */
 /* ======================================================================== */
 
 /* Decode an image file, PNG (libspng) or JPEG (libjpeg-turbo; greyscale or
- * colour, not CMYK), into rgb (H, W, 3) floats in [0, 1], allocated (free
- * with free()); other formats are refused by their first bytes. The header
- * is read first: an image of more than max_pixels pixels is refused
- * (RA_ERR_FORMAT) before anything is decoded; corrupt or truncated data is
- * RA_ERR_FORMAT too. RA_ERR_IO if unreadable. */
+ * colour, not CMYK), into rgb (H, W, 3) bytes, allocated (free with
+ * free()): what PIL's Image.open(path).convert("RGB") holds (grey
+ * replicated, alpha dropped, a palette expanded). Other formats are
+ * refused by their first bytes. The header is read first: an image of
+ * more than max_pixels pixels is refused (RA_ERR_FORMAT) before anything
+ * is decoded; corrupt or truncated data is RA_ERR_FORMAT too. RA_ERR_IO if
+ * unreadable. */
+ra_status ra_image_load_u8(uint8_t **rgb, int *w, int *h, const char *path, int64_t max_pixels);
+/* The same as floats in [0, 1] (byte / 255). */
 ra_status ra_image_load(float **rgb, int *w, int *h, const char *path, int64_t max_pixels);
 
-/* The ImageNet evaluation transform of timm and torchvision: resize so that
- * the shorter side is `resize` (bilinear; shrinking averages over the
- * footprint, as PIL does), centre crop `crop` x `crop`, then
- * (v - mean[c]) / std[c]. out (3, crop, crop), rgb (h, w, 3). */
+/* The most pixels on a side an image transform takes or makes. */
+#define RA_IMAGE_MAX_SIDE 65535
+
+/* Resampling filters, numbered as PIL's (transformers' "resample"). */
+typedef enum ra_interp {
+    RA_INTERP_NEAREST = 0, RA_INTERP_LANCZOS = 1, RA_INTERP_BILINEAR = 2,
+    RA_INTERP_BICUBIC = 3, RA_INTERP_BOX = 4, RA_INTERP_HAMMING = 5
+} ra_interp;
+/* "nearest", "lanczos", "bilinear", "bicubic", "box", "hamming" (NULL if
+ * unknown); parse gives the filter of a name, or -1. */
+const char *ra_interp_name(ra_interp i);
+int ra_interp_parse(const char *name);
+
+/* PIL's Image.resize of 8-bit pixels (h, w, channels), to the last unit:
+ * nearest, or the separable filters antialiased when shrinking, in PIL's
+ * fixed point (docs/reference.md, "Image transforms"). out (oh, ow,
+ * channels); 1 <= channels <= 4; sides 1..RA_IMAGE_MAX_SIDE. */
+ra_status ra_image_resize_u8(uint8_t *out, int ow, int oh, const uint8_t *in, int w, int h,
+                             int channels, ra_interp interp);
+
+/* An evaluation transform: resize, centre crop, rescale, normalise, as the
+ * families' pipelines do (timm's and torchvision's Resize + CenterCrop +
+ * ToTensor + Normalize; transformers' image processors). */
+typedef enum ra_resize_mode {
+    RA_RESIZE_NONE = 0,
+    RA_RESIZE_SHORTER = 1,   /* the shorter side to resize_h, the other int(s * long / short) */
+    RA_RESIZE_EXACT = 2      /* to resize_h x resize_w, the aspect ratio not kept ("squash") */
+} ra_resize_mode;
+typedef enum ra_crop_mode {
+    RA_CROP_NONE = 0,
+    RA_CROP_CENTER_ROUND = 1,   /* torchvision's CenterCrop: offset round((n - c) / 2), half to even */
+    RA_CROP_CENTER_FLOOR = 2    /* transformers' center_crop: offset (n - c) // 2 */
+} ra_crop_mode;               /* a crop larger than the image pads it with zeros, centred */
+typedef struct ra_transform {
+    ra_resize_mode resize;
+    int resize_h, resize_w;   /* SHORTER: resize_h is the side */
+    ra_interp interp;
+    ra_crop_mode crop;
+    int crop_h, crop_w;
+    double rescale;           /* 0: byte / 255 in float32 (ToTensor); else (float)(byte * rescale) */
+    int normalize;            /* then (v - mean[c]) / std[c] in float32 */
+    float mean[3], std[3];
+} ra_transform;
+/* RA_ERR_ARG (and why) if t cannot be applied. */
+ra_status ra_transform_check(const ra_transform *t);
+/* The output size (ow x oh) for an image w x h. */
+ra_status ra_transform_size(const ra_transform *t, int w, int h, int *ow, int *oh);
+/* out (3, oh, ow) floats from rgb (h, w, 3) bytes. */
+ra_status ra_transform_apply(float *out, const ra_transform *t, const uint8_t *rgb, int w, int h);
+/* One line: "resize shorter 232 bicubic, centre crop 224x224 (round), /255,
+ * normalise mean ... std ..." into buf (snprintf's return). */
+int ra_transform_describe(char *buf, size_t n, const ra_transform *t);
+
+/* torchvision's ImageNet evaluation transform (ra_transform_apply with a
+ * SHORTER resize bilinear and a rounded centre crop) of a float image in
+ * [0, 1], taken back to bytes first: out (3, crop, crop), rgb (h, w, 3). */
 ra_status ra_image_preprocess(float *out, const float *rgb, int w, int h, int resize, int crop,
                               const float mean[3], const float std[3]);
 

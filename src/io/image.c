@@ -46,7 +46,7 @@ static ra_status too_many_pixels(const char *path, int64_t w, int64_t h, int64_t
 
 /* ---- PNG (libspng) ---------------------------------------------------------- */
 
-static ra_status load_png(float **rgb, int *w, int *h, FILE *f, const char *path,
+static ra_status load_png(uint8_t **rgb, int *w, int *h, FILE *f, const char *path,
                           int64_t max_pixels) {
     spng_ctx *ctx = spng_ctx_new(0);
     if (!ctx) return rai_fail(RA_ERR_NOMEM, "image '%s': out of memory", path);
@@ -68,8 +68,7 @@ static ra_status load_png(float **rgb, int *w, int *h, FILE *f, const char *path
     if (e && !st)
         st = rai_fail(e == SPNG_EMEM ? RA_ERR_NOMEM : RA_ERR_FORMAT, "image '%s': PNG: %s", path,
                       spng_strerror(e));
-    if (!st) st = to_float(rgb, px, (int)ih.width, (int)ih.height, path);
-    if (!st) *w = (int)ih.width, *h = (int)ih.height;
+    if (!st) *rgb = px, px = NULL, *w = (int)ih.width, *h = (int)ih.height;
     free(px);
     spng_ctx_free(ctx);
     return st;
@@ -107,7 +106,7 @@ static void jpeg_progress(j_common_ptr c) {
     }
 }
 
-static ra_status load_jpeg(float **rgb, int *w, int *h, FILE *f, const char *path,
+static ra_status load_jpeg(uint8_t **rgb, int *w, int *h, FILE *f, const char *path,
                            int64_t max_pixels) {
     struct jpeg_decompress_struct cinfo;
     struct jpeg_progress_mgr progress = {.progress_monitor = jpeg_progress};
@@ -158,13 +157,11 @@ static ra_status load_jpeg(float **rgb, int *w, int *h, FILE *f, const char *pat
     jpeg_finish_decompress(&cinfo);
     const int iw = (int)cinfo.output_width, ih = (int)cinfo.output_height;
     jpeg_destroy_decompress(&cinfo);
-    st = to_float(rgb, px, iw, ih, path);
-    if (!st) *w = iw, *h = ih;
-    free(px);
-    return st;
+    *rgb = px, *w = iw, *h = ih;
+    return RA_OK;
 }
 
-ra_status ra_image_load(float **rgb, int *w, int *h, const char *path, int64_t max_pixels) {
+ra_status ra_image_load_u8(uint8_t **rgb, int *w, int *h, const char *path, int64_t max_pixels) {
     if (!rgb || !w || !h || !path) return rai_fail(RA_ERR_ARG, "image: NULL argument");
     *rgb = NULL;
     FILE *f = fopen(path, "rb");
@@ -184,80 +181,38 @@ ra_status ra_image_load(float **rgb, int *w, int *h, const char *path, int64_t m
     return st;
 }
 
-/* Resampling weights along one axis, as PIL's bilinear filter does: a
- * triangle of support 1, widened by the scale when shrinking (so that
- * downscaling averages instead of aliasing). Output pixel o covers source
- * positions [lo, lo + n) with weights w (normalised). */
-typedef struct { int lo, n; float *w; } taps;
-
-static taps *make_taps(int in, int out, double offset, double scale, int *maxn) {
-    const double support = scale > 1 ? scale : 1;
-    *maxn = (int)ceil(support) * 2 + 1;
-    taps *t = malloc(sizeof *t * (size_t)out);
-    float *w = malloc(sizeof *w * (size_t)out * (size_t)*maxn);
-    if (!t || !w) return free(t), free(w), NULL;
-    for (int o = 0; o < out; o++) {
-        double center = (o + offset + 0.5) * scale;
-        int lo = (int)floor(center - support + 0.5), hi = (int)floor(center + support + 0.5);
-        if (lo < 0) lo = 0;
-        if (hi > in) hi = in;
-        t[o].lo = lo, t[o].n = hi - lo, t[o].w = w + (size_t)o * *maxn;
-        double sum = 0;
-        for (int i = 0; i < t[o].n; i++) {
-            double x = fabs((lo + i + 0.5 - center) / support);
-            t[o].w[i] = (float)(x < 1 ? 1 - x : 0);
-            sum += t[o].w[i];
-        }
-        for (int i = 0; i < t[o].n; i++) t[o].w[i] = sum > 0 ? (float)(t[o].w[i] / sum) : 0;
-    }
-    return t;
+ra_status ra_image_load(float **rgb, int *w, int *h, const char *path, int64_t max_pixels) {
+    if (!rgb) return rai_fail(RA_ERR_ARG, "image: NULL argument");
+    *rgb = NULL;
+    uint8_t *px = NULL;
+    ra_status st = ra_image_load_u8(&px, w, h, path, max_pixels);
+    if (!st) st = to_float(rgb, px, *w, *h, path);
+    free(px);
+    return st;
 }
 
-static void free_taps(taps *t) {
-    if (t) free(t[0].w);
-    free(t);
-}
-
+/* The float image back in 8 bits (what it was decoded from), then the
+ * transform of torchvision's ImageNet evaluation (ra_transform_apply). */
 ra_status ra_image_preprocess(float *out, const float *rgb, int w, int h, int resize, int crop,
                               const float mean[3], const float std[3]) {
-    if (!out || !rgb || w < 1 || h < 1 || resize < 1 || crop < 1 || crop > resize)
+    if (!out || !rgb || !mean || !std || w < 1 || h < 1 || resize < 1 || crop < 1 ||
+        crop > resize || w > RA_IMAGE_MAX_SIDE || h > RA_IMAGE_MAX_SIDE)
         return rai_fail(RA_ERR_ARG, "image preprocess: image %dx%d, resize %d, crop %d", w, h,
                         resize, crop);
-    for (int c = 0; c < 3; c++)
-        if (!(std[c] > 0)) return rai_fail(RA_ERR_ARG, "image preprocess: std must be > 0");
-    /* shorter side -> resize, keeping the aspect ratio */
-    int rw, rh;
-    if (w <= h) rw = resize, rh = (int)((int64_t)resize * h / w);
-    else rh = resize, rw = (int)((int64_t)resize * w / h);
-    if (rh < crop) rh = crop;
-    if (rw < crop) rw = crop;
-    /* only the crop window of the resized image is computed */
-    /* torchvision CenterCrop: int(round((size - crop) / 2)), half to even */
-    const int x0 = (int)rint((rw - crop) / 2.0), y0 = (int)rint((rh - crop) / 2.0);
-    int nx, ny;
-    taps *tx = make_taps(w, crop, x0, (double)w / rw, &nx);
-    taps *ty = make_taps(h, crop, y0, (double)h / rh, &ny);
-    float *rows = malloc(sizeof *rows * (size_t)h * crop * 3);   /* horizontal pass */
-    if (!tx || !ty || !rows) {
-        free_taps(tx), free_taps(ty), free(rows);
-        return rai_fail(RA_ERR_NOMEM, "image preprocess: out of memory");
+    ra_transform t = {.resize = RA_RESIZE_SHORTER, .resize_h = resize, .interp = RA_INTERP_BILINEAR,
+                      .crop = RA_CROP_CENTER_ROUND, .crop_h = crop, .crop_w = crop,
+                      .normalize = 1};
+    for (int c = 0; c < 3; c++) t.mean[c] = mean[c], t.std[c] = std[c];
+    ra_status st = ra_transform_check(&t);
+    if (st) return st;
+    const size_t n = (size_t)w * h * 3;
+    uint8_t *px = malloc(n);
+    if (!px) return rai_fail(RA_ERR_NOMEM, "image preprocess: out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const float v = rgb[i] * 255.0f;
+        px[i] = (uint8_t)(v > 0 ? (v < 255 ? lrintf(v) : 255) : 0);
     }
-    for (int y = 0; y < h; y++)
-        for (int o = 0; o < crop; o++)
-            for (int c = 0; c < 3; c++) {
-                float acc = 0;
-                for (int i = 0; i < tx[o].n; i++)
-                    acc += tx[o].w[i] * rgb[((size_t)y * w + tx[o].lo + i) * 3 + c];
-                rows[((size_t)y * crop + o) * 3 + c] = acc;
-            }
-    for (int o = 0; o < crop; o++)
-        for (int x = 0; x < crop; x++)
-            for (int c = 0; c < 3; c++) {
-                float acc = 0;
-                for (int i = 0; i < ty[o].n; i++)
-                    acc += ty[o].w[i] * rows[((size_t)(ty[o].lo + i) * crop + x) * 3 + c];
-                out[((size_t)c * crop + o) * crop + x] = (acc - mean[c]) / std[c];
-            }
-    free_taps(tx), free_taps(ty), free(rows);
-    return RA_OK;
+    st = ra_transform_apply(out, &t, px, w, h);
+    free(px);
+    return st;
 }

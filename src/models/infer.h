@@ -12,4 +12,10 @@
  * naming the --set to pass when something stays unknown. */
 ra_status rai_infer_meta(ra_st_file *f, const char *arch, const rai_config_item *cfg, int ncfg);
 
+/* The evaluation transform of torchvision's builder that f's names and
+ * inferred widths are (swin_t ... vit_h_14), as transform.* metadata with
+ * its source; nothing for other files, or when f has transform.resize
+ * (src/models/transform.c). */
+ra_status rai_torchvision_transform(ra_st_file *f);
+
 #endif

@@ -201,6 +201,7 @@ static ra_status state_dict_file(ra_st_file **out, ra_st_file *f, int own, const
     if (!st && found && found[0]) st = rai_st_set_meta(f, RA_META_SOURCE "state_dict", found);
     if (!st) st = apply_sets(f, o);
     if (!st) st = rai_infer_meta(f, hf_arch, cfg, ncfg);
+    if (!st) st = rai_torchvision_transform(f);
     if (!st) st = imagenet_labels(f);
     rai_config_free(cfg, ncfg);
     if (st) {

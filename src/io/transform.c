@@ -1,0 +1,346 @@
+/* transform.c - the evaluation transform of an image, as the families'
+ * own pipelines compute it (docs/reference.md, "Image transforms").
+ *
+ * timm, torchvision and transformers all resize 8-bit PIL images, so PIL's
+ * Image.resize is the reference of every filter here, to the last unit:
+ *   - nearest: each output pixel takes the source pixel under its centre,
+ *     the position stepped by repeated addition of the scale in double, as
+ *     PIL's ImagingScaleAffine does;
+ *   - box, bilinear, hamming, bicubic (a = -0.5), lanczos (3 lobes): two
+ *     separable passes, horizontal first, over only the rows the vertical
+ *     pass uses; each output pixel a weighted sum of its footprint, the
+ *     filter widened by the scale when shrinking (antialiasing), the
+ *     weights normalised in double, then fixed point with 22 fraction bits
+ *     (rounded half away from zero), the sum started at one half and
+ *     clamped to 0..255 after the shift (PIL's Resample.c).
+ * Then a centre crop (torchvision: the offset rounded half to even;
+ * transformers: floored; a crop larger than the image pads with zeros),
+ * the rescale to floats (x / 255 in float32 as torchvision's ToTensor, or
+ * x * factor in double as transformers' rescale) and the normalisation
+ * (v - mean) / std in float32. */
+#include "base/internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PI 3.14159265358979323846   /* M_PI, which C11 does not define */
+#define FRAC_BITS 22   /* 32 bits - 8 for the value - 2 for overshoot */
+
+/* ---- the filters (PIL's, term for term) -------------------------------------- */
+
+static double f_box(double x) { return x > -0.5 && x <= 0.5 ? 1.0 : 0.0; }
+
+static double f_bilinear(double x) {
+    x = fabs(x);
+    return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+static double f_hamming(double x) {
+    x = fabs(x);
+    if (x == 0.0) return 1.0;
+    if (x >= 1.0) return 0.0;
+    x *= PI;
+    return sin(x) / x * (0.54f + 0.46f * cos(x));   /* PIL's float constants */
+}
+
+static double f_bicubic(double x) {
+    const double a = -0.5;
+    x = fabs(x);
+    if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
+    if (x < 2.0) return (((x - 5) * x + 8) * x - 4) * a;
+    return 0.0;
+}
+
+static double sinc(double x) {
+    if (x == 0.0) return 1.0;
+    x *= PI;
+    return sin(x) / x;
+}
+
+static double f_lanczos(double x) { return -3.0 <= x && x < 3.0 ? sinc(x) * sinc(x / 3) : 0.0; }
+
+typedef struct {
+    double (*f)(double);
+    double support;
+} filter;
+
+static const filter *filter_of(ra_interp i) {
+    static const filter box = {f_box, 0.5}, bilinear = {f_bilinear, 1.0},
+                        hamming = {f_hamming, 1.0}, bicubic = {f_bicubic, 2.0},
+                        lanczos = {f_lanczos, 3.0};
+    switch (i) {
+    case RA_INTERP_BOX: return &box;
+    case RA_INTERP_BILINEAR: return &bilinear;
+    case RA_INTERP_HAMMING: return &hamming;
+    case RA_INTERP_BICUBIC: return &bicubic;
+    case RA_INTERP_LANCZOS: return &lanczos;
+    default: return NULL;
+    }
+}
+
+static const char *const interp_names[] = {"nearest", "lanczos", "bilinear", "bicubic", "box",
+                                           "hamming"};
+
+const char *ra_interp_name(ra_interp i) {
+    return (unsigned)i < sizeof interp_names / sizeof *interp_names ? interp_names[i] : NULL;
+}
+
+int ra_interp_parse(const char *s) {
+    for (int i = 0; s && i < (int)(sizeof interp_names / sizeof *interp_names); i++)
+        if (!strcmp(s, interp_names[i])) return i;
+    if (s && !strcmp(s, "antialias")) return RA_INTERP_LANCZOS;   /* PIL's old name */
+    return -1;
+}
+
+/* ---- resampling along one axis ------------------------------------------------- */
+
+/* For each of out positions: the first source index, how many, and their
+ * fixed-point weights (k[o * ksize ..]). */
+typedef struct {
+    int ksize;
+    int *first, *count;
+    int32_t *k;
+} taps;
+
+static void taps_free(taps *t) {
+    free(t->first), free(t->count), free(t->k);
+    *t = (taps){0};
+}
+
+static ra_status taps_make(taps *t, int in, int out, const filter *fl) {
+    *t = (taps){0};
+    const double scale = (double)(float)in / out;   /* PIL: (in1 - in0) in float, then double */
+    const double fscale = scale < 1.0 ? 1.0 : scale;
+    const double support = fl->support * fscale;
+    t->ksize = (int)ceil(support) * 2 + 1;
+    double *w = malloc(sizeof *w * (size_t)t->ksize);
+    t->first = malloc(sizeof *t->first * (size_t)out);
+    t->count = malloc(sizeof *t->count * (size_t)out);
+    t->k = calloc((size_t)out * (size_t)t->ksize, sizeof *t->k);
+    if (!w || !t->first || !t->count || !t->k) {
+        free(w), taps_free(t);
+        return rai_fail(RA_ERR_NOMEM, "image resize: out of memory");
+    }
+    const double inv = 1.0 / fscale;
+    for (int o = 0; o < out; o++) {
+        const double center = (o + 0.5) * scale;
+        int lo = (int)(center - support + 0.5), hi = (int)(center + support + 0.5);
+        if (lo < 0) lo = 0;
+        if (hi > in) hi = in;
+        const int n = hi - lo;
+        double sum = 0;
+        for (int i = 0; i < n; i++) sum += w[i] = fl->f((i + lo - center + 0.5) * inv);
+        int32_t *k = t->k + (size_t)o * t->ksize;
+        for (int i = 0; i < n; i++) {
+            const double v = (sum != 0.0 ? w[i] / sum : w[i]) * (1 << FRAC_BITS);
+            k[i] = (int32_t)(v < 0 ? v - 0.5 : v + 0.5);
+        }
+        t->first[o] = lo, t->count[o] = n;
+    }
+    free(w);
+    return RA_OK;
+}
+
+static inline uint8_t clip8(int32_t acc) {
+    if (acc < 0) return 0;
+    acc >>= FRAC_BITS;
+    return (uint8_t)(acc > 255 ? 255 : acc);
+}
+
+/* ---- the public calls ---------------------------------------------------------- */
+
+/* PIL's nearest: positions stepped by repeated addition, as ImagingScaleAffine. */
+static void resize_nearest(uint8_t *out, int ow, int oh, const uint8_t *in, int w, int h, int c,
+                           int *xs) {
+    const double ax = (double)(float)w / ow, ay = (double)(float)h / oh;
+    double xo = ax * 0.5, yo = ay * 0.5;
+    for (int x = 0; x < ow; x++, xo += ax) xs[x] = xo < 0 ? 0 : (int)xo < w ? (int)xo : w - 1;
+    for (int y = 0; y < oh; y++, yo += ay) {
+        const int yi = yo < 0 ? 0 : (int)yo < h ? (int)yo : h - 1;
+        const uint8_t *row = in + (size_t)yi * w * c;
+        uint8_t *o = out + (size_t)y * ow * c;
+        for (int x = 0; x < ow; x++)
+            for (int k = 0; k < c; k++) o[(size_t)x * c + k] = row[(size_t)xs[x] * c + k];
+    }
+}
+
+ra_status ra_image_resize_u8(uint8_t *out, int ow, int oh, const uint8_t *in, int w, int h,
+                             int channels, ra_interp interp) {
+    if (!out || !in || w < 1 || h < 1 || ow < 1 || oh < 1 || channels < 1 || channels > 4)
+        return rai_fail(RA_ERR_ARG, "image resize: %dx%d (%d channels) to %dx%d", w, h, channels,
+                        ow, oh);
+    if (w > RA_IMAGE_MAX_SIDE || h > RA_IMAGE_MAX_SIDE || ow > RA_IMAGE_MAX_SIDE ||
+        oh > RA_IMAGE_MAX_SIDE)
+        return rai_fail(RA_ERR_ARG, "image resize: a side above %d", RA_IMAGE_MAX_SIDE);
+    const size_t c = (size_t)channels;
+    if (ow == w && oh == h) {   /* PIL copies */
+        memcpy(out, in, (size_t)w * h * c);
+        return RA_OK;
+    }
+    if (interp == RA_INTERP_NEAREST) {
+        int *xs = malloc(sizeof *xs * (size_t)ow);
+        if (!xs) return rai_fail(RA_ERR_NOMEM, "image resize: out of memory");
+        resize_nearest(out, ow, oh, in, w, h, channels, xs);
+        free(xs);
+        return RA_OK;
+    }
+    const filter *fl = filter_of(interp);
+    if (!fl) return rai_fail(RA_ERR_ARG, "image resize: unknown interpolation %d", (int)interp);
+    taps tv, th = {0};
+    ra_status st = taps_make(&tv, h, oh, fl);
+    if (st) return st;
+    /* the rows the vertical pass reads, resampled horizontally first */
+    const int y0 = tv.first[0], y1 = tv.first[oh - 1] + tv.count[oh - 1];
+    const uint8_t *src = in + (size_t)y0 * w * c;
+    int sw = w;
+    uint8_t *tmp = NULL;
+    if (ow != w) {
+        st = taps_make(&th, w, ow, fl);
+        if (!st && !(tmp = malloc((size_t)(y1 - y0) * ow * c)))
+            st = rai_fail(RA_ERR_NOMEM, "image resize: out of memory");
+        for (int y = 0; !st && y < y1 - y0; y++) {
+            const uint8_t *row = src + (size_t)y * w * c;
+            uint8_t *o = tmp + (size_t)y * ow * c;
+            for (int x = 0; x < ow; x++) {
+                const int32_t *k = th.k + (size_t)x * th.ksize;
+                const uint8_t *p = row + (size_t)th.first[x] * c;
+                for (size_t b = 0; b < c; b++) {
+                    int32_t acc = 1 << (FRAC_BITS - 1);
+                    for (int i = 0; i < th.count[x]; i++) acc += p[(size_t)i * c + b] * k[i];
+                    o[(size_t)x * c + b] = clip8(acc);
+                }
+            }
+        }
+        src = tmp, sw = ow;
+    }
+    if (!st && oh != h) {
+        for (int y = 0; y < oh; y++) {
+            const int32_t *k = tv.k + (size_t)y * tv.ksize;
+            const uint8_t *p = src + (size_t)(tv.first[y] - y0) * sw * c;
+            uint8_t *o = out + (size_t)y * sw * c;
+            for (size_t x = 0; x < (size_t)sw * c; x++) {
+                int32_t acc = 1 << (FRAC_BITS - 1);
+                for (int i = 0; i < tv.count[y]; i++) acc += p[(size_t)i * sw * c + x] * k[i];
+                o[x] = clip8(acc);
+            }
+        }
+    } else if (!st) {
+        memcpy(out, src, (size_t)oh * ow * c);
+    }
+    free(tmp);
+    taps_free(&tv), taps_free(&th);
+    return st;
+}
+
+/* The size of the resize step for an image w x h. */
+static void resized(const ra_transform *t, int w, int h, int *rw, int *rh) {
+    *rw = w, *rh = h;
+    if (t->resize == RA_RESIZE_SHORTER) {   /* int(s * long / short), as torchvision */
+        const int s = t->resize_h;
+        if (w <= h) *rw = s, *rh = (int)((double)((int64_t)s * h) / w);
+        else *rh = s, *rw = (int)((double)((int64_t)s * w) / h);
+        if (*rw < 1) *rw = 1;
+        if (*rh < 1) *rh = 1;
+    } else if (t->resize == RA_RESIZE_EXACT) {
+        *rw = t->resize_w, *rh = t->resize_h;
+    }
+}
+
+ra_status ra_transform_check(const ra_transform *t) {
+    if (!t) return rai_fail(RA_ERR_ARG, "transform: NULL");
+    if ((unsigned)t->resize > RA_RESIZE_EXACT || (unsigned)t->crop > RA_CROP_CENTER_FLOOR ||
+        !ra_interp_name(t->interp))
+        return rai_fail(RA_ERR_ARG, "transform: unknown resize, crop or interpolation");
+    if (t->resize != RA_RESIZE_NONE &&
+        (t->resize_h < 1 || t->resize_h > RA_IMAGE_MAX_SIDE ||
+         (t->resize == RA_RESIZE_EXACT && (t->resize_w < 1 || t->resize_w > RA_IMAGE_MAX_SIDE))))
+        return rai_fail(RA_ERR_ARG, "transform: resize %dx%d is outside 1..%d", t->resize_h,
+                        t->resize_w, RA_IMAGE_MAX_SIDE);
+    if (t->crop != RA_CROP_NONE && (t->crop_h < 1 || t->crop_w < 1 ||
+                                    t->crop_h > RA_IMAGE_MAX_SIDE || t->crop_w > RA_IMAGE_MAX_SIDE))
+        return rai_fail(RA_ERR_ARG, "transform: crop %dx%d is outside 1..%d", t->crop_h,
+                        t->crop_w, RA_IMAGE_MAX_SIDE);
+    if (!(t->rescale >= 0) || !isfinite(t->rescale))
+        return rai_fail(RA_ERR_ARG, "transform: rescale must be a finite number >= 0");
+    for (int i = 0; t->normalize && i < 3; i++)
+        if (!isfinite(t->mean[i]) || !(t->std[i] > 0) || !isfinite(t->std[i]))
+            return rai_fail(RA_ERR_ARG, "transform: mean must be finite and std > 0");
+    return RA_OK;
+}
+
+ra_status ra_transform_size(const ra_transform *t, int w, int h, int *ow, int *oh) {
+    ra_status st = ra_transform_check(t);
+    if (st) return st;
+    if (!ow || !oh || w < 1 || h < 1)
+        return rai_fail(RA_ERR_ARG, "transform: image %dx%d", w, h);
+    resized(t, w, h, ow, oh);
+    if (t->crop != RA_CROP_NONE) *ow = t->crop_w, *oh = t->crop_h;
+    return RA_OK;
+}
+
+/* Where a crop of c starts in a side of n: negative where it pads. */
+static int crop_start(int n, int c, ra_crop_mode mode) {
+    if (c > n) return -((c - n) / 2);
+    const int d = n - c;
+    if (mode == RA_CROP_CENTER_FLOOR || d % 2 == 0) return d / 2;
+    return (d / 2) % 2 == 0 ? d / 2 : d / 2 + 1;   /* k + 0.5 rounded half to even */
+}
+
+ra_status ra_transform_apply(float *out, const ra_transform *t, const uint8_t *rgb, int w, int h) {
+    int ow, oh, rw, rh;
+    if (!out || !rgb) return rai_fail(RA_ERR_ARG, "transform: NULL argument");
+    ra_status st = ra_transform_size(t, w, h, &ow, &oh);
+    if (st) return st;
+    resized(t, w, h, &rw, &rh);
+    uint8_t *r = NULL;
+    const uint8_t *img = rgb;
+    if (rw != w || rh != h) {
+        if (!(r = malloc((size_t)rw * rh * 3)))
+            return rai_fail(RA_ERR_NOMEM, "transform: out of memory for %dx%d", rw, rh);
+        if ((st = ra_image_resize_u8(r, rw, rh, rgb, w, h, 3, t->interp))) {
+            free(r);
+            return st;
+        }
+        img = r;
+    }
+    const int x0 = t->crop != RA_CROP_NONE ? crop_start(rw, ow, t->crop) : 0;
+    const int y0 = t->crop != RA_CROP_NONE ? crop_start(rh, oh, t->crop) : 0;
+    for (int c = 0; c < 3; c++) {
+        for (int y = 0; y < oh; y++) {
+            float *o = out + ((size_t)c * oh + y) * ow;
+            const int sy = y + y0;
+            for (int x = 0; x < ow; x++) {
+                const int sx = x + x0;
+                const int v = sy >= 0 && sy < rh && sx >= 0 && sx < rw
+                                  ? img[((size_t)sy * rw + sx) * 3 + c] : 0;   /* padding */
+                float f = t->rescale > 0 ? (float)(v * t->rescale) : (float)v / 255.0f;
+                if (t->normalize) f = (f - t->mean[c]) / t->std[c];
+                o[x] = f;
+            }
+        }
+    }
+    free(r);
+    return RA_OK;
+}
+
+int ra_transform_describe(char *buf, size_t n, const ra_transform *t) {
+    if (!buf || !n || !t) return -1;
+    char rs[64], cr[64], sc[48], nm[160] = "";
+    if (t->resize == RA_RESIZE_SHORTER)
+        snprintf(rs, sizeof rs, "resize shorter side %d %s", t->resize_h, ra_interp_name(t->interp));
+    else if (t->resize == RA_RESIZE_EXACT)
+        snprintf(rs, sizeof rs, "resize to %dx%d %s", t->resize_h, t->resize_w,
+                 ra_interp_name(t->interp));
+    else snprintf(rs, sizeof rs, "no resize");
+    if (t->crop == RA_CROP_NONE) snprintf(cr, sizeof cr, "no crop");
+    else snprintf(cr, sizeof cr, "centre crop %dx%d (offset %s)", t->crop_h, t->crop_w,
+                  t->crop == RA_CROP_CENTER_ROUND ? "rounded" : "floored");
+    if (t->rescale > 0) snprintf(sc, sizeof sc, "x %.17g", t->rescale);
+    else snprintf(sc, sizeof sc, "/ 255");
+    if (t->normalize)
+        snprintf(nm, sizeof nm, ", normalise mean %.9g,%.9g,%.9g std %.9g,%.9g,%.9g", t->mean[0],
+                 t->mean[1], t->mean[2], t->std[0], t->std[1], t->std[2]);
+    return snprintf(buf, n, "%s, %s, %s%s", rs, cr, sc, nm);
+}

@@ -1,0 +1,209 @@
+/* transform.c - the evaluation transform of a model's family, from its
+ * metadata (docs/reference.md, "Image transforms").
+ *
+ * Where each family records it, and what the source readers store:
+ *   timm          config.json pretrained_cfg: input_size (img_size),
+ *                 crop_pct, interpolation, crop_mode, mean, std (config.c);
+ *                 the resize is computed here as timm's
+ *                 transforms_imagenet_eval does: floor(img_size / crop_pct).
+ *   transformers  preprocessor_config.json: do_resize + size, resample,
+ *                 do_center_crop + crop_size, do_rescale + rescale_factor,
+ *                 do_normalize, image_mean, image_std (config.c), as
+ *                 transform.* keys.
+ *   torchvision   nothing in the file: the weights' own transform of the
+ *                 builder the names and widths are (rai_torchvision_transform,
+ *                 from torchvision 0.14's models/swin_transformer.py and
+ *                 models/vision_transformer.py), as transform.* keys.
+ * Anything else: timm's and torchvision's defaults (crop_pct 0.875,
+ * bilinear, ImageNet's mean and std); a grey (one channel) model without a
+ * crop_pct is not resized beyond its img_size. */
+#include "models/infer.h"
+#include "models/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* "N", "HxW" or "H,W" into h, w (1..RA_IMAGE_MAX_SIDE); 0 if malformed. */
+static int parse_size(const char *s, int *h, int *w) {
+    char *end;
+    long a = strtol(s, &end, 10), b = a;
+    if (end == s) return 0;
+    if (*end == 'x' || *end == ',') {
+        const char *t = end + 1;
+        b = strtol(t, &end, 10);
+        if (end == t) return 0;
+    }
+    if (*end || a < 1 || b < 1 || a > RA_IMAGE_MAX_SIDE || b > RA_IMAGE_MAX_SIDE) return 0;
+    *h = (int)a, *w = (int)b;
+    return 1;
+}
+
+/* "r,g,b" or one number (a grey model's) into v[3]. */
+static int parse_triple(float v[3], const char *s) {
+    char *end;
+    for (int i = 0; i < 3; i++) {
+        v[i] = strtof(s, &end);
+        if (end == s || !isfinite(v[i])) return 0;
+        if (i == 0 && !*end) return v[1] = v[2] = v[0], 1;
+        if (i < 2 && *end != ',') return 0;
+        s = end + (i < 2);
+    }
+    return !*end;
+}
+
+static ra_status bad(const char *key, const char *v, const char *want) {
+    char esc[160];
+    ra_escape_text(esc, sizeof esc, v);
+    return rai_fail(RA_ERR_FORMAT, "metadata %s '%s': %s", key, esc, want);
+}
+
+ra_status ra_model_transform(ra_transform *t, const char **source, const ra_model *m) {
+    if (!t || !m) return rai_fail(RA_ERR_ARG, "ra_model_transform: NULL argument");
+    static const float in_mean[3] = {0.485f, 0.456f, 0.406f}, in_std[3] = {0.229f, 0.224f, 0.225f};
+    *t = (ra_transform){.interp = RA_INTERP_BILINEAR, .crop = RA_CROP_CENTER_ROUND, .normalize = 1};
+    memcpy(t->mean, in_mean, sizeof in_mean), memcpy(t->std, in_std, sizeof in_std);
+    const char *v, *src = NULL;
+    int h = 224, w = 224;
+    if ((v = ra_model_meta(m, "img_size")) && !parse_size(v, &h, &w))
+        return bad("img_size", v, "a size, N or H,W");
+    t->crop_h = h, t->crop_w = w;
+    if ((v = ra_model_meta(m, "transform.interpolation"))) {
+        const int i = ra_interp_parse(v);
+        if (i < 0) return bad("transform.interpolation", v, "nearest, bilinear, bicubic, lanczos, "
+                              "box or hamming");
+        t->interp = (ra_interp)i;
+    }
+    if ((v = ra_model_meta(m, "transform.crop")) && strcmp(v, "none")) {
+        if (!parse_size(v, &t->crop_h, &t->crop_w)) return bad("transform.crop", v, "HxW or none");
+    } else if (v) {
+        t->crop = RA_CROP_NONE;
+    }
+    if ((v = ra_model_meta(m, "transform.crop_rounding"))) {
+        if (!strcmp(v, "floor")) t->crop = t->crop ? RA_CROP_CENTER_FLOOR : RA_CROP_NONE;
+        else if (strcmp(v, "round")) return bad("transform.crop_rounding", v, "round or floor");
+    }
+    if ((v = ra_model_meta(m, "transform.resize"))) {   /* transformers', torchvision's */
+        src = ra_model_meta(m, RA_META_SOURCE "transform.resize");
+        if (!strcmp(v, "none")) {
+            t->resize = RA_RESIZE_NONE;
+        } else if (!strncmp(v, "shorter ", 8)) {
+            int s2;
+            t->resize = RA_RESIZE_SHORTER;
+            if (!parse_size(v + 8, &t->resize_h, &s2) || s2 != t->resize_h)
+                return bad("transform.resize", v, "shorter N, HxW or none");
+        } else if (parse_size(v, &t->resize_h, &t->resize_w)) {
+            t->resize = RA_RESIZE_EXACT;
+        } else {
+            return bad("transform.resize", v, "shorter N, HxW or none");
+        }
+    } else {   /* timm's: img_size / crop_pct, by crop_mode */
+        double pct = 0.875;
+        const char *cp = ra_model_meta(m, "crop_pct"), *mode = ra_model_meta(m, "transform.crop_mode");
+        char *end;
+        if (cp && !((pct = strtod(cp, &end)) >= 0.05 && pct <= 1.0 && !*end))
+            return bad("crop_pct", cp, "a number in [0.05, 1]");
+        src = cp ? ra_model_meta(m, RA_META_SOURCE "crop_pct") : NULL;
+        const char *ch = ra_model_meta(m, "in_chans");
+        if (!cp && ch && !strcmp(ch, "1")) pct = 1.0;   /* grey, MNIST-like: no margin */
+        const int sh = (int)floor(t->crop_h / pct), sw = (int)floor(t->crop_w / pct);
+        if (!mode || !strcmp(mode, "center")) {
+            if (sh != sw)
+                return rai_fail(RA_ERR_FORMAT, "a centre crop of a non-square img_size %dx%d (timm's "
+                                "ResizeKeepRatio) is not supported; pass --resize", t->crop_h,
+                                t->crop_w);
+            t->resize = RA_RESIZE_SHORTER, t->resize_h = sh;
+        } else if (!strcmp(mode, "squash")) {
+            t->resize = RA_RESIZE_EXACT, t->resize_h = sh, t->resize_w = sw;
+        } else {
+            return bad("transform.crop_mode", mode, "center or squash (timm's border is not "
+                       "supported)");
+        }
+        if (!src && mode) src = ra_model_meta(m, RA_META_SOURCE "transform.crop_mode");
+    }
+    if ((v = ra_model_meta(m, "transform.rescale"))) {
+        char *end;
+        if (!((t->rescale = strtod(v, &end)) > 0) || *end || !isfinite(t->rescale))
+            return bad("transform.rescale", v, "a number > 0");
+    }
+    if ((v = ra_model_meta(m, "transform.normalize"))) {
+        if (strcmp(v, "true") && strcmp(v, "false")) return bad("transform.normalize", v, "true or false");
+        t->normalize = !strcmp(v, "true");
+    }
+    if ((v = ra_model_meta(m, "mean")) && !parse_triple(t->mean, v))
+        return bad("mean", v, "r,g,b or one number");
+    if ((v = ra_model_meta(m, "std")) && !parse_triple(t->std, v))
+        return bad("std", v, "r,g,b or one number, > 0");
+    if (source)
+        *source = src ? src : ra_model_meta(m, "crop_pct") ? "metadata crop_pct"
+                        : "default: timm's and torchvision's (crop_pct 0.875, bilinear)";
+    ra_status st = ra_transform_check(t);
+    return st ? rai_fail(RA_ERR_FORMAT, "the model's image transform: %s", ra_last_error()) : RA_OK;
+}
+
+/* ---- torchvision's builders ---------------------------------------------------- */
+
+/* The weights' transform of each builder (DEFAULT = IMAGENET1K_V1, except
+ * vit_h_14's, whose only weights are SWAG's), by arch and widths. */
+static const struct {
+    const char *builder, *arch;
+    int dim, depth;          /* embed_dim; a ViT's depth (0: any) */
+    const char *depths;      /* a Swin's (NULL: any) */
+    int patch;               /* a ViT's patch size (0: any) */
+    int resize, crop;
+    const char *interp;
+} tv_builders[] = {
+    {"swin_t", "swin", 96, 0, "2,2,6,2", 0, 232, 224, "bicubic"},
+    {"swin_s", "swin", 96, 0, "2,2,18,2", 0, 246, 224, "bicubic"},
+    {"swin_b", "swin", 128, 0, "2,2,18,2", 0, 238, 224, "bicubic"},
+    {"swin_v2_t", "swinv2", 96, 0, "2,2,6,2", 0, 260, 256, "bicubic"},
+    {"swin_v2_s", "swinv2", 96, 0, "2,2,18,2", 0, 260, 256, "bicubic"},
+    {"swin_v2_b", "swinv2", 128, 0, "2,2,18,2", 0, 272, 256, "bicubic"},
+    {"vit_b_16", "vit", 768, 12, NULL, 16, 256, 224, "bilinear"},
+    {"vit_b_32", "vit", 768, 12, NULL, 32, 256, 224, "bilinear"},
+    {"vit_l_16", "vit", 1024, 24, NULL, 16, 242, 224, "bilinear"},
+    {"vit_l_32", "vit", 1024, 24, NULL, 32, 256, 224, "bilinear"},
+    {"vit_h_14", "vit", 1280, 32, NULL, 14, 518, 518, "bicubic"},
+};
+
+static int meta_is(const ra_st_file *f, const char *key, const char *want) {
+    const char *v = ra_st_meta(f, key);
+    return v && !strcmp(v, want);
+}
+
+static int meta_int(const ra_st_file *f, const char *key) {
+    const char *v = ra_st_meta(f, key);
+    return v ? atoi(v) : -1;
+}
+
+ra_status rai_torchvision_transform(ra_st_file *f) {
+    const int swin = ra_st_find(f, "features.0.0.weight") != NULL,
+              vit = ra_st_find(f, "conv_proj.weight") != NULL;
+    if ((!swin && !vit) || ra_st_meta(f, "transform.resize")) return RA_OK;
+    for (size_t i = 0; i < sizeof tv_builders / sizeof *tv_builders; i++) {
+        const __typeof__(tv_builders[0]) *b = &tv_builders[i];
+        if (!meta_is(f, "arch", b->arch) || meta_int(f, "embed_dim") != b->dim ||
+            (b->depths && !meta_is(f, "depths", b->depths)) ||
+            (b->depth && meta_int(f, "depth") != b->depth) ||
+            (b->patch && meta_int(f, "patch_size") != b->patch) ||
+            meta_int(f, "img_size") != b->crop)
+            continue;
+        char from[96], v[32];
+        snprintf(from, sizeof from, "convention: torchvision's %s weights' transform", b->builder);
+        static const char *const keys[] = {"transform.resize", "transform.interpolation",
+                                           "transform.crop"};
+        for (int k = 0; k < 3; k++) {
+            char src[64];
+            if (k == 0) snprintf(v, sizeof v, "shorter %d", b->resize);
+            else if (k == 1) snprintf(v, sizeof v, "%s", b->interp);
+            else snprintf(v, sizeof v, "%dx%d", b->crop, b->crop);
+            snprintf(src, sizeof src, RA_META_SOURCE "%s", keys[k]);
+            ra_status st = rai_st_set_meta(f, keys[k], v);
+            if (!st) st = rai_st_set_meta(f, src, from);
+            if (st) return st;
+        }
+        return RA_OK;
+    }
+    return RA_OK;
+}
