@@ -5,49 +5,68 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const char classify_help[] =
-    "usage: relattn classify MODEL IMAGE... [--top K] [--json]\n"
-    "                        [--resize R] [--crop C] [--threads N]\n"
+    "usage: relattn classify MODEL IMAGE... [--top K] [--json] [--resize R] [--crop C]\n"
+    "                        [--interpolation F] [--crop-mode M] [--threads N]\n"
     "\n"
-    "Classifies PNG and JPEG images with a swin or vit model file.\n"
-    "Each image goes through the ImageNet evaluation transform of timm and\n"
-    "torchvision: resize the shorter side to R (default C / crop_pct, the metadata's\n"
-    "crop_pct or 0.875), centre crop\n"
-    "C x C (default the model's img_size), scale to [0, 1], normalise with the\n"
-    "metadata's \"mean\" and \"std\" (\"r,g,b\"; default ImageNet's). Prints the top K\n"
-    "(default 5) classes with softmax probabilities, named by the metadata's\n"
-    "\"labels\" (a JSON array of strings) when the file has them. Images over\n"
-    "64 megapixels are refused before decoding. A model whose metadata tta is\n"
-    "flip (relattn train's default) averages its outputs for the image and its\n"
-    "mirror before the softmax; --set tta=none: one view.\n"
+    "Classifies PNG and JPEG images with a swin, swinv2 or vit model. Each image\n"
+    "goes through the evaluation transform of the model's family, as its own PIL\n"
+    "pipeline computes it: timm's pretrained_cfg (img_size / crop_pct, interpolation,\n"
+    "crop_mode), transformers' preprocessor_config.json, torchvision's weights'\n"
+    "transform, else timm's defaults (resize the shorter side to C / 0.875, bilinear,\n"
+    "centre crop C x C, ImageNet's mean and std); `relattn inspect MODEL` shows it and\n"
+    "where it came from. Overrides: --resize R (the shorter side; with --crop-mode\n"
+    "squash, R x R), --crop C (C x C; the resize follows as C / crop_pct unless given),\n"
+    "--interpolation nearest|bilinear|bicubic|lanczos|box|hamming, --crop-mode\n"
+    "center|squash. Prints the top K (default 5) classes with softmax probabilities,\n"
+    "named by the metadata's \"labels\" when the file has them. Images over 64\n"
+    "megapixels are refused before decoding. A model whose metadata tta is flip\n"
+    "(relattn train's default) averages its outputs for the image and its mirror\n"
+    "before the softmax; --set tta=none: one view.\n"
     MODEL_OPTIONS_HELP;
-
-/* "r,g,b", or one number for all three (a grey model's). */
-static int parse_triple(float out[3], const char *s) {
-    char tail;
-    if (!s) return 0;
-    if (sscanf(s, "%f,%f,%f %c", &out[0], &out[1], &out[2], &tail) == 3) return 1;
-    if (sscanf(s, "%f %c", &out[0], &tail) != 1) return 0;
-    out[1] = out[2] = out[0];
-    return 1;
-}
 
 /* A grey model's input from the three normalised planes x (3, C, C): the
  * luma of ITU-R 601 (PIL's "L" conversion), which commutes with the resize
  * and with a normalisation that is the same for the three channels (a grey
  * model's mean/std is one number): plane 0 = .299 R + .587 G + .114 B. */
-static ra_status to_grey(float *x, int crop) {
-    const int64_t n = (int64_t)crop * crop;
+static ra_status to_grey(float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] = 0.299f * x[i] + 0.587f * x[n + i] + 0.114f * x[2 * n + i];
     return RA_OK;
 }
 
+/* The options over the family's transform: --crop C (C x C; the resize
+ * follows as C / crop_pct unless --resize), --resize R (the shorter side,
+ * or R x R when squashing), --interpolation, --crop-mode. */
+static ra_status apply_overrides(ra_transform *t, const ra_model *m, int in_chans, int crop,
+                                 int resize, const char *interp, const char *mode) {
+    if (mode && !strcmp(mode, "squash") && t->resize == RA_RESIZE_SHORTER)
+        t->resize = RA_RESIZE_EXACT, t->resize_w = t->resize_h;
+    else if (mode && !strcmp(mode, "center") && t->resize == RA_RESIZE_EXACT)
+        t->resize = RA_RESIZE_SHORTER;
+    if (crop) {
+        if (t->crop == RA_CROP_NONE) t->crop = RA_CROP_CENTER_ROUND;
+        t->crop_h = t->crop_w = crop;
+        const char *cp = ra_model_meta(m, "crop_pct");
+        const double pct = cp ? atof(cp) : in_chans == 1 ? 1.0 : 0.875;
+        if (!resize && t->resize != RA_RESIZE_NONE && pct > 0)
+            t->resize_h = t->resize_w = (int)floor(crop / pct);
+    }
+    if (resize) {
+        if (t->resize == RA_RESIZE_NONE) t->resize = RA_RESIZE_SHORTER;
+        t->resize_h = t->resize_w = resize;
+    }
+    if (interp) t->interp = (ra_interp)ra_interp_parse(interp);
+    return ra_transform_check(t);
+}
+
 int cmd_classify(int argc, char **argv) {
     if (!take_model_options(&argc, argv)) return EX_USAGE;
-    opt opts[] = {{"--top", 1, 0},    {"--json", 0, 0},    {"--resize", 1, 0},
-                  {"--crop", 1, 0},   {"--threads", 1, 0}, {"--help", 0, 0},
-                  {"-h", 0, 0},       {0, 0, 0}};
+    opt opts[] = {{"--top", 1, 0},           {"--json", 0, 0},      {"--resize", 1, 0},
+                  {"--crop", 1, 0},          {"--threads", 1, 0},   {"--interpolation", 1, 0},
+                  {"--crop-mode", 1, 0},     {"--help", 0, 0},      {"-h", 0, 0},
+                  {0, 0, 0}};
     const char *pos[256];
     int npos, top = 5, crop = 0, resize = 0;
     if (!parse_args(argc, argv, opts, pos, 256, &npos)) return EX_USAGE;
@@ -59,6 +78,12 @@ int cmd_classify(int argc, char **argv) {
         return usage_error("--crop '%s': need 1..8192", get(opts, "--crop"));
     if (get(opts, "--resize") && !parse_int(&resize, get(opts, "--resize"), 1, 8192))
         return usage_error("--resize '%s': need 1..8192", get(opts, "--resize"));
+    const char *interp = get(opts, "--interpolation"), *mode = get(opts, "--crop-mode");
+    if (interp && ra_interp_parse(interp) < 0)
+        return usage_error("--interpolation '%s': nearest, bilinear, bicubic, lanczos, box or "
+                           "hamming", interp);
+    if (mode && strcmp(mode, "center") && strcmp(mode, "squash"))
+        return usage_error("--crop-mode '%s': center or squash", mode);
     if (!threads_option(opts)) return EX_USAGE;
 
     ra_model *m;
@@ -66,9 +91,9 @@ int cmd_classify(int argc, char **argv) {
     if (st) return lib_fail(st);
     const ra_arch arch = ra_model_arch(m);
     int code = EX_OK, in_chans = 3;
-    float mean[3] = {0.485f, 0.456f, 0.406f}, stdv[3] = {0.229f, 0.224f, 0.225f};
     json_t *labels = NULL;
-    float *rgb = NULL, *x = NULL, *y = NULL;
+    uint8_t *rgb = NULL;
+    float *x = NULL, *y = NULL;
     if (arch != RA_ARCH_SWIN && arch != RA_ARCH_VIT && arch != RA_ARCH_SWINV2) {
         code = fail(EX_DATAERR, "needs a swin, swinv2 or vit model, not %s", ra_arch_name(arch));
         goto done;
@@ -79,21 +104,10 @@ int cmd_classify(int argc, char **argv) {
                     ra_model_meta(m, "in_chans"));
         goto done;
     }
-    if (!crop) crop = ra_model_meta(m, "img_size") ? atoi(ra_model_meta(m, "img_size")) : 224;
-    if (crop < 1 || crop > 8192) { code = fail(EX_DATAERR, "model img_size is unusable"); goto done; }
-    double crop_pct = 0.875;   /* timm's and torchvision's default; the metadata's crop_pct */
-    const char *cp = ra_model_meta(m, "crop_pct");
-    if (cp && !(sscanf(cp, "%lf", &crop_pct) == 1 && crop_pct >= 0.05 && crop_pct <= 1.0)) {
-        code = fail(EX_DATAERR, "model crop_pct '%s' is not in [0.05, 1]", safe_text(cp));
-        goto done;
-    }
-    if (!resize) resize = in_chans == 1 ? crop : (int)(crop / crop_pct);   /* grey: MNIST-like */
-    if (resize < crop) resize = crop;
-    if ((ra_model_meta(m, "mean") && !parse_triple(mean, ra_model_meta(m, "mean"))) ||
-        (ra_model_meta(m, "std") && !parse_triple(stdv, ra_model_meta(m, "std"))) ||
-        !(stdv[0] > 0 && stdv[1] > 0 && stdv[2] > 0)) {
-        code = fail(EX_DATAERR, "metadata mean/std must be \"r,g,b\" (or one number for a grey "
-                    "model) with std > 0");
+    ra_transform tf;
+    if ((st = ra_model_transform(&tf, NULL, m)) ||
+        (st = apply_overrides(&tf, m, in_chans, crop, resize, interp, mode))) {
+        code = lib_fail(st);
         goto done;
     }
     if (ra_model_meta(m, "labels")) {
@@ -104,19 +118,25 @@ int cmd_classify(int argc, char **argv) {
             goto done;
         }
     }
-    if (!(x = malloc(sizeof *x * 3 * (size_t)crop * crop))) {
-        code = fail(EX_DATAERR, "too large: out of memory");
-        goto done;
-    }
     const int json = get(opts, "--json") != NULL;
     if (json) printf("[");
     for (int im = 1; im < npos && code == EX_OK; im++) {
-        int w, h, yn;
+        int w, h, ow, oh, yn;
         int64_t ys[4];
-        if ((st = ra_image_load(&rgb, &w, &h, pos[im], (int64_t)64 << 20)) ||
-            (st = ra_image_preprocess(x, rgb, w, h, resize, crop, mean, stdv)) ||
-            (in_chans == 1 && (st = to_grey(x, crop))) ||
-            (st = ra_model_predict(m, &y, &yn, ys, x, 4, (int64_t[]){1, in_chans, crop, crop}))) {
+        float *grown;
+        if ((st = ra_image_load_u8(&rgb, &w, &h, pos[im], (int64_t)64 << 20)) ||
+            (st = ra_transform_size(&tf, w, h, &ow, &oh))) {
+            code = lib_fail(st);
+            break;
+        }
+        if (!(grown = realloc(x, sizeof *x * 3 * (size_t)ow * oh))) {
+            code = fail(EX_DATAERR, "too large: out of memory");
+            break;
+        }
+        x = grown;
+        if ((st = ra_transform_apply(x, &tf, rgb, w, h)) ||
+            (in_chans == 1 && (st = to_grey(x, (int64_t)ow * oh))) ||
+            (st = ra_model_predict(m, &y, &yn, ys, x, 4, (int64_t[]){1, in_chans, oh, ow}))) {
             code = lib_fail(st);
             break;
         }

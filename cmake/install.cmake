@@ -71,6 +71,13 @@ if(RELATTN_TESTS AND NOT RELATTN_SANITIZE AND NOT RELATTN_TSAN AND NOT RELATTN_F
            $<TARGET_FILE:relattn_cli> ${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures
            ${CMAKE_CURRENT_SOURCE_DIR} $<TARGET_FILE:relattn_shared>)
   set_tests_properties(test_python PROPERTIES SKIP_RETURN_CODE 77)
+  # images in as each family reads them, against PIL (skipped without PIL,
+  # NumPy or python3-skimage's photos)
+  add_test(NAME test_transform COMMAND /usr/bin/python3
+           ${CMAKE_CURRENT_SOURCE_DIR}/tests/test_transform.py $<TARGET_FILE:relattn_cli>
+           ${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures ${CMAKE_CURRENT_SOURCE_DIR}/python)
+  set_tests_properties(test_transform PROPERTIES SKIP_RETURN_CODE 77
+                       ENVIRONMENT RELATTN_LIBRARY=$<TARGET_FILE:relattn_shared>)
   # the ```bash blocks of README.md and docs/*.md, as written
   add_test(NAME test_readme COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/test_readme.sh
            ${CMAKE_CURRENT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR})

@@ -1130,6 +1130,15 @@ const ra_attn_layer *ra_model_attn(const ra_model *m);
 const char *ra_model_meta(const ra_model *m, const char *key);
 int ra_model_meta_count(const ra_model *m);
 const char *ra_model_meta_key(const ra_model *m, int i);
+/* The image transform the model's family evaluates with (section 14,
+ * ra_transform), from its metadata: transform.*, img_size, crop_pct, mean,
+ * std (docs/reference.md, "Image transforms"). *source (may be NULL) says
+ * where it came from ("config.json pretrained_cfg.crop_pct",
+ * "preprocessor_config.json size", "convention: torchvision's swin_t
+ * weights' transform", or the default), valid while m lives.
+ * RA_ERR_FORMAT, naming the key, if the metadata is unusable. */
+struct ra_transform;
+ra_status ra_model_transform(struct ra_transform *t, const char **source, const ra_model *m);
 
 /* Multiply-adds of one forward as the Swin authors count them (their
  * flops() methods): for a network, one h x w image; for an attention layer,

@@ -12,7 +12,9 @@ pkgs=(build-essential cmake pkg-config libjansson-dev libopenblas-dev libopenbla
       libomp-dev zlib1g-dev libminizip-dev
       libspng-dev libjpeg62-turbo-dev dataset-fashion-mnist python3 python3-numpy python3-pip
       clang libclang-rt-14-dev valgrind    # scripts/fuzz.sh, scripts/valgrind.sh
-      openmpi-bin libopenmpi-dev)          # relattn train under mpirun (tests/test_mpi.sh)
+      openmpi-bin libopenmpi-dev           # relattn train under mpirun (tests/test_mpi.sh)
+      python3-pil python3-skimage)         # PIL, the reference of the image transforms, and
+                                           # real photos (tests/test_transform.py)
 # PyTorch: the fixtures' twins, and the tests of relattn.torch (skipped without
 # it); torchvision for the test that swaps relattn into its Swin.
 [ "${RELATTN_WITH_TORCH:-0}" = 1 ] && pkgs+=(python3-torch python3-torchvision python3-numpy)

@@ -131,8 +131,53 @@ static void fixture(const char *dir, const char *name, double atol, double mean_
     ra_st_close(f);
 }
 
+/* What holds for every filter whatever the reference: a flat image stays
+ * flat (the weights sum to one in fixed point), nearest picks the pixel
+ * under each centre, and bad sizes and transforms are refused. The values
+ * against PIL: tests/test_transform.py. (Also the sanitizers' run of the
+ * resampler.) */
+static void resize_properties(void) {
+    static uint8_t in[37 * 23 * 3], out[101 * 7 * 3];
+    for (int f = 0; f <= 5; f++) {
+        const int sizes[][2] = {{5, 3}, {37, 23}, {101, 7}, {1, 1}, {36, 22}};
+        for (int v = 0; v < 256; v += 85) {
+            memset(in, v, sizeof in);
+            for (int s = 0; s < 5; s++) {
+                const int ow = sizes[s][0], oh = sizes[s][1];
+                CHECK(ra_image_resize_u8(out, ow, oh, in, 37, 23, 3, (ra_interp)f) == RA_OK, "%s",
+                      ra_last_error());
+                int flat = 1;
+                for (int i = 0; i < ow * oh * 3; i++) flat &= out[i] == v;
+                CHECK(flat, "%s: a flat %d image to %dx%d is not flat", ra_interp_name(f), v, ow, oh);
+            }
+        }
+    }
+    for (int i = 0; i < 12 * 3; i++) in[i] = (uint8_t)i;   /* 12 x 1: nearest of 4 x 1 */
+    CHECK(ra_image_resize_u8(out, 4, 1, in, 12, 1, 3, RA_INTERP_NEAREST) == RA_OK &&
+          out[0] == 3 && out[3] == 12 && out[6] == 21 && out[9] == 30, "nearest picks centres");
+    CHECK(ra_image_resize_u8(out, 0, 1, in, 12, 1, 3, RA_INTERP_BILINEAR) == RA_ERR_ARG &&
+          ra_image_resize_u8(out, 4, 1, in, 12, 1, 3, (ra_interp)9) == RA_ERR_ARG &&
+          ra_image_resize_u8(out, 70000, 1, in, 12, 1, 3, RA_INTERP_BILINEAR) == RA_ERR_ARG,
+          "bad sizes and filters refused");
+    ra_transform t = {.resize = RA_RESIZE_SHORTER, .resize_h = 0, .interp = RA_INTERP_BICUBIC};
+    CHECK(ra_transform_check(&t) == RA_ERR_ARG, "resize 0 refused");
+    t.resize_h = 8, t.crop = RA_CROP_CENTER_ROUND, t.crop_h = 5, t.crop_w = 5, t.normalize = 1;
+    t.mean[0] = t.mean[1] = t.mean[2] = 0, t.std[0] = t.std[1] = 1, t.std[2] = 0;
+    CHECK(ra_transform_check(&t) == RA_ERR_ARG, "std 0 refused");
+    t.std[2] = 1;
+    int ow, oh;
+    CHECK(ra_transform_size(&t, 37, 23, &ow, &oh) == RA_OK && ow == 5 && oh == 5, "crop size");
+    /* a crop larger than the image pads with zeros around it */
+    float big[3 * 9 * 9];
+    memset(in, 200, sizeof in);
+    t.resize = RA_RESIZE_NONE, t.crop_h = t.crop_w = 9, t.normalize = 0;
+    CHECK(ra_transform_apply(big, &t, in, 5, 3) == RA_OK && big[0] == 0 &&
+          big[3 * 9 + 2] == 200 / 255.0f && big[9 * 9 - 1] == 0, "padding");
+}
+
 int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : "tests/fixtures";
+    resize_properties();
     fixture(dir, "wide", 0.02, 0.008);   /* PNG */
     fixture(dir, "tall", 0.02, 0.008);   /* JPEG */
     malformed(dir);

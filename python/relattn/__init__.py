@@ -19,7 +19,7 @@ library's one-line reason.
 import ctypes
 import os
 
-from ._lib import LoadOptions, RelattnError, Tensor, check, lib, path as library_path
+from ._lib import LoadOptions, RelattnError, Tensor, Transform, check, lib, path as library_path
 
 __all__ = ["relpos_index", "window_mask", "load", "Model", "RelattnError", "archs", "version",
            "set_threads", "library_path"]
@@ -273,6 +273,38 @@ class Model:
             return np.ctypeslib.as_array(y, shape=shape).copy()
         finally:
             _libc.free(y)
+
+    def transform(self):
+        """The image transform `relattn classify` applies for this model: a
+        one-line description and where it came from (its family's config,
+        torchvision's builder, or the default)."""
+        t, src = Transform(), ctypes.c_char_p()
+        check(lib.ra_model_transform(ctypes.byref(t), ctypes.byref(src), self._h))
+        buf = ctypes.create_string_buffer(512)
+        lib.ra_transform_describe(buf, len(buf), ctypes.byref(t))
+        return buf.value.decode(), src.value.decode()
+
+    def preprocess(self, image_path):
+        """The input `relattn classify` feeds the model for an image file (PNG
+        or JPEG, at most 64 megapixels): (1, C, H, W) float32, through the
+        family's transform (Model.transform()), grey models given the luma."""
+        np = _np()
+        t = Transform()
+        check(lib.ra_model_transform(ctypes.byref(t), None, self._h))
+        px, w, h, ow, oh = ctypes.c_void_p(), ctypes.c_int(), ctypes.c_int(), ctypes.c_int(), \
+            ctypes.c_int()
+        check(lib.ra_image_load_u8(ctypes.byref(px), ctypes.byref(w), ctypes.byref(h),
+                                   os.fsencode(image_path), 64 << 20))
+        try:
+            check(lib.ra_transform_size(ctypes.byref(t), w, h, ctypes.byref(ow), ctypes.byref(oh)))
+            out = np.empty((3, oh.value, ow.value), dtype=np.float32)
+            check(lib.ra_transform_apply(out.ctypes.data, ctypes.byref(t), px, w, h))
+        finally:
+            _libc.free(px)
+        if self.meta.get("in_chans") == "1":   # PIL's "L" luma, as classify
+            out = (np.float32(0.299) * out[0] + np.float32(0.587) * out[1]
+                   + np.float32(0.114) * out[2])[None]
+        return out[None]
 
     def backward(self, **inputs):
         """The gradients for dy: {"y", "grad.x" (or "grad.q", "grad.kv"), "grad.NAME"...}."""

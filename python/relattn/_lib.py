@@ -143,6 +143,24 @@ _sig("ra_model_arch_count", _I)
 _sig("ra_model_arch_name", _S, _I)
 _sig("ra_model_predict", _I, _P, ctypes.POINTER(ctypes.POINTER(ctypes.c_float)),
      ctypes.POINTER(_I), ctypes.POINTER(_I64), _P, _I, ctypes.POINTER(_I64))
+
+
+class Transform(ctypes.Structure):
+    """ra_transform: an image's evaluation transform (relattn.h, section 14)."""
+    _fields_ = [("resize", ctypes.c_int), ("resize_h", ctypes.c_int), ("resize_w", ctypes.c_int),
+                ("interp", ctypes.c_int), ("crop", ctypes.c_int), ("crop_h", ctypes.c_int),
+                ("crop_w", ctypes.c_int), ("rescale", ctypes.c_double),
+                ("normalize", ctypes.c_int), ("mean", ctypes.c_float * 3),
+                ("std", ctypes.c_float * 3)]
+
+
+_sig("ra_model_transform", _I, ctypes.POINTER(Transform), ctypes.POINTER(ctypes.c_char_p), _P)
+_sig("ra_transform_describe", _I, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(Transform))
+_sig("ra_transform_size", _I, ctypes.POINTER(Transform), _I, _I, ctypes.POINTER(_I),
+     ctypes.POINTER(_I))
+_sig("ra_transform_apply", _I, _P, ctypes.POINTER(Transform), _P, _I, _I)
+_sig("ra_image_load_u8", _I, ctypes.POINTER(_P), ctypes.POINTER(_I), ctypes.POINTER(_I), _S,
+     _I64)
 _sig("ra_run_create", _I, ctypes.POINTER(_P), _P, _I, ctypes.POINTER(Tensor), _I)
 _sig("ra_run_exec", _I, _P)
 _sig("ra_run_output_count", _I, _P)

@@ -632,11 +632,117 @@ static ra_status timm_crop(cfg_out *o, const json_t *pcfg) {
     return put(o, "crop_pct", buf, "config.json pretrained_cfg.crop_pct");
 }
 
-/* transformers' preprocessor_config.json (an image processor's settings):
- * its image_mean and image_std. */
+/* pretrained_cfg's interpolation and crop_mode (timm's evaluation
+ * transform; the resize follows from img_size and crop_pct:
+ * src/models/transform.c). */
+static ra_status timm_transform(cfg_out *o, const json_t *pcfg) {
+    static const char *const keys[][2] = {{"interpolation", "transform.interpolation"},
+                                          {"crop_mode", "transform.crop_mode"}};
+    for (int i = 0; i < 2; i++) {
+        const json_t *v = json_object_get(pcfg, keys[i][0]);
+        char where[48], from[64];
+        const char *s;
+        if (!v || json_is_null(v)) continue;
+        snprintf(where, sizeof where, "pretrained_cfg.%s", keys[i][0]);
+        ra_status st = as_str(v, where, 16, &s);
+        if (st) return st;
+        if (i == 0 && ra_interp_parse(s) < 0)
+            return bad(where, "must be nearest, bilinear, bicubic, lanczos, box or hamming");
+        if (i == 1 && strcmp(s, "center") && strcmp(s, "squash") && strcmp(s, "border"))
+            return bad(where, "must be center, squash or border");
+        snprintf(from, sizeof from, "config.json %s", where);
+        if ((st = put(o, keys[i][1], s, from))) return st;
+    }
+    return RA_OK;
+}
+
+/* A boolean field of an image processor (def when absent). */
+static ra_status pp_bool(const json_t *root, const char *key, int def, int *out) {
+    const json_t *v = json_object_get(root, key);
+    *out = def;
+    if (!v || json_is_null(v)) return RA_OK;
+    if (!json_is_boolean(v)) return bad(key, "must be true or false");
+    *out = json_is_true(v);
+    return RA_OK;
+}
+
+/* An image processor's size or crop_size: an int (square), {height, width}
+ * or {shortest_edge} (shorter allowed) as "HxW" or "shorter N". */
+static ra_status pp_size(const json_t *v, const char *key, int shorter, char *buf, size_t n) {
+    long long h = 0, w = 0;
+    ra_status st = RA_OK;
+    char where[64];
+    if (json_is_integer(v)) {
+        if ((st = as_int(v, key, 1, CFG_MAX_SIZE, &h))) return st;
+        snprintf(buf, n, "%lldx%lld", h, h);
+        return RA_OK;
+    }
+    if (!json_is_object(v)) return bad(key, "must be an integer or an object");
+    const json_t *se = json_object_get(v, "shortest_edge");
+    if (se && shorter) {
+        if (json_object_get(v, "longest_edge"))
+            return bad(key, "with longest_edge is not supported (give height and width)");
+        snprintf(where, sizeof where, "%s.shortest_edge", key);
+        if ((st = as_int(se, where, 1, CFG_MAX_SIZE, &h))) return st;
+        snprintf(buf, n, "shorter %lld", h);
+        return RA_OK;
+    }
+    snprintf(where, sizeof where, "%s.height", key);
+    if ((st = as_int(json_object_get(v, "height"), where, 1, CFG_MAX_SIZE, &h))) return st;
+    snprintf(where, sizeof where, "%s.width", key);
+    if ((st = as_int(json_object_get(v, "width"), where, 1, CFG_MAX_SIZE, &w))) return st;
+    snprintf(buf, n, "%lldx%lld", h, w);
+    return RA_OK;
+}
+
+/* transformers' preprocessor_config.json (an image processor's settings,
+ * ViTImageProcessor's defaults where a field is left out): the resize
+ * (do_resize, size, resample), the centre crop (do_center_crop,
+ * crop_size; the offset floored), the rescale (do_rescale,
+ * rescale_factor) and the normalisation (do_normalize, image_mean,
+ * image_std), as transform.* keys, mean and std. */
 static ra_status from_preprocessor(cfg_out *o, const json_t *root) {
-    ra_status st = norm_values(o, root, "image_mean", "mean", "preprocessor_config.json", "image_mean");
-    return st ? st : norm_values(o, root, "image_std", "std", "preprocessor_config.json", "image_std");
+    const char *from = "preprocessor_config.json";
+    int resize, crop, rescale, normalize;
+    char buf[64];
+    ra_status st = pp_bool(root, "do_resize", 1, &resize);
+    if (!st) st = pp_bool(root, "do_center_crop", 0, &crop);
+    if (!st) st = pp_bool(root, "do_rescale", 1, &rescale);
+    if (!st) st = pp_bool(root, "do_normalize", 1, &normalize);
+    const json_t *v;
+    if (!st && resize && (v = json_object_get(root, "size")) && !json_is_null(v)) {
+        if (!(st = pp_size(v, "size", 1, buf, sizeof buf)))
+            st = put(o, "transform.resize", buf, "preprocessor_config.json size");
+    } else if (!st && resize) {
+        st = put(o, "transform.resize", "224x224", "preprocessor_config.json (size: the default)");
+    } else if (!st) {
+        st = put(o, "transform.resize", "none", "preprocessor_config.json do_resize");
+    }
+    long long r = RA_INTERP_BILINEAR;
+    if (!st && (v = json_object_get(root, "resample")) && !json_is_null(v))
+        st = as_int(v, "resample", 0, 5, &r);
+    if (!st) st = put(o, "transform.interpolation", ra_interp_name((ra_interp)r), from);
+    if (!st && crop && (v = json_object_get(root, "crop_size")) && !json_is_null(v)) {
+        if (!(st = pp_size(v, "crop_size", 0, buf, sizeof buf)))
+            st = put(o, "transform.crop", buf, "preprocessor_config.json crop_size");
+    } else if (!st && crop) {
+        st = put(o, "transform.crop", "224x224", "preprocessor_config.json (crop_size: the default)");
+    } else if (!st) {
+        st = put(o, "transform.crop", "none", "preprocessor_config.json do_center_crop");
+    }
+    if (!st) st = put(o, "transform.crop_rounding", "floor", from);
+    double f = 1.0 / 255;
+    if (!st && rescale && (v = json_object_get(root, "rescale_factor")) && !json_is_null(v))
+        st = as_num(v, "rescale_factor", 1e-12, 1e12, &f);
+    if (!st) fmt_double(buf, sizeof buf, rescale ? f : 1.0);
+    if (!st) st = put(o, "transform.rescale", buf, from);
+    if (!st) st = put(o, "transform.normalize", normalize ? "true" : "false", from);
+    if (!st) st = norm_values(o, root, "image_mean", "mean", from, "image_mean");
+    if (!st) st = norm_values(o, root, "image_std", "std", from, "image_std");
+    /* ViTImageProcessor's defaults (IMAGENET_STANDARD_MEAN and _STD) */
+    if (!st && normalize) st = put(o, "mean", "0.5,0.5,0.5", "preprocessor_config.json (the default)");
+    if (!st && normalize) st = put(o, "std", "0.5,0.5,0.5", "preprocessor_config.json (the default)");
+    return st;
 }
 
 /* timm's label_names (a list, or {"index": name} where classes have gaps)
@@ -744,6 +850,7 @@ static ra_status from_timm(cfg_out *o, const json_t *root) {
     if (!st) st = timm_norm(o, pcfg, "mean");
     if (!st) st = timm_norm(o, pcfg, "std");
     if (!st) st = timm_crop(o, pcfg);
+    if (!st) st = timm_transform(o, pcfg);
     if (!st) st = timm_label_names(o, root, pcfg, ncls, tag);
     return st;
 }

@@ -59,7 +59,7 @@ static ra_status bad(const char *key, const char *v, const char *want) {
     return rai_fail(RA_ERR_FORMAT, "metadata %s '%s': %s", key, esc, want);
 }
 
-ra_status ra_model_transform(ra_transform *t, const char **source, const ra_model *m) {
+ra_status ra_model_transform(struct ra_transform *t, const char **source, const ra_model *m) {
     if (!t || !m) return rai_fail(RA_ERR_ARG, "ra_model_transform: NULL argument");
     static const float in_mean[3] = {0.485f, 0.456f, 0.406f}, in_std[3] = {0.229f, 0.224f, 0.225f};
     *t = (ra_transform){.interp = RA_INTERP_BILINEAR, .crop = RA_CROP_CENTER_ROUND, .normalize = 1};

@@ -1,0 +1,221 @@
+"""test_transform.py - images in as each family reads them, against PIL.
+
+  1. ra_image_resize_u8 equals PIL's Image.resize to the last unit: every
+     filter (nearest, box, bilinear, hamming, bicubic, lanczos), down and
+     up, each axis alone, on real photos (python3-skimage's data folder,
+     the PNGs also as JPEG);
+  2. the decoder gives PIL's pixels (Image.open(...).convert("RGB"));
+  3. each family's evaluation transform, read from where the family records
+     it (a timm config.json's pretrained_cfg: crop_pct, interpolation,
+     crop_mode; a transformers preprocessor_config.json: size, resample,
+     do_center_crop, crop_size, rescale_factor, image_mean, image_std), as
+     Model.preprocess gives it, against the family's pipeline written in
+     PIL and NumPy (float32, as torchvision's ToTensor + Normalize and
+     transformers' rescale + normalize compute);
+  4. `relattn classify --json` gives the softmax of the model's outputs for
+     the PIL pipeline's tensor.
+Exit 77 (skipped) without NumPy, PIL or the photos.
+  python3 test_transform.py RELATTN_BINARY FIXTURES_DIR PYTHON_PACKAGE_DIR"""
+import json
+import math
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    from PIL import Image
+except ImportError as e:
+    print("skipped: %s (scripts/deps.sh installs python3-numpy and python3-pil)" % e)
+    sys.exit(77)
+PHOTOS = "/usr/lib/python3/dist-packages/skimage/data"
+NAMES = ["astronaut.png", "chelsea.png", "coffee.png", "rocket.jpg", "hubble_deep_field.jpg",
+         "motorcycle_left.png", "camera.png"]
+if not all(os.path.exists(os.path.join(PHOTOS, n)) for n in NAMES):
+    print("skipped: no photos in %s (Debian's python3-skimage)" % PHOTOS)
+    sys.exit(77)
+relattn_bin, fixtures, package = sys.argv[1:4]
+sys.path.insert(0, package)
+import relattn  # noqa: E402
+from relattn._lib import lib  # noqa: E402
+import ctypes  # noqa: E402
+
+failed = passed = 0
+
+
+def check(ok, what):
+    global failed, passed
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL:", what, file=sys.stderr)
+
+
+tmp = tempfile.mkdtemp(prefix="relattn_transform.")
+photos = [os.path.join(PHOTOS, n) for n in NAMES]
+for n in NAMES:   # the PNGs as JPEG too (PIL's encoder, quality 90)
+    if n.endswith(".png"):
+        p = os.path.join(tmp, n[:-4] + ".jpg")
+        Image.open(os.path.join(PHOTOS, n)).convert("RGB").save(p, quality=90)
+        photos.append(p)
+
+# ---- 1, 2: the decoder and the filters --------------------------------------------
+FILTERS = {0: "nearest", 1: "lanczos", 2: "bilinear", 3: "bicubic", 4: "box", 5: "hamming"}
+cases = 0
+for path in photos:
+    im = Image.open(path).convert("RGB")
+    ref = np.asarray(im)
+    h, w = ref.shape[:2]
+    px, pw, ph = ctypes.c_void_p(), ctypes.c_int(), ctypes.c_int()
+    relattn.check(lib.ra_image_load_u8(ctypes.byref(px), ctypes.byref(pw), ctypes.byref(ph),
+                                       os.fsencode(path), 64 << 20))
+    dec = np.ctypeslib.as_array(ctypes.cast(px, ctypes.POINTER(ctypes.c_uint8)),
+                                shape=(h, w, 3)).copy()
+    relattn._libc.free(px)
+    check((pw.value, ph.value) == (w, h) and np.array_equal(dec, ref),
+          "%s: decoded pixels differ from PIL's (%d)" % (path, int((dec != ref).sum())))
+    a = np.ascontiguousarray(ref)
+    for f, name in FILTERS.items():
+        for ow, oh in [(224, 224), (232, int(232 * h / w)), (w * 2 // 3 + 1, h // 3),
+                       (w + 17, h + 5), (37, 501), (w, h // 2 + 3), (w // 2, h), (1, 1)]:
+            out = np.zeros((oh, ow, 3), np.uint8)
+            st = lib.ra_image_resize_u8(out.ctypes.data, ow, oh, a.ctypes.data, w, h, 3, f)
+            want = np.asarray(im.resize((ow, oh), f))
+            cases += 1
+            check(st == 0 and np.array_equal(out, want),
+                  "%s %s %dx%d: %d pixels differ from PIL's (max %d)" % (
+                      os.path.basename(path), name, ow, oh, int((out != want).sum()),
+                      int(np.abs(out.astype(int) - want).max())))
+print("resize: %d cases against PIL" % cases)
+
+
+# ---- 3: the families' transforms ------------------------------------------------------
+def safetensors_without_metadata(src, dst):
+    b = open(src, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    head = json.loads(b[8:8 + n])
+    head.pop("__metadata__", None)
+    hb = json.dumps(head).encode()
+    hb += b" " * ((8 - len(hb) % 8) % 8)
+    open(dst, "wb").write(struct.pack("<Q", len(hb)) + hb + b[8 + n:])
+
+
+def folder(name, config, preprocessor=None):
+    d = os.path.join(tmp, name)
+    os.mkdir(d)
+    safetensors_without_metadata(os.path.join(fixtures, "net_swin_timm.model.safetensors"),
+                                 os.path.join(d, "model.safetensors"))
+    json.dump(config, open(os.path.join(d, "config.json"), "w"))
+    if preprocessor is not None:
+        json.dump(preprocessor, open(os.path.join(d, "preprocessor_config.json"), "w"))
+    return d
+
+
+RES = {"nearest": 0, "lanczos": 1, "bilinear": 2, "bicubic": 3, "box": 4, "hamming": 5}
+
+
+def tv_center_crop(a, ch, cw):   # torchvision's: offsets rounded half to even
+    h, w = a.shape[:2]
+    top, left = int(round((h - ch) / 2.0)), int(round((w - cw) / 2.0))
+    return a[top:top + ch, left:left + cw]
+
+
+def hf_center_crop(a, ch, cw):   # transformers': offsets floored
+    h, w = a.shape[:2]
+    top, left = (h - ch) // 2, (w - cw) // 2
+    return a[top:top + ch, left:left + cw]
+
+
+def shorter(im, s, f):   # torchvision's Resize(int)
+    w, h = im.size
+    if w <= h:
+        return im.resize((s, int(s * h / w)), f)
+    return im.resize((int(s * w / h), s), f)
+
+
+def timm_pipeline(path, size, crop_pct, interp, mean, std, mode="center"):
+    im = Image.open(path).convert("RGB")
+    scale = math.floor(size / crop_pct)
+    if mode == "squash":
+        im = im.resize((scale, scale), RES[interp])
+    else:
+        im = shorter(im, scale, RES[interp])
+    a = tv_center_crop(np.asarray(im), size, size)
+    x = a.astype(np.float32).transpose(2, 0, 1) / np.float32(255)   # ToTensor
+    m, s = np.float32(mean).reshape(3, 1, 1), np.float32(std).reshape(3, 1, 1)
+    return ((x - m) / s)[None]
+
+
+def hf_pipeline(path, size, resample, mean, std, crop=None, shortest=False):
+    im = Image.open(path).convert("RGB")
+    im = shorter(im, size, resample) if shortest else im.resize((size, size), resample)
+    a = np.asarray(im)
+    if crop:
+        a = hf_center_crop(a, crop, crop)
+    x = (a.astype(np.float64) * (1 / 255)).astype(np.float32)   # rescale
+    x = (x - np.float32(mean)) / np.float32(std)                  # normalize
+    return x.transpose(2, 0, 1)[None]
+
+
+mean_t, std_t = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+models = [
+    ("timm center, bicubic, crop_pct 0.9",
+     folder("timm", {"architecture": "swin_tiny_patch4_window7_224", "num_classes": 10,
+                     "pretrained_cfg": {"input_size": [3, 32, 32], "crop_pct": 0.9,
+                                        "interpolation": "bicubic", "mean": mean_t,
+                                        "std": std_t}}),
+     lambda p: timm_pipeline(p, 32, 0.9, "bicubic", mean_t, std_t)),
+    ("timm squash, bilinear, crop_pct 0.95",
+     folder("timm_squash", {"architecture": "swin_tiny_patch4_window7_224", "num_classes": 10,
+                            "pretrained_cfg": {"input_size": [3, 32, 32], "crop_pct": 0.95,
+                                               "crop_mode": "squash",
+                                               "interpolation": "bilinear"}}),
+     lambda p: timm_pipeline(p, 32, 0.95, "bilinear", mean_t, std_t, "squash")),
+    ("transformers size {height, width}, resample 3, no crop",
+     folder("hf", {"architecture": "swin_tiny_patch4_window7_224", "num_classes": 10,
+                   "pretrained_cfg": {"input_size": [3, 32, 32]}},
+            {"feature_extractor_type": "ViTFeatureExtractor", "do_resize": True,
+             "size": {"height": 32, "width": 32}, "resample": 3,
+             "do_normalize": True, "image_mean": mean_t, "image_std": std_t}),
+     lambda p: hf_pipeline(p, 32, 3, mean_t, std_t)),
+    ("transformers shortest_edge 37, lanczos, crop 32 (floored), default mean/std",
+     folder("hf_crop", {"architecture": "swin_tiny_patch4_window7_224", "num_classes": 10,
+                        "pretrained_cfg": {"input_size": [3, 32, 32]}},
+            {"image_processor_type": "ViTImageProcessor", "size": {"shortest_edge": 37}, "resample": 1, "do_center_crop": True,
+             "crop_size": {"height": 32, "width": 32}}),
+     lambda p: hf_pipeline(p, 37, 1, [0.5] * 3, [0.5] * 3, crop=32, shortest=True)),
+]
+for what, path, pipeline in models:
+    m = relattn.Model(path)
+    desc, src = m.transform()
+    for img in photos:
+        got, want = m.preprocess(img), pipeline(img)
+        err = float(np.abs(got - want).max()) if got.shape == want.shape else float("inf")
+        # the same float32 operations in the same order: equal, or one unit
+        # of the last place where NumPy's vectorised division rounds alike
+        check(err <= 2e-6 * max(1.0, float(np.abs(want).max())),
+              "%s, %s: max |preprocess - PIL pipeline| = %g (%s; %s)" % (
+                  what, os.path.basename(img), err, desc, src))
+    # 4. classify = the softmax of the outputs for the PIL pipeline's tensor
+    img = photos[0]
+    r = subprocess.run([relattn_bin, "classify", path, img, "--top", "10", "--json"],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, "%s: classify exit %d: %s" % (what, r.returncode, r.stderr))
+    if r.returncode == 0:
+        got = {t["class"]: t["probability"] for t in json.loads(r.stdout)[0]["top"]}
+        y = m.predict(pipeline(img)).astype(np.float64)[0]
+        p = np.exp(y - y.max())
+        p /= p.sum()
+        err = max(abs(got[c] - p[c]) for c in got)
+        check(len(got) == 10 and err < 2e-6, "%s: classify's probabilities differ from the "
+              "PIL pipeline's by %g" % (what, err))
+    print("%s: %s (%s)" % (what, desc, src))
+    m.close()
+
+shutil.rmtree(tmp)
+print("%d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)
