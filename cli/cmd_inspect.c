@@ -89,6 +89,14 @@ int cmd_inspect(int argc, char **argv) {
         }
         if (sd) printf("state dict:     %s\n", *sd ? safe_text(sd) : "(the root)");
         if (pfx) printf("prefix dropped: %s\n", safe_text(pfx));
+        const ra_arch a = ra_model_arch(m);
+        ra_transform tf;
+        const char *tsrc;
+        char line[512];
+        if ((a == RA_ARCH_SWIN || a == RA_ARCH_SWINV2 || a == RA_ARCH_VIT) &&
+            ra_model_transform(&tf, &tsrc, m) == RA_OK &&
+            ra_transform_describe(line, sizeof line, &tf) > 0)   /* what classify applies */
+            printf("image transform: %s (%s)\n", line, safe_text(tsrc));
         for (int i = 0; i < ra_model_meta_count(m); i++) {
             const char *k = ra_model_meta_key(m, i), *v = ra_model_meta(m, k);
             char sk[128];
