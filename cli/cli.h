@@ -165,6 +165,13 @@ void repeat_report(const repeat *r);
 int job_run(const char *model, const char *input, const char *outp, ra_run_mode mode,
             repeat *r);
 
+/* ---- eval of an image folder (eval_folder.c) ------------------------------ */
+
+/* relattn eval MODEL --data DIR for DIR/<class>/... (or DIR/val/<class>/...):
+ * top-1, top-5, per-class accuracy and the confusion matrix, in batches of
+ * `batch`; skip_bad counts and skips images that do not decode. The exit code. */
+int eval_folder(ra_model *m, const char *dir, int json, int skip_bad, int batch);
+
 /* ---- the processes of a data-parallel run (procs.c) ---------------------- */
 typedef struct {
     int rank, size;   /* this process, how many (1 without a launcher) */

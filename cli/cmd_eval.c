@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const char eval_help[] =
     "usage: relattn eval MODEL [--data DIR] [--json] [--threads N] [--compare P]\n"
@@ -41,10 +42,23 @@ static int predict_in(const char *path, ra_precision p, const ra_dataset *test, 
     return st ? lib_fail(st) : EX_OK;
 }
 
+/* Whether dir is an image folder: a directory without the IDX test files. */
+static int is_image_folder(const char *dir) {
+    char p[4096];
+    struct stat s;
+    if (stat(dir, &s) != 0 || !S_ISDIR(s.st_mode)) return 0;
+    for (int gz = 0; gz < 2; gz++) {
+        snprintf(p, sizeof p, "%s/t10k-images-idx3-ubyte%s", dir, gz ? ".gz" : "");
+        if (stat(p, &s) == 0) return 0;
+    }
+    return 1;
+}
+
 int cmd_eval(int argc, char **argv) {
     if (!take_model_options(&argc, argv)) return EX_USAGE;
     opt o[] = {{"--data", 1, 0}, {"--json", 0, 0}, {"--threads", 1, 0}, {"--compare", 1, 0},
-               {"--help", 0, 0}, {"-h", 0, 0},     {0, 0, 0}};
+               {"--skip-bad", 0, 0}, {"--batch", 1, 0}, {"--help", 0, 0}, {"-h", 0, 0},
+               {0, 0, 0}};
     const char *pos[1];
     int npos = 0;
     if (!parse_args(argc, argv, o, pos, 1, &npos)) return EX_USAGE;
@@ -55,9 +69,22 @@ int cmd_eval(int argc, char **argv) {
     if (get(o, "--compare") && other < 0)
         return usage_error("--compare '%s': fp32, bf16 or int8", get(o, "--compare"));
     const char *dir = get(o, "--data") ? get(o, "--data") : "/usr/share/datasets/fashion-mnist";
+    int batch = 32;
+    if (get(o, "--batch") && !parse_int(&batch, get(o, "--batch"), 1, 4096))
+        return usage_error("--batch '%s': need 1..4096", get(o, "--batch"));
     ra_model *m = NULL;
     ra_status st = open_model(&m, pos[0]);
     if (st) return lib_fail(st);
+    if (is_image_folder(dir)) {   /* DIR/<class>/<image>, not IDX files */
+        if (other >= 0) {
+            ra_model_free(m);
+            return usage_error("--compare is for IDX test sets");
+        }
+        const int code = eval_folder(m, dir, get(o, "--json") != NULL, get(o, "--skip-bad") != NULL,
+                                     batch);
+        ra_model_free(m);
+        return code;
+    }
     ra_dataset test = {0};
     int64_t *conf = NULL;
     int32_t *pred = NULL, *pred2 = NULL;

@@ -1450,6 +1450,38 @@ ra_status ra_dataset_load_dir(ra_dataset *d, const char *dir, const char *split)
 
 void ra_dataset_free(ra_dataset *d);   /* frees the buffers, zeroes d */
 
+/* An image folder, DIR/<class>/.../<image>, listed as torchvision's
+ * ImageFolder lists it: the classes DIR's subdirectories sorted by name,
+ * each class's images (.jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp, in
+ * any case) found by walking its folder, links followed, sorted by folder
+ * then name; a class is its rank. A walk never re-enters a folder it is in
+ * (a link loop is walked once) nor goes more than 32 deep. RA_ERR_FORMAT
+ * for a folder without classes, a class without images (named), more than
+ * the limits; RA_ERR_IO if DIR cannot be read. Only the names are read
+ * here: the images are decoded by their user (PNG and JPEG). */
+#define RA_FOLDER_MAX_FILES 10000000
+#define RA_FOLDER_MAX_CLASSES 100000
+typedef struct ra_image_folder {
+    int64_t n;            /* images */
+    int classes;
+    char **paths;         /* (n) DIR/<class>/... */
+    int32_t *labels;      /* (n) the class of each */
+    char **class_names;   /* (classes), sorted */
+} ra_image_folder;
+ra_status ra_image_folder_scan(ra_image_folder *f, const char *dir);
+void ra_image_folder_free(ra_image_folder *f);   /* zeroes f */
+/* x (b, channels, oh, ow): the images idx[0..b) of f, decoded (at most 64
+ * megapixels each) and transformed by t (ra_transform_apply), each
+ * (oh, ow) after it; channels 1 takes PIL's "L" luma of the transformed
+ * planes (0.299 R + 0.587 G + 0.114 B). Decoded by ra_threads_get()
+ * threads; the same bits at any thread count. A file that does not
+ * decode fails the batch naming it (RA_ERR_FORMAT, RA_ERR_IO), unless bad
+ * is given: then bad[s] = 1 and its slot is zeros (bad[s] = 0 for the
+ * others). */
+ra_status ra_image_folder_batch(float *x, const ra_image_folder *f, const int64_t *idx, int b,
+                                const ra_transform *t, int channels, int ow, int oh,
+                                uint8_t *bad);
+
 /* ---- methods ------------------------------------------------------------ */
 
 /* Assemble a training batch of the samples idx[0..b):

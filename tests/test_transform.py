@@ -216,6 +216,70 @@ for what, path, pipeline in models:
     print("%s: %s (%s)" % (what, desc, src))
     m.close()
 
+# ---- 5: relattn eval on an image folder -------------------------------------------------
+def image_folder_order(root):   # torchvision's ImageFolder.make_dataset, written out
+    exts = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+    classes = sorted(e.name for e in os.scandir(root) if e.is_dir())
+    out = []
+    for i, c in enumerate(classes):
+        for r, _, fnames in sorted(os.walk(os.path.join(root, c), followlinks=True)):
+            out += [(os.path.join(r, f), i) for f in sorted(fnames) if f.lower().endswith(exts)]
+    return classes, out
+
+
+ds = os.path.join(tmp, "ds")
+names10 = ["b", "a", "é", "Z", "a b", "a.b", "c", "ß", "0", "_"]
+for k, c in enumerate(names10):
+    os.makedirs(os.path.join(ds, c, "sub"))
+    shutil.copy(photos[k % len(photos)], os.path.join(ds, c, "x%d.PNG" % k))
+    shutil.copy(photos[(k + 3) % len(photos)], os.path.join(ds, c, "sub", "y.jpeg"))
+    open(os.path.join(ds, c, "notes.txt"), "w").write("not an image")
+timm_dir = models[0][1]
+classes, order = image_folder_order(ds)
+r = subprocess.run([relattn_bin, "eval", timm_dir, "--data", ds, "--json", "--batch", "7"],
+                   capture_output=True, text=True)
+check(r.returncode == 0, "eval of a folder: exit %d: %s" % (r.returncode, r.stderr))
+if r.returncode == 0:
+    got = json.loads(r.stdout)
+    check(got["classes"] == classes, "classes %s, ImageFolder's %s" % (got["classes"], classes))
+    m = relattn.Model(timm_dir)
+    conf = np.zeros((10, 10), int)
+    top1 = top5 = 0
+    for path, c in order:
+        y = m.predict(models[0][2](path))[0]
+        rank = np.argsort(-y, kind="stable")
+        conf[c, rank[0]] += 1
+        top1 += rank[0] == c
+        top5 += c in rank[:5]
+    check(got["images"] == len(order) == 20 and got["correct"] == top1 and
+          abs(got["top5"] - top5 / len(order)) < 1e-12 and got["confusion"] == conf.tolist(),
+          "eval of a folder: %s, want top-1 %d, top-5 %d, confusion %s" % (
+              r.stdout[:300], top1, top5, conf.tolist()))
+    m.close()
+# hostile contents: a link loop (walked once), a corrupt, a 0-byte and a truncated image
+os.symlink("..", os.path.join(ds, "a", "sub", "loop"))
+r = subprocess.run([relattn_bin, "eval", timm_dir, "--data", ds, "--json"], capture_output=True,
+                   text=True, timeout=120)
+check(r.returncode == 0 and json.loads(r.stdout)["images"] == 20,
+      "a link loop: exit %d, %s %s" % (r.returncode, r.stdout[:80], r.stderr))
+jpeg = open(os.path.join(PHOTOS, "rocket.jpg"), "rb").read()
+for name, data in [("zero.jpg", b""), ("cut.jpg", jpeg[:len(jpeg) // 2]),
+                   ("text.png", b"not a png at all")]:
+    bad = os.path.join(ds, "c", name)
+    open(bad, "wb").write(data)
+    r = subprocess.run([relattn_bin, "eval", timm_dir, "--data", ds], capture_output=True, text=True)
+    check(r.returncode == 65 and name in r.stderr and r.stderr.count("\n") == 1,
+          "%s: exit %d, %s" % (name, r.returncode, r.stderr))
+    r = subprocess.run([relattn_bin, "eval", timm_dir, "--data", ds, "--skip-bad", "--json"],
+                       capture_output=True, text=True)
+    check(r.returncode == 0 and json.loads(r.stdout)["skipped"] == 1 and
+          json.loads(r.stdout)["images"] == 20, "%s --skip-bad: %d %s" % (name, r.returncode,
+                                                                         r.stderr))
+    os.remove(bad)
+os.makedirs(os.path.join(ds, "empty"))
+r = subprocess.run([relattn_bin, "eval", timm_dir, "--data", ds], capture_output=True, text=True)
+check(r.returncode == 65 and "empty" in r.stderr, "an empty class: %d %s" % (r.returncode,
+                                                                           r.stderr))
 shutil.rmtree(tmp)
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)
