@@ -11,6 +11,7 @@
 
 static const char eval_help[] =
     "usage: relattn eval MODEL [--data DIR] [--json] [--threads N] [--compare P]\n"
+    "                    [--batch B] [--skip-bad]\n"
     "\n"
     "Classifies the test images of DIR (IDX files; default: Debian's\n"
     "dataset-fashion-mnist) with MODEL (a checkpoint of 'relattn train', or any\n"
@@ -21,6 +22,11 @@ static const char eval_help[] =
     "images, classes, labels and confusion. A model whose metadata tta is flip\n"
     "(relattn train's default) classifies by the mean of its outputs for each\n"
     "image and its mirror, as train evaluated it; --set tta=none: one view.\n"
+    "DIR may also be an image folder, DIR/<class>/... or DIR/val/<class>/... (as\n"
+    "torchvision's ImageFolder lists it): top-1, top-5, each class's accuracy and the\n"
+    "confusion matrix, each image through the model's own transform (as classify).\n"
+    "  --batch B        images per batch of a folder (32)\n"
+    "  --skip-bad       count and leave out images that do not decode (else 65)\n"
     "  --compare P      also classify the images with MODEL in precision P (fp32,\n"
     "                   bf16 or int8) and print the top-1 agreement of the two\n"
     "                   (the share of images given the same class) and P's\n"
