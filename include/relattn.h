@@ -1409,13 +1409,14 @@ ra_status ra_image_preprocess(float *out, const float *rgb, int w, int h, int re
 /* 15. Datasets: ra_dataset (MNIST and Fashion-MNIST IDX files)              */
 /* ======================================================================== */
 
-/* A labelled set of grey images, all H x W bytes, held in memory. */
+/* A labelled set of images, grey or RGB, all C x H x W bytes, held in memory. */
 typedef struct ra_dataset {
     int64_t n;           /* images */
     int h, w;            /* rows, columns of each image */
     int classes;         /* max label + 1 (1..256) */
-    uint8_t *images;     /* (n, h, w), 0 = black as stored in the file */
+    uint8_t *images;     /* (n, c, h, w), 0 = black as stored in the file */
     uint8_t *labels;     /* (n), each < classes */
+    int c;               /* channels: 1 (grey; 0 reads as 1) or 3 (RGB) */
 } ra_dataset;
 
 /* Limits on what a header may claim: checked before anything is allocated. */
@@ -1485,7 +1486,7 @@ ra_status ra_image_folder_batch(float *x, const ra_image_folder *f, const int64_
 /* ---- methods ------------------------------------------------------------ */
 
 /* Assemble a training batch of the samples idx[0..b):
- *   x (B, 1, H, W) = (p / 255 - mean) / std for each pixel byte p, computed
+ *   x (B, C, H, W) = (p / 255 - mean) / std for each pixel byte p, computed
  *     in float32 exactly as torchvision's ToTensor then Normalize;
  *   labels (B) the samples' labels.
  * Augmentation as torchvision's RandomCrop((H, W), padding=pad) then

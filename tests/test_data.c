@@ -356,7 +356,7 @@ static void batches(void) {
     for (int i = 0; i < BN * BH * BW; i++) images[i] = (uint8_t)(1 + ra_rng_u64(&rng) % 255);
     images[3] = 255;
     for (int i = 0; i < BN; i++) labels[i] = (uint8_t)(i * 3 % 10);
-    const ra_dataset d = {BN, BH, BW, 10, images, labels};
+    const ra_dataset d = {BN, BH, BW, 10, images, labels, 1};
     const float mean = 0.2860f, std = 0.3530f;
     enum { B = 64 };
     static float x[B * BH * BW], x2[B * BH * BW];
@@ -379,7 +379,7 @@ static void batches(void) {
           !memcmp(x, x2, sizeof x), "plain batch with rng NULL");
     /* the normalisation of a few bytes, by hand (mean 0.5, std 0.5: 2p/255 - 1) */
     {
-        const ra_dataset one = {1, 1, 3, 1, (uint8_t[]){0, 255, 51}, (uint8_t[]){0}};
+        const ra_dataset one = {1, 1, 3, 1, (uint8_t[]){0, 255, 51}, (uint8_t[]){0}, 1};
         float v[3];
         CHECK(ra_dataset_batch(v, lb, &one, (const int64_t[]){0}, 1, 0.5f, 0.5f, 0, 0, NULL) == RA_OK &&
               v[0] == -1.0f && v[1] == 1.0f && fabsf(v[2] - (-0.6f)) < 1e-6f,
@@ -587,7 +587,37 @@ static void fashion_mnist(const char *dir) {
     }
 }
 
+/* RGB batches: each channel is the grey batch of that channel's planes
+ * with the same draws (one crop window and one mirror per image). */
+static void rgb_batches(void) {
+    enum { RN = 3, RH = 5, RW = 7 };
+    static uint8_t rgb[RN * 3 * RH * RW], grey[3][RN * RH * RW], labels[RN] = {0, 1, 2};
+    for (int i = 0; i < RN * 3 * RH * RW; i++) rgb[i] = (uint8_t)(i * 37 % 251);
+    for (int n = 0; n < RN; n++)
+        for (int c = 0; c < 3; c++)
+            memcpy(grey[c] + n * RH * RW, rgb + (n * 3 + c) * RH * RW, RH * RW);
+    const ra_dataset d = {RN, RH, RW, 3, rgb, labels, 3};
+    float x[2 * 3 * RH * RW], g[2 * RH * RW];
+    int32_t lb[2], lg[2];
+    const int64_t idx[2] = {2, 0};
+    for (int trial = 0; trial < 8; trial++) {
+        ra_rng r1, r2;
+        ra_rng_seed(&r1, (uint64_t)trial), ra_rng_seed(&r2, (uint64_t)trial);
+        CHECK(ra_dataset_batch(x, lb, &d, idx, 2, 0.4f, 0.3f, 2, 1, &r1) == RA_OK, "rgb batch");
+        for (int c = 0; c < 3; c++) {
+            const ra_dataset dg = {RN, RH, RW, 3, grey[c], labels, 1};
+            ra_rng_seed(&r2, (uint64_t)trial);
+            CHECK(ra_dataset_batch(g, lg, &dg, idx, 2, 0.4f, 0.3f, 2, 1, &r2) == RA_OK, "grey batch");
+            int same = lb[0] == 2 && lb[1] == 0;
+            for (int k = 0; k < 2; k++)
+                same &= !memcmp(x + (k * 3 + c) * RH * RW, g + k * RH * RW, sizeof(float) * RH * RW);
+            CHECK(same, "trial %d: channel %d is not the grey batch of its planes", trial, c);
+        }
+    }
+}
+
 int main(int argc, char **argv) {
+    rgb_batches();
     (void)argc, (void)argv;
     const char *t = getenv("TMPDIR");
     snprintf(tmpdir, sizeof tmpdir, "%s/relattn-data-XXXXXX", t && *t ? t : "/tmp");

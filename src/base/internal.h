@@ -126,6 +126,11 @@ void rai_unmap_file(rai_mapping *m);
  * an open descriptor of the file; a non-regular file is not noted. */
 void rai_note_read(int fd, const char *path);
 
+/* The resize and crop of ra_transform_apply, in bytes: out (oh, ow, 3) for
+ * ra_transform_size's (ow, oh) (src/io/transform.c). */
+ra_status rai_transform_bytes(uint8_t *out, const ra_transform *t, const uint8_t *rgb, int w,
+                              int h);
+
 /* Create path atomically from nparts byte ranges (src/base/fileio.c): a
  * temporary file in the same directory, fsync, rename; on failure
  * (RA_ERR_WRITE, RA_ERR_NOMEM) nothing exists at path. */

@@ -189,6 +189,7 @@ ra_status ra_dataset_load(ra_dataset *d, const char *images_path, const char *la
     d->n = idims[0];
     d->h = (int)idims[1];
     d->w = (int)idims[2];
+    d->c = 1;
     d->classes = maxl + 1;   /* bytes: at most 256 */
     d->images = images;
     d->labels = labels;
@@ -269,11 +270,9 @@ ra_status ra_dataset_batch(float *x, int32_t *labels, const ra_dataset *d,
     float lut[256];
     for (int p = 0; p < 256; p++) lut[p] = ((float)p / 255.0f - mean) / std;
     const float zero = lut[0];
-    const int h = d->h, w = d->w;
+    const int h = d->h, w = d->w, C = d->c > 1 ? d->c : 1;
     const size_t plane = (size_t)h * w;
     for (int k = 0; k < b; k++) {
-        const uint8_t *img = d->images + (size_t)idx[k] * plane;
-        float *out = x + (size_t)k * plane;
         labels[k] = d->labels[idx[k]];
         /* output (y, c) reads input (y + oy, c + ox), or (y + oy, w-1-c + ox)
          * when mirrored; outside the image it is a padding zero */
@@ -283,26 +282,30 @@ ra_status ra_dataset_batch(float *x, int32_t *labels, const ra_dataset *d,
             ox = (int)rng_below(rng, 2 * (uint64_t)pad + 1) - pad;
         }
         if (flip) mirror = (int)(ra_rng_u64(rng) >> 63);
-        for (int y = 0; y < h; y++) {
-            float *o = out + (size_t)y * w;
-            const int sy = y + oy;
-            if (sy < 0 || sy >= h) {
-                for (int c = 0; c < w; c++) o[c] = zero;
-                continue;
+        for (int ch = 0; ch < C; ch++) {   /* every channel the same window */
+            const uint8_t *img = d->images + ((size_t)idx[k] * C + ch) * plane;
+            float *out = x + ((size_t)k * C + ch) * plane;
+            for (int y = 0; y < h; y++) {
+                float *o = out + (size_t)y * w;
+                const int sy = y + oy;
+                if (sy < 0 || sy >= h) {
+                    for (int c = 0; c < w; c++) o[c] = zero;
+                    continue;
+                }
+                const uint8_t *row = img + (size_t)sy * w;
+                /* source column s = c + ox (plain) must be in [0, w):
+                 * c in [max(0, -ox), min(w, w - ox)); mirrored, s = w-1-c + ox
+                 * gives the same range of c mirrored: [max(0, ox), min(w, w + ox)) */
+                const int lo = mirror ? (ox > 0 ? ox : 0) : (ox < 0 ? -ox : 0);
+                const int hi = mirror ? (ox < 0 ? w + ox : w) : (ox > 0 ? w - ox : w);
+                int c = 0;
+                for (; c < lo && c < w; c++) o[c] = zero;
+                if (mirror)
+                    for (; c < hi; c++) o[c] = lut[row[w - 1 - c + ox]];
+                else
+                    for (; c < hi; c++) o[c] = lut[row[c + ox]];
+                for (; c < w; c++) o[c] = zero;
             }
-            const uint8_t *row = img + (size_t)sy * w;
-            /* source column s = c + ox (plain) must be in [0, w):
-             * c in [max(0, -ox), min(w, w - ox)); mirrored, s = w-1-c + ox
-             * gives the same range of c mirrored: [max(0, ox), min(w, w + ox)) */
-            const int lo = mirror ? (ox > 0 ? ox : 0) : (ox < 0 ? -ox : 0);
-            const int hi = mirror ? (ox < 0 ? w + ox : w) : (ox > 0 ? w - ox : w);
-            int c = 0;
-            for (; c < lo && c < w; c++) o[c] = zero;
-            if (mirror)
-                for (; c < hi; c++) o[c] = lut[row[w - 1 - c + ox]];
-            else
-                for (; c < hi; c++) o[c] = lut[row[c + ox]];
-            for (; c < w; c++) o[c] = zero;
         }
     }
     return RA_OK;

@@ -288,7 +288,8 @@ static int crop_start(int n, int c, ra_crop_mode mode) {
     return (d / 2) % 2 == 0 ? d / 2 : d / 2 + 1;   /* k + 0.5 rounded half to even */
 }
 
-ra_status ra_transform_apply(float *out, const ra_transform *t, const uint8_t *rgb, int w, int h) {
+ra_status rai_transform_bytes(uint8_t *out, const ra_transform *t, const uint8_t *rgb, int w,
+                             int h) {
     int ow, oh, rw, rh;
     if (!out || !rgb) return rai_fail(RA_ERR_ARG, "transform: NULL argument");
     ra_status st = ra_transform_size(t, w, h, &ow, &oh);
@@ -307,21 +308,41 @@ ra_status ra_transform_apply(float *out, const ra_transform *t, const uint8_t *r
     }
     const int x0 = t->crop != RA_CROP_NONE ? crop_start(rw, ow, t->crop) : 0;
     const int y0 = t->crop != RA_CROP_NONE ? crop_start(rh, oh, t->crop) : 0;
-    for (int c = 0; c < 3; c++) {
-        for (int y = 0; y < oh; y++) {
-            float *o = out + ((size_t)c * oh + y) * ow;
-            const int sy = y + y0;
-            for (int x = 0; x < ow; x++) {
-                const int sx = x + x0;
-                const int v = sy >= 0 && sy < rh && sx >= 0 && sx < rw
-                                  ? img[((size_t)sy * rw + sx) * 3 + c] : 0;   /* padding */
-                float f = t->rescale > 0 ? (float)(v * t->rescale) : (float)v / 255.0f;
-                if (t->normalize) f = (f - t->mean[c]) / t->std[c];
-                o[x] = f;
-            }
+    for (int y = 0; y < oh; y++) {
+        const int sy = y + y0;
+        for (int x = 0; x < ow; x++) {
+            const int sx = x + x0;
+            uint8_t *o = out + ((size_t)y * ow + x) * 3;
+            if (sy >= 0 && sy < rh && sx >= 0 && sx < rw)
+                memcpy(o, img + ((size_t)sy * rw + sx) * 3, 3);
+            else
+                o[0] = o[1] = o[2] = 0;   /* padding */
         }
     }
     free(r);
+    return RA_OK;
+}
+
+ra_status ra_transform_apply(float *out, const ra_transform *t, const uint8_t *rgb, int w, int h) {
+    int ow, oh;
+    if (!out || !rgb) return rai_fail(RA_ERR_ARG, "transform: NULL argument");
+    ra_status st = ra_transform_size(t, w, h, &ow, &oh);
+    if (st) return st;
+    const size_t plane = (size_t)ow * oh;
+    uint8_t *px = malloc(plane * 3);
+    if (!px) return rai_fail(RA_ERR_NOMEM, "transform: out of memory for %dx%d", ow, oh);
+    if ((st = rai_transform_bytes(px, t, rgb, w, h))) {
+        free(px);
+        return st;
+    }
+    for (int c = 0; c < 3; c++)
+        for (size_t i = 0; i < plane; i++) {
+            const int v = px[i * 3 + c];
+            float f = t->rescale > 0 ? (float)(v * t->rescale) : (float)v / 255.0f;
+            if (t->normalize) f = (f - t->mean[c]) / t->std[c];
+            out[c * plane + i] = f;
+        }
+    free(px);
     return RA_OK;
 }
 

@@ -102,6 +102,9 @@ static int model_classes(const ra_model *m) {
     return k ? atoi(k) : 0;
 }
 
+/* The channels of data's images (1 for a dataset that does not say). */
+static int data_channels(const ra_dataset *d) { return d->c > 1 ? d->c : 1; }
+
 ra_status ra_trainer_create(ra_trainer **out, ra_model *m, const ra_train_config *cfg,
                             const ra_dataset *data) {
     if (!out || !m || !cfg || !data) return rai_fail(RA_ERR_ARG, "trainer: NULL argument");
@@ -117,8 +120,9 @@ ra_status ra_trainer_create(ra_trainer **out, ra_model *m, const ra_train_config
         return rai_fail(RA_ERR_ARG, "%lld training images are fewer than one batch of %d",
                         (long long)data->n, cfg->batch);
     const char *ic = ra_model_meta(m, "in_chans");
-    if (!ic || strcmp(ic, "1") != 0)
-        return rai_fail(RA_ERR_ARG, "the data are grey images: the model needs in_chans 1");
+    if (!ic || atoi(ic) != data_channels(data))
+        return rai_fail(RA_ERR_ARG, "the data are %s images: the model needs in_chans %d",
+                        data_channels(data) == 1 ? "grey" : "RGB", data_channels(data));
     ra_trainer *t = calloc(1, sizeof *t);
     if (!t) return rai_fail(RA_ERR_NOMEM, "trainer: out of memory");
     t->m = m, t->data = data, t->cfg = *cfg, t->classes = k, t->perm_epoch = -1;
@@ -127,7 +131,7 @@ ra_status ra_trainer_create(ra_trainer **out, ra_model *m, const ra_train_config
     t->spe = data->n / cfg->batch;
     t->total = t->spe * cfg->epochs;
     t->warmup = (int64_t)llround(cfg->warmup_epochs * (double)t->spe);
-    const int64_t P = m->total, B = cfg->batch, px = (int64_t)data->h * data->w;
+    const int64_t P = m->total, B = cfg->batch, px = (int64_t)data_channels(data) * data->h * data->w;
     t->grad = rai_calloc((size_t)P + 1, sizeof(float));
     t->mom1 = rai_calloc((size_t)P + 1, sizeof(float));
     t->mom2 = rai_calloc((size_t)P + 1, sizeof(float));
@@ -208,11 +212,11 @@ static ra_status make_batch(ra_trainer *t) {
 static ra_status batch_step(ra_trainer *t, int i0, int i1, float *loss) {
     ra_model *m = t->m;
     const int B = t->cfg.batch, K = t->classes, nb = i1 - i0;
-    const int64_t px = (int64_t)t->data->h * t->data->w;
+    const int64_t px = (int64_t)data_channels(t->data) * t->data->h * t->data->w;
     float *logits = NULL, *probs = t->probs + (size_t)i0 * K, *dl = t->dlogits + (size_t)i0 * K;
     int nd;
     int64_t ys[4];
-    const int64_t xs[4] = {nb, 1, t->data->h, t->data->w};
+    const int64_t xs[4] = {nb, data_channels(t->data), t->data->h, t->data->w};
     ra_status st = ra_model_forward_train(m, &logits, &nd, ys, t->x + i0 * px, 4, xs, NULL);
     if (st) return st;
     float mean = 0;
@@ -550,7 +554,7 @@ ra_status ra_trainer_resume(ra_trainer **out, ra_model **mout, const char *path,
 static ra_status eval_batches(const ra_model *m, const ra_dataset *d, float mean, float std,
                               int batch, int64_t b0, int64_t b1, int64_t *correct,
                               int64_t *confusion, int k, int32_t *pred) {
-    const int64_t px = (int64_t)d->h * d->w;
+    const int64_t px = (int64_t)data_channels(d) * d->h * d->w;
     float *x = rai_alloc((size_t)(batch * px), sizeof *x);
     int64_t *idx = malloc((size_t)batch * sizeof *idx);
     int32_t *lab = malloc((size_t)batch * sizeof *lab);
@@ -563,7 +567,7 @@ static ra_status eval_batches(const ra_model *m, const ra_dataset *d, float mean
         float *y = NULL;
         int nd;
         int64_t ys[4];
-        const int64_t xs[4] = {b, 1, d->h, d->w};
+        const int64_t xs[4] = {b, data_channels(d), d->h, d->w};
         if (!st) st = ra_model_predict(m, &y, &nd, ys, x, 4, xs);
         if (!st && (nd != 2 || ys[1] < d->classes))
             st = rai_fail(RA_ERR_ARG, "evaluate: the model gives %lld outputs for %d classes",
