@@ -1482,6 +1482,16 @@ void ra_image_folder_free(ra_image_folder *f);   /* zeroes f */
 ra_status ra_image_folder_batch(float *x, const ra_image_folder *f, const int64_t *idx, int b,
                                 const ra_transform *t, int channels, int ow, int oh,
                                 uint8_t *bad);
+/* A dataset (ra_dataset) of the images idx[0..n) of f (idx NULL: the first
+ * n), each decoded once and brought to size x size as torchvision's
+ * Resize(size) + CenterCrop(size) of PIL images (bilinear, PIL's bytes):
+ * 1 channel when every image is grey (R = G = B everywhere), else 3. At
+ * most 256 classes (the labels are bytes) and RA_DATASET_MAX_BYTES of
+ * pixels; decoded by ra_threads_get() threads, the same bytes at any count.
+ * An image that does not decode fails it naming the file, unless
+ * skip_bad: then it is left out and counted in *skipped. */
+ra_status ra_dataset_from_folder(ra_dataset *d, const ra_image_folder *f, const int64_t *idx,
+                                 int64_t n, int size, int skip_bad, int64_t *skipped);
 
 /* ---- methods ------------------------------------------------------------ */
 

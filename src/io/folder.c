@@ -250,3 +250,94 @@ ra_status ra_image_folder_batch(float *x, const ra_image_folder *f, const int64_
     batch_job j = {x, f, idx, t, channels, ow, oh, bad, (int64_t)64 << 20};
     return rai_run_tasks(b, ra_threads_get(), batch_one, &j);
 }
+
+/* ---- a dataset of a folder's images, at one size ------------------------------------ */
+
+typedef struct {
+    const ra_image_folder *f;
+    const int64_t *idx;
+    int64_t n;
+    int size, tasks;
+    ra_transform t;
+    uint8_t *px;      /* (n, 3, size, size) */
+    uint8_t *state;   /* (n): 0 colour, 1 grey, 2 bad */
+    int skip_bad;
+} folder_load;
+
+static ra_status load_part(void *ctx, int part) {
+    folder_load *j = ctx;
+    const int64_t i0 = j->n * part / j->tasks, i1 = j->n * (part + 1) / j->tasks;
+    const size_t plane = (size_t)j->size * j->size;
+    uint8_t *hwc = malloc(plane * 3);
+    if (!hwc) return rai_fail(RA_ERR_NOMEM, "image folder: out of memory");
+    ra_status st = RA_OK;
+    for (int64_t i = i0; i < i1 && !st; i++) {
+        const char *path = j->f->paths[j->idx ? j->idx[i] : i];
+        uint8_t *rgb = NULL;
+        int w, h;
+        st = ra_image_load_u8(&rgb, &w, &h, path, (int64_t)64 << 20);
+        if (!st) st = rai_transform_bytes(hwc, &j->t, rgb, w, h);
+        free(rgb);
+        if (st && j->skip_bad && st != RA_ERR_NOMEM) {
+            j->state[i] = 2, st = RA_OK;
+            continue;
+        }
+        int grey = 1;
+        uint8_t *o = j->px + (size_t)i * 3 * plane;
+        for (size_t p = 0; !st && p < plane; p++) {
+            o[p] = hwc[3 * p], o[plane + p] = hwc[3 * p + 1], o[2 * plane + p] = hwc[3 * p + 2];
+            grey &= hwc[3 * p] == hwc[3 * p + 1] && hwc[3 * p] == hwc[3 * p + 2];
+        }
+        j->state[i] = (uint8_t)grey;
+    }
+    free(hwc);
+    return st;
+}
+
+ra_status ra_dataset_from_folder(ra_dataset *d, const ra_image_folder *f, const int64_t *idx,
+                                 int64_t n, int size, int skip_bad, int64_t *skipped) {
+    if (!d || !f || n < 0 || (!idx && n > f->n)) return rai_fail(RA_ERR_ARG, "dataset from folder: bad argument");
+    *d = (ra_dataset){0};
+    if (skipped) *skipped = 0;
+    if (size < 1 || size > RA_DATASET_MAX_SIDE)
+        return rai_fail(RA_ERR_ARG, "dataset from folder: image size %d outside 1..%d", size,
+                        RA_DATASET_MAX_SIDE);
+    if (f->classes > 256)
+        return rai_fail(RA_ERR_FORMAT, "the folder has %d classes; training takes at most 256",
+                        f->classes);
+    if (n < 1) return rai_fail(RA_ERR_FORMAT, "no images to load");
+    for (int64_t i = 0; idx && i < n; i++)
+        if (idx[i] < 0 || idx[i] >= f->n) return rai_fail(RA_ERR_ARG, "dataset from folder: index");
+    if ((double)n * 3 * size * size > (double)RA_DATASET_MAX_BYTES)
+        return rai_fail(RA_ERR_FORMAT, "%lld images of %dx%d are more than %lld bytes", (long long)n,
+                        size, size, (long long)RA_DATASET_MAX_BYTES);
+    folder_load j = {f, idx, n, size, (int)(n < 1024 ? n : 1024),
+                     {.resize = RA_RESIZE_SHORTER, .resize_h = size, .interp = RA_INTERP_BILINEAR,
+                      .crop = RA_CROP_CENTER_ROUND, .crop_h = size, .crop_w = size},
+                     NULL, NULL, skip_bad};
+    const size_t plane = (size_t)size * size;
+    j.px = malloc((size_t)n * 3 * plane);
+    j.state = calloc((size_t)n, 1);
+    uint8_t *labels = malloc((size_t)n);
+    ra_status st = j.px && j.state && labels ? RA_OK : rai_fail(RA_ERR_NOMEM, "image folder: out of memory");
+    if (!st) st = rai_run_tasks(j.tasks, ra_threads_get(), load_part, &j);
+    int64_t k = 0;
+    int grey = 1;
+    for (int64_t i = 0; !st && i < n; i++) grey &= j.state[i] != 0;
+    const int C = grey ? 1 : 3;
+    for (int64_t i = 0; !st && i < n; i++) {   /* the good ones, in order, C planes each */
+        if (j.state[i] == 2) continue;
+        memmove(j.px + (size_t)k * C * plane, j.px + (size_t)i * 3 * plane, C * plane);
+        labels[k++] = (uint8_t)f->labels[idx ? idx[i] : i];
+    }
+    if (!st && k == 0) st = rai_fail(RA_ERR_FORMAT, "none of the %lld images could be read", (long long)n);
+    free(j.state);
+    if (st) {
+        free(j.px), free(labels);
+        return st;
+    }
+    uint8_t *px = realloc(j.px, (size_t)k * C * plane);
+    *d = (ra_dataset){k, size, size, f->classes, px ? px : j.px, labels, C};
+    if (skipped) *skipped = n - k;
+    return RA_OK;
+}
