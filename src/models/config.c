@@ -802,9 +802,11 @@ ra_status rai_config_parse(const char *text, size_t len, rai_config_item **items
     return RA_OK;
 }
 
-/* The parser names its file config.json; a folder's other file
- * (preprocessor_config.json) is named as it is, in the failure and in
- * where each value came from. */
+/* The parser names its file config.json (the role, whatever the file's
+ * name); a folder's other file, preprocessor_config.json, is named as it
+ * is, in the failure and in where each value came from. */
+#define PREPROCESSOR "preprocessor_config.json"
+
 static const char *file_name(const char *path) {
     const char *slash = strrchr(path, '/');
     return slash ? slash + 1 : path;
@@ -813,7 +815,7 @@ static const char *file_name(const char *path) {
 static ra_status name_failure(ra_status st, const char *path) {
     static const char cfg[] = "config.json";
     const char *why = ra_last_error(), *name = file_name(path);
-    if (!strcmp(name, cfg) || strncmp(why, cfg, sizeof cfg - 1)) return st;
+    if (strcmp(name, PREPROCESSOR) || strncmp(why, cfg, sizeof cfg - 1)) return st;
     char *rest = rai_strdup(why + sizeof cfg - 1);
     if (!rest) return st;
     st = rai_fail(st, "%s%s", name, rest);
@@ -824,7 +826,7 @@ static ra_status name_failure(ra_status st, const char *path) {
 static ra_status name_items(rai_config_item *items, int n, const char *path) {
     static const char cfg[] = "config.json";
     const char *name = file_name(path);
-    if (!strcmp(name, cfg)) return RA_OK;
+    if (strcmp(name, PREPROCESSOR)) return RA_OK;
     for (int i = 0; i < n; i++)
         if (!strncmp(items[i].from, cfg, sizeof cfg - 1)) {
             char from[sizeof items[i].from];
