@@ -107,10 +107,9 @@ int cmd_eval(int argc, char **argv) {
     if (get(o, "--json")) {
         /* the labels as jansson reads and writes them: never the metadata's
          * text pasted (the model loader checked it is an array of names) */
-        json_t *labels = NULL;
-        if (ra_model_meta(m, "labels") &&
-            !json_is_array(labels = json_loads(ra_model_meta(m, "labels"), JSON_REJECT_DUPLICATES,
-                                               NULL))) {
+        const char *text = ra_model_meta(m, "labels");
+        json_t *labels = text ? json_loads(text, JSON_REJECT_DUPLICATES, NULL) : NULL;
+        if (text && !json_is_array(labels)) {   /* (a macro: its argument twice) */
             json_decref(labels);
             code = fail(EX_DATAERR, "metadata labels is not a JSON array of strings");
             goto done;

@@ -61,7 +61,9 @@ static void jw_sep(jw *w) {
         w->after_key = 0;
         return;
     }
-    if (w->depth > 0 && w->count[w->depth - 1]++) fputs(", ", stdout);
+    /* (the commands nest 4 deep at most; deeper levels would share the last count) */
+    const int d = w->depth < JW_MAX_DEPTH ? w->depth : JW_MAX_DEPTH;
+    if (d > 0 && w->count[d - 1]++) fputs(", ", stdout);
 }
 
 static void jw_open(jw *w, char c) {
