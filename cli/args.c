@@ -269,19 +269,19 @@ int model_input_args(int argc, char **argv, opt *opts, const char *help,
 /* ---- output ------------------------------------------------------------- */
 
 const char *safe_text(const char *s) {
-    static char buf[4][4096];
+    static char *buf[8];
+    static size_t cap[8];
     static int k;
-    char *b = buf[k++ % 4];
-    ra_escape_text(b, sizeof buf[0], s);
-    return b;
-}
-
-void put_json_string(const char *s) {
-    putchar('"');
-    for (; *s; s++)
-        if ((unsigned char)*s < 0x20) printf("\\u%04x", *s);
-        else printf(*s == '"' || *s == '\\' ? "\\%c" : "%c", *s);
-    putchar('"');
+    const int i = k++ % 8;
+    char none[1];
+    const size_t need = ra_escape_text(none, 1, s) + 1;
+    if (need > cap[i]) {
+        char *b = realloc(buf[i], need);
+        if (!b) return "(out of memory)";
+        buf[i] = b, cap[i] = need;
+    }
+    ra_escape_text(buf[i], cap[i], s);
+    return buf[i];
 }
 
 static int meta_num(const ra_model *m, const char *a, const char *b, float def, float *out) {

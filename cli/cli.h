@@ -15,6 +15,8 @@
 
 #include "relattn.h"
 
+#include <jansson.h>
+
 enum { EX_OK = 0, EX_USAGE = 64, EX_DATAERR = 65, EX_NOINPUT = 66, EX_SOFTWARE = 70,
        EX_CANTCREAT = 73 };
 
@@ -115,12 +117,41 @@ int model_norm(const ra_model *m, float *mean, float *std);
  * pairs into v (2 * max doubles); returns how many. */
 int parse_pairs(double *v, int max, const char *s);
 
-/* s escaped for a terminal (ra_escape_text), in one of 4 rotating buffers
- * of 4 KB (longer text is cut), for names from files on stdout. */
+/* s escaped for a terminal (ra_escape_text: control characters, C1
+ * controls and invalid UTF-8 as \xHH), whole, in one of 8 rotating
+ * buffers (valid until 8 more calls): the one way a name, label, path or
+ * metadata value from a file or an argument reaches stdout in the human
+ * output. NULL gives "". */
 const char *safe_text(const char *s);
 
-/* s as a JSON string on stdout, quoted and escaped. */
-void put_json_string(const char *s);
+/* ---- --json output (json.c) ----------------------------------------------- */
+
+/* A JSON document on stdout, written in order: the writer puts the
+ * separators (", ", ": ") and keeps the nesting; every string (keys
+ * included) is a jansson string dumped with JSON_ENSURE_ASCII, never
+ * pasted; numbers in the command's printf format. */
+#define JW_MAX_DEPTH 32
+typedef struct {
+    int depth, after_key;
+    int count[JW_MAX_DEPTH];   /* values so far at each open level */
+} jw;
+
+void jw_object(jw *w);                  /* { */
+void jw_array(jw *w);                   /* [ */
+void jw_end(jw *w, char close);         /* } or ] */
+void jw_key(jw *w, const char *k);      /* "k": */
+void jw_string(jw *w, const char *s);   /* a string (json_text); NULL: null */
+void jw_int(jw *w, long long v);
+void jw_real(jw *w, const char *fmt, double v);   /* printf(fmt, v); not finite: null */
+void jw_null(jw *w);
+void jw_value(jw *w, const json_t *v);  /* any jansson value, ASCII */
+void jw_line(jw *w);                    /* the newline ending the document */
+
+/* s as a jansson string (NULL: null): text that is not UTF-8 (a file
+ * name, an argument) has each byte outside a valid sequence replaced by
+ * U+FFFD, which JSON can hold; valid UTF-8 is kept exactly. A new
+ * reference (NULL out of memory). */
+json_t *json_text(const char *s);
 
 /* ---- timed runs of forward and backward (repeat.c) ---------------------- */
 

@@ -119,7 +119,8 @@ int cmd_classify(int argc, char **argv) {
         }
     }
     const int json = get(opts, "--json") != NULL;
-    if (json) printf("[");
+    jw jo = {0};
+    if (json) jw_array(&jo);
     for (int im = 1; im < npos && code == EX_OK; im++) {
         int w, h, ow, oh, yn;
         int64_t ys[4];
@@ -146,8 +147,15 @@ int cmd_classify(int argc, char **argv) {
         double mx = -INFINITY, sum = 0;
         for (int c = 0; c < k; c++) mx = y[c] > mx ? y[c] : mx;
         for (int c = 0; c < k; c++) sum += exp(y[c] - mx);
-        if (json) printf("%s{\"image\": ", im > 1 ? ", " : ""), put_json_string(pos[im]), printf(", \"top\": [");
-        else printf("%s\n", pos[im]);
+        if (json) {
+            jw_object(&jo);
+            jw_key(&jo, "image");
+            jw_string(&jo, pos[im]);
+            jw_key(&jo, "top");
+            jw_array(&jo);
+        } else {
+            printf("%s\n", safe_text(pos[im]));
+        }
         for (int r = 0; r < top && r < k; r++) {
             int best = -1;
             for (int c = 0; c < k; c++)
@@ -157,19 +165,24 @@ int cmd_classify(int argc, char **argv) {
             json_t *lab = labels ? json_array_get(labels, (size_t)best) : NULL;
             const char *name = json_is_string(lab) ? json_string_value(lab) : NULL;
             if (json) {
-                printf("%s{\"class\": %d, \"probability\": %.6f, \"label\": ", r ? ", " : "", best, p);
-                if (name) put_json_string(name); else printf("null");
-                printf("}");
+                jw_object(&jo);
+                jw_key(&jo, "class");
+                jw_int(&jo, best);
+                jw_key(&jo, "probability");
+                jw_real(&jo, "%.6f", p);
+                jw_key(&jo, "label");
+                jw_string(&jo, name);
+                jw_end(&jo, '}');
             } else {
                 printf("  %2d. %6.2f%%  class %d%s%s\n", r + 1, 100 * p, best, name ? "  " : "",
-                       name ? name : "");
+                       name ? safe_text(name) : "");
             }
             y[best] = NAN;   /* taken */
         }
-        if (json) printf("]}");
+        if (json) jw_end(&jo, ']'), jw_end(&jo, '}');
         free(y), y = NULL;
     }
-    if (json && code == EX_OK) printf("]\n");
+    if (json && code == EX_OK) jw_end(&jo, ']'), jw_line(&jo);
 done:
     json_decref(labels);
     free(rgb), free(x), free(y);

@@ -138,21 +138,52 @@ int cmd_eval(int argc, char **argv) {
         }
     }
     if (get(o, "--json")) {
-        printf("{\"test_accuracy\": %.4f, \"correct\": %lld, \"images\": %lld, \"classes\": %d, "
-               "\"labels\": %s, \"confusion\": [", acc, (long long)correct, (long long)test.n, K,
-               ra_model_meta(m, "labels") ? ra_model_meta(m, "labels") : "null");
-        for (int i = 0; i < K; i++) {
-            printf("%s[", i ? ", " : "");
-            for (int j = 0; j < K; j++) printf("%s%lld", j ? ", " : "", (long long)conf[i * K + j]);
-            printf("]");
+        /* the labels as jansson reads and writes them: never the metadata's
+         * text pasted (the model loader checked it is an array of names) */
+        const char *text = ra_model_meta(m, "labels");
+        json_t *labels = text ? json_loads(text, JSON_REJECT_DUPLICATES, NULL) : NULL;
+        if (text && !json_is_array(labels)) {   /* (a macro: its argument twice) */
+            json_decref(labels);
+            code = fail(EX_DATAERR, "metadata labels is not a JSON array of strings");
+            goto done;
         }
-        printf("]");
-        if (other >= 0)
-            printf(", \"compare\": {\"precision\": \"%s\", \"test_accuracy\": %.4f, "
-                   "\"agreement\": %.4f, \"same\": %lld}",
-                   ra_precision_name((ra_precision)other), (double)correct2 / (double)test.n,
-                   (double)same / (double)test.n, (long long)same);
-        printf("}\n");
+        jw jo = {0};
+        jw_object(&jo);
+        jw_key(&jo, "test_accuracy");
+        jw_real(&jo, "%.4f", acc);
+        jw_key(&jo, "correct");
+        jw_int(&jo, (long long)correct);
+        jw_key(&jo, "images");
+        jw_int(&jo, (long long)test.n);
+        jw_key(&jo, "classes");
+        jw_int(&jo, K);
+        jw_key(&jo, "labels");
+        if (labels) jw_value(&jo, labels);
+        else jw_null(&jo);
+        json_decref(labels);
+        jw_key(&jo, "confusion");
+        jw_array(&jo);
+        for (int i = 0; i < K; i++) {
+            jw_array(&jo);
+            for (int j = 0; j < K; j++) jw_int(&jo, (long long)conf[i * K + j]);
+            jw_end(&jo, ']');
+        }
+        jw_end(&jo, ']');
+        if (other >= 0) {
+            jw_key(&jo, "compare");
+            jw_object(&jo);
+            jw_key(&jo, "precision");
+            jw_string(&jo, ra_precision_name((ra_precision)other));
+            jw_key(&jo, "test_accuracy");
+            jw_real(&jo, "%.4f", (double)correct2 / (double)test.n);
+            jw_key(&jo, "agreement");
+            jw_real(&jo, "%.4f", (double)same / (double)test.n);
+            jw_key(&jo, "same");
+            jw_int(&jo, (long long)same);
+            jw_end(&jo, '}');
+        }
+        jw_end(&jo, '}');
+        jw_line(&jo);
     } else {
         printf("test accuracy %.4f (%lld/%lld)\n", acc, (long long)correct, (long long)test.n);
         printf("confusion matrix (rows: true class, columns: predicted)\n     ");

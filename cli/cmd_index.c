@@ -65,15 +65,27 @@ int cmd_index(int argc, char **argv) {
              : ra_relpos_index_2d(idx, w[0], w[1], NULL);
     if (st) { free(idx); return lib_fail(st); }
 
-    const int json = get(opts, "--json") != NULL;
-    if (json) fputs("{\"index\": [", stdout);
-    for (int64_t i = 0; i < n1; i++) {
-        if (json) fputs(i ? ", [" : "[", stdout);
-        for (int64_t j = 0; j < n2; j++)
-            printf(j ? (json ? ", %d" : " %d") : "%d", idx[i * n2 + j]);
-        fputs(json ? "]" : "\n", stdout);
+    if (get(opts, "--json")) {
+        jw jo = {0};
+        jw_object(&jo);
+        jw_key(&jo, "index");
+        jw_array(&jo);
+        for (int64_t i = 0; i < n1; i++) {
+            jw_array(&jo);
+            for (int64_t j = 0; j < n2; j++) jw_int(&jo, idx[i * n2 + j]);
+            jw_end(&jo, ']');
+        }
+        jw_end(&jo, ']');
+        jw_key(&jo, "table_rows");
+        jw_int(&jo, (long long)rows);
+        jw_end(&jo, '}');
+        jw_line(&jo);
+    } else {
+        for (int64_t i = 0; i < n1; i++) {
+            for (int64_t j = 0; j < n2; j++) printf(j ? " %d" : "%d", idx[i * n2 + j]);
+            putchar('\n');
+        }
     }
-    if (json) printf("], \"table_rows\": %lld}\n", (long long)rows);
     free(idx);
     /* the table size only once stdout is known good: a failure is one line */
     if (fflush(stdout) || ferror(stdout)) return fail(EX_CANTCREAT, "cannot write to stdout");

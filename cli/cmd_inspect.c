@@ -43,31 +43,45 @@ int cmd_inspect(int argc, char **argv) {
     const int64_t flops = ra_model_flops(m, size[0], size[1]);
     const int json = get(opts, "--json") != NULL;
     if (json) {
-        /* every string from the file escaped; a count too large for int64
-         * (or none) is null */
-        printf("{\"arch\": \"%s\", \"scheme\": \"%s\", \"precision\": \"%s\", "
-               "\"parameters\": %lld, \"flops\": ", ra_arch_name(ra_model_arch(m)),
-               ra_model_scheme(m), ra_precision_name(ra_model_precision(m)), (long long)count);
-        if (flops >= 0) printf("%lld", (long long)flops);
-        else printf("null");
-        printf(", \"metadata\": {");
+        /* every string from the file through jansson (json.c); a count too
+         * large for int64 (or none) is null */
+        jw jo = {0};
+        jw_object(&jo);
+        jw_key(&jo, "arch");
+        jw_string(&jo, ra_arch_name(ra_model_arch(m)));
+        jw_key(&jo, "scheme");
+        jw_string(&jo, ra_model_scheme(m));
+        jw_key(&jo, "precision");
+        jw_string(&jo, ra_precision_name(ra_model_precision(m)));
+        jw_key(&jo, "parameters");
+        jw_int(&jo, (long long)count);
+        jw_key(&jo, "flops");
+        if (flops >= 0) jw_int(&jo, (long long)flops);
+        else jw_null(&jo);
+        jw_key(&jo, "metadata");
+        jw_object(&jo);
         for (int i = 0; i < ra_model_meta_count(m); i++) {
             const char *k = ra_model_meta_key(m, i);
-            printf("%s", i ? ", " : "");
-            put_json_string(k);
-            printf(": ");
-            put_json_string(ra_model_meta(m, k));
+            jw_key(&jo, k);
+            jw_string(&jo, ra_model_meta(m, k));
         }
-        printf("}, \"tensors\": [");
+        jw_end(&jo, '}');
+        jw_key(&jo, "tensors");
+        jw_array(&jo);
         for (int i = 0; i < ra_model_param_count(m); i++) {
             const ra_param_info *p = ra_model_param(m, i);
-            printf("%s{\"name\": ", i ? ", " : "");
-            put_json_string(p->name);
-            printf(", \"shape\": [");
-            for (int d = 0; d < p->ndim; d++) printf(d ? ", %lld" : "%lld", (long long)p->shape[d]);
-            printf("]}");
+            jw_object(&jo);
+            jw_key(&jo, "name");
+            jw_string(&jo, p->name);
+            jw_key(&jo, "shape");
+            jw_array(&jo);
+            for (int d = 0; d < p->ndim; d++) jw_int(&jo, (long long)p->shape[d]);
+            jw_end(&jo, ']');
+            jw_end(&jo, '}');
         }
-        printf("]}\n");
+        jw_end(&jo, ']');
+        jw_end(&jo, '}');
+        jw_line(&jo);
     } else {
         printf("arch:           %s\n", ra_arch_name(ra_model_arch(m)));
         printf("naming scheme:  %s\n", ra_model_scheme(m));

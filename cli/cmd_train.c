@@ -499,18 +499,40 @@ static int train(const opt *o, const procs *pc) {
             log_add(lg->acc, &lg->nacc, (double)s, acc);
             if (!lead) {
             } else if (json) {
-                printf("{\"epoch\": %.4f, \"step\": %lld, \"train_loss\": %.6f, \"test_accuracy\": "
-                       "%.4f, \"train_seconds\": %.3f, \"images_per_second\": %.1f",
-                       (double)s / spe, (long long)s, isnan(last_loss) ? loss : last_loss, acc,
-                       lg->train_seconds, lg->images / (lg->train_seconds > 0 ? lg->train_seconds : 1));
-                if (last)
-                    printf(", \"epochs\": %.4f, \"steps\": %lld, \"test_correct\": %lld, "
-                           "\"test_images\": %lld, \"threads\": %d, \"processes\": %d, "
-                           "\"comm_seconds\": %.3f, \"checkpoint\": ", (double)s / spe,
-                           (long long)s, (long long)correct, (long long)test.n,
-                           ra_threads_get(), pc->size, procs_comm_seconds());
-                if (last) put_json_string(out);
-                printf("}\n");
+                jw jo = {0};
+                jw_object(&jo);
+                jw_key(&jo, "epoch");
+                jw_real(&jo, "%.4f", (double)s / spe);
+                jw_key(&jo, "step");
+                jw_int(&jo, (long long)s);
+                jw_key(&jo, "train_loss");
+                jw_real(&jo, "%.6f", isnan(last_loss) ? loss : last_loss);
+                jw_key(&jo, "test_accuracy");
+                jw_real(&jo, "%.4f", acc);
+                jw_key(&jo, "train_seconds");
+                jw_real(&jo, "%.3f", lg->train_seconds);
+                jw_key(&jo, "images_per_second");
+                jw_real(&jo, "%.1f", lg->images / (lg->train_seconds > 0 ? lg->train_seconds : 1));
+                if (last) {
+                    jw_key(&jo, "epochs");
+                    jw_real(&jo, "%.4f", (double)s / spe);
+                    jw_key(&jo, "steps");
+                    jw_int(&jo, (long long)s);
+                    jw_key(&jo, "test_correct");
+                    jw_int(&jo, (long long)correct);
+                    jw_key(&jo, "test_images");
+                    jw_int(&jo, (long long)test.n);
+                    jw_key(&jo, "threads");
+                    jw_int(&jo, ra_threads_get());
+                    jw_key(&jo, "processes");
+                    jw_int(&jo, pc->size);
+                    jw_key(&jo, "comm_seconds");
+                    jw_real(&jo, "%.3f", procs_comm_seconds());
+                    jw_key(&jo, "checkpoint");
+                    jw_string(&jo, out);
+                }
+                jw_end(&jo, '}');
+                jw_line(&jo);
                 fflush(stdout);
             } else {
                 fprintf(stderr, "%s: step %lld (epoch %.2f): test accuracy %.4f (%lld/%lld)\n", cmd,

@@ -105,9 +105,17 @@ void repeat_report(const repeat *r) {
     const int known = r->flops >= 0 && r->median_ms > 0;
     const double gflops = known ? r->flops / (r->median_ms * 1e6) : 0;
     if (r->json) {
-        printf("{\"median_ms\": %.6g, \"min_ms\": %.6g, \"gflops\": ", r->median_ms, r->min_ms);
-        if (known) printf("%.6g}\n", gflops);
-        else printf("null}\n");
+        jw jo = {0};
+        jw_object(&jo);
+        jw_key(&jo, "median_ms");
+        jw_real(&jo, "%.6g", r->median_ms);
+        jw_key(&jo, "min_ms");
+        jw_real(&jo, "%.6g", r->min_ms);
+        jw_key(&jo, "gflops");
+        if (known) jw_real(&jo, "%.6g", gflops);
+        else jw_null(&jo);
+        jw_end(&jo, '}');
+        jw_line(&jo);
     } else {
         fprintf(stderr, "%s: %d run%s after a warm-up: median %.3f ms, min %.3f ms, ", cmd,
                 r->runs, r->runs > 1 ? "s" : "", r->median_ms, r->min_ms);

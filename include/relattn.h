@@ -1017,8 +1017,10 @@ typedef struct ra_model ra_model;   /* opaque */
 /* Read a model file: __metadata__ "arch" and hyperparameters
  * (docs/reference.md, section 2), every tensor checked against the
  * configuration (names, shapes, float dtype; relative_position_index if
- * present must equal the computed index; no unexpected tensors). Weights
- * are converted to F32. ra_model_from_file does the same from a file
+ * present must equal the computed index; no unexpected tensors; int8 only
+ * for a Linear weight with its scales, scales only beside int8; a swin,
+ * swinv2 or vit's "labels" a JSON array of one name, or null, per class of
+ * the head: RA_ERR_FORMAT otherwise). Weights are converted to F32. ra_model_from_file does the same from a file
  * already open; the model keeps nothing of f, which may be closed at once.
  * ra_model_load(out, path) is ra_model_open(out, path, NULL). */
 ra_status ra_model_load(ra_model **out, const char *path);
@@ -1583,7 +1585,9 @@ ra_status ra_trainer_create(ra_trainer **out, ra_model *m, const ra_train_config
 
 /* Continue from a checkpoint written by ra_trainer_save: *m is loaded from
  * it (in the precision it trained in: metadata train.precision), *out gets
- * its configuration, AdamW moments and step count, on data. */
+ * its configuration, AdamW moments and step count, on data. Its recipe
+ * metadata is checked before anything runs (RA_ERR_FORMAT for a tta other
+ * than none or flip, as ra_model_predict would refuse it later). */
 ra_status ra_trainer_resume(ra_trainer **out, ra_model **m, const char *path,
                             const ra_dataset *data);
 

@@ -541,7 +541,7 @@ static void messages(void) {
         ra_st_writer_free(w);
         ra_st_close(f);
         CHECK(run("inspect", T("keys.st"), "--json", NULL) == 0 && terminal_safe(out) &&
-              strstr(out, "\"note\\u0001\\u001b[1m\\\"\": \"v\\u0002\""), "inspect --json: %s",
+              strstr(out, "\"note\\u0001\\u001B[1m\\\"\": \"v\\u0002\""), "inspect --json: %s",
               out);
         CHECK(run("inspect", T("keys.st"), NULL) == 0 && terminal_safe(out), "inspect: %s", out);
     }

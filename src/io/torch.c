@@ -473,26 +473,40 @@ static int tz_is_state_dict(const rai_pk_value *v) {
 typedef struct tz_search {
     unsigned mark;
     int count;                      /* state dicts found */
+    int nomem;                      /* a path could not grow */
     const rai_pk_value *first;
-    char first_path[RAI_TORCH_MAX_NAME];
+    char *first_path;               /* malloc'ed */
     char list[600];                 /* the first few paths, for the message */
+    char *path;                     /* the walk's path, malloc'ed, cap bytes */
+    size_t cap;
 } tz_search;
 
-/* Append "/comp" (or comp at the root) to path (len bytes): 0 if it does not fit. */
-static int tz_path_push(char *path, size_t len, const char *comp) {
-    const int k = snprintf(path + len, RAI_TORCH_MAX_NAME - len, "%s%s", len ? "/" : "", comp);
-    return k >= 0 && (size_t)k < RAI_TORCH_MAX_NAME - len;
+/* Append "/comp" (or comp at the root) to s->path (len bytes long): 0 if
+ * it cannot grow. Keys are as long as the pickle's strings may be, so the
+ * path grows with them: a deep key is found however long the keys above. */
+static int tz_path_push(tz_search *s, size_t len, const char *comp) {
+    const size_t k = strlen(comp), need = len + (len ? 1 : 0) + k + 1;
+    if (need > s->cap) {
+        const size_t cap = need > 2 * s->cap ? need : 2 * s->cap;
+        char *p = realloc(s->path, cap);
+        if (!p) return s->nomem = 1, 0;
+        s->path = p, s->cap = cap;
+    }
+    if (len) s->path[len++] = '/';
+    memcpy(s->path + len, comp, k + 1);
+    return 1;
 }
 
 /* Every state dict in the tree at most RAI_TORCH_SEARCH_DEPTH keys deep,
  * each container looked into once (the tree may share and loop). */
-static void tz_walk(tz_search *s, const rai_pk_value *v, char *path, int depth) {
+static void tz_walk(tz_search *s, const rai_pk_value *v, int depth) {
     if (depth > RAI_TORCH_SEARCH_DEPTH || !tz_is_container(v) || v->mark == s->mark) return;
     ((rai_pk_value *)v)->mark = s->mark;   /* the walk's own field */
+    const char *path = s->path ? s->path : "";
     if (tz_is_state_dict(v)) {
         if (s->count++ == 0) {
             s->first = v;
-            snprintf(s->first_path, sizeof s->first_path, "%s", path);
+            if (!(s->first_path = rai_strdup(path))) s->nomem = 1;
         }
         const size_t k = strlen(s->list);
         if (s->count <= 8)
@@ -501,16 +515,28 @@ static void tz_walk(tz_search *s, const rai_pk_value *v, char *path, int depth) 
     }
     const size_t len = strlen(path);
     const size_t n = v->kind == RAI_PK_DICT ? v->u.dict.n : v->u.seq.n;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && !s->nomem; i++) {
         char idx[24];
         const rai_pk_value *child = v, *key = NULL;
         if (v->kind == RAI_PK_DICT) key = v->u.dict.v[i].key, child = v->u.dict.v[i].value;
         else if (v->kind != RAI_PK_SET) snprintf(idx, sizeof idx, "%zu", i), child = v->u.seq.v[i];
         if (child == v || (key && (key->kind != RAI_PK_STR || strlen(key->u.s.p) != key->u.s.n)))
             continue;
-        if (tz_path_push(path, len, key ? key->u.s.p : idx)) tz_walk(s, child, path, depth + 1);
-        path[len] = 0;
+        if (tz_path_push(s, len, key ? key->u.s.p : idx)) tz_walk(s, child, depth + 1);
+        if (s->path) s->path[len] = 0;
     }
+}
+
+/* src into found (n bytes), cut on a character boundary if longer: the
+ * path is a description (inspect's "state dict"), and stays UTF-8. */
+static void tz_found(char *found, size_t n, const char *src) {
+    size_t k = strlen(src);
+    if (k >= n) {
+        k = n - 1;
+        while (k > 0 && ((unsigned char)src[k] & 0xc0) == 0x80) k--;
+    }
+    memcpy(found, src, k);
+    found[k] = 0;
 }
 
 /* The keys the automatic choice tries, in order, below the root. */
@@ -533,13 +559,19 @@ static ra_status tz_auto(tz_archive *a, const rai_pk_value **sd, char *found, si
             return RA_OK;
         }
     tz_search s = {.mark = ++a->mark};
-    char path[RAI_TORCH_MAX_NAME] = "";
-    tz_walk(&s, root, path, 0);
+    tz_walk(&s, root, 0);
+    free(s.path);
+    if (s.nomem) {
+        free(s.first_path);
+        return rai_fail(RA_ERR_NOMEM, "out of memory looking for the state dict");
+    }
     if (s.count == 1) {
-        snprintf(found, n, "%s", s.first_path);
+        tz_found(found, n, s.first_path);
+        free(s.first_path);
         *sd = s.first;
         return RA_OK;
     }
+    free(s.first_path);
     char what[300];
     tz_summary(what, sizeof what, root);
     if (!s.count)
@@ -604,7 +636,7 @@ static ra_status tz_select(tz_archive *a, const char *key, const rai_pk_value **
         tz_summary(what, sizeof what, v);
         return rai_fail(RA_ERR_FORMAT, "entry " NAMEF " holds %s, not a dict of tensors", key, what);
     }
-    snprintf(found, n, "%s", key);
+    tz_found(found, n, key);
     *sd = v;
     return RA_OK;
 }

@@ -909,6 +909,40 @@ ra_status rai_config_parse(const char *text, size_t len, rai_config_item **items
     return RA_OK;
 }
 
+/* The parser names its file config.json (the role, whatever the file's
+ * name); a folder's other file, preprocessor_config.json, is named as it
+ * is, in the failure and in where each value came from. */
+#define PREPROCESSOR "preprocessor_config.json"
+
+static const char *file_name(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+static ra_status name_failure(ra_status st, const char *path) {
+    static const char cfg[] = "config.json";
+    const char *why = ra_last_error(), *name = file_name(path);
+    if (strcmp(name, PREPROCESSOR) || strncmp(why, cfg, sizeof cfg - 1)) return st;
+    char *rest = rai_strdup(why + sizeof cfg - 1);
+    if (!rest) return st;
+    st = rai_fail(st, "%s%s", name, rest);
+    free(rest);
+    return st;
+}
+
+static ra_status name_items(rai_config_item *items, int n, const char *path) {
+    static const char cfg[] = "config.json";
+    const char *name = file_name(path);
+    if (strcmp(name, PREPROCESSOR)) return RA_OK;
+    for (int i = 0; i < n; i++)
+        if (!strncmp(items[i].from, cfg, sizeof cfg - 1)) {
+            char from[sizeof items[i].from];
+            snprintf(from, sizeof from, "%s%s", name, items[i].from + sizeof cfg - 1);
+            memcpy(items[i].from, from, sizeof from);
+        }
+    return RA_OK;
+}
+
 ra_status rai_config_read(const char *path, rai_config_item **items, int *n) {
     if (!items || !n || !path) return rai_fail(RA_ERR_ARG, "rai_config_read: NULL argument");
     *items = NULL, *n = 0;
@@ -934,7 +968,7 @@ ra_status rai_config_read(const char *path, rai_config_item **items, int *n) {
     }
     if (!st) rai_note_read(fd, path);   /* an output may not replace it */
     close(fd);
-    if (!st) st = rai_config_parse(buf, got, items, n);
+    if (!st && (st = rai_config_parse(buf, got, items, n))) st = name_failure(st, path);
     free(buf);
-    return st;
+    return st ? st : name_items(*items, *n, path);
 }

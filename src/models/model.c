@@ -130,6 +130,27 @@ static int has_scales(const ra_st_file *f, const ra_st_tensor *t) {
     return ra_st_find(f, name) != NULL;
 }
 
+static int linear_name(const char *name, int ndim);   /* below: precisions */
+
+/* Every RA_SCALE_PREFIX NAME of f must scale an int8 tensor NAME of f:
+ * scales beside a float weight, or beside nothing, are refused rather
+ * than ignored (the file is not what its writer meant). */
+static ra_status orphan_scales(const ra_st_file *f) {
+    const size_t k = strlen(RA_SCALE_PREFIX);
+    for (int i = 0; i < ra_st_count(f); i++) {
+        const char *name = ra_st_at(f, i)->name;
+        if (strncmp(name, RA_SCALE_PREFIX, k)) continue;
+        const ra_st_tensor *w = ra_st_find(f, name + k);
+        if (!w)
+            return rai_fail(RA_ERR_FORMAT, "'%.100s' scales no tensor (no '%.100s' in the file)",
+                            name, name + k);
+        if (w->dtype != RA_DTYPE_I8)
+            return rai_fail(RA_ERR_FORMAT, "'%.100s' scales '%.100s', which is not int8 (I8): "
+                            "scales belong to int8 weights only", name, name + k);
+    }
+    return RA_OK;
+}
+
 /* An int8 weight (rows, k) with its scales: w = q x scale, row by row. */
 static ra_status int8_weight(float *w, const ra_st_file *f, const ra_st_tensor *t) {
     const int64_t rows = t->shape[0], k = t->shape[1];
@@ -148,7 +169,7 @@ static ra_status load_weights(ra_model *m, const ra_st_file *f) {
     const int nt = ra_st_count(f);
     const ra_st_tensor **found = calloc((size_t)m->nparams + 1, sizeof *found);
     if (!found) return rai_fail(RA_ERR_NOMEM, "model: out of memory");
-    ra_status st = RA_OK;
+    ra_status st = orphan_scales(f);
     for (int i = 0; i < nt && !st; i++) {
         const ra_st_tensor *t = ra_st_at(f, i);
         char buf[256];
@@ -181,7 +202,11 @@ static ra_status load_weights(ra_model *m, const ra_st_file *f) {
                 st = rai_fail(RA_ERR_FORMAT, "tensor '%s' is missing (arch %s%s%s)",
                               m->params[p].name, m->ops->name,
                               m->scheme[0] ? ", naming scheme " : "", m->scheme);
-        } else if (t->dtype == RA_DTYPE_I8 && m->params[p].ndim == 2 && has_scales(f, t)) {
+        } else if (t->dtype == RA_DTYPE_I8 && has_scales(f, t) &&
+                   !linear_name(m->params[p].name, m->params[p].ndim)) {
+            st = rai_fail(RA_ERR_FORMAT, "int8 tensor '%.80s' is not a Linear weight: only those "
+                          "are read as int8 with scales (the others are float)", t->name);
+        } else if (t->dtype == RA_DTYPE_I8 && has_scales(f, t)) {
             st = rai_check_shape(t, m->params[p].ndim, m->params[p].shape);
             if (!st) st = int8_scales(f, t, NULL);
         } else if (!rai_dtype_is_float(t->dtype)) {
@@ -245,6 +270,38 @@ static ra_status load_weights(ra_model *m, const ra_st_file *f) {
 }
 
 
+/* A classifier's labels (metadata "labels", from the file, --set or a
+ * folder's id2label / label_names): a JSON array of names (strings, or
+ * null for a class without one), one per class of the head. A list of
+ * another length would name the wrong classes: refused, not guessed. */
+static ra_status check_labels(const ra_model *m) {
+    const char *text = ra_model_meta(m, "labels");
+    const ra_arch a = m->ops->arch;
+    if (!text || (a != RA_ARCH_SWIN && a != RA_ARCH_SWINV2 && a != RA_ARCH_VIT)) return RA_OK;
+    json_error_t e;
+    json_t *v = json_loads(text, JSON_REJECT_DUPLICATES, &e);
+    ra_status st = RA_OK;
+    if (!json_is_array(v)) {
+        st = rai_fail(RA_ERR_FORMAT, "metadata labels is not a JSON array of class names%s%.80s",
+                      v ? "" : ": ", v ? "" : e.text);
+    } else {
+        const char *nc = ra_model_meta(m, "num_classes");
+        const long long classes = nc ? strtoll(nc, NULL, 10) : 0;
+        for (size_t i = 0; !st && i < json_array_size(v); i++)
+            if (!json_is_string(json_array_get(v, i)) && !json_is_null(json_array_get(v, i)))
+                st = rai_fail(RA_ERR_FORMAT, "metadata labels: entry %zu is not a string (nor "
+                              "null)", i);
+        const char *from = ra_model_meta(m, RA_META_SOURCE "labels");
+        if (!st && (long long)json_array_size(v) != classes)
+            st = rai_fail(RA_ERR_FORMAT, "metadata labels%s%s%s names %zu classes, the head has "
+                          "%lld%s", from ? " (from " : "", from ? from : "", from ? ")" : "",
+                          json_array_size(v), classes,
+                          classes ? "" : " (no head: its outputs are features, not classes)");
+    }
+    json_decref(v);
+    return st;
+}
+
 ra_status rai_model_open_arch(ra_model **out, const rai_arch_ops *ops, const ra_st_file *f) {
     *out = NULL;
     ra_model *m = calloc(1, sizeof *m);
@@ -264,6 +321,7 @@ ra_status rai_model_open_arch(ra_model **out, const rai_arch_ops *ops, const ra_
     if (!st && ops->detect) st = ops->detect(m, f);
     if (!st) st = load_weights(m, f);
     if (!st) st = ops->build(m, f);
+    if (!st) st = check_labels(m);
     if (st) {
         ra_model_free(m);
         /* a configuration the library refuses is bad data in a file */
@@ -441,13 +499,20 @@ ra_status ra_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_
 }
 
 
+ra_status rai_model_tta(const ra_model *m, int *flip) {
+    const char *tta = ra_model_meta(m, "tta");
+    *flip = tta && !strcmp(tta, "flip");
+    if (tta && !*flip && strcmp(tta, "none"))
+        return rai_fail(RA_ERR_FORMAT, "metadata tta = \"%.40s\": none or flip", tta);
+    return RA_OK;
+}
+
 ra_status ra_model_predict(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                            const float *x, int x_ndim, const int64_t *x_shape) {
     if (!m || !y || !x || !x_shape) return rai_fail(RA_ERR_ARG, "model predict: NULL argument");
-    const char *tta = ra_model_meta(m, "tta");
-    const int flip = tta && !strcmp(tta, "flip");
-    if (tta && !flip && strcmp(tta, "none"))
-        return rai_fail(RA_ERR_FORMAT, "metadata tta = \"%.40s\": none or flip", tta);
+    int flip = 0;
+    ra_status tst = rai_model_tta(m, &flip);
+    if (tst) return tst;
     if (flip && x_ndim != 4)
         return rai_fail(RA_ERR_ARG, "model predict: tta = flip takes images (B, C, H, W)");
     ra_status st = ra_model_forward(m, y, y_ndim, y_shape, x, x_ndim, x_shape);
@@ -767,18 +832,25 @@ ra_status rai_model_create_arch(ra_model **out, const rai_arch_ops *ops, const c
 /* The parameters that are Linear weights: what a precision rounds. The
  * patch embedding (a convolution), the position tables, SwinV2's CPB MLP
  * (it makes a position table) and the norms stay float32. */
-static int linear_weight(const ra_param_info *p) {
+/* A Linear weight by its (canonical) parameter name: what a precision
+ * rounds, what convert --dtype int8 stores as int8 and the only int8
+ * tensors the loader reads. */
+static int linear_name(const char *name, int ndim) {
     static const char *const ends[] = {"qkv.weight", "attn.proj.weight", "fc1.weight",
                                        "fc2.weight", "reduction.weight", "head.weight",
                                        "attn.q.weight", "attn.kv.weight"};
-    const size_t n = strlen(p->name);
-    if (p->ndim != 2 || p->offset < 0) return 0;
+    const size_t n = strlen(name);
+    if (ndim != 2) return 0;
     for (size_t i = 0; i < sizeof ends / sizeof *ends; i++) {
         const size_t k = strlen(ends[i]);
-        if (n >= k && !strcmp(p->name + n - k, ends[i]) && (n == k || p->name[n - k - 1] == '.'))
+        if (n >= k && !strcmp(name + n - k, ends[i]) && (n == k || name[n - k - 1] == '.'))
             return 1;
     }
     return 0;
+}
+
+static int linear_weight(const ra_param_info *p) {
+    return p->offset >= 0 && linear_name(p->name, p->ndim);
 }
 
 /* int8 and bf16: m's Linear weights packed once for the product of

@@ -89,6 +89,12 @@ ra_status rai_model_from_state_dict(ra_model **out, const ra_st_file *f);
 
 /* Load the model of file f, whose arch is ops (registry.c finds it). */
 ra_status rai_model_open_arch(ra_model **out, const rai_arch_ops *ops, const ra_st_file *f);
+
+/* How m predicts a class (metadata "tta"): *flip 1 for "flip", 0 for
+ * "none" or no value; RA_ERR_FORMAT naming the value otherwise. What
+ * ra_model_predict reads, and what a resumed run checks before its first
+ * step. */
+ra_status rai_model_tta(const ra_model *m, int *flip);
 /* ra_model_create for the arch ops (NULL: the metadata names no known arch,
  * refused once the metadata itself has been checked). */
 ra_status rai_model_create_arch(ra_model **out, const rai_arch_ops *ops, const char *const *meta,

@@ -231,7 +231,7 @@ ra_status rai_model_from_state_dict(ra_model **out, const ra_st_file *f) {
 ra_status ra_model_source(ra_st_file **out, const char *path, const ra_load_options *o) {
     if (!out || !path) return rai_fail(RA_ERR_ARG, "ra_model_source: NULL argument");
     *out = NULL;
-    char weights[4096], found[256];
+    char weights[4096], found[4096];
     const int dir = is_dir(path);
     ra_status st = dir ? folder_weights(path, weights, sizeof weights) : RA_OK;
     if (st) return st;

@@ -504,6 +504,9 @@ ra_status ra_trainer_resume(ra_trainer **out, ra_model **mout, const char *path,
     if (!st && (!sv || !end || *end || step < 0))
         st = rai_fail(RA_ERR_FORMAT, "checkpoint: metadata train.step missing or invalid");
     if (!st) st = ra_model_from_file(&m, f);
+    int flip;   /* how its evaluations predict: refused now, not after the steps */
+    if (!st && (st = rai_model_tta(m, &flip)))
+        st = rai_fail(st, "checkpoint: %s", ra_last_error());
     const char *pv = ra_st_meta(f, "train.precision");
     const int prec = pv ? ra_precision_parse(pv) : RA_PRECISION_FP32;
     if (!st && prec != RA_PRECISION_FP32 && prec != RA_PRECISION_BF16)
