@@ -203,6 +203,23 @@ int job_run(const char *model, const char *input, const char *outp, ra_run_mode 
  * `batch`; skip_bad counts and skips images that do not decode. The exit code. */
 int eval_folder(ra_model *m, const char *dir, int json, int skip_bad, int batch);
 
+/* ---- the data of relattn train (train_data.c) ------------------------------ */
+
+typedef struct {
+    ra_dataset train, test;
+    int folder;          /* an image folder (else IDX files) */
+    char *labels;        /* a folder's class names, a JSON array (free) */
+    float mean, std;     /* a folder's training bytes / 255: mean and deviation */
+    int64_t skipped;     /* images left out (--skip-bad) */
+} train_set;
+/* Whether dir holds IDX files (or is no directory: the IDX reader says why). */
+int is_idx_dir(const char *dir);
+/* The training and evaluation data of dir: IDX files, or an image folder
+ * (DIR/train + DIR/val, or DIR with val_split > 0 held out by seed) at
+ * size x size. The exit code; on failure nothing is held. */
+int train_data(train_set *ts, const char *dir, int size, double val_split, uint64_t seed,
+               int skip_bad);
+
 /* ---- the processes of a data-parallel run (procs.c) ---------------------- */
 typedef struct {
     int rank, size;   /* this process, how many (1 without a launcher) */

@@ -42,6 +42,14 @@ int cmd_inspect(int argc, char **argv) {
     for (int i = 0; i < ra_model_param_count(m); i++) count += ra_model_param(m, i)->numel;
     const int64_t flops = ra_model_flops(m, size[0], size[1]);
     const int json = get(opts, "--json") != NULL;
+    /* the image transform classify applies (networks), and its source */
+    const ra_arch a = ra_model_arch(m);
+    ra_transform tf;
+    const char *tsrc = NULL;
+    char tline[512] = "";
+    if ((a == RA_ARCH_SWIN || a == RA_ARCH_SWINV2 || a == RA_ARCH_VIT) &&
+        ra_model_transform(&tf, &tsrc, m) == RA_OK)
+        ra_transform_describe(tline, sizeof tline, &tf);
     if (json) {
         /* every string from the file through jansson (json.c); a count too
          * large for int64 (or none) is null */
@@ -58,6 +66,10 @@ int cmd_inspect(int argc, char **argv) {
         jw_key(&jo, "flops");
         if (flops >= 0) jw_int(&jo, (long long)flops);
         else jw_null(&jo);
+        jw_key(&jo, "transform");
+        jw_string(&jo, *tline ? tline : NULL);
+        jw_key(&jo, "transform_source");
+        jw_string(&jo, *tline ? tsrc : NULL);
         jw_key(&jo, "metadata");
         jw_object(&jo);
         for (int i = 0; i < ra_model_meta_count(m); i++) {
@@ -103,14 +115,7 @@ int cmd_inspect(int argc, char **argv) {
         }
         if (sd) printf("state dict:     %s\n", *sd ? safe_text(sd) : "(the root)");
         if (pfx) printf("prefix dropped: %s\n", safe_text(pfx));
-        const ra_arch a = ra_model_arch(m);
-        ra_transform tf;
-        const char *tsrc;
-        char line[512];
-        if ((a == RA_ARCH_SWIN || a == RA_ARCH_SWINV2 || a == RA_ARCH_VIT) &&
-            ra_model_transform(&tf, &tsrc, m) == RA_OK &&
-            ra_transform_describe(line, sizeof line, &tf) > 0)   /* what classify applies */
-            printf("image transform: %s (%s)\n", line, safe_text(tsrc));
+        if (*tline) printf("image transform: %s (%s)\n", tline, safe_text(tsrc));
         for (int i = 0; i < ra_model_meta_count(m); i++) {
             const char *k = ra_model_meta_key(m, i), *v = ra_model_meta(m, k);
             char sk[128];

@@ -75,6 +75,12 @@ static const char train_help[] =
     "  --out FILE          the checkpoint (default relattn-fmnist.safetensors)\n"
     "  --ckpt-every N      also write it every N steps (500)\n"
     "  --resume CKPT       continue a run from its checkpoint (its model and recipe)\n"
+    "  --data DIR          IDX files (Fashion-MNIST's names), or an image folder:\n"
+    "                      DIR/train/<class>/... and DIR/val/<class>/..., or\n"
+    "                      DIR/<class>/... with --val-split F (a share held out by\n"
+    "                      the seed); PNG or JPEG, grey or colour, any size\n"
+    "  --img-size S        an image folder's images as Resize(S) + CenterCrop(S) (32)\n"
+    "  --skip-bad          leave out images of a folder that do not decode (else 65)\n"
     "  --json              one JSON object per evaluation on stdout, the last with\n"
     "                      test_accuracy, train_seconds, images_per_second, epochs\n"
     "  --data DIR          the IDX files (train-images-idx3-ubyte[.gz], ...)\n"
@@ -160,8 +166,9 @@ static const char fmnist_labels[] =
     "[\"T-shirt/top\", \"Trouser\", \"Pullover\", \"Dress\", \"Coat\", \"Sandal\", \"Shirt\", "
     "\"Sneaker\", \"Bag\", \"Ankle boot\"]";
 
-static int build_model(ra_model **m, const opt *o, const ra_dataset *d, const char *data_dir,
+static int build_model(ra_model **m, const opt *o, const train_set *ts, const char *data_dir,
                        const ra_train_config *c) {
+    const ra_dataset *d = &ts->train;
     char depths[64] = "2,2", heads[64] = "2,4", img[32], classes[16], mean[32], std[32];
     int patch = 4, embed = 64, window = 7, nd = 2, nh = 2;
     if (get(o, "--patch") && !parse_int(&patch, get(o, "--patch"), 1, 64))
@@ -195,9 +202,13 @@ static int build_model(ra_model **m, const opt *o, const ra_dataset *d, const ch
     snprintf(classes, sizeof classes, "%d", d->classes);
     snprintf(mean, sizeof mean, "%.9g", (double)c->mean);
     snprintf(std, sizeof std, "%.9g", (double)c->std);
-    const int fashion = strstr(data_dir, "fashion") != NULL && d->classes == 10;
-    const char *meta[40] = {
-        "arch", "swin", "img_size", img, "patch_size", pstr, "in_chans", "1",
+    const int fashion = !ts->folder && strstr(data_dir, "fashion") != NULL && d->classes == 10;
+    char chans[8], tr_resize[32], tr_crop[32];
+    snprintf(chans, sizeof chans, "%d", d->c > 1 ? d->c : 1);
+    snprintf(tr_resize, sizeof tr_resize, "shorter %d", d->h);
+    snprintf(tr_crop, sizeof tr_crop, "%dx%d", d->h, d->w);
+    const char *meta[64] = {
+        "arch", "swin", "img_size", img, "patch_size", pstr, "in_chans", chans,
         "num_classes", classes, "embed_dim", estr, "depths", depths, "num_heads", heads,
         "window_size", wstr, "mlp_ratio", "4.0", "qkv_bias", "true", "patch_norm", "true",
         "ape", abs_pos ? "true" : "false",
@@ -207,6 +218,12 @@ static int build_model(ra_model **m, const opt *o, const ra_dataset *d, const ch
     while (meta[2 * nmeta]) nmeta++;
     if (pk != patch) meta[2 * nmeta] = "patch_kernel", meta[2 * nmeta + 1] = kstr, nmeta++;
     if (fashion) meta[2 * nmeta] = "labels", meta[2 * nmeta + 1] = fmnist_labels, nmeta++;
+    if (ts->folder) {   /* the classes by folder name, and the transform the data had */
+        const char *kv[] = {"labels", ts->labels, "transform.resize", tr_resize,
+                            "transform.crop", tr_crop, "transform.interpolation", "bilinear"};
+        for (int i = 0; i < 4; i++)
+            meta[2 * nmeta] = kv[2 * i], meta[2 * nmeta + 1] = kv[2 * i + 1], nmeta++;
+    }
     /* test-time flips: what a run that flips its images has learned alike
      * (--tta was checked with the other options) */
     meta[2 * nmeta] = "tta";
@@ -270,7 +287,8 @@ int cmd_train(int argc, char **argv) {
                {"--resume", 1, 0},     {"--ckpt-every", 1, 0}, {"--label-smoothing", 1, 0},
                {"--clip", 1, 0},       {"--no-augment", 0, 0}, {"--warmup-epochs", 1, 0},
                {"--augment", 1, 0},    {"--zero", 0, 0},       {"--precision", 1, 0},
-               {"--ema", 1, 0},        {"--tta", 1, 0},
+               {"--ema", 1, 0},        {"--tta", 1, 0},        {"--img-size", 1, 0},
+               {"--val-split", 1, 0},  {"--skip-bad", 0, 0},
                {"--help", 0, 0},
                {"-h", 0, 0},           {0, 0, 0}};
     const char *pos[1];
@@ -373,21 +391,37 @@ static int train(const opt *o, const procs *pc) {
         prec = native == pc->size ? RA_PRECISION_BF16 : RA_PRECISION_FP32;
     }
 
-    ra_dataset train = {0}, test = {0};
-    ra_status st = ra_dataset_load_dir(&train, dir, "train");
-    if (!st) st = ra_dataset_load_dir(&test, dir, "test");
-    if (st) {
-        int code = lib_fail(st);
-        ra_dataset_free(&train);
-        return code;
+    /* IDX files, or an image folder at --img-size (a resumed run: its own) */
+    int img_size = 32;
+    double val_split = 0;
+    if (get(o, "--img-size") && !parse_int(&img_size, get(o, "--img-size"), 1, 1024))
+        return usage_error("--img-size '%s': need 1..1024", get(o, "--img-size"));
+    if (get(o, "--val-split") &&
+        (!((val_split = strtod(get(o, "--val-split"), &end)) > 0) || *end || val_split >= 1))
+        return usage_error("--val-split '%s': need a share in (0, 1)", get(o, "--val-split"));
+    if (resume && !is_idx_dir(dir)) {
+        if (get(o, "--img-size")) return usage_error("--img-size cannot change a resumed run");
+        ra_st_file *ck = NULL;
+        ra_status rs = ra_st_open(&ck, resume);
+        const char *is = ck ? ra_st_meta(ck, "img_size") : NULL;
+        if (is) img_size = atoi(is);
+        ra_st_close(ck);
+        if (rs) return lib_fail(rs);
     }
+    train_set ts;
+    int code = train_data(&ts, dir, img_size, val_split, c.seed, get(o, "--skip-bad") != NULL);
+    if (code) return code;
+    ra_dataset train = ts.train, test = ts.test;
+    if (ts.folder && !resume) c.mean = ts.mean, c.std = ts.std;
+    if (ts.skipped && lead)
+        fprintf(stderr, "%s: skipped %lld images that did not decode\n", cmd, (long long)ts.skipped);
+    ra_status st = RA_OK;
     ra_model *m = NULL;
     ra_trainer *t = NULL;
-    int code = EX_OK;
     ra_dataset part = test;   /* this process's slice of the test images */
     const int64_t first = test.n * pc->rank / pc->size;
     part.n = test.n * (pc->rank + 1) / pc->size - first;
-    if (part.images) part.images += (size_t)first * test.h * test.w;
+    if (part.images) part.images += (size_t)first * (test.c > 1 ? test.c : 1) * test.h * test.w;
     if (part.labels) part.labels += first;
     train_log *lg = calloc(1, sizeof *lg);
     int64_t *confusion = NULL;
@@ -406,7 +440,7 @@ static int train(const opt *o, const procs *pc) {
         if (ra_model_meta(m, "train.images_seen")) lg->images = atoll(ra_model_meta(m, "train.images_seen"));
         c = *ra_trainer_config(t);
     } else {
-        if ((code = build_model(&m, o, &train, dir, &c))) goto done;
+        if ((code = build_model(&m, o, &ts, dir, &c))) goto done;
         if ((st = ra_model_set_precision(m, (ra_precision)prec)) ||
             (st = ra_trainer_create(&t, m, &c, &train))) {
             code = lib_fail(st);
@@ -567,5 +601,6 @@ done:
     ra_model_free(m);
     ra_dataset_free(&train);
     ra_dataset_free(&test);
+    free(ts.labels);
     return code;
 }

@@ -123,7 +123,7 @@ int eval_folder(ra_model *m, const char *data, int json, int skip_bad, int batch
         json_t *o = json_object(), *cls = json_array(), *pc = json_array(), *cf = json_array();
         for (int c = 0; c < f.classes; c++) {
             json_t *row = json_array();
-            json_array_append_new(cls, json_string(f.class_names[c]));
+            json_array_append_new(cls, json_text(f.class_names[c]));
             json_array_append_new(pc, per[2 * c] ? json_real((double)per[2 * c + 1] / per[2 * c])
                                                   : json_null());
             for (int k = 0; k < K; k++) json_array_append_new(row, json_integer(conf[(size_t)c * K + k]));
@@ -138,9 +138,11 @@ int eval_folder(ra_model *m, const char *data, int json, int skip_bad, int batch
         json_object_set_new(o, "class_to_head", json_string(by_name ? "labels" : "rank"));
         json_object_set_new(o, "per_class_top1", pc);
         json_object_set_new(o, "confusion", cf);
-        json_object_set_new(o, "transform", json_string(desc));
-        json_object_set_new(o, "transform_source", json_string(tsrc));
-        if (json_dumpf(o, stdout, JSON_ENSURE_ASCII | JSON_COMPACT) == 0) putchar('\n');
+        json_object_set_new(o, "transform", json_text(desc));
+        json_object_set_new(o, "transform_source", json_text(tsrc));
+        jw w = {0};   /* every string through the one writer (json.c) */
+        jw_value(&w, o);
+        jw_line(&w);
         json_decref(o);
     } else {
         printf("%s: %lld images of %d classes; %s (%s)\n", safe_text(dir), (long long)n, f.classes,
