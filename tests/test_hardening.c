@@ -599,6 +599,16 @@ static void shape_sizes(void) {
                "absolute_pos_embed", 3, D(1), I64MAX, D(0), (char *)NULL);
     CHECK(run("inspect", T("ape.st"), NULL) == 65 && one_line() && strstr(err, "absolute_pos_embed"),
           "absolute_pos_embed of 2^63-1 rows: %s", err);
+    /* SwinV2's window from a relative_coords_table of (0, 2^63-1, 2^63-1, 2): (n + 1) / 2 */
+    write_dict(T("coords.st"), "patch_embed.proj.weight", 4, D(16), D(3), D(4), D(4),
+               "layers.0.blocks.0.norm1.weight", 1, D(16),
+               "layers.0.blocks.0.attn.cpb_mlp.0.weight", 2, D(512), D(2),
+               "layers.0.blocks.0.attn.cpb_mlp.2.weight", 2, D(2), D(512),
+               "layers.0.blocks.0.attn.relative_coords_table", 4, D(0), I64MAX, I64MAX, D(2),
+               (char *)NULL);
+    CHECK(ra_model_open(&m, T("coords.st"), NULL) == RA_ERR_FORMAT && !m, "coords: %s",
+          ra_last_error());
+    CHECK(run("inspect", T("coords.st"), NULL) == 65 && one_line(), "coords: %s", err);
     /* the saved mask's windows times the window in int: "input_resolution
      * = -1257966798" (heads 0 are now refused first) */
     write_dict(T("mask.st"), "norm1.weight", 1, D(16), "attn.relative_position_bias_table", 2,
