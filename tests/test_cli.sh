@@ -469,6 +469,63 @@ expect_fail 64 /dev/null forward "$FIXTURES/swin_7x7.model.safetensors" \
 expect_fail 64 /dev/null backward "$FIXTURES/swin_7x7.model.safetensors" \
     "$FIXTURES/swin_7x7.input.safetensors" -o "$WORK/rep/bad.st" --json=1
 
+# zero-width weights in PyTorch checkpoints (issue 33): a channel count of
+# 0 was a division by zero (SIGFPE); now 65 and one line naming the tensor.
+# The checkpoints are torch.save's zip, written by the standard library
+# (pickle with persistent ids, stand-in modules for the globals it names).
+mkdir -p "$WORK/pth"
+if [ -n "$JSONPY" ] && "$JSONPY" - "$WORK/pth" <<'EOF'
+import collections, io, os, pickle, struct, sys, types, zipfile
+torch, utils = types.ModuleType("torch"), types.ModuleType("torch._utils")
+def _rebuild_tensor_v2(*a): pass
+_rebuild_tensor_v2.__module__ = "torch._utils"
+class FloatStorage: pass
+FloatStorage.__module__ = "torch"
+utils._rebuild_tensor_v2, torch.FloatStorage, torch._utils = _rebuild_tensor_v2, FloatStorage, utils
+sys.modules["torch"], sys.modules["torch._utils"] = torch, utils
+def numel(s):
+    n = 1
+    for d in s: n *= d
+    return n
+class Tensor:
+    def __init__(self, key, shape): self.key, self.shape = key, shape
+    def __reduce__(self):
+        stride = [numel(self.shape[i + 1:]) for i in range(len(self.shape))]
+        return (_rebuild_tensor_v2, (("storage", self.key, numel(self.shape)), 0, tuple(self.shape),
+                                     tuple(stride), False, collections.OrderedDict()))
+class Pickler(pickle.Pickler):
+    def persistent_id(self, o):
+        if isinstance(o, tuple) and len(o) == 3 and o[0] == "storage":
+            return ("storage", FloatStorage, o[1], "cpu", o[2])
+        return None
+def save(name, tensors):
+    b = io.BytesIO()
+    Pickler(b, protocol=2).dump(collections.OrderedDict(
+        (n, Tensor(str(i), s)) for i, (n, s) in enumerate(tensors)))
+    with zipfile.ZipFile(os.path.join(sys.argv[1], name), "w", zipfile.ZIP_STORED) as z:
+        z.writestr("archive/data.pkl", b.getvalue())
+        z.writestr("archive/byteorder", "little")
+        for i, (_, s) in enumerate(tensors):
+            z.writestr("archive/data/%d" % i, struct.pack("<%df" % numel(s), *[1.0] * numel(s)))
+        z.writestr("archive/version", "3\n")
+save("vit0.pth", [("patch_embed.proj.weight", [0, 3, 8, 8]), ("blocks.0.norm1.weight", [16]),
+                  ("blocks.0.attn.qkv.weight", [48, 16]), ("blocks.0.mlp.fc1.weight", [32, 16])])
+save("swin0.pth", [("patch_embed.proj.weight", [0, 3, 4, 4]), ("layers.0.blocks.0.norm1.weight", [16]),
+                   ("layers.0.blocks.0.attn.relative_position_bias_table", [169, 2]),
+                   ("layers.0.blocks.0.mlp.fc1.weight", [64, 16])])
+save("block0.pth", [("norm1.weight", [0]), ("attn.relative_position_bias_table", [169, 2]),
+                    ("mlp.fc1.weight", [64, 16])])
+EOF
+then
+    for c in vit0:patch_embed.proj.weight swin0:patch_embed.proj.weight block0:norm1.weight; do
+        expect_fail 65 /dev/null inspect "$WORK/pth/${c%%:*}.pth"
+        grep -qF "'${c#*:}'" "$WORK/stderr" ||
+            bad "inspect ${c%%:*}.pth does not name ${c#*:}: $(head -c 300 "$WORK/stderr")"
+    done
+else
+    bad "no python3 to write the zero-width checkpoints"
+fi
+
 if [ -n "$PY" ]; then
     ncmp=$(wc -l <"$WORK/compare.txt")
     nres=0

@@ -609,6 +609,108 @@ static void small_items(void) {
           one_line() && !strstr(err, "classify: classify"), "classify repeats itself: %s", err);
 }
 
+/* ---- 9. sizes from shapes: zero and huge dimensions (issue 33) ----------- */
+
+#define I64MAX INT64_C(9223372036854775807)
+
+/* A state dict without metadata: name, ndim, then the int64 dims, per
+ * tensor, a NULL name ending the list; F32 zeros (no byte when a dim is 0). */
+static void write_dict(const char *path, ...) {
+    ra_st_writer *w = ra_st_writer_new();
+    va_list ap;
+    va_start(ap, path);
+    const char *name;
+    while ((name = va_arg(ap, const char *))) {
+        const int nd = va_arg(ap, int);
+        int64_t shape[8], numel = 1;
+        for (int i = 0; i < nd; i++) shape[i] = va_arg(ap, int64_t), numel = shape[i] ? numel * shape[i] : 0;
+        float *d = numel ? calloc((size_t)numel, sizeof *d) : NULL;
+        CHECK(ra_st_writer_add(w, name, RA_DTYPE_F32, nd, shape, d) == RA_OK, "%s", ra_last_error());
+        free(d);
+    }
+    va_end(ap);
+    CHECK(ra_st_writer_save(w, path) == RA_OK, "%s", ra_last_error());
+    ra_st_writer_free(w);
+}
+#define D(x) ((int64_t)(x))
+
+/* path refused by the library (RA_ERR_FORMAT, the reason naming `names`)
+ * and by `relattn inspect` (65, one line naming it, no negative number). */
+static void refused(const char *path, const char *names, const char *what) {
+    ra_model *m = NULL;
+    const ra_status st = ra_model_open(&m, path, NULL);
+    CHECK(st == RA_ERR_FORMAT && !m && strstr(ra_last_error(), names), "%s: library: %d %s", what,
+          (int)st, ra_last_error());
+    ra_model_free(m);
+    const int rc = run("inspect", path, NULL);
+    CHECK(rc == 65 && one_line() && strstr(err, names) && !strstr(err, "= -"),
+          "%s: inspect: exit %d: %s", what, rc, err);
+}
+
+static void shape_sizes(void) {
+    /* a channel count of 0: put_ratio divided by it (SIGFPE) */
+    write_dict(T("vit0.st"), "patch_embed.proj.weight", 4, D(0), D(3), D(8), D(8),
+               "blocks.0.norm1.weight", 1, D(16), "blocks.0.attn.qkv.weight", 2, D(48), D(16),
+               "blocks.0.mlp.fc1.weight", 2, D(32), D(16), (char *)NULL);
+    refused(T("vit0.st"), "patch_embed.proj.weight", "vit of embed_dim 0");
+    write_dict(T("swin0.st"), "patch_embed.proj.weight", 4, D(0), D(3), D(4), D(4),
+               "layers.0.blocks.0.norm1.weight", 1, D(16),
+               "layers.0.blocks.0.attn.relative_position_bias_table", 2, D(169), D(2),
+               "layers.0.blocks.0.mlp.fc1.weight", 2, D(64), D(16), (char *)NULL);
+    refused(T("swin0.st"), "patch_embed.proj.weight", "swin of embed_dim 0");
+    write_dict(T("blk0.st"), "norm1.weight", 1, D(0), "attn.relative_position_bias_table", 2,
+               D(169), D(2), "mlp.fc1.weight", 2, D(64), D(16), (char *)NULL);
+    refused(T("blk0.st"), "norm1.weight", "swin_block of dim 0");
+    /* the same through torchvision's names, a patch of 0, heads of 0, an MLP of 0 */
+    write_dict(T("tv0.st"), "features.0.0.weight", 4, D(16), D(3), D(0), D(0),
+               "features.1.0.norm1.weight", 1, D(16),
+               "features.1.0.attn.relative_position_bias_table", 2, D(169), D(2), (char *)NULL);
+    refused(T("tv0.st"), "features.0.0.weight", "torchvision swin of patch 0");
+    write_dict(T("heads0.st"), "norm1.weight", 1, D(16), "attn.relative_position_bias_table", 2,
+               D(169), D(0), (char *)NULL);
+    refused(T("heads0.st"), "attn.relative_position_bias_table", "swin_block of 0 heads");
+    write_dict(T("mlp0.st"), "patch_embed.proj.weight", 4, D(16), D(3), D(8), D(8),
+               "blocks.0.norm1.weight", 1, D(16), "blocks.0.attn.qkv.weight", 2, D(48), D(16),
+               "blocks.0.mlp.fc1.weight", 2, D(0), D(16), (char *)NULL);
+    refused(T("mlp0.st"), "blocks.0.mlp.fc1.weight", "vit of MLP width 0");
+
+    /* squares near 2^63 (signed overflow: UBSan halts on these before the fix) */
+    write_dict(T("table.st"), "norm1.weight", 1, D(16), "attn.relative_position_bias_table", 2,
+               I64MAX, D(0), (char *)NULL);
+    refused(T("table.st"), "attn.relative_position_bias_table", "a table of 2^63-1 rows");
+    write_dict(T("pos.st"), "patch_embed.proj.weight", 4, D(16), D(3), D(8), D(8),
+               "blocks.0.norm1.weight", 1, D(16), "blocks.0.attn.qkv.weight", 2, D(48), D(16),
+               "pos_embed", 3, D(1), I64MAX, D(0), (char *)NULL);
+    ra_model *m = NULL;
+    ra_load_options o = {0};
+    const char *set[] = {"num_heads=2", "img_size=32", "mlp_ratio=4"};
+    o.set = set, o.nset = 3;
+    CHECK(ra_model_open(&m, T("pos.st"), &o) == RA_ERR_SHAPE && strstr(ra_last_error(), "pos_embed"),
+          "pos_embed of 2^63-1 rows: %s", ra_last_error());
+    ra_model_free(m);
+    write_dict(T("ape.st"), "patch_embed.proj.weight", 4, D(16), D(3), D(4), D(4),
+               "layers.0.blocks.0.norm1.weight", 1, D(16),
+               "layers.0.blocks.0.attn.relative_position_bias_table", 2, D(169), D(2),
+               "absolute_pos_embed", 3, D(1), I64MAX, D(0), (char *)NULL);
+    CHECK(run("inspect", T("ape.st"), NULL) == 65 && one_line() && strstr(err, "absolute_pos_embed"),
+          "absolute_pos_embed of 2^63-1 rows: %s", err);
+    /* SwinV2's window from a relative_coords_table of (0, 2^63-1, 2^63-1, 2): (n + 1) / 2 */
+    write_dict(T("coords.st"), "patch_embed.proj.weight", 4, D(16), D(3), D(4), D(4),
+               "layers.0.blocks.0.norm1.weight", 1, D(16),
+               "layers.0.blocks.0.attn.cpb_mlp.0.weight", 2, D(512), D(2),
+               "layers.0.blocks.0.attn.cpb_mlp.2.weight", 2, D(2), D(512),
+               "layers.0.blocks.0.attn.relative_coords_table", 4, D(0), I64MAX, I64MAX, D(2),
+               (char *)NULL);
+    CHECK(ra_model_open(&m, T("coords.st"), NULL) == RA_ERR_FORMAT && !m, "coords: %s",
+          ra_last_error());
+    CHECK(run("inspect", T("coords.st"), NULL) == 65 && one_line(), "coords: %s", err);
+    /* the saved mask's windows times the window in int: "input_resolution
+     * = -1257966798" (heads 0 are now refused first) */
+    write_dict(T("mask.st"), "norm1.weight", 1, D(16), "attn.relative_position_bias_table", 2,
+               D(3037000497) * D(3037000497), D(0), "attn_mask", 3, D(4), D(0), D(0), (char *)NULL);
+    refused(T("mask.st"), "attn.relative_position_bias_table", "a table of 3037000497^2 rows");
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: test_hardening FIXTURES_DIR RELATTN_BINARY\n");
@@ -626,6 +728,7 @@ int main(int argc, char **argv) {
     messages();
     limits();
     small_items();
+    shape_sizes();
     char rm[512];
     snprintf(rm, sizeof rm, "rm -rf '%s'", tmp);
     if (system(rm) != 0) fprintf(stderr, "note: could not remove %s\n", tmp);

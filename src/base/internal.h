@@ -49,14 +49,44 @@ void rai_grad_clip(float *const *grads, const int64_t *sizes, int count, float t
  * once: an exponential moving average of weights (the trainer's). */
 void rai_ema_update(float *avg, const float *w, int64_t n, double decay);
 
-/* Checked size arithmetic: return 0 on overflow (result untouched). */
+/* Checked arithmetic, for every number that comes from a file (a shape,
+ * an offset, a count) on its way to a size: each returns 1 and sets *r, or
+ * returns 0 with *r untouched when the result does not fit. Used by the
+ * readers (safetensors.c, torch.c, pickle.c), the inference from shapes
+ * (infer.c) and the builders; nothing there multiplies such numbers
+ * unchecked. */
 static inline int rai_mul_size(size_t *r, size_t a, size_t b) {
-    if (a != 0 && b > SIZE_MAX / a) return 0;
-    *r = a * b;
+    size_t v;
+    if (__builtin_mul_overflow(a, b, &v)) return 0;
+    *r = v;
     return 1;
 }
 static inline int rai_mul_i64(int64_t *r, int64_t a, int64_t b) {
-    return !__builtin_mul_overflow(a, b, r);
+    int64_t v;
+    if (__builtin_mul_overflow(a, b, &v)) return 0;
+    *r = v;
+    return 1;
+}
+static inline int rai_add_i64(int64_t *r, int64_t a, int64_t b) {
+    int64_t v;
+    if (__builtin_add_overflow(a, b, &v)) return 0;
+    *r = v;
+    return 1;
+}
+static inline int rai_sq_i64(int64_t *r, int64_t a) { return rai_mul_i64(r, a, a); }
+/* floor(sqrt(n)) for n >= 0 (0 for n < 0), exact to the last integer:
+ * digit by digit in base 4, no floating point (a double rounds values near
+ * 2^63). s*s <= n always fits. */
+static inline int rai_isqrt_i64(int64_t *r, int64_t n) {
+    if (n < 0) return 0;
+    uint64_t x = (uint64_t)n, s = 0, bit = (uint64_t)1 << 62;
+    while (bit > x) bit >>= 2;
+    for (; bit; bit >>= 2) {
+        if (x >= s + bit) x -= s + bit, s = (s >> 1) + bit;
+        else s >>= 1;
+    }
+    *r = (int64_t)s;
+    return 1;
 }
 
 /* Multiply-add counts (the flops() methods): -1 stands for a count too

@@ -845,7 +845,7 @@ static ra_status writer_add(ra_st_writer *w, const char *name, ra_dtype dtype, i
         if (!rai_mul_i64(&numel, numel, shape[i]))
             return rai_fail(RA_ERR_NOMEM, "tensor " NAMEF ": element count overflows", name);
     }
-    if (!rai_mul_i64(&nbytes, numel, (int64_t)size) || __builtin_add_overflow(w->total, nbytes, &total) ||
+    if (!rai_mul_i64(&nbytes, numel, (int64_t)size) || !rai_add_i64(&total, w->total, nbytes) ||
         (uint64_t)nbytes > SIZE_MAX)
         return rai_fail(RA_ERR_NOMEM, "tensor " NAMEF ": byte count overflows", name);
     if (nbytes && !data) return rai_fail(RA_ERR_ARG, "tensor " NAMEF ": NULL data", name);

@@ -699,7 +699,7 @@ static int tz_view_fits(const rai_pk_tensor *t, int64_t numel, int64_t cap) {
     if (numel == 0) return t->offset <= cap;
     for (int i = 0; i < t->ndim; i++)
         if (!rai_mul_i64(&step, t->shape[i] - 1, t->stride[i]) ||
-            __builtin_add_overflow(last, step, &last))
+            !rai_add_i64(&last, last, step))
             return 0;
     return last < cap;
 }

@@ -81,20 +81,56 @@ static ra_status need(const infer *c, const char *key, const char *why) {
                     ra_st_meta(c->f, "arch"), key, why, key);
 }
 
-/* n = s*s, s odd (a table of (2W-1)^2 rows): W, else 0. */
-static int window_of_rows(int64_t n) {
-    int64_t s = (int64_t)llround(sqrt((double)n));
-    return n > 0 && s * s == n && s % 2 ? (int)((s + 1) / 2) : 0;
+/* Shapes are any int64 >= 0 a file gives (up to 2^63 - 1, or 0): what is
+ * computed from them goes through the checked helpers of base/internal.h,
+ * and a dimension that becomes a size (channels, heads, patch, window,
+ * hidden width) must be at least 1 (refused naming the tensor). */
+
+/* n = s*s, s odd (a table of (2W-1)^2 rows): W (at most 2^31), else 0. */
+static int64_t window_of_rows(int64_t n) {
+    int64_t s;
+    return n > 0 && rai_isqrt_i64(&s, n) && s * s == n && s % 2 ? s / 2 + 1 : 0;
 }
 
-static int isqrt_exact(int64_t n) {
-    int64_t s = (int64_t)llround(sqrt((double)n));
-    return n > 0 && s * s == n && s < (1 << 20) ? (int)s : 0;
+/* s with s*s = n, s < 2^20; else 0. */
+static int64_t isqrt_exact(int64_t n) {
+    int64_t s;
+    return n > 0 && rai_isqrt_i64(&s, n) && s * s == n && s < (1 << 20) ? s : 0;
 }
 
-/* A mlp_ratio that gives back hidden as int(dim * ratio). */
+/* Refused unless dimension i of t is at least 1: it is what (a size). */
+static ra_status positive(const infer *c, const ra_st_tensor *t, int i, const char *what) {
+    if (t->shape[i] >= 1) return RA_OK;
+    char shp[160];
+    size_t k = (size_t)snprintf(shp, sizeof shp, "(");
+    for (int d = 0; d < t->ndim && k < sizeof shp; d++)
+        k += (size_t)snprintf(shp + k, sizeof shp - k, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+    if (k < sizeof shp) snprintf(shp + k, sizeof shp - k, ")");
+    return rai_fail(RA_ERR_FORMAT, "%s: tensor '%.150s' has shape %s: %s %lld, not a size >= 1",
+                    ra_st_meta(c->f, "arch"), t->name, shp, what, (long long)t->shape[i]);
+}
+
+/* p = a * b (an image side, a map side) from tensor t, or a refusal. */
+static ra_status side(const infer *c, int64_t *p, int64_t a, int64_t b, const ra_st_tensor *t) {
+    if (rai_mul_i64(p, a, b)) return RA_OK;
+    return rai_fail(RA_ERR_FORMAT, "%s: the size %lld x %lld that tensor '%.150s' implies "
+                    "overflows", ra_st_meta(c->f, "arch"), (long long)a, (long long)b, t->name);
+}
+
+/* The value of a key given as text (--set, config.json) as an integer, 0
+ * when it is none (the builder names what is wrong with it). */
+static long long meta_ll(const infer *c, const char *key) {
+    const char *v = ra_st_meta(c->f, key);
+    char *end;
+    const long long x = v ? strtoll(v, &end, 10) : 0;
+    return v && end != v ? x : 0;
+}
+
+/* A mlp_ratio that gives back hidden as int(dim * ratio) (dim >= 1). */
 static ra_status put_ratio(infer *c, int64_t hidden, int64_t dim, const ra_st_tensor *t) {
     char from[200];
+    ra_status st = positive(c, t, 0, "the MLP's hidden width");
+    if (st) return st;
     from_t(from, sizeof from, t);
     if (hidden % dim == 0) return putf(c, "mlp_ratio", from, "%lld", (long long)(hidden / dim));
     return putf(c, "mlp_ratio", from, "%.17g", (double)hidden / (double)dim);
@@ -115,8 +151,8 @@ static const ra_st_tensor *blk(const infer *c, const swin_names *s, int stage, i
 /* SwinV2's pretrained window of a stage from its saved
  * relative_coords_table: the largest entry is log2(8 (W-1)/(P-1) + 1) / 3
  * (with P - 1 = W - 1 when pretrained_window_size is 0). */
-static int pretrained_window(const ra_st_file *f, const ra_st_tensor *t, int w) {
-    if (!t || t->ndim != 4 || w < 2 || t->numel > (1 << 22)) return 0;
+static int pretrained_window(const ra_st_file *f, const ra_st_tensor *t, int64_t w) {
+    if (!t || t->ndim != 4 || w < 2 || w > 4096 || t->numel > (1 << 22)) return 0;
     float *v = malloc((size_t)t->numel * sizeof *v);
     if (!v || ra_st_read_f32(v, f, t)) {
         free(v);
@@ -126,8 +162,8 @@ static int pretrained_window(const ra_st_file *f, const ra_st_tensor *t, int w) 
     for (int64_t i = 0; i < t->numel; i++) mx = fmaxf(mx, v[i]);
     free(v);
     const double x = exp2(3.0 * mx) - 1.0;   /* 8 (W-1)/(P-1) */
-    if (!(x > 0)) return 0;
-    const long p = lround(8.0 * (w - 1) / x) + 1;
+    if (!(x > 0) || 8.0 * (double)(w - 1) / x > 4096) return 0;
+    const long p = lround(8.0 * (double)(w - 1) / x) + 1;
     return p == w || p < 2 || p > 4096 ? 0 : (int)p;
 }
 
@@ -141,14 +177,18 @@ static ra_status infer_swin(infer *c, int v2) {
     char from[200], list[160], heads[160];
     const int64_t C = pe->shape[0];
     from_t(from, sizeof from, pe);
-    ra_status st = putf(c, "embed_dim", from, "%lld", (long long)C);
+    ra_status st = positive(c, pe, 0, "embed_dim");
+    if (!st) st = positive(c, pe, 1, "in_chans");
+    if (!st) st = positive(c, pe, 2, "patch_size");
+    if (!st) st = putf(c, "embed_dim", from, "%lld", (long long)C);
     if (!st) st = putf(c, "in_chans", from, "%lld", (long long)pe->shape[1]);
     if (!st) st = putf(c, "patch_size", from, "%lld", (long long)pe->shape[2]);
     if (!st) st = put_bool(c, "patch_norm", find(c, s.tv ? "features.0.2.weight" : "patch_embed.norm.weight") != NULL,
                            "weights: patch embedding norm present or not");
 
     /* stages: blocks, heads, the window of stage 0 */
-    int depths[MAX_STAGES], nst = 0, win = 0, pws[MAX_STAGES] = {0}, any_pws = 0;
+    int depths[MAX_STAGES], nst = 0, pws[MAX_STAGES] = {0}, any_pws = 0;
+    int64_t win = 0;
     size_t kl = 0, kh = 0;
     const char *table_sfx = v2 ? "attn.cpb_mlp.2.weight" : "attn.relative_position_bias_table";
     for (; nst < MAX_STAGES && !st; nst++) {
@@ -159,12 +199,13 @@ static ra_status infer_swin(infer *c, int v2) {
         if (!t || t->ndim != 2)
             return rai_fail(RA_ERR_FORMAT, "swin: stage %d has no %s of 2 dims", nst, table_sfx);
         const int64_t nh = v2 ? t->shape[0] : t->shape[1];
+        if ((st = positive(c, t, v2 ? 0 : 1, "num_heads"))) return st;
         depths[nst] = d;
         kl += (size_t)snprintf(list + kl, sizeof list - kl, "%s%d", nst ? "," : "", d);
         kh += (size_t)snprintf(heads + kh, sizeof heads - kh, "%s%lld", nst ? "," : "", (long long)nh);
         if (kl >= sizeof list || kh >= sizeof heads)
             return rai_fail(RA_ERR_FORMAT, "swin: too many stages");
-        int w = 0;
+        int64_t w = 0;
         if (!v2) {
             w = window_of_rows(t->shape[0]);
             if (!w)
@@ -174,7 +215,7 @@ static ra_status infer_swin(infer *c, int v2) {
             const ra_st_tensor *ct = blk(c, &s, nst, 0, "attn.relative_coords_table");
             const ra_st_tensor *ix = blk(c, &s, nst, 0, "attn.relative_position_index");
             if (ct && ct->ndim == 4 && ct->shape[1] == ct->shape[2] && ct->shape[1] % 2)
-                w = (int)((ct->shape[1] + 1) / 2);
+                w = ct->shape[1] / 2 + 1;
             else if (ix && ix->ndim == 2) w = isqrt_exact(ix->shape[0]);
             else if (ix && ix->ndim == 1) w = isqrt_exact(isqrt_exact(ix->shape[0]));
             if (w && !s.tv && (pws[nst] = pretrained_window(c->f, ct, w))) any_pws = 1;
@@ -186,7 +227,7 @@ static ra_status infer_swin(infer *c, int v2) {
     if (!st) st = put(c, "depths", list, "weights: blocks per stage");
     if (!st) st = put(c, "num_heads", heads, v2 ? "weights: attn.cpb_mlp.2.weight rows" :
                                                   "weights: relative_position_bias_table columns");
-    if (!st && win) st = putf(c, "window_size", "weights: stage 0's position table", "%d", win);
+    if (!st && win) st = putf(c, "window_size", "weights: stage 0's position table", "%lld", (long long)win);
     if (!st && any_pws) {
         char p[80];
         size_t k = 0;
@@ -207,17 +248,19 @@ static ra_status infer_swin(infer *c, int v2) {
 
     /* the image size: the absolute position table, a saved shift mask */
     const int64_t P = pe->shape[2];
-    if (!st && ape && ape->ndim == 3 && isqrt_exact(ape->shape[1]))
-        st = putf(c, "img_size", from_t(from, sizeof from, ape), "%lld",
-                  (long long)(isqrt_exact(ape->shape[1]) * P));
+    int64_t px = 0, map = 0;
+    if (!st && ape && ape->ndim == 3 && isqrt_exact(ape->shape[1]) &&
+        !(st = side(c, &px, isqrt_exact(ape->shape[1]), P, ape)))
+        st = putf(c, "img_size", from_t(from, sizeof from, ape), "%lld", (long long)px);
     const ra_st_tensor *mask = nst && depths[0] > 1 ? blk(c, &s, 0, 1, "attn_mask") : NULL;
-    if (!st && mask && mask->ndim == 3 && win && isqrt_exact(mask->shape[0]))
-        st = putf(c, "img_size", from_t(from, sizeof from, mask), "%lld",
-                  (long long)(isqrt_exact(mask->shape[0]) * win * P));
+    if (!st && mask && mask->ndim == 3 && win && isqrt_exact(mask->shape[0]) &&
+        !(st = side(c, &map, isqrt_exact(mask->shape[0]), win, mask)) &&
+        !(st = side(c, &px, map, P, mask)))
+        st = putf(c, "img_size", from_t(from, sizeof from, mask), "%lld", (long long)px);
     if (!st) st = put_config(c);
     /* conventions: the releases' image size for their window */
     if (!st && !ra_st_meta(c->f, "img_size") && (win || ra_st_meta(c->f, "window_size"))) {
-        const int w = win ? win : atoi(ra_st_meta(c->f, "window_size"));
+        const long long w = win ? win : meta_ll(c, "window_size");
         int img = 0;
         if (s.tv) img = v2 ? 256 : 224;
         else if (!v2) img = w == 7 ? 224 : w == 12 ? 384 : 0;
@@ -249,7 +292,10 @@ static ra_status infer_vit(infer *c) {
     char from[200];
     const int64_t C = pe->shape[0], P = pe->shape[2];
     from_t(from, sizeof from, pe);
-    ra_status st = putf(c, "embed_dim", from, "%lld", (long long)C);
+    ra_status st = positive(c, pe, 0, "embed_dim");
+    if (!st) st = positive(c, pe, 1, "in_chans");
+    if (!st) st = positive(c, pe, 2, "patch_size");
+    if (!st) st = putf(c, "embed_dim", from, "%lld", (long long)C);
     if (!st) st = putf(c, "in_chans", from, "%lld", (long long)pe->shape[1]);
     if (!st) st = putf(c, "patch_size", from, "%lld", (long long)P);
     int depth = 0;
@@ -288,12 +334,15 @@ static ra_status infer_vit(infer *c) {
     const ra_st_tensor *pos = vt(c, tv, "pos_embed", "encoder.pos_embedding");
     if (!pos && !st) st = put(c, "pos_embed", "none", "weights: no pos_embed");
     if (!st && pos && pos->ndim == 3) {
-        const int64_t prefix = (cls ? 1 : 0) + nreg, L = pos->shape[1];
-        int g = L > prefix ? isqrt_exact(L - prefix) : 0;
-        if (g) st = putf(c, "img_size", from_t(from, sizeof from, pos), "%lld", (long long)(g * P));
-        else if ((g = isqrt_exact(L)) != 0 && prefix) {
+        int64_t prefix;
+        const int64_t L = pos->shape[1];
+        if (!rai_add_i64(&prefix, cls ? 1 : 0, nreg)) prefix = INT64_MAX;   /* no grid, then */
+        int64_t g = L > prefix ? isqrt_exact(L - prefix) : 0, px = 0;
+        if (g && !(st = side(c, &px, g, P, pos)))
+            st = putf(c, "img_size", from_t(from, sizeof from, pos), "%lld", (long long)px);
+        else if (!g && (g = isqrt_exact(L)) != 0 && prefix && !(st = side(c, &px, g, P, pos))) {
             st = put_bool(c, "no_embed_class", 1, "weights: pos_embed has no prefix rows");
-            if (!st) st = putf(c, "img_size", from_t(from, sizeof from, pos), "%lld", (long long)(g * P));
+            if (!st) st = putf(c, "img_size", from_t(from, sizeof from, pos), "%lld", (long long)px);
         }
     }
     if (!st) st = put_config(c);
@@ -318,7 +367,9 @@ static ra_status block_common(infer *c, const char *arch, const ra_st_tensor **t
         return rai_fail(RA_ERR_FORMAT, "%s: no norm1.weight or attn.relative_position_bias_table", arch);
     char from[200];
     const int64_t C = n1->shape[0];
-    ra_status st = putf(c, "dim", from_t(from, sizeof from, n1), "%lld", (long long)C);
+    ra_status st = positive(c, n1, 0, "dim");
+    if (!st) st = positive(c, *tb, 1, "num_heads");
+    if (!st) st = putf(c, "dim", from_t(from, sizeof from, n1), "%lld", (long long)C);
     if (!st) st = putf(c, "num_heads", from_t(from, sizeof from, *tb), "%lld", (long long)(*tb)->shape[1]);
     const ra_st_tensor *fc1 = find(c, "mlp.fc1.weight");
     if (!fc1) fc1 = find(c, "mlp.0.weight");   /* torchvision's */
@@ -332,16 +383,19 @@ static ra_status infer_block(infer *c) {
     const ra_st_tensor *tb;
     char from[200];
     ra_status st = block_common(c, "swin_block", &tb);
-    const int w = st ? 0 : window_of_rows(tb->shape[0]);
-    if (!st && w) st = putf(c, "window_size", from_t(from, sizeof from, tb), "%d", w);
+    const int64_t w = st ? 0 : window_of_rows(tb->shape[0]);
+    if (!st && w) st = putf(c, "window_size", from_t(from, sizeof from, tb), "%lld", (long long)w);
     /* the official block saves its shift mask (nW, N, N) when it shifts:
      * nW windows of a square map the windows tile (as the official code
      * requires), shifted by half a window (as every Swin does) */
     const ra_st_tensor *mask = find(c, "attn_mask");
-    if (!st && mask && mask->ndim == 3 && w && isqrt_exact(mask->shape[0])) {
-        const int r = isqrt_exact(mask->shape[0]) * w;
-        st = putf(c, "input_resolution", "weights: attn_mask's windows (a square map they tile)", "%d", r);
-        if (!st) st = putf(c, "shift_size", "convention: window_size // 2 where a mask is saved", "%d", w / 2);
+    int64_t r = 0;
+    if (!st && mask && mask->ndim == 3 && w && isqrt_exact(mask->shape[0]) &&
+        !(st = side(c, &r, isqrt_exact(mask->shape[0]), w, mask))) {
+        st = putf(c, "input_resolution", "weights: attn_mask's windows (a square map they tile)",
+                  "%lld", (long long)r);
+        if (!st) st = putf(c, "shift_size", "convention: window_size // 2 where a mask is saved",
+                           "%lld", (long long)(w / 2));
     }
     if (!st) st = put_config(c);
     if (!st) st = need(c, "input_resolution", "no saved attn_mask");
@@ -361,12 +415,15 @@ static ra_status infer_block_3d(infer *c) {
     const ra_st_tensor *ix = find(c, "attn.relative_position_index");
     if (!st && !cross && ix && ix->ndim == 2 && ix->shape[0] == ix->shape[1]) {
         const int64_t N = ix->shape[0], T = tb->shape[0];
-        int found = 0, wd = 0, w = 0;
-        for (int d = 1; d <= N && d < 4096; d++) {
-            int s = N % d ? 0 : isqrt_exact(N / d);
-            if (s && (int64_t)(2 * d - 1) * (2 * s - 1) * (2 * s - 1) == T) found++, wd = d, w = s;
+        int found = 0, wd = 0;
+        int64_t w = 0;
+        for (int d = 1; d <= N && d < 4096; d++) {   /* (2d-1) (2s-1)^2 < 2^13 2^42: no overflow */
+            const int64_t s = N % d ? 0 : isqrt_exact(N / d);
+            if (s && (2 * d - 1) * (2 * s - 1) * (2 * s - 1) == T) found++, wd = d, w = s;
         }
-        if (found == 1) st = putf(c, "window_size", "weights: index and table sizes", "%d,%d,%d", wd, w, w);
+        if (found == 1)
+            st = putf(c, "window_size", "weights: index and table sizes", "%d,%lld,%lld", wd,
+                      (long long)w, (long long)w);
     }
     if (!st) st = put_config(c);
     if (!st) st = need(c, "window_size", "the table's size has several factorisations");

@@ -160,8 +160,8 @@ static ra_status create_layer(ra_run *r, const ra_tensor *in, int n) {
     }
     if (r->mode == RA_RUN_FORWARD_ATTN) {
         int64_t a = r->b_;
-        if (__builtin_mul_overflow(a, c->num_heads, &a) || __builtin_mul_overflow(a, r->n1, &a) ||
-            __builtin_mul_overflow(a, r->n2, &a) || a > RA_MAX_ATTN_MAP)
+        if (!rai_mul_i64(&a, a, c->num_heads) || !rai_mul_i64(&a, a, r->n1) ||
+            !rai_mul_i64(&a, a, r->n2) || a > RA_MAX_ATTN_MAP)
             return rai_fail(RA_ERR_NOMEM, "attention map of %d x %d x %d x %d floats exceeds the "
                             "limit of %lld", r->b_, c->num_heads, r->n1, r->n2,
                             (long long)RA_MAX_ATTN_MAP);
