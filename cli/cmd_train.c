@@ -203,7 +203,7 @@ static int build_model(ra_model **m, const opt *o, const train_set *ts, const ch
     snprintf(mean, sizeof mean, "%.9g", (double)c->mean);
     snprintf(std, sizeof std, "%.9g", (double)c->std);
     const int fashion = !ts->folder && strstr(data_dir, "fashion") != NULL && d->classes == 10;
-    char chans[8], tr_resize[32], tr_crop[32];
+    char chans[16], tr_resize[32], tr_crop[32];
     snprintf(chans, sizeof chans, "%d", d->c > 1 ? d->c : 1);
     snprintf(tr_resize, sizeof tr_resize, "shorter %d", d->h);
     snprintf(tr_crop, sizeof tr_crop, "%dx%d", d->h, d->w);
