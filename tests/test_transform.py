@@ -280,6 +280,71 @@ os.makedirs(os.path.join(ds, "empty"))
 r = subprocess.run([relattn_bin, "eval", timm_dir, "--data", ds], capture_output=True, text=True)
 check(r.returncode == 65 and "empty" in r.stderr, "an empty class: %d %s" % (r.returncode,
                                                                            r.stderr))
+# ---- 6: relattn train on an image folder -------------------------------------------------
+def synthetic(root, splits, grey=False, seed=0):   # 3 classes of tinted noise, sizes vary
+    rng = np.random.default_rng(seed)
+    for split, n in splits:
+        for c, name in enumerate(["red", "green", "blue"]):
+            d = os.path.join(root, split, name)
+            os.makedirs(d)
+            for i in range(n):
+                w, h = (int(v) for v in rng.integers(12, 60, 2))
+                a = rng.integers(0, 120, (h, w, 3)).astype(np.uint8)
+                a[..., c] += 100
+                im = Image.fromarray(a)
+                if grey:   # the class in the brightness instead
+                    im = Image.fromarray((rng.integers(0, 90, (h, w)) + 80 * c).astype(np.uint8))
+                im.save(os.path.join(d, "%d.%s" % (i, "png" if i % 2 else "jpg")))
+
+
+tiny = ["--img-size", "16", "--embed-dim", "16", "--depths", "1,1", "--heads", "2,2",
+        "--window", "4", "--patch", "2", "--epochs", "3", "--batch", "16", "--threads", "2"]
+for grey in (False, True):
+    root = os.path.join(tmp, "grey" if grey else "rgb")
+    synthetic(root, [("train", 40), ("val", 12)], grey)
+    ck = os.path.join(tmp, "ck%d.st" % grey)
+    r = subprocess.run([relattn_bin, "train", "--data", root, "--out", ck, "--json"] + tiny,
+                       capture_output=True, text=True)
+    check(r.returncode == 0, "train on a folder: %d %s" % (r.returncode, r.stderr[-300:]))
+    if r.returncode:
+        continue
+    last = json.loads(r.stdout.strip().split("\n")[-1])
+    m = relattn.Model(ck)
+    check(m.meta.get("in_chans") == ("1" if grey else "3") and
+          json.loads(m.meta["labels"]) == ["blue", "green", "red"] and
+          m.meta.get("transform.resize") == "shorter 16", "the checkpoint: %s" % m.meta)
+    m.close()
+    r = subprocess.run([relattn_bin, "eval", ck, "--data", root, "--json"], capture_output=True,
+                       text=True)
+    got = json.loads(r.stdout) if r.returncode == 0 else {}
+    check(got.get("correct") == last.get("test_correct") and got.get("images") == 36 and
+          got.get("top1", 0) > 0.9, "eval of the checkpoint %s, train said %s" % (got, last))
+# --val-split: the same seed, the same run, to the bit; a corrupt image; an output over an image
+flat = os.path.join(tmp, "flat")
+synthetic(flat, [("", 20)])
+outs = []
+for k in range(2):
+    outs.append(os.path.join(tmp, "split%d.st" % k))
+    r = subprocess.run([relattn_bin, "train", "--data", flat, "--val-split", "0.25", "--out",
+                        outs[-1]] + tiny, capture_output=True, text=True)
+    check(r.returncode == 0 and "/15)" in r.stderr,   # 15 of the 60 held out
+          "--val-split 0.25 of 60: %s" % r.stderr[-200:])
+check(open(outs[0], "rb").read() == open(outs[1], "rb").read(), "--val-split runs differ")
+open(os.path.join(flat, "red", "bad.png"), "wb").write(b"\x89PNG\r\n\x1a\n broken")
+r = subprocess.run([relattn_bin, "train", "--data", flat, "--val-split", "0.25", "--out",
+                    os.path.join(tmp, "x.st")] + tiny, capture_output=True, text=True)
+check(r.returncode == 65 and "bad.png" in r.stderr and not os.path.exists(os.path.join(tmp, "x.st")),
+      "a corrupt image: %d %s" % (r.returncode, r.stderr))
+r = subprocess.run([relattn_bin, "train", "--data", flat, "--val-split", "0.25", "--skip-bad",
+                    "--out", os.path.join(tmp, "x.st")] + tiny, capture_output=True, text=True)
+check(r.returncode == 0 and "skipped 1" in r.stderr, "--skip-bad: %d %s" % (r.returncode, r.stderr))
+victim = os.path.join(flat, "blue", "1.png")
+before = open(victim, "rb").read()
+r = subprocess.run([relattn_bin, "train", "--data", flat, "--val-split", "0.25", "--skip-bad",
+                    "--out", victim] + tiny, capture_output=True, text=True)
+check(r.returncode == 73 and open(victim, "rb").read() == before,
+      "--out an image of the data: %d %s" % (r.returncode, r.stderr))
+
 shutil.rmtree(tmp)
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)

@@ -86,6 +86,7 @@ ra_status ra_model_transform(struct ra_transform *t, const char **source, const 
     }
     if ((v = ra_model_meta(m, "transform.resize"))) {   /* transformers', torchvision's */
         src = ra_model_meta(m, RA_META_SOURCE "transform.resize");
+        if (!src) src = "metadata transform.resize";
         if (!strcmp(v, "none")) {
             t->resize = RA_RESIZE_NONE;
         } else if (!strncmp(v, "shorter ", 8)) {
