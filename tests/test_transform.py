@@ -329,7 +329,10 @@ for k in range(2):
                         outs[-1]] + tiny, capture_output=True, text=True)
     check(r.returncode == 0 and "/15)" in r.stderr,   # 15 of the 60 held out
           "--val-split 0.25 of 60: %s" % r.stderr[-200:])
-check(open(outs[0], "rb").read() == open(outs[1], "rb").read(), "--val-split runs differ")
+# the same weights and optimiser state to the bit (the metadata holds the run's seconds)
+t0, t1 = relattn.load(outs[0])[0], relattn.load(outs[1])[0]
+check(t0.keys() == t1.keys() and all(np.array_equal(t0[k], t1[k]) for k in t0),
+      "--val-split: two runs of the same seed differ")
 open(os.path.join(flat, "red", "bad.png"), "wb").write(b"\x89PNG\r\n\x1a\n broken")
 r = subprocess.run([relattn_bin, "train", "--data", flat, "--val-split", "0.25", "--out",
                     os.path.join(tmp, "x.st")] + tiny, capture_output=True, text=True)
@@ -344,6 +347,42 @@ r = subprocess.run([relattn_bin, "train", "--data", flat, "--val-split", "0.25",
                     "--out", victim] + tiny, capture_output=True, text=True)
 check(r.returncode == 73 and open(victim, "rb").read() == before,
       "--out an image of the data: %d %s" % (r.returncode, r.stderr))
+
+# ---- 7: torchvision's own weights' transforms, end to end (with PyTorch) -----------------
+try:
+    import torch
+    import torchvision
+    from torchvision.models import Swin_T_Weights, ViT_B_16_Weights
+except ImportError as e:
+    torch = None
+    check(os.environ.get("RELATTN_REQUIRE_TORCH") != "1", "PyTorch required, missing: %s" % e)
+    print("torchvision's transforms: not compared (no PyTorch and torchvision)")
+if torch is not None:
+    torch.manual_seed(0)
+    for builder, weights in [("swin_t", Swin_T_Weights.IMAGENET1K_V1),
+                             ("vit_b_16", ViT_B_16_Weights.IMAGENET1K_V1)]:
+        model = getattr(torchvision.models, builder)().eval()   # random weights, 1000 classes
+        pth = os.path.join(tmp, builder + ".pth")
+        torch.save(model.state_dict(), pth)
+        pipeline = weights.transforms()   # the weights' own transform, on PIL images
+        for img in photos[:2] + photos[len(NAMES):len(NAMES) + 1]:
+            x = pipeline(Image.open(img).convert("RGB")).unsqueeze(0)
+            with torch.no_grad():
+                p = torch.softmax(model(x)[0].double(), 0)
+            r = subprocess.run([relattn_bin, "classify", pth, img, "--top", "1000", "--json"],
+                               capture_output=True, text=True)
+            if r.returncode:
+                check(False, "%s classify: %s" % (builder, r.stderr))
+                continue
+            got = np.zeros(1000)
+            for t in json.loads(r.stdout)[0]["top"]:
+                got[t["class"]] = t["probability"]
+            err = float(np.abs(got - p.numpy()).max())
+            same5 = set(np.argsort(-got)[:5]) == set(torch.topk(p, 5).indices.tolist())
+            check(err < 1e-4 and same5, "%s, %s: max |p - torchvision's| = %.3g, top-5 %s" % (
+                builder, os.path.basename(img), err, "the same" if same5 else "differs"))
+            print("%s %s: max |dp| %.2g over 1000 classes" % (builder, os.path.basename(img), err))
+        os.remove(pth)
 
 shutil.rmtree(tmp)
 print("%d passed, %d failed" % (passed, failed))

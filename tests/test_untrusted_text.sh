@@ -119,7 +119,8 @@ done
 # ---- inspect: hostile labels, a hostile metadata key and value ----------------
 run "inspect --json --set labels" inspect "$SWIN" "${SET[@]}" --set "note=$(printf 'a\033[2J"}, "injected": 1, "b\\')" --json &&
     check_json "$T/out" "inspect --json" '
-assert set(d) == {"arch", "scheme", "precision", "parameters", "flops", "metadata", "tensors"}, sorted(d)
+assert set(d) == {"arch", "scheme", "precision", "parameters", "flops", "metadata", "tensors",
+                  "transform", "transform_source"}, sorted(d)
 assert json.loads(d["metadata"]["labels"]) == L, d["metadata"]["labels"]
 assert d["metadata"]["note"] == "a\x1b[2J\"}, \"injected\": 1, \"b\\", d["metadata"]["note"]
 assert all(set(t) == {"name", "shape"} for t in d["tensors"])'
