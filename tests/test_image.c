@@ -137,7 +137,7 @@ static void fixture(const char *dir, const char *name, double atol, double mean_
  * against PIL: tests/test_transform.py. (Also the sanitizers' run of the
  * resampler.) */
 static void resize_properties(void) {
-    static uint8_t in[37 * 23 * 3], out[101 * 7 * 3];
+    static uint8_t in[37 * 23 * 3], out[101 * 23 * 3];   /* the largest output below */
     for (int f = 0; f <= 5; f++) {
         const int sizes[][2] = {{5, 3}, {37, 23}, {101, 7}, {1, 1}, {36, 22}};
         for (int v = 0; v < 256; v += 85) {
