@@ -362,6 +362,10 @@ if torch is not None:
     for builder, weights in [("swin_t", Swin_T_Weights.IMAGENET1K_V1),
                              ("vit_b_16", ViT_B_16_Weights.IMAGENET1K_V1)]:
         model = getattr(torchvision.models, builder)().eval()   # random weights, 1000 classes
+        with torch.no_grad():   # (vit_b_16's head starts at zero: every class alike)
+            for prm in model.parameters():
+                if prm.ndim == 2 and prm.shape[0] == 1000:
+                    prm.normal_(0, 0.05)
         pth = os.path.join(tmp, builder + ".pth")
         torch.save(model.state_dict(), pth)
         pipeline = weights.transforms()   # the weights' own transform, on PIL images
@@ -379,7 +383,8 @@ if torch is not None:
                 got[t["class"]] = t["probability"]
             err = float(np.abs(got - p.numpy()).max())
             same5 = set(np.argsort(-got)[:5]) == set(torch.topk(p, 5).indices.tolist())
-            check(err < 1e-4 and same5, "%s, %s: max |p - torchvision's| = %.3g, top-5 %s" % (
+            # the JSON's 6 decimals: 5e-7; a wrong resize or filter moves p by 4e-5 and more
+            check(err < 5e-6 and same5, "%s, %s: max |p - torchvision's| = %.3g, top-5 %s" % (
                 builder, os.path.basename(img), err, "the same" if same5 else "differs"))
             print("%s %s: max |dp| %.2g over 1000 classes" % (builder, os.path.basename(img), err))
         os.remove(pth)
