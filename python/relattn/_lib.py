@@ -159,6 +159,9 @@ _sig("ra_transform_describe", _I, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINT
 _sig("ra_transform_size", _I, ctypes.POINTER(Transform), _I, _I, ctypes.POINTER(_I),
      ctypes.POINTER(_I))
 _sig("ra_transform_apply", _I, _P, ctypes.POINTER(Transform), _P, _I, _I)
+_sig("ra_image_folder_scan", _I, _P, _S)
+_sig("ra_dataset_from_folder", _I, _P, _P, _P, _I64, _I, _I, _P)
+_sig("ra_dataset_free", None, _P)
 _sig("ra_image_load_u8", _I, ctypes.POINTER(_P), ctypes.POINTER(_I), ctypes.POINTER(_I), _S,
      _I64)
 _sig("ra_run_create", _I, ctypes.POINTER(_P), _P, _I, ctypes.POINTER(Tensor), _I)
