@@ -341,6 +341,47 @@ check(r.returncode == 65 and "bad.png" in r.stderr and not os.path.exists(os.pat
 r = subprocess.run([relattn_bin, "train", "--data", flat, "--val-split", "0.25", "--skip-bad",
                     "--out", os.path.join(tmp, "x.st")] + tiny, capture_output=True, text=True)
 check(r.returncode == 0 and "skipped 1" in r.stderr, "--skip-bad: %d %s" % (r.returncode, r.stderr))
+# the loaded bytes do not depend on the threads; a PNG bomb is refused by its header
+class Folder(ctypes.Structure):
+    _fields_ = [("n", ctypes.c_int64), ("classes", ctypes.c_int), ("paths", ctypes.c_void_p),
+                ("labels", ctypes.c_void_p), ("names", ctypes.c_void_p)]
+
+
+class Dataset(ctypes.Structure):
+    _fields_ = [("n", ctypes.c_int64), ("h", ctypes.c_int), ("w", ctypes.c_int),
+                ("classes", ctypes.c_int), ("images", ctypes.c_void_p),
+                ("labels", ctypes.c_void_p), ("c", ctypes.c_int)]
+
+
+fo = Folder()
+relattn.check(lib.ra_image_folder_scan(ctypes.byref(fo), os.fsencode(os.path.join(root, "train"))))
+loaded = []
+for threads in (1, 2, 3):
+    lib.ra_threads_set(threads)
+    d = Dataset()
+    relattn.check(lib.ra_dataset_from_folder(ctypes.byref(d), ctypes.byref(fo), None,
+                                             ctypes.c_int64(fo.n), 24, 0, None))
+    n = d.n * d.c * d.h * d.w
+    loaded.append((d.n, d.c, ctypes.string_at(d.images, n), ctypes.string_at(d.labels, d.n)))
+    lib.ra_dataset_free(ctypes.byref(d))
+lib.ra_threads_set(0)
+check(loaded[0] == loaded[1] == loaded[2] and loaded[0][0] == 120,
+      "ra_dataset_from_folder differs between 1, 2 and 3 threads")
+bomb = os.path.join(flat, "green", "bomb.png")   # a header of 60000 x 60000, then nothing
+
+
+def chunk(kind, data):
+    import zlib
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+open(bomb, "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 60000, 60000,
+                                                                           8, 2, 0, 0, 0)))
+r = subprocess.run([relattn_bin, "train", "--data", flat, "--val-split", "0.25", "--out",
+                    os.path.join(tmp, "x.st")] + tiny, capture_output=True, text=True)
+check(r.returncode == 65 and "bomb.png" in r.stderr and "limit" in r.stderr,
+      "a PNG bomb: %d %s" % (r.returncode, r.stderr))
+os.remove(bomb)
 victim = os.path.join(flat, "blue", "1.png")
 before = open(victim, "rb").read()
 r = subprocess.run([relattn_bin, "train", "--data", flat, "--val-split", "0.25", "--skip-bad",
