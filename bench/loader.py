@@ -13,7 +13,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 from PIL import Image  # noqa: E402
-from relattn._lib import lib  # noqa: E402
+from relattn._lib import Dataset, ImageFolder, lib  # noqa: E402
 
 PHOTOS = "/usr/lib/python3/dist-packages/skimage/data/"
 root = sys.argv[1] if len(sys.argv) > 1 else "/tmp/relattn-loader-bench"
@@ -27,17 +27,6 @@ if not os.path.exists(root):
                 f"{root}/c{c}/{i}.jpg", quality=90)
 
 
-class Folder(ctypes.Structure):
-    _fields_ = [("n", ctypes.c_int64), ("classes", ctypes.c_int), ("paths", ctypes.c_void_p),
-                ("labels", ctypes.c_void_p), ("names", ctypes.c_void_p)]
-
-
-class Dataset(ctypes.Structure):
-    _fields_ = [("n", ctypes.c_int64), ("h", ctypes.c_int), ("w", ctypes.c_int),
-                ("classes", ctypes.c_int), ("images", ctypes.c_void_p),
-                ("labels", ctypes.c_void_p), ("c", ctypes.c_int)]
-
-
 def median_of(run, k=3):
     ts = []
     for _ in range(k):
@@ -47,7 +36,7 @@ def median_of(run, k=3):
     return statistics.median(ts)
 
 
-f = Folder()
+f = ImageFolder()
 assert lib.ra_image_folder_scan(ctypes.byref(f), root.encode()) == 0
 files = sorted(glob.glob(f"{root}/*/*.jpg"))
 print("what,size,threads,images,median_s,images_per_s")
@@ -58,7 +47,7 @@ for size in (224, 64):
         def load():
             d = Dataset()
             assert lib.ra_dataset_from_folder(ctypes.byref(d), ctypes.byref(f), None,
-                                              ctypes.c_int64(f.n), size, 0, None) == 0
+                                              f.n, size, 0, None) == 0
             lib.ra_dataset_free(ctypes.byref(d))
         m = median_of(load)
         print(f"relattn,{size},{threads},{f.n},{m:.3f},{f.n / m:.0f}")
@@ -74,3 +63,4 @@ for size in (224, 64):
             im.crop((left, top, left + size, top + size)).tobytes()
     m = median_of(pil)
     print(f"PIL,{size},1,{len(files)},{m:.3f},{len(files) / m:.0f}")
+lib.ra_image_folder_free(ctypes.byref(f))

@@ -212,8 +212,10 @@ typedef struct {
     float mean, std;     /* a folder's training bytes / 255: mean and deviation */
     int64_t skipped;     /* images left out (--skip-bad) */
 } train_set;
-/* Whether dir holds IDX files (or is no directory: the IDX reader says why). */
-int is_idx_dir(const char *dir);
+/* Whether dir is an image folder: a directory without the IDX images file
+ * of split ("train", "t10k"); a missing dir is not (the IDX reader says
+ * why). For train and eval. */
+int is_image_folder(const char *dir, const char *split);
 /* The training and evaluation data of dir: IDX files, or an image folder
  * (DIR/train + DIR/val, or DIR with val_split > 0 held out by seed) at
  * size x size. The exit code; on failure nothing is held. */

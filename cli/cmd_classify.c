@@ -27,20 +27,11 @@ static const char classify_help[] =
     "before the softmax; --set tta=none: one view.\n"
     MODEL_OPTIONS_HELP;
 
-/* A grey model's input from the three normalised planes x (3, C, C): the
- * luma of ITU-R 601 (PIL's "L" conversion), which commutes with the resize
- * and with a normalisation that is the same for the three channels (a grey
- * model's mean/std is one number): plane 0 = .299 R + .587 G + .114 B. */
-static ra_status to_grey(float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) x[i] = 0.299f * x[i] + 0.587f * x[n + i] + 0.114f * x[2 * n + i];
-    return RA_OK;
-}
-
 /* The options over the family's transform: --crop C (C x C; the resize
  * follows as C / crop_pct unless --resize), --resize R (the shorter side,
  * or R x R when squashing), --interpolation, --crop-mode. */
-static ra_status apply_overrides(ra_transform *t, const ra_model *m, int in_chans, int crop,
-                                 int resize, const char *interp, const char *mode) {
+static ra_status apply_overrides(ra_transform *t, const ra_model *m, int crop, int resize,
+                                 const char *interp, const char *mode) {
     if (mode && !strcmp(mode, "squash") && t->resize == RA_RESIZE_SHORTER)
         t->resize = RA_RESIZE_EXACT, t->resize_w = t->resize_h;
     else if (mode && !strcmp(mode, "center") && t->resize == RA_RESIZE_EXACT)
@@ -49,7 +40,7 @@ static ra_status apply_overrides(ra_transform *t, const ra_model *m, int in_chan
         if (t->crop == RA_CROP_NONE) t->crop = RA_CROP_CENTER_ROUND;
         t->crop_h = t->crop_w = crop;
         const char *cp = ra_model_meta(m, "crop_pct");
-        const double pct = cp ? atof(cp) : in_chans == 1 ? 1.0 : 0.875;
+        const double pct = cp ? atof(cp) : t->grey ? 1.0 : 0.875;   /* ra_model_transform's */
         if (!resize && t->resize != RA_RESIZE_NONE && pct > 0)
             t->resize_h = t->resize_w = (int)floor(crop / pct);
     }
@@ -106,7 +97,7 @@ int cmd_classify(int argc, char **argv) {
     }
     ra_transform tf;
     if ((st = ra_model_transform(&tf, NULL, m)) ||
-        (st = apply_overrides(&tf, m, in_chans, crop, resize, interp, mode))) {
+        (st = apply_overrides(&tf, m, crop, resize, interp, mode))) {
         code = lib_fail(st);
         goto done;
     }
@@ -130,13 +121,12 @@ int cmd_classify(int argc, char **argv) {
             code = lib_fail(st);
             break;
         }
-        if (!(grown = realloc(x, sizeof *x * 3 * (size_t)ow * oh))) {
+        if (!(grown = realloc(x, sizeof *x * in_chans * (size_t)ow * oh))) {
             code = fail(EX_DATAERR, "too large: out of memory");
             break;
         }
         x = grown;
-        if ((st = ra_transform_apply(x, &tf, rgb, w, h)) ||
-            (in_chans == 1 && (st = to_grey(x, (int64_t)ow * oh))) ||
+        if ((st = ra_transform_apply(x, &tf, rgb, w, h)) ||   /* grey models: the luma */
             (st = ra_model_predict(m, &y, &yn, ys, x, 4, (int64_t[]){1, in_chans, oh, ow}))) {
             code = lib_fail(st);
             break;

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 static const char eval_help[] =
     "usage: relattn eval MODEL [--data DIR] [--json] [--threads N] [--compare P]\n"
@@ -48,18 +47,6 @@ static int predict_in(const char *path, ra_precision p, const ra_dataset *test, 
     return st ? lib_fail(st) : EX_OK;
 }
 
-/* Whether dir is an image folder: a directory without the IDX test files. */
-static int is_image_folder(const char *dir) {
-    char p[4096];
-    struct stat s;
-    if (stat(dir, &s) != 0 || !S_ISDIR(s.st_mode)) return 0;
-    for (int gz = 0; gz < 2; gz++) {
-        snprintf(p, sizeof p, "%s/t10k-images-idx3-ubyte%s", dir, gz ? ".gz" : "");
-        if (stat(p, &s) == 0) return 0;
-    }
-    return 1;
-}
-
 int cmd_eval(int argc, char **argv) {
     if (!take_model_options(&argc, argv)) return EX_USAGE;
     opt o[] = {{"--data", 1, 0}, {"--json", 0, 0}, {"--threads", 1, 0}, {"--compare", 1, 0},
@@ -81,7 +68,7 @@ int cmd_eval(int argc, char **argv) {
     ra_model *m = NULL;
     ra_status st = open_model(&m, pos[0]);
     if (st) return lib_fail(st);
-    if (is_image_folder(dir)) {   /* DIR/<class>/<image>, not IDX files */
+    if (is_image_folder(dir, "t10k")) {   /* DIR/<class>/<image>, not IDX files */
         if (other >= 0) {
             ra_model_free(m);
             return usage_error("--compare is for IDX test sets");

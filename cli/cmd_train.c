@@ -399,7 +399,7 @@ static int train(const opt *o, const procs *pc) {
     if (get(o, "--val-split") &&
         (!((val_split = strtod(get(o, "--val-split"), &end)) > 0) || *end || val_split >= 1))
         return usage_error("--val-split '%s': need a share in (0, 1)", get(o, "--val-split"));
-    if (resume && !is_idx_dir(dir)) {
+    if (resume && is_image_folder(dir, "train")) {
         if (get(o, "--img-size")) return usage_error("--img-size cannot change a resumed run");
         ra_st_file *ck = NULL;
         ra_status rs = ra_st_open(&ck, resume);

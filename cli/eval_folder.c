@@ -50,8 +50,8 @@ int eval_folder(ra_model *m, const char *data, int json, int skip_bad, int batch
     folder_split(dir, sizeof dir, data);
     ra_status st = ra_image_folder_scan(&f, dir);
     if (st) return lib_fail(st);
-    const char *kc = ra_model_meta(m, "num_classes"), *ch = ra_model_meta(m, "in_chans");
-    const int K = kc ? atoi(kc) : 0, C = ch && !strcmp(ch, "1") ? 1 : 3;
+    const char *kc = ra_model_meta(m, "num_classes");
+    const int K = kc ? atoi(kc) : 0;
     int ow, oh, code = EX_OK, by_name = 0;
     int *map = malloc(sizeof *map * (size_t)f.classes);
     int64_t *conf = NULL, *idx = NULL, correct = 0, top5 = 0, skipped = 0;
@@ -67,9 +67,10 @@ int eval_folder(ra_model *m, const char *data, int json, int skip_bad, int batch
         goto done;
     }
     ra_transform_describe(desc, sizeof desc, &t);
-    if (t.crop != RA_CROP_NONE) ow = t.crop_w, oh = t.crop_h;
-    else if (t.resize == RA_RESIZE_EXACT) ow = t.resize_w, oh = t.resize_h;
-    else {
+    const int C = t.grey ? 1 : 3;
+    if (t.crop != RA_CROP_NONE || t.resize == RA_RESIZE_EXACT) {   /* one size for any image */
+        ra_transform_size(&t, 1, 1, &ow, &oh);
+    } else {
         code = fail(EX_DATAERR, "the model's transform (%s) gives images of varying sizes; "
                     "batches need a crop or a fixed resize (--set transform.crop=HxW)", desc);
         goto done;
@@ -86,7 +87,7 @@ int eval_folder(ra_model *m, const char *data, int json, int skip_bad, int batch
         int yn;
         int64_t ys[4];
         for (int s = 0; s < b; s++) idx[s] = i0 + s;
-        if ((st = ra_image_folder_batch(x, &f, idx, b, &t, C, ow, oh, skip_bad ? bad : NULL)) ||
+        if ((st = ra_image_folder_batch(x, &f, idx, b, &t, ow, oh, skip_bad ? bad : NULL)) ||
             (st = ra_model_predict(m, &y, &yn, ys, x, 4, (int64_t[]){b, C, oh, ow}))) {
             code = lib_fail(st);
             break;

@@ -14,14 +14,14 @@ static int is_dir(const char *p) {
     return stat(p, &s) == 0 && S_ISDIR(s.st_mode);
 }
 
-int is_idx_dir(const char *dir) {
+int is_image_folder(const char *dir, const char *split) {
     char p[4096];
     struct stat s;
     for (int gz = 0; gz < 2; gz++) {
-        snprintf(p, sizeof p, "%s/train-images-idx3-ubyte%s", dir, gz ? ".gz" : "");
-        if (stat(p, &s) == 0) return 1;
+        snprintf(p, sizeof p, "%s/%s-images-idx3-ubyte%s", dir, split, gz ? ".gz" : "");
+        if (stat(p, &s) == 0) return 0;
     }
-    return !is_dir(dir);   /* a missing DIR: the IDX reader says so (66) */
+    return is_dir(dir);   /* a missing DIR is left to the IDX reader (66) */
 }
 
 /* The class names of f as a JSON array (relattn metadata "labels"). */
@@ -55,7 +55,7 @@ int train_data(train_set *ts, const char *dir, int size, double val_split, uint6
     ra_status st;
     memset(&ts->train, 0, sizeof ts->train), memset(&ts->test, 0, sizeof ts->test);
     ts->labels = NULL, ts->folder = 0, ts->skipped = 0;
-    if (is_idx_dir(dir)) {
+    if (!is_image_folder(dir, "train")) {
         if (val_split > 0) return usage_error("--val-split is for image folders");
         if ((st = ra_dataset_load_dir(&ts->train, dir, "train")) ||
             (st = ra_dataset_load_dir(&ts->test, dir, "test"))) {

@@ -1390,12 +1390,14 @@ typedef struct ra_transform {
     double rescale;           /* 0: byte / 255 in float32 (ToTensor); else (float)(byte * rescale) */
     int normalize;            /* then (v - mean[c]) / std[c] in float32 */
     float mean[3], std[3];
+    int grey;                 /* 1: one plane, PIL's "L" luma of the three normalised ones,
+                                 0.299 R + 0.587 G + 0.114 B in float32 (a grey model's input) */
 } ra_transform;
 /* RA_ERR_ARG (and why) if t cannot be applied. */
 ra_status ra_transform_check(const ra_transform *t);
 /* The output size (ow x oh) for an image w x h. */
 ra_status ra_transform_size(const ra_transform *t, int w, int h, int *ow, int *oh);
-/* out (3, oh, ow) floats from rgb (h, w, 3) bytes. */
+/* out (3, oh, ow) floats from rgb (h, w, 3) bytes; (1, oh, ow) with t->grey. */
 ra_status ra_transform_apply(float *out, const ra_transform *t, const uint8_t *rgb, int w, int h);
 /* One line: "resize shorter 232 bicubic, centre crop 224x224 (round), /255,
  * normalise mean ... std ..." into buf (snprintf's return). */
@@ -1473,17 +1475,15 @@ typedef struct ra_image_folder {
 } ra_image_folder;
 ra_status ra_image_folder_scan(ra_image_folder *f, const char *dir);
 void ra_image_folder_free(ra_image_folder *f);   /* zeroes f */
-/* x (b, channels, oh, ow): the images idx[0..b) of f, decoded (at most 64
- * megapixels each) and transformed by t (ra_transform_apply), each
- * (oh, ow) after it; channels 1 takes PIL's "L" luma of the transformed
- * planes (0.299 R + 0.587 G + 0.114 B). Decoded by ra_threads_get()
+/* x (b, C, oh, ow), C = 1 with t->grey else 3: the images idx[0..b) of f,
+ * decoded (at most 64 megapixels each) and transformed by t
+ * (ra_transform_apply), each (oh, ow) after it. Decoded by ra_threads_get()
  * threads; the same bits at any thread count. A file that does not
  * decode fails the batch naming it (RA_ERR_FORMAT, RA_ERR_IO), unless bad
  * is given: then bad[s] = 1 and its slot is zeros (bad[s] = 0 for the
  * others). */
 ra_status ra_image_folder_batch(float *x, const ra_image_folder *f, const int64_t *idx, int b,
-                                const ra_transform *t, int channels, int ow, int oh,
-                                uint8_t *bad);
+                                const ra_transform *t, int ow, int oh, uint8_t *bad);
 /* A dataset (ra_dataset) of the images idx[0..n) of f (idx NULL: the first
  * n), each decoded once and brought to size x size as torchvision's
  * Resize(size) + CenterCrop(size) of PIL images (bilinear, PIL's bytes):

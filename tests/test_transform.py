@@ -40,7 +40,7 @@ if not all(os.path.exists(os.path.join(PHOTOS, n)) for n in NAMES):
 relattn_bin, fixtures, package = sys.argv[1:4]
 sys.path.insert(0, package)
 import relattn  # noqa: E402
-from relattn._lib import lib  # noqa: E402
+from relattn._lib import Dataset, ImageFolder, lib  # noqa: E402
 import ctypes  # noqa: E402
 
 failed = passed = 0
@@ -192,9 +192,11 @@ models = [
 for what, path, pipeline in models:
     m = relattn.Model(path)
     desc, src = m.transform()
+    worst = worst_p = 0.0
     for img in photos:
         got, want = m.preprocess(img), pipeline(img)
         err = float(np.abs(got - want).max()) if got.shape == want.shape else float("inf")
+        worst = max(worst, err)
         # the same float32 operations in the same order: equal, or one unit
         # of the last place where NumPy's vectorised division rounds alike
         check(err <= 2e-6 * max(1.0, float(np.abs(want).max())),
@@ -210,10 +212,11 @@ for what, path, pipeline in models:
         y = m.predict(pipeline(img)).astype(np.float64)[0]
         p = np.exp(y - y.max())
         p /= p.sum()
-        err = max(abs(got[c] - p[c]) for c in got)
+        err = worst_p = max(abs(got[c] - p[c]) for c in got)
         check(len(got) == 10 and err < 2e-6, "%s: classify's probabilities differ from the "
               "PIL pipeline's by %g" % (what, err))
-    print("%s: %s (%s)" % (what, desc, src))
+    print("%s: %s (%s); max |preprocess - PIL pipeline| %.3g over %d images, classify's "
+          "max |dp| %.3g" % (what, desc, src, worst, len(photos), worst_p))
     m.close()
 
 # ---- 5: relattn eval on an image folder -------------------------------------------------
@@ -342,29 +345,19 @@ r = subprocess.run([relattn_bin, "train", "--data", flat, "--val-split", "0.25",
                     "--out", os.path.join(tmp, "x.st")] + tiny, capture_output=True, text=True)
 check(r.returncode == 0 and "skipped 1" in r.stderr, "--skip-bad: %d %s" % (r.returncode, r.stderr))
 # the loaded bytes do not depend on the threads; a PNG bomb is refused by its header
-class Folder(ctypes.Structure):
-    _fields_ = [("n", ctypes.c_int64), ("classes", ctypes.c_int), ("paths", ctypes.c_void_p),
-                ("labels", ctypes.c_void_p), ("names", ctypes.c_void_p)]
-
-
-class Dataset(ctypes.Structure):
-    _fields_ = [("n", ctypes.c_int64), ("h", ctypes.c_int), ("w", ctypes.c_int),
-                ("classes", ctypes.c_int), ("images", ctypes.c_void_p),
-                ("labels", ctypes.c_void_p), ("c", ctypes.c_int)]
-
-
-fo = Folder()
+fo = ImageFolder()
 relattn.check(lib.ra_image_folder_scan(ctypes.byref(fo), os.fsencode(os.path.join(root, "train"))))
 loaded = []
 for threads in (1, 2, 3):
     lib.ra_threads_set(threads)
     d = Dataset()
     relattn.check(lib.ra_dataset_from_folder(ctypes.byref(d), ctypes.byref(fo), None,
-                                             ctypes.c_int64(fo.n), 24, 0, None))
+                                             fo.n, 24, 0, None))
     n = d.n * d.c * d.h * d.w
     loaded.append((d.n, d.c, ctypes.string_at(d.images, n), ctypes.string_at(d.labels, d.n)))
     lib.ra_dataset_free(ctypes.byref(d))
 lib.ra_threads_set(0)
+lib.ra_image_folder_free(ctypes.byref(fo))
 check(loaded[0] == loaded[1] == loaded[2] and loaded[0][0] == 120,
       "ra_dataset_from_folder differs between 1, 2 and 3 threads")
 bomb = os.path.join(flat, "green", "bomb.png")   # a header of 60000 x 60000, then nothing

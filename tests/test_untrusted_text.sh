@@ -19,19 +19,7 @@
 #   bash tests/test_untrusted_text.sh RELATTN_BINARY FIXTURES_DIR
 # The last line is "N passed, N failed"; the exit status is 1 if any failed.
 set -u
-[ $# -eq 2 ] || { echo "usage: $0 RELATTN_BINARY FIXTURES_DIR" >&2; exit 2; }
-BIN=$1
-FIX=$(cd "$2" && pwd -P) || exit 2
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
-PY=/usr/bin/python3
-command -v "$PY" >/dev/null 2>&1 || PY=python3
-H=("$PY" "$HERE/hostile.py")
-T=$(mktemp -d "${TMPDIR:-/tmp}/relattn_untrusted.XXXXXX") || exit 2
-trap 'rm -rf "$T"' EXIT
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:allocator_may_return_null=1}
-passed=0 failed=0
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); printf 'FAIL: %s\n' "$*" >&2; }
+. "$(dirname "${BASH_SOURCE[0]}")/harness.sh" relattn_untrusted "$@" || exit 2
 SWIN=$FIX/net_swin_tv.model.safetensors VIT=$FIX/vit_net_tv.model.safetensors
 IMG=$FIX/img_wide.png
 

@@ -297,13 +297,10 @@ class Model:
                                    os.fsencode(image_path), 64 << 20))
         try:
             check(lib.ra_transform_size(ctypes.byref(t), w, h, ctypes.byref(ow), ctypes.byref(oh)))
-            out = np.empty((3, oh.value, ow.value), dtype=np.float32)
+            out = np.empty((1 if t.grey else 3, oh.value, ow.value), dtype=np.float32)
             check(lib.ra_transform_apply(out.ctypes.data, ctypes.byref(t), px, w, h))
         finally:
             _libc.free(px)
-        if self.meta.get("in_chans") == "1":   # PIL's "L" luma, as classify
-            out = (np.float32(0.299) * out[0] + np.float32(0.587) * out[1]
-                   + np.float32(0.114) * out[2])[None]
         return out[None]
 
     def backward(self, **inputs):

@@ -151,7 +151,7 @@ class Transform(ctypes.Structure):
                 ("interp", ctypes.c_int), ("crop", ctypes.c_int), ("crop_h", ctypes.c_int),
                 ("crop_w", ctypes.c_int), ("rescale", ctypes.c_double),
                 ("normalize", ctypes.c_int), ("mean", ctypes.c_float * 3),
-                ("std", ctypes.c_float * 3)]
+                ("std", ctypes.c_float * 3), ("grey", ctypes.c_int)]
 
 
 _sig("ra_model_transform", _I, ctypes.POINTER(Transform), ctypes.POINTER(ctypes.c_char_p), _P)
@@ -159,9 +159,27 @@ _sig("ra_transform_describe", _I, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINT
 _sig("ra_transform_size", _I, ctypes.POINTER(Transform), _I, _I, ctypes.POINTER(_I),
      ctypes.POINTER(_I))
 _sig("ra_transform_apply", _I, _P, ctypes.POINTER(Transform), _P, _I, _I)
-_sig("ra_image_folder_scan", _I, _P, _S)
-_sig("ra_dataset_from_folder", _I, _P, _P, _P, _I64, _I, _I, _P)
-_sig("ra_dataset_free", None, _P)
+
+
+class ImageFolder(ctypes.Structure):
+    """ra_image_folder: an image folder's listing (relattn.h, section 15)."""
+    _fields_ = [("n", ctypes.c_int64), ("classes", ctypes.c_int), ("paths", ctypes.c_void_p),
+                ("labels", ctypes.c_void_p), ("class_names", ctypes.c_void_p)]
+
+
+class Dataset(ctypes.Structure):
+    """ra_dataset: labelled images held in memory (relattn.h, section 15)."""
+    _fields_ = [("n", ctypes.c_int64), ("h", ctypes.c_int), ("w", ctypes.c_int),
+                ("classes", ctypes.c_int), ("images", ctypes.c_void_p),
+                ("labels", ctypes.c_void_p), ("c", ctypes.c_int)]
+
+
+_sig("ra_image_folder_scan", _I, ctypes.POINTER(ImageFolder), _S)
+_sig("ra_image_folder_free", None, ctypes.POINTER(ImageFolder))
+_sig("ra_dataset_from_folder", _I, ctypes.POINTER(Dataset), ctypes.POINTER(ImageFolder), _P,
+     _I64, _I, _I, _P)
+_sig("ra_dataset_free", None, ctypes.POINTER(Dataset))
+_sig("ra_image_resize_u8", _I, _P, _I, _I, _P, _I, _I, _I, _I)
 _sig("ra_image_load_u8", _I, ctypes.POINTER(_P), ctypes.POINTER(_I), ctypes.POINTER(_I), _S,
      _I64)
 _sig("ra_run_create", _I, ctypes.POINTER(_P), _P, _I, ctypes.POINTER(Tensor), _I)

@@ -76,10 +76,8 @@ typedef struct {
     ino_t ino[RA_FOLDER_MAX_DEPTH + 2];
 } walk_path;
 
-/* The files of dir (and below) into out: for each directory, sorted as
- * sorted(os.walk) gives them. Entries are listed directory by directory;
- * the caller sorts the whole list by (directory, name): the path strings
- * with a '/' sorted first, which keeps os.walk's order of roots. */
+/* The image files of dir and below into out, in no order: the caller
+ * sorts them as sorted(os.walk) gives them (by_dir_then_name). */
 static ra_status walk(names *out, const char *dir, int depth, walk_path *wp) {
     struct stat st;
     if (stat(dir, &st) != 0) return rai_fail(RA_ERR_IO, "cannot read '%s': %s", dir, strerror(errno));
@@ -106,7 +104,6 @@ static ra_status walk(names *out, const char *dir, int depth, walk_path *wp) {
         else if (image_name(e->d_name)) s = push(out, path);
     }
     closedir(d);
-    qsort(sub.v, (size_t)sub.n, sizeof *sub.v, by_bytes);
     for (int64_t i = 0; !s && i < sub.n; i++) s = walk(out, sub.v[i], depth + 1, wp);
     names_free(&sub);
     return s;
@@ -160,15 +157,12 @@ ra_status ra_image_folder_scan(ra_image_folder *f, const char *dir) {
     qsort(cls.v, (size_t)cls.n, sizeof *cls.v, by_bytes);
     names files = {0};
     int32_t *labels = NULL;
+    walk_path wp;   /* DIR itself is on every walk's path: no link leads back into it */
+    struct stat ds;
+    if (stat(dir, &ds) != 0) s = rai_fail(RA_ERR_IO, "cannot read '%s': %s", dir, strerror(errno));
+    if (!s) wp.dev[0] = ds.st_dev, wp.ino[0] = ds.st_ino;
     for (int64_t c = 0; !s && c < cls.n; c++) {
         const int64_t before = files.n;
-        walk_path wp;   /* DIR itself is on the path: no link leads back into it */
-        struct stat ds;
-        if (stat(dir, &ds) != 0) {
-            s = rai_fail(RA_ERR_IO, "cannot read '%s': %s", dir, strerror(errno));
-            break;
-        }
-        wp.dev[0] = ds.st_dev, wp.ino[0] = ds.st_ino;
         snprintf(path, sizeof path, "%s/%s", dir, cls.v[c]);
         s = walk(&files, path, 1, &wp);
         if (s) break;
@@ -206,32 +200,25 @@ typedef struct {
     int64_t max_pixels;
 } batch_job;
 
-/* Image s of the batch into its slot: decoded, transformed, grey as PIL's
- * "L" luma where one channel is wanted; a failure names the file (or,
- * with bad, marks it and leaves zeros). */
+/* Image s of the batch into its slot: decoded and transformed; a failure
+ * names the file (or, with bad, marks it and leaves zeros). */
 static ra_status batch_one(void *ctx, int s) {
     const batch_job *j = ctx;
     const int64_t i = j->idx[s];
-    const size_t plane = (size_t)j->ow * j->oh;
-    float *x = j->x + (size_t)s * j->channels * plane;
+    const size_t size = (size_t)j->channels * j->ow * j->oh;
+    float *x = j->x + (size_t)s * size;
     uint8_t *px = NULL;
-    float *rgb = j->channels == 1 ? malloc(sizeof *rgb * 3 * plane) : x;
     int w, h, ow, oh;
-    ra_status st = rgb ? RA_OK : rai_fail(RA_ERR_NOMEM, "image folder: out of memory");
-    if (!st) st = ra_image_load_u8(&px, &w, &h, j->f->paths[i], j->max_pixels);
+    ra_status st = ra_image_load_u8(&px, &w, &h, j->f->paths[i], j->max_pixels);
     if (!st) st = ra_transform_size(j->t, w, h, &ow, &oh);
     if (!st && (ow != j->ow || oh != j->oh))
         st = rai_fail(RA_ERR_ARG, "image '%s' transforms to %dx%d, not %dx%d: the transform needs "
                       "a crop or a fixed size to batch", j->f->paths[i], ow, oh, j->ow, j->oh);
-    if (!st) st = ra_transform_apply(rgb, j->t, px, w, h);
-    if (!st && j->channels == 1)
-        for (size_t p = 0; p < plane; p++)
-            x[p] = 0.299f * rgb[p] + 0.587f * rgb[plane + p] + 0.114f * rgb[2 * plane + p];
+    if (!st) st = ra_transform_apply(x, j->t, px, w, h);
     free(px);
-    if (j->channels == 1) free(rgb);
     if (st && j->bad && st != RA_ERR_NOMEM && st != RA_ERR_ARG) {
         j->bad[s] = 1;
-        memset(x, 0, sizeof *x * j->channels * plane);
+        memset(x, 0, sizeof *x * size);
         return RA_OK;
     }
     if (j->bad) j->bad[s] = 0;
@@ -239,15 +226,14 @@ static ra_status batch_one(void *ctx, int s) {
 }
 
 ra_status ra_image_folder_batch(float *x, const ra_image_folder *f, const int64_t *idx, int b,
-                                const ra_transform *t, int channels, int ow, int oh,
-                                uint8_t *bad) {
-    if (!x || !f || !idx || !t || b < 1 || (channels != 1 && channels != 3) || ow < 1 || oh < 1)
+                                const ra_transform *t, int ow, int oh, uint8_t *bad) {
+    if (!x || !f || !idx || !t || b < 1 || ow < 1 || oh < 1)
         return rai_fail(RA_ERR_ARG, "image folder batch: bad argument");
     for (int s = 0; s < b; s++)
         if (idx[s] < 0 || idx[s] >= f->n)
             return rai_fail(RA_ERR_ARG, "image folder batch: index %lld outside 0..%lld",
                             (long long)idx[s], (long long)f->n - 1);
-    batch_job j = {x, f, idx, t, channels, ow, oh, bad, (int64_t)64 << 20};
+    batch_job j = {x, f, idx, t, t->grey ? 1 : 3, ow, oh, bad, (int64_t)64 << 20};
     return rai_run_tasks(b, ra_threads_get(), batch_one, &j);
 }
 

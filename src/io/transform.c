@@ -17,7 +17,9 @@
  * transformers: floored; a crop larger than the image pads with zeros),
  * the rescale to floats (x / 255 in float32 as torchvision's ToTensor, or
  * x * factor in double as transformers' rescale) and the normalisation
- * (v - mean) / std in float32. */
+ * (v - mean) / std in float32; for a grey model, PIL's "L" luma of the
+ * three planes (which commutes with the resize and with a normalisation
+ * that is the same for the three channels). */
 #include "base/internal.h"
 
 #include <math.h>
@@ -335,13 +337,21 @@ ra_status ra_transform_apply(float *out, const ra_transform *t, const uint8_t *r
         free(px);
         return st;
     }
+    float *planes = t->grey ? malloc(sizeof *planes * 3 * plane) : out;
+    if (!planes) {
+        free(px);
+        return rai_fail(RA_ERR_NOMEM, "transform: out of memory for %dx%d", ow, oh);
+    }
     for (int c = 0; c < 3; c++)
         for (size_t i = 0; i < plane; i++) {
             const int v = px[i * 3 + c];
             float f = t->rescale > 0 ? (float)(v * t->rescale) : (float)v / 255.0f;
             if (t->normalize) f = (f - t->mean[c]) / t->std[c];
-            out[c * plane + i] = f;
+            planes[c * plane + i] = f;
         }
+    for (size_t i = 0; t->grey && i < plane; i++)
+        out[i] = 0.299f * planes[i] + 0.587f * planes[plane + i] + 0.114f * planes[2 * plane + i];
+    if (t->grey) free(planes);
     free(px);
     return RA_OK;
 }

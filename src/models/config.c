@@ -695,6 +695,26 @@ static ra_status pp_size(const json_t *v, const char *key, int shorter, char *bu
     return RA_OK;
 }
 
+/* A resize or crop step of an image processor as transform key: "none"
+ * when its flag is false, ViTImageProcessor's 224x224 when the size is
+ * left out, else the size read (pp_size). */
+static ra_status pp_step(cfg_out *o, const json_t *root, int on, const char *flag,
+                         const char *field, int shorter, const char *key) {
+    const json_t *v = json_object_get(root, field);
+    char buf[64], from[96];
+    if (!on) {
+        snprintf(from, sizeof from, "preprocessor_config.json %s", flag);
+        return put(o, key, "none", from);
+    }
+    if (!v || json_is_null(v)) {
+        snprintf(from, sizeof from, "preprocessor_config.json (%s: the default)", field);
+        return put(o, key, "224x224", from);
+    }
+    snprintf(from, sizeof from, "preprocessor_config.json %s", field);
+    const ra_status st = pp_size(v, field, shorter, buf, sizeof buf);
+    return st ? st : put(o, key, buf, from);
+}
+
 /* transformers' preprocessor_config.json (an image processor's settings,
  * ViTImageProcessor's defaults where a field is left out): the resize
  * (do_resize, size, resample), the centre crop (do_center_crop,
@@ -710,26 +730,12 @@ static ra_status from_preprocessor(cfg_out *o, const json_t *root) {
     if (!st) st = pp_bool(root, "do_rescale", 1, &rescale);
     if (!st) st = pp_bool(root, "do_normalize", 1, &normalize);
     const json_t *v;
-    if (!st && resize && (v = json_object_get(root, "size")) && !json_is_null(v)) {
-        if (!(st = pp_size(v, "size", 1, buf, sizeof buf)))
-            st = put(o, "transform.resize", buf, "preprocessor_config.json size");
-    } else if (!st && resize) {
-        st = put(o, "transform.resize", "224x224", "preprocessor_config.json (size: the default)");
-    } else if (!st) {
-        st = put(o, "transform.resize", "none", "preprocessor_config.json do_resize");
-    }
+    if (!st) st = pp_step(o, root, resize, "do_resize", "size", 1, "transform.resize");
     long long r = RA_INTERP_BILINEAR;
     if (!st && (v = json_object_get(root, "resample")) && !json_is_null(v))
         st = as_int(v, "resample", 0, 5, &r);
     if (!st) st = put(o, "transform.interpolation", ra_interp_name((ra_interp)r), from);
-    if (!st && crop && (v = json_object_get(root, "crop_size")) && !json_is_null(v)) {
-        if (!(st = pp_size(v, "crop_size", 0, buf, sizeof buf)))
-            st = put(o, "transform.crop", buf, "preprocessor_config.json crop_size");
-    } else if (!st && crop) {
-        st = put(o, "transform.crop", "224x224", "preprocessor_config.json (crop_size: the default)");
-    } else if (!st) {
-        st = put(o, "transform.crop", "none", "preprocessor_config.json do_center_crop");
-    }
+    if (!st) st = pp_step(o, root, crop, "do_center_crop", "crop_size", 0, "transform.crop");
     if (!st) st = put(o, "transform.crop_rounding", "floor", from);
     double f = 1.0 / 255;
     if (!st && rescale && (v = json_object_get(root, "rescale_factor")) && !json_is_null(v))

@@ -15,7 +15,8 @@
  *                 from torchvision 0.14's models/swin_transformer.py and
  *                 models/vision_transformer.py), as transform.* keys.
  * Anything else: timm's and torchvision's defaults (crop_pct 0.875,
- * bilinear, ImageNet's mean and std); a grey (one channel) model without a
+ * bilinear, ImageNet's mean and std); a grey (one channel) model takes the
+ * luma (ra_transform.grey), and without a
  * crop_pct is not resized beyond its img_size. */
 #include "models/infer.h"
 #include "models/model.h"
@@ -69,6 +70,7 @@ ra_status ra_model_transform(struct ra_transform *t, const char **source, const 
     if ((v = ra_model_meta(m, "img_size")) && !parse_size(v, &h, &w))
         return bad("img_size", v, "a size, N or H,W");
     t->crop_h = h, t->crop_w = w;
+    t->grey = (v = ra_model_meta(m, "in_chans")) && !strcmp(v, "1");
     if ((v = ra_model_meta(m, "transform.interpolation"))) {
         const int i = ra_interp_parse(v);
         if (i < 0) return bad("transform.interpolation", v, "nearest, bilinear, bicubic, lanczos, "
@@ -106,8 +108,7 @@ ra_status ra_model_transform(struct ra_transform *t, const char **source, const 
         if (cp && !((pct = strtod(cp, &end)) >= 0.05 && pct <= 1.0 && !*end))
             return bad("crop_pct", cp, "a number in [0.05, 1]");
         src = cp ? ra_model_meta(m, RA_META_SOURCE "crop_pct") : NULL;
-        const char *ch = ra_model_meta(m, "in_chans");
-        if (!cp && ch && !strcmp(ch, "1")) pct = 1.0;   /* grey, MNIST-like: no margin */
+        if (!cp && t->grey) pct = 1.0;   /* grey, MNIST-like: no margin */
         const int sh = (int)floor(t->crop_h / pct), sw = (int)floor(t->crop_w / pct);
         if (!mode || !strcmp(mode, "center")) {
             if (sh != sw)
@@ -147,14 +148,15 @@ ra_status ra_model_transform(struct ra_transform *t, const char **source, const 
 
 /* The weights' transform of each builder (DEFAULT = IMAGENET1K_V1, except
  * vit_h_14's, whose only weights are SWAG's), by arch and widths. */
-static const struct {
+typedef struct {
     const char *builder, *arch;
     int dim, depth;          /* embed_dim; a ViT's depth (0: any) */
     const char *depths;      /* a Swin's (NULL: any) */
     int patch;               /* a ViT's patch size (0: any) */
     int resize, crop;
     const char *interp;
-} tv_builders[] = {
+} tv_builder;
+static const tv_builder tv_builders[] = {
     {"swin_t", "swin", 96, 0, "2,2,6,2", 0, 232, 224, "bicubic"},
     {"swin_s", "swin", 96, 0, "2,2,18,2", 0, 246, 224, "bicubic"},
     {"swin_b", "swin", 128, 0, "2,2,18,2", 0, 238, 224, "bicubic"},
@@ -183,7 +185,7 @@ ra_status rai_torchvision_transform(ra_st_file *f) {
               vit = ra_st_find(f, "conv_proj.weight") != NULL;
     if ((!swin && !vit) || ra_st_meta(f, "transform.resize")) return RA_OK;
     for (size_t i = 0; i < sizeof tv_builders / sizeof *tv_builders; i++) {
-        const __typeof__(tv_builders[0]) *b = &tv_builders[i];
+        const tv_builder *b = &tv_builders[i];
         if (!meta_is(f, "arch", b->arch) || meta_int(f, "embed_dim") != b->dim ||
             (b->depths && !meta_is(f, "depths", b->depths)) ||
             (b->depth && meta_int(f, "depth") != b->depth) ||
