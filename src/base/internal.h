@@ -49,6 +49,12 @@ void rai_grad_clip(float *const *grads, const int64_t *sizes, int count, float t
  * once: an exponential moving average of weights (the trainer's). */
 void rai_ema_update(float *avg, const float *w, int64_t n, double decay);
 
+/* A draw uniform in [0, range), range >= 1, without modulo bias:
+ * ra_rng_u64() % range, drawn again while the 64 bits are below 2^64 mod
+ * range (src/base/rng.c). The integer draw of ra_dataset_batch, ra_shuffle
+ * and ra_mixup_apply. */
+uint64_t rai_rng_below(ra_rng *rng, uint64_t range);
+
 /* Checked arithmetic, for every number that comes from a file (a shape,
  * an offset, a count) on its way to a size: each returns 1 and sets *r, or
  * returns 0 with *r untouched when the result does not fit. Used by the

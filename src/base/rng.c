@@ -40,6 +40,16 @@ uint64_t ra_rng_u64(ra_rng *rng) {
     return out;
 }
 
+/* Reject the lowest 2^64 mod range values so the rest are whole copies of
+ * the range. */
+uint64_t rai_rng_below(ra_rng *rng, uint64_t range) {
+    const uint64_t threshold = (0 - range) % range;
+    for (;;) {
+        const uint64_t r = ra_rng_u64(rng);
+        if (r >= threshold) return r % range;
+    }
+}
+
 double ra_rng_uniform(ra_rng *rng) {
     return (double)(ra_rng_u64(rng) >> 11) * 0x1.0p-53;
 }
