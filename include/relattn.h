@@ -772,6 +772,25 @@ ra_status ra_cross_entropy_backward(float *dlogits, float dloss,
                                     const float *probs, const int32_t *targets,
                                     int b, int k, float smoothing);
 
+/* Softmax cross-entropy against soft targets (timm's
+ * SoftTargetCrossEntropy, the loss of Mixup / CutMix), for logits (B, K)
+ * and targets (B, K):
+ *   loss = mean_b sum_k -targets[b, k] * log_softmax(logits[b])[k]
+ * Writes *loss and saves probs (B, K) = softmax(logits) for the backward
+ * pass. A targets row need not sum to 1 (ra_mixup_apply's do). RA_ERR_ARG
+ * (nothing written) for B < 1, K < 1, a NULL argument, a target negative
+ * or not finite. */
+ra_status ra_cross_entropy_soft_forward(float *loss, float *probs, const float *logits,
+                                        const float *targets, int b, int k);
+
+/* Gradient of ra_cross_entropy_soft_forward for a given dloss, ACCUMULATED:
+ *   dlogits (B, K) += dloss / B * (probs * sum_k targets[b, k] - targets)
+ * from the saved probs (B, K). Same checks as the forward call. With the
+ * targets of label smoothing (1 - eps + eps / K on, eps / K off) both equal
+ * ra_cross_entropy_forward / _backward. */
+ra_status ra_cross_entropy_soft_backward(float *dlogits, float dloss, const float *probs,
+                                         const float *targets, int b, int k);
+
 /* Dropout (torch.nn.Dropout in training mode, inverted scaling): each
  * element is kept with probability 1 - p and scaled by 1 / (1 - p):
  *   y (n) = x (n) * keep (n) / (1 - p),  keep[i] in {0, 1} saved.
@@ -1527,6 +1546,64 @@ void ra_shuffle(int64_t *perm, int64_t n, ra_rng *rng);
 /* ======================================================================== */
 /* 16. Training: ra_trainer                                                  */
 /* ======================================================================== */
+
+/* timm's Mixup / CutMix in batch mode (timm/data/mixup.py, Mixup with
+ * mode='batch', correct_lam=True, no cutmix_minmax): one lambda for the
+ * whole batch, image i mixed with image B-1-i (x.flip(0)), and the soft
+ * targets for ra_cross_entropy_soft_forward. Field values are those of
+ * Swin's and timm's ImageNet recipes. */
+typedef struct ra_mixup {
+    float mixup_alpha;    /* Beta(a, a) of mixup: 0.8; 0 off */
+    float cutmix_alpha;   /* Beta(a, a) of cutmix: 1.0; 0 off */
+    float prob;           /* the chance that a batch is mixed at all: 1.0 */
+    float switch_prob;    /* the chance of cutmix rather than mixup when both
+                             are on: 0.5 */
+    float smoothing;      /* label smoothing of the targets: 0.1 */
+} ra_mixup;
+
+/* Mix the batch x (B, C, H, W) in place with its reverse and write the
+ * targets (B, K) for labels (B) in [0, K):
+ *   targets[i] = lam * onehot_s(labels[i]) + (1 - lam) * onehot_s(labels[B-1-i])
+ * onehot_s = smoothing / K off, 1 - smoothing + smoothing / K on (float32,
+ * each product rounded, as timm's mixup_target).
+ *   mixup:  x = lam x + (1 - lam) flip(x), computed as timm: flip(x) * (1 -
+ *           lam), then x * lam + that, float32, lam rounded to a float;
+ *   cutmix: a box of side ratio r = sqrt(1 - lam) (double) at a uniform
+ *           centre, timm's rand_bbox: cut_h = (int)(H r), cut_w = (int)(W r),
+ *           cy below H, cx below W, y0 = clamp(cy - cut_h / 2, 0, H),
+ *           y1 = clamp(cy + cut_h / 2, 0, H) (integer halves), x0, x1 alike;
+ *           flip(x)'s pixels replace x's inside rows [y0, y1), columns
+ *           [x0, x1) of every channel, and lam = 1 - (y1 - y0)(x1 - x0) / (H W).
+ * The numbers drawn from rng, in order: a uniform u (the batch is mixed iff
+ * u < prob; nothing more is drawn otherwise, lam = 1); when both alphas are
+ * > 0, a uniform s (cutmix iff s < switch_prob); lam ~ Beta(a, a) of the
+ * chosen kind (below); for cutmix with lam < 1, cy then cx (each a draw
+ * below m as in ra_dataset_batch). A drawn lam of exactly 1 leaves x as it
+ * is (timm returns early). Beta(a, a) = X / (X + Y), X then Y ~ Gamma(a)
+ * by Marsaglia and Tsang (2000): for a >= 1 with d = a - 1/3,
+ * c = 1 / sqrt(9 d), repeat {z = ra_rng_normal (2 uniforms), v = (1 + c z)^3
+ * (z drawn again while v <= 0), u uniform} until u < 1 - 0.0331 z^4 or
+ * log u < z^2 / 2 + d (1 - v + log v); the value is d v. For a < 1,
+ * Gamma(a + 1) that way, then one uniform u: Gamma(a + 1) u^(1/a) (kept in
+ * logarithms so it cannot underflow). Not timm's stream (NumPy's), the same
+ * distribution. *lam_out gets the lam of the targets (1 when not mixed);
+ * lam_out may be NULL. RA_ERR_ARG (nothing written, nothing drawn) for an
+ * odd B (timm's rule), B, C, H, W or K < 1, a label outside [0, K), a NULL
+ * argument (but lam_out), an alpha not 0 nor in [1e-3, 1e4], both alphas 0,
+ * prob, switch_prob or smoothing outside [0, 1]. */
+ra_status ra_mixup_apply(float *x, float *targets, const int32_t *labels, int b, int c, int h,
+                         int w, int k, const ra_mixup *mx, ra_rng *rng, float *lam_out);
+
+/* The deterministic part of ra_mixup_apply, for tests and for callers with
+ * their own draws: mix x (B, C, H, W) and write targets (B, K) with the
+ * given lam; cutmix != 0 pastes the box rows [y0, y1), columns [x0, x1)
+ * (as timm's cutmix_bbox_and_lam returns it; lam already corrected by the
+ * caller), cutmix == 0 mixes with lam (lam == 1 leaves x untouched, as
+ * timm). Same checks as ra_mixup_apply, and lam in [0, 1], smoothing in
+ * [0, 1], 0 <= y0 <= y1 <= H, 0 <= x0 <= x1 <= W for a cutmix. */
+ra_status ra_mixup_with(float *x, float *targets, const int32_t *labels, int b, int c, int h,
+                        int w, int k, float smoothing, float lam, int cutmix, int y0, int y1,
+                        int x0, int x1);
 
 /* An image classifier (docs/training.md) trained on an ra_dataset with the
  * recipe of Swin's own training code, scaled to a small machine: AdamW (the

@@ -13,6 +13,7 @@
 #include "kernels/gemm_kernels.h"
 
 #include <cblas.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -708,6 +709,70 @@ ra_status ra_cross_entropy_backward(float *dlogits,          /* (B, K) */
             const double t = (j == targets[i] ? 1.0 - eps : 0.0) + off;
             d[j] = (float)((double)d[j] + g * ((double)p[j] - t));
         }
+    }
+    return RA_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Softmax cross-entropy against soft targets                                */
+/* ------------------------------------------------------------------------ */
+
+/* timm's SoftTargetCrossEntropy: the targets of Mixup / CutMix. */
+static ra_status soft_ce_check(const char *fn, const void *out, const float *probs,
+                               const float *targets, int b, int k) {
+    if (b < 1 || k < 1) return rai_fail(RA_ERR_ARG, "%s: batch %d, classes %d", fn, b, k);
+    if (!out || !probs || !targets) return rai_fail(RA_ERR_ARG, "%s: a NULL argument", fn);
+    for (int64_t i = 0; i < (int64_t)b * k; i++)
+        if (!(targets[i] >= 0.0f && targets[i] <= FLT_MAX))
+            return rai_fail(RA_ERR_ARG, "%s: target %g of sample %lld, class %lld is not a "
+                            "finite number >= 0", fn, (double)targets[i],
+                            (long long)(i / k), (long long)(i % k));
+    return RA_OK;
+}
+
+ra_status ra_cross_entropy_soft_forward(float *loss,            /* (1) */
+                                        float *probs,           /* (B, K) saved */
+                                        const float *logits,    /* (B, K) */
+                                        const float *targets,   /* (B, K) */
+                                        int b, int k) {
+    ra_status st = soft_ce_check("ra_cross_entropy_soft_forward", loss, probs, targets, b, k);
+    if (st != RA_OK) return st;
+    if (!logits) return rai_fail(RA_ERR_ARG, "ra_cross_entropy_soft_forward: logits NULL");
+    double total = 0;
+    for (int i = 0; i < b; i++) {
+        const float *l = logits + (int64_t)i * k, *t = targets + (int64_t)i * k;
+        float *p = probs + (int64_t)i * k;
+        double mx = l[0], se = 0, row = 0;
+        for (int j = 1; j < k; j++)
+            if (l[j] > mx) mx = l[j];
+        for (int j = 0; j < k; j++) se += exp(l[j] - mx);
+        const double lse = mx + log(se);
+        for (int j = 0; j < k; j++) {
+            p[j] = (float)exp(l[j] - lse);
+            row += (double)t[j] * (lse - l[j]);   /* t * -logp */
+        }
+        total += row;
+    }
+    *loss = (float)(total / b);
+    return RA_OK;
+}
+
+/* ACCUMULATES into dlogits. */
+ra_status ra_cross_entropy_soft_backward(float *dlogits,         /* (B, K) */
+                                         float dloss,
+                                         const float *probs,     /* (B, K) saved */
+                                         const float *targets,   /* (B, K) */
+                                         int b, int k) {
+    ra_status st = soft_ce_check("ra_cross_entropy_soft_backward", dlogits, probs, targets, b, k);
+    if (st != RA_OK) return st;
+    const double g = (double)dloss / b;
+    for (int i = 0; i < b; i++) {
+        const float *p = probs + (int64_t)i * k, *t = targets + (int64_t)i * k;
+        float *d = dlogits + (int64_t)i * k;
+        double ts = 0;
+        for (int j = 0; j < k; j++) ts += t[j];
+        for (int j = 0; j < k; j++)
+            d[j] = (float)((double)d[j] + g * ((double)p[j] * ts - (double)t[j]));
     }
     return RA_OK;
 }
