@@ -25,7 +25,8 @@ static ra_status mix_check(const char *fn, const float *x, const float *targets,
         return rai_fail(RA_ERR_ARG, "%s: batch %d is odd (mixup pairs image i with image "
                         "B-1-i; timm asks for an even batch)", fn, b);
     int64_t n;
-    if (!rai_mul_i64(&n, (int64_t)b * c, (int64_t)h * w))
+    if (!rai_mul_i64(&n, (int64_t)b * c, (int64_t)h * w) || !rai_mul_i64(&n, n, sizeof(float)) ||
+        !rai_mul_i64(&n, (int64_t)b * k, sizeof(float)))
         return rai_fail(RA_ERR_ARG, "%s: batch %d x %d x %d x %d is too large", fn, b, c, h, w);
     if (!(smoothing >= 0.0f && smoothing <= 1.0f))
         return rai_fail(RA_ERR_ARG, "%s: label smoothing %g not in [0, 1]", fn, smoothing);
