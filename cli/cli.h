@@ -206,11 +206,15 @@ int eval_folder(ra_model *m, const char *dir, int json, int skip_bad, int batch)
 /* ---- the data of relattn train (train_data.c) ------------------------------ */
 
 typedef struct {
-    ra_dataset train, test;
+    ra_dataset train, test;   /* streamed: n, size, classes and 3 channels only */
     int folder;          /* an image folder (else IDX files) */
+    int stream;          /* the folder's images decoded for every batch (loaders) */
     char *labels;        /* a folder's class names, a JSON array (free) */
     float mean, std;     /* a folder's training bytes / 255: mean and deviation */
     int64_t skipped;     /* images left out (--skip-bad) */
+    ra_image_folder tf, vf;   /* streamed: the training and evaluation folders */
+    int64_t *idx;        /* streamed: the images of each part (NULL: all, in order) */
+    int64_t *tidx, *vidx;
 } train_set;
 /* Whether dir is an image folder: a directory without the IDX images file
  * of split ("train", "t10k"); a missing dir is not (the IDX reader says
@@ -218,9 +222,11 @@ typedef struct {
 int is_image_folder(const char *dir, const char *split);
 /* The training and evaluation data of dir: IDX files, or an image folder
  * (DIR/train + DIR/val, or DIR with val_split > 0 held out by seed) at
- * size x size. The exit code; on failure nothing is held. */
+ * size x size, decoded once (stream 0) or listed for loaders (stream 1).
+ * The exit code; on failure nothing is held. */
 int train_data(train_set *ts, const char *dir, int size, double val_split, uint64_t seed,
-               int skip_bad);
+               int skip_bad, int stream);
+void train_data_free(train_set *ts);
 
 /* ---- the processes of a data-parallel run (procs.c) ---------------------- */
 typedef struct {

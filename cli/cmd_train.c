@@ -52,7 +52,18 @@ static const char train_help[] =
     "  --warmup-epochs W   length of the linear warm-up (0.5)\n"
     "  --label-smoothing E (0.1)   --clip N  gradient-norm clipping (5; 0 off)\n"
     "  --augment KIND      flip (default: horizontal flip), crop+flip (and\n"
-    "                      RandomCrop(28, padding 2)), crop, or none (--no-augment)\n"
+    "                      RandomCrop(28, padding 2)), crop, or none (--no-augment);\n"
+    "                      for an image folder also timm (Swin's ImageNet recipe:\n"
+    "                      RandomResizedCrop, flip, RandAugment rand-m9-mstd0.5-inc1,\n"
+    "                      random erasing 0.25, mixup 0.8, cutmix 1.0) or rrc+flip\n"
+    "                      (RandomResizedCrop and flip): the images are decoded for\n"
+    "                      every batch by --workers threads, RGB, ImageNet's mean/std\n"
+    "  --rand-augment SPEC timm's RandAugment string, or none\n"
+    "  --reprob P          random erasing's probability (timm's RandomErasing)\n"
+    "  --mixup A --cutmix A  Beta(A, A) mixing of every batch (0: off)\n"
+    "  --interpolation F   RandomResizedCrop's and the evaluation's filter (bicubic)\n"
+    "  --crop-pct F        the evaluation: Resize(S / F) + CenterCrop(S) (0.875)\n"
+    "  --workers N         threads decoding ahead of the step (default: --threads)\n"
     "  --tta KIND          how the checkpoint predicts (metadata tta; eval, classify\n"
     "                      and the run's own evaluations): flip (the default when\n"
     "                      the run flips its images: the mean of the outputs for\n"
@@ -83,7 +94,6 @@ static const char train_help[] =
     "  --skip-bad          leave out images of a folder that do not decode (else 65)\n"
     "  --json              one JSON object per evaluation on stdout, the last with\n"
     "                      test_accuracy, train_seconds, images_per_second, epochs\n"
-    "  --data DIR          the IDX files (train-images-idx3-ubyte[.gz], ...)\n"
     "several processes (MPI): mpirun -np P relattn train ...\n"
     "  every process takes B/P images of each global batch of B; the gradients\n"
     "  are summed across processes each step, so P processes of T threads train\n"
@@ -128,15 +138,105 @@ static char *log_str(const double *v, int n) {
     return s;
 }
 
+/* ---- a streamed image folder ------------------------------------------------ */
+
+/* The images of a folder decoded for every batch by loaders (--augment timm
+ * or rrc+flip): what a checkpoint records of it ("train.augment", ...), so
+ * that --resume builds the same loaders. */
+typedef struct {
+    int on;
+    char augment[16];   /* timm, rrc+flip */
+    char ra[64];        /* RandAugment's spec, or none */
+    double reprob, crop_pct;
+    ra_interp interp;
+    int workers;
+} recipe;
+
+static const float imagenet_mean[3] = {0.485f, 0.456f, 0.406f};
+static const float imagenet_std[3] = {0.229f, 0.224f, 0.225f};
+
+/* The evaluation's shorter side: timm's int(math.floor(S / crop_pct)). */
+static int eval_side(const recipe *r, int S) { return (int)floor(S / r->crop_pct); }
+
+/* The recipe's metadata pairs into kv (5 pairs; the strings in buf). */
+static int recipe_meta(const recipe *r, const char **kv, char buf[3][32]) {
+    snprintf(buf[0], 32, "%.9g", r->reprob);
+    snprintf(buf[1], 32, "%.9g", r->crop_pct);
+    const char *v[] = {"train.augment", r->augment, "train.rand_augment", r->ra,
+                       "train.reprob", buf[0], "train.interpolation", ra_interp_name(r->interp),
+                       "train.crop_pct", buf[1]};
+    memcpy(kv, v, sizeof v);
+    return 5;
+}
+
+/* The recipe of a checkpoint (none when it has no train.augment). */
+static int recipe_of_checkpoint(recipe *r, const ra_st_file *f) {
+    const char *a = ra_st_meta(f, "train.augment");
+    if (!a) return 1;
+    const char *ra = ra_st_meta(f, "train.rand_augment"), *rp = ra_st_meta(f, "train.reprob");
+    const char *ip = ra_st_meta(f, "train.interpolation"), *cp = ra_st_meta(f, "train.crop_pct");
+    char *e1 = NULL, *e2 = NULL;
+    r->on = 1;
+    snprintf(r->augment, sizeof r->augment, "%s", a);
+    snprintf(r->ra, sizeof r->ra, "%s", ra ? ra : "none");
+    r->reprob = rp ? strtod(rp, &e1) : 0;
+    r->crop_pct = cp ? strtod(cp, &e2) : 0.875;
+    const int interp = ip ? ra_interp_parse(ip) : RA_INTERP_BICUBIC;
+    r->interp = (ra_interp)interp;
+    return interp >= 0 && (!e1 || !*e1) && (!e2 || !*e2) && r->reprob >= 0 && r->reprob <= 1 &&
+           r->crop_pct > 0 && r->crop_pct <= 1 && strlen(a) < sizeof r->augment;
+}
+
+/* The training and evaluation loaders of a streamed folder; *vpart the
+ * images of this process's share of the evaluation. */
+static int make_loaders(ra_loader **tl, ra_loader **vl, int64_t **own, const train_set *ts,
+                        const recipe *r, const ra_train_config *c, int skip_bad,
+                        const procs *pc) {
+    ra_loader_config lc = ra_loader_config_default();
+    const int S = ts->train.h;
+    lc.size = S, lc.batch = c->batch, lc.seed = c->seed, lc.interp = r->interp;
+    lc.reprob = r->reprob, lc.workers = r->workers, lc.skip_bad = skip_bad;
+    memcpy(lc.mean, imagenet_mean, sizeof lc.mean), memcpy(lc.std, imagenet_std, sizeof lc.std);
+    ra_status st = RA_OK;
+    if (strcmp(r->ra, "none")) {
+        lc.randaugment = 1;
+        if ((st = ra_randaugment_parse(&lc.ra, r->ra))) return lib_fail(st);
+        lc.ra.interp = r->interp;   /* timm: the training interpolation, the mean as fill */
+        for (int k = 0; k < 3; k++) lc.ra.fill[k] = (uint8_t)lrintf(255 * imagenet_mean[k]);
+    }
+    if ((st = ra_loader_create(tl, &ts->tf, ts->tidx, ts->train.n, &lc))) return lib_fail(st);
+    lc.train = 0, lc.batch = 100;
+    lc.eval = (ra_transform){.resize = RA_RESIZE_SHORTER, .resize_h = eval_side(r, S),
+                             .interp = r->interp, .crop = RA_CROP_CENTER_ROUND, .crop_h = S,
+                             .crop_w = S, .normalize = 1};
+    memcpy(lc.eval.mean, imagenet_mean, sizeof lc.eval.mean);
+    memcpy(lc.eval.std, imagenet_std, sizeof lc.eval.std);
+    const int64_t n = ts->test.n, first = n * pc->rank / pc->size;
+    const int64_t part = n * (pc->rank + 1) / pc->size - first;
+    const ra_image_folder *vf = ts->vf.n ? &ts->vf : &ts->tf;
+    /* the part's indices when the folder's are implicit (the loader borrows
+     * them: the caller frees them after it) */
+    if (!ts->vidx && !(*own = malloc(sizeof **own * (size_t)(part > 0 ? part : 1))))
+        return fail(EX_DATAERR, "too large: out of memory");
+    for (int64_t i = 0; *own && i < part; i++) (*own)[i] = first + i;
+    if (part < 1)
+        return fail(EX_DATAERR, "%lld evaluation images for %d processes", (long long)n,
+                    pc->size);
+    st = ra_loader_create(vl, vf, ts->vidx ? ts->vidx + first : *own, part, &lc);
+    return st ? lib_fail(st) : EX_OK;
+}
+
 /* Save a checkpoint with the log. */
-static ra_status save(const ra_trainer *t, const char *path, const train_log *lg) {
+static ra_status save(const ra_trainer *t, const char *path, const train_log *lg,
+                      const recipe *rc) {
     char *ls = log_str(lg->loss, lg->nloss), *as = log_str(lg->acc, lg->nacc);
-    char secs[32], imgs[32];
+    char secs[32], imgs[32], rbuf[3][32];
     snprintf(secs, sizeof secs, "%.3f", lg->train_seconds);
     snprintf(imgs, sizeof imgs, "%lld", (long long)lg->images);
-    const char *extra[] = {"train.log.loss", ls ? ls : "", "train.log.test_accuracy", as ? as : "",
-                           "train.seconds", secs, "train.images_seen", imgs};
-    ra_status st = ra_trainer_save(t, path, extra, 4);
+    const char *extra[18] = {"train.log.loss", ls ? ls : "", "train.log.test_accuracy",
+                             as ? as : "", "train.seconds", secs, "train.images_seen", imgs};
+    const int n = 4 + (rc->on ? recipe_meta(rc, extra + 8, rbuf) : 0);
+    ra_status st = ra_trainer_save(t, path, extra, n);
     free(ls), free(as);
     return st;
 }
@@ -167,7 +267,7 @@ static const char fmnist_labels[] =
     "\"Sneaker\", \"Bag\", \"Ankle boot\"]";
 
 static int build_model(ra_model **m, const opt *o, const train_set *ts, const char *data_dir,
-                       const ra_train_config *c) {
+                       const ra_train_config *c, const recipe *rc) {
     const ra_dataset *d = &ts->train;
     char depths[64] = "2,2", heads[64] = "2,4", img[32], classes[16], mean[32], std[32];
     int patch = 4, embed = 64, window = 7, nd = 2, nh = 2;
@@ -202,10 +302,13 @@ static int build_model(ra_model **m, const opt *o, const train_set *ts, const ch
     snprintf(classes, sizeof classes, "%d", d->classes);
     snprintf(mean, sizeof mean, "%.9g", (double)c->mean);
     snprintf(std, sizeof std, "%.9g", (double)c->std);
-    const int fashion = !ts->folder && strstr(data_dir, "fashion") != NULL && d->classes == 10;
+    if (rc->on) {   /* per channel: ImageNet's (imagenet_mean, imagenet_std) */
+        snprintf(mean, sizeof mean, "0.485,0.456,0.406");
+        snprintf(std, sizeof std, "0.229,0.224,0.225");
+    }    const int fashion = !ts->folder && strstr(data_dir, "fashion") != NULL && d->classes == 10;
     char chans[16], tr_resize[32], tr_crop[32];
     snprintf(chans, sizeof chans, "%d", d->c > 1 ? d->c : 1);
-    snprintf(tr_resize, sizeof tr_resize, "shorter %d", d->h);
+    snprintf(tr_resize, sizeof tr_resize, "shorter %d", rc->on ? eval_side(rc, d->h) : d->h);
     snprintf(tr_crop, sizeof tr_crop, "%dx%d", d->h, d->w);
     const char *meta[64] = {
         "arch", "swin", "img_size", img, "patch_size", pstr, "in_chans", chans,
@@ -220,7 +323,8 @@ static int build_model(ra_model **m, const opt *o, const train_set *ts, const ch
     if (fashion) meta[2 * nmeta] = "labels", meta[2 * nmeta + 1] = fmnist_labels, nmeta++;
     if (ts->folder) {   /* the classes by folder name, and the transform the data had */
         const char *kv[] = {"labels", ts->labels, "transform.resize", tr_resize,
-                            "transform.crop", tr_crop, "transform.interpolation", "bilinear"};
+                            "transform.crop", tr_crop, "transform.interpolation",
+                            rc->on ? ra_interp_name(rc->interp) : "bilinear"};
         for (int i = 0; i < 4; i++)
             meta[2 * nmeta] = kv[2 * i], meta[2 * nmeta + 1] = kv[2 * i + 1], nmeta++;
     }
@@ -288,7 +392,9 @@ int cmd_train(int argc, char **argv) {
                {"--clip", 1, 0},       {"--no-augment", 0, 0}, {"--warmup-epochs", 1, 0},
                {"--augment", 1, 0},    {"--zero", 0, 0},       {"--precision", 1, 0},
                {"--ema", 1, 0},        {"--tta", 1, 0},        {"--img-size", 1, 0},
-               {"--val-split", 1, 0},  {"--skip-bad", 0, 0},
+               {"--val-split", 1, 0},  {"--skip-bad", 0, 0},  {"--workers", 1, 0},
+               {"--rand-augment", 1, 0}, {"--reprob", 1, 0},  {"--mixup", 1, 0},
+               {"--cutmix", 1, 0},     {"--interpolation", 1, 0}, {"--crop-pct", 1, 0},
                {"--help", 0, 0},
                {"-h", 0, 0},           {0, 0, 0}};
     const char *pos[1];
@@ -353,14 +459,60 @@ static int train(const opt *o, const procs *pc) {
         (!((c.warmup_epochs = strtod(get(o, "--warmup-epochs"), &end)) >= 0) || *end ||
          c.warmup_epochs > 1000))
         return usage_error("--warmup-epochs '%s': need a number >= 0", get(o, "--warmup-epochs"));
+    recipe rc = {.ra = "none", .crop_pct = 0.875, .interp = RA_INTERP_BICUBIC};
     if (get(o, "--augment")) {
         const char *a = get(o, "--augment");
-        if (!strcmp(a, "none")) c.crop_pad = 0, c.flip = 0;
+        if (!strcmp(a, "timm") || !strcmp(a, "rrc+flip")) {   /* the loader flips */
+            rc.on = 1, c.crop_pad = 0, c.flip = 0;
+            snprintf(rc.augment, sizeof rc.augment, "%s", a);
+            if (!strcmp(a, "timm")) {
+                snprintf(rc.ra, sizeof rc.ra, "rand-m9-mstd0.5-inc1");
+                rc.reprob = 0.25, c.mixup_alpha = 0.8f, c.cutmix_alpha = 1.0f;
+            }
+        } else if (!strcmp(a, "none")) c.crop_pad = 0, c.flip = 0;
         else if (!strcmp(a, "flip")) c.crop_pad = 0, c.flip = 1;
         else if (!strcmp(a, "crop")) c.crop_pad = 2, c.flip = 0;
         else if (!strcmp(a, "crop+flip")) c.crop_pad = 2, c.flip = 1;
-        else return usage_error("--augment '%s': need crop+flip, crop, flip or none", a);
+        else return usage_error("--augment '%s': need timm, rrc+flip, crop+flip, crop, flip "
+                                "or none", a);
     }
+    if (get(o, "--mixup") &&
+        (!((c.mixup_alpha = strtof(get(o, "--mixup"), &end)) >= 0) || *end || c.mixup_alpha > 1e4f ||
+         (c.mixup_alpha > 0 && c.mixup_alpha < 1e-3f)))
+        return usage_error("--mixup '%s': need 0 (off) or 0.001..10000", get(o, "--mixup"));
+    if (get(o, "--cutmix") &&
+        (!((c.cutmix_alpha = strtof(get(o, "--cutmix"), &end)) >= 0) || *end ||
+         c.cutmix_alpha > 1e4f || (c.cutmix_alpha > 0 && c.cutmix_alpha < 1e-3f)))
+        return usage_error("--cutmix '%s': need 0 (off) or 0.001..10000", get(o, "--cutmix"));
+    static const char *const streamed[] = {"--rand-augment", "--reprob", "--interpolation",
+                                           "--crop-pct"};
+    for (size_t i = 0; i < sizeof streamed / sizeof *streamed && !rc.on && !resume; i++)
+        if (get(o, streamed[i]))
+            return usage_error("%s is for --augment timm or rrc+flip", streamed[i]);
+    if (get(o, "--rand-augment")) {
+        ra_randaugment probe;
+        const char *v = get(o, "--rand-augment");
+        if (strcmp(v, "none") && (strlen(v) >= sizeof rc.ra || ra_randaugment_parse(&probe, v)))
+            return usage_error("--rand-augment '%s': %s", v,
+                               strlen(v) >= sizeof rc.ra ? "too long" : ra_last_error());
+        snprintf(rc.ra, sizeof rc.ra, "%s", v);
+    }
+    if (get(o, "--reprob") &&
+        (!((rc.reprob = strtod(get(o, "--reprob"), &end)) >= 0) || *end || rc.reprob > 1))
+        return usage_error("--reprob '%s': need a probability in [0, 1]", get(o, "--reprob"));
+    if (get(o, "--crop-pct") &&
+        (!((rc.crop_pct = strtod(get(o, "--crop-pct"), &end)) > 0) || *end || rc.crop_pct > 1))
+        return usage_error("--crop-pct '%s': need a share in (0, 1]", get(o, "--crop-pct"));
+    if (get(o, "--interpolation")) {
+        const int f = ra_interp_parse(get(o, "--interpolation"));
+        if (f < 0)
+            return usage_error("--interpolation '%s': need nearest, bilinear, bicubic, box, "
+                               "hamming or lanczos", get(o, "--interpolation"));
+        rc.interp = (ra_interp)f;
+    }
+    rc.workers = ra_threads_get();
+    if (get(o, "--workers") && !parse_int(&rc.workers, get(o, "--workers"), 0, 256))
+        return usage_error("--workers '%s': need 0..256", get(o, "--workers"));
     if (get(o, "--no-augment")) c.crop_pad = 0, c.flip = 0;
     if (get(o, "--tta") && strcmp(get(o, "--tta"), "flip") && strcmp(get(o, "--tta"), "none"))
         return usage_error("--tta '%s': need flip or none", get(o, "--tta"));
@@ -378,7 +530,9 @@ static int train(const opt *o, const procs *pc) {
                                             "--patch", "--patch-kernel", "--pos",
                                             "--label-smoothing", "--clip", "--no-augment",
                                             "--warmup-epochs", "--augment", "--precision",
-                                            "--ema", "--tta"};
+                                            "--ema", "--tta", "--rand-augment", "--reprob",
+                                            "--mixup", "--cutmix", "--interpolation",
+                                            "--crop-pct"};
         for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
             if (get(o, fixed[i]))
                 return usage_error("%s cannot change a resumed run (the checkpoint has it)",
@@ -405,14 +559,29 @@ static int train(const opt *o, const procs *pc) {
         ra_status rs = ra_st_open(&ck, resume);
         const char *is = ck ? ra_st_meta(ck, "img_size") : NULL;
         if (is) img_size = atoi(is);
+        const int rok = ck ? recipe_of_checkpoint(&rc, ck) : 1;
+        /* the loaders draw by the run's seed and batch */
+        const char *sv = ck ? ra_st_meta(ck, "train.seed") : NULL;
+        const char *bv = ck ? ra_st_meta(ck, "train.batch") : NULL;
+        if (sv) c.seed = strtoull(sv, NULL, 10);
+        if (bv) c.batch = atoi(bv);
         ra_st_close(ck);
         if (rs) return lib_fail(rs);
+        if (!rok) return fail(EX_DATAERR, "'%s': its train.augment recipe is not valid", resume);
     }
     train_set ts;
-    int code = train_data(&ts, dir, img_size, val_split, c.seed, get(o, "--skip-bad") != NULL);
+    const int skip_bad = get(o, "--skip-bad") != NULL;
+    int code = train_data(&ts, dir, img_size, val_split, c.seed, skip_bad, rc.on);
     if (code) return code;
+    ra_loader *tl = NULL, *vl = NULL;
+    int64_t *vown = NULL;
+    if (rc.on && (code = make_loaders(&tl, &vl, &vown, &ts, &rc, &c, skip_bad, pc))) {
+        ra_loader_free(tl), free(vown);
+        train_data_free(&ts);
+        return code;
+    }
     ra_dataset train = ts.train, test = ts.test;
-    if (ts.folder && !resume) c.mean = ts.mean, c.std = ts.std;
+    if (ts.folder && !ts.stream && !resume) c.mean = ts.mean, c.std = ts.std;
     if (ts.skipped && lead)
         fprintf(stderr, "%s: skipped %lld images that did not decode\n", cmd, (long long)ts.skipped);
     ra_status st = RA_OK;
@@ -430,7 +599,8 @@ static int train(const opt *o, const procs *pc) {
         goto done;
     }
     if (resume) {
-        if ((st = ra_trainer_resume(&t, &m, resume, &train))) {
+        if ((st = tl ? ra_trainer_resume_loader(&t, &m, resume, tl)
+                     : ra_trainer_resume(&t, &m, resume, &train))) {
             code = lib_fail(st);
             goto done;
         }
@@ -440,9 +610,10 @@ static int train(const opt *o, const procs *pc) {
         if (ra_model_meta(m, "train.images_seen")) lg->images = atoll(ra_model_meta(m, "train.images_seen"));
         c = *ra_trainer_config(t);
     } else {
-        if ((code = build_model(&m, o, &ts, dir, &c))) goto done;
+        if ((code = build_model(&m, o, &ts, dir, &c, &rc))) goto done;
         if ((st = ra_model_set_precision(m, (ra_precision)prec)) ||
-            (st = ra_trainer_create(&t, m, &c, &train))) {
+            (st = tl ? ra_trainer_create_loader(&t, m, &c, tl)
+                     : ra_trainer_create(&t, m, &c, &train))) {
             code = lib_fail(st);
             goto done;
         }
@@ -520,16 +691,19 @@ static int train(const opt *o, const procs *pc) {
             if (pr.tty) fputc('\n', stderr);
             /* the checkpoint's model (the average of the weights, if any;
              * float32), as relattn eval will load it */
-            st = ra_trainer_evaluate(t, &part, 500, &correct, confusion, K);
+            int64_t seen = part.n;
+            st = vl ? ra_trainer_evaluate_loader(t, vl, &correct, confusion, K, &seen)
+                    : ra_trainer_evaluate(t, &part, 500, &correct, confusion, K);
             if (st) {
                 code = lib_fail(st);
                 goto done;
             }
-            if (!procs_sum_i64(pc, &correct, 1) || !procs_sum_i64(pc, confusion, K * K)) {
+            if (!procs_sum_i64(pc, &correct, 1) || !procs_sum_i64(pc, &seen, 1) ||
+                !procs_sum_i64(pc, confusion, K * K)) {
                 code = fail(EX_SOFTWARE, "MPI: summing the evaluation failed");
                 goto done;
             }
-            const double acc = (double)correct / (double)test.n;
+            const double acc = (double)correct / (double)(seen > 0 ? seen : 1);
             log_add(lg->acc, &lg->nacc, (double)s, acc);
             if (!lead) {
             } else if (json) {
@@ -555,7 +729,7 @@ static int train(const opt *o, const procs *pc) {
                     jw_key(&jo, "test_correct");
                     jw_int(&jo, (long long)correct);
                     jw_key(&jo, "test_images");
-                    jw_int(&jo, (long long)test.n);
+                    jw_int(&jo, (long long)seen);
                     jw_key(&jo, "threads");
                     jw_int(&jo, ra_threads_get());
                     jw_key(&jo, "processes");
@@ -570,11 +744,11 @@ static int train(const opt *o, const procs *pc) {
                 fflush(stdout);
             } else {
                 fprintf(stderr, "%s: step %lld (epoch %.2f): test accuracy %.4f (%lld/%lld)\n", cmd,
-                        (long long)s, (double)s / spe, acc, (long long)correct, (long long)test.n);
+                        (long long)s, (double)s / spe, acc, (long long)correct, (long long)seen);
             }
         }
         if (epoch_end || last || s % ckpt_every == 0) {
-            if ((st = save(t, out, lg))) {
+            if ((st = save(t, out, lg, &rc))) {
                 code = lib_fail(st);
                 goto done;
             }
@@ -599,8 +773,10 @@ done:
     free(lg);
     ra_trainer_free(t);
     ra_model_free(m);
-    ra_dataset_free(&train);
-    ra_dataset_free(&test);
-    free(ts.labels);
+    if (tl && lead && ra_loader_skipped(tl) + ra_loader_skipped(vl))
+        fprintf(stderr, "%s: skipped %lld images that did not decode\n", cmd,
+                (long long)(ra_loader_skipped(tl) + ra_loader_skipped(vl)));
+    ra_loader_free(tl), ra_loader_free(vl), free(vown);
+    train_data_free(&ts);
     return code;
 }

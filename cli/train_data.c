@@ -50,13 +50,22 @@ static void byte_stats(const ra_dataset *d, float *mean, float *std) {
     *mean = (float)m, *std = (float)sqrt(v > 1e-12 ? v : 1e-12);
 }
 
+void train_data_free(train_set *ts) {
+    ra_dataset_free(&ts->train), ra_dataset_free(&ts->test);
+    ra_image_folder_free(&ts->tf), ra_image_folder_free(&ts->vf);
+    free(ts->idx), free(ts->labels);
+    memset(ts, 0, sizeof *ts);
+}
+
 int train_data(train_set *ts, const char *dir, int size, double val_split, uint64_t seed,
-               int skip_bad) {
+               int skip_bad, int stream) {
     ra_status st;
-    memset(&ts->train, 0, sizeof ts->train), memset(&ts->test, 0, sizeof ts->test);
-    ts->labels = NULL, ts->folder = 0, ts->skipped = 0;
+    memset(ts, 0, sizeof *ts);
     if (!is_image_folder(dir, "train")) {
         if (val_split > 0) return usage_error("--val-split is for image folders");
+        if (stream)
+            return usage_error("the augmentations of --augment timm and rrc+flip are for image "
+                               "folders (IDX files are decoded once)");
         if ((st = ra_dataset_load_dir(&ts->train, dir, "train")) ||
             (st = ra_dataset_load_dir(&ts->test, dir, "test"))) {
             ra_dataset_free(&ts->train);
@@ -106,11 +115,26 @@ int train_data(train_set *ts, const char *dir, int size, double val_split, uint6
         int64_t a = 0, b = n - nv;
         for (int64_t i = 0; i < n; i++) idx[held[i] ? b++ : a++] = i;   /* train, then val */
         free(perm), free(held);
-        if ((st = ra_dataset_from_folder(&ts->train, &tf, idx, n - nv, size, skip_bad, &skipped)) ||
+        if (stream) {
+        } else if ((st = ra_dataset_from_folder(&ts->train, &tf, idx, n - nv, size, skip_bad, &skipped)) ||
             (st = ra_dataset_from_folder(&ts->test, &tf, idx + (n - nv), nv, size, skip_bad, &sk2))) {
             code = lib_fail(st);
             goto done;
         }
+    }
+    if (stream) {   /* the loaders decode them; the parts' sizes and classes for the model */
+        ts->train = (ra_dataset){split ? tf.n - llround(val_split * (double)tf.n) : tf.n, size,
+                                 size, tf.classes, NULL, NULL, 3};
+        ts->test = (ra_dataset){split ? tf.n - ts->train.n : vf.n, size, size, tf.classes,
+                                NULL, NULL, 3};
+        ts->tidx = idx, ts->vidx = idx ? idx + ts->train.n : NULL, ts->idx = idx, idx = NULL;
+        ts->tf = tf, ts->vf = split ? (ra_image_folder){0} : vf;
+        tf = vf = (ra_image_folder){0};
+        ts->stream = 1;
+        if (!(ts->labels = labels_of(&ts->tf))) code = fail(EX_DATAERR, "too large: out of memory");
+        goto done;
+    }
+    if (split) {
     } else if ((st = ra_dataset_from_folder(&ts->train, &tf, NULL, tf.n, size, skip_bad, &skipped)) ||
                (st = ra_dataset_from_folder(&ts->test, &vf, NULL, vf.n, size, skip_bad, &sk2))) {
         code = lib_fail(st);
@@ -126,7 +150,7 @@ int train_data(train_set *ts, const char *dir, int size, double val_split, uint6
     if (!(ts->labels = labels_of(&tf))) code = fail(EX_DATAERR, "too large: out of memory");
     byte_stats(&ts->train, &ts->mean, &ts->std);
 done:
-    if (code) ra_dataset_free(&ts->train), ra_dataset_free(&ts->test);
+    if (code) train_data_free(ts);
     free(idx);
     ra_image_folder_free(&tf), ra_image_folder_free(&vf);
     return code;

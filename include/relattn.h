@@ -658,6 +658,10 @@ typedef struct ra_rng { uint64_t s[4]; } ra_rng;
 void ra_rng_seed(ra_rng *rng, uint64_t seed);
 uint64_t ra_rng_u64(ra_rng *rng);        /* 64 random bits */
 double ra_rng_uniform(ra_rng *rng);      /* [0, 1), 53 bits */
+/* Uniform in [0, range) without bias: ra_rng_u64() % range, drawn again
+ * while the 64 bits are below 2^64 mod range (0 for range <= 1, nothing
+ * drawn). */
+uint64_t ra_rng_below(ra_rng *rng, uint64_t range);
 double ra_rng_normal(ra_rng *rng);       /* N(0, 1), Box-Muller, 2 draws */
 
 /* out (n) uniform in [lo, hi) / normal N(mean, std^2). */
@@ -1514,6 +1518,85 @@ ra_status ra_image_folder_batch(float *x, const ra_image_folder *f, const int64_
 ra_status ra_dataset_from_folder(ra_dataset *d, const ra_image_folder *f, const int64_t *idx,
                                  int64_t n, int size, int skip_bad, int64_t *skipped);
 
+/* A loader: the images idx[0..n) of an image folder decoded and
+ * transformed into batches of (B, 3, S, S) floats by a pool of worker
+ * threads that keep a bounded queue of batches ahead of the one asked for,
+ * so that decoding overlaps the training step (docs/reference.md,
+ * "Training augmentations").
+ *
+ * Training (train = 1): batch `step` of the schedule holds the images
+ * perm[pos * B .. pos * B + B) of its epoch (epoch = step / E, pos =
+ * step % E, E = n / B, the last partial batch dropped; perm drawn by
+ * ra_shuffle from rai seed (seed, epoch)), each drawn through timm's
+ * training transform (create_transform(is_training=True)) from its own
+ * stream (seed, step, slot):
+ *   RandomResizedCrop(S, scale, ratio, interp): ten tries of an area share
+ *     u(scale) and an aspect exp(u(log ratio)), w = round(sqrt(a r)),
+ *     h = round(sqrt(a / r)) (half to even), kept when it fits, at a
+ *     uniform offset; else the centre crop of the whole image clamped to
+ *     the ratios; that crop resized to S x S (PIL's bytes);
+ *   a horizontal flip with probability hflip;
+ *   RandAugment (ra_randaugment_apply) when randaugment;
+ *   ToTensor + Normalize (mean, std per channel, float32);
+ *   RandomErasing with probability reprob (mode "pixel": N(0, 1) values,
+ *     one box of area share u(0.02, 1/3) and aspect exp(u(log 0.3,
+ *     log 1/0.3)), ten tries).
+ * The draws of a sample, in order: RandomResizedCrop's (per try: the area
+ * share, the aspect, then the row and column offsets when it fits), the
+ * flip (one ra_rng_uniform, when hflip > 0), RandAugment's, then
+ * RandomErasing's (one uniform; per try the area, the aspect, the row and
+ * column; then the normal values row by row, channel by channel). Nothing
+ * depends on the workers: the same seed gives the same bits at any count.
+ *
+ * Evaluation (train = 0): batch `step` holds images step * B .. in order
+ * (the last batch may be partial), each through the transform `eval`
+ * (ra_transform_apply; it must give S x S, grey off).
+ *
+ * An image that does not decode fails its batch naming the file (the
+ * error comes back from ra_loader_batch), unless skip_bad: then training
+ * takes the next image of the epoch's order in its place, and evaluation
+ * marks it in bad (zeros in its slot); ra_loader_skipped counts them. */
+typedef struct ra_loader_config {
+    int train;                /* 1: the training transform, 0: eval */
+    int size;                 /* S: 224 */
+    int batch;                /* B */
+    uint64_t seed;
+    double scale[2];          /* RandomResizedCrop's area share: 0.08, 1 */
+    double ratio[2];          /* its aspect ratio (w / h): 3/4, 4/3 */
+    ra_interp interp;         /* its filter: bicubic */
+    double hflip;             /* 0.5 */
+    int randaugment;          /* apply ra (timm's "rand-m9-mstd0.5-inc1") */
+    ra_randaugment ra;
+    double reprob;            /* RandomErasing: 0 (Swin's recipe: 0.25) */
+    float mean[3], std[3];    /* ImageNet's: 0.485,0.456,0.406 / 0.229,0.224,0.225 */
+    ra_transform eval;        /* train = 0 */
+    int workers;              /* threads of the pool (0: decode on the calling
+                                 thread's ra_threads_get() threads, no queue) */
+    int depth;                /* batches decoded ahead: 2 */
+    int skip_bad;
+    int64_t max_pixels;       /* per image: 64 megapixels */
+} ra_loader_config;
+typedef struct ra_loader ra_loader;   /* opaque */
+
+/* The defaults above (train = 1, size 224, batch 64, workers 2). */
+ra_loader_config ra_loader_config_default(void);
+/* f and idx are borrowed (idx NULL: the first n images) and must outlive
+ * the loader. RA_ERR_ARG for a configuration out of range, n < B in
+ * training. */
+ra_status ra_loader_create(ra_loader **out, const ra_image_folder *f, const int64_t *idx,
+                           int64_t n, const ra_loader_config *cfg);
+void ra_loader_free(ra_loader *l);   /* stops the workers */
+/* x (b, 3, S, S), labels (b), bad (b; may be NULL): batch `step`; *b its
+ * images (B; the last of an evaluation fewer). Asking for the next step
+ * keeps the queue full; any other step restarts it there. */
+ra_status ra_loader_batch(ra_loader *l, int64_t step, float *x, int32_t *labels, uint8_t *bad,
+                          int *b);
+int64_t ra_loader_images(const ra_loader *l);    /* n */
+int64_t ra_loader_batches(const ra_loader *l);   /* per epoch: n / B (train), ceil (eval) */
+int ra_loader_classes(const ra_loader *l);       /* the folder's */
+int64_t ra_loader_skipped(const ra_loader *l);   /* images that did not decode, so far */
+const ra_loader_config *ra_loader_config_of(const ra_loader *l);
+
 /* ---- methods ------------------------------------------------------------ */
 
 /* Assemble a training batch of the samples idx[0..b):
@@ -1638,6 +1721,12 @@ typedef struct ra_train_config {
                                 avg += (1 - ema_decay) (w - avg) after every
                                 step, evaluated and saved in their place:
                                 0 (off), or in [0.5, 1) */
+    float mixup_alpha;       /* ra_mixup of every batch (after the augmentation,
+                                label_smoothing in its targets, the loss against
+                                them): 0 (off; Swin's recipe: 0.8) */
+    float cutmix_alpha;      /* 0 (off; Swin's recipe: 1.0) */
+    float mix_prob;          /* 1 */
+    float switch_prob;       /* 0.5 */
 } ra_train_config;
 
 ra_train_config ra_train_config_default(void);
@@ -1659,6 +1748,10 @@ typedef struct ra_trainer ra_trainer;   /* opaque */
  * one batch. */
 ra_status ra_trainer_create(ra_trainer **out, ra_model *m, const ra_train_config *cfg,
                             const ra_dataset *data);
+/* The same on the batches of a training loader (ra_loader, batch cfg->batch;
+ * borrowed): RGB images of its size, its augmentation, its order. */
+ra_status ra_trainer_create_loader(ra_trainer **out, ra_model *m, const ra_train_config *cfg,
+                                   ra_loader *loader);
 
 /* Continue from a checkpoint written by ra_trainer_save: *m is loaded from
  * it (in the precision it trained in: metadata train.precision), *out gets
@@ -1667,6 +1760,8 @@ ra_status ra_trainer_create(ra_trainer **out, ra_model *m, const ra_train_config
  * than none or flip, as ra_model_predict would refuse it later). */
 ra_status ra_trainer_resume(ra_trainer **out, ra_model **m, const char *path,
                             const ra_dataset *data);
+ra_status ra_trainer_resume_loader(ra_trainer **out, ra_model **m, const char *path,
+                                   ra_loader *loader);
 
 void ra_trainer_free(ra_trainer *t);
 
@@ -1753,6 +1848,10 @@ ra_status ra_trainer_save(const ra_trainer *t, const char *path, const char *con
  * std: the count relattn eval reproduces. */
 ra_status ra_trainer_evaluate(ra_trainer *t, const ra_dataset *data, int batch, int64_t *correct,
                               int64_t *confusion, int k);
+/* The same on the batches of an evaluation loader (train = 0): images it
+ * marked bad are left out, *seen those counted. */
+ra_status ra_trainer_evaluate_loader(ra_trainer *t, ra_loader *l, int64_t *correct,
+                                     int64_t *confusion, int k, int64_t *seen);
 
 /* Classification accuracy of model m on data (no augmentation, normalised
  * with mean/std), in batches of `batch`: *correct of data->n; confusion

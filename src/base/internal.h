@@ -29,6 +29,10 @@ ra_status rai_run_parts(int n, ra_status (*part)(void *ctx, int s), void *ctx);
 #define RA_MAX_TASKS (1 << 20)
 ra_status rai_run_tasks(int n, int threads, ra_status (*task)(void *ctx, int s), void *ctx);
 
+/* splitmix64 of a and b: the seed of a stream of random numbers named by
+ * two numbers, (seed, epoch), (seed, step) (src/base/rng.c). */
+uint64_t rai_mix64(uint64_t a, uint64_t b);
+
 /* The precision of the calling thread's Linear products (src/nn/precision.c
  * rounds by it; ra_model_forward sets it, rai_run_parts hands it to its
  * threads); set returns the one before. A rounding without memory marks
@@ -49,11 +53,6 @@ void rai_grad_clip(float *const *grads, const int64_t *sizes, int count, float t
  * once: an exponential moving average of weights (the trainer's). */
 void rai_ema_update(float *avg, const float *w, int64_t n, double decay);
 
-/* A draw uniform in [0, range), range >= 1, without modulo bias:
- * ra_rng_u64() % range, drawn again while the 64 bits are below 2^64 mod
- * range (src/base/rng.c). The integer draw of ra_dataset_batch, ra_shuffle
- * and ra_mixup_apply. */
-uint64_t rai_rng_below(ra_rng *rng, uint64_t range);
 
 /* Checked arithmetic, for every number that comes from a file (a shape,
  * an offset, a count) on its way to a size: each returns 1 and sets *r, or

@@ -40,14 +40,22 @@ uint64_t ra_rng_u64(ra_rng *rng) {
     return out;
 }
 
-/* Reject the lowest 2^64 mod range values so the rest are whole copies of
- * the range. */
-uint64_t rai_rng_below(ra_rng *rng, uint64_t range) {
+/* Reject the lowest 2^64 mod range values so that the rest are whole
+ * copies of the range. */
+uint64_t ra_rng_below(ra_rng *rng, uint64_t range) {
+    if (range <= 1) return 0;
     const uint64_t threshold = (0 - range) % range;
     for (;;) {
         const uint64_t r = ra_rng_u64(rng);
         if (r >= threshold) return r % range;
     }
+}
+
+uint64_t rai_mix64(uint64_t a, uint64_t b) {
+    uint64_t z = a ^ (b * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
 }
 
 double ra_rng_uniform(ra_rng *rng) {

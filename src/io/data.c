@@ -233,7 +233,7 @@ void ra_shuffle(int64_t *perm, int64_t n, ra_rng *rng) {
     if (!perm || n <= 0) return;
     for (int64_t i = 0; i < n; i++) perm[i] = i;
     for (int64_t i = n - 1; i > 0; i--) {
-        const int64_t j = (int64_t)rai_rng_below(rng, (uint64_t)i + 1);
+        const int64_t j = (int64_t)ra_rng_below(rng, (uint64_t)i + 1);
         const int64_t t = perm[i];
         perm[i] = perm[j];
         perm[j] = t;
@@ -268,8 +268,8 @@ ra_status ra_dataset_batch(float *x, int32_t *labels, const ra_dataset *d,
          * when mirrored; outside the image it is a padding zero */
         int oy = 0, ox = 0, mirror = 0;
         if (pad > 0) {
-            oy = (int)rai_rng_below(rng, 2 * (uint64_t)pad + 1) - pad;
-            ox = (int)rai_rng_below(rng, 2 * (uint64_t)pad + 1) - pad;
+            oy = (int)ra_rng_below(rng, 2 * (uint64_t)pad + 1) - pad;
+            ox = (int)ra_rng_below(rng, 2 * (uint64_t)pad + 1) - pad;
         }
         if (flip) mirror = (int)(ra_rng_u64(rng) >> 63);
         for (int ch = 0; ch < C; ch++) {   /* every channel the same window */

@@ -172,8 +172,8 @@ ra_status ra_mixup_apply(float *x, float *targets, const int32_t *labels, int b,
     } else if (cutmix) {   /* cutmix_bbox_and_lam: rand_bbox, then the corrected lam */
         const double ratio = sqrt(1.0 - lam);
         const int64_t cut_h = (int64_t)((double)h * ratio), cut_w = (int64_t)((double)w * ratio);
-        const int64_t cy = (int64_t)rai_rng_below(rng, (uint64_t)h);
-        const int64_t cx = (int64_t)rai_rng_below(rng, (uint64_t)w);
+        const int64_t cy = (int64_t)ra_rng_below(rng, (uint64_t)h);
+        const int64_t cx = (int64_t)ra_rng_below(rng, (uint64_t)w);
         y0 = (int)clamp64(cy - cut_h / 2, h);
         y1 = (int)clamp64(cy + cut_h / 2, h);
         x0 = (int)clamp64(cx - cut_w / 2, w);

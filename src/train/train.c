@@ -27,7 +27,11 @@
 
 struct ra_trainer {
     ra_model *m;
-    const ra_dataset *data;
+    const ra_dataset *data;         /* the images, in memory; or */
+    ra_loader *loader;              /* decoded and augmented by a loader */
+    int64_t n;                      /* training images */
+    int dc, dh, dw;                 /* their channels, rows, columns */
+    float *targets;                 /* (B, K) mixup / cutmix's soft targets, or NULL */
     ra_train_config cfg;
     int64_t step, spe, total, warmup;
     int classes;
@@ -35,7 +39,7 @@ struct ra_trainer {
     float **gptr;                   /* per parameter: its gradient, for clipping */
     int64_t *gsize;
     int *decay;                     /* per parameter: takes weight decay */
-    float *x, *dlogits, *probs;     /* (B, Cin, H, W), (B, K), (B, K) */
+    float *x, *dlogits, *probs;     /* (B, C, H, W), (B, K), (B, K) */
     int32_t *labels;                /* (B) */
     int64_t *perm;                  /* (n) this epoch's order */
     int64_t perm_epoch;             /* the epoch perm was drawn for, -1 none */
@@ -52,15 +56,8 @@ ra_train_config ra_train_config_default(void) {
     return (ra_train_config){.batch = 64, .epochs = 20, .lr = 2e-3, .min_lr = 1e-5,
                              .warmup_lr = 1e-6, .warmup_epochs = 0.5, .weight_decay = 0.05,
                              .label_smoothing = 0.1f, .clip_grad = 5.0f, .crop_pad = 0,
-                             .flip = 1, .mean = 0.2860f, .std = 0.3530f, .seed = 0};
-}
-
-/* splitmix64 of a and b: the seed of the stream of (seed, epoch) or (seed, t). */
-static uint64_t mix(uint64_t a, uint64_t b) {
-    uint64_t z = a ^ (b * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+                             .flip = 1, .mean = 0.2860f, .std = 0.3530f, .seed = 0,
+                             .mix_prob = 1.0f, .switch_prob = 0.5f};
 }
 
 static ra_status check_config(const ra_train_config *c) {
@@ -73,6 +70,15 @@ static ra_status check_config(const ra_train_config *c) {
         return rai_fail(RA_ERR_ARG, "learning rates: lr %g (0..10), min_lr %g and warmup_lr %g "
                         "(0..lr), warm-up %g epochs (0..epochs)", c->lr, c->min_lr, c->warmup_lr,
                         c->warmup_epochs);
+    if (!(c->mixup_alpha == 0 || (c->mixup_alpha >= 1e-3f && c->mixup_alpha <= 1e4f)) ||
+        !(c->cutmix_alpha == 0 || (c->cutmix_alpha >= 1e-3f && c->cutmix_alpha <= 1e4f)) ||
+        !(c->mix_prob >= 0 && c->mix_prob <= 1) || !(c->switch_prob >= 0 && c->switch_prob <= 1))
+        return rai_fail(RA_ERR_ARG, "mixup %g, cutmix %g (0, or 0.001..10000), mix probability %g "
+                        "and switch probability %g (0..1)", (double)c->mixup_alpha,
+                        (double)c->cutmix_alpha, (double)c->mix_prob, (double)c->switch_prob);
+    if ((c->mixup_alpha > 0 || c->cutmix_alpha > 0) && c->batch % 2)
+        return rai_fail(RA_ERR_ARG, "mixup and cutmix pair image i with image B-1-i: the batch "
+                        "(%d) must be even", c->batch);
     if (c->ema_decay != 0 && !(c->ema_decay >= 0.5 && c->ema_decay < 1))
         return rai_fail(RA_ERR_ARG, "EMA decay %g: 0 (off) or in [0.5, 1)", c->ema_decay);
     if (!(c->weight_decay >= 0 && c->weight_decay < 1) ||
@@ -90,7 +96,7 @@ void ra_trainer_free(ra_trainer *t) {
     rai_free(t->grad), rai_free(t->mom1), rai_free(t->mom2);
     free(t->gptr), free(t->gsize), free(t->decay);
     rai_free(t->x), rai_free(t->dlogits), rai_free(t->probs);
-    free(t->labels), free(t->perm);
+    free(t->labels), free(t->perm), rai_free(t->targets);
     free(t->zoff), free(t->zcnt);
     rai_free(t->avg);
     free(t);
@@ -105,33 +111,46 @@ static int model_classes(const ra_model *m) {
 /* The channels of data's images (1 for a dataset that does not say). */
 static int data_channels(const ra_dataset *d) { return d->c > 1 ? d->c : 1; }
 
-ra_status ra_trainer_create(ra_trainer **out, ra_model *m, const ra_train_config *cfg,
-                            const ra_dataset *data) {
-    if (!out || !m || !cfg || !data) return rai_fail(RA_ERR_ARG, "trainer: NULL argument");
+/* The mixing of a configuration: on when either alpha is. */
+static int mixing(const ra_train_config *c) { return c->mixup_alpha > 0 || c->cutmix_alpha > 0; }
+
+/* A trainer on data (in memory) or loader (n images of C x H x W in K
+ * classes). */
+static ra_status create(ra_trainer **out, ra_model *m, const ra_train_config *cfg,
+                        const ra_dataset *data, ra_loader *loader) {
     *out = NULL;
     ra_status st = check_config(cfg);
     if (st) return st;
     if (!ra_model_trainable(m))
         return rai_fail(RA_ERR_ARG, "arch %s cannot be trained here", m->ops->name);
+    const ra_loader_config *lc = loader ? ra_loader_config_of(loader) : NULL;
+    if (lc && (!lc->train || lc->batch != cfg->batch))
+        return rai_fail(RA_ERR_ARG, "trainer: the loader must be a training loader of batch %d",
+                        cfg->batch);
+    const int64_t n = data ? data->n : ra_loader_images(loader);
+    const int dc = data ? data_channels(data) : 3, dh = data ? data->h : lc->size;
+    const int dw = data ? data->w : lc->size;
+    const int classes = data ? data->classes : ra_loader_classes(loader);
     const int k = model_classes(m);
-    if (k < data->classes)
-        return rai_fail(RA_ERR_ARG, "the model has %d classes, the data %d", k, data->classes);
-    if (data->n < cfg->batch)
+    if (k < classes)
+        return rai_fail(RA_ERR_ARG, "the model has %d classes, the data %d", k, classes);
+    if (n < cfg->batch)
         return rai_fail(RA_ERR_ARG, "%lld training images are fewer than one batch of %d",
-                        (long long)data->n, cfg->batch);
+                        (long long)n, cfg->batch);
     const char *ic = ra_model_meta(m, "in_chans");
-    if (!ic || atoi(ic) != data_channels(data))
+    if (!ic || atoi(ic) != dc)
         return rai_fail(RA_ERR_ARG, "the data are %s images: the model needs in_chans %d",
-                        data_channels(data) == 1 ? "grey" : "RGB", data_channels(data));
+                        dc == 1 ? "grey" : "RGB", dc);
     ra_trainer *t = calloc(1, sizeof *t);
     if (!t) return rai_fail(RA_ERR_NOMEM, "trainer: out of memory");
-    t->m = m, t->data = data, t->cfg = *cfg, t->classes = k, t->perm_epoch = -1;
+    t->m = m, t->data = data, t->loader = loader, t->cfg = *cfg, t->classes = k;
+    t->n = n, t->dc = dc, t->dh = dh, t->dw = dw, t->perm_epoch = -1;
     t->comm = (ra_train_comm){.rank = 0, .size = 1};
     t->p1 = m->nparams;
-    t->spe = data->n / cfg->batch;
+    t->spe = n / cfg->batch;
     t->total = t->spe * cfg->epochs;
     t->warmup = (int64_t)llround(cfg->warmup_epochs * (double)t->spe);
-    const int64_t P = m->total, B = cfg->batch, px = (int64_t)data_channels(data) * data->h * data->w;
+    const int64_t P = m->total, B = cfg->batch, px = (int64_t)dc * dh * dw;
     t->grad = rai_calloc((size_t)P + 1, sizeof(float));
     t->mom1 = rai_calloc((size_t)P + 1, sizeof(float));
     t->mom2 = rai_calloc((size_t)P + 1, sizeof(float));
@@ -142,10 +161,12 @@ ra_status ra_trainer_create(ra_trainer **out, ra_model *m, const ra_train_config
     t->dlogits = rai_alloc((size_t)(B * k), sizeof(float));
     t->probs = rai_alloc((size_t)(B * k), sizeof(float));
     t->labels = malloc((size_t)B * sizeof *t->labels);
-    t->perm = malloc((size_t)data->n * sizeof *t->perm);
+    t->perm = data ? malloc((size_t)n * sizeof *t->perm) : NULL;
     t->avg = cfg->ema_decay > 0 ? rai_alloc((size_t)P + 1, sizeof(float)) : NULL;
+    t->targets = mixing(cfg) ? rai_alloc((size_t)(B * k), sizeof(float)) : NULL;
     if (!t->grad || !t->mom1 || !t->mom2 || !t->gptr || !t->gsize || !t->decay || !t->x ||
-        !t->dlogits || !t->probs || !t->labels || !t->perm || (cfg->ema_decay > 0 && !t->avg)) {
+        !t->dlogits || !t->probs || !t->labels || (data && !t->perm) ||
+        (cfg->ema_decay > 0 && !t->avg) || (mixing(cfg) && !t->targets)) {
         ra_trainer_free(t);
         return rai_fail(RA_ERR_NOMEM, "trainer: out of memory");
     }
@@ -158,6 +179,18 @@ ra_status ra_trainer_create(ra_trainer **out, ra_model *m, const ra_train_config
     if (t->avg) memcpy(t->avg, m->weights, (size_t)P * sizeof(float));   /* avg_0 = w_0 */
     *out = t;
     return RA_OK;
+}
+
+ra_status ra_trainer_create(ra_trainer **out, ra_model *m, const ra_train_config *cfg,
+                            const ra_dataset *data) {
+    if (!out || !m || !cfg || !data) return rai_fail(RA_ERR_ARG, "trainer: NULL argument");
+    return create(out, m, cfg, data, NULL);
+}
+
+ra_status ra_trainer_create_loader(ra_trainer **out, ra_model *m, const ra_train_config *cfg,
+                                   ra_loader *loader) {
+    if (!out || !m || !cfg || !loader) return rai_fail(RA_ERR_ARG, "trainer: NULL argument");
+    return create(out, m, cfg, NULL, loader);
 }
 
 int64_t ra_trainer_step_count(const ra_trainer *t) { return t ? t->step : 0; }
@@ -190,20 +223,32 @@ double ra_trainer_lr(const ra_trainer *t) {
                         t->cfg.warmup_lr, 1);
 }
 
-/* The batch of step t into t->x, t->labels. */
+/* The batch of step t into t->x, t->labels (and t->targets when mixing). */
 static ra_status make_batch(ra_trainer *t) {
-    const int64_t epoch = t->step / t->spe, pos = t->step % t->spe;
-    if (t->perm_epoch != epoch) {
+    ra_status st;
+    if (t->loader) {
+        st = ra_loader_batch(t->loader, t->step, t->x, t->labels, NULL, NULL);
+    } else {
+        const int64_t epoch = t->step / t->spe, pos = t->step % t->spe;
+        if (t->perm_epoch != epoch) {
+            ra_rng r;
+            ra_rng_seed(&r, rai_mix64(t->cfg.seed, (uint64_t)epoch));
+            ra_shuffle(t->perm, t->n, &r);
+            t->perm_epoch = epoch;
+        }
         ra_rng r;
-        ra_rng_seed(&r, mix(t->cfg.seed, (uint64_t)epoch));
-        ra_shuffle(t->perm, t->data->n, &r);
-        t->perm_epoch = epoch;
+        ra_rng_seed(&r, rai_mix64(t->cfg.seed ^ 0xA5A5A5A5A5A5A5A5ull, (uint64_t)t->step));
+        st = ra_dataset_batch(t->x, t->labels, t->data, t->perm + pos * t->cfg.batch,
+                              t->cfg.batch, t->cfg.mean, t->cfg.std, t->cfg.crop_pad,
+                              t->cfg.flip, &r);
     }
+    if (st || !t->targets) return st;
+    const ra_mixup mx = {t->cfg.mixup_alpha, t->cfg.cutmix_alpha, t->cfg.mix_prob,
+                         t->cfg.switch_prob, t->cfg.label_smoothing};
     ra_rng r;
-    ra_rng_seed(&r, mix(t->cfg.seed ^ 0xA5A5A5A5A5A5A5A5ull, (uint64_t)t->step));
-    return ra_dataset_batch(t->x, t->labels, t->data, t->perm + pos * t->cfg.batch,
-                            t->cfg.batch, t->cfg.mean, t->cfg.std, t->cfg.crop_pad,
-                            t->cfg.flip, &r);
+    ra_rng_seed(&r, rai_mix64(t->cfg.seed ^ 0x6d69787570ull, (uint64_t)t->step));   /* "mixup" */
+    return ra_mixup_apply(t->x, t->targets, t->labels, t->cfg.batch, t->dc, t->dh, t->dw,
+                          t->classes, &mx, &r, NULL);
 }
 
 /* Forward, loss and backward of images [i0, i1) of the batch (this
@@ -212,26 +257,29 @@ static ra_status make_batch(ra_trainer *t) {
 static ra_status batch_step(ra_trainer *t, int i0, int i1, float *loss) {
     ra_model *m = t->m;
     const int B = t->cfg.batch, K = t->classes, nb = i1 - i0;
-    const int64_t px = (int64_t)data_channels(t->data) * t->data->h * t->data->w;
+    const int64_t px = (int64_t)t->dc * t->dh * t->dw;
     float *logits = NULL, *probs = t->probs + (size_t)i0 * K, *dl = t->dlogits + (size_t)i0 * K;
+    const float *soft = t->targets ? t->targets + (size_t)i0 * K : NULL;
     int nd;
     int64_t ys[4];
-    const int64_t xs[4] = {nb, data_channels(t->data), t->data->h, t->data->w};
+    const int64_t xs[4] = {nb, t->dc, t->dh, t->dw};
     ra_status st = ra_model_forward_train(m, &logits, &nd, ys, t->x + i0 * px, 4, xs, NULL);
     if (st) return st;
     float mean = 0;
     if (nd != 2 || ys[1] != K) st = rai_fail(RA_ERR_INTERNAL, "trainer: logits of %lld classes",
                                              (long long)ys[1]);
-    if (!st) st = ra_cross_entropy_forward(&mean, probs, logits, t->labels + i0, nb, K,
-                                           t->cfg.label_smoothing);
+    if (!st && soft) st = ra_cross_entropy_soft_forward(&mean, probs, logits, soft, nb, K);
+    else if (!st) st = ra_cross_entropy_forward(&mean, probs, logits, t->labels + i0, nb, K,
+                                                t->cfg.label_smoothing);
     rai_free(logits);
     if (st) return st;
     const float share = (float)nb / (float)B;   /* 1 for the whole batch, exactly */
     *loss = mean * share;
     /* the slice's mean has dloss nb / B: dlogits = (p - target) / B */
     memset(dl, 0, (size_t)nb * K * sizeof *dl);
-    st = ra_cross_entropy_backward(dl, share, probs, t->labels + i0, nb, K,
-                                   t->cfg.label_smoothing);
+    st = soft ? ra_cross_entropy_soft_backward(dl, share, probs, soft, nb, K)
+              : ra_cross_entropy_backward(dl, share, probs, t->labels + i0, nb, K,
+                                          t->cfg.label_smoothing);
     memset(t->grad, 0, (size_t)m->total * sizeof *t->grad);
     return st ? st : ra_model_backward(m, t->grad, NULL, dl);
 }
@@ -391,6 +439,10 @@ static const cfg_field cfg_fields[] = {
     {"train.std", 2, offsetof(ra_train_config, std), 0},
     {"train.seed", 3, offsetof(ra_train_config, seed), 0},
     {"train.ema_decay", 1, offsetof(ra_train_config, ema_decay), 1},
+    {"train.mixup", 2, offsetof(ra_train_config, mixup_alpha), 1},
+    {"train.cutmix", 2, offsetof(ra_train_config, cutmix_alpha), 1},
+    {"train.mix_prob", 2, offsetof(ra_train_config, mix_prob), 1},
+    {"train.switch_prob", 2, offsetof(ra_train_config, switch_prob), 1},
 };
 #define NFIELDS ((int)(sizeof cfg_fields / sizeof cfg_fields[0]))
 
@@ -463,7 +515,7 @@ ra_status ra_trainer_save(const ra_trainer *t, const char *path, const char *con
     }
     snprintf(val, sizeof val, "%lld", (long long)t->step);
     if (!st) st = ra_st_writer_meta(w, "train.step", val);
-    snprintf(val, sizeof val, "%lld", (long long)t->data->n);   /* the schedule depends on it */
+    snprintf(val, sizeof val, "%lld", (long long)t->n);   /* the schedule depends on it */
     if (!st) st = ra_st_writer_meta(w, "train.images", val);
     if (!st && m->precision != RA_PRECISION_FP32)   /* the products' arithmetic (float32 file) */
         st = ra_st_writer_meta(w, "train.precision", ra_precision_name(m->precision));
@@ -486,9 +538,8 @@ ra_status ra_trainer_save(const ra_trainer *t, const char *path, const char *con
     return st;
 }
 
-ra_status ra_trainer_resume(ra_trainer **out, ra_model **mout, const char *path,
-                            const ra_dataset *data) {
-    if (!out || !mout || !path || !data) return rai_fail(RA_ERR_ARG, "trainer resume: NULL argument");
+static ra_status resume(ra_trainer **out, ra_model **mout, const char *path,
+                        const ra_dataset *data, ra_loader *loader) {
     *out = NULL, *mout = NULL;
     ra_st_file *f = NULL;
     ra_status st = ra_st_open(&f, path);
@@ -512,11 +563,11 @@ ra_status ra_trainer_resume(ra_trainer **out, ra_model **mout, const char *path,
     if (!st && prec != RA_PRECISION_FP32 && prec != RA_PRECISION_BF16)
         st = rai_fail(RA_ERR_FORMAT, "checkpoint: train.precision '%s' is not fp32 or bf16", pv);
     if (!st && prec != RA_PRECISION_FP32) st = ra_model_set_precision(m, (ra_precision)prec);
-    if (!st) st = ra_trainer_create(&t, m, &c, data);
+    if (!st) st = create(&t, m, &c, data, loader);
     const char *nv = ra_st_meta(f, "train.images");
-    if (!st && nv && strtoll(nv, NULL, 10) != data->n)
+    if (!st && nv && strtoll(nv, NULL, 10) != t->n)
         st = rai_fail(RA_ERR_ARG, "checkpoint: the run trained on %s images, the data has %lld "
-                      "(resume with the same --data)", nv, (long long)data->n);
+                      "(resume with the same --data)", nv, (long long)t->n);
     if (!st && step > t->total)
         st = rai_fail(RA_ERR_FORMAT, "checkpoint: step %lld is past the run's %lld steps", step,
                       (long long)t->total);
@@ -547,6 +598,19 @@ ra_status ra_trainer_resume(ra_trainer **out, ra_model **mout, const char *path,
     t->step = step;
     *out = t, *mout = m;
     return RA_OK;
+}
+
+ra_status ra_trainer_resume(ra_trainer **out, ra_model **mout, const char *path,
+                            const ra_dataset *data) {
+    if (!out || !mout || !path || !data) return rai_fail(RA_ERR_ARG, "trainer resume: NULL argument");
+    return resume(out, mout, path, data, NULL);
+}
+
+ra_status ra_trainer_resume_loader(ra_trainer **out, ra_model **mout, const char *path,
+                                   ra_loader *loader) {
+    if (!out || !mout || !path || !loader)
+        return rai_fail(RA_ERR_ARG, "trainer resume: NULL argument");
+    return resume(out, mout, path, NULL, loader);
 }
 
 /* ---- evaluation ------------------------------------------------------------ */
@@ -649,6 +713,59 @@ ra_status ra_trainer_evaluate(ra_trainer *t, const ra_dataset *d, int batch, int
     ra_status st = ra_trainer_use_average(t, 1);
     m->precision = RA_PRECISION_FP32;
     if (!st) st = evaluate(m, d, t->cfg.mean, t->cfg.std, batch, correct, confusion, k, NULL);
+    m->precision = was;
+    const ra_status back = ra_trainer_use_average(t, 0);
+    return st ? st : back;
+}
+
+/* The evaluation of m on an evaluation loader's batches, in order: each
+ * batch predicted by the model on all its threads while the loader's
+ * workers decode the next ones. Images marked bad (skip_bad) are not
+ * counted: *seen gets those that were. */
+static ra_status evaluate_loader(const ra_model *m, ra_loader *l, int64_t *correct,
+                                 int64_t *confusion, int k, int64_t *seen) {
+    const ra_loader_config *lc = ra_loader_config_of(l);
+    if (lc->train) return rai_fail(RA_ERR_ARG, "evaluate: the loader is a training loader");
+    const int B = lc->batch, S = lc->size;
+    float *x = rai_alloc((size_t)B * 3 * S * S, sizeof *x);
+    int32_t *lab = malloc((size_t)B * sizeof *lab);
+    uint8_t *bad = malloc((size_t)B);
+    ra_status st = x && lab && bad ? RA_OK : rai_fail(RA_ERR_NOMEM, "evaluate: out of memory");
+    *correct = *seen = 0;
+    if (confusion) memset(confusion, 0, (size_t)k * k * sizeof *confusion);
+    for (int64_t bi = 0; bi < ra_loader_batches(l) && !st; bi++) {
+        int b = 0, nd;
+        float *y = NULL;
+        int64_t ys[4];
+        st = ra_loader_batch(l, bi, x, lab, bad, &b);
+        if (!st) st = ra_model_predict(m, &y, &nd, ys, x, 4, (const int64_t[]){b, 3, S, S});
+        if (!st && (nd != 2 || ys[1] < ra_loader_classes(l)))
+            st = rai_fail(RA_ERR_ARG, "evaluate: the model gives %lld outputs for %d classes",
+                          (long long)ys[1], ra_loader_classes(l));
+        for (int i = 0; i < b && !st; i++) {
+            if (bad[i]) continue;
+            const float *r = y + (int64_t)i * ys[1];
+            int best = 0;
+            for (int j = 1; j < ys[1]; j++)
+                if (r[j] > r[best]) best = j;   /* the first of equal maxima, as argmax */
+            *correct += best == lab[i], (*seen)++;
+            if (confusion && best < k) confusion[(int64_t)lab[i] * k + best]++;
+        }
+        free(y);
+    }
+    rai_free(x), free(lab), free(bad);
+    return st;
+}
+
+ra_status ra_trainer_evaluate_loader(ra_trainer *t, ra_loader *l, int64_t *correct,
+                                     int64_t *confusion, int k, int64_t *seen) {
+    if (!t || !l || !correct || !seen || (confusion && k < ra_loader_classes(l)))
+        return rai_fail(RA_ERR_ARG, "trainer evaluate: bad argument");
+    ra_model *m = t->m;   /* the checkpoint's model, as ra_trainer_evaluate */
+    const ra_precision was = m->precision;
+    ra_status st = ra_trainer_use_average(t, 1);
+    m->precision = RA_PRECISION_FP32;
+    if (!st) st = evaluate_loader(m, l, correct, confusion, k, seen);
     m->precision = was;
     const ra_status back = ra_trainer_use_average(t, 0);
     return st ? st : back;

@@ -1,0 +1,440 @@
+/* loader.c - batches of an image folder decoded by a pool of worker threads
+ * (relattn.h, ra_loader; docs/reference.md, "Training augmentations").
+ *
+ * The queue is a ring of `depth` slots, each one batch: its step, the
+ * images it holds (the indices are fixed when the slot is scheduled, by
+ * the caller's thread, which alone draws the epochs' orders), its output
+ * buffers and two counters, samples claimed and samples done. A worker
+ * takes the next unclaimed sample of the earliest scheduled slot, decodes
+ * and transforms it without the lock, and counts it done; the caller waits
+ * for its slot to be complete, copies it out and schedules the slot again
+ * for the step after the last one queued. A step other than the next
+ * restarts the queue: no more samples are claimed, those in flight are
+ * waited for, and the slots are scheduled from the new step.
+ *
+ * Every sample is a function of (seed, step, slot in the batch) and the
+ * file: which worker decodes it, and when, changes nothing. */
+#define _POSIX_C_SOURCE 200809L
+#include "base/internal.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LOADER_MAX_WORKERS 256
+#define LOADER_MAX_DEPTH 64
+
+typedef struct {
+    int64_t step;        /* -1: free */
+    int b;               /* images in this batch */
+    int claimed, done;   /* samples taken by a worker, finished */
+    int64_t *idx;        /* (B) the images (indices into f) */
+    float *x;            /* (B, 3, S, S) */
+    int32_t *labels;
+    uint8_t *bad;
+    int64_t *skips;      /* (B) images skipped for each sample */
+    int stop;            /* restarting: claim nothing more */
+    ra_status st;        /* the first failure among its samples */
+    int fail_at;         /* its sample (the lowest failing one is reported) */
+    char why[512];
+} slot;
+
+struct ra_loader {
+    ra_loader_config c;
+    const ra_image_folder *f;
+    const int64_t *idx;   /* borrowed, or NULL: 0..n-1 */
+    int64_t n, nb;        /* images, batches per epoch */
+    int64_t *perm;        /* the epoch's order (training) */
+    int64_t perm_epoch;
+    int64_t skipped;
+    int nslots;
+    slot *slots;
+    int64_t next_step;    /* the step the next free slot is scheduled for */
+    pthread_mutex_t lock;
+    pthread_cond_t work, ready;
+    pthread_t *threads;
+    int nthreads, quit, have_lock;
+};
+
+ra_loader_config ra_loader_config_default(void) {
+    ra_loader_config c = {.train = 1, .size = 224, .batch = 64, .scale = {0.08, 1.0},
+                          .ratio = {3.0 / 4.0, 4.0 / 3.0}, .interp = RA_INTERP_BICUBIC,
+                          .hflip = 0.5, .mean = {0.485f, 0.456f, 0.406f},
+                          .std = {0.229f, 0.224f, 0.225f}, .workers = 2, .depth = 2,
+                          .max_pixels = (int64_t)64 << 20};
+    return c;
+}
+
+static int64_t image_of(const ra_loader *l, int64_t i) { return l->idx ? l->idx[i] : i; }
+
+/* ---- one sample ----------------------------------------------------------------- */
+
+/* timm's RandomResizedCropAndInterpolation.get_params: the crop (x0, y0, cw, ch). */
+static void rrc_params(const ra_loader_config *c, int w, int h, ra_rng *rng, int *x0, int *y0,
+                       int *cw, int *ch) {
+    const double area = (double)w * h, lr0 = log(c->ratio[0]), lr1 = log(c->ratio[1]);
+    for (int attempt = 0; attempt < 10; attempt++) {
+        const double target = area * (c->scale[0] + (c->scale[1] - c->scale[0]) * ra_rng_uniform(rng));
+        const double aspect = exp(lr0 + (lr1 - lr0) * ra_rng_uniform(rng));
+        const double tw = nearbyint(sqrt(target * aspect)), th = nearbyint(sqrt(target / aspect));
+        if (tw >= 1 && th >= 1 && tw <= w && th <= h) {
+            *cw = (int)tw, *ch = (int)th;
+            *y0 = (int)ra_rng_below(rng, (uint64_t)(h - *ch) + 1);
+            *x0 = (int)ra_rng_below(rng, (uint64_t)(w - *cw) + 1);
+            return;
+        }
+    }
+    const double in_ratio = (double)w / h;   /* the fallback: a centre crop */
+    if (in_ratio < c->ratio[0]) *cw = w, *ch = (int)nearbyint(w / c->ratio[0]);
+    else if (in_ratio > c->ratio[1]) *ch = h, *cw = (int)nearbyint(h * c->ratio[1]);
+    else *cw = w, *ch = h;
+    if (*cw < 1) *cw = 1;
+    if (*ch < 1) *ch = 1;
+    *y0 = (h - *ch) / 2, *x0 = (w - *cw) / 2;
+}
+
+/* timm's RandomErasing (mode "pixel", one box) on x (3, S, S). */
+static void erase(float *x, int S, double p, ra_rng *rng) {
+    if (!(ra_rng_uniform(rng) < p)) return;
+    const double area = (double)S * S, la0 = log(0.3), la1 = log(1 / 0.3);
+    for (int attempt = 0; attempt < 10; attempt++) {
+        const double target = area * (0.02 + (1.0 / 3 - 0.02) * ra_rng_uniform(rng));
+        const double aspect = exp(la0 + (la1 - la0) * ra_rng_uniform(rng));
+        const int h = (int)nearbyint(sqrt(target * aspect)), w = (int)nearbyint(sqrt(target / aspect));
+        if (w < S && h < S) {
+            const int top = (int)ra_rng_below(rng, (uint64_t)(S - h) + 1);
+            const int left = (int)ra_rng_below(rng, (uint64_t)(S - w) + 1);
+            for (int ch = 0; ch < 3; ch++)
+                for (int y = top; y < top + h; y++)
+                    for (int xx = left; xx < left + w; xx++)
+                        x[((size_t)ch * S + y) * S + xx] = (float)ra_rng_normal(rng);
+            return;
+        }
+    }
+}
+
+/* The training transform of one decoded image rgb (h, w, 3) into x (3, S, S). */
+static ra_status train_sample(const ra_loader_config *c, float *x, const uint8_t *rgb, int w,
+                              int h, ra_rng *rng) {
+    const int S = c->size;
+    int x0, y0, cw, ch;
+    rrc_params(c, w, h, rng, &x0, &y0, &cw, &ch);
+    uint8_t *crop = malloc((size_t)cw * ch * 3), *px = malloc((size_t)S * S * 3 * 2);
+    ra_status st = crop && px ? RA_OK : rai_fail(RA_ERR_NOMEM, "loader: out of memory");
+    for (int y = 0; !st && y < ch; y++)
+        memcpy(crop + (size_t)y * cw * 3, rgb + ((size_t)(y0 + y) * w + x0) * 3, (size_t)cw * 3);
+    if (!st) st = ra_image_resize_u8(px, S, S, crop, cw, ch, 3, c->interp);
+    free(crop);
+    if (!st && c->hflip > 0 && ra_rng_uniform(rng) < c->hflip)
+        for (int y = 0; y < S; y++)
+            for (int a = 0, b = S - 1; a < b; a++, b--)
+                for (int k = 0; k < 3; k++) {
+                    uint8_t *p = px + ((size_t)y * S + a) * 3 + k, *q = px + ((size_t)y * S + b) * 3 + k;
+                    const uint8_t v = *p;
+                    *p = *q, *q = v;
+                }
+    if (!st && c->randaugment)
+        st = ra_randaugment_apply(px, px + (size_t)S * S * 3, S, S, 3, &c->ra, rng);
+    const size_t plane = (size_t)S * S;
+    for (int k = 0; !st && k < 3; k++)
+        for (size_t i = 0; i < plane; i++)
+            x[k * plane + i] = ((float)px[i * 3 + k] / 255.0f - c->mean[k]) / c->std[k];
+    free(px);
+    if (!st && c->reprob > 0) erase(x, S, c->reprob, rng);
+    return st;
+}
+
+/* Sample s of batch `step` (image i of the folder) into its place in x. */
+static ra_status one_sample(const ra_loader *l, int64_t step, int s, int64_t i, float *x) {
+    const ra_loader_config *c = &l->c;
+    uint8_t *rgb = NULL;
+    int w, h;
+    ra_status st = ra_image_load_u8(&rgb, &w, &h, l->f->paths[i], c->max_pixels);
+    if (!st && c->train) {
+        ra_rng rng;
+        ra_rng_seed(&rng, rai_mix64(rai_mix64(c->seed ^ 0x6c6f61646572ull, (uint64_t)step),
+                                    (uint64_t)s));   /* "loader" */
+        st = train_sample(c, x, rgb, w, h, &rng);
+    } else if (!st) {
+        st = ra_transform_apply(x, &c->eval, rgb, w, h);
+    }
+    free(rgb);
+    return st;
+}
+
+/* Fill sample s of slot q (position q->idx[s] of the loader's list). With
+ * skip_bad, a training image that fails is replaced by the ones after it
+ * in the folder's order (the same class, as a rule), an evaluation image is
+ * marked bad; *skips counts the failures. */
+static ra_status fill(const ra_loader *l, slot *q, int s, int64_t *skips) {
+    const size_t size = (size_t)3 * l->c.size * l->c.size;
+    float *x = q->x + s * size;
+    for (int64_t k = 0; k < l->n; k++) {
+        const int64_t img = image_of(l, (q->idx[s] + k) % l->n);
+        const ra_status st = one_sample(l, q->step, s, img, x);
+        q->labels[s] = l->f->labels[img];
+        if (q->bad) q->bad[s] = 0;
+        if (!st || !l->c.skip_bad || st == RA_ERR_NOMEM || st == RA_ERR_ARG) return st;
+        (*skips)++;
+        if (!l->c.train) {
+            memset(x, 0, size * sizeof *x);
+            if (q->bad) q->bad[s] = 1;
+            return RA_OK;
+        }
+    }
+    return rai_fail(RA_ERR_FORMAT, "none of the %lld images could be read", (long long)l->n);
+}
+
+/* ---- the queue ------------------------------------------------------------------- */
+
+/* Slot q to hold batch `step` (the caller's thread; no worker is in it). */
+static void schedule(ra_loader *l, slot *q, int64_t step) {
+    const int B = l->c.batch;
+    q->stop = 0, q->claimed = q->done = 0, q->st = RA_OK, q->why[0] = 0;
+    if (!l->c.train) {
+        if (step >= l->nb) {   /* past the end: nothing to do */
+            q->step = -1, q->b = 0;
+            return;
+        }
+        q->step = step;
+        q->b = (int)(l->n - step * B < B ? l->n - step * B : B);
+        for (int s = 0; s < q->b; s++) q->idx[s] = step * B + s;
+        return;
+    }
+    const int64_t epoch = step / l->nb, pos = step % l->nb;
+    if (l->perm_epoch != epoch) {
+        ra_rng r;
+        ra_rng_seed(&r, rai_mix64(l->c.seed ^ 0x7065726d7574ull, (uint64_t)epoch));   /* "permut" */
+        ra_shuffle(l->perm, l->n, &r);
+        l->perm_epoch = epoch;
+    }
+    q->step = step, q->b = B;
+    for (int s = 0; s < B; s++) q->idx[s] = l->perm[pos * B + s];
+}
+
+/* The earliest scheduled slot with a sample left to claim. */
+static slot *next_work(ra_loader *l) {
+    slot *best = NULL;
+    for (int k = 0; k < l->nslots; k++) {
+        slot *q = &l->slots[k];
+        if (q->step >= 0 && !q->stop && q->claimed < q->b && (!best || q->step < best->step))
+            best = q;
+    }
+    return best;
+}
+
+/* What a sample's failure leaves in its slot: the lowest failing sample's. */
+static void record(slot *q, int s, ra_status st, const char *why) {
+    if (st && (q->st == RA_OK || s < q->fail_at)) {
+        q->st = st, q->fail_at = s;
+        snprintf(q->why, sizeof q->why, "%s", why);
+    }
+}
+
+static void *worker(void *arg) {
+    ra_loader *l = arg;
+    pthread_mutex_lock(&l->lock);
+    for (;;) {
+        slot *q = NULL;
+        while (!l->quit && !(q = next_work(l))) pthread_cond_wait(&l->work, &l->lock);
+        if (l->quit) break;
+        const int s = q->claimed++;
+        pthread_mutex_unlock(&l->lock);
+        const ra_status st = fill(l, q, s, &q->skips[s]);
+        pthread_mutex_lock(&l->lock);
+        record(q, s, st, st ? ra_last_error() : "");
+        q->done++;
+        pthread_cond_broadcast(&l->ready);
+    }
+    pthread_mutex_unlock(&l->lock);
+    return NULL;
+}
+
+typedef struct {
+    const ra_loader *l;
+    slot *q;
+} sync_job;
+
+static ra_status sync_sample(void *ctx, int s) {
+    const sync_job *j = ctx;
+    return fill(j->l, j->q, s, &j->q->skips[s]);
+}
+
+ra_status ra_loader_batch(ra_loader *l, int64_t step, float *x, int32_t *labels, uint8_t *bad,
+                          int *b) {
+    if (!l || !x || !labels || step < 0)
+        return rai_fail(RA_ERR_ARG, "loader batch: bad argument");
+    if (!l->c.train && step >= l->nb)
+        return rai_fail(RA_ERR_ARG, "loader batch %lld: the evaluation has %lld", (long long)step,
+                        (long long)l->nb);
+    slot *q = NULL;
+    ra_status st = RA_OK;
+    if (!l->nthreads) {   /* no pool: this batch, now, on the caller's threads */
+        q = &l->slots[0];
+        schedule(l, q, step);
+        for (int s = 0; s < q->b; s++) q->skips[s] = 0;
+        sync_job j = {l, q};
+        st = rai_run_tasks(q->b, ra_threads_get(), sync_sample, &j);
+        if (st) snprintf(q->why, sizeof q->why, "%s", ra_last_error());
+        q->st = st;
+    } else {
+        pthread_mutex_lock(&l->lock);
+        for (int k = 0; k < l->nslots && !q; k++)
+            if (l->slots[k].step == step && !l->slots[k].stop) q = &l->slots[k];
+        if (!q) {   /* restart the queue at step */
+            for (int k = 0; k < l->nslots; k++) l->slots[k].stop = 1;
+            for (int k = 0; k < l->nslots; k++)
+                while (l->slots[k].done < l->slots[k].claimed) pthread_cond_wait(&l->ready, &l->lock);
+            for (int k = 0; k < l->nslots; k++) {
+                for (int s = 0; s < l->c.batch; s++) l->slots[k].skips[s] = 0;
+                schedule(l, &l->slots[k], step + k);
+            }
+            l->next_step = step + l->nslots;
+            q = &l->slots[0];
+            pthread_cond_broadcast(&l->work);
+        }
+        while (q->done < q->b) pthread_cond_wait(&l->ready, &l->lock);
+        pthread_mutex_unlock(&l->lock);   /* q is complete: no worker claims from it */
+        st = q->st;
+    }
+    const size_t size = (size_t)3 * l->c.size * l->c.size;
+    memcpy(x, q->x, (size_t)q->b * size * sizeof *x);
+    memcpy(labels, q->labels, (size_t)q->b * sizeof *labels);
+    if (bad) memcpy(bad, q->bad, (size_t)q->b);
+    for (int s = 0; s < q->b; s++) l->skipped += q->skips[s], q->skips[s] = 0;
+    if (b) *b = q->b;
+    char why[sizeof q->why];
+    snprintf(why, sizeof why, "%s", q->why);
+    if (l->nthreads) {   /* the slot takes the step after the last one queued */
+        pthread_mutex_lock(&l->lock);
+        schedule(l, q, l->next_step++);
+        pthread_cond_broadcast(&l->work);
+        pthread_mutex_unlock(&l->lock);
+    }
+    return st ? rai_fail(st, "%s", why) : RA_OK;
+}
+
+/* ---- construction ------------------------------------------------------------------ */
+
+static ra_status check_config(const ra_loader_config *c, int64_t n) {
+    if (c->size < 1 || c->size > RA_DATASET_MAX_SIDE)
+        return rai_fail(RA_ERR_ARG, "loader: image size %d outside 1..%d", c->size,
+                        RA_DATASET_MAX_SIDE);
+    if (c->batch < 1 || c->batch > 65536)
+        return rai_fail(RA_ERR_ARG, "loader: batch %d outside 1..65536", c->batch);
+    if (c->train && n < c->batch)
+        return rai_fail(RA_ERR_ARG, "%lld training images are fewer than one batch of %d",
+                        (long long)n, c->batch);
+    if (c->workers < 0 || c->workers > LOADER_MAX_WORKERS || c->depth < 1 ||
+        c->depth > LOADER_MAX_DEPTH)
+        return rai_fail(RA_ERR_ARG, "loader: %d workers (0..%d), depth %d (1..%d)", c->workers,
+                        LOADER_MAX_WORKERS, c->depth, LOADER_MAX_DEPTH);
+    if (c->max_pixels < 1) return rai_fail(RA_ERR_ARG, "loader: max_pixels < 1");
+    if (!c->train) {
+        ra_status st = ra_transform_check(&c->eval);
+        if (st) return st;
+        const int fixed = c->eval.crop != RA_CROP_NONE ? c->eval.crop_h == c->size &&
+                                                             c->eval.crop_w == c->size
+                          : c->eval.resize == RA_RESIZE_EXACT && c->eval.resize_h == c->size &&
+                                c->eval.resize_w == c->size;
+        if (!fixed || c->eval.grey)
+            return rai_fail(RA_ERR_ARG, "loader: the evaluation transform must give %dx%d "
+                            "colour images", c->size, c->size);
+        return RA_OK;
+    }
+    if (!(c->scale[0] > 0 && c->scale[0] <= c->scale[1] && c->scale[1] <= 1))
+        return rai_fail(RA_ERR_ARG, "loader: crop scale %g..%g is not within (0, 1]", c->scale[0],
+                        c->scale[1]);
+    if (!(c->ratio[0] > 0 && c->ratio[0] <= c->ratio[1] && c->ratio[1] < 1e6))
+        return rai_fail(RA_ERR_ARG, "loader: crop ratio %g..%g", c->ratio[0], c->ratio[1]);
+    if (!ra_interp_name(c->interp))
+        return rai_fail(RA_ERR_ARG, "loader: interpolation %d", (int)c->interp);
+    if (!(c->hflip >= 0 && c->hflip <= 1) || !(c->reprob >= 0 && c->reprob <= 1))
+        return rai_fail(RA_ERR_ARG, "loader: flip %g and erasing %g must be in [0, 1]", c->hflip,
+                        c->reprob);
+    for (int k = 0; k < 3; k++)
+        if (!isfinite(c->mean[k]) || !(c->std[k] > 0) || !isfinite(c->std[k]))
+            return rai_fail(RA_ERR_ARG, "loader: mean %g, std %g", (double)c->mean[k],
+                            (double)c->std[k]);
+    return RA_OK;
+}
+
+void ra_loader_free(ra_loader *l) {
+    if (!l) return;
+    if (l->nthreads) {
+        pthread_mutex_lock(&l->lock);
+        l->quit = 1;
+        pthread_cond_broadcast(&l->work);
+        pthread_mutex_unlock(&l->lock);
+        for (int k = 0; k < l->nthreads; k++) pthread_join(l->threads[k], NULL);
+    }
+    if (l->have_lock) {
+        pthread_mutex_destroy(&l->lock);
+        pthread_cond_destroy(&l->work), pthread_cond_destroy(&l->ready);
+    }
+    for (int k = 0; l->slots && k < l->nslots; k++) {
+        slot *q = &l->slots[k];
+        free(q->idx), rai_free(q->x), free(q->labels), free(q->bad), free(q->skips);
+    }
+    free(l->slots), free(l->threads), free(l->perm);
+    free(l);
+}
+
+ra_status ra_loader_create(ra_loader **out, const ra_image_folder *f, const int64_t *idx,
+                           int64_t n, const ra_loader_config *cfg) {
+    if (!out || !f || !cfg) return rai_fail(RA_ERR_ARG, "loader: NULL argument");
+    *out = NULL;
+    if (n < 1 || (!idx && n > f->n)) return rai_fail(RA_ERR_ARG, "loader: %lld images", (long long)n);
+    for (int64_t i = 0; idx && i < n; i++)
+        if (idx[i] < 0 || idx[i] >= f->n) return rai_fail(RA_ERR_ARG, "loader: index %lld", (long long)idx[i]);
+    ra_status st = check_config(cfg, n);
+    if (st) return st;
+    ra_loader *l = calloc(1, sizeof *l);
+    if (!l) return rai_fail(RA_ERR_NOMEM, "loader: out of memory");
+    l->c = *cfg, l->f = f, l->idx = idx, l->n = n, l->perm_epoch = -1;
+    const int B = cfg->batch;
+    l->nb = cfg->train ? n / B : (n + B - 1) / B;
+    l->nslots = cfg->workers ? cfg->depth : 1;
+    l->slots = calloc((size_t)l->nslots, sizeof *l->slots);
+    l->perm = cfg->train ? malloc(sizeof *l->perm * (size_t)n) : NULL;
+    st = l->slots && (l->perm || !cfg->train) ? RA_OK : rai_fail(RA_ERR_NOMEM, "loader: out of memory");
+    const size_t size = (size_t)3 * cfg->size * cfg->size;
+    for (int k = 0; !st && k < l->nslots; k++) {
+        slot *q = &l->slots[k];
+        q->step = -1;
+        q->idx = malloc(sizeof *q->idx * B);
+        q->x = rai_alloc(size * B, sizeof *q->x);
+        q->labels = malloc(sizeof *q->labels * B);
+        q->bad = calloc((size_t)B, 1);
+        q->skips = calloc((size_t)B, sizeof *q->skips);
+        if (!q->idx || !q->x || !q->labels || !q->bad || !q->skips)
+            st = rai_fail(RA_ERR_NOMEM, "loader: out of memory for %d batches of %d images of "
+                          "%dx%d", l->nslots, B, cfg->size, cfg->size);
+    }
+    if (!st && cfg->workers) {
+        pthread_mutex_init(&l->lock, NULL);
+        pthread_cond_init(&l->work, NULL), pthread_cond_init(&l->ready, NULL);
+        l->have_lock = 1;
+        if (!(l->threads = malloc(sizeof *l->threads * (size_t)cfg->workers)))
+            st = rai_fail(RA_ERR_NOMEM, "loader: out of memory");
+        for (int k = 0; !st && k < cfg->workers; k++) {
+            if (pthread_create(&l->threads[k], NULL, worker, l))
+                st = rai_fail(RA_ERR_NOMEM, "loader: cannot start worker thread %d", k + 1);
+            else l->nthreads++;
+        }
+    }
+    if (st) {
+        ra_loader_free(l);
+        return st;
+    }
+    *out = l;
+    return RA_OK;
+}
+
+int64_t ra_loader_images(const ra_loader *l) { return l ? l->n : 0; }
+int64_t ra_loader_batches(const ra_loader *l) { return l ? l->nb : 0; }
+int ra_loader_classes(const ra_loader *l) { return l ? l->f->classes : 0; }
+int64_t ra_loader_skipped(const ra_loader *l) { return l ? l->skipped : 0; }
+const ra_loader_config *ra_loader_config_of(const ra_loader *l) { return l ? &l->c : NULL; }
