@@ -1432,6 +1432,96 @@ int ra_transform_describe(char *buf, size_t n, const ra_transform *t);
 ra_status ra_image_preprocess(float *out, const float *rgb, int w, int h, int resize, int crop,
                               const float mean[3], const float std[3]);
 
+/* ---- training augmentations: timm's RandAugment ------------------------- */
+
+/* timm's RandAugment operations (timm/data/auto_augment.py), each on an
+ * 8-bit image (h, w, c), c = 1 (PIL mode "L") or 3 ("RGB"), rows top to
+ * bottom, giving Pillow 9.4's bytes for the same argument (docs/reference.md,
+ * "Training augmentations: RandAugment"). */
+typedef enum ra_aug_op {
+    RA_AUG_AUTOCONTRAST, RA_AUG_EQUALIZE, RA_AUG_INVERT, RA_AUG_ROTATE, RA_AUG_POSTERIZE,
+    RA_AUG_SOLARIZE, RA_AUG_SOLARIZE_ADD, RA_AUG_COLOR, RA_AUG_CONTRAST, RA_AUG_BRIGHTNESS,
+    RA_AUG_SHARPNESS, RA_AUG_SHEAR_X, RA_AUG_SHEAR_Y, RA_AUG_TRANSLATE_X, RA_AUG_TRANSLATE_Y
+} ra_aug_op;
+/* timm's names: "AutoContrast", ..., "TranslateXRel" (NULL if unknown). */
+const char *ra_aug_op_name(ra_aug_op op);
+/* dst = op(src) with the op's PIL argument arg:
+ *   AutoContrast, Equalize, Invert: ImageOps' (cutoff 0), arg ignored;
+ *   Rotate: degrees, img.rotate(arg, resample, fillcolor=fill);
+ *   Posterize: bits, a whole number (ImageOps.posterize; >= 8 copies, <= 0
+ *     gives 0); Solarize: the threshold (ImageOps.solarize);
+ *   SolarizeAdd: add (timm's solarize_add, threshold 128);
+ *   Color, Contrast, Brightness, Sharpness: the factor,
+ *     ImageEnhance.X(img).enhance(arg);
+ *   ShearX / ShearY: the factor, img.transform(size, AFFINE,
+ *     (1, arg, 0, 0, 1, 0) / (1, 0, 0, arg, 1, 0), resample, fillcolor);
+ *   TranslateX / TranslateY: pixels, AFFINE (1, 0, arg, 0, 1, 0) /
+ *     (1, 0, 0, 0, 1, arg).
+ * interp (resample): RA_INTERP_NEAREST, BILINEAR or BICUBIC, and fill (c
+ * bytes): the fill colour, for the geometric ops (ignored by the others,
+ * fill may then be NULL). dst and src do not overlap. RA_ERR_ARG for sides
+ * outside 1..RA_IMAGE_MAX_SIDE, c not 1 or 3, a NULL image, a non-finite
+ * arg, a fractional Posterize, another interp; RA_ERR_NOMEM. */
+ra_status ra_augment_op(uint8_t *dst, const uint8_t *src, int w, int h, int c, ra_aug_op op,
+                        double arg, ra_interp interp, const uint8_t *fill);
+
+/* A RandAugment policy as timm parses it from its string
+ * ("rand-m9-mstd0.5-inc1"): layers (n, default 2), magnitude (m, 10),
+ * magnitude_std (mstd, 0; > 100 in the string, or infinity: uniform in
+ * [0, m]), magnitude_max (mmax, 10; 0 reads as 10), prob (p, 0.5),
+ * increasing (inc: the *Increasing level functions), translate_pct (0.45,
+ * timm's default hparam); interp and fill as the caller's transform (timm:
+ * the training interpolation, fill = round(255 * mean); parse sets bicubic
+ * and timm's (128, 128, 128)). */
+#define RA_AUG_MAX_LAYERS 64
+typedef struct ra_randaugment {
+    int layers;
+    double magnitude, magnitude_std, magnitude_max, prob;
+    int increasing;
+    double translate_pct;
+    ra_interp interp;
+    uint8_t fill[3];
+} ra_randaugment;
+/* r from spec, sections after "rand" split on '-', each a key and the
+ * number after it: m, n (0..RA_AUG_MAX_LAYERS), mmax (whole numbers), p,
+ * mstd (decimals); a repeated mstd or mmax keeps the first (timm's
+ * setdefault), the others the last; inc with any value sets increasing (timm
+ * tests the string); a section without a digit is skipped, as timm does.
+ * RA_ERR_ARG naming what is wrong: another start, an unknown key, a bad
+ * number, a transform set ("t...", not supported). */
+ra_status ra_randaugment_parse(ra_randaugment *r, const char *spec);
+
+/* One layer of a draw: the op, whether it applies, the magnitude drawn
+ * (clipped to [0, magnitude_max]) and the op's argument for ra_augment_op
+ * (TranslateX/Y in pixels: the level's fraction times w or h). */
+typedef struct ra_aug_step {
+    ra_aug_op op;
+    int applied;
+    double magnitude, arg;
+} ra_aug_step;
+/* The random part of ra_randaugment_apply, for an image w x h: steps
+ * (r->layers). The draws from rng, in order (a draw below m as in
+ * ra_dataset_batch, u one ra_rng_uniform):
+ *   1. for each layer, its op: a draw below 15 (uniform, with replacement);
+ *   2. for each layer in turn: if prob < 1, u, and the layer is skipped
+ *      (nothing more drawn for it) when u > prob; the magnitude: m if
+ *      mstd = 0, else m * u if mstd is infinite, else m + mstd *
+ *      ra_rng_normal; clipped to [0, magnitude_max]; then, for Rotate,
+ *      ShearX/Y, TranslateX/Y and (with increasing) Color, Contrast,
+ *      Brightness, Sharpness, u, the level negated when u > 0.5.
+ * The level functions are timm's (level l = magnitude / 10): Rotate 30 l
+ * degrees; Posterize int(4 l) bits (increasing: 4 - int(4 l)); Solarize
+ * min(256, int(256 l)) (increasing: 256 minus it); SolarizeAdd min(128,
+ * int(110 l)); the enhancements 1.8 l + 0.1 (increasing: max(0.1, 1 +/- 0.9
+ * l)); ShearX/Y 0.3 l; TranslateX/Y translate_pct l times w or h. */
+ra_status ra_randaugment_draw(ra_aug_step *steps, int w, int h, const ra_randaugment *r,
+                              ra_rng *rng);
+/* img (h, w, c) = r's RandAugment of it, in place: ra_randaugment_draw,
+ * then ra_augment_op for each applied layer in order, with r->interp and
+ * r->fill. scratch: w * h * c bytes. */
+ra_status ra_randaugment_apply(uint8_t *img, uint8_t *scratch, int w, int h, int c,
+                               const ra_randaugment *r, ra_rng *rng);
+
 /* ======================================================================== */
 /* 15. Datasets: ra_dataset (MNIST and Fashion-MNIST IDX files)              */
 /* ======================================================================== */

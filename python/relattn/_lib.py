@@ -182,6 +182,36 @@ _sig("ra_dataset_free", None, ctypes.POINTER(Dataset))
 _sig("ra_image_resize_u8", _I, _P, _I, _I, _P, _I, _I, _I, _I)
 _sig("ra_image_load_u8", _I, ctypes.POINTER(_P), ctypes.POINTER(_I), ctypes.POINTER(_I), _S,
      _I64)
+
+
+class Rng(ctypes.Structure):
+    """ra_rng: the seeded generator (relattn.h, section 8)."""
+    _fields_ = [("s", ctypes.c_uint64 * 4)]
+
+
+class RandAugment(ctypes.Structure):
+    """ra_randaugment: timm's RandAugment policy (relattn.h, section 14)."""
+    _fields_ = [("layers", ctypes.c_int), ("magnitude", ctypes.c_double),
+                ("magnitude_std", ctypes.c_double), ("magnitude_max", ctypes.c_double),
+                ("prob", ctypes.c_double), ("increasing", ctypes.c_int),
+                ("translate_pct", ctypes.c_double), ("interp", ctypes.c_int),
+                ("fill", ctypes.c_uint8 * 3)]
+
+
+class AugStep(ctypes.Structure):
+    """ra_aug_step: one layer of a RandAugment draw."""
+    _fields_ = [("op", ctypes.c_int), ("applied", ctypes.c_int),
+                ("magnitude", ctypes.c_double), ("arg", ctypes.c_double)]
+
+
+_sig("ra_rng_seed", None, ctypes.POINTER(Rng), ctypes.c_uint64)
+_sig("ra_aug_op_name", _S, _I)
+_sig("ra_augment_op", _I, _P, _P, _I, _I, _I, _I, ctypes.c_double, _I, _P)
+_sig("ra_randaugment_parse", _I, ctypes.POINTER(RandAugment), _S)
+_sig("ra_randaugment_draw", _I, ctypes.POINTER(AugStep), _I, _I, ctypes.POINTER(RandAugment),
+     ctypes.POINTER(Rng))
+_sig("ra_randaugment_apply", _I, _P, _P, _I, _I, _I, ctypes.POINTER(RandAugment),
+     ctypes.POINTER(Rng))
 _sig("ra_run_create", _I, ctypes.POINTER(_P), _P, _I, ctypes.POINTER(Tensor), _I)
 _sig("ra_run_exec", _I, _P)
 _sig("ra_run_output_count", _I, _P)
