@@ -83,6 +83,7 @@ if(RELATTN_TESTS AND NOT RELATTN_SANITIZE AND NOT RELATTN_TSAN AND NOT RELATTN_F
   add_test(NAME test_augment COMMAND /usr/bin/python3
            ${CMAKE_CURRENT_SOURCE_DIR}/tests/test_augment.py ${CMAKE_CURRENT_SOURCE_DIR}/python)
   set_tests_properties(test_augment PROPERTIES SKIP_RETURN_CODE 77
+                       ENVIRONMENT RELATTN_LIBRARY=$<TARGET_FILE:relattn_shared>)
   # timm's Mixup / CutMix and SoftTargetCrossEntropy against a PyTorch twin,
   # through ctypes (skipped without torch)
   add_test(NAME test_mixup_torch COMMAND /usr/bin/python3
