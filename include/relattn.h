@@ -1668,6 +1668,15 @@ typedef struct ra_loader_config {
 } ra_loader_config;
 typedef struct ra_loader ra_loader;   /* opaque */
 
+/* The two random geometric draws of the training transform, for tests and
+ * other pipelines. RandomResizedCrop's box (x0, y0, width, height) in a
+ * w x h image (timm's get_params, as described above; scale within (0, 1],
+ * 0 < ratio[0] <= ratio[1]). RandomErasing of x (c, H, W) with probability
+ * p: 1 and the box (x0, y0, width, height) if it erased one, else 0. */
+void ra_random_resized_crop(int w, int h, const double scale[2], const double ratio[2],
+                            ra_rng *rng, int box[4]);
+int ra_random_erasing(float *x, int c, int H, int W, double p, ra_rng *rng, int box[4]);
+
 /* The defaults above (train = 1, size 224, batch 64, workers 2). */
 ra_loader_config ra_loader_config_default(void);
 /* f and idx are borrowed (idx NULL: the first n images) and must outlive

@@ -71,12 +71,13 @@ static int64_t image_of(const ra_loader *l, int64_t i) { return l->idx ? l->idx[
 
 /* ---- one sample ----------------------------------------------------------------- */
 
-/* timm's RandomResizedCropAndInterpolation.get_params: the crop (x0, y0, cw, ch). */
-static void rrc_params(const ra_loader_config *c, int w, int h, ra_rng *rng, int *x0, int *y0,
-                       int *cw, int *ch) {
-    const double area = (double)w * h, lr0 = log(c->ratio[0]), lr1 = log(c->ratio[1]);
+/* timm's RandomResizedCropAndInterpolation.get_params. */
+void ra_random_resized_crop(int w, int h, const double scale[2], const double ratio[2],
+                            ra_rng *rng, int box[4]) {
+    int *x0 = &box[0], *y0 = &box[1], *cw = &box[2], *ch = &box[3];
+    const double area = (double)w * h, lr0 = log(ratio[0]), lr1 = log(ratio[1]);
     for (int attempt = 0; attempt < 10; attempt++) {
-        const double target = area * (c->scale[0] + (c->scale[1] - c->scale[0]) * ra_rng_uniform(rng));
+        const double target = area * (scale[0] + (scale[1] - scale[0]) * ra_rng_uniform(rng));
         const double aspect = exp(lr0 + (lr1 - lr0) * ra_rng_uniform(rng));
         const double tw = nearbyint(sqrt(target * aspect)), th = nearbyint(sqrt(target / aspect));
         if (tw >= 1 && th >= 1 && tw <= w && th <= h) {
@@ -87,40 +88,45 @@ static void rrc_params(const ra_loader_config *c, int w, int h, ra_rng *rng, int
         }
     }
     const double in_ratio = (double)w / h;   /* the fallback: a centre crop */
-    if (in_ratio < c->ratio[0]) *cw = w, *ch = (int)nearbyint(w / c->ratio[0]);
-    else if (in_ratio > c->ratio[1]) *ch = h, *cw = (int)nearbyint(h * c->ratio[1]);
+    if (in_ratio < ratio[0]) *cw = w, *ch = (int)nearbyint(w / ratio[0]);
+    else if (in_ratio > ratio[1]) *ch = h, *cw = (int)nearbyint(h * ratio[1]);
     else *cw = w, *ch = h;
     if (*cw < 1) *cw = 1;
     if (*ch < 1) *ch = 1;
+    if (*cw > w) *cw = w;
+    if (*ch > h) *ch = h;
     *y0 = (h - *ch) / 2, *x0 = (w - *cw) / 2;
 }
 
-/* timm's RandomErasing (mode "pixel", one box) on x (3, S, S). */
-static void erase(float *x, int S, double p, ra_rng *rng) {
-    if (!(ra_rng_uniform(rng) < p)) return;
-    const double area = (double)S * S, la0 = log(0.3), la1 = log(1 / 0.3);
+/* timm's RandomErasing (mode "pixel", one box). */
+int ra_random_erasing(float *x, int c, int H, int W, double p, ra_rng *rng, int box[4]) {
+    if (!(ra_rng_uniform(rng) < p)) return 0;
+    const double area = (double)H * W, la0 = log(0.3), la1 = log(1 / 0.3);
     for (int attempt = 0; attempt < 10; attempt++) {
         const double target = area * (0.02 + (1.0 / 3 - 0.02) * ra_rng_uniform(rng));
         const double aspect = exp(la0 + (la1 - la0) * ra_rng_uniform(rng));
         const int h = (int)nearbyint(sqrt(target * aspect)), w = (int)nearbyint(sqrt(target / aspect));
-        if (w < S && h < S) {
-            const int top = (int)ra_rng_below(rng, (uint64_t)(S - h) + 1);
-            const int left = (int)ra_rng_below(rng, (uint64_t)(S - w) + 1);
-            for (int ch = 0; ch < 3; ch++)
+        if (w < W && h < H) {
+            const int top = (int)ra_rng_below(rng, (uint64_t)(H - h) + 1);
+            const int left = (int)ra_rng_below(rng, (uint64_t)(W - w) + 1);
+            for (int ch = 0; ch < c; ch++)
                 for (int y = top; y < top + h; y++)
                     for (int xx = left; xx < left + w; xx++)
-                        x[((size_t)ch * S + y) * S + xx] = (float)ra_rng_normal(rng);
-            return;
+                        x[((size_t)ch * H + y) * W + xx] = (float)ra_rng_normal(rng);
+            if (box) box[0] = left, box[1] = top, box[2] = w, box[3] = h;
+            return 1;
         }
     }
+    return 0;
 }
 
 /* The training transform of one decoded image rgb (h, w, 3) into x (3, S, S). */
 static ra_status train_sample(const ra_loader_config *c, float *x, const uint8_t *rgb, int w,
                               int h, ra_rng *rng) {
     const int S = c->size;
-    int x0, y0, cw, ch;
-    rrc_params(c, w, h, rng, &x0, &y0, &cw, &ch);
+    int box[4];
+    ra_random_resized_crop(w, h, c->scale, c->ratio, rng, box);
+    const int x0 = box[0], y0 = box[1], cw = box[2], ch = box[3];
     uint8_t *crop = malloc((size_t)cw * ch * 3), *px = malloc((size_t)S * S * 3 * 2);
     ra_status st = crop && px ? RA_OK : rai_fail(RA_ERR_NOMEM, "loader: out of memory");
     for (int y = 0; !st && y < ch; y++)
@@ -142,7 +148,7 @@ static ra_status train_sample(const ra_loader_config *c, float *x, const uint8_t
         for (size_t i = 0; i < plane; i++)
             x[k * plane + i] = ((float)px[i * 3 + k] / 255.0f - c->mean[k]) / c->std[k];
     free(px);
-    if (!st && c->reprob > 0) erase(x, S, c->reprob, rng);
+    if (!st && c->reprob > 0) ra_random_erasing(x, 3, S, S, c->reprob, rng, NULL);
     return st;
 }
 
