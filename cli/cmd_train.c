@@ -484,6 +484,9 @@ static int train(const opt *o, const procs *pc) {
         (!((c.cutmix_alpha = strtof(get(o, "--cutmix"), &end)) >= 0) || *end ||
          c.cutmix_alpha > 1e4f || (c.cutmix_alpha > 0 && c.cutmix_alpha < 1e-3f)))
         return usage_error("--cutmix '%s': need 0 (off) or 0.001..10000", get(o, "--cutmix"));
+    if ((c.mixup_alpha > 0 || c.cutmix_alpha > 0) && c.batch % 2)
+        return usage_error("--batch %d: mixup and cutmix pair image i with image B-1-i, the "
+                           "batch must be even", c.batch);
     static const char *const streamed[] = {"--rand-augment", "--reprob", "--interpolation",
                                            "--crop-pct"};
     for (size_t i = 0; i < sizeof streamed / sizeof *streamed && !rc.on && !resume; i++)

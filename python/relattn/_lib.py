@@ -240,3 +240,26 @@ def check(status):
     if status != 0:
         why = lib.ra_last_error().decode("utf-8", "replace")
         raise RelattnError(status, why or lib.ra_status_str(status).decode())
+
+
+class LoaderConfig(ctypes.Structure):
+    """ra_loader_config: an image folder's batches (relattn.h, section 15)."""
+    _fields_ = [("train", _I), ("size", _I), ("batch", _I), ("seed", ctypes.c_uint64),
+                ("scale", ctypes.c_double * 2), ("ratio", ctypes.c_double * 2), ("interp", _I),
+                ("hflip", ctypes.c_double), ("randaugment", _I), ("ra", RandAugment),
+                ("reprob", ctypes.c_double), ("mean", ctypes.c_float * 3),
+                ("std", ctypes.c_float * 3), ("eval", Transform), ("workers", _I),
+                ("depth", _I), ("skip_bad", _I), ("max_pixels", _I64)]
+
+
+_sig("ra_loader_config_default", LoaderConfig)
+_sig("ra_loader_create", _I, ctypes.POINTER(_P), ctypes.POINTER(ImageFolder), _P, _I64,
+     ctypes.POINTER(LoaderConfig))
+_sig("ra_loader_free", None, _P)
+_sig("ra_loader_batch", _I, _P, _I64, _P, _P, _P, ctypes.POINTER(_I))
+_sig("ra_loader_batches", _I64, _P)
+_sig("ra_loader_skipped", _I64, _P)
+_sig("ra_random_resized_crop", None, _I, _I, ctypes.POINTER(ctypes.c_double),
+     ctypes.POINTER(ctypes.c_double), ctypes.POINTER(Rng), ctypes.POINTER(_I))
+_sig("ra_random_erasing", _I, _P, _I, _I, _I, ctypes.c_double, ctypes.POINTER(Rng),
+     ctypes.POINTER(_I))
