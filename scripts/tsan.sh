@@ -11,7 +11,7 @@ bash scripts/deps.sh
 cmake -S . -B build-tsan -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DRELATTN_TSAN=ON >/dev/null
 tests=(test_threads test_attention test_kernels test_nn test_grad test_vit test_trainer test_swinv2
-       test_relpos test_precision test_source)
+       test_relpos test_precision test_source test_loader)
 cmake --build build-tsan -j "$(nproc 2>/dev/null || echo 2)" --target "${tests[@]}"
 archer=$(cd "$(clang -print-resource-dir)/../.." && pwd)/libarcher.so
 [ -f "$archer" ] || { echo "tsan: no $archer (libomp-dev)" >&2; exit 1; }
