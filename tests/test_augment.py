@@ -120,8 +120,8 @@ ARGS = {
     "Sharpness": [0, 0.1, 0.73, 1, 1.45, 1.9, 6, -2],
     "ShearX": [0, 0.27, -0.3, 0.0837, -1.7],
     "ShearY": [0, 0.27, -0.3, 0.0837, -1.7],
-    "TranslateXRel": [0, 3, -17.25, 0.5, 100.9, -0.49999],
-    "TranslateYRel": [0, 3, -17.25, 0.5, 100.9, -0.49999],
+    "TranslateXRel": [0, 3, -17.25, 0.5, 100.9, -0.49999, 0.4999999, -2.4999999],
+    "TranslateYRel": [0, 3, -17.25, 0.5, 100.9, -0.49999, 0.4999999, -2.4999999],
 }
 GEOMETRIC = {"Rotate", "ShearX", "ShearY", "TranslateXRel", "TranslateYRel"}
 worst = {}   # op -> (max |difference|, pixels different, pixels compared)
