@@ -75,7 +75,7 @@ def pil_op(img, op, arg, interp, fill):
     if op == "Solarize":
         return ImageOps.solarize(img, arg)
     if op == "SolarizeAdd":
-        return solarize_add(img, int(arg))
+        return solarize_add(img, arg)   # a fraction: Image.point rounds it half to even
     if op in ("Color", "Contrast", "Brightness", "Sharpness"):
         return getattr(ImageEnhance, op)(img).enhance(arg)
     m = {"ShearX": (1, arg, 0, 0, 1, 0), "ShearY": (1, 0, 0, arg, 1, 0),
@@ -113,7 +113,7 @@ ARGS = {
     "Rotate": [0, 9.0, -13.5, 27.3, -30, 90, 180, 270, -90, 400.5, 1e-14, 179.99999999],
     "Posterize": [0, 1, 2, 3, 4, 7, 8, 9, -2],
     "Solarize": [0, 26, 128, 128.5, 230, 256, 300, -5],
-    "SolarizeAdd": [0, 1, 50, 99, 110, 128, 300, -40],
+    "SolarizeAdd": [0, 1, 50, 99, 110, 128, 300, -40, 2.5, 3.5, -7.5],
     "Color": [0, 0.1, 0.37, 1, 1.81, 1.9, 5, -0.5],
     "Contrast": [0, 0.1, 0.55, 1, 1.3, 1.9, 4, -1],
     "Brightness": [0, 0.1, 0.6, 1, 1.19, 1.9, 3.5, -0.2],

@@ -188,16 +188,17 @@ static void augment_checks(void) {
           "c = 2 accepted");
     CHECK(ra_augment_op(dst, src, 0, 4, 3, RA_AUG_INVERT, 0, RA_INTERP_BICUBIC, fill) == RA_ERR_ARG,
           "w = 0 accepted");
-    CHECK(ra_augment_op(NULL, src, 5, 4, 3, RA_AUG_INVERT, 0, RA_INTERP_BICUBIC, fill) == RA_ERR_ARG,
-          "NULL dst accepted");
+    CHECK(ra_augment_op(NULL, src, 5, 4, 3, RA_AUG_INVERT, 0, RA_INTERP_BICUBIC, fill) ==
+          RA_ERR_ARG, "NULL dst accepted");
     CHECK(ra_augment_op(dst, src, 5, 4, 3, (ra_aug_op)15, 0, RA_INTERP_BICUBIC, fill) == RA_ERR_ARG,
           "op 15 accepted");
-    CHECK(ra_augment_op(dst, src, 5, 4, 3, RA_AUG_COLOR, NAN, RA_INTERP_BICUBIC, fill) == RA_ERR_ARG,
-          "NaN accepted");
+    CHECK(ra_augment_op(dst, src, 5, 4, 3, RA_AUG_COLOR, NAN, RA_INTERP_BICUBIC, fill) ==
+          RA_ERR_ARG, "NaN accepted");
     CHECK(ra_augment_op(dst, src, 5, 4, 3, RA_AUG_ROTATE, INFINITY, RA_INTERP_BICUBIC, fill) ==
           RA_ERR_ARG && strstr(ra_last_error(), "Rotate"), "inf accepted: %s", ra_last_error());
     CHECK(ra_augment_op(dst, src, 5, 4, 3, RA_AUG_SHEAR_X, 0.1, RA_INTERP_LANCZOS, fill) ==
-          RA_ERR_ARG && strstr(ra_last_error(), "lanczos"), "lanczos accepted: %s", ra_last_error());
+              RA_ERR_ARG && strstr(ra_last_error(), "lanczos"),
+          "lanczos accepted: %s", ra_last_error());
     CHECK(ra_augment_op(dst, src, 5, 4, 3, RA_AUG_TRANSLATE_X, 1, RA_INTERP_NEAREST, NULL) ==
           RA_ERR_ARG, "no fill accepted");
     CHECK(ra_augment_op(dst, src, 5, 4, 3, RA_AUG_POSTERIZE, 2.5, RA_INTERP_NEAREST, NULL) ==
