@@ -1,5 +1,6 @@
 /* test_image.c - image decoding and the ImageNet evaluation transform
- * against torchvision's (tools/make_image_fixtures.py), and the refusals. */
+ * against torchvision's (tools/make_image_fixtures.py), the RandAugment
+ * operations' argument checks, and the refusals. */
 #include "check.h"
 #include "relattn.h"
 
@@ -175,9 +176,93 @@ static void resize_properties(void) {
           big[3 * 9 + 2] == 200 / 255.0f && big[9 * 9 - 1] == 0, "padding");
 }
 
+/* ra_augment_op and the RandAugment policy: the refusals, every op on
+ * 1 x 1 to 5 x 4 images and with extreme arguments (under the sanitizers:
+ * no overflow, no read outside), a few identities (tests/test_augment.py
+ * compares the bytes with PIL's). */
+static void augment_checks(void) {
+    uint8_t src[5 * 4 * 3], dst[5 * 4 * 3], back[5 * 4 * 3];
+    const uint8_t fill[3] = {124, 116, 104};
+    for (int i = 0; i < (int)sizeof src; i++) src[i] = (uint8_t)(i * 37 + 11);
+    CHECK(ra_augment_op(dst, src, 5, 4, 2, RA_AUG_INVERT, 0, RA_INTERP_BICUBIC, fill) == RA_ERR_ARG,
+          "c = 2 accepted");
+    CHECK(ra_augment_op(dst, src, 0, 4, 3, RA_AUG_INVERT, 0, RA_INTERP_BICUBIC, fill) == RA_ERR_ARG,
+          "w = 0 accepted");
+    CHECK(ra_augment_op(NULL, src, 5, 4, 3, RA_AUG_INVERT, 0, RA_INTERP_BICUBIC, fill) ==
+          RA_ERR_ARG, "NULL dst accepted");
+    CHECK(ra_augment_op(dst, src, 5, 4, 3, (ra_aug_op)15, 0, RA_INTERP_BICUBIC, fill) == RA_ERR_ARG,
+          "op 15 accepted");
+    CHECK(ra_augment_op(dst, src, 5, 4, 3, RA_AUG_COLOR, NAN, RA_INTERP_BICUBIC, fill) ==
+          RA_ERR_ARG, "NaN accepted");
+    CHECK(ra_augment_op(dst, src, 5, 4, 3, RA_AUG_ROTATE, INFINITY, RA_INTERP_BICUBIC, fill) ==
+          RA_ERR_ARG && strstr(ra_last_error(), "Rotate"), "inf accepted: %s", ra_last_error());
+    CHECK(ra_augment_op(dst, src, 5, 4, 3, RA_AUG_SHEAR_X, 0.1, RA_INTERP_LANCZOS, fill) ==
+              RA_ERR_ARG && strstr(ra_last_error(), "lanczos"),
+          "lanczos accepted: %s", ra_last_error());
+    CHECK(ra_augment_op(dst, src, 5, 4, 3, RA_AUG_TRANSLATE_X, 1, RA_INTERP_NEAREST, NULL) ==
+          RA_ERR_ARG, "no fill accepted");
+    CHECK(ra_augment_op(dst, src, 5, 4, 3, RA_AUG_POSTERIZE, 2.5, RA_INTERP_NEAREST, NULL) ==
+          RA_ERR_ARG, "Posterize 2.5 accepted");
+    CHECK(ra_augment_op(dst, src, 5, 4, 3, RA_AUG_INVERT, 0, (ra_interp)99, NULL) == RA_OK,
+          "Invert needs no interpolation nor fill");
+    CHECK(ra_aug_op_name(RA_AUG_TRANSLATE_Y) && !strcmp(ra_aug_op_name(RA_AUG_TRANSLATE_Y),
+          "TranslateYRel") && !ra_aug_op_name((ra_aug_op)-1), "ra_aug_op_name");
+    const double args[] = {0, 1, -1, 0.5, 7, 1e300, -1e300, 1e-300, 3e38, 5e38, 90, 180, 270};
+    const ra_interp interps[] = {RA_INTERP_NEAREST, RA_INTERP_BILINEAR, RA_INTERP_BICUBIC};
+    int ok = 1;
+    for (int c = 1; c <= 3; c += 2)
+        for (int w = 1; w <= 5; w++)
+            for (int h = 1; h <= 4; h++)
+                for (int op = 0; op < 15; op++)
+                    for (int a = 0; a < (int)(sizeof args / sizeof *args); a++)
+                        for (int k = 0; k < 3; k++) {
+                            const double arg = op == RA_AUG_POSTERIZE ? floor(args[a]) : args[a];
+                            ok &= ra_augment_op(dst, src, w, h, c, (ra_aug_op)op, arg, interps[k],
+                                                fill) == RA_OK;
+                        }
+    CHECK(ok, "an op failed on a small image or an extreme argument");
+    /* identities: Invert twice, Rotate 360, a translation out of the image */
+    ra_augment_op(dst, src, 5, 4, 3, RA_AUG_INVERT, 0, RA_INTERP_NEAREST, NULL);
+    ra_augment_op(back, dst, 5, 4, 3, RA_AUG_INVERT, 0, RA_INTERP_NEAREST, NULL);
+    CHECK(!memcmp(back, src, sizeof src), "Invert twice");
+    ra_augment_op(dst, src, 5, 4, 3, RA_AUG_ROTATE, -720, RA_INTERP_BILINEAR, fill);
+    CHECK(!memcmp(dst, src, sizeof src), "Rotate -720");
+    ra_augment_op(dst, src, 5, 4, 3, RA_AUG_TRANSLATE_Y, 4, RA_INTERP_BICUBIC, fill);
+    ok = 1;
+    for (int i = 0; i < 5 * 4 * 3; i++) ok &= dst[i] == fill[i % 3];
+    CHECK(ok, "a translation by the height leaves the fill");
+    /* the policy */
+    ra_randaugment r;
+    CHECK(ra_randaugment_parse(&r, "rand-m9-mstd0.5-inc1") == RA_OK && r.layers == 2 &&
+          r.magnitude == 9 && r.magnitude_std == 0.5 && r.increasing == 1 && r.prob == 0.5,
+          "parse: %s", ra_last_error());
+    CHECK(ra_randaugment_parse(&r, "rand-m9-q3") == RA_ERR_ARG && strstr(ra_last_error(), "q3"),
+          "an unknown section: %s", ra_last_error());
+    CHECK(ra_randaugment_parse(NULL, "rand") == RA_ERR_ARG && ra_randaugment_parse(&r, NULL) ==
+          RA_ERR_ARG, "NULL accepted");
+    ra_rng rng;
+    ra_rng_seed(&rng, 3);
+    ra_randaugment_parse(&r, "rand-m9-mstd0.5-inc1");
+    CHECK(ra_randaugment_apply(back, NULL, 5, 4, 3, &r, &rng) == RA_ERR_ARG, "NULL scratch");
+    CHECK(ra_randaugment_apply(back, dst, 5, 4, 4, &r, &rng) == RA_ERR_ARG, "c = 4");
+    r.layers = RA_AUG_MAX_LAYERS + 1;
+    CHECK(ra_randaugment_apply(back, dst, 5, 4, 3, &r, &rng) == RA_ERR_ARG, "too many layers");
+    r.layers = 2, r.magnitude = INFINITY;
+    CHECK(ra_randaugment_apply(back, dst, 5, 4, 3, &r, &rng) == RA_ERR_ARG, "infinite magnitude");
+    r.magnitude = 9, r.prob = 0;   /* p = 0: nothing applies */
+    memcpy(back, src, sizeof src);
+    CHECK(ra_randaugment_apply(back, dst, 5, 4, 3, &r, &rng) == RA_OK &&
+          !memcmp(back, src, sizeof src), "p = 0 changed the image");
+    r.prob = 1, r.layers = RA_AUG_MAX_LAYERS, r.magnitude_std = INFINITY;
+    ok = 1;
+    for (int i = 0; i < 200; i++) ok &= ra_randaugment_apply(back, dst, 5, 4, 3, &r, &rng) == RA_OK;
+    CHECK(ok, "64 layers, 200 times");
+}
+
 int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : "tests/fixtures";
     resize_properties();
+    augment_checks();
     fixture(dir, "wide", 0.02, 0.008);   /* PNG */
     fixture(dir, "tall", 0.02, 0.008);   /* JPEG */
     malformed(dir);

@@ -405,7 +405,8 @@ ra_status ra_augment_op(uint8_t *dst, const uint8_t *src, int w, int h, int c, r
                         double arg, ra_interp interp, const uint8_t *fill) {
     if (!dst || !src) return rai_fail(RA_ERR_ARG, "augment: NULL image");
     if (w < 1 || h < 1 || w > RA_IMAGE_MAX_SIDE || h > RA_IMAGE_MAX_SIDE)
-        return rai_fail(RA_ERR_ARG, "augment: image %d x %d (sides 1..%d)", w, h, RA_IMAGE_MAX_SIDE);
+        return rai_fail(RA_ERR_ARG, "augment: image %d x %d (sides 1..%d)", w, h,
+                        RA_IMAGE_MAX_SIDE);
     if (c != 1 && c != 3) return rai_fail(RA_ERR_ARG, "augment: %d channels (1 or 3)", c);
     if ((unsigned)op >= NOPS) return rai_fail(RA_ERR_ARG, "augment: no operation %d", (int)op);
     if (!isfinite(arg))
