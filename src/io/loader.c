@@ -144,9 +144,11 @@ static ra_status train_sample(const ra_loader_config *c, float *x, const uint8_t
     if (!st && c->randaugment)
         st = ra_randaugment_apply(px, px + (size_t)S * S * 3, S, S, 3, &c->ra, rng);
     const size_t plane = (size_t)S * S;
-    for (int k = 0; !st && k < 3; k++)
-        for (size_t i = 0; i < plane; i++)
-            x[k * plane + i] = ((float)px[i * 3 + k] / 255.0f - c->mean[k]) / c->std[k];
+    float lut[3][256];   /* ToTensor + Normalize of each byte value: the same float32 ops */
+    for (int k = 0; k < 3; k++)
+        for (int v = 0; v < 256; v++) lut[k][v] = ((float)v / 255.0f - c->mean[k]) / c->std[k];
+    for (size_t i = 0; !st && i < plane; i++)
+        for (int k = 0; k < 3; k++) x[k * plane + i] = lut[k][px[i * 3 + k]];
     free(px);
     if (!st && c->reprob > 0) ra_random_erasing(x, 3, S, S, c->reprob, rng, NULL);
     return st;

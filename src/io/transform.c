@@ -151,6 +151,34 @@ static inline uint8_t clip8(int32_t acc) {
     return (uint8_t)(acc > 255 ? 255 : acc);
 }
 
+/* The horizontal pass of one row: out (ow, c) from row (w, c). The same
+ * integer sums in any order (they are exact), so the channels of RGB are
+ * kept apart in three accumulators. */
+static void horizontal(uint8_t *o, const uint8_t *row, int ow, size_t c, const taps *th) {
+    for (int x = 0; x < ow; x++) {
+        const int32_t *k = th->k + (size_t)x * th->ksize;
+        const uint8_t *p = row + (size_t)th->first[x] * c;
+        for (size_t b = 0; b < c; b++) {
+            int32_t acc = 1 << (FRAC_BITS - 1);
+            for (int i = 0; i < th->count[x]; i++) acc += p[(size_t)i * c + b] * k[i];
+            o[(size_t)x * c + b] = clip8(acc);
+        }
+    }
+}
+
+static void horizontal3(uint8_t *o, const uint8_t *row, int ow, const taps *th) {
+    for (int x = 0; x < ow; x++) {
+        const int32_t *k = th->k + (size_t)x * th->ksize;
+        const uint8_t *p = row + (size_t)th->first[x] * 3;
+        int32_t a0 = 1 << (FRAC_BITS - 1), a1 = a0, a2 = a0;
+        for (int i = 0; i < th->count[x]; i++, p += 3) {
+            const int32_t ki = k[i];
+            a0 += p[0] * ki, a1 += p[1] * ki, a2 += p[2] * ki;
+        }
+        o[3 * x] = clip8(a0), o[3 * x + 1] = clip8(a1), o[3 * x + 2] = clip8(a2);
+    }
+}
+
 /* ---- the public calls ---------------------------------------------------------- */
 
 /* PIL's nearest: positions stepped by repeated addition, as ImagingScaleAffine. */
@@ -205,33 +233,31 @@ ra_status ra_image_resize_u8(uint8_t *out, int ow, int oh, const uint8_t *in, in
         for (int y = 0; !st && y < y1 - y0; y++) {
             const uint8_t *row = src + (size_t)y * w * c;
             uint8_t *o = tmp + (size_t)y * ow * c;
-            for (int x = 0; x < ow; x++) {
-                const int32_t *k = th.k + (size_t)x * th.ksize;
-                const uint8_t *p = row + (size_t)th.first[x] * c;
-                for (size_t b = 0; b < c; b++) {
-                    int32_t acc = 1 << (FRAC_BITS - 1);
-                    for (int i = 0; i < th.count[x]; i++) acc += p[(size_t)i * c + b] * k[i];
-                    o[(size_t)x * c + b] = clip8(acc);
-                }
-            }
+            if (c == 3) horizontal3(o, row, ow, &th);
+            else horizontal(o, row, ow, c, &th);
         }
         src = tmp, sw = ow;
     }
-    if (!st && oh != h) {
+    int32_t *acc = !st && oh != h ? malloc(sizeof *acc * (size_t)sw * c) : NULL;
+    if (!st && oh != h && !acc) st = rai_fail(RA_ERR_NOMEM, "image resize: out of memory");
+    if (!st && oh != h) {   /* row by row of the source: sums over whole rows (vectorised) */
+        const size_t n = (size_t)sw * c;
         for (int y = 0; y < oh; y++) {
             const int32_t *k = tv.k + (size_t)y * tv.ksize;
-            const uint8_t *p = src + (size_t)(tv.first[y] - y0) * sw * c;
-            uint8_t *o = out + (size_t)y * sw * c;
-            for (size_t x = 0; x < (size_t)sw * c; x++) {
-                int32_t acc = 1 << (FRAC_BITS - 1);
-                for (int i = 0; i < tv.count[y]; i++) acc += p[(size_t)i * sw * c + x] * k[i];
-                o[x] = clip8(acc);
+            const uint8_t *p = src + (size_t)(tv.first[y] - y0) * n;
+            for (size_t x = 0; x < n; x++) acc[x] = 1 << (FRAC_BITS - 1);
+            for (int i = 0; i < tv.count[y]; i++) {
+                const uint8_t *r = p + (size_t)i * n;
+                const int32_t ki = k[i];
+                for (size_t x = 0; x < n; x++) acc[x] += r[x] * ki;
             }
+            uint8_t *o = out + (size_t)y * n;
+            for (size_t x = 0; x < n; x++) o[x] = clip8(acc[x]);
         }
     } else if (!st) {
         memcpy(out, src, (size_t)oh * ow * c);
     }
-    free(tmp);
+    free(tmp), free(acc);
     taps_free(&tv), taps_free(&th);
     return st;
 }
@@ -342,13 +368,15 @@ ra_status ra_transform_apply(float *out, const ra_transform *t, const uint8_t *r
         free(px);
         return rai_fail(RA_ERR_NOMEM, "transform: out of memory for %dx%d", ow, oh);
     }
+    float lut[3][256];   /* each byte value's float: a function of the value alone */
     for (int c = 0; c < 3; c++)
-        for (size_t i = 0; i < plane; i++) {
-            const int v = px[i * 3 + c];
+        for (int v = 0; v < 256; v++) {
             float f = t->rescale > 0 ? (float)(v * t->rescale) : (float)v / 255.0f;
             if (t->normalize) f = (f - t->mean[c]) / t->std[c];
-            planes[c * plane + i] = f;
+            lut[c][v] = f;
         }
+    for (size_t i = 0; i < plane; i++)
+        for (int c = 0; c < 3; c++) planes[c * plane + i] = lut[c][px[i * 3 + c]];
     for (size_t i = 0; t->grey && i < plane; i++)
         out[i] = 0.299f * planes[i] + 0.587f * planes[plane + i] + 0.114f * planes[2 * plane + i];
     if (t->grey) free(planes);
