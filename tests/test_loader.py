@@ -142,6 +142,28 @@ for interp in (BICUBIC, BILINEAR):
         check(sorted(seen) == list(range(N)), "epoch %d holds every image once" % epoch)
     lib.ra_loader_free(h)
 
+# crops inside the image: a quarter of each 20 x 14 image (10 x 7, its aspect), at any of
+# the 88 places; each sample equals PIL's crop + resize of one of them
+small = os.path.join(tmp, "small", "only")
+os.makedirs(small)
+cands = []
+for k in range(4):
+    im = Image.open(files[3 * k]).convert("RGB").resize((20, 14), Image.BILINEAR)
+    im.save(os.path.join(small, "%d.png" % k))
+    for y in range(8):
+        for x in range(11):
+            cands.append(tensor(im.crop((x, y, x + 10, y + 7)).resize((12, 12), Image.BICUBIC)))
+sf = scan(os.path.join(tmp, "small"))
+h, c = loader(sf, 4, size=12, batch=4, seed=2, scale=(0.25, 0.25), ratio=(10 / 7, 10 / 7),
+              hflip=0.0, workers=1)
+for step in range(6):
+    x, _, _ = batch(h, c, step)
+    for s in range(4):
+        check(any(np.array_equal(t, x[s]) for t in cands),
+              "step %d sample %d: a crop equal to PIL's crop + resize of the image" % (step, s))
+lib.ra_loader_free(h)
+lib.ra_image_folder_free(ctypes.byref(sf))
+
 # ---- 2. evaluation batches, in order --------------------------------------------------
 S = 32
 

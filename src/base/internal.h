@@ -163,6 +163,11 @@ void rai_note_read(int fd, const char *path);
 
 /* The resize and crop of ra_transform_apply, in bytes: out (oh, ow, 3) for
  * ra_transform_size's (ow, oh) (src/io/transform.c). */
+/* ra_image_resize_u8 of the w x h region of an image whose rows are stride
+ * bytes apart (in points at the region's first pixel): a crop resized
+ * without copying it. */
+ra_status rai_image_resize_region(uint8_t *out, int ow, int oh, const uint8_t *in, size_t stride,
+                                  int w, int h, int channels, ra_interp interp);
 ra_status rai_transform_bytes(uint8_t *out, const ra_transform *t, const uint8_t *rgb, int w,
                               int h);
 

@@ -127,12 +127,11 @@ static ra_status train_sample(const ra_loader_config *c, float *x, const uint8_t
     int box[4];
     ra_random_resized_crop(w, h, c->scale, c->ratio, rng, box);
     const int x0 = box[0], y0 = box[1], cw = box[2], ch = box[3];
-    uint8_t *crop = malloc((size_t)cw * ch * 3), *px = malloc((size_t)S * S * 3 * 2);
-    ra_status st = crop && px ? RA_OK : rai_fail(RA_ERR_NOMEM, "loader: out of memory");
-    for (int y = 0; !st && y < ch; y++)
-        memcpy(crop + (size_t)y * cw * 3, rgb + ((size_t)(y0 + y) * w + x0) * 3, (size_t)cw * 3);
-    if (!st) st = ra_image_resize_u8(px, S, S, crop, cw, ch, 3, c->interp);
-    free(crop);
+    uint8_t *px = malloc((size_t)S * S * 3 * 2);
+    ra_status st = px ? RA_OK : rai_fail(RA_ERR_NOMEM, "loader: out of memory");
+    if (!st)   /* the crop resized where it lies */
+        st = rai_image_resize_region(px, S, S, rgb + ((size_t)y0 * w + x0) * 3, (size_t)w * 3, cw,
+                                     ch, 3, c->interp);
     if (!st && c->hflip > 0 && ra_rng_uniform(rng) < c->hflip)
         for (int y = 0; y < S; y++)
             for (int a = 0, b = S - 1; a < b; a++, b--)

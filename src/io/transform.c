@@ -182,14 +182,14 @@ static void horizontal3(uint8_t *o, const uint8_t *row, int ow, const taps *th) 
 /* ---- the public calls ---------------------------------------------------------- */
 
 /* PIL's nearest: positions stepped by repeated addition, as ImagingScaleAffine. */
-static void resize_nearest(uint8_t *out, int ow, int oh, const uint8_t *in, int w, int h, int c,
-                           int *xs) {
+static void resize_nearest(uint8_t *out, int ow, int oh, const uint8_t *in, size_t stride, int w,
+                           int h, int c, int *xs) {
     const double ax = (double)(float)w / ow, ay = (double)(float)h / oh;
     double xo = ax * 0.5, yo = ay * 0.5;
     for (int x = 0; x < ow; x++, xo += ax) xs[x] = xo < 0 ? 0 : (int)xo < w ? (int)xo : w - 1;
     for (int y = 0; y < oh; y++, yo += ay) {
         const int yi = yo < 0 ? 0 : (int)yo < h ? (int)yo : h - 1;
-        const uint8_t *row = in + (size_t)yi * w * c;
+        const uint8_t *row = in + (size_t)yi * stride;
         uint8_t *o = out + (size_t)y * ow * c;
         for (int x = 0; x < ow; x++)
             for (int k = 0; k < c; k++) o[(size_t)x * c + k] = row[(size_t)xs[x] * c + k];
@@ -198,6 +198,12 @@ static void resize_nearest(uint8_t *out, int ow, int oh, const uint8_t *in, int 
 
 ra_status ra_image_resize_u8(uint8_t *out, int ow, int oh, const uint8_t *in, int w, int h,
                              int channels, ra_interp interp) {
+    return rai_image_resize_region(out, ow, oh, in, (size_t)w * (channels > 0 ? channels : 0), w,
+                                   h, channels, interp);
+}
+
+ra_status rai_image_resize_region(uint8_t *out, int ow, int oh, const uint8_t *in, size_t stride,
+                                  int w, int h, int channels, ra_interp interp) {
     if (!out || !in || w < 1 || h < 1 || ow < 1 || oh < 1 || channels < 1 || channels > 4)
         return rai_fail(RA_ERR_ARG, "image resize: %dx%d (%d channels) to %dx%d", w, h, channels,
                         ow, oh);
@@ -205,14 +211,15 @@ ra_status ra_image_resize_u8(uint8_t *out, int ow, int oh, const uint8_t *in, in
         oh > RA_IMAGE_MAX_SIDE)
         return rai_fail(RA_ERR_ARG, "image resize: a side above %d", RA_IMAGE_MAX_SIDE);
     const size_t c = (size_t)channels;
+    if (stride < (size_t)w * c) return rai_fail(RA_ERR_ARG, "image resize: rows of %zu bytes", stride);
     if (ow == w && oh == h) {   /* PIL copies */
-        memcpy(out, in, (size_t)w * h * c);
+        for (int y = 0; y < h; y++) memcpy(out + (size_t)y * w * c, in + y * stride, (size_t)w * c);
         return RA_OK;
     }
     if (interp == RA_INTERP_NEAREST) {
         int *xs = malloc(sizeof *xs * (size_t)ow);
         if (!xs) return rai_fail(RA_ERR_NOMEM, "image resize: out of memory");
-        resize_nearest(out, ow, oh, in, w, h, channels, xs);
+        resize_nearest(out, ow, oh, in, stride, w, h, channels, xs);
         free(xs);
         return RA_OK;
     }
@@ -223,7 +230,8 @@ ra_status ra_image_resize_u8(uint8_t *out, int ow, int oh, const uint8_t *in, in
     if (st) return st;
     /* the rows the vertical pass reads, resampled horizontally first */
     const int y0 = tv.first[0], y1 = tv.first[oh - 1] + tv.count[oh - 1];
-    const uint8_t *src = in + (size_t)y0 * w * c;
+    const uint8_t *src = in + (size_t)y0 * stride;
+    size_t sstride = stride;   /* of src's rows */
     int sw = w;
     uint8_t *tmp = NULL;
     if (ow != w) {
@@ -231,12 +239,12 @@ ra_status ra_image_resize_u8(uint8_t *out, int ow, int oh, const uint8_t *in, in
         if (!st && !(tmp = malloc((size_t)(y1 - y0) * ow * c)))
             st = rai_fail(RA_ERR_NOMEM, "image resize: out of memory");
         for (int y = 0; !st && y < y1 - y0; y++) {
-            const uint8_t *row = src + (size_t)y * w * c;
+            const uint8_t *row = src + (size_t)y * stride;
             uint8_t *o = tmp + (size_t)y * ow * c;
             if (c == 3) horizontal3(o, row, ow, &th);
             else horizontal(o, row, ow, c, &th);
         }
-        src = tmp, sw = ow;
+        src = tmp, sw = ow, sstride = (size_t)ow * c;
     }
     int32_t *acc = !st && oh != h ? malloc(sizeof *acc * (size_t)sw * c) : NULL;
     if (!st && oh != h && !acc) st = rai_fail(RA_ERR_NOMEM, "image resize: out of memory");
@@ -244,10 +252,10 @@ ra_status ra_image_resize_u8(uint8_t *out, int ow, int oh, const uint8_t *in, in
         const size_t n = (size_t)sw * c;
         for (int y = 0; y < oh; y++) {
             const int32_t *k = tv.k + (size_t)y * tv.ksize;
-            const uint8_t *p = src + (size_t)(tv.first[y] - y0) * n;
+            const uint8_t *p = src + (size_t)(tv.first[y] - y0) * sstride;
             for (size_t x = 0; x < n; x++) acc[x] = 1 << (FRAC_BITS - 1);
             for (int i = 0; i < tv.count[y]; i++) {
-                const uint8_t *r = p + (size_t)i * n;
+                const uint8_t *r = p + (size_t)i * sstride;
                 const int32_t ki = k[i];
                 for (size_t x = 0; x < n; x++) acc[x] += r[x] * ki;
             }
@@ -255,7 +263,8 @@ ra_status ra_image_resize_u8(uint8_t *out, int ow, int oh, const uint8_t *in, in
             for (size_t x = 0; x < n; x++) o[x] = clip8(acc[x]);
         }
     } else if (!st) {
-        memcpy(out, src, (size_t)oh * ow * c);
+        for (int y = 0; y < oh; y++)   /* (oh = h: the rows the horizontal pass made) */
+            memcpy(out + (size_t)y * ow * c, src + (size_t)y * sstride, (size_t)ow * c);
     }
     free(tmp), free(acc);
     taps_free(&tv), taps_free(&th);
