@@ -20,7 +20,7 @@ static const char classify_help[] =
     "where it came from. Overrides: --resize R (the shorter side; with --crop-mode\n"
     "squash, R x R), --crop C (C x C; the resize follows as C / crop_pct unless given),\n"
     "--interpolation nearest|bilinear|bicubic|lanczos|box|hamming, --crop-mode\n"
-    "center|squash. Prints the top K (default 5) classes with softmax probabilities,\n"
+    "center|squash|border (timm's). Prints the top K (default 5) classes with softmax probabilities,\n"
     "named by the metadata's \"labels\" when the file has them. Images over 64\n"
     "megapixels are refused before decoding. A model whose metadata tta is flip\n"
     "(relattn train's default) averages its outputs for the image and its mirror\n"
@@ -32,20 +32,21 @@ static const char classify_help[] =
  * or R x R when squashing), --interpolation, --crop-mode. */
 static ra_status apply_overrides(ra_transform *t, const ra_model *m, int crop, int resize,
                                  const char *interp, const char *mode) {
-    if (mode && !strcmp(mode, "squash") && t->resize == RA_RESIZE_SHORTER)
-        t->resize = RA_RESIZE_EXACT, t->resize_w = t->resize_h;
-    else if (mode && !strcmp(mode, "center") && t->resize == RA_RESIZE_EXACT)
-        t->resize = RA_RESIZE_SHORTER;
+    ra_status st;
+    if (mode && t->resize != RA_RESIZE_NONE && (st = ra_transform_crop_mode(t, mode))) return st;
     if (crop) {
         if (t->crop == RA_CROP_NONE) t->crop = RA_CROP_CENTER_ROUND;
         t->crop_h = t->crop_w = crop;
         const char *cp = ra_model_meta(m, "crop_pct");
         const double pct = cp ? atof(cp) : t->grey ? 1.0 : 0.875;   /* ra_model_transform's */
-        if (!resize && t->resize != RA_RESIZE_NONE && pct > 0)
+        if (!resize && t->resize != RA_RESIZE_NONE && pct > 0) {
             t->resize_h = t->resize_w = (int)floor(crop / pct);
+            if (t->resize == RA_RESIZE_COVER) t->resize = RA_RESIZE_SHORTER;   /* square now */
+        }
     }
     if (resize) {
-        if (t->resize == RA_RESIZE_NONE) t->resize = RA_RESIZE_SHORTER;
+        if (t->resize == RA_RESIZE_NONE || t->resize == RA_RESIZE_COVER)
+            t->resize = RA_RESIZE_SHORTER;
         t->resize_h = t->resize_w = resize;
     }
     if (interp) t->interp = (ra_interp)ra_interp_parse(interp);
@@ -73,8 +74,8 @@ int cmd_classify(int argc, char **argv) {
     if (interp && ra_interp_parse(interp) < 0)
         return usage_error("--interpolation '%s': nearest, bilinear, bicubic, lanczos, box or "
                            "hamming", interp);
-    if (mode && strcmp(mode, "center") && strcmp(mode, "squash"))
-        return usage_error("--crop-mode '%s': center or squash", mode);
+    if (mode && strcmp(mode, "center") && strcmp(mode, "squash") && strcmp(mode, "border"))
+        return usage_error("--crop-mode '%s': center, squash or border", mode);
     if (!threads_option(opts)) return EX_USAGE;
 
     ra_model *m;

@@ -1397,13 +1397,18 @@ ra_status ra_image_resize_u8(uint8_t *out, int ow, int oh, const uint8_t *in, in
 typedef enum ra_resize_mode {
     RA_RESIZE_NONE = 0,
     RA_RESIZE_SHORTER = 1,   /* the shorter side to resize_h, the other int(s * long / short) */
-    RA_RESIZE_EXACT = 2      /* to resize_h x resize_w, the aspect ratio not kept ("squash") */
+    RA_RESIZE_EXACT = 2,     /* to resize_h x resize_w, the aspect ratio not kept ("squash") */
+    RA_RESIZE_FIT = 3,       /* timm's ResizeKeepRatio(longest=1): the aspect ratio kept, inside
+                                resize_h x resize_w (one ratio r = max(h / rh, w / rw), each side
+                                round(side / r), half to even) */
+    RA_RESIZE_COVER = 4      /* the same with longest=0 (r = min(...)): over it */
 } ra_resize_mode;
 typedef enum ra_crop_mode {
     RA_CROP_NONE = 0,
     RA_CROP_CENTER_ROUND = 1,   /* torchvision's CenterCrop: offset round((n - c) / 2), half to even */
     RA_CROP_CENTER_FLOOR = 2    /* transformers' center_crop: offset (n - c) // 2 */
-} ra_crop_mode;               /* a crop larger than the image pads it with zeros, centred */
+} ra_crop_mode;               /* a crop larger than the image pads it with fill, centred
+                                 (offset floor((c - n) / 2)), as timm's CenterCropOrPad */
 typedef struct ra_transform {
     ra_resize_mode resize;
     int resize_h, resize_w;   /* SHORTER: resize_h is the side */
@@ -1415,6 +1420,7 @@ typedef struct ra_transform {
     float mean[3], std[3];
     int grey;                 /* 1: one plane, PIL's "L" luma of the three normalised ones,
                                  0.299 R + 0.587 G + 0.114 B in float32 (a grey model's input) */
+    uint8_t fill[3];          /* the padding's colour (timm's crop_mode border: round(255 mean)) */
 } ra_transform;
 /* RA_ERR_ARG (and why) if t cannot be applied. */
 ra_status ra_transform_check(const ra_transform *t);
@@ -1422,6 +1428,15 @@ ra_status ra_transform_check(const ra_transform *t);
 ra_status ra_transform_size(const ra_transform *t, int w, int h, int *ow, int *oh);
 /* out (3, oh, ow) floats from rgb (h, w, 3) bytes; (1, oh, ow) with t->grey. */
 ra_status ra_transform_apply(float *out, const ra_transform *t, const uint8_t *rgb, int w, int h);
+/* timm's crop_mode (transforms_imagenet_eval) on t, whose resize_h x
+ * resize_w (resize_h for SHORTER) is the scale size floor(img_size /
+ * crop_pct) and whose mean is set: "center" resizes the shorter side
+ * (SHORTER) for a square size, else as timm's ResizeKeepRatio (COVER,
+ * bilinear: timm's own default there, whatever its interpolation);
+ * "squash" to the size (EXACT); "border" to fit in it (FIT) with the crop
+ * padded by round(255 * mean) (timm's CenterCropOrPad). RA_ERR_ARG for
+ * another mode or a transform without a resize. */
+ra_status ra_transform_crop_mode(ra_transform *t, const char *mode);
 /* One line: "resize shorter 232 bicubic, centre crop 224x224 (round), /255,
  * normalise mean ... std ..." into buf (snprintf's return). */
 int ra_transform_describe(char *buf, size_t n, const ra_transform *t);

@@ -137,14 +137,42 @@ def shorter(im, s, f):   # torchvision's Resize(int)
     return im.resize((int(s * w / h), s), f)
 
 
+def keep_ratio(im, th, tw, longest, resample):   # timm's ResizeKeepRatio, written out
+    ratio_h, ratio_w = im.size[1] / th, im.size[0] / tw
+    ratio = max(ratio_h, ratio_w) * longest + min(ratio_h, ratio_w) * (1. - longest)
+    return im.resize((round(im.size[0] * 1.0 / ratio), round(im.size[1] * 1.0 / ratio)), resample)
+
+
+def center_crop_or_pad(a, ch, cw, fill):   # timm's center_crop_or_pad, written out
+    h, w = a.shape[:2]
+    if cw > w or ch > h:
+        l, t = ((cw - w) // 2 if cw > w else 0), ((ch - h) // 2 if ch > h else 0)
+        r, b = ((cw - w + 1) // 2 if cw > w else 0), ((ch - h + 1) // 2 if ch > h else 0)
+        p = np.empty((h + t + b, w + l + r, 3), np.uint8)
+        p[:] = np.array(fill, np.uint8)
+        p[t:t + h, l:l + w] = a
+        a = p
+    h, w = a.shape[:2]
+    top, left = int(round((h - ch) / 2.0)), int(round((w - cw) / 2.0))
+    return a[top:top + ch, left:left + cw]
+
+
 def timm_pipeline(path, size, crop_pct, interp, mean, std, mode="center"):
     im = Image.open(path).convert("RGB")
-    scale = math.floor(size / crop_pct)
+    hw = size if isinstance(size, tuple) else (size, size)
+    sh, sw = (math.floor(v / crop_pct) for v in hw)
     if mode == "squash":
-        im = im.resize((scale, scale), RES[interp])
+        im = im.resize((sw, sh), RES[interp])
+        a = tv_center_crop(np.asarray(im), *hw)
+    elif mode == "border":
+        im = keep_ratio(im, sh, sw, 1.0, RES[interp])
+        a = center_crop_or_pad(np.asarray(im), *hw, [round(255 * v) for v in mean])
+    elif sh != sw:   # timm's ResizeKeepRatio(scale_size): its own default, bilinear
+        im = keep_ratio(im, sh, sw, 0.0, Image.BILINEAR)
+        a = tv_center_crop(np.asarray(im), *hw)
     else:
-        im = shorter(im, scale, RES[interp])
-    a = tv_center_crop(np.asarray(im), size, size)
+        im = shorter(im, sh, RES[interp])
+        a = tv_center_crop(np.asarray(im), *hw)
     x = a.astype(np.float32).transpose(2, 0, 1) / np.float32(255)   # ToTensor
     m, s = np.float32(mean).reshape(3, 1, 1), np.float32(std).reshape(3, 1, 1)
     return ((x - m) / s)[None]
@@ -175,6 +203,24 @@ models = [
                                                "crop_mode": "squash",
                                                "interpolation": "bilinear"}}),
      lambda p: timm_pipeline(p, 32, 0.95, "bilinear", mean_t, std_t, "squash")),
+    ("timm border, bicubic, crop_pct 0.9",
+     folder("timm_border", {"architecture": "swin_tiny_patch4_window7_224", "num_classes": 10,
+                            "pretrained_cfg": {"input_size": [3, 32, 32], "crop_pct": 0.9,
+                                               "crop_mode": "border",
+                                               "interpolation": "bicubic", "mean": mean_t,
+                                               "std": std_t}}),
+     lambda p: timm_pipeline(p, 32, 0.9, "bicubic", mean_t, std_t, "border")),
+    ("timm border, 32x48, crop_pct 1.0",
+     folder("timm_border_rect", {"architecture": "swin_tiny_patch4_window7_224", "num_classes": 10,
+                                 "pretrained_cfg": {"input_size": [3, 32, 48], "crop_pct": 1.0,
+                                                    "crop_mode": "border",
+                                                    "interpolation": "bicubic"}}),
+     lambda p: timm_pipeline(p, (32, 48), 1.0, "bicubic", mean_t, std_t, "border")),
+    ("timm center, 32x48 (ResizeKeepRatio, bilinear), crop_pct 0.9",
+     folder("timm_rect", {"architecture": "swin_tiny_patch4_window7_224", "num_classes": 10,
+                          "pretrained_cfg": {"input_size": [3, 32, 48], "crop_pct": 0.9,
+                                             "interpolation": "bicubic"}}),
+     lambda p: timm_pipeline(p, (32, 48), 0.9, "bicubic", mean_t, std_t)),
     ("transformers size {height, width}, resample 3, no crop",
      folder("hf", {"architecture": "swin_tiny_patch4_window7_224", "num_classes": 10,
                    "pretrained_cfg": {"input_size": [3, 32, 32]}},

@@ -151,7 +151,7 @@ class Transform(ctypes.Structure):
                 ("interp", ctypes.c_int), ("crop", ctypes.c_int), ("crop_h", ctypes.c_int),
                 ("crop_w", ctypes.c_int), ("rescale", ctypes.c_double),
                 ("normalize", ctypes.c_int), ("mean", ctypes.c_float * 3),
-                ("std", ctypes.c_float * 3), ("grey", ctypes.c_int)]
+                ("std", ctypes.c_float * 3), ("grey", ctypes.c_int), ("fill", ctypes.c_uint8 * 3)]
 
 
 _sig("ra_model_transform", _I, ctypes.POINTER(Transform), ctypes.POINTER(ctypes.c_char_p), _P)

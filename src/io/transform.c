@@ -282,17 +282,27 @@ static void resized(const ra_transform *t, int w, int h, int *rw, int *rh) {
         if (*rh < 1) *rh = 1;
     } else if (t->resize == RA_RESIZE_EXACT) {
         *rw = t->resize_w, *rh = t->resize_h;
+    } else if (t->resize == RA_RESIZE_FIT || t->resize == RA_RESIZE_COVER) {
+        /* timm's ResizeKeepRatio (longest 1 or 0): one ratio for both sides,
+         * round(side / ratio) half to even, in double as Python */
+        const double rh_ = (double)h / t->resize_h, rw_ = (double)w / t->resize_w;
+        const double big = rh_ > rw_ ? rh_ : rw_, small = rh_ > rw_ ? rw_ : rh_;
+        const double ratio = t->resize == RA_RESIZE_FIT ? big * 1.0 + small * 0.0
+                                                         : big * 0.0 + small * 1.0;
+        *rh = (int)nearbyint(h * 1.0 / ratio), *rw = (int)nearbyint(w * 1.0 / ratio);
+        if (*rw < 1) *rw = 1;
+        if (*rh < 1) *rh = 1;
     }
 }
 
 ra_status ra_transform_check(const ra_transform *t) {
     if (!t) return rai_fail(RA_ERR_ARG, "transform: NULL");
-    if ((unsigned)t->resize > RA_RESIZE_EXACT || (unsigned)t->crop > RA_CROP_CENTER_FLOOR ||
+    if ((unsigned)t->resize > RA_RESIZE_COVER || (unsigned)t->crop > RA_CROP_CENTER_FLOOR ||
         !ra_interp_name(t->interp))
         return rai_fail(RA_ERR_ARG, "transform: unknown resize, crop or interpolation");
     if (t->resize != RA_RESIZE_NONE &&
         (t->resize_h < 1 || t->resize_h > RA_IMAGE_MAX_SIDE ||
-         (t->resize == RA_RESIZE_EXACT && (t->resize_w < 1 || t->resize_w > RA_IMAGE_MAX_SIDE))))
+         (t->resize != RA_RESIZE_SHORTER && (t->resize_w < 1 || t->resize_w > RA_IMAGE_MAX_SIDE))))
         return rai_fail(RA_ERR_ARG, "transform: resize %dx%d is outside 1..%d", t->resize_h,
                         t->resize_w, RA_IMAGE_MAX_SIDE);
     if (t->crop != RA_CROP_NONE && (t->crop_h < 1 || t->crop_w < 1 ||
@@ -353,7 +363,7 @@ ra_status rai_transform_bytes(uint8_t *out, const ra_transform *t, const uint8_t
             if (sy >= 0 && sy < rh && sx >= 0 && sx < rw)
                 memcpy(o, img + ((size_t)sy * rw + sx) * 3, 3);
             else
-                o[0] = o[1] = o[2] = 0;   /* padding */
+                o[0] = t->fill[0], o[1] = t->fill[1], o[2] = t->fill[2];   /* padding */
         }
     }
     free(r);
@@ -393,18 +403,50 @@ ra_status ra_transform_apply(float *out, const ra_transform *t, const uint8_t *r
     return RA_OK;
 }
 
+ra_status ra_transform_crop_mode(ra_transform *t, const char *mode) {
+    if (!t || !mode) return rai_fail(RA_ERR_ARG, "crop mode: NULL argument");
+    if (t->resize == RA_RESIZE_NONE)
+        return rai_fail(RA_ERR_ARG, "crop mode %s: the transform does not resize", mode);
+    const int sh = t->resize_h, sw = t->resize == RA_RESIZE_SHORTER ? t->resize_h : t->resize_w;
+    memset(t->fill, 0, sizeof t->fill);
+    t->resize_h = sh, t->resize_w = sw;
+    if (!strcmp(mode, "center") && sh == sw) {   /* torchvision's Resize(int) */
+        t->resize = RA_RESIZE_SHORTER;
+    } else if (!strcmp(mode, "center")) {
+        /* ResizeKeepRatio(scale_size), with its default interpolation,
+         * bilinear, whatever the config says (timm 0.9 on) */
+        t->resize = RA_RESIZE_COVER, t->interp = RA_INTERP_BILINEAR;
+    } else if (!strcmp(mode, "squash")) {
+        t->resize = RA_RESIZE_EXACT;
+    } else if (!strcmp(mode, "border")) {
+        t->resize = RA_RESIZE_FIT;   /* + CenterCropOrPad: fill round(255 mean), half to even */
+        for (int k = 0; k < 3; k++) {
+            const double f = nearbyint(255.0 * (double)t->mean[k]);
+            t->fill[k] = (uint8_t)(f < 0 ? 0 : f > 255 ? 255 : f);
+        }
+    } else {
+        return rai_fail(RA_ERR_ARG, "crop mode '%s': center, squash or border", mode);
+    }
+    return RA_OK;
+}
+
 int ra_transform_describe(char *buf, size_t n, const ra_transform *t) {
     if (!buf || !n || !t) return -1;
-    char rs[64], cr[64], sc[48], nm[160] = "";
+    char rs[96], cr[96], sc[48], nm[160] = "";
     if (t->resize == RA_RESIZE_SHORTER)
         snprintf(rs, sizeof rs, "resize shorter side %d %s", t->resize_h, ra_interp_name(t->interp));
+    else if (t->resize == RA_RESIZE_FIT || t->resize == RA_RESIZE_COVER)
+        snprintf(rs, sizeof rs, "resize to %s %dx%d keeping the aspect ratio %s",
+                 t->resize == RA_RESIZE_FIT ? "fit in" : "cover", t->resize_h, t->resize_w,
+                 ra_interp_name(t->interp));
     else if (t->resize == RA_RESIZE_EXACT)
         snprintf(rs, sizeof rs, "resize to %dx%d %s", t->resize_h, t->resize_w,
                  ra_interp_name(t->interp));
     else snprintf(rs, sizeof rs, "no resize");
     if (t->crop == RA_CROP_NONE) snprintf(cr, sizeof cr, "no crop");
-    else snprintf(cr, sizeof cr, "centre crop %dx%d (offset %s)", t->crop_h, t->crop_w,
-                  t->crop == RA_CROP_CENTER_ROUND ? "rounded" : "floored");
+    else snprintf(cr, sizeof cr, "centre crop %dx%d (offset %s%s)", t->crop_h, t->crop_w,
+                  t->crop == RA_CROP_CENTER_ROUND ? "rounded" : "floored",
+                  t->fill[0] || t->fill[1] || t->fill[2] ? ", padded with the mean's bytes" : "");
     if (t->rescale > 0) snprintf(sc, sizeof sc, "x %.17g", t->rescale);
     else snprintf(sc, sizeof sc, "/ 255");
     if (t->normalize)

@@ -67,6 +67,7 @@ ra_status ra_model_transform(struct ra_transform *t, const char **source, const 
     memcpy(t->mean, in_mean, sizeof in_mean), memcpy(t->std, in_std, sizeof in_std);
     const char *v, *src = NULL;
     int h = 224, w = 224;
+    const char *crop_mode = NULL;
     if ((v = ra_model_meta(m, "img_size")) && !parse_size(v, &h, &w))
         return bad("img_size", v, "a size, N or H,W");
     t->crop_h = h, t->crop_w = w;
@@ -96,10 +97,14 @@ ra_status ra_model_transform(struct ra_transform *t, const char **source, const 
             t->resize = RA_RESIZE_SHORTER;
             if (!parse_size(v + 8, &t->resize_h, &s2) || s2 != t->resize_h)
                 return bad("transform.resize", v, "shorter N, HxW or none");
+        } else if (!strncmp(v, "fit ", 4) || !strncmp(v, "cover ", 6)) {
+            t->resize = v[0] == 'f' ? RA_RESIZE_FIT : RA_RESIZE_COVER;
+            if (!parse_size(v + (v[0] == 'f' ? 4 : 6), &t->resize_h, &t->resize_w))
+                return bad("transform.resize", v, "shorter N, fit HxW, cover HxW, HxW or none");
         } else if (parse_size(v, &t->resize_h, &t->resize_w)) {
             t->resize = RA_RESIZE_EXACT;
         } else {
-            return bad("transform.resize", v, "shorter N, HxW or none");
+            return bad("transform.resize", v, "shorter N, fit HxW, cover HxW, HxW or none");
         }
     } else {   /* timm's: img_size / crop_pct, by crop_mode */
         double pct = 0.875;
@@ -110,18 +115,8 @@ ra_status ra_model_transform(struct ra_transform *t, const char **source, const 
         src = cp ? ra_model_meta(m, RA_META_SOURCE "crop_pct") : NULL;
         if (!cp && t->grey) pct = 1.0;   /* grey, MNIST-like: no margin */
         const int sh = (int)floor(t->crop_h / pct), sw = (int)floor(t->crop_w / pct);
-        if (!mode || !strcmp(mode, "center")) {
-            if (sh != sw)
-                return rai_fail(RA_ERR_FORMAT, "a centre crop of a non-square img_size %dx%d (timm's "
-                                "ResizeKeepRatio) is not supported; pass --resize", t->crop_h,
-                                t->crop_w);
-            t->resize = RA_RESIZE_SHORTER, t->resize_h = sh;
-        } else if (!strcmp(mode, "squash")) {
-            t->resize = RA_RESIZE_EXACT, t->resize_h = sh, t->resize_w = sw;
-        } else {
-            return bad("transform.crop_mode", mode, "center or squash (timm's border is not "
-                       "supported)");
-        }
+        t->resize = RA_RESIZE_EXACT, t->resize_h = sh, t->resize_w = sw;
+        crop_mode = mode ? mode : "center";   /* once the mean is read */
         if (!src && mode) src = ra_model_meta(m, RA_META_SOURCE "transform.crop_mode");
     }
     if ((v = ra_model_meta(m, "transform.rescale"))) {
@@ -137,6 +132,8 @@ ra_status ra_model_transform(struct ra_transform *t, const char **source, const 
         return bad("mean", v, "r,g,b or one number");
     if ((v = ra_model_meta(m, "std")) && !parse_triple(t->std, v))
         return bad("std", v, "r,g,b or one number, > 0");
+    if (crop_mode && ra_transform_crop_mode(t, crop_mode))
+        return bad("transform.crop_mode", crop_mode, "center, squash or border");
     if (source)
         *source = src ? src : ra_model_meta(m, "crop_pct") ? "metadata crop_pct"
                         : "default: timm's and torchvision's (crop_pct 0.875, bilinear)";
