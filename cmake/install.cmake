@@ -86,10 +86,10 @@ if(RELATTN_TESTS AND NOT RELATTN_SANITIZE AND NOT RELATTN_TSAN AND NOT RELATTN_F
                        ENVIRONMENT RELATTN_LIBRARY=$<TARGET_FILE:relattn_shared>)
   # the training loader against PIL's pipeline and timm's draws (skipped
   # without PIL, NumPy or python3-skimage's photos)
-  add_test(NAME test_loader COMMAND /usr/bin/python3
+  add_test(NAME test_loader_pil COMMAND /usr/bin/python3
            ${CMAKE_CURRENT_SOURCE_DIR}/tests/test_loader.py ${CMAKE_CURRENT_SOURCE_DIR}/python
            $<TARGET_FILE:relattn_cli>)
-  set_tests_properties(test_loader PROPERTIES SKIP_RETURN_CODE 77
+  set_tests_properties(test_loader_pil PROPERTIES SKIP_RETURN_CODE 77
                        ENVIRONMENT RELATTN_LIBRARY=$<TARGET_FILE:relattn_shared>)
   # timm's Mixup / CutMix and SoftTargetCrossEntropy against a PyTorch twin,
   # through ctypes (skipped without torch)

@@ -1138,6 +1138,16 @@ ra_status ra_model_save(const ra_model *m, const char *path, ra_dtype dtype);
  * and bias). Validated as a loaded file's metadata is. */
 ra_status ra_model_create(ra_model **out, const char *const *meta, int nmeta, uint64_t seed);
 
+/* A model of m's arch and naming with m's metadata, the nset pairs of set
+ * (key, value, ...) in place of m's values for their keys (or added), and
+ * m's parameters wherever the new model has them at the same shape: to
+ * fine-tune m on other classes (set "num_classes" and "labels"), the head
+ * then initialised from seed as ra_model_create does (timm's: truncated
+ * normal, std 0.02; bias 0). RA_ERR_ARG for any other parameter whose
+ * shape the settings change. m is not changed. */
+ra_status ra_model_derive(ra_model **out, const ra_model *m, const char *const *set, int nset,
+                          uint64_t seed);
+
 /* ---- the architectures the loader knows --------------------------------- */
 
 /* The architectures the model loader knows, as the "arch" values of model
@@ -1653,6 +1663,10 @@ ra_status ra_dataset_from_folder(ra_dataset *d, const ra_image_folder *f, const 
  * column; then the normal values row by row, channel by channel). Nothing
  * depends on the workers: the same seed gives the same bits at any count.
  *
+ * With random_crop 0 the transform eval (S x S) takes RandomResizedCrop's
+ * place (its draws are not made); with shuffle 0 every epoch is in the
+ * list's order (perm the identity).
+ *
  * Evaluation (train = 0): batch `step` holds images step * B .. in order
  * (the last batch may be partial), each through the transform `eval`
  * (ra_transform_apply; it must give S x S, grey off).
@@ -1663,6 +1677,10 @@ ra_status ra_dataset_from_folder(ra_dataset *d, const ra_image_folder *f, const 
  * marks it in bad (zeros in its slot); ra_loader_skipped counts them. */
 typedef struct ra_loader_config {
     int train;                /* 1: the training transform, 0: eval */
+    int random_crop;          /* training: RandomResizedCrop (1), or the transform eval (0)
+                                 before the flip, RandAugment and erasing */
+    int shuffle;              /* training: each epoch in an order drawn from the seed (1), or
+                                 the folder's order (0) */
     int size;                 /* S: 224 */
     int batch;                /* B */
     uint64_t seed;
@@ -1841,6 +1859,9 @@ typedef struct ra_train_config {
     float cutmix_alpha;      /* 0 (off; Swin's recipe: 1.0) */
     float mix_prob;          /* 1 */
     float switch_prob;       /* 0.5 */
+    int shuffle;             /* each epoch in an order drawn from (seed, epoch): 1; 0: the
+                                data's order (batch b is images bB .. bB + B - 1) */
+    int sched;               /* the learning rate: 0 timm's cosine with warm-up, 1 constant lr */
 } ra_train_config;
 
 ra_train_config ra_train_config_default(void);

@@ -244,7 +244,8 @@ def check(status):
 
 class LoaderConfig(ctypes.Structure):
     """ra_loader_config: an image folder's batches (relattn.h, section 15)."""
-    _fields_ = [("train", _I), ("size", _I), ("batch", _I), ("seed", ctypes.c_uint64),
+    _fields_ = [("train", _I), ("random_crop", _I), ("shuffle", _I), ("size", _I),
+                ("batch", _I), ("seed", ctypes.c_uint64),
                 ("scale", ctypes.c_double * 2), ("ratio", ctypes.c_double * 2), ("interp", _I),
                 ("hflip", ctypes.c_double), ("randaugment", _I), ("ra", RandAugment),
                 ("reprob", ctypes.c_double), ("mean", ctypes.c_float * 3),

@@ -61,7 +61,8 @@ struct ra_loader {
 ra_loader_config ra_loader_config_default(void) {
     ra_loader_config c = {.train = 1, .size = 224, .batch = 64, .scale = {0.08, 1.0},
                           .ratio = {3.0 / 4.0, 4.0 / 3.0}, .interp = RA_INTERP_BICUBIC,
-                          .hflip = 0.5, .mean = {0.485f, 0.456f, 0.406f},
+                          .hflip = 0.5, .random_crop = 1, .shuffle = 1,
+                          .mean = {0.485f, 0.456f, 0.406f},
                           .std = {0.229f, 0.224f, 0.225f}, .workers = 2, .depth = 2,
                           .max_pixels = (int64_t)64 << 20};
     return c;
@@ -124,14 +125,16 @@ int ra_random_erasing(float *x, int c, int H, int W, double p, ra_rng *rng, int 
 static ra_status train_sample(const ra_loader_config *c, float *x, const uint8_t *rgb, int w,
                               int h, ra_rng *rng) {
     const int S = c->size;
-    int box[4];
-    ra_random_resized_crop(w, h, c->scale, c->ratio, rng, box);
-    const int x0 = box[0], y0 = box[1], cw = box[2], ch = box[3];
     uint8_t *px = malloc((size_t)S * S * 3 * 2);
     ra_status st = px ? RA_OK : rai_fail(RA_ERR_NOMEM, "loader: out of memory");
-    if (!st)   /* the crop resized where it lies */
-        st = rai_image_resize_region(px, S, S, rgb + ((size_t)y0 * w + x0) * 3, (size_t)w * 3, cw,
-                                     ch, 3, c->interp);
+    if (!st && c->random_crop) {   /* the crop resized where it lies */
+        int box[4];
+        ra_random_resized_crop(w, h, c->scale, c->ratio, rng, box);
+        st = rai_image_resize_region(px, S, S, rgb + ((size_t)box[1] * w + box[0]) * 3,
+                                     (size_t)w * 3, box[2], box[3], 3, c->interp);
+    } else if (!st) {
+        st = rai_transform_bytes(px, &c->eval, rgb, w, h);
+    }
     if (!st && c->hflip > 0 && ra_rng_uniform(rng) < c->hflip)
         for (int y = 0; y < S; y++)
             for (int a = 0, b = S - 1; a < b; a++, b--)
@@ -214,7 +217,8 @@ static void schedule(ra_loader *l, slot *q, int64_t step) {
     if (l->perm_epoch != epoch) {
         ra_rng r;
         ra_rng_seed(&r, rai_mix64(l->c.seed ^ 0x7065726d7574ull, (uint64_t)epoch));   /* "permut" */
-        ra_shuffle(l->perm, l->n, &r);
+        if (l->c.shuffle) ra_shuffle(l->perm, l->n, &r);
+        else for (int64_t i = 0; i < l->n; i++) l->perm[i] = i;
         l->perm_epoch = epoch;
     }
     q->step = step, q->b = B;
@@ -339,7 +343,7 @@ static ra_status check_config(const ra_loader_config *c, int64_t n) {
         return rai_fail(RA_ERR_ARG, "loader: %d workers (0..%d), depth %d (1..%d)", c->workers,
                         LOADER_MAX_WORKERS, c->depth, LOADER_MAX_DEPTH);
     if (c->max_pixels < 1) return rai_fail(RA_ERR_ARG, "loader: max_pixels < 1");
-    if (!c->train) {
+    if (!c->train || !c->random_crop) {
         ra_status st = ra_transform_check(&c->eval);
         if (st) return st;
         const int fixed = c->eval.crop != RA_CROP_NONE ? c->eval.crop_h == c->size &&
@@ -349,7 +353,7 @@ static ra_status check_config(const ra_loader_config *c, int64_t n) {
         if (!fixed || c->eval.grey)
             return rai_fail(RA_ERR_ARG, "loader: the evaluation transform must give %dx%d "
                             "colour images", c->size, c->size);
-        return RA_OK;
+        if (!c->train) return RA_OK;
     }
     if (!(c->scale[0] > 0 && c->scale[0] <= c->scale[1] && c->scale[1] <= 1))
         return rai_fail(RA_ERR_ARG, "loader: crop scale %g..%g is not within (0, 1]", c->scale[0],

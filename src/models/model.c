@@ -936,3 +936,50 @@ ra_status ra_model_save(const ra_model *m, const char *path, ra_dtype dtype) {
     ra_st_writer_free(w);
     return st;
 }
+
+/* ---- a model derived from another (fine-tuning) -------------------------------------- */
+
+ra_status ra_model_derive(ra_model **out, const ra_model *m, const char *const *set, int nset,
+                          uint64_t seed) {
+    if (!out || !m || nset < 0 || (nset && !set))
+        return rai_fail(RA_ERR_ARG, "model derive: bad argument");
+    *out = NULL;
+    /* m's metadata with the pairs of set in place of (or after) its own, and
+     * its naming scheme, as the replicas are made */
+    const int n = m->nmeta + nset + 1;
+    const char **meta = malloc((size_t)n * 2 * sizeof *meta);
+    if (!meta) return rai_fail(RA_ERR_NOMEM, "model derive: out of memory");
+    int k = 0;
+    for (int i = 0; i < m->nmeta; i++) {
+        int replaced = 0;
+        for (int j = 0; j < nset && !replaced; j++) replaced = !strcmp(m->meta[2 * i], set[2 * j]);
+        if (!replaced) meta[2 * k] = m->meta[2 * i], meta[2 * k + 1] = m->meta[2 * i + 1], k++;
+    }
+    for (int j = 0; j < nset; j++) meta[2 * k] = set[2 * j], meta[2 * k + 1] = set[2 * j + 1], k++;
+    meta[2 * k] = RA_META_NAMING, meta[2 * k + 1] = ra_model_scheme(m), k++;
+    ra_model *r = NULL;
+    ra_status st = rai_model_create_arch(&r, m->ops, meta, k, seed);
+    free(meta);
+    /* every parameter of m where r has it at the same shape; a head of
+     * another number of classes keeps r's initialisation */
+    for (int p = 0; !st && p < r->nparams; p++) {
+        const ra_param_info *q = &r->params[p];
+        const ra_param_info *from = NULL;
+        for (int i = 0; i < m->nparams && !from; i++)
+            if (!strcmp(m->params[i].name, q->name)) from = &m->params[i];
+        if (from && from->numel == q->numel && from->ndim == q->ndim &&
+            !memcmp(from->shape, q->shape, sizeof(int64_t) * (size_t)q->ndim)) {
+            memcpy(r->weights + q->offset, m->weights + from->offset, sizeof(float) * (size_t)q->numel);
+        } else if (strncmp(q->name, "head.", 5)) {
+            st = rai_fail(RA_ERR_ARG, "parameter %s %s the model it derives from: only a head "
+                          "of another number of classes starts anew", q->name,
+                          from ? "has another shape than in" : "is not in");
+        }
+    }
+    if (st) {
+        ra_model_free(r);
+        return st;
+    }
+    *out = r;
+    return RA_OK;
+}

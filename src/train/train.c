@@ -57,7 +57,7 @@ ra_train_config ra_train_config_default(void) {
                              .warmup_lr = 1e-6, .warmup_epochs = 0.5, .weight_decay = 0.05,
                              .label_smoothing = 0.1f, .clip_grad = 5.0f, .crop_pad = 0,
                              .flip = 1, .mean = 0.2860f, .std = 0.3530f, .seed = 0,
-                             .mix_prob = 1.0f, .switch_prob = 0.5f};
+                             .mix_prob = 1.0f, .switch_prob = 0.5f, .shuffle = 1};
 }
 
 static ra_status check_config(const ra_train_config *c) {
@@ -76,6 +76,8 @@ static ra_status check_config(const ra_train_config *c) {
         return rai_fail(RA_ERR_ARG, "mixup %g, cutmix %g (0, or 0.001..10000), mix probability %g "
                         "and switch probability %g (0..1)", (double)c->mixup_alpha,
                         (double)c->cutmix_alpha, (double)c->mix_prob, (double)c->switch_prob);
+    if (c->sched != 0 && c->sched != 1)
+        return rai_fail(RA_ERR_ARG, "schedule %d: 0 (cosine) or 1 (constant)", c->sched);
     if ((c->mixup_alpha > 0 || c->cutmix_alpha > 0) && c->batch % 2)
         return rai_fail(RA_ERR_ARG, "mixup and cutmix pair image i with image B-1-i: the batch "
                         "(%d) must be even", c->batch);
@@ -219,6 +221,7 @@ static const float *averaged_weights(const ra_trainer *t) {
 }
 
 double ra_trainer_lr(const ra_trainer *t) {
+    if (t->cfg.sched == 1) return t->cfg.lr;
     return ra_lr_cosine(t->step, t->total, t->warmup, t->cfg.lr, t->cfg.min_lr,
                         t->cfg.warmup_lr, 1);
 }
@@ -233,7 +236,8 @@ static ra_status make_batch(ra_trainer *t) {
         if (t->perm_epoch != epoch) {
             ra_rng r;
             ra_rng_seed(&r, rai_mix64(t->cfg.seed, (uint64_t)epoch));
-            ra_shuffle(t->perm, t->n, &r);
+            if (t->cfg.shuffle) ra_shuffle(t->perm, t->n, &r);
+            else for (int64_t i = 0; i < t->n; i++) t->perm[i] = i;
             t->perm_epoch = epoch;
         }
         ra_rng r;
@@ -443,6 +447,8 @@ static const cfg_field cfg_fields[] = {
     {"train.cutmix", 2, offsetof(ra_train_config, cutmix_alpha), 1},
     {"train.mix_prob", 2, offsetof(ra_train_config, mix_prob), 1},
     {"train.switch_prob", 2, offsetof(ra_train_config, switch_prob), 1},
+    {"train.shuffle", 0, offsetof(ra_train_config, shuffle), 1},
+    {"train.sched", 0, offsetof(ra_train_config, sched), 1},
 };
 #define NFIELDS ((int)(sizeof cfg_fields / sizeof cfg_fields[0]))
 
