@@ -145,15 +145,14 @@ static char *log_str(const double *v, int n) {
  * that --resume builds the same loaders. */
 typedef struct {
     int on;
-    char augment[16];   /* timm, rrc+flip */
+    int random_crop;    /* RandomResizedCrop, else the model's evaluation transform */
+    double hflip;
+    char augment[16];   /* timm, rrc+flip; with --init also flip, none */
     char ra[64];        /* RandAugment's spec, or none */
     double reprob, crop_pct;
     ra_interp interp;
     int workers;
 } recipe;
-
-static const float imagenet_mean[3] = {0.485f, 0.456f, 0.406f};
-static const float imagenet_std[3] = {0.229f, 0.224f, 0.225f};
 
 /* The evaluation's shorter side: timm's int(math.floor(S / crop_pct)). */
 static int eval_side(const recipe *r, int S) { return (int)floor(S / r->crop_pct); }
@@ -178,6 +177,8 @@ static int recipe_of_checkpoint(recipe *r, const ra_st_file *f) {
     char *e1 = NULL, *e2 = NULL;
     r->on = 1;
     snprintf(r->augment, sizeof r->augment, "%s", a);
+    r->random_crop = !strcmp(a, "timm") || !strcmp(a, "rrc+flip");
+    r->hflip = strcmp(a, "none") ? 0.5 : 0;
     snprintf(r->ra, sizeof r->ra, "%s", ra ? ra : "none");
     r->reprob = rp ? strtod(rp, &e1) : 0;
     r->crop_pct = cp ? strtod(cp, &e2) : 0.875;
@@ -187,35 +188,37 @@ static int recipe_of_checkpoint(recipe *r, const ra_st_file *f) {
            r->crop_pct > 0 && r->crop_pct <= 1 && strlen(a) < sizeof r->augment;
 }
 
-/* The training and evaluation loaders of a streamed folder; *vpart the
- * images of this process's share of the evaluation. */
+/* The training and evaluation loaders of a streamed folder, at the size of
+ * the evaluation transform tf (the model's: ra_model_transform), which
+ * also gives the normalisation; *own the indices of this process's share
+ * of the evaluation when the folder's are implicit (the loader borrows
+ * them: the caller frees them after it). */
 static int make_loaders(ra_loader **tl, ra_loader **vl, int64_t **own, const train_set *ts,
-                        const recipe *r, const ra_train_config *c, int skip_bad,
-                        const procs *pc) {
+                        const recipe *r, const ra_train_config *c, const ra_transform *tf,
+                        int skip_bad, const procs *pc) {
     ra_loader_config lc = ra_loader_config_default();
-    const int S = ts->train.h;
+    const int S = tf->crop_h;
+    if (tf->crop == RA_CROP_NONE || tf->crop_w != S || tf->grey)
+        return fail(EX_DATAERR, "the model's image transform does not give square colour "
+                    "images (%dx%d%s): it cannot be trained on a folder here", tf->crop_h,
+                    tf->crop_w, tf->grey ? ", grey" : "");
     lc.size = S, lc.batch = c->batch, lc.seed = c->seed, lc.interp = r->interp;
     lc.reprob = r->reprob, lc.workers = r->workers, lc.skip_bad = skip_bad;
-    memcpy(lc.mean, imagenet_mean, sizeof lc.mean), memcpy(lc.std, imagenet_std, sizeof lc.std);
+    lc.random_crop = r->random_crop, lc.hflip = r->hflip, lc.shuffle = c->shuffle;
+    lc.eval = *tf;   /* (training without RandomResizedCrop) */
+    memcpy(lc.mean, tf->mean, sizeof lc.mean), memcpy(lc.std, tf->std, sizeof lc.std);
     ra_status st = RA_OK;
     if (strcmp(r->ra, "none")) {
         lc.randaugment = 1;
         if ((st = ra_randaugment_parse(&lc.ra, r->ra))) return lib_fail(st);
         lc.ra.interp = r->interp;   /* timm: the training interpolation, the mean as fill */
-        for (int k = 0; k < 3; k++) lc.ra.fill[k] = (uint8_t)lrintf(255 * imagenet_mean[k]);
+        for (int k = 0; k < 3; k++) lc.ra.fill[k] = (uint8_t)lrintf(255 * tf->mean[k]);
     }
     if ((st = ra_loader_create(tl, &ts->tf, ts->tidx, ts->train.n, &lc))) return lib_fail(st);
     lc.train = 0, lc.batch = 100;
-    lc.eval = (ra_transform){.resize = RA_RESIZE_SHORTER, .resize_h = eval_side(r, S),
-                             .interp = r->interp, .crop = RA_CROP_CENTER_ROUND, .crop_h = S,
-                             .crop_w = S, .normalize = 1};
-    memcpy(lc.eval.mean, imagenet_mean, sizeof lc.eval.mean);
-    memcpy(lc.eval.std, imagenet_std, sizeof lc.eval.std);
     const int64_t n = ts->test.n, first = n * pc->rank / pc->size;
     const int64_t part = n * (pc->rank + 1) / pc->size - first;
     const ra_image_folder *vf = ts->vf.n ? &ts->vf : &ts->tf;
-    /* the part's indices when the folder's are implicit (the loader borrows
-     * them: the caller frees them after it) */
     if (!ts->vidx && !(*own = malloc(sizeof **own * (size_t)(part > 0 ? part : 1))))
         return fail(EX_DATAERR, "too large: out of memory");
     for (int64_t i = 0; *own && i < part; i++) (*own)[i] = first + i;
@@ -223,6 +226,33 @@ static int make_loaders(ra_loader **tl, ra_loader **vl, int64_t **own, const tra
         return fail(EX_DATAERR, "%lld evaluation images for %d processes", (long long)n,
                     pc->size);
     st = ra_loader_create(vl, vf, ts->vidx ? ts->vidx + first : *own, part, &lc);
+    return st ? lib_fail(st) : EX_OK;
+}
+
+/* The model --init starts from, with a head for the data's classes (and
+ * --img-size): ra_model_derive. */
+static int init_model(ra_model **m, const char *init, const train_set *ts, const opt *o,
+                      uint64_t seed, int *size) {
+    ra_model *src = NULL;
+    ra_status st = open_model(&src, init);
+    if (st) return lib_fail(st);
+    char classes[16], img[32];
+    int k = ts->train.classes;
+    if (get(o, "--num-classes") && (!parse_int(&k, get(o, "--num-classes"), 1, 1 << 20) ||
+                                    k < ts->train.classes)) {
+        ra_model_free(src);
+        return usage_error("--num-classes '%s': need at least the data's %d classes",
+                           get(o, "--num-classes"), ts->train.classes);
+    }
+    snprintf(classes, sizeof classes, "%d", k);
+    const char *set[8] = {"num_classes", classes, "labels", ts->labels};
+    int nset = 2;
+    if (get(o, "--img-size")) {
+        snprintf(img, sizeof img, "%d,%d", *size, *size);
+        set[4] = "img_size", set[5] = img, nset = 3;
+    }
+    st = ra_model_derive(m, src, set, nset, seed);
+    ra_model_free(src);
     return st ? lib_fail(st) : EX_OK;
 }
 
@@ -302,7 +332,7 @@ static int build_model(ra_model **m, const opt *o, const train_set *ts, const ch
     snprintf(classes, sizeof classes, "%d", d->classes);
     snprintf(mean, sizeof mean, "%.9g", (double)c->mean);
     snprintf(std, sizeof std, "%.9g", (double)c->std);
-    if (rc->on) {   /* per channel: ImageNet's (imagenet_mean, imagenet_std) */
+    if (rc->on) {   /* per channel: ImageNet's */
         snprintf(mean, sizeof mean, "0.485,0.456,0.406");
         snprintf(std, sizeof std, "0.229,0.224,0.225");
     }    const int fashion = !ts->folder && strstr(data_dir, "fashion") != NULL && d->classes == 10;
@@ -395,6 +425,8 @@ int cmd_train(int argc, char **argv) {
                {"--val-split", 1, 0},  {"--skip-bad", 0, 0},  {"--workers", 1, 0},
                {"--rand-augment", 1, 0}, {"--reprob", 1, 0},  {"--mixup", 1, 0},
                {"--cutmix", 1, 0},     {"--interpolation", 1, 0}, {"--crop-pct", 1, 0},
+               {"--init", 1, 0},       {"--num-classes", 1, 0}, {"--no-shuffle", 0, 0},
+               {"--sched", 1, 0},
                {"--help", 0, 0},
                {"-h", 0, 0},           {0, 0, 0}};
     const char *pos[1];
@@ -460,10 +492,18 @@ static int train(const opt *o, const procs *pc) {
          c.warmup_epochs > 1000))
         return usage_error("--warmup-epochs '%s': need a number >= 0", get(o, "--warmup-epochs"));
     recipe rc = {.ra = "none", .crop_pct = 0.875, .interp = RA_INTERP_BICUBIC};
+    const char *init = get(o, "--init");
+    if (get(o, "--no-shuffle")) c.shuffle = 0;
+    if (get(o, "--sched")) {
+        if (!strcmp(get(o, "--sched"), "constant")) c.sched = 1;
+        else if (strcmp(get(o, "--sched"), "cosine"))
+            return usage_error("--sched '%s': cosine or constant", get(o, "--sched"));
+    }
+    if (get(o, "--num-classes") && !init) return usage_error("--num-classes is for --init");
     if (get(o, "--augment")) {
         const char *a = get(o, "--augment");
         if (!strcmp(a, "timm") || !strcmp(a, "rrc+flip")) {   /* the loader flips */
-            rc.on = 1, c.crop_pad = 0, c.flip = 0;
+            rc.on = 1, rc.random_crop = 1, rc.hflip = 0.5, c.crop_pad = 0, c.flip = 0;
             snprintf(rc.augment, sizeof rc.augment, "%s", a);
             if (!strcmp(a, "timm")) {
                 snprintf(rc.ra, sizeof rc.ra, "rand-m9-mstd0.5-inc1");
@@ -488,10 +528,10 @@ static int train(const opt *o, const procs *pc) {
         return usage_error("--batch %d: mixup and cutmix pair image i with image B-1-i, the "
                            "batch must be even", c.batch);
     static const char *const streamed[] = {"--rand-augment", "--reprob", "--interpolation",
-                                           "--crop-pct"};
+                                           "--crop-pct"};   /* (--init sets rc.on) */
     for (size_t i = 0; i < sizeof streamed / sizeof *streamed && !rc.on && !resume; i++)
         if (get(o, streamed[i]))
-            return usage_error("%s is for --augment timm or rrc+flip", streamed[i]);
+            return usage_error("%s is for --augment timm or rrc+flip (or --init)", streamed[i]);
     if (get(o, "--rand-augment")) {
         ra_randaugment probe;
         const char *v = get(o, "--rand-augment");
@@ -517,6 +557,12 @@ static int train(const opt *o, const procs *pc) {
     if (get(o, "--workers") && !parse_int(&rc.workers, get(o, "--workers"), 0, 256))
         return usage_error("--workers '%s': need 0..256", get(o, "--workers"));
     if (get(o, "--no-augment")) c.crop_pad = 0, c.flip = 0;
+    if (init && !rc.on) {   /* the model's images go through loaders: its transform */
+        if (c.crop_pad) return usage_error("--augment crop is for IDX-like data; with --init: "
+                                           "timm, rrc+flip, flip or none");
+        rc.on = 1, rc.hflip = c.flip ? 0.5 : 0, c.flip = 0;
+        snprintf(rc.augment, sizeof rc.augment, "%s", rc.hflip > 0 ? "flip" : "none");
+    }
     if (get(o, "--tta") && strcmp(get(o, "--tta"), "flip") && strcmp(get(o, "--tta"), "none"))
         return usage_error("--tta '%s': need flip or none", get(o, "--tta"));
     const char *pv = get(o, "--precision");
@@ -535,7 +581,8 @@ static int train(const opt *o, const procs *pc) {
                                             "--warmup-epochs", "--augment", "--precision",
                                             "--ema", "--tta", "--rand-augment", "--reprob",
                                             "--mixup", "--cutmix", "--interpolation",
-                                            "--crop-pct"};
+                                            "--crop-pct", "--init", "--num-classes",
+                                            "--no-shuffle", "--sched"};
         for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
             if (get(o, fixed[i]))
                 return usage_error("%s cannot change a resumed run (the checkpoint has it)",
@@ -574,15 +621,12 @@ static int train(const opt *o, const procs *pc) {
     }
     train_set ts;
     const int skip_bad = get(o, "--skip-bad") != NULL;
+    if (init && !is_image_folder(dir, "train"))
+        return usage_error("--init trains on an image folder (--data DIR)");
     int code = train_data(&ts, dir, img_size, val_split, c.seed, skip_bad, rc.on);
     if (code) return code;
     ra_loader *tl = NULL, *vl = NULL;
     int64_t *vown = NULL;
-    if (rc.on && (code = make_loaders(&tl, &vl, &vown, &ts, &rc, &c, skip_bad, pc))) {
-        ra_loader_free(tl), free(vown);
-        train_data_free(&ts);
-        return code;
-    }
     ra_dataset train = ts.train, test = ts.test;
     if (ts.folder && !ts.stream && !resume) c.mean = ts.mean, c.std = ts.std;
     if (ts.skipped && lead)
@@ -601,6 +645,25 @@ static int train(const opt *o, const procs *pc) {
         code = fail(EX_DATAERR, "too large: out of memory");
         goto done;
     }
+    /* the model: resumed, derived from --init's, or built from the options */
+    ra_model *probe = NULL;   /* a resumed run's checkpoint, for its transform */
+    if (resume && rc.on && (st = ra_model_load(&probe, resume))) {
+        code = lib_fail(st);
+        goto done;
+    }
+    if (!resume && init && (code = init_model(&m, init, &ts, o, c.seed, &img_size))) goto done;
+    if (!resume && !init && (code = build_model(&m, o, &ts, dir, &c, &rc))) goto done;
+    if (rc.on) {   /* the folder through loaders, at the model's transform */
+        ra_transform tf;
+        st = ra_model_transform(&tf, NULL, probe ? probe : m);
+        ra_model_free(probe);
+        if (st) {
+            code = lib_fail(st);
+            goto done;
+        }
+        ts.train.h = ts.train.w = ts.test.h = ts.test.w = tf.crop_h;
+        if ((code = make_loaders(&tl, &vl, &vown, &ts, &rc, &c, &tf, skip_bad, pc))) goto done;
+    }
     if (resume) {
         if ((st = tl ? ra_trainer_resume_loader(&t, &m, resume, tl)
                      : ra_trainer_resume(&t, &m, resume, &train))) {
@@ -612,14 +675,11 @@ static int train(const opt *o, const procs *pc) {
         if (ra_model_meta(m, "train.seconds")) lg->train_seconds = atof(ra_model_meta(m, "train.seconds"));
         if (ra_model_meta(m, "train.images_seen")) lg->images = atoll(ra_model_meta(m, "train.images_seen"));
         c = *ra_trainer_config(t);
-    } else {
-        if ((code = build_model(&m, o, &ts, dir, &c, &rc))) goto done;
-        if ((st = ra_model_set_precision(m, (ra_precision)prec)) ||
-            (st = tl ? ra_trainer_create_loader(&t, m, &c, tl)
-                     : ra_trainer_create(&t, m, &c, &train))) {
-            code = lib_fail(st);
-            goto done;
-        }
+    } else if ((st = ra_model_set_precision(m, (ra_precision)prec)) ||
+               (st = tl ? ra_trainer_create_loader(&t, m, &c, tl)
+                        : ra_trainer_create(&t, m, &c, &train))) {
+        code = lib_fail(st);
+        goto done;
     }
     if (pc->size > 1) {
         const ra_train_comm comm = procs_comm(pc);

@@ -945,7 +945,10 @@ ra_status ra_model_derive(ra_model **out, const ra_model *m, const char *const *
         return rai_fail(RA_ERR_ARG, "model derive: bad argument");
     *out = NULL;
     /* m's metadata with the pairs of set in place of (or after) its own, and
-     * its naming scheme, as the replicas are made */
+     * its naming scheme (which is also what some architectures compute:
+     * torchvision's Swin pads a window its official code shrinks), as the
+     * replicas are made; the scheme is not kept as metadata (its names say
+     * it in a saved file) */
     const int n = m->nmeta + nset + 1;
     const char **meta = malloc((size_t)n * 2 * sizeof *meta);
     if (!meta) return rai_fail(RA_ERR_NOMEM, "model derive: out of memory");
@@ -960,13 +963,28 @@ ra_status ra_model_derive(ra_model **out, const ra_model *m, const char *const *
     ra_model *r = NULL;
     ra_status st = rai_model_create_arch(&r, m->ops, meta, k, seed);
     free(meta);
+    for (int i = 0; !st && i < r->nmeta; i++)
+        if (!strcmp(r->meta[2 * i], RA_META_NAMING)) {
+            free(r->meta[2 * i]), free(r->meta[2 * i + 1]);
+            memmove(r->meta + 2 * i, r->meta + 2 * i + 2, sizeof *r->meta * 2 * (size_t)(r->nmeta - i - 1));
+            r->nmeta--, i--;
+        }
     /* every parameter of m where r has it at the same shape; a head of
      * another number of classes keeps r's initialisation */
     for (int p = 0; !st && p < r->nparams; p++) {
-        const ra_param_info *q = &r->params[p];
+        ra_param_info *q = &r->params[p];
         const ra_param_info *from = NULL;
         for (int i = 0; i < m->nparams && !from; i++)
             if (!strcmp(m->params[i].name, q->name)) from = &m->params[i];
+        if (from && from->file_name != from->name) {   /* m's names, so that a saved r reads
+                                                          back as m's scheme */
+            char *fn = rai_strdup(from->file_name);
+            if (!fn) {
+                st = rai_fail(RA_ERR_NOMEM, "model derive: out of memory");
+                break;
+            }
+            r->params[p].file_name = fn;
+        }
         if (from && from->numel == q->numel && from->ndim == q->ndim &&
             !memcmp(from->shape, q->shape, sizeof(int64_t) * (size_t)q->ndim)) {
             memcpy(r->weights + q->offset, m->weights + from->offset, sizeof(float) * (size_t)q->numel);

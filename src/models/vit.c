@@ -384,6 +384,8 @@ static ra_status vit_detect(ra_model *m, const ra_st_file *f) {
     if (ntv <= ntimm) return RA_OK;
     for (int i = 0; i < nt; i++) {
         const char *name = ra_st_at(f, i)->name;
+        if (!strncmp(name, RA_TRAIN_STATE_PREFIX, strlen(RA_TRAIN_STATE_PREFIX)))
+            continue;   /* a checkpoint's optimiser state: the loader skips it */
         if (!tv_to_timm(name, buf, sizeof buf) || !is_declared(m, buf))
             return rai_fail(RA_ERR_FORMAT, "unexpected tensor '%.80s' for arch vit (naming "
                             "scheme torchvision)", name);

@@ -529,7 +529,9 @@ ra_status ra_trainer_save(const ra_trainer *t, const char *path, const char *con
     const float *model = t->avg ? averaged_weights(t) : m->weights, *trained = trained_weights(t);
     for (int i = 0; i < m->nparams && !st; i++) {
         const ra_param_info *p = &m->params[i];
-        st = ra_st_writer_add(w, p->name, RA_DTYPE_F32, p->ndim, p->shape, model + p->offset);
+        /* under the names of the model's scheme (as ra_model_save), the
+         * optimiser's state under relattn's own */
+        st = ra_st_writer_add(w, p->file_name, RA_DTYPE_F32, p->ndim, p->shape, model + p->offset);
         snprintf(name, sizeof name, "%sweights.%s", RA_TRAIN_STATE_PREFIX, p->name);
         if (!st && t->avg)
             st = ra_st_writer_add(w, name, RA_DTYPE_F32, p->ndim, p->shape, trained + p->offset);
