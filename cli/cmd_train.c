@@ -610,13 +610,9 @@ static int train(const opt *o, const procs *pc) {
         const char *is = ck ? ra_st_meta(ck, "img_size") : NULL;
         if (is) img_size = atoi(is);
         const int rok = ck ? recipe_of_checkpoint(&rc, ck) : 1;
-        /* the loaders draw by the run's seed and batch */
-        const char *sv = ck ? ra_st_meta(ck, "train.seed") : NULL;
-        const char *bv = ck ? ra_st_meta(ck, "train.batch") : NULL;
-        if (sv) c.seed = strtoull(sv, NULL, 10);
-        if (bv) c.batch = atoi(bv);
         ra_st_close(ck);
-        if (rs) return lib_fail(rs);
+        /* the loaders draw by the run's seed, batch and order */
+        if (rs || (rs = ra_train_config_load(&c, resume))) return lib_fail(rs);
         if (!rok) return fail(EX_DATAERR, "'%s': its train.augment recipe is not valid", resume);
     }
     train_set ts;

@@ -97,6 +97,13 @@ if(RELATTN_TESTS AND NOT RELATTN_SANITIZE AND NOT RELATTN_TSAN AND NOT RELATTN_F
            ${CMAKE_CURRENT_SOURCE_DIR}/tests/test_mixup.py ${CMAKE_CURRENT_SOURCE_DIR}/python)
   set_tests_properties(test_mixup_torch PROPERTIES SKIP_RETURN_CODE 77
                        ENVIRONMENT RELATTN_LIBRARY=$<TARGET_FILE:relattn_shared>)
+  # relattn train --init against torch.optim.AdamW on torchvision's swin_t,
+  # swin_v2_t and vit_b_16 (skipped without PyTorch)
+  add_test(NAME test_finetune COMMAND /usr/bin/python3
+           ${CMAKE_CURRENT_SOURCE_DIR}/tests/test_finetune.py $<TARGET_FILE:relattn_cli>
+           ${CMAKE_CURRENT_SOURCE_DIR}/python)
+  set_tests_properties(test_finetune PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1500
+                       ENVIRONMENT RELATTN_LIBRARY=$<TARGET_FILE:relattn_shared>)
   # the ```bash blocks of README.md and docs/*.md, as written
   add_test(NAME test_readme COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/test_readme.sh
            ${CMAKE_CURRENT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR})

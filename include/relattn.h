@@ -1897,6 +1897,9 @@ ra_status ra_trainer_resume(ra_trainer **out, ra_model **m, const char *path,
                             const ra_dataset *data);
 ra_status ra_trainer_resume_loader(ra_trainer **out, ra_model **m, const char *path,
                                    ra_loader *loader);
+/* The configuration a checkpoint of ra_trainer_save holds (before its
+ * data are loaded: a loader draws by its seed, batch and shuffle). */
+ra_status ra_train_config_load(ra_train_config *c, const char *path);
 
 void ra_trainer_free(ra_trainer *t);
 

@@ -546,6 +546,17 @@ ra_status ra_trainer_save(const ra_trainer *t, const char *path, const char *con
     return st;
 }
 
+ra_status ra_train_config_load(ra_train_config *c, const char *path) {
+    if (!c || !path) return rai_fail(RA_ERR_ARG, "train config load: NULL argument");
+    *c = ra_train_config_default();
+    ra_st_file *f = NULL;
+    ra_status st = ra_st_open(&f, path);
+    for (int i = 0; i < NFIELDS && !st; i++)
+        st = field_parse(c, &cfg_fields[i], ra_st_meta(f, cfg_fields[i].key));
+    ra_st_close(f);
+    return st;
+}
+
 static ra_status resume(ra_trainer **out, ra_model **mout, const char *path,
                         const ra_dataset *data, ra_loader *loader) {
     *out = NULL, *mout = NULL;
