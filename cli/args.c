@@ -195,7 +195,9 @@ int parse_args(int argc, char **argv, opt *opts, const char **pos, int maxpos,
 
 ra_load_options model_options;
 
-int take_model_options(int *argc, char **argv) {
+int take_model_options(int *argc, char **argv) { return take_model_options_as(argc, argv, 1); }
+
+int take_model_options_as(int *argc, char **argv, int precision) {
     enum { MAX_SETS = 64 };
     static const char *sets[MAX_SETS];
     int n = 0, k = 0, prec_given = 0;
@@ -204,7 +206,7 @@ int take_model_options(int *argc, char **argv) {
         const char *a = argv[i], *v = NULL;
         const int is_key = !strncmp(a, "--key", 5) && (!a[5] || a[5] == '=');
         const int is_set = !strncmp(a, "--set", 5) && (!a[5] || a[5] == '=');
-        const int is_prec = !strncmp(a, "--precision", 11) && (!a[11] || a[11] == '=');
+        const int is_prec = precision && !strncmp(a, "--precision", 11) && (!a[11] || a[11] == '=');
         if (!is_key && !is_set && !is_prec) {
             argv[k++] = argv[i];
             continue;

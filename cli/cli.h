@@ -87,6 +87,8 @@ typedef struct {
  * model_options, for the commands that open a model with open_model.
  * 1 on success; 0 after printing a usage error. */
 int take_model_options(int *argc, char **argv);
+/* The same with precision 0: --precision left to the command (train's own). */
+int take_model_options_as(int *argc, char **argv, int precision);
 extern ra_load_options model_options;
 ra_status open_model(ra_model **m, const char *path);
 /* The lines of help every such command shows. */

@@ -24,6 +24,7 @@
 
 static const char train_help[] =
     "usage: relattn train [--out FILE] [--data DIR] [--json] [options]\n"
+    "       relattn train --init MODEL --data DIR [--out FILE] [options]\n"
     "       relattn train --resume CKPT [--out FILE] [--max-steps N] [--time-budget S] ...\n"
     "\n"
     "Trains a Swin Transformer with learned relative position bias on\n"
@@ -64,6 +65,13 @@ static const char train_help[] =
     "  --interpolation F   RandomResizedCrop's and the evaluation's filter (bicubic)\n"
     "  --crop-pct F        the evaluation: Resize(S / F) + CenterCrop(S) (0.875)\n"
     "  --workers N         threads decoding ahead of the step (default: --threads)\n"
+    "fine-tuning:\n"
+    "  --init MODEL        start from any model source (a .pth, safetensors file, timm\n"
+    "                      or Hugging Face folder; --key, --set) of arch swin, swinv2\n"
+    "                      or vit, on an image folder through its own transform, with\n"
+    "                      a head for the folder's classes (--num-classes K)\n"
+    "  --no-shuffle        the data's order every epoch\n"
+    "  --sched S           cosine (default: warm-up, then cosine) or constant (--lr)\n"
     "  --tta KIND          how the checkpoint predicts (metadata tta; eval, classify\n"
     "                      and the run's own evaluations): flip (the default when\n"
     "                      the run flips its images: the mean of the outputs for\n"
@@ -411,6 +419,7 @@ static void show(progress *p, const ra_trainer *t, double loss, double ips, doub
 static int train(const opt *o, const procs *pc);
 
 int cmd_train(int argc, char **argv) {
+    if (!take_model_options_as(&argc, argv, 0)) return EX_USAGE;   /* --init's --key, --set */
     opt o[] = {{"--out", 1, 0},        {"-o", 1, 0},           {"--data", 1, 0},
                {"--json", 0, 0},       {"--epochs", 1, 0},     {"--max-steps", 1, 0},
                {"--batch", 1, 0},      {"--lr", 1, 0},         {"--wd", 1, 0},
@@ -500,6 +509,8 @@ static int train(const opt *o, const procs *pc) {
             return usage_error("--sched '%s': cosine or constant", get(o, "--sched"));
     }
     if (get(o, "--num-classes") && !init) return usage_error("--num-classes is for --init");
+    if ((model_options.key || model_options.nset) && !init)
+        return usage_error("--key and --set are for --init's model");
     if (get(o, "--augment")) {
         const char *a = get(o, "--augment");
         if (!strcmp(a, "timm") || !strcmp(a, "rrc+flip")) {   /* the loader flips */
