@@ -14,6 +14,10 @@
      and the erasing's probability;
   5. a truncated JPEG: the batch fails naming it; with skip_bad it is
      counted and replaced;
+  7. relattn train --init of a torchvision Swin, a timm Swin and a
+     torchvision ViT: the checkpoint keeps the source's naming, has a head
+     for the folder's classes and their names, eval of it counts what the
+     run counted, an interrupted run resumes to the same weights; refusals;
   6. relattn train --augment timm on a folder: the checkpoint records the
      recipe and the evaluation transform (eval of it counts what the run's
      last evaluation counted), the same weights at 0 and 3 workers and
@@ -372,6 +376,45 @@ check(r.returncode == 65 and "bad.png" in r.stderr and not os.path.exists(os.pat
       "a corrupt image: %d %s" % (r.returncode, r.stderr[-200:]))
 r = train("--augment", "timm", "--skip-bad", "--out", os.path.join(tmp, "sk.st"), *tiny)
 check(r.returncode == 0 and "skipped" in r.stderr, "--skip-bad: %d %s" % (r.returncode, r.stderr[-200:]))
+
+# ---- 7. relattn train --init: fine-tuning a model of each family's naming ------------------
+fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+os.remove(os.path.join(root, "train", "red", "bad.png"))
+small = ["--epochs", "2", "--batch", "12", "--threads", "2", "--augment", "timm"]
+for name, scheme in (("net_swin_tv", "torchvision"), ("net_swin_timm", "timm"),
+                     ("vit_grad_tv", "torchvision")):
+    src = os.path.join(fixtures, name + ".model.safetensors")
+    ck, ck2 = os.path.join(tmp, name + ".st"), os.path.join(tmp, name + "_r.st")
+    r = train("--init", src, "--out", ck, "--json", *small)
+    check(r.returncode == 0, "--init %s: %d %s" % (name, r.returncode, r.stderr[-300:]))
+    if r.returncode:
+        continue
+    last = json.loads(r.stdout.strip().split("\n")[-1])
+    m = relattn.Model(ck)
+    check(m.meta.get("num_classes") == "3" and json.loads(m.meta["labels"]) == ["blue", "green", "red"]
+          and m.scheme == scheme, "--init %s: the checkpoint %s, scheme %s" % (name, m.meta, m.scheme))
+    m.close()
+    r = subprocess.run([relattn_bin, "eval", ck, "--data", root, "--json"], capture_output=True,
+                       text=True)
+    got = json.loads(r.stdout) if r.returncode == 0 else {}
+    check(got.get("correct") == last.get("test_correct"),
+          "--init %s: eval %s, train said %s" % (name, got, last))
+    r = train("--init", src, "--out", ck2, "--max-steps", "3", *small)
+    r2 = subprocess.run([relattn_bin, "train", "--resume", ck2, "--data", root, "--out", ck2],
+                        capture_output=True, text=True)
+    a_, b_ = relattn.load(ck)[0], relattn.load(ck2)[0] if r2.returncode == 0 else {}
+    check(a_.keys() == b_.keys() and all(np.array_equal(a_[t], b_[t]) for t in a_),
+          "--init %s: interrupted and resumed, other weights (%s)" % (name, r2.stderr[-200:]))
+src = os.path.join(fixtures, "net_swin_tv.model.safetensors")
+for args, code, words in ((["--num-classes", "2"], 64, "--num-classes"),
+                          (["--augment", "crop"], 64, "--augment crop")):
+    r = train("--init", src, "--out", os.path.join(tmp, "no.st"), *(args + small[:6]))
+    check(r.returncode == code and words in r.stderr and not os.path.exists(os.path.join(tmp, "no.st")),
+          "--init %s: %d %s" % (args, r.returncode, r.stderr[-200:]))
+r = subprocess.run([relattn_bin, "train", "--init", src, "--data", os.path.join(tmp, "nowhere"),
+                    "--out", os.path.join(tmp, "no.st")], capture_output=True, text=True)
+check(r.returncode == 64 and "image folder" in r.stderr, "--init on IDX data: %d %s"
+      % (r.returncode, r.stderr[-200:]))
 
 shutil.rmtree(tmp)
 print("test_loader: %d checks passed, %d failed" % (passed, failed))
