@@ -257,8 +257,14 @@ static int init_model(ra_model **m, const char *init, const train_set *ts, const
     int nset = 2;
     if (get(o, "--img-size")) {
         snprintf(img, sizeof img, "%d,%d", *size, *size);
-        set[4] = "img_size", set[5] = img, nset = 3;
+        set[2 * nset] = "img_size", set[2 * nset + 1] = img, nset++;
     }
+    int window = 0;
+    if (get(o, "--window") && !parse_int(&window, get(o, "--window"), 1, 64)) {
+        ra_model_free(src);
+        return usage_error("--window '%s': need 1..64", get(o, "--window"));
+    }
+    if (window) set[2 * nset] = "window_size", set[2 * nset + 1] = get(o, "--window"), nset++;
     st = ra_model_derive(m, src, set, nset, seed);
     ra_model_free(src);
     return st ? lib_fail(st) : EX_OK;

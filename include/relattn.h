@@ -1143,8 +1143,14 @@ ra_status ra_model_create(ra_model **out, const char *const *meta, int nmeta, ui
  * m's parameters wherever the new model has them at the same shape: to
  * fine-tune m on other classes (set "num_classes" and "labels"), the head
  * then initialised from seed as ra_model_create does (timm's: truncated
- * normal, std 0.02; bias 0). RA_ERR_ARG for any other parameter whose
- * shape the settings change. m is not changed. */
+ * normal, std 0.02; bias 0), or at another input size or window
+ * ("img_size", "window_size"): a relative position bias table of another
+ * square window resampled as the Swin authors do and position embeddings
+ * (1, prefix + g x g, C) of another square grid as timm's
+ * resample_abs_pos_embed (the class and register tokens kept), both
+ * bicubic with align_corners False (ra_bias_table_resize; no antialiasing
+ * when a grid shrinks, which timm's applies). RA_ERR_ARG for any other
+ * parameter whose shape the settings change. m is not changed. */
 ra_status ra_model_derive(ra_model **out, const ra_model *m, const char *const *set, int nset,
                           uint64_t seed);
 

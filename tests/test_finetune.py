@@ -167,6 +167,42 @@ def run(builder):
           % (builder, losses, worst_loss, STEPS, nfar, nall, share, worst))
 
 
+# ---- another window, another grid: the tables and embeddings resampled as the references ----
+fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+F = torch.nn.functional
+for name, args in (("net_swin_timm", ["--window", "8"]), ("vit_grad_tv", ["--img-size", "32"])):
+    src = os.path.join(fixtures, name + ".model.safetensors")
+    ck = os.path.join(tmp, name + "_resized.st")
+    # one step of lr 1e-9 (Adam moves each weight by about 1e-9): the derived model
+    r = subprocess.run([relattn_bin, "train", "--init", src, "--data", data, "--out", ck,
+                        "--epochs", "1", "--batch", "8", "--lr", "1e-9", "--max-steps", "1",
+                        "--augment", "none"] + args, capture_output=True, text=True)
+    check(r.returncode == 0, "%s %s: %s" % (name, args, r.stderr[-300:]))
+    if r.returncode:
+        continue
+    a, b = relattn.load(src)[0], relattn.load(ck)[0]
+    n = 0
+    for k in a:
+        if a[k].shape == b[k].shape or not (k.endswith("relative_position_bias_table") or
+                                            "pos_embed" in k):
+            continue   # (the head has the folder's 3 classes)
+        t = torch.from_numpy(a[k])
+        if k.endswith("relative_position_bias_table"):   # the Swin authors' resampling
+            s1, s2 = round(t.shape[0] ** 0.5), round(b[k].shape[0] ** 0.5)
+            want = F.interpolate(t.T.reshape(1, -1, s1, s1), size=(s2, s2), mode="bicubic",
+                                 align_corners=False).reshape(-1, s2 * s2).T
+        else:   # timm's resample_abs_pos_embed, the class token kept
+            C, g1, g2 = t.shape[-1], round((t.shape[1] - 1) ** 0.5), round((b[k].shape[1] - 1) ** 0.5)
+            grid = t[:, 1:].reshape(1, g1, g1, C).permute(0, 3, 1, 2)
+            want = F.interpolate(grid, size=(g2, g2), mode="bicubic", align_corners=False)
+            want = torch.cat([t[:, :1], want.permute(0, 2, 3, 1).reshape(1, -1, C)], 1)
+        d = float(np.abs(want.numpy() - b[k]).max())
+        n += 1
+        check(d < 1e-5, "%s %s: %s resampled differs from PyTorch's by %g" % (name, args, k, d))
+        print("%s %s: %s %s -> %s, PyTorch's bicubic within %.2g" % (name, args, k, a[k].shape,
+                                                                     b[k].shape, d))
+    check(n > 0, "%s %s: nothing was resampled" % (name, args))
+
 run("swin_t")
 run("swin_v2_t")
 run("vit_b_16")

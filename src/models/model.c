@@ -939,6 +939,49 @@ ra_status ra_model_save(const ra_model *m, const char *path, ra_dtype dtype) {
 
 /* ---- a model derived from another (fine-tuning) -------------------------------------- */
 
+static int ends_with_name(const char *s, const char *suffix) {
+    const size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* n's side when it is a square (of an odd side, with odd), else 0. */
+static int64_t square_side(int64_t n, int odd) {
+    if (n < 1) return 0;
+    int64_t s = (int64_t)sqrt((double)n);
+    while (s * s > n) s--;
+    while ((s + 1) * (s + 1) <= n) s++;
+    return s * s == n && (!odd || s % 2) ? s : 0;
+}
+
+/* dst (q's shape) from src (from's) when q is a relative position bias
+ * table of another (square) window, resampled as the Swin authors do, or
+ * position embeddings (1, prefix + g^2, C) of another square grid,
+ * resampled as timm's resample_abs_pos_embed (the prefix tokens kept); both
+ * bicubic, align_corners False (ra_bias_table_resize: (positions,
+ * channels) grids). 1 if done. */
+static int resample(float *dst, const ra_param_info *q, const float *src,
+                    const ra_param_info *from) {
+    if (q->ndim != from->ndim || q->shape[q->ndim - 1] != from->shape[from->ndim - 1]) return 0;
+    const int64_t C = q->shape[q->ndim - 1];
+    if (q->ndim == 2 && ends_with_name(q->name, "relative_position_bias_table")) {
+        const int64_t s1 = square_side(from->shape[0], 1), s2 = square_side(q->shape[0], 1);
+        return s1 && s2 && C <= INT32_MAX &&
+               ra_bias_table_resize(dst, src, (int)C, (int)s1, (int)s1, (int)s2, (int)s2) == RA_OK;
+    }
+    if (q->ndim == 3 && q->shape[0] == 1 && from->shape[0] == 1 &&
+        (ends_with_name(q->name, "pos_embed") || ends_with_name(q->name, "absolute_pos_embed"))) {
+        for (int64_t prefix = 0; prefix <= 16; prefix++) {   /* class and register tokens */
+            const int64_t g1 = square_side(from->shape[1] - prefix, 0);
+            const int64_t g2 = square_side(q->shape[1] - prefix, 0);
+            if (!g1 || !g2 || g1 > INT32_MAX / 2 || g2 > INT32_MAX / 2) continue;
+            memcpy(dst, src, sizeof(float) * (size_t)(prefix * C));
+            return ra_bias_table_resize(dst + prefix * C, src + prefix * C, (int)C, (int)g1,
+                                        (int)g1, (int)g2, (int)g2) == RA_OK;
+        }
+    }
+    return 0;
+}
+
 ra_status ra_model_derive(ra_model **out, const ra_model *m, const char *const *set, int nset,
                           uint64_t seed) {
     if (!out || !m || nset < 0 || (nset && !set))
@@ -988,9 +1031,12 @@ ra_status ra_model_derive(ra_model **out, const ra_model *m, const char *const *
         if (from && from->numel == q->numel && from->ndim == q->ndim &&
             !memcmp(from->shape, q->shape, sizeof(int64_t) * (size_t)q->ndim)) {
             memcpy(r->weights + q->offset, m->weights + from->offset, sizeof(float) * (size_t)q->numel);
+        } else if (from && resample(r->weights + q->offset, q, m->weights + from->offset, from)) {
+            /* a bias table for another window, position embeddings for another grid */
         } else if (strncmp(q->name, "head.", 5)) {
             st = rai_fail(RA_ERR_ARG, "parameter %s %s the model it derives from: only a head "
-                          "of another number of classes starts anew", q->name,
+                          "of another number of classes starts anew, and only square bias "
+                          "tables and position-embedding grids are resampled", q->name,
                           from ? "has another shape than in" : "is not in");
         }
     }
