@@ -72,6 +72,7 @@ static const char train_help[] =
     "                      a head for the folder's classes (--num-classes K)\n"
     "  --no-shuffle        the data's order every epoch\n"
     "  --sched S           cosine (default: warm-up, then cosine) or constant (--lr)\n"
+    "  --freeze            train the head alone (a linear probe)\n"
     "  --tta KIND          how the checkpoint predicts (metadata tta; eval, classify\n"
     "                      and the run's own evaluations): flip (the default when\n"
     "                      the run flips its images: the mean of the outputs for\n"
@@ -441,7 +442,7 @@ int cmd_train(int argc, char **argv) {
                {"--rand-augment", 1, 0}, {"--reprob", 1, 0},  {"--mixup", 1, 0},
                {"--cutmix", 1, 0},     {"--interpolation", 1, 0}, {"--crop-pct", 1, 0},
                {"--init", 1, 0},       {"--num-classes", 1, 0}, {"--no-shuffle", 0, 0},
-               {"--sched", 1, 0},
+               {"--sched", 1, 0},      {"--freeze", 0, 0},
                {"--help", 0, 0},
                {"-h", 0, 0},           {0, 0, 0}};
     const char *pos[1];
@@ -509,6 +510,7 @@ static int train(const opt *o, const procs *pc) {
     recipe rc = {.ra = "none", .crop_pct = 0.875, .interp = RA_INTERP_BICUBIC};
     const char *init = get(o, "--init");
     if (get(o, "--no-shuffle")) c.shuffle = 0;
+    if (get(o, "--freeze")) c.freeze = 1;
     if (get(o, "--sched")) {
         if (!strcmp(get(o, "--sched"), "constant")) c.sched = 1;
         else if (strcmp(get(o, "--sched"), "cosine"))
@@ -599,7 +601,7 @@ static int train(const opt *o, const procs *pc) {
                                             "--ema", "--tta", "--rand-augment", "--reprob",
                                             "--mixup", "--cutmix", "--interpolation",
                                             "--crop-pct", "--init", "--num-classes",
-                                            "--no-shuffle", "--sched"};
+                                            "--no-shuffle", "--sched", "--freeze"};
         for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
             if (get(o, fixed[i]))
                 return usage_error("%s cannot change a resumed run (the checkpoint has it)",

@@ -1868,6 +1868,8 @@ typedef struct ra_train_config {
     int shuffle;             /* each epoch in an order drawn from (seed, epoch): 1; 0: the
                                 data's order (batch b is images bB .. bB + B - 1) */
     int sched;               /* the learning rate: 0 timm's cosine with warm-up, 1 constant lr */
+    int freeze;              /* 1: train the head alone (head.*; a linear probe), the rest
+                                frozen (not in the gradient's norm, no AdamW step) */
 } ra_train_config;
 
 ra_train_config ra_train_config_default(void);

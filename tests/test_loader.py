@@ -406,6 +406,12 @@ for name, scheme in (("net_swin_tv", "torchvision"), ("net_swin_timm", "timm"),
     check(a_.keys() == b_.keys() and all(np.array_equal(a_[t], b_[t]) for t in a_),
           "--init %s: interrupted and resumed, other weights (%s)" % (name, r2.stderr[-200:]))
 src = os.path.join(fixtures, "net_swin_tv.model.safetensors")
+# --freeze: a linear probe, every weight but the head's as it was
+r = train("--init", src, "--freeze", "--out", os.path.join(tmp, "probe.st"), *small)
+a_, b_ = relattn.load(src)[0], relattn.load(os.path.join(tmp, "probe.st"))[0] if r.returncode == 0 else {}
+body = [k for k in b_ if not k.startswith("head.") and not k.startswith("__")]
+check(r.returncode == 0 and len(body) > 50 and all(np.array_equal(a_[k], b_[k]) for k in body),
+      "--freeze: %s" % r.stderr[-200:])
 for args, code, words in ((["--num-classes", "2"], 64, "--num-classes"),
                           (["--augment", "crop"], 64, "--augment crop")):
     r = train("--init", src, "--out", os.path.join(tmp, "no.st"), *(args + small[:6]))

@@ -39,6 +39,7 @@ struct ra_trainer {
     float **gptr;                   /* per parameter: its gradient, for clipping */
     int64_t *gsize;
     int *decay;                     /* per parameter: takes weight decay */
+    int *frozen;                    /* per parameter: not trained (freeze: all but the head) */
     float *x, *dlogits, *probs;     /* (B, C, H, W), (B, K), (B, K) */
     int32_t *labels;                /* (B) */
     int64_t *perm;                  /* (n) this epoch's order */
@@ -96,7 +97,7 @@ static ra_status check_config(const ra_train_config *c) {
 void ra_trainer_free(ra_trainer *t) {
     if (!t) return;
     rai_free(t->grad), rai_free(t->mom1), rai_free(t->mom2);
-    free(t->gptr), free(t->gsize), free(t->decay);
+    free(t->gptr), free(t->gsize), free(t->decay), free(t->frozen);
     rai_free(t->x), rai_free(t->dlogits), rai_free(t->probs);
     free(t->labels), free(t->perm), rai_free(t->targets);
     free(t->zoff), free(t->zcnt);
@@ -159,6 +160,7 @@ static ra_status create(ra_trainer **out, ra_model *m, const ra_train_config *cf
     t->gptr = calloc((size_t)m->nparams + 1, sizeof *t->gptr);
     t->gsize = calloc((size_t)m->nparams + 1, sizeof *t->gsize);
     t->decay = calloc((size_t)m->nparams + 1, sizeof *t->decay);
+    t->frozen = calloc((size_t)m->nparams + 1, sizeof *t->frozen);
     t->x = rai_alloc((size_t)(B * px), sizeof(float));
     t->dlogits = rai_alloc((size_t)(B * k), sizeof(float));
     t->probs = rai_alloc((size_t)(B * k), sizeof(float));
@@ -166,7 +168,8 @@ static ra_status create(ra_trainer **out, ra_model *m, const ra_train_config *cf
     t->perm = data ? malloc((size_t)n * sizeof *t->perm) : NULL;
     t->avg = cfg->ema_decay > 0 ? rai_alloc((size_t)P + 1, sizeof(float)) : NULL;
     t->targets = mixing(cfg) ? rai_alloc((size_t)(B * k), sizeof(float)) : NULL;
-    if (!t->grad || !t->mom1 || !t->mom2 || !t->gptr || !t->gsize || !t->decay || !t->x ||
+    if (!t->grad || !t->mom1 || !t->mom2 || !t->gptr || !t->gsize || !t->decay || !t->frozen ||
+        !t->x ||
         !t->dlogits || !t->probs || !t->labels || (data && !t->perm) ||
         (cfg->ema_decay > 0 && !t->avg) || (mixing(cfg) && !t->targets)) {
         ra_trainer_free(t);
@@ -177,6 +180,10 @@ static ra_status create(ra_trainer **out, ra_model *m, const ra_train_config *cf
         t->gptr[i] = t->grad + p->offset;
         t->gsize[i] = p->numel;
         t->decay[i] = p->ndim > 1 && !ra_param_no_decay(p->name);
+        /* a frozen parameter's gradient counts for nothing (gsize 0: not in
+         * the norm, not clipped) and AdamW skips it */
+        t->frozen[i] = cfg->freeze && strncmp(p->name, "head.", 5) != 0;
+        if (t->frozen[i]) t->gsize[i] = 0;
     }
     if (t->avg) memcpy(t->avg, m->weights, (size_t)P * sizeof(float));   /* avg_0 = w_0 */
     *out = t;
@@ -349,6 +356,7 @@ ra_status ra_trainer_step(ra_trainer *t, float *loss_out, float *norm_out) {
                                 .eps = 1e-8, .weight_decay = t->cfg.weight_decay};
     t->step++;   /* AdamW counts its steps from 1 */
     for (int i = t->p0; i < t->p1 && !st; i++) {
+        if (t->frozen[i]) continue;   /* --freeze: the weights stay, the moments 0 */
         const ra_param_info *p = &m->params[i];
         const int64_t mo = p->offset - t->moff;
         st = ra_adamw_step(m->weights + p->offset, t->mom1 + mo, t->mom2 + mo,
@@ -449,6 +457,7 @@ static const cfg_field cfg_fields[] = {
     {"train.switch_prob", 2, offsetof(ra_train_config, switch_prob), 1},
     {"train.shuffle", 0, offsetof(ra_train_config, shuffle), 1},
     {"train.sched", 0, offsetof(ra_train_config, sched), 1},
+    {"train.freeze", 0, offsetof(ra_train_config, freeze), 1},
 };
 #define NFIELDS ((int)(sizeof cfg_fields / sizeof cfg_fields[0]))
 
