@@ -71,39 +71,30 @@ if(RELATTN_TESTS AND NOT RELATTN_SANITIZE AND NOT RELATTN_TSAN AND NOT RELATTN_F
            $<TARGET_FILE:relattn_cli> ${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures
            ${CMAKE_CURRENT_SOURCE_DIR} $<TARGET_FILE:relattn_shared>)
   set_tests_properties(test_python PROPERTIES SKIP_RETURN_CODE 77)
-  # images in as each family reads them, against PIL (skipped without PIL,
-  # NumPy or python3-skimage's photos)
-  add_test(NAME test_transform COMMAND /usr/bin/python3
-           ${CMAKE_CURRENT_SOURCE_DIR}/tests/test_transform.py $<TARGET_FILE:relattn_cli>
-           ${CMAKE_CURRENT_SOURCE_DIR}/tests/fixtures ${CMAKE_CURRENT_SOURCE_DIR}/python)
-  set_tests_properties(test_transform PROPERTIES SKIP_RETURN_CODE 77
-                       ENVIRONMENT RELATTN_LIBRARY=$<TARGET_FILE:relattn_shared>)
-  # timm's RandAugment: each operation against PIL's bytes, the parsing and
-  # the draws (skipped without PIL, NumPy or python3-skimage's photos)
-  add_test(NAME test_augment COMMAND /usr/bin/python3
-           ${CMAKE_CURRENT_SOURCE_DIR}/tests/test_augment.py ${CMAKE_CURRENT_SOURCE_DIR}/python)
-  set_tests_properties(test_augment PROPERTIES SKIP_RETURN_CODE 77
-                       ENVIRONMENT RELATTN_LIBRARY=$<TARGET_FILE:relattn_shared>)
-  # the training loader against PIL's pipeline and timm's draws (skipped
-  # without PIL, NumPy or python3-skimage's photos)
-  add_test(NAME test_loader_pil COMMAND /usr/bin/python3
-           ${CMAKE_CURRENT_SOURCE_DIR}/tests/test_loader.py ${CMAKE_CURRENT_SOURCE_DIR}/python
-           $<TARGET_FILE:relattn_cli>)
-  set_tests_properties(test_loader_pil PROPERTIES SKIP_RETURN_CODE 77
-                       ENVIRONMENT RELATTN_LIBRARY=$<TARGET_FILE:relattn_shared>)
-  # timm's Mixup / CutMix and SoftTargetCrossEntropy against a PyTorch twin,
-  # through ctypes (skipped without torch)
-  add_test(NAME test_mixup_torch COMMAND /usr/bin/python3
-           ${CMAKE_CURRENT_SOURCE_DIR}/tests/test_mixup.py ${CMAKE_CURRENT_SOURCE_DIR}/python)
-  set_tests_properties(test_mixup_torch PROPERTIES SKIP_RETURN_CODE 77
-                       ENVIRONMENT RELATTN_LIBRARY=$<TARGET_FILE:relattn_shared>)
+  # The tests in Python (Debian's /usr/bin/python3, whose NumPy, PIL and
+  # PyTorch they use, through ctypes on the shared library): each exits 77,
+  # skipped, without what it needs.
+  set(RA_SRC ${CMAKE_CURRENT_SOURCE_DIR})
+  function(relattn_python_test name script)
+    add_test(NAME ${name} COMMAND /usr/bin/python3 ${RA_SRC}/tests/${script} ${ARGN})
+    set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77
+                         ENVIRONMENT RELATTN_LIBRARY=$<TARGET_FILE:relattn_shared>)
+  endfunction()
+  # images in as each family reads them, against PIL (PIL, NumPy and
+  # python3-skimage's photos)
+  relattn_python_test(test_transform test_transform.py $<TARGET_FILE:relattn_cli>
+                      ${RA_SRC}/tests/fixtures ${RA_SRC}/python)
+  # timm's RandAugment: each operation against PIL's bytes, the parsing and the draws
+  relattn_python_test(test_augment test_augment.py ${RA_SRC}/python)
+  # the training loader against PIL's pipeline and timm's draws; train --augment
+  # timm and --init end to end
+  relattn_python_test(test_loader_pil test_loader.py ${RA_SRC}/python $<TARGET_FILE:relattn_cli>)
+  # timm's Mixup / CutMix and SoftTargetCrossEntropy against a PyTorch twin
+  relattn_python_test(test_mixup_torch test_mixup.py ${RA_SRC}/python)
   # relattn train --init against torch.optim.AdamW on torchvision's swin_t,
-  # swin_v2_t and vit_b_16 (skipped without PyTorch)
-  add_test(NAME test_finetune COMMAND /usr/bin/python3
-           ${CMAKE_CURRENT_SOURCE_DIR}/tests/test_finetune.py $<TARGET_FILE:relattn_cli>
-           ${CMAKE_CURRENT_SOURCE_DIR}/python)
-  set_tests_properties(test_finetune PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1500
-                       ENVIRONMENT RELATTN_LIBRARY=$<TARGET_FILE:relattn_shared>)
+  # swin_v2_t and vit_b_16 (PyTorch and torchvision)
+  relattn_python_test(test_finetune test_finetune.py $<TARGET_FILE:relattn_cli> ${RA_SRC}/python)
+  set_tests_properties(test_finetune PROPERTIES TIMEOUT 1500)
   # the ```bash blocks of README.md and docs/*.md, as written
   add_test(NAME test_readme COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/test_readme.sh
            ${CMAKE_CURRENT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR})

@@ -10,6 +10,16 @@
 
 static int check_passed, check_failed;
 
+/* malloc that ends the test (exit 2) when memory runs out. */
+static inline void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(2);
+    }
+    return p;
+}
+
 #define CHECK(cond, ...)                                                      \
     do {                                                                      \
         if (cond) { check_passed++; }                                         \

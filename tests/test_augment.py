@@ -19,31 +19,20 @@ import math
 import os
 import sys
 
+from checks import PHOTOS, check, done, need_photos  # noqa: F401
+
 try:
     import numpy as np
     from PIL import Image, ImageEnhance, ImageOps
 except ImportError as e:
     print("skipped: %s (scripts/deps.sh installs python3-numpy and python3-pil)" % e)
     sys.exit(77)
-PHOTOS = "/usr/lib/python3/dist-packages/skimage/data"
 NAMES = ["astronaut.png", "chelsea.png", "coffee.png", "camera.png"]
-if not all(os.path.exists(os.path.join(PHOTOS, n)) for n in NAMES):
-    print("skipped: no photos in %s (Debian's python3-skimage)" % PHOTOS)
-    sys.exit(77)
+need_photos(NAMES)
 sys.path.insert(0, sys.argv[1])
 import relattn  # noqa: E402
 from relattn._lib import AugStep, RandAugment, Rng, lib  # noqa: E402
 
-failed = passed = 0
-
-
-def check(ok, what):
-    global failed, passed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what, file=sys.stderr)
 
 
 OPS = ["AutoContrast", "Equalize", "Invert", "Rotate", "Posterize", "Solarize", "SolarizeAdd",
@@ -342,5 +331,4 @@ for spec, a in [("rand-m9-mstd0.5-inc1", rgb_photos[0][::4, ::4]),
         check(np.array_equal(got, np.asarray(img)), "%s seed %d: apply differs from PIL's ops"
               % (spec, seed))
 
-print("%d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+done("test_augment")

@@ -24,6 +24,8 @@ import os
 import shutil
 import subprocess
 import sys
+
+from checks import PHOTOS, check, done, need_photos  # noqa: F401
 import tempfile
 
 try:
@@ -37,25 +39,12 @@ except ImportError as e:
         sys.exit(1)
     print("skipped: %s (RELATTN_WITH_TORCH=1 scripts/deps.sh installs python3-torch)" % e)
     sys.exit(77)
-PHOTOS = "/usr/lib/python3/dist-packages/skimage/data"
 NAMES = ["astronaut.png", "chelsea.png", "coffee.png", "rocket.jpg", "motorcycle_left.png"]
-if not all(os.path.exists(os.path.join(PHOTOS, n)) for n in NAMES):
-    print("skipped: no photos in %s (Debian's python3-skimage)" % PHOTOS)
-    sys.exit(77)
+need_photos(NAMES)
 relattn_bin, package = sys.argv[1:3]
 sys.path.insert(0, package)
 import relattn  # noqa: E402
 
-failed = passed = 0
-
-
-def check(ok, what):
-    global failed, passed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what, file=sys.stderr)
 
 
 torch.set_num_threads(2)
@@ -207,5 +196,4 @@ run("swin_t")
 run("swin_v2_t")
 run("vit_b_16")
 shutil.rmtree(tmp)
-print("test_finetune: %d checks passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+done("test_finetune")

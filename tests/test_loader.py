@@ -34,6 +34,8 @@ import json
 import shutil
 import subprocess
 import sys
+
+from checks import PHOTOS, check, done, need_photos  # noqa: F401
 import tempfile
 
 try:
@@ -42,25 +44,12 @@ try:
 except ImportError as e:
     print("skipped: %s (scripts/deps.sh installs python3-numpy and python3-pil)" % e)
     sys.exit(77)
-PHOTOS = "/usr/lib/python3/dist-packages/skimage/data"
 NAMES = ["astronaut.png", "chelsea.png", "coffee.png", "rocket.jpg", "motorcycle_left.png"]
-if not all(os.path.exists(os.path.join(PHOTOS, n)) for n in NAMES):
-    print("skipped: no photos in %s (Debian's python3-skimage)" % PHOTOS)
-    sys.exit(77)
+need_photos(NAMES)
 sys.path.insert(0, sys.argv[1])
 import relattn  # noqa: E402
 from relattn._lib import ImageFolder, LoaderConfig, Rng, lib  # noqa: E402
 
-failed = passed = 0
-
-
-def check(ok, what):
-    global failed, passed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what, file=sys.stderr)
 
 
 MEAN = np.array([0.485, 0.456, 0.406], np.float32)
@@ -423,5 +412,4 @@ check(r.returncode == 64 and "image folder" in r.stderr, "--init on IDX data: %d
       % (r.returncode, r.stderr[-200:]))
 
 shutil.rmtree(tmp)
-print("test_loader: %d checks passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+done("test_loader")

@@ -26,15 +26,6 @@
 #include <stdint.h>
 #include <string.h>
 
-static void *xmalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(2);
-    }
-    return p;
-}
-
 /* ---------------------------------------------------------------------- */
 /* 1. The soft-target cross-entropy                                        */
 /* ---------------------------------------------------------------------- */

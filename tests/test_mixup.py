@@ -22,6 +22,8 @@ import ctypes
 import math
 import sys
 
+from checks import check, done
+
 try:
     import torch
     import torch.nn.functional as F
@@ -58,16 +60,6 @@ lib.ra_cross_entropy_soft_backward.restype = _I
 lib.ra_cross_entropy_soft_backward.argtypes = [_P, _F, _P, _P, _I, _I]
 lib.ra_last_error.restype = ctypes.c_char_p
 
-failed = passed = 0
-
-
-def check(ok, what):
-    global failed, passed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what, file=sys.stderr)
 
 
 def ptr(t):
@@ -255,5 +247,4 @@ for (b, k, scale, kind) in ((2, 2, 1, "mixup"), (4, 10, 3, "mixup"), (8, 1000, 2
 print("soft cross-entropy vs PyTorch: loss %.2g relative, probs %.2g, gradient %.2g relative" %
       (worst_loss, worst_p, worst_g))
 
-print("%d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+done("test_mixup")

@@ -48,15 +48,6 @@
 static const char *fixtures = "tests/fixtures";
 static double worst_fwd, worst_grad;   /* largest errors against PyTorch */
 
-static void *xmalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(2);
-    }
-    return p;
-}
-
 static float *fzeros(int64_t n) {
     float *p = xmalloc(sizeof(float) * (size_t)n);
     for (int64_t i = 0; i < n; i++) p[i] = 0.0f;

@@ -23,6 +23,8 @@ import shutil
 import struct
 import subprocess
 import sys
+
+from checks import PHOTOS, check, done, need_photos  # noqa: F401
 import tempfile
 
 try:
@@ -31,28 +33,15 @@ try:
 except ImportError as e:
     print("skipped: %s (scripts/deps.sh installs python3-numpy and python3-pil)" % e)
     sys.exit(77)
-PHOTOS = "/usr/lib/python3/dist-packages/skimage/data"
 NAMES = ["astronaut.png", "chelsea.png", "coffee.png", "rocket.jpg", "hubble_deep_field.jpg",
          "motorcycle_left.png", "camera.png"]
-if not all(os.path.exists(os.path.join(PHOTOS, n)) for n in NAMES):
-    print("skipped: no photos in %s (Debian's python3-skimage)" % PHOTOS)
-    sys.exit(77)
+need_photos(NAMES)
 relattn_bin, fixtures, package = sys.argv[1:4]
 sys.path.insert(0, package)
 import relattn  # noqa: E402
 from relattn._lib import Dataset, ImageFolder, lib  # noqa: E402
 import ctypes  # noqa: E402
 
-failed = passed = 0
-
-
-def check(ok, what):
-    global failed, passed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what, file=sys.stderr)
 
 
 tmp = tempfile.mkdtemp(prefix="relattn_transform.")
@@ -470,5 +459,4 @@ if torch is not None:
         os.remove(pth)
 
 shutil.rmtree(tmp)
-print("%d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+done("test_transform")

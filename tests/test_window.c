@@ -35,15 +35,6 @@ static int rng_int(int lo, int hi) {   /* inclusive */
     return lo + (int)(rng_next() % (uint32_t)(hi - lo + 1));
 }
 
-static void *xmalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(2);
-    }
-    return p;
-}
-
 static ra_window_spec geom(int d, int h, int w, int wd, int wh, int ww,
                            int sd, int sh, int sw) {
     ra_window_spec g = {d, h, w, wd, wh, ww, sd, sh, sw};
