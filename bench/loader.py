@@ -83,8 +83,6 @@ for recipe in ("rrc+flip", "timm"):
             if recipe == "timm":
                 c.randaugment, c.reprob = 1, 0.25
                 assert lib.ra_randaugment_parse(ctypes.byref(c.ra), b"rand-m9-mstd0.5-inc1") == 0
-                c.ra.interp = 3
-                c.ra.fill[:] = [124, 116, 104]
             h = ctypes.c_void_p()
             assert lib.ra_loader_create(ctypes.byref(h), ctypes.byref(f), None, f.n,
                                         ctypes.byref(c)) == 0

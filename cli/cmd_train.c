@@ -163,6 +163,15 @@ typedef struct {
     int workers;
 } recipe;
 
+/* What an --augment name (timm, rrc+flip, flip, none) makes of the loaders:
+ * RandomResizedCrop (else the model's evaluation transform) and the flip. */
+static void recipe_augment(recipe *r, const char *a) {
+    r->on = 1;
+    snprintf(r->augment, sizeof r->augment, "%s", a);
+    r->random_crop = !strcmp(a, "timm") || !strcmp(a, "rrc+flip");
+    r->hflip = strcmp(a, "none") ? 0.5 : 0;
+}
+
 /* The evaluation's shorter side: timm's int(math.floor(S / crop_pct)). */
 static int eval_side(const recipe *r, int S) { return (int)floor(S / r->crop_pct); }
 
@@ -184,10 +193,7 @@ static int recipe_of_checkpoint(recipe *r, const ra_st_file *f) {
     const char *ra = ra_st_meta(f, "train.rand_augment"), *rp = ra_st_meta(f, "train.reprob");
     const char *ip = ra_st_meta(f, "train.interpolation"), *cp = ra_st_meta(f, "train.crop_pct");
     char *e1 = NULL, *e2 = NULL;
-    r->on = 1;
-    snprintf(r->augment, sizeof r->augment, "%s", a);
-    r->random_crop = !strcmp(a, "timm") || !strcmp(a, "rrc+flip");
-    r->hflip = strcmp(a, "none") ? 0.5 : 0;
+    recipe_augment(r, a);
     snprintf(r->ra, sizeof r->ra, "%s", ra ? ra : "none");
     r->reprob = rp ? strtod(rp, &e1) : 0;
     r->crop_pct = cp ? strtod(cp, &e2) : 0.875;
@@ -220,8 +226,6 @@ static int make_loaders(ra_loader **tl, ra_loader **vl, int64_t **own, const tra
     if (strcmp(r->ra, "none")) {
         lc.randaugment = 1;
         if ((st = ra_randaugment_parse(&lc.ra, r->ra))) return lib_fail(st);
-        lc.ra.interp = r->interp;   /* timm: the training interpolation, the mean as fill */
-        for (int k = 0; k < 3; k++) lc.ra.fill[k] = (uint8_t)lrintf(255 * tf->mean[k]);
     }
     if ((st = ra_loader_create(tl, &ts->tf, ts->tidx, ts->train.n, &lc))) return lib_fail(st);
     lc.train = 0, lc.batch = 100;
@@ -350,7 +354,8 @@ static int build_model(ra_model **m, const opt *o, const train_set *ts, const ch
     if (rc->on) {   /* per channel: ImageNet's */
         snprintf(mean, sizeof mean, "0.485,0.456,0.406");
         snprintf(std, sizeof std, "0.229,0.224,0.225");
-    }    const int fashion = !ts->folder && strstr(data_dir, "fashion") != NULL && d->classes == 10;
+    }
+    const int fashion = !ts->folder && strstr(data_dir, "fashion") != NULL && d->classes == 10;
     char chans[16], tr_resize[32], tr_crop[32];
     snprintf(chans, sizeof chans, "%d", d->c > 1 ? d->c : 1);
     snprintf(tr_resize, sizeof tr_resize, "shorter %d", rc->on ? eval_side(rc, d->h) : d->h);
@@ -522,8 +527,8 @@ static int train(const opt *o, const procs *pc) {
     if (get(o, "--augment")) {
         const char *a = get(o, "--augment");
         if (!strcmp(a, "timm") || !strcmp(a, "rrc+flip")) {   /* the loader flips */
-            rc.on = 1, rc.random_crop = 1, rc.hflip = 0.5, c.crop_pad = 0, c.flip = 0;
-            snprintf(rc.augment, sizeof rc.augment, "%s", a);
+            recipe_augment(&rc, a);
+            c.crop_pad = 0, c.flip = 0;
             if (!strcmp(a, "timm")) {
                 snprintf(rc.ra, sizeof rc.ra, "rand-m9-mstd0.5-inc1");
                 rc.reprob = 0.25, c.mixup_alpha = 0.8f, c.cutmix_alpha = 1.0f;
@@ -579,8 +584,8 @@ static int train(const opt *o, const procs *pc) {
     if (init && !rc.on) {   /* the model's images go through loaders: its transform */
         if (c.crop_pad) return usage_error("--augment crop is for IDX-like data; with --init: "
                                            "timm, rrc+flip, flip or none");
-        rc.on = 1, rc.hflip = c.flip ? 0.5 : 0, c.flip = 0;
-        snprintf(rc.augment, sizeof rc.augment, "%s", rc.hflip > 0 ? "flip" : "none");
+        recipe_augment(&rc, c.flip ? "flip" : "none");
+        c.flip = 0;
     }
     if (get(o, "--tta") && strcmp(get(o, "--tta"), "flip") && strcmp(get(o, "--tta"), "none"))
         return usage_error("--tta '%s': need flip or none", get(o, "--tta"));

@@ -1695,7 +1695,8 @@ typedef struct ra_loader_config {
     ra_interp interp;         /* its filter: bicubic */
     double hflip;             /* 0.5 */
     int randaugment;          /* apply ra (timm's "rand-m9-mstd0.5-inc1") */
-    ra_randaugment ra;
+    ra_randaugment ra;        /* (its interp and fill are set by the loader, as timm
+                                 sets them: interp, and round(255 * mean)) */
     double reprob;            /* RandomErasing: 0 (Swin's recipe: 0.25) */
     float mean[3], std[3];    /* ImageNet's: 0.485,0.456,0.406 / 0.229,0.224,0.225 */
     ra_transform eval;        /* train = 0 */

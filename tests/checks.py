@@ -31,6 +31,28 @@ def need_photos(names):
         skip("no photos in %s (Debian's python3-skimage)" % PHOTOS)
 
 
+def tinted_folder(root, splits, grey=False, seed=0, sides=(12, 60)):
+    """An image folder of 3 classes, red, green and blue, of tinted noise
+    (the class in one channel; grey: in the brightness), sides in
+    [sides[0], sides[1]), PNG and JPEG alternately: splits is a list of
+    (subfolder, images per class)."""
+    import numpy as np
+    from PIL import Image
+    rng = np.random.default_rng(seed)
+    for split, n in splits:
+        for c, name in enumerate(["red", "green", "blue"]):
+            d = os.path.join(root, split, name)
+            os.makedirs(d)
+            for i in range(n):
+                w, h = (int(v) for v in rng.integers(sides[0], sides[1], 2))
+                a = rng.integers(0, 120, (h, w, 3)).astype(np.uint8)
+                a[..., c] += 100
+                im = Image.fromarray(a)
+                if grey:
+                    im = Image.fromarray((rng.integers(0, 90, (h, w)) + 80 * c).astype(np.uint8))
+                im.save(os.path.join(d, "%d.%s" % (i, "png" if i % 2 else "jpg")))
+
+
 def done(name):
     print("%s: %d checks passed, %d failed" % (name, passed, failed))
     sys.exit(1 if failed else 0)

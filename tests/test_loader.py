@@ -35,7 +35,7 @@ import shutil
 import subprocess
 import sys
 
-from checks import PHOTOS, check, done, need_photos  # noqa: F401
+from checks import PHOTOS, check, done, need_photos, tinted_folder  # noqa: F401
 import tempfile
 
 try:
@@ -48,7 +48,7 @@ NAMES = ["astronaut.png", "chelsea.png", "coffee.png", "rocket.jpg", "motorcycle
 need_photos(NAMES)
 sys.path.insert(0, sys.argv[1])
 import relattn  # noqa: E402
-from relattn._lib import ImageFolder, LoaderConfig, Rng, lib  # noqa: E402
+from relattn._lib import ImageFolder, Rng, lib  # noqa: E402
 
 
 
@@ -298,17 +298,8 @@ lib.ra_loader_free(h)
 
 # ---- 6. relattn train --augment timm ------------------------------------------------------
 relattn_bin = sys.argv[2]
-rng = np.random.default_rng(0)
 root = os.path.join(tmp, "tv")
-for split, n in (("train", 24), ("val", 8)):
-    for c, name in enumerate(["red", "green", "blue"]):
-        d = os.path.join(root, split, name)
-        os.makedirs(d)
-        for i in range(n):
-            w, h = (int(v) for v in rng.integers(20, 70, 2))
-            a = rng.integers(0, 120, (h, w, 3)).astype(np.uint8)
-            a[..., c] += 100
-            Image.fromarray(a).save(os.path.join(d, "%d.%s" % (i, "png" if i % 2 else "jpg")))
+tinted_folder(root, [("train", 24), ("val", 8)], sides=(20, 70))
 tiny = ["--img-size", "16", "--embed-dim", "16", "--depths", "1,1", "--heads", "2,2",
         "--window", "4", "--patch", "2", "--epochs", "2", "--batch", "12", "--threads", "2"]
 

@@ -24,7 +24,7 @@ import struct
 import subprocess
 import sys
 
-from checks import PHOTOS, check, done, need_photos  # noqa: F401
+from checks import PHOTOS, check, done, need_photos, tinted_folder  # noqa: F401
 import tempfile
 
 try:
@@ -318,28 +318,12 @@ os.makedirs(os.path.join(ds, "empty"))
 r = subprocess.run([relattn_bin, "eval", timm_dir, "--data", ds], capture_output=True, text=True)
 check(r.returncode == 65 and "empty" in r.stderr, "an empty class: %d %s" % (r.returncode,
                                                                            r.stderr))
-# ---- 6: relattn train on an image folder -------------------------------------------------
-def synthetic(root, splits, grey=False, seed=0):   # 3 classes of tinted noise, sizes vary
-    rng = np.random.default_rng(seed)
-    for split, n in splits:
-        for c, name in enumerate(["red", "green", "blue"]):
-            d = os.path.join(root, split, name)
-            os.makedirs(d)
-            for i in range(n):
-                w, h = (int(v) for v in rng.integers(12, 60, 2))
-                a = rng.integers(0, 120, (h, w, 3)).astype(np.uint8)
-                a[..., c] += 100
-                im = Image.fromarray(a)
-                if grey:   # the class in the brightness instead
-                    im = Image.fromarray((rng.integers(0, 90, (h, w)) + 80 * c).astype(np.uint8))
-                im.save(os.path.join(d, "%d.%s" % (i, "png" if i % 2 else "jpg")))
-
-
+# ---- 6: relattn train on an image folder (3 classes of tinted noise, sizes vary) ---------
 tiny = ["--img-size", "16", "--embed-dim", "16", "--depths", "1,1", "--heads", "2,2",
         "--window", "4", "--patch", "2", "--epochs", "3", "--batch", "16", "--threads", "2"]
 for grey in (False, True):
     root = os.path.join(tmp, "grey" if grey else "rgb")
-    synthetic(root, [("train", 40), ("val", 12)], grey)
+    tinted_folder(root, [("train", 40), ("val", 12)], grey)
     ck = os.path.join(tmp, "ck%d.st" % grey)
     r = subprocess.run([relattn_bin, "train", "--data", root, "--out", ck, "--json"] + tiny,
                        capture_output=True, text=True)
@@ -359,7 +343,7 @@ for grey in (False, True):
           got.get("top1", 0) > 0.9, "eval of the checkpoint %s, train said %s" % (got, last))
 # --val-split: the same seed, the same run, to the bit; a corrupt image; an output over an image
 flat = os.path.join(tmp, "flat")
-synthetic(flat, [("", 20)])
+tinted_folder(flat, [("", 20)])
 outs = []
 for k in range(2):
     outs.append(os.path.join(tmp, "split%d.st" % k))

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 #include <stddef.h>
+#include <string.h>
 
 #if defined(__GNUC__)
 #define RA_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -32,6 +33,12 @@ ra_status rai_run_tasks(int n, int threads, ra_status (*task)(void *ctx, int s),
 /* splitmix64 of a and b: the seed of a stream of random numbers named by
  * two numbers, (seed, epoch), (seed, step) (src/base/rng.c). */
 uint64_t rai_mix64(uint64_t a, uint64_t b);
+
+/* RA_ERR_ARG (fn names the caller) unless mx's alphas are 0 or in
+ * [1e-3, 1e4], not both 0, and its probabilities in [0, 1]
+ * (src/train/mixup.c: ra_mixup_apply's rule, which the trainer checks its
+ * configuration by before a run). */
+ra_status rai_mixup_check(const ra_mixup *mx, const char *fn);
 
 /* The precision of the calling thread's Linear products (src/nn/precision.c
  * rounds by it; ra_model_forward sets it, rai_run_parts hands it to its
@@ -92,6 +99,12 @@ static inline int rai_isqrt_i64(int64_t *r, int64_t n) {
     }
     *r = (int64_t)s;
     return 1;
+}
+
+/* Whether s ends with suffix (a tensor name's last part). */
+static inline int rai_ends_with(const char *s, const char *suffix) {
+    const size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && memcmp(s + a - b, suffix, b) == 0;
 }
 
 /* Multiply-add counts (the flops() methods): -1 stands for a count too
@@ -161,15 +174,25 @@ void rai_unmap_file(rai_mapping *m);
  * an open descriptor of the file; a non-regular file is not noted. */
 void rai_note_read(int fd, const char *path);
 
-/* The resize and crop of ra_transform_apply, in bytes: out (oh, ow, 3) for
- * ra_transform_size's (ow, oh) (src/io/transform.c). */
 /* ra_image_resize_u8 of the w x h region of an image whose rows are stride
  * bytes apart (in points at the region's first pixel): a crop resized
- * without copying it. */
+ * without copying it (src/io/transform.c). */
 ra_status rai_image_resize_region(uint8_t *out, int ow, int oh, const uint8_t *in, size_t stride,
                                   int w, int h, int channels, ra_interp interp);
+/* The resize and crop of ra_transform_apply, in bytes: out (oh, ow, 3) for
+ * ra_transform_size's (ow, oh). */
 ra_status rai_transform_bytes(uint8_t *out, const ra_transform *t, const uint8_t *rgb, int w,
                               int h);
+/* ToTensor (rescale 0: byte / 255 in float32; else (float)(byte * rescale))
+ * then, with normalize, (v - mean[c]) / std[c] in float32, as a table of
+ * the 256 values of each channel; and planes (3, n) from hwc (n, 3) bytes
+ * through it. The transforms and the loader's training samples share them. */
+void rai_byte_table(float lut[3][256], double rescale, int normalize, const float mean[3],
+                    const float std[3]);
+void rai_byte_planes(float *out, const uint8_t *hwc, size_t n, const float lut[3][256]);
+/* timm's fill colour of a mean: round(255 * mean[c]), half to even, as
+ * bytes (RandAugment's geometric ops, CenterCropOrPad's border). */
+void rai_mean_bytes(uint8_t out[3], const float mean[3]);
 
 /* Create path atomically from nparts byte ranges (src/base/fileio.c): a
  * temporary file in the same directory, fsync, rename; on failure

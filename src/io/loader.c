@@ -49,6 +49,7 @@ struct ra_loader {
     int64_t *perm;        /* the epoch's order (training) */
     int64_t perm_epoch;
     int64_t skipped;
+    float lut[3][256];    /* training: ToTensor + Normalize of each byte (mean, std) */
     int nslots;
     slot *slots;
     int64_t next_step;    /* the step the next free slot is scheduled for */
@@ -122,8 +123,9 @@ int ra_random_erasing(float *x, int c, int H, int W, double p, ra_rng *rng, int 
 }
 
 /* The training transform of one decoded image rgb (h, w, 3) into x (3, S, S). */
-static ra_status train_sample(const ra_loader_config *c, float *x, const uint8_t *rgb, int w,
-                              int h, ra_rng *rng) {
+static ra_status train_sample(const ra_loader *l, float *x, const uint8_t *rgb, int w, int h,
+                              ra_rng *rng) {
+    const ra_loader_config *c = &l->c;
     const int S = c->size;
     uint8_t *px = malloc((size_t)S * S * 3 * 2);
     ra_status st = px ? RA_OK : rai_fail(RA_ERR_NOMEM, "loader: out of memory");
@@ -145,12 +147,7 @@ static ra_status train_sample(const ra_loader_config *c, float *x, const uint8_t
                 }
     if (!st && c->randaugment)
         st = ra_randaugment_apply(px, px + (size_t)S * S * 3, S, S, 3, &c->ra, rng);
-    const size_t plane = (size_t)S * S;
-    float lut[3][256];   /* ToTensor + Normalize of each byte value: the same float32 ops */
-    for (int k = 0; k < 3; k++)
-        for (int v = 0; v < 256; v++) lut[k][v] = ((float)v / 255.0f - c->mean[k]) / c->std[k];
-    for (size_t i = 0; !st && i < plane; i++)
-        for (int k = 0; k < 3; k++) x[k * plane + i] = lut[k][px[i * 3 + k]];
+    if (!st) rai_byte_planes(x, px, (size_t)S * S, l->lut);
     free(px);
     if (!st && c->reprob > 0) ra_random_erasing(x, 3, S, S, c->reprob, rng, NULL);
     return st;
@@ -166,7 +163,7 @@ static ra_status one_sample(const ra_loader *l, int64_t step, int s, int64_t i, 
         ra_rng rng;
         ra_rng_seed(&rng, rai_mix64(rai_mix64(c->seed ^ 0x6c6f61646572ull, (uint64_t)step),
                                     (uint64_t)s));   /* "loader" */
-        st = train_sample(c, x, rgb, w, h, &rng);
+        st = train_sample(l, x, rgb, w, h, &rng);
     } else if (!st) {
         st = ra_transform_apply(x, &c->eval, rgb, w, h);
     }
@@ -203,6 +200,7 @@ static ra_status fill(const ra_loader *l, slot *q, int s, int64_t *skips) {
 static void schedule(ra_loader *l, slot *q, int64_t step) {
     const int B = l->c.batch;
     q->stop = 0, q->claimed = q->done = 0, q->st = RA_OK, q->why[0] = 0;
+    memset(q->skips, 0, sizeof *q->skips * (size_t)B);
     if (!l->c.train) {
         if (step >= l->nb) {   /* past the end: nothing to do */
             q->step = -1, q->b = 0;
@@ -285,7 +283,6 @@ ra_status ra_loader_batch(ra_loader *l, int64_t step, float *x, int32_t *labels,
     if (!l->nthreads) {   /* no pool: this batch, now, on the caller's threads */
         q = &l->slots[0];
         schedule(l, q, step);
-        for (int s = 0; s < q->b; s++) q->skips[s] = 0;
         sync_job j = {l, q};
         st = rai_run_tasks(q->b, ra_threads_get(), sync_sample, &j);
         if (st) snprintf(q->why, sizeof q->why, "%s", ra_last_error());
@@ -298,10 +295,7 @@ ra_status ra_loader_batch(ra_loader *l, int64_t step, float *x, int32_t *labels,
             for (int k = 0; k < l->nslots; k++) l->slots[k].stop = 1;
             for (int k = 0; k < l->nslots; k++)
                 while (l->slots[k].done < l->slots[k].claimed) pthread_cond_wait(&l->ready, &l->lock);
-            for (int k = 0; k < l->nslots; k++) {
-                for (int s = 0; s < l->c.batch; s++) l->slots[k].skips[s] = 0;
-                schedule(l, &l->slots[k], step + k);
-            }
+            for (int k = 0; k < l->nslots; k++) schedule(l, &l->slots[k], step + k);
             l->next_step = step + l->nslots;
             q = &l->slots[0];
             pthread_cond_broadcast(&l->work);
@@ -314,7 +308,7 @@ ra_status ra_loader_batch(ra_loader *l, int64_t step, float *x, int32_t *labels,
     memcpy(x, q->x, (size_t)q->b * size * sizeof *x);
     memcpy(labels, q->labels, (size_t)q->b * sizeof *labels);
     if (bad) memcpy(bad, q->bad, (size_t)q->b);
-    for (int s = 0; s < q->b; s++) l->skipped += q->skips[s], q->skips[s] = 0;
+    for (int s = 0; s < q->b; s++) l->skipped += q->skips[s];
     if (b) *b = q->b;
     char why[sizeof q->why];
     snprintf(why, sizeof why, "%s", q->why);
@@ -405,6 +399,11 @@ ra_status ra_loader_create(ra_loader **out, const ra_image_folder *f, const int6
     ra_loader *l = calloc(1, sizeof *l);
     if (!l) return rai_fail(RA_ERR_NOMEM, "loader: out of memory");
     l->c = *cfg, l->f = f, l->idx = idx, l->n = n, l->perm_epoch = -1;
+    rai_byte_table(l->lut, 0, 1, cfg->mean, cfg->std);
+    if (cfg->randaugment) {   /* timm: the crop's filter, the mean as the fill */
+        l->c.ra.interp = cfg->interp;
+        rai_mean_bytes(l->c.ra.fill, cfg->mean);
+    }
     const int B = cfg->batch;
     l->nb = cfg->train ? n / B : (n + B - 1) / B;
     l->nslots = cfg->workers ? cfg->depth : 1;

@@ -284,12 +284,11 @@ static void resized(const ra_transform *t, int w, int h, int *rw, int *rh) {
         *rw = t->resize_w, *rh = t->resize_h;
     } else if (t->resize == RA_RESIZE_FIT || t->resize == RA_RESIZE_COVER) {
         /* timm's ResizeKeepRatio (longest 1 or 0): one ratio for both sides,
+         * the larger (fit) or the smaller (cover) of the two, each side
          * round(side / ratio) half to even, in double as Python */
         const double rh_ = (double)h / t->resize_h, rw_ = (double)w / t->resize_w;
-        const double big = rh_ > rw_ ? rh_ : rw_, small = rh_ > rw_ ? rw_ : rh_;
-        const double ratio = t->resize == RA_RESIZE_FIT ? big * 1.0 + small * 0.0
-                                                         : big * 0.0 + small * 1.0;
-        *rh = (int)nearbyint(h * 1.0 / ratio), *rw = (int)nearbyint(w * 1.0 / ratio);
+        const double ratio = (t->resize == RA_RESIZE_FIT) == (rh_ > rw_) ? rh_ : rw_;
+        *rh = (int)nearbyint(h / ratio), *rw = (int)nearbyint(w / ratio);
         if (*rw < 1) *rw = 1;
         if (*rh < 1) *rh = 1;
     }
@@ -370,6 +369,29 @@ ra_status rai_transform_bytes(uint8_t *out, const ra_transform *t, const uint8_t
     return RA_OK;
 }
 
+/* Each byte value's float is a function of the value alone: a table. */
+void rai_byte_table(float lut[3][256], double rescale, int normalize, const float mean[3],
+                    const float std[3]) {
+    for (int c = 0; c < 3; c++)
+        for (int v = 0; v < 256; v++) {
+            float f = rescale > 0 ? (float)(v * rescale) : (float)v / 255.0f;
+            if (normalize) f = (f - mean[c]) / std[c];
+            lut[c][v] = f;
+        }
+}
+
+void rai_byte_planes(float *out, const uint8_t *hwc, size_t n, const float lut[3][256]) {
+    for (size_t i = 0; i < n; i++)
+        for (int c = 0; c < 3; c++) out[c * n + i] = lut[c][hwc[i * 3 + c]];
+}
+
+void rai_mean_bytes(uint8_t out[3], const float mean[3]) {
+    for (int k = 0; k < 3; k++) {
+        const double f = nearbyint(255.0 * (double)mean[k]);
+        out[k] = (uint8_t)(f < 0 ? 0 : f > 255 ? 255 : f);
+    }
+}
+
 ra_status ra_transform_apply(float *out, const ra_transform *t, const uint8_t *rgb, int w, int h) {
     int ow, oh;
     if (!out || !rgb) return rai_fail(RA_ERR_ARG, "transform: NULL argument");
@@ -387,15 +409,9 @@ ra_status ra_transform_apply(float *out, const ra_transform *t, const uint8_t *r
         free(px);
         return rai_fail(RA_ERR_NOMEM, "transform: out of memory for %dx%d", ow, oh);
     }
-    float lut[3][256];   /* each byte value's float: a function of the value alone */
-    for (int c = 0; c < 3; c++)
-        for (int v = 0; v < 256; v++) {
-            float f = t->rescale > 0 ? (float)(v * t->rescale) : (float)v / 255.0f;
-            if (t->normalize) f = (f - t->mean[c]) / t->std[c];
-            lut[c][v] = f;
-        }
-    for (size_t i = 0; i < plane; i++)
-        for (int c = 0; c < 3; c++) planes[c * plane + i] = lut[c][px[i * 3 + c]];
+    float lut[3][256];
+    rai_byte_table(lut, t->rescale, t->normalize, t->mean, t->std);
+    rai_byte_planes(planes, px, plane, lut);
     for (size_t i = 0; t->grey && i < plane; i++)
         out[i] = 0.299f * planes[i] + 0.587f * planes[plane + i] + 0.114f * planes[2 * plane + i];
     if (t->grey) free(planes);
@@ -419,11 +435,8 @@ ra_status ra_transform_crop_mode(ra_transform *t, const char *mode) {
     } else if (!strcmp(mode, "squash")) {
         t->resize = RA_RESIZE_EXACT;
     } else if (!strcmp(mode, "border")) {
-        t->resize = RA_RESIZE_FIT;   /* + CenterCropOrPad: fill round(255 mean), half to even */
-        for (int k = 0; k < 3; k++) {
-            const double f = nearbyint(255.0 * (double)t->mean[k]);
-            t->fill[k] = (uint8_t)(f < 0 ? 0 : f > 255 ? 255 : f);
-        }
+        t->resize = RA_RESIZE_FIT;   /* + CenterCropOrPad, padded with the mean's bytes */
+        rai_mean_bytes(t->fill, t->mean);
     } else {
         return rai_fail(RA_ERR_ARG, "crop mode '%s': center, squash or border", mode);
     }

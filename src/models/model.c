@@ -939,18 +939,10 @@ ra_status ra_model_save(const ra_model *m, const char *path, ra_dtype dtype) {
 
 /* ---- a model derived from another (fine-tuning) -------------------------------------- */
 
-static int ends_with_name(const char *s, const char *suffix) {
-    const size_t a = strlen(s), b = strlen(suffix);
-    return a >= b && !strcmp(s + a - b, suffix);
-}
-
 /* n's side when it is a square (of an odd side, with odd), else 0. */
 static int64_t square_side(int64_t n, int odd) {
-    if (n < 1) return 0;
-    int64_t s = (int64_t)sqrt((double)n);
-    while (s * s > n) s--;
-    while ((s + 1) * (s + 1) <= n) s++;
-    return s * s == n && (!odd || s % 2) ? s : 0;
+    int64_t s = 0;
+    return n > 0 && rai_isqrt_i64(&s, n) && s * s == n && (!odd || s % 2) ? s : 0;
 }
 
 /* dst (q's shape) from src (from's) when q is a relative position bias
@@ -963,13 +955,13 @@ static int resample(float *dst, const ra_param_info *q, const float *src,
                     const ra_param_info *from) {
     if (q->ndim != from->ndim || q->shape[q->ndim - 1] != from->shape[from->ndim - 1]) return 0;
     const int64_t C = q->shape[q->ndim - 1];
-    if (q->ndim == 2 && ends_with_name(q->name, "relative_position_bias_table")) {
+    if (q->ndim == 2 && rai_ends_with(q->name, "relative_position_bias_table")) {
         const int64_t s1 = square_side(from->shape[0], 1), s2 = square_side(q->shape[0], 1);
         return s1 && s2 && C <= INT32_MAX &&
                ra_bias_table_resize(dst, src, (int)C, (int)s1, (int)s1, (int)s2, (int)s2) == RA_OK;
     }
     if (q->ndim == 3 && q->shape[0] == 1 && from->shape[0] == 1 &&
-        (ends_with_name(q->name, "pos_embed") || ends_with_name(q->name, "absolute_pos_embed"))) {
+        rai_ends_with(q->name, "pos_embed")) {   /* (absolute_pos_embed too) */
         for (int64_t prefix = 0; prefix <= 16; prefix++) {   /* class and register tokens */
             const int64_t g1 = square_side(from->shape[1] - prefix, 0);
             const int64_t g2 = square_side(q->shape[1] - prefix, 0);

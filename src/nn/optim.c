@@ -54,18 +54,13 @@ ra_status ra_adamw_step(float *param,         /* (n) updated */
     return RA_OK;
 }
 
-static int ends_with(const char *s, const char *suffix) {
-    const size_t a = strlen(s), b = strlen(suffix);
-    return a >= b && memcmp(s + a - b, suffix, b) == 0;
-}
-
 int ra_param_no_decay(const char *name) {
     static const char *const parts[] = {
         "norm", "relative_position_bias_table", "absolute_pos_embed", "cls_token",
         "pos_embed", "relative_keys", "relative_values",
         "cpb_mlp", "logit_scale"};   /* SwinV2's skip keywords */
     if (!name) return 0;
-    if (ends_with(name, ".bias")) return 1;
+    if (rai_ends_with(name, ".bias")) return 1;
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         if (strstr(name, parts[i])) return 1;
     return 0;

@@ -40,6 +40,19 @@ static ra_status mix_check(const char *fn, const float *x, const float *targets,
 static int alpha_ok(float a) { return a == 0.0f || (a >= 1e-3f && a <= 1e4f); }
 static int unit_ok(float p) { return p >= 0.0f && p <= 1.0f; }
 
+ra_status rai_mixup_check(const ra_mixup *mx, const char *fn) {
+    if (!alpha_ok(mx->mixup_alpha) || !alpha_ok(mx->cutmix_alpha))
+        return rai_fail(RA_ERR_ARG, "%s: mixup_alpha %g, cutmix_alpha %g: each 0 (off) or in "
+                        "[1e-3, 1e4]", fn, mx->mixup_alpha, mx->cutmix_alpha);
+    if (mx->mixup_alpha == 0.0f && mx->cutmix_alpha == 0.0f)
+        return rai_fail(RA_ERR_ARG, "%s: mixup_alpha and cutmix_alpha both 0 (nothing to mix)",
+                        fn);
+    if (!unit_ok(mx->prob) || !unit_ok(mx->switch_prob))
+        return rai_fail(RA_ERR_ARG, "%s: prob %g, switch_prob %g: each in [0, 1]", fn, mx->prob,
+                        mx->switch_prob);
+    return RA_OK;
+}
+
 /* ---- the mixing --------------------------------------------------------- */
 
 /* Mix x and write the targets with lam (a double, as timm's); checked. */
@@ -144,16 +157,8 @@ ra_status ra_mixup_apply(float *x, float *targets, const int32_t *labels, int b,
     static const char fn[] = "ra_mixup_apply";
     if (!mx || !rng) return rai_fail(RA_ERR_ARG, "%s: a NULL argument", fn);
     ra_status st = mix_check(fn, x, targets, labels, b, c, h, w, k, mx->smoothing);
+    if (st == RA_OK) st = rai_mixup_check(mx, fn);
     if (st != RA_OK) return st;
-    if (!alpha_ok(mx->mixup_alpha) || !alpha_ok(mx->cutmix_alpha))
-        return rai_fail(RA_ERR_ARG, "%s: mixup_alpha %g, cutmix_alpha %g: each 0 (off) or in "
-                        "[1e-3, 1e4]", fn, mx->mixup_alpha, mx->cutmix_alpha);
-    if (mx->mixup_alpha == 0.0f && mx->cutmix_alpha == 0.0f)
-        return rai_fail(RA_ERR_ARG, "%s: mixup_alpha and cutmix_alpha both 0 (nothing to mix)",
-                        fn);
-    if (!unit_ok(mx->prob) || !unit_ok(mx->switch_prob))
-        return rai_fail(RA_ERR_ARG, "%s: prob %g, switch_prob %g: each in [0, 1]", fn, mx->prob,
-                        mx->switch_prob);
 
     /* Mixup._params_per_batch */
     double lam = 1.0;

@@ -61,6 +61,14 @@ ra_train_config ra_train_config_default(void) {
                              .mix_prob = 1.0f, .switch_prob = 0.5f, .shuffle = 1};
 }
 
+/* The mixing of a configuration: on when either alpha is; as ra_mixup
+ * (label smoothing in its targets). */
+static int mixing(const ra_train_config *c) { return c->mixup_alpha > 0 || c->cutmix_alpha > 0; }
+static ra_mixup mixup_of(const ra_train_config *c) {
+    return (ra_mixup){c->mixup_alpha, c->cutmix_alpha, c->mix_prob, c->switch_prob,
+                      c->label_smoothing};
+}
+
 static ra_status check_config(const ra_train_config *c) {
     if (c->batch < 1 || c->batch > 65536 || c->epochs < 1 || c->epochs > 100000)
         return rai_fail(RA_ERR_ARG, "batch %d and epochs %d must be in 1..65536 and 1..100000",
@@ -71,15 +79,12 @@ static ra_status check_config(const ra_train_config *c) {
         return rai_fail(RA_ERR_ARG, "learning rates: lr %g (0..10), min_lr %g and warmup_lr %g "
                         "(0..lr), warm-up %g epochs (0..epochs)", c->lr, c->min_lr, c->warmup_lr,
                         c->warmup_epochs);
-    if (!(c->mixup_alpha == 0 || (c->mixup_alpha >= 1e-3f && c->mixup_alpha <= 1e4f)) ||
-        !(c->cutmix_alpha == 0 || (c->cutmix_alpha >= 1e-3f && c->cutmix_alpha <= 1e4f)) ||
-        !(c->mix_prob >= 0 && c->mix_prob <= 1) || !(c->switch_prob >= 0 && c->switch_prob <= 1))
-        return rai_fail(RA_ERR_ARG, "mixup %g, cutmix %g (0, or 0.001..10000), mix probability %g "
-                        "and switch probability %g (0..1)", (double)c->mixup_alpha,
-                        (double)c->cutmix_alpha, (double)c->mix_prob, (double)c->switch_prob);
+    const ra_mixup mx = mixup_of(c);
+    ra_status st;
+    if (mixing(c) && (st = rai_mixup_check(&mx, "trainer"))) return st;
     if (c->sched != 0 && c->sched != 1)
         return rai_fail(RA_ERR_ARG, "schedule %d: 0 (cosine) or 1 (constant)", c->sched);
-    if ((c->mixup_alpha > 0 || c->cutmix_alpha > 0) && c->batch % 2)
+    if (mixing(c) && c->batch % 2)
         return rai_fail(RA_ERR_ARG, "mixup and cutmix pair image i with image B-1-i: the batch "
                         "(%d) must be even", c->batch);
     if (c->ema_decay != 0 && !(c->ema_decay >= 0.5 && c->ema_decay < 1))
@@ -114,8 +119,6 @@ static int model_classes(const ra_model *m) {
 /* The channels of data's images (1 for a dataset that does not say). */
 static int data_channels(const ra_dataset *d) { return d->c > 1 ? d->c : 1; }
 
-/* The mixing of a configuration: on when either alpha is. */
-static int mixing(const ra_train_config *c) { return c->mixup_alpha > 0 || c->cutmix_alpha > 0; }
 
 /* A trainer on data (in memory) or loader (n images of C x H x W in K
  * classes). */
@@ -254,8 +257,7 @@ static ra_status make_batch(ra_trainer *t) {
                               t->cfg.flip, &r);
     }
     if (st || !t->targets) return st;
-    const ra_mixup mx = {t->cfg.mixup_alpha, t->cfg.cutmix_alpha, t->cfg.mix_prob,
-                         t->cfg.switch_prob, t->cfg.label_smoothing};
+    const ra_mixup mx = mixup_of(&t->cfg);
     ra_rng r;
     ra_rng_seed(&r, rai_mix64(t->cfg.seed ^ 0x6d69787570ull, (uint64_t)t->step));   /* "mixup" */
     return ra_mixup_apply(t->x, t->targets, t->labels, t->cfg.batch, t->dc, t->dh, t->dw,
@@ -555,13 +557,21 @@ ra_status ra_trainer_save(const ra_trainer *t, const char *path, const char *con
     return st;
 }
 
-ra_status ra_train_config_load(ra_train_config *c, const char *path) {
-    if (!c || !path) return rai_fail(RA_ERR_ARG, "train config load: NULL argument");
+/* The configuration of a checkpoint f (what ra_trainer_save wrote). */
+static ra_status config_of(ra_train_config *c, const ra_st_file *f) {
     *c = ra_train_config_default();
-    ra_st_file *f = NULL;
-    ra_status st = ra_st_open(&f, path);
+    ra_status st = RA_OK;
     for (int i = 0; i < NFIELDS && !st; i++)
         st = field_parse(c, &cfg_fields[i], ra_st_meta(f, cfg_fields[i].key));
+    return st;
+}
+
+ra_status ra_train_config_load(ra_train_config *c, const char *path) {
+    if (!c || !path) return rai_fail(RA_ERR_ARG, "train config load: NULL argument");
+    *c = ra_train_config_default();   /* (also on failure) */
+    ra_st_file *f = NULL;
+    ra_status st = ra_st_open(&f, path);
+    if (!st) st = config_of(c, f);
     ra_st_close(f);
     return st;
 }
@@ -574,9 +584,8 @@ static ra_status resume(ra_trainer **out, ra_model **mout, const char *path,
     if (st) return st;
     ra_model *m = NULL;
     ra_trainer *t = NULL;
-    ra_train_config c = ra_train_config_default();
-    for (int i = 0; i < NFIELDS && !st; i++)
-        st = field_parse(&c, &cfg_fields[i], ra_st_meta(f, cfg_fields[i].key));
+    ra_train_config c;
+    st = config_of(&c, f);
     const char *sv = ra_st_meta(f, "train.step");
     char *end = NULL;
     const long long step = sv ? strtoll(sv, &end, 10) : -1;
