@@ -69,7 +69,15 @@ static const char train_help[] =
     "  --init MODEL        start from any model source (a .pth, safetensors file, timm\n"
     "                      or Hugging Face folder; --key, --set) of arch swin, swinv2\n"
     "                      or vit, on an image folder through its own transform, with\n"
-    "                      a head for the folder's classes (--num-classes K)\n"
+    "                      a head for the folder's classes (--num-classes K); at\n"
+    "                      another --img-size or --window, bias tables resized\n"
+    "                      bicubically (--table-resize swin) or as timm (timm)\n"
+    "  --arch NAME         a released size from scratch on an image folder: swin_t,\n"
+    "                      swin_s, swin_b, swin_v2_t, swin_v2_s, swin_v2_b, vit_ti_16,\n"
+    "                      vit_s_16, vit_b_16, vit_b_32, vit_l_16, vit_l_32, vit_h_14\n"
+    "  --drop-path R       stochastic depth, R * i / (L - 1) for block i of L (0)\n"
+    "  --layer-decay D     layer l of L + 2 learns at lr * D^(L + 1 - l) (off)\n"
+    "  --accum N           each batch as N micro-batches of B / N (less memory)\n"
     "  --no-shuffle        the data's order every epoch\n"
     "  --sched S           cosine (default: warm-up, then cosine) or constant (--lr)\n"
     "  --freeze            train the head alone (a linear probe)\n"
@@ -244,32 +252,38 @@ static int make_loaders(ra_loader **tl, ra_loader **vl, int64_t **own, const tra
 
 /* The model --init starts from, with a head for the data's classes (and
  * --img-size): ra_model_derive. */
-static int init_model(ra_model **m, const char *init, const train_set *ts, const opt *o,
-                      uint64_t seed, int *size) {
+/* The model of --init (derived from a model source) or --arch (a
+ * released size made anew) for the folder's classes, with --num-classes,
+ * --img-size, --window, --drop-path and --table-resize. */
+static int init_model(ra_model **m, const char *init, const char *arch, const train_set *ts,
+                      const opt *o, uint64_t seed, int size, double drop_path) {
+    char classes[16], img[32], dp[32];
+    int k = ts->train.classes, window = 0;
+    if (get(o, "--num-classes") && (!parse_int(&k, get(o, "--num-classes"), 1, 1 << 20) ||
+                                    k < ts->train.classes))
+        return usage_error("--num-classes '%s': need at least the data's %d classes",
+                           get(o, "--num-classes"), ts->train.classes);
+    if (get(o, "--window") && !parse_int(&window, get(o, "--window"), 1, 64))
+        return usage_error("--window '%s': need 1..64", get(o, "--window"));
+    const char *tr = get(o, "--table-resize");
+    if (tr && strcmp(tr, "swin") && strcmp(tr, "timm"))
+        return usage_error("--table-resize '%s': swin (the authors' bicubic) or timm", tr);
+    snprintf(classes, sizeof classes, "%d", k);
+    snprintf(img, sizeof img, "%d,%d", size, size);
+    snprintf(dp, sizeof dp, "%.12g", drop_path);
+    const char *set[12] = {"num_classes", classes, "labels", ts->labels};
+    int nset = 2;
+    if (get(o, "--img-size")) set[2 * nset] = "img_size", set[2 * nset + 1] = img, nset++;
+    if (window) set[2 * nset] = "window_size", set[2 * nset + 1] = get(o, "--window"), nset++;
+    if (get(o, "--drop-path")) set[2 * nset] = "drop_path_rate", set[2 * nset + 1] = dp, nset++;
+    if (tr) set[2 * nset] = RA_DERIVE_TABLE_RESIZE, set[2 * nset + 1] = tr, nset++;
+    if (arch) {
+        ra_status st = ra_model_create_preset(m, arch, set, nset, seed);
+        return st ? lib_fail(st) : EX_OK;
+    }
     ra_model *src = NULL;
     ra_status st = open_model(&src, init);
     if (st) return lib_fail(st);
-    char classes[16], img[32];
-    int k = ts->train.classes;
-    if (get(o, "--num-classes") && (!parse_int(&k, get(o, "--num-classes"), 1, 1 << 20) ||
-                                    k < ts->train.classes)) {
-        ra_model_free(src);
-        return usage_error("--num-classes '%s': need at least the data's %d classes",
-                           get(o, "--num-classes"), ts->train.classes);
-    }
-    snprintf(classes, sizeof classes, "%d", k);
-    const char *set[8] = {"num_classes", classes, "labels", ts->labels};
-    int nset = 2;
-    if (get(o, "--img-size")) {
-        snprintf(img, sizeof img, "%d,%d", *size, *size);
-        set[2 * nset] = "img_size", set[2 * nset + 1] = img, nset++;
-    }
-    int window = 0;
-    if (get(o, "--window") && !parse_int(&window, get(o, "--window"), 1, 64)) {
-        ra_model_free(src);
-        return usage_error("--window '%s': need 1..64", get(o, "--window"));
-    }
-    if (window) set[2 * nset] = "window_size", set[2 * nset + 1] = get(o, "--window"), nset++;
     st = ra_model_derive(m, src, set, nset, seed);
     ra_model_free(src);
     return st ? lib_fail(st) : EX_OK;
@@ -316,7 +330,7 @@ static const char fmnist_labels[] =
     "\"Sneaker\", \"Bag\", \"Ankle boot\"]";
 
 static int build_model(ra_model **m, const opt *o, const train_set *ts, const char *data_dir,
-                       const ra_train_config *c, const recipe *rc) {
+                       const ra_train_config *c, const recipe *rc, double drop_path) {
     const ra_dataset *d = &ts->train;
     char depths[64] = "2,2", heads[64] = "2,4", img[32], classes[16], mean[32], std[32];
     int patch = 4, embed = 64, window = 7, nd = 2, nh = 2;
@@ -371,6 +385,9 @@ static int build_model(ra_model **m, const opt *o, const train_set *ts, const ch
     while (meta[2 * nmeta]) nmeta++;
     if (pk != patch) meta[2 * nmeta] = "patch_kernel", meta[2 * nmeta + 1] = kstr, nmeta++;
     if (fashion) meta[2 * nmeta] = "labels", meta[2 * nmeta + 1] = fmnist_labels, nmeta++;
+    char dp[32];
+    snprintf(dp, sizeof dp, "%.12g", drop_path);
+    if (get(o, "--drop-path")) meta[2 * nmeta] = "drop_path_rate", meta[2 * nmeta + 1] = dp, nmeta++;
     if (ts->folder) {   /* the classes by folder name, and the transform the data had */
         const char *kv[] = {"labels", ts->labels, "transform.resize", tr_resize,
                             "transform.crop", tr_crop, "transform.interpolation",
@@ -447,7 +464,9 @@ int cmd_train(int argc, char **argv) {
                {"--rand-augment", 1, 0}, {"--reprob", 1, 0},  {"--mixup", 1, 0},
                {"--cutmix", 1, 0},     {"--interpolation", 1, 0}, {"--crop-pct", 1, 0},
                {"--init", 1, 0},       {"--num-classes", 1, 0}, {"--no-shuffle", 0, 0},
-               {"--sched", 1, 0},      {"--freeze", 0, 0},
+               {"--sched", 1, 0},      {"--freeze", 0, 0},     {"--arch", 1, 0},
+               {"--accum", 1, 0},      {"--layer-decay", 1, 0}, {"--drop-path", 1, 0},
+               {"--table-resize", 1, 0},
                {"--help", 0, 0},
                {"-h", 0, 0},           {0, 0, 0}};
     const char *pos[1];
@@ -521,7 +540,30 @@ static int train(const opt *o, const procs *pc) {
         else if (strcmp(get(o, "--sched"), "cosine"))
             return usage_error("--sched '%s': cosine or constant", get(o, "--sched"));
     }
-    if (get(o, "--num-classes") && !init) return usage_error("--num-classes is for --init");
+    const char *arch = get(o, "--arch");
+    if (arch && init) return usage_error("--arch makes a model, --init starts from one: not both");
+    for (int i = 0; arch; i++) {
+        if (!ra_model_preset_name(i))
+            return usage_error("--arch '%s': swin_t, swin_s, swin_b, swin_v2_t, swin_v2_s, "
+                               "swin_v2_b, vit_ti_16, vit_s_16, vit_b_16, vit_b_32, vit_l_16, "
+                               "vit_l_32 or vit_h_14", arch);
+        if (!strcmp(ra_model_preset_name(i), arch)) break;
+    }
+    if (get(o, "--num-classes") && !init && !arch)
+        return usage_error("--num-classes is for --init and --arch");
+    if (get(o, "--table-resize") && !init) return usage_error("--table-resize is for --init");
+    if (get(o, "--accum") && !parse_int(&c.accum, get(o, "--accum"), 1, c.batch))
+        return usage_error("--accum '%s': need 1..%d (the batch)", get(o, "--accum"), c.batch);
+    if (c.batch % c.accum)
+        return usage_error("--accum %d: the batch (%d) must be a multiple of it", c.accum, c.batch);
+    if (get(o, "--layer-decay") &&
+        (!((c.layer_decay = strtod(get(o, "--layer-decay"), &end)) > 0) || *end ||
+         c.layer_decay > 1))
+        return usage_error("--layer-decay '%s': need a factor in (0, 1]", get(o, "--layer-decay"));
+    double drop_path = 0;
+    if (get(o, "--drop-path") &&
+        (!((drop_path = strtod(get(o, "--drop-path"), &end)) >= 0) || *end || drop_path > 1))
+        return usage_error("--drop-path '%s': need a rate in [0, 1]", get(o, "--drop-path"));
     if ((model_options.key || model_options.nset) && !init)
         return usage_error("--key and --set are for --init's model");
     if (get(o, "--augment")) {
@@ -581,9 +623,9 @@ static int train(const opt *o, const procs *pc) {
     if (get(o, "--workers") && !parse_int(&rc.workers, get(o, "--workers"), 0, 256))
         return usage_error("--workers '%s': need 0..256", get(o, "--workers"));
     if (get(o, "--no-augment")) c.crop_pad = 0, c.flip = 0;
-    if (init && !rc.on) {   /* the model's images go through loaders: its transform */
-        if (c.crop_pad) return usage_error("--augment crop is for IDX-like data; with --init: "
-                                           "timm, rrc+flip, flip or none");
+    if ((init || arch) && !rc.on) {   /* the model's images go through loaders: its transform */
+        if (c.crop_pad) return usage_error("--augment crop is for IDX-like data; with %s: "
+                                           "timm, rrc+flip, flip or none", init ? "--init" : "--arch");
         recipe_augment(&rc, c.flip ? "flip" : "none");
         c.flip = 0;
     }
@@ -606,7 +648,9 @@ static int train(const opt *o, const procs *pc) {
                                             "--ema", "--tta", "--rand-augment", "--reprob",
                                             "--mixup", "--cutmix", "--interpolation",
                                             "--crop-pct", "--init", "--num-classes",
-                                            "--no-shuffle", "--sched", "--freeze"};
+                                            "--no-shuffle", "--sched", "--freeze", "--arch",
+                                            "--accum", "--layer-decay", "--drop-path",
+                                            "--table-resize"};
         for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
             if (get(o, fixed[i]))
                 return usage_error("%s cannot change a resumed run (the checkpoint has it)",
@@ -641,8 +685,8 @@ static int train(const opt *o, const procs *pc) {
     }
     train_set ts;
     const int skip_bad = get(o, "--skip-bad") != NULL;
-    if (init && !is_image_folder(dir, "train"))
-        return usage_error("--init trains on an image folder (--data DIR)");
+    if ((init || arch) && !is_image_folder(dir, "train"))
+        return usage_error("%s trains on an image folder (--data DIR)", init ? "--init" : "--arch");
     int code = train_data(&ts, dir, img_size, val_split, c.seed, skip_bad, rc.on);
     if (code) return code;
     ra_loader *tl = NULL, *vl = NULL;
@@ -671,8 +715,11 @@ static int train(const opt *o, const procs *pc) {
         code = lib_fail(st);
         goto done;
     }
-    if (!resume && init && (code = init_model(&m, init, &ts, o, c.seed, &img_size))) goto done;
-    if (!resume && !init && (code = build_model(&m, o, &ts, dir, &c, &rc))) goto done;
+    if (!resume && (init || arch) &&
+        (code = init_model(&m, init, arch, &ts, o, c.seed, img_size, drop_path)))
+        goto done;
+    if (!resume && !init && !arch && (code = build_model(&m, o, &ts, dir, &c, &rc, drop_path)))
+        goto done;
     if (rc.on) {   /* the folder through loaders, at the model's transform */
         ra_transform tf;
         st = ra_model_transform(&tf, NULL, probe ? probe : m);

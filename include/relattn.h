@@ -259,6 +259,15 @@ ra_status ra_relpos_index_clip(int32_t *rel, int n, int k);
  *   dst (s2h*s2w, nH)  <-  src (s1h*s1w, nH);  s = 2W - 1 per axis. */
 ra_status ra_bias_table_resize(float *dst, const float *src, int nh, int s1h, int s1w,
                                int s2h, int s2w);
+/* The same resize as timm's resize_rel_pos_bias_table (BEiT's, timm's
+ * default without SciPy): the source offsets of each axis spread along a
+ * geometric progression 1, 1 + q, 1 + q + q^2, .. (q found by bisection in
+ * [1.01, 1.5] so that they reach the target's extent), the target's
+ * integer offsets interpolated linearly between them (timm's
+ * RegularGridInterpolator), in float32; a table of the same size is
+ * copied. Sides up to 4096; the target's odd (2W - 1). */
+ra_status ra_bias_table_resize_timm(float *dst, const float *src, int nh, int s1h, int s1w,
+                                    int s2h, int s2w);
 
 /* T5's relative position bucket of key j for query i (Hugging Face's
  * T5Attention._relative_position_bucket of j - i, float32 logarithm,
@@ -1154,6 +1163,25 @@ ra_status ra_model_create(ra_model **out, const char *const *meta, int nmeta, ui
 ra_status ra_model_derive(ra_model **out, const ra_model *m, const char *const *set, int nset,
                           uint64_t seed);
 
+/* A model of a released size made from its builder's name, initialised
+ * from seed as ra_model_create does: torchvision's swin_t, swin_s, swin_b,
+ * swin_v2_t, swin_v2_s, swin_v2_b, vit_b_16, vit_b_32, vit_l_16, vit_l_32,
+ * vit_h_14, and timm's vit_tiny_patch16_224 / vit_small_patch16_224 as
+ * vit_ti_16 / vit_s_16 (ra_model_preset_name(i) for i = 0, 1, ... lists
+ * them, NULL past the last): 1000 classes, RGB, the builder's input size
+ * and its weights' evaluation transform as transform.* metadata. The nset
+ * pairs of set (num_classes, labels, img_size, drop_path_rate, ...) take
+ * the place of the preset's values; a square img_size scales the
+ * transform with it. RA_ERR_ARG for an unknown name. */
+/* The key of a derive setting that is not metadata: how ra_model_derive
+ * resizes bias tables, "swin" (ra_bias_table_resize, the default) or
+ * "timm" (ra_bias_table_resize_timm). */
+#define RA_DERIVE_TABLE_RESIZE "relattn.table_resize"
+
+ra_status ra_model_create_preset(ra_model **out, const char *name, const char *const *set,
+                                 int nset, uint64_t seed);
+const char *ra_model_preset_name(int i);
+
 /* ---- the architectures the loader knows --------------------------------- */
 
 /* The architectures the model loader knows, as the "arch" values of model
@@ -1253,13 +1281,26 @@ ra_status ra_model_predict(const ra_model *m, float **y, int *y_ndim, int64_t y_
  *   dy   (the shape of the forward's y) the gradient of the output.
  * The forward's inputs and outputs are as ra_model_forward's (y allocated,
  * free with free()). The gradients equal PyTorch autograd's (within the
- * tolerances of docs/reference.md, section 6). The training forward of vit
- * applies the model's stochastic depth (metadata drop_path_rate, default
- * 0) from rng; rng may be NULL when the rate is 0. swin and the 3-D block
- * have no stochastic depth (rng is not used). RA_ERR_ARG for an
+ * tolerances of docs/reference.md, section 6). The training forward of vit,
+ * swin and swinv2 applies the model's stochastic depth (metadata
+ * drop_path_rate, default 0: block i of L takes rate * i / (L - 1), one
+ * draw per sample and residual branch) from rng; rng may be NULL when the
+ * rate is 0. One number u = ra_rng_u64(rng) is drawn per call; shard s of
+ * a batch (S shards, one per thread; S = 1 included) draws its masks, in
+ * block order, from a generator seeded with mix64(u, s) (docs/reference.md,
+ * section 1.4): the masks depend on rng and the shard count.
+ * The 3-D block has no stochastic depth. RA_ERR_ARG for an
  * attention-layer model (their backward is ra_attn_layer_backward) or a
  * backward without a training forward. */
 int ra_model_trainable(const ra_model *m);
+/* The layer of parameter name (canonical) for layer-wise learning-rate
+ * decay, in [0, *count): the Swin authors' get_swin_layer for swin and
+ * swinv2 (patch_embed 0, block j of stage i depths[0..i-1] + j + 1, the
+ * stage's patch merging that of its last block, the rest L + 1), BEiT's
+ * get_vit_layer for vit (cls_token, pos_embed, patch_embed 0, blocks.i
+ * i + 1, the rest L + 1), with L blocks and *count = L + 2. -1 (and
+ * *count 0) for other archs. */
+int ra_param_layer(const ra_model *m, const char *name, int *count);
 ra_status ra_model_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                                  const float *x, int x_ndim, const int64_t *x_shape,
                                  ra_rng *rng);
@@ -1871,6 +1912,13 @@ typedef struct ra_train_config {
     int sched;               /* the learning rate: 0 timm's cosine with warm-up, 1 constant lr */
     int freeze;              /* 1: train the head alone (head.*; a linear probe), the rest
                                 frozen (not in the gradient's norm, no AdamW step) */
+    int accum;               /* gradient accumulation: each batch runs as accum
+                                micro-batches of batch / accum images one after the
+                                other (the same gradient, in less memory): 1 */
+    double layer_decay;      /* layer-wise learning-rate decay (BEiT, the Swin
+                                authors' fine-tuning): parameter of layer l of
+                                L + 2 learns at lr * layer_decay^(L + 1 - l)
+                                (ra_param_layer); 0 or 1: off */
 } ra_train_config;
 
 ra_train_config ra_train_config_default(void);

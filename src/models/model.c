@@ -403,6 +403,7 @@ typedef struct {
     int x_ndim, parts;
     const int64_t *x_shape;
     int64_t per_x;
+    const uint64_t *draw;            /* training: the seed of the shards' generators, or NULL */
     float *y[RA_MAX_PARTS];
     int nd[RA_MAX_PARTS];
     int64_t ys[RA_MAX_PARTS][4];
@@ -438,8 +439,10 @@ static ra_status forward_part(void *ctx, int s) {
                                     c->x_ndim, xs);
     if (r != c->m)   /* a replica takes the weights as they are now */
         memcpy(r->weights, c->m->weights, (size_t)c->m->total * sizeof *r->weights);
+    ra_rng rng;
+    if (c->draw) ra_rng_seed(&rng, rai_mix64(*c->draw, (uint64_t)s));
     return r->ops->forward_train(r, &c->y[s], &c->nd[s], c->ys[s], c->x + b0 * c->per_x,
-                                 c->x_ndim, xs, NULL);
+                                 c->x_ndim, xs, c->draw ? &rng : NULL);
 }
 
 /* Runs the parts of c (c->parts shards of x) and joins their outputs into
@@ -580,6 +583,13 @@ void ra_model_attn_grads(const ra_model *m, float *flat, ra_attn_grads *g) {
 
 int ra_model_trainable(const ra_model *m) { return m && m->ops->forward_train && m->ops->backward; }
 
+int ra_param_layer(const ra_model *m, const char *name, int *count) {
+    int n = 0;
+    const int l = m && name && m->ops->layer_of ? m->ops->layer_of(m, name, &n) : -1;
+    if (count) *count = l >= 0 ? n : 0;
+    return l;
+}
+
 /* Training in shards: as ra_model_forward, one shard of the batch per
  * thread, each on a model with its own tape: m for the first, replicas
  * made from m's metadata and naming scheme (RA_META_NAMING; as
@@ -589,8 +599,9 @@ int ra_model_trainable(const ra_model *m) { return m && m->ops->forward_train &&
  * added to the caller's in shard order: the result depends on the thread
  * count only. A model that cannot be replicated, or memory that runs
  * out, trains in one shard on the layers' own threads: slower, never
- * wrong. Drop path draws from rng per sample in batch order: with an rng
- * the batch runs in one shard. */
+ * wrong. With an rng (drop path), one number u is drawn from it and shard s
+ * draws from its own generator seeded with rai_mix64(u, s), one shard or
+ * several: the draws, like the sums, depend on the shard count only. */
 static int make_replicas(ra_model *m, int want) {
     if (want - 1 <= m->nrep) return want;
     if (m->rep_failed) return m->nrep + 1;
@@ -658,13 +669,17 @@ ra_status ra_model_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_
     rai_packed_free(m->packed), m->packed = NULL;
     const ra_precision was = train_precision_begin(m);
     m->shards = 1;
-    int S = rng ? 1 : batch_shards(m, x_ndim, x_shape);
+    int S = batch_shards(m, x_ndim, x_shape);
     if (S > 1) S = make_replicas(m, S);
+    const uint64_t draw = rng ? ra_rng_u64(rng) : 0;
     ra_status st;
     if (S < 2) {
-        st = m->ops->forward_train(m, y, y_ndim, y_shape, x, x_ndim, x_shape, rng);
+        ra_rng own;
+        if (rng) ra_rng_seed(&own, rai_mix64(draw, 0));
+        st = m->ops->forward_train(m, y, y_ndim, y_shape, x, x_ndim, x_shape, rng ? &own : NULL);
     } else {
-        forward_parts c = {.m = m, .x = x, .x_ndim = x_ndim, .parts = S, .x_shape = x_shape};
+        forward_parts c = {.m = m, .x = x, .x_ndim = x_ndim, .parts = S, .x_shape = x_shape,
+                           .draw = rng ? &draw : NULL};
         for (int s = 0; s < S; s++) c.train[s] = s ? m->rep[s - 1] : m;
         int64_t per_y;
         st = forward_shards(&c, y, y_ndim, y_shape, &per_y);
@@ -952,13 +967,14 @@ static int64_t square_side(int64_t n, int odd) {
  * bicubic, align_corners False (ra_bias_table_resize: (positions,
  * channels) grids). 1 if done. */
 static int resample(float *dst, const ra_param_info *q, const float *src,
-                    const ra_param_info *from) {
+                    const ra_param_info *from, int timm_tables) {
     if (q->ndim != from->ndim || q->shape[q->ndim - 1] != from->shape[from->ndim - 1]) return 0;
     const int64_t C = q->shape[q->ndim - 1];
     if (q->ndim == 2 && rai_ends_with(q->name, "relative_position_bias_table")) {
         const int64_t s1 = square_side(from->shape[0], 1), s2 = square_side(q->shape[0], 1);
-        return s1 && s2 && C <= INT32_MAX &&
-               ra_bias_table_resize(dst, src, (int)C, (int)s1, (int)s1, (int)s2, (int)s2) == RA_OK;
+        if (!s1 || !s2 || C > INT32_MAX) return 0;
+        return (timm_tables ? ra_bias_table_resize_timm : ra_bias_table_resize)(
+                   dst, src, (int)C, (int)s1, (int)s1, (int)s2, (int)s2) == RA_OK;
     }
     if (q->ndim == 3 && q->shape[0] == 1 && from->shape[0] == 1 &&
         rai_ends_with(q->name, "pos_embed")) {   /* (absolute_pos_embed too) */
@@ -987,13 +1003,24 @@ ra_status ra_model_derive(ra_model **out, const ra_model *m, const char *const *
     const int n = m->nmeta + nset + 1;
     const char **meta = malloc((size_t)n * 2 * sizeof *meta);
     if (!meta) return rai_fail(RA_ERR_NOMEM, "model derive: out of memory");
-    int k = 0;
+    int k = 0, timm_tables = 0;
+    for (int j = 0; j < nset; j++)
+        if (set[2 * j] && !strcmp(set[2 * j], RA_DERIVE_TABLE_RESIZE)) {
+            timm_tables = set[2 * j + 1] && !strcmp(set[2 * j + 1], "timm");
+            if (!timm_tables && (!set[2 * j + 1] || strcmp(set[2 * j + 1], "swin"))) {
+                free(meta);
+                return rai_fail(RA_ERR_ARG, "model derive: %s \"%.20s\": swin or timm",
+                                RA_DERIVE_TABLE_RESIZE, set[2 * j + 1] ? set[2 * j + 1] : "");
+            }
+        }
     for (int i = 0; i < m->nmeta; i++) {
         int replaced = 0;
         for (int j = 0; j < nset && !replaced; j++) replaced = !strcmp(m->meta[2 * i], set[2 * j]);
         if (!replaced) meta[2 * k] = m->meta[2 * i], meta[2 * k + 1] = m->meta[2 * i + 1], k++;
     }
-    for (int j = 0; j < nset; j++) meta[2 * k] = set[2 * j], meta[2 * k + 1] = set[2 * j + 1], k++;
+    for (int j = 0; j < nset; j++)
+        if (!set[2 * j] || strcmp(set[2 * j], RA_DERIVE_TABLE_RESIZE))
+            meta[2 * k] = set[2 * j], meta[2 * k + 1] = set[2 * j + 1], k++;
     meta[2 * k] = RA_META_NAMING, meta[2 * k + 1] = ra_model_scheme(m), k++;
     ra_model *r = NULL;
     ra_status st = rai_model_create_arch(&r, m->ops, meta, k, seed);
@@ -1023,7 +1050,8 @@ ra_status ra_model_derive(ra_model **out, const ra_model *m, const char *const *
         if (from && from->numel == q->numel && from->ndim == q->ndim &&
             !memcmp(from->shape, q->shape, sizeof(int64_t) * (size_t)q->ndim)) {
             memcpy(r->weights + q->offset, m->weights + from->offset, sizeof(float) * (size_t)q->numel);
-        } else if (from && resample(r->weights + q->offset, q, m->weights + from->offset, from)) {
+        } else if (from && resample(r->weights + q->offset, q, m->weights + from->offset, from,
+                                    timm_tables)) {
             /* a bias table for another window, position embeddings for another grid */
         } else if (strncmp(q->name, "head.", 5)) {
             st = rai_fail(RA_ERR_ARG, "parameter %s %s the model it derives from: only a head "

@@ -81,6 +81,9 @@ struct rai_arch_ops {
     /* Multiply-adds of one forward, counted as the Swin authors' flops()
      * methods do (see ra_model_flops); -1 if not known. */
     int64_t (*flops)(const ra_model *m, int h, int w);
+    /* The layer of parameter name (canonical) for layer-wise learning-rate
+     * decay (ra_param_layer), in [0, *count); NULL: the arch has none. */
+    int (*layer_of)(const ra_model *m, const char *name, int *count);
 };
 
 /* Load a state_dict without relattn metadata: the metadata inferred
@@ -144,6 +147,23 @@ ra_status rai_meta_float_opt(const ra_st_file *f, const char *key, float *out, i
 ra_status rai_meta_double_opt(const ra_st_file *f, const char *key, double *out, int *given);
 /* mlp_ratio: a positive number, 4.0 when absent (Python's float). */
 ra_status rai_meta_mlp_ratio(const ra_st_file *f, double *out);
+
+/* The released sizes of each family (presets.c): a builder's name, the
+ * arch, whether torchvision has the builder (tv), the widths, the patch,
+ * the input side and its weights' evaluation transform (Resize(resize),
+ * CenterCrop(crop), interp). */
+typedef struct {
+    const char *name, *arch;
+    int tv;
+    int dim, depth;           /* embed_dim; a ViT's depth */
+    const char *depths;       /* a Swin's blocks per stage (NULL: a ViT) */
+    const char *heads;        /* per stage (Swin), or one number (ViT) */
+    int window, patch;        /* a Swin's window; the patch size */
+    int crop, resize;
+    const char *interp;
+} rai_preset;
+extern const rai_preset rai_presets[];
+extern const int rai_npresets;
 
 /* Arch tables, one per source file. */
 #define RA_ATTN_ARCHS 8

@@ -973,12 +973,33 @@ static int64_t net_flops(const ra_model *m, int h, int w) {
     return rai_cadd(f, (int64_t)n->features * n->num_classes);
 }
 
+/* The Swin authors' get_swin_layer (their fine-tuning's optimizer): with
+ * L blocks in all, patch_embed.* is layer 0, block j of stage i layer
+ * depths[0] + .. + depths[i-1] + j + 1, stage i's patch merging that of
+ * the stage's last block, everything else (norm, head, and
+ * absolute_pos_embed, which the function does not name) layer L + 1. */
+static int net_layer_of(const ra_model *m, const char *name, int *count) {
+    const swin_net *n = m->impl;
+    int L = 0, before[SWIN_MAX_STAGES + 1] = {0};
+    for (int i = 0; i < n->nstages; i++) L += n->depths[i], before[i + 1] = L;
+    *count = L + 2;
+    int i = 0, j = 0, len = 0;
+    if (!strncmp(name, "patch_embed.", 12)) return 0;
+    if (sscanf(name, "layers.%d.blocks.%d.%n", &i, &j, &len) == 2 && len > 0 && i >= 0 &&
+        i < n->nstages && j >= 0 && j < n->depths[i])
+        return before[i] + j + 1;
+    if (sscanf(name, "layers.%d.downsample.%n", &i, &len) == 1 && len > 0 && i >= 0 &&
+        i < n->nstages)
+        return before[i + 1];
+    return L + 1;
+}
+
 const rai_arch_ops rai_swin_ops = {
     .name = "swin", .arch = RA_ARCH_SWIN, .batched = 1, .declare = net_declare,
     .canonical = net_canonical,
     .detect = net_detect, .build = net_build, .destroy = net_destroy, .forward = net_forward,
     .forward_train = rai_swin_net_forward_train, .backward = rai_swin_net_backward,
-    .flops = net_flops};
+    .flops = net_flops, .layer_of = net_layer_of};
 
 /* SwinV2 (swin_transformer_v2.py, torchvision's swin_v2_*): the network
  * above with the V2 variations its blocks and merging layers carry (v2 in
@@ -988,4 +1009,4 @@ const rai_arch_ops rai_swinv2_ops = {
     .canonical = net_canonical,
     .detect = net_detect, .build = net_build, .destroy = net_destroy, .forward = net_forward,
     .forward_train = rai_swin_net_forward_train, .backward = rai_swin_net_backward,
-    .flops = net_flops};
+    .flops = net_flops, .layer_of = net_layer_of};

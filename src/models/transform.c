@@ -143,30 +143,6 @@ ra_status ra_model_transform(struct ra_transform *t, const char **source, const 
 
 /* ---- torchvision's builders ---------------------------------------------------- */
 
-/* The weights' transform of each builder (DEFAULT = IMAGENET1K_V1, except
- * vit_h_14's, whose only weights are SWAG's), by arch and widths. */
-typedef struct {
-    const char *builder, *arch;
-    int dim, depth;          /* embed_dim; a ViT's depth (0: any) */
-    const char *depths;      /* a Swin's (NULL: any) */
-    int patch;               /* a ViT's patch size (0: any) */
-    int resize, crop;
-    const char *interp;
-} tv_builder;
-static const tv_builder tv_builders[] = {
-    {"swin_t", "swin", 96, 0, "2,2,6,2", 0, 232, 224, "bicubic"},
-    {"swin_s", "swin", 96, 0, "2,2,18,2", 0, 246, 224, "bicubic"},
-    {"swin_b", "swin", 128, 0, "2,2,18,2", 0, 238, 224, "bicubic"},
-    {"swin_v2_t", "swinv2", 96, 0, "2,2,6,2", 0, 260, 256, "bicubic"},
-    {"swin_v2_s", "swinv2", 96, 0, "2,2,18,2", 0, 260, 256, "bicubic"},
-    {"swin_v2_b", "swinv2", 128, 0, "2,2,18,2", 0, 272, 256, "bicubic"},
-    {"vit_b_16", "vit", 768, 12, NULL, 16, 256, 224, "bilinear"},
-    {"vit_b_32", "vit", 768, 12, NULL, 32, 256, 224, "bilinear"},
-    {"vit_l_16", "vit", 1024, 24, NULL, 16, 242, 224, "bilinear"},
-    {"vit_l_32", "vit", 1024, 24, NULL, 32, 256, 224, "bilinear"},
-    {"vit_h_14", "vit", 1280, 32, NULL, 14, 518, 518, "bicubic"},
-};
-
 static int meta_is(const ra_st_file *f, const char *key, const char *want) {
     const char *v = ra_st_meta(f, key);
     return v && !strcmp(v, want);
@@ -181,16 +157,18 @@ ra_status rai_torchvision_transform(ra_st_file *f) {
     const int swin = ra_st_find(f, "features.0.0.weight") != NULL,
               vit = ra_st_find(f, "conv_proj.weight") != NULL;
     if ((!swin && !vit) || ra_st_meta(f, "transform.resize")) return RA_OK;
-    for (size_t i = 0; i < sizeof tv_builders / sizeof *tv_builders; i++) {
-        const tv_builder *b = &tv_builders[i];
-        if (!meta_is(f, "arch", b->arch) || meta_int(f, "embed_dim") != b->dim ||
+    /* each builder's weights (DEFAULT = IMAGENET1K_V1, except vit_h_14's,
+     * whose only weights are SWAG's), by arch and widths (presets.c) */
+    for (int i = 0; i < rai_npresets; i++) {
+        const rai_preset *b = &rai_presets[i];
+        if (!b->tv || !meta_is(f, "arch", b->arch) || meta_int(f, "embed_dim") != b->dim ||
             (b->depths && !meta_is(f, "depths", b->depths)) ||
             (b->depth && meta_int(f, "depth") != b->depth) ||
             (b->patch && meta_int(f, "patch_size") != b->patch) ||
             meta_int(f, "img_size") != b->crop)
             continue;
         char from[96], v[32];
-        snprintf(from, sizeof from, "convention: torchvision's %s weights' transform", b->builder);
+        snprintf(from, sizeof from, "convention: torchvision's %s weights' transform", b->name);
         static const char *const keys[] = {"transform.resize", "transform.interpolation",
                                            "transform.crop"};
         for (int k = 0; k < 3; k++) {

@@ -1152,7 +1152,23 @@ static int64_t vit_flops(const ra_model *m, int h, int w) {
     return rai_cadd(f, C * v->num_classes);
 }
 
-const rai_arch_ops rai_vit_ops = {.flops = vit_flops, .name = "vit",
+/* BEiT's get_vit_layer (the Swin authors' fine-tuning of ViTs too): with
+ * L blocks, cls_token, pos_embed and patch_embed.* are layer 0, blocks.i.*
+ * layer i + 1, everything else (the norms, the head, register tokens)
+ * layer L + 1. */
+static int vit_layer_of(const ra_model *m, const char *name, int *count) {
+    const vit_impl *v = m->impl;
+    *count = v->depth + 2;
+    int i = 0, len = 0;
+    if (!strcmp(name, "cls_token") || !strcmp(name, "pos_embed") ||
+        !strncmp(name, "patch_embed.", 12))
+        return 0;
+    if (sscanf(name, "blocks.%d.%n", &i, &len) == 1 && len > 0 && i >= 0 && i < v->depth)
+        return i + 1;
+    return v->depth + 1;
+}
+
+const rai_arch_ops rai_vit_ops = {.flops = vit_flops, .name = "vit", .layer_of = vit_layer_of,
                                 .arch = RA_ARCH_VIT,
                                 .batched = 1,
                                 .declare = vit_declare,

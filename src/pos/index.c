@@ -6,6 +6,7 @@
 #include "base/internal.h"
 
 #include <math.h>
+#include <string.h>
 
 /* Indices beyond this are refused: 2^28 int32 entries are 1 GiB, past any
  * window anyone uses (a 16-frame 32x32 3-D window is exactly this). */
@@ -169,6 +170,85 @@ ra_status ra_bias_table_resize(float *dst, const float *src, int nh, int s1h, in
                     acc += cubic_weight(ty, a) * row;
                 }
                 dst[((size_t)oy * s2w + ox) * nh + h] = acc;
+            }
+        }
+    }
+    return RA_OK;
+}
+
+/* ---- timm's resize of a bias table ------------------------------------------
+ * timm's resize_rel_pos_bias_table (BEiT's fine-tuning resize, without
+ * SciPy, timm's default): the source grid's offsets are spread out along a
+ * geometric progression so that they reach the target's extent, and the
+ * target's integer offsets are interpolated linearly between them
+ * (timm.layers.interpolate.RegularGridInterpolator), in float32. */
+
+/* The source offsets of one axis (src of them) for a target of dst: BEiT's
+ * _calc, in double, then rounded to float32 as torch.tensor does. */
+static void geometric_offsets(float *out, int src, int dst) {
+    const int half = src / 2;
+    double left = 1.01, right = 1.5, q = 1.01;
+    while (right - left > 1e-6) {
+        q = (left + right) / 2.0;
+        const double gp = (1.0 - pow(q, half)) / (1.0 - q);   /* 1 + q + .. + q^(half-1) */
+        if (gp > (double)(dst / 2)) right = q;
+        else left = q;
+    }
+    double cur = 1;
+    for (int i = 0; i < half; i++) {
+        out[half + 1 + i] = (float)cur;
+        out[half - 1 - i] = (float)-cur;
+        cur += pow(q, i + 1);
+    }
+    out[half] = 0;
+}
+
+/* Where x falls among the n sorted offsets p: the left and right
+ * neighbours and the distances to them, as the interpolator computes
+ * them (torch.bucketize, clamped; 1 and 1 on an exact single point). */
+static void bracket(const float *p, int n, float x, int *l, int *r, float *dl, float *dr) {
+    int right = 0;
+    while (right < n && p[right] < x) right++;   /* the first p[i] >= x */
+    if (right >= n) right = n - 1;
+    const int left = right - 1 < 0 ? 0 : right - 1;
+    float a = x - p[left], b = p[right] - x;
+    if (a < 0) a = 0;
+    if (b < 0) b = 0;
+    if (a == 0 && b == 0) a = b = 1;
+    *l = left, *r = right, *dl = a, *dr = b;
+}
+
+ra_status ra_bias_table_resize_timm(float *dst, const float *src, int nh, int s1h, int s1w,
+                                    int s2h, int s2w) {
+    if (!dst || !src || nh < 1 || s1h < 1 || s1w < 1 || s2h < 1 || s2w < 1 ||
+        s1h > 4096 || s1w > 4096 || s2h > 4096 || s2w > 4096 ||
+        (int64_t)s1h * s1w > INT32_MAX / nh || (int64_t)s2h * s2w > INT32_MAX / nh)
+        return rai_fail(RA_ERR_ARG, "bias table resize: %dx%d -> %dx%d grid of %d heads",
+                        s1h, s1w, s2h, s2w, nh);
+    if (s1h == s2h && s1w == s2w) {   /* timm leaves a table of the same size alone */
+        memcpy(dst, src, sizeof(float) * (size_t)s1h * s1w * nh);
+        return RA_OK;
+    }
+    float ph[4096], pw[4096];
+    geometric_offsets(ph, s1h, s2h);
+    geometric_offsets(pw, s1w, s2w);
+    for (int oy = 0; oy < s2h; oy++) {
+        int y0, y1, x0, x1;
+        float dy0, dy1, dx0, dx1;
+        bracket(ph, s1h, (float)(oy - s2h / 2), &y0, &y1, &dy0, &dy1);
+        for (int ox = 0; ox < s2w; ox++) {
+            bracket(pw, s1w, (float)(ox - s2w / 2), &x0, &x1, &dx0, &dx1);
+            /* the corners in the interpolator's order: (left, left), (left,
+             * right), (right, left), (right, right), each weighted by the
+             * distances on the other side */
+            const float w00 = dy1 * dx1, w01 = dy1 * dx0, w10 = dy0 * dx1, w11 = dy0 * dx0;
+            const float den = (dy0 + dy1) * (dx0 + dx1);
+            for (int h = 0; h < nh; h++) {
+                float num = src[((size_t)y0 * s1w + x0) * nh + h] * w00;
+                num += src[((size_t)y0 * s1w + x1) * nh + h] * w01;
+                num += src[((size_t)y1 * s1w + x0) * nh + h] * w10;
+                num += src[((size_t)y1 * s1w + x1) * nh + h] * w11;
+                dst[((size_t)oy * s2w + ox) * nh + h] = num / den;
             }
         }
     }

@@ -40,6 +40,7 @@ struct ra_trainer {
     int64_t *gsize;
     int *decay;                     /* per parameter: takes weight decay */
     int *frozen;                    /* per parameter: not trained (freeze: all but the head) */
+    double *lr_scale;               /* per parameter: layer decay's factor of the lr (1 without) */
     float *x, *dlogits, *probs;     /* (B, C, H, W), (B, K), (B, K) */
     int32_t *labels;                /* (B) */
     int64_t *perm;                  /* (n) this epoch's order */
@@ -58,7 +59,7 @@ ra_train_config ra_train_config_default(void) {
                              .warmup_lr = 1e-6, .warmup_epochs = 0.5, .weight_decay = 0.05,
                              .label_smoothing = 0.1f, .clip_grad = 5.0f, .crop_pad = 0,
                              .flip = 1, .mean = 0.2860f, .std = 0.3530f, .seed = 0,
-                             .mix_prob = 1.0f, .switch_prob = 0.5f, .shuffle = 1};
+                             .mix_prob = 1.0f, .switch_prob = 0.5f, .shuffle = 1, .accum = 1};
 }
 
 /* The mixing of a configuration: on when either alpha is; as ra_mixup
@@ -82,6 +83,11 @@ static ra_status check_config(const ra_train_config *c) {
     const ra_mixup mx = mixup_of(c);
     ra_status st;
     if (mixing(c) && (st = rai_mixup_check(&mx, "trainer"))) return st;
+    if (c->accum < 1 || c->accum > c->batch || c->batch % c->accum)
+        return rai_fail(RA_ERR_ARG, "accumulation %d: the batch (%d) must be a multiple of it",
+                        c->accum, c->batch);
+    if (!(c->layer_decay >= 0 && c->layer_decay <= 1))
+        return rai_fail(RA_ERR_ARG, "layer decay %g: 0 (off) or in (0, 1]", c->layer_decay);
     if (c->sched != 0 && c->sched != 1)
         return rai_fail(RA_ERR_ARG, "schedule %d: 0 (cosine) or 1 (constant)", c->sched);
     if (mixing(c) && c->batch % 2)
@@ -102,7 +108,7 @@ static ra_status check_config(const ra_train_config *c) {
 void ra_trainer_free(ra_trainer *t) {
     if (!t) return;
     rai_free(t->grad), rai_free(t->mom1), rai_free(t->mom2);
-    free(t->gptr), free(t->gsize), free(t->decay), free(t->frozen);
+    free(t->gptr), free(t->gsize), free(t->decay), free(t->frozen), free(t->lr_scale);
     rai_free(t->x), rai_free(t->dlogits), rai_free(t->probs);
     free(t->labels), free(t->perm), rai_free(t->targets);
     free(t->zoff), free(t->zcnt);
@@ -143,6 +149,11 @@ static ra_status create(ra_trainer **out, ra_model *m, const ra_train_config *cf
     if (n < cfg->batch)
         return rai_fail(RA_ERR_ARG, "%lld training images are fewer than one batch of %d",
                         (long long)n, cfg->batch);
+    int nlayers = 0;
+    if (cfg->layer_decay > 0 && cfg->layer_decay < 1 && m->nparams &&
+        ra_param_layer(m, m->params[0].name, &nlayers) < 0)
+        return rai_fail(RA_ERR_ARG, "arch %s has no layers for a layer-wise learning-rate decay",
+                        m->ops->name);
     const char *ic = ra_model_meta(m, "in_chans");
     if (!ic || atoi(ic) != dc)
         return rai_fail(RA_ERR_ARG, "the data are %s images: the model needs in_chans %d",
@@ -164,6 +175,7 @@ static ra_status create(ra_trainer **out, ra_model *m, const ra_train_config *cf
     t->gsize = calloc((size_t)m->nparams + 1, sizeof *t->gsize);
     t->decay = calloc((size_t)m->nparams + 1, sizeof *t->decay);
     t->frozen = calloc((size_t)m->nparams + 1, sizeof *t->frozen);
+    t->lr_scale = calloc((size_t)m->nparams + 1, sizeof *t->lr_scale);
     t->x = rai_alloc((size_t)(B * px), sizeof(float));
     t->dlogits = rai_alloc((size_t)(B * k), sizeof(float));
     t->probs = rai_alloc((size_t)(B * k), sizeof(float));
@@ -172,7 +184,7 @@ static ra_status create(ra_trainer **out, ra_model *m, const ra_train_config *cf
     t->avg = cfg->ema_decay > 0 ? rai_alloc((size_t)P + 1, sizeof(float)) : NULL;
     t->targets = mixing(cfg) ? rai_alloc((size_t)(B * k), sizeof(float)) : NULL;
     if (!t->grad || !t->mom1 || !t->mom2 || !t->gptr || !t->gsize || !t->decay || !t->frozen ||
-        !t->x ||
+        !t->lr_scale || !t->x ||
         !t->dlogits || !t->probs || !t->labels || (data && !t->perm) ||
         (cfg->ema_decay > 0 && !t->avg) || (mixing(cfg) && !t->targets)) {
         ra_trainer_free(t);
@@ -187,6 +199,9 @@ static ra_status create(ra_trainer **out, ra_model *m, const ra_train_config *cf
          * the norm, not clipped) and AdamW skips it */
         t->frozen[i] = cfg->freeze && strncmp(p->name, "head.", 5) != 0;
         if (t->frozen[i]) t->gsize[i] = 0;
+        /* layer decay: the Swin authors' scales, layer_decay ** (count - 1 - layer) */
+        const int layer = nlayers ? ra_param_layer(m, p->name, NULL) : 0;
+        t->lr_scale[i] = nlayers ? pow(cfg->layer_decay, nlayers - 1 - layer) : 1.0;
     }
     if (t->avg) memcpy(t->avg, m->weights, (size_t)P * sizeof(float));   /* avg_0 = w_0 */
     *out = t;
@@ -264,10 +279,11 @@ static ra_status make_batch(ra_trainer *t) {
                           t->classes, &mx, &r, NULL);
 }
 
-/* Forward, loss and backward of images [i0, i1) of the batch (this
- * process's slice) into t->grad (zeroed here): *loss gets the slice's share
- * of the batch's mean loss, so that the processes' shares add up to it. */
-static ra_status batch_step(ra_trainer *t, int i0, int i1, float *loss) {
+/* Forward, loss and backward of images [i0, i1) of the batch (a
+ * micro-batch of this process's slice) ADDED to t->grad, drop path drawn
+ * from rng: *loss gets the images' share of the batch's mean loss, so that
+ * the shares add up to it. */
+static ra_status micro_step(ra_trainer *t, int i0, int i1, ra_rng *rng, float *loss) {
     ra_model *m = t->m;
     const int B = t->cfg.batch, K = t->classes, nb = i1 - i0;
     const int64_t px = (int64_t)t->dc * t->dh * t->dw;
@@ -276,7 +292,7 @@ static ra_status batch_step(ra_trainer *t, int i0, int i1, float *loss) {
     int nd;
     int64_t ys[4];
     const int64_t xs[4] = {nb, t->dc, t->dh, t->dw};
-    ra_status st = ra_model_forward_train(m, &logits, &nd, ys, t->x + i0 * px, 4, xs, NULL);
+    ra_status st = ra_model_forward_train(m, &logits, &nd, ys, t->x + i0 * px, 4, xs, rng);
     if (st) return st;
     float mean = 0;
     if (nd != 2 || ys[1] != K) st = rai_fail(RA_ERR_INTERNAL, "trainer: logits of %lld classes",
@@ -293,8 +309,25 @@ static ra_status batch_step(ra_trainer *t, int i0, int i1, float *loss) {
     st = soft ? ra_cross_entropy_soft_backward(dl, share, probs, soft, nb, K)
               : ra_cross_entropy_backward(dl, share, probs, t->labels + i0, nb, K,
                                           t->cfg.label_smoothing);
-    memset(t->grad, 0, (size_t)m->total * sizeof *t->grad);
     return st ? st : ra_model_backward(m, t->grad, NULL, dl);
+}
+
+/* This process's slice [i0, i1) of the batch into t->grad (zeroed here),
+ * in accum micro-batches; *loss its share of the batch's mean loss. */
+static ra_status batch_step(ra_trainer *t, int i0, int i1, float *loss) {
+    memset(t->grad, 0, (size_t)t->m->total * sizeof *t->grad);
+    ra_rng rng;   /* drop path's: from (seed, step, process) */
+    ra_rng_seed(&rng, rai_mix64(rai_mix64(t->cfg.seed ^ 0x64726f7070617468ull, (uint64_t)t->step),
+                                (uint64_t)t->comm.rank));   /* "droppath" */
+    const int A = t->cfg.accum > 1 ? t->cfg.accum : 1, n = i1 - i0;
+    *loss = 0;
+    ra_status st = RA_OK;
+    for (int a = 0; a < A && !st; a++) {
+        const int j0 = i0 + (int)((int64_t)n * a / A), j1 = i0 + (int)((int64_t)n * (a + 1) / A);
+        float part = 0;
+        if (j1 > j0 && !(st = micro_step(t, j0, j1, &rng, &part))) *loss += part;
+    }
+    return st;
 }
 
 /* A collective's failure, with what was being summed or gathered. */
@@ -361,8 +394,10 @@ ra_status ra_trainer_step(ra_trainer *t, float *loss_out, float *norm_out) {
         if (t->frozen[i]) continue;   /* --freeze: the weights stay, the moments 0 */
         const ra_param_info *p = &m->params[i];
         const int64_t mo = p->offset - t->moff;
+        ra_adamw_config ai = ac;
+        ai.lr = ac.lr * t->lr_scale[i];   /* layer decay's group */
         st = ra_adamw_step(m->weights + p->offset, t->mom1 + mo, t->mom2 + mo,
-                           t->grad + p->offset, p->numel, t->step, &ac, t->decay[i]);
+                           t->grad + p->offset, p->numel, t->step, &ai, t->decay[i]);
     }
     if (!st && t->zero)
         st = collective(t->comm.allgather(m->weights, t->zoff, t->zcnt, t->comm.ctx),
@@ -460,6 +495,8 @@ static const cfg_field cfg_fields[] = {
     {"train.shuffle", 0, offsetof(ra_train_config, shuffle), 1},
     {"train.sched", 0, offsetof(ra_train_config, sched), 1},
     {"train.freeze", 0, offsetof(ra_train_config, freeze), 1},
+    {"train.accum", 0, offsetof(ra_train_config, accum), 1},
+    {"train.layer_decay", 1, offsetof(ra_train_config, layer_decay), 1},
 };
 #define NFIELDS ((int)(sizeof cfg_fields / sizeof cfg_fields[0]))
 
