@@ -95,6 +95,12 @@ if(RELATTN_TESTS AND NOT RELATTN_SANITIZE AND NOT RELATTN_TSAN AND NOT RELATTN_F
   # swin_v2_t and vit_b_16 (PyTorch and torchvision)
   relattn_python_test(test_finetune test_finetune.py $<TARGET_FILE:relattn_cli> ${RA_SRC}/python)
   set_tests_properties(test_finetune PROPERTIES TIMEOUT 1500)
+  # --drop-path, --layer-decay, --accum against PyTorch with relattn's masks and
+  # the authors' parameter groups; --table-resize timm against timm's resize;
+  # --arch's sizes against torchvision's builders (PyTorch and torchvision)
+  relattn_python_test(test_finetune_opts test_finetune_opts.py $<TARGET_FILE:relattn_cli>
+                      ${RA_SRC}/python)
+  set_tests_properties(test_finetune_opts PROPERTIES TIMEOUT 900)
   # the ```bash blocks of README.md and docs/*.md, as written
   add_test(NAME test_readme COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/test_readme.sh
            ${CMAKE_CURRENT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR})
