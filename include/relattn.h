@@ -1158,8 +1158,11 @@ ra_status ra_model_create(ra_model **out, const char *const *meta, int nmeta, ui
  * (1, prefix + g x g, C) of another square grid as timm's
  * resample_abs_pos_embed (the class and register tokens kept), both
  * bicubic with align_corners False (ra_bias_table_resize; no antialiasing
- * when a grid shrinks, which timm's applies). RA_ERR_ARG for any other
- * parameter whose shape the settings change. m is not changed. */
+ * when a grid shrinks, which timm's applies; RA_DERIVE_TABLE_RESIZE
+ * "timm" resizes the tables as timm does). A SwinV2 in the official names
+ * at another window or size records the windows m's stages had as
+ * pretrained_window_sizes (unless m or set has them). RA_ERR_ARG for any
+ * other parameter whose shape the settings change. m is not changed. */
 ra_status ra_model_derive(ra_model **out, const ra_model *m, const char *const *set, int nset,
                           uint64_t seed);
 

@@ -332,6 +332,44 @@ def table_resize():
     check(n > 0, "--table-resize timm: nothing was resized")
 
 
+# ---- SwinV2 at another window: the windows it was trained at recorded ----
+def swinv2_window():
+    tools = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools")
+    sys.path.insert(0, tools)
+    from swinv2_twin import SwinTransformerV2
+    fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+    src = os.path.join(fixtures, "v2_net_official.model.safetensors")   # window 4 at 16 x 16
+    ck = os.path.join(tmp, "v2_window8.st")
+    r = subprocess.run([relattn_bin, "train", "--init", src, "--data", data, "--out", ck,
+                        "--epochs", "1", "--batch", "8", "--lr", "1e-9", "--max-steps", "1",
+                        "--augment", "none", "--window", "8", "--img-size", "32"],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, "swinv2 --window 8: %s" % r.stderr[-300:])
+    if r.returncode:
+        return
+    m = relattn.Model(ck)
+    pws = [int(v) for v in relattn.load(ck)[1]["pretrained_window_sizes"].split(",")]
+    check(pws == [4, 4], "swinv2 --window 8: pretrained_window_sizes %s, not 4,4" % pws)
+    twin = SwinTransformerV2(img_size=32, patch_size=2, num_classes=K, embed_dim=8,
+                             depths=[2, 1], num_heads=[2, 4], window_size=8, ape=True,
+                             pretrained_window_sizes=pws)
+    weights = {k: torch.from_numpy(v.copy()) for k, v in relattn.load(ck)[0].items()
+               if not k.startswith("__optim__.")}
+    missing, unexpected = twin.load_state_dict(weights, strict=False)
+    check(not unexpected and all("relative_" in k or "attn_mask" in k for k in missing),
+          "swinv2 --window 8: the twin's names: missing %s, unexpected %s" % (missing, unexpected))
+    x = np.random.default_rng(5).standard_normal((2, 3, 32, 32)).astype(np.float32)
+    with torch.no_grad():
+        want = twin(torch.from_numpy(x)).numpy()
+    got = m.forward(x=x)["y"]
+    m.close()
+    d = float(np.abs(got - want).max())
+    check(d < 1e-4 * max(1.0, float(np.abs(want).max())),
+          "swinv2 --window 8: logits differ from the official twin's by %g" % d)
+    print("swinv2 window 4 at 16x16 -> window 8 at 32x32: pretrained_window_sizes %s recorded; "
+          "the logits equal the official twin's within %.2g" % (pws, d))
+
+
 # ---- --arch: the released sizes against torchvision's builders ----
 def presets():
     from torchvision.models.vision_transformer import VisionTransformer
@@ -371,6 +409,7 @@ def presets():
 
 regularised()
 table_resize()
+swinv2_window()
 presets()
 shutil.rmtree(tmp)
 done("test_finetune_opts")

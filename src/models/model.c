@@ -990,6 +990,42 @@ static int resample(float *dst, const ra_param_info *q, const float *src,
     return 0;
 }
 
+/* The value of key in set, else m's metadata's, else NULL. */
+static const char *setting(const ra_model *m, const char *const *set, int nset, const char *key) {
+    for (int j = nset - 1; j >= 0; j--)
+        if (set[2 * j] && !strcmp(set[2 * j], key)) return set[2 * j + 1];
+    return ra_model_meta(m, key);
+}
+
+/* SwinV2 fine-tuned at another window keeps the windows it was trained at
+ * (the official pretrained_window_sizes, which normalise the continuous
+ * bias's coordinates): when set changes window_size (or img_size) of a
+ * SwinV2 in the official names that records none, the windows each stage
+ * of m had (the window, or the stage's map when that is not larger: the
+ * official clamp) into buf as "w0,w1,..". 0 when there is nothing to
+ * record (torchvision's SwinV2 has no pretrained window). */
+static int swinv2_pretrained_windows(char *buf, size_t n, const ra_model *m,
+                                     const char *const *set, int nset) {
+    const char *pw = setting(m, set, nset, "pretrained_window_sizes");
+    if (m->ops->arch != RA_ARCH_SWINV2 || !strcmp(ra_model_scheme(m), "torchvision") ||
+        (pw && strspn(pw, "0, ") != strlen(pw)))
+        return 0;
+    const char *w0 = ra_model_meta(m, "window_size"), *w1 = setting(m, set, nset, "window_size");
+    const char *i0 = ra_model_meta(m, "img_size"), *i1 = setting(m, set, nset, "img_size");
+    const char *ps = ra_model_meta(m, "patch_size"), *dp = ra_model_meta(m, "depths");
+    if (!w0 || !w1 || !i0 || !i1 || !ps || !dp || (!strcmp(w0, w1) && !strcmp(i0, i1))) return 0;
+    int win = 0, img = 0, patch = 0;
+    if (sscanf(w0, "%d", &win) != 1 || sscanf(i0, "%d", &img) != 1 ||
+        sscanf(ps, "%d", &patch) != 1 || win < 1 || patch < 1)
+        return 0;
+    size_t len = 0;
+    int stages = 1;
+    for (const char *c = dp; *c; c++) stages += *c == ',';
+    for (int i = 0, res = img / patch; i < stages && len < n; i++, res /= 2)
+        len += (size_t)snprintf(buf + len, n - len, "%s%d", i ? "," : "", res <= win ? res : win);
+    return len < n;
+}
+
 ra_status ra_model_derive(ra_model **out, const ra_model *m, const char *const *set, int nset,
                           uint64_t seed) {
     if (!out || !m || nset < 0 || (nset && !set))
@@ -1021,6 +1057,9 @@ ra_status ra_model_derive(ra_model **out, const ra_model *m, const char *const *
     for (int j = 0; j < nset; j++)
         if (!set[2 * j] || strcmp(set[2 * j], RA_DERIVE_TABLE_RESIZE))
             meta[2 * k] = set[2 * j], meta[2 * k + 1] = set[2 * j + 1], k++;
+    char pws[96];
+    if (swinv2_pretrained_windows(pws, sizeof pws, m, set, nset))
+        meta[2 * k] = "pretrained_window_sizes", meta[2 * k + 1] = pws, k++;
     meta[2 * k] = RA_META_NAMING, meta[2 * k + 1] = ra_model_scheme(m), k++;
     ra_model *r = NULL;
     ra_status st = rai_model_create_arch(&r, m->ops, meta, k, seed);
