@@ -221,10 +221,9 @@ static int make_loaders(ra_loader **tl, ra_loader **vl, int64_t **own, const tra
                         int skip_bad, const procs *pc) {
     ra_loader_config lc = ra_loader_config_default();
     const int S = tf->crop_h;
-    if (tf->crop == RA_CROP_NONE || tf->crop_w != S || tf->grey)
-        return fail(EX_DATAERR, "the model's image transform does not give square colour "
-                    "images (%dx%d%s): it cannot be trained on a folder here", tf->crop_h,
-                    tf->crop_w, tf->grey ? ", grey" : "");
+    if (tf->crop == RA_CROP_NONE || tf->crop_w != S)
+        return fail(EX_DATAERR, "the model's image transform does not give square images "
+                    "(%dx%d): it cannot be trained on a folder here", tf->crop_h, tf->crop_w);
     lc.size = S, lc.batch = c->batch, lc.seed = c->seed, lc.interp = r->interp;
     lc.reprob = r->reprob, lc.workers = r->workers, lc.skip_bad = skip_bad;
     lc.random_crop = r->random_crop, lc.hflip = r->hflip, lc.shuffle = c->shuffle;

@@ -1719,7 +1719,9 @@ ra_status ra_dataset_from_folder(ra_dataset *d, const ra_image_folder *f, const 
  *
  * Evaluation (train = 0): batch `step` holds images step * B .. in order
  * (the last batch may be partial), each through the transform `eval`
- * (ra_transform_apply; it must give S x S, grey off).
+ * (ra_transform_apply; it must give S x S). With eval.grey (a grey
+ * model's transform) every sample of either mode is one plane, PIL's "L"
+ * luma of the three normalised ones (ra_transform.grey); else three.
  *
  * An image that does not decode fails its batch naming the file (the
  * error comes back from ra_loader_batch), unless skip_bad: then training
@@ -1769,7 +1771,8 @@ ra_loader_config ra_loader_config_default(void);
 ra_status ra_loader_create(ra_loader **out, const ra_image_folder *f, const int64_t *idx,
                            int64_t n, const ra_loader_config *cfg);
 void ra_loader_free(ra_loader *l);   /* stops the workers */
-/* x (b, 3, S, S), labels (b), bad (b; may be NULL): batch `step`; *b its
+/* x (b, C, S, S) (C: 1 with eval.grey, else 3), labels (b), bad (b; may be
+ * NULL): batch `step`; *b its
  * images (B; the last of an evaluation fewer). Asking for the next step
  * keeps the queue full; any other step restarts it there. */
 ra_status ra_loader_batch(ra_loader *l, int64_t step, float *x, int32_t *labels, uint8_t *bad,

@@ -98,24 +98,30 @@ static void same_bits(void) {
     ra_image_folder_free(&f);
 }
 
-static void evaluation(void) {
+/* The evaluation (train 0), and training without a random crop, flip or
+ * shuffle (train 1: the folder's order), each image through the
+ * transform alone; a grey transform gives one plane in both. */
+static void evaluation(int train, int grey) {
     ra_image_folder f;
     CHECK(ra_image_folder_scan(&f, dir) == RA_OK, "scan");
     ra_loader_config c = ra_loader_config_default();
-    c.train = 0, c.size = S, c.batch = 5, c.workers = 2;
+    c.train = train, c.size = S, c.batch = 5, c.workers = 2;
+    c.random_crop = 0, c.hflip = 0, c.shuffle = 0;
     c.eval = (ra_transform){.resize = RA_RESIZE_EXACT, .resize_h = S, .resize_w = S,
-                            .interp = RA_INTERP_BILINEAR, .normalize = 1,
+                            .interp = RA_INTERP_BILINEAR, .normalize = 1, .grey = grey,
                             .mean = {0.5f, 0.5f, 0.5f}, .std = {0.25f, 0.25f, 0.25f}};
+    memcpy(c.mean, c.eval.mean, sizeof c.mean), memcpy(c.std, c.eval.std, sizeof c.std);
     ra_loader *l = NULL;
     CHECK(ra_loader_create(&l, &f, NULL, f.n, &c) == RA_OK, "create: %s", ra_last_error());
     if (!l) return ra_image_folder_free(&f);
-    CHECK(ra_loader_batches(l) == 3, "14 images in batches of 5: 3");
+    const int C = grey ? 1 : 3, nb = train ? 2 : 3;
+    CHECK(ra_loader_batches(l) == nb, "14 images in batches of 5: %d", nb);
     float x[5 * 3 * S * S], one[3 * S * S];
     int32_t lab[5];
     uint8_t bad[5];
-    for (int s = 0; s < 3; s++) {
+    for (int s = 0; s < nb; s++) {
         int b = 0;
-        CHECK(ra_loader_batch(l, s, x, lab, bad, &b) == RA_OK, "eval batch %d", s);
+        CHECK(ra_loader_batch(l, s, x, lab, bad, &b) == RA_OK, "batch %d", s);
         CHECK(b == (s == 2 ? 4 : 5), "batch %d holds %d", s, b);
         for (int i = 0; i < b; i++) {   /* image 5s + i through the transform alone */
             uint8_t *rgb = NULL;
@@ -124,12 +130,15 @@ static void evaluation(void) {
             CHECK(ra_image_load_u8(&rgb, &w, &h, f.paths[k], 1 << 20) == RA_OK &&
                       ra_transform_apply(one, &c.eval, rgb, w, h) == RA_OK,
                   "transform");
-            CHECK(!memcmp(one, x + i * 3 * S * S, sizeof one) && lab[i] == f.labels[k] && !bad[i],
-                  "evaluation image %lld out of order", (long long)k);
+            CHECK(!memcmp(one, x + i * C * S * S, sizeof(float) * C * S * S) &&
+                      lab[i] == f.labels[k] && !bad[i],
+                  "%s image %lld (grey %d) differs from its transform or is out of order",
+                  train ? "training" : "evaluation", (long long)k, grey);
             free(rgb);
         }
     }
-    CHECK(ra_loader_batch(l, 3, x, lab, bad, NULL) == RA_ERR_ARG, "a batch past the end");
+    if (!train)
+        CHECK(ra_loader_batch(l, 3, x, lab, bad, NULL) == RA_ERR_ARG, "a batch past the end");
     ra_loader_free(l);
     ra_image_folder_free(&f);
 }
@@ -183,7 +192,8 @@ int main(void) {
     if (!mkdtemp(dir)) return perror("mkdtemp"), 2;
     write_images();
     same_bits();
-    evaluation();
+    for (int train = 0; train < 2; train++)
+        for (int grey = 0; grey < 2; grey++) evaluation(train, grey);
     bad_files();
     for (int i = npaths - 1; i >= 0; i--) remove(paths[i]);
     rmdir(dir);

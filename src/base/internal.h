@@ -190,6 +190,9 @@ ra_status rai_transform_bytes(uint8_t *out, const ra_transform *t, const uint8_t
 void rai_byte_table(float lut[3][256], double rescale, int normalize, const float mean[3],
                     const float std[3]);
 void rai_byte_planes(float *out, const uint8_t *hwc, size_t n, const float lut[3][256]);
+/* A grey model's one plane (n) from hwc (n, 3) bytes: PIL's "L" luma of the
+ * three normalised planes, 0.299 R + 0.587 G + 0.114 B in float32. */
+void rai_byte_luma(float *out, const uint8_t *hwc, size_t n, const float lut[3][256]);
 /* timm's fill colour of a mean: round(255 * mean[c]), half to even, as
  * bytes (RandAugment's geometric ops, CenterCropOrPad's border). */
 void rai_mean_bytes(uint8_t out[3], const float mean[3]);

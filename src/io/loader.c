@@ -59,6 +59,10 @@ struct ra_loader {
     int nthreads, quit, have_lock;
 };
 
+/* The planes of a sample: one for a grey model (the transform eval's grey,
+ * in both modes), else three. */
+static int planes_of(const ra_loader_config *c) { return c->eval.grey ? 1 : 3; }
+
 ra_loader_config ra_loader_config_default(void) {
     ra_loader_config c = {.train = 1, .size = 224, .batch = 64, .scale = {0.08, 1.0},
                           .ratio = {3.0 / 4.0, 4.0 / 3.0}, .interp = RA_INTERP_BICUBIC,
@@ -122,7 +126,7 @@ int ra_random_erasing(float *x, int c, int H, int W, double p, ra_rng *rng, int 
     return 0;
 }
 
-/* The training transform of one decoded image rgb (h, w, 3) into x (3, S, S). */
+/* The training transform of one decoded image rgb (h, w, 3) into x (C, S, S). */
 static ra_status train_sample(const ra_loader *l, float *x, const uint8_t *rgb, int w, int h,
                               ra_rng *rng) {
     const ra_loader_config *c = &l->c;
@@ -147,9 +151,9 @@ static ra_status train_sample(const ra_loader *l, float *x, const uint8_t *rgb, 
                 }
     if (!st && c->randaugment)
         st = ra_randaugment_apply(px, px + (size_t)S * S * 3, S, S, 3, &c->ra, rng);
-    if (!st) rai_byte_planes(x, px, (size_t)S * S, l->lut);
+    if (!st) (c->eval.grey ? rai_byte_luma : rai_byte_planes)(x, px, (size_t)S * S, l->lut);
     free(px);
-    if (!st && c->reprob > 0) ra_random_erasing(x, 3, S, S, c->reprob, rng, NULL);
+    if (!st && c->reprob > 0) ra_random_erasing(x, planes_of(c), S, S, c->reprob, rng, NULL);
     return st;
 }
 
@@ -176,7 +180,7 @@ static ra_status one_sample(const ra_loader *l, int64_t step, int s, int64_t i, 
  * in the folder's order (the same class, as a rule), an evaluation image is
  * marked bad; *skips counts the failures. */
 static ra_status fill(const ra_loader *l, slot *q, int s, int64_t *skips) {
-    const size_t size = (size_t)3 * l->c.size * l->c.size;
+    const size_t size = (size_t)planes_of(&l->c) * l->c.size * l->c.size;
     float *x = q->x + s * size;
     for (int64_t k = 0; k < l->n; k++) {
         const int64_t img = image_of(l, (q->idx[s] + k) % l->n);
@@ -304,7 +308,7 @@ ra_status ra_loader_batch(ra_loader *l, int64_t step, float *x, int32_t *labels,
         pthread_mutex_unlock(&l->lock);   /* q is complete: no worker claims from it */
         st = q->st;
     }
-    const size_t size = (size_t)3 * l->c.size * l->c.size;
+    const size_t size = (size_t)planes_of(&l->c) * l->c.size * l->c.size;
     memcpy(x, q->x, (size_t)q->b * size * sizeof *x);
     memcpy(labels, q->labels, (size_t)q->b * sizeof *labels);
     if (bad) memcpy(bad, q->bad, (size_t)q->b);
@@ -344,9 +348,9 @@ static ra_status check_config(const ra_loader_config *c, int64_t n) {
                                                              c->eval.crop_w == c->size
                           : c->eval.resize == RA_RESIZE_EXACT && c->eval.resize_h == c->size &&
                                 c->eval.resize_w == c->size;
-        if (!fixed || c->eval.grey)
+        if (!fixed)
             return rai_fail(RA_ERR_ARG, "loader: the evaluation transform must give %dx%d "
-                            "colour images", c->size, c->size);
+                            "images", c->size, c->size);
         if (!c->train) return RA_OK;
     }
     if (!(c->scale[0] > 0 && c->scale[0] <= c->scale[1] && c->scale[1] <= 1))
@@ -410,7 +414,7 @@ ra_status ra_loader_create(ra_loader **out, const ra_image_folder *f, const int6
     l->slots = calloc((size_t)l->nslots, sizeof *l->slots);
     l->perm = cfg->train ? malloc(sizeof *l->perm * (size_t)n) : NULL;
     st = l->slots && (l->perm || !cfg->train) ? RA_OK : rai_fail(RA_ERR_NOMEM, "loader: out of memory");
-    const size_t size = (size_t)3 * cfg->size * cfg->size;
+    const size_t size = (size_t)planes_of(cfg) * cfg->size * cfg->size;
     for (int k = 0; !st && k < l->nslots; k++) {
         slot *q = &l->slots[k];
         q->step = -1;

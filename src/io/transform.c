@@ -385,6 +385,12 @@ void rai_byte_planes(float *out, const uint8_t *hwc, size_t n, const float lut[3
         for (int c = 0; c < 3; c++) out[c * n + i] = lut[c][hwc[i * 3 + c]];
 }
 
+void rai_byte_luma(float *out, const uint8_t *hwc, size_t n, const float lut[3][256]) {
+    for (size_t i = 0; i < n; i++)
+        out[i] = 0.299f * lut[0][hwc[i * 3]] + 0.587f * lut[1][hwc[i * 3 + 1]] +
+                 0.114f * lut[2][hwc[i * 3 + 2]];
+}
+
 void rai_mean_bytes(uint8_t out[3], const float mean[3]) {
     for (int k = 0; k < 3; k++) {
         const double f = nearbyint(255.0 * (double)mean[k]);
@@ -404,17 +410,9 @@ ra_status ra_transform_apply(float *out, const ra_transform *t, const uint8_t *r
         free(px);
         return st;
     }
-    float *planes = t->grey ? malloc(sizeof *planes * 3 * plane) : out;
-    if (!planes) {
-        free(px);
-        return rai_fail(RA_ERR_NOMEM, "transform: out of memory for %dx%d", ow, oh);
-    }
     float lut[3][256];
     rai_byte_table(lut, t->rescale, t->normalize, t->mean, t->std);
-    rai_byte_planes(planes, px, plane, lut);
-    for (size_t i = 0; t->grey && i < plane; i++)
-        out[i] = 0.299f * planes[i] + 0.587f * planes[plane + i] + 0.114f * planes[2 * plane + i];
-    if (t->grey) free(planes);
+    (t->grey ? rai_byte_luma : rai_byte_planes)(out, px, plane, lut);
     free(px);
     return RA_OK;
 }

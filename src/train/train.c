@@ -140,7 +140,8 @@ static ra_status create(ra_trainer **out, ra_model *m, const ra_train_config *cf
         return rai_fail(RA_ERR_ARG, "trainer: the loader must be a training loader of batch %d",
                         cfg->batch);
     const int64_t n = data ? data->n : ra_loader_images(loader);
-    const int dc = data ? data_channels(data) : 3, dh = data ? data->h : lc->size;
+    const int dc = data ? data_channels(data) : lc->eval.grey ? 1 : 3;
+    const int dh = data ? data->h : lc->size;
     const int dw = data ? data->w : lc->size;
     const int classes = data ? data->classes : ra_loader_classes(loader);
     const int k = model_classes(m);
@@ -801,7 +802,8 @@ static ra_status evaluate_loader(const ra_model *m, ra_loader *l, int64_t *corre
     const ra_loader_config *lc = ra_loader_config_of(l);
     if (lc->train) return rai_fail(RA_ERR_ARG, "evaluate: the loader is a training loader");
     const int B = lc->batch, S = lc->size;
-    float *x = rai_alloc((size_t)B * 3 * S * S, sizeof *x);
+    const int C = lc->eval.grey ? 1 : 3;
+    float *x = rai_alloc((size_t)B * C * S * S, sizeof *x);
     int32_t *lab = malloc((size_t)B * sizeof *lab);
     uint8_t *bad = malloc((size_t)B);
     ra_status st = x && lab && bad ? RA_OK : rai_fail(RA_ERR_NOMEM, "evaluate: out of memory");
@@ -812,7 +814,7 @@ static ra_status evaluate_loader(const ra_model *m, ra_loader *l, int64_t *corre
         float *y = NULL;
         int64_t ys[4];
         st = ra_loader_batch(l, bi, x, lab, bad, &b);
-        if (!st) st = ra_model_predict(m, &y, &nd, ys, x, 4, (const int64_t[]){b, 3, S, S});
+        if (!st) st = ra_model_predict(m, &y, &nd, ys, x, 4, (const int64_t[]){b, C, S, S});
         if (!st && (nd != 2 || ys[1] < ra_loader_classes(l)))
             st = rai_fail(RA_ERR_ARG, "evaluate: the model gives %lld outputs for %d classes",
                           (long long)ys[1], ra_loader_classes(l));
