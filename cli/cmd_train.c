@@ -75,6 +75,8 @@ static const char train_help[] =
     "  --arch NAME         a released size from scratch on an image folder: swin_t,\n"
     "                      swin_s, swin_b, swin_v2_t, swin_v2_s, swin_v2_b, vit_ti_16,\n"
     "                      vit_s_16, vit_b_16, vit_b_32, vit_l_16, vit_l_32, vit_h_14\n"
+    "  --in-chans N        N input channels (1: grey images); --init adapts the patch\n"
+    "                      embedding as timm's adapt_input_conv\n"
     "  --drop-path R       stochastic depth, R * i / (L - 1) for block i of L (0)\n"
     "  --layer-decay D     layer l of L + 2 learns at lr * D^(L + 1 - l) (off)\n"
     "  --accum N           each batch as N micro-batches of B / N (less memory)\n"
@@ -257,7 +259,9 @@ static int make_loaders(ra_loader **tl, ra_loader **vl, int64_t **own, const tra
 static int init_model(ra_model **m, const char *init, const char *arch, const train_set *ts,
                       const opt *o, uint64_t seed, int size, double drop_path) {
     char classes[16], img[32], dp[32];
-    int k = ts->train.classes, window = 0;
+    int k = ts->train.classes, window = 0, chans = 0;
+    if (get(o, "--in-chans") && !parse_int(&chans, get(o, "--in-chans"), 1, 64))
+        return usage_error("--in-chans '%s': need 1..64", get(o, "--in-chans"));
     if (get(o, "--num-classes") && (!parse_int(&k, get(o, "--num-classes"), 1, 1 << 20) ||
                                     k < ts->train.classes))
         return usage_error("--num-classes '%s': need at least the data's %d classes",
@@ -276,6 +280,7 @@ static int init_model(ra_model **m, const char *init, const char *arch, const tr
     if (window) set[2 * nset] = "window_size", set[2 * nset + 1] = get(o, "--window"), nset++;
     if (get(o, "--drop-path")) set[2 * nset] = "drop_path_rate", set[2 * nset + 1] = dp, nset++;
     if (tr) set[2 * nset] = RA_DERIVE_TABLE_RESIZE, set[2 * nset + 1] = tr, nset++;
+    if (chans) set[2 * nset] = "in_chans", set[2 * nset + 1] = get(o, "--in-chans"), nset++;
     if (arch) {
         ra_status st = ra_model_create_preset(m, arch, set, nset, seed);
         return st ? lib_fail(st) : EX_OK;
@@ -465,7 +470,7 @@ int cmd_train(int argc, char **argv) {
                {"--init", 1, 0},       {"--num-classes", 1, 0}, {"--no-shuffle", 0, 0},
                {"--sched", 1, 0},      {"--freeze", 0, 0},     {"--arch", 1, 0},
                {"--accum", 1, 0},      {"--layer-decay", 1, 0}, {"--drop-path", 1, 0},
-               {"--table-resize", 1, 0},
+               {"--table-resize", 1, 0}, {"--in-chans", 1, 0},
                {"--help", 0, 0},
                {"-h", 0, 0},           {0, 0, 0}};
     const char *pos[1];
@@ -551,6 +556,8 @@ static int train(const opt *o, const procs *pc) {
     if (get(o, "--num-classes") && !init && !arch)
         return usage_error("--num-classes is for --init and --arch");
     if (get(o, "--table-resize") && !init) return usage_error("--table-resize is for --init");
+    if (get(o, "--in-chans") && !init && !arch)
+        return usage_error("--in-chans is for --init and --arch");
     if (get(o, "--accum") && !parse_int(&c.accum, get(o, "--accum"), 1, c.batch))
         return usage_error("--accum '%s': need 1..%d (the batch)", get(o, "--accum"), c.batch);
     if (c.batch % c.accum)
@@ -649,7 +656,7 @@ static int train(const opt *o, const procs *pc) {
                                             "--crop-pct", "--init", "--num-classes",
                                             "--no-shuffle", "--sched", "--freeze", "--arch",
                                             "--accum", "--layer-decay", "--drop-path",
-                                            "--table-resize"};
+                                            "--table-resize", "--in-chans"};
         for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
             if (get(o, fixed[i]))
                 return usage_error("%s cannot change a resumed run (the checkpoint has it)",

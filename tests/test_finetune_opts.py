@@ -370,6 +370,44 @@ def swinv2_window():
           "the logits equal the official twin's within %.2g" % (pws, d))
 
 
+# ---- --in-chans: timm's adapt_input_conv ----
+def adapt_input_conv(in_chans, w):   # timm.models._manipulate, for RGB weights
+    w = w.float()
+    if in_chans == 1:
+        return w.sum(dim=1, keepdim=True)
+    repeat = -(-in_chans // 3)
+    w = w.repeat(1, repeat, 1, 1)[:, :in_chans, :, :]
+    w *= (3 / float(in_chans))
+    return w
+
+
+def in_chans():
+    fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+    src = os.path.join(fixtures, "vit_grad_tv.model.safetensors")
+    a = relattn.load(src)[0]
+    name = "conv_proj.weight"
+    for n in (1, 2, 5):
+        ck = os.path.join(tmp, "chans%d.st" % n)
+        r = subprocess.run([relattn_bin, "train", "--init", src, "--data", data, "--out", ck,
+                            "--epochs", "1", "--batch", "8", "--lr", "1e-9", "--max-steps", "1",
+                            "--augment", "none", "--in-chans", str(n)] +
+                           ([] if n == 1 else ["--threads", "1"]), capture_output=True, text=True)
+        if n != 1:   # the folder's images are RGB or grey: 2 or 5 planes cannot train on them
+            check(r.returncode != 0 and "in_chans" in r.stderr,
+                  "--in-chans %d on RGB images: %d %s" % (n, r.returncode, r.stderr[-200:]))
+            continue
+        check(r.returncode == 0, "--in-chans %d: %s" % (n, r.stderr[-300:]))
+        if r.returncode:
+            continue
+        got = relattn.load(ck)[0][name]
+        want = adapt_input_conv(n, torch.from_numpy(a[name])).numpy()
+        d = float(np.abs(got - want).max())
+        check(got.shape == want.shape and d < 1e-7 + 1e-6 * float(np.abs(want).max()),
+              "--in-chans %d: %s %s differs from adapt_input_conv's by %g" % (n, name, got.shape, d))
+        print("--in-chans %d: %s %s -> %s, timm's adapt_input_conv within %.2g"
+              % (n, name, a[name].shape, got.shape, d))
+
+
 # ---- --arch: the released sizes against torchvision's builders ----
 def presets():
     from torchvision.models.vision_transformer import VisionTransformer
@@ -410,6 +448,7 @@ def presets():
 regularised()
 table_resize()
 swinv2_window()
+in_chans()
 presets()
 shutil.rmtree(tmp)
 done("test_finetune_opts")

@@ -968,6 +968,23 @@ static int64_t square_side(int64_t n, int odd) {
  * channels) grids). 1 if done. */
 static int resample(float *dst, const ra_param_info *q, const float *src,
                     const ra_param_info *from, int timm_tables) {
+    if (q->ndim == 4 && from->ndim == 4 && rai_ends_with(q->name, "patch_embed.proj.weight") &&
+        from->shape[1] == 3 && q->shape[0] == from->shape[0] && q->shape[2] == from->shape[2] &&
+        q->shape[3] == from->shape[3]) {
+        /* another number of input channels, as timm's adapt_input_conv:
+         * one takes the sum over RGB; N the RGB weights repeated, the first
+         * N channels, times 3 / N */
+        const int64_t O = q->shape[0], N = q->shape[1], JK = q->shape[2] * q->shape[3];
+        for (int64_t o = 0; o < O; o++)
+            for (int64_t c = 0; c < N; c++)
+                for (int64_t j = 0; j < JK; j++) {
+                    const float *w = src + (o * 3) * JK + j;
+                    dst[(o * N + c) * JK + j] =
+                        N == 1 ? w[0] + w[JK] + w[2 * JK]
+                               : w[(c % 3) * JK] * (float)(3.0 / (double)N);
+                }
+        return 1;
+    }
     if (q->ndim != from->ndim || q->shape[q->ndim - 1] != from->shape[from->ndim - 1]) return 0;
     const int64_t C = q->shape[q->ndim - 1];
     if (q->ndim == 2 && rai_ends_with(q->name, "relative_position_bias_table")) {
