@@ -83,9 +83,14 @@ struct rai_arch_ops {
     int64_t (*flops)(const ra_model *m, int h, int w);
 };
 
-/* Load a state_dict without relattn metadata: the metadata inferred
- * (src/models/source.c), f left as it is. */
-ra_status rai_model_from_state_dict(ra_model **out, const ra_st_file *f);
+/* The file the loader reads for a state_dict f without relattn metadata:
+ * its names as the loader reads them and the metadata inferred
+ * (src/models/source.c); f is left as it is and must outlive *out. */
+ra_status rai_source_state_dict(ra_st_file **out, const ra_st_file *f);
+
+/* Metadata of a source: the transformers naming scheme, which the names
+ * no longer show once mapped (the loader sets ra_model_scheme from it). */
+#define RAI_META_SCHEME RA_META_SOURCE "naming_scheme"
 
 /* Load the model of file f, whose arch is ops (registry.c finds it). */
 ra_status rai_model_open_arch(ra_model **out, const rai_arch_ops *ops, const ra_st_file *f);
