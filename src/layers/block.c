@@ -415,6 +415,26 @@ ra_status rai_block_backward(const rai_block *b, const rai_block_tape *t, float 
     return st;
 }
 
+/* ---- gradient slots -------------------------------------------------------- */
+
+void rai_block_grads_at(rai_block_grads *g, const rai_block *b, const ra_attn_params *p,
+                        const float *weights, float *grad) {
+#define AT(w) ((w) ? grad + ((w) - weights) : NULL)
+    *g = (rai_block_grads){
+        .n1w = AT(b->n1w), .n1b = AT(b->n1b), .n2w = AT(b->n2w), .n2b = AT(b->n2b),
+        .fc1w = AT(b->fc1w), .fc1b = AT(b->fc1b), .fc2w = AT(b->fc2w), .fc2b = AT(b->fc2b),
+        .ls1 = AT(b->ls1), .ls2 = AT(b->ls2), .nkw = AT(b->nkw), .nkb = AT(b->nkb),
+        .attn = {.qkv_w = AT(p->qkv_w), .qkv_b = AT(p->qkv_b), .q_w = AT(p->q_w),
+                 .q_b = AT(p->q_b), .kv_w = AT(p->kv_w), .kv_b = AT(p->kv_b),
+                 .proj_w = AT(p->proj_w), .proj_b = AT(p->proj_b), .table = AT(p->table),
+                 .rel_k = AT(p->rel_k), .rel_v = AT(p->rel_v),
+                 .logit_scale = AT(p->logit_scale), .cpb_w1 = AT(p->cpb_w1),
+                 .cpb_b1 = AT(p->cpb_b1), .cpb_w2 = AT(p->cpb_w2), .q_bias = AT(p->q_bias),
+                 .v_bias = AT(p->v_bias), .k_w = AT(p->k_w), .v_w = AT(p->v_w),
+                 .rel_h = AT(p->rel_h), .rel_w = AT(p->rel_w)}};
+#undef AT
+}
+
 /* ---- window layouts -------------------------------------------------------- */
 
 static int window_spec_eq(const ra_window_spec *p, const ra_window_spec *q) {

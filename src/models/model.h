@@ -128,6 +128,14 @@ const float *rai_model_get(const ra_model *m, const char *name);
  * weights), or NULL if absent/undeclared. */
 float *rai_model_grad(const ra_model *m, float *flat, const char *name);
 
+/* The gradient of the parameter at w (a pointer into m->weights; NULL:
+ * absent) inside flat: each gradient sits at its parameter's offset, so a
+ * network binds its gradients through the weights it bound at build time,
+ * never by name. */
+static inline float *rai_model_grad_at(const ra_model *m, float *flat, const float *w) {
+    return w ? flat + (w - m->weights) : NULL;
+}
+
 /* A model made as a replica of another (the trainer's shards) carries its
  * original's naming scheme under this metadata key, since the scheme can
  * change the parameters (SwinV2 under torchvision's names: one qkv.bias)
