@@ -646,6 +646,10 @@ static ra_status net_declare(ra_model *m, const ra_st_file *f) {
     if (!st) st = rai_meta_bool_opt(f, "ape", &n->ape);
     if (!st) st = rai_meta_bool_opt(f, "patch_norm", &n->patch_norm);
     if (!st) st = meta_common(f, &n->k);
+    if (!st) st = rai_meta_double_opt(f, "drop_path_rate", &n->drop_path_rate, NULL);
+    if (!st && !(n->drop_path_rate >= 0.0 && n->drop_path_rate <= 1.0))
+        st = rai_fail(RA_ERR_FORMAT, "metadata drop_path_rate = %g is not in [0, 1]",
+                      n->drop_path_rate);
     int pws[SWIN_MAX_STAGES] = {0}, npws = 0;
     if (!st && n->k.v2 && ra_st_meta(f, "pretrained_window_sizes")) {
         st = rai_meta_list(f, "pretrained_window_sizes", pws, SWIN_MAX_STAGES, &npws, 0, 4096);
@@ -690,6 +694,8 @@ static ra_status net_declare(ra_model *m, const ra_st_file *f) {
             }
         }
     }
+    for (int i = 1; i < n->nblocks; i++)   /* block 0 never drops */
+        n->blocks[i].blk.drop_path = (float)(n->drop_path_rate * i / (n->nblocks - 1));
 
     /* parameters, in the official state_dict order */
     const int64_t E = n->embed_dim, P = n->patch_kernel;
@@ -1036,6 +1042,9 @@ static ra_status net_forward_train(ra_model *m, float **y, int *y_ndim, int64_t 
                                    const float *x, int x_ndim, const int64_t *x_shape,
                                    ra_rng *rng) {
     swin_net *n = m->impl;
+    if (n->drop_path_rate > 0 && n->nblocks > 1 && !rng)
+        return rai_fail(RA_ERR_ARG, "%s: drop_path_rate %g needs a random generator for the "
+                        "training forward", m->ops->name, n->drop_path_rate);
     ra_status st = tape_begin(&n->tape, n->nblocks);
     if (st) return st;
     return net_run(n, n->tape, rng, y, y_ndim, y_shape, x, x_ndim, x_shape);

@@ -88,6 +88,9 @@ typedef struct swin_net {
     int patch_kernel;                  /* the embedding's kernel: patch, or overlapping */
     int depths[SWIN_MAX_STAGES], heads[SWIN_MAX_STAGES], window[2];
     int ape, patch_norm, features;
+    /* stochastic depth (training): block i of all the stages drops its
+     * branches with rate * i / (blocks - 1) (torchvision's, timm's linspace) */
+    double drop_path_rate;
     int grid[2];                       /* img_size // patch_size */
     swin_common k;
     swin_blk *blocks;                  /* every block, stage by stage */
