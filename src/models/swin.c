@@ -817,9 +817,10 @@ static ra_status net_build(ra_model *m, const ra_st_file *f) {
         }
         if (s < n->nstages - 1) {
             snprintf(pfx, sizeof pfx, "layers.%d.downsample.", s);
-            n->ds_w[s] = get(m, pfx, "reduction.weight");
-            n->ds_nw[s] = get(m, pfx, "norm.weight");
-            n->ds_nb[s] = get(m, pfx, "norm.bias");
+            n->merge[s] = (rai_merge){.post = n->k.v2, .eps = SWIN_EPS,
+                                      .w = get(m, pfx, "reduction.weight"),
+                                      .nw = get(m, pfx, "norm.weight"),
+                                      .nb = get(m, pfx, "norm.bias")};
         }
     }
     /* the buffers the file carries */
@@ -943,35 +944,15 @@ static ra_status net_blocks(const swin_net *n, swin_tape *t, int i0, int i1, flo
     return st;
 }
 
-/* Patch merging after stage s: x (B, H, W, C) -> (B, ceil(H/2) *
- * ceil(W/2), 2C): gather, LayerNorm(4C), Linear(4C, 2C) without bias (SwinV2:
- * the Linear, then LayerNorm(2C)); *x replaced by a buffer of the arena. */
+/* Patch merging after stage s (merge.c): *x (B, H, W, C) replaced by
+ * (B, ceil(H/2) * ceil(W/2), 2C), a buffer of the arena. */
 static ra_status net_merge(const swin_net *n, swin_tape *t, int s, rai_arena *a, float **x,
                            int B, int H, int W, int C) {
-    const int64_t rows = (int64_t)B * ((H + 1) / 2) * ((W + 1) / 2);
-    const int64_t cn = n->k.v2 ? 2 * C : 4 * C;   /* the norm's width */
-    float *y = rai_arena_floats(a, (size_t)(rows * 2 * C));
-    float *mean = t ? rai_arena_floats(a, (size_t)rows) : NULL;
-    float *rstd = t ? rai_arena_floats(a, (size_t)rows) : NULL;
-    const size_t mark = rai_arena_mark(a);
-    float *cat = rai_arena_floats(a, (size_t)(rows * 4 * C));
-    /* the norm's input (V2) or output, kept when training; else in place */
-    float *mid = t ? rai_arena_floats(a, (size_t)(rows * cn)) : n->k.v2 ? y : cat;
-    ra_status st = y && cat && mid && (!t || (mean && rstd)) ? RA_OK : nomem();
-    if (!st) st = ra_patch_merge_forward(cat, *x, B, H, W, C);
-    if (!st && n->k.v2) {   /* reduction, then norm */
-        ra_linear_forward(mid, cat, n->ds_w[s], NULL, rows, 2 * C, 4 * C);
-        ra_layernorm_forward(y, mean, rstd, mid, n->ds_nw[s], n->ds_nb[s], rows, 2 * C, SWIN_EPS);
-    } else if (!st) {
-        ra_layernorm_forward(mid, mean, rstd, cat, n->ds_nw[s], n->ds_nb[s], rows, 4 * C,
-                             SWIN_EPS);
-        ra_linear_forward(y, mid, n->ds_w[s], NULL, rows, 2 * C, 4 * C);
-    }
-    if (!t) rai_arena_reset(a, mark);
-    if (st) return st;
-    if (t) t->mg_cat[s] = cat, t->mg_norm[s] = mid, t->mg_mean[s] = mean, t->mg_rstd[s] = rstd;
-    *x = y;
-    return RA_OK;
+    float *y = rai_arena_floats(a, (size_t)B * ((H + 1) / 2) * ((W + 1) / 2) * 2 * C);
+    if (!y) return nomem();
+    ra_status st = rai_merge_forward(&n->merge[s], y, t ? &t->merge[s] : NULL, *x, B, H, W, C, a);
+    if (!st) *x = y;
+    return st;
 }
 
 /* The network's forward: x (B, Cin, H, W) images -> y (B, num_classes)

@@ -7,6 +7,7 @@
 
 #include "models/model.h"
 #include "layers/block.h"
+#include "layers/merge.h"
 
 #include <limits.h>
 
@@ -66,11 +67,7 @@ typedef struct swin_tape {
     rai_block_tape *blocks;       /* every block, in forward order */
     int nblocks;
     int sh[SWIN_MAX_STAGES], sw[SWIN_MAX_STAGES];   /* each stage's map */
-    /* patch merging after stage s: the gathered (r2, 4C), the norm's
-     * statistics, and mg_norm: the normalised (r2, 4C), or in SwinV2 the
-     * reduction's output (r2, 2C), the norm's input */
-    float *mg_cat[SWIN_MAX_STAGES], *mg_mean[SWIN_MAX_STAGES], *mg_rstd[SWIN_MAX_STAGES],
-        *mg_norm[SWIN_MAX_STAGES];
+    rai_merge_tape merge[SWIN_MAX_STAGES];   /* patch merging after stage s */
     float *fin_in, *fin_mean, *fin_rstd, *fin_out, *pooled;   /* final norm, pooling */
     int hf, wf, cf;               /* the last stage's map and channels */
 } swin_tape;
@@ -96,7 +93,7 @@ typedef struct swin_net {
     swin_blk *blocks;                  /* every block, stage by stage */
     int nblocks, first[SWIN_MAX_STAGES + 1];
     const float *pe_w, *pe_b, *pe_nw, *pe_nb, *ape_w;
-    const float *ds_w[SWIN_MAX_STAGES], *ds_nw[SWIN_MAX_STAGES], *ds_nb[SWIN_MAX_STAGES];
+    rai_merge merge[SWIN_MAX_STAGES];  /* patch merging after stage s (layers.s.downsample) */
     const float *norm_w, *norm_b, *head_w, *head_b;
     rai_arena_cache ws;                /* the inference forward's workspace, kept between calls */
     swin_tape *tape;                   /* training forward -> backward */

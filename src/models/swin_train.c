@@ -85,26 +85,12 @@ ra_status rai_swin_net_backward(ra_model *m, float *grad, float *dx, const float
         const int h = t->sh[s], w = t->sw[s];
         if (s < n->nstages - 1) {   /* patch merging's backward: ds is of its output */
             c /= 2;
-            const int64_t r2 = (int64_t)B * ((h + 1) / 2) * ((w + 1) / 2), rs = (int64_t)B * h * w;
-            float *dnrm = rai_arena_floats(a, (size_t)(r2 * 4 * c));
-            float *dcat = rai_arena_floats(a, (size_t)(r2 * 4 * c));
-            float *dprev = rai_arena_floats(a, (size_t)(rs * c));
-            if (!dnrm || !dcat || !dprev) return rai_arena_reset(a, mark), nomem();
-            rai_zero(dnrm, (int64_t)(r2 * 4 * c));
-            rai_zero(dcat, (int64_t)(r2 * 4 * c));
-            rai_zero(dprev, (int64_t)(rs * c));
-            if (n->k.v2) {   /* norm (its input in mg_norm), then the reduction */
-                ra_layernorm_backward(dnrm, G(n->ds_nw[s]), G(n->ds_nb[s]), ds, t->mg_norm[s],
-                                      t->mg_mean[s], t->mg_rstd[s], n->ds_nw[s], r2, 2 * c);
-                ra_linear_backward(dcat, G(n->ds_w[s]), NULL, dnrm, t->mg_cat[s],
-                                   n->ds_w[s], r2, 2 * c, 4 * c);
-            } else {
-                ra_linear_backward(dnrm, G(n->ds_w[s]), NULL, ds, t->mg_norm[s],
-                                   n->ds_w[s], r2, 2 * c, 4 * c);
-                ra_layernorm_backward(dcat, G(n->ds_nw[s]), G(n->ds_nb[s]), dnrm, t->mg_cat[s],
-                                      t->mg_mean[s], t->mg_rstd[s], n->ds_nw[s], r2, 4 * c);
-            }
-            st = ra_patch_merge_backward(dprev, dcat, B, h, w, c);
+            const rai_merge *g = &n->merge[s];
+            const rai_merge_grads gm = {.w = G(g->w), .nw = G(g->nw), .nb = G(g->nb)};
+            float *dprev = rai_arena_floats(a, (size_t)B * h * w * c);
+            if (!dprev) return rai_arena_reset(a, mark), nomem();
+            rai_zero(dprev, (int64_t)B * h * w * c);
+            st = rai_merge_backward(g, dprev, &gm, ds, &t->merge[s], B, h, w, c, a);
             ds = dprev;
         }
         for (int j = n->depths[s] - 1; j >= 0 && !st; j--) {
