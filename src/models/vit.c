@@ -763,74 +763,18 @@ static void set_y_shape(const vit_impl *v, const vit_dims *d, int *y_ndim, int64
     }
 }
 
-static ra_status vit_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
-                             const float *x, int x_ndim, const int64_t *x_shape) {
-    vit_impl *v = m->impl;
-    const int C = v->dim;
-    vit_dims d = {0};
-    ra_status st = vit_dims_of(v, &d, x_ndim, x_shape);
-    if (st) return st;
-    const int B = d.B, P = v->patch;
-    const int64_t L = d.L, N = d.N, rows = d.rows, outer = d.outer;
-    const int64_t e_x = rows * C, e_cols = B * L * d.K;
-
-    /* scratch, from the model's arena: tokens X, patch tokens A (rows, C);
-     * patch columns; pos_embed; the blocks' own */
-    rai_arena local;
-    rai_arena *ar = rai_arena_begin(&v->ws, &local);
-    float *X = rai_arena_floats(ar, (size_t)e_x);
-    float *A = rai_arena_floats(ar, (size_t)e_x);
-    float *cols = rai_arena_floats(ar, (size_t)e_cols);
-    float *pooled = rai_arena_floats(ar, (size_t)outer * C);
-    float *out = rai_alloc((size_t)outer, (size_t)d.K_out * sizeof(float));
-    const float *pos = NULL;
-    if (!X || !A || !cols || !pooled || !out) {
-        st = rai_fail(RA_ERR_NOMEM, "vit: out of memory for a batch of %d images of %dx%d", B,
-                      d.H, d.W);
-        goto done;
-    }
-    if ((st = pos_for(v, ar, d.gh, d.gw, &pos))) goto done;
-
-    /* tokens: [cls, reg..., patches] + pos_embed */
-    st = ra_patch_embed_forward(A, cols, x, v->pe_w, v->pe_b, B, v->in_chans, d.H, d.W, P, C,
-                                v->dyn_pad);
-    if (st) goto done;
-    make_tokens(v, X, A, pos, B, L, N);
-    if (v->pre_norm) rai_layernorm_rows(X, X, NULL, rows, C, v->pre_w, v->pre_b, v->eps);
-
-    const rai_block_layout l = {.m = rows, .batch = B, .b_ = B, .n = (int)N};
-    for (int i = 0; i < v->depth && !st; i++) st = rai_block_forward(&v->blocks[i], X, NULL, &l, ar);
-    if (st) goto done;
-    if (v->norm_w) rai_layernorm_rows(X, X, NULL, rows, C, v->norm_w, v->norm_b, v->eps);
-
-    pool_forward(v, pooled, X, B, N);
-    if (v->fcn_w)
-        rai_layernorm_rows(pooled, pooled, NULL, outer, C, v->fcn_w, v->fcn_b, v->eps);
-    if (v->num_classes)
-        ra_linear_forward(out, pooled, v->head_w, v->head_b, outer, v->num_classes, C);
-    else
-        memcpy(out, pooled, (size_t)outer * C * sizeof(float));
-
-    *y = out;
-    out = NULL;
-    set_y_shape(v, &d, y_ndim, y_shape);
-done:
-    rai_arena_end(&v->ws, ar);
-    rai_free(out);
-    return st;
-}
-
-/* ---- training ------------------------------------------------------------
- * forward_train runs the forward above layer by layer, keeping its
- * activations in the tape (v->tape); backward walks them in reverse through
- * the layer pairs of relattn.h section 5 and ra_attn_layer_backward (which
- * recomputes q, k, v and the probabilities from the saved norm1 output).
- * Everything dynamic_img_size / dynamic_img_pad allow is differentiated,
- * the pos_embed resampling included (its adjoint). Stochastic depth
- * (metadata drop_path_rate, timm's linspace(0, rate, depth) over the
- * blocks, both branches of a block) draws one keep per sample and branch
- * from rng; timm's other dropouts (drop_rate, attn_drop_rate, ...) are not
- * applied. */
+/* ---- the forward: inference, or training with a tape ----------------------
+ * One forward serves both: without a tape it runs in place in scratch of
+ * the model's arena (the blocks fuse their residual adds); with one it
+ * keeps its activations on the tape (v->tape), and the backward walks them
+ * in reverse through the layer pairs of relattn.h section 5 and
+ * ra_attn_layer_backward (which recomputes q, k, v and the probabilities
+ * from the saved norm1 output). Everything dynamic_img_size /
+ * dynamic_img_pad allow is differentiated, the pos_embed resampling
+ * included (its adjoint). Stochastic depth (metadata drop_path_rate,
+ * timm's linspace(0, rate, depth) over the blocks, both branches of a
+ * block) draws one keep per sample and branch from rng; timm's other
+ * dropouts (drop_rate, attn_drop_rate, ...) are not applied. */
 
 /* n floats at *off of base (NULL base: only count), 64-byte steps. */
 static float *carve(float *base, size_t *off, size_t n) {
@@ -871,12 +815,88 @@ static size_t tape_layout(vit_impl *v, float *base, const vit_dims *d) {
 #define VIT_PAR_MIN ((int64_t)1 << 15)
 static int par_threads(int64_t work) { return work >= VIT_PAR_MIN ? ra_threads_get() : 1; }
 
+/* y (outer, K_out) from images x of the sizes d. t NULL: inference; else
+ * training, t laid out for d (tape_layout), rng for the drop-path. */
+static ra_status vit_run(vit_impl *v, vit_tape *t, ra_rng *rng, float **y, int *y_ndim,
+                         int64_t y_shape[4], const vit_dims *d, const float *x) {
+    const int C = v->dim, B = d->B;
+    const int64_t rows = d->rows, outer = d->outer;
+
+    /* scratch, from the model's arena: the patch tokens A (rows, C), pos_embed
+     * for this grid, the blocks' own; inference's activations too */
+    rai_arena local;
+    rai_arena *ar = rai_arena_begin(&v->ws, &local);
+    float *X = t ? (v->depth ? t->blk[0].x : t->xf) : rai_arena_floats(ar, (size_t)(rows * C));
+    float *A = rai_arena_floats(ar, (size_t)(rows * C));
+    float *cols = t ? t->cols : rai_arena_floats(ar, (size_t)(B * d->L * d->K));
+    float *pooled = t ? t->pooled : rai_arena_floats(ar, (size_t)(outer * C));
+    float *out = rai_alloc((size_t)outer, (size_t)d->K_out * sizeof(float));
+    const float *pos = NULL;
+    ra_status st = RA_OK;
+    if (!X || !A || !cols || !pooled || !out) {
+        st = rai_fail(RA_ERR_NOMEM, "vit: out of memory for a batch of %d images of %dx%d", B,
+                      d->H, d->W);
+        goto done;
+    }
+    /* where each step writes: in place without a tape, its own buffers with */
+    float *x0 = t && v->pre_norm ? t->x0 : X;   /* the tokens, norm_pre's input */
+    float *xf = t ? t->xf : X;                  /* the last block's output, norm's input */
+    float *xo = t ? t->xo : X;                  /* the final tokens */
+    float *pn = t ? t->pn : pooled;             /* the head's input */
+    if ((st = pos_for(v, ar, d->gh, d->gw, &pos))) goto done;
+
+    /* tokens: [cls, reg..., patches] + pos_embed, then norm_pre */
+    st = ra_patch_embed_forward(A, cols, x, v->pe_w, v->pe_b, B, v->in_chans, d->H, d->W,
+                                v->patch, C, v->dyn_pad);
+    if (st) goto done;
+    make_tokens(v, x0, A, pos, B, d->L, d->N);
+    if (v->pre_norm)
+        ra_layernorm_forward(X, t ? t->pre_mean : NULL, t ? t->pre_rstd : NULL, x0, v->pre_w,
+                             v->pre_b, rows, C, v->eps);
+
+    /* the blocks; training: the attention recomputed in the backward */
+    const rai_block_layout l = {.m = rows, .batch = B, .b_ = B, .n = (int)d->N};
+    for (int i = 0; i < v->depth && !st; i++)
+        st = t ? rai_block_forward_train(&v->blocks[i], &t->blk[i],
+                                         i + 1 < v->depth ? t->blk[i + 1].x : xf, 0, ar, rng)
+               : rai_block_forward(&v->blocks[i], X, NULL, &l, ar);
+    if (st) goto done;
+
+    /* final norm, pooling, fc_norm, head */
+    if (v->norm_w)
+        ra_layernorm_forward(xo, t ? t->fmean : NULL, t ? t->frstd : NULL, xf, v->norm_w,
+                             v->norm_b, rows, C, v->eps);
+    pool_forward(v, pooled, xo, B, d->N);
+    if (v->fcn_w)
+        ra_layernorm_forward(pn, t ? t->pmean : NULL, t ? t->prstd : NULL, pooled, v->fcn_w,
+                             v->fcn_b, outer, C, v->eps);
+    if (v->num_classes)
+        ra_linear_forward(out, pn, v->head_w, v->head_b, outer, v->num_classes, C);
+    else
+        memcpy(out, pn, (size_t)(outer * C) * sizeof(float));
+
+    *y = out;
+    out = NULL;
+    set_y_shape(v, d, y_ndim, y_shape);
+done:
+    rai_arena_end(&v->ws, ar);
+    rai_free(out);
+    return st;
+}
+
+static ra_status vit_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
+                             const float *x, int x_ndim, const int64_t *x_shape) {
+    vit_impl *v = m->impl;
+    vit_dims d = {0};
+    ra_status st = vit_dims_of(v, &d, x_ndim, x_shape);
+    return st ? st : vit_run(v, NULL, NULL, y, y_ndim, y_shape, &d, x);
+}
+
 static ra_status vit_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                                    const float *x, int x_ndim, const int64_t *x_shape,
                                    ra_rng *rng) {
     vit_impl *v = m->impl;
     vit_tape *t = &v->tape;
-    const int C = v->dim;
     t->valid = 0;
     if (v->drop_path_rate > 0 && v->depth > 1 && !rng)
         return rai_fail(RA_ERR_ARG, "vit: drop_path_rate %g needs a random generator for the "
@@ -884,8 +904,6 @@ static ra_status vit_forward_train(ra_model *m, float **y, int *y_ndim, int64_t 
     vit_dims d = {0};
     ra_status st = vit_dims_of(v, &d, x_ndim, x_shape);
     if (st) return st;
-    const int B = d.B;
-    const int64_t rows = d.rows;
 
     /* the tape: grown to this input's size, then kept */
     const size_t need = tape_layout(v, NULL, &d);
@@ -894,62 +912,16 @@ static ra_status vit_forward_train(ra_model *m, float **y, int *y_ndim, int64_t 
         t->cap = 0;
         if (!(t->buf = rai_alloc(need, sizeof(float))))
             return rai_fail(RA_ERR_NOMEM, "vit: out of memory for the training activations of "
-                            "%d images of %dx%d (%zu floats)", B, d.H, d.W, need);
+                            "%d images of %dx%d (%zu floats)", d.B, d.H, d.W, need);
         t->cap = need;
     }
     if (v->depth && !t->blk && !(t->blk = calloc((size_t)v->depth, sizeof *t->blk)))
         return rai_fail(RA_ERR_NOMEM, "vit: out of memory");
     tape_layout(v, t->buf, &d);
-
-    /* scratch: the patch embedding A (rows, C), pos_embed for this grid,
-     * the blocks' own */
-    rai_arena local;
-    rai_arena *ar = rai_arena_begin(&v->ws, &local);
-    float *A = rai_arena_floats(ar, (size_t)(rows * C));
-    float *out = rai_alloc((size_t)d.outer, (size_t)d.K_out * sizeof(float));
-    const float *pos = NULL;
-    if (!A || !out) {
-        st = rai_fail(RA_ERR_NOMEM, "vit: out of memory for a batch of %d images of %dx%d", B,
-                      d.H, d.W);
-        goto done;
-    }
-    if ((st = pos_for(v, ar, d.gh, d.gw, &pos))) goto done;
-
-    float *first = v->depth ? t->blk[0].x : t->xf;
-    st = ra_patch_embed_forward(A, t->cols, x, v->pe_w, v->pe_b, B, v->in_chans, d.H, d.W,
-                                v->patch, C, v->dyn_pad);
-    if (st) goto done;
-    make_tokens(v, v->pre_norm ? t->x0 : first, A, pos, B, d.L, d.N);
-    if (v->pre_norm)
-        ra_layernorm_forward(first, t->pre_mean, t->pre_rstd, t->x0, v->pre_w, v->pre_b, rows,
-                             C, v->eps);
-
-    for (int i = 0; i < v->depth && !st; i++)   /* the attention recomputed in the backward */
-        st = rai_block_forward_train(&v->blocks[i], &t->blk[i], i + 1 < v->depth ? t->blk[i + 1].x
-                                                                             : t->xf,
-                                    0, ar, rng);
-    if (st) goto done;
-    if (v->norm_w)
-        ra_layernorm_forward(t->xo, t->fmean, t->frstd, t->xf, v->norm_w, v->norm_b, rows, C,
-                             v->eps);
-    pool_forward(v, t->pooled, t->xo, B, d.N);
-    if (v->fcn_w)
-        ra_layernorm_forward(t->pn, t->pmean, t->prstd, t->pooled, v->fcn_w, v->fcn_b, d.outer,
-                             C, v->eps);
-    if (v->num_classes)
-        ra_linear_forward(out, t->pn, v->head_w, v->head_b, d.outer, v->num_classes, C);
-    else
-        memcpy(out, t->pn, (size_t)(d.outer * C) * sizeof(float));
-
-    *y = out;
-    out = NULL;
-    set_y_shape(v, &d, y_ndim, y_shape);
+    if ((st = vit_run(v, t, rng, y, y_ndim, y_shape, &d, x))) return st;
     t->dims[0] = d.B, t->dims[1] = d.H, t->dims[2] = d.W, t->dims[3] = d.gh, t->dims[4] = d.gw;
     t->valid = 1;
-done:
-    rai_arena_end(&v->ws, ar);
-    rai_free(out);
-    return st;
+    return RA_OK;
 }
 
 /* out (n, C) += sum over b < B of x[b * stride + r * C + k], in double: the
