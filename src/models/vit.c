@@ -93,6 +93,8 @@ typedef struct {
     const float *norm_w, *norm_b, *fcn_w, *fcn_b, *head_w, *head_b;
     float *zeros;  /* (C): the proj bias the attention layer needs when proj_bias is false */
     rai_block *blocks;
+    ra_attn_params *attn_w;   /* (depth) each block's attention weights, as the file has
+                                 them (their gradients sit at their offsets) */
     rai_arena_cache ws;   /* the forward's workspace, kept between calls */
     vit_tape tape;       /* the training forward's activations */
     float eps;             /* the LayerNorms' epsilon (layer_norm_eps) */
@@ -417,6 +419,7 @@ static void vit_destroy(void *impl) {
     if (!v) return;
     for (int i = 0; v->blocks && i < v->depth; i++) ra_attn_layer_free(v->blocks[i].attn);
     free(v->blocks);
+    free(v->attn_w);
     rai_free(v->zeros);
     rai_arena_cache_free(&v->ws);
     rai_free(v->tape.buf);
@@ -448,7 +451,8 @@ static ra_status vit_build(ra_model *m, const ra_st_file *f) {
     v->head_b = rai_model_get(m, "head.bias");
     if (!v->proj_bias && !(v->zeros = rai_calloc((size_t)v->dim, sizeof(float))))
         return rai_fail(RA_ERR_NOMEM, "vit: out of memory");
-    if (v->depth && !(v->blocks = calloc((size_t)v->depth, sizeof *v->blocks)))
+    if (v->depth && (!(v->blocks = calloc((size_t)v->depth, sizeof *v->blocks)) ||
+                     !(v->attn_w = calloc((size_t)v->depth, sizeof *v->attn_w))))
         return rai_fail(RA_ERR_NOMEM, "vit: out of memory");
     ra_attn_config cfg = ra_attn_config_default(RA_ARCH_VIT_ATTENTION);
     cfg.dim = v->dim;
@@ -469,12 +473,14 @@ static ra_status vit_build(ra_model *m, const ra_st_file *f) {
         b->fc2b = blk_get(m, i, "mlp.fc2.bias");
         /* torch.linspace(0, rate, depth) in float32, as timm's dpr */
         b->drop_path = v->depth > 1 ? (float)(v->drop_path_rate * i / (v->depth - 1)) : 0.0f;
-        const float *pb = blk_get(m, i, "attn.proj.bias");
-        ra_attn_params p = {.qkv_w = blk_get(m, i, "attn.qkv.weight"),
-                            .qkv_b = blk_get(m, i, "attn.qkv.bias"),
-                            .proj_w = blk_get(m, i, "attn.proj.weight"),
-                            .proj_b = pb ? pb : v->zeros};
-        ra_status st = ra_attn_layer_create(&b->attn, &cfg, &p);
+        ra_attn_params *p = &v->attn_w[i];
+        *p = (ra_attn_params){.qkv_w = blk_get(m, i, "attn.qkv.weight"),
+                              .qkv_b = blk_get(m, i, "attn.qkv.bias"),
+                              .proj_w = blk_get(m, i, "attn.proj.weight"),
+                              .proj_b = blk_get(m, i, "attn.proj.bias")};
+        ra_attn_params layer = *p;   /* without proj_bias, the zeros it adds */
+        if (!layer.proj_b) layer.proj_b = v->zeros;
+        ra_status st = ra_attn_layer_create(&b->attn, &cfg, &layer);
         if (st) return st;
     }
     return RA_OK;
@@ -983,11 +989,7 @@ static void pool_backward(const vit_impl *v, float *dX, const float *dQ, const f
     }
 }
 
-static float *blk_grad(const ra_model *m, float *grad, int i, const char *suffix) {
-    char nm[96];
-    snprintf(nm, sizeof nm, "blocks.%d.%s", i, suffix);
-    return rai_model_grad(m, grad, nm);
-}
+#define G(w) rai_model_grad_at(m, grad, w)   /* w's gradient: at its offset */
 
 static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *dy) {
     vit_impl *v = m->impl;
@@ -1030,17 +1032,15 @@ static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *
     /* head, fc_norm, pooling, final norm */
     if (v->num_classes) {
         rai_zero(dP, (int64_t)(outer * C));
-        ra_linear_backward(dP, rai_model_grad(m, grad, "head.weight"),
-                           rai_model_grad(m, grad, "head.bias"), dy, t->pn, v->head_w, outer,
+        ra_linear_backward(dP, G(v->head_w), G(v->head_b), dy, t->pn, v->head_w, outer,
                            v->num_classes, C);
     } else {
         memcpy(dP, dy, (size_t)(outer * C) * sizeof(float));
     }
     if (v->fcn_w) {
         rai_zero(dQ, (int64_t)(outer * C));
-        ra_layernorm_backward(dQ, rai_model_grad(m, grad, "fc_norm.weight"),
-                              rai_model_grad(m, grad, "fc_norm.bias"), dP, t->pooled, t->pmean,
-                              t->prstd, v->fcn_w, outer, C);
+        ra_layernorm_backward(dQ, G(v->fcn_w), G(v->fcn_b), dP, t->pooled, t->pmean, t->prstd,
+                              v->fcn_w, outer, C);
     } else {
         memcpy(dQ, dP, (size_t)(outer * C) * sizeof(float));
     }
@@ -1048,27 +1048,16 @@ static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *
     pool_backward(v, dX, dQ, t->xo, half, B, d.N);
     if (v->norm_w) {
         rai_zero(dR, (int64_t)rc);
-        ra_layernorm_backward(dR, rai_model_grad(m, grad, "norm.weight"),
-                              rai_model_grad(m, grad, "norm.bias"), dX, t->xf, t->fmean,
-                              t->frstd, v->norm_w, rows, C);
+        ra_layernorm_backward(dR, G(v->norm_w), G(v->norm_b), dX, t->xf, t->fmean, t->frstd,
+                              v->norm_w, rows, C);
     } else {
         memcpy(dR, dX, rc * sizeof(float));
     }
 
     /* the blocks, last first; dR is the gradient of the residual stream */
     for (int i = v->depth - 1; i >= 0; i--) {
-        const rai_block_grads g = {
-            .n1w = blk_grad(m, grad, i, "norm1.weight"), .n1b = blk_grad(m, grad, i, "norm1.bias"),
-            .n2w = blk_grad(m, grad, i, "norm2.weight"), .n2b = blk_grad(m, grad, i, "norm2.bias"),
-            .fc1w = blk_grad(m, grad, i, "mlp.fc1.weight"),
-            .fc1b = blk_grad(m, grad, i, "mlp.fc1.bias"),
-            .fc2w = blk_grad(m, grad, i, "mlp.fc2.weight"),
-            .fc2b = blk_grad(m, grad, i, "mlp.fc2.bias"),
-            .ls1 = blk_grad(m, grad, i, "ls1.gamma"), .ls2 = blk_grad(m, grad, i, "ls2.gamma"),
-            .attn = {.qkv_w = blk_grad(m, grad, i, "attn.qkv.weight"),
-                     .qkv_b = blk_grad(m, grad, i, "attn.qkv.bias"),
-                     .proj_w = blk_grad(m, grad, i, "attn.proj.weight"),
-                     .proj_b = blk_grad(m, grad, i, "attn.proj.bias")}};
+        rai_block_grads g;
+        rai_block_grads_at(&g, &v->blocks[i], &v->attn_w[i], m->weights, grad);
         if ((st = rai_block_backward(&v->blocks[i], &t->blk[i], dR, &g, ar))) goto done;
     }
 
@@ -1076,18 +1065,17 @@ static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *
     const float *dT = dR;
     if (v->pre_norm) {
         memset(dX, 0, rc * sizeof(float));
-        ra_layernorm_backward(dX, rai_model_grad(m, grad, "norm_pre.weight"),
-                              rai_model_grad(m, grad, "norm_pre.bias"), dR, t->x0, t->pre_mean,
+        ra_layernorm_backward(dX, G(v->pre_w), G(v->pre_b), dR, t->x0, t->pre_mean,
                               t->pre_rstd, v->pre_w, rows, C);
         dT = dX;
     }
     const int64_t stride = d.N * C;
-    if (v->class_token) batch_sum_add(rai_model_grad(m, grad, "cls_token"), dT, B, stride, 1, C);
+    if (v->class_token) batch_sum_add(G(v->cls), dT, B, stride, 1, C);
     if (v->reg_tokens)
-        batch_sum_add(rai_model_grad(m, grad, "reg_token"), dT + (int64_t)v->class_token * C, B,
-                      stride, v->reg_tokens, C);
+        batch_sum_add(G(v->reg), dT + (int64_t)v->class_token * C, B, stride, v->reg_tokens,
+                      C);
     if (v->pos) {
-        float *gpos = rai_model_grad(m, grad, "pos_embed");
+        float *gpos = G(v->pos);
         float *dst = resampled ? dpos : gpos;
         if (resampled) memset(dpos, 0, (size_t)((pos_prefix + L) * C) * sizeof(float));
         if (v->no_embed_class) batch_sum_add(dst, dT + (int64_t)v->prefix * C, B, stride, L, C);
@@ -1103,14 +1091,14 @@ static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *
     for (int b = 0; b < B; b++)
         memcpy(dpatch + (int64_t)b * L * C, dT + ((int64_t)b * d.N + v->prefix) * C,
                (size_t)(L * C) * sizeof(float));
-    st = ra_patch_embed_backward(dx, rai_model_grad(m, grad, "patch_embed.proj.weight"),
-                                 rai_model_grad(m, grad, "patch_embed.proj.bias"), work, dpatch,
-                                 t->cols, v->pe_w, B, v->in_chans, d.H, d.W, v->patch, C,
-                                 v->dyn_pad);
+    st = ra_patch_embed_backward(dx, G(v->pe_w), G(v->pe_b), work, dpatch, t->cols, v->pe_w, B,
+                                 v->in_chans, d.H, d.W, v->patch, C, v->dyn_pad);
 done:
     rai_arena_end(&v->ws, ar);
     return st;
 }
+
+#undef G
 
 /* Multiply-adds of one image, counted like the Swin authors' flops():
  * patch embedding, per block qkv + q·k^T + p·v + proj + MLP, the head. */
