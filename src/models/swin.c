@@ -805,10 +805,10 @@ static ra_status net_build(ra_model *m, const ra_st_file *f) {
     n->pe_nw = rai_model_get(m, "patch_embed.norm.weight");
     n->pe_nb = rai_model_get(m, "patch_embed.norm.bias");
     n->ape_w = rai_model_get(m, "absolute_pos_embed");
-    n->norm_w = rai_model_get(m, "norm.weight");
-    n->norm_b = rai_model_get(m, "norm.bias");
-    n->head_w = rai_model_get(m, "head.weight");
-    n->head_b = rai_model_get(m, "head.bias");
+    n->head = (rai_head){.dim = n->features, .eps = SWIN_EPS, .nw = rai_model_get(m, "norm.weight"),
+                         .nb = rai_model_get(m, "norm.bias"), .pool = RAI_POOL_AVG,
+                         .w = rai_model_get(m, "head.weight"), .b = rai_model_get(m, "head.bias"),
+                         .classes = n->num_classes};
     for (int s = 0; s < n->nstages && !st; s++) {
         char pfx[64];
         for (int j = 0; j < n->depths[s] && !st; j++) {
@@ -980,34 +980,24 @@ static ra_status net_run(swin_net *n, swin_tape *t, ra_rng *rng, float **y, int 
             h = (h + 1) / 2, w = (w + 1) / 2, C *= 2;
         }
     }
-    /* final norm (training: into its own buffer), mean over the tokens, head */
-    const int64_t L = (int64_t)h * w, rows = B * L;
+    /* final norm, mean over the tokens, head (head.c) */
+    const int64_t L = (int64_t)h * w;
     const int K = n->num_classes > 0 ? n->num_classes : C;
-    float *pooled = NULL, *fin = tok;
     if (!st && t) {
-        t->hf = h, t->wf = w, t->cf = C, t->fin_in = tok;
-        fin = t->fin_out = rai_arena_floats(run.a, (size_t)(rows * C));
-        t->fin_mean = rai_arena_floats(run.a, (size_t)rows);
-        t->fin_rstd = rai_arena_floats(run.a, (size_t)rows);
-        if (!fin || !t->fin_mean || !t->fin_rstd) st = nomem();
+        t->hf = h, t->wf = w, t->cf = C;
+        const size_t need = rai_head_tape_layout(NULL, &n->head, (int)B, L, tok, NULL);
+        float *base = rai_arena_floats(run.a, need);
+        if (base) rai_head_tape_layout(&t->head, &n->head, (int)B, L, tok, base);
+        else st = nomem();
     }
-    if (!st && !(pooled = rai_arena_floats(run.a, (size_t)(B * C)))) st = nomem();
     if (!st && !(out = rai_alloc((size_t)(B * K), sizeof *out))) st = nomem();
-    if (!st) {
-        ra_layernorm_forward(fin, t ? t->fin_mean : NULL, t ? t->fin_rstd : NULL, tok, n->norm_w,
-                             n->norm_b, rows, C, SWIN_EPS);
-        ra_mean_tokens_forward(pooled, fin, (int)B, L, C);
-        if (n->num_classes > 0)
-            ra_linear_forward(out, pooled, n->head_w, n->head_b, B, n->num_classes, C);
-        else   /* no head: the pooled features */
-            memcpy(out, pooled, (size_t)(B * C) * sizeof *out);
-    }
+    if (!st) st = rai_head_forward(&n->head, out, t ? &t->head : NULL, tok, (int)B, L, run.a);
     if (!t) rai_arena_end(&n->ws, run.a);
     if (st) {
         rai_free(out);
         return st;
     }
-    if (t) t->B = (int)B, t->Hin = (int)H, t->Win = (int)W, t->pooled = pooled, t->live = 1;
+    if (t) t->B = (int)B, t->Hin = (int)H, t->Win = (int)W, t->live = 1;
     *y = out;
     *y_ndim = 2;
     y_shape[0] = B, y_shape[1] = K;

@@ -7,6 +7,7 @@
 
 #include "models/model.h"
 #include "layers/block.h"
+#include "layers/head.h"
 #include "layers/merge.h"
 
 #include <limits.h>
@@ -68,7 +69,7 @@ typedef struct swin_tape {
     int nblocks;
     int sh[SWIN_MAX_STAGES], sw[SWIN_MAX_STAGES];   /* each stage's map */
     rai_merge_tape merge[SWIN_MAX_STAGES];   /* patch merging after stage s */
-    float *fin_in, *fin_mean, *fin_rstd, *fin_out, *pooled;   /* final norm, pooling */
+    rai_head_tape head;           /* final norm, mean over the tokens, head */
     int hf, wf, cf;               /* the last stage's map and channels */
 } swin_tape;
 
@@ -94,7 +95,7 @@ typedef struct swin_net {
     int nblocks, first[SWIN_MAX_STAGES + 1];
     const float *pe_w, *pe_b, *pe_nw, *pe_nb, *ape_w;
     rai_merge merge[SWIN_MAX_STAGES];  /* patch merging after stage s (layers.s.downsample) */
-    const float *norm_w, *norm_b, *head_w, *head_b;
+    rai_head head;                     /* final norm, mean over the tokens, head */
     rai_arena_cache ws;                /* the inference forward's workspace, kept between calls */
     swin_tape *tape;                   /* training forward -> backward */
 } swin_net;

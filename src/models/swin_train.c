@@ -61,23 +61,12 @@ ra_status rai_swin_net_backward(ra_model *m, float *grad, float *dx, const float
     const int B = t->B, C = t->cf;
     const int64_t Lf = (int64_t)t->hf * t->wf, rf = B * Lf;
 
-    /* head, pooling, final norm */
-    float *dpool = rai_arena_floats(a, (size_t)B * C);
-    float *dfin = rai_arena_floats(a, (size_t)(rf * C));
-    float *ds = rai_arena_floats(a, (size_t)(rf * C));   /* the stream's gradient */
-    if (!dpool || !dfin || !ds) return rai_arena_reset(a, mark), nomem();
-    rai_zero(dfin, (int64_t)(rf * C));
-    rai_zero(ds, (int64_t)(rf * C));
-    if (n->num_classes > 0) {
-        memset(dpool, 0, (size_t)B * C * sizeof *dpool);
-        ra_linear_backward(dpool, G(n->head_w), G(n->head_b), dy, t->pooled, n->head_w, B,
-                           n->num_classes, C);
-    } else {
-        memcpy(dpool, dy, (size_t)B * C * sizeof *dpool);
-    }
-    ra_mean_tokens_backward(dfin, dpool, B, Lf, C);
-    ra_layernorm_backward(ds, G(n->norm_w), G(n->norm_b), dfin, t->fin_in, t->fin_mean,
-                          t->fin_rstd, n->norm_w, rf, C);
+    /* head, pooling, final norm (head.c): ds the stream's gradient */
+    float *ds = rai_arena_floats(a, (size_t)(rf * C));
+    if (!ds) return rai_arena_reset(a, mark), nomem();
+    const rai_head *hd = &n->head;
+    const rai_head_grads gh = {.nw = G(hd->nw), .nb = G(hd->nb), .w = G(hd->w), .b = G(hd->b)};
+    st = rai_head_backward(hd, ds, &gh, dy, &t->head, B, Lf, a);
 
     /* stages, last to first */
     int c = C;
