@@ -46,6 +46,7 @@
  * unexpected tensors. */
 #include "models/model.h"
 #include "layers/block.h"
+#include "layers/head.h"
 
 #include <errno.h>
 #include <math.h>
@@ -60,7 +61,6 @@
 /* Elements of any one activation buffer: as the attention layer's bound. */
 #define VIT_MAX_ELEMS ((int64_t)1 << 40)
 
-enum { POOL_NONE, POOL_TOKEN, POOL_AVG, POOL_MAX, POOL_AVGMAX };
 
 /* The training forward's tape, one flat buffer grown as needed and kept
  * between steps (llm.c's activations). */
@@ -73,12 +73,8 @@ typedef struct {
     float *cols;           /* (B*L, Cin*P*P) patch columns */
     float *x0;             /* (rows, C) tokens, norm_pre's input (pre_norm only) */
     float *pre_mean, *pre_rstd;
-    float *xf;             /* (rows, C) the last block's output: norm's input */
-    float *fmean, *frstd;
-    float *xo;             /* (rows, C) final tokens (xf without a final norm) */
-    float *pooled;         /* (outer, C) pooled features: fc_norm's input */
-    float *pmean, *prstd;
-    float *pn;             /* (outer, C) the head's input (pooled without fc_norm) */
+    float *xf;             /* (rows, C) the last block's output: the head's input */
+    rai_head_tape head;    /* final norm, pooling, fc_norm, head */
 } vit_tape;
 
 typedef struct {
@@ -90,7 +86,7 @@ typedef struct {
     int grid[2];   /* the patch grid of img_size: the grid of pos_embed */
     int prefix;    /* class + register tokens */
     const float *cls, *reg, *pos, *pe_w, *pe_b, *pre_w, *pre_b;
-    const float *norm_w, *norm_b, *fcn_w, *fcn_b, *head_w, *head_b;
+    rai_head head;         /* final norm, pooling, fc_norm, head (head.c) */
     float *zeros;  /* (C): the proj bias the attention layer needs when proj_bias is false */
     rai_block *blocks;
     ra_attn_params *attn_w;   /* (depth) each block's attention weights, as the file has
@@ -113,11 +109,11 @@ static ra_status meta_double(const ra_st_file *f, const char *key, double *out, 
 
 static ra_status meta_pool(const ra_st_file *f, int *pool) {
     const char *v = ra_st_meta(f, "global_pool");
-    if (!v || strcmp(v, "token") == 0) *pool = POOL_TOKEN;
-    else if (strcmp(v, "avg") == 0) *pool = POOL_AVG;
-    else if (strcmp(v, "max") == 0) *pool = POOL_MAX;
-    else if (strcmp(v, "avgmax") == 0) *pool = POOL_AVGMAX;
-    else if (strcmp(v, "") == 0) *pool = POOL_NONE;
+    if (!v || strcmp(v, "token") == 0) *pool = RAI_POOL_TOKEN;
+    else if (strcmp(v, "avg") == 0) *pool = RAI_POOL_AVG;
+    else if (strcmp(v, "max") == 0) *pool = RAI_POOL_MAX;
+    else if (strcmp(v, "avgmax") == 0) *pool = RAI_POOL_AVGMAX;
+    else if (strcmp(v, "") == 0) *pool = RAI_POOL_NONE;
     else
         return rai_fail(RA_ERR_FORMAT, "metadata global_pool = \"%.40s\" is not supported "
                         "(token, avg, max, avgmax or \"\")", v);
@@ -219,11 +215,11 @@ static ra_status vit_declare(ra_model *m, const ra_st_file *f) {
         return rai_fail(RA_ERR_FORMAT, "metadata mlp_ratio = %g is out of range", ratio);
     v->hidden = (int)(v->dim * ratio);   /* int(dim * mlp_ratio), as timm's Block */
     if (v->hidden == 0) v->hidden = v->dim;   /* Mlp: hidden_features or in_features */
-    if (!v->class_token && v->pool == POOL_TOKEN)
+    if (!v->class_token && v->pool == RAI_POOL_TOKEN)
         return rai_fail(RA_ERR_FORMAT, "global_pool \"token\" needs class_token (timm asserts it)");
     v->use_fc_norm = fc_norm >= 0 ? fc_norm
-                                  : v->pool == POOL_AVG || v->pool == POOL_MAX ||
-                                        v->pool == POOL_AVGMAX;
+                                  : v->pool == RAI_POOL_AVG || v->pool == RAI_POOL_MAX ||
+                                        v->pool == RAI_POOL_AVGMAX;
     v->layer_scale = has_init && init_values != 0.0;   /* LayerScale if init_values */
     v->prefix = v->class_token + v->reg_tokens;
     ra_status g = ra_patch_grid(&v->grid[0], &v->grid[1], v->img[0], v->img[1], v->patch,
@@ -443,12 +439,13 @@ static ra_status vit_build(ra_model *m, const ra_st_file *f) {
     v->pe_b = rai_model_get(m, "patch_embed.proj.bias");
     v->pre_w = rai_model_get(m, "norm_pre.weight");
     v->pre_b = rai_model_get(m, "norm_pre.bias");
-    v->norm_w = rai_model_get(m, "norm.weight");
-    v->norm_b = rai_model_get(m, "norm.bias");
-    v->fcn_w = rai_model_get(m, "fc_norm.weight");
-    v->fcn_b = rai_model_get(m, "fc_norm.bias");
-    v->head_w = rai_model_get(m, "head.weight");
-    v->head_b = rai_model_get(m, "head.bias");
+    v->head = (rai_head){.dim = v->dim, .eps = v->eps, .nw = rai_model_get(m, "norm.weight"),
+                         .nb = rai_model_get(m, "norm.bias"), .pool = v->pool,
+                         .skip = v->pool_prefix ? 0 : v->prefix,
+                         .fw = rai_model_get(m, "fc_norm.weight"),
+                         .fb = rai_model_get(m, "fc_norm.bias"),
+                         .w = rai_model_get(m, "head.weight"), .b = rai_model_get(m, "head.bias"),
+                         .classes = v->num_classes};
     if (!v->proj_bias && !(v->zeros = rai_calloc((size_t)v->dim, sizeof(float))))
         return rai_fail(RA_ERR_NOMEM, "vit: out of memory");
     if (v->depth && (!(v->blocks = calloc((size_t)v->depth, sizeof *v->blocks)) ||
@@ -685,7 +682,7 @@ static ra_status vit_dims_of(const vit_impl *v, vit_dims *d, int x_ndim, const i
                         v->in_chans, H, W);
     *d = (vit_dims){.B = B, .H = H, .W = W, .gh = gh, .gw = gw, .K_out = K_out, .L = L,
                     .N = N, .K = K, .rows = rows,
-                    .outer = v->pool == POOL_NONE ? rows : B};
+                    .outer = v->pool == RAI_POOL_NONE ? rows : B};
     return RA_OK;
 }
 
@@ -731,36 +728,8 @@ static void make_tokens(const vit_impl *v, float *X, const float *patches, const
     }
 }
 
-/* pooled (outer, C) from the final tokens X (B, N, C). */
-static void pool_forward(const vit_impl *v, float *pooled, const float *X, int B, int64_t N) {
-    const int C = v->dim;
-    const int64_t skip = v->pool_prefix ? 0 : v->prefix, n_pool = N - skip;
-    if (v->pool == POOL_NONE) {
-        memcpy(pooled, X, (size_t)(B * N * C) * sizeof(float));
-    } else if (v->pool == POOL_TOKEN) {
-        for (int b = 0; b < B; b++)
-            memcpy(pooled + (int64_t)b * C, X + (int64_t)b * N * C, (size_t)C * sizeof(float));
-    } else {
-        for (int b = 0; b < B; b++) {
-            const float *xb = X + ((int64_t)b * N + skip) * C;
-            float *pb = pooled + (int64_t)b * C;
-            if (v->pool != POOL_MAX) ra_mean_tokens_forward(pb, xb, 1, n_pool, C);
-            if (v->pool == POOL_AVG) continue;
-            for (int k = 0; k < C; k++) {
-                float mx = xb[k];
-                for (int64_t t = 1; t < n_pool; t++) {
-                    const float e = xb[t * C + k];
-                    if (e > mx || isnan(e)) mx = e;   /* amax propagates NaN */
-                    if (isnan(mx)) break;
-                }
-                pb[k] = v->pool == POOL_MAX ? mx : 0.5f * (mx + pb[k]);
-            }
-        }
-    }
-}
-
 static void set_y_shape(const vit_impl *v, const vit_dims *d, int *y_ndim, int64_t y_shape[4]) {
-    if (v->pool == POOL_NONE) {
+    if (v->pool == RAI_POOL_NONE) {
         *y_ndim = 3;
         y_shape[0] = d->B, y_shape[1] = d->N, y_shape[2] = d->K_out;
     } else {
@@ -793,7 +762,6 @@ static float *carve(float *base, size_t *off, size_t n) {
 static size_t tape_layout(vit_impl *v, float *base, const vit_dims *d) {
     vit_tape *t = &v->tape;
     const size_t C = (size_t)v->dim, rows = (size_t)d->rows;
-    const size_t outer = (size_t)d->outer;
     size_t off = 0;
     t->cols = carve(base, &off, (size_t)(d->B * d->L * d->K));
     t->x0 = v->pre_norm ? carve(base, &off, rows * C) : NULL;
@@ -806,14 +774,9 @@ static size_t tape_layout(vit_impl *v, float *base, const vit_dims *d) {
         off += rai_block_tape_layout(&b, &v->blocks[i], &l, base ? base + off : NULL);
         if (base) t->blk[i] = b, t->blk[i].x = x;
     }
-    t->xf = carve(base, &off, rows * C);
-    t->fmean = v->norm_w ? carve(base, &off, rows) : NULL;
-    t->frstd = v->norm_w ? carve(base, &off, rows) : NULL;
-    t->xo = v->norm_w ? carve(base, &off, rows * C) : t->xf;
-    t->pooled = carve(base, &off, outer * C);
-    t->pmean = v->fcn_w ? carve(base, &off, outer) : NULL;
-    t->prstd = v->fcn_w ? carve(base, &off, outer) : NULL;
-    t->pn = v->fcn_w ? carve(base, &off, outer * C) : t->pooled;
+    float *xf = carve(base, &off, rows * C);
+    off += rai_head_tape_layout(&t->head, &v->head, d->B, d->N, xf, base ? base + off : NULL);
+    if (base) t->xf = xf;
     return off;
 }
 
@@ -835,20 +798,17 @@ static ra_status vit_run(vit_impl *v, vit_tape *t, ra_rng *rng, float **y, int *
     float *X = t ? (v->depth ? t->blk[0].x : t->xf) : rai_arena_floats(ar, (size_t)(rows * C));
     float *A = rai_arena_floats(ar, (size_t)(rows * C));
     float *cols = t ? t->cols : rai_arena_floats(ar, (size_t)(B * d->L * d->K));
-    float *pooled = t ? t->pooled : rai_arena_floats(ar, (size_t)(outer * C));
     float *out = rai_alloc((size_t)outer, (size_t)d->K_out * sizeof(float));
     const float *pos = NULL;
     ra_status st = RA_OK;
-    if (!X || !A || !cols || !pooled || !out) {
+    if (!X || !A || !cols || !out) {
         st = rai_fail(RA_ERR_NOMEM, "vit: out of memory for a batch of %d images of %dx%d", B,
                       d->H, d->W);
         goto done;
     }
     /* where each step writes: in place without a tape, its own buffers with */
     float *x0 = t && v->pre_norm ? t->x0 : X;   /* the tokens, norm_pre's input */
-    float *xf = t ? t->xf : X;                  /* the last block's output, norm's input */
-    float *xo = t ? t->xo : X;                  /* the final tokens */
-    float *pn = t ? t->pn : pooled;             /* the head's input */
+    float *xf = t ? t->xf : X;                  /* the last block's output, the head's input */
     if ((st = pos_for(v, ar, d->gh, d->gw, &pos))) goto done;
 
     /* tokens: [cls, reg..., patches] + pos_embed, then norm_pre */
@@ -868,18 +828,8 @@ static ra_status vit_run(vit_impl *v, vit_tape *t, ra_rng *rng, float **y, int *
                : rai_block_forward(&v->blocks[i], X, NULL, &l, ar);
     if (st) goto done;
 
-    /* final norm, pooling, fc_norm, head */
-    if (v->norm_w)
-        ra_layernorm_forward(xo, t ? t->fmean : NULL, t ? t->frstd : NULL, xf, v->norm_w,
-                             v->norm_b, rows, C, v->eps);
-    pool_forward(v, pooled, xo, B, d->N);
-    if (v->fcn_w)
-        ra_layernorm_forward(pn, t ? t->pmean : NULL, t ? t->prstd : NULL, pooled, v->fcn_w,
-                             v->fcn_b, outer, C, v->eps);
-    if (v->num_classes)
-        ra_linear_forward(out, pn, v->head_w, v->head_b, outer, v->num_classes, C);
-    else
-        memcpy(out, pn, (size_t)(outer * C) * sizeof(float));
+    /* final norm, pooling, fc_norm, head (head.c) */
+    if ((st = rai_head_forward(&v->head, out, t ? &t->head : NULL, xf, B, d->N, ar))) goto done;
 
     *y = out;
     out = NULL;
@@ -945,50 +895,6 @@ static void batch_sum_add(float *out, const float *x, int B, int64_t stride, int
     }
 }
 
-/* dX (B, N, C) += the gradient of the pooling from dQ (outer, C), with the
- * final tokens X (B, N, C) for max pooling: amax's gradient is split evenly
- * between the tokens equal to the maximum, as PyTorch's amax backward;
- * avgmax's 0.5 * (amax + mean) gives each half of dQ. half (B, C) is
- * scratch. */
-static void pool_backward(const vit_impl *v, float *dX, const float *dQ, const float *X,
-                          float *half, int B, int64_t N) {
-    const int C = v->dim;
-    const int64_t skip = v->pool_prefix ? 0 : v->prefix, n_pool = N - skip;
-    if (v->pool == POOL_NONE) {
-        ra_add(dX, dX, dQ, B * N * C);
-        return;
-    }
-    if (v->pool == POOL_TOKEN) {
-        for (int b = 0; b < B; b++) {
-            float *d = dX + (int64_t)b * N * C;
-            for (int k = 0; k < C; k++) d[k] += dQ[(int64_t)b * C + k];
-        }
-        return;
-    }
-    const float *g = dQ;
-    if (v->pool == POOL_AVGMAX) {
-        for (int64_t i = 0; i < (int64_t)B * C; i++) half[i] = 0.5f * dQ[i];
-        g = half;
-    }
-    for (int b = 0; b < B; b++) {
-        float *db = dX + ((int64_t)b * N + skip) * C;
-        const float *xb = X + ((int64_t)b * N + skip) * C, *gb = g + (int64_t)b * C;
-        if (v->pool != POOL_MAX) ra_mean_tokens_backward(db, gb, 1, n_pool, C);
-        if (v->pool == POOL_AVG) continue;
-        for (int k = 0; k < C; k++) {
-            float mx = xb[k];
-            for (int64_t t = 1; t < n_pool; t++)
-                if (xb[t * C + k] > mx) mx = xb[t * C + k];
-            int64_t count = 0;
-            for (int64_t t = 0; t < n_pool; t++) count += xb[t * C + k] == mx;
-            if (!count) continue;   /* NaN: nothing equals it */
-            const float share = gb[k] / (float)count;
-            for (int64_t t = 0; t < n_pool; t++)
-                if (xb[t * C + k] == mx) db[t * C + k] += share;
-        }
-    }
-}
-
 #define G(w) rai_model_grad_at(m, grad, w)   /* w's gradient: at its offset */
 
 static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *dy) {
@@ -1003,56 +909,32 @@ static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *
     ra_status st = vit_dims_of(v, &d, 4, x_shape);
     if (st) return st;
     const int B = d.B;
-    const int64_t rows = d.rows, outer = d.outer, L = d.L;
+    const int64_t rows = d.rows, L = d.L;
     const int resampled = pos_resampled(v, d.gh, d.gw);
     const int pos_prefix = v->no_embed_class ? 0 : v->prefix;
     const size_t rc = (size_t)(rows * C);
 
-    /* scratch: gradients of the head input dP and of the pooled features
-     * dQ (outer, C); of the final tokens dX and of the residual stream dR
-     * (rows, C); of the patch tokens (B*L, C) and, for dx, the patch
-     * columns; pos_embed on this grid; the blocks' own */
+    /* scratch: gradients of the final tokens dX (norm_pre's) and of the
+     * residual stream dR (rows, C); of the patch tokens (B*L, C) and, for
+     * dx, the patch columns; pos_embed on this grid; the blocks' own */
     rai_arena local;
     rai_arena *ar = rai_arena_begin(&v->ws, &local);
-    float *dP = rai_arena_floats(ar, (size_t)(outer * C));
-    float *dQ = rai_arena_floats(ar, (size_t)(outer * C));
-    float *half = rai_arena_floats(ar, (size_t)B * C);
     float *dX = rai_arena_floats(ar, rc);
     float *dR = rai_arena_floats(ar, rc);
     float *dpatch = rai_arena_floats(ar, (size_t)(B * L * C));
     float *work = dx ? rai_arena_floats(ar, (size_t)(B * L * d.K)) : NULL;
     float *dpos = resampled ? rai_arena_floats(ar, (size_t)((pos_prefix + L) * C)) : NULL;
-    if (!dP || !dQ || !half || !dX || !dR || !dpatch ||
-        (dx && !work) || (resampled && !dpos)) {
+    if (!dX || !dR || !dpatch || (dx && !work) || (resampled && !dpos)) {
         st = rai_fail(RA_ERR_NOMEM, "vit backward: out of memory for a batch of %d images of "
                       "%dx%d", B, d.H, d.W);
         goto done;
     }
 
-    /* head, fc_norm, pooling, final norm */
-    if (v->num_classes) {
-        rai_zero(dP, (int64_t)(outer * C));
-        ra_linear_backward(dP, G(v->head_w), G(v->head_b), dy, t->pn, v->head_w, outer,
-                           v->num_classes, C);
-    } else {
-        memcpy(dP, dy, (size_t)(outer * C) * sizeof(float));
-    }
-    if (v->fcn_w) {
-        rai_zero(dQ, (int64_t)(outer * C));
-        ra_layernorm_backward(dQ, G(v->fcn_w), G(v->fcn_b), dP, t->pooled, t->pmean, t->prstd,
-                              v->fcn_w, outer, C);
-    } else {
-        memcpy(dQ, dP, (size_t)(outer * C) * sizeof(float));
-    }
-    rai_zero(dX, (int64_t)rc);
-    pool_backward(v, dX, dQ, t->xo, half, B, d.N);
-    if (v->norm_w) {
-        rai_zero(dR, (int64_t)rc);
-        ra_layernorm_backward(dR, G(v->norm_w), G(v->norm_b), dX, t->xf, t->fmean, t->frstd,
-                              v->norm_w, rows, C);
-    } else {
-        memcpy(dR, dX, rc * sizeof(float));
-    }
+    /* head, fc_norm, pooling, final norm (head.c) */
+    const rai_head *hd = &v->head;
+    const rai_head_grads gh = {.nw = G(hd->nw), .nb = G(hd->nb), .fw = G(hd->fw),
+                               .fb = G(hd->fb), .w = G(hd->w), .b = G(hd->b)};
+    if ((st = rai_head_backward(hd, dR, &gh, dy, &t->head, B, d.N, ar))) goto done;
 
     /* the blocks, last first; dR is the gradient of the residual stream */
     for (int i = v->depth - 1; i >= 0; i--) {
