@@ -800,11 +800,14 @@ static rai_tensor_kind net_canonical(const ra_model *m, const char *name, char *
 static ra_status net_build(ra_model *m, const ra_st_file *f) {
     swin_net *n = m->impl;
     ra_status st = RA_OK;
-    n->pe_w = rai_model_get(m, "patch_embed.proj.weight");
-    n->pe_b = rai_model_get(m, "patch_embed.proj.bias");
-    n->pe_nw = rai_model_get(m, "patch_embed.norm.weight");
-    n->pe_nb = rai_model_get(m, "patch_embed.norm.bias");
-    n->ape_w = rai_model_get(m, "absolute_pos_embed");
+    const int tv = n->scheme == SCHEME_TORCHVISION;   /* Conv2d(stride P) crops */
+    n->stem = (rai_stem){.in_chans = n->in_chans, .patch = n->patch, .kernel = n->patch_kernel,
+                         .dim = n->embed_dim, .pad = !tv, .crop = tv,
+                         .w = rai_model_get(m, "patch_embed.proj.weight"),
+                         .b = rai_model_get(m, "patch_embed.proj.bias"),
+                         .nw = rai_model_get(m, "patch_embed.norm.weight"),
+                         .nb = rai_model_get(m, "patch_embed.norm.bias"), .eps = SWIN_EPS,
+                         .pos = rai_model_get(m, "absolute_pos_embed")};
     n->head = (rai_head){.dim = n->features, .eps = SWIN_EPS, .nw = rai_model_get(m, "norm.weight"),
                          .nb = rai_model_get(m, "norm.bias"), .pool = RAI_POOL_AVG,
                          .w = rai_model_get(m, "head.weight"), .b = rai_model_get(m, "head.bias"),
@@ -876,55 +879,25 @@ static ra_status net_input(const swin_net *n, int x_ndim, const int64_t *x_shape
 }
 
 /* x (B, Cin, H, W) -> tokens (B, gh*gw, E) after the patch embedding, its
- * norm and the absolute position embedding; *out from the arena. */
+ * norm and the absolute position embedding (stem.c); *out from the arena. */
 static ra_status net_embed(const swin_net *n, swin_tape *t, rai_arena *a, float **out, int *gh,
                            int *gw, const float *x, int B, int H, int W) {
-    const int P = n->patch, Cin = n->in_chans, E = n->embed_dim;
-    const float *src = x;
-    int h = H, w = W, pad = 1;
-    ra_status st;
-    if (n->scheme == SCHEME_TORCHVISION) {   /* Conv2d(stride P) drops the remainder */
-        pad = 0, h = H / P * P, w = W / P * P;
-        if (h < 1 || w < 1)
-            return rai_fail(RA_ERR_SHAPE, "swin: a %dx%d image is smaller than a %dx%d patch", H,
-                            W, P, P);
-    }
-    if ((st = ra_patch_grid(gh, gw, h, w, P, pad))) return st;
+    int hc, wc;
+    ra_status st = rai_stem_grid(&n->stem, H, W, &hc, &wc, gh, gw);
+    if (st) return rai_fail(st, "swin: %s", ra_last_error());
     if (n->ape && (*gh != n->grid[0] || *gw != n->grid[1]))
         return rai_fail(RA_ERR_SHAPE, "swin: absolute_pos_embed is for a %dx%d patch grid "
                         "(img_size %dx%d), the input gives %dx%d", n->grid[0], n->grid[1],
                         n->img[0], n->img[1], *gh, *gw);
-    const int64_t L = (int64_t)*gh * *gw, rows = B * L;
-    const int64_t kc = (int64_t)Cin * n->patch_kernel * n->patch_kernel;
-    const int keep = t && n->patch_norm;   /* the norm's input and statistics */
-    float *y = rai_arena_floats(a, (size_t)(rows * E));
-    float *pre = keep ? rai_arena_floats(a, (size_t)(rows * E)) : y;   /* the conv's output */
-    float *mean = keep ? rai_arena_floats(a, (size_t)rows) : NULL;
-    float *rstd = keep ? rai_arena_floats(a, (size_t)rows) : NULL;
-    const size_t mark = rai_arena_mark(a);
-    if (!y || !pre || (keep && (!mean || !rstd))) return nomem();
-    if (h != H || w != W) {
-        float *crop = rai_arena_floats(a, (size_t)B * Cin * h * w);
-        if (!crop) return nomem();
-        for (int64_t r = 0; r < (int64_t)B * Cin * h; r++)
-            memcpy(crop + r * w, x + ((r / h) * H + r % h) * (int64_t)W,
-                   (size_t)w * sizeof *crop);
-        src = crop;
+    float *y = rai_arena_floats(a, (size_t)B * *gh * *gw * n->embed_dim);
+    if (!y) return nomem();
+    if (t) {   /* the stem's tape */
+        const size_t need = rai_stem_tape_layout(NULL, &n->stem, B, H, W, NULL);
+        float *base = rai_arena_floats(a, need);
+        if (!base) return nomem();
+        rai_stem_tape_layout(&t->stem, &n->stem, B, H, W, base);
     }
-    float *cols = rai_arena_floats(a, (size_t)(rows * kc));   /* training: kept */
-    if (!cols) st = nomem();
-    else st = rai_patch_embed_forward_k(pre, cols, src, n->pe_w, n->pe_b, B, Cin, h, w, P,
-                                        n->patch_kernel, E, pad);
-    if (!st && n->patch_norm)
-        ra_layernorm_forward(y, mean, rstd, pre, n->pe_nw, n->pe_nb, rows, E, SWIN_EPS);
-    if (!st && n->ape)
-        for (int b = 0; b < B; b++) ra_add(y + b * L * E, y + b * L * E, n->ape_w, L * E);
-    if (!t) rai_arena_reset(a, mark);
-    if (st) return st;
-    if (t) {
-        t->cols = cols, t->pe_in = pre, t->pe_mean = mean, t->pe_rstd = rstd;
-        t->h0 = *gh, t->w0 = *gw, t->hc = h, t->wc = w;
-    }
+    if ((st = rai_stem_forward(&n->stem, y, t ? &t->stem : NULL, x, B, H, W, a))) return st;
     *out = y;
     return RA_OK;
 }

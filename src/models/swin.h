@@ -9,6 +9,7 @@
 #include "layers/block.h"
 #include "layers/head.h"
 #include "layers/merge.h"
+#include "layers/stem.h"
 
 #include <limits.h>
 
@@ -62,9 +63,7 @@ typedef struct swin_tape {
     int live;                     /* a forward is on the tape */
     int B, Hin, Win;              /* the input: images (net) or maps (block) */
     /* the network */
-    int h0, w0, hc, wc;           /* patch grid; image size after a crop */
-    float *cols;                  /* (B, L0, Cin*K*K) gathered patches */
-    float *pe_in, *pe_mean, *pe_rstd;   /* patch norm's input and statistics */
+    rai_stem_tape stem;           /* the patch embedding */
     rai_block_tape *blocks;       /* every block, in forward order */
     int nblocks;
     int sh[SWIN_MAX_STAGES], sw[SWIN_MAX_STAGES];   /* each stage's map */
@@ -93,7 +92,7 @@ typedef struct swin_net {
     swin_common k;
     swin_blk *blocks;                  /* every block, stage by stage */
     int nblocks, first[SWIN_MAX_STAGES + 1];
-    const float *pe_w, *pe_b, *pe_nw, *pe_nb, *ape_w;
+    rai_stem stem;                     /* patch embedding, its norm, absolute_pos_embed */
     rai_merge merge[SWIN_MAX_STAGES];  /* patch merging after stage s (layers.s.downsample) */
     rai_head head;                     /* final norm, mean over the tokens, head */
     rai_arena_cache ws;                /* the inference forward's workspace, kept between calls */

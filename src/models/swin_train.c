@@ -90,38 +90,13 @@ ra_status rai_swin_net_backward(ra_model *m, float *grad, float *dx, const float
         }
     }
 
-    /* absolute position embedding, patch norm, patch embedding */
-    const int E = n->embed_dim, P = n->patch, Cin = n->in_chans;
-    const int64_t L = (int64_t)t->h0 * t->w0, rows = (int64_t)B * L;
-    if (!st && n->ape) {
-        float *gape = G(n->ape_w);
-        for (int b = 0; b < B; b++)
-            for (int64_t i = 0; i < L * E; i++) gape[i] += ds[b * L * E + i];
-    }
-    float *dpe = ds;
-    if (!st && n->patch_norm) {
-        if (!(dpe = rai_arena_floats(a, (size_t)(rows * E)))) return rai_arena_reset(a, mark), nomem();
-        rai_zero(dpe, (int64_t)(rows * E));
-        ra_layernorm_backward(dpe, G(n->pe_nw), G(n->pe_nb), ds, t->pe_in, t->pe_mean,
-                              t->pe_rstd, n->pe_nw, rows, E);
-    }
+    /* absolute position embedding, patch norm, patch embedding (stem.c); cols
+     * is not needed after this: it is the work buffer */
+    const rai_stem *sm = &n->stem;
+    const rai_stem_grads gs = {.w = G(sm->w), .b = G(sm->b), .nw = G(sm->nw), .nb = G(sm->nb),
+                               .pos = G(sm->pos)};
     if (!st) {
-        const int cropped = t->hc != t->Hin || t->wc != t->Win;
-        float *dimg = dx;
-        if (dx && cropped) {
-            if (!(dimg = rai_arena_floats(a, (size_t)B * Cin * t->hc * t->wc)))
-                return rai_arena_reset(a, mark), nomem();
-            memset(dimg, 0, (size_t)B * Cin * t->hc * t->wc * sizeof *dimg);
-        }
-        /* cols is not needed after this: it is the work buffer */
-        st = rai_patch_embed_backward_k(dimg, G(n->pe_w), G(n->pe_b), t->cols, dpe, t->cols,
-                                        n->pe_w, B, Cin, t->hc, t->wc, P, n->patch_kernel, E,
-                                        n->scheme != SCHEME_TORCHVISION);
-        if (!st && dx && cropped)
-            for (int64_t r = 0; r < (int64_t)B * Cin * t->hc; r++)
-                for (int i = 0; i < t->wc; i++)
-                    dx[((r / t->hc) * t->Hin + r % t->hc) * (int64_t)t->Win + i] +=
-                        dimg[r * t->wc + i];
+        st = rai_stem_backward(sm, dx, &gs, ds, &t->stem, t->stem.cols, B, a);
         if (dx) t->live = 0;   /* cols was overwritten: one backward per forward */
     }
     rai_arena_reset(a, mark);

@@ -47,6 +47,7 @@
 #include "models/model.h"
 #include "layers/block.h"
 #include "layers/head.h"
+#include "layers/stem.h"
 
 #include <errno.h>
 #include <math.h>
@@ -70,7 +71,7 @@ typedef struct {
     int valid;             /* a training forward filled it */
     int dims[5];           /* B, H, W, gh, gw of that forward */
     rai_block_tape *blk;    /* (depth) */
-    float *cols;           /* (B*L, Cin*P*P) patch columns */
+    rai_stem_tape stem;    /* the patch embedding: its patch columns */
     float *x0;             /* (rows, C) tokens, norm_pre's input (pre_norm only) */
     float *pre_mean, *pre_rstd;
     float *xf;             /* (rows, C) the last block's output: the head's input */
@@ -85,7 +86,8 @@ typedef struct {
     double drop_path_rate;   /* timm's: linspace(0, rate, depth) over the blocks */
     int grid[2];   /* the patch grid of img_size: the grid of pos_embed */
     int prefix;    /* class + register tokens */
-    const float *cls, *reg, *pos, *pe_w, *pe_b, *pre_w, *pre_b;
+    const float *cls, *reg, *pos, *pre_w, *pre_b;
+    rai_stem stem;         /* the patch embedding (stem.c) */
     rai_head head;         /* final norm, pooling, fc_norm, head (head.c) */
     float *zeros;  /* (C): the proj bias the attention layer needs when proj_bias is false */
     rai_block *blocks;
@@ -435,8 +437,10 @@ static ra_status vit_build(ra_model *m, const ra_st_file *f) {
     v->cls = rai_model_get(m, "cls_token");
     v->reg = rai_model_get(m, "reg_token");
     v->pos = rai_model_get(m, "pos_embed");
-    v->pe_w = rai_model_get(m, "patch_embed.proj.weight");
-    v->pe_b = rai_model_get(m, "patch_embed.proj.bias");
+    v->stem = (rai_stem){.in_chans = v->in_chans, .patch = v->patch, .kernel = v->patch,
+                         .dim = v->dim, .pad = v->dyn_pad,
+                         .w = rai_model_get(m, "patch_embed.proj.weight"),
+                         .b = rai_model_get(m, "patch_embed.proj.bias")};
     v->pre_w = rai_model_get(m, "norm_pre.weight");
     v->pre_b = rai_model_get(m, "norm_pre.bias");
     v->head = (rai_head){.dim = v->dim, .eps = v->eps, .nw = rai_model_get(m, "norm.weight"),
@@ -763,7 +767,7 @@ static size_t tape_layout(vit_impl *v, float *base, const vit_dims *d) {
     vit_tape *t = &v->tape;
     const size_t C = (size_t)v->dim, rows = (size_t)d->rows;
     size_t off = 0;
-    t->cols = carve(base, &off, (size_t)(d->B * d->L * d->K));
+    off += rai_stem_tape_layout(&t->stem, &v->stem, d->B, d->H, d->W, base ? base + off : NULL);
     t->x0 = v->pre_norm ? carve(base, &off, rows * C) : NULL;
     t->pre_mean = v->pre_norm ? carve(base, &off, rows) : NULL;
     t->pre_rstd = v->pre_norm ? carve(base, &off, rows) : NULL;
@@ -797,11 +801,10 @@ static ra_status vit_run(vit_impl *v, vit_tape *t, ra_rng *rng, float **y, int *
     rai_arena *ar = rai_arena_begin(&v->ws, &local);
     float *X = t ? (v->depth ? t->blk[0].x : t->xf) : rai_arena_floats(ar, (size_t)(rows * C));
     float *A = rai_arena_floats(ar, (size_t)(rows * C));
-    float *cols = t ? t->cols : rai_arena_floats(ar, (size_t)(B * d->L * d->K));
     float *out = rai_alloc((size_t)outer, (size_t)d->K_out * sizeof(float));
     const float *pos = NULL;
     ra_status st = RA_OK;
-    if (!X || !A || !cols || !out) {
+    if (!X || !A || !out) {
         st = rai_fail(RA_ERR_NOMEM, "vit: out of memory for a batch of %d images of %dx%d", B,
                       d->H, d->W);
         goto done;
@@ -812,9 +815,7 @@ static ra_status vit_run(vit_impl *v, vit_tape *t, ra_rng *rng, float **y, int *
     if ((st = pos_for(v, ar, d->gh, d->gw, &pos))) goto done;
 
     /* tokens: [cls, reg..., patches] + pos_embed, then norm_pre */
-    st = ra_patch_embed_forward(A, cols, x, v->pe_w, v->pe_b, B, v->in_chans, d->H, d->W,
-                                v->patch, C, v->dyn_pad);
-    if (st) goto done;
+    if ((st = rai_stem_forward(&v->stem, A, t ? &t->stem : NULL, x, B, d->H, d->W, ar))) goto done;
     make_tokens(v, x0, A, pos, B, d->L, d->N);
     if (v->pre_norm)
         ra_layernorm_forward(X, t ? t->pre_mean : NULL, t ? t->pre_rstd : NULL, x0, v->pre_w,
@@ -973,8 +974,8 @@ static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *
     for (int b = 0; b < B; b++)
         memcpy(dpatch + (int64_t)b * L * C, dT + ((int64_t)b * d.N + v->prefix) * C,
                (size_t)(L * C) * sizeof(float));
-    st = ra_patch_embed_backward(dx, G(v->pe_w), G(v->pe_b), work, dpatch, t->cols, v->pe_w, B,
-                                 v->in_chans, d.H, d.W, v->patch, C, v->dyn_pad);
+    const rai_stem_grads gs = {.w = G(v->stem.w), .b = G(v->stem.b)};
+    st = rai_stem_backward(&v->stem, dx, &gs, dpatch, &t->stem, work, B, ar);
 done:
     rai_arena_end(&v->ws, ar);
     return st;
