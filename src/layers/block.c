@@ -209,13 +209,6 @@ ra_status rai_block_forward(const rai_block *b, float *x, float *attn, const rai
 
 /* ---- training -------------------------------------------------------------- */
 
-/* n floats at *off of base (NULL base: only count), 64-byte steps. */
-static float *carve(float *base, size_t *off, size_t n) {
-    float *p = base ? base + *off : NULL;
-    *off += (n + 15) & ~(size_t)15;
-    return p;
-}
-
 size_t rai_block_tape_layout(rai_block_tape *t, const rai_block *b, const rai_block_layout *l,
                              float *base) {
     const size_t C = (size_t)b->dim, M = (size_t)l->m, hid = (size_t)b->hidden;
@@ -226,22 +219,22 @@ size_t rai_block_tape_layout(rai_block_tape *t, const rai_block *b, const rai_bl
     const size_t kb = b->drop_path > 0 ? ((size_t)l->batch + 3) / 4 : 0;
     rai_block_tape z = {.l = *l};
     size_t off = 0;
-    z.keep1 = kb ? (uint8_t *)carve(base, &off, kb) : NULL;
-    z.keep2 = kb ? (uint8_t *)carve(base, &off, kb) : NULL;
-    z.mean1 = carve(base, &off, r1);
-    z.rstd1 = carve(base, &off, r1);
-    z.win = carve(base, &off, rows * C);
-    z.meankv = mkv ? carve(base, &off, mkv) : NULL;
-    z.rstdkv = mkv ? carve(base, &off, mkv) : NULL;
-    z.wkv = rkv ? carve(base, &off, rkv * C) : NULL;
-    z.a = kept ? carve(base, &off, rows * C) : NULL;
-    z.xm = carve(base, &off, M * C);
-    z.mean2 = carve(base, &off, M);
-    z.rstd2 = carve(base, &off, M);
-    z.h2 = b->post ? z.xm : carve(base, &off, M * C);
-    z.gd = carve(base, &off, M * hid);
-    z.g = carve(base, &off, M * hid);
-    z.mo = kept ? carve(base, &off, M * C) : NULL;
+    z.keep1 = kb ? (uint8_t *)rai_carve(base, &off, kb) : NULL;
+    z.keep2 = kb ? (uint8_t *)rai_carve(base, &off, kb) : NULL;
+    z.mean1 = rai_carve(base, &off, r1);
+    z.rstd1 = rai_carve(base, &off, r1);
+    z.win = rai_carve(base, &off, rows * C);
+    z.meankv = mkv ? rai_carve(base, &off, mkv) : NULL;
+    z.rstdkv = mkv ? rai_carve(base, &off, mkv) : NULL;
+    z.wkv = rkv ? rai_carve(base, &off, rkv * C) : NULL;
+    z.a = kept ? rai_carve(base, &off, rows * C) : NULL;
+    z.xm = rai_carve(base, &off, M * C);
+    z.mean2 = rai_carve(base, &off, M);
+    z.rstd2 = rai_carve(base, &off, M);
+    z.h2 = b->post ? z.xm : rai_carve(base, &off, M * C);
+    z.gd = rai_carve(base, &off, M * hid);
+    z.g = rai_carve(base, &off, M * hid);
+    z.mo = kept ? rai_carve(base, &off, M * C) : NULL;
     if (base) *t = z;
     return off;
 }

@@ -84,26 +84,19 @@ static void pool_backward(const rai_head *h, float *dx, const float *dq, const f
 
 /* ---- the head --------------------------------------------------------------- */
 
-/* n floats at *off of base (NULL base: only count), 64-byte steps. */
-static float *carve(float *base, size_t *off, size_t n) {
-    float *p = base ? base + *off : NULL;
-    *off += (n + 15) & ~(size_t)15;
-    return p;
-}
-
 size_t rai_head_tape_layout(rai_head_tape *t, const rai_head *h, int B, int64_t N,
                             const float *x, float *base) {
     const size_t C = (size_t)h->dim, rows = (size_t)B * (size_t)N;
     const size_t outer = (size_t)rai_head_rows(h, B, N);
     rai_head_tape z = {.x = x};
     size_t off = 0;
-    z.mean = h->nw ? carve(base, &off, rows) : NULL;
-    z.rstd = h->nw ? carve(base, &off, rows) : NULL;
-    z.xo = h->nw ? carve(base, &off, rows * C) : (float *)x;
-    z.pooled = carve(base, &off, outer * C);
-    z.pmean = h->fw ? carve(base, &off, outer) : NULL;
-    z.prstd = h->fw ? carve(base, &off, outer) : NULL;
-    z.pn = h->fw ? carve(base, &off, outer * C) : z.pooled;
+    z.mean = h->nw ? rai_carve(base, &off, rows) : NULL;
+    z.rstd = h->nw ? rai_carve(base, &off, rows) : NULL;
+    z.xo = h->nw ? rai_carve(base, &off, rows * C) : (float *)x;
+    z.pooled = rai_carve(base, &off, outer * C);
+    z.pmean = h->fw ? rai_carve(base, &off, outer) : NULL;
+    z.prstd = h->fw ? rai_carve(base, &off, outer) : NULL;
+    z.pn = h->fw ? rai_carve(base, &off, outer * C) : z.pooled;
     if (base) *t = z;
     return off;
 }

@@ -21,13 +21,6 @@ ra_status rai_stem_grid(const rai_stem *s, int H, int W, int *hc, int *wc, int *
     return st;
 }
 
-/* n floats at *off of base (NULL base: only count), 64-byte steps. */
-static float *carve(float *base, size_t *off, size_t n) {
-    float *p = base ? base + *off : NULL;
-    *off += (n + 15) & ~(size_t)15;
-    return p;
-}
-
 size_t rai_stem_tape_layout(rai_stem_tape *t, const rai_stem *s, int B, int H, int W,
                             float *base) {
     rai_stem_tape z = {.H = H, .W = W};
@@ -35,10 +28,10 @@ size_t rai_stem_tape_layout(rai_stem_tape *t, const rai_stem *s, int B, int H, i
     const size_t rows = (size_t)B * (size_t)z.gh * (size_t)z.gw, E = (size_t)s->dim;
     const size_t kc = (size_t)s->in_chans * (size_t)s->kernel * (size_t)s->kernel;
     size_t off = 0;
-    z.cols = carve(base, &off, rows * kc);
-    z.pre = s->nw ? carve(base, &off, rows * E) : NULL;
-    z.mean = s->nw ? carve(base, &off, rows) : NULL;
-    z.rstd = s->nw ? carve(base, &off, rows) : NULL;
+    z.cols = rai_carve(base, &off, rows * kc);
+    z.pre = s->nw ? rai_carve(base, &off, rows * E) : NULL;
+    z.mean = s->nw ? rai_carve(base, &off, rows) : NULL;
+    z.rstd = s->nw ? rai_carve(base, &off, rows) : NULL;
     if (base) *t = z;
     return off;
 }

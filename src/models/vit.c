@@ -755,30 +755,23 @@ static void set_y_shape(const vit_impl *v, const vit_dims *d, int *y_ndim, int64
  * block) draws one keep per sample and branch from rng; timm's other
  * dropouts (drop_rate, attn_drop_rate, ...) are not applied. */
 
-/* n floats at *off of base (NULL base: only count), 64-byte steps. */
-static float *carve(float *base, size_t *off, size_t n) {
-    float *p = base ? base + *off : NULL;
-    *off += (n + 15) & ~(size_t)15;
-    return p;
-}
-
 /* Lay the tape out in base (NULL: count); returns the floats it needs. */
 static size_t tape_layout(vit_impl *v, float *base, const vit_dims *d) {
     vit_tape *t = &v->tape;
     const size_t C = (size_t)v->dim, rows = (size_t)d->rows;
     size_t off = 0;
     off += rai_stem_tape_layout(&t->stem, &v->stem, d->B, d->H, d->W, base ? base + off : NULL);
-    t->x0 = v->pre_norm ? carve(base, &off, rows * C) : NULL;
-    t->pre_mean = v->pre_norm ? carve(base, &off, rows) : NULL;
-    t->pre_rstd = v->pre_norm ? carve(base, &off, rows) : NULL;
+    t->x0 = v->pre_norm ? rai_carve(base, &off, rows * C) : NULL;
+    t->pre_mean = v->pre_norm ? rai_carve(base, &off, rows) : NULL;
+    t->pre_rstd = v->pre_norm ? rai_carve(base, &off, rows) : NULL;
     const rai_block_layout l = {.m = d->rows, .batch = d->B, .b_ = d->B, .n = (int)d->N};
     for (int i = 0; i < v->depth; i++) {   /* each block's input, then its tape */
-        float *x = carve(base, &off, rows * C);
+        float *x = rai_carve(base, &off, rows * C);
         rai_block_tape b;
         off += rai_block_tape_layout(&b, &v->blocks[i], &l, base ? base + off : NULL);
         if (base) t->blk[i] = b, t->blk[i].x = x;
     }
-    float *xf = carve(base, &off, rows * C);
+    float *xf = rai_carve(base, &off, rows * C);
     off += rai_head_tape_layout(&t->head, &v->head, d->B, d->N, xf, base ? base + off : NULL);
     if (base) t->xf = xf;
     return off;
