@@ -309,12 +309,56 @@ static void drop_path_case(const char *arch) {
     printf("%s with drop_path_rate 0.6:\n", arch);
     fd_check(m, x, &tx, v2 ? want_v2 : want, 6, &draws);
     free(y), free(y2), free(yi);
+    y = yi = NULL;
     ra_model_free(m);
 
     meta[19] = "1.5";   /* outside [0, 1] */
     CHECK(ra_model_create(&m, meta, 10, 7) == RA_ERR_FORMAT &&
               strstr(ra_last_error(), "drop_path_rate"),
           "%s: drop_path_rate 1.5 accepted or not named: %s", arch, ra_last_error());
+
+    /* rate 1 over two blocks: the first never drops, the last always (its
+     * rate is the whole rate), whatever the draws: the training forward is
+     * the inference of the model whose last block adds nothing (the
+     * weights that end its branches zeroed), and that block's parameters
+     * get no gradient */
+    meta[13] = "1,1", meta[19] = "1";
+    s = ra_model_create(&m, meta, 10, 7);
+    CHECK(s == RA_OK, "%s rate 1: %s", arch, ra_last_error());
+    if (s) return;
+    w = ra_model_weights(m);
+    for (int i = 0; i < ra_model_param_count(m); i++) {
+        const ra_param_info *pi = ra_model_param(m, i);
+        if (pi->ndim >= 2) ra_rng_fill_normal(&r, w + pi->offset, pi->numel, 0, 0.3f);
+    }
+    float dy[B * 3], *grad = calloc((size_t)ra_model_param_total(m), sizeof *grad);
+    ra_rng_fill_normal(&r, dy, B * 3, 0, 1);
+    d1 = draws;
+    s = ra_model_forward_train(m, &y, &nd, sh, x, 4, tx.shape, &d1);
+    if (!s) s = ra_model_backward(m, grad, NULL, dy);
+    CHECK(s == RA_OK, "%s rate 1 step: %s", arch, ra_last_error());
+    static const char *const ends[] = {"attn.proj.weight", "attn.proj.bias", "mlp.fc2.weight",
+                                       "mlp.fc2.bias"};
+    static const char *const ends_v2[] = {"norm1.weight", "norm1.bias", "norm2.weight",
+                                          "norm2.bias"};
+    const char *last = "layers.1.blocks.0.";
+    int zeroed = 0;
+    for (int i = 0; !s && i < ra_model_param_count(m); i++) {
+        const ra_param_info *pi = ra_model_param(m, i);
+        if (strncmp(pi->name, last, strlen(last))) continue;
+        double g = 0;
+        for (int64_t e = 0; e < pi->numel; e++) g += fabs(grad[pi->offset + e]);
+        CHECK(g == 0, "%s rate 1: %s has gradient %g", arch, pi->name, g);
+        for (int k = 0; k < 4; k++)
+            if (!strcmp(pi->name + strlen(last), (v2 ? ends_v2 : ends)[k]))
+                memset(w + pi->offset, 0, (size_t)pi->numel * sizeof *w), zeroed++;
+    }
+    if (!s) s = ra_model_forward(m, &yi, &nd, sh, x, 4, tx.shape);
+    CHECK(s == RA_OK && zeroed == 4 && rel_err(y, yi, sh[0] * sh[1]) <= 1e-5,
+          "%s rate 1: the training forward is not the model without its last block (%d zeroed, "
+          "%.3g)", arch, zeroed, s ? -1.0 : rel_err(y, yi, sh[0] * sh[1]));
+    free(y), free(yi), free(grad);
+    ra_model_free(m);
 }
 
 /* ra_model_create: PyTorch's initial values by parameter, and the seed. */
