@@ -11,8 +11,6 @@
 #include "layers/merge.h"
 #include "layers/stem.h"
 
-#include <limits.h>
-
 #define SWIN_EPS 1e-5f              /* nn.LayerNorm's default */
 #define SWIN_MAX_STAGES 8
 #define SWIN_MAX_DIM (1 << 16)      /* the attention layer's bound */

@@ -781,8 +781,9 @@ static size_t tape_layout(vit_impl *v, float *base, const vit_dims *d) {
 #define VIT_PAR_MIN ((int64_t)1 << 15)
 static int par_threads(int64_t work) { return work >= VIT_PAR_MIN ? ra_threads_get() : 1; }
 
-/* y (outer, K_out) from images x of the sizes d. t NULL: inference; else
- * training, t laid out for d (tape_layout), rng for the drop-path. */
+/* The forward: y (outer, K_out) from images x (B, Cin, H, W) of the sizes
+ * d. t NULL: inference; else training, t laid out for d (tape_layout), rng
+ * for the drop-path. */
 static ra_status vit_run(vit_impl *v, vit_tape *t, ra_rng *rng, float **y, int *y_ndim,
                          int64_t y_shape[4], const vit_dims *d, const float *x) {
     const int C = v->dim, B = d->B;
