@@ -81,7 +81,7 @@ static ra_status branch_add(float *x, float *tmp, const float *a, const float *g
         src = tmp;
     }
     if (!st && map) rai_rows_scatter_add(x, src, map, rows, c);
-    else if (!st) ra_add(x, x, tmp, rows * c);
+    else if (!st) ra_add(x, x, src, rows * c);
     return st;
 }
 
