@@ -45,6 +45,14 @@ static inline size_t rai_arena_mark(const rai_arena *a) { return a->used; }
 /* Release what was allocated since mark (spills are freed). */
 void rai_arena_reset(rai_arena *a, size_t mark);
 
+/* n floats at *off floats of base, *off moved past them in 64-byte steps;
+ * NULL base: only counting (a tape's layout sized before its buffer is). */
+static inline float *rai_carve(float *base, size_t *off, size_t n) {
+    float *p = base ? base + *off : NULL;
+    *off += (n + 15) & ~(size_t)15;
+    return p;
+}
+
 /* A buffer of the calling thread, one per slot, kept and grown between
  * calls (a fresh large buffer per call would take its page faults every
  * time) and freed when the thread ends (OpenMP's pool threads keep theirs);

@@ -58,12 +58,15 @@ static void colsum_prod_add(float *out, const float *a, const float *b, int64_t 
     }
 }
 
-/* x (rows, C) += drop_path(gamma * a): a residual branch with LayerScale
- * (gamma (C), or NULL) and drop-path (p > 0: one draw per sample into
- * keep (B)); tmp (rows, C) is scratch. */
+/* x += drop_path(gamma * a): a residual branch with LayerScale (gamma (C),
+ * or NULL) and drop-path (p > 0: one draw per sample into keep (B)). a
+ * (rows, C) is x's rows (map NULL: x is (rows, C)) or a window layout's,
+ * sample by sample, added to x's rows map[r] (x (M, C)); tmp (rows, C) is
+ * scratch. */
 static ra_status branch_add(float *x, float *tmp, const float *a, const float *gamma,
-                            uint8_t *keep, float p, int B, int64_t rows, int c, ra_rng *rng) {
-    if (!(p > 0)) {
+                            uint8_t *keep, float p, int B, int64_t rows, int c,
+                            const int32_t *map, ra_rng *rng) {
+    if (!(p > 0) && !map) {
         residual(x, a, gamma, rows, c);
         return RA_OK;
     }
@@ -72,14 +75,19 @@ static ra_status branch_add(float *x, float *tmp, const float *a, const float *g
         scale_cols(tmp, a, gamma, rows, c);
         src = tmp;
     }
-    ra_status st = ra_droppath_forward(tmp, keep, src, B, rows / B * c, p, rng);
-    if (!st) ra_add(x, x, tmp, rows * c);
+    ra_status st = RA_OK;
+    if (p > 0) {
+        st = ra_droppath_forward(tmp, keep, src, B, rows / B * c, p, rng);
+        src = tmp;
+    }
+    if (!st && map) rai_rows_scatter_add(x, src, map, rows, c);
+    else if (!st) ra_add(x, x, src, rows * c);
     return st;
 }
 
-/* The gradient of the branch output a from the residual stream's dR
- * (rows, C), through drop-path and LayerScale (dgamma (C) accumulated):
- * dR itself, or dA (rows, C) holding it. */
+/* The gradient of the branch output a (rows, C) from the residual stream's
+ * dR (rows, C, laid out as a), through drop-path and LayerScale (dgamma
+ * (C) ACCUMULATED): dR itself, or dA (rows, C) holding it. */
 static const float *branch_backward(float *dA, const float *dR, const float *a,
                                     const float *gamma, float *dgamma, const uint8_t *keep,
                                     float p, int B, int64_t rows, int c) {
@@ -201,13 +209,6 @@ ra_status rai_block_forward(const rai_block *b, float *x, float *attn, const rai
 
 /* ---- training -------------------------------------------------------------- */
 
-/* n floats at *off of base (NULL base: only count), 64-byte steps. */
-static float *carve(float *base, size_t *off, size_t n) {
-    float *p = base ? base + *off : NULL;
-    *off += (n + 15) & ~(size_t)15;
-    return p;
-}
-
 size_t rai_block_tape_layout(rai_block_tape *t, const rai_block *b, const rai_block_layout *l,
                              float *base) {
     const size_t C = (size_t)b->dim, M = (size_t)l->m, hid = (size_t)b->hidden;
@@ -218,29 +219,29 @@ size_t rai_block_tape_layout(rai_block_tape *t, const rai_block *b, const rai_bl
     const size_t kb = b->drop_path > 0 ? ((size_t)l->batch + 3) / 4 : 0;
     rai_block_tape z = {.l = *l};
     size_t off = 0;
-    z.keep1 = kb ? (uint8_t *)carve(base, &off, kb) : NULL;
-    z.keep2 = kb ? (uint8_t *)carve(base, &off, kb) : NULL;
-    z.mean1 = carve(base, &off, r1);
-    z.rstd1 = carve(base, &off, r1);
-    z.win = carve(base, &off, rows * C);
-    z.meankv = mkv ? carve(base, &off, mkv) : NULL;
-    z.rstdkv = mkv ? carve(base, &off, mkv) : NULL;
-    z.wkv = rkv ? carve(base, &off, rkv * C) : NULL;
-    z.a = kept ? carve(base, &off, rows * C) : NULL;
-    z.xm = carve(base, &off, M * C);
-    z.mean2 = carve(base, &off, M);
-    z.rstd2 = carve(base, &off, M);
-    z.h2 = b->post ? z.xm : carve(base, &off, M * C);
-    z.gd = carve(base, &off, M * hid);
-    z.g = carve(base, &off, M * hid);
-    z.mo = kept ? carve(base, &off, M * C) : NULL;
+    z.keep1 = kb ? (uint8_t *)rai_carve(base, &off, kb) : NULL;
+    z.keep2 = kb ? (uint8_t *)rai_carve(base, &off, kb) : NULL;
+    z.mean1 = rai_carve(base, &off, r1);
+    z.rstd1 = rai_carve(base, &off, r1);
+    z.win = rai_carve(base, &off, rows * C);
+    z.meankv = mkv ? rai_carve(base, &off, mkv) : NULL;
+    z.rstdkv = mkv ? rai_carve(base, &off, mkv) : NULL;
+    z.wkv = rkv ? rai_carve(base, &off, rkv * C) : NULL;
+    z.a = kept ? rai_carve(base, &off, rows * C) : NULL;
+    z.xm = rai_carve(base, &off, M * C);
+    z.mean2 = rai_carve(base, &off, M);
+    z.rstd2 = rai_carve(base, &off, M);
+    z.h2 = b->post ? z.xm : rai_carve(base, &off, M * C);
+    z.gd = rai_carve(base, &off, M * hid);
+    z.g = rai_carve(base, &off, M * hid);
+    z.mo = kept ? rai_carve(base, &off, M * C) : NULL;
     if (base) *t = z;
     return off;
 }
 
 /* The rest of rai_block_forward_train for a post-norm block. */
 static ra_status post_forward_train(const rai_block *b, rai_block_tape *t, float *y, void *ws,
-                                    size_t wsz, rai_arena *a) {
+                                    size_t wsz, rai_arena *a, ra_rng *rng) {
     const rai_block_layout *l = &t->l;
     const int C = b->dim, hidden = b->hidden;
     const int64_t M = l->m, rows = (int64_t)l->b_ * l->n;
@@ -251,14 +252,18 @@ static ra_status post_forward_train(const rai_block *b, rai_block_tape *t, float
     ra_status st = attn_forward(b, t->a, NULL, t->win, NULL, l, ws, wsz, NULL, NULL);
     if (st) return st;
     ra_layernorm_forward(tmp, t->mean1, t->rstd1, t->a, b->n1w, b->n1b, rows, C, b->eps);
+    const float p = b->drop_path;   /* drop-path on both branches: a draw per sample */
+    if (p > 0) st = ra_droppath_forward(tmp, t->keep1, tmp, l->batch, rows / l->batch * C, p, rng);
+    if (st) return st;
     memcpy(t->xm, t->x, (size_t)(M * C) * sizeof *y);
     rai_rows_scatter_add(t->xm, tmp, l->map, rows, C);
     /* y = xm + norm2(fc2(gelu(fc1(xm)))) */
     rai_linear_gelu_keep(t->gd, t->g, t->xm, b->fc1w, b->fc1b, M, hidden, C);
     ra_linear_forward(t->mo, t->g, b->fc2w, b->fc2b, M, C, hidden);
     ra_layernorm_forward(tmp, t->mean2, t->rstd2, t->mo, b->n2w, b->n2b, M, C, b->eps);
-    ra_add(y, t->xm, tmp, M * C);
-    return RA_OK;
+    if (p > 0) st = ra_droppath_forward(tmp, t->keep2, tmp, l->batch, M / l->batch * C, p, rng);
+    if (!st) ra_add(y, t->xm, tmp, M * C);
+    return st;
 }
 
 ra_status rai_block_forward_train(const rai_block *b, rai_block_tape *t, float *y, int keep_attn,
@@ -267,8 +272,9 @@ ra_status rai_block_forward_train(const rai_block *b, rai_block_tape *t, float *
     const int C = b->dim, hidden = b->hidden;
     const int64_t M = l->m, rows = (int64_t)l->b_ * l->n;
     const int kept = branch_kept(b);
-    if ((kept && l->map) || (!l->map && rows != M))
-        return rai_fail(RA_ERR_INTERNAL, "block: LayerScale or drop-path on a window layout");
+    if ((kept && l->map && !keep_attn) || (!l->map && rows != M))
+        return rai_fail(RA_ERR_INTERNAL, "block: LayerScale or drop-path on a window layout "
+                        "without the attention's workspace kept");
     if (b->post && l->kv) return no_cross();
     const size_t wsz = attn_forward_ws_size(b, l);
     void *ws = t->aws = keep_attn ? rai_arena_bytes(a, wsz) : NULL;
@@ -276,7 +282,7 @@ ra_status rai_block_forward_train(const rai_block *b, rai_block_tape *t, float *
     if (!keep_attn) ws = rai_arena_bytes(a, wsz);
     if (!ws) return nomem();
     if (b->post) {
-        ra_status st = post_forward_train(b, t, y, ws, wsz, a);
+        ra_status st = post_forward_train(b, t, y, ws, wsz, a, rng);
         rai_arena_reset(a, mark);
         return st;
     }
@@ -297,7 +303,8 @@ ra_status rai_block_forward_train(const rai_block *b, rai_block_tape *t, float *
     ra_status st = attn_forward(b, kept ? t->a : tmp, NULL, t->win, t->wkv, l, ws, wsz,
                                 kept ? NULL : t->xm, l->map);
     if (!st && kept)
-        st = branch_add(t->xm, tmp, t->a, b->ls1, t->keep1, b->drop_path, l->batch, M, C, rng);
+        st = branch_add(t->xm, tmp, t->a, b->ls1, t->keep1, b->drop_path, l->batch, rows, C,
+                        l->map, rng);
     if (st) return rai_arena_reset(a, mark), st;
 
     /* y = xm + ls2 * fc2(gelu(fc1(norm2(xm)))) */
@@ -307,7 +314,8 @@ ra_status rai_block_forward_train(const rai_block *b, rai_block_tape *t, float *
     rai_linear_fused(kept ? t->mo : tmp, t->g, b->fc2w, b->fc2b, M, C, hidden, 0,
                      kept ? NULL : y, NULL);
     if (kept)
-        st = branch_add(y, tmp, t->mo, b->ls2, t->keep2, b->drop_path, l->batch, M, C, rng);
+        st = branch_add(y, tmp, t->mo, b->ls2, t->keep2, b->drop_path, l->batch, M, C, NULL,
+                        rng);
     rai_arena_reset(a, mark);
     return st;
 }
@@ -319,25 +327,31 @@ static ra_status post_backward(const rai_block *b, const rai_block_tape *t, floa
     const int C = b->dim, hidden = b->hidden;
     const int64_t m = l->m, rows = (int64_t)l->b_ * l->n;
     const size_t mark = rai_arena_mark(a);
-    /* MLP branch: dx += fc1^T(GELU'(fc2^T(norm2'(dx)))) */
+    const float p = b->drop_path;
+    /* MLP branch: dx += fc1^T(GELU'(fc2^T(norm2'(drop_path'(dx))))) */
     float *dh = rai_arena_floats(a, (size_t)(m * hidden));
     float *dt = rai_arena_floats(a, (size_t)((rows > m ? rows : m) * C));
-    if (!dh || !dt) return rai_arena_reset(a, mark), nomem();
+    float *dd = p > 0 ? rai_arena_floats(a, (size_t)((rows > m ? rows : m) * C)) : NULL;
+    if (!dh || !dt || (p > 0 && !dd)) return rai_arena_reset(a, mark), nomem();
     rai_zero(dt, (int64_t)(m * C));
-    ra_layernorm_backward(dt, g->n2w, g->n2b, dx, t->mo, t->mean2, t->rstd2, b->n2w, m, C);
+    const float *dmo = branch_backward(dd, dx, NULL, NULL, NULL, t->keep2, p, l->batch, m, C);
+    ra_layernorm_backward(dt, g->n2w, g->n2b, dmo, t->mo, t->mean2, t->rstd2, b->n2w, m, C);
     rai_linear_backward_fused(dh, g->fc2w, g->fc2b, dt, t->g, b->fc2w, m, C, hidden, 1, t->gd);
     rai_linear_backward_fused(dx, g->fc1w, g->fc1b, dh, t->h2, b->fc1w, m, hidden, C, 0, NULL);
     rai_arena_reset(a, mark);
-    /* attention branch: dx += reverse(attn'(norm1'(partition(dx)))) */
+    /* attention branch: dx += reverse(attn'(norm1'(drop_path'(partition(dx))))) */
     float *dln = rai_arena_floats(a, (size_t)(rows * C));
     float *daw = rai_arena_floats(a, (size_t)(rows * C));
     float *dwin = rai_arena_floats(a, (size_t)(rows * C));
+    dd = p > 0 ? rai_arena_floats(a, (size_t)(rows * C)) : NULL;
     const size_t wsz = attn_backward_ws_size(b, l);
     void *ws = rai_arena_bytes(a, wsz);
-    if (!dln || !daw || !dwin || !ws || !t->aws) return rai_arena_reset(a, mark), nomem();
+    if (!dln || !daw || !dwin || !ws || !t->aws || (p > 0 && !dd))
+        return rai_arena_reset(a, mark), nomem();
     rai_rows_gather(dln, dx, l->map, rows, C);
     rai_zero(daw, (int64_t)(rows * C));
-    ra_layernorm_backward(daw, g->n1w, g->n1b, dln, t->a, t->mean1, t->rstd1, b->n1w, rows, C);
+    const float *da = branch_backward(dd, dln, NULL, NULL, NULL, t->keep1, p, l->batch, rows, C);
+    ra_layernorm_backward(daw, g->n1w, g->n1b, da, t->a, t->mean1, t->rstd1, b->n1w, rows, C);
     ra_status st = attn_backward(b, dwin, NULL, &g->attn, daw, t->win, NULL, l, t->aws, ws, wsz);
     if (!st) rai_rows_scatter_add(dx, dwin, l->map, rows, C);
     rai_arena_reset(a, mark);
@@ -371,27 +385,34 @@ ra_status rai_block_backward(const rai_block *b, const rai_block_tape *t, float 
     }
     ra_layernorm_backward(dx, g->n2w, g->n2b, dt, t->xm, t->mean2, t->rstd2, b->n2w, m, C);
 
-    /* attention branch: dx is now the gradient of xm */
-    const float *dAt = kept ? branch_backward(dA, dx, t->a, b->ls1, g->ls1, t->keep1,
-                                              b->drop_path, l->batch, m, C)
-                            : dx;
+    /* attention branch: dx is now the gradient of xm (through LayerScale and
+     * drop-path here on x's rows, below on a window layout's) */
+    const float *dAt = kept && !l->map ? branch_backward(dA, dx, t->a, b->ls1, g->ls1, t->keep1,
+                                                         b->drop_path, l->batch, m, C)
+                                       : dx;
     ra_status st;
     if (t->aws) {   /* the forward's projections read back; dt = reverse(attn'(partition)) */
         rai_arena_reset(a, mark);
         const int64_t rkv = l->kv ? (int64_t)l->b_ * rai_block_keys(l) : 0;
         float *daw = l->map ? rai_arena_floats(a, (size_t)(rows * C)) : NULL;
+        float *dAw = kept && l->map ? rai_arena_floats(a, (size_t)(rows * C)) : NULL;
         float *dwin = rai_arena_floats(a, (size_t)(rows * C));
         float *dwkv = l->kv ? rai_arena_floats(a, (size_t)(rkv * C)) : NULL;
         const int64_t mt = l->kv && l->mkv > m ? l->mkv : m;
         dt = rai_arena_floats(a, (size_t)(mt * C));
         const size_t wsz = attn_backward_ws_size(b, l);
         void *ws = rai_arena_bytes(a, wsz);
-        if ((l->map && !daw) || !dwin || (l->kv && !dwkv) || !dt || !ws)
+        if ((l->map && !daw) || (kept && l->map && !dAw) || !dwin || (l->kv && !dwkv) || !dt ||
+            !ws)
             return rai_arena_reset(a, mark), nomem();
-        if (l->map) rai_rows_gather(daw, dAt, l->map, rows, C);
+        const float *dy = dAt;   /* the attention's output gradient */
+        if (l->map) {
+            rai_rows_gather(daw, dAt, l->map, rows, C);
+            dy = !kept ? daw : branch_backward(dAw, daw, t->a, b->ls1, g->ls1, t->keep1,
+                                               b->drop_path, l->batch, rows, C);
+        }
         if (dwkv) rai_zero(dwkv, rkv * C);
-        st = attn_backward(b, dwin, dwkv, &g->attn, l->map ? daw : dAt, t->win, t->wkv, l,
-                           t->aws, ws, wsz);
+        st = attn_backward(b, dwin, dwkv, &g->attn, dy, t->win, t->wkv, l, t->aws, ws, wsz);
         if (!st && l->kv) {   /* kv's branch: g->kv += norm_kv'(reverse(dwkv)) */
             rai_zero(dt, l->mkv * C);
             rai_rows_scatter_add(dt, dwkv, l->kvmap, rkv, C);
@@ -413,6 +434,26 @@ ra_status rai_block_backward(const rai_block *b, const rai_block_tape *t, float 
         ra_layernorm_backward(dx, g->n1w, g->n1b, dt, t->x, t->mean1, t->rstd1, b->n1w, m, C);
     rai_arena_reset(a, mark);
     return st;
+}
+
+/* ---- gradient slots -------------------------------------------------------- */
+
+void rai_block_grads_at(rai_block_grads *g, const rai_block *b, const ra_attn_params *p,
+                        const float *weights, float *grad) {
+#define AT(w) ((w) ? grad + ((w) - weights) : NULL)
+    *g = (rai_block_grads){
+        .n1w = AT(b->n1w), .n1b = AT(b->n1b), .n2w = AT(b->n2w), .n2b = AT(b->n2b),
+        .fc1w = AT(b->fc1w), .fc1b = AT(b->fc1b), .fc2w = AT(b->fc2w), .fc2b = AT(b->fc2b),
+        .ls1 = AT(b->ls1), .ls2 = AT(b->ls2), .nkw = AT(b->nkw), .nkb = AT(b->nkb),
+        .attn = {.qkv_w = AT(p->qkv_w), .qkv_b = AT(p->qkv_b), .q_w = AT(p->q_w),
+                 .q_b = AT(p->q_b), .kv_w = AT(p->kv_w), .kv_b = AT(p->kv_b),
+                 .proj_w = AT(p->proj_w), .proj_b = AT(p->proj_b), .table = AT(p->table),
+                 .rel_k = AT(p->rel_k), .rel_v = AT(p->rel_v),
+                 .logit_scale = AT(p->logit_scale), .cpb_w1 = AT(p->cpb_w1),
+                 .cpb_b1 = AT(p->cpb_b1), .cpb_w2 = AT(p->cpb_w2), .q_bias = AT(p->q_bias),
+                 .v_bias = AT(p->v_bias), .k_w = AT(p->k_w), .v_w = AT(p->v_w),
+                 .rel_h = AT(p->rel_h), .rel_w = AT(p->rel_w)}};
+#undef AT
 }
 
 /* ---- window layouts -------------------------------------------------------- */

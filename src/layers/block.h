@@ -85,6 +85,13 @@ typedef struct rai_block_grads {
     float *kv;                /* (mkv, C) the gradient of the kv input, ACCUMULATED */
 } rai_block_grads;
 
+/* The gradient slots of a block whose weights are b's and p's (its
+ * attention's), every one a pointer into weights, a network's flat buffer:
+ * grad is laid out like weights, so each slot sits at its weight's offset
+ * (NULL for an absent weight). g->kv is left NULL. */
+void rai_block_grads_at(rai_block_grads *g, const rai_block *b, const ra_attn_params *p,
+                        const float *weights, float *grad);
+
 /* What a training forward keeps for the backward. x is the caller's: the
  * block's input (M, C), left untouched until the backward. */
 typedef struct rai_block_tape {

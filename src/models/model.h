@@ -86,9 +86,14 @@ struct rai_arch_ops {
     int (*layer_of)(const ra_model *m, const char *name, int *count);
 };
 
-/* Load a state_dict without relattn metadata: the metadata inferred
- * (src/models/source.c), f left as it is. */
-ra_status rai_model_from_state_dict(ra_model **out, const ra_st_file *f);
+/* The file the loader reads for a state_dict f without relattn metadata:
+ * its names as the loader reads them and the metadata inferred
+ * (src/models/source.c); f is left as it is and must outlive *out. */
+ra_status rai_source_state_dict(ra_st_file **out, const ra_st_file *f);
+
+/* Metadata of a source: the transformers naming scheme, which the names
+ * no longer show once mapped (the loader sets ra_model_scheme from it). */
+#define RAI_META_SCHEME RA_META_SOURCE "naming_scheme"
 
 /* Load the model of file f, whose arch is ops (registry.c finds it). */
 ra_status rai_model_open_arch(ra_model **out, const rai_arch_ops *ops, const ra_st_file *f);
@@ -125,6 +130,14 @@ const float *rai_model_get(const ra_model *m, const char *name);
 /* The gradient of a declared parameter inside flat (laid out like the
  * weights), or NULL if absent/undeclared. */
 float *rai_model_grad(const ra_model *m, float *flat, const char *name);
+
+/* The gradient of the parameter at w (a pointer into m->weights; NULL:
+ * absent) inside flat: each gradient sits at its parameter's offset, so a
+ * network binds its gradients through the weights it bound at build time,
+ * never by name. */
+static inline float *rai_model_grad_at(const ra_model *m, float *flat, const float *w) {
+    return w ? flat + (w - m->weights) : NULL;
+}
 
 /* A model made as a replica of another (the trainer's shards) carries its
  * original's naming scheme under this metadata key, since the scheme can

@@ -1,9 +1,12 @@
 /* registry.c - every arch the library knows, by its metadata name: the
- * loader's entry points (ra_model_load, ra_model_from_file,
+ * loader's entry points (ra_model_open, ra_model_load, ra_model_from_file,
  * ra_model_create) find a file's arch here and hand it to the model object
- * (model.c). The one place that names every network. */
+ * (model.c). The one place that names every network. What a path stands
+ * for (a checkpoint, a state_dict, a folder) is source.c's, called from
+ * here and calling nothing here. */
 #include "models/model.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* Every arch the loader knows (ra_model_arch_count / ra_model_arch_name). */
@@ -30,14 +33,43 @@ const char *ra_model_arch_name(int i) {
 }
 
 
+/* The model of f, whose metadata names its arch. */
+static ra_status open_by_arch(ra_model **out, const ra_st_file *f) {
+    const char *arch = ra_st_meta(f, "arch");
+    const rai_arch_ops *ops = arch_ops(arch);
+    if (!ops) return rai_fail(RA_ERR_FORMAT, "unknown arch \"%.60s\"", arch ? arch : "");
+    ra_status st = rai_model_open_arch(out, ops, f);
+    const char *scheme = ra_st_meta(f, RAI_META_SCHEME);   /* one the names no longer show */
+    if (!st && scheme) snprintf((*out)->scheme, sizeof (*out)->scheme, "%s", scheme);
+    return st;
+}
+
 ra_status ra_model_from_file(ra_model **out, const ra_st_file *f) {
     if (!out || !f) return rai_fail(RA_ERR_ARG, "model: NULL argument");
     *out = NULL;
-    const char *arch = ra_st_meta(f, "arch");
-    if (!arch) return rai_model_from_state_dict(out, f);   /* metadata inferred (source.c) */
-    const rai_arch_ops *ops = arch_ops(arch);
-    if (!ops) return rai_fail(RA_ERR_FORMAT, "unknown arch \"%.60s\"", arch);
-    return rai_model_open_arch(out, ops, f);
+    if (ra_st_meta(f, "arch")) return open_by_arch(out, f);
+    ra_st_file *g;   /* a state_dict: the metadata inferred (source.c) */
+    ra_status st = rai_source_state_dict(&g, f);
+    if (st) return st;
+    st = open_by_arch(out, g);
+    ra_st_close(g);
+    return st;
+}
+
+ra_status ra_model_open(ra_model **out, const char *path, const ra_load_options *o) {
+    if (!out) return rai_fail(RA_ERR_ARG, "model: NULL argument");
+    *out = NULL;
+    ra_st_file *f;
+    ra_status st = ra_model_source(&f, path, o);
+    if (st) return st;
+    st = ra_model_from_file(out, f);
+    ra_st_close(f);
+    if (!st && o && o->precision != RA_PRECISION_FP32 &&
+        (st = ra_model_set_precision(*out, o->precision))) {
+        ra_model_free(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 ra_status ra_model_load(ra_model **out, const char *path) {

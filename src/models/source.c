@@ -4,8 +4,8 @@
  * dict found inside, DataParallel / torch.compile prefixes dropped,
  * transformers' names mapped, and the metadata inferred (infer.c); a timm
  * or transformers model folder (config.json and the weights). Every case
- * ends as one ra_st_file handed to ra_model_from_file, built without
- * copying a tensor. */
+ * ends as one ra_st_file, built without copying a tensor, which the loader
+ * (registry.c) opens by its arch: this file never calls the loader. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "io/torch.h"
@@ -21,10 +21,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* Metadata of a source: the transformers naming scheme, which the names
- * no longer show once mapped (ra_model_scheme reports it). */
-#define META_SCHEME RA_META_SOURCE "naming_scheme"
 
 static int is_dir(const char *path) {
     struct stat s;
@@ -197,7 +193,7 @@ static ra_status state_dict_file(ra_st_file **out, ra_st_file *f, int own, const
     rai_config_item *cfg = NULL;
     int ncfg = 0;
     if (dir) st = folder_config(dir, &cfg, &ncfg);
-    if (!st && hf_arch) st = rai_st_set_meta(f, META_SCHEME, "transformers");
+    if (!st && hf_arch) st = rai_st_set_meta(f, RAI_META_SCHEME, "transformers");
     if (!st && found && found[0]) st = rai_st_set_meta(f, RA_META_SOURCE "state_dict", found);
     if (!st) st = apply_sets(f, o);
     if (!st) st = rai_infer_meta(f, hf_arch, cfg, ncfg);
@@ -212,20 +208,8 @@ static ra_status state_dict_file(ra_st_file **out, ra_st_file *f, int own, const
     return RA_OK;
 }
 
-/* The naming scheme the names of f no longer show (transformers'). */
-static void set_scheme(ra_model *m, const ra_st_file *f) {
-    const char *scheme = ra_st_meta(f, META_SCHEME);
-    if (m && scheme) snprintf(m->scheme, sizeof m->scheme, "%s", scheme);
-}
-
-ra_status rai_model_from_state_dict(ra_model **out, const ra_st_file *f) {
-    ra_st_file *g;
-    ra_status st = state_dict_file(&g, (ra_st_file *)f, 0, NULL, NULL, NULL);   /* not kept */
-    if (st) return st;
-    st = ra_model_from_file(out, g);
-    set_scheme(*out, g);
-    ra_st_close(g);
-    return st;
+ra_status rai_source_state_dict(ra_st_file **out, const ra_st_file *f) {
+    return state_dict_file(out, (ra_st_file *)f, 0, NULL, NULL, NULL);   /* f not kept */
 }
 
 ra_status ra_model_source(ra_st_file **out, const char *path, const ra_load_options *o) {
@@ -245,21 +229,4 @@ ra_status ra_model_source(ra_st_file **out, const char *path, const ra_load_opti
         return st;
     }
     return state_dict_file(out, f, 1, dir ? path : NULL, found, o);
-}
-
-ra_status ra_model_open(ra_model **out, const char *path, const ra_load_options *o) {
-    if (!out) return rai_fail(RA_ERR_ARG, "model: NULL argument");
-    *out = NULL;
-    ra_st_file *f;
-    ra_status st = ra_model_source(&f, path, o);
-    if (st) return st;
-    st = ra_model_from_file(out, f);
-    set_scheme(*out, f);
-    ra_st_close(f);
-    if (!st && o && o->precision != RA_PRECISION_FP32 &&
-        (st = ra_model_set_precision(*out, o->precision))) {
-        ra_model_free(*out);
-        *out = NULL;
-    }
-    return st;
 }

@@ -1,5 +1,6 @@
 /* swin.c - the Swin Transformer block and classification network (docs/reference.md, section 2:
- * archs swin_block and swin), inference.
+ * archs swin_block, swin and swinv2): loading, and the one forward, which
+ * keeps a tape for the backward (swin_train.c) only when training.
  *
  * A block (official SwinTransformerBlock, pre-norm):
  *   t = norm1(x) -> zero-pad bottom/right to a multiple of the window ->
@@ -195,15 +196,72 @@ static ra_status blk_bind(const ra_model *m, const char *pfx, swin_blk *b) {
         p.q_bias = p.qkv_b, p.v_bias = p.qkv_b + 2 * b->dim;
         p.qkv_b = NULL;
     }
+    b->attn_w = p;
     return ra_attn_layer_create(&k->attn, &b->cfg, &p);
 }
 
-/* One block, in place: x (B, H, W, C) -> (B, H, W, C); attn (B*nW, nH, N,
- * N): its probabilities, if given. */
-static ra_status swin_block_forward(const swin_blk *b, float *x, float *attn, int B, int H,
-                                    int W, rai_window_layouts *run) {
+/* The windows of a block on an H x W map at run time. */
+static ra_window_spec blk_windows(const swin_blk *b, int h, int w) {
+    ra_window_spec g = {.d = 1, .h = h, .w = w, .wd = 1, .wh = b->win[0], .ww = b->win[1],
+                        .sh = b->shift[0], .sw = b->shift[1]};
+    if (b->tv) {   /* torchvision: no shift along an axis that is one window */
+        int hp = 0, wp = 0;
+        ra_window_padded(&g, NULL, &hp, &wp);
+        if (g.wh >= hp) g.sh = 0;
+        if (g.ww >= wp) g.sw = 0;
+    }
+    return g;
+}
+
+/* The block's layout over B maps of H x W: rows gathered through the
+ * window map. */
+static rai_block_layout blk_layout(const rai_window_layout *w, int B, int H, int W) {
+    const int64_t nw = ra_window_count(&w->g), n = ra_window_tokens(&w->g);
+    return (rai_block_layout){.m = (int64_t)B * H * W, .batch = B, .b_ = (int)(B * nw),
+                             .n = (int)n, .map = w->map, .mask = w->mask,
+                             .nw = w->mask ? (int)nw : 0};
+}
+
+static ra_status nomem(void) { return rai_fail(RA_ERR_NOMEM, "swin: out of memory"); }
+
+/* ---- the training tape ------------------------------------------------- */
+
+static void tape_free(swin_tape *t) {
+    if (!t) return;
+    if (t->a) rai_arena_end(&t->cache, t->a);
+    rai_arena_cache_free(&t->cache);
+    free(t->blocks);
+    free(t);
+}
+
+/* Start a tape of nblocks blocks: the previous one is dropped and its
+ * arena reused. */
+static ra_status tape_begin(swin_tape **tp, int nblocks) {
+    swin_tape *t = *tp;
+    if (!t) {
+        if (!(t = calloc(1, sizeof *t))) return nomem();
+        *tp = t;
+    }
+    if (t->a) rai_arena_end(&t->cache, t->a);
+    t->a = rai_arena_begin(&t->cache, &t->local);
+    t->live = 0;
+    if (nblocks > t->nblocks) {
+        rai_block_tape *nb = realloc(t->blocks, (size_t)nblocks * sizeof *nb);
+        if (!nb) return nomem();
+        t->blocks = nb, t->nblocks = nblocks;
+    }
+    return RA_OK;
+}
+
+/* One block on B maps of H x W: x (B, H, W, C) -> y (B, H, W, C).
+ * Inference (bt NULL): in place, y is x; attn (B*nW, nH, N, N) its
+ * probabilities, if given. Training: y a buffer of its own, x kept until
+ * the backward, the block's tape bt laid out in run's arena; rng draws the
+ * drop-path. */
+static ra_status blk_forward(const swin_blk *b, float *y, float *attn, rai_block_tape *bt,
+                             float *x, int B, int H, int W, rai_window_layouts *run, ra_rng *rng) {
     const int C = b->dim;
-    const ra_window_spec g = rai_swin_block_windows(b, H, W);
+    const ra_window_spec g = blk_windows(b, H, W);
     const int64_t nw = ra_window_count(&g), n = ra_window_tokens(&g);
     if (B < 1 || nw < 1 || n < 1)
         return rai_fail(RA_ERR_SHAPE, "swin block: batch %d of %dx%d maps with window %dx%d",
@@ -218,15 +276,20 @@ static ra_status swin_block_forward(const swin_blk *b, float *x, float *attn, in
     const rai_window_layout *wl = NULL;
     ra_status st = rai_window_layout_get(run, &g, B, &wl);
     if (st) return st;
-    const rai_block_layout l = rai_swin_block_layout(wl, B, H, W);
-    return rai_block_forward(&b->blk, x, attn, &l, run->a);
+    const rai_block_layout l = blk_layout(wl, B, H, W);
+    if (!bt) return rai_block_forward(&b->blk, x, attn, &l, run->a);
+    float *base = rai_arena_floats(run->a, rai_block_tape_layout(bt, &b->blk, &l, NULL));
+    if (!base) return nomem();
+    rai_block_tape_layout(bt, &b->blk, &l, base);
+    bt->x = x;
+    return rai_block_forward_train(&b->blk, bt, y, 1, run->a, rng);
 }
 
 /* Multiply-adds of a block on an H x W map, as SwinTransformerBlock.flops()
  * counts them (norm1, the windows' attention, the MLP, norm2), with the
  * windows of the padded map. */
 static int64_t blk_flops(const swin_blk *b, int h, int w) {
-    const ra_window_spec g = rai_swin_block_windows(b, h, w);
+    const ra_window_spec g = blk_windows(b, h, w);
     const int64_t C = b->dim, N = ra_window_tokens(&g), L = (int64_t)h * w;
     int64_t attn = rai_cadd(rai_cmul3(N, C, 3 * C), rai_cmul3(N, N, 2 * C));   /* WindowAttention */
     attn = rai_cadd(attn, rai_cmul3(N, C, C));
@@ -332,7 +395,7 @@ static ra_status check_index(const ra_st_file *f, const ra_st_tensor *t, const s
 /* A saved attn_mask must be the shifted-window mask of the constructor's
  * resolution (padded to the window). */
 static ra_status check_mask(const ra_st_file *f, const ra_st_tensor *t, const swin_blk *b) {
-    const ra_window_spec g = rai_swin_block_windows(b, b->res[0], b->res[1]);
+    const ra_window_spec g = blk_windows(b, b->res[0], b->res[1]);
     const int64_t nw = ra_window_count(&g), n = ra_window_tokens(&g);
     if (!(t->ndim == 3 && t->shape[0] == nw && t->shape[1] == n && t->shape[2] == n))
         return rai_fail(RA_ERR_SHAPE, "tensor '%.80s' must have shape (%lld, %lld, %lld): the "
@@ -433,13 +496,16 @@ static void block_model_destroy(void *impl) {
     swin_block_model *o = impl;
     ra_attn_layer_free(o->b.blk.attn);
     rai_arena_cache_free(&o->ws);
-    rai_swin_tape_free(o->tape);
+    tape_free(o->tape);
     free(o);
 }
 
-static ra_status block_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
-                             const float *x, int x_ndim, const int64_t *x_shape) {
-    const swin_block_model *o = m->impl;
+/* swin_block's forward: x (B, H*W, C) or (B, H, W, C) -> y of x's shape.
+ * t NULL: inference; else training, filling the tape t (begun), with rng
+ * for the drop-path. */
+static ra_status block_model_run(swin_block_model *o, swin_tape *t, ra_rng *rng, float **y,
+                                 int *y_ndim, int64_t y_shape[4], const float *x, int x_ndim,
+                                 const int64_t *x_shape) {
     const swin_blk *b = &o->b;
     int64_t B, H, W, C;
     if (x_ndim == 3) {
@@ -466,20 +532,43 @@ static ra_status block_model_forward(const ra_model *m, float **y, int *y_ndim, 
     if (!rai_mul_i64(&nx, B, H * W) || !rai_mul_i64(&nx, nx, C) || nx > ((int64_t)1 << 40))
         return rai_fail(RA_ERR_SHAPE, "swin_block: input too large");
     float *out = rai_alloc((size_t)nx, sizeof *out);
-    if (!out) return rai_fail(RA_ERR_NOMEM, "swin_block: out of memory");
-    memcpy(out, x, (size_t)nx * sizeof *out);
+    if (!out) return nomem();
     rai_arena local;
-    rai_window_layouts run = {.a = rai_arena_begin(&((swin_block_model *)m->impl)->ws, &local)};
-    ra_status st = swin_block_forward(b, out, NULL, (int)B, (int)H, (int)W, &run);
-    rai_arena_end(&((swin_block_model *)m->impl)->ws, run.a);
+    rai_window_layouts run = {.a = t ? t->a : rai_arena_begin(&o->ws, &local)};
+    /* inference: in place on the output; training: the tape keeps x (the
+     * caller's may go) */
+    float *in = t ? rai_arena_floats(t->a, (size_t)nx) : out;
+    ra_status st = in ? RA_OK : nomem();
+    if (!st) {
+        memcpy(in, x, (size_t)nx * sizeof *in);
+        st = blk_forward(b, out, NULL, t ? &t->blocks[0] : NULL, in, (int)B, (int)H, (int)W,
+                         &run, rng);
+    }
+    if (!t) rai_arena_end(&o->ws, run.a);
     if (st) {
         rai_free(out);
         return st;
     }
+    if (t) t->B = (int)B, t->Hin = (int)H, t->Win = (int)W, t->live = 1;
     *y = out;
     *y_ndim = x_ndim;
     for (int i = 0; i < x_ndim; i++) y_shape[i] = x_shape[i];
     return RA_OK;
+}
+
+static ra_status block_model_forward(const ra_model *m, float **y, int *y_ndim,
+                                     int64_t y_shape[4], const float *x, int x_ndim,
+                                     const int64_t *x_shape) {
+    return block_model_run(m->impl, NULL, NULL, y, y_ndim, y_shape, x, x_ndim, x_shape);
+}
+
+static ra_status block_model_forward_train(ra_model *m, float **y, int *y_ndim,
+                                           int64_t y_shape[4], const float *x, int x_ndim,
+                                           const int64_t *x_shape, ra_rng *rng) {
+    swin_block_model *o = m->impl;
+    ra_status st = tape_begin(&o->tape, 1);
+    if (st) return st;
+    return block_model_run(o, o->tape, rng, y, y_ndim, y_shape, x, x_ndim, x_shape);
 }
 
 static int64_t block_model_flops(const ra_model *m, int h, int w) {
@@ -491,7 +580,7 @@ const rai_arch_ops rai_swin_block_ops = {
     .name = "swin_block", .arch = RA_ARCH_SWIN_BLOCK, .batched = 1, .declare = block_model_declare,
     .canonical = block_model_canonical, .detect = block_model_detect, .build = block_model_build,
     .destroy = block_model_destroy, .forward = block_model_forward,
-    .forward_train = rai_swin_block_forward_train, .backward = rai_swin_block_backward,
+    .forward_train = block_model_forward_train, .backward = rai_swin_block_backward,
     .flops = block_model_flops};
 
 /* ====================================================================== */
@@ -557,6 +646,10 @@ static ra_status net_declare(ra_model *m, const ra_st_file *f) {
     if (!st) st = rai_meta_bool_opt(f, "ape", &n->ape);
     if (!st) st = rai_meta_bool_opt(f, "patch_norm", &n->patch_norm);
     if (!st) st = meta_common(f, &n->k);
+    if (!st) st = rai_meta_double_opt(f, "drop_path_rate", &n->drop_path_rate, NULL);
+    if (!st && !(n->drop_path_rate >= 0.0 && n->drop_path_rate <= 1.0))
+        st = rai_fail(RA_ERR_FORMAT, "metadata drop_path_rate = %g is not in [0, 1]",
+                      n->drop_path_rate);
     int pws[SWIN_MAX_STAGES] = {0}, npws = 0;
     if (!st && n->k.v2 && ra_st_meta(f, "pretrained_window_sizes")) {
         st = rai_meta_list(f, "pretrained_window_sizes", pws, SWIN_MAX_STAGES, &npws, 0, 4096);
@@ -601,6 +694,8 @@ static ra_status net_declare(ra_model *m, const ra_st_file *f) {
             }
         }
     }
+    for (int i = 1; i < n->nblocks; i++)   /* block 0 never drops */
+        n->blocks[i].blk.drop_path = (float)(n->drop_path_rate * i / (n->nblocks - 1));
 
     /* parameters, in the official state_dict order */
     const int64_t E = n->embed_dim, P = n->patch_kernel;
@@ -705,15 +800,18 @@ static rai_tensor_kind net_canonical(const ra_model *m, const char *name, char *
 static ra_status net_build(ra_model *m, const ra_st_file *f) {
     swin_net *n = m->impl;
     ra_status st = RA_OK;
-    n->pe_w = rai_model_get(m, "patch_embed.proj.weight");
-    n->pe_b = rai_model_get(m, "patch_embed.proj.bias");
-    n->pe_nw = rai_model_get(m, "patch_embed.norm.weight");
-    n->pe_nb = rai_model_get(m, "patch_embed.norm.bias");
-    n->ape_w = rai_model_get(m, "absolute_pos_embed");
-    n->norm_w = rai_model_get(m, "norm.weight");
-    n->norm_b = rai_model_get(m, "norm.bias");
-    n->head_w = rai_model_get(m, "head.weight");
-    n->head_b = rai_model_get(m, "head.bias");
+    const int tv = n->scheme == SCHEME_TORCHVISION;   /* Conv2d(stride P) crops */
+    n->stem = (rai_stem){.in_chans = n->in_chans, .patch = n->patch, .kernel = n->patch_kernel,
+                         .dim = n->embed_dim, .pad = !tv, .crop = tv,
+                         .w = rai_model_get(m, "patch_embed.proj.weight"),
+                         .b = rai_model_get(m, "patch_embed.proj.bias"),
+                         .nw = rai_model_get(m, "patch_embed.norm.weight"),
+                         .nb = rai_model_get(m, "patch_embed.norm.bias"), .eps = SWIN_EPS,
+                         .pos = rai_model_get(m, "absolute_pos_embed")};
+    n->head = (rai_head){.dim = n->features, .eps = SWIN_EPS, .nw = rai_model_get(m, "norm.weight"),
+                         .nb = rai_model_get(m, "norm.bias"), .pool = RAI_POOL_AVG,
+                         .w = rai_model_get(m, "head.weight"), .b = rai_model_get(m, "head.bias"),
+                         .classes = n->num_classes};
     for (int s = 0; s < n->nstages && !st; s++) {
         char pfx[64];
         for (int j = 0; j < n->depths[s] && !st; j++) {
@@ -722,9 +820,10 @@ static ra_status net_build(ra_model *m, const ra_st_file *f) {
         }
         if (s < n->nstages - 1) {
             snprintf(pfx, sizeof pfx, "layers.%d.downsample.", s);
-            n->ds_w[s] = get(m, pfx, "reduction.weight");
-            n->ds_nw[s] = get(m, pfx, "norm.weight");
-            n->ds_nb[s] = get(m, pfx, "norm.bias");
+            n->merge[s] = (rai_merge){.post = n->k.v2, .eps = SWIN_EPS,
+                                      .w = get(m, pfx, "reduction.weight"),
+                                      .nw = get(m, pfx, "norm.weight"),
+                                      .nb = get(m, pfx, "norm.bias")};
         }
     }
     /* the buffers the file carries */
@@ -747,128 +846,152 @@ static void net_destroy(void *impl) {
     for (int i = 0; n->blocks && i < n->nblocks; i++) ra_attn_layer_free(n->blocks[i].blk.attn);
     free(n->blocks);
     rai_arena_cache_free(&n->ws);
-    rai_swin_tape_free(n->tape);
+    tape_free(n->tape);
     free(n);
 }
 
+/* ---- the network's forward: inference, or training with a tape ------------
+ * Each step below runs as inference when the tape t is NULL (in place
+ * where it can, its scratch released) and keeps what the backward reads
+ * when it is not (nothing released: the arena is the tape's). */
+
+/* Check images x (B, C_in, H, W) for the network (train: the tape's larger
+ * bound) and give their sizes. */
+static ra_status net_input(const swin_net *n, int x_ndim, const int64_t *x_shape, int train,
+                            int64_t *B, int64_t *H, int64_t *W) {
+    if (x_ndim != 4 || x_shape[1] != n->in_chans)
+        return rai_fail(RA_ERR_SHAPE, "swin takes images x (B, %d, H, W)", n->in_chans);
+    const int64_t b = x_shape[0], h = x_shape[2], w = x_shape[3];
+    if (b < 1 || b > INT_MAX || h < 1 || h > SWIN_MAX_SIZE || w < 1 || w > SWIN_MAX_SIZE)
+        return rai_fail(RA_ERR_SHAPE, "swin: batch %lld of %lldx%lld images", (long long)b,
+                        (long long)h, (long long)w);
+    /* every activation is at most about (B, H*W/P^2 rounded up, max(E*kc)),
+     * and the training tape keeps a few of them per block */
+    int64_t big;
+    const int64_t per = (h + n->patch) * (w + n->patch) / ((int64_t)n->patch * n->patch) + 1;
+    const int64_t wide = (int64_t)n->in_chans * n->patch_kernel * n->patch_kernel +
+                         (train ? 8 : 4) * (int64_t)n->features;
+    if (!rai_mul_i64(&big, b, per) || !rai_mul_i64(&big, big, wide) ||
+        big > ((int64_t)1 << (train ? 38 : 40)))
+        return rai_fail(RA_ERR_SHAPE, "swin: input too large%s", train ? " to train on" : "");
+    *B = b, *H = h, *W = w;
+    return RA_OK;
+}
+
 /* x (B, Cin, H, W) -> tokens (B, gh*gw, E) after the patch embedding, its
- * norm and the absolute position embedding; *out from the arena. */
-static ra_status net_embed(const swin_net *n, rai_arena *a, float **out, int *gh, int *gw,
-                           const float *x, int B, int H, int W) {
-    const int P = n->patch, Cin = n->in_chans, E = n->embed_dim;
-    const float *src = x;
-    int h = H, w = W, pad = 1;
-    ra_status st;
-    if (n->scheme == SCHEME_TORCHVISION) {   /* Conv2d(stride P) drops the remainder */
-        pad = 0, h = H / P * P, w = W / P * P;
-        if (h < 1 || w < 1)
-            return rai_fail(RA_ERR_SHAPE, "swin: a %dx%d image is smaller than a %dx%d patch", H,
-                            W, P, P);
-    }
-    if ((st = ra_patch_grid(gh, gw, h, w, P, pad))) return st;
+ * norm and the absolute position embedding (stem.c); *out from the arena. */
+static ra_status net_embed(const swin_net *n, swin_tape *t, rai_arena *a, float **out, int *gh,
+                           int *gw, const float *x, int B, int H, int W) {
+    int hc, wc;
+    ra_status st = rai_stem_grid(&n->stem, H, W, &hc, &wc, gh, gw);
+    if (st) return rai_fail(st, "swin: %s", ra_last_error());
     if (n->ape && (*gh != n->grid[0] || *gw != n->grid[1]))
         return rai_fail(RA_ERR_SHAPE, "swin: absolute_pos_embed is for a %dx%d patch grid "
                         "(img_size %dx%d), the input gives %dx%d", n->grid[0], n->grid[1],
                         n->img[0], n->img[1], *gh, *gw);
-    const int64_t L = (int64_t)*gh * *gw, rows = B * L;
-    const int64_t kc = (int64_t)Cin * n->patch_kernel * n->patch_kernel;
-    float *y = rai_arena_floats(a, (size_t)(rows * E));
-    const size_t mark = rai_arena_mark(a);
-    if (!y) return rai_fail(RA_ERR_NOMEM, "swin: out of memory");
-    if (h != H || w != W) {
-        float *crop = rai_arena_floats(a, (size_t)B * Cin * h * w);
-        if (!crop) return rai_fail(RA_ERR_NOMEM, "swin: out of memory");
-        for (int64_t r = 0; r < (int64_t)B * Cin * h; r++)
-            memcpy(crop + r * w, x + ((r / h) * H + r % h) * (int64_t)W,
-                   (size_t)w * sizeof *crop);
-        src = crop;
+    float *y = rai_arena_floats(a, (size_t)B * *gh * *gw * n->embed_dim);
+    if (!y) return nomem();
+    if (t) {   /* the stem's tape */
+        const size_t need = rai_stem_tape_layout(NULL, &n->stem, B, H, W, NULL);
+        float *base = rai_arena_floats(a, need);
+        if (!base) return nomem();
+        rai_stem_tape_layout(&t->stem, &n->stem, B, H, W, base);
     }
-    float *cols = rai_arena_floats(a, (size_t)(rows * kc));
-    if (!cols) st = rai_fail(RA_ERR_NOMEM, "swin: out of memory");
-    else st = rai_patch_embed_forward_k(y, cols, src, n->pe_w, n->pe_b, B, Cin, h, w, P,
-                                        n->patch_kernel, E, pad);
-    if (!st && n->patch_norm)
-        rai_layernorm_rows(y, y, NULL, rows, E, n->pe_nw, n->pe_nb, SWIN_EPS);
-    if (!st && n->ape)
-        for (int b = 0; b < B; b++) ra_add(y + b * L * E, y + b * L * E, n->ape_w, L * E);
-    rai_arena_reset(a, mark);
-    if (!st) *out = y;
+    if ((st = rai_stem_forward(&n->stem, y, t ? &t->stem : NULL, x, B, H, W, a))) return st;
+    *out = y;
+    return RA_OK;
+}
+
+/* Blocks i0..i1-1 of the network on *x (B, H, W, C): inference in place;
+ * training each block's output a buffer of its own, *x then the last. */
+static ra_status net_blocks(const swin_net *n, swin_tape *t, int i0, int i1, float **x, int B,
+                            int H, int W, rai_window_layouts *run, ra_rng *rng) {
+    ra_status st = RA_OK;
+    for (int i = i0; i < i1 && !st; i++) {
+        const swin_blk *b = &n->blocks[i];
+        float *y = t ? rai_arena_floats(run->a, (size_t)B * H * W * b->dim) : *x;
+        if (!y) return nomem();
+        st = blk_forward(b, y, NULL, t ? &t->blocks[i] : NULL, *x, B, H, W, run, rng);
+        *x = y;
+    }
     return st;
 }
 
-/* x (B, H, W, C) -> (B, ceil(H/2) * ceil(W/2), 2C): gather, LayerNorm(4C),
- * Linear(4C, 2C) without bias; *x replaced by a buffer of the arena. */
-static ra_status net_merge(const swin_net *n, rai_arena *a, int s, float **x, int B, int H,
-                           int W, int C) {
-    const int64_t rows = (int64_t)B * ((H + 1) / 2) * ((W + 1) / 2);
-    float *y = rai_arena_floats(a, (size_t)(rows * 2 * C));
-    const size_t mark = rai_arena_mark(a);
-    float *cat = rai_arena_floats(a, (size_t)(rows * 4 * C));
-    ra_status st = cat && y ? RA_OK : rai_fail(RA_ERR_NOMEM, "swin: out of memory");
-    if (!st) st = ra_patch_merge_forward(cat, *x, B, H, W, C);
-    if (!st && n->k.v2) {   /* reduction, then norm */
-        ra_linear_forward(y, cat, n->ds_w[s], NULL, rows, 2 * C, 4 * C);
-        rai_layernorm_rows(y, y, NULL, rows, 2 * C, n->ds_nw[s], n->ds_nb[s], SWIN_EPS);
-        *x = y;
-    } else if (!st) {
-        rai_layernorm_rows(cat, cat, NULL, rows, 4 * C, n->ds_nw[s], n->ds_nb[s], SWIN_EPS);
-        ra_linear_forward(y, cat, n->ds_w[s], NULL, rows, 2 * C, 4 * C);
-        *x = y;
-    }
-    rai_arena_reset(a, mark);
+/* Patch merging after stage s (merge.c): *x (B, H, W, C) replaced by
+ * (B, ceil(H/2) * ceil(W/2), 2C), a buffer of the arena. */
+static ra_status net_merge(const swin_net *n, swin_tape *t, int s, rai_arena *a, float **x,
+                           int B, int H, int W, int C) {
+    float *y = rai_arena_floats(a, (size_t)B * ((H + 1) / 2) * ((W + 1) / 2) * 2 * C);
+    if (!y) return nomem();
+    ra_status st = rai_merge_forward(&n->merge[s], y, t ? &t->merge[s] : NULL, *x, B, H, W, C, a);
+    if (!st) *x = y;
     return st;
 }
 
-static ra_status net_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
-                             const float *x, int x_ndim, const int64_t *x_shape) {
-    swin_net *n = m->impl;
+/* The network's forward: x (B, Cin, H, W) images -> y (B, num_classes)
+ * logits (or the pooled features without a head). t NULL: inference;
+ * else training, filling the tape t (begun), with rng for the drop-path. */
+static ra_status net_run(swin_net *n, swin_tape *t, ra_rng *rng, float **y, int *y_ndim,
+                         int64_t y_shape[4], const float *x, int x_ndim, const int64_t *x_shape) {
     int64_t B = 0, H = 0, W = 0;
-    ra_status st0 = rai_swin_net_input(n, x_ndim, x_shape, 0, &B, &H, &W);
-    if (st0) return st0;
-
+    ra_status st = net_input(n, x_ndim, x_shape, t != NULL, &B, &H, &W);
+    if (st) return st;
     rai_arena local;
-    rai_window_layouts run = {.a = rai_arena_begin(&n->ws, &local)};
-    float *t = NULL, *out = NULL;
-    int h = 0, w = 0;
-    ra_status st = net_embed(n, run.a, &t, &h, &w, x, (int)B, (int)H, (int)W);
-    int C = n->embed_dim;
+    rai_window_layouts run = {.a = t ? t->a : rai_arena_begin(&n->ws, &local)};
+    float *tok = NULL, *out = NULL;
+    int h = 0, w = 0, C = n->embed_dim;
+    st = net_embed(n, t, run.a, &tok, &h, &w, x, (int)B, (int)H, (int)W);
     for (int s = 0; s < n->nstages && !st; s++) {
         const size_t mark = rai_arena_mark(run.a);   /* the stage's window layouts */
         run.count = 0;
-        for (int j = 0; j < n->depths[s] && !st; j++)
-            st = swin_block_forward(&n->blocks[n->first[s] + j], t, NULL, (int)B, h, w, &run);
-        rai_arena_reset(run.a, mark);
+        if (t) t->sh[s] = h, t->sw[s] = w;
+        st = net_blocks(n, t, n->first[s], n->first[s + 1], &tok, (int)B, h, w, &run, rng);
+        if (!t) rai_arena_reset(run.a, mark);   /* training: kept for the backward */
         run.count = 0;
         if (s < n->nstages - 1 && !st) {
-            st = net_merge(n, run.a, s, &t, (int)B, h, w, C);
+            st = net_merge(n, t, s, run.a, &tok, (int)B, h, w, C);
             h = (h + 1) / 2, w = (w + 1) / 2, C *= 2;
         }
     }
-    const int64_t L = (int64_t)h * w, rows = B * L;
-    float *pooled = NULL;
-    if (!st && !(pooled = rai_arena_floats(run.a, (size_t)(B * C))))
-        st = rai_fail(RA_ERR_NOMEM, "swin: out of memory");
-    if (!st) {
-        rai_layernorm_rows(t, t, NULL, rows, C, n->norm_w, n->norm_b, SWIN_EPS);
-        ra_mean_tokens_forward(pooled, t, (int)B, L, C);
-        const int K = n->num_classes > 0 ? n->num_classes : C;
-        if (!(out = rai_alloc((size_t)(B * K), sizeof *out)))
-            st = rai_fail(RA_ERR_NOMEM, "swin: out of memory");
-        else if (n->num_classes > 0)
-            ra_linear_forward(out, pooled, n->head_w, n->head_b, B, n->num_classes, C);
-        else   /* no head: the pooled features */
-            memcpy(out, pooled, (size_t)(B * C) * sizeof *out);
+    /* final norm, mean over the tokens, head (head.c) */
+    const int64_t L = (int64_t)h * w;
+    const int K = n->num_classes > 0 ? n->num_classes : C;
+    if (!st && t) {
+        t->hf = h, t->wf = w, t->cf = C;
+        const size_t need = rai_head_tape_layout(NULL, &n->head, (int)B, L, tok, NULL);
+        float *base = rai_arena_floats(run.a, need);
+        if (base) rai_head_tape_layout(&t->head, &n->head, (int)B, L, tok, base);
+        else st = nomem();
     }
-    rai_arena_end(&n->ws, run.a);
+    if (!st && !(out = rai_alloc((size_t)(B * K), sizeof *out))) st = nomem();
+    if (!st) st = rai_head_forward(&n->head, out, t ? &t->head : NULL, tok, (int)B, L, run.a);
+    if (!t) rai_arena_end(&n->ws, run.a);
     if (st) {
         rai_free(out);
         return st;
     }
+    if (t) t->B = (int)B, t->Hin = (int)H, t->Win = (int)W, t->live = 1;
     *y = out;
     *y_ndim = 2;
-    y_shape[0] = B;
-    y_shape[1] = n->num_classes > 0 ? n->num_classes : C;
+    y_shape[0] = B, y_shape[1] = K;
     return RA_OK;
+}
+
+static ra_status net_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
+                             const float *x, int x_ndim, const int64_t *x_shape) {
+    return net_run(m->impl, NULL, NULL, y, y_ndim, y_shape, x, x_ndim, x_shape);
+}
+
+static ra_status net_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
+                                   const float *x, int x_ndim, const int64_t *x_shape,
+                                   ra_rng *rng) {
+    swin_net *n = m->impl;
+    if (n->drop_path_rate > 0 && n->nblocks > 1 && !rng)
+        return rai_fail(RA_ERR_ARG, "%s: drop_path_rate %g needs a random generator for the "
+                        "training forward", m->ops->name, n->drop_path_rate);
+    ra_status st = tape_begin(&n->tape, n->nblocks);
+    if (st) return st;
+    return net_run(n, n->tape, rng, y, y_ndim, y_shape, x, x_ndim, x_shape);
 }
 
 /* The attention probabilities of block (stage, block) over one image, as
@@ -892,21 +1015,21 @@ ra_status ra_swin_attention_maps(const ra_model *m, float *maps, int *gh, int *g
     rai_window_layouts run = {.a = rai_arena_begin((rai_arena_cache *)&n->ws, &local)};
     float *t = NULL;
     int h = 0, w = 0, C = n->embed_dim;
-    ra_status st = net_embed(n, run.a, &t, &h, &w, x, 1, h_img, w_img);
+    ra_status st = net_embed(n, NULL, run.a, &t, &h, &w, x, 1, h_img, w_img);
     for (int s = 0; s < stage && !st; s++) {
         const size_t mark = rai_arena_mark(run.a);
         run.count = 0;
-        for (int j = 0; j < n->depths[s] && !st; j++)
-            st = swin_block_forward(&n->blocks[n->first[s] + j], t, NULL, 1, h, w, &run);
+        st = net_blocks(n, NULL, n->first[s], n->first[s + 1], &t, 1, h, w, &run, NULL);
         rai_arena_reset(run.a, mark);
         run.count = 0;
         if (!st) {
-            st = net_merge(n, run.a, s, &t, 1, h, w, C);
+            st = net_merge(n, NULL, s, run.a, &t, 1, h, w, C);
             h = (h + 1) / 2, w = (w + 1) / 2, C *= 2;
         }
     }
-    for (int j = 0; j < block && !st; j++)
-        st = swin_block_forward(&n->blocks[n->first[stage] + j], t, NULL, 1, h, w, &run);
+    if (!st)
+        st = net_blocks(n, NULL, n->first[stage], n->first[stage] + block, &t, 1, h, w, &run,
+                        NULL);
     *gh = h, *gw = w, *nh = b->heads;
     for (int q = 0; !st && maps && q < nq; q++)
         if (queries[2 * q] < 0 || queries[2 * q] >= h || queries[2 * q + 1] < 0 ||
@@ -919,11 +1042,11 @@ ra_status ra_swin_attention_maps(const ra_model *m, float *maps, int *gh, int *g
     }
     /* the block itself, its probabilities kept; then the window map sends
      * them back to grid positions */
-    const ra_window_spec g = rai_swin_block_windows(b, h, w);
+    const ra_window_spec g = blk_windows(b, h, w);
     const int64_t nw = ra_window_count(&g), N = ra_window_tokens(&g), H = b->heads;
     const rai_window_layout *wl = NULL;
     float *attn = rai_arena_floats(run.a, (size_t)(nw * H * N * N));
-    st = attn ? swin_block_forward(b, t, attn, 1, h, w, &run)
+    st = attn ? blk_forward(b, t, attn, NULL, t, 1, h, w, &run, NULL)
               : rai_fail(RA_ERR_NOMEM, "attention maps: out of memory");
     if (!st) st = rai_window_layout_get(&run, &g, 1, &wl);
     memset(maps, 0, (size_t)nq * H * h * w * sizeof *maps);
@@ -998,7 +1121,7 @@ const rai_arch_ops rai_swin_ops = {
     .name = "swin", .arch = RA_ARCH_SWIN, .batched = 1, .declare = net_declare,
     .canonical = net_canonical,
     .detect = net_detect, .build = net_build, .destroy = net_destroy, .forward = net_forward,
-    .forward_train = rai_swin_net_forward_train, .backward = rai_swin_net_backward,
+    .forward_train = net_forward_train, .backward = rai_swin_net_backward,
     .flops = net_flops, .layer_of = net_layer_of};
 
 /* SwinV2 (swin_transformer_v2.py, torchvision's swin_v2_*): the network
@@ -1008,5 +1131,5 @@ const rai_arch_ops rai_swinv2_ops = {
     .name = "swinv2", .arch = RA_ARCH_SWINV2, .batched = 1, .declare = net_declare,
     .canonical = net_canonical,
     .detect = net_detect, .build = net_build, .destroy = net_destroy, .forward = net_forward,
-    .forward_train = rai_swin_net_forward_train, .backward = rai_swin_net_backward,
+    .forward_train = net_forward_train, .backward = rai_swin_net_backward,
     .flops = net_flops, .layer_of = net_layer_of};

@@ -802,13 +802,6 @@ static ra_status swin3d_forward_train(ra_model *m, float **y, int *y_ndim, int64
     return RA_OK;
 }
 
-/* The gradient of the parameter at w (a pointer into m->weights): the
- * gradients sit at the parameters' offsets in the flat gradient, so Video
- * Swin's fused attn.qkv and RSTT's attn.q / attn.kv are the same code. */
-static float *grad_of(const ra_model *m, float *grad, const float *w) {
-    return w ? grad + (w - m->weights) : NULL;
-}
-
 /* ra_model_backward: dx (the clip's shape, a cross block's query frames
  * then its key/value frames) and grad ACCUMULATED, from dy and the tape,
  * which is only read: a second call gives the same gradients again. */
@@ -818,7 +811,7 @@ static ra_status swin3d_backward(ra_model *m, float *grad, float *dx, const floa
     if (!t || !t->valid)
         return rai_fail(RA_ERR_ARG, "swin_block_3d: backward without a training forward");
     const int64_t nx = t->r.z.nx;
-#define G(w) grad_of(m, grad, s->w)
+#define G(w) rai_model_grad_at(m, grad, s->w)   /* Video Swin's qkv and RSTT's q / kv alike */
     const rai_block_grads g = {
         .n1w = G(n1w), .n1b = G(n1b), .n2w = G(n2w), .n2b = G(n2b), .nkw = G(nkw),
         .nkb = G(nkb), .fc1w = G(f1w), .fc1b = G(f1b), .fc2w = G(f2w), .fc2b = G(f2b),

@@ -46,6 +46,8 @@
  * unexpected tensors. */
 #include "models/model.h"
 #include "layers/block.h"
+#include "layers/head.h"
+#include "layers/stem.h"
 
 #include <errno.h>
 #include <math.h>
@@ -60,7 +62,6 @@
 /* Elements of any one activation buffer: as the attention layer's bound. */
 #define VIT_MAX_ELEMS ((int64_t)1 << 40)
 
-enum { POOL_NONE, POOL_TOKEN, POOL_AVG, POOL_MAX, POOL_AVGMAX };
 
 /* The training forward's tape, one flat buffer grown as needed and kept
  * between steps (llm.c's activations). */
@@ -70,15 +71,11 @@ typedef struct {
     int valid;             /* a training forward filled it */
     int dims[5];           /* B, H, W, gh, gw of that forward */
     rai_block_tape *blk;    /* (depth) */
-    float *cols;           /* (B*L, Cin*P*P) patch columns */
+    rai_stem_tape stem;    /* the patch embedding: its patch columns */
     float *x0;             /* (rows, C) tokens, norm_pre's input (pre_norm only) */
     float *pre_mean, *pre_rstd;
-    float *xf;             /* (rows, C) the last block's output: norm's input */
-    float *fmean, *frstd;
-    float *xo;             /* (rows, C) final tokens (xf without a final norm) */
-    float *pooled;         /* (outer, C) pooled features: fc_norm's input */
-    float *pmean, *prstd;
-    float *pn;             /* (outer, C) the head's input (pooled without fc_norm) */
+    float *xf;             /* (rows, C) the last block's output: the head's input */
+    rai_head_tape head;    /* final norm, pooling, fc_norm, head */
 } vit_tape;
 
 typedef struct {
@@ -89,10 +86,13 @@ typedef struct {
     double drop_path_rate;   /* timm's: linspace(0, rate, depth) over the blocks */
     int grid[2];   /* the patch grid of img_size: the grid of pos_embed */
     int prefix;    /* class + register tokens */
-    const float *cls, *reg, *pos, *pe_w, *pe_b, *pre_w, *pre_b;
-    const float *norm_w, *norm_b, *fcn_w, *fcn_b, *head_w, *head_b;
+    const float *cls, *reg, *pos, *pre_w, *pre_b;
+    rai_stem stem;         /* the patch embedding (stem.c) */
+    rai_head head;         /* final norm, pooling, fc_norm, head (head.c) */
     float *zeros;  /* (C): the proj bias the attention layer needs when proj_bias is false */
     rai_block *blocks;
+    ra_attn_params *attn_w;   /* (depth) each block's attention weights, as the file has
+                                 them (their gradients sit at their offsets) */
     rai_arena_cache ws;   /* the forward's workspace, kept between calls */
     vit_tape tape;       /* the training forward's activations */
     float eps;             /* the LayerNorms' epsilon (layer_norm_eps) */
@@ -111,11 +111,11 @@ static ra_status meta_double(const ra_st_file *f, const char *key, double *out, 
 
 static ra_status meta_pool(const ra_st_file *f, int *pool) {
     const char *v = ra_st_meta(f, "global_pool");
-    if (!v || strcmp(v, "token") == 0) *pool = POOL_TOKEN;
-    else if (strcmp(v, "avg") == 0) *pool = POOL_AVG;
-    else if (strcmp(v, "max") == 0) *pool = POOL_MAX;
-    else if (strcmp(v, "avgmax") == 0) *pool = POOL_AVGMAX;
-    else if (strcmp(v, "") == 0) *pool = POOL_NONE;
+    if (!v || strcmp(v, "token") == 0) *pool = RAI_POOL_TOKEN;
+    else if (strcmp(v, "avg") == 0) *pool = RAI_POOL_AVG;
+    else if (strcmp(v, "max") == 0) *pool = RAI_POOL_MAX;
+    else if (strcmp(v, "avgmax") == 0) *pool = RAI_POOL_AVGMAX;
+    else if (strcmp(v, "") == 0) *pool = RAI_POOL_NONE;
     else
         return rai_fail(RA_ERR_FORMAT, "metadata global_pool = \"%.40s\" is not supported "
                         "(token, avg, max, avgmax or \"\")", v);
@@ -217,11 +217,11 @@ static ra_status vit_declare(ra_model *m, const ra_st_file *f) {
         return rai_fail(RA_ERR_FORMAT, "metadata mlp_ratio = %g is out of range", ratio);
     v->hidden = (int)(v->dim * ratio);   /* int(dim * mlp_ratio), as timm's Block */
     if (v->hidden == 0) v->hidden = v->dim;   /* Mlp: hidden_features or in_features */
-    if (!v->class_token && v->pool == POOL_TOKEN)
+    if (!v->class_token && v->pool == RAI_POOL_TOKEN)
         return rai_fail(RA_ERR_FORMAT, "global_pool \"token\" needs class_token (timm asserts it)");
     v->use_fc_norm = fc_norm >= 0 ? fc_norm
-                                  : v->pool == POOL_AVG || v->pool == POOL_MAX ||
-                                        v->pool == POOL_AVGMAX;
+                                  : v->pool == RAI_POOL_AVG || v->pool == RAI_POOL_MAX ||
+                                        v->pool == RAI_POOL_AVGMAX;
     v->layer_scale = has_init && init_values != 0.0;   /* LayerScale if init_values */
     v->prefix = v->class_token + v->reg_tokens;
     ra_status g = ra_patch_grid(&v->grid[0], &v->grid[1], v->img[0], v->img[1], v->patch,
@@ -417,6 +417,7 @@ static void vit_destroy(void *impl) {
     if (!v) return;
     for (int i = 0; v->blocks && i < v->depth; i++) ra_attn_layer_free(v->blocks[i].attn);
     free(v->blocks);
+    free(v->attn_w);
     rai_free(v->zeros);
     rai_arena_cache_free(&v->ws);
     rai_free(v->tape.buf);
@@ -436,19 +437,23 @@ static ra_status vit_build(ra_model *m, const ra_st_file *f) {
     v->cls = rai_model_get(m, "cls_token");
     v->reg = rai_model_get(m, "reg_token");
     v->pos = rai_model_get(m, "pos_embed");
-    v->pe_w = rai_model_get(m, "patch_embed.proj.weight");
-    v->pe_b = rai_model_get(m, "patch_embed.proj.bias");
+    v->stem = (rai_stem){.in_chans = v->in_chans, .patch = v->patch, .kernel = v->patch,
+                         .dim = v->dim, .pad = v->dyn_pad,
+                         .w = rai_model_get(m, "patch_embed.proj.weight"),
+                         .b = rai_model_get(m, "patch_embed.proj.bias")};
     v->pre_w = rai_model_get(m, "norm_pre.weight");
     v->pre_b = rai_model_get(m, "norm_pre.bias");
-    v->norm_w = rai_model_get(m, "norm.weight");
-    v->norm_b = rai_model_get(m, "norm.bias");
-    v->fcn_w = rai_model_get(m, "fc_norm.weight");
-    v->fcn_b = rai_model_get(m, "fc_norm.bias");
-    v->head_w = rai_model_get(m, "head.weight");
-    v->head_b = rai_model_get(m, "head.bias");
+    v->head = (rai_head){.dim = v->dim, .eps = v->eps, .nw = rai_model_get(m, "norm.weight"),
+                         .nb = rai_model_get(m, "norm.bias"), .pool = v->pool,
+                         .skip = v->pool_prefix ? 0 : v->prefix,
+                         .fw = rai_model_get(m, "fc_norm.weight"),
+                         .fb = rai_model_get(m, "fc_norm.bias"),
+                         .w = rai_model_get(m, "head.weight"), .b = rai_model_get(m, "head.bias"),
+                         .classes = v->num_classes};
     if (!v->proj_bias && !(v->zeros = rai_calloc((size_t)v->dim, sizeof(float))))
         return rai_fail(RA_ERR_NOMEM, "vit: out of memory");
-    if (v->depth && !(v->blocks = calloc((size_t)v->depth, sizeof *v->blocks)))
+    if (v->depth && (!(v->blocks = calloc((size_t)v->depth, sizeof *v->blocks)) ||
+                     !(v->attn_w = calloc((size_t)v->depth, sizeof *v->attn_w))))
         return rai_fail(RA_ERR_NOMEM, "vit: out of memory");
     ra_attn_config cfg = ra_attn_config_default(RA_ARCH_VIT_ATTENTION);
     cfg.dim = v->dim;
@@ -469,12 +474,14 @@ static ra_status vit_build(ra_model *m, const ra_st_file *f) {
         b->fc2b = blk_get(m, i, "mlp.fc2.bias");
         /* torch.linspace(0, rate, depth) in float32, as timm's dpr */
         b->drop_path = v->depth > 1 ? (float)(v->drop_path_rate * i / (v->depth - 1)) : 0.0f;
-        const float *pb = blk_get(m, i, "attn.proj.bias");
-        ra_attn_params p = {.qkv_w = blk_get(m, i, "attn.qkv.weight"),
-                            .qkv_b = blk_get(m, i, "attn.qkv.bias"),
-                            .proj_w = blk_get(m, i, "attn.proj.weight"),
-                            .proj_b = pb ? pb : v->zeros};
-        ra_status st = ra_attn_layer_create(&b->attn, &cfg, &p);
+        ra_attn_params *p = &v->attn_w[i];
+        *p = (ra_attn_params){.qkv_w = blk_get(m, i, "attn.qkv.weight"),
+                              .qkv_b = blk_get(m, i, "attn.qkv.bias"),
+                              .proj_w = blk_get(m, i, "attn.proj.weight"),
+                              .proj_b = blk_get(m, i, "attn.proj.bias")};
+        ra_attn_params layer = *p;   /* without proj_bias, the zeros it adds */
+        if (!layer.proj_b) layer.proj_b = v->zeros;
+        ra_status st = ra_attn_layer_create(&b->attn, &cfg, &layer);
         if (st) return st;
     }
     return RA_OK;
@@ -679,7 +686,7 @@ static ra_status vit_dims_of(const vit_impl *v, vit_dims *d, int x_ndim, const i
                         v->in_chans, H, W);
     *d = (vit_dims){.B = B, .H = H, .W = W, .gh = gh, .gw = gw, .K_out = K_out, .L = L,
                     .N = N, .K = K, .rows = rows,
-                    .outer = v->pool == POOL_NONE ? rows : B};
+                    .outer = v->pool == RAI_POOL_NONE ? rows : B};
     return RA_OK;
 }
 
@@ -725,36 +732,8 @@ static void make_tokens(const vit_impl *v, float *X, const float *patches, const
     }
 }
 
-/* pooled (outer, C) from the final tokens X (B, N, C). */
-static void pool_forward(const vit_impl *v, float *pooled, const float *X, int B, int64_t N) {
-    const int C = v->dim;
-    const int64_t skip = v->pool_prefix ? 0 : v->prefix, n_pool = N - skip;
-    if (v->pool == POOL_NONE) {
-        memcpy(pooled, X, (size_t)(B * N * C) * sizeof(float));
-    } else if (v->pool == POOL_TOKEN) {
-        for (int b = 0; b < B; b++)
-            memcpy(pooled + (int64_t)b * C, X + (int64_t)b * N * C, (size_t)C * sizeof(float));
-    } else {
-        for (int b = 0; b < B; b++) {
-            const float *xb = X + ((int64_t)b * N + skip) * C;
-            float *pb = pooled + (int64_t)b * C;
-            if (v->pool != POOL_MAX) ra_mean_tokens_forward(pb, xb, 1, n_pool, C);
-            if (v->pool == POOL_AVG) continue;
-            for (int k = 0; k < C; k++) {
-                float mx = xb[k];
-                for (int64_t t = 1; t < n_pool; t++) {
-                    const float e = xb[t * C + k];
-                    if (e > mx || isnan(e)) mx = e;   /* amax propagates NaN */
-                    if (isnan(mx)) break;
-                }
-                pb[k] = v->pool == POOL_MAX ? mx : 0.5f * (mx + pb[k]);
-            }
-        }
-    }
-}
-
 static void set_y_shape(const vit_impl *v, const vit_dims *d, int *y_ndim, int64_t y_shape[4]) {
-    if (v->pool == POOL_NONE) {
+    if (v->pool == RAI_POOL_NONE) {
         *y_ndim = 3;
         y_shape[0] = d->B, y_shape[1] = d->N, y_shape[2] = d->K_out;
     } else {
@@ -763,107 +742,38 @@ static void set_y_shape(const vit_impl *v, const vit_dims *d, int *y_ndim, int64
     }
 }
 
-static ra_status vit_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
-                             const float *x, int x_ndim, const int64_t *x_shape) {
-    vit_impl *v = m->impl;
-    const int C = v->dim;
-    vit_dims d = {0};
-    ra_status st = vit_dims_of(v, &d, x_ndim, x_shape);
-    if (st) return st;
-    const int B = d.B, P = v->patch;
-    const int64_t L = d.L, N = d.N, rows = d.rows, outer = d.outer;
-    const int64_t e_x = rows * C, e_cols = B * L * d.K;
-
-    /* scratch, from the model's arena: tokens X, patch tokens A (rows, C);
-     * patch columns; pos_embed; the blocks' own */
-    rai_arena local;
-    rai_arena *ar = rai_arena_begin(&v->ws, &local);
-    float *X = rai_arena_floats(ar, (size_t)e_x);
-    float *A = rai_arena_floats(ar, (size_t)e_x);
-    float *cols = rai_arena_floats(ar, (size_t)e_cols);
-    float *pooled = rai_arena_floats(ar, (size_t)outer * C);
-    float *out = rai_alloc((size_t)outer, (size_t)d.K_out * sizeof(float));
-    const float *pos = NULL;
-    if (!X || !A || !cols || !pooled || !out) {
-        st = rai_fail(RA_ERR_NOMEM, "vit: out of memory for a batch of %d images of %dx%d", B,
-                      d.H, d.W);
-        goto done;
-    }
-    if ((st = pos_for(v, ar, d.gh, d.gw, &pos))) goto done;
-
-    /* tokens: [cls, reg..., patches] + pos_embed */
-    st = ra_patch_embed_forward(A, cols, x, v->pe_w, v->pe_b, B, v->in_chans, d.H, d.W, P, C,
-                                v->dyn_pad);
-    if (st) goto done;
-    make_tokens(v, X, A, pos, B, L, N);
-    if (v->pre_norm) rai_layernorm_rows(X, X, NULL, rows, C, v->pre_w, v->pre_b, v->eps);
-
-    const rai_block_layout l = {.m = rows, .batch = B, .b_ = B, .n = (int)N};
-    for (int i = 0; i < v->depth && !st; i++) st = rai_block_forward(&v->blocks[i], X, NULL, &l, ar);
-    if (st) goto done;
-    if (v->norm_w) rai_layernorm_rows(X, X, NULL, rows, C, v->norm_w, v->norm_b, v->eps);
-
-    pool_forward(v, pooled, X, B, N);
-    if (v->fcn_w)
-        rai_layernorm_rows(pooled, pooled, NULL, outer, C, v->fcn_w, v->fcn_b, v->eps);
-    if (v->num_classes)
-        ra_linear_forward(out, pooled, v->head_w, v->head_b, outer, v->num_classes, C);
-    else
-        memcpy(out, pooled, (size_t)outer * C * sizeof(float));
-
-    *y = out;
-    out = NULL;
-    set_y_shape(v, &d, y_ndim, y_shape);
-done:
-    rai_arena_end(&v->ws, ar);
-    rai_free(out);
-    return st;
-}
-
-/* ---- training ------------------------------------------------------------
- * forward_train runs the forward above layer by layer, keeping its
- * activations in the tape (v->tape); backward walks them in reverse through
- * the layer pairs of relattn.h section 5 and ra_attn_layer_backward (which
- * recomputes q, k, v and the probabilities from the saved norm1 output).
- * Everything dynamic_img_size / dynamic_img_pad allow is differentiated,
- * the pos_embed resampling included (its adjoint). Stochastic depth
- * (metadata drop_path_rate, timm's linspace(0, rate, depth) over the
- * blocks, both branches of a block) draws one keep per sample and branch
- * from rng; timm's other dropouts (drop_rate, attn_drop_rate, ...) are not
- * applied. */
-
-/* n floats at *off of base (NULL base: only count), 64-byte steps. */
-static float *carve(float *base, size_t *off, size_t n) {
-    float *p = base ? base + *off : NULL;
-    *off += (n + 15) & ~(size_t)15;
-    return p;
-}
+/* ---- the forward: inference, or training with a tape ----------------------
+ * One forward serves both: without a tape it runs in place in scratch of
+ * the model's arena (the blocks fuse their residual adds); with one it
+ * keeps its activations on the tape (v->tape), and the backward walks them
+ * in reverse through the layer pairs of relattn.h section 5 and
+ * ra_attn_layer_backward (which recomputes q, k, v and the probabilities
+ * from the saved norm1 output). Everything dynamic_img_size /
+ * dynamic_img_pad allow is differentiated, the pos_embed resampling
+ * included (its adjoint). Stochastic depth (metadata drop_path_rate,
+ * timm's linspace(0, rate, depth) over the blocks, both branches of a
+ * block) draws one keep per sample and branch from rng; timm's other
+ * dropouts (drop_rate, attn_drop_rate, ...) are not applied. */
 
 /* Lay the tape out in base (NULL: count); returns the floats it needs. */
 static size_t tape_layout(vit_impl *v, float *base, const vit_dims *d) {
     vit_tape *t = &v->tape;
     const size_t C = (size_t)v->dim, rows = (size_t)d->rows;
-    const size_t outer = (size_t)d->outer;
     size_t off = 0;
-    t->cols = carve(base, &off, (size_t)(d->B * d->L * d->K));
-    t->x0 = v->pre_norm ? carve(base, &off, rows * C) : NULL;
-    t->pre_mean = v->pre_norm ? carve(base, &off, rows) : NULL;
-    t->pre_rstd = v->pre_norm ? carve(base, &off, rows) : NULL;
+    off += rai_stem_tape_layout(&t->stem, &v->stem, d->B, d->H, d->W, base ? base + off : NULL);
+    t->x0 = v->pre_norm ? rai_carve(base, &off, rows * C) : NULL;
+    t->pre_mean = v->pre_norm ? rai_carve(base, &off, rows) : NULL;
+    t->pre_rstd = v->pre_norm ? rai_carve(base, &off, rows) : NULL;
     const rai_block_layout l = {.m = d->rows, .batch = d->B, .b_ = d->B, .n = (int)d->N};
     for (int i = 0; i < v->depth; i++) {   /* each block's input, then its tape */
-        float *x = carve(base, &off, rows * C);
+        float *x = rai_carve(base, &off, rows * C);
         rai_block_tape b;
         off += rai_block_tape_layout(&b, &v->blocks[i], &l, base ? base + off : NULL);
         if (base) t->blk[i] = b, t->blk[i].x = x;
     }
-    t->xf = carve(base, &off, rows * C);
-    t->fmean = v->norm_w ? carve(base, &off, rows) : NULL;
-    t->frstd = v->norm_w ? carve(base, &off, rows) : NULL;
-    t->xo = v->norm_w ? carve(base, &off, rows * C) : t->xf;
-    t->pooled = carve(base, &off, outer * C);
-    t->pmean = v->fcn_w ? carve(base, &off, outer) : NULL;
-    t->prstd = v->fcn_w ? carve(base, &off, outer) : NULL;
-    t->pn = v->fcn_w ? carve(base, &off, outer * C) : t->pooled;
+    float *xf = rai_carve(base, &off, rows * C);
+    off += rai_head_tape_layout(&t->head, &v->head, d->B, d->N, xf, base ? base + off : NULL);
+    if (base) t->xf = xf;
     return off;
 }
 
@@ -871,12 +781,73 @@ static size_t tape_layout(vit_impl *v, float *base, const vit_dims *d) {
 #define VIT_PAR_MIN ((int64_t)1 << 15)
 static int par_threads(int64_t work) { return work >= VIT_PAR_MIN ? ra_threads_get() : 1; }
 
+/* The forward: y (outer, K_out) from images x (B, Cin, H, W) of the sizes
+ * d. t NULL: inference; else training, t laid out for d (tape_layout), rng
+ * for the drop-path. */
+static ra_status vit_run(vit_impl *v, vit_tape *t, ra_rng *rng, float **y, int *y_ndim,
+                         int64_t y_shape[4], const vit_dims *d, const float *x) {
+    const int C = v->dim, B = d->B;
+    const int64_t rows = d->rows, outer = d->outer;
+
+    /* scratch, from the model's arena: the patch tokens A (rows, C), pos_embed
+     * for this grid, the blocks' own; inference's activations too */
+    rai_arena local;
+    rai_arena *ar = rai_arena_begin(&v->ws, &local);
+    float *X = t ? (v->depth ? t->blk[0].x : t->xf) : rai_arena_floats(ar, (size_t)(rows * C));
+    float *A = rai_arena_floats(ar, (size_t)(rows * C));
+    float *out = rai_alloc((size_t)outer, (size_t)d->K_out * sizeof(float));
+    const float *pos = NULL;
+    ra_status st = RA_OK;
+    if (!X || !A || !out) {
+        st = rai_fail(RA_ERR_NOMEM, "vit: out of memory for a batch of %d images of %dx%d", B,
+                      d->H, d->W);
+        goto done;
+    }
+    /* where each step writes: in place without a tape, its own buffers with */
+    float *x0 = t && v->pre_norm ? t->x0 : X;   /* the tokens, norm_pre's input */
+    float *xf = t ? t->xf : X;                  /* the last block's output, the head's input */
+    if ((st = pos_for(v, ar, d->gh, d->gw, &pos))) goto done;
+
+    /* tokens: [cls, reg..., patches] + pos_embed, then norm_pre */
+    if ((st = rai_stem_forward(&v->stem, A, t ? &t->stem : NULL, x, B, d->H, d->W, ar))) goto done;
+    make_tokens(v, x0, A, pos, B, d->L, d->N);
+    if (v->pre_norm)
+        ra_layernorm_forward(X, t ? t->pre_mean : NULL, t ? t->pre_rstd : NULL, x0, v->pre_w,
+                             v->pre_b, rows, C, v->eps);
+
+    /* the blocks; training: the attention recomputed in the backward */
+    const rai_block_layout l = {.m = rows, .batch = B, .b_ = B, .n = (int)d->N};
+    for (int i = 0; i < v->depth && !st; i++)
+        st = t ? rai_block_forward_train(&v->blocks[i], &t->blk[i],
+                                         i + 1 < v->depth ? t->blk[i + 1].x : xf, 0, ar, rng)
+               : rai_block_forward(&v->blocks[i], X, NULL, &l, ar);
+    if (st) goto done;
+
+    /* final norm, pooling, fc_norm, head (head.c) */
+    if ((st = rai_head_forward(&v->head, out, t ? &t->head : NULL, xf, B, d->N, ar))) goto done;
+
+    *y = out;
+    out = NULL;
+    set_y_shape(v, d, y_ndim, y_shape);
+done:
+    rai_arena_end(&v->ws, ar);
+    rai_free(out);
+    return st;
+}
+
+static ra_status vit_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
+                             const float *x, int x_ndim, const int64_t *x_shape) {
+    vit_impl *v = m->impl;
+    vit_dims d = {0};
+    ra_status st = vit_dims_of(v, &d, x_ndim, x_shape);
+    return st ? st : vit_run(v, NULL, NULL, y, y_ndim, y_shape, &d, x);
+}
+
 static ra_status vit_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                                    const float *x, int x_ndim, const int64_t *x_shape,
                                    ra_rng *rng) {
     vit_impl *v = m->impl;
     vit_tape *t = &v->tape;
-    const int C = v->dim;
     t->valid = 0;
     if (v->drop_path_rate > 0 && v->depth > 1 && !rng)
         return rai_fail(RA_ERR_ARG, "vit: drop_path_rate %g needs a random generator for the "
@@ -884,8 +855,6 @@ static ra_status vit_forward_train(ra_model *m, float **y, int *y_ndim, int64_t 
     vit_dims d = {0};
     ra_status st = vit_dims_of(v, &d, x_ndim, x_shape);
     if (st) return st;
-    const int B = d.B;
-    const int64_t rows = d.rows;
 
     /* the tape: grown to this input's size, then kept */
     const size_t need = tape_layout(v, NULL, &d);
@@ -894,62 +863,16 @@ static ra_status vit_forward_train(ra_model *m, float **y, int *y_ndim, int64_t 
         t->cap = 0;
         if (!(t->buf = rai_alloc(need, sizeof(float))))
             return rai_fail(RA_ERR_NOMEM, "vit: out of memory for the training activations of "
-                            "%d images of %dx%d (%zu floats)", B, d.H, d.W, need);
+                            "%d images of %dx%d (%zu floats)", d.B, d.H, d.W, need);
         t->cap = need;
     }
     if (v->depth && !t->blk && !(t->blk = calloc((size_t)v->depth, sizeof *t->blk)))
         return rai_fail(RA_ERR_NOMEM, "vit: out of memory");
     tape_layout(v, t->buf, &d);
-
-    /* scratch: the patch embedding A (rows, C), pos_embed for this grid,
-     * the blocks' own */
-    rai_arena local;
-    rai_arena *ar = rai_arena_begin(&v->ws, &local);
-    float *A = rai_arena_floats(ar, (size_t)(rows * C));
-    float *out = rai_alloc((size_t)d.outer, (size_t)d.K_out * sizeof(float));
-    const float *pos = NULL;
-    if (!A || !out) {
-        st = rai_fail(RA_ERR_NOMEM, "vit: out of memory for a batch of %d images of %dx%d", B,
-                      d.H, d.W);
-        goto done;
-    }
-    if ((st = pos_for(v, ar, d.gh, d.gw, &pos))) goto done;
-
-    float *first = v->depth ? t->blk[0].x : t->xf;
-    st = ra_patch_embed_forward(A, t->cols, x, v->pe_w, v->pe_b, B, v->in_chans, d.H, d.W,
-                                v->patch, C, v->dyn_pad);
-    if (st) goto done;
-    make_tokens(v, v->pre_norm ? t->x0 : first, A, pos, B, d.L, d.N);
-    if (v->pre_norm)
-        ra_layernorm_forward(first, t->pre_mean, t->pre_rstd, t->x0, v->pre_w, v->pre_b, rows,
-                             C, v->eps);
-
-    for (int i = 0; i < v->depth && !st; i++)   /* the attention recomputed in the backward */
-        st = rai_block_forward_train(&v->blocks[i], &t->blk[i], i + 1 < v->depth ? t->blk[i + 1].x
-                                                                             : t->xf,
-                                    0, ar, rng);
-    if (st) goto done;
-    if (v->norm_w)
-        ra_layernorm_forward(t->xo, t->fmean, t->frstd, t->xf, v->norm_w, v->norm_b, rows, C,
-                             v->eps);
-    pool_forward(v, t->pooled, t->xo, B, d.N);
-    if (v->fcn_w)
-        ra_layernorm_forward(t->pn, t->pmean, t->prstd, t->pooled, v->fcn_w, v->fcn_b, d.outer,
-                             C, v->eps);
-    if (v->num_classes)
-        ra_linear_forward(out, t->pn, v->head_w, v->head_b, d.outer, v->num_classes, C);
-    else
-        memcpy(out, t->pn, (size_t)(d.outer * C) * sizeof(float));
-
-    *y = out;
-    out = NULL;
-    set_y_shape(v, &d, y_ndim, y_shape);
+    if ((st = vit_run(v, t, rng, y, y_ndim, y_shape, &d, x))) return st;
     t->dims[0] = d.B, t->dims[1] = d.H, t->dims[2] = d.W, t->dims[3] = d.gh, t->dims[4] = d.gw;
     t->valid = 1;
-done:
-    rai_arena_end(&v->ws, ar);
-    rai_free(out);
-    return st;
+    return RA_OK;
 }
 
 /* out (n, C) += sum over b < B of x[b * stride + r * C + k], in double: the
@@ -967,55 +890,7 @@ static void batch_sum_add(float *out, const float *x, int B, int64_t stride, int
     }
 }
 
-/* dX (B, N, C) += the gradient of the pooling from dQ (outer, C), with the
- * final tokens X (B, N, C) for max pooling: amax's gradient is split evenly
- * between the tokens equal to the maximum, as PyTorch's amax backward;
- * avgmax's 0.5 * (amax + mean) gives each half of dQ. half (B, C) is
- * scratch. */
-static void pool_backward(const vit_impl *v, float *dX, const float *dQ, const float *X,
-                          float *half, int B, int64_t N) {
-    const int C = v->dim;
-    const int64_t skip = v->pool_prefix ? 0 : v->prefix, n_pool = N - skip;
-    if (v->pool == POOL_NONE) {
-        ra_add(dX, dX, dQ, B * N * C);
-        return;
-    }
-    if (v->pool == POOL_TOKEN) {
-        for (int b = 0; b < B; b++) {
-            float *d = dX + (int64_t)b * N * C;
-            for (int k = 0; k < C; k++) d[k] += dQ[(int64_t)b * C + k];
-        }
-        return;
-    }
-    const float *g = dQ;
-    if (v->pool == POOL_AVGMAX) {
-        for (int64_t i = 0; i < (int64_t)B * C; i++) half[i] = 0.5f * dQ[i];
-        g = half;
-    }
-    for (int b = 0; b < B; b++) {
-        float *db = dX + ((int64_t)b * N + skip) * C;
-        const float *xb = X + ((int64_t)b * N + skip) * C, *gb = g + (int64_t)b * C;
-        if (v->pool != POOL_MAX) ra_mean_tokens_backward(db, gb, 1, n_pool, C);
-        if (v->pool == POOL_AVG) continue;
-        for (int k = 0; k < C; k++) {
-            float mx = xb[k];
-            for (int64_t t = 1; t < n_pool; t++)
-                if (xb[t * C + k] > mx) mx = xb[t * C + k];
-            int64_t count = 0;
-            for (int64_t t = 0; t < n_pool; t++) count += xb[t * C + k] == mx;
-            if (!count) continue;   /* NaN: nothing equals it */
-            const float share = gb[k] / (float)count;
-            for (int64_t t = 0; t < n_pool; t++)
-                if (xb[t * C + k] == mx) db[t * C + k] += share;
-        }
-    }
-}
-
-static float *blk_grad(const ra_model *m, float *grad, int i, const char *suffix) {
-    char nm[96];
-    snprintf(nm, sizeof nm, "blocks.%d.%s", i, suffix);
-    return rai_model_grad(m, grad, nm);
-}
+#define G(w) rai_model_grad_at(m, grad, w)   /* w's gradient: at its offset */
 
 static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *dy) {
     vit_impl *v = m->impl;
@@ -1029,74 +904,37 @@ static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *
     ra_status st = vit_dims_of(v, &d, 4, x_shape);
     if (st) return st;
     const int B = d.B;
-    const int64_t rows = d.rows, outer = d.outer, L = d.L;
+    const int64_t rows = d.rows, L = d.L;
     const int resampled = pos_resampled(v, d.gh, d.gw);
     const int pos_prefix = v->no_embed_class ? 0 : v->prefix;
     const size_t rc = (size_t)(rows * C);
 
-    /* scratch: gradients of the head input dP and of the pooled features
-     * dQ (outer, C); of the final tokens dX and of the residual stream dR
-     * (rows, C); of the patch tokens (B*L, C) and, for dx, the patch
-     * columns; pos_embed on this grid; the blocks' own */
+    /* scratch: gradients of the final tokens dX (norm_pre's) and of the
+     * residual stream dR (rows, C); of the patch tokens (B*L, C) and, for
+     * dx, the patch columns; pos_embed on this grid; the blocks' own */
     rai_arena local;
     rai_arena *ar = rai_arena_begin(&v->ws, &local);
-    float *dP = rai_arena_floats(ar, (size_t)(outer * C));
-    float *dQ = rai_arena_floats(ar, (size_t)(outer * C));
-    float *half = rai_arena_floats(ar, (size_t)B * C);
     float *dX = rai_arena_floats(ar, rc);
     float *dR = rai_arena_floats(ar, rc);
     float *dpatch = rai_arena_floats(ar, (size_t)(B * L * C));
     float *work = dx ? rai_arena_floats(ar, (size_t)(B * L * d.K)) : NULL;
     float *dpos = resampled ? rai_arena_floats(ar, (size_t)((pos_prefix + L) * C)) : NULL;
-    if (!dP || !dQ || !half || !dX || !dR || !dpatch ||
-        (dx && !work) || (resampled && !dpos)) {
+    if (!dX || !dR || !dpatch || (dx && !work) || (resampled && !dpos)) {
         st = rai_fail(RA_ERR_NOMEM, "vit backward: out of memory for a batch of %d images of "
                       "%dx%d", B, d.H, d.W);
         goto done;
     }
 
-    /* head, fc_norm, pooling, final norm */
-    if (v->num_classes) {
-        rai_zero(dP, (int64_t)(outer * C));
-        ra_linear_backward(dP, rai_model_grad(m, grad, "head.weight"),
-                           rai_model_grad(m, grad, "head.bias"), dy, t->pn, v->head_w, outer,
-                           v->num_classes, C);
-    } else {
-        memcpy(dP, dy, (size_t)(outer * C) * sizeof(float));
-    }
-    if (v->fcn_w) {
-        rai_zero(dQ, (int64_t)(outer * C));
-        ra_layernorm_backward(dQ, rai_model_grad(m, grad, "fc_norm.weight"),
-                              rai_model_grad(m, grad, "fc_norm.bias"), dP, t->pooled, t->pmean,
-                              t->prstd, v->fcn_w, outer, C);
-    } else {
-        memcpy(dQ, dP, (size_t)(outer * C) * sizeof(float));
-    }
-    rai_zero(dX, (int64_t)rc);
-    pool_backward(v, dX, dQ, t->xo, half, B, d.N);
-    if (v->norm_w) {
-        rai_zero(dR, (int64_t)rc);
-        ra_layernorm_backward(dR, rai_model_grad(m, grad, "norm.weight"),
-                              rai_model_grad(m, grad, "norm.bias"), dX, t->xf, t->fmean,
-                              t->frstd, v->norm_w, rows, C);
-    } else {
-        memcpy(dR, dX, rc * sizeof(float));
-    }
+    /* head, fc_norm, pooling, final norm (head.c) */
+    const rai_head *hd = &v->head;
+    const rai_head_grads gh = {.nw = G(hd->nw), .nb = G(hd->nb), .fw = G(hd->fw),
+                               .fb = G(hd->fb), .w = G(hd->w), .b = G(hd->b)};
+    if ((st = rai_head_backward(hd, dR, &gh, dy, &t->head, B, d.N, ar))) goto done;
 
     /* the blocks, last first; dR is the gradient of the residual stream */
     for (int i = v->depth - 1; i >= 0; i--) {
-        const rai_block_grads g = {
-            .n1w = blk_grad(m, grad, i, "norm1.weight"), .n1b = blk_grad(m, grad, i, "norm1.bias"),
-            .n2w = blk_grad(m, grad, i, "norm2.weight"), .n2b = blk_grad(m, grad, i, "norm2.bias"),
-            .fc1w = blk_grad(m, grad, i, "mlp.fc1.weight"),
-            .fc1b = blk_grad(m, grad, i, "mlp.fc1.bias"),
-            .fc2w = blk_grad(m, grad, i, "mlp.fc2.weight"),
-            .fc2b = blk_grad(m, grad, i, "mlp.fc2.bias"),
-            .ls1 = blk_grad(m, grad, i, "ls1.gamma"), .ls2 = blk_grad(m, grad, i, "ls2.gamma"),
-            .attn = {.qkv_w = blk_grad(m, grad, i, "attn.qkv.weight"),
-                     .qkv_b = blk_grad(m, grad, i, "attn.qkv.bias"),
-                     .proj_w = blk_grad(m, grad, i, "attn.proj.weight"),
-                     .proj_b = blk_grad(m, grad, i, "attn.proj.bias")}};
+        rai_block_grads g;
+        rai_block_grads_at(&g, &v->blocks[i], &v->attn_w[i], m->weights, grad);
         if ((st = rai_block_backward(&v->blocks[i], &t->blk[i], dR, &g, ar))) goto done;
     }
 
@@ -1104,18 +942,17 @@ static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *
     const float *dT = dR;
     if (v->pre_norm) {
         memset(dX, 0, rc * sizeof(float));
-        ra_layernorm_backward(dX, rai_model_grad(m, grad, "norm_pre.weight"),
-                              rai_model_grad(m, grad, "norm_pre.bias"), dR, t->x0, t->pre_mean,
+        ra_layernorm_backward(dX, G(v->pre_w), G(v->pre_b), dR, t->x0, t->pre_mean,
                               t->pre_rstd, v->pre_w, rows, C);
         dT = dX;
     }
     const int64_t stride = d.N * C;
-    if (v->class_token) batch_sum_add(rai_model_grad(m, grad, "cls_token"), dT, B, stride, 1, C);
+    if (v->class_token) batch_sum_add(G(v->cls), dT, B, stride, 1, C);
     if (v->reg_tokens)
-        batch_sum_add(rai_model_grad(m, grad, "reg_token"), dT + (int64_t)v->class_token * C, B,
-                      stride, v->reg_tokens, C);
+        batch_sum_add(G(v->reg), dT + (int64_t)v->class_token * C, B, stride, v->reg_tokens,
+                      C);
     if (v->pos) {
-        float *gpos = rai_model_grad(m, grad, "pos_embed");
+        float *gpos = G(v->pos);
         float *dst = resampled ? dpos : gpos;
         if (resampled) memset(dpos, 0, (size_t)((pos_prefix + L) * C) * sizeof(float));
         if (v->no_embed_class) batch_sum_add(dst, dT + (int64_t)v->prefix * C, B, stride, L, C);
@@ -1131,14 +968,14 @@ static ra_status vit_backward(ra_model *m, float *grad, float *dx, const float *
     for (int b = 0; b < B; b++)
         memcpy(dpatch + (int64_t)b * L * C, dT + ((int64_t)b * d.N + v->prefix) * C,
                (size_t)(L * C) * sizeof(float));
-    st = ra_patch_embed_backward(dx, rai_model_grad(m, grad, "patch_embed.proj.weight"),
-                                 rai_model_grad(m, grad, "patch_embed.proj.bias"), work, dpatch,
-                                 t->cols, v->pe_w, B, v->in_chans, d.H, d.W, v->patch, C,
-                                 v->dyn_pad);
+    const rai_stem_grads gs = {.w = G(v->stem.w), .b = G(v->stem.b)};
+    st = rai_stem_backward(&v->stem, dx, &gs, dpatch, &t->stem, work, B, ar);
 done:
     rai_arena_end(&v->ws, ar);
     return st;
 }
+
+#undef G
 
 /* Multiply-adds of one image, counted like the Swin authors' flops():
  * patch embedding, per block qkv + q·k^T + p·v + proj + MLP, the head. */
