@@ -272,7 +272,7 @@ def timm_offsets(src, dst):   # BEiT's _calc
 def timm_interpolate(points, values, targets):   # RegularGridInterpolator, two axes
     idxs, dists, overalls = [], [], []
     for p, x in zip(points, targets):
-        right = torch.bucketize(x, p)
+        right = torch.bucketize(x.contiguous(), p)
         right[right >= p.shape[0]] = p.shape[0] - 1
         left = (right - 1).clamp(0, p.shape[0] - 1)
         dl, dr = x - p[left], p[right] - x
