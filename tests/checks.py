@@ -53,6 +53,31 @@ def tinted_folder(root, splits, grey=False, seed=0, sides=(12, 60)):
                 im.save(os.path.join(d, "%d.%s" % (i, "png" if i % 2 else "jpg")))
 
 
+def photo_crops(root, names, splits, side=224, seed=1):
+    """An image folder of len(names) classes, class c square crops of the
+    photo names[c] (random place and size, then bicubic to side x side),
+    as PNGs: splits is a list of (subfolder, images per class). The files
+    and the labels in ImageFolder's order of the first split are returned."""
+    import numpy as np
+    from PIL import Image
+    rng = np.random.default_rng(seed)
+    for split, n in splits:
+        for c, name in enumerate(names):
+            d = os.path.join(root, split, "class%d" % c)
+            os.makedirs(d)
+            im = Image.open(os.path.join(PHOTOS, name)).convert("RGB")
+            for i in range(n):
+                w, h = im.size
+                s = int(rng.integers(min(w, h) // 3, min(w, h)))
+                x, y = int(rng.integers(0, w - s + 1)), int(rng.integers(0, h - s + 1))
+                im.crop((x, y, x + s, y + s)).resize((side, side), Image.BICUBIC).save(
+                    os.path.join(d, "%d.png" % i))
+    first, n = splits[0]
+    files = [os.path.join(root, first, "class%d" % c, "%d.png" % i)
+             for c in range(len(names)) for i in range(n)]
+    return files, [c for c in range(len(names)) for _ in range(n)]
+
+
 def done(name):
     print("%s: %d checks passed, %d failed" % (name, passed, failed))
     sys.exit(1 if failed else 0)

@@ -25,7 +25,7 @@ import shutil
 import subprocess
 import sys
 
-from checks import PHOTOS, check, done, need_photos  # noqa: F401
+from checks import check, done, need_photos, photo_crops
 import tempfile
 
 try:
@@ -51,22 +51,9 @@ torch.set_num_threads(2)
 tmp = tempfile.mkdtemp(prefix="relattn_finetune.")
 K, B, STEPS, LR, WD = 3, 8, 3, 1e-4, 0.05
 # 8 training images a class (24: three batches of 8), one for evaluation
-rng = np.random.default_rng(1)
-for split, n in (("train", 8), ("val", 1)):
-    for c in range(K):
-        d = os.path.join(tmp, "data", split, "class%d" % c)
-        os.makedirs(d)
-        im = Image.open(os.path.join(PHOTOS, NAMES[c])).convert("RGB")
-        for i in range(n):
-            w, h = im.size
-            s = int(rng.integers(min(w, h) // 3, min(w, h)))
-            x, y = int(rng.integers(0, w - s + 1)), int(rng.integers(0, h - s + 1))
-            im.crop((x, y, x + s, y + s)).resize((224, 224), Image.BICUBIC).save(
-                os.path.join(d, "%d.png" % i))
 data = os.path.join(tmp, "data")
-train_files = [os.path.join(data, "train", "class%d" % c, "%d.png" % i)
-               for c in range(K) for i in range(8)]   # ImageFolder's order
-labels = torch.tensor([c for c in range(K) for _ in range(8)])
+train_files, labels = photo_crops(data, NAMES[:K], [("train", 8), ("val", 1)], seed=1)
+labels = torch.tensor(labels)
 
 
 def no_decay(name, p):   # relattn's rule (src/nn/optim.c), in torchvision's names

@@ -34,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 
-from checks import PHOTOS, check, done, need_photos
+from checks import check, done, need_photos, photo_crops
 
 try:
     import numpy as np
@@ -56,60 +56,14 @@ import relattn  # noqa: E402
 torch.set_num_threads(1)
 tmp = tempfile.mkdtemp(prefix="relattn_finetune_opts.")
 K, B, STEPS, LR, WD, DP, LD, ACCUM = 3, 8, 3, 1e-4, 0.05, 0.3, 0.75, 2
-rng = np.random.default_rng(2)
-for split, n in (("train", 8), ("val", 1)):
-    for c in range(K):
-        d = os.path.join(tmp, "data", split, "class%d" % c)
-        os.makedirs(d)
-        im = Image.open(os.path.join(PHOTOS, NAMES[c])).convert("RGB")
-        for i in range(n):
-            w, h = im.size
-            s = int(rng.integers(min(w, h) // 3, min(w, h)))
-            x, y = int(rng.integers(0, w - s + 1)), int(rng.integers(0, h - s + 1))
-            im.crop((x, y, x + s, y + s)).resize((224, 224), Image.BICUBIC).save(
-                os.path.join(d, "%d.png" % i))
 data = os.path.join(tmp, "data")
-train_files = [os.path.join(data, "train", "class%d" % c, "%d.png" % i)
-               for c in range(K) for i in range(8)]
-labels = torch.tensor([c for c in range(K) for _ in range(8)])
-M64 = (1 << 64) - 1
-
-
-# ---- relattn's generator (src/base/rng.c), for the drop-path masks ----
-def mix64(a, b):
-    z = a ^ ((b * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & M64)
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
-    return z ^ (z >> 31)
-
-
-def rotl(x, k):
-    return ((x << k) | (x >> (64 - k))) & M64
-
-
-class Rng:
-    def __init__(self, seed):
-        self.s, x = [], seed
-        for _ in range(4):   # splitmix64
-            x = (x + 0x9E3779B97F4A7C15) & M64
-            z = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
-            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
-            self.s.append(z ^ (z >> 31))
-
-    def u64(self):
-        s = self.s
-        out = (rotl((s[1] * 5) & M64, 7) * 9) & M64
-        t = (s[1] << 17) & M64
-        s[2] ^= s[0]
-        s[3] ^= s[1]
-        s[1] ^= s[2]
-        s[0] ^= s[3]
-        s[2] ^= t
-        s[3] = rotl(s[3], 45)
-        return out
-
-    def uniform(self):
-        return (self.u64() >> 11) * 2.0 ** -53
+train_files, labels = photo_crops(data, NAMES, [("train", 8), ("val", 1)], seed=2)
+labels = torch.tensor(labels)
+TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools")
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+sys.path.insert(0, TOOLS)
+sys.dont_write_bytecode = True
+from common import Rng, mix64  # noqa: E402  relattn's generator, for the masks
 
 
 # ---- the Swin authors' get_swin_layer, in torchvision's names ----
@@ -151,6 +105,16 @@ def train_relattn(pth, ck, extra, threads="1"):
             return None
         losses.append(json.loads(r.stdout.strip().split("\n")[-1])["train_loss"])
     return losses
+
+
+def derive(src, name, extra):
+    """The model relattn train --init derives from src with extra options, after
+    one step of lr 1e-9 (Adam moves each weight by about 1e-9): (path, run)."""
+    ck = os.path.join(tmp, name + ".st")
+    r = subprocess.run([relattn_bin, "train", "--init", src, "--data", data, "--out", ck,
+                        "--epochs", "1", "--batch", "8", "--lr", "1e-9", "--max-steps", "1",
+                        "--augment", "none"] + extra, capture_output=True, text=True)
+    return ck, r
 
 
 def compare_weights(what, model, ck):
@@ -306,13 +270,8 @@ def timm_resize(table, new_window):
 
 
 def table_resize():
-    fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
-    src = os.path.join(fixtures, "net_swin_timm.model.safetensors")
-    ck = os.path.join(tmp, "timm_resized.st")
-    r = subprocess.run([relattn_bin, "train", "--init", src, "--data", data, "--out", ck,
-                        "--epochs", "1", "--batch", "8", "--lr", "1e-9", "--max-steps", "1",
-                        "--augment", "none", "--window", "8", "--table-resize", "timm"],
-                       capture_output=True, text=True)
+    src = os.path.join(FIXTURES, "net_swin_timm.model.safetensors")
+    ck, r = derive(src, "timm_resized", ["--window", "8", "--table-resize", "timm"])
     check(r.returncode == 0, "--table-resize timm: %s" % r.stderr[-300:])
     if r.returncode:
         return
@@ -334,16 +293,9 @@ def table_resize():
 
 # ---- SwinV2 at another window: the windows it was trained at recorded ----
 def swinv2_window():
-    tools = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools")
-    sys.path.insert(0, tools)
     from swinv2_twin import SwinTransformerV2
-    fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
-    src = os.path.join(fixtures, "v2_net_official.model.safetensors")   # window 4 at 16 x 16
-    ck = os.path.join(tmp, "v2_window8.st")
-    r = subprocess.run([relattn_bin, "train", "--init", src, "--data", data, "--out", ck,
-                        "--epochs", "1", "--batch", "8", "--lr", "1e-9", "--max-steps", "1",
-                        "--augment", "none", "--window", "8", "--img-size", "32"],
-                       capture_output=True, text=True)
+    src = os.path.join(FIXTURES, "v2_net_official.model.safetensors")   # window 4 at 16 x 16
+    ck, r = derive(src, "v2_window8", ["--window", "8", "--img-size", "32"])
     check(r.returncode == 0, "swinv2 --window 8: %s" % r.stderr[-300:])
     if r.returncode:
         return
@@ -382,16 +334,11 @@ def adapt_input_conv(in_chans, w):   # timm.models._manipulate, for RGB weights
 
 
 def in_chans():
-    fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
-    src = os.path.join(fixtures, "vit_grad_tv.model.safetensors")
+    src = os.path.join(FIXTURES, "vit_grad_tv.model.safetensors")
     a = relattn.load(src)[0]
     name = "conv_proj.weight"
     for n in (1, 2, 5):
-        ck = os.path.join(tmp, "chans%d.st" % n)
-        r = subprocess.run([relattn_bin, "train", "--init", src, "--data", data, "--out", ck,
-                            "--epochs", "1", "--batch", "8", "--lr", "1e-9", "--max-steps", "1",
-                            "--augment", "none", "--in-chans", str(n)] +
-                           ([] if n == 1 else ["--threads", "1"]), capture_output=True, text=True)
+        ck, r = derive(src, "chans%d" % n, ["--in-chans", str(n)])
         if n != 1:   # the folder's images are RGB or grey: 2 or 5 planes cannot train on them
             check(r.returncode != 0 and "in_chans" in r.stderr,
                   "--in-chans %d on RGB images: %d %s" % (n, r.returncode, r.stderr[-200:]))

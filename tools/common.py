@@ -16,6 +16,8 @@
                   make_windows (pad, roll, partition), region_slices,
                   shift_mask_2d/3d (the shifted-window masks)
   Mlp             Linear, exact GELU, Linear (Swin, Video Swin, timm ViT)
+  Rng, mix64      relattn's generator (src/base/rng.c): xoshiro256** seeded
+                  by splitmix64, uniform doubles, and its seed mixer
 
 Run with Debian's python3-torch (/usr/bin/python3). st.py (safetensors) has
 no torch; everything here does.
@@ -394,3 +396,48 @@ class Mlp(nn.Module):
 
     def forward(self, x):
         return self.fc2(self.act(self.fc1(x)))
+
+
+# --------------------------------------------------------------------------
+# relattn's generator (src/base/rng.c)
+# --------------------------------------------------------------------------
+
+M64 = (1 << 64) - 1
+
+
+def mix64(a, b):
+    """rai_mix64: a seed from two numbers (splitmix64's finaliser)."""
+    z = a ^ ((b * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & M64)
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+class Rng:
+    """ra_rng: xoshiro256** whose state is four splitmix64 outputs of the seed."""
+
+    def __init__(self, seed):
+        self.s, x = [], seed & M64
+        for _ in range(4):
+            x = (x + 0x9E3779B97F4A7C15) & M64
+            z = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
+            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+            self.s.append(z ^ (z >> 31))
+
+    def u64(self):
+        def rotl(v, k):
+            return ((v << k) | (v >> (64 - k))) & M64
+        s = self.s
+        out = (rotl((s[1] * 5) & M64, 7) * 9) & M64
+        t = (s[1] << 17) & M64
+        s[2] ^= s[0]
+        s[3] ^= s[1]
+        s[1] ^= s[2]
+        s[0] ^= s[3]
+        s[2] ^= t
+        s[3] = rotl(s[3], 45)
+        return out
+
+    def uniform(self):
+        """ra_rng_uniform: the top 53 bits, in [0, 1)."""
+        return (self.u64() >> 11) * 2.0 ** -53

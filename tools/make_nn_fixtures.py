@@ -44,6 +44,7 @@ import torch.nn.functional as F
 sys.dont_write_bytecode = True  # no tools/__pycache__ in the tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import st  # noqa: E402
+from common import M64, Rng  # noqa: E402
 
 
 def leaf(t):
@@ -254,37 +255,9 @@ def case_adamw(out):
 # The generator's stream, independently
 # --------------------------------------------------------------------------
 
-M64 = (1 << 64) - 1
-
-
-def splitmix64_stream(seed, n):
-    x, out = seed & M64, []
-    for _ in range(n):
-        x = (x + 0x9E3779B97F4A7C15) & M64
-        z = x
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
-        out.append(z ^ (z >> 31))
-    return out
-
-
 def xoshiro256ss(seed, n):
-    s = splitmix64_stream(seed, 4)
-
-    def rotl(v, k):
-        return ((v << k) | (v >> (64 - k))) & M64
-
-    out = []
-    for _ in range(n):
-        out.append((rotl((s[1] * 5) & M64, 7) * 9) & M64)
-        t = (s[1] << 17) & M64
-        s[2] ^= s[0]
-        s[3] ^= s[1]
-        s[1] ^= s[2]
-        s[0] ^= s[3]
-        s[2] ^= t
-        s[3] = rotl(s[3], 45)
-    return out
+    r = Rng(seed)
+    return [r.u64() for _ in range(n)]
 
 
 def as_i64(values):
