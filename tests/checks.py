@@ -26,6 +26,20 @@ def skip(why):
     sys.exit(77)
 
 
+def need_torch(*names):
+    """The modules names (numpy, torch, torchvision, PIL.Image, ...), or exit
+    77 (skipped) without one; a failure when RELATTN_REQUIRE_TORCH=1 (CI's
+    stage with PyTorch)."""
+    import importlib
+    try:
+        return [importlib.import_module(n) for n in names]
+    except ImportError as e:
+        if os.environ.get("RELATTN_REQUIRE_TORCH") == "1":
+            print("FAIL: PyTorch required, missing: %s" % e)
+            sys.exit(1)
+        skip("%s (RELATTN_WITH_TORCH=1 scripts/deps.sh installs python3-torch)" % e)
+
+
 def need_photos(names):
     if not all(os.path.exists(os.path.join(PHOTOS, n)) for n in names):
         skip("no photos in %s (Debian's python3-skimage)" % PHOTOS)

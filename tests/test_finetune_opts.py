@@ -34,19 +34,9 @@ import subprocess
 import sys
 import tempfile
 
-from checks import check, done, need_photos, photo_crops
+from checks import check, done, need_photos, need_torch, photo_crops
 
-try:
-    import numpy as np
-    import torch
-    import torchvision
-    from PIL import Image
-except ImportError as e:
-    if os.environ.get("RELATTN_REQUIRE_TORCH") == "1":
-        print("FAIL: PyTorch required, missing: %s" % e)
-        sys.exit(1)
-    print("skipped: %s (RELATTN_WITH_TORCH=1 scripts/deps.sh installs python3-torch)" % e)
-    sys.exit(77)
+np, torch, torchvision, _ = need_torch("numpy", "torch", "torchvision", "PIL.Image")
 NAMES = ["astronaut.png", "chelsea.png", "coffee.png"]
 need_photos(NAMES)
 relattn_bin, package = sys.argv[1:3]
