@@ -405,8 +405,15 @@ int rai_gemm_bf16_tn(float *c, float *db, const float *a, const float *b, int64_
             const int rt = (int)(t / npanels), p = (int)(t % npanels);
             const int r0 = rt * MR, j0 = p * NR;
             const int mr = n - r0 < MR ? n - r0 : MR, nr = k - j0 < NR ? k - j0 : NR;
+            const uint16_t *bp = bt + (int64_t)p * kp * 2 * NR;
+            if (mr == MR && nr == NR && kn.micro_res) {   /* added into c in registers */
+                float *crow[MR];
+                for (int r = 0; r < MR; r++) crow[r] = c + (int64_t)(r0 + r) * k + j0;
+                kn.micro_res(kp, at + 2 * r0, 2, 2 * (int64_t)wa, bp, crow, NULL);
+                continue;
+            }
             float s[MR * NR];
-            kn.micro(kp, at + 2 * r0, 2, 2 * (int64_t)wa, bt + (int64_t)p * kp * 2 * NR, s, NR, NULL);
+            kn.micro(kp, at + 2 * r0, 2, 2 * (int64_t)wa, bp, s, NR, NULL);
             rai_gemm_tile_put(s, NR, mr, nr, NULL, NULL, 0, c, k, NULL, r0, j0);
         }
     }
