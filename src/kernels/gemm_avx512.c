@@ -950,3 +950,27 @@ void rai_nn_layernorm_backward_rows_avx512(float *dx, double *pg, double *pb, co
         }
     }
 }
+
+/* ---- AdamW: rai_nn_adamw_ref on 16 lanes (IEEE's sqrt and division: the
+ * same bits) -------------------------------------------------------------- */
+
+void rai_nn_adamw_avx512(float *param, float *m, float *v, const float *grad, int64_t n,
+                         const rai_adamw_factors *a) {
+    const __m512 keep = _mm512_set1_ps(a->keep), b1 = _mm512_set1_ps(a->b1);
+    const __m512 a1 = _mm512_set1_ps(a->a1), b2 = _mm512_set1_ps(a->b2);
+    const __m512 a2 = _mm512_set1_ps(a->a2), ns = _mm512_set1_ps(a->neg_step);
+    const __m512 bc = _mm512_set1_ps(a->bc2_sqrt), eps = _mm512_set1_ps(a->eps);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 g = _mm512_maskz_loadu_ps(k, grad + i);
+        const __m512 p = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, param + i), keep);
+        const __m512 mi = _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, m + i), b1),
+                                        _mm512_mul_ps(a1, g));
+        const __m512 vi = _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, v + i), b2),
+                                        _mm512_mul_ps(_mm512_mul_ps(a2, g), g));
+        const __m512 den = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vi), bc), eps);
+        _mm512_mask_storeu_ps(m + i, k, mi);
+        _mm512_mask_storeu_ps(v + i, k, vi);
+        _mm512_mask_storeu_ps(param + i, k, _mm512_add_ps(p, _mm512_div_ps(_mm512_mul_ps(ns, mi), den)));
+    }
+}
