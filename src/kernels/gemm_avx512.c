@@ -885,6 +885,8 @@ void rai_nn_layernorm_row_f32_avx512(float *y, const float *x, const float *gamm
  * the order of the two row sums differs); and the block's column sums
  * pg += dy xhat, pb += dy, rows in order (the caller adds the blocks'
  * sums in block order). */
+#define LN_AHEAD 4   /* rows of the LayerNorm backward prefetched ahead */
+
 void rai_nn_layernorm_backward_rows_avx512(float *dx, double *pg, double *pb, const float *dy,
                                            const float *x, const float *mean, const float *rstd,
                                            const float *gamma, int64_t rows, int c) {
@@ -892,6 +894,14 @@ void rai_nn_layernorm_backward_rows_avx512(float *dx, double *pg, double *pb, co
     const __mmask8 ml = (__mmask8)((1u << (c - 8 * (nv - 1))) - 1);
     for (int64_t i = 0; i < rows; i++) {
         const float *xr = x + i * c, *gr = dy + i * c;
+        /* x was saved by the forward long before and comes from memory:
+         * its rows (and dy's, dx's) are asked for LN_AHEAD rows ahead */
+        if (i + LN_AHEAD < rows)
+            for (int l = 0; l < c; l += 16) {
+                __builtin_prefetch(xr + LN_AHEAD * c + l, 0, 3);
+                __builtin_prefetch(gr + LN_AHEAD * c + l, 0, 3);
+                if (dx) __builtin_prefetch(dx + (i + LN_AHEAD) * c + l, 1, 3);
+            }
         const __m512d mu = _mm512_set1_pd((double)mean[i]), rs = _mm512_set1_pd((double)rstd[i]);
         __m512d sg = _mm512_setzero_pd(), sgx = _mm512_setzero_pd();
         for (int v = 0; v < nv; v++) {

@@ -258,6 +258,11 @@ static void run_task(const bf16_job *g, int64_t i0, int p0, int p1, int64_t next
             const uint16_t *at = a + rt * MR * lda;
             rai_gemm_tile_prefetch(g->e.res ? NULL : g->y + r0 * g->n + j0, g->n, g->e.res, g->n,
                                    g->e.map, r0, mr, j0, nr, g->k);
+            /* and the tile's lines of gd (written) and gm (read: GELU'
+             * kept by the forward, from memory) */
+            if (g->e.gd) rai_gemm_tile_prefetch(g->e.gd + r0 * g->n + j0, g->n, NULL, 0, NULL, r0, mr, j0, nr, g->k);
+            for (int r = 0; g->e.gm && r < mr; r++)
+                for (int j = 0; j < nr; j += 16) __builtin_prefetch(g->e.gm + (r0 + r) * g->n + j0 + j, 0, 3);
             if (mr == MR && nr == NR && !g->e.res && !g->e.gelu && !g->e.gd && !g->e.gm) {
                 /* straight into y */
                 g->kn.micro(g->kp, at, lda, 2, bt, g->y + r0 * g->n + j0, g->n, bias);
@@ -349,6 +354,15 @@ int rai_gemm_bf16_ext(float *y, const float *x, const float *w, int wt, const fl
  * the nt threads packs a strip of a's columns (rows in order: each
  * column's sum one chain) and a share of b's pairs, reading rows
  * contiguously. */
+/* The lines of n floats from p asked for towards L1 (the rows that the
+ * packing below reads a few pairs later: x of a dW product was written
+ * by the forward long before and comes from memory). */
+static inline void prefetch_floats(const float *p, int64_t n) {
+    for (int64_t l = 0; l < n; l += 16) __builtin_prefetch(p + l, 0, 3);
+}
+
+#define TN_AHEAD 4   /* pairs of rows prefetched ahead */
+
 static void tn_pack(uint16_t *at, int wa, double *sum, uint16_t *bt, const float *a,
                     const float *b, int64_t i0, int rows, int n, int k, const bf16_kernels *kn,
                     int nt) {
@@ -360,6 +374,8 @@ static void tn_pack(uint16_t *at, int wa, double *sum, uint16_t *bt, const float
             const int c0 = t * strip, cn = n - c0 < strip ? n - c0 : strip;
             for (int q = 0; cn > 0 && q < kp; q++) {
                 const float *r0 = a + (i0 + 2 * q) * n + c0;
+                if (q + TN_AHEAD < kp)
+                    prefetch_floats(r0 + 2 * TN_AHEAD * n, 2 * q + 2 * TN_AHEAD + 1 < rows ? n + cn : cn);
                 kn->pairs(at + (int64_t)q * 2 * wa + 2 * c0, r0, 2 * q + 1 < rows ? r0 + n : NULL,
                           cn, sum ? sum + c0 : NULL);
             }
@@ -371,6 +387,8 @@ static void tn_pack(uint16_t *at, int wa, double *sum, uint16_t *bt, const float
         const int q1 = (int)((int64_t)kp * (t - nt + 1) / nt);
         for (int q = (int)((int64_t)kp * (t - nt) / nt); q < q1; q++) {
             const float *r0 = b + (i0 + 2 * q) * k;
+            if (q + TN_AHEAD < q1)
+                prefetch_floats(r0 + 2 * TN_AHEAD * k, 2 * q + 2 * TN_AHEAD + 1 < rows ? 2 * k : k);
             for (int p = 0; p < npanels; p++) {
                 const int nr = k - p * NR < NR ? k - p * NR : NR;
                 uint16_t *d = bt + ((int64_t)p * kp + q) * 2 * NR;
