@@ -272,6 +272,14 @@ static void run_task(const bf16_job *g, int64_t i0, int p0, int p1, int64_t next
                 tile_into_res(&g->kn, g->kp, at, lda, bt, bias, g->e.res, g->e.map, r0, j0, g->n))
                 continue;
             g->kn.micro(g->kp, at, lda, 2, bt, t, NR, bias);
+            if (g->e.gd && g->e.gelu_keep && !g->e.gm && !g->e.res) {
+                /* GELU into y and GELU' into gd, row by row from the tile:
+                 * tile_pre's and rai_gemm_tile_put's values, no copies */
+                for (int r = 0; r < mr; r++)
+                    g->e.gelu_keep(g->y + (r0 + r) * g->n + j0, g->e.gd + (r0 + r) * g->n + j0,
+                                   t + r * NR, nr);
+                continue;
+            }
             const int gelu_done = tile_pre(&g->e, t, mr, nr, r0, j0, g->n);
             rai_gemm_tile_put(t, NR, mr, nr, gelu_done ? NULL : g->e.gelu, g->y + r0 * g->n + j0,
                               g->n, g->e.res, g->n, g->e.map, r0, j0);
