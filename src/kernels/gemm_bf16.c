@@ -84,24 +84,30 @@ typedef void (*round_fn)(uint16_t *, int64_t, const float *, int64_t, int, int);
 typedef void (*pairs_fn)(uint16_t *, const float *, const float *, int, double *);
 typedef void (*micro_res_fn)(int, const uint16_t *, int64_t, int64_t, const uint16_t *,
                              float *const *, const float *);
+typedef void (*micro_mul_fn)(int, const uint16_t *, int64_t, int64_t, const uint16_t *, float *,
+                             int64_t, const float *, const float *);
 
 /* The micro-kernel, rounding and packing of pairs of an isa, and the
- * micro-kernel that adds its whole tile into residual rows (or NULL). */
+ * micro-kernels that add their whole tile into residual rows or multiply
+ * it by gm (or NULL). */
 typedef struct {
     micro_fn micro;
     round_fn round;
     pairs_fn pairs;
     micro_res_fn micro_res;
+    micro_mul_fn micro_mul;
 } bf16_kernels;
 
 static bf16_kernels kernels_of(int isa) {
 #ifdef RA_HAVE_X86_KERNELS
     if (isa == RA_GEMM_BF16_AVX512)
         return (bf16_kernels){rai_gemm_bf16_micro_avx512, rai_bf16_round_rows_avx512,
-                              rai_bf16_pack_pairs_avx512, rai_gemm_bf16_micro_res_avx512};
+                              rai_bf16_pack_pairs_avx512, rai_gemm_bf16_micro_res_avx512,
+                              rai_gemm_bf16_micro_mul_avx512};
 #endif
     (void)isa;
-    return (bf16_kernels){rai_gemm_bf16_micro_ref, rai_bf16_round_rows, rai_bf16_pack_pairs, NULL};
+    return (bf16_kernels){rai_gemm_bf16_micro_ref, rai_bf16_round_rows, rai_bf16_pack_pairs, NULL,
+                          NULL};
 }
 
 /* Whole tile (MR x NR) from row r0, column j0 added into res (row stride
@@ -271,6 +277,12 @@ static void run_task(const bf16_job *g, int64_t i0, int p0, int p1, int64_t next
             if (mr == MR && nr == NR && g->e.res && !g->e.gelu && !g->e.gd && !g->e.gm &&
                 tile_into_res(&g->kn, g->kp, at, lda, bt, bias, g->e.res, g->e.map, r0, j0, g->n))
                 continue;
+            if (mr == MR && nr == NR && g->e.gm && !g->e.res && !g->e.gelu && !g->e.gd &&
+                g->kn.micro_mul) {   /* times gm (a GELU's backward) straight into y */
+                g->kn.micro_mul(g->kp, at, lda, 2, bt, g->y + r0 * g->n + j0, g->n, bias,
+                                g->e.gm + r0 * g->n + j0);
+                continue;
+            }
             g->kn.micro(g->kp, at, lda, 2, bt, t, NR, bias);
             if (g->e.gd && g->e.gelu_keep && !g->e.gm && !g->e.res) {
                 /* GELU into y and GELU' into gd, row by row from the tile:

@@ -28,11 +28,12 @@ static inline __m512bh pair(const uint16_t *p) {
 
 /* The tile's sums + bias into c (row stride ldc), or, with res, added
  * into res[r] (rows with NULL skipped) instead: rai_gemm_tile_put's
- * residual add, the same bits. */
+ * residual add, the same bits; with gm (row stride ldc too), multiplied
+ * by it before the store (the epilogue's gm, the same bits). */
 static inline __attribute__((always_inline)) void micro(int kp, const uint16_t *a, int64_t lda,
                                                         int64_t aq, const uint16_t *bp, float *c,
                                                         int64_t ldc, const float *bias,
-                                                        float *const *res) {
+                                                        float *const *res, const float *gm) {
     __m512 acc[MR][2];
 #pragma GCC unroll 12
     for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
@@ -53,8 +54,12 @@ static inline __attribute__((always_inline)) void micro(int kp, const uint16_t *
     const __m512 bias1 = bias ? _mm512_loadu_ps(bias + 16) : z;
 #pragma GCC unroll 12
     for (int r = 0; r < MR; r++, c += ldc) {
-        const __m512 v0 = bias ? _mm512_add_ps(acc[r][0], bias0) : acc[r][0];
-        const __m512 v1 = bias ? _mm512_add_ps(acc[r][1], bias1) : acc[r][1];
+        __m512 v0 = bias ? _mm512_add_ps(acc[r][0], bias0) : acc[r][0];
+        __m512 v1 = bias ? _mm512_add_ps(acc[r][1], bias1) : acc[r][1];
+        if (gm) {
+            v0 = _mm512_mul_ps(v0, _mm512_loadu_ps(gm + r * ldc));
+            v1 = _mm512_mul_ps(v1, _mm512_loadu_ps(gm + r * ldc + 16));
+        }
         if (!res) {
             _mm512_storeu_ps(c, v0), _mm512_storeu_ps(c + 16, v1);
         } else if (res[r]) {
@@ -66,12 +71,18 @@ static inline __attribute__((always_inline)) void micro(int kp, const uint16_t *
 
 void rai_gemm_bf16_micro_avx512(int kp, const uint16_t *a, int64_t lda, int64_t aq,
                                 const uint16_t *bp, float *c, int64_t ldc, const float *bias) {
-    micro(kp, a, lda, aq, bp, c, ldc, bias, NULL);
+    micro(kp, a, lda, aq, bp, c, ldc, bias, NULL, NULL);
+}
+
+void rai_gemm_bf16_micro_mul_avx512(int kp, const uint16_t *a, int64_t lda, int64_t aq,
+                                    const uint16_t *bp, float *c, int64_t ldc, const float *bias,
+                                    const float *gm) {
+    micro(kp, a, lda, aq, bp, c, ldc, bias, NULL, gm);
 }
 
 void rai_gemm_bf16_micro_res_avx512(int kp, const uint16_t *a, int64_t lda, int64_t aq,
                                     const uint16_t *bp, float *const *res, const float *bias) {
-    micro(kp, a, lda, aq, bp, NULL, 0, bias, res);
+    micro(kp, a, lda, aq, bp, NULL, 0, bias, res, NULL);
 }
 
 /* rai_bf16_bits on 16 lanes: nearest even, a NaN kept quiet (the same
