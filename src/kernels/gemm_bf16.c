@@ -266,9 +266,12 @@ static void run_task(const bf16_job *g, int64_t i0, int p0, int p1, int64_t next
                                    g->e.map, r0, mr, j0, nr, g->k);
             /* and the tile's lines of gd (written) and gm (read: GELU'
              * kept by the forward, from memory) */
-            if (g->e.gd) rai_gemm_tile_prefetch(g->e.gd + r0 * g->n + j0, g->n, NULL, 0, NULL, r0, mr, j0, nr, g->k);
+            if (g->e.gd)
+                rai_gemm_tile_prefetch(g->e.gd + r0 * g->n + j0, g->n, NULL, 0, NULL, r0, mr, j0,
+                                       nr, g->k);
             for (int r = 0; g->e.gm && r < mr; r++)
-                for (int j = 0; j < nr; j += 16) __builtin_prefetch(g->e.gm + (r0 + r) * g->n + j0 + j, 0, 3);
+                for (int j = 0; j < nr; j += 16)
+                    __builtin_prefetch(g->e.gm + (r0 + r) * g->n + j0 + j, 0, 3);
             if (mr == MR && nr == NR && !g->e.res && !g->e.gelu && !g->e.gd && !g->e.gm) {
                 /* straight into y */
                 g->kn.micro(g->kp, at, lda, 2, bt, g->y + r0 * g->n + j0, g->n, bias);
@@ -367,13 +370,6 @@ int rai_gemm_bf16_ext(float *y, const float *x, const float *w, int wt, const fl
 
 #define TN_ROWS 512   /* rows of a and b per block: the chain of each sum is cut here */
 
-/* Block [i0, i0 + rows) of c += a^T b: a's rows by pairs into at
- * ([kp][wa][2], wa = n rounded up to MR: the micro-kernel reads a tile's
- * rows 2 apart and its pairs 2 wa apart), a's column sums into sum (if
- * given), b's rows by pairs into its panels of NR columns in bt. Each of
- * the nt threads packs a strip of a's columns (rows in order: each
- * column's sum one chain) and a share of b's pairs, reading rows
- * contiguously. */
 /* The lines of n floats from p asked for towards L1 (the rows that the
  * packing below reads a few pairs later: x of a dW product was written
  * by the forward long before and comes from memory). */
@@ -383,6 +379,13 @@ static inline void prefetch_floats(const float *p, int64_t n) {
 
 #define TN_AHEAD 4   /* pairs of rows prefetched ahead */
 
+/* Block [i0, i0 + rows) of c += a^T b: a's rows by pairs into at
+ * ([kp][wa][2], wa = n rounded up to MR: the micro-kernel reads a tile's
+ * rows 2 apart and its pairs 2 wa apart), a's column sums into sum (if
+ * given), b's rows by pairs into its panels of NR columns in bt. Each of
+ * the nt threads packs a strip of a's columns (rows in order: each
+ * column's sum one chain) and a share of b's pairs, reading rows
+ * contiguously. */
 static void tn_pack(uint16_t *at, int wa, double *sum, uint16_t *bt, const float *a,
                     const float *b, int64_t i0, int rows, int n, int k, const bf16_kernels *kn,
                     int nt) {
@@ -395,7 +398,8 @@ static void tn_pack(uint16_t *at, int wa, double *sum, uint16_t *bt, const float
             for (int q = 0; cn > 0 && q < kp; q++) {
                 const float *r0 = a + (i0 + 2 * q) * n + c0;
                 if (q + TN_AHEAD < kp)
-                    prefetch_floats(r0 + 2 * TN_AHEAD * n, 2 * q + 2 * TN_AHEAD + 1 < rows ? n + cn : cn);
+                    prefetch_floats(r0 + 2 * TN_AHEAD * n,
+                                    2 * q + 2 * TN_AHEAD + 1 < rows ? n + cn : cn);
                 kn->pairs(at + (int64_t)q * 2 * wa + 2 * c0, r0, 2 * q + 1 < rows ? r0 + n : NULL,
                           cn, sum ? sum + c0 : NULL);
             }
