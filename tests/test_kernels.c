@@ -13,6 +13,7 @@
  * argv[1] (the fixtures directory) is not used. */
 #include "relattn.h"
 #include "check.h"
+#include "base/internal.h"   /* rai_attention_backward_set */
 
 #include <math.h>
 #include <stdint.h>
@@ -245,6 +246,51 @@ static void compare_backward(const cfg *c, int interleaved) {
     free_inputs(&in);
 }
 
+/* The backward that sets dq, dk, dv (rai_attention_backward_set, what a
+ * layer's backward calls) against the one that adds into zeros, each
+ * kernel with itself: the same bits (-0 included), the columns between
+ * dq, dk and dv and the other gradients as the accumulating call leaves
+ * them. */
+static void backward_set_bits(const cfg *c, int interleaved) {
+    inputs in;
+    make_inputs(&in, c);
+    const glayout g = make_layout(c, interleaved);
+    const int C = c->nh * c->hd;
+    float *dout = fill((size_t)c->b_ * c->n1 * c->ldo + 1, -1, 1);
+    float *init = fill(g.total, -1, 1);
+    float *zeroed = malloc(g.total * sizeof *zeroed), *add = malloc(g.total * sizeof *add);
+    float *set = malloc(g.total * sizeof *set);
+    memcpy(zeroed, init, g.total * sizeof *zeroed);
+    for (int i = 0; i < c->b_ * c->n1; i++)
+        memset(zeroed + g.off_q + (size_t)i * g.lddq, 0, (size_t)C * sizeof *zeroed);
+    for (int j = 0; j < c->b_ * c->n2; j++) {
+        memset(zeroed + g.off_k + (size_t)j * g.lddk, 0, (size_t)C * sizeof *zeroed);
+        memset(zeroed + g.off_v + (size_t)j * g.lddv, 0, (size_t)C * sizeof *zeroed);
+    }
+    for (int id = 0; id < RA_KERNEL_COUNT; id++) {
+        if (!ra_kernel_supported((ra_kernel_id)id)) continue;
+        CHECK(run_backward(c, &in, &g, (ra_kernel_id)id, dout, zeroed, add) == RA_OK, "add");
+        ra_kernel_select((ra_kernel_id)id);
+        ra_threads_set(c->threads);
+        memcpy(set, init, g.total * sizeof *set);
+        const size_t ws = ra_attention_backward_workspace_size(&in.d, c->threads);
+        void *work = aligned_alloc(64, (ws + 63) & ~(size_t)63);
+        CHECK(rai_attention_backward_set(
+                  set + g.off_q, g.lddq, set + g.off_k, g.lddk, set + g.off_v, g.lddv,
+                  g.want_table ? set + g.off_table : NULL, g.want_rk ? set + g.off_rk : NULL,
+                  g.want_rv ? set + g.off_rv : NULL, dout + 1, c->ldo, in.q + 1, c->ldq, in.k + 1,
+                  c->ldk, in.v + 1, c->ldv, &in.d, work, ws, 1) == RA_OK, "set");
+        free(work);
+        ra_threads_set(0);
+        CHECK(memcmp(set, add, g.total * sizeof *set) == 0,
+              "%s: the backward that sets (N1=%d N2=%d hd=%d threads=%d%s) differs from += into "
+              "zeros", ra_kernel_name((ra_kernel_id)id), c->n1, c->n2, c->hd, c->threads,
+              interleaved ? " qkv" : "");
+    }
+    free(dout), free(init), free(zeroed), free(add), free(set);
+    free_inputs(&in);
+}
+
 /* A fully masked row has p = 0: it sends no gradient anywhere, so its dq
  * row keeps its initial value exactly, and nothing becomes NaN. */
 static void fully_masked_row_backward(void) {
@@ -386,11 +432,16 @@ int main(int argc, char **argv) {
                    .rel_v = 1, .bias = 1, .mask = 1, .nw = 2, .threads = 2, .ldq = 27,
                    .ldk = 25, .ldv = 26, .ldo = 24, .scale = 0.2f};
     compare_backward(&longseq, 0);
+    backward_set_bits(&swin, 1);
+    backward_set_bits(&swin, 0);
+    backward_set_bits(&longseq, 0);
+    backward_set_bits(&shaw, 1);
 
     for (int s = 0; s < 400; s++) {
         cfg c = random_cfg(s);
         compare(&c);
         compare_backward(&c, s % 3 == 0);
+        if (s % 8 == 0) backward_set_bits(&c, s % 3 == 0);
     }
     fully_masked_row();
     fully_masked_row_backward();

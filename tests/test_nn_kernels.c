@@ -290,6 +290,34 @@ static void test_products(const rai_nn_kernel *kn) {
             }
 }
 
+/* The AdamW step against the reference's bits: sizes with tails, zeros,
+ * a NaN and an infinite gradient, weight decay on and off. */
+static void test_adamw(const rai_nn_kernel *kn) {
+    enum { N = 1000 };
+    float *p = fnew(N), *m = fnew(N), *v = fnew(N), *g = fnew(N);
+    float *p2 = fnew(N), *m2 = fnew(N), *v2 = fnew(N);
+    int bad = 0;
+    for (int decay = 0; decay < 2; decay++)
+        for (int n = 1; n <= N; n += n < 40 ? 1 : 97) {
+            fill(p, n, 11 + n, -1, 1), fill(m, n, 12 + n, -0.01f, 0.01f);
+            fill(v, n, 13 + n, 0, 1e-4f), fill(g, n, 14 + n, -0.1f, 0.1f);
+            g[0] = 0, m[0] = 0, v[0] = 0;
+            if (n > 17) g[17] = NAN;
+            if (n > 30) g[30] = INFINITY, v[29] = 1e-30f;
+            memcpy(p2, p, n * sizeof *p), memcpy(m2, m, n * sizeof *m), memcpy(v2, v, n * sizeof *v);
+            const rai_adamw_factors a = {.keep = decay ? 1 - 2e-3f * 0.05f : 1, .b1 = 0.9f,
+                                         .a1 = 0.1f, .b2 = 0.999f, .a2 = 1e-3f,
+                                         .neg_step = -2e-3f / 0.271f, .bc2_sqrt = 0.0447f,
+                                         .eps = 1e-8f};
+            rai_nn_adamw_ref(p, m, v, g, n, &a);
+            kn->adamw(p2, m2, v2, g, n, &a);
+            bad += memcmp(p, p2, n * sizeof *p) != 0 || memcmp(m, m2, n * sizeof *m) != 0 ||
+                   memcmp(v, v2, n * sizeof *v) != 0;
+        }
+    CHECK(bad == 0, "%s adamw: %d sizes differ from the reference's bits", kn->name, bad);
+    free(p), free(m), free(v), free(g), free(p2), free(m2), free(v2);
+}
+
 int main(void) {
     test_dispatch();
     for (int id = 0; id < RA_KERNEL_COUNT; id++) {
@@ -304,6 +332,7 @@ int main(void) {
         test_layernorm_f32(kn);
         test_layernorm_backward(kn);
         test_products(kn);
+        test_adamw(kn);
     }
     return check_done();
 }

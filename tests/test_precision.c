@@ -702,6 +702,61 @@ static void int8_vnni_network(const char *dir, const char *name) {
     ra_kernel_select(was);
 }
 
+/* The vector rounding and pair packing of the bf16 products against the
+ * scalar ones, bit for bit: random values, and in every lane the values
+ * where VCVTNE(2)PS2BF16 (which takes subnormals as zero) and the tie
+ * rule could part: subnormals (those that round up to the smallest
+ * normal too), ties, the largest float, infinities, quiet and signalling
+ * NaNs, zeros; tails of 1 to 15 columns, r1 NULL, with and without sums. */
+static void bf16_vector_roundings(void) {
+#ifdef RA_HAVE_X86_KERNELS
+    if (rai_bf16_micro() < 0) return;
+    enum { N = 77, ROWS = 6 };
+    static const uint32_t special[] = {
+        0x00000001u, 0x007FFFFFu, 0x007F8000u, 0x007F7FFFu, 0x80400000u, 0x807FFFFFu,
+        0x00008000u, 0x00018000u, 0x3F808000u, 0x3F818000u, 0x7F7FFFFFu, 0xFF7FFFFFu,
+        0x7F800000u, 0xFF800000u, 0x7FC00001u, 0x7F800001u, 0xFFA12345u, 0x00800000u,
+        0x80000000u, 0x00000000u, 0x3F807FFFu, 0x3F808001u};
+    const int ns = (int)(sizeof special / sizeof *special);
+    static float x[ROWS * N];
+    static uint16_t want[2 * N + 2], got[2 * N + 2], wr[ROWS * (N + 1)], gr[ROWS * (N + 1)];
+    uint64_t s = 99;
+    int cases = 0;
+    for (int round = 0; round < 64; round++) {
+        for (int i = 0; i < ROWS * N; i++) {
+            uint64_t r = (s = s * 6364136223846793005ull + 1442695040888963407ull) >> 33;
+            x[i] = r % 5 == 0 ? bits(special[(r >> 8) % (uint64_t)ns])
+                 : r % 5 == 1 ? bits((uint32_t)(r >> 3) & 0x80FFFFFFu)   /* tiny */
+                              : lcg(&s) * (float)(1 + r % 13);
+        }
+        if (round == 0)   /* one lane of one vector subnormal, the rest normal */
+            for (int i = 0; i < ROWS * N; i++) x[i] = i == 20 ? bits(0x007F9000u) : 1.5f;
+        for (int n = 1; n <= N; n += (n < 20 ? 1 : 19))
+            for (int mode = 0; mode < 3; mode++) {
+                double sw[N], sg[N];
+                for (int j = 0; j < n; j++) sw[j] = sg[j] = 0.5 * j;
+                const float *r1 = mode == 1 ? NULL : x + N;
+                memset(want, 0xAB, sizeof want), memset(got, 0xAB, sizeof got);
+                rai_bf16_pack_pairs(want, x, r1, n, mode == 2 ? sw : NULL);
+                rai_bf16_pack_pairs_avx512(got, x, r1, n, mode == 2 ? sg : NULL);
+                CHECK(memcmp(want, got, sizeof want) == 0, "round %d, n %d, mode %d: the pairs differ",
+                      round, n, mode);
+                CHECK(mode != 2 || memcmp(sw, sg, (size_t)n * sizeof *sw) == 0,
+                      "round %d, n %d: the pairs' sums differ", round, n);
+                cases++;
+            }
+        for (int k = 1; k <= N; k += (k < 20 ? 1 : 19)) {
+            memset(wr, 0xCD, sizeof wr), memset(gr, 0xCD, sizeof gr);
+            rai_bf16_round_rows(wr, N + 1, x, N, ROWS, k);
+            rai_bf16_round_rows_avx512(gr, N + 1, x, N, ROWS, k);
+            CHECK(memcmp(wr, gr, sizeof wr) == 0, "round %d, k %d: the rounded rows differ", round, k);
+            cases++;
+        }
+    }
+    printf("bf16 vector rounding and pairs: %d cases bit for bit against the scalar\n", cases);
+#endif
+}
+
 /* The products of bf16 training on every micro-kernel the CPU runs, at 1
  * and 2 threads, against the formula bit for bit (edge tiles, odd sizes,
  * a NaN, zeros): fc1's forward keeping GELU' (weights packed at the
@@ -1064,6 +1119,7 @@ int main(int argc, char **argv) {
     mlp_blocks(RA_PRECISION_INT8);
     int8_kernels();
     int8_quantisers();
+    bf16_vector_roundings();
     bf16_training_products();
     /* bf16 steps are 2^-9 of a value, int8's 1/254 of a row's largest:
      * the logits move by 1e-4 .. 3e-2 of their norm in these small nets */

@@ -248,7 +248,9 @@ ra_status rai_attention_backward_set(float *dq, int lddq, float *dk, int lddk, f
             t.next_v = v + task_off(ldv, d->n2, task + 1, d);
             t.next_do = dout + task_off(lddo, d->n1, task + 1, d);
         }
-        if (set) {
+        if (set && kern->sets_grads) {
+            t.set = 1;   /* the kernel stores 0 + its sums: no zeroing pass */
+        } else if (set) {
             for (int i = 0; i < d->n1; i++)
                 memset(t.dq + (size_t)i * lddq, 0, (size_t)d->hd * sizeof(float));
             for (int j = 0; j < d->n2; j++) {

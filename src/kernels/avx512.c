@@ -249,21 +249,24 @@ ALWAYS_INLINE void zero_acc(__m512 acc[RB][NVMAX]) {
 }
 
 /* rows[r] (r < nr, row stride ld), 16 nv columns (the last vector through
- * the mask last) = acc[r], or += acc[r] when add is set. */
+ * the mask last) = acc[r] (add 0), or += acc[r] (add 1), or = 0 + acc[r]
+ * (add 2: the bits of += into zeros, -0 included, without reading them). */
 ALWAYS_INLINE void put_rows(float *rows, size_t ld, int nr, __m512 acc[RB][NVMAX], const int nv,
                             __mmask16 last, const int add) {
+    const __m512 z = _mm512_setzero_ps();
 #pragma GCC unroll 4
     for (int r = 0; r < RB; r++) {
         if (r >= nr) break;
         float *o = rows + (size_t)r * ld;
 #pragma GCC unroll 4
         for (int v = 0; v < nv - 1; v++)
-            _mm512_storeu_ps(o + 16 * v, add ? _mm512_add_ps(_mm512_loadu_ps(o + 16 * v), acc[r][v])
-                                             : acc[r][v]);
+            _mm512_storeu_ps(o + 16 * v, add == 1 ? _mm512_add_ps(_mm512_loadu_ps(o + 16 * v), acc[r][v])
+                                       : add == 2 ? _mm512_add_ps(z, acc[r][v]) : acc[r][v]);
         float *e = o + 16 * (nv - 1);
-        _mm512_mask_storeu_ps(e, last, add ? _mm512_add_ps(_mm512_maskz_loadu_ps(last, e),
-                                                           acc[r][nv - 1])
-                                           : acc[r][nv - 1]);
+        _mm512_mask_storeu_ps(e, last, add == 1 ? _mm512_add_ps(_mm512_maskz_loadu_ps(last, e),
+                                                                acc[r][nv - 1])
+                                       : add == 2 ? _mm512_add_ps(z, acc[r][nv - 1])
+                                                  : acc[r][nv - 1]);
     }
 }
 
@@ -519,7 +522,9 @@ static void avx512_forward(const rai_attn_task *t) {
  *      block_fma with its a walking a column of P or DS.
  * Padding columns of P and DS are 0 (p is 0 there), so blocks of columns
  * may read past N2 up to N2p. Every gradient is loaded, added to and stored
- * back; only the caller's columns are touched (masked loads and stores). */
+ * back (with task.set stored as 0 + the sum, unread: each element of dq, dk,
+ * dv is written once when one chunk takes all rows, and the later chunks
+ * add); only the caller's columns are touched (masked loads and stores). */
 
 /* Query rows per chunk: P and DS of a chunk take at most 512 KB (they stay
  * in L2 while the chunk's dk and dv are formed), all N1 rows when they fit
@@ -605,22 +610,24 @@ ALWAYS_INLINE void dq_chunk(const rai_attn_task *t, int i0, int nr, const float 
     zero_acc(acc);
     block_fma(acc, nv, ds, 1, kp + d0, (size_t)t->hd, t->n2, last);
     if (t->rel_k) block_fma(acc, nv, dsb, 1, t->rel_k + d0, (size_t)t->hd, t->r, last);
-    put_rows(t->dq + (size_t)i0 * t->lddq + d0, (size_t)t->lddq, nr, acc, nv, last, 1);
+    if (t->set) put_rows(t->dq + (size_t)i0 * t->lddq + d0, (size_t)t->lddq, nr, acc, nv, last, 2);
+    else put_rows(t->dq + (size_t)i0 * t->lddq + d0, (size_t)t->lddq, nr, acc, nv, last, 1);
 }
 
 /* dst rows j0 .. j0+nj-1, columns d0 .. d0 + 16 nv, += sum_i a[i][j0 + r] x_i
- * over the task's N1 rows: a is P or DS (row stride lda), x is the packed
- * do or q. */
+ * over the task's N1 rows (set: = 0 + it): a is P or DS (row stride lda),
+ * x is the packed do or q. */
 ALWAYS_INLINE void kv_chunk(float *dst, size_t ldd, int j0, int nj, const float *a, size_t lda,
                             const float *x, int hd, int n1, const int nv, int d0,
-                            __mmask16 last) {
+                            __mmask16 last, int set) {
     const float *col[RB];
     __m512 acc[RB][NVMAX];
 #pragma GCC unroll 4
     for (int r = 0; r < RB; r++) col[r] = a + j0 + r;
     zero_acc(acc);
     block_fma(acc, nv, col, lda, x + d0, (size_t)hd, n1, last);
-    put_rows(dst + (size_t)j0 * ldd + d0, ldd, nj, acc, nv, last, 1);
+    if (set) put_rows(dst + (size_t)j0 * ldd + d0, ldd, nj, acc, nv, last, 2);
+    else put_rows(dst + (size_t)j0 * ldd + d0, ldd, nj, acc, nv, last, 1);
 }
 
 static void avx512_backward(const rai_attn_task *t) {
@@ -718,8 +725,10 @@ static void avx512_backward(const rai_attn_task *t) {
             prefetch_block(t->dv, (size_t)t->lddv, j0 + PF * RB, n2, hd);
 #define KV(nv, d0, last)                                                                   \
     do {                                                                                   \
-        kv_chunk(t->dv, (size_t)t->lddv, j0, nj, pm, n2p, dopc, hd, c1 - c0, nv, d0, last); \
-        kv_chunk(t->dk, (size_t)t->lddk, j0, nj, dsm, n2p, qpc, hd, c1 - c0, nv, d0, last); \
+        kv_chunk(t->dv, (size_t)t->lddv, j0, nj, pm, n2p, dopc, hd, c1 - c0, nv, d0, last, \
+                 t->set && c0 == 0);                                                        \
+        kv_chunk(t->dk, (size_t)t->lddk, j0, nj, dsm, n2p, qpc, hd, c1 - c0, nv, d0, last, \
+                 t->set && c0 == 0);                                                        \
     } while (0)
             FOR_CHUNKS(hd, KV)
 #undef KV
@@ -730,4 +739,5 @@ static void avx512_backward(const rai_attn_task *t) {
 const rai_attn_kernel rai_kernel_avx512 = {
     .name = "avx512", .forward = avx512_forward, .work_floats = avx512_work_floats,
     .backward = avx512_backward, .backward_work_floats = avx512_backward_work_floats,
+    .sets_grads = 1,
 };

@@ -32,6 +32,7 @@ static const rai_attn_kernel *table[RA_KERNEL_COUNT] = {
     .layernorm_rows4 = rai_nn_layernorm_rows4_avx512,                                       \
     .layernorm_row_f32 = rai_nn_layernorm_row_f32_avx512,                                   \
     .layernorm_backward_rows = rai_nn_layernorm_backward_rows_avx512,                       \
+    .adamw = rai_nn_adamw_avx512,                                                           \
     .gemm_micro = RA_GEMM_AVX2, .gemm = rai_gemm_avx512_ext, .gemm_tn = rai_gemm_tn_avx512,  \
     .gelu_keep = rai_gemm_gelu_keep_avx512
 const rai_nn_kernel rai_nn_kernel_avx512 = {AVX512_LAYERS, .gemm_i8_micro = RA_GEMM_AVX2};

@@ -885,6 +885,8 @@ void rai_nn_layernorm_row_f32_avx512(float *y, const float *x, const float *gamm
  * the order of the two row sums differs); and the block's column sums
  * pg += dy xhat, pb += dy, rows in order (the caller adds the blocks'
  * sums in block order). */
+#define LN_AHEAD 4   /* rows of the LayerNorm backward prefetched ahead */
+
 void rai_nn_layernorm_backward_rows_avx512(float *dx, double *pg, double *pb, const float *dy,
                                            const float *x, const float *mean, const float *rstd,
                                            const float *gamma, int64_t rows, int c) {
@@ -892,6 +894,14 @@ void rai_nn_layernorm_backward_rows_avx512(float *dx, double *pg, double *pb, co
     const __mmask8 ml = (__mmask8)((1u << (c - 8 * (nv - 1))) - 1);
     for (int64_t i = 0; i < rows; i++) {
         const float *xr = x + i * c, *gr = dy + i * c;
+        /* x was saved by the forward long before and comes from memory:
+         * its rows (and dy's, dx's) are asked for LN_AHEAD rows ahead */
+        if (i + LN_AHEAD < rows)
+            for (int l = 0; l < c; l += 16) {
+                __builtin_prefetch(xr + LN_AHEAD * c + l, 0, 3);
+                __builtin_prefetch(gr + LN_AHEAD * c + l, 0, 3);
+                if (dx) __builtin_prefetch(dx + (i + LN_AHEAD) * c + l, 1, 3);
+            }
         const __m512d mu = _mm512_set1_pd((double)mean[i]), rs = _mm512_set1_pd((double)rstd[i]);
         __m512d sg = _mm512_setzero_pd(), sgx = _mm512_setzero_pd();
         for (int v = 0; v < nv; v++) {
@@ -948,5 +958,29 @@ void rai_nn_layernorm_backward_rows_avx512(float *dx, double *pg, double *pb, co
                 _mm512_mask_storeu_ps(dr + 8 * v, m16, _mm512_castps256_ps512(r));
             }
         }
+    }
+}
+
+/* ---- AdamW: rai_nn_adamw_ref on 16 lanes (IEEE's sqrt and division: the
+ * same bits) -------------------------------------------------------------- */
+
+void rai_nn_adamw_avx512(float *param, float *m, float *v, const float *grad, int64_t n,
+                         const rai_adamw_factors *a) {
+    const __m512 keep = _mm512_set1_ps(a->keep), b1 = _mm512_set1_ps(a->b1);
+    const __m512 a1 = _mm512_set1_ps(a->a1), b2 = _mm512_set1_ps(a->b2);
+    const __m512 a2 = _mm512_set1_ps(a->a2), ns = _mm512_set1_ps(a->neg_step);
+    const __m512 bc = _mm512_set1_ps(a->bc2_sqrt), eps = _mm512_set1_ps(a->eps);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 g = _mm512_maskz_loadu_ps(k, grad + i);
+        const __m512 p = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, param + i), keep);
+        const __m512 mi = _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, m + i), b1),
+                                        _mm512_mul_ps(a1, g));
+        const __m512 vi = _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, v + i), b2),
+                                        _mm512_mul_ps(_mm512_mul_ps(a2, g), g));
+        const __m512 den = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vi), bc), eps);
+        _mm512_mask_storeu_ps(m + i, k, mi);
+        _mm512_mask_storeu_ps(v + i, k, vi);
+        _mm512_mask_storeu_ps(param + i, k, _mm512_add_ps(p, _mm512_div_ps(_mm512_mul_ps(ns, mi), den)));
     }
 }

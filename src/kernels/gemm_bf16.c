@@ -84,24 +84,30 @@ typedef void (*round_fn)(uint16_t *, int64_t, const float *, int64_t, int, int);
 typedef void (*pairs_fn)(uint16_t *, const float *, const float *, int, double *);
 typedef void (*micro_res_fn)(int, const uint16_t *, int64_t, int64_t, const uint16_t *,
                              float *const *, const float *);
+typedef void (*micro_mul_fn)(int, const uint16_t *, int64_t, int64_t, const uint16_t *, float *,
+                             int64_t, const float *, const float *);
 
 /* The micro-kernel, rounding and packing of pairs of an isa, and the
- * micro-kernel that adds its whole tile into residual rows (or NULL). */
+ * micro-kernels that add their whole tile into residual rows or multiply
+ * it by gm (or NULL). */
 typedef struct {
     micro_fn micro;
     round_fn round;
     pairs_fn pairs;
     micro_res_fn micro_res;
+    micro_mul_fn micro_mul;
 } bf16_kernels;
 
 static bf16_kernels kernels_of(int isa) {
 #ifdef RA_HAVE_X86_KERNELS
     if (isa == RA_GEMM_BF16_AVX512)
         return (bf16_kernels){rai_gemm_bf16_micro_avx512, rai_bf16_round_rows_avx512,
-                              rai_bf16_pack_pairs_avx512, rai_gemm_bf16_micro_res_avx512};
+                              rai_bf16_pack_pairs_avx512, rai_gemm_bf16_micro_res_avx512,
+                              rai_gemm_bf16_micro_mul_avx512};
 #endif
     (void)isa;
-    return (bf16_kernels){rai_gemm_bf16_micro_ref, rai_bf16_round_rows, rai_bf16_pack_pairs, NULL};
+    return (bf16_kernels){rai_gemm_bf16_micro_ref, rai_bf16_round_rows, rai_bf16_pack_pairs, NULL,
+                          NULL};
 }
 
 /* Whole tile (MR x NR) from row r0, column j0 added into res (row stride
@@ -258,6 +264,14 @@ static void run_task(const bf16_job *g, int64_t i0, int p0, int p1, int64_t next
             const uint16_t *at = a + rt * MR * lda;
             rai_gemm_tile_prefetch(g->e.res ? NULL : g->y + r0 * g->n + j0, g->n, g->e.res, g->n,
                                    g->e.map, r0, mr, j0, nr, g->k);
+            /* and the tile's lines of gd (written) and gm (read: GELU'
+             * kept by the forward, from memory) */
+            if (g->e.gd)
+                rai_gemm_tile_prefetch(g->e.gd + r0 * g->n + j0, g->n, NULL, 0, NULL, r0, mr, j0,
+                                       nr, g->k);
+            for (int r = 0; g->e.gm && r < mr; r++)
+                for (int j = 0; j < nr; j += 16)
+                    __builtin_prefetch(g->e.gm + (r0 + r) * g->n + j0 + j, 0, 3);
             if (mr == MR && nr == NR && !g->e.res && !g->e.gelu && !g->e.gd && !g->e.gm) {
                 /* straight into y */
                 g->kn.micro(g->kp, at, lda, 2, bt, g->y + r0 * g->n + j0, g->n, bias);
@@ -266,7 +280,21 @@ static void run_task(const bf16_job *g, int64_t i0, int p0, int p1, int64_t next
             if (mr == MR && nr == NR && g->e.res && !g->e.gelu && !g->e.gd && !g->e.gm &&
                 tile_into_res(&g->kn, g->kp, at, lda, bt, bias, g->e.res, g->e.map, r0, j0, g->n))
                 continue;
+            if (mr == MR && nr == NR && g->e.gm && !g->e.res && !g->e.gelu && !g->e.gd &&
+                g->kn.micro_mul) {   /* times gm (a GELU's backward) straight into y */
+                g->kn.micro_mul(g->kp, at, lda, 2, bt, g->y + r0 * g->n + j0, g->n, bias,
+                                g->e.gm + r0 * g->n + j0);
+                continue;
+            }
             g->kn.micro(g->kp, at, lda, 2, bt, t, NR, bias);
+            if (g->e.gd && g->e.gelu_keep && !g->e.gm && !g->e.res) {
+                /* GELU into y and GELU' into gd, row by row from the tile:
+                 * tile_pre's and rai_gemm_tile_put's values, no copies */
+                for (int r = 0; r < mr; r++)
+                    g->e.gelu_keep(g->y + (r0 + r) * g->n + j0, g->e.gd + (r0 + r) * g->n + j0,
+                                   t + r * NR, nr);
+                continue;
+            }
             const int gelu_done = tile_pre(&g->e, t, mr, nr, r0, j0, g->n);
             rai_gemm_tile_put(t, NR, mr, nr, gelu_done ? NULL : g->e.gelu, g->y + r0 * g->n + j0,
                               g->n, g->e.res, g->n, g->e.map, r0, j0);
@@ -342,6 +370,15 @@ int rai_gemm_bf16_ext(float *y, const float *x, const float *w, int wt, const fl
 
 #define TN_ROWS 512   /* rows of a and b per block: the chain of each sum is cut here */
 
+/* The lines of n floats from p asked for towards L1 (the rows that the
+ * packing below reads a few pairs later: x of a dW product was written
+ * by the forward long before and comes from memory). */
+static inline void prefetch_floats(const float *p, int64_t n) {
+    for (int64_t l = 0; l < n; l += 16) __builtin_prefetch(p + l, 0, 3);
+}
+
+#define TN_AHEAD 4   /* pairs of rows prefetched ahead */
+
 /* Block [i0, i0 + rows) of c += a^T b: a's rows by pairs into at
  * ([kp][wa][2], wa = n rounded up to MR: the micro-kernel reads a tile's
  * rows 2 apart and its pairs 2 wa apart), a's column sums into sum (if
@@ -360,6 +397,9 @@ static void tn_pack(uint16_t *at, int wa, double *sum, uint16_t *bt, const float
             const int c0 = t * strip, cn = n - c0 < strip ? n - c0 : strip;
             for (int q = 0; cn > 0 && q < kp; q++) {
                 const float *r0 = a + (i0 + 2 * q) * n + c0;
+                if (q + TN_AHEAD < kp)
+                    prefetch_floats(r0 + 2 * TN_AHEAD * n,
+                                    2 * q + 2 * TN_AHEAD + 1 < rows ? n + cn : cn);
                 kn->pairs(at + (int64_t)q * 2 * wa + 2 * c0, r0, 2 * q + 1 < rows ? r0 + n : NULL,
                           cn, sum ? sum + c0 : NULL);
             }
@@ -371,6 +411,8 @@ static void tn_pack(uint16_t *at, int wa, double *sum, uint16_t *bt, const float
         const int q1 = (int)((int64_t)kp * (t - nt + 1) / nt);
         for (int q = (int)((int64_t)kp * (t - nt) / nt); q < q1; q++) {
             const float *r0 = b + (i0 + 2 * q) * k;
+            if (q + TN_AHEAD < q1)
+                prefetch_floats(r0 + 2 * TN_AHEAD * k, 2 * q + 2 * TN_AHEAD + 1 < rows ? 2 * k : k);
             for (int p = 0; p < npanels; p++) {
                 const int nr = k - p * NR < NR ? k - p * NR : NR;
                 uint16_t *d = bt + ((int64_t)p * kp + q) * 2 * NR;
@@ -405,8 +447,15 @@ int rai_gemm_bf16_tn(float *c, float *db, const float *a, const float *b, int64_
             const int rt = (int)(t / npanels), p = (int)(t % npanels);
             const int r0 = rt * MR, j0 = p * NR;
             const int mr = n - r0 < MR ? n - r0 : MR, nr = k - j0 < NR ? k - j0 : NR;
+            const uint16_t *bp = bt + (int64_t)p * kp * 2 * NR;
+            if (mr == MR && nr == NR && kn.micro_res) {   /* added into c in registers */
+                float *crow[MR];
+                for (int r = 0; r < MR; r++) crow[r] = c + (int64_t)(r0 + r) * k + j0;
+                kn.micro_res(kp, at + 2 * r0, 2, 2 * (int64_t)wa, bp, crow, NULL);
+                continue;
+            }
             float s[MR * NR];
-            kn.micro(kp, at + 2 * r0, 2, 2 * (int64_t)wa, bt + (int64_t)p * kp * 2 * NR, s, NR, NULL);
+            kn.micro(kp, at + 2 * r0, 2, 2 * (int64_t)wa, bp, s, NR, NULL);
             rai_gemm_tile_put(s, NR, mr, nr, NULL, NULL, 0, c, k, NULL, r0, j0);
         }
     }

@@ -322,6 +322,11 @@ void rai_gemm_bf16_micro_avx512(int kp, const uint16_t *a, int64_t lda, int64_t 
  * registers (the same bits). */
 void rai_gemm_bf16_micro_res_avx512(int kp, const uint16_t *a, int64_t lda, int64_t aq,
                                     const uint16_t *bp, float *const *res, const float *bias);
+/* The tile (+ bias) times gm (row stride ldc, as c) into c: the
+ * epilogue's gm multiply in registers (the same bits). */
+void rai_gemm_bf16_micro_mul_avx512(int kp, const uint16_t *a, int64_t lda, int64_t aq,
+                                    const uint16_t *bp, float *c, int64_t ldc, const float *bias,
+                                    const float *gm);
 /* rai_bf16_pack_pairs on 16 lanes (the same bits). */
 void rai_bf16_pack_pairs_avx512(uint16_t *dst, const float *r0, const float *r1, int n, double *sum);
 /* rai_bf16_round_rows on 16 lanes (the same bits). */

@@ -42,6 +42,8 @@ typedef struct rai_attn_task {
     float *dv; int lddv;         /* (N2, hd)                                */
     float *dbias;                /* (N1, N2) this thread's, for head h, or NULL */
     float *drel_k, *drel_v;      /* (R, hd) this thread's, or NULL          */
+    int set;                     /* dq, dk, dv get 0 + the sums instead of
+                                    += (only for a kernel with sets_grads) */
 } rai_attn_task;
 
 typedef struct rai_attn_kernel {
@@ -51,6 +53,9 @@ typedef struct rai_attn_kernel {
     /* NULL: the framework uses the reference kernel's backward */
     void (*backward)(const rai_attn_task *t);
     size_t (*backward_work_floats)(int n1, int n2, int hd, int r);
+    /* 1: the backward honours task.set (else the framework zeros dq, dk,
+     * dv before it adds) */
+    int sets_grads;
 } rai_attn_kernel;
 
 extern const rai_attn_kernel rai_kernel_ref;

@@ -242,6 +242,30 @@ void rai_nn_layernorm_row_f32_avx2(float *y, const float *x, const float *gamma,
     }
 }
 
+/* ---- AdamW: rai_nn_adamw_ref on 8 lanes (IEEE's sqrt and division: the
+ * same bits) -------------------------------------------------------------- */
+
+void rai_nn_adamw_avx2(float *param, float *m, float *v, const float *grad, int64_t n,
+                       const rai_adamw_factors *a) {
+    const __m256 keep = _mm256_set1_ps(a->keep), b1 = _mm256_set1_ps(a->b1);
+    const __m256 a1 = _mm256_set1_ps(a->a1), b2 = _mm256_set1_ps(a->b2);
+    const __m256 a2 = _mm256_set1_ps(a->a2), ns = _mm256_set1_ps(a->neg_step);
+    const __m256 bc = _mm256_set1_ps(a->bc2_sqrt), eps = _mm256_set1_ps(a->eps);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 g = _mm256_loadu_ps(grad + i);
+        const __m256 p = _mm256_mul_ps(_mm256_loadu_ps(param + i), keep);
+        const __m256 mi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(m + i), b1), _mm256_mul_ps(a1, g));
+        const __m256 vi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(v + i), b2),
+                                        _mm256_mul_ps(_mm256_mul_ps(a2, g), g));
+        const __m256 den = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), bc), eps);
+        _mm256_storeu_ps(m + i, mi);
+        _mm256_storeu_ps(v + i, vi);
+        _mm256_storeu_ps(param + i, _mm256_add_ps(p, _mm256_div_ps(_mm256_mul_ps(ns, mi), den)));
+    }
+    rai_nn_adamw_ref(param + i, m + i, v + i, grad + i, n - i, a);
+}
+
 const rai_nn_kernel rai_nn_kernel_avx2 = {
     .name = "avx2",
     .gelu = rai_nn_gelu_avx2,
@@ -251,6 +275,7 @@ const rai_nn_kernel rai_nn_kernel_avx2 = {
     .layernorm_rows4 = NULL,
     .layernorm_row_f32 = rai_nn_layernorm_row_f32_avx2,
     .layernorm_backward_rows = NULL,
+    .adamw = rai_nn_adamw_avx2,
     .gemm_micro = RA_GEMM_AVX2,
     .gemm_i8_micro = RA_GEMM_AVX2,
     .gemm = NULL,   /* the portable product with the AVX2 micro-kernel */

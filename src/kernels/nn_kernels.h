@@ -13,6 +13,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The float32 factors of one AdamW step (src/nn/optim.c computes them
+ * as torch.optim.AdamW does): per element, in this order and each step
+ * rounded (no contraction),
+ *   p = param keep;  m' = m b1 + a1 g;  v' = v b2 + (a2 g) g
+ *   param' = p + (neg_step m') / (sqrt(v') / bc2_sqrt + eps)            */
+typedef struct rai_adamw_factors {
+    float keep, b1, a1, b2, a2, neg_step, bc2_sqrt, eps;
+} rai_adamw_factors;
+
 typedef struct rai_nn_kernel {
     const char *name;
     /* y = x * 0.5 * (1 + erf(x / sqrt 2)), n elements (y may be x) */
@@ -46,6 +55,10 @@ typedef struct rai_nn_kernel {
     void (*layernorm_backward_rows)(float *dx, double *pg, double *pb, const float *dy,
                                     const float *x, const float *mean, const float *rstd,
                                     const float *gamma, int64_t rows, int c);
+    /* One AdamW step of n elements with the factors of a (rai_adamw_ref's
+     * arithmetic, element by element: the same bits in every set). */
+    void (*adamw)(float *param, float *m, float *v, const float *grad, int64_t n,
+                  const struct rai_adamw_factors *a);
     /* The micro-kernel of the portable product rai_gemm (RA_GEMM_REF or
      * RA_GEMM_AVX2), used where there are no fused products. */
     int gemm_micro;
@@ -119,6 +132,10 @@ void rai_nn_layernorm_backward_sums_ref(double *ag, double *ab, const float *dy,
                                         const float *mean, const float *rstd, int64_t rows,
                                         int c, int j0, int jn);
 
+/* The AdamW step of rai_adamw_factors, one element at a time: the oracle. */
+void rai_nn_adamw_ref(float *param, float *m, float *v, const float *grad, int64_t n,
+                      const rai_adamw_factors *a);
+
 /* ---- AVX2 + FMA (nn_avx2.c) ----------------------------------------------- */
 
 #ifdef RA_HAVE_X86_KERNELS
@@ -131,6 +148,11 @@ void rai_nn_layernorm_row_avx2(float *y, float *mean, float *rstd, const float *
                                const float *gamma, const float *beta, int c, float eps);
 void rai_nn_layernorm_row_f32_avx2(float *y, const float *x, const float *gamma,
                                    const float *beta, int c, float eps);
+void rai_nn_adamw_avx2(float *param, float *m, float *v, const float *grad, int64_t n,
+                       const rai_adamw_factors *a);
+/* The same on 16 lanes (gemm_avx512.c, with the avx512 set's other layers). */
+void rai_nn_adamw_avx512(float *param, float *m, float *v, const float *grad, int64_t n,
+                         const rai_adamw_factors *a);
 #endif
 
 #endif

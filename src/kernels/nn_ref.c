@@ -113,6 +113,20 @@ void rai_nn_layernorm_backward_sums_ref(double *ag, double *ab, const float *dy,
     }
 }
 
+void rai_nn_adamw_ref(float *param, float *m, float *v, const float *grad, int64_t n,
+                      const rai_adamw_factors *a) {
+    for (int64_t i = 0; i < n; i++) {
+        const float g = grad[i];
+        const float p = param[i] * a->keep;
+        const float mi = m[i] * a->b1 + a->a1 * g;
+        const float vi = v[i] * a->b2 + a->a2 * g * g;
+        const float den = sqrtf(vi) / a->bc2_sqrt + a->eps;
+        m[i] = mi;
+        v[i] = vi;
+        param[i] = p + a->neg_step * mi / den;
+    }
+}
+
 const rai_nn_kernel rai_nn_kernel_ref = {
     .name = "ref",
     .gelu = rai_nn_gelu_ref,
@@ -122,6 +136,7 @@ const rai_nn_kernel rai_nn_kernel_ref = {
     .layernorm_rows4 = NULL,
     .layernorm_row_f32 = rai_nn_layernorm_row_f32_ref,
     .layernorm_backward_rows = NULL,
+    .adamw = rai_nn_adamw_ref,
     .gemm_micro = RA_GEMM_REF,
     .gemm_i8_micro = RA_GEMM_REF,
     .gemm = NULL,

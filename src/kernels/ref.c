@@ -173,4 +173,4 @@ static void ref_backward(const rai_attn_task *t) {
 }
 
 const rai_attn_kernel rai_kernel_ref = {"ref", ref_forward, ref_work_floats, ref_backward,
-                                      ref_backward_work_floats};
+                                      ref_backward_work_floats, 0};

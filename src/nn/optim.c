@@ -2,6 +2,7 @@
  * clipping as torch.nn.utils.clip_grad_norm_, the weight-decay rule of Swin
  * and timm's cosine learning-rate schedule with warm-up. */
 #include "base/internal.h"
+#include "kernels/nn_kernels.h"
 
 #include <math.h>
 #include <string.h>
@@ -31,25 +32,23 @@ ra_status ra_adamw_step(float *param,         /* (n) updated */
         !(lr >= 0.0) || !(cfg->weight_decay >= 0.0))
         return rai_fail(RA_ERR_ARG, "ra_adamw_step: lr %g, betas (%g, %g), eps %g, "
                         "weight_decay %g", lr, b1, b2, cfg->eps, cfg->weight_decay);
-    const float keep = (float)(1.0 - lr * (decay ? cfg->weight_decay : 0.0));
-    const float fb1 = (float)b1, fa1 = (float)(1.0 - b1);
-    const float fb2 = (float)b2, fa2 = (float)(1.0 - b2);
     const double bc1 = 1.0 - pow(b1, (double)step), bc2 = 1.0 - pow(b2, (double)step);
-    const float neg_step = (float)-(lr / bc1);
-    const float bc2_sqrt = (float)sqrt(bc2);
-    const float eps = (float)cfg->eps;
+    const rai_adamw_factors a = {.keep = (float)(1.0 - lr * (decay ? cfg->weight_decay : 0.0)),
+                                 .b1 = (float)b1, .a1 = (float)(1.0 - b1),
+                                 .b2 = (float)b2, .a2 = (float)(1.0 - b2),
+                                 .neg_step = (float)-(lr / bc1), .bc2_sqrt = (float)sqrt(bc2),
+                                 .eps = (float)cfg->eps};
+    /* the kernel set's element-wise step (the same bits in every set), in
+     * blocks over the threads */
+    void (*const step_fn)(float *, float *, float *, const float *, int64_t,
+                          const rai_adamw_factors *) = rai_nn_kernel_active()->adamw;
+    const int64_t blk = 4096, nblk = (n + blk - 1) / blk;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(ra_threads_get()) if (n >= RA_OPT_PAR_MIN)
 #endif
-    for (int64_t i = 0; i < n; i++) {
-        const float g = grad[i];
-        const float p = param[i] * keep;
-        const float mi = m[i] * fb1 + fa1 * g;
-        const float vi = v[i] * fb2 + fa2 * g * g;
-        const float den = sqrtf(vi) / bc2_sqrt + eps;
-        m[i] = mi;
-        v[i] = vi;
-        param[i] = p + neg_step * mi / den;
+    for (int64_t b = 0; b < nblk; b++) {
+        const int64_t i = b * blk, len = n - i < blk ? n - i : blk;
+        step_fn(param + i, m + i, v + i, grad + i, len, &a);
     }
     return RA_OK;
 }
