@@ -741,8 +741,13 @@ static void bf16_vector_roundings(void) {
                 rai_bf16_pack_pairs_avx512(got, x, r1, n, mode == 2 ? sg : NULL);
                 CHECK(memcmp(want, got, sizeof want) == 0, "round %d, n %d, mode %d: the pairs differ",
                       round, n, mode);
-                CHECK(mode != 2 || memcmp(sw, sg, (size_t)n * sizeof *sw) == 0,
-                      "round %d, n %d: the pairs' sums differ", round, n);
+                int sums_differ = 0;   /* the same bits, or both NaN (a NaN's sign and
+                                          payload follow the order of the additions) */
+                for (int j = 0; mode == 2 && j < n; j++)
+                    sums_differ += memcmp(&sw[j], &sg[j], sizeof sw[j]) != 0 &&
+                                   !(isnan(sw[j]) && isnan(sg[j]));
+                CHECK(!sums_differ, "round %d, n %d: %d of the pairs' sums differ", round, n,
+                      sums_differ);
                 cases++;
             }
         for (int k = 1; k <= N; k += (k < 20 ? 1 : 19)) {
