@@ -546,12 +546,14 @@ static int train(const opt *o, const procs *pc) {
     }
     const char *arch = get(o, "--arch");
     if (arch && init) return usage_error("--arch makes a model, --init starts from one: not both");
-    for (int i = 0; arch; i++) {
-        if (!ra_model_preset_name(i))
-            return usage_error("--arch '%s': swin_t, swin_s, swin_b, swin_v2_t, swin_v2_s, "
-                               "swin_v2_b, vit_ti_16, vit_s_16, vit_b_16, vit_b_32, vit_l_16, "
-                               "vit_l_32 or vit_h_14", arch);
-        if (!strcmp(ra_model_preset_name(i), arch)) break;
+    if (arch) {   /* a name of the table, before any data is read */
+        char names[256] = "";
+        int i = 0, known = 0;
+        for (const char *p; (p = ra_model_preset_name(i)); i++) {
+            known |= !strcmp(p, arch);
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", p);
+        }
+        if (!known) return usage_error("--arch '%s': one of %s", arch, names);
     }
     if (get(o, "--num-classes") && !init && !arch)
         return usage_error("--num-classes is for --init and --arch");

@@ -1007,40 +1007,29 @@ static int resample(float *dst, const ra_param_info *q, const float *src,
     return 0;
 }
 
-/* The value of key in set, else m's metadata's, else NULL. */
-static const char *setting(const ra_model *m, const char *const *set, int nset, const char *key) {
-    for (int j = nset - 1; j >= 0; j--)
-        if (set[2 * j] && !strcmp(set[2 * j], key)) return set[2 * j + 1];
-    return ra_model_meta(m, key);
+int rai_meta_merge(const char **out, const char *const *base, int nbase, const char *const *set,
+                   int nset, const char *skip) {
+    int k = 0;
+    for (int i = 0; i < nbase; i++) {
+        int replaced = skip && !strcmp(base[2 * i], skip);
+        for (int j = 0; j < nset && !replaced; j++)
+            replaced = set[2 * j] && !strcmp(set[2 * j], base[2 * i]);
+        if (!replaced) out[2 * k] = base[2 * i], out[2 * k + 1] = base[2 * i + 1], k++;
+    }
+    for (int j = 0; j < nset; j++)
+        if (!set[2 * j] || !skip || strcmp(set[2 * j], skip))
+            out[2 * k] = set[2 * j], out[2 * k + 1] = set[2 * j + 1], k++;
+    return k;
 }
 
-/* SwinV2 fine-tuned at another window keeps the windows it was trained at
- * (the official pretrained_window_sizes, which normalise the continuous
- * bias's coordinates): when set changes window_size (or img_size) of a
- * SwinV2 in the official names that records none, the windows each stage
- * of m had (the window, or the stage's map when that is not larger: the
- * official clamp) into buf as "w0,w1,..". 0 when there is nothing to
- * record (torchvision's SwinV2 has no pretrained window). */
-static int swinv2_pretrained_windows(char *buf, size_t n, const ra_model *m,
-                                     const char *const *set, int nset) {
-    const char *pw = setting(m, set, nset, "pretrained_window_sizes");
-    if (m->ops->arch != RA_ARCH_SWINV2 || !strcmp(ra_model_scheme(m), "torchvision") ||
-        (pw && strspn(pw, "0, ") != strlen(pw)))
-        return 0;
-    const char *w0 = ra_model_meta(m, "window_size"), *w1 = setting(m, set, nset, "window_size");
-    const char *i0 = ra_model_meta(m, "img_size"), *i1 = setting(m, set, nset, "img_size");
-    const char *ps = ra_model_meta(m, "patch_size"), *dp = ra_model_meta(m, "depths");
-    if (!w0 || !w1 || !i0 || !i1 || !ps || !dp || (!strcmp(w0, w1) && !strcmp(i0, i1))) return 0;
-    int win = 0, img = 0, patch = 0;
-    if (sscanf(w0, "%d", &win) != 1 || sscanf(i0, "%d", &img) != 1 ||
-        sscanf(ps, "%d", &patch) != 1 || win < 1 || patch < 1)
-        return 0;
-    size_t len = 0;
-    int stages = 1;
-    for (const char *c = dp; *c; c++) stages += *c == ',';
-    for (int i = 0, res = img / patch; i < stages && len < n; i++, res /= 2)
-        len += (size_t)snprintf(buf + len, n - len, "%s%d", i ? "," : "", res <= win ? res : win);
-    return len < n;
+/* 1 if set gives key a value other than m's metadata's. */
+static int changes(const ra_model *m, const char *const *set, int nset, const char *key) {
+    const char *was = ra_model_meta(m, key);
+    for (int j = 0; j < nset; j++)
+        if (set[2 * j] && !strcmp(set[2 * j], key) && (!was || !set[2 * j + 1] ||
+                                                      strcmp(was, set[2 * j + 1])))
+            return 1;
+    return 0;
 }
 
 ra_status ra_model_derive(ra_model **out, const ra_model *m, const char *const *set, int nset,
@@ -1053,10 +1042,10 @@ ra_status ra_model_derive(ra_model **out, const ra_model *m, const char *const *
      * torchvision's Swin pads a window its official code shrinks), as the
      * replicas are made; the scheme is not kept as metadata (its names say
      * it in a saved file) */
-    const int n = m->nmeta + nset + 1;
+    const int n = m->nmeta + nset + 2;
     const char **meta = malloc((size_t)n * 2 * sizeof *meta);
     if (!meta) return rai_fail(RA_ERR_NOMEM, "model derive: out of memory");
-    int k = 0, timm_tables = 0;
+    int timm_tables = 0;
     for (int j = 0; j < nset; j++)
         if (set[2 * j] && !strcmp(set[2 * j], RA_DERIVE_TABLE_RESIZE)) {
             timm_tables = set[2 * j + 1] && !strcmp(set[2 * j + 1], "timm");
@@ -1066,17 +1055,17 @@ ra_status ra_model_derive(ra_model **out, const ra_model *m, const char *const *
                                 RA_DERIVE_TABLE_RESIZE, set[2 * j + 1] ? set[2 * j + 1] : "");
             }
         }
-    for (int i = 0; i < m->nmeta; i++) {
-        int replaced = 0;
-        for (int j = 0; j < nset && !replaced; j++) replaced = !strcmp(m->meta[2 * i], set[2 * j]);
-        if (!replaced) meta[2 * k] = m->meta[2 * i], meta[2 * k + 1] = m->meta[2 * i + 1], k++;
-    }
-    for (int j = 0; j < nset; j++)
-        if (!set[2 * j] || strcmp(set[2 * j], RA_DERIVE_TABLE_RESIZE))
-            meta[2 * k] = set[2 * j], meta[2 * k + 1] = set[2 * j + 1], k++;
+    int k = rai_meta_merge(meta, (const char *const *)m->meta, m->nmeta, set, nset,
+                           RA_DERIVE_TABLE_RESIZE);
+    /* at another window or size, the windows m was trained at (SwinV2) */
     char pws[96];
-    if (swinv2_pretrained_windows(pws, sizeof pws, m, set, nset))
-        meta[2 * k] = "pretrained_window_sizes", meta[2 * k + 1] = pws, k++;
+    if (m->ops->trained_windows && !changes(m, set, nset, "pretrained_window_sizes") &&
+        (changes(m, set, nset, "window_size") || changes(m, set, nset, "img_size")) &&
+        m->ops->trained_windows(m, pws, sizeof pws)) {
+        int j = 0;
+        while (j < k && strcmp(meta[2 * j], "pretrained_window_sizes")) j++;
+        meta[2 * j] = "pretrained_window_sizes", meta[2 * j + 1] = pws, k += j == k;
+    }
     meta[2 * k] = RA_META_NAMING, meta[2 * k + 1] = ra_model_scheme(m), k++;
     ra_model *r = NULL;
     ra_status st = rai_model_create_arch(&r, m->ops, meta, k, seed);

@@ -84,6 +84,11 @@ struct rai_arch_ops {
     /* The layer of parameter name (canonical) for layer-wise learning-rate
      * decay (ra_param_layer), in [0, *count); NULL: the arch has none. */
     int (*layer_of)(const ra_model *m, const char *name, int *count);
+    /* The windows m's stages were trained at, as the metadata value a model
+     * derived from m at another window or size must keep
+     * (pretrained_window_sizes: "w0,w1,.." into buf, n bytes); 0 when it
+     * needs none. NULL: the arch has no such thing. */
+    int (*trained_windows)(const ra_model *m, char *buf, size_t n);
 };
 
 /* The file the loader reads for a state_dict f without relattn metadata:
@@ -160,6 +165,12 @@ ra_status rai_meta_float_opt(const ra_st_file *f, const char *key, float *out, i
 ra_status rai_meta_double_opt(const ra_st_file *f, const char *key, double *out, int *given);
 /* mlp_ratio: a positive number, 4.0 when absent (Python's float). */
 ra_status rai_meta_mlp_ratio(const ra_st_file *f, double *out);
+
+/* Metadata pairs (key, value, ...) into out: base's pairs whose key set
+ * does not have, then set's, leaving out any pair whose key is skip (may
+ * be NULL); out holds nbase + nset pairs. The number of pairs written. */
+int rai_meta_merge(const char **out, const char *const *base, int nbase, const char *const *set,
+                   int nset, const char *skip);
 
 /* The released sizes of each family (presets.c): a builder's name, the
  * arch, whether torchvision has the builder (tv), the widths, the patch,

@@ -42,9 +42,8 @@ ra_status ra_model_create_preset(ra_model **out, const char *name, const char *c
     const rai_preset *p = NULL;
     for (int i = 0; i < rai_npresets && !p; i++)
         if (!strcmp(rai_presets[i].name, name)) p = &rai_presets[i];
-    if (!p) return rai_fail(RA_ERR_ARG, "no preset \"%.40s\" (swin_t, swin_s, swin_b, swin_v2_t, "
-                            "swin_v2_s, swin_v2_b, vit_ti_16, vit_s_16, vit_b_16, vit_b_32, "
-                            "vit_l_16, vit_l_32, vit_h_14)", name);
+    if (!p)
+        return rai_fail(RA_ERR_ARG, "no preset \"%.40s\" (ra_model_preset_name lists them)", name);
     const int vit = !strcmp(p->arch, "vit");
     /* another (square) input size: the transform scaled with it */
     int side = p->crop, h = 0, w = 0, k = 0;
@@ -65,18 +64,13 @@ ra_status ra_model_create_preset(ra_model **out, const char *name, const char *c
         "arch", p->arch, "img_size", img, "patch_size", patch, "in_chans", "3",
         "num_classes", "1000", "embed_dim", dim, "num_heads", p->heads, "mlp_ratio", "4.0",
         "qkv_bias", "true", "transform.resize", resize, "transform.crop", crop,
-        "transform.interpolation", p->interp,
-        vit ? "depth" : "depths", vit ? depth : p->depths,
-        vit ? NULL : "window_size", window, "patch_norm", "true", "ape", "false"};
-    enum { MAXKV = 64 };
+        "transform.interpolation", p->interp, "depth", depth,   /* a ViT's */
+        "depths", p->depths, "window_size", window, "patch_norm", "true", "ape", "false"};
+    /* the first 13 pairs make a ViT; a Swin takes all of them but depth */
+    enum { NVIT = 13, NBASE = sizeof base / sizeof *base / 2, MAXKV = 64 };
+    if (nset > MAXKV - NBASE)
+        return rai_fail(RA_ERR_ARG, "model preset: %d settings are too many", nset);
     const char *meta[2 * MAXKV];
-    int n = 0;
-    for (size_t i = 0; i < sizeof base / sizeof *base && base[i]; i += 2) {
-        int replaced = 0;
-        for (int j = 0; j < nset && !replaced; j++) replaced = set[2 * j] && !strcmp(set[2 * j], base[i]);
-        if (!replaced) meta[2 * n] = base[i], meta[2 * n + 1] = base[i + 1], n++;
-    }
-    if (n + nset > MAXKV) return rai_fail(RA_ERR_ARG, "model preset: %d settings are too many", nset);
-    for (int j = 0; j < nset; j++) meta[2 * n] = set[2 * j], meta[2 * n + 1] = set[2 * j + 1], n++;
+    const int n = rai_meta_merge(meta, base, vit ? NVIT : NBASE, set, nset, vit ? NULL : "depth");
     return ra_model_create(out, meta, n, seed);
 }

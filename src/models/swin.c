@@ -1117,12 +1117,28 @@ static int net_layer_of(const ra_model *m, const char *name, int *count) {
     return L + 1;
 }
 
+/* SwinV2 (official names) keeps the windows it was trained at: each
+ * stage's window as its blocks were built (after the official clamp to a
+ * smaller map), unless the model has pretrained windows already.
+ * torchvision's SwinV2 has none. */
+static int net_trained_windows(const ra_model *m, char *buf, size_t n) {
+    const swin_net *net = m->impl;
+    if (!net->k.v2 || net->scheme == SCHEME_TORCHVISION) return 0;
+    size_t len = 0;
+    for (int s = 0; s < net->nstages && len < n; s++) {
+        const swin_blk *b = &net->blocks[net->first[s]];
+        if (net->first[s + 1] == net->first[s] || b->cfg.pretrained_window[0] > 0) return 0;
+        len += (size_t)snprintf(buf + len, n - len, "%s%d", s ? "," : "", b->win[0]);
+    }
+    return len < n;
+}
+
 const rai_arch_ops rai_swin_ops = {
     .name = "swin", .arch = RA_ARCH_SWIN, .batched = 1, .declare = net_declare,
     .canonical = net_canonical,
     .detect = net_detect, .build = net_build, .destroy = net_destroy, .forward = net_forward,
     .forward_train = net_forward_train, .backward = rai_swin_net_backward,
-    .flops = net_flops, .layer_of = net_layer_of};
+    .flops = net_flops, .layer_of = net_layer_of, .trained_windows = net_trained_windows};
 
 /* SwinV2 (swin_transformer_v2.py, torchvision's swin_v2_*): the network
  * above with the V2 variations its blocks and merging layers carry (v2 in
@@ -1132,4 +1148,4 @@ const rai_arch_ops rai_swinv2_ops = {
     .canonical = net_canonical,
     .detect = net_detect, .build = net_build, .destroy = net_destroy, .forward = net_forward,
     .forward_train = net_forward_train, .backward = rai_swin_net_backward,
-    .flops = net_flops, .layer_of = net_layer_of};
+    .flops = net_flops, .layer_of = net_layer_of, .trained_windows = net_trained_windows};
