@@ -1429,7 +1429,7 @@ static void test_fast_paths(void) {
          * path (the same bits: the epilogue's GELU and GELU' are the
          * element-wise kernels'), and the AVX-512 path against the scalar
          * one (OpenBLAS, separate loops) within the products' bounds:
-         *   rai_linear_gelu_keep: h = x w^T + b, gd = GELU'(h), g = GELU(h)
+         *   rai_gelu_keep of h = x w^T + b: gd = GELU'(h), g = GELU(h)
          *   rai_linear_backward_fused(set, gd): dx = (dy w) gd */
         {
             const int fm[] = {5, 130}, fn[] = {7, 48, 100}, fk[] = {3, 33, 96};
@@ -1452,7 +1452,8 @@ static void test_fast_paths(void) {
                                                : RA_KERNEL_REF);
                             gd[p] = fzeros(mn), gg[p] = fzeros(mn), dx[p] = fzeros(mk);
                             pattern(dx[p], mk, 350);   /* overwritten */
-                            rai_linear_gelu_keep(gd[p], gg[p], fx, fw, fb, m, nn, k);
+                            ra_linear_forward(gg[p], fx, fw, fb, m, nn, k);
+                            rai_gelu_keep(gg[p], gd[p], gg[p], mn);
                             rai_linear_backward_fused(dx[p], NULL, NULL, dy, NULL, fw, m, nn, k, 1, gm);
                         }
                         /* unfused on the AVX-512 path: the same bits (gd2 =
@@ -1465,7 +1466,7 @@ static void test_fast_paths(void) {
                         for (int64_t i = 0; i < mk; i++) dx2[i] = dg[i] * gm[i];
                         CHECK(memcmp(gd2, gd[1], sizeof(float) * (size_t)mn) == 0 &&
                                   memcmp(g2, gg[1], sizeof(float) * (size_t)mn) == 0,
-                              "linear_gelu_keep %dx%dx%d differs from linear + gelu", m, nn, k);
+                              "gelu_keep %dx%dx%d differs from linear + gelu", m, nn, k);
                         CHECK(memcmp(dx2, dx[1], sizeof(float) * (size_t)mk) == 0,
                               "linear_backward_fused gd %dx%dx%d differs from the unfused pair", m,
                               nn, k);

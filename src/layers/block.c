@@ -5,9 +5,12 @@
  * residual adds into the attention's projection and fc2 (through the row
  * map, scattering the windows back), the attention branch runs in chunks
  * of windows where a call has enough of them (each chunk one thread's,
- * with the whole call's bits), the MLP on chunks of rows; the
- * training forward keeps GELU' with GELU (rai_linear_gelu_keep) so that the
- * backward multiplies by it inside fc2's product. A tape that keeps the
+ * with the whole call's bits), the MLP on chunks of rows. The
+ * training forward keeps the block's input, the residual between the
+ * branches and fc1's output, not the LayerNorms' outputs nor GELU and
+ * GELU': the backward remakes those from what is kept, with the same calls
+ * and so the same bits (remake_*), one block at a time in its scratch, and
+ * multiplies by GELU' inside fc2's product. A tape that keeps the
  * attention's workspace reads the projections back and writes the
  * branches' input gradients; one without recomputes them
  * (ra_attn_layer_backward) and accumulates into zeroed buffers. */
@@ -223,7 +226,6 @@ size_t rai_block_tape_layout(rai_block_tape *t, const rai_block *b, const rai_bl
     z.keep2 = kb ? (uint8_t *)rai_carve(base, &off, kb) : NULL;
     z.mean1 = rai_carve(base, &off, r1);
     z.rstd1 = rai_carve(base, &off, r1);
-    z.win = rai_carve(base, &off, rows * C);
     z.meankv = mkv ? rai_carve(base, &off, mkv) : NULL;
     z.rstdkv = mkv ? rai_carve(base, &off, mkv) : NULL;
     z.wkv = rkv ? rai_carve(base, &off, rkv * C) : NULL;
@@ -231,12 +233,49 @@ size_t rai_block_tape_layout(rai_block_tape *t, const rai_block *b, const rai_bl
     z.xm = rai_carve(base, &off, M * C);
     z.mean2 = rai_carve(base, &off, M);
     z.rstd2 = rai_carve(base, &off, M);
-    z.h2 = b->post ? z.xm : rai_carve(base, &off, M * C);
-    z.gd = rai_carve(base, &off, M * hid);
-    z.g = rai_carve(base, &off, M * hid);
+    z.h = rai_carve(base, &off, M * hid);
     z.mo = kept ? rai_carve(base, &off, M * C) : NULL;
     if (base) *t = z;
     return off;
+}
+
+/* The attention's input as the training forward made it, from the tape
+ * (scratch from a): norm1(x) (pre-norm; statistics recomputed into
+ * scratch, the call's bits) laid out for the attention, or x's rows. */
+static const float *remake_win(const rai_block *b, const rai_block_tape *t, rai_arena *a) {
+    const rai_block_layout *l = &t->l;
+    const int C = b->dim;
+    const int64_t M = l->m, rows = (int64_t)l->b_ * l->n;
+    if (b->post && !l->map) return t->x;
+    float *win = rai_arena_floats(a, (size_t)(rows * C));
+    if (!win) return NULL;
+    if (b->post) return rai_rows_gather(win, t->x, l->map, rows, C), win;
+    float *h1 = l->map ? rai_arena_floats(a, (size_t)(M * C)) : win;
+    float *st = rai_arena_floats(a, (size_t)(2 * M));
+    if (!h1 || !st) return NULL;
+    ra_layernorm_forward(h1, st, st + M, t->x, b->n1w, b->n1b, M, C, b->eps);
+    if (l->map) rai_rows_gather(win, h1, l->map, rows, C);
+    return win;
+}
+
+/* fc1's input as the training forward made it: norm2(xm), or xm itself
+ * (post-norm). */
+static const float *remake_h2(const rai_block *b, const rai_block_tape *t, rai_arena *a) {
+    const int C = b->dim;
+    const int64_t M = t->l.m;
+    if (b->post) return t->xm;
+    float *h2 = rai_arena_floats(a, (size_t)(M * C)), *st = rai_arena_floats(a, (size_t)(2 * M));
+    if (!h2 || !st) return NULL;
+    ra_layernorm_forward(h2, st, st + M, t->xm, b->n2w, b->n2b, M, C, b->eps);
+    return h2;
+}
+
+/* The MLP's middle of a training forward: h = fc1(in) onto the tape, g =
+ * GELU(h) into g (M, hidden). */
+static void mlp_in(const rai_block *b, rai_block_tape *t, float *g, const float *in) {
+    const int64_t M = t->l.m;
+    ra_linear_forward(t->h, in, b->fc1w, b->fc1b, M, b->hidden, b->dim);
+    rai_gelu_keep(g, NULL, t->h, M * b->hidden);
 }
 
 /* The rest of rai_block_forward_train for a post-norm block. */
@@ -246,10 +285,11 @@ static ra_status post_forward_train(const rai_block *b, rai_block_tape *t, float
     const int C = b->dim, hidden = b->hidden;
     const int64_t M = l->m, rows = (int64_t)l->b_ * l->n;
     float *tmp = rai_arena_floats(a, (size_t)((rows > M ? rows : M) * C));
-    if (!tmp) return nomem();
+    float *g = rai_arena_floats(a, (size_t)(M * hidden));
+    const float *win = tmp && g ? remake_win(b, t, a) : NULL;
+    if (!win) return nomem();
     /* xm = x + norm1(attn(x)) */
-    rai_rows_gather(t->win, t->x, l->map, rows, C);
-    ra_status st = attn_forward(b, t->a, NULL, t->win, NULL, l, ws, wsz, NULL, NULL);
+    ra_status st = attn_forward(b, t->a, NULL, win, NULL, l, ws, wsz, NULL, NULL);
     if (st) return st;
     ra_layernorm_forward(tmp, t->mean1, t->rstd1, t->a, b->n1w, b->n1b, rows, C, b->eps);
     const float p = b->drop_path;   /* drop-path on both branches: a draw per sample */
@@ -258,8 +298,8 @@ static ra_status post_forward_train(const rai_block *b, rai_block_tape *t, float
     memcpy(t->xm, t->x, (size_t)(M * C) * sizeof *y);
     rai_rows_scatter_add(t->xm, tmp, l->map, rows, C);
     /* y = xm + norm2(fc2(gelu(fc1(xm)))) */
-    rai_linear_gelu_keep(t->gd, t->g, t->xm, b->fc1w, b->fc1b, M, hidden, C);
-    ra_linear_forward(t->mo, t->g, b->fc2w, b->fc2b, M, C, hidden);
+    mlp_in(b, t, g, t->xm);
+    ra_linear_forward(t->mo, g, b->fc2w, b->fc2b, M, C, hidden);
     ra_layernorm_forward(tmp, t->mean2, t->rstd2, t->mo, b->n2w, b->n2b, M, C, b->eps);
     if (p > 0) st = ra_droppath_forward(tmp, t->keep2, tmp, l->batch, M / l->batch * C, p, rng);
     if (!st) ra_add(y, t->xm, tmp, M * C);
@@ -288,11 +328,12 @@ ra_status rai_block_forward_train(const rai_block *b, rai_block_tape *t, float *
     }
 
     /* xm = x + ls1 * attn(norm1(x)), norm1's output laid out for the attention */
-    float *h1 = l->map ? rai_arena_floats(a, (size_t)(M * C)) : t->win;
+    float *win = rai_arena_floats(a, (size_t)(rows * C));
+    float *h1 = l->map ? rai_arena_floats(a, (size_t)(M * C)) : win;
     float *tmp = rai_arena_floats(a, (size_t)((rows > M ? rows : M) * C));
-    if (!h1 || !tmp) return rai_arena_reset(a, mark), nomem();
+    if (!win || !h1 || !tmp) return rai_arena_reset(a, mark), nomem();
     ra_layernorm_forward(h1, t->mean1, t->rstd1, t->x, b->n1w, b->n1b, M, C, b->eps);
-    if (l->map) rai_rows_gather(t->win, h1, l->map, rows, C);
+    if (l->map) rai_rows_gather(win, h1, l->map, rows, C);
     if (l->kv) {   /* norm_kv's output laid out likewise */
         float *hk = l->kvmap ? rai_arena_floats(a, (size_t)(l->mkv * C)) : t->wkv;
         if (!hk) return rai_arena_reset(a, mark), nomem();
@@ -300,18 +341,22 @@ ra_status rai_block_forward_train(const rai_block *b, rai_block_tape *t, float *
         if (l->kvmap) rai_rows_gather(t->wkv, hk, l->kvmap, (int64_t)l->b_ * rai_block_keys(l), C);
     }
     memcpy(t->xm, t->x, (size_t)(M * C) * sizeof *y);
-    ra_status st = attn_forward(b, kept ? t->a : tmp, NULL, t->win, t->wkv, l, ws, wsz,
+    ra_status st = attn_forward(b, kept ? t->a : tmp, NULL, win, t->wkv, l, ws, wsz,
                                 kept ? NULL : t->xm, l->map);
     if (!st && kept)
         st = branch_add(t->xm, tmp, t->a, b->ls1, t->keep1, b->drop_path, l->batch, rows, C,
                         l->map, rng);
     if (st) return rai_arena_reset(a, mark), st;
 
-    /* y = xm + ls2 * fc2(gelu(fc1(norm2(xm)))) */
-    ra_layernorm_forward(t->h2, t->mean2, t->rstd2, t->xm, b->n2w, b->n2b, M, C, b->eps);
-    rai_linear_gelu_keep(t->gd, t->g, t->h2, b->fc1w, b->fc1b, M, hidden, C);
+    /* y = xm + ls2 * fc2(gelu(fc1(norm2(xm)))), in the attention's scratch */
+    rai_arena_reset(a, mark);
+    float *h2 = rai_arena_floats(a, (size_t)(M * C)), *g = rai_arena_floats(a, (size_t)(M * hidden));
+    tmp = rai_arena_floats(a, (size_t)(M * C));
+    if (!h2 || !g || !tmp) return rai_arena_reset(a, mark), nomem();
+    ra_layernorm_forward(h2, t->mean2, t->rstd2, t->xm, b->n2w, b->n2b, M, C, b->eps);
+    mlp_in(b, t, g, h2);
     memcpy(y, t->xm, (size_t)(M * C) * sizeof *y);
-    rai_linear_fused(kept ? t->mo : tmp, t->g, b->fc2w, b->fc2b, M, C, hidden, 0,
+    rai_linear_fused(kept ? t->mo : tmp, g, b->fc2w, b->fc2b, M, C, hidden, 0,
                      kept ? NULL : y, NULL);
     if (kept)
         st = branch_add(y, tmp, t->mo, b->ls2, t->keep2, b->drop_path, l->batch, M, C, NULL,
@@ -332,12 +377,15 @@ static ra_status post_backward(const rai_block *b, const rai_block_tape *t, floa
     float *dh = rai_arena_floats(a, (size_t)(m * hidden));
     float *dt = rai_arena_floats(a, (size_t)((rows > m ? rows : m) * C));
     float *dd = p > 0 ? rai_arena_floats(a, (size_t)((rows > m ? rows : m) * C)) : NULL;
-    if (!dh || !dt || (p > 0 && !dd)) return rai_arena_reset(a, mark), nomem();
+    float *gl = rai_arena_floats(a, (size_t)(m * hidden)), *gd = rai_arena_floats(a, (size_t)(m * hidden));
+    if (!dh || !dt || (p > 0 && !dd) || !gl || !gd) return rai_arena_reset(a, mark), nomem();
+    rai_gelu_keep(gl, gd, t->h, m * hidden);
     rai_zero(dt, (int64_t)(m * C));
     const float *dmo = branch_backward(dd, dx, NULL, NULL, NULL, t->keep2, p, l->batch, m, C);
     ra_layernorm_backward(dt, g->n2w, g->n2b, dmo, t->mo, t->mean2, t->rstd2, b->n2w, m, C);
-    rai_linear_backward_fused(dh, g->fc2w, g->fc2b, dt, t->g, b->fc2w, m, C, hidden, 1, t->gd);
-    rai_linear_backward_fused(dx, g->fc1w, g->fc1b, dh, t->h2, b->fc1w, m, hidden, C, 0, NULL);
+    rai_linear_backward_fused(dh, g->fc2w, g->fc2b, dt, gl, b->fc2w, m, C, hidden, 1, gd);
+    rai_linear_backward_fused(dx, g->fc1w, g->fc1b, dh, remake_h2(b, t, a), b->fc1w, m, hidden, C,
+                              0, NULL);
     rai_arena_reset(a, mark);
     /* attention branch: dx += reverse(attn'(norm1'(drop_path'(partition(dx))))) */
     float *dln = rai_arena_floats(a, (size_t)(rows * C));
@@ -346,13 +394,14 @@ static ra_status post_backward(const rai_block *b, const rai_block_tape *t, floa
     dd = p > 0 ? rai_arena_floats(a, (size_t)(rows * C)) : NULL;
     const size_t wsz = attn_backward_ws_size(b, l);
     void *ws = rai_arena_bytes(a, wsz);
-    if (!dln || !daw || !dwin || !ws || !t->aws || (p > 0 && !dd))
+    const float *win = remake_win(b, t, a);
+    if (!dln || !daw || !dwin || !ws || !t->aws || (p > 0 && !dd) || !win)
         return rai_arena_reset(a, mark), nomem();
     rai_rows_gather(dln, dx, l->map, rows, C);
     rai_zero(daw, (int64_t)(rows * C));
     const float *da = branch_backward(dd, dln, NULL, NULL, NULL, t->keep1, p, l->batch, rows, C);
     ra_layernorm_backward(daw, g->n1w, g->n1b, da, t->a, t->mean1, t->rstd1, b->n1w, rows, C);
-    ra_status st = attn_backward(b, dwin, NULL, &g->attn, daw, t->win, NULL, l, t->aws, ws, wsz);
+    ra_status st = attn_backward(b, dwin, NULL, &g->attn, daw, win, NULL, l, t->aws, ws, wsz);
     if (!st) rai_rows_scatter_add(dx, dwin, l->map, rows, C);
     rai_arena_reset(a, mark);
     return st;
@@ -371,19 +420,24 @@ ra_status rai_block_backward(const rai_block *b, const rai_block_tape *t, float 
     float *dh = rai_arena_floats(a, (size_t)(m * hidden));
     float *dt = rai_arena_floats(a, (size_t)(m * C));
     float *dA = kept ? rai_arena_floats(a, (size_t)(m * C)) : NULL;
-    if (!dh || !dt || (kept && !dA)) return rai_arena_reset(a, mark), nomem();
+    const size_t mlp = rai_arena_mark(a);   /* GELU, GELU' and fc1's input, remade */
+    float *gl = rai_arena_floats(a, (size_t)(m * hidden)), *gd = rai_arena_floats(a, (size_t)(m * hidden));
+    const float *h2 = gl && gd ? remake_h2(b, t, a) : NULL;
+    if (!dh || !dt || (kept && !dA) || !h2) return rai_arena_reset(a, mark), nomem();
+    rai_gelu_keep(gl, gd, t->h, m * hidden);
     const float *dM = kept ? branch_backward(dA, dx, t->mo, b->ls2, g->ls2, t->keep2,
                                              b->drop_path, l->batch, m, C)
                            : dx;
     /* dh = (dM . fc2w) GELU'(h): fc2's and GELU's backward in one product */
-    rai_linear_backward_fused(dh, g->fc2w, g->fc2b, dM, t->g, b->fc2w, m, C, hidden, 1, t->gd);
+    rai_linear_backward_fused(dh, g->fc2w, g->fc2b, dM, gl, b->fc2w, m, C, hidden, 1, gd);
     if (t->aws) {
-        rai_linear_backward_fused(dt, g->fc1w, g->fc1b, dh, t->h2, b->fc1w, m, hidden, C, 1, NULL);
+        rai_linear_backward_fused(dt, g->fc1w, g->fc1b, dh, h2, b->fc1w, m, hidden, C, 1, NULL);
     } else {
         rai_zero(dt, (int64_t)(m * C));
-        ra_linear_backward(dt, g->fc1w, g->fc1b, dh, t->h2, b->fc1w, m, hidden, C);
+        ra_linear_backward(dt, g->fc1w, g->fc1b, dh, h2, b->fc1w, m, hidden, C);
     }
     ra_layernorm_backward(dx, g->n2w, g->n2b, dt, t->xm, t->mean2, t->rstd2, b->n2w, m, C);
+    rai_arena_reset(a, mlp);
 
     /* attention branch: dx is now the gradient of xm (through LayerScale and
      * drop-path here on x's rows, below on a window layout's) */
@@ -402,8 +456,9 @@ ra_status rai_block_backward(const rai_block *b, const rai_block_tape *t, float 
         dt = rai_arena_floats(a, (size_t)(mt * C));
         const size_t wsz = attn_backward_ws_size(b, l);
         void *ws = rai_arena_bytes(a, wsz);
+        const float *win = remake_win(b, t, a);
         if ((l->map && !daw) || (kept && l->map && !dAw) || !dwin || (l->kv && !dwkv) || !dt ||
-            !ws)
+            !ws || !win)
             return rai_arena_reset(a, mark), nomem();
         const float *dy = dAt;   /* the attention's output gradient */
         if (l->map) {
@@ -412,7 +467,7 @@ ra_status rai_block_backward(const rai_block *b, const rai_block_tape *t, float 
                                                b->drop_path, l->batch, rows, C);
         }
         if (dwkv) rai_zero(dwkv, rkv * C);
-        st = attn_backward(b, dwin, dwkv, &g->attn, dy, t->win, t->wkv, l, t->aws, ws, wsz);
+        st = attn_backward(b, dwin, dwkv, &g->attn, dy, win, t->wkv, l, t->aws, ws, wsz);
         if (!st && l->kv) {   /* kv's branch: g->kv += norm_kv'(reverse(dwkv)) */
             rai_zero(dt, l->mkv * C);
             rai_rows_scatter_add(dt, dwkv, l->kvmap, rkv, C);
@@ -426,8 +481,10 @@ ra_status rai_block_backward(const rai_block *b, const rai_block_tape *t, float 
     } else if (b->own || l->kv) {
         st = rai_fail(RA_ERR_INTERNAL, "block: a backward without the attention's workspace");
     } else {        /* recomputed */
+        const float *win = remake_win(b, t, a);
+        if (!win) return rai_arena_reset(a, mark), nomem();
         rai_zero(dt, (int64_t)(m * C));
-        st = ra_attn_layer_backward(b->attn, dt, NULL, &g->attn, NULL, dAt, t->win, NULL, l->b_,
+        st = ra_attn_layer_backward(b->attn, dt, NULL, &g->attn, NULL, dAt, win, NULL, l->b_,
                                     l->n, l->n, l->mask, l->nw);
     }
     if (!st)

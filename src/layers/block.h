@@ -98,7 +98,9 @@ typedef struct rai_block_tape {
     rai_block_layout l;
     float *x;                 /* (M, C) the input (the caller's; only read) */
     float *mean1, *rstd1;     /* norm1's statistics: (M) pre-norm, (b_*n) post-norm */
-    float *win;               /* (b_*n, C) the attention's input */
+    /* the attention's input (b_*n, C), norm1(x) laid out in windows (post-norm:
+     * x's rows), and fc1's input norm2(xm) (post-norm: xm) are remade by the
+     * backward from x, xm and the statistics, as GELU and GELU' are from h */
     float *meankv, *rstdkv;   /* (mkv) norm_kv's statistics */
     float *wkv;               /* (b_*n2, C) the attention's kv input */
     float *a;                 /* (b_*n, C) the attention's output, kept where a step sits
@@ -106,8 +108,7 @@ typedef struct rai_block_tape {
                                  post-norm's norm1) */
     float *xm;                /* (M, C) x after the attention's residual */
     float *mean2, *rstd2;     /* (M) */
-    float *h2;                /* (M, C) fc1's input (post-norm: xm itself) */
-    float *gd, *g;            /* (M, hidden) GELU' and GELU of fc1's output */
+    float *h;                 /* (M, hidden) fc1's output, GELU's input */
     float *mo;                /* (M, C) fc2's output, kept as a is */
     uint8_t *keep1, *keep2;   /* (batch) drop-path draws */
     void *aws;                /* the attention forward's workspace (its projections and

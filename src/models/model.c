@@ -351,7 +351,7 @@ void ra_model_free(ra_model *m) {
     free(m->params);
     for (int i = 0; i < 2 * m->nmeta; i++) free(m->meta[i]);
     free(m->meta);
-    rai_free(m->weights);
+    if (!m->borrowed) rai_free(m->weights);
     rai_packed_free(m->packed);
     free(m);
 }
@@ -433,12 +433,10 @@ static ra_status forward_part(void *ctx, int s) {
     int64_t xs[8];
     memcpy(xs, c->x_shape, (size_t)c->x_ndim * sizeof *xs);
     xs[0] = b1 - b0;
-    ra_model *r = c->train[s];
+    ra_model *r = c->train[s];   /* a replica reads m's weights (create_arch) */
     if (!r)
         return forward_in_precision(c->m, &c->y[s], &c->nd[s], c->ys[s], c->x + b0 * c->per_x,
                                     c->x_ndim, xs);
-    if (r != c->m)   /* a replica takes the weights as they are now */
-        memcpy(r->weights, c->m->weights, (size_t)c->m->total * sizeof *r->weights);
     ra_rng rng;
     if (c->draw) ra_rng_seed(&rng, rai_mix64(*c->draw, (uint64_t)s));
     return r->ops->forward_train(r, &c->y[s], &c->nd[s], c->ys[s], c->x + b0 * c->per_x,
@@ -594,7 +592,7 @@ int ra_param_layer(const ra_model *m, const char *name, int *count) {
  * thread, each on a model with its own tape: m for the first, replicas
  * made from m's metadata and naming scheme (RA_META_NAMING; as
  * ra_model_create makes any model, and checked parameter by parameter
- * against m) for the others, their weights copied from m at each forward. The backward runs
+ * against m) for the others, built over m's own weights (create_arch). The backward runs
  * each shard on its model, the replicas into their own zeroed gradients,
  * added to the caller's in shard order: the result depends on the thread
  * count only. A model that cannot be replicated, or memory that runs
@@ -602,6 +600,9 @@ int ra_param_layer(const ra_model *m, const char *name, int *count) {
  * wrong. With an rng (drop path), one number u is drawn from it and shard s
  * draws from its own generator seeded with rai_mix64(u, s), one shard or
  * several: the draws, like the sums, depend on the shard count only. */
+static ra_status create_arch(ra_model **out, const rai_arch_ops *ops, const char *const *meta,
+                             int nmeta, uint64_t seed, ra_model *like);
+
 static int make_replicas(ra_model *m, int want) {
     if (want - 1 <= m->nrep) return want;
     if (m->rep_failed) return m->nrep + 1;
@@ -618,11 +619,7 @@ static int make_replicas(ra_model *m, int want) {
     while (m->nrep < want - 1) {
         ra_model *r = NULL;
         float *g = NULL;
-        int same = rai_model_create_arch(&r, m->ops, meta, m->nmeta + 1, 0) == RA_OK &&
-                   r->total == m->total && r->nparams == m->nparams;
-        for (int p = 0; same && p < m->nparams; p++)
-            same = r->params[p].offset == m->params[p].offset &&
-                   !strcmp(r->params[p].name, m->params[p].name);
+        const int same = create_arch(&r, m->ops, meta, m->nmeta + 1, 0, m) == RA_OK;
         if (!same || !(g = rai_alloc((size_t)m->total + 1, sizeof *g))) {
             m->rep_failed = !same;   /* another model: never; out of memory: next time */
             ra_model_free(r);
@@ -778,8 +775,11 @@ static ra_status init_weights(ra_model *m, uint64_t seed) {
     return RA_OK;
 }
 
-ra_status rai_model_create_arch(ra_model **out, const rai_arch_ops *ops, const char *const *meta,
-                                int nmeta, uint64_t seed) {
+/* rai_model_create_arch, or with like a replica of like: built over like's
+ * own weights (borrowed, neither initialised nor freed), which its
+ * parameters must lay out as like's do (else RA_ERR_FORMAT). */
+static ra_status create_arch(ra_model **out, const rai_arch_ops *ops, const char *const *meta,
+                             int nmeta, uint64_t seed, ra_model *like) {
     *out = NULL;
     /* a safetensors file with metadata only, so that the hyperparameters go
      * through exactly the checks of a loaded file */
@@ -828,10 +828,18 @@ ra_status rai_model_create_arch(ra_model **out, const rai_arch_ops *ops, const c
             total += m->params[p].numel;
         }
         m->total = total;
-        if (!(m->weights = rai_alloc((size_t)(total ? total : 1), sizeof(float))))
+        int same = like && total == like->total && m->nparams == like->nparams;
+        for (int p = 0; same && p < m->nparams; p++)
+            same = m->params[p].offset == like->params[p].offset &&
+                   !strcmp(m->params[p].name, like->params[p].name);
+        if (like && !same)
+            st = rai_fail(RA_ERR_FORMAT, "model: a replica's parameters differ from the model's");
+        else if (like)
+            m->weights = like->weights, m->borrowed = 1;
+        else if (!(m->weights = rai_alloc((size_t)(total ? total : 1), sizeof(float))))
             st = rai_fail(RA_ERR_NOMEM, "model: out of memory for %lld weights", (long long)total);
     }
-    if (!st) st = init_weights(m, seed);
+    if (!st && !like) st = init_weights(m, seed);
     if (!st) st = ops->build(m, f);
     ra_st_close(f);
     if (st) {
@@ -840,6 +848,11 @@ ra_status rai_model_create_arch(ra_model **out, const rai_arch_ops *ops, const c
     }
     *out = m;
     return RA_OK;
+}
+
+ra_status rai_model_create_arch(ra_model **out, const rai_arch_ops *ops, const char *const *meta,
+                                int nmeta, uint64_t seed) {
+    return create_arch(out, ops, meta, nmeta, seed, NULL);
 }
 
 /* ---- precision ---------------------------------------------------------- */

@@ -24,6 +24,7 @@ struct ra_model {
     const rai_arch_ops *ops;
     char scheme[32];          /* naming scheme of the file ("official", ...) */
     float *weights;           /* every parameter, in declaration order */
+    int borrowed;             /* weights are another model's (a training replica's) */
     int64_t total;            /* floats in weights */
     ra_param_info *params;    /* declared parameters (names owned) */
     int nparams, cap;

@@ -282,30 +282,20 @@ void ra_linear_backward(float *dx,        /* (M, K) or NULL */
     rai_linear_backward_fused(dx, dw, db, dy, x, w, m, n, k, 0, NULL);
 }
 
-void rai_linear_gelu_keep(float *gd, float *g, const float *x, const float *w, const float *b,
-                          int64_t m, int n, int k) {
-    if (m <= 0 || n <= 0) return;
-    const ra_precision p = rai_precision_get();
-    const int bf16 = bf16_product(k);
-    if (bf16 >= 0) {
-        const rai_nn_kernel *kb = rai_nn_kernel_active();
-        const rai_bf16_epilogue e = {.gelu = kb->gelu, .gelu_deriv = kb->gelu_deriv,
-                                     .gelu_keep = kb->gelu_keep, .gd = gd};
-        if (rai_gemm_bf16_ext(g, x, w, 0, b, m, n, k, NULL, &e, bf16, gemm_threads(m, n, k)) != 0)
-            rai_precision_fail();
+void rai_gelu_keep(float *g, float *gd, const float *h, int64_t n) {
+    if (n <= 0) return;
+    const rai_nn_kernel *kn = rai_nn_kernel_active();
+    if (!gd || !kn->gelu_keep) {
+        if (gd) gelu_deriv_rows(gd, h, n);   /* before g: h may be g */
+        ra_gelu_forward(g, h, n);
         return;
     }
-    /* the reference path of bf16 (float32: x and w themselves) */
-    if (!(x = rai_precision_input(x, m, k, p, 0)) || !(w = rai_precision_input(w, n, k, p, 1)))
-        return;
-    const rai_nn_kernel kn = nn_kernels();
-    if (k > 0 && kn.gemm &&
-        kn.gemm(g, n, x, k, w, k, 0, m, n, k, b, 1, gd, NULL, NULL, 0, NULL,
-                gemm_threads(m, n, k)) == 0)
-        return;
-    linear_unfused(gd, x, w, b, m, n, k);   /* h, in gd until its last use */
-    ra_gelu_forward(g, gd, m * n);
-    gelu_deriv_rows(gd, gd, m * n);
+    const int64_t blocks = (n + RA_NN_BLOCK - 1) / RA_NN_BLOCK;
+#pragma omp parallel for schedule(static) num_threads(nn_threads(n))
+    for (int64_t t = 0; t < blocks; t++) {
+        const int64_t i0 = t * RA_NN_BLOCK;
+        kn->gelu_keep(g + i0, gd + i0, h + i0, n - i0 < RA_NN_BLOCK ? n - i0 : RA_NN_BLOCK);
+    }
 }
 
 /* ------------------------------------------------------------------------ */

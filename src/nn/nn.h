@@ -63,11 +63,10 @@ ra_status rai_patch_embed_backward_k(float *dx, float *dweight, float *dbias, fl
 
 void rai_linear_backward_fused(float *dx, float *dw, float *db, const float *dy, const float *x,
                                const float *w, int64_t m, int n, int k, int set, const float *gd);
-/* g (M, N) = GELU(h) and gd = GELU'(h), h = x . w^T + b, in one pass on
- * the AVX-512 path (the training forward of an MLP's first layer keeps
- * what its backward multiplies by, rather than h: the backward then needs
- * no erf and no exp). */
-void rai_linear_gelu_keep(float *gd, float *g, const float *x, const float *w, const float *b,
-                          int64_t m, int n, int k);
+/* g (n) = GELU(h) and, with gd, gd = GELU'(h), from one erf per element
+ * where the kernel set has it (gelu_keep), with the bits of ra_gelu_forward
+ * and of the fused product's epilogue: a training forward keeps h (fc1's
+ * output) alone, and its backward remakes both from it. */
+void rai_gelu_keep(float *g, float *gd, const float *h, int64_t n);
 
 #endif

@@ -579,15 +579,17 @@ ra_status ra_trainer_save(const ra_trainer *t, const char *path, const char *con
     for (int i = 0; i < m->nparams && !st; i++) {
         const ra_param_info *p = &m->params[i];
         /* under the names of the model's scheme (as ra_model_save), the
-         * optimiser's state under relattn's own */
-        st = ra_st_writer_add(w, p->file_name, RA_DTYPE_F32, p->ndim, p->shape, model + p->offset);
+         * optimiser's state under relattn's own; written from where they
+         * are, not copied (copies were three times the weights: 1 GB for
+         * vit_b_16) */
+        st = ra_st_writer_add_ref(w, p->file_name, RA_DTYPE_F32, p->ndim, p->shape, model + p->offset);
         snprintf(name, sizeof name, "%sweights.%s", RA_TRAIN_STATE_PREFIX, p->name);
         if (!st && t->avg)
-            st = ra_st_writer_add(w, name, RA_DTYPE_F32, p->ndim, p->shape, trained + p->offset);
+            st = ra_st_writer_add_ref(w, name, RA_DTYPE_F32, p->ndim, p->shape, trained + p->offset);
         snprintf(name, sizeof name, "%sexp_avg.%s", RA_TRAIN_STATE_PREFIX, p->name);
-        if (!st) st = ra_st_writer_add(w, name, RA_DTYPE_F32, p->ndim, p->shape, mom1 + p->offset);
+        if (!st) st = ra_st_writer_add_ref(w, name, RA_DTYPE_F32, p->ndim, p->shape, mom1 + p->offset);
         snprintf(name, sizeof name, "%sexp_avg_sq.%s", RA_TRAIN_STATE_PREFIX, p->name);
-        if (!st) st = ra_st_writer_add(w, name, RA_DTYPE_F32, p->ndim, p->shape, mom2 + p->offset);
+        if (!st) st = ra_st_writer_add_ref(w, name, RA_DTYPE_F32, p->ndim, p->shape, mom2 + p->offset);
     }
     if (!st) st = ra_st_writer_save(w, path);
     ra_st_writer_free(w);
