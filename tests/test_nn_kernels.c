@@ -248,9 +248,9 @@ static void test_products(const rai_nn_kernel *kn) {
                 fill(b, n, 32 + ki, -1, 1);
                 for (int j = 0; j < n; j++)
                     for (int l = 0; l < k; l++) wt[(int64_t)l * n + j] = w[(int64_t)j * k + l];
-                CHECK(kn->gemm(y, n, x, k, w, k, 0, m, n, k, b, 0, NULL, NULL, NULL, 0, NULL,
+                CHECK(kn->gemm(y, n, x, k, w, k, 0, m, n, k, b, 0, NULL, NULL, 0, NULL,
                                2) == 0, "%s gemm %dx%dx%d", kn->name, m, n, k);
-                CHECK(kn->gemm(y2, n, x, k, wt, n, 1, m, n, k, b, 0, NULL, NULL, NULL, 0, NULL,
+                CHECK(kn->gemm(y2, n, x, k, wt, n, 1, m, n, k, b, 0, NULL, NULL, 0, NULL,
                                1) == 0, "%s gemm wt %dx%dx%d", kn->name, m, n, k);
                 CHECK(memcmp(y, y2, sizeof(float) * (size_t)m * n) == 0,
                       "%s gemm %dx%dx%d: w transposed changes the bits", kn->name, m, n, k);

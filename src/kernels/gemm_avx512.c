@@ -27,9 +27,7 @@
  *
  * Epilogue, per output element r = acc (+ bias[j]):
  *   gelu    r = r * 0.5 * (1 + erf(r / sqrt 2)), the erf of nn_avx2.c on
- *           16 lanes (same polynomial, same operations: same bits); with
- *           gd, GELU'(r) from the same erf goes to gd (a training forward
- *           keeps what its backward multiplies by)
+ *           16 lanes (same polynomial, same operations: same bits)
  *   gm      r = r * gm[i][j] (that backward: dX of fc2 times GELU')
  *   res     res[row'][j] = res[row'][j] + r instead of storing r into y,
  *           row' = map[i] (skipped when negative) or i: the window reverse
@@ -65,7 +63,7 @@ void rai_gemm_gelu_backward_avx512(float *dx, const float *dy, const float *x, i
     }
 }
 
-static void gelu_tile(float *y, float *gd, int64_t ld, int mr, int nv, const __mmask16 *mv);
+static void gelu_tile(float *y, int64_t ld, int mr, int nv, const __mmask16 *mv);
 
 void rai_gemm_gelu_keep_avx512(float *y, float *d, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i += 16) {
@@ -85,12 +83,12 @@ void rai_gemm_gelu_avx512(float *y, const float *x, int64_t n) {
     int64_t i = 0;
     for (; i + BLOCK <= n; i += BLOCK) {
         if (y != x) memcpy(y + i, x + i, BLOCK * sizeof *y);
-        gelu_tile(y + i, NULL, 48, MR, 3, all);
+        gelu_tile(y + i, 48, MR, 3, all);
     }
     const int rows = (int)((n - i) / 48);   /* fewer than MR rows of 48 (a 12 x 32 tile: 8) */
     if (rows > 0) {
         if (y != x) memcpy(y + i, x + i, (size_t)rows * 48 * sizeof *y);
-        gelu_tile(y + i, NULL, 48, rows, 3, all);
+        gelu_tile(y + i, 48, rows, 3, all);
         i += (int64_t)rows * 48;
     }
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, gelu16(_mm512_loadu_ps(x + i)));
@@ -101,27 +99,13 @@ void rai_gemm_gelu_avx512(float *y, const float *x, int64_t n) {
 }
 
 /* GELU of a tile of mr rows (ld apart) of nv vectors (lanes mv[v]) in
- * place, and with gd GELU' there too.
- * Without gd, erf's polynomial branch runs on every lane and its
+ * place. erf's polynomial branch runs on every lane and its
  * exponential branch only on the lanes that take it (|v| > 1.3), gathered
  * into full vectors (vcompressps, register form: the store form is
  * microcoded on Zen 4) and put back (vexpandps). Each lane sees erf16's
  * operations, so the bits are the same; what it saves grows with the share
- * of lanes that skip the branch (bench/results/2026-11-23_amd-epyc-zen4.md).
- * With gd, GELU' needs an exp on every lane anyway, and the gathering cost
- * more than it saved: erf16 on every vector. */
-static void gelu_tile(float *y, float *gd, int64_t ld, int mr, int nv, const __mmask16 *mv) {
-    if (gd) {
-        for (int i = 0; i < mr; i++)
-            for (int v = 0; v < nv && mv[v]; v++) {
-                float *d = y + i * ld + 16 * v;
-                const __m512 r = _mm512_maskz_loadu_ps(mv[v], d);
-                const __m512 e = erf_of16(r);
-                _mm512_mask_storeu_ps(gd + i * ld + 16 * v, mv[v], gelu_grad_erf16(r, e));
-                _mm512_mask_storeu_ps(d, mv[v], gelu_erf16(r, e));
-            }
-        return;
-    }
+ * of lanes that skip the branch (bench/results/2026-11-23_amd-epyc-zen4.md). */
+static void gelu_tile(float *y, int64_t ld, int mr, int nv, const __mmask16 *mv) {
     float small[MR * 3][16] __attribute__((aligned(64)));
     float big[MR * 3 * 16 + 16] __attribute__((aligned(64)));
     __mmask16 bm[MR * 3];
@@ -227,7 +211,6 @@ typedef struct gemm_args {
     int64_t ldres;
     const int32_t *map;
     int wt;              /* w given transposed, (K, N; ldw) */
-    float *gd;           /* with gelu: also store GELU' of the sums here (ldy) */
     const float *gm;     /* multiply the sums by gm (ldy) */
     int nv, nr, mr;      /* panels of nv vectors (nr = 16 nv columns), tiles of
                             up to mr rows */
@@ -313,8 +296,7 @@ static inline __attribute__((always_inline)) void tile(const gemm_args *a, const
             for (int v = 0; v < NV; v++)
                 if (mv[v]) _mm512_mask_storeu_ps(d + 16 * v, mv[v], c[v][i]);
         }
-        gelu_tile(a->y + i0 * a->ldy + j0, a->gd ? a->gd + i0 * a->ldy + j0 : NULL, a->ldy, mr,
-                  NV, mv);
+        gelu_tile(a->y + i0 * a->ldy + j0, a->ldy, mr, NV, mv);
         return;
     }
     if (a->gelu)
@@ -453,14 +435,14 @@ static int run_part(const gemm_args *a, int64_t mt, int64_t t0, int64_t t1, int 
 int rai_gemm_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
                     int64_t ldw, int64_t m, int n, int k, const float *bias, int gelu,
                     float *res, int64_t ldres, const int32_t *map, int nthreads) {
-    return rai_gemm_avx512_ext(y, ldy, x, ldx, w, ldw, 0, m, n, k, bias, gelu, NULL, NULL, res,
-                               ldres, map, nthreads);
+    return rai_gemm_avx512_ext(y, ldy, x, ldx, w, ldw, 0, m, n, k, bias, gelu, NULL, res, ldres,
+                               map, nthreads);
 }
 
 int rai_gemm_avx512_ext(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
                         int64_t ldw, int wt, int64_t m, int n, int k, const float *bias, int gelu,
-                        float *gd, const float *gm, float *res, int64_t ldres,
-                        const int32_t *map, int nthreads) {
+                        const float *gm, float *res, int64_t ldres, const int32_t *map,
+                        int nthreads) {
     if (m <= 0 || n <= 0) return 0;
     if (k <= 0) return -1;   /* the caller's path handles it */
     /* panels of 32 or 48 columns, whichever wastes fewer lanes (48 on a
@@ -475,7 +457,7 @@ int rai_gemm_avx512_ext(float *y, int64_t ldy, const float *x, int64_t ldx, cons
     const gemm_args a = {.y = y, .ldy = ldy, .x = x, .ldx = ldx, .w = w, .ldw = ldw, .m = m,
                          .n = n, .k = k, .bias = bias, .gelu = gelu, .res = res,
                          .ldres = ldres, .map = map, .wt = wt,
-                         .gd = gd, .gm = gm, .nv = nv, .nr = NRv, .mr = MRv};
+                         .gm = gm, .nv = nv, .nr = NRv, .mr = MRv};
     const int64_t mt = (m + MRv - 1) / MRv;
     int nt = nthreads < 1 ? 1 : nthreads;
     if (nt > mt * npan) nt = (int)(mt * npan);

@@ -200,24 +200,14 @@ typedef struct {
 } bf16_job;
 
 /* The epilogue of a tile t (mr x nr of the output, from row r0 and column
- * j0; row stride NR) but for what rai_gemm_tile_put does: GELU' of the
- * sums into gd (with gelu_keep, GELU as well: returned 1), or the sums
+ * j0; row stride NR) but for what rai_gemm_tile_put does: the sums
  * multiplied by gm. */
-static int tile_pre(const rai_bf16_epilogue *e, float *t, int mr, int nr, int64_t r0, int j0,
-                    int n) {
-    float d[MR * NR];
-    if (e->gd && e->gelu_keep && !e->gm) {
-        e->gelu_keep(t, d, t, (int64_t)mr * NR);
-        for (int r = 0; r < mr; r++) memcpy(e->gd + (r0 + r) * n + j0, d + r * NR, sizeof *d * (size_t)nr);
-        return 1;
-    }
-    for (int r = 0; r < mr; r++) {
+static void tile_pre(const rai_bf16_epilogue *e, float *t, int mr, int nr, int64_t r0, int j0,
+                     int n) {
+    for (int r = 0; e->gm && r < mr; r++) {
         const int64_t at = (r0 + r) * n + j0;
-        if (e->gd) e->gelu_deriv(e->gd + at, t + r * NR, nr);
-        if (e->gm)
-            for (int j = 0; j < nr; j++) t[r * NR + j] *= e->gm[at + j];
+        for (int j = 0; j < nr; j++) t[r * NR + j] *= e->gm[at + j];
     }
-    return 0;
 }
 
 /* Rows [i0, i0 + MB) of x (m, k) rounded into a (row stride lda), the
@@ -264,39 +254,28 @@ static void run_task(const bf16_job *g, int64_t i0, int p0, int p1, int64_t next
             const uint16_t *at = a + rt * MR * lda;
             rai_gemm_tile_prefetch(g->e.res ? NULL : g->y + r0 * g->n + j0, g->n, g->e.res, g->n,
                                    g->e.map, r0, mr, j0, nr, g->k);
-            /* and the tile's lines of gd (written) and gm (read: GELU'
-             * kept by the forward, from memory) */
-            if (g->e.gd)
-                rai_gemm_tile_prefetch(g->e.gd + r0 * g->n + j0, g->n, NULL, 0, NULL, r0, mr, j0,
-                                       nr, g->k);
+            /* and the tile's lines of gm (read: GELU' remade by the
+             * backward, from memory) */
             for (int r = 0; g->e.gm && r < mr; r++)
                 for (int j = 0; j < nr; j += 16)
                     __builtin_prefetch(g->e.gm + (r0 + r) * g->n + j0 + j, 0, 3);
-            if (mr == MR && nr == NR && !g->e.res && !g->e.gelu && !g->e.gd && !g->e.gm) {
+            if (mr == MR && nr == NR && !g->e.res && !g->e.gelu && !g->e.gm) {
                 /* straight into y */
                 g->kn.micro(g->kp, at, lda, 2, bt, g->y + r0 * g->n + j0, g->n, bias);
                 continue;
             }
-            if (mr == MR && nr == NR && g->e.res && !g->e.gelu && !g->e.gd && !g->e.gm &&
+            if (mr == MR && nr == NR && g->e.res && !g->e.gelu && !g->e.gm &&
                 tile_into_res(&g->kn, g->kp, at, lda, bt, bias, g->e.res, g->e.map, r0, j0, g->n))
                 continue;
-            if (mr == MR && nr == NR && g->e.gm && !g->e.res && !g->e.gelu && !g->e.gd &&
+            if (mr == MR && nr == NR && g->e.gm && !g->e.res && !g->e.gelu &&
                 g->kn.micro_mul) {   /* times gm (a GELU's backward) straight into y */
                 g->kn.micro_mul(g->kp, at, lda, 2, bt, g->y + r0 * g->n + j0, g->n, bias,
                                 g->e.gm + r0 * g->n + j0);
                 continue;
             }
             g->kn.micro(g->kp, at, lda, 2, bt, t, NR, bias);
-            if (g->e.gd && g->e.gelu_keep && !g->e.gm && !g->e.res) {
-                /* GELU into y and GELU' into gd, row by row from the tile:
-                 * tile_pre's and rai_gemm_tile_put's values, no copies */
-                for (int r = 0; r < mr; r++)
-                    g->e.gelu_keep(g->y + (r0 + r) * g->n + j0, g->e.gd + (r0 + r) * g->n + j0,
-                                   t + r * NR, nr);
-                continue;
-            }
-            const int gelu_done = tile_pre(&g->e, t, mr, nr, r0, j0, g->n);
-            rai_gemm_tile_put(t, NR, mr, nr, gelu_done ? NULL : g->e.gelu, g->y + r0 * g->n + j0,
+            tile_pre(&g->e, t, mr, nr, r0, j0, g->n);
+            rai_gemm_tile_put(t, NR, mr, nr, g->e.gelu, g->y + r0 * g->n + j0,
                               g->n, g->e.res, g->n, g->e.map, r0, j0);
         }
     }
@@ -314,7 +293,7 @@ int rai_gemm_bf16_ext(float *y, const float *x, const float *w, int wt, const fl
                       int64_t m, int n, int k, const rai_bf16_weights *pw,
                       const rai_bf16_epilogue *e, int isa, int nthreads) {
     if (m <= 0 || n <= 0) return 0;
-    if (k <= 0 || (pw ? pw->n != n || pw->k != k : !w) || (e && e->gd && !e->gelu_deriv)) return -1;
+    if (k <= 0 || (pw ? pw->n != n || pw->k != k : !w)) return -1;
     bf16_job g = {.x = x, .bias = bias, .y = y, .m = m, .n = n, .k = k, .kp = (k + 1) / 2,
                   .bp = pw ? pw->bp : NULL, .kn = kernels_of(isa)};
     if (e) g.e = *e;

@@ -269,16 +269,11 @@ int rai_gemm_bf16_mlp(float *y, const float *x, const rai_bf16_weights *w1, cons
                       void (*gelu)(float *, const float *, int64_t), float *res, int isa,
                       int nthreads);
 /* What a bf16 product does with a tile of sums (+ bias), in this order:
- * gd (M, N), if given, receives gelu_deriv of them (GELU', what a
- * training forward keeps for the backward; with gelu_keep, which also
- * applies gelu, from one erf); gm (M, N), if given, multiplies them (a
- * GELU's backward fused into the product before it); then
- * rai_gemm_tile_put's gelu, and res and map (row stride N). */
+ * gm (M, N), if given, multiplies them (a GELU's backward fused into the
+ * product before it); then rai_gemm_tile_put's gelu, and res and map (row
+ * stride N). */
 typedef struct rai_bf16_epilogue {
     void (*gelu)(float *, const float *, int64_t);
-    void (*gelu_deriv)(float *, const float *, int64_t);
-    void (*gelu_keep)(float *, float *, const float *, int64_t);
-    float *gd;
     const float *gm;
     float *res;
     const int32_t *map;
@@ -349,14 +344,13 @@ int rai_gemm_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const fl
                     int64_t ldw, int64_t m, int n, int k, const float *bias, int gelu,
                     float *res, int64_t ldres, const int32_t *map, int nthreads);
 /* rai_gemm_avx512 with more: w given transposed if wt ((K, N; ldw), as a
- * backward's dX = dY W takes it: no transposed copy); gd (ldy), if given
- * with gelu, receives GELU' of the sums (+ bias) from the same erf as the
- * GELU (what the backward multiplies by); gm (ldy), if given, multiplies
- * the sums by gm (that GELU's backward fused into the product before it). */
+ * backward's dX = dY W takes it: no transposed copy); gm (ldy), if given,
+ * multiplies the sums by gm (a GELU's backward fused into the product
+ * before it). */
 int rai_gemm_avx512_ext(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
                         int64_t ldw, int wt, int64_t m, int n, int k, const float *bias, int gelu,
-                        float *gd, const float *gm, float *res, int64_t ldres,
-                        const int32_t *map, int nthreads);
+                        const float *gm, float *res, int64_t ldres, const int32_t *map,
+                        int nthreads);
 /* c (N, K; ldc) += a (M, N; lda)^T . b (M, K; ldb), the weight gradient of
  * a Linear layer, and db (N) += the column sums of a (in double, rows in
  * order: nn.c's colsum_add) if db is not NULL; each element of c one

@@ -71,8 +71,7 @@ typedef struct rai_nn_kernel {
      * product and the separate element-wise kernels. */
     int (*gemm)(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
                 int64_t ldw, int wt, int64_t m, int n, int k, const float *bias, int gelu,
-                float *gd, const float *gm, float *res, int64_t ldres, const int32_t *map,
-                int nthreads);
+                const float *gm, float *res, int64_t ldres, const int32_t *map, int nthreads);
     int (*gemm_tn)(float *c, int64_t ldc, const float *a, int64_t lda, const float *b,
                    int64_t ldb, int64_t m, int n, int k, float *db, int nthreads);
 } rai_nn_kernel;

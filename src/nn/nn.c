@@ -166,7 +166,7 @@ void rai_linear_fused(float *y, const float *x, const float *w, const float *b, 
         return;
     const rai_nn_kernel kn = nn_kernels();
     if (k > 0 && kn.gemm &&
-        kn.gemm(y, n, x, k, w, k, 0, m, n, k, b, gelu, NULL, NULL, res, n, map,
+        kn.gemm(y, n, x, k, w, k, 0, m, n, k, b, gelu, NULL, res, n, map,
                 gemm_threads(m, n, k)) == 0)
         return;
     linear_unfused(y, x, w, b, m, n, k);
@@ -237,7 +237,7 @@ void rai_linear_backward_fused(float *dx,        /* (M, K) or NULL */
         /* dx = or += dy . w on the forward's product, reading w as it is
          * (transposed); dw += dy^T x and db += column sums of dy in one
          * pass over dy */
-        if (!dx || kn.gemm(dx, k, dy, n, w, k, 1, m, k, n, NULL, 0, NULL, gd,
+        if (!dx || kn.gemm(dx, k, dy, n, w, k, 1, m, k, n, NULL, 0, gd,
                            set ? NULL : dx, k, NULL, gemm_threads(m, n, k)) == 0) {
             if (dw && kn.gemm_tn &&
                 kn.gemm_tn(dw, k, dy, n, x, k, m, n, k, db, gemm_threads(m, n, k)) == 0)

@@ -46,9 +46,9 @@ void rai_mlp_fused(float *y, const float *x, const rai_ln *ln, const float *w1, 
                    float *res);
 
 /* ra_linear_backward with dx overwritten instead of accumulated if set,
- * and, with gd (M, K), dx = (dy . w) * gd (set implied): with the gd of
- * rai_linear_gelu_keep, the GELU before the layer back-propagated in the
- * same product. */
+ * and, with gd (M, K), dx = (dy . w) * gd (set implied): with GELU' of
+ * rai_gelu_keep, the GELU before the layer back-propagated in the same
+ * product. */
 /* The patch embedding with a kernel of kp >= p pixels (kp - p even) at
  * stride p, padded by (kp - p) / 2 on every side: Conv2d(Cin, E, kp,
  * stride=p, padding=(kp-p)/2), an overlapping patch embedding; kp = p is
