@@ -928,11 +928,43 @@ static ra_status net_merge(const swin_net *n, swin_tape *t, int s, rai_arena *a,
     return st;
 }
 
+/* Stage s's output tok (B, h*w, C) into the map f wants of it (if any),
+ * normalised as f says: timm's norm=True the final norm on the last stage
+ * only; a transformers SwinBackbone its hidden_states_norms of the stage. */
+static ra_status net_feature(const swin_net *n, const rai_feat *f, int s, rai_arena *a,
+                             const float *tok, int B, int h, int w, int C) {
+    int i = 0;
+    while (i < f->n && f->at[i] != s) i++;
+    if (i == f->n) return RA_OK;
+    const float *nw = NULL, *nb = NULL;
+    if (f->norm == RAI_FEAT_NORM_FINAL && s == n->nstages - 1) nw = n->head.nw, nb = n->head.nb;
+    if (f->norm == RAI_FEAT_NORM_MODEL) nw = n->out_nw[s], nb = n->out_nb[s];
+    const int64_t hw = (int64_t)h * w, rows = B * hw;
+    if (!nw) {
+        rai_feat_write(f->out[i], f->layout, tok, B, hw, C);
+        return RA_OK;
+    }
+    if (f->layout != RA_LAYOUT_NCHW) {   /* the rows are the map's */
+        ra_layernorm_forward(f->out[i], NULL, NULL, tok, nw, nb, rows, C, SWIN_EPS);
+        return RA_OK;
+    }
+    const size_t mark = rai_arena_mark(a);
+    float *t = rai_arena_floats(a, (size_t)(rows * C));
+    if (!t) return nomem();
+    ra_layernorm_forward(t, NULL, NULL, tok, nw, nb, rows, C, SWIN_EPS);
+    rai_feat_write(f->out[i], f->layout, t, B, hw, C);
+    rai_arena_reset(a, mark);
+    return RA_OK;
+}
+
 /* The network's forward: x (B, Cin, H, W) images -> y (B, num_classes)
  * logits (or the pooled features without a head). t NULL: inference;
- * else training, filling the tape t (begun), with rng for the drop-path. */
-static ra_status net_run(swin_net *n, swin_tape *t, ra_rng *rng, float **y, int *y_ndim,
-                         int64_t y_shape[4], const float *x, int x_ndim, const int64_t *x_shape) {
+ * else training, filling the tape t (begun), with rng for the drop-path.
+ * f (inference only; NULL: none): the feature maps handed out after each
+ * stage's blocks, before the next patch merging. */
+static ra_status net_run(swin_net *n, swin_tape *t, ra_rng *rng, const rai_feat *f, float **y,
+                         int *y_ndim, int64_t y_shape[4], const float *x, int x_ndim,
+                         const int64_t *x_shape) {
     int64_t B = 0, H = 0, W = 0;
     ra_status st = net_input(n, x_ndim, x_shape, t != NULL, &B, &H, &W);
     if (st) return st;
@@ -947,6 +979,7 @@ static ra_status net_run(swin_net *n, swin_tape *t, ra_rng *rng, float **y, int 
         if (t) t->sh[s] = h, t->sw[s] = w;
         st = net_blocks(n, t, n->first[s], n->first[s + 1], &tok, (int)B, h, w, &run, rng);
         if (!t) rai_arena_reset(run.a, mark);   /* training: kept for the backward */
+        if (f && !st) st = net_feature(n, f, s, run.a, tok, (int)B, h, w, C);
         run.count = 0;
         if (s < n->nstages - 1 && !st) {
             st = net_merge(n, t, s, run.a, &tok, (int)B, h, w, C);
@@ -979,7 +1012,58 @@ static ra_status net_run(swin_net *n, swin_tape *t, ra_rng *rng, float **y, int 
 
 static ra_status net_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                              const float *x, int x_ndim, const int64_t *x_shape) {
-    return net_run(m->impl, NULL, NULL, y, y_ndim, y_shape, x, x_ndim, x_shape);
+    return net_run(m->impl, NULL, NULL, NULL, y, y_ndim, y_shape, x, x_ndim, x_shape);
+}
+
+static ra_status net_forward_features(const ra_model *m, const rai_feat *f, float **y,
+                                      int *y_ndim, int64_t y_shape[4], const float *x,
+                                      int x_ndim, const int64_t *x_shape) {
+    return net_run(m->impl, NULL, NULL, f, y, y_ndim, y_shape, x, x_ndim, x_shape);
+}
+
+/* Every stage's map by default (a transformers SwinBackbone: its
+ * out_indices), NHWC as torchvision's stages give them (the backbone:
+ * NCHW, its feature_maps). */
+static ra_status net_features_plan(const ra_model *m, rai_feat *f, const ra_features_options *o,
+                                   int x_ndim, const int64_t *x_shape) {
+    const swin_net *n = m->impl;
+    int64_t B = 0, H = 0, W = 0;
+    ra_status st = net_input(n, x_ndim, x_shape, 0, &B, &H, &W);
+    if (st) return st;
+    int hc, wc, h, w;
+    if ((st = rai_stem_grid(&n->stem, (int)H, (int)W, &hc, &wc, &h, &w)))
+        return rai_fail(st, "swin: %s", ra_last_error());
+    int all[SWIN_MAX_STAGES];
+    for (int s = 0; s < n->nstages; s++) all[s] = s;
+    const int bb = n->nout > 0;
+    if ((st = rai_feat_indices(f, o, bb ? n->out : all, bb ? n->nout : n->nstages, n->nstages,
+                               "stage")))
+        return st;
+    if (o && o->prefix_tokens)
+        return rai_fail(RA_ERR_ARG, "%s has no prefix tokens", m->ops->name);
+    const ra_features_norm norm = o ? o->norm : RA_FEATURES_NORM_DEFAULT;
+    f->norm = norm == RA_FEATURES_NORM_FINAL ? RAI_FEAT_NORM_FINAL
+            : norm == RA_FEATURES_NORM_DEFAULT && bb ? RAI_FEAT_NORM_MODEL : RAI_FEAT_NORM_NONE;
+    if (f->norm == RAI_FEAT_NORM_FINAL && !n->head.nw)
+        return rai_fail(RA_ERR_ARG, "%s: the model has no final norm", m->ops->name);
+    for (int i = 0; f->norm == RAI_FEAT_NORM_MODEL && i < f->n; i++)
+        if (!n->out_nw[f->at[i]])
+            return rai_fail(RA_ERR_ARG, "%s: stage %d has no norm of its own (hidden_states_norms: "
+                            "the backbone's out_indices)", m->ops->name, f->at[i]);
+    f->layout = o && o->layout ? o->layout : bb ? RA_LAYOUT_NCHW : RA_LAYOUT_NHWC;
+    for (int s = 0, i = 0, C = n->embed_dim; s < n->nstages && i < f->n; s++) {
+        if (f->at[i] == s) {
+            int64_t *d = f->shape[i];
+            d[0] = B;
+            if (f->layout == RA_LAYOUT_NHWC) f->ndim[i] = 4, d[1] = h, d[2] = w, d[3] = C;
+            else if (f->layout == RA_LAYOUT_NCHW) f->ndim[i] = 4, d[1] = C, d[2] = h, d[3] = w;
+            else f->ndim[i] = 3, d[1] = (int64_t)h * w, d[2] = C;
+            f->per[i] = (int64_t)h * w * C;
+            i++;
+        }
+        h = (h + 1) / 2, w = (w + 1) / 2, C *= 2;
+    }
+    return RA_OK;
 }
 
 static ra_status net_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
@@ -991,7 +1075,7 @@ static ra_status net_forward_train(ra_model *m, float **y, int *y_ndim, int64_t 
                         "training forward", m->ops->name, n->drop_path_rate);
     ra_status st = tape_begin(&n->tape, n->nblocks);
     if (st) return st;
-    return net_run(n, n->tape, rng, y, y_ndim, y_shape, x, x_ndim, x_shape);
+    return net_run(n, n->tape, rng, NULL, y, y_ndim, y_shape, x, x_ndim, x_shape);
 }
 
 /* The attention probabilities of block (stage, block) over one image, as
@@ -1138,7 +1222,8 @@ const rai_arch_ops rai_swin_ops = {
     .canonical = net_canonical,
     .detect = net_detect, .build = net_build, .destroy = net_destroy, .forward = net_forward,
     .forward_train = net_forward_train, .backward = rai_swin_net_backward,
-    .flops = net_flops, .layer_of = net_layer_of, .trained_windows = net_trained_windows};
+    .flops = net_flops, .layer_of = net_layer_of, .trained_windows = net_trained_windows,
+    .features_plan = net_features_plan, .forward_features = net_forward_features};
 
 /* SwinV2 (swin_transformer_v2.py, torchvision's swin_v2_*): the network
  * above with the V2 variations its blocks and merging layers carry (v2 in
@@ -1148,4 +1233,5 @@ const rai_arch_ops rai_swinv2_ops = {
     .canonical = net_canonical,
     .detect = net_detect, .build = net_build, .destroy = net_destroy, .forward = net_forward,
     .forward_train = net_forward_train, .backward = rai_swin_net_backward,
-    .flops = net_flops, .layer_of = net_layer_of, .trained_windows = net_trained_windows};
+    .flops = net_flops, .layer_of = net_layer_of, .trained_windows = net_trained_windows,
+    .features_plan = net_features_plan, .forward_features = net_forward_features};
