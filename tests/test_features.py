@@ -193,6 +193,91 @@ def run_vit(label, model_path, m, blocks_of, x, y_want):
             patch_map(normed[D - 2], "nhwc"))
 
 
+def hf_backbone_case(v2):
+    """A twin of transformers' SwinBackbone (modeling_swin.py) and
+    Swinv2Backbone (modeling_swinv2.py): embeddings, the encoder's stages and
+    each stage's output before its downsampling (hidden_states_before_
+    downsampling), reshaped to NCHW; SwinBackbone then puts each map of its
+    out_features through a LayerNorm of its own (hidden_states_norms) and runs
+    its encoder with always_partition: every block keeps window_size and its
+    shift whatever the map (a map smaller than the window is padded to one
+    window, the shifted mask built on it), where SwinModel would clamp the
+    window to the map. The swin twins' blocks do exactly that when they are
+    built for a resolution that needs no clamp (img_size 256 here: stages of
+    64, 32, 16 and 8 tokens a side with window 7) and then run on a smaller
+    image (the padding and mask at run time). Swinv2Backbone has no norms of
+    its own and clamps as Swinv2Model does (built at the size it runs). The
+    folder is as save_pretrained writes it: config.json (architectures
+    SwinBackbone, stage_names, out_features, out_indices) and
+    model.safetensors under transformers' names, without the final
+    layernorm and pooler the backbone does not have."""
+    import json
+    import make_checkpoints as mc
+    hp = dict(img_size=256 if not v2 else 64, patch_size=4, in_chans=3, num_classes=0,
+              embed_dim=16, depths=[2, 2, 2, 2], num_heads=[1, 2, 2, 4],
+              window_size=7 if not v2 else 8, mlp_ratio=4.0, qkv_bias=True, ape=False,
+              patch_norm=True)
+    torch.manual_seed(11)
+    if v2:
+        import swinv2_twin
+        hp["pretrained_window_sizes"] = [0, 0, 0, 0]
+        m = swinv2_twin.SwinTransformerV2(**hp)
+        swinv2_twin.fixture_init(m, 11)
+    else:
+        from swin_twin import SwinTransformer
+        m = SwinTransformer(**hp)
+        export.fixture_init(m, 11)
+    m.eval()
+    out_idx = [2, 3, 4] if not v2 else [1, 4]
+    norms = {}
+    g = torch.Generator().manual_seed(12)
+    for k in out_idx:
+        ln = torch.nn.LayerNorm(hp["embed_dim"] * 2 ** (k - 1))   # transformers: eps 1e-5
+        with torch.no_grad():
+            ln.weight.copy_(1 + 0.2 * torch.randn(ln.weight.shape, generator=g))
+            ln.bias.copy_(0.1 * torch.randn(ln.bias.shape, generator=g))
+        norms["stage%d" % k] = ln
+    x = torch.randn(2, 3, 60, 52, generator=g) if not v2 else torch.randn(2, 3, 64, 64,
+                                                                           generator=g)
+    with torch.no_grad():
+        stages, _ = twin_swin_stages(m, x)
+        want = {}
+        for k in out_idx:
+            t = stages[k - 1]
+            if not v2:
+                t = norms["stage%d" % k](t)
+            want["features.%d" % (k - 1)] = t.permute(0, 3, 1, 2)
+        y_want = stages[-1].mean(dim=(1, 2))   # the pooled last stage, no final norm
+    sd = mc.hf_swin_names(export.common.state_dict_f32(m), v2=v2)
+    top = "swinv2." if v2 else "swin."
+    sd = {k[len(top):]: v for k, v in sd.items() if k.startswith(top)
+          and not k.startswith(top + "layernorm.")}
+    if not v2:
+        for k, ln in norms.items():
+            sd["hidden_states_norms.%s.weight" % k] = ln.weight.detach()
+            sd["hidden_states_norms.%s.bias" % k] = ln.bias.detach()
+    cfg = mc.hf_swin_config(dict(hp, img_size=224 if not v2 else 64), v2=v2)
+    cfg.update(architectures=["Swinv2Backbone" if v2 else "SwinBackbone"],
+               out_features=["stage%d" % k for k in out_idx], out_indices=out_idx)
+    for key in ("id2label", "label2id"):
+        cfg.pop(key, None)
+    d = os.path.join(tmp, "hf_backbone_v2" if v2 else "hf_backbone")
+    os.makedirs(d)
+    st.write(os.path.join(d, "model.safetensors"), {k: v.numpy() for k, v in sd.items()})
+    with open(os.path.join(d, "config.json"), "w") as fh:
+        json.dump(cfg, fh)
+    label = "transformers %s" % ("Swinv2Backbone" if v2 else "SwinBackbone")
+    got = cli_features(d, x, [], 2)   # the default: out_features, their norms, NCHW
+    check(sorted(k for k in got if k != "y") == sorted(want), "%s: maps %s, expected %s"
+          % (label, sorted(got), sorted(want)))
+    for k, w in want.items():
+        compare("%s: %s" % (label, k), got.get(k), w)
+    compare("%s y" % label, got.get("y"), y_want)
+    got = relattn.Model(d).features(x.numpy(), indices=[0, -1], norm="none", layout="nhwc")
+    compare("%s: stage 0 without norms" % label, got.get("features.0"), stages[0])
+    compare("%s: last stage without norms" % label, got.get("features.3"), stages[3])
+
+
 def model_of(kind, name, sets, naming="official"):
     m, meta, hp, _ = export.make(kind, name, sets, seed=3, init="fixture", naming=naming)
     path = os.path.join(tmp, "%s_%s_%s.safetensors" % (kind, name, naming))
@@ -238,6 +323,11 @@ try:
     with torch.no_grad():
         y = m(xi)
     run_vit("torchvision vit", path, m, torchvision_vit_blocks, xi, y)
+
+    # transformers' SwinBackbone (a folder: config.json with out_features,
+    # hidden_states_norms.* in the weights) and Swinv2Backbone
+    for v2 in (False, True):
+        hf_backbone_case(v2)
 
     # refusals: an index out of range (64), options without --features
     m, path = model_of("arch", "swin", small + ["img_size=56", "window_size=7"])

@@ -20,6 +20,10 @@
  *                    (input_resolution; for the network img_size // patch
  *                    // 2^i): if min(H, W) <= window then window = min(H, W)
  *                    and shift = 0 (ra_window_clamp).
+ *   SwinBackbone     (transformers', metadata out_indices; not SwinV2's) no
+ *                    clamp and no shift dropped: its encoder runs with
+ *                    always_partition, a map smaller than the window padded
+ *                    to one window under the shifted mask.
  *   torchvision      no clamp: the window is window_size everywhere; at run
  *                    time the shift is set to 0 on an axis whose padded size
  *                    is not larger than the window (its
@@ -90,7 +94,7 @@ static ra_status blk_setup(swin_blk *b, int dim, int heads, const int res[2], co
                         .mlp_chunk = SWIN_MLP_CHUNK};
     ra_window_spec g = {.d = 1, .h = res[0], .w = res[1], .wd = 1, .wh = win[0], .ww = win[1],
                         .sh = shift[0], .sw = shift[1]};
-    if (!tv) ra_window_clamp(&g);
+    if (!tv && !k->always_partition) ra_window_clamp(&g);
     if (g.wh < 1 || g.ww < 1)
         return rai_fail(RA_ERR_FORMAT, "window %dx%d on a %dx%d map", g.wh, g.ww, res[0], res[1]);
     if (g.sh < 0 || g.sh >= g.wh || g.sw < 0 || g.sw >= g.ww)
@@ -657,7 +661,24 @@ static ra_status net_declare(ra_model *m, const ra_st_file *f) {
             st = rai_fail(RA_ERR_FORMAT, "metadata pretrained_window_sizes has %d values for %d "
                           "stages", npws, n->nstages);
     }
+    /* a transformers SwinBackbone / Swinv2Backbone: out_indices counts the
+     * stages from 1 (0 is its stem); no final norm, no head */
+    int outs[SWIN_MAX_STAGES];
+    if (!st && ra_st_meta(f, "out_indices")) {
+        st = rai_meta_list(f, "out_indices", outs, SWIN_MAX_STAGES, &n->nout, 1, SWIN_MAX_STAGES);
+        for (int i = 0; !st && i < n->nout; i++)
+            if (outs[i] > n->nstages)
+                st = rai_fail(RA_ERR_FORMAT, "metadata out_indices: no stage %d (1..%d)", outs[i],
+                              n->nstages);
+        if (!st && n->num_classes)
+            st = rai_fail(RA_ERR_FORMAT, "metadata out_indices (a transformers backbone) with "
+                          "num_classes %d: a backbone has no head", n->num_classes);
+        for (int i = 0; i < n->nout; i++) n->out[i] = outs[i] - 1;
+    }
     if (st) return st;
+    /* SwinBackbone runs its encoder with always_partition: the windows and
+     * shifts as built for window_size, never clamped to a smaller map */
+    n->k.always_partition = n->nout > 0 && !n->k.v2;
     n->scheme = net_scheme(f, n->nstages);
     const int tv = n->scheme == SCHEME_TORCHVISION;
     n->grid[0] = n->img[0] / n->patch, n->grid[1] = n->img[1] / n->patch;
@@ -680,7 +701,7 @@ static ra_status net_declare(ra_model *m, const ra_st_file *f) {
         if (n->heads[s] > dim || dim % n->heads[s])
             return rai_fail(RA_ERR_FORMAT, "stage %d: dim %d is not divisible by num_heads %d", s,
                             dim, n->heads[s]);
-        if (!tv && n->depths[s] && (res[0] < 1 || res[1] < 1))
+        if (!tv && !n->k.always_partition && n->depths[s] && (res[0] < 1 || res[1] < 1))
             return rai_fail(RA_ERR_FORMAT, "img_size %dx%d with patch_size %d leaves no feature "
                             "map at stage %d", n->img[0], n->img[1], n->patch, s);
         for (int j = 0; j < n->depths[s] && !st; j++) {
@@ -719,8 +740,18 @@ static ra_status net_declare(ra_model *m, const ra_st_file *f) {
             if (!st) st = decl(m, pfx, "norm.bias", 1, cn, 0, 0, 0);
         }
     }
-    if (!st) st = decl(m, "", "norm.weight", 1, n->features, 0, 0, 0);
-    if (!st) st = decl(m, "", "norm.bias", 1, n->features, 0, 0, 0);
+    if (!st && !n->nout) st = decl(m, "", "norm.weight", 1, n->features, 0, 0, 0);
+    if (!st && !n->nout) st = decl(m, "", "norm.bias", 1, n->features, 0, 0, 0);
+    for (int i = 0; !st && !n->k.v2 && i < n->nout; i++) {   /* SwinBackbone's own norms */
+        char pfx[64];
+        snprintf(pfx, sizeof pfx, "hidden_states_norms.stage%d.", n->out[i] + 1);
+        int dup = 0;
+        for (int j = 0; j < i; j++) dup |= n->out[j] == n->out[i];
+        if (!dup) {
+            st = decl(m, pfx, "weight", 1, (int64_t)n->embed_dim << n->out[i], 0, 0, 0);
+            if (!st) st = decl(m, pfx, "bias", 1, (int64_t)n->embed_dim << n->out[i], 0, 0, 0);
+        }
+    }
     if (!st && n->num_classes > 0) {
         st = decl(m, "", "head.weight", 2, n->num_classes, n->features, 0, 0);
         if (!st) st = decl(m, "", "head.bias", 1, n->num_classes, 0, 0, 0);
@@ -814,6 +845,8 @@ static ra_status net_build(ra_model *m, const ra_st_file *f) {
                          .classes = n->num_classes};
     for (int s = 0; s < n->nstages && !st; s++) {
         char pfx[64];
+        snprintf(pfx, sizeof pfx, "hidden_states_norms.stage%d.", s + 1);
+        n->out_nw[s] = get(m, pfx, "weight"), n->out_nb[s] = get(m, pfx, "bias");
         for (int j = 0; j < n->depths[s] && !st; j++) {
             snprintf(pfx, sizeof pfx, "layers.%d.blocks.%d.", s, j);
             st = blk_bind(m, pfx, &n->blocks[n->first[s] + j]);
@@ -1021,9 +1054,9 @@ static ra_status net_forward_features(const ra_model *m, const rai_feat *f, floa
     return net_run(m->impl, NULL, NULL, f, y, y_ndim, y_shape, x, x_ndim, x_shape);
 }
 
-/* Every stage's map by default (a transformers SwinBackbone: its
- * out_indices), NHWC as torchvision's stages give them (the backbone:
- * NCHW, its feature_maps). */
+/* Every stage's map by default (a transformers SwinBackbone or
+ * Swinv2Backbone: its out_indices, and SwinBackbone's norms), NHWC as
+ * torchvision's stages give them (the backbones: NCHW, their feature_maps). */
 static ra_status net_features_plan(const ra_model *m, rai_feat *f, const ra_features_options *o,
                                    int x_ndim, const int64_t *x_shape) {
     const swin_net *n = m->impl;
@@ -1043,7 +1076,8 @@ static ra_status net_features_plan(const ra_model *m, rai_feat *f, const ra_feat
         return rai_fail(RA_ERR_ARG, "%s has no prefix tokens", m->ops->name);
     const ra_features_norm norm = o ? o->norm : RA_FEATURES_NORM_DEFAULT;
     f->norm = norm == RA_FEATURES_NORM_FINAL ? RAI_FEAT_NORM_FINAL
-            : norm == RA_FEATURES_NORM_DEFAULT && bb ? RAI_FEAT_NORM_MODEL : RAI_FEAT_NORM_NONE;
+            : norm == RA_FEATURES_NORM_DEFAULT && bb && !n->k.v2 ? RAI_FEAT_NORM_MODEL
+                                                                   : RAI_FEAT_NORM_NONE;
     if (f->norm == RAI_FEAT_NORM_FINAL && !n->head.nw)
         return rai_fail(RA_ERR_ARG, "%s: the model has no final norm", m->ops->name);
     for (int i = 0; f->norm == RAI_FEAT_NORM_MODEL && i < f->n; i++)

@@ -46,6 +46,8 @@ typedef struct swin_common {
      * max_relative_position, default window - 1) */
     enum { RELPOS_NONE, RELPOS_BIAS, RELPOS_SHAW } relpos;
     int shaw_k;   /* -1: window - 1 */
+    int always_partition;   /* transformers' SwinBackbone: no clamp of the window
+                               to a smaller map (the shift kept too) */
     int v2;       /* SwinV2 (arch swinv2): cosine attention with the continuous
                      position bias, post-norm blocks, patch merging's norm
                      after its reduction */
