@@ -7,7 +7,8 @@
  *    bits of ra_model_forward's; NLC the bits of NHWC, NCHW its transpose;
  *    the last stage through the final norm (timm's norm=True), pooled, is y;
  *    the maps on 1 thread and on 3 (shards) the same bits where the products
- *    are relattn's own.
+ *    are relattn's own; in bf16 and int8, y the forward's bits and the
+ *    normalised last stage, pooled, y again.
  * 2. vit without head or pooling (global_pool "": y the final norm's
  *    tokens): block -1 through the final norm is y's patch tokens and its
  *    prefix tokens y's first rows; indices -1 and 2 of 3 blocks are one map.
@@ -116,8 +117,40 @@ static void swin(void) {
         CHECK(worst < 1e-5, "the pooled normalised last stage differs from y by %.3g", worst);
         /* and without the norm it is another map */
         double moved = 0;
-        for (int64_t i = 0; i < numel(&d[0]); i++) moved = fmax(moved, fabs(d[0].data[i] - a[2].data[i]));
+        for (int64_t i = 0; i < numel(&d[0]); i++)
+            moved = fmax(moved, fabs(d[0].data[i] - a[2].data[i]));
         CHECK(moved > 0.1, "the final norm changed the last stage by %.3g only", moved);
+    }
+    /* bf16 and int8: the maps come from the forward in the model's precision */
+    for (int pr = RA_PRECISION_BF16; pr <= RA_PRECISION_INT8; pr++) {
+        ra_model *q = NULL;
+        float *yq = NULL, *yf = NULL;
+        ra_tensor *g = NULL;
+        int ng = 0, n1 = 0, n2 = 0;
+        int64_t s1[4], s2[4];
+        ra_features_options last = {.count = 1, .index = {-1}, .norm = RA_FEATURES_NORM_FINAL};
+        st = ra_model_create(&q, meta, (int)(sizeof meta / sizeof *meta / 2), 7);
+        if (!st) st = ra_model_set_precision(q, (ra_precision)pr);
+        if (!st) st = ra_model_forward(q, &yq, &n1, s1, x, 4, xs);
+        if (!st) st = ra_model_features(q, &g, &ng, &yf, &n2, s2, x, 4, xs, &last);
+        CHECK(st == RA_OK, "precision %d: %s", pr, ra_last_error());
+        if (!st) {
+            CHECK(!memcmp(yq, yf, 3 * 32 * sizeof *yq), "precision %d: features' y is not the "
+                  "forward's", pr);
+            double worst = 0, fp32 = 0;   /* the pooled normalised stage is y here too */
+            for (int bb = 0; bb < 3; bb++)
+                for (int ch = 0; ch < 32; ch++) {
+                    double sum = 0;
+                    for (int p = 0; p < 9; p++) sum += g[0].data[(bb * 9 + p) * 32 + ch];
+                    worst = fmax(worst, fabs(sum / 9 - yq[bb * 32 + ch]));
+                    fp32 = fmax(fp32, fabs(yq[bb * 32 + ch] - y[bb * 32 + ch]));
+                }
+            CHECK(worst < 1e-4, "precision %d: pooled last stage vs y %.3g", pr, worst);
+            CHECK(fp32 > 0, "precision %d computed as fp32", pr);
+        }
+        ra_features_free(g, ng);
+        free(yq), free(yf);
+        ra_model_free(q);
     }
     /* refusals */
     ra_tensor *e = NULL;

@@ -253,7 +253,8 @@ static ra_status infer_swin(infer *c, int v2) {
         if (find(c, "hidden_states_norms.stage%d.weight", k))
             ko += (size_t)snprintf(outs + ko, sizeof outs - ko, "%s%d", ko ? "," : "", k);
     if (!st && ko && ko < sizeof outs)
-        st = put(c, "out_indices", outs, "weights: hidden_states_norms (transformers' SwinBackbone)");
+        st = put(c, "out_indices", outs,
+                 "weights: hidden_states_norms (transformers' SwinBackbone)");
 
     /* the image size: the absolute position table, a saved shift mask */
     const int64_t P = pe->shape[2];

@@ -564,8 +564,6 @@ ra_status rai_feat_indices(rai_feat *f, const ra_features_options *o, const int 
     return RA_OK;
 }
 
-static const char *feat_name_fmt(int prefix) { return prefix ? "features.%d.prefix" : "features.%d"; }
-
 void ra_features_free(ra_tensor *maps, int nmaps) {
     for (int i = 0; maps && i < nmaps; i++) {
         free((void *)maps[i].name);
@@ -595,7 +593,7 @@ ra_status ra_model_features(const ra_model *m, ra_tensor **maps, int *nmaps, flo
         for (int p = 0; p < (f->per_prefix ? 2 : 1) && !st; p++, k++) {
             ra_tensor *ti = &t[k];
             char name[48];
-            snprintf(name, sizeof name, feat_name_fmt(p), f->at[i]);
+            snprintf(name, sizeof name, p ? "features.%d.prefix" : "features.%d", f->at[i]);
             const int64_t per = p ? f->per_prefix : f->per[i];
             ti->name = rai_strdup(name);
             ti->data = rai_alloc((size_t)B, (size_t)per * sizeof(float));

@@ -7,7 +7,9 @@
  * Three kinds of model meet here: an attention layer (x or q, kv, mask, dy
  * against ra_attn_layer_*), a network (x and dy against ra_model_forward /
  * ra_model_forward_train / ra_model_backward), and the clips of a
- * swin_block_3d ((B, D, H, W, C) with kv apart, ra_swin_block_3d_forward). */
+ * swin_block_3d ((B, D, H, W, C) with kv apart, ra_swin_block_3d_forward).
+ * A features run of a network gives y and its feature maps (features.I,
+ * ra_model_features), planned against the model when the run is made. */
 #include "models/model.h"
 
 #include <limits.h>
