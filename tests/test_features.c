@@ -164,6 +164,9 @@ static void swin(void) {
     bad = (ra_features_options){.count = RA_MAX_FEATURES + 1};
     CHECK(ra_model_features(m, &e, &ne, NULL, NULL, NULL, x, 4, xs, &bad) == RA_ERR_ARG,
           "65 indices");
+    bad = (ra_features_options){.layout = (ra_layout)9};
+    CHECK(ra_model_features(m, &e, &ne, NULL, NULL, NULL, x, 4, xs, &bad) == RA_ERR_ARG,
+          "layout 9");
     bad = (ra_features_options){.prefix_tokens = 1};
     CHECK(ra_model_features(m, &e, &ne, NULL, NULL, NULL, x, 4, xs, &bad) == RA_ERR_ARG,
           "a swin's prefix tokens");

@@ -536,6 +536,9 @@ void rai_feat_write(float *out, ra_layout layout, const float *tok, int B, int64
 
 ra_status rai_feat_indices(rai_feat *f, const ra_features_options *o, const int *def, int ndef,
                            int n, const char *what) {
+    if (o && ((unsigned)o->layout > RA_LAYOUT_NLC || (unsigned)o->norm > RA_FEATURES_NORM_FINAL))
+        return rai_fail(RA_ERR_ARG, "features: unknown layout %d or norm %d", (int)o->layout,
+                        (int)o->norm);
     if (o && o->all) {
         if (n > RA_MAX_FEATURES)
             return rai_fail(RA_ERR_ARG, "features: all %d %ss are more than %d maps", n, what,

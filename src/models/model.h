@@ -45,7 +45,8 @@ typedef struct rai_feat {
 void rai_feat_write(float *out, ra_layout layout, const float *tok, int B, int64_t hw, int C);
 /* The indices of o (count 0: def[0..ndef-1]) resolved against n stages or
  * blocks (negative from the end) into f->at, ascending and once each:
- * RA_ERR_ARG naming an index out of range. what: "stage" or "block". */
+ * RA_ERR_ARG naming an index out of range, or for a layout or norm o's
+ * enums do not have. what: "stage" or "block". */
 ra_status rai_feat_indices(rai_feat *f, const ra_features_options *o, const int *def, int ndef,
                            int n, const char *what);
 
