@@ -163,6 +163,16 @@ int parse_window(int w[2], const char *s) {
     return parse_int(&w[0], buf, INT_MIN, INT_MAX) && parse_int(&w[1], sep + 1, INT_MIN, INT_MAX);
 }
 
+/* "all", or integers, commas and minus signs only: the value of an option
+ * whose value is optional (takes_value 2). */
+static int list_like(const char *s) {
+    if (!strcmp(s, "all")) return 1;
+    if (!*s) return 0;
+    for (; *s; s++)
+        if (!strchr("0123456789,-", *s)) return 0;
+    return 1;
+}
+
 int parse_args(int argc, char **argv, opt *opts, const char **pos, int maxpos,
                int *npos) {
     *npos = 0;
@@ -179,6 +189,8 @@ int parse_args(int argc, char **argv, opt *opts, const char **pos, int maxpos,
             if (!o->takes_value) {
                 if (eq) return usage_error("option %s takes no value", o->name), 0;
                 o->value = "1";
+            } else if (o->takes_value == 2 && !eq) {   /* a value only if it is a list */
+                o->value = i + 1 < argc && list_like(argv[i + 1]) ? argv[++i] : "";
             } else if (eq) {
                 o->value = eq + 1;
             } else {

@@ -75,7 +75,9 @@ int parse_window(int w[2], const char *s);
 
 /* Options of a subcommand: "--name" with or without a value. Positional
  * arguments are gathered in order. "--name=value" is accepted too. A table
- * ends with {0, 0, 0}. */
+ * ends with {0, 0, 0}. takes_value 2: an optional value, "--name=value" or
+ * "--name LIST" where LIST is "all" or integers, commas and minus signs
+ * (else "" when given without one). */
 typedef struct {
     const char *name;
     int takes_value;
@@ -197,6 +199,9 @@ void repeat_report(const repeat *r);
  * exit code, after a message on failure. */
 int job_run(const char *model, const char *input, const char *outp, ra_run_mode mode,
             repeat *r);
+/* The same for a RA_RUN_FEATURES run with the maps of fo (forward --features). */
+int job_run_features(const char *model, const char *input, const char *outp,
+                     const ra_features_options *fo, repeat *r);
 
 /* ---- eval of an image folder (eval_folder.c) ------------------------------ */
 

@@ -44,8 +44,8 @@ static const char *arch_of(const ra_model *m) {
     return a ? a : ra_model_meta(m, "arch") ? ra_model_meta(m, "arch") : "unknown";
 }
 
-int job_run(const char *model, const char *input, const char *outp, ra_run_mode mode,
-            repeat *rep) {
+static int job(const char *model, const char *input, const char *outp, ra_run_mode mode,
+               const ra_features_options *fo, repeat *rep) {
     ra_model *m = NULL;
     ra_st_file *in = NULL;
     ra_tensor *t = NULL;
@@ -62,7 +62,12 @@ int job_run(const char *model, const char *input, const char *outp, ra_run_mode 
     if ((st = ra_st_open(&in, input))) { code = lib_fail(st); goto done; }
     if ((code = read_inputs(&t, &n, in))) goto done;
     if ((code = output_ok(outp))) goto done;   /* MODEL's folder, before the work */
-    if ((st = ra_run_create(&r, m, mode, t, n))) { code = lib_fail(st); goto done; }
+    st = fo ? ra_run_create_features(&r, m, fo, t, n) : ra_run_create(&r, m, mode, t, n);
+    if (st) {   /* --features naming what the model has not is a usage error */
+        code = lib_fail(st);
+        if (fo && st == RA_ERR_ARG) code = EX_USAGE;
+        goto done;
+    }
     /* the flop count of the input x (q for window_attention_3d) */
     const ra_tensor *x = NULL;
     for (int i = 0; i < n && !x; i++)
@@ -88,4 +93,14 @@ done:
     ra_st_close(in);
     ra_model_free(m);
     return code;
+}
+
+int job_run(const char *model, const char *input, const char *outp, ra_run_mode mode,
+            repeat *rep) {
+    return job(model, input, outp, mode, NULL, rep);
+}
+
+int job_run_features(const char *model, const char *input, const char *outp,
+                     const ra_features_options *fo, repeat *rep) {
+    return job(model, input, outp, RA_RUN_FEATURES, fo, rep);
 }

@@ -101,6 +101,11 @@ if(RELATTN_TESTS AND NOT RELATTN_SANITIZE AND NOT RELATTN_TSAN AND NOT RELATTN_F
   relattn_python_test(test_finetune_opts test_finetune_opts.py $<TARGET_FILE:relattn_cli>
                       ${RA_SRC}/python)
   set_tests_properties(test_finetune_opts PROPERTIES TIMEOUT 900)
+  # the feature maps of swin, swinv2 and vit (forward --features, Model.features)
+  # against the twins and torchvision's own networks, stage by stage
+  relattn_python_test(test_features_torch test_features.py $<TARGET_FILE:relattn_cli>
+                      ${RA_SRC}/python)
+  set_tests_properties(test_features_torch PROPERTIES TIMEOUT 600)
   # the ```bash blocks of README.md and docs/*.md, as written
   add_test(NAME test_readme COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tests/test_readme.sh
            ${CMAKE_CURRENT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR})

@@ -1,5 +1,6 @@
 /* fuzz_args.c - libFuzzer harness: the command line's argument parsing
- * (cli/args.c: options with and without values, "--name=value",
+ * (cli/args.c: options with and without values, an optional list value,
+ * "--name=value",
  * positionals, integers, window sizes, the escaping of messages). An input
  * is the arguments, separated by NUL bytes. */
 #include "cli.h"
@@ -16,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int argc = 0;
     for (char *p = buf; argc < 64 && p <= buf + size; p += strlen(p) + 1) argv[argc++] = p;
     opt opts[] = {{"-o", 1, 0},      {"--window", 1, 0}, {"--attn", 0, 0}, {"--threads", 1, 0},
-                  {"--length", 1, 0}, {"--help", 0, 0},  {0, 0, 0}};
+                  {"--length", 1, 0}, {"--help", 0, 0},  {"--features", 2, 0}, {0, 0, 0}};
     const char *pos[4];
     int npos, n, w[2];
     if (parse_args(argc, argv, opts, pos, 4, &npos)) {

@@ -1374,6 +1374,8 @@ ra_status ra_swin_attention_maps(const ra_model *m, float *maps, int *gh, int *g
  * ra_run_free, owned by the run:
  *   forward           y; with RA_RUN_FORWARD_ATTN also attn (B_, nH, N1, N2)
  *                     (attention layers only, at most RA_MAX_ATTN_MAP floats)
+ *   features          y, then features.I (and features.I.prefix) of
+ *                     ra_model_features (swin, swinv2, vit)
  *   backward          y, grad.x (grad.q, and grad.kv when kv was given), and
  *                     grad.NAME for every parameter (NAME: the canonical name
  *                     for attention layers, the file's own name for networks)
@@ -1388,10 +1390,70 @@ typedef struct ra_tensor {
     float *data;             /* (shape) row-major float32; inputs are only read */
 } ra_tensor;
 
+/* ---- feature maps: a network as a backbone ------------------------------ */
+
+/* The intermediate outputs of a network's one forward (docs/reference.md,
+ * section 3, "Feature maps"), for detection and segmentation heads:
+ *   swin, swinv2  stage s's output: after its last block, before the next
+ *                 patch merging (the last stage: before the final norm),
+ *                 which is the output of torchvision's features[2s + 1],
+ *                 of timm's layers.s (features_only, forward_intermediates)
+ *                 and transformers' hidden_states_before_downsampling[s]
+ *   vit           block i's output (timm's forward_intermediates), the
+ *                 prefix tokens (class, registers) apart
+ * Indices count from 0 (stages, blocks); a negative one counts from the
+ * end (-1 the last), as timm's. count 0 takes the model's default: every
+ * stage of a Swin (those of out_indices for a transformers SwinBackbone),
+ * the last 3 blocks of a ViT (timm's features_only). Maps come out in
+ * ascending order, each index once.
+ * A 3-D network's maps are (B, T, H, W, C) channels last and
+ * (B, C, T, H, W) channels first: the layouts name where C goes. */
+#define RA_MAX_FEATURES 64
+
+typedef enum ra_layout {
+    RA_LAYOUT_DEFAULT = 0,   /* swin: NHWC (transformers backbone: NCHW); vit: NCHW */
+    RA_LAYOUT_NHWC = 1,      /* channels last (B, H, W, C): torchvision's stages */
+    RA_LAYOUT_NCHW = 2,      /* channels first (B, C, H, W): timm's forward_intermediates */
+    RA_LAYOUT_NLC = 3        /* tokens (B, H*W, C): timm's output_fmt='NLC' */
+} ra_layout;
+
+typedef enum ra_features_norm {
+    RA_FEATURES_NORM_DEFAULT = 0, /* the model's: a transformers SwinBackbone's
+                                     hidden_states_norms, else none */
+    RA_FEATURES_NORM_NONE = 1,    /* the maps as the blocks leave them */
+    RA_FEATURES_NORM_FINAL = 2    /* timm's norm=True: the final norm on the
+                                     last stage of a Swin, on every block of a
+                                     ViT (a ViT without that norm: none) */
+} ra_features_norm;
+
+typedef struct ra_features_options {
+    int all;                      /* every stage or block (timm's indices=None) */
+    int count;                    /* indices given; 0 (and all 0): the default maps */
+    int index[RA_MAX_FEATURES];   /* stages (swin, swinv2) or blocks (vit) */
+    ra_layout layout;
+    ra_features_norm norm;
+    int prefix_tokens;            /* vit: also the prefix tokens of each map,
+                                     (B, prefix, C) (return_prefix_tokens) */
+} ra_features_options;
+
+/* The feature maps of images x (B, C_in, H, W) for a swin, swinv2 or vit
+ * model, from the one forward that also gives y (as ra_model_forward's;
+ * y may be NULL: not wanted). o NULL: the defaults. *maps gets *nmaps
+ * tensors named "features.I" (I the absolute stage or block) and, with
+ * prefix_tokens, "features.I.prefix" after each; free them with
+ * ra_features_free. The maps are those of a batch run in shards (threads)
+ * or in one pass alike. RA_ERR_ARG for another arch or an index out of
+ * range, RA_ERR_SHAPE for x. */
+ra_status ra_model_features(const ra_model *m, ra_tensor **maps, int *nmaps, float **y,
+                            int *y_ndim, int64_t y_shape[4], const float *x, int x_ndim,
+                            const int64_t *x_shape, const ra_features_options *o);
+void ra_features_free(ra_tensor *maps, int nmaps);
+
 typedef enum ra_run_mode {
     RA_RUN_FORWARD = 0,      /* y */
     RA_RUN_FORWARD_ATTN = 1, /* y and attn */
-    RA_RUN_BACKWARD = 2      /* y and the gradients (gradients zeroed per exec) */
+    RA_RUN_BACKWARD = 2,     /* y and the gradients (gradients zeroed per exec) */
+    RA_RUN_FEATURES = 3      /* y and the feature maps (ra_run_create_features) */
 } ra_run_mode;
 
 typedef struct ra_run ra_run;   /* opaque */
@@ -1404,6 +1466,11 @@ typedef struct ra_run ra_run;   /* opaque */
  * backward run per model at a time. */
 ra_status ra_run_create(ra_run **out, ra_model *m, ra_run_mode mode, const ra_tensor *inputs,
                         int ninputs);
+/* A RA_RUN_FEATURES run (ra_run_create with that mode takes the default
+ * options): y and the maps of ra_model_features, named as there. o is
+ * copied; its indices are checked here against m (RA_ERR_ARG). */
+ra_status ra_run_create_features(ra_run **out, ra_model *m, const ra_features_options *o,
+                                 const ra_tensor *inputs, int ninputs);
 void ra_run_free(ra_run *r);
 
 /* ---- methods ------------------------------------------------------------ */

@@ -19,14 +19,15 @@ library's one-line reason.
 import ctypes
 import os
 
-from ._lib import LoadOptions, RelattnError, Tensor, Transform, check, lib, path as library_path
+from ._lib import (FeaturesOptions, LoadOptions, RelattnError, Tensor, Transform, check, lib,
+                   path as library_path)
 
 __all__ = ["relpos_index", "window_mask", "load", "Model", "RelattnError", "archs", "version",
            "set_threads", "library_path"]
 
 __version__ = lib.ra_version().decode()
 
-RUN_FORWARD, RUN_FORWARD_ATTN, RUN_BACKWARD = 0, 1, 2
+RUN_FORWARD, RUN_FORWARD_ATTN, RUN_BACKWARD, RUN_FEATURES = 0, 1, 2, 3
 
 _libc = ctypes.CDLL(None)   # frees what the library allocates with malloc
 _libc.free.argtypes = [ctypes.c_void_p]
@@ -178,6 +179,8 @@ class Model:
     .scheme     the naming scheme its tensors were found in
     .forward(**inputs) -> {"y": ..., ["attn": ...]}
     .backward(**inputs) -> {"y", "grad.x", ..., "grad.NAME", ...}
+    .features(x, indices=None, layout=None, norm=None, prefix_tokens=False)
+                -> {"y", "features.I", ...}: a network as a backbone
     Inputs are named as in an INPUT file of `relattn forward`: x (or q and kv),
     mask, dy. Outputs are named as `relattn forward/backward` writes them.
     """
@@ -220,7 +223,37 @@ class Model:
     def __repr__(self):
         return "relattn.Model(%r, arch=%r)" % (self.path, self.arch)
 
-    def _run(self, mode, inputs):
+    def features(self, x, indices=None, layout=None, norm=None, prefix_tokens=False):
+        """The feature maps of images x (B, C, H, W) (swin, swinv2, vit), from
+        the forward that also gives y: {"y", "features.I", ...} as `relattn
+        forward --features` writes them (docs/reference.md, section 3).
+        indices: stages (swin) or blocks (vit) from 0, negative from the end,
+        "all", or None for the model's default (every stage of a Swin, a
+        SwinBackbone's out_indices, a ViT's last 3 blocks); layout: "nhwc",
+        "nchw", "nlc" or None (NHWC for swin, NCHW for vit and a
+        SwinBackbone); norm: None (the model's: a SwinBackbone's own
+        norms), "none" or "final" (timm's norm=True); prefix_tokens: a ViT's
+        class and register tokens too, as "features.I.prefix"."""
+        o = FeaturesOptions()
+        if indices == "all":
+            o.all = 1
+        elif indices is not None:
+            idx = [indices] if isinstance(indices, int) else list(indices)
+            if not 0 < len(idx) <= len(o.index):
+                raise ValueError("indices: 1 to %d of them" % len(o.index))
+            o.count = len(idx)
+            for i, v in enumerate(idx):
+                o.index[i] = int(v)
+        layouts = {None: 0, "nhwc": 1, "nchw": 2, "nlc": 3}
+        norms = {None: 0, "default": 0, "none": 1, "final": 2}
+        if layout not in layouts:
+            raise ValueError("layout %r: nhwc, nchw or nlc" % (layout,))
+        if norm not in norms:
+            raise ValueError("norm %r: none or final" % (norm,))
+        o.layout, o.norm, o.prefix_tokens = layouts[layout], norms[norm], int(bool(prefix_tokens))
+        return self._run(RUN_FEATURES, {"x": x}, o)
+
+    def _run(self, mode, inputs, features=None):
         np = _np()
         if not self._h:
             raise ValueError("relattn.Model: closed")
@@ -235,7 +268,11 @@ class Model:
                 t.shape[d] = s
             t.data = a.ctypes.data
         h = ctypes.c_void_p()
-        check(lib.ra_run_create(ctypes.byref(h), self._h, mode, tensors, len(arrays)))
+        if features is not None:
+            check(lib.ra_run_create_features(ctypes.byref(h), self._h, ctypes.byref(features),
+                                             tensors, len(arrays)))
+        else:
+            check(lib.ra_run_create(ctypes.byref(h), self._h, mode, tensors, len(arrays)))
         run = _Run(h, self)
         check(lib.ra_run_exec(h))
         out = {}

@@ -213,6 +213,16 @@ _sig("ra_randaugment_draw", _I, ctypes.POINTER(AugStep), _I, _I, ctypes.POINTER(
 _sig("ra_randaugment_apply", _I, _P, _P, _I, _I, _I, ctypes.POINTER(RandAugment),
      ctypes.POINTER(Rng))
 _sig("ra_run_create", _I, ctypes.POINTER(_P), _P, _I, ctypes.POINTER(Tensor), _I)
+
+
+class FeaturesOptions(ctypes.Structure):
+    """ra_features_options."""
+    _fields_ = [("all", ctypes.c_int), ("count", ctypes.c_int), ("index", ctypes.c_int * 64),
+                ("layout", ctypes.c_int), ("norm", ctypes.c_int), ("prefix_tokens", ctypes.c_int)]
+
+
+_sig("ra_run_create_features", _I, ctypes.POINTER(_P), _P, ctypes.POINTER(FeaturesOptions),
+     ctypes.POINTER(Tensor), _I)
 _sig("ra_run_exec", _I, _P)
 _sig("ra_run_output_count", _I, _P)
 _sig("ra_run_output", ctypes.POINTER(Tensor), _P, _I)

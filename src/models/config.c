@@ -399,6 +399,58 @@ static ra_status hf_vit_ratio(cfg_out *o, const json_t *root, const json_t *defa
     return put(o, "mlp_ratio", buf, "config.json intermediate_size");
 }
 
+/* transformers' SwinBackbone / Swinv2Backbone: the stages it hands out,
+ * out_indices (or out_features named after stage_names "stem", "stage1",
+ * ...; neither: transformers' default, the last stage), as the metadata
+ * out_indices (1 the first stage; the stem, 0, is not read). Other
+ * architectures keep whatever out_features their config carries unread. */
+static ra_status hf_backbone(cfg_out *o, const json_t *root, const json_t *defaults) {
+    const json_t *archs = json_object_get(root, "architectures");
+    int backbone = 0;
+    for (size_t i = 0; json_is_array(archs) && i < json_array_size(archs); i++) {
+        const char *s = json_string_value(json_array_get(archs, i));
+        const size_t len = s ? strlen(s) : 0, k = strlen("Backbone");
+        backbone |= len > k && !strcmp(s + len - k, "Backbone");
+    }
+    if (!backbone) return RA_OK;
+    const long long nst = (long long)json_array_size(field_of(root, defaults, "depths"));
+    const json_t *idx = json_object_get(root, "out_indices");
+    const json_t *feat = json_object_get(root, "out_features");
+    const char *from = "config.json out_indices";
+    if (idx && json_is_null(idx)) idx = NULL;
+    if (feat && json_is_null(feat)) feat = NULL;
+    const json_t *list = idx ? idx : feat;
+    if (!idx) from = feat ? "config.json out_features" : "transformers default out_features";
+    if (list && (!json_is_array(list) || json_array_size(list) < 1 ||
+                 json_array_size(list) > (size_t)nst))
+        return bad(idx ? "out_indices" : "out_features", "must be a list of 1 to depths' stages");
+    char buf[160];
+    size_t len = 0;
+    for (size_t i = 0; i < (list ? json_array_size(list) : 1); i++) {
+        long long k = nst;   /* transformers' default: the last stage */
+        ra_status st = RA_OK;
+        if (idx) {
+            st = as_int(json_array_get(idx, i), "out_indices", 0, (double)nst, &k);
+        } else if (feat) {
+            const char *name;
+            st = as_str(json_array_get(feat, i), "out_features", CFG_MAX_NAME, &name);
+            char *end = NULL;
+            if (!st && !strcmp(name, "stem")) k = 0;
+            else if (!st && (strncmp(name, "stage", 5) || (k = strtoll(name + 5, &end, 10)) < 1 ||
+                             k > nst || *end))
+                st = rai_fail(RA_ERR_FORMAT, "config.json out_features \"%.40s\" is not a stage "
+                              "(stem, stage1 .. stage%lld)", name, nst);
+        }
+        if (st) return st;
+        if (k == 0)
+            return rai_fail(RA_ERR_FORMAT, "%s names the stem (0, the patch embedding's output): "
+                            "relattn hands out stages only", from);
+        len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%lld", i ? "," : "", k);
+        if (len >= sizeof buf) return bad("out_indices", "is too long");
+    }
+    return put(o, "out_indices", buf, from);
+}
+
 static ra_status from_transformers(cfg_out *o, const json_t *root) {
     const char *mt;
     ra_status st = as_str(json_object_get(root, "model_type"), "model_type", CFG_MAX_NAME, &mt);
@@ -428,6 +480,7 @@ static ra_status from_transformers(cfg_out *o, const json_t *root) {
     if (!st && !vit) st = hf_swin_stages(root, defaults, v2);   /* (their types checked above) */
     if (!st && vit) st = hf_vit_ratio(o, root, defaults);
     if (!st) st = hf_classes(o, root);
+    if (!st && !vit) st = hf_backbone(o, root, defaults);
     json_decref(defaults);
     return st;
 }

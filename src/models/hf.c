@@ -241,6 +241,18 @@ static ra_status map_one(hf_arch a, const char *pfx, const ra_st_tensor *t, hf_m
                         "SwinV2 has q_bias and v_bias only)", nm);
     const char *fmt = "";
     int i = 0, j = 0;
+    const char *hs = body;
+    if (a == HF_SWIN && take(&hs, "hidden_states_norms.")) {   /* SwinBackbone's, as they are */
+        const char *st = hs;
+        if (take(&st, "stage") && take_index(&st, &i) && i >= 1 &&
+            (!strcmp(st, "weight") || !strcmp(st, "bias"))) {
+            m->slot = KEEP;
+            snprintf(m->name, sizeof m->name, "%s", body);
+            return RA_OK;
+        }
+        return rai_fail(RA_ERR_FORMAT, "tensor '%.120s': SwinBackbone's norm of a stage "
+                        "relattn does not hand out (stage1 .. stageN; not the stem)", nm);
+    }
     const hf_rule *r = encoder_rule(a, body, &fmt, &i, &j);
     if (!r) r = find_rule(top, COUNT(top), body, a), fmt = "", i = j = 0;
     if (!r)

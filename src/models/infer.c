@@ -246,6 +246,16 @@ static ra_status infer_swin(infer *c, int v2) {
                       ? putf(c, "num_classes", from_t(from, sizeof from, head), "%lld", (long long)head->shape[0])
                       : put(c, "num_classes", "0", "weights: no head");
 
+    /* transformers' SwinBackbone: the stages its norms are for */
+    char outs[80];
+    size_t ko = 0;
+    for (int k = 1; !st && !v2 && k <= nst && ko < sizeof outs; k++)
+        if (find(c, "hidden_states_norms.stage%d.weight", k))
+            ko += (size_t)snprintf(outs + ko, sizeof outs - ko, "%s%d", ko ? "," : "", k);
+    if (!st && ko && ko < sizeof outs)
+        st = put(c, "out_indices", outs,
+                 "weights: hidden_states_norms (transformers' SwinBackbone)");
+
     /* the image size: the absolute position table, a saved shift mask */
     const int64_t P = pe->shape[2];
     int64_t px = 0, map = 0;

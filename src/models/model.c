@@ -404,19 +404,21 @@ typedef struct {
     const int64_t *x_shape;
     int64_t per_x;
     const uint64_t *draw;            /* training: the seed of the shards' generators, or NULL */
+    const rai_feat *feat;            /* feature maps of the whole batch, or NULL */
     float *y[RA_MAX_PARTS];
     int nd[RA_MAX_PARTS];
     int64_t ys[RA_MAX_PARTS][4];
 } forward_parts;
 
 /* m's forward on this thread in m's precision. */
-static ra_status forward_in_precision(const ra_model *m, float **y, int *y_ndim,
-                                      int64_t y_shape[4], const float *x, int x_ndim,
-                                      const int64_t *x_shape) {
+static ra_status forward_in_precision(const ra_model *m, const rai_feat *feat, float **y,
+                                      int *y_ndim, int64_t y_shape[4], const float *x,
+                                      int x_ndim, const int64_t *x_shape) {
     const ra_precision was = rai_precision_set(m->precision);
     const rai_packed *packed_was = rai_packed_set(m->packed);
     rai_precision_failed();
-    ra_status st = m->ops->forward(m, y, y_ndim, y_shape, x, x_ndim, x_shape);
+    ra_status st = feat ? m->ops->forward_features(m, feat, y, y_ndim, y_shape, x, x_ndim, x_shape)
+                        : m->ops->forward(m, y, y_ndim, y_shape, x, x_ndim, x_shape);
     if (rai_precision_failed() && !st) {
         rai_free(*y), *y = NULL;
         st = rai_fail(RA_ERR_NOMEM, "model forward: out of memory for a product in precision %s",
@@ -434,9 +436,22 @@ static ra_status forward_part(void *ctx, int s) {
     memcpy(xs, c->x_shape, (size_t)c->x_ndim * sizeof *xs);
     xs[0] = b1 - b0;
     ra_model *r = c->train[s];   /* a replica reads m's weights (create_arch) */
+    if (!r && c->feat) {   /* the shard's maps: its samples' slices of the batch's */
+        rai_feat *f = malloc(sizeof *f);
+        if (!f) return rai_fail(RA_ERR_NOMEM, "model forward: out of memory");
+        *f = *c->feat;
+        for (int i = 0; i < f->n; i++) {
+            f->out[i] += b0 * f->per[i];
+            if (f->pre[i]) f->pre[i] += b0 * f->per_prefix;
+        }
+        ra_status st = forward_in_precision(c->m, f, &c->y[s], &c->nd[s], c->ys[s],
+                                            c->x + b0 * c->per_x, c->x_ndim, xs);
+        free(f);
+        return st;
+    }
     if (!r)
-        return forward_in_precision(c->m, &c->y[s], &c->nd[s], c->ys[s], c->x + b0 * c->per_x,
-                                    c->x_ndim, xs);
+        return forward_in_precision(c->m, NULL, &c->y[s], &c->nd[s], c->ys[s],
+                                    c->x + b0 * c->per_x, c->x_ndim, xs);
     ra_rng rng;
     if (c->draw) ra_rng_seed(&rng, rai_mix64(*c->draw, (uint64_t)s));
     return r->ops->forward_train(r, &c->y[s], &c->nd[s], c->ys[s], c->x + b0 * c->per_x,
@@ -493,10 +508,139 @@ ra_status ra_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_
         return rai_fail(RA_ERR_ARG, "%s is an attention layer: use ra_attn_layer_forward",
                         m->ops->name);
     const int S = batch_shards(m, x_ndim, x_shape);
-    if (S < 2) return forward_in_precision(m, y, y_ndim, y_shape, x, x_ndim, x_shape);
+    if (S < 2) return forward_in_precision(m, NULL, y, y_ndim, y_shape, x, x_ndim, x_shape);
     forward_parts c = {.m = m, .x = x, .x_ndim = x_ndim, .parts = S, .x_shape = x_shape};
     int64_t per_y;
     return forward_shards(&c, y, y_ndim, y_shape, &per_y);
+}
+
+/* ---- feature maps --------------------------------------------------------- */
+
+void rai_feat_write(float *out, ra_layout layout, const float *tok, int B, int64_t hw, int C) {
+    if (layout != RA_LAYOUT_NCHW) {
+        memcpy(out, tok, (size_t)B * (size_t)hw * (size_t)C * sizeof *out);
+        return;
+    }
+    for (int b = 0; b < B; b++) {   /* (hw, C) -> (C, hw), in tiles of 16 tokens */
+        const float *t = tok + (int64_t)b * hw * C;
+        float *o = out + (int64_t)b * hw * C;
+        for (int64_t p0 = 0; p0 < hw; p0 += 16) {
+            const int64_t p1 = p0 + 16 < hw ? p0 + 16 : hw;
+            for (int c = 0; c < C; c++)
+                for (int64_t p = p0; p < p1; p++) o[(int64_t)c * hw + p] = t[p * C + c];
+        }
+    }
+}
+
+ra_status rai_feat_indices(rai_feat *f, const ra_features_options *o, const int *def, int ndef,
+                           int n, const char *what) {
+    if (o && ((unsigned)o->layout > RA_LAYOUT_NLC || (unsigned)o->norm > RA_FEATURES_NORM_FINAL))
+        return rai_fail(RA_ERR_ARG, "features: unknown layout %d or norm %d", (int)o->layout,
+                        (int)o->norm);
+    if (o && o->all) {
+        if (n > RA_MAX_FEATURES)
+            return rai_fail(RA_ERR_ARG, "features: all %d %ss are more than %d maps", n, what,
+                            RA_MAX_FEATURES);
+        for (f->n = 0; f->n < n; f->n++) f->at[f->n] = f->n;
+        return RA_OK;
+    }
+    const int count = o && o->count ? o->count : ndef;
+    const int *idx = o && o->count ? o->index : def;
+    if (count < 0 || count > RA_MAX_FEATURES)
+        return rai_fail(RA_ERR_ARG, "features: %d indices (at most %d)", count, RA_MAX_FEATURES);
+    int a[RA_MAX_FEATURES];
+    for (int i = 0; i < count; i++) {
+        a[i] = idx[i] < 0 ? n + idx[i] : idx[i];
+        if (idx[i] < -n || a[i] < 0 || a[i] >= n)
+            return rai_fail(RA_ERR_ARG, "features: no %s %d (the model has %d: 0..%d, or -%d..-1 "
+                            "from the end)", what, idx[i], n, n - 1, n);
+        for (int j = i; j > 0 && a[j - 1] > a[j]; j--) {   /* ascending: the forward's order */
+            const int t = a[j];
+            a[j] = a[j - 1], a[j - 1] = t;
+        }
+    }
+    f->n = 0;
+    for (int i = 0; i < count; i++)
+        if (!f->n || f->at[f->n - 1] != a[i]) f->at[f->n++] = a[i];
+    return RA_OK;
+}
+
+void ra_features_free(ra_tensor *maps, int nmaps) {
+    for (int i = 0; maps && i < nmaps; i++) {
+        free((void *)maps[i].name);
+        rai_free(maps[i].data);
+    }
+    free(maps);
+}
+
+ra_status ra_model_features(const ra_model *m, ra_tensor **maps, int *nmaps, float **y,
+                            int *y_ndim, int64_t y_shape[4], const float *x, int x_ndim,
+                            const int64_t *x_shape, const ra_features_options *o) {
+    if (!m || !maps || !nmaps || !x || !x_shape)
+        return rai_fail(RA_ERR_ARG, "model features: NULL argument");
+    *maps = NULL, *nmaps = 0;
+    if (y) *y = NULL;
+    if (!m->ops->features_plan || !m->ops->forward_features)
+        return rai_fail(RA_ERR_ARG, "%s has no feature maps (swin, swinv2 and vit have)",
+                        m->ops->name);
+    rai_feat *f = calloc(1, sizeof *f);
+    if (!f) return rai_fail(RA_ERR_NOMEM, "model features: out of memory");
+    ra_status st = m->ops->features_plan(m, f, o, x_ndim, x_shape);
+    const int nt = f->n * (f->per_prefix ? 2 : 1);
+    ra_tensor *t = st ? NULL : calloc((size_t)nt + 1, sizeof *t);
+    if (!st && !t) st = rai_fail(RA_ERR_NOMEM, "model features: out of memory");
+    const int64_t B = x_shape[0];
+    for (int i = 0, k = 0; !st && i < f->n; i++)
+        for (int p = 0; p < (f->per_prefix ? 2 : 1) && !st; p++, k++) {
+            ra_tensor *ti = &t[k];
+            char name[48];
+            snprintf(name, sizeof name, p ? "features.%d.prefix" : "features.%d", f->at[i]);
+            const int64_t per = p ? f->per_prefix : f->per[i];
+            ti->name = rai_strdup(name);
+            ti->data = rai_alloc((size_t)B, (size_t)per * sizeof(float));
+            if (!ti->name || !ti->data) {
+                st = rai_fail(RA_ERR_NOMEM, "model features: out of memory for %s", name);
+                break;
+            }
+            if (p) {
+                ti->ndim = 3;
+                ti->shape[0] = B, ti->shape[1] = f->prefix, ti->shape[2] = per / f->prefix;
+                f->pre[i] = ti->data;
+            } else {
+                ti->ndim = f->ndim[i];
+                memcpy(ti->shape, f->shape[i], (size_t)f->ndim[i] * sizeof *ti->shape);
+                f->out[i] = ti->data;
+            }
+        }
+    float *yy = NULL;
+    int nd = 0;
+    int64_t ys[4] = {0};
+    if (!st) {
+        const int S = batch_shards(m, x_ndim, x_shape);
+        if (S < 2) {
+            st = forward_in_precision(m, f, &yy, &nd, ys, x, x_ndim, x_shape);
+        } else {
+            forward_parts c = {.m = m, .x = x, .x_ndim = x_ndim, .parts = S, .x_shape = x_shape,
+                               .feat = f};
+            int64_t per_y;
+            st = forward_shards(&c, &yy, &nd, ys, &per_y);
+        }
+    }
+    free(f);
+    if (st) {
+        rai_free(yy);
+        ra_features_free(t, nt);
+        return st;
+    }
+    if (y) {
+        *y = yy;
+        if (y_ndim) *y_ndim = nd;
+        if (y_shape) memcpy(y_shape, ys, sizeof ys);
+    } else {
+        rai_free(yy);
+    }
+    *maps = t, *nmaps = nt;
+    return RA_OK;
 }
 
 

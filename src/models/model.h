@@ -20,6 +20,36 @@
 
 typedef struct rai_arch_ops rai_arch_ops;
 
+/* The feature maps one forward hands out (ra_model_features): planned by
+ * ops->features_plan for an input's shape, filled by ops->forward_features,
+ * the same forward as ops->forward with a hand-out point after each stage
+ * (Swin) or block (ViT). A 3-D network plugs in the same way, its maps of
+ * 5 dimensions (B, T, H, W, C) / (B, C, T, H, W). */
+enum { RAI_FEAT_NORM_NONE, RAI_FEAT_NORM_FINAL, RAI_FEAT_NORM_MODEL };
+typedef struct rai_feat {
+    int n;                              /* maps */
+    int at[RA_MAX_FEATURES];            /* their stages or blocks, ascending */
+    ra_layout layout;                   /* resolved: NHWC, NCHW or NLC */
+    int norm;                           /* RAI_FEAT_NORM_* */
+    int prefix;                         /* prefix tokens apart (vit): tokens a map has */
+    int ndim[RA_MAX_FEATURES];          /* each map's shape, for the whole batch */
+    int64_t shape[RA_MAX_FEATURES][5];
+    int64_t per[RA_MAX_FEATURES];       /* floats of one sample's map */
+    int64_t per_prefix;                 /* floats of one sample's prefix tokens (0: none) */
+    float *out[RA_MAX_FEATURES];        /* where map i goes: (b, ...) for the batch run */
+    float *pre[RA_MAX_FEATURES];        /* its prefix tokens (B, prefix, C), or NULL */
+} rai_feat;
+
+/* tok (B, h*w, C) token rows of a map into out in f's layout (NHWC and NLC
+ * the rows as they are, NCHW transposed per sample). */
+void rai_feat_write(float *out, ra_layout layout, const float *tok, int B, int64_t hw, int C);
+/* The indices of o (count 0: def[0..ndef-1]) resolved against n stages or
+ * blocks (negative from the end) into f->at, ascending and once each:
+ * RA_ERR_ARG naming an index out of range, or for a layout or norm o's
+ * enums do not have. what: "stage" or "block". */
+ra_status rai_feat_indices(rai_feat *f, const ra_features_options *o, const int *def, int ndef,
+                           int n, const char *what);
+
 struct ra_model {
     const rai_arch_ops *ops;
     char scheme[32];          /* naming scheme of the file ("official", ...) */
@@ -90,6 +120,14 @@ struct rai_arch_ops {
      * (pretrained_window_sizes: "w0,w1,.." into buf, n bytes); 0 when it
      * needs none. NULL: the arch has no such thing. */
     int (*trained_windows)(const ra_model *m, char *buf, size_t n);
+    /* Feature maps (NULL: the arch has none): features_plan resolves o for
+     * an input of that shape into f (indices, layout, norm, shapes);
+     * forward_features is forward with f's maps written as it goes. */
+    ra_status (*features_plan)(const ra_model *m, rai_feat *f, const ra_features_options *o,
+                               int x_ndim, const int64_t *x_shape);
+    ra_status (*forward_features)(const ra_model *m, const rai_feat *f, float **y, int *y_ndim,
+                                  int64_t y_shape[4], const float *x, int x_ndim,
+                                  const int64_t *x_shape);
 };
 
 /* The file the loader reads for a state_dict f without relattn metadata:

@@ -7,8 +7,10 @@
  * Three kinds of model meet here: an attention layer (x or q, kv, mask, dy
  * against ra_attn_layer_*), a network (x and dy against ra_model_forward /
  * ra_model_forward_train / ra_model_backward), and the clips of a
- * swin_block_3d ((B, D, H, W, C) with kv apart, ra_swin_block_3d_forward). */
-#include "base/internal.h"
+ * swin_block_3d ((B, D, H, W, C) with kv apart, ra_swin_block_3d_forward).
+ * A features run of a network gives y and its feature maps (features.I,
+ * ra_model_features), planned against the model when the run is made. */
+#include "models/model.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -34,9 +36,13 @@ struct ra_run {
     int y_ndim;
     int64_t y_shape[RA_ST_MAX_DIMS];
     int dy_checked;
+    ra_features_options fo;   /* RA_RUN_FEATURES: the maps wanted */
+    ra_tensor *maps;   /* and those of the last exec */
+    int nmaps;
     ra_tensor *out;    /* the outputs, valid after ra_run_exec */
     char **names;      /* grad.NAME of every parameter */
     int nout, nparams, done;
+    int nmaps_max;     /* RA_RUN_FEATURES: the maps an exec gives */
 };
 
 /* ---- the inputs ---------------------------------------------------------- */
@@ -185,6 +191,8 @@ static ra_status create_network(ra_run *r, const ra_tensor *in, int n) {
     if (r->mode == RA_RUN_FORWARD_ATTN)
         return rai_fail(RA_ERR_ARG, "the attention map is for a single attention layer, not %s",
                         arch);
+    if (r->mode == RA_RUN_FEATURES && is3d)
+        return rai_fail(RA_ERR_ARG, "%s has no feature maps (swin, swinv2 and vit have)", arch);
     r->x = find(in, n, "x");
     r->kv = find(in, n, "kv");
     r->dy = find(in, n, "dy");
@@ -213,6 +221,17 @@ static ra_status create_network(ra_run *r, const ra_tensor *in, int n) {
         if (r->x->shape[d] < 1 || r->x->shape[d] > INT_MAX)
             return rai_fail(RA_ERR_SHAPE, "input tensor 'x' has an empty or huge dimension");
     if ((st = check_tensor(r->x, r->x->ndim, NULL))) return st;
+    if (r->mode == RA_RUN_FEATURES) {   /* the indices and x against the model, now */
+        rai_feat *f = calloc(1, sizeof *f);
+        if (!f) return rai_fail(RA_ERR_NOMEM, "out of memory");
+        const rai_arch_ops *ops = r->m->ops;
+        st = ops->features_plan
+                 ? ops->features_plan(r->m, f, &r->fo, r->x->ndim, r->x->shape)
+                 : rai_fail(RA_ERR_ARG, "%s has no feature maps (swin, swinv2 and vit have)", arch);
+        r->nmaps_max = f->n * (f->per_prefix ? 2 : 1);
+        free(f);
+        if (st) return st;
+    }
     if (bwd) {
         if (!r->dy->data) return check_tensor(r->dy, r->dy->ndim, NULL);
         int64_t numel = 1;
@@ -225,23 +244,29 @@ static ra_status create_network(ra_run *r, const ra_tensor *in, int n) {
     return RA_OK;
 }
 
-ra_status ra_run_create(ra_run **out, ra_model *m, ra_run_mode mode, const ra_tensor *inputs,
-                        int ninputs) {
+static ra_status run_create(ra_run **out, ra_model *m, ra_run_mode mode,
+                            const ra_features_options *fo, const ra_tensor *inputs, int ninputs) {
     if (!out) return rai_fail(RA_ERR_ARG, "run: NULL argument");
     *out = NULL;
     if (!m || ninputs < 0 || (ninputs > 0 && !inputs))
         return rai_fail(RA_ERR_ARG, "run: NULL argument");
-    if (mode != RA_RUN_FORWARD && mode != RA_RUN_FORWARD_ATTN && mode != RA_RUN_BACKWARD)
+    if (mode != RA_RUN_FORWARD && mode != RA_RUN_FORWARD_ATTN && mode != RA_RUN_BACKWARD &&
+        mode != RA_RUN_FEATURES)
         return rai_fail(RA_ERR_ARG, "run: unknown mode %d", (int)mode);
     if (mode == RA_RUN_BACKWARD && !ra_model_attn(m) && !ra_model_trainable(m))
         return rai_fail(RA_ERR_ARG, "%s has no backward", arch_of(m));
+    if (mode == RA_RUN_FEATURES && ra_model_attn(m))
+        return rai_fail(RA_ERR_ARG, "%s has no feature maps (swin, swinv2 and vit have)",
+                        arch_of(m));
     ra_run *r = calloc(1, sizeof *r);
     if (!r) return rai_fail(RA_ERR_NOMEM, "out of memory");
     r->m = m, r->mode = mode;
+    if (fo) r->fo = *fo;
     r->l = ra_model_attn(m);
     r->kind = r->l ? RUN_LAYER : RUN_NET;
     ra_status st = r->l ? create_layer(r, inputs, ninputs) : create_network(r, inputs, ninputs);
-    if (!st && !(r->out = calloc((size_t)RUN_MAX_OUT + r->nparams, sizeof *r->out)))
+    if (!st && !(r->out = calloc((size_t)RUN_MAX_OUT + r->nparams + r->nmaps_max,
+                                 sizeof *r->out)))
         st = rai_fail(RA_ERR_NOMEM, "out of memory");
     if (st) {
         ra_run_free(r);
@@ -251,8 +276,19 @@ ra_status ra_run_create(ra_run **out, ra_model *m, ra_run_mode mode, const ra_te
     return RA_OK;
 }
 
+ra_status ra_run_create(ra_run **out, ra_model *m, ra_run_mode mode, const ra_tensor *inputs,
+                        int ninputs) {
+    return run_create(out, m, mode, NULL, inputs, ninputs);
+}
+
+ra_status ra_run_create_features(ra_run **out, ra_model *m, const ra_features_options *o,
+                                 const ra_tensor *inputs, int ninputs) {
+    return run_create(out, m, RA_RUN_FEATURES, o, inputs, ninputs);
+}
+
 void ra_run_free(ra_run *r) {
     if (!r) return;
+    ra_features_free(r->maps, r->nmaps);
     free(r->y), free(r->attn), free(r->dx), free(r->dkv), free(r->grad);
     for (int i = 0; r->names && i < r->nparams; i++) free(r->names[i]);
     free(r->names);
@@ -289,6 +325,14 @@ static ra_status exec_network(ra_run *r) {
     r->y = NULL;
     int64_t ys[4];
     ra_status st;
+    if (r->mode == RA_RUN_FEATURES) {
+        ra_features_free(r->maps, r->nmaps);
+        r->maps = NULL, r->nmaps = 0;
+        st = ra_model_features(r->m, &r->maps, &r->nmaps, &r->y, &r->y_ndim, ys, r->x->data,
+                               r->x->ndim, r->x->shape, &r->fo);
+        memcpy(r->y_shape, ys, sizeof ys);
+        return st;
+    }
     if (r->mode != RA_RUN_BACKWARD) {
         st = ra_model_forward(r->m, &r->y, &r->y_ndim, ys, r->x->data, r->x->ndim, r->x->shape);
         memcpy(r->y_shape, ys, sizeof ys);
@@ -324,6 +368,8 @@ ra_status ra_run_exec(ra_run *r) {
         const int nh = ra_attn_layer_config(r->l)->num_heads;
         add_out(r, "attn", r->attn, 4, (int64_t[]){r->b_, nh, r->n1, r->n2});
     }
+    for (int i = 0; i < r->nmaps && r->nout < RUN_MAX_OUT + r->nmaps_max; i++)
+        add_out(r, r->maps[i].name, r->maps[i].data, r->maps[i].ndim, r->maps[i].shape);
     if (r->mode == RA_RUN_BACKWARD) {
         add_out(r, r->kind == RUN_LAYER && !strcmp(r->x->name, "q") ? "grad.q" : "grad.x", r->dx,
                 r->x->ndim, r->x->shape);

@@ -20,6 +20,10 @@
  *                    (input_resolution; for the network img_size // patch
  *                    // 2^i): if min(H, W) <= window then window = min(H, W)
  *                    and shift = 0 (ra_window_clamp).
+ *   SwinBackbone     (transformers', metadata out_indices; not SwinV2's) no
+ *                    clamp and no shift dropped: its encoder runs with
+ *                    always_partition, a map smaller than the window padded
+ *                    to one window under the shifted mask.
  *   torchvision      no clamp: the window is window_size everywhere; at run
  *                    time the shift is set to 0 on an axis whose padded size
  *                    is not larger than the window (its
@@ -90,7 +94,7 @@ static ra_status blk_setup(swin_blk *b, int dim, int heads, const int res[2], co
                         .mlp_chunk = SWIN_MLP_CHUNK};
     ra_window_spec g = {.d = 1, .h = res[0], .w = res[1], .wd = 1, .wh = win[0], .ww = win[1],
                         .sh = shift[0], .sw = shift[1]};
-    if (!tv) ra_window_clamp(&g);
+    if (!tv && !k->always_partition) ra_window_clamp(&g);
     if (g.wh < 1 || g.ww < 1)
         return rai_fail(RA_ERR_FORMAT, "window %dx%d on a %dx%d map", g.wh, g.ww, res[0], res[1]);
     if (g.sh < 0 || g.sh >= g.wh || g.sw < 0 || g.sw >= g.ww)
@@ -657,7 +661,24 @@ static ra_status net_declare(ra_model *m, const ra_st_file *f) {
             st = rai_fail(RA_ERR_FORMAT, "metadata pretrained_window_sizes has %d values for %d "
                           "stages", npws, n->nstages);
     }
+    /* a transformers SwinBackbone / Swinv2Backbone: out_indices counts the
+     * stages from 1 (0 is its stem); no final norm, no head */
+    int outs[SWIN_MAX_STAGES];
+    if (!st && ra_st_meta(f, "out_indices")) {
+        st = rai_meta_list(f, "out_indices", outs, SWIN_MAX_STAGES, &n->nout, 1, SWIN_MAX_STAGES);
+        for (int i = 0; !st && i < n->nout; i++)
+            if (outs[i] > n->nstages)
+                st = rai_fail(RA_ERR_FORMAT, "metadata out_indices: no stage %d (1..%d)", outs[i],
+                              n->nstages);
+        if (!st && n->num_classes)
+            st = rai_fail(RA_ERR_FORMAT, "metadata out_indices (a transformers backbone) with "
+                          "num_classes %d: a backbone has no head", n->num_classes);
+        for (int i = 0; i < n->nout; i++) n->out[i] = outs[i] - 1;
+    }
     if (st) return st;
+    /* SwinBackbone runs its encoder with always_partition: the windows and
+     * shifts as built for window_size, never clamped to a smaller map */
+    n->k.always_partition = n->nout > 0 && !n->k.v2;
     n->scheme = net_scheme(f, n->nstages);
     const int tv = n->scheme == SCHEME_TORCHVISION;
     n->grid[0] = n->img[0] / n->patch, n->grid[1] = n->img[1] / n->patch;
@@ -680,7 +701,7 @@ static ra_status net_declare(ra_model *m, const ra_st_file *f) {
         if (n->heads[s] > dim || dim % n->heads[s])
             return rai_fail(RA_ERR_FORMAT, "stage %d: dim %d is not divisible by num_heads %d", s,
                             dim, n->heads[s]);
-        if (!tv && n->depths[s] && (res[0] < 1 || res[1] < 1))
+        if (!tv && !n->k.always_partition && n->depths[s] && (res[0] < 1 || res[1] < 1))
             return rai_fail(RA_ERR_FORMAT, "img_size %dx%d with patch_size %d leaves no feature "
                             "map at stage %d", n->img[0], n->img[1], n->patch, s);
         for (int j = 0; j < n->depths[s] && !st; j++) {
@@ -719,8 +740,18 @@ static ra_status net_declare(ra_model *m, const ra_st_file *f) {
             if (!st) st = decl(m, pfx, "norm.bias", 1, cn, 0, 0, 0);
         }
     }
-    if (!st) st = decl(m, "", "norm.weight", 1, n->features, 0, 0, 0);
-    if (!st) st = decl(m, "", "norm.bias", 1, n->features, 0, 0, 0);
+    if (!st && !n->nout) st = decl(m, "", "norm.weight", 1, n->features, 0, 0, 0);
+    if (!st && !n->nout) st = decl(m, "", "norm.bias", 1, n->features, 0, 0, 0);
+    for (int i = 0; !st && !n->k.v2 && i < n->nout; i++) {   /* SwinBackbone's own norms */
+        char pfx[64];
+        snprintf(pfx, sizeof pfx, "hidden_states_norms.stage%d.", n->out[i] + 1);
+        int dup = 0;
+        for (int j = 0; j < i; j++) dup |= n->out[j] == n->out[i];
+        if (!dup) {
+            st = decl(m, pfx, "weight", 1, (int64_t)n->embed_dim << n->out[i], 0, 0, 0);
+            if (!st) st = decl(m, pfx, "bias", 1, (int64_t)n->embed_dim << n->out[i], 0, 0, 0);
+        }
+    }
     if (!st && n->num_classes > 0) {
         st = decl(m, "", "head.weight", 2, n->num_classes, n->features, 0, 0);
         if (!st) st = decl(m, "", "head.bias", 1, n->num_classes, 0, 0, 0);
@@ -814,6 +845,8 @@ static ra_status net_build(ra_model *m, const ra_st_file *f) {
                          .classes = n->num_classes};
     for (int s = 0; s < n->nstages && !st; s++) {
         char pfx[64];
+        snprintf(pfx, sizeof pfx, "hidden_states_norms.stage%d.", s + 1);
+        n->out_nw[s] = get(m, pfx, "weight"), n->out_nb[s] = get(m, pfx, "bias");
         for (int j = 0; j < n->depths[s] && !st; j++) {
             snprintf(pfx, sizeof pfx, "layers.%d.blocks.%d.", s, j);
             st = blk_bind(m, pfx, &n->blocks[n->first[s] + j]);
@@ -928,11 +961,43 @@ static ra_status net_merge(const swin_net *n, swin_tape *t, int s, rai_arena *a,
     return st;
 }
 
+/* Stage s's output tok (B, h*w, C) into the map f wants of it (if any),
+ * normalised as f says: timm's norm=True the final norm on the last stage
+ * only; a transformers SwinBackbone its hidden_states_norms of the stage. */
+static ra_status net_feature(const swin_net *n, const rai_feat *f, int s, rai_arena *a,
+                             const float *tok, int B, int h, int w, int C) {
+    int i = 0;
+    while (i < f->n && f->at[i] != s) i++;
+    if (i == f->n) return RA_OK;
+    const float *nw = NULL, *nb = NULL;
+    if (f->norm == RAI_FEAT_NORM_FINAL && s == n->nstages - 1) nw = n->head.nw, nb = n->head.nb;
+    if (f->norm == RAI_FEAT_NORM_MODEL) nw = n->out_nw[s], nb = n->out_nb[s];
+    const int64_t hw = (int64_t)h * w, rows = B * hw;
+    if (!nw) {
+        rai_feat_write(f->out[i], f->layout, tok, B, hw, C);
+        return RA_OK;
+    }
+    if (f->layout != RA_LAYOUT_NCHW) {   /* the rows are the map's */
+        ra_layernorm_forward(f->out[i], NULL, NULL, tok, nw, nb, rows, C, SWIN_EPS);
+        return RA_OK;
+    }
+    const size_t mark = rai_arena_mark(a);
+    float *t = rai_arena_floats(a, (size_t)(rows * C));
+    if (!t) return nomem();
+    ra_layernorm_forward(t, NULL, NULL, tok, nw, nb, rows, C, SWIN_EPS);
+    rai_feat_write(f->out[i], f->layout, t, B, hw, C);
+    rai_arena_reset(a, mark);
+    return RA_OK;
+}
+
 /* The network's forward: x (B, Cin, H, W) images -> y (B, num_classes)
  * logits (or the pooled features without a head). t NULL: inference;
- * else training, filling the tape t (begun), with rng for the drop-path. */
-static ra_status net_run(swin_net *n, swin_tape *t, ra_rng *rng, float **y, int *y_ndim,
-                         int64_t y_shape[4], const float *x, int x_ndim, const int64_t *x_shape) {
+ * else training, filling the tape t (begun), with rng for the drop-path.
+ * f (inference only; NULL: none): the feature maps handed out after each
+ * stage's blocks, before the next patch merging. */
+static ra_status net_run(swin_net *n, swin_tape *t, ra_rng *rng, const rai_feat *f, float **y,
+                         int *y_ndim, int64_t y_shape[4], const float *x, int x_ndim,
+                         const int64_t *x_shape) {
     int64_t B = 0, H = 0, W = 0;
     ra_status st = net_input(n, x_ndim, x_shape, t != NULL, &B, &H, &W);
     if (st) return st;
@@ -947,6 +1012,7 @@ static ra_status net_run(swin_net *n, swin_tape *t, ra_rng *rng, float **y, int 
         if (t) t->sh[s] = h, t->sw[s] = w;
         st = net_blocks(n, t, n->first[s], n->first[s + 1], &tok, (int)B, h, w, &run, rng);
         if (!t) rai_arena_reset(run.a, mark);   /* training: kept for the backward */
+        if (f && !st) st = net_feature(n, f, s, run.a, tok, (int)B, h, w, C);
         run.count = 0;
         if (s < n->nstages - 1 && !st) {
             st = net_merge(n, t, s, run.a, &tok, (int)B, h, w, C);
@@ -979,7 +1045,59 @@ static ra_status net_run(swin_net *n, swin_tape *t, ra_rng *rng, float **y, int 
 
 static ra_status net_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                              const float *x, int x_ndim, const int64_t *x_shape) {
-    return net_run(m->impl, NULL, NULL, y, y_ndim, y_shape, x, x_ndim, x_shape);
+    return net_run(m->impl, NULL, NULL, NULL, y, y_ndim, y_shape, x, x_ndim, x_shape);
+}
+
+static ra_status net_forward_features(const ra_model *m, const rai_feat *f, float **y,
+                                      int *y_ndim, int64_t y_shape[4], const float *x,
+                                      int x_ndim, const int64_t *x_shape) {
+    return net_run(m->impl, NULL, NULL, f, y, y_ndim, y_shape, x, x_ndim, x_shape);
+}
+
+/* Every stage's map by default (a transformers SwinBackbone or
+ * Swinv2Backbone: its out_indices, and SwinBackbone's norms), NHWC as
+ * torchvision's stages give them (the backbones: NCHW, their feature_maps). */
+static ra_status net_features_plan(const ra_model *m, rai_feat *f, const ra_features_options *o,
+                                   int x_ndim, const int64_t *x_shape) {
+    const swin_net *n = m->impl;
+    int64_t B = 0, H = 0, W = 0;
+    ra_status st = net_input(n, x_ndim, x_shape, 0, &B, &H, &W);
+    if (st) return st;
+    int hc, wc, h, w;
+    if ((st = rai_stem_grid(&n->stem, (int)H, (int)W, &hc, &wc, &h, &w)))
+        return rai_fail(st, "swin: %s", ra_last_error());
+    int all[SWIN_MAX_STAGES];
+    for (int s = 0; s < n->nstages; s++) all[s] = s;
+    const int bb = n->nout > 0;
+    if ((st = rai_feat_indices(f, o, bb ? n->out : all, bb ? n->nout : n->nstages, n->nstages,
+                               "stage")))
+        return st;
+    if (o && o->prefix_tokens)
+        return rai_fail(RA_ERR_ARG, "%s has no prefix tokens", m->ops->name);
+    const ra_features_norm norm = o ? o->norm : RA_FEATURES_NORM_DEFAULT;
+    f->norm = norm == RA_FEATURES_NORM_FINAL ? RAI_FEAT_NORM_FINAL
+            : norm == RA_FEATURES_NORM_DEFAULT && bb && !n->k.v2 ? RAI_FEAT_NORM_MODEL
+                                                                   : RAI_FEAT_NORM_NONE;
+    if (f->norm == RAI_FEAT_NORM_FINAL && !n->head.nw)
+        return rai_fail(RA_ERR_ARG, "%s: the model has no final norm", m->ops->name);
+    for (int i = 0; f->norm == RAI_FEAT_NORM_MODEL && i < f->n; i++)
+        if (!n->out_nw[f->at[i]])
+            return rai_fail(RA_ERR_ARG, "%s: stage %d has no norm of its own (hidden_states_norms: "
+                            "the backbone's out_indices)", m->ops->name, f->at[i]);
+    f->layout = o && o->layout ? o->layout : bb ? RA_LAYOUT_NCHW : RA_LAYOUT_NHWC;
+    for (int s = 0, i = 0, C = n->embed_dim; s < n->nstages && i < f->n; s++) {
+        if (f->at[i] == s) {
+            int64_t *d = f->shape[i];
+            d[0] = B;
+            if (f->layout == RA_LAYOUT_NHWC) f->ndim[i] = 4, d[1] = h, d[2] = w, d[3] = C;
+            else if (f->layout == RA_LAYOUT_NCHW) f->ndim[i] = 4, d[1] = C, d[2] = h, d[3] = w;
+            else f->ndim[i] = 3, d[1] = (int64_t)h * w, d[2] = C;
+            f->per[i] = (int64_t)h * w * C;
+            i++;
+        }
+        h = (h + 1) / 2, w = (w + 1) / 2, C *= 2;
+    }
+    return RA_OK;
 }
 
 static ra_status net_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
@@ -991,7 +1109,7 @@ static ra_status net_forward_train(ra_model *m, float **y, int *y_ndim, int64_t 
                         "training forward", m->ops->name, n->drop_path_rate);
     ra_status st = tape_begin(&n->tape, n->nblocks);
     if (st) return st;
-    return net_run(n, n->tape, rng, y, y_ndim, y_shape, x, x_ndim, x_shape);
+    return net_run(n, n->tape, rng, NULL, y, y_ndim, y_shape, x, x_ndim, x_shape);
 }
 
 /* The attention probabilities of block (stage, block) over one image, as
@@ -1138,7 +1256,8 @@ const rai_arch_ops rai_swin_ops = {
     .canonical = net_canonical,
     .detect = net_detect, .build = net_build, .destroy = net_destroy, .forward = net_forward,
     .forward_train = net_forward_train, .backward = rai_swin_net_backward,
-    .flops = net_flops, .layer_of = net_layer_of, .trained_windows = net_trained_windows};
+    .flops = net_flops, .layer_of = net_layer_of, .trained_windows = net_trained_windows,
+    .features_plan = net_features_plan, .forward_features = net_forward_features};
 
 /* SwinV2 (swin_transformer_v2.py, torchvision's swin_v2_*): the network
  * above with the V2 variations its blocks and merging layers carry (v2 in
@@ -1148,4 +1267,5 @@ const rai_arch_ops rai_swinv2_ops = {
     .canonical = net_canonical,
     .detect = net_detect, .build = net_build, .destroy = net_destroy, .forward = net_forward,
     .forward_train = net_forward_train, .backward = rai_swin_net_backward,
-    .flops = net_flops, .layer_of = net_layer_of, .trained_windows = net_trained_windows};
+    .flops = net_flops, .layer_of = net_layer_of, .trained_windows = net_trained_windows,
+    .features_plan = net_features_plan, .forward_features = net_forward_features};

@@ -46,6 +46,8 @@ typedef struct swin_common {
      * max_relative_position, default window - 1) */
     enum { RELPOS_NONE, RELPOS_BIAS, RELPOS_SHAW } relpos;
     int shaw_k;   /* -1: window - 1 */
+    int always_partition;   /* transformers' SwinBackbone: no clamp of the window
+                               to a smaller map (the shift kept too) */
     int v2;       /* SwinV2 (arch swinv2): cosine attention with the continuous
                      position bias, post-norm blocks, patch merging's norm
                      after its reduction */
@@ -93,6 +95,10 @@ typedef struct swin_net {
     rai_stem stem;                     /* patch embedding, its norm, absolute_pos_embed */
     rai_merge merge[SWIN_MAX_STAGES];  /* patch merging after stage s (layers.s.downsample) */
     rai_head head;                     /* final norm, mean over the tokens, head */
+    /* a transformers SwinBackbone (metadata out_indices): the stages it
+     * hands out and their norms (hidden_states_norms); nout 0 otherwise */
+    int out[SWIN_MAX_STAGES], nout;
+    const float *out_nw[SWIN_MAX_STAGES], *out_nb[SWIN_MAX_STAGES];
     rai_arena_cache ws;                /* the inference forward's workspace, kept between calls */
     swin_tape *tape;                   /* training forward -> backward */
 } swin_net;

@@ -781,11 +781,41 @@ static size_t tape_layout(vit_impl *v, float *base, const vit_dims *d) {
 #define VIT_PAR_MIN ((int64_t)1 << 15)
 static int par_threads(int64_t work) { return work >= VIT_PAR_MIN ? ra_threads_get() : 1; }
 
+/* Block i's output X (B, N, C) into the map f wants of it (if any): the
+ * patch tokens in f's layout, the prefix tokens apart; with timm's
+ * norm=True through the final norm first (a model without one: as they
+ * are, as timm's Identity). */
+static ra_status vit_feature(const vit_impl *v, const rai_feat *f, int blk, rai_arena *ar,
+                             const float *X, const vit_dims *d) {
+    int i = 0;
+    while (i < f->n && f->at[i] != blk) i++;
+    if (i == f->n) return RA_OK;
+    const int C = v->dim;
+    const size_t mark = rai_arena_mark(ar);
+    if (f->norm == RAI_FEAT_NORM_FINAL && v->head.nw) {
+        float *t = rai_arena_floats(ar, (size_t)(d->rows * C));
+        if (!t) return rai_fail(RA_ERR_NOMEM, "vit: out of memory for a feature map");
+        ra_layernorm_forward(t, NULL, NULL, X, v->head.nw, v->head.nb, d->rows, C, v->eps);
+        X = t;
+    }
+    for (int b = 0; b < d->B; b++) {
+        const float *xb = X + (int64_t)b * d->N * C;
+        if (f->pre[i])
+            memcpy(f->pre[i] + (int64_t)b * v->prefix * C, xb,
+                   (size_t)v->prefix * C * sizeof(float));
+        rai_feat_write(f->out[i] + b * f->per[i], f->layout, xb + (int64_t)v->prefix * C, 1,
+                       d->L, C);
+    }
+    rai_arena_reset(ar, mark);
+    return RA_OK;
+}
+
 /* The forward: y (outer, K_out) from images x (B, Cin, H, W) of the sizes
  * d. t NULL: inference; else training, t laid out for d (tape_layout), rng
- * for the drop-path. */
-static ra_status vit_run(vit_impl *v, vit_tape *t, ra_rng *rng, float **y, int *y_ndim,
-                         int64_t y_shape[4], const vit_dims *d, const float *x) {
+ * for the drop-path. f (inference only; NULL: none): the feature maps
+ * handed out after the blocks they name. */
+static ra_status vit_run(vit_impl *v, vit_tape *t, ra_rng *rng, const rai_feat *f, float **y,
+                         int *y_ndim, int64_t y_shape[4], const vit_dims *d, const float *x) {
     const int C = v->dim, B = d->B;
     const int64_t rows = d->rows, outer = d->outer;
 
@@ -817,10 +847,12 @@ static ra_status vit_run(vit_impl *v, vit_tape *t, ra_rng *rng, float **y, int *
 
     /* the blocks; training: the attention recomputed in the backward */
     const rai_block_layout l = {.m = rows, .batch = B, .b_ = B, .n = (int)d->N};
-    for (int i = 0; i < v->depth && !st; i++)
+    for (int i = 0; i < v->depth && !st; i++) {
         st = t ? rai_block_forward_train(&v->blocks[i], &t->blk[i],
                                          i + 1 < v->depth ? t->blk[i + 1].x : xf, 0, ar, rng)
                : rai_block_forward(&v->blocks[i], X, NULL, &l, ar);
+        if (f && !t && !st) st = vit_feature(v, f, i, ar, X, d);
+    }
     if (st) goto done;
 
     /* final norm, pooling, fc_norm, head (head.c) */
@@ -840,7 +872,48 @@ static ra_status vit_forward(const ra_model *m, float **y, int *y_ndim, int64_t 
     vit_impl *v = m->impl;
     vit_dims d = {0};
     ra_status st = vit_dims_of(v, &d, x_ndim, x_shape);
-    return st ? st : vit_run(v, NULL, NULL, y, y_ndim, y_shape, &d, x);
+    return st ? st : vit_run(v, NULL, NULL, NULL, y, y_ndim, y_shape, &d, x);
+}
+
+static ra_status vit_forward_features(const ra_model *m, const rai_feat *f, float **y,
+                                      int *y_ndim, int64_t y_shape[4], const float *x,
+                                      int x_ndim, const int64_t *x_shape) {
+    vit_impl *v = m->impl;
+    vit_dims d = {0};
+    ra_status st = vit_dims_of(v, &d, x_ndim, x_shape);
+    return st ? st : vit_run(v, NULL, NULL, f, y, y_ndim, y_shape, &d, x);
+}
+
+/* timm's forward_intermediates: by default the last 3 blocks (its
+ * features_only's out_indices), NCHW over the patch grid, prefix tokens
+ * left out (or apart). */
+static ra_status vit_features_plan(const ra_model *m, rai_feat *f, const ra_features_options *o,
+                                   int x_ndim, const int64_t *x_shape) {
+    const vit_impl *v = m->impl;
+    vit_dims d = {0};
+    ra_status st = vit_dims_of(v, &d, x_ndim, x_shape);
+    if (st) return st;
+    if (v->depth < 1) return rai_fail(RA_ERR_ARG, "vit: a model without blocks has no features");
+    const int last3[3] = {-3, -2, -1};
+    const int nd = v->depth < 3 ? v->depth : 3;
+    if ((st = rai_feat_indices(f, o, last3 + 3 - nd, nd, v->depth, "block"))) return st;
+    f->norm = o && o->norm == RA_FEATURES_NORM_FINAL ? RAI_FEAT_NORM_FINAL : RAI_FEAT_NORM_NONE;
+    f->layout = o && o->layout ? o->layout : RA_LAYOUT_NCHW;
+    const int C = v->dim;
+    if (o && o->prefix_tokens) {
+        if (!v->prefix) return rai_fail(RA_ERR_ARG, "vit: the model has no prefix tokens");
+        f->prefix = v->prefix;
+        f->per_prefix = (int64_t)v->prefix * C;
+    }
+    for (int i = 0; i < f->n; i++) {
+        int64_t *s = f->shape[i];
+        s[0] = d.B;
+        if (f->layout == RA_LAYOUT_NHWC) f->ndim[i] = 4, s[1] = d.gh, s[2] = d.gw, s[3] = C;
+        else if (f->layout == RA_LAYOUT_NCHW) f->ndim[i] = 4, s[1] = C, s[2] = d.gh, s[3] = d.gw;
+        else f->ndim[i] = 3, s[1] = d.L, s[2] = C;
+        f->per[i] = d.L * C;
+    }
+    return RA_OK;
 }
 
 static ra_status vit_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
@@ -869,7 +942,7 @@ static ra_status vit_forward_train(ra_model *m, float **y, int *y_ndim, int64_t 
     if (v->depth && !t->blk && !(t->blk = calloc((size_t)v->depth, sizeof *t->blk)))
         return rai_fail(RA_ERR_NOMEM, "vit: out of memory");
     tape_layout(v, t->buf, &d);
-    if ((st = vit_run(v, t, rng, y, y_ndim, y_shape, &d, x))) return st;
+    if ((st = vit_run(v, t, rng, NULL, y, y_ndim, y_shape, &d, x))) return st;
     t->dims[0] = d.B, t->dims[1] = d.H, t->dims[2] = d.W, t->dims[3] = d.gh, t->dims[4] = d.gw;
     t->valid = 1;
     return RA_OK;
@@ -1015,4 +1088,6 @@ const rai_arch_ops rai_vit_ops = {.flops = vit_flops, .name = "vit", .layer_of =
                                 .destroy = vit_destroy,
                                 .forward = vit_forward,
                                 .forward_train = vit_forward_train,
-                                .backward = vit_backward};
+                                .backward = vit_backward,
+                                .features_plan = vit_features_plan,
+                                .forward_features = vit_forward_features};
