@@ -791,21 +791,22 @@ static ra_status swin3d_backward(ra_model *m, float *grad, float *dx, const floa
     return st;
 }
 
-/* Multiply-adds of one clip of h x w frames, counted as Swin's
- * SwinTransformerBlock.flops() counts a block (norms, the windows'
- * attention with its projections, the MLP), with the windows of the padded
- * map: a self block over Wd frames (one window of frames), a cross block
- * over D1 query and D2 key/value frames (norm_kv included). */
-static int64_t swin3d_flops(const ra_model *m, int h, int w) {
-    const swin3d_block *s = m->impl;
-    if (h > SWIN3D_MAX_SIZE || w > SWIN3D_MAX_SIZE) return -1;
-    const swin3d_plan p = plan_of(s, s->win[0], h, w);
+int64_t rai_swin3d_flops(const swin3d_block *s, int d, int h, int w) {
+    const swin3d_plan p = plan_of(s, d, h, w);
     const int64_t C = s->dim, L1 = (int64_t)p.gq.d * h * w, L2 = (int64_t)p.gkv.d * h * w;
     int64_t attn = rai_cadd(rai_cmul3(p.n1, C, C), rai_cmul3(p.n2, 2 * C, C));
     attn = rai_cadd(rai_cadd(attn, rai_cmul3(p.n1, p.n2, 2 * C)), rai_cmul3(p.n1, C, C));
     int64_t f = rai_cadd(rai_cmul(2 * C, L1), s->cross ? rai_cmul(C, L2) : 0);
     f = rai_cadd(f, rai_cmul(p.nw, attn));
     return rai_cadd(f, rai_cmul3(2 * L1, C, s->hidden));
+}
+
+/* A self block over Wd frames (one window of frames), a cross block over
+ * its D1 and D2 frames, of h x w. */
+static int64_t swin3d_flops(const ra_model *m, int h, int w) {
+    const swin3d_block *s = m->impl;
+    if (h > SWIN3D_MAX_SIZE || w > SWIN3D_MAX_SIZE) return -1;
+    return rai_swin3d_flops(s, s->win[0], h, w);
 }
 
 const rai_arch_ops rai_swin_block_3d_ops = {

@@ -92,5 +92,11 @@ ra_status rai_swin3d_run_begin(swin3d_run *r, const swin3d_block *s, const float
  * alias x; scratch from a, released before returning. */
 ra_status rai_swin3d_forward(const swin3d_block *s, float *y, const float *x, const float *kv,
                              int B, int d, int H, int W, rai_arena *a);
+/* Multiply-adds of s over one clip of d frames of h x w, counted as Swin's
+ * SwinTransformerBlock.flops() counts a block (norms, the windows'
+ * attention with its projections, the MLP), with the windows of the padded
+ * map (a cross block over its D1 query and D2 key/value frames, norm_kv
+ * included). */
+int64_t rai_swin3d_flops(const swin3d_block *s, int d, int h, int w);
 
 #endif
