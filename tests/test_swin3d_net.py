@@ -34,6 +34,7 @@ sys.path.insert(0, tools)
 sys.dont_write_bytecode = True
 import st  # noqa: E402
 from swin3d_net_twin import Swin3d, to_official  # noqa: E402
+import precision_twin  # noqa: E402
 
 # (constructor arguments, input (B, C_in, T, H, W))
 CONFIGS = [
@@ -46,8 +47,9 @@ CONFIGS = [
 ]
 
 
-def run(*args, expect=0):
-    r = subprocess.run([relattn] + [str(a) for a in args], capture_output=True, text=True)
+def run(*args, expect=0, env=None):
+    r = subprocess.run([relattn] + [str(a) for a in args], capture_output=True, text=True,
+                       env=dict(os.environ, **(env or {})))
     if r.returncode != expect:
         print("FAIL: relattn %s: exit %d (want %d): %s" % (" ".join(map(str, args)), r.returncode,
                                                            expect, r.stderr.strip()))
@@ -127,7 +129,74 @@ def test_exact(tmp):
                 check(False, "config %d %s: backward failed" % (ci, form))
 
 
+def test_precisions(tmp):
+    """--precision bf16 / int8 against the twin with the same rounding
+    points (tools/precision_twin.py): relattn must move the logits from
+    fp32 by what the twin does (0.5x to 2x) and stay as close to the twin
+    (test_precision.sh's criterion: a reduced precision turns on values at
+    rounding boundaries, which the last bit of a float32 sum moves)."""
+    n2 = np.linalg.norm
+    for ci, (cfg, shape) in enumerate(CONFIGS[:2]):
+        torch.manual_seed(20 + ci)
+        m = Swin3d(**cfg).randomize(ci).eval()
+        x = torch.randn(*shape)
+        path = os.path.join(tmp, "p.pth")
+        torch.save(m.state_dict(), path)
+        inp = os.path.join(tmp, "px.safetensors")
+        st.write(inp, {"x": x.numpy()})
+        with torch.no_grad():
+            f = m(x).double().numpy()
+        for p in ("bf16", "int8"):
+            t = Swin3d(**cfg).eval()
+            t.load_state_dict(m.state_dict())
+            precision_twin.put_precision(t, p)
+            with torch.no_grad():
+                tw = t(x).double().numpy()
+            out = os.path.join(tmp, "py.safetensors")
+            if run("forward", path, inp, "-o", out, "--precision", p).returncode:
+                check(False, "config %d %s: forward failed" % (ci, p))
+                continue
+            r = st.read(out)[0]["y"].astype(np.float64)
+            et, er, d = n2(tw - f) / n2(f), n2(r - f) / n2(f), n2(r - tw) / n2(tw)
+            print("config %d %s: relattn moves the logits by %.2e, the twin by %.2e; they differ "
+                  "by %.2e" % (ci, p, er, et, d))
+            check(0.5 * et <= er <= 2 * et and d <= 2 * et,
+                  "config %d %s: relattn %.2e, twin %.2e, apart %.2e" % (ci, p, er, et, d))
+            # the scalar reference kernels (RELATTN_KERNEL=ref): the same rounding
+            # points, the sums in another order
+            ref = os.path.join(tmp, "pr.safetensors")
+            if run("forward", path, inp, "-o", ref, "--precision", p,
+                   env={"RELATTN_KERNEL": "ref"}).returncode == 0:
+                rr = st.read(ref)[0]["y"].astype(np.float64)
+                dr = n2(rr - r) / n2(r)
+                print("config %d %s: the reference path is %.2e from the default kernels"
+                      % (ci, p, dr))
+                check(dr <= 2 * et, "config %d %s: reference path %.2e apart" % (ci, p, dr))
+        # training in bf16: the gradient moves from fp32's by the precision's step,
+        # on the default kernels and on the reference path alike
+        inb = os.path.join(tmp, "pb.safetensors")
+        st.write(inb, {"x": x.numpy(), "dy": torch.randn(shape[0], cfg["classes"]).numpy()})
+        g = {}
+        for name, opts, env in (("fp32", [], None), ("bf16", ["--precision", "bf16"], None),
+                                ("bf16 ref", ["--precision", "bf16"], {"RELATTN_KERNEL": "ref"})):
+            out = os.path.join(tmp, "pg.safetensors")
+            if run("backward", path, inb, "-o", out, *opts, env=env).returncode == 0:
+                t = st.read(out)[0]
+                g[name] = np.concatenate([t[k].astype(np.float64).ravel() for k in sorted(t)
+                                          if k.startswith("grad.")])
+        if len(g) == 3:
+            e1 = n2(g["bf16"] - g["fp32"]) / n2(g["fp32"])
+            e2 = n2(g["bf16 ref"] - g["bf16"]) / n2(g["fp32"])
+            print("config %d bf16 training: gradient %.2e from fp32's, reference path %.2e from "
+                  "the default kernels" % (ci, e1, e2))
+            check(1e-5 <= e1 <= 5e-2 and e2 <= 1e-3,
+                  "config %d bf16 training: %.2e from fp32, %.2e between paths" % (ci, e1, e2))
+        else:
+            check(False, "config %d: a bf16 backward failed" % ci)
+
+
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory(prefix="test_swin3d_net.") as tmp:
         test_exact(tmp)
+        test_precisions(tmp)
     done("test_swin3d_net")

@@ -853,7 +853,8 @@ ra_status rai_model_create_arch(ra_model **out, const rai_arch_ops *ops, const c
 static int linear_name(const char *name, int ndim) {
     static const char *const ends[] = {"qkv.weight", "attn.proj.weight", "fc1.weight",
                                        "fc2.weight", "reduction.weight", "head.weight",
-                                       "attn.q.weight", "attn.kv.weight"};
+                                       "attn.q.weight", "attn.kv.weight",
+                                       "mlp.0.weight", "mlp.3.weight"};   /* torchvision's MLP */
     const size_t n = strlen(name);
     if (ndim != 2) return 0;
     for (size_t i = 0; i < sizeof ends / sizeof *ends; i++) {
