@@ -187,7 +187,17 @@ typedef struct {
     int window, patch;        /* a Swin's window; the patch size */
     int crop, resize;
     const char *interp;
+    const struct rai_video_preset *video;   /* a video network's (swin3d), or NULL */
 } rai_preset;
+/* What a video network's preset adds: the 3-D window and patch, the
+ * classes, the transform's mean and std, and the clip its weights were
+ * evaluated on (frames, frames per second). */
+typedef struct rai_video_preset {
+    const char *window, *patch;
+    int classes;
+    const char *mean, *std;
+    int frames, fps;
+} rai_video_preset;
 extern const rai_preset rai_presets[];
 extern const int rai_npresets;
 
