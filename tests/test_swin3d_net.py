@@ -195,8 +195,100 @@ def test_precisions(tmp):
             check(False, "config %d: a bf16 backward failed" % ci)
 
 
+def test_cli(tmp):
+    """inspect, convert, and the refusals of inconsistent files."""
+    cfg, shape = CONFIGS[0]
+    m = Swin3d(**cfg).randomize(5).eval()
+    x = torch.randn(*shape)
+    inp = os.path.join(tmp, "cx.safetensors")
+    st.write(inp, {"x": x.numpy()})
+    forms = files(tmp, m, cfg["depths"])
+    for form, (path, scheme) in forms.items():
+        r = run("inspect", path)
+        check(r.returncode == 0 and "arch:           swin3d" in r.stdout and
+              "naming scheme:  %s" % scheme in r.stdout and "window_size          2,3,3" in r.stdout
+              and "depths               1,2" in r.stdout,
+              "inspect %s: %s" % (form, r.stdout[:400]))
+        conv = os.path.join(tmp, "conv.safetensors")
+        y0, y1 = os.path.join(tmp, "y0.safetensors"), os.path.join(tmp, "y1.safetensors")
+        ok = (run("convert", path, "-o", conv).returncode == 0 and
+              run("forward", path, inp, "-o", y0).returncode == 0 and
+              run("forward", conv, inp, "-o", y1).returncode == 0)
+        t, meta = st.read(conv)
+        want = m.state_dict() if scheme == "torchvision" else to_official(m.state_dict(),
+                                                                          cfg["depths"])
+        names = sorted(k for k in want if not k.endswith("relative_position_index"))
+        check(ok and sorted(t) == names and meta.get("arch") == "swin3d" and
+              np.array_equal(st.read(y0)[0]["y"], st.read(y1)[0]["y"]),
+              "convert %s: the names, metadata or outputs differ" % form)
+    print("inspect and convert: the four forms")
+    # inconsistent files: one line, exit 65
+    tv = {k: v.clone() for k, v in m.state_dict().items()}
+    bad = []
+    b1 = dict(tv)
+    b1["features.0.0.attn.relative_position_bias_table"] = torch.zeros(7, 2)
+    bad.append(("a bias table of 7 rows", b1))
+    b2 = dict(tv)
+    b2["features.2.1.attn.relative_position_index"] = tv["features.2.1.attn.relative_position_index"].flip(0)
+    bad.append(("a wrong relative_position_index", b2))
+    b3 = dict(tv)
+    b3["features.2.1.attn.q_bias"] = torch.zeros(32)
+    bad.append(("an unexpected tensor", b3))
+    b4 = dict(tv)
+    del b4["features.2.0.attn.proj.bias"]
+    bad.append(("a missing tensor", b4))
+    b5 = dict(tv)
+    b5["features.1.reduction.weight"] = torch.zeros(32, 60)
+    bad.append(("a merge of the wrong width", b5))
+    b6 = dict(tv)
+    b6["features.9.0.norm1.weight"] = torch.ones(16)
+    bad.append(("a block of no stage", b6))
+    off = to_official(tv, cfg["depths"])
+    off["backbone.layers.1.downsample.reduction.weight"] = torch.zeros(64, 128)
+    bad.append(("a merge after the last stage (official names)", off))
+    for what, sd in bad:
+        path = os.path.join(tmp, "bad.pth")
+        torch.save(sd, path)
+        r = run("forward", path, inp, "-o", os.path.join(tmp, "b.safetensors"), expect=65)
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 65 and len(lines) == 1, "%s: exit %d, %r" % (what, r.returncode,
+                                                                         r.stderr))
+        print("refused, %s: %s" % (what, lines[0] if lines else ""))
+    # a clip of the wrong channels
+    p0 = forms["torchvision .pth"][0]
+    st.write(inp, {"x": torch.randn(1, 2, 4, 8, 8).numpy()})
+    r = run("forward", p0, inp, "-o", os.path.join(tmp, "b.safetensors"), expect=65)
+    check(r.returncode == 65 and len(r.stderr.strip().splitlines()) == 1, "2 channels: %r" % r.stderr)
+
+
+def test_torchvision_size(tmp):
+    """swin3d_t's own configuration (window (8, 7, 7), clamped on a small
+    clip) as a torchvision state dict: the builder's transform is recorded
+    and the logits are the twin's."""
+    torch.manual_seed(3)
+    m = Swin3d().eval()
+    path = os.path.join(tmp, "swin3d_t.pth")
+    torch.save(m.state_dict(), path)
+    x = torch.randn(1, 3, 3, 40, 36)
+    inp = os.path.join(tmp, "tx.safetensors")
+    st.write(inp, {"x": x.numpy()})
+    r = run("inspect", path)
+    for line in ("transform.resize     shorter 256", "mean                 0.485,0.456,0.406",
+                 "num_frames           32", "window_size          8,7,7"):
+        check(line in r.stdout, "swin3d_t inspect lacks %r" % line)
+    out = os.path.join(tmp, "ty.safetensors")
+    if run("forward", path, inp, "-o", out).returncode == 0:
+        with torch.no_grad():
+            y = m(x).numpy()
+        w, _ = worst_of(st.read(out)[0], {"y": y})
+        print("swin3d_t (torchvision's sizes) forward: worst %.3g of scale" % w)
+        check(w <= 1e-5, "swin3d_t forward off by %.3g" % w)
+
+
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory(prefix="test_swin3d_net.") as tmp:
         test_exact(tmp)
         test_precisions(tmp)
+        test_cli(tmp)
+        test_torchvision_size(tmp)
     done("test_swin3d_net")
