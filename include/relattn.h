@@ -1121,7 +1121,7 @@ void ra_model_free(ra_model *m);
  * quantises the Linear weights in place, once, and packs them for the
  * integer product (about a quarter more memory); inference only
  * (ra_model_forward_train refuses it). Networks only
- * (swin, swinv2, vit, swin_block, swin_block_3d); RA_ERR_ARG for an
+ * (swin, swinv2, vit, swin_block, swin_block_3d, swin3d); RA_ERR_ARG for an
  * attention layer, or to go back to fp32 or on to another precision. */
 ra_status ra_model_set_precision(ra_model *m, ra_precision p);
 ra_precision ra_model_precision(const ra_model *m);
@@ -1252,10 +1252,11 @@ void ra_model_attn_grads(const ra_model *m, float *flat, ra_attn_grads *g);
 
 /* ---- methods: inference ------------------------------------------------- */
 
-/* Run a network model (swin_block, swin, vit, swin_block_3d, swinv2):
+/* Run a network model (swin_block, swin, vit, swin_block_3d, swinv2, swin3d):
  *   swin_block  x (B, H*W, C) or (B, H, W, C) -> y of the same shape
  *   swin_block_3d  one clip x (D, H, W, C): see ra_swin_block_3d_forward
  *   swin, vit, swinv2  x (B, C_in, H, W) images -> y (B, num_classes) logits
+ *   swin3d  x (B, C_in, T, H, W) clips -> y (B, num_classes) logits
  * *y is allocated by the library (free with free()); its shape is written.
  * RA_ERR_ARG for an attention-layer model (use ra_attn_layer_forward). */
 ra_status ra_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
