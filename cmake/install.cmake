@@ -92,7 +92,7 @@ if(RELATTN_TESTS AND NOT RELATTN_SANITIZE AND NOT RELATTN_TSAN AND NOT RELATTN_F
   # the Video Swin network (swin3d) against its PyTorch twin: forward, backward,
   # both naming schemes, .pth and safetensors, precisions, the CLI (PyTorch)
   relattn_python_test(test_swin3d_net_torch test_swin3d_net.py $<TARGET_FILE:relattn_cli>
-                      ${RA_SRC}/tools)
+                      ${RA_SRC}/tools ${RA_SRC}/tests/fixtures)
   set_tests_properties(test_swin3d_net_torch PROPERTIES TIMEOUT 900)
   # timm's Mixup / CutMix and SoftTargetCrossEntropy against a PyTorch twin
   relattn_python_test(test_mixup_torch test_mixup.py ${RA_SRC}/python)

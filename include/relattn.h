@@ -1186,6 +1186,19 @@ ra_status ra_model_create_preset(ra_model **out, const char *name, const char *c
                                  int nset, uint64_t seed);
 const char *ra_model_preset_name(int i);
 
+/* A Video Swin network (arch swin3d) inflated from a 2-D Swin m (arch
+ * swin, without an absolute position embedding), as the official Video
+ * Swin's inflate_weights does: the patch embedding's Conv2d weight (E, C,
+ * P, P) repeated over pt frames and divided by pt (patch (pt, P, P)); each
+ * block's bias table resized bicubically to the window (wh, ww) when its
+ * window differs (ra_bias_table_resize, as `relattn resize`), then
+ * repeated 2 wd - 1 times (one copy per frame offset); every other
+ * parameter as it is (the head included), the names torchvision's. wh or
+ * ww 0: m's window. RA_ERR_ARG for another arch, a SwinV2, an absolute
+ * position embedding, or sizes out of range; m is not changed. */
+ra_status ra_model_inflate_swin3d(ra_model **out, const ra_model *m, int pt, int wd, int wh,
+                                  int ww);
+
 /* ---- the architectures the loader knows --------------------------------- */
 
 /* The architectures the model loader knows, as the "arch" values of model

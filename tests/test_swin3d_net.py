@@ -20,7 +20,9 @@ here (random weights, norms included), in a temporary directory:
      the same roundings (tools/precision_twin.py's);
   4. inconsistent files are refused with one line and exit 65.
 Exit 77 (skipped) without PyTorch, or a failure with RELATTN_REQUIRE_TORCH=1.
-  python3 test_swin3d_net.py RELATTN_BINARY TOOLS_DIR"""
+  5. `relattn convert --inflate swin3d` of a 2-D Swin (a fixture) against
+     the official Video Swin's inflate_weights written again here.
+  python3 test_swin3d_net.py RELATTN_BINARY TOOLS_DIR FIXTURES_DIR"""
 import os
 import subprocess
 import sys
@@ -29,7 +31,7 @@ import tempfile
 from checks import check, done, need_torch
 
 np, torch = need_torch("numpy", "torch")
-relattn, tools = sys.argv[1:3]
+relattn, tools, fixtures = sys.argv[1:4]
 sys.path.insert(0, tools)
 sys.dont_write_bytecode = True
 import st  # noqa: E402
@@ -285,10 +287,74 @@ def test_torchvision_size(tmp):
         check(w <= 1e-5, "swin3d_t forward off by %.3g" % w)
 
 
+def inflate_reference(sd2, pt, window, w2):
+    """The official Video Swin's inflate_weights, written again: the 2-D
+    state dict (official names) -> the 3-D tensors under torchvision's names."""
+    F = torch.nn.functional
+    out = {}
+    for k, v in sd2.items():
+        if "relative_position_index" in k or "attn_mask" in k:   # recomputed, not loaded
+            continue
+        v = torch.from_numpy(v)
+        if k == "patch_embed.proj.weight":
+            v = v.unsqueeze(2).repeat(1, 1, pt, 1, 1) / pt
+        elif k.endswith("relative_position_bias_table"):
+            L1, nh = v.shape
+            L2 = (2 * window[1] - 1) * (2 * window[2] - 1)
+            if L1 != L2:
+                s1 = int(L1 ** 0.5)
+                v = F.interpolate(v.permute(1, 0).view(1, nh, s1, s1),
+                                  size=(2 * window[1] - 1, 2 * window[2] - 1), mode="bicubic")
+                v = v.view(nh, L2).permute(1, 0)
+            v = v.repeat(2 * window[0] - 1, 1)
+        p = k.split(".")
+        if p[0] == "layers" and p[2] == "blocks":
+            rest = ".".join(p[4:]).replace("mlp.fc1.", "mlp.0.").replace("mlp.fc2.", "mlp.3.")
+            k = "features.%d.%s.%s" % (2 * int(p[1]), p[3], rest)
+        elif p[0] == "layers":
+            k = "features.%d.%s" % (2 * int(p[1]) + 1, ".".join(p[3:]))
+        out[k] = v.numpy()
+    return out
+
+
+def test_inflate(tmp, fixtures):
+    """convert --inflate swin3d of a 2-D Swin against inflate_reference."""
+    src = os.path.join(fixtures, "net_swin_official.model.safetensors")
+    sd2, meta = st.read(src)
+    w2 = int(round((sd2["layers.0.blocks.0.attn.relative_position_bias_table"].shape[0]) ** 0.5
+                   + 1) // 2)
+    for pt, window in ((2, (4, w2, w2)), (3, (3, 5, 4))):
+        out = os.path.join(tmp, "inflated.safetensors")
+        r = run("convert", src, "--inflate", "swin3d", "--patch-frames", pt, "--window3d",
+                "%d,%d,%d" % window, "-o", out)
+        if r.returncode:
+            check(False, "inflate %s: %s" % (window, r.stderr))
+            continue
+        got, gm = st.read(out)
+        want = inflate_reference(sd2, pt, window, w2)
+        w, name = worst_of(got, want)
+        print("inflate patch %d, window %s: %d tensors, worst %.3g of scale (%s)"
+              % (pt, window, len(want), w, name))
+        check(w <= 1e-6 and len(got) == len(want) and gm.get("arch") == "swin3d" and
+              gm.get("window_size") == "%d,%d,%d" % window,
+              "inflate %s: %.3g (%s), %d tensors for %d" % (window, w, name, len(got), len(want)))
+        # the inflated model runs
+        inp = os.path.join(tmp, "ix.safetensors")
+        st.write(inp, {"x": np.random.default_rng(0).standard_normal((1, 3, 5, 20, 20))
+                       .astype(np.float32)})
+        check(run("forward", out, inp, "-o", os.path.join(tmp, "iy.safetensors")).returncode == 0,
+              "the inflated model does not run")
+    r = run("convert", os.path.join(tmp, "tv.pth"), "--inflate", "swin3d", "-o",
+            os.path.join(tmp, "no.safetensors"), expect=65)
+    check(r.returncode == 65 and len(r.stderr.strip().splitlines()) == 1,
+          "inflating a swin3d: %r" % r.stderr)
+
+
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory(prefix="test_swin3d_net.") as tmp:
         test_exact(tmp)
         test_precisions(tmp)
         test_cli(tmp)
         test_torchvision_size(tmp)
+        test_inflate(tmp, fixtures)
     done("test_swin3d_net")

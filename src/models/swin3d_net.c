@@ -661,3 +661,135 @@ const rai_arch_ops rai_swin3d_ops = {
     .canonical = net_canonical, .detect = net_detect, .build = net_build,
     .destroy = net_destroy, .forward = net_forward, .forward_train = net_forward_train,
     .backward = net_backward, .flops = net_flops, .layer_of = net_layer_of};
+
+/* ---- a 2-D Swin inflated (the official Video Swin's inflate_weights) ------ */
+
+/* m's parameter of canonical name fmt (NULL: absent). */
+static const ra_param_info *param2d(const ra_model *m, const char *fmt, int a, int b) {
+    char name[128];
+    snprintf(name, sizeof name, fmt, a, b);
+    for (int i = 0; i < m->nparams; i++)
+        if (!strcmp(m->params[i].name, name) && m->params[i].offset >= 0) return &m->params[i];
+    return NULL;
+}
+
+/* The 2-D name of a swin3d parameter (torchvision's canonical names) in the
+ * official names of m: features.(2i).j.X -> layers.i.blocks.j.X (mlp.0,
+ * mlp.3 -> mlp.fc1, mlp.fc2), features.(2i+1).X -> layers.i.downsample.X. */
+static const ra_param_info *source_of(const ra_model *m, const char *name) {
+    const char *p = name;
+    int k, j;
+    char buf[160];
+    if (!rai_take(&p, "features.") || !rai_take_index(&p, &k)) return param2d(m, name, 0, 0);
+    if (k % 2) {
+        snprintf(buf, sizeof buf, "layers.%d.downsample.%s", k / 2, p);
+    } else {
+        if (!rai_take_index(&p, &j)) return NULL;
+        const char *mlp = rai_take(&p, "mlp.0.") ? "mlp.fc1." : rai_take(&p, "mlp.3.") ? "mlp.fc2." : "";
+        snprintf(buf, sizeof buf, "layers.%d.blocks.%d.%s%s", k / 2, j, mlp, p);
+    }
+    return param2d(m, buf, 0, 0);
+}
+
+ra_status ra_model_inflate_swin3d(ra_model **out, const ra_model *m, int pt, int wd, int wh,
+                                  int ww) {
+    if (!out) return rai_fail(RA_ERR_ARG, "inflate: NULL argument");
+    *out = NULL;
+    if (!m || m->ops->arch != RA_ARCH_SWIN)
+        return rai_fail(RA_ERR_ARG, "inflate: a 2-D Swin (arch swin) is inflated, not %s",
+                        m ? m->ops->name : "NULL");
+    const ra_param_info *pe = param2d(m, "patch_embed.proj.weight", 0, 0),
+                        *t0 = param2d(m, "layers.0.blocks.0.attn.relative_position_bias_table", 0, 0),
+                        *f1 = param2d(m, "layers.0.blocks.0.mlp.fc1.weight", 0, 0),
+                        *qb = param2d(m, "layers.0.blocks.0.attn.qkv.bias", 0, 0),
+                        *head = param2d(m, "head.weight", 0, 0);
+    if (param2d(m, "absolute_pos_embed", 0, 0))
+        return rai_fail(RA_ERR_ARG, "inflate: the model has an absolute position embedding, "
+                        "which Video Swin has not");
+    if (!pe || pe->ndim != 4 || pe->shape[2] != pe->shape[3] || !t0 || !f1 || !qb)
+        return rai_fail(RA_ERR_ARG, "inflate: the model is not a Swin with a square patch "
+                        "embedding, bias tables and qkv biases");
+    const char *given = ra_model_meta(m, "patch_size");
+    if (given && atoi(given) != (int)pe->shape[2])
+        return rai_fail(RA_ERR_ARG, "inflate: an overlapping patch embedding (patch_kernel)");
+    int64_t w2 = 1;
+    while ((2 * w2 - 1) * (2 * w2 - 1) < t0->shape[0]) w2++;
+    if ((2 * w2 - 1) * (2 * w2 - 1) != t0->shape[0])
+        return rai_fail(RA_ERR_ARG, "inflate: a bias table of %lld rows", (long long)t0->shape[0]);
+    if (!wh) wh = (int)w2;
+    if (!ww) ww = (int)w2;
+    if (pt < 1 || pt > S3_MAX_PATCH || wd < 1 || wd > SWIN3D_MAX_WINDOW || wh < 1 ||
+        wh > SWIN3D_MAX_WINDOW || ww < 1 || ww > SWIN3D_MAX_WINDOW)
+        return rai_fail(RA_ERR_ARG, "inflate: patch frames %d, window %dx%dx%d", pt, wd, wh, ww);
+    /* the 3-D model's metadata, from the 2-D model's shapes */
+    char depths[128] = "", heads[128] = "", v[8][64];
+    size_t kd = 0, kh = 0;
+    int s = 0;
+    for (; s < S3_MAX_STAGES && param2d(m, "layers.%d.blocks.0.norm1.weight", s, 0); s++) {
+        int d = 0;
+        while (param2d(m, "layers.%d.blocks.%d.norm1.weight", s, d)) d++;
+        const ra_param_info *t = param2d(m, "layers.%d.blocks.0.attn.relative_position_bias_table", s, 0);
+        if (!t || t->shape[0] != t0->shape[0])
+            return rai_fail(RA_ERR_ARG, "inflate: stage %d has another window than stage 0", s);
+        kd += (size_t)snprintf(depths + kd, sizeof depths - kd, "%s%d", s ? "," : "", d);
+        kh += (size_t)snprintf(heads + kh, sizeof heads - kh, "%s%lld", s ? "," : "",
+                               (long long)t->shape[1]);
+        if (kd >= sizeof depths || kh >= sizeof heads)
+            return rai_fail(RA_ERR_ARG, "inflate: too many blocks");
+    }
+    snprintf(v[0], sizeof v[0], "%d,%lld,%lld", pt, (long long)pe->shape[2], (long long)pe->shape[3]);
+    snprintf(v[1], sizeof v[1], "%lld", (long long)pe->shape[1]);
+    snprintf(v[2], sizeof v[2], "%lld", head ? (long long)head->shape[0] : 0LL);
+    snprintf(v[3], sizeof v[3], "%lld", (long long)pe->shape[0]);
+    snprintf(v[4], sizeof v[4], "%d,%d,%d", wd, wh, ww);
+    snprintf(v[5], sizeof v[5], "%.17g", (double)f1->shape[0] / (double)pe->shape[0]);
+    const char *meta[] = {"arch", "swin3d", "patch_size", v[0], "in_chans", v[1],
+                          "num_classes", v[2], "embed_dim", v[3], "depths", depths,
+                          "num_heads", heads, "window_size", v[4], "mlp_ratio", v[5],
+                          "patch_norm", param2d(m, "patch_embed.norm.weight", 0, 0) ? "true" : "false"};
+    ra_model *r = NULL;
+    ra_status st = ra_model_create(&r, meta, (int)(sizeof meta / sizeof *meta / 2), 0);
+    if (st) return st;
+    /* every parameter from its 2-D one */
+    const int64_t T = (2 * (int64_t)wh - 1) * (2 * ww - 1);
+    for (int i = 0; i < r->nparams && !st; i++) {
+        const ra_param_info *q = &r->params[i], *src = source_of(m, q->name);
+        float *dst = r->weights + q->offset;
+        if (!src) {
+            st = rai_fail(RA_ERR_ARG, "inflate: the 2-D model has no parameter for %s", q->name);
+            break;
+        }
+        const float *w = m->weights + src->offset;
+        const size_t ln = strlen(q->name);
+        if (!strcmp(q->name, "patch_embed.proj.weight")) {   /* (E, C, P, P) -> (E, C, pt, P, P) / pt */
+            const int64_t pp = q->shape[3] * q->shape[4];
+            for (int64_t ec = 0; ec < q->shape[0] * q->shape[1]; ec++)
+                for (int t = 0; t < pt; t++)
+                    for (int64_t k = 0; k < pp; k++)
+                        dst[(ec * pt + t) * pp + k] = w[ec * pp + k] / (float)pt;
+        } else if (ln > 28 && !strcmp(q->name + ln - 28, "relative_position_bias_table")) {
+            const int nh = (int)q->shape[1], s1 = 2 * (int)w2 - 1;
+            if (src->shape[1] != nh) {
+                st = rai_fail(RA_ERR_ARG, "inflate: %s: heads differ", q->name);
+                break;
+            }
+            if (s1 != 2 * wh - 1 || s1 != 2 * ww - 1)   /* resized as relattn resize does */
+                st = ra_bias_table_resize(dst, w, nh, s1, s1, 2 * wh - 1, 2 * ww - 1);
+            else
+                memcpy(dst, w, (size_t)(T * nh) * sizeof *dst);
+            for (int f = 1; !st && f < 2 * wd - 1; f++)   /* one copy per frame offset */
+                memcpy(dst + f * T * nh, dst, (size_t)(T * nh) * sizeof *dst);
+        } else if (src->numel == q->numel) {
+            memcpy(dst, w, (size_t)q->numel * sizeof *dst);
+        } else {
+            st = rai_fail(RA_ERR_ARG, "inflate: %s has %lld values, the 2-D %s %lld", q->name,
+                          (long long)q->numel, src->name, (long long)src->numel);
+        }
+    }
+    if (st) {
+        ra_model_free(r);
+        return st;
+    }
+    *out = r;
+    return RA_OK;
+}
