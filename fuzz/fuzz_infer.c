@@ -88,6 +88,15 @@ static const char *const names[] = {
     "vit.encoder.layer.%d.attention.attention.key.weight",
     "vit.encoder.layer.%d.attention.attention.value.weight",
     "vit.encoder.layer.%d.intermediate.dense.weight", "classifier.weight",
+    /* swin3d: torchvision's SwinTransformer3d (patch_embed.* above, 5 dims),
+     * the official Video Swin checkpoints */
+    "features.%d.%d.mlp.3.weight", "features.%d.norm.weight",
+    "backbone.patch_embed.proj.weight", "backbone.patch_embed.norm.weight",
+    "backbone.layers.%d.blocks.%d.norm1.weight",
+    "backbone.layers.%d.blocks.%d.attn.relative_position_bias_table",
+    "backbone.layers.%d.blocks.%d.attn.relative_position_index",
+    "backbone.layers.%d.blocks.%d.mlp.fc1.weight",
+    "backbone.layers.%d.downsample.reduction.weight", "cls_head.fc_cls.weight",
 };
 /* names: end */
 #define NNAMES ((int)(sizeof names / sizeof *names))

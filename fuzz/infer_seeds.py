@@ -109,6 +109,28 @@ def main():
                          ("blocks.0.attn.qkv.weight", "F32", [48, 16]),
                          ("pos_embed", "F32", [1, M, 0])],
     }
+    # swin3d (torchvision's names, the official Video Swin names): embed 16,
+    # depths 1,2, heads 2,4, window 2,3,3, patch 2,4,4, 5 classes
+    def swin3d(official):
+        t = [("patch_embed.proj.weight", "F32", [16, 3, 2, 4, 4]),
+             ("patch_embed.norm.weight", "F32", [16])]
+        for s_, (d, c, h) in enumerate([(1, 16, 2), (2, 32, 4)]):
+            for j in range(d):
+                blk = ("layers.%d.blocks.%d." % (s_, j) if official
+                       else "features.%d.%d." % (2 * s_, j))
+                t += [(blk + "norm1.weight", "F32", [c]),
+                      (blk + "attn.relative_position_bias_table", "F32", [75, h]),
+                      (blk + "attn.relative_position_index", "I64", [18, 18]),
+                      (blk + ("mlp.fc1.weight" if official else "mlp.0.weight"), "F32", [4 * c, c])]
+            if s_ == 0:
+                t.append(("layers.0.downsample.reduction.weight" if official
+                          else "features.1.reduction.weight", "F32", [32, 64]))
+        t.append(("cls_head.fc_cls.weight" if official else "head.weight", "F32", [5, 32]))
+        if official:
+            t = [(n if n.startswith("cls_head") else "backbone." + n, d, sh) for n, d, sh in t]
+        return t
+    extra["swin3d_tv"] = swin3d(False)
+    extra["swin3d_official"] = swin3d(True)
     for k, v in extra.items():
         with open(os.path.join(OUT, k + ".bin"), "wb") as f:
             f.write(encode(v, names))

@@ -452,7 +452,8 @@ typedef enum ra_arch {
     RA_ARCH_T5_ATTENTION,        /* Hugging Face T5Attention, buckets    */
     RA_ARCH_ALIBI_ATTENTION,     /* ALiBi (Press et al.)                 */
     RA_ARCH_DECOMPOSED_ATTENTION,/* MViTv2 / ViTDet / SAM decomposed     */
-    RA_ARCH_ROPE_ATTENTION       /* RoPE-Axial (Heo et al. 2024)         */
+    RA_ARCH_ROPE_ATTENTION,      /* RoPE-Axial (Heo et al. 2024)         */
+    RA_ARCH_SWIN3D               /* SwinTransformer3d (Video Swin, classification) */
 } ra_arch;
 
 /* Name as in the model file's "arch" metadata, or NULL. */
@@ -1120,7 +1121,7 @@ void ra_model_free(ra_model *m);
  * quantises the Linear weights in place, once, and packs them for the
  * integer product (about a quarter more memory); inference only
  * (ra_model_forward_train refuses it). Networks only
- * (swin, swinv2, vit, swin_block, swin_block_3d); RA_ERR_ARG for an
+ * (swin, swinv2, vit, swin_block, swin_block_3d, swin3d); RA_ERR_ARG for an
  * attention layer, or to go back to fp32 or on to another precision. */
 ra_status ra_model_set_precision(ra_model *m, ra_precision p);
 ra_precision ra_model_precision(const ra_model *m);
@@ -1185,6 +1186,19 @@ ra_status ra_model_create_preset(ra_model **out, const char *name, const char *c
                                  int nset, uint64_t seed);
 const char *ra_model_preset_name(int i);
 
+/* A Video Swin network (arch swin3d) inflated from a 2-D Swin m (arch
+ * swin, without an absolute position embedding), as the official Video
+ * Swin's inflate_weights does: the patch embedding's Conv2d weight (E, C,
+ * P, P) repeated over pt frames and divided by pt (patch (pt, P, P)); each
+ * block's bias table resized bicubically to the window (wh, ww) when its
+ * window differs (ra_bias_table_resize, as `relattn resize`), then
+ * repeated 2 wd - 1 times (one copy per frame offset); every other
+ * parameter as it is (the head included), the names torchvision's. wh or
+ * ww 0: m's window. RA_ERR_ARG for another arch, a SwinV2, an absolute
+ * position embedding, or sizes out of range; m is not changed. */
+ra_status ra_model_inflate_swin3d(ra_model **out, const ra_model *m, int pt, int wd, int wh,
+                                  int ww);
+
 /* ---- the architectures the loader knows --------------------------------- */
 
 /* The architectures the model loader knows, as the "arch" values of model
@@ -1234,7 +1248,7 @@ typedef struct ra_param_info {
                                 naming scheme); the canonical name for a
                                 model made by ra_model_create */
     int ndim;
-    int64_t shape[4];
+    int64_t shape[5];        /* ndim <= 5 (a Conv3d weight) */
     int64_t offset, numel;   /* floats, into the flat buffer; offset -1 when
                                 an optional parameter is absent */
     int optional;
@@ -1251,10 +1265,11 @@ void ra_model_attn_grads(const ra_model *m, float *flat, ra_attn_grads *g);
 
 /* ---- methods: inference ------------------------------------------------- */
 
-/* Run a network model (swin_block, swin, vit, swin_block_3d, swinv2):
+/* Run a network model (swin_block, swin, vit, swin_block_3d, swinv2, swin3d):
  *   swin_block  x (B, H*W, C) or (B, H, W, C) -> y of the same shape
  *   swin_block_3d  one clip x (D, H, W, C): see ra_swin_block_3d_forward
  *   swin, vit, swinv2  x (B, C_in, H, W) images -> y (B, num_classes) logits
+ *   swin3d  x (B, C_in, T, H, W) clips -> y (B, num_classes) logits
  * *y is allocated by the library (free with free()); its shape is written.
  * RA_ERR_ARG for an attention-layer model (use ra_attn_layer_forward). */
 ra_status ra_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
