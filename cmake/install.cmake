@@ -4,7 +4,7 @@
 #   lib/cmake/relattn/ (find_package(relattn) -> relattn::relattn, and
 #   relattn::relattn_static).
 # Users need relattn.h alone: jansson, OpenBLAS, OpenMP, zlib, libspng,
-# libjpeg and minizip are private (linked into the shared library; listed
+# libjpeg, minizip and FFmpeg's libraries are private (linked into the shared library; listed
 # for static linking in Libs.private / Requires.private and
 # relattn::relattn_static).
 include(GNUInstallDirs)
