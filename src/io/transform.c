@@ -469,11 +469,11 @@ int ra_transform_describe(char *buf, size_t n, const ra_transform *t) {
 /* ---- video frames: torch's bilinear interpolate on tensors ---------------------- */
 
 /* One axis of torch's upsample_bilinear2d (align_corners=False, sizes given,
- * no scale factor) in float32, as its CPU kernel computes it: the scale
- * in/out, the source position scale * (o + 0.5) - 0.5 clamped at 0, the
- * lower neighbour its truncation, the upper one the next (or itself at the
- * edge), lambda1 = position - lower clamped to [0, 1], lambda0 = 1 -
- * lambda1; an axis of the same size is copied (lambda 1, 0). */
+ * no scale factor), as its CPU kernel computes it: the scale in/out in
+ * float32, the source position scale * (o + 0.5) - 0.5 in double, clamped
+ * at 0, the lower neighbour its truncation, the upper one the next (or
+ * itself at the edge), lambda1 = float(position - lower), lambda0 = 1 -
+ * lambda1 in float32; an axis of the same size is copied (lambda 1, 0). */
 typedef struct {
     int i0, i1;
     float l0, l1;
@@ -486,10 +486,12 @@ static void lin_taps(lin_tap *t, int in, int out) {
             t[o] = (lin_tap){o, o, 1.0f, 0.0f};
             continue;
         }
-        float src = scale * ((float)o + 0.5f) - 0.5f;
+        /* scale (float) * (o + 0.5) - 0.5 in double, kept in double for
+         * lambda1 (what torch 1.13's weights are, read back from it) */
+        double src = (double)scale * ((double)o + 0.5) - 0.5;
         if (src < 0) src = 0;
         const int i0 = (int)src;
-        float l1 = src - (float)i0;
+        float l1 = (float)(src - (double)i0);
         l1 = l1 < 0 ? 0 : l1 > 1 ? 1 : l1;
         t[o] = (lin_tap){i0, i0 + (i0 < in - 1), 1.0f - l1, l1};
     }
@@ -517,10 +519,13 @@ ra_status ra_resize_bilinear_tensor_u8(uint8_t *out, int ow, int oh, const uint8
             const size_t a = (size_t)tx[x].i0 * c, b = (size_t)tx[x].i1 * c;
             const float wx0 = tx[x].l0, wx1 = tx[x].l1;
             for (size_t k = 0; k < c; k++) {
-                /* the kernel's order: each row's pair, then the rows (float32) */
-                const float top = (float)r0[a + k] * wx0 + (float)r0[b + k] * wx1;
-                const float bot = (float)r1[a + k] * wx0 + (float)r1[b + k] * wx1;
-                const float v = top * wy0 + bot * wy1;
+                /* the kernel's order: each row's pair, then the rows, in
+                 * float32, each "a * w0 + b * w1" one fused multiply-add
+                 * over a rounded product (as the AVX2 build of torch 1.13
+                 * contracts it) */
+                const float top = fmaf((float)r0[a + k], wx0, (float)r0[b + k] * wx1);
+                const float bot = fmaf((float)r1[a + k], wx0, (float)r1[b + k] * wx1);
+                const float v = fmaf(top, wy0, bot * wy1);
                 /* torchvision: round (half to even), then the cast; clamped, as
                  * a sum of weights that is not exactly 1 may pass 255 */
                 const float rv = nearbyintf(v);
