@@ -1211,6 +1211,28 @@ const char *ra_model_meta_key(const ra_model *m, int i);
  * RA_ERR_FORMAT, naming the key, if the metadata is unusable. */
 struct ra_transform;
 ra_status ra_model_transform(struct ra_transform *t, const char **source, const ra_model *m);
+/* 1 if m classifies videos (its input x is (B, C, T, H, W): arch swin3d),
+ * else 0: the one test the command line and the library ask. */
+int ra_model_is_video(const ra_model *m);
+/* The clips and the frames' transform a video model evaluates with
+ * (section 14, ra_clip_spec and ra_video_transform): the metadata
+ * video.sampler (mmaction or torchvision; without it torchvision where
+ * the file has transform.frame_rate, as torchvision's swin3d_* weights
+ * record it), video.clips, num_frames and video.clip_len (the clip),
+ * video.frame_interval, transform.frame_rate, video.crops,
+ * transform.resize ("shorter N"), transform.crop, mean, std where the file
+ * has them; else the official Video Swin test's: 4 clips x 3 crops of 32 frames at an
+ * interval of 2, the shorter side to 224 (mmcv's sizes), 224 x 224
+ * crops, ImageNet's mean and std on the bytes (123.675, 116.28, 103.53;
+ * 58.395, 57.12, 57.375); with video.sampler torchvision, torchvision's
+ * Kinetics evaluation: 12 clips of 32 frames at 15 frames a second, the
+ * shorter side to 256, one 224 x 224 centre crop, ImageNet's mean and std
+ * on x / 255 (its swin3d weights'). RA_ERR_FORMAT naming the key if a
+ * value is unusable. *source: where it came from (valid while m lives). */
+struct ra_clip_spec;
+struct ra_video_transform;
+ra_status ra_model_video_transform(struct ra_clip_spec *s, struct ra_video_transform *t,
+                                   const char **source, const ra_model *m);
 
 /* Multiply-adds of one forward as the Swin authors count them (their
  * flops() methods): for a network, one h x w image; for an attention layer,
