@@ -11,8 +11,9 @@ static const char inspect_help[] =
     "Describes a model file: arch, the naming scheme its tensors were found in,\n"
     "hyperparameters (the metadata), parameters (count and shapes) and the\n"
     "multiply-adds of one forward as the Swin authors count them: for a network\n"
-    "one image of --size (default img_size), for an attention layer one window\n"
-    "(or one sequence of --size tokens, given as N or HxW).\n"
+    "one image of --size (default img_size; swin3d: one clip of num_frames frames,\n"
+    "32 without it), for an attention layer one window (or one sequence of\n"
+    "--size tokens, given as N or HxW).\n"
     MODEL_OPTIONS_HELP;
 
 int cmd_inspect(int argc, char **argv) {
@@ -47,7 +48,7 @@ int cmd_inspect(int argc, char **argv) {
     ra_transform tf;
     const char *tsrc = NULL;
     char tline[512] = "";
-    if ((a == RA_ARCH_SWIN || a == RA_ARCH_SWINV2 || a == RA_ARCH_VIT) &&
+    if ((a == RA_ARCH_SWIN || a == RA_ARCH_SWINV2 || a == RA_ARCH_VIT || a == RA_ARCH_SWIN3D) &&
         ra_model_transform(&tf, &tsrc, m) == RA_OK)
         ra_transform_describe(tline, sizeof tline, &tf);
     if (json) {
@@ -131,6 +132,10 @@ int cmd_inspect(int argc, char **argv) {
         const ra_attn_layer *l = ra_model_attn(m);
         if (flops >= 0 && l && ra_attn_layer_index(l, NULL, NULL, NULL))
             printf("multiply-adds:  %.4g G (one window)\n", flops * 1e-9);
+        else if (flops >= 0 && a == RA_ARCH_SWIN3D)   /* frames: num_frames, else 32 */
+            printf("multiply-adds:  %.4g G (one clip of %s frames of %dx%d)\n", flops * 1e-9,
+                   ra_model_meta(m, "num_frames") ? ra_model_meta(m, "num_frames") : "32",
+                   size[0], size[1]);
         else if (flops >= 0)
             printf("multiply-adds:  %.4g G (%s %dx%d)\n", flops * 1e-9,
                    l ? "one sequence of" : "one image", size[0], size[1]);

@@ -93,6 +93,11 @@ if(RELATTN_TESTS AND NOT RELATTN_SANITIZE AND NOT RELATTN_TSAN AND NOT RELATTN_F
   # the training loader against PIL's pipeline and timm's draws; train --augment
   # timm and --init end to end
   relattn_python_test(test_loader_pil test_loader.py ${RA_SRC}/python $<TARGET_FILE:relattn_cli>)
+  # the Video Swin network (swin3d) against its PyTorch twin: forward, backward,
+  # both naming schemes, .pth and safetensors, precisions, the CLI (PyTorch)
+  relattn_python_test(test_swin3d_net_torch test_swin3d_net.py $<TARGET_FILE:relattn_cli>
+                      ${RA_SRC}/tools)
+  set_tests_properties(test_swin3d_net_torch PROPERTIES TIMEOUT 900)
   # timm's Mixup / CutMix and SoftTargetCrossEntropy against a PyTorch twin
   relattn_python_test(test_mixup_torch test_mixup.py ${RA_SRC}/python)
   # relattn train --init against torch.optim.AdamW on torchvision's swin_t,

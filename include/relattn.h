@@ -452,7 +452,8 @@ typedef enum ra_arch {
     RA_ARCH_T5_ATTENTION,        /* Hugging Face T5Attention, buckets    */
     RA_ARCH_ALIBI_ATTENTION,     /* ALiBi (Press et al.)                 */
     RA_ARCH_DECOMPOSED_ATTENTION,/* MViTv2 / ViTDet / SAM decomposed     */
-    RA_ARCH_ROPE_ATTENTION       /* RoPE-Axial (Heo et al. 2024)         */
+    RA_ARCH_ROPE_ATTENTION,      /* RoPE-Axial (Heo et al. 2024)         */
+    RA_ARCH_SWIN3D               /* SwinTransformer3d (Video Swin, classification) */
 } ra_arch;
 
 /* Name as in the model file's "arch" metadata, or NULL. */
@@ -1256,7 +1257,7 @@ typedef struct ra_param_info {
                                 naming scheme); the canonical name for a
                                 model made by ra_model_create */
     int ndim;
-    int64_t shape[4];
+    int64_t shape[5];        /* ndim <= 5 (a Conv3d weight) */
     int64_t offset, numel;   /* floats, into the flat buffer; offset -1 when
                                 an optional parameter is absent */
     int optional;

@@ -38,6 +38,7 @@ static const char *arch_names[] = {
     [RA_ARCH_ALIBI_ATTENTION] = "alibi_attention",
     [RA_ARCH_DECOMPOSED_ATTENTION] = "decomposed_attention",
     [RA_ARCH_ROPE_ATTENTION] = "rope_attention",
+    [RA_ARCH_SWIN3D] = "swin3d",
 };
 #define NARCH ((int)(sizeof arch_names / sizeof arch_names[0]))
 

@@ -404,6 +404,17 @@ static ra_status infer_block(infer *c) {
     return st;
 }
 
+/* The window (Wd, W, W) of a block whose index is (N, N) and table T rows:
+ * N = Wd W^2, T = (2Wd-1)(2W-1)^2, when exactly one Wd fits; 0 else. */
+static int window_3d(int64_t N, int64_t T, int *wd, int64_t *w) {
+    int found = 0;
+    for (int d = 1; d <= N && d < 4096; d++) {   /* (2d-1) (2s-1)^2 < 2^13 2^42: no overflow */
+        const int64_t s = N % d ? 0 : isqrt_exact(N / d);
+        if (s && (2 * d - 1) * (2 * s - 1) * (2 * s - 1) == T) found++, *wd = d, *w = s;
+    }
+    return found == 1;
+}
+
 /* ---- swin_block_3d (Video Swin / RSTT blocks) ----------------------------- */
 
 static ra_status infer_block_3d(infer *c) {
@@ -414,14 +425,9 @@ static ra_status infer_block_3d(infer *c) {
     /* self-attention: the window (Wd, W, W) whose table and index match */
     const ra_st_tensor *ix = find(c, "attn.relative_position_index");
     if (!st && !cross && ix && ix->ndim == 2 && ix->shape[0] == ix->shape[1]) {
-        const int64_t N = ix->shape[0], T = tb->shape[0];
-        int found = 0, wd = 0;
+        int wd = 0;
         int64_t w = 0;
-        for (int d = 1; d <= N && d < 4096; d++) {   /* (2d-1) (2s-1)^2 < 2^13 2^42: no overflow */
-            const int64_t s = N % d ? 0 : isqrt_exact(N / d);
-            if (s && (2 * d - 1) * (2 * s - 1) * (2 * s - 1) == T) found++, wd = d, w = s;
-        }
-        if (found == 1)
+        if (window_3d(ix->shape[0], tb->shape[0], &wd, &w))
             st = putf(c, "window_size", "weights: index and table sizes", "%d,%lld,%lld", wd,
                       (long long)w, (long long)w);
     }
@@ -433,9 +439,77 @@ static ra_status infer_block_3d(infer *c) {
     return st;
 }
 
+/* ---- swin3d (torchvision's SwinTransformer3d, official Video Swin names) -- */
+
+static ra_status infer_swin3d(infer *c) {
+    const char *bb = find(c, "backbone.patch_embed.proj.weight") ? "backbone." : "";
+    const int tv = find(c, "features.0.0.norm1.weight") != NULL;
+    const ra_st_tensor *pe = find(c, "%spatch_embed.proj.weight", bb);
+    if (!pe || pe->ndim != 5)
+        return rai_fail(RA_ERR_FORMAT, "swin3d: no Conv3d patch embedding "
+                        "(patch_embed.proj.weight of 5 dims)");
+    char from[200], list[160], heads[160];
+    const int64_t C = pe->shape[0];
+    from_t(from, sizeof from, pe);
+    ra_status st = positive(c, pe, 0, "embed_dim");
+    for (int i = 1; i < 5 && !st; i++) st = positive(c, pe, i, i == 1 ? "in_chans" : "patch_size");
+    if (!st) st = putf(c, "embed_dim", from, "%lld", (long long)C);
+    if (!st) st = putf(c, "in_chans", from, "%lld", (long long)pe->shape[1]);
+    if (!st) st = putf(c, "patch_size", from, "%lld,%lld,%lld", (long long)pe->shape[2],
+                       (long long)pe->shape[3], (long long)pe->shape[4]);
+    if (!st) st = put_bool(c, "patch_norm", find(c, "%spatch_embed.norm.weight", bb) != NULL,
+                           "weights: patch embedding norm present or not");
+    int nst = 0, wd = 0;
+    int64_t w = 0;
+    size_t kl = 0, kh = 0;
+    for (; nst < MAX_STAGES && !st; nst++) {
+        int d = 0;
+        while (d < MAX_BLOCKS && (tv ? find(c, "features.%d.%d.norm1.weight", 2 * nst, d)
+                                     : find(c, "%slayers.%d.blocks.%d.norm1.weight", bb, nst, d)))
+            d++;
+        if (!d) break;
+        const ra_st_tensor *t = tv ? find(c, "features.%d.0.attn.relative_position_bias_table", 2 * nst)
+                                   : find(c, "%slayers.%d.blocks.0.attn.relative_position_bias_table", bb, nst);
+        if (!t || t->ndim != 2)
+            return rai_fail(RA_ERR_FORMAT, "swin3d: stage %d has no relative_position_bias_table "
+                            "of 2 dims", nst);
+        if ((st = positive(c, t, 1, "num_heads"))) return st;
+        kl += (size_t)snprintf(list + kl, sizeof list - kl, "%s%d", nst ? "," : "", d);
+        kh += (size_t)snprintf(heads + kh, sizeof heads - kh, "%s%lld", nst ? "," : "",
+                               (long long)t->shape[1]);
+        if (kl >= sizeof list || kh >= sizeof heads)
+            return rai_fail(RA_ERR_FORMAT, "swin3d: too many stages");
+        const ra_st_tensor *ix = tv ? find(c, "features.%d.0.attn.relative_position_index", 2 * nst)
+                                    : find(c, "%slayers.%d.blocks.0.attn.relative_position_index", bb, nst);
+        if (nst == 0 && ix && ix->ndim == 2 && ix->shape[0] == ix->shape[1] &&
+            window_3d(ix->shape[0], t->shape[0], &wd, &w))
+            st = putf(c, "window_size", "weights: index and table sizes", "%d,%lld,%lld", wd,
+                      (long long)w, (long long)w);
+    }
+    if (st) return st;
+    if (!nst) return rai_fail(RA_ERR_FORMAT, "swin3d: no blocks (features.0.0.norm1.weight)");
+    st = put(c, "depths", list, "weights: blocks per stage");
+    if (!st) st = put(c, "num_heads", heads, "weights: relative_position_bias_table columns");
+    const ra_st_tensor *fc1 = tv ? find(c, "features.0.0.mlp.0.weight")
+                                 : find(c, "%slayers.0.blocks.0.mlp.fc1.weight", bb);
+    if (!st && fc1 && fc1->ndim == 2) st = put_ratio(c, fc1->shape[0], C, fc1);
+    const ra_st_tensor *head = find(c, "%s", tv ? "head.weight" : "cls_head.fc_cls.weight");
+    if (!st) st = head && head->ndim == 2
+                      ? putf(c, "num_classes", from_t(from, sizeof from, head), "%lld",
+                             (long long)head->shape[0])
+                      : put(c, "num_classes", "0", "weights: no head");
+    if (!st) st = put_config(c);
+    if (!st) st = need(c, "window_size", "no saved relative_position_index, or one the table's "
+                       "size does not single out");
+    return st;
+}
+
 /* ---- the arch ------------------------------------------------------------ */
 
 static const char *arch_of_names(const infer *c) {
+    const ra_st_tensor *pe = find(c, "patch_embed.proj.weight");
+    if (!pe) pe = find(c, "backbone.patch_embed.proj.weight");
+    if (pe && pe->ndim == 5) return "swin3d";
     if (find(c, "layers.0.blocks.0.attn.cpb_mlp.0.weight") || find(c, "features.1.0.attn.cpb_mlp.0.weight"))
         return "swinv2";
     if (find(c, "layers.0.blocks.0.attn.relative_position_bias_table") ||
@@ -460,7 +534,7 @@ ra_status rai_infer_meta(ra_st_file *f, const char *arch, const rai_config_item 
     if (!given && !arch) arch = arch_of_names(&c);
     if (!given && !arch)
         return rai_fail(RA_ERR_FORMAT, "no relattn metadata, and the tensor names are none of "
-                        "swin, swinv2, vit, swin_block_3d (pass --set arch=NAME and the "
+                        "swin, swinv2, vit, swin_block_3d, swin3d (pass --set arch=NAME and the "
                         "hyperparameters, docs/reference.md section 2)");
     ra_status st = given ? RA_OK : put(&c, "arch", arch, from);
     if (st) return st;
@@ -468,6 +542,7 @@ ra_status rai_infer_meta(ra_st_file *f, const char *arch, const rai_config_item 
     if (!strcmp(a, "swin") || !strcmp(a, "swinv2")) st = infer_swin(&c, !strcmp(a, "swinv2"));
     else if (!strcmp(a, "vit")) st = infer_vit(&c);
     else if (!strcmp(a, "swin_block_3d")) st = infer_block_3d(&c);
+    else if (!strcmp(a, "swin3d")) st = infer_swin3d(&c);
     else if (!strcmp(a, "swin_block")) st = infer_block(&c);
     else st = put_config(&c);   /* other archs: --set and config.json alone */
     return st;

@@ -729,8 +729,8 @@ ra_status ra_model_backward(ra_model *m, float *grad, float *dx, const float *dy
 static ra_status init_param(float *w, const ra_param_info *p, ra_rng *rng) {
     const char *nm = p->name;
     const size_t n = strlen(nm);
-    if (p->ndim == 4) {   /* Conv2d: kaiming_uniform_(a=sqrt(5)) = U(+-1/sqrt(fan_in)) */
-        const float bound = 1.0f / sqrtf((float)(p->shape[1] * p->shape[2] * p->shape[3]));
+    if (p->ndim >= 4) {   /* Conv2d, Conv3d: kaiming_uniform_(a=sqrt(5)) = U(+-1/sqrt(fan_in)) */
+        const float bound = 1.0f / sqrtf((float)(p->numel / (p->shape[0] > 0 ? p->shape[0] : 1)));
         ra_rng_fill_uniform(rng, w, p->numel, -bound, bound);
     } else if (strstr(nm, "norm") && n >= 7 && strcmp(nm + n - 7, ".weight") == 0) {
         for (int64_t i = 0; i < p->numel; i++) w[i] = 1.0f;
@@ -749,7 +749,7 @@ static ra_status init_weights(ra_model *m, uint64_t seed) {
     for (int i = 0; i < m->nparams; i++) {
         const ra_param_info *p = &m->params[i];
         float *w = m->weights + p->offset;
-        if (p->ndim == 4) conv_fan_in = p->shape[1] * p->shape[2] * p->shape[3];
+        if (p->ndim >= 4) conv_fan_in = p->numel / (p->shape[0] > 0 ? p->shape[0] : 1);
         ra_status st;
         if (strcmp(p->name, "patch_embed.proj.bias") == 0) {   /* follows its weight */
             if (conv_fan_in < 1) return rai_fail(RA_ERR_INTERNAL, "init: conv bias before weight");
@@ -853,7 +853,8 @@ ra_status rai_model_create_arch(ra_model **out, const rai_arch_ops *ops, const c
 static int linear_name(const char *name, int ndim) {
     static const char *const ends[] = {"qkv.weight", "attn.proj.weight", "fc1.weight",
                                        "fc2.weight", "reduction.weight", "head.weight",
-                                       "attn.q.weight", "attn.kv.weight"};
+                                       "attn.q.weight", "attn.kv.weight",
+                                       "mlp.0.weight", "mlp.3.weight"};   /* torchvision's MLP */
     const size_t n = strlen(name);
     if (ndim != 2) return 0;
     for (size_t i = 0; i < sizeof ends / sizeof *ends; i++) {

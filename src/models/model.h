@@ -18,6 +18,8 @@
 
 #include "base/internal.h"
 
+#include <string.h>
+
 typedef struct rai_arch_ops rai_arch_ops;
 
 struct ra_model {
@@ -185,7 +187,17 @@ typedef struct {
     int window, patch;        /* a Swin's window; the patch size */
     int crop, resize;
     const char *interp;
+    const struct rai_video_preset *video;   /* a video network's (swin3d), or NULL */
 } rai_preset;
+/* What a video network's preset adds: the 3-D window and patch, the
+ * classes, the transform's mean and std, and the clip its weights were
+ * evaluated on (frames, frames per second). */
+typedef struct rai_video_preset {
+    const char *window, *patch;
+    int classes;
+    const char *mean, *std;
+    int frames, fps;
+} rai_video_preset;
 extern const rai_preset rai_presets[];
 extern const int rai_npresets;
 
@@ -197,6 +209,7 @@ extern const rai_arch_ops rai_swinv2_attn_ops;     /* swinv2_window_attention (s
 extern const rai_arch_ops rai_swin_block_ops, rai_swin_ops, rai_vit_ops;
 extern const rai_arch_ops rai_swin_block_3d_ops;
 extern const rai_arch_ops rai_swinv2_ops;          /* swinv2 (swin.c) */
+extern const rai_arch_ops rai_swin3d_ops;          /* swin3d (swin3d_net.c) */
 #endif
 
 /* A saved relative_position_index (N1, N2) of an attention layer's file
@@ -209,5 +222,29 @@ typedef struct rai_attn_impl {
     ra_attn_config cfg;
     ra_attn_layer *layer;
 } rai_attn_impl;
+
+/* Tensor names, read left to right: rai_starts(s, lit) 1 if s begins with
+ * lit; rai_take(&p, lit) also moves p past it; rai_take_index(&p, &i)
+ * reads "12." (no sign, no leading zero, at most 10^6) into i and moves
+ * past the dot. */
+static inline int rai_starts(const char *s, const char *lit) {
+    return strncmp(s, lit, strlen(lit)) == 0;
+}
+static inline int rai_take(const char **p, const char *lit) {
+    if (!rai_starts(*p, lit)) return 0;
+    *p += strlen(lit);
+    return 1;
+}
+static inline int rai_take_index(const char **p, int *out) {
+    const char *s = *p;
+    long v = 0;
+    if (*s < '0' || *s > '9' || (s[0] == '0' && s[1] >= '0' && s[1] <= '9')) return 0;
+    for (; *s >= '0' && *s <= '9'; s++)
+        if ((v = v * 10 + (*s - '0')) > 1000000) return 0;
+    if (*s != '.') return 0;
+    *out = (int)v;
+    *p = s + 1;
+    return 1;
+}
 
 #endif

@@ -15,7 +15,7 @@ static const rai_arch_ops *const all[] = {
         &rai_attn_arch_ops[4], &rai_attn_arch_ops[5], &rai_attn_arch_ops[6], &rai_attn_arch_ops[7],
 #ifdef RA_HAVE_NETWORKS
         &rai_swin_block_ops, &rai_swin_ops, &rai_vit_ops, &rai_swin_block_3d_ops,
-        &rai_swinv2_ops,
+        &rai_swinv2_ops, &rai_swin3d_ops,
 #endif
         &rai_swinv2_attn_ops,
 };

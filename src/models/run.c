@@ -190,10 +190,11 @@ static ra_status create_network(ra_run *r, const ra_tensor *in, int n) {
     r->dy = find(in, n, "dy");
     if (bwd && (!r->x || !r->dy)) return rai_fail(RA_ERR_SHAPE, "input needs tensors 'x' and 'dy'");
     if (!r->x) return rai_fail(RA_ERR_SHAPE, "input has no tensor 'x'");
-    const int maxd = is3d && !bwd ? 5 : 4;
+    const int video = ra_model_arch(r->m) == RA_ARCH_SWIN3D;   /* clips (B, C, T, H, W) */
+    const int maxd = (is3d && !bwd) || video ? 5 : 4;
     if (r->x->ndim < 2 || r->x->ndim > maxd)
-        return rai_fail(RA_ERR_SHAPE, bwd ? "input tensor 'x' has %d dims (2 to 4)"
-                                         : "input tensor 'x' has %d dims", r->x->ndim);
+        return rai_fail(RA_ERR_SHAPE, bwd ? "input tensor 'x' has %d dims (2 to %d)"
+                                         : "input tensor 'x' has %d dims", r->x->ndim, maxd);
     if (is3d && !bwd && (r->x->ndim == 5 || r->kv)) {   /* clips, kv frames apart */
         r->kind = RUN_CLIPS;
         if ((st = ra_swin_block_3d_check(r->m, r->x->ndim, r->x->shape, r->kv ? r->kv->ndim : 0,

@@ -299,28 +299,6 @@ static int64_t blk_flops(const swin_blk *b, int h, int w) {
 
 /* ---- tensor names ------------------------------------------------------- */
 
-/* "12." at *p (no sign, no leading zero), then past the dot. */
-static int take_index(const char **p, int *out) {
-    const char *s = *p;
-    long v = 0;
-    if (*s < '0' || *s > '9' || (s[0] == '0' && s[1] >= '0' && s[1] <= '9')) return 0;
-    for (; *s >= '0' && *s <= '9'; s++)
-        if ((v = v * 10 + (*s - '0')) > 1000000) return 0;
-    if (*s != '.') return 0;
-    *out = (int)v;
-    *p = s + 1;
-    return 1;
-}
-
-static int take(const char **p, const char *lit) {
-    const size_t n = strlen(lit);
-    if (strncmp(*p, lit, n)) return 0;
-    *p += n;
-    return 1;
-}
-
-static int starts(const char *s, const char *lit) { return strncmp(s, lit, strlen(lit)) == 0; }
-
 /* A block tensor's suffix in a scheme -> the canonical suffix (written into
  * out) or a buffer. b is the block (NULL if it does not exist). */
 static rai_tensor_kind blk_suffix(swin_scheme sc, const swin_blk *b, const char *s, char *out,
@@ -338,10 +316,10 @@ static rai_tensor_kind blk_suffix(swin_scheme sc, const swin_blk *b, const char 
         return RA_TENSOR_BUFFER;
     }
     if (sc == SCHEME_TORCHVISION) {   /* MLP(dim, [hidden, dim]): Linear, GELU, Dropout, Linear */
-        if (starts(s, "mlp.fc")) return RA_TENSOR_UNKNOWN;
+        if (rai_starts(s, "mlp.fc")) return RA_TENSOR_UNKNOWN;
         const char *r = s;
-        if (take(&r, "mlp.0.")) return snprintf(out, n, "mlp.fc1.%s", r), RA_TENSOR_PARAM;
-        if (take(&r, "mlp.3.")) return snprintf(out, n, "mlp.fc2.%s", r), RA_TENSOR_PARAM;
+        if (rai_take(&r, "mlp.0.")) return snprintf(out, n, "mlp.fc1.%s", r), RA_TENSOR_PARAM;
+        if (rai_take(&r, "mlp.3.")) return snprintf(out, n, "mlp.fc2.%s", r), RA_TENSOR_PARAM;
     }
     snprintf(out, n, "%s", s);
     return RA_TENSOR_PARAM;
@@ -445,7 +423,7 @@ static swin_scheme block_scheme(const ra_st_file *f) {
     if (given >= 0) return (swin_scheme)given;
     for (int i = 0; i < ra_st_count(f); i++) {
         const char *nm = ra_st_at(f, i)->name;
-        if (starts(nm, "mlp.0.") || starts(nm, "mlp.3.")) return SCHEME_TORCHVISION;
+        if (rai_starts(nm, "mlp.0.") || rai_starts(nm, "mlp.3.")) return SCHEME_TORCHVISION;
     }
     return SCHEME_OFFICIAL;
 }
@@ -599,10 +577,10 @@ static swin_scheme net_scheme(const ra_st_file *f, int nstages) {
     for (int i = 0; i < ra_st_count(f); i++) {
         const char *nm = ra_st_at(f, i)->name, *p = nm;
         int s;
-        if (starts(nm, "features.")) return SCHEME_TORCHVISION;
-        if (starts(nm, "head.fc.")) timm++;
-        else if (starts(nm, "head.")) official++;
-        else if (take(&p, "layers.") && take_index(&p, &s) && starts(p, "downsample.")) {
+        if (rai_starts(nm, "features.")) return SCHEME_TORCHVISION;
+        if (rai_starts(nm, "head.fc.")) timm++;
+        else if (rai_starts(nm, "head.")) official++;
+        else if (rai_take(&p, "layers.") && rai_take_index(&p, &s) && rai_starts(p, "downsample.")) {
             official += s == 0 && nstages > 1;
             timm += s == nstages - 1 && s > 0;
         }
@@ -739,7 +717,7 @@ static rai_tensor_kind net_block_name(const swin_net *n, int s, const char *p, c
                                       size_t len) {
     int j;
     char sfx[200];
-    if (!take(&p, "blocks.") || !take_index(&p, &j)) return RA_TENSOR_UNKNOWN;
+    if (!rai_take(&p, "blocks.") || !rai_take_index(&p, &j)) return RA_TENSOR_UNKNOWN;
     rai_tensor_kind k = blk_suffix(n->scheme, net_block(n, s, j), p, sfx, sizeof sfx);
     if (k != RA_TENSOR_UNKNOWN &&
         (size_t)snprintf(buf, len, "layers.%d.blocks.%d.%s", s, j, sfx) >= len)
@@ -753,13 +731,13 @@ static rai_tensor_kind net_canonical(const ra_model *m, const char *name, char *
     int s;
     switch (n->scheme) {
     case SCHEME_OFFICIAL:
-        if (take(&p, "layers.") && take_index(&p, &s) && starts(p, "blocks."))
+        if (rai_take(&p, "layers.") && rai_take_index(&p, &s) && rai_starts(p, "blocks."))
             return net_block_name(n, s, p, buf, len);
         break;
     case SCHEME_TIMM:
-        if (take(&p, "layers.") && take_index(&p, &s)) {
-            if (starts(p, "blocks.")) return net_block_name(n, s, p, buf, len);
-            if (take(&p, "downsample.")) {   /* the start of stage s = the end of stage s-1 */
+        if (rai_take(&p, "layers.") && rai_take_index(&p, &s)) {
+            if (rai_starts(p, "blocks.")) return net_block_name(n, s, p, buf, len);
+            if (rai_take(&p, "downsample.")) {   /* the start of stage s = the end of stage s-1 */
                 if (s < 1) return RA_TENSOR_UNKNOWN;
                 snprintf(buf, len, "layers.%d.downsample.%s", s - 1, p);
                 return RA_TENSOR_PARAM;
@@ -767,21 +745,21 @@ static rai_tensor_kind net_canonical(const ra_model *m, const char *name, char *
             return RA_TENSOR_UNKNOWN;
         }
         p = name;
-        if (take(&p, "head.fc.")) return snprintf(buf, len, "head.%s", p), RA_TENSOR_PARAM;
-        if (starts(name, "head.")) return RA_TENSOR_UNKNOWN;
+        if (rai_take(&p, "head.fc.")) return snprintf(buf, len, "head.%s", p), RA_TENSOR_PARAM;
+        if (rai_starts(name, "head.")) return RA_TENSOR_UNKNOWN;
         break;
     case SCHEME_TORCHVISION: {
         int k, j;
-        if (take(&p, "norm.") || take(&p, "head.")) break;
-        if (!take(&p, "features.") || !take_index(&p, &k)) return RA_TENSOR_UNKNOWN;
+        if (rai_take(&p, "norm.") || rai_take(&p, "head.")) break;
+        if (!rai_take(&p, "features.") || !rai_take_index(&p, &k)) return RA_TENSOR_UNKNOWN;
         if (k == 0) {   /* Sequential(Conv2d, Permute, LayerNorm) */
-            if (take(&p, "0.")) return snprintf(buf, len, "patch_embed.proj.%s", p), RA_TENSOR_PARAM;
-            if (take(&p, "2.")) return snprintf(buf, len, "patch_embed.norm.%s", p), RA_TENSOR_PARAM;
+            if (rai_take(&p, "0.")) return snprintf(buf, len, "patch_embed.proj.%s", p), RA_TENSOR_PARAM;
+            if (rai_take(&p, "2.")) return snprintf(buf, len, "patch_embed.norm.%s", p), RA_TENSOR_PARAM;
             return RA_TENSOR_UNKNOWN;
         }
         if (k % 2) {   /* a stage: Sequential of blocks */
             char sfx[200];
-            if (!take_index(&p, &j)) return RA_TENSOR_UNKNOWN;
+            if (!rai_take_index(&p, &j)) return RA_TENSOR_UNKNOWN;
             rai_tensor_kind kind = blk_suffix(n->scheme, net_block(n, (k - 1) / 2, j), p, sfx,
                                               sizeof sfx);
             if (kind != RA_TENSOR_UNKNOWN &&
@@ -833,8 +811,8 @@ static ra_status net_build(ra_model *m, const ra_st_file *f) {
         if (net_canonical(m, t->name, canon, sizeof canon) != RA_TENSOR_BUFFER) continue;
         const char *p = canon;
         int s = -1, j = -1;
-        if (!take(&p, "layers.") || !take_index(&p, &s) || !take(&p, "blocks.") ||
-            !take_index(&p, &j) || !net_block(n, s, j))
+        if (!rai_take(&p, "layers.") || !rai_take_index(&p, &s) || !rai_take(&p, "blocks.") ||
+            !rai_take_index(&p, &j) || !net_block(n, s, j))
             return rai_fail(RA_ERR_INTERNAL, "swin: buffer %s", canon);
         st = check_buffer(f, t, p, net_block(n, s, j));
     }

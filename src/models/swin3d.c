@@ -64,7 +64,7 @@
 #include "nn/nn.h"
 #include "pos/window.h"
 #include "attention/layer.h"
-#include "layers/block.h"
+#include "models/swin3d.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -73,31 +73,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SWIN3D_EPS 1e-5f
-#define SWIN3D_MAX_DIM (1 << 16)          /* the attention layers' bound */
-#define SWIN3D_MAX_SIZE (1 << 16)         /* frames and map sides */
-#define SWIN3D_MAX_WINDOW 4096            /* a window extent */
-#define SWIN3D_MAX_TOKENS 4096            /* tokens per window: index N1*N2 int32 <= 64 MB */
-#define SWIN3D_MAX_HIDDEN (1 << 20)
-#define SWIN3D_MLP_CHUNK ((int64_t)1 << 22)   /* floats of MLP hidden rows at once */
-#define SWIN3D_MAX_FLOATS ((int64_t)1 << 40)
-
-typedef struct swin3d_block {
-    int dim, heads, hidden;
-    int cross;               /* RSTT cross block */
-    int fq, fkv;             /* frames of the attention: Wd, Wd (self) or D1, D2 */
-    int win[3], shift[3];    /* the constructor's (Wd or D1, Wh, Ww), (Sd or 0, Sh, Sw) */
-    int qkv_naming;          /* Video Swin's attn.qkv.* */
-    int qkv_bias, has_qk_scale;
-    float qk_scale, scale;
-    double mlp_ratio;
-    int64_t n1, n2, rows;    /* the constructor's window tokens, table rows */
-    int32_t *idx;            /* (n1, n2) the constructor's index */
-    const float *n1w, *n1b, *nkw, *nkb, *n2w, *n2b, *table;
-    const float *qw, *qb, *kvw, *kvb, *pw, *pb, *f1w, *f1b, *f2w, *f2b;
-    struct swin3d_tape *tape;   /* the training pass (NULL until one runs) */
-    rai_arena_cache ws;       /* the inference scratch, kept between calls */
-} swin3d_block;
 
 static size_t up16(size_t n) { return (n + 15) & ~(size_t)15; }
 
@@ -139,6 +114,44 @@ static ra_status decl(ra_model *m, const char *name, int ndim, int64_t d0, int64
     return rai_model_declare(m, name, ndim, shape, 0);
 }
 
+/* The window's tokens, table rows, MLP width and scale of s, whose dim,
+ * heads, frames, window, shift, mlp_ratio and qk_scale are set;
+ * RA_ERR_FORMAT naming what is wrong. */
+ra_status rai_swin3d_geometry(swin3d_block *s) {
+    static const char *const axis[3] = {"frame", "row", "column"};
+    for (int a = 0; a < 3; a++)
+        if (s->shift[a] >= s->win[a])
+            return rai_fail(RA_ERR_FORMAT, "metadata shift_size: the %s shift %d must be in "
+                            "[0, window_size %d)", axis[a], s->shift[a], s->win[a]);
+    if (s->heads > s->dim || s->dim % s->heads)
+        return rai_fail(RA_ERR_FORMAT, "dim %d is not divisible by num_heads %d", s->dim,
+                        s->heads);
+    const int64_t n1 = (int64_t)s->fq * s->win[1] * s->win[2];
+    const int64_t n2 = (int64_t)s->fkv * s->win[1] * s->win[2];
+    if (n1 > SWIN3D_MAX_TOKENS || n2 > SWIN3D_MAX_TOKENS)
+        return rai_fail(RA_ERR_FORMAT, "window %dx%dx%d (key/value frames %d) has more than %d "
+                        "tokens", s->fq, s->win[1], s->win[2], s->fkv, SWIN3D_MAX_TOKENS);
+    s->n1 = n1, s->n2 = n2;
+    /* the bias index: validates D2 (exactly D2 strided key frames) */
+    ra_status st = ra_relpos_index_3d(NULL, s->fq, s->fkv, s->win[1], s->win[2], &s->rows);
+    if (st) {
+        char why[300];
+        snprintf(why, sizeof why, "%s", ra_last_error());
+        if (s->cross)
+            return rai_fail(RA_ERR_FORMAT, "metadata num_frames_q = %d, num_frames_kv = %d: %s",
+                            s->fq, s->fkv, why);
+        return rai_fail(RA_ERR_FORMAT, "metadata window_size: %s", why);
+    }
+    const double h = (double)s->dim * s->mlp_ratio;
+    if (!(h >= 1.0 && h <= SWIN3D_MAX_HIDDEN))
+        return rai_fail(RA_ERR_FORMAT, "mlp_ratio %g with dim %d gives an MLP width outside "
+                        "1..%d", s->mlp_ratio, s->dim, SWIN3D_MAX_HIDDEN);
+    s->hidden = (int)h;   /* int(dim * mlp_ratio) */
+    const int hd = s->dim / s->heads;
+    s->scale = s->has_qk_scale && s->qk_scale != 0.0f ? s->qk_scale : 1.0f / sqrtf((float)hd);
+    return RA_OK;
+}
+
 static ra_status swin3d_declare(ra_model *m, const ra_st_file *f) {
     swin3d_block *s = calloc(1, sizeof *s);
     if (!s) return rai_fail(RA_ERR_NOMEM, "model: out of memory");
@@ -167,37 +180,7 @@ static ra_status swin3d_declare(ra_model *m, const ra_st_file *f) {
         (st = meta_triple(f, "shift_size", s->shift, s->cross, 0, 0)))
         return st;
     if (!s->cross) s->fq = s->fkv = s->win[0];
-    static const char *const axis[3] = {"frame", "row", "column"};
-    for (int a = 0; a < 3; a++)
-        if (s->shift[a] >= s->win[a])
-            return rai_fail(RA_ERR_FORMAT, "metadata shift_size: the %s shift %d must be in "
-                            "[0, window_size %d)", axis[a], s->shift[a], s->win[a]);
-    if (s->heads > s->dim || s->dim % s->heads)
-        return rai_fail(RA_ERR_FORMAT, "dim %d is not divisible by num_heads %d", s->dim,
-                        s->heads);
-    const int64_t n1 = (int64_t)s->fq * s->win[1] * s->win[2];
-    const int64_t n2 = (int64_t)s->fkv * s->win[1] * s->win[2];
-    if (n1 > SWIN3D_MAX_TOKENS || n2 > SWIN3D_MAX_TOKENS)
-        return rai_fail(RA_ERR_FORMAT, "window %dx%dx%d (key/value frames %d) has more than %d "
-                        "tokens", s->fq, s->win[1], s->win[2], s->fkv, SWIN3D_MAX_TOKENS);
-    s->n1 = n1, s->n2 = n2;
-    /* the bias index: validates D2 (exactly D2 strided key frames) */
-    st = ra_relpos_index_3d(NULL, s->fq, s->fkv, s->win[1], s->win[2], &s->rows);
-    if (st) {
-        char why[300];
-        snprintf(why, sizeof why, "%s", ra_last_error());
-        if (s->cross)
-            return rai_fail(RA_ERR_FORMAT, "metadata num_frames_q = %d, num_frames_kv = %d: %s",
-                            s->fq, s->fkv, why);
-        return rai_fail(RA_ERR_FORMAT, "metadata window_size: %s", why);
-    }
-    const double h = (double)s->dim * s->mlp_ratio;
-    if (!(h >= 1.0 && h <= SWIN3D_MAX_HIDDEN))
-        return rai_fail(RA_ERR_FORMAT, "mlp_ratio %g with dim %d gives an MLP width outside "
-                        "1..%d", s->mlp_ratio, s->dim, SWIN3D_MAX_HIDDEN);
-    s->hidden = (int)h;   /* int(dim * mlp_ratio) */
-    const int hd = s->dim / s->heads;
-    s->scale = s->has_qk_scale && s->qk_scale != 0.0f ? s->qk_scale : 1.0f / sqrtf((float)hd);
+    if ((st = rai_swin3d_geometry(s))) return st;
 
     s->qkv_naming = ra_st_find(f, "attn.qkv.weight") || ra_st_find(f, "attn.qkv.bias");
     if (s->qkv_naming && s->cross)
@@ -244,12 +227,18 @@ static rai_tensor_kind swin3d_canonical(const ra_model *m, const char *name, cha
                                                              : RA_TENSOR_PARAM;
 }
 
-/* A saved attn.relative_position_index must be the constructor's index. */
-static ra_status check_index(const ra_st_file *f, const ra_st_tensor *t, const swin3d_block *s) {
+ra_status rai_swin3d_check_index(const ra_st_file *f, const ra_st_tensor *t,
+                                 const swin3d_block *s) {
     if (!(t->ndim == 2 && t->shape[0] == s->n1 && t->shape[1] == s->n2))
         return rai_fail(RA_ERR_SHAPE, "tensor '%.80s' must have shape (%lld, %lld)", t->name,
                         (long long)s->n1, (long long)s->n2);
     return rai_check_saved_index(f, t, s->idx, s->n2);
+}
+
+ra_status rai_swin3d_index(swin3d_block *s) {
+    if (!(s->idx = rai_alloc((size_t)(s->n1 * s->n2), sizeof *s->idx)))
+        return rai_fail(RA_ERR_NOMEM, "swin_block_3d: out of memory for the index");
+    return ra_relpos_index_3d(s->idx, s->fq, s->fkv, s->win[1], s->win[2], NULL);
 }
 
 static ra_status swin3d_build(ra_model *m, const ra_st_file *f) {
@@ -274,11 +263,9 @@ static ra_status swin3d_build(ra_model *m, const ra_st_file *f) {
         !s->pw || !s->pb || !s->f1w || !s->f1b || !s->f2w || !s->f2b ||
         (s->cross && (!s->nkw || !s->nkb)) || (s->qkv_bias && (!s->qb || !s->kvb)))
         return rai_fail(RA_ERR_INTERNAL, "swin_block_3d: a parameter is missing");
-    if (!(s->idx = rai_alloc((size_t)(s->n1 * s->n2), sizeof *s->idx)))
-        return rai_fail(RA_ERR_NOMEM, "swin_block_3d: out of memory for the index");
-    ra_status st = ra_relpos_index_3d(s->idx, s->fq, s->fkv, s->win[1], s->win[2], NULL);
+    ra_status st = rai_swin3d_index(s);
     const ra_st_tensor *t = ra_st_find(f, "attn.relative_position_index");
-    if (!st && t) st = check_index(f, t, s);
+    if (!st && t) st = rai_swin3d_check_index(f, t, s);
     return st;
 }
 
@@ -294,15 +281,9 @@ static void swin3d_destroy(void *impl) {
 
 /* ---- the forward pass --------------------------------------------------- */
 
-/* The run-time geometry: windows and shifts after the clamp. */
-typedef struct plan {
-    ra_window_spec gq, gkv;  /* query map and key/value map (the same for a self block) */
-    int64_t nw, n1, n2;      /* windows per clip, tokens per query / key window */
-    int shifted;
-} plan;
 
-static plan plan_of(const swin3d_block *s, int d, int h, int w) {
-    plan p;
+static swin3d_plan plan_of(const swin3d_block *s, int d, int h, int w) {
+    swin3d_plan p;
     int win[3] = {s->win[0], s->win[1], s->win[2]}, sh[3] = {s->shift[0], s->shift[1], s->shift[2]};
     const int size[3] = {s->cross ? s->fq : d, h, w};
     for (int a = s->cross ? 1 : 0; a < 3; a++)   /* get_window_size, per axis */
@@ -322,7 +303,7 @@ static plan plan_of(const swin3d_block *s, int d, int h, int w) {
  * it is the constructor's index itself (no clamp). Self: Video Swin's
  * idx[:N, :N]. Cross: the constructor's index at the clamped window's
  * coordinates. */
-static const int32_t *run_index(const swin3d_block *s, const plan *p, int32_t *out) {
+static const int32_t *run_index(const swin3d_block *s, const swin3d_plan *p, int32_t *out) {
     if (p->n1 == s->n1 && p->n2 == s->n2) return s->idx;
     if (!s->cross) {
         for (int64_t i = 0; i < p->n1; i++)
@@ -357,19 +338,10 @@ static void expand_mask(float *mask, const float *m2, int64_t nw, int64_t t, int
             }
 }
 
-/* Sizes of the tensors of one pass, overflow-checked. */
-typedef struct sizes {
-    int64_t M1, M2;          /* query / key-value tokens of the maps (B * D * H * W) */
-    int64_t nx, nkx;         /* floats of x and kv (M * C) */
-    int64_t bw, rows1, rows2;   /* windows of the batch, their query / key-value rows */
-    int64_t nwin1, nwin2;    /* floats of the windows (rows * C) */
-    int64_t nmask, t2, nm2;  /* the mask (nW, N1, N2), a cross block's spatial mask */
-    int64_t nhid;            /* M1 * hidden */
-} sizes;
 
-static ra_status sizes_of(const swin3d_block *s, const plan *pp, int B, int H, int W, sizes *z) {
+static ra_status sizes_of(const swin3d_block *s, const swin3d_plan *pp, int B, int H, int W, swin3d_sizes *z) {
     const int C = s->dim;
-    const plan p = *pp;
+    const swin3d_plan p = *pp;
     const int dq = p.gq.d, dkv = p.gkv.d;
     memset(z, 0, sizeof *z);
     if (p.nw < 1 || p.n1 < 1 || p.n2 < 1)
@@ -401,7 +373,7 @@ static ra_status sizes_of(const swin3d_block *s, const plan *pp, int B, int H, i
 
 /* The attention mask (nW, N1, N2) of a shifted plan into mask; a cross
  * block builds its spatial mask in m2 (nW, T, T) first. */
-static ra_status build_mask(const swin3d_block *s, const plan *p, int H, int W, float *mask,
+static ra_status build_mask(const swin3d_block *s, const swin3d_plan *p, int H, int W, float *mask,
                              float *m2, int64_t t2) {
     if (!mask) return RA_OK;
     if (!s->cross) return ra_window_mask(mask, &p->gq);
@@ -418,12 +390,6 @@ static ra_status build_mask(const swin3d_block *s, const plan *p, int H, int W, 
  * Video Swin's attn.qkv does), and the bias index is clipped to the run's
  * windows (run_index). The block lays the rows out and adds the residuals. */
 
-/* One run's attention: the model's weights and the run's index. */
-typedef struct window_attn_3d {
-    const swin3d_block *s;
-    const int32_t *idx;      /* (n, n2) */
-    int fused;               /* q and kv projected as one (rows, 3C) product */
-} window_attn_3d;
 
 /* Its workspaces: [q or qkv | kv | out | the core's] for the forward (what
  * the backward reads back), [dq or dqkv | dkv | dout | the core's] for the
@@ -538,27 +504,16 @@ static ra_status attn_backward(const void *ctx, float *dx, float *dkv, const ra_
 
 /* ---- one run: windows, index, mask, the block ---------------------------- */
 
-/* What the block needs for B clips of d x H x W (d = D1 for a cross block),
- * its buffers from an arena. Holds pointers into itself: it does not move. */
-typedef struct window_run {
-    plan p;
-    sizes z;
-    window_attn_3d attn;
-    rai_block_attn ops;
-    rai_block blk;
-    rai_block_layout l;
-} window_run;
 
 static ra_status nomem(void) { return rai_fail(RA_ERR_NOMEM, "swin_block_3d: out of memory"); }
 
-/* kv: the cross block's key/value input (B, D2, H, W, C). */
-static ra_status run_begin(window_run *r, const swin3d_block *s, const float *kv, int B, int d,
+ra_status rai_swin3d_run_begin(swin3d_run *r, const swin3d_block *s, const float *kv, int B, int d,
                            int H, int W, rai_arena *a) {
     memset(r, 0, sizeof *r);
-    const plan p = r->p = plan_of(s, d, H, W);
+    const swin3d_plan p = r->p = plan_of(s, d, H, W);
     ra_status st = sizes_of(s, &p, B, H, W, &r->z);
     if (st) return st;
-    const sizes z = r->z;
+    const swin3d_sizes z = r->z;
     if (z.rows1 > INT32_MAX || z.rows2 > INT32_MAX || z.M1 > INT32_MAX || z.M2 > INT32_MAX)
         return rai_fail(RA_ERR_SHAPE, "swin_block_3d: %d clips of %dx%dx%d are too large", B,
                         p.gq.d, H, W);
@@ -600,18 +555,25 @@ static ra_status run_begin(window_run *r, const swin3d_block *s, const float *kv
     return RA_OK;
 }
 
-/* y (B, Dq, H, W, C) from x (B, Dq, H, W, C) and, for a cross block,
- * kv (B, D2, H, W, C). Dq = d (self) or D1 (cross). y may alias x. */
-static ra_status run_clips(const swin3d_block *s, float *y, const float *x, const float *kv,
-                           int B, int d, int H, int W) {
-    rai_arena_cache *cache = (rai_arena_cache *)&s->ws;
-    rai_arena local, *a = rai_arena_begin(cache, &local);
-    window_run r;
-    ra_status st = run_begin(&r, s, kv, B, d, H, W, a);
+ra_status rai_swin3d_forward(const swin3d_block *s, float *y, const float *x, const float *kv,
+                            int B, int d, int H, int W, rai_arena *a) {
+    const size_t mark = rai_arena_mark(a);
+    swin3d_run r;
+    ra_status st = rai_swin3d_run_begin(&r, s, kv, B, d, H, W, a);
     if (!st) {
         if (y != x) memcpy(y, x, (size_t)r.z.nx * sizeof *y);
         st = rai_block_forward(&r.blk, y, NULL, &r.l, a);
     }
+    rai_arena_reset(a, mark);
+    return st;
+}
+
+/* rai_swin3d_forward with the block's own scratch. */
+static ra_status run_clips(const swin3d_block *s, float *y, const float *x, const float *kv,
+                           int B, int d, int H, int W) {
+    rai_arena_cache *cache = (rai_arena_cache *)&s->ws;
+    rai_arena local, *a = rai_arena_begin(cache, &local);
+    const ra_status st = rai_swin3d_forward(s, y, x, kv, B, d, H, W, a);
     rai_arena_end(cache, a);
     return st;
 }
@@ -739,7 +701,7 @@ static ra_status swin3d_forward(const ra_model *m, float **y, int *y_ndim, int64
 typedef struct swin3d_tape {
     rai_arena_cache cache;
     rai_arena local, *a;      /* the arena in use since the last forward */
-    window_run r;
+    swin3d_run r;
     rai_block_tape bt;
     int valid;               /* a training forward has filled it */
 } swin3d_tape;
@@ -761,8 +723,8 @@ static ra_status train_clips(swin3d_block *s, float *y, const float *x, const fl
     t->valid = 0;
     if (t->a) rai_arena_end(&t->cache, t->a);
     t->a = rai_arena_begin(&t->cache, &t->local);
-    window_run *r = &t->r;
-    ra_status st = run_begin(r, s, kv, B, d, H, W, t->a);
+    swin3d_run *r = &t->r;
+    ra_status st = rai_swin3d_run_begin(r, s, kv, B, d, H, W, t->a);
     if (st) return st;
     if (r->z.nhid > SWIN3D_MAX_FLOATS)
         return rai_fail(RA_ERR_SHAPE, "swin_block_3d: %d clips of %dx%dx%d are too large to "
@@ -829,21 +791,22 @@ static ra_status swin3d_backward(ra_model *m, float *grad, float *dx, const floa
     return st;
 }
 
-/* Multiply-adds of one clip of h x w frames, counted as Swin's
- * SwinTransformerBlock.flops() counts a block (norms, the windows'
- * attention with its projections, the MLP), with the windows of the padded
- * map: a self block over Wd frames (one window of frames), a cross block
- * over D1 query and D2 key/value frames (norm_kv included). */
-static int64_t swin3d_flops(const ra_model *m, int h, int w) {
-    const swin3d_block *s = m->impl;
-    if (h > SWIN3D_MAX_SIZE || w > SWIN3D_MAX_SIZE) return -1;
-    const plan p = plan_of(s, s->win[0], h, w);
+int64_t rai_swin3d_flops(const swin3d_block *s, int d, int h, int w) {
+    const swin3d_plan p = plan_of(s, d, h, w);
     const int64_t C = s->dim, L1 = (int64_t)p.gq.d * h * w, L2 = (int64_t)p.gkv.d * h * w;
     int64_t attn = rai_cadd(rai_cmul3(p.n1, C, C), rai_cmul3(p.n2, 2 * C, C));
     attn = rai_cadd(rai_cadd(attn, rai_cmul3(p.n1, p.n2, 2 * C)), rai_cmul3(p.n1, C, C));
     int64_t f = rai_cadd(rai_cmul(2 * C, L1), s->cross ? rai_cmul(C, L2) : 0);
     f = rai_cadd(f, rai_cmul(p.nw, attn));
     return rai_cadd(f, rai_cmul3(2 * L1, C, s->hidden));
+}
+
+/* A self block over Wd frames (one window of frames), a cross block over
+ * its D1 and D2 frames, of h x w. */
+static int64_t swin3d_flops(const ra_model *m, int h, int w) {
+    const swin3d_block *s = m->impl;
+    if (h > SWIN3D_MAX_SIZE || w > SWIN3D_MAX_SIZE) return -1;
+    return rai_swin3d_flops(s, s->win[0], h, w);
 }
 
 const rai_arch_ops rai_swin_block_3d_ops = {

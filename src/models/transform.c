@@ -153,15 +153,49 @@ static int meta_int(const ra_st_file *f, const char *key) {
     return v ? atoi(v) : -1;
 }
 
+/* A torchvision swin3d_* state dict (f's inferred metadata as builder b's):
+ * its weights' transform, mean and std, and their evaluation clip. */
+static ra_status video_transform(ra_st_file *f, const rai_preset *b) {
+    char from[96], resize[32], crop[32], frames[16], fps[16];
+    snprintf(from, sizeof from, "convention: torchvision's %s weights' transform", b->name);
+    snprintf(resize, sizeof resize, "shorter %d", b->resize);
+    snprintf(crop, sizeof crop, "%dx%d", b->crop, b->crop);
+    snprintf(frames, sizeof frames, "%d", b->video->frames);
+    snprintf(fps, sizeof fps, "%d", b->video->fps);
+    const char *kv[] = {"transform.resize", resize, "transform.crop", crop,
+                        "transform.interpolation", b->interp, "mean", b->video->mean, "std", b->video->std,
+                        "num_frames", frames, "transform.frame_rate", fps};
+    ra_status st = RA_OK;
+    for (size_t k = 0; k < sizeof kv / sizeof *kv && !st; k += 2) {
+        char src[64];
+        if (ra_st_meta(f, kv[k])) continue;
+        snprintf(src, sizeof src, RA_META_SOURCE "%s", kv[k]);
+        st = rai_st_set_meta(f, kv[k], kv[k + 1]);
+        if (!st) st = rai_st_set_meta(f, src, from);
+    }
+    return st;
+}
+
 ra_status rai_torchvision_transform(ra_st_file *f) {
     const int swin = ra_st_find(f, "features.0.0.weight") != NULL,
-              vit = ra_st_find(f, "conv_proj.weight") != NULL;
-    if ((!swin && !vit) || ra_st_meta(f, "transform.resize")) return RA_OK;
+              vit = ra_st_find(f, "conv_proj.weight") != NULL,
+              video = ra_st_find(f, "features.0.0.norm1.weight") != NULL &&
+                      meta_is(f, "arch", "swin3d");
+    if ((!swin && !vit && !video) || ra_st_meta(f, "transform.resize")) return RA_OK;
+    for (int i = 0; video && i < rai_npresets; i++) {
+        const rai_preset *b = &rai_presets[i];
+        if (b->video && meta_is(f, "arch", b->arch) && meta_int(f, "embed_dim") == b->dim &&
+            meta_is(f, "depths", b->depths) && meta_is(f, "num_heads", b->heads) &&
+            meta_is(f, "patch_size", b->video->patch) &&
+            meta_is(f, "window_size", b->video->window))
+            return video_transform(f, b);
+    }
+    if (video) return RA_OK;
     /* each builder's weights (DEFAULT = IMAGENET1K_V1, except vit_h_14's,
      * whose only weights are SWAG's), by arch and widths (presets.c) */
     for (int i = 0; i < rai_npresets; i++) {
         const rai_preset *b = &rai_presets[i];
-        if (!b->tv || !meta_is(f, "arch", b->arch) || meta_int(f, "embed_dim") != b->dim ||
+        if (!b->tv || b->video || !meta_is(f, "arch", b->arch) || meta_int(f, "embed_dim") != b->dim ||
             (b->depths && !meta_is(f, "depths", b->depths)) ||
             (b->depth && meta_int(f, "depth") != b->depth) ||
             (b->patch && meta_int(f, "patch_size") != b->patch) ||
