@@ -86,8 +86,10 @@ if(RELATTN_TESTS AND NOT RELATTN_SANITIZE AND NOT RELATTN_TSAN AND NOT RELATTN_F
                       ${RA_SRC}/tests/fixtures ${RA_SRC}/python)
   # videos: the clip samplers against their formulas (NumPy) and torchvision's
   # VideoClips, the frame transform and whole clips against torchvision's
-  # VideoClassification (PyTorch and the ffmpeg command; those parts skipped without)
-  relattn_python_test(test_video_py test_video.py ${RA_SRC}/python)
+  # VideoClassification, classify on a video against the swin3d twin (PyTorch and
+  # the ffmpeg command; those parts skipped without)
+  relattn_python_test(test_video_py test_video.py ${RA_SRC}/python $<TARGET_FILE:relattn_cli>
+                      ${RA_SRC}/tools)
   # timm's RandAugment: each operation against PIL's bytes, the parsing and the draws
   relattn_python_test(test_augment test_augment.py ${RA_SRC}/python)
   # the training loader against PIL's pipeline and timm's draws; train --augment

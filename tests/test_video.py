@@ -13,9 +13,15 @@
      three crops against slices of the same resize at mmcv's size;
   3. (PyTorch, ffmpeg) ra_video_clips of a generated H.264 video against
      torchvision's VideoClassification preset applied to the ffmpeg
-     command's PNG frames at the reference indices: bit for bit.
+     command's PNG frames at the reference indices: bit for bit;
+  4. (PyTorch, ffmpeg, the relattn binary) `relattn classify MODEL VIDEO`
+     with a small swin3d (tools/swin3d_net_twin.py, random weights, 400
+     classes: Kinetics-400's names) prints the twin's probabilities
+     averaged over the views (torchvision's sampler and transform; the
+     official test's three crops), the same for a folder of the frames; a
+     broken video is refused with one line and exit 65.
 Exit 77 (skipped) without NumPy.
-  python3 test_video.py PYTHON_PACKAGE_DIR"""
+  python3 test_video.py PYTHON_PACKAGE_DIR [RELATTN_BINARY TOOLS_DIR]"""
 import ctypes
 import math
 import os
@@ -298,6 +304,108 @@ if have_torch and shutil.which("ffmpeg"):
                   % (sampler, crops, clips, T, d))
             lib.free(x) if hasattr(lib, "free") else None
             lib.ra_video_free(v)
+    finally:
+        shutil.rmtree(tmp)
+
+# ---- 4. relattn classify on a video, against the twin ------------------------------------
+if have_torch and shutil.which("ffmpeg") and len(sys.argv) > 3:
+    import json
+    from PIL import Image
+    from torchvision.transforms._presets import VideoClassification
+    relattn_bin, tools = sys.argv[2:4]
+    sys.path.insert(0, tools)
+    sys.dont_write_bytecode = True
+    from swin3d_net_twin import Swin3d  # noqa: E402
+    tmp = tempfile.mkdtemp(prefix="relattn_video_cli.")
+    try:
+        video = os.path.join(tmp, "clip.mp4")
+        subprocess.run(["ffmpeg", "-v", "error", "-nostdin", "-y", "-f", "lavfi", "-i",
+                        "testsrc=size=96x72:rate=30:duration=1.5", "-c:v", "libx264",
+                        "-pix_fmt", "yuv420p", video], check=True)
+        fdir = os.path.join(tmp, "frames")
+        os.mkdir(fdir)
+        subprocess.run(["ffmpeg", "-v", "error", "-nostdin", "-i", video, "-pix_fmt", "rgb24",
+                        os.path.join(fdir, "%06d.png")], check=True)
+        frames = np.stack([np.asarray(Image.open(os.path.join(fdir, p)).convert("RGB"))
+                           for p in sorted(os.listdir(fdir))])
+        n = len(frames)
+        torch.manual_seed(5)
+        m = Swin3d(patch=(2, 4, 4), embed=16, depths=(1, 1), heads=(2, 4), window=(2, 3, 3),
+                   classes=400).randomize(3, scale=0.3).eval()
+        model = os.path.join(tmp, "tiny.pth")
+        torch.save(m.state_dict(), model)
+
+        def classify(*args):
+            r = subprocess.run([relattn_bin, "classify", model] + list(args) + ["--json", "--top", "3"],
+                               capture_output=True, text=True)
+            check(r.returncode == 0, "classify %s: exit %d: %s" % (args, r.returncode, r.stderr))
+            return json.loads(r.stdout) if r.returncode == 0 else None
+
+        def twin_probs(views):   # (V, 3, T, H, W) -> the mean of the softmaxes
+            with torch.no_grad():
+                return torch.softmax(m(torch.from_numpy(np.ascontiguousarray(views))), 1).mean(0)
+
+        def compare(out, probs, what):
+            if not out:
+                return
+            top = out[0]["top"]
+            want = torch.topk(probs, 3)
+            d = max(abs(t["probability"] - float(p)) for t, p in zip(top, want.values))
+            check([t["class"] for t in top] == want.indices.tolist() and d <= 2e-6,
+                  "%s: %s, the twin %s (%s)" % (what, top, want.indices.tolist(),
+                                               want.values.tolist()))
+            print("classify %s: top-3 %s, max |p - twin's| %.2g" % (what,
+                  [t["label"] for t in top], d))
+
+        # torchvision's Kinetics evaluation, scaled down
+        idx = torchvision_ref(n, 30.0, 3, 8, 15.0)
+        vid = torch.from_numpy(frames[idx.reshape(-1)]).permute(0, 3, 1, 2).contiguous()
+        vid = vid.reshape(3, 8, 3, 72, 96)
+        views = VideoClassification(crop_size=(56, 56), resize_size=(64,), mean=IMAGENET[0],
+                                    std=IMAGENET[1])(vid).numpy()
+        probs = twin_probs(views)
+        args = ["--set", "video.sampler=torchvision", "--clips", "3", "--clip-len", "8",
+                "--frame-rate", "15", "--resize", "64", "--crop", "56"]
+        out = classify(video, *args)
+        compare(out, probs, "torchvision's sampler")
+        names = [l for l in open(os.path.join(os.path.dirname(os.path.abspath(tools)), "data",
+                                              "kinetics400_classes.txt")).read().split("\n")
+                 if l and not l.startswith("#")]
+        check(out is not None and out[0]["video"] == video and
+              all(t["label"] == names[t["class"]] for t in out[0]["top"]),
+              "Kinetics-400's names: %s" % (out and out[0]["top"]))
+        # the official test's sampler and three crops (frame bytes: part 2's)
+        idx = mmaction_ref(n, 2, 8, 2)
+        t3 = vt(56, 56, crops=3, size_round=1, floor_crop=True, rescale=1.0,
+                mean=(123.675, 116.28, 103.53), std=(58.395, 57.12, 57.375))
+        views = []
+        for k in range(3):
+            for c in range(2):
+                a = np.stack([frame_bytes(t3, frames[i], 3, 56)[k] for i in idx[c]])
+                a = (a.astype(np.float32) - np.array(t3.frame.mean, np.float32)) / \
+                    np.array(t3.frame.std, np.float32)
+                views.append(a.transpose(3, 0, 1, 2))
+        probs = twin_probs(np.stack(views))
+        out = classify(video, "--clips", "2", "--clip-len", "8", "--frame-interval", "2",
+                       "--resize", "56", "--crop", "56")
+        compare(out, probs, "the official test's sampler, 3 crops")
+        out = classify(fdir, "--clips", "2", "--clip-len", "8", "--frame-interval", "2",
+                       "--resize", "56", "--crop", "56")
+        compare(out, probs, "a folder of frames")
+        # broken files: exit 65, one line on stderr
+        broken = {"text.mp4": b"not a video\n", "garbage.mp4": bytes(range(256)) * 20,
+                  "truncated.mp4": open(video, "rb").read()[:2000]}
+        for name, data in broken.items():
+            path = os.path.join(tmp, name)
+            open(path, "wb").write(data)
+            r = subprocess.run([relattn_bin, "classify", model, path], capture_output=True,
+                               text=True)
+            lines = r.stderr.strip().split("\n")
+            check(r.returncode == 65 and len(lines) == 1 and lines[0].startswith("relattn"),
+                  "%s: exit %d, stderr %r" % (name, r.returncode, r.stderr))
+        r = subprocess.run([relattn_bin, "classify", model, os.path.join(tmp, "missing.mp4")],
+                           capture_output=True, text=True)
+        check(r.returncode == 66, "a missing video: exit %d" % r.returncode)
     finally:
         shutil.rmtree(tmp)
 done("test_video.py")
