@@ -41,7 +41,11 @@ foreach(_p IN LISTS _ra_parts)
   string(APPEND _ra_up "/..")
 endforeach()
 set(RA_PC_PREFIX "${_ra_up}")
-set(RA_PC_LIBS_PRIVATE "${OpenMP_C_FLAGS} -lm")
+# FFmpeg's libraries by name, not through their .pc files: their static
+# dependencies (Debian's libavformat.pc lists dozens of libraries whose -dev
+# packages are not installed) would be asked for; a static relattn links
+# them as the system has them (shared).
+set(RA_PC_LIBS_PRIVATE "${OpenMP_C_FLAGS} -lavformat -lavcodec -lswscale -lavutil -lm")
 configure_file(cmake/relattn.pc.in ${CMAKE_CURRENT_BINARY_DIR}/relattn.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/relattn.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
