@@ -68,6 +68,7 @@ printf 'YUV4MPEG2 W9000 H9000 F25:1 C420jpeg\nFRAME\n0123456789' >"$T/huge2.y4m"
 printf 'YUV4MPEG2 W70000 H2 F25:1 C420jpeg\nFRAME\n0123456789' >"$T/wide.y4m"
 : >"$T/empty.mp4"
 mkdir -p "$T/nofolder"
+mkfifo "$T/fifo.mp4" 2>/dev/null || : >"$T/fifo.mp4"   # not a regular file: refused, no wait
 python3 - "$T/mjpeg.avi" "$T/corrupt.avi" <<'PY'
 import sys
 d = bytearray(open(sys.argv[1], 'rb').read())
@@ -76,7 +77,7 @@ for o in range(3000, min(len(d) - 100, 20000), 7):
     d[o] = (d[o] * 31 + 17) & 0xFF
 open(sys.argv[2], 'wb').write(bytes(d))
 PY
-for f in truncated.mp4 truncated_half.mp4 garbage.mp4 text.mp4 huge.y4m huge2.y4m wide.y4m empty.mp4 nofolder corrupt.avi; do
+for f in truncated.mp4 truncated_half.mp4 garbage.mp4 text.mp4 huge.y4m huge2.y4m wide.y4m empty.mp4 nofolder corrupt.avi fifo.mp4; do
     if out=$("$TV" refuse "$T/$f" 2>&1); then ok; echo "$out" | head -1
     else bad "$f: $out"; fi
 done

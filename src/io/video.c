@@ -136,9 +136,12 @@ static ra_status source_open(source *s, const char *path, const ra_video_limits 
     *s = (source){.fd = -1, .stream = -1};
     av_quiet();
     struct stat sb;
-    if ((s->fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+    /* non-blocking until it is known to be a regular file (a FIFO would
+     * wait for a writer) */
+    if ((s->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0)
         return rai_fail(RA_ERR_IO, "cannot open video '%s': %s", path, strerror(errno));
-    if (fstat(s->fd, &sb) || !S_ISREG(sb.st_mode)) {
+    if (fstat(s->fd, &sb) || !S_ISREG(sb.st_mode) ||
+        fcntl(s->fd, F_SETFL, fcntl(s->fd, F_GETFL) & ~O_NONBLOCK) < 0) {
         source_close(s);
         return rai_fail(RA_ERR_IO, "video '%s': not a regular file", path);
     }
