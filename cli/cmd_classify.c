@@ -10,6 +10,8 @@
 static const char classify_help[] =
     "usage: relattn classify MODEL IMAGE... [--top K] [--json] [--resize R] [--crop C]\n"
     "                        [--interpolation F] [--crop-mode M] [--threads N]\n"
+    "       relattn classify VIDEO_MODEL VIDEO... [--clips N] [--crops 1|3] [--clip-len T]\n"
+    "                        [--frame-interval S] [--frame-rate F] [--top K] [--json] ...\n"
     "\n"
     "Classifies PNG and JPEG images with a swin, swinv2 or vit model. Each image\n"
     "goes through the evaluation transform of the model's family, as its own PIL\n"
@@ -25,6 +27,17 @@ static const char classify_help[] =
     "megapixels are refused before decoding. A model whose metadata tta is flip\n"
     "(relattn train's default) averages its outputs for the image and its mirror\n"
     "before the softmax; --set tta=none: one view.\n"
+    "\n"
+    "A video model (swin3d) classifies videos (files FFmpeg decodes: MP4, MKV, WebM,\n"
+    "AVI, ...) and folders of PNG / JPEG frames (in name order): clips sampled as the\n"
+    "official Video Swin test does (the default: --clips 4 of --clip-len 32 frames\n"
+    "every --frame-interval 2, the shorter side to 224, --crops 3) or as torchvision's\n"
+    "Kinetics evaluation (its swin3d weights, or --set video.sampler=torchvision: 12\n"
+    "clips of 32 consecutive frames after resampling to --frame-rate 15, the shorter\n"
+    "side to 256, one centre crop of 224); `relattn inspect` shows the metadata\n"
+    "(video.*, num_frames, transform.*, mean, std); the softmax probabilities\n"
+    "averaged over clips x crops; --resize R and --crop C as for images. Videos over\n"
+    "4 GiB, 64 megapixels a frame, 1000000 frames or 4 hours are refused.\n"
     MODEL_OPTIONS_HELP;
 
 /* The options over the family's transform: --crop C (C x C; the resize
@@ -53,17 +66,162 @@ static ra_status apply_overrides(ra_transform *t, const ra_model *m, int crop, i
     return ra_transform_check(t);
 }
 
+/* The softmax of y (k) into p, in double. */
+static void softmax(double *p, const float *y, int k) {
+    double mx = -INFINITY, sum = 0;
+    for (int c = 0; c < k; c++) mx = y[c] > mx ? y[c] : mx;
+    for (int c = 0; c < k; c++) sum += p[c] = exp(y[c] - mx);
+    for (int c = 0; c < k; c++) p[c] /= sum;
+}
+
+/* The metadata's labels (or none): 0 if they are not a JSON array. */
+static int load_labels(json_t **labels, const ra_model *m) {
+    *labels = NULL;
+    if (!ra_model_meta(m, "labels")) return 1;
+    json_error_t jerr;
+    *labels = json_loads(ra_model_meta(m, "labels"), JSON_REJECT_DUPLICATES, &jerr);
+    return json_is_array(*labels);
+}
+
+/* The top entries of p (k probabilities; NaN skipped; p is consumed) under
+ * the input's name: lines, or one object of --json's array into jo. */
+static void print_top(jw *jo, const char *key, const char *input, double *p, int k, int top,
+                      const json_t *labels) {
+    if (jo) {
+        jw_object(jo);
+        jw_key(jo, key);
+        jw_string(jo, input);
+        jw_key(jo, "top");
+        jw_array(jo);
+    } else {
+        printf("%s\n", safe_text(input));
+    }
+    for (int r = 0; r < top && r < k; r++) {   /* by selection: k is small enough */
+        int best = -1;
+        for (int c = 0; c < k; c++)
+            if (!isnan(p[c]) && (best < 0 || p[c] > p[best])) best = c;
+        if (best < 0) break;
+        json_t *lab = labels ? json_array_get(labels, (size_t)best) : NULL;
+        const char *name = json_is_string(lab) ? json_string_value(lab) : NULL;
+        if (jo) {
+            jw_object(jo);
+            jw_key(jo, "class");
+            jw_int(jo, best);
+            jw_key(jo, "probability");
+            jw_real(jo, "%.6f", p[best]);
+            jw_key(jo, "label");
+            jw_string(jo, name);
+            jw_end(jo, '}');
+        } else {
+            printf("  %2d. %6.2f%%  class %d%s%s\n", r + 1, 100 * p[best], best, name ? "  " : "",
+                   name ? safe_text(name) : "");
+        }
+        p[best] = NAN;   /* taken */
+    }
+    if (jo) jw_end(jo, ']'), jw_end(jo, '}');
+}
+
+/* ---- videos ------------------------------------------------------------------------ */
+
+/* Each video (or frame folder): its clips x crops views through the model
+ * one at a time, their softmax probabilities averaged (mmaction's
+ * average_clips='prob'). */
+static int classify_videos(ra_model *m, const opt *opts, const char *const *videos, int n,
+                           int top, int crop, int resize) {
+    ra_clip_spec cs;
+    ra_video_transform vt;
+    ra_status st = ra_model_video_transform(&cs, &vt, NULL, m);
+    if (st) return lib_fail(st);
+    int crops = vt.crops;
+    if (get(opts, "--interpolation") || get(opts, "--crop-mode"))
+        return usage_error("--interpolation and --crop-mode are for images (a video's frames are "
+                           "resized bilinearly, as torchvision's tensors)");
+    if (get(opts, "--clips") && !parse_int(&cs.clips, get(opts, "--clips"), 1, 1024))
+        return usage_error("--clips '%s': need 1..1024", get(opts, "--clips"));
+    if (get(opts, "--clip-len") && !parse_int(&cs.clip_len, get(opts, "--clip-len"), 1, 4096))
+        return usage_error("--clip-len '%s': need 1..4096", get(opts, "--clip-len"));
+    if (get(opts, "--frame-interval") &&
+        !parse_int(&cs.frame_interval, get(opts, "--frame-interval"), 1, 4096))
+        return usage_error("--frame-interval '%s': need 1..4096", get(opts, "--frame-interval"));
+    if (get(opts, "--crops") && (!parse_int(&crops, get(opts, "--crops"), 1, 3) || crops == 2))
+        return usage_error("--crops '%s': need 1 or 3", get(opts, "--crops"));
+    if (get(opts, "--frame-rate")) {
+        char *end;
+        const char *v = get(opts, "--frame-rate");
+        cs.frame_rate = strtod(v, &end);
+        if (end == v || *end || !(cs.frame_rate >= 0 && cs.frame_rate <= 1000))
+            return usage_error("--frame-rate '%s': need 0..1000 (0: the video's own)", v);
+    }
+    if (cs.sampler == RA_CLIPS_TORCHVISION && cs.frame_interval != 1)
+        return usage_error("--frame-interval: torchvision's clips are consecutive frames (its "
+                           "--frame-rate resamples)");
+    vt.crops = crops;   /* one: the recipe's centre crop (mmaction's CenterCrop: floored) */
+    if (crop) vt.frame.crop_h = vt.frame.crop_w = crop;
+    if (resize) vt.frame.resize_h = vt.frame.resize_w = resize;
+    json_t *labels = NULL;
+    if (!load_labels(&labels, m)) {
+        json_decref(labels);
+        return fail(EX_DATAERR, "metadata labels is not a JSON array of strings");
+    }
+    const int json = get(opts, "--json") != NULL;
+    jw jo = {0};
+    if (json) jw_array(&jo);
+    int code = EX_OK;
+    float *x = NULL, *y = NULL;
+    double *p = NULL, *sum = NULL;
+    for (int i = 0; i < n && code == EX_OK; i++) {
+        ra_video *v = NULL;
+        int64_t shape[5];
+        if ((st = ra_video_open(&v, videos[i], NULL)) || (st = ra_video_clips(&x, shape, v, &cs, &vt))) {
+            ra_video_free(v);
+            code = lib_fail(st);
+            break;
+        }
+        ra_video_free(v);
+        const size_t view = (size_t)shape[1] * shape[2] * shape[3] * shape[4];
+        int k = 0;
+        for (int64_t w = 0; w < shape[0] && code == EX_OK; w++) {
+            int yn;
+            int64_t ys[4];
+            const int64_t one[5] = {1, shape[1], shape[2], shape[3], shape[4]};
+            if ((st = ra_model_predict(m, &y, &yn, ys, x + (size_t)w * view, 5, one))) {
+                code = lib_fail(st);
+                break;
+            }
+            if (w == 0) {
+                k = (int)ys[yn - 1];
+                free(p), free(sum);
+                p = malloc(sizeof *p * (size_t)k), sum = calloc((size_t)k, sizeof *sum);
+                if (!p || !sum) code = fail(EX_DATAERR, "out of memory");
+            }
+            if (code == EX_OK && (int)ys[yn - 1] == k) {
+                softmax(p, y, k);
+                for (int c = 0; c < k; c++) sum[c] += p[c] / (double)shape[0];
+            }
+            free(y), y = NULL;
+        }
+        free(x), x = NULL;
+        if (code == EX_OK) print_top(json ? &jo : NULL, "video", videos[i], sum, k, top, labels);
+    }
+    if (json && code == EX_OK) jw_end(&jo, ']'), jw_line(&jo);
+    free(x), free(y), free(p), free(sum);
+    json_decref(labels);
+    return code;
+}
+
 int cmd_classify(int argc, char **argv) {
     if (!take_model_options(&argc, argv)) return EX_USAGE;
     opt opts[] = {{"--top", 1, 0},           {"--json", 0, 0},      {"--resize", 1, 0},
                   {"--crop", 1, 0},          {"--threads", 1, 0},   {"--interpolation", 1, 0},
-                  {"--crop-mode", 1, 0},     {"--help", 0, 0},      {"-h", 0, 0},
+                  {"--crop-mode", 1, 0},     {"--clips", 1, 0},     {"--crops", 1, 0},
+                  {"--clip-len", 1, 0},      {"--frame-interval", 1, 0},
+                  {"--frame-rate", 1, 0},    {"--help", 0, 0},      {"-h", 0, 0},
                   {0, 0, 0}};
     const char *pos[256];
     int npos, top = 5, crop = 0, resize = 0;
     if (!parse_args(argc, argv, opts, pos, 256, &npos)) return EX_USAGE;
     if (get(opts, "--help") || get(opts, "-h")) return fputs(classify_help, stdout), EX_OK;
-    if (npos < 2) return usage_error("needs MODEL and at least one IMAGE");
+    if (npos < 2) return usage_error("needs MODEL and at least one IMAGE (or VIDEO)");
     if (get(opts, "--top") && !parse_int(&top, get(opts, "--top"), 1, 100000))
         return usage_error("--top '%s': need a positive integer", get(opts, "--top"));
     if (get(opts, "--crop") && !parse_int(&crop, get(opts, "--crop"), 1, 8192))
@@ -86,6 +244,17 @@ int cmd_classify(int argc, char **argv) {
     json_t *labels = NULL;
     uint8_t *rgb = NULL;
     float *x = NULL, *y = NULL;
+    double *p = NULL;
+    if (ra_model_is_video(m)) {
+        code = classify_videos(m, opts, pos + 1, npos - 1, top, crop, resize);
+        goto done;
+    }
+    if (get(opts, "--clips") || get(opts, "--crops") || get(opts, "--clip-len") ||
+        get(opts, "--frame-interval") || get(opts, "--frame-rate")) {
+        code = usage_error("--clips, --crops, --clip-len, --frame-interval and --frame-rate are "
+                           "for a video model, not %s", ra_arch_name(arch));
+        goto done;
+    }
     if (arch != RA_ARCH_SWIN && arch != RA_ARCH_VIT && arch != RA_ARCH_SWINV2) {
         code = fail(EX_DATAERR, "needs a swin, swinv2 or vit model, not %s", ra_arch_name(arch));
         goto done;
@@ -102,13 +271,9 @@ int cmd_classify(int argc, char **argv) {
         code = lib_fail(st);
         goto done;
     }
-    if (ra_model_meta(m, "labels")) {
-        json_error_t jerr;
-        labels = json_loads(ra_model_meta(m, "labels"), JSON_REJECT_DUPLICATES, &jerr);
-        if (!json_is_array(labels)) {
-            code = fail(EX_DATAERR, "metadata labels is not a JSON array of strings");
-            goto done;
-        }
+    if (!load_labels(&labels, m)) {
+        code = fail(EX_DATAERR, "metadata labels is not a JSON array of strings");
+        goto done;
     }
     const int json = get(opts, "--json") != NULL;
     jw jo = {0};
@@ -134,49 +299,18 @@ int cmd_classify(int argc, char **argv) {
         }
         free(rgb), rgb = NULL;
         const int k = (int)ys[yn - 1];
-        /* softmax, then the top entries by selection (k is small enough) */
-        double mx = -INFINITY, sum = 0;
-        for (int c = 0; c < k; c++) mx = y[c] > mx ? y[c] : mx;
-        for (int c = 0; c < k; c++) sum += exp(y[c] - mx);
-        if (json) {
-            jw_object(&jo);
-            jw_key(&jo, "image");
-            jw_string(&jo, pos[im]);
-            jw_key(&jo, "top");
-            jw_array(&jo);
-        } else {
-            printf("%s\n", safe_text(pos[im]));
+        if (!(p = realloc(p, sizeof *p * (size_t)k))) {
+            code = fail(EX_DATAERR, "out of memory");
+            break;
         }
-        for (int r = 0; r < top && r < k; r++) {
-            int best = -1;
-            for (int c = 0; c < k; c++)
-                if (!isnan(y[c]) && (best < 0 || y[c] > y[best])) best = c;
-            if (best < 0) break;
-            const double p = exp(y[best] - mx) / sum;
-            json_t *lab = labels ? json_array_get(labels, (size_t)best) : NULL;
-            const char *name = json_is_string(lab) ? json_string_value(lab) : NULL;
-            if (json) {
-                jw_object(&jo);
-                jw_key(&jo, "class");
-                jw_int(&jo, best);
-                jw_key(&jo, "probability");
-                jw_real(&jo, "%.6f", p);
-                jw_key(&jo, "label");
-                jw_string(&jo, name);
-                jw_end(&jo, '}');
-            } else {
-                printf("  %2d. %6.2f%%  class %d%s%s\n", r + 1, 100 * p, best, name ? "  " : "",
-                       name ? safe_text(name) : "");
-            }
-            y[best] = NAN;   /* taken */
-        }
-        if (json) jw_end(&jo, ']'), jw_end(&jo, '}');
+        softmax(p, y, k);
+        print_top(json ? &jo : NULL, "image", pos[im], p, k, top, labels);
         free(y), y = NULL;
     }
     if (json && code == EX_OK) jw_end(&jo, ']'), jw_line(&jo);
 done:
     json_decref(labels);
-    free(rgb), free(x), free(y);
+    free(rgb), free(x), free(y), free(p);
     ra_model_free(m);
     return code;
 }

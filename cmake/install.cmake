@@ -4,7 +4,7 @@
 #   lib/cmake/relattn/ (find_package(relattn) -> relattn::relattn, and
 #   relattn::relattn_static).
 # Users need relattn.h alone: jansson, OpenBLAS, OpenMP, zlib, libspng,
-# libjpeg and minizip are private (linked into the shared library; listed
+# libjpeg, minizip and FFmpeg's libraries are private (linked into the shared library; listed
 # for static linking in Libs.private / Requires.private and
 # relattn::relattn_static).
 include(GNUInstallDirs)
@@ -41,7 +41,11 @@ foreach(_p IN LISTS _ra_parts)
   string(APPEND _ra_up "/..")
 endforeach()
 set(RA_PC_PREFIX "${_ra_up}")
-set(RA_PC_LIBS_PRIVATE "${OpenMP_C_FLAGS} -lm")
+# FFmpeg's libraries by name, not through their .pc files: their static
+# dependencies (Debian's libavformat.pc lists dozens of libraries whose -dev
+# packages are not installed) would be asked for; a static relattn links
+# them as the system has them (shared).
+set(RA_PC_LIBS_PRIVATE "${OpenMP_C_FLAGS} -lavformat -lavcodec -lswscale -lavutil -lm")
 configure_file(cmake/relattn.pc.in ${CMAKE_CURRENT_BINARY_DIR}/relattn.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/relattn.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
@@ -84,6 +88,12 @@ if(RELATTN_TESTS AND NOT RELATTN_SANITIZE AND NOT RELATTN_TSAN AND NOT RELATTN_F
   # python3-skimage's photos)
   relattn_python_test(test_transform test_transform.py $<TARGET_FILE:relattn_cli>
                       ${RA_SRC}/tests/fixtures ${RA_SRC}/python)
+  # videos: the clip samplers against their formulas (NumPy) and torchvision's
+  # VideoClips, the frame transform and whole clips against torchvision's
+  # VideoClassification, classify on a video against the swin3d twin (PyTorch and
+  # the ffmpeg command; those parts skipped without)
+  relattn_python_test(test_video_py test_video.py ${RA_SRC}/python $<TARGET_FILE:relattn_cli>
+                      ${RA_SRC}/tools)
   # timm's RandAugment: each operation against PIL's bytes, the parsing and the draws
   relattn_python_test(test_augment test_augment.py ${RA_SRC}/python)
   # the training loader against PIL's pipeline and timm's draws; train --augment

@@ -80,7 +80,7 @@
  *   11. safetensors files          ra_st_file (ra_st_*), ra_st_writer
  *   12. Models                     ra_model_*
  *   13. Runs                       ra_run_*: any model on named tensors
- *   14. Images                     ra_image_*
+ *   14. Images and videos          ra_image_*, ra_video_*, ra_clip_*
  *   15. Datasets                   ra_dataset_*
  *   16. Training                   ra_trainer_*, ra_evaluate
  *   17. Pictures                   ra_png_write, ra_plot_*
@@ -1225,6 +1225,28 @@ const char *ra_model_meta_key(const ra_model *m, int i);
  * RA_ERR_FORMAT, naming the key, if the metadata is unusable. */
 struct ra_transform;
 ra_status ra_model_transform(struct ra_transform *t, const char **source, const ra_model *m);
+/* 1 if m classifies videos (its input x is (B, C, T, H, W): arch swin3d),
+ * else 0: the one test the command line and the library ask. */
+int ra_model_is_video(const ra_model *m);
+/* The clips and the frames' transform a video model evaluates with
+ * (section 14, ra_clip_spec and ra_video_transform): the metadata
+ * video.sampler (mmaction or torchvision; without it torchvision where
+ * the file has transform.frame_rate, as torchvision's swin3d_* weights
+ * record it), video.clips, num_frames and video.clip_len (the clip),
+ * video.frame_interval, transform.frame_rate, video.crops,
+ * transform.resize ("shorter N"), transform.crop, mean, std where the file
+ * has them; else the official Video Swin test's: 4 clips x 3 crops of 32 frames at an
+ * interval of 2, the shorter side to 224 (mmcv's sizes), 224 x 224
+ * crops, ImageNet's mean and std on the bytes (123.675, 116.28, 103.53;
+ * 58.395, 57.12, 57.375); with video.sampler torchvision, torchvision's
+ * Kinetics evaluation: 12 clips of 32 frames at 15 frames a second, the
+ * shorter side to 256, one 224 x 224 centre crop, ImageNet's mean and std
+ * on x / 255 (its swin3d weights'). RA_ERR_FORMAT naming the key if a
+ * value is unusable. *source: where it came from (valid while m lives). */
+struct ra_clip_spec;
+struct ra_video_transform;
+ra_status ra_model_video_transform(struct ra_clip_spec *s, struct ra_video_transform *t,
+                                   const char **source, const ra_model *m);
 
 /* Multiply-adds of one forward as the Swin authors count them (their
  * flops() methods): for a network, one h x w image; for an attention layer,
@@ -1498,7 +1520,7 @@ const ra_tensor *ra_run_output(const ra_run *r, int i);
 const ra_tensor *ra_run_find(const ra_run *r, const char *name);   /* or NULL */
 
 /* ======================================================================== */
-/* 14. Images: ra_image_*                                                    */
+/* 14. Images and videos: ra_image_*, ra_video_*                             */
 /* ======================================================================== */
 
 /* Decode an image file, PNG (libspng) or JPEG (libjpeg-turbo; greyscale or
@@ -1588,6 +1610,105 @@ int ra_transform_describe(char *buf, size_t n, const ra_transform *t);
  * [0, 1], taken back to bytes first: out (3, crop, crop), rgb (h, w, 3). */
 ra_status ra_image_preprocess(float *out, const float *rgb, int w, int h, int resize, int crop,
                               const float mean[3], const float std[3]);
+
+/* ---- videos: ra_video_* -------------------------------------------------- */
+
+/* A video is a file FFmpeg's libraries decode (libavformat, libavcodec,
+ * libswscale: MP4, MKV/WebM, AVI, ... in any codec the build decodes), or
+ * a folder of PNG / JPEG frames (their names in byte order). Untrusted
+ * input: these limits are checked before anything is allocated for what
+ * they bound (docs/reference.md, section 7). */
+typedef struct ra_video_limits {
+    int64_t max_bytes;     /* the file's size (4 GiB) */
+    int64_t max_pixels;    /* a frame's width x height (64 megapixels; also at most
+                              RA_IMAGE_MAX_SIDE a side), declared and decoded */
+    int64_t max_frames;    /* frames declared or decoded (1000000) */
+    double max_seconds;    /* the declared duration and every frame's time (4 hours) */
+} ra_video_limits;
+void ra_video_limits_default(ra_video_limits *l);
+
+typedef struct ra_video_info {
+    int width, height;
+    int64_t frames;        /* frames the decoder gave (a folder: its image files) */
+    double fps;            /* the stream's average frame rate (PyAV's average_rate),
+                              else its r_frame_rate; 0 if unknown (a folder) */
+    const char *codec;     /* FFmpeg's codec name ("h264", "vp9", "mjpeg"); "images" */
+    const char *format;    /* FFmpeg's demuxer name; "folder" */
+} ra_video_info;
+
+typedef struct ra_video ra_video;
+/* Open path (a regular file, or a directory of frames) and decode it once:
+ * the frames are counted and their times kept; nothing is converted. lim
+ * NULL: ra_video_limits_default. A corrupt or truncated stream, an
+ * unsupported codec or container, a frame over the limits:
+ * RA_ERR_FORMAT with the reason; RA_ERR_IO if it cannot be read. FFmpeg's
+ * own log is silenced (process-wide) the first time. */
+ra_status ra_video_open(ra_video **v, const char *path, const ra_video_limits *lim);
+void ra_video_free(ra_video *v);
+const ra_video_info *ra_video_get_info(const ra_video *v);
+/* (frames) each frame's presentation time in seconds (the decoder's best
+ * effort timestamp x the stream's time base; NAN where it has none, and
+ * for a folder). */
+const double *ra_video_times(const ra_video *v);
+/* Called once per frame asked for, in frame order: rgb (h, w, 3), valid
+ * during the call. A status other than RA_OK stops the decoding. */
+typedef ra_status (*ra_video_frame_fn)(void *ctx, int64_t index, const uint8_t *rgb, int w, int h);
+/* Decode the video again and hand the frames idx[0..n) (any order,
+ * repeats allowed; each handed once) to fn as RGB24: libswscale with the
+ * ffmpeg command's defaults (bicubic flags, the frame's colour matrix,
+ * BT.601 if unspecified, its range), the bytes `ffmpeg -i V -pix_fmt
+ * rgb24 F%d.png` writes. RA_ERR_ARG for an index outside 0..frames-1. */
+ra_status ra_video_decode(ra_video *v, const int64_t *idx, int64_t n, ra_video_frame_fn fn,
+                          void *ctx);
+
+/* Clip sampling: which frames make each clip (docs/reference.md, "Videos"). */
+typedef enum ra_clip_sampler {
+    RA_CLIPS_MMACTION = 0,     /* the official Video Swin test: its mmaction's SampleFrames(clip_len,
+                                  frame_interval, num_clips, test_mode=True), out of bounds looped */
+    RA_CLIPS_TORCHVISION = 1   /* torchvision's Kinetics evaluation: VideoClips(clip_len, step 1,
+                                  frame_rate) then UniformClipSampler(clips) */
+} ra_clip_sampler;
+typedef struct ra_clip_spec {
+    ra_clip_sampler sampler;
+    int clips;            /* clips a video, 1..1024 */
+    int clip_len;         /* T, frames a clip, 1..4096 */
+    int frame_interval;   /* mmaction: frames between two of a clip (1..4096); torchvision: 1 */
+    double frame_rate;    /* torchvision: the video resampled to this rate first; 0: its own */
+} ra_clip_spec;
+/* idx (clips, clip_len): frame indices into 0..frames-1, for a video of
+ * frames frames at fps (torchvision's resampling needs it; 0 if unknown:
+ * no resampling). RA_ERR_FORMAT if torchvision's sampler has no clip
+ * (fewer frames than clip_len after resampling: it skips such a video);
+ * mmaction's loops over a short video (its out_of_bound_opt 'loop'). */
+ra_status ra_clip_indices(int64_t *idx, const ra_clip_spec *s, int64_t frames, double fps);
+
+/* The frames' transform: torchvision's VideoClassification (resize on
+ * tensors, bilinear, no antialias, then centre crop, / 255, normalise) or
+ * the official test's Resize(-1, S) + ThreeCrop / CenterCrop + Normalize. */
+typedef struct ra_video_transform {
+    ra_transform frame;   /* resize RA_RESIZE_SHORTER (resize_h) or NONE, crop (ROUND: torchvision's
+                             offset; FLOOR: mmaction's), rescale, normalize, mean, std; interp must
+                             be bilinear: the resize is torch's interpolate(mode='bilinear',
+                             align_corners=False, antialias=False) on the bytes as floats,
+                             rounded half to even back to bytes */
+    int size_round;       /* the longer side: 0 int(S * long / short) (torchvision), 1
+                             int(long * (S / short) + 0.5) (mmcv's rescale_size) */
+    int crops;            /* 1: the centre crop; 3: mmaction's ThreeCrop along the longer side
+                             (first, last, middle) */
+} ra_video_transform;
+/* torch's bilinear interpolate (above) of 8-bit pixels (h, w, c) to (oh, ow, c). */
+ra_status ra_resize_bilinear_tensor_u8(uint8_t *out, int ow, int oh, const uint8_t *in, int w,
+                                       int h, int channels);
+/* The crops of one frame as bytes: out (crops, oh, ow, 3); ow x oh from
+ * ra_transform_size(&t->frame, ...). */
+ra_status ra_video_frame_bytes(uint8_t *out, const ra_video_transform *t, const uint8_t *rgb,
+                               int w, int h);
+/* The model's input for a video: x (views, 3, T, oh, ow) allocated (free()),
+ * views = crops x clips, crop-major as mmaction's FormatShape (view = crop
+ * * clips + clip); shape[5] its dimensions. Each frame is decoded once and
+ * transformed once, whatever the number of clips using it. */
+ra_status ra_video_clips(float **x, int64_t shape[5], ra_video *v, const ra_clip_spec *s,
+                         const ra_video_transform *t);
 
 /* ---- training augmentations: timm's RandAugment ------------------------- */
 

@@ -11,6 +11,8 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config libjansson-dev libopenblas-dev libopenblas0-openmp
       libomp-dev zlib1g-dev libminizip-dev
       libspng-dev libjpeg62-turbo-dev dataset-fashion-mnist python3 python3-numpy python3-pip
+      libavformat-dev libavcodec-dev libswscale-dev libavutil-dev   # videos (src/io/video.c)
+      ffmpeg                               # the videos of tests/test_video.sh, and their frames
       clang libclang-rt-14-dev valgrind    # scripts/fuzz.sh, scripts/valgrind.sh
       openmpi-bin libopenmpi-dev           # relattn train under mpirun (tests/test_mpi.sh)
       python3-pil python3-skimage)         # PIL, the reference of the image transforms, and

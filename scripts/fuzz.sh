@@ -5,7 +5,8 @@
 # and models; tests/fixtures: models of every arch, the images, the PyTorch
 # checkpoints pt_*.pth; fuzz/corpus: IDX dataset pairs, pickles, safetensors
 # files under transformers' names, infer: state dicts' names and shapes in
-# fuzz_infer's encoding, augment: RandAugment policies; tests/configs:
+# fuzz_infer's encoding, augment: RandAugment policies, video: tiny videos
+# made by the ffmpeg command; tests/configs:
 # config.json files). New inputs
 # go to build-fuzz/corpus/NAME (kept between runs); a crash leaves
 # build-fuzz/crash-* and fails the script (make it a regression test).
@@ -18,7 +19,7 @@ cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebI
       -DRELATTN_FUZZ=ON -DRELATTN_TESTS=OFF >/dev/null
 cmake --build build-fuzz -j "$(nproc 2>/dev/null || echo 2)" \
       --target fuzz_safetensors fuzz_model fuzz_image fuzz_idx fuzz_pickle fuzz_torch fuzz_args \
-               fuzz_hf fuzz_config fuzz_infer fuzz_augment
+               fuzz_hf fuzz_config fuzz_infer fuzz_augment fuzz_video
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export OMP_NUM_THREADS=1   # one core a fuzzer; the library's threads are not what is fuzzed
@@ -43,4 +44,5 @@ run fuzz_hf "$PWD/fuzz/corpus/hf"
 run fuzz_config "$PWD/tests/configs"
 run fuzz_infer "$PWD/fuzz/corpus/infer"
 run fuzz_augment "$PWD/fuzz/corpus/augment"
+run fuzz_video "$PWD/fuzz/corpus/video"
 echo "fuzz: no crash"

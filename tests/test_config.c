@@ -9,9 +9,10 @@
  *    give): RA_ERR_FORMAT, one line, no items. In memory: a NUL byte, deep
  *    nesting, a file over the size limit, not a regular file, missing.
  * 3. A 1000-entry id2label written out of order comes back in class order.
- * 4. rai_imagenet1k_labels_json(): 1000 distinct names, the data file's.
+ * 4. rai_imagenet1k_labels_json(): 1000 distinct names, the data file's;
+ *    rai_kinetics400_labels_json(): 400, KINETICS_FILE's.
  *
- *   test_config CONFIG_DIR DATA_FILE */
+ *   test_config CONFIG_DIR DATA_FILE [KINETICS_FILE] */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
 #include "models/config.h"
@@ -171,10 +172,11 @@ static void id2label_out_of_order(void) {
     json_decref(names);
 }
 
-static void imagenet_names(const char *data) {
+static void builtin_names(const char *data, const char *json, size_t count, const char *first,
+                          const char *last) {
     json_error_t e;
-    json_t *a = json_loads(rai_imagenet1k_labels_json(), JSON_REJECT_DUPLICATES, &e);
-    CHECK(json_is_array(a) && json_array_size(a) == 1000, "ImageNet-1k: not 1000 names");
+    json_t *a = json_loads(json, JSON_REJECT_DUPLICATES, &e);
+    CHECK(json_is_array(a) && json_array_size(a) == count, "%s: not %zu names", data, count);
     FILE *f = fopen(data, "r");
     CHECK(f != NULL, "open %s", data);
     char line[512];
@@ -189,10 +191,10 @@ static void imagenet_names(const char *data) {
         json_object_set_new(seen, line, json_true());
         k++;
     }
-    CHECK(same && k == 1000, "ImageNet-1k: %zu names, the built-in list differs from %s", k, data);
-    CHECK(!strcmp(json_string_value(json_array_get(a, 0)), "tench") &&
-              !strcmp(json_string_value(json_array_get(a, 999)), "toilet tissue"),
-          "ImageNet-1k: classes 0 and 999");
+    CHECK(same && k == count, "%zu names, the built-in list differs from %s", k, data);
+    CHECK(!strcmp(json_string_value(json_array_get(a, 0)), first) &&
+              !strcmp(json_string_value(json_array_get(a, count - 1)), last),
+          "%s: the first and last classes", data);
     if (f) fclose(f);
     json_decref(seen);
     json_decref(a);
@@ -219,7 +221,9 @@ int main(int argc, char **argv) {
     bad_files();
     hostile_memory();
     id2label_out_of_order();
-    imagenet_names(argv[2]);
+    builtin_names(argv[2], rai_imagenet1k_labels_json(), 1000, "tench", "toilet tissue");
+    if (argc > 3)
+        builtin_names(argv[3], rai_kinetics400_labels_json(), 400, "abseiling", "zumba");
     printf("%d passed, %d failed\n", check_passed, check_failed);
     return check_failed ? 1 : 0;
 }

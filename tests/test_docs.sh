@@ -105,7 +105,8 @@ others=("cmake --install" "cmake --prefix" "cmake --build"
         "bench/mpi_model.py --params" "bench/mpi_model.py --rate"
         "tools/export.py --torchvision" "tools/export.py --arch"
         "tools/fixtures.py --list" "tools/swin3d_twin.py --grad-fixtures"
-        "tools/fmnist_folder.py --classes" "tools/fmnist_folder.py --train")
+        "tools/fmnist_folder.py --classes" "tools/fmnist_folder.py --train"
+        "tools/imagenet1k_classes.py --kinetics400")
 for po in "${others[@]}"; do
   prog=${po% *} o=${po#* }
   if [ -f "$SRC/$prog" ]; then

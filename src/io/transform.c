@@ -465,3 +465,161 @@ int ra_transform_describe(char *buf, size_t n, const ra_transform *t) {
                  t->mean[1], t->mean[2], t->std[0], t->std[1], t->std[2]);
     return snprintf(buf, n, "%s, %s, %s%s", rs, cr, sc, nm);
 }
+
+/* ---- video frames: torch's bilinear interpolate on tensors ---------------------- */
+
+/* One axis of torch's upsample_bilinear2d (align_corners=False, sizes given,
+ * no scale factor), as its CPU kernel computes it: the scale in/out in
+ * float32, the source position scale * (o + 0.5) - 0.5 in double, clamped
+ * at 0, the lower neighbour its truncation, the upper one the next (or
+ * itself at the edge), lambda1 = float(position - lower), lambda0 = 1 -
+ * lambda1 in float32; an axis of the same size is copied (lambda 1, 0). */
+typedef struct {
+    int i0, i1;
+    float l0, l1;
+} lin_tap;
+
+static void lin_taps(lin_tap *t, int in, int out) {
+    const float scale = (float)in / (float)out;
+    for (int o = 0; o < out; o++) {
+        if (in == out) {
+            t[o] = (lin_tap){o, o, 1.0f, 0.0f};
+            continue;
+        }
+        /* scale (float) * (o + 0.5) - 0.5 in double, kept in double for
+         * lambda1 (what torch 1.13's weights are, read back from it) */
+        double src = (double)scale * ((double)o + 0.5) - 0.5;
+        if (src < 0) src = 0;
+        const int i0 = (int)src;
+        float l1 = (float)(src - (double)i0);
+        l1 = l1 < 0 ? 0 : l1 > 1 ? 1 : l1;
+        t[o] = (lin_tap){i0, i0 + (i0 < in - 1), 1.0f - l1, l1};
+    }
+}
+
+ra_status ra_resize_bilinear_tensor_u8(uint8_t *out, int ow, int oh, const uint8_t *in, int w,
+                                       int h, int channels) {
+    if (!out || !in || w < 1 || h < 1 || ow < 1 || oh < 1 || channels < 1 || channels > 4 ||
+        w > RA_IMAGE_MAX_SIDE || h > RA_IMAGE_MAX_SIDE || ow > RA_IMAGE_MAX_SIDE ||
+        oh > RA_IMAGE_MAX_SIDE)
+        return rai_fail(RA_ERR_ARG, "bilinear resize: %dx%d (%d channels) to %dx%d", w, h,
+                        channels, ow, oh);
+    lin_tap *tx = malloc(sizeof *tx * (size_t)ow), *ty = malloc(sizeof *ty * (size_t)oh);
+    if (!tx || !ty) {
+        free(tx), free(ty);
+        return rai_fail(RA_ERR_NOMEM, "bilinear resize: out of memory");
+    }
+    lin_taps(tx, w, ow), lin_taps(ty, h, oh);
+    const size_t c = (size_t)channels;
+    for (int y = 0; y < oh; y++) {
+        const uint8_t *r0 = in + (size_t)ty[y].i0 * w * c, *r1 = in + (size_t)ty[y].i1 * w * c;
+        const float wy0 = ty[y].l0, wy1 = ty[y].l1;
+        uint8_t *o = out + (size_t)y * ow * c;
+        for (int x = 0; x < ow; x++) {
+            const size_t a = (size_t)tx[x].i0 * c, b = (size_t)tx[x].i1 * c;
+            const float wx0 = tx[x].l0, wx1 = tx[x].l1;
+            for (size_t k = 0; k < c; k++) {
+                /* the kernel's order: each row's pair, then the rows, in
+                 * float32, each "a * w0 + b * w1" one fused multiply-add
+                 * over a rounded product (as the AVX2 build of torch 1.13
+                 * contracts it) */
+                const float top = fmaf((float)r0[a + k], wx0, (float)r0[b + k] * wx1);
+                const float bot = fmaf((float)r1[a + k], wx0, (float)r1[b + k] * wx1);
+                const float v = fmaf(top, wy0, bot * wy1);
+                /* torchvision: round (half to even), then the cast; clamped, as
+                 * a sum of weights that is not exactly 1 may pass 255 */
+                const float rv = nearbyintf(v);
+                o[(size_t)x * c + k] = (uint8_t)(rv < 0 ? 0 : rv > 255 ? 255 : rv);
+            }
+        }
+    }
+    free(tx), free(ty);
+    return RA_OK;
+}
+
+/* The size of a frame after the video transform's resize. */
+static void video_resized(const ra_video_transform *t, int w, int h, int *rw, int *rh) {
+    *rw = w, *rh = h;
+    if (t->frame.resize != RA_RESIZE_SHORTER) return;
+    const int s = t->frame.resize_h, shortest = w <= h ? w : h, longest = w <= h ? h : w;
+    int l;
+    if (t->size_round)   /* mmcv: int(long * float(S / short) + 0.5), in double */
+        l = (int)((double)longest * ((double)s / shortest) + 0.5);
+    else                 /* torchvision: int(S * long / short) */
+        l = (int)((double)((int64_t)s * longest) / shortest);
+    if (l < 1) l = 1;
+    if (w <= h) *rw = s, *rh = l;
+    else *rh = s, *rw = l;
+    if (t->size_round && w == h) *rw = *rh = s;
+}
+
+static ra_status video_check(const ra_video_transform *t, int w, int h, int *ow, int *oh) {
+    if (!t) return rai_fail(RA_ERR_ARG, "video transform: NULL");
+    ra_status st = ra_transform_size(&t->frame, w, h, ow, oh);
+    if (st) return st;
+    if (t->frame.interp != RA_INTERP_BILINEAR || (t->crops != 1 && t->crops != 3) ||
+        (t->frame.resize != RA_RESIZE_SHORTER && t->frame.resize != RA_RESIZE_NONE) || t->frame.grey)
+        return rai_fail(RA_ERR_ARG, "video transform: a shorter-side bilinear resize (or none), "
+                        "RGB, 1 or 3 crops");
+    if (t->crops == 3 && (t->frame.crop == RA_CROP_NONE || t->frame.crop_h != t->frame.crop_w))
+        return rai_fail(RA_ERR_ARG, "video transform: three crops are square crops");
+    return RA_OK;
+}
+
+ra_status ra_video_frame_bytes(uint8_t *out, const ra_video_transform *t, const uint8_t *rgb,
+                               int w, int h) {
+    int ow, oh, rw, rh;
+    if (!out || !rgb) return rai_fail(RA_ERR_ARG, "video transform: NULL argument");
+    ra_status st = video_check(t, w, h, &ow, &oh);
+    if (st) return st;
+    video_resized(t, w, h, &rw, &rh);
+    uint8_t *r = NULL;
+    const uint8_t *img = rgb;
+    if (rw != w || rh != h) {
+        if (!(r = malloc((size_t)rw * rh * 3)))
+            return rai_fail(RA_ERR_NOMEM, "video transform: out of memory for %dx%d", rw, rh);
+        if ((st = ra_resize_bilinear_tensor_u8(r, rw, rh, rgb, w, h, 3))) {
+            free(r);
+            return st;
+        }
+        img = r;
+    }
+    const int ncrop = t->crops;
+    for (int k = 0; k < ncrop; k++) {
+        int x0 = 0, y0 = 0;
+        if (t->frame.crop != RA_CROP_NONE && ncrop == 1) {
+            x0 = crop_start(rw, ow, t->frame.crop), y0 = crop_start(rh, oh, t->frame.crop);
+        } else if (t->frame.crop != RA_CROP_NONE) {
+            /* mmaction's ThreeCrop: the crop spans the shorter side; along the
+             * longer one, step = (long - crop) // 2 and the offsets 0, 2 step,
+             * step (first, last, middle) */
+            if (rh < oh || rw < ow) {
+                free(r);
+                return rai_fail(RA_ERR_ARG, "video transform: three crops of %dx%d from %dx%d",
+                                ow, oh, rw, rh);
+            }
+            const int along_w = oh == rh ? 1 : 0;
+            if (!along_w && ow != rw) {
+                free(r);
+                return rai_fail(RA_ERR_ARG, "video transform: three crops of %dx%d need a side "
+                                "of %dx%d", ow, oh, rw, rh);
+            }
+            const int step = along_w ? (rw - ow) / 2 : (rh - oh) / 2;
+            const int off = k == 0 ? 0 : k == 1 ? 2 * step : step;
+            if (along_w) x0 = off;
+            else y0 = off;
+        }
+        uint8_t *o = out + (size_t)k * ow * oh * 3;
+        for (int y = 0; y < oh; y++)
+            for (int x = 0; x < ow; x++) {
+                const int sy = y + y0, sx = x + x0;
+                uint8_t *p = o + ((size_t)y * ow + x) * 3;
+                if (sy >= 0 && sy < rh && sx >= 0 && sx < rw)
+                    memcpy(p, img + ((size_t)sy * rw + sx) * 3, 3);
+                else
+                    p[0] = t->frame.fill[0], p[1] = t->frame.fill[1], p[2] = t->frame.fill[2];
+            }
+    }
+    free(r);
+    return RA_OK;
+}

@@ -36,5 +36,8 @@ void rai_config_free(rai_config_item *items, int n);
  * "labels" metadata), from data/imagenet1k_classes.txt (torchvision's
  * _IMAGENET_CATEGORIES), built in by CMake. */
 const char *rai_imagenet1k_labels_json(void);
+/* Kinetics-400's 400 names, the same way (data/kinetics400_classes.txt,
+ * torchvision's _KINETICS400_CATEGORIES): a video model's 400-class head. */
+const char *rai_kinetics400_labels_json(void);
 
 #endif

@@ -143,13 +143,23 @@ static ra_status apply_sets(ra_st_file *f, const ra_load_options *o) {
     return RA_OK;
 }
 
-/* A 1000-class head with no names: ImageNet-1k's, in torchvision's order. */
+/* A 1000-class head with no names: ImageNet-1k's, in torchvision's order; a
+ * video model's (arch swin3d) 400-class head: Kinetics-400's. */
 static ra_status imagenet_labels(ra_st_file *f) {
-    const char *n = ra_st_meta(f, "num_classes"), *labels = rai_imagenet1k_labels_json();
-    if (ra_st_meta(f, "labels") || !n || strcmp(n, "1000") || !labels) return RA_OK;
+    const char *n = ra_st_meta(f, "num_classes"), *arch = ra_st_meta(f, "arch");
+    if (ra_st_meta(f, "labels") || !n) return RA_OK;
+    const int video = arch && !strcmp(arch, "swin3d");
+    const char *labels = NULL, *why = NULL;
+    if (!video && !strcmp(n, "1000"))
+        labels = rai_imagenet1k_labels_json(),
+        why = "convention: ImageNet-1k's classes (torchvision's list) for a 1000-class head";
+    else if (video && !strcmp(n, "400"))
+        labels = rai_kinetics400_labels_json(),
+        why = "convention: Kinetics-400's classes (torchvision's list) for a video model's "
+              "400-class head";
+    if (!labels) return RA_OK;
     ra_status st = rai_st_set_meta(f, "labels", labels);
-    if (!st) st = rai_st_set_meta(f, RA_META_SOURCE "labels", "convention: ImageNet-1k's classes "
-                                  "(torchvision's list) for a 1000-class head");
+    if (!st) st = rai_st_set_meta(f, RA_META_SOURCE "labels", why);
     return st;
 }
 

@@ -219,3 +219,88 @@ ra_status rai_torchvision_transform(ra_st_file *f) {
     }
     return RA_OK;
 }
+
+/* ---- video models ------------------------------------------------------------------ */
+
+int ra_model_is_video(const ra_model *m) {
+    const char *a = m ? ra_arch_name(ra_model_arch(m)) : NULL;
+    return a && !strcmp(a, "swin3d");
+}
+
+/* A whole number in lo..hi from metadata key (absent: *v unchanged). */
+static ra_status meta_range(int *v, const ra_model *m, const char *key, int lo, int hi) {
+    const char *s = ra_model_meta(m, key);
+    if (!s) return RA_OK;
+    char *end;
+    const long x = strtol(s, &end, 10);
+    if (end == s || *end || x < lo || x > hi) {
+        char want[64];
+        snprintf(want, sizeof want, "a whole number in %d..%d", lo, hi);
+        return bad(key, s, want);
+    }
+    *v = (int)x;
+    return RA_OK;
+}
+
+ra_status ra_model_video_transform(ra_clip_spec *s, ra_video_transform *t, const char **source,
+                                   const ra_model *m) {
+    if (!s || !t || !m) return rai_fail(RA_ERR_ARG, "ra_model_video_transform: NULL argument");
+    /* the sampler: video.sampler, else torchvision's where the file has its
+     * weights' frame rate (transform.frame_rate, as torchvision's swin3d_*
+     * record it), else the official test's */
+    const char *v = ra_model_meta(m, "video.sampler");
+    const int tv = v ? !strcmp(v, "torchvision") : ra_model_meta(m, "transform.frame_rate") != NULL;
+    if (v && !tv && strcmp(v, "mmaction")) return bad("video.sampler", v, "mmaction or torchvision");
+    static const float in_mean[3] = {0.485f, 0.456f, 0.406f}, in_std[3] = {0.229f, 0.224f, 0.225f},
+                       mm_mean[3] = {123.675f, 116.28f, 103.53f}, mm_std[3] = {58.395f, 57.12f, 57.375f};
+    /* the recipe's defaults */
+    *s = (ra_clip_spec){.sampler = tv ? RA_CLIPS_TORCHVISION : RA_CLIPS_MMACTION,
+                        .clips = tv ? 12 : 4, .clip_len = 32, .frame_interval = tv ? 1 : 2,
+                        .frame_rate = tv ? 15 : 0};
+    *t = (ra_video_transform){.size_round = !tv, .crops = tv ? 1 : 3};
+    ra_transform *f = &t->frame;
+    f->resize = RA_RESIZE_SHORTER, f->resize_h = f->resize_w = tv ? 256 : 224;
+    f->interp = RA_INTERP_BILINEAR;
+    f->crop = tv ? RA_CROP_CENTER_ROUND : RA_CROP_CENTER_FLOOR, f->crop_h = f->crop_w = 224;
+    f->normalize = 1, f->rescale = tv ? 0 : 1;
+    memcpy(f->mean, tv ? in_mean : mm_mean, sizeof f->mean);
+    memcpy(f->std, tv ? in_std : mm_std, sizeof f->std);
+    /* the file's */
+    ra_status st;
+    if ((st = meta_range(&s->clips, m, "video.clips", 1, 1024)) ||
+        (st = meta_range(&s->clip_len, m, "num_frames", 1, 4096)) ||   /* the weights' clip */
+        (st = meta_range(&s->clip_len, m, "video.clip_len", 1, 4096)) ||
+        (st = meta_range(&s->frame_interval, m, "video.frame_interval", 1, 4096)) ||
+        (st = meta_range(&t->crops, m, "video.crops", 1, 3)))
+        return st;
+    if (t->crops == 2) return bad("video.crops", "2", "1 or 3");
+    if ((v = ra_model_meta(m, "transform.frame_rate"))) {
+        char *end;
+        if (!((s->frame_rate = strtod(v, &end)) >= 0) || *end || !isfinite(s->frame_rate) ||
+            s->frame_rate > 1000)
+            return bad("transform.frame_rate", v, "a rate in 0..1000 (0: the video's own)");
+    }
+    if ((v = ra_model_meta(m, "transform.resize"))) {
+        int h, w;
+        if (strncmp(v, "shorter ", 8) || !parse_size(v + 8, &h, &w) || h != w)
+            return bad("transform.resize", v, "shorter N (a video's frames)");
+        f->resize_h = f->resize_w = h;
+    }
+    if ((v = ra_model_meta(m, "transform.crop")) && !parse_size(v, &f->crop_h, &f->crop_w))
+        return bad("transform.crop", v, "HxW");
+    if (ra_model_meta(m, "mean") || ra_model_meta(m, "std")) {   /* on x / 255 */
+        f->rescale = 0;
+        memcpy(f->mean, in_mean, sizeof f->mean), memcpy(f->std, in_std, sizeof f->std);
+    }
+    if ((v = ra_model_meta(m, "mean")) && !parse_triple(f->mean, v))
+        return bad("mean", v, "r,g,b or one number");
+    if ((v = ra_model_meta(m, "std")) && !parse_triple(f->std, v))
+        return bad("std", v, "r,g,b or one number, > 0");
+    if (source)
+        *source = tv ? "torchvision's Kinetics evaluation (VideoClips + UniformClipSampler)"
+                     : "the official Video Swin test (SampleFrames, test mode)";
+    if ((st = ra_transform_check(f)) || (t->crops == 3 && f->crop_h != f->crop_w))
+        return rai_fail(RA_ERR_FORMAT, "the model's video transform: %s",
+                        st ? ra_last_error() : "three crops must be square");
+    return RA_OK;
+}
