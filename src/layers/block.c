@@ -384,8 +384,7 @@ static ra_status post_backward(const rai_block *b, const rai_block_tape *t, floa
     const float *dmo = branch_backward(dd, dx, NULL, NULL, NULL, t->keep2, p, l->batch, m, C);
     ra_layernorm_backward(dt, g->n2w, g->n2b, dmo, t->mo, t->mean2, t->rstd2, b->n2w, m, C);
     rai_linear_backward_fused(dh, g->fc2w, g->fc2b, dt, gl, b->fc2w, m, C, hidden, 1, gd);
-    rai_linear_backward_fused(dx, g->fc1w, g->fc1b, dh, remake_h2(b, t, a), b->fc1w, m, hidden, C,
-                              0, NULL);
+    rai_linear_backward_fused(dx, g->fc1w, g->fc1b, dh, t->xm, b->fc1w, m, hidden, C, 0, NULL);
     rai_arena_reset(a, mark);
     /* attention branch: dx += reverse(attn'(norm1'(drop_path'(partition(dx))))) */
     float *dln = rai_arena_floats(a, (size_t)(rows * C));
