@@ -258,12 +258,11 @@ static const float *remake_win(const rai_block *b, const rai_block_tape *t, rai_
     return win;
 }
 
-/* fc1's input as the training forward made it: norm2(xm), or xm itself
- * (post-norm). */
+/* A pre-norm block's fc1 input as the training forward made it: norm2(xm)
+ * (a post-norm block's is xm itself). */
 static const float *remake_h2(const rai_block *b, const rai_block_tape *t, rai_arena *a) {
     const int C = b->dim;
     const int64_t M = t->l.m;
-    if (b->post) return t->xm;
     float *h2 = rai_arena_floats(a, (size_t)(M * C)), *st = rai_arena_floats(a, (size_t)(2 * M));
     if (!h2 || !st) return NULL;
     ra_layernorm_forward(h2, st, st + M, t->xm, b->n2w, b->n2b, M, C, b->eps);
