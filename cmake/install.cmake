@@ -4,7 +4,7 @@
 #   lib/cmake/relattn/ (find_package(relattn) -> relattn::relattn, and
 #   relattn::relattn_static).
 # Users need relattn.h alone: jansson, OpenBLAS, OpenMP, zlib, libspng,
-# libjpeg, minizip and FFmpeg's libraries are private (linked into the shared library; listed
+# libjpeg and minizip are private (linked into the shared library; listed
 # for static linking in Libs.private / Requires.private and
 # relattn::relattn_static).
 include(GNUInstallDirs)
@@ -41,11 +41,9 @@ foreach(_p IN LISTS _ra_parts)
   string(APPEND _ra_up "/..")
 endforeach()
 set(RA_PC_PREFIX "${_ra_up}")
-# FFmpeg's libraries by name, not through their .pc files: their static
-# dependencies (Debian's libavformat.pc lists dozens of libraries whose -dev
-# packages are not installed) would be asked for; a static relattn links
-# them as the system has them (shared).
-set(RA_PC_LIBS_PRIVATE "${OpenMP_C_FLAGS} -lavformat -lavcodec -lswscale -lavutil -lm")
+# FFmpeg's libraries are not linked: src/io/video.c opens them at the first
+# video (dlopen).
+set(RA_PC_LIBS_PRIVATE "${OpenMP_C_FLAGS} -ldl -lm")
 configure_file(cmake/relattn.pc.in ${CMAKE_CURRENT_BINARY_DIR}/relattn.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/relattn.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 

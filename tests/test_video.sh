@@ -83,5 +83,22 @@ for f in truncated.mp4 truncated_half.mp4 garbage.mp4 text.mp4 huge.y4m huge2.y4
     else bad "$f: $out"; fi
 done
 
+# FFmpeg's libraries are opened at the first video: with a broken libavutil
+# first on the search path, a video is refused with one line naming the
+# libraries (65 in the command), and images need none of them
+mkdir -p "$T/nolibs"
+major=$(pkg-config --modversion libavutil 2>/dev/null | cut -d. -f1)
+if [ -n "$major" ]; then
+    printf 'not a library\n' >"$T/nolibs/libavutil.so.$major"
+    out=$(LD_LIBRARY_PATH="$T/nolibs" "$TV" refuse "$T/${videos[0]}" 2>&1)
+    if [ $? -eq 0 ] && echo "$out" | grep -q "FFmpeg's libraries cannot be loaded"; then ok
+    else bad "broken libavutil: $out"; fi
+    # a folder of frames is read without FFmpeg
+    if out=$(LD_LIBRARY_PATH="$T/nolibs" "$TV" compare "$T/f_mjpeg.avi" "$T/f_mjpeg.avi" 10 2>&1)
+    then ok; else bad "frame folder without FFmpeg: $out"; fi
+else
+    echo "(no pkg-config for libavutil: the missing-library case not tested)"
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -41,6 +41,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <dlfcn.h>
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
 #include <libavutil/imgutils.h>
@@ -69,15 +70,100 @@ void ra_video_limits_default(ra_video_limits *l) {
                            .max_frames = 1000000, .max_seconds = 4 * 3600.0};
 }
 
-static void quiet_once(void) { av_log_set_level(AV_LOG_QUIET); }
+/* ---- FFmpeg's libraries, opened at the first video ------------------------------------
+ *
+ * Not linked: linked, libavcodec brings some 140 shared objects into every
+ * process (its codecs' libraries: dav1d, rav1e, libjxl, libhwy ...), 87 ms
+ * of start-up for `relattn index` on the AMD EPYC Zen 5 of 2026-11-28, and
+ * libhwy's constructor stops valgrind. They are opened by the soname of the
+ * headers' major version (whose ABI FFmpeg keeps), once per process and
+ * never closed, and each function taken from its own library. */
+#define FF_FUNCS(X) \
+    X(avutil, av_log_set_level) \
+    X(avutil, av_strerror) \
+    X(avutil, av_malloc) \
+    X(avutil, av_free) \
+    X(avutil, av_freep) \
+    X(avutil, av_dict_set) \
+    X(avutil, av_dict_free) \
+    X(avutil, av_frame_alloc) \
+    X(avutil, av_frame_free) \
+    X(avutil, av_frame_unref) \
+    X(avutil, av_pix_fmt_desc_get) \
+    X(avcodec, av_packet_alloc) \
+    X(avcodec, av_packet_free) \
+    X(avcodec, av_packet_unref) \
+    X(avcodec, avcodec_alloc_context3) \
+    X(avcodec, avcodec_find_decoder) \
+    X(avcodec, avcodec_free_context) \
+    X(avcodec, avcodec_get_name) \
+    X(avcodec, avcodec_open2) \
+    X(avcodec, avcodec_parameters_to_context) \
+    X(avcodec, avcodec_receive_frame) \
+    X(avcodec, avcodec_send_packet) \
+    X(avformat, av_read_frame) \
+    X(avformat, avformat_alloc_context) \
+    X(avformat, avformat_close_input) \
+    X(avformat, avformat_find_stream_info) \
+    X(avformat, avformat_open_input) \
+    X(avformat, avio_alloc_context) \
+    X(avformat, avio_context_free) \
+    X(swscale, sws_freeContext) \
+    X(swscale, sws_getCoefficients) \
+    X(swscale, sws_getContext) \
+    X(swscale, sws_isSupportedInput) \
+    X(swscale, sws_scale) \
+    X(swscale, sws_setColorspaceDetails)
 
-static void av_quiet(void) {
+#define FF_STR_(x) #x
+#define FF_STR(x) FF_STR_(x)
+/* in the order of their dependencies */
+#define FF_LIBS(X) \
+    X(avutil, LIBAVUTIL_VERSION_MAJOR) \
+    X(swscale, LIBSWSCALE_VERSION_MAJOR) \
+    X(avcodec, LIBAVCODEC_VERSION_MAJOR) \
+    X(avformat, LIBAVFORMAT_VERSION_MAJOR)
+
+static struct {
+#define FF_FIELD(lib, f) __typeof__(f) *f;
+    FF_FUNCS(FF_FIELD)
+#undef FF_FIELD
+} ff;
+static char ff_error[512];   /* empty once loaded */
+
+static void ff_load_once(void) {
+#define FF_OPEN(lib, major)                                                                   \
+    void *lib = dlopen("lib" #lib ".so." FF_STR(major), RTLD_NOW | RTLD_LOCAL);              \
+    if (!lib) {                                                                               \
+        const char *e = dlerror();                                                            \
+        snprintf(ff_error, sizeof ff_error, "%s", e ? e : "lib" #lib ".so." FF_STR(major));   \
+        return;                                                                               \
+    }
+    FF_LIBS(FF_OPEN)
+#undef FF_OPEN
+#define FF_SYM(lib, f)                                                                        \
+    if (!(*(void **)&ff.f = dlsym(lib, #f))) {                                                \
+        snprintf(ff_error, sizeof ff_error, "lib" #lib " has no " #f);                        \
+        return;                                                                               \
+    }
+    FF_FUNCS(FF_SYM)
+#undef FF_SYM
+    ff.av_log_set_level(AV_LOG_QUIET);   /* failures are our one line */
+}
+
+/* FFmpeg ready, or why not (65: the video cannot be read here). */
+static ra_status ff_load(const char *path) {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, quiet_once);
+    pthread_once(&once, ff_load_once);
+    if (ff_error[0])
+        return rai_fail(RA_ERR_FORMAT, "video '%s': FFmpeg's libraries cannot be loaded (%s; "
+                        "Debian: apt-get install libavformat" FF_STR(LIBAVFORMAT_VERSION_MAJOR)
+                        " libswscale" FF_STR(LIBSWSCALE_VERSION_MAJOR) ")", path, ff_error);
+    return RA_OK;
 }
 
 static const char *av_text(int e, char *buf, size_t n) {
-    if (av_strerror(e, buf, n) < 0) snprintf(buf, n, "error %d", e);
+    if (ff.av_strerror(e, buf, n) < 0) snprintf(buf, n, "error %d", e);
     return buf;
 }
 
@@ -114,12 +200,13 @@ static int io_open_refused(struct AVFormatContext *s, AVIOContext **pb, const ch
     return AVERROR(EPERM);
 }
 
+/* (FFmpeg's calls only on what FFmpeg made: before ff_load, nothing was) */
 static void source_close(source *s) {
-    avcodec_free_context(&s->dec);
-    av_packet_free(&s->pkt);
-    av_frame_free(&s->frame);
-    if (s->fmt) avformat_close_input(&s->fmt);   /* frees fmt, not our pb */
-    if (s->io) av_freep(&s->io->buffer), avio_context_free(&s->io);
+    if (s->dec) ff.avcodec_free_context(&s->dec);
+    if (s->pkt) ff.av_packet_free(&s->pkt);
+    if (s->frame) ff.av_frame_free(&s->frame);
+    if (s->fmt) ff.avformat_close_input(&s->fmt);   /* frees fmt, not our pb */
+    if (s->io) ff.av_freep(&s->io->buffer), ff.avio_context_free(&s->io);
     if (s->fd >= 0) close(s->fd);
     s->fd = -1;
 }
@@ -134,7 +221,6 @@ static ra_status fail_av(const char *path, const char *what, int e) {
 static ra_status source_open(source *s, const char *path, const ra_video_limits *lim, char *codec,
                              size_t ncodec, char *format, size_t nformat) {
     *s = (source){.fd = -1, .stream = -1};
-    av_quiet();
     struct stat sb;
     /* non-blocking until it is known to be a regular file (a FIFO would
      * wait for a writer) */
@@ -152,11 +238,16 @@ static ra_status source_open(source *s, const char *path, const ra_video_limits 
         return rai_fail(RA_ERR_FORMAT, "video '%s' is %lld bytes, above the limit of %lld", path,
                         (long long)s->size, (long long)lim->max_bytes);
     }
-    uint8_t *buf = av_malloc(IO_BUF);
-    if (!buf || !(s->io = avio_alloc_context(buf, IO_BUF, 0, s, io_read, NULL, io_seek)) ||
-        !(s->fmt = avformat_alloc_context()) || !(s->pkt = av_packet_alloc()) ||
-        !(s->frame = av_frame_alloc())) {
-        if (!s->io) av_free(buf);
+    ra_status st = ff_load(path);
+    if (st) {
+        source_close(s);
+        return st;
+    }
+    uint8_t *buf = ff.av_malloc(IO_BUF);
+    if (!buf || !(s->io = ff.avio_alloc_context(buf, IO_BUF, 0, s, io_read, NULL, io_seek)) ||
+        !(s->fmt = ff.avformat_alloc_context()) || !(s->pkt = ff.av_packet_alloc()) ||
+        !(s->frame = ff.av_frame_alloc())) {
+        if (!s->io) ff.av_free(buf);
         source_close(s);
         return rai_fail(RA_ERR_NOMEM, "video '%s': out of memory", path);
     }
@@ -164,19 +255,18 @@ static ra_status source_open(source *s, const char *path, const ra_video_limits 
     s->fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
     s->fmt->io_open = io_open_refused;
     AVDictionary *opt = NULL;
-    av_dict_set(&opt, "format_whitelist", FORMATS, 0);
-    av_dict_set(&opt, "protocol_whitelist", "none", 0);
+    ff.av_dict_set(&opt, "format_whitelist", FORMATS, 0);
+    ff.av_dict_set(&opt, "protocol_whitelist", "none", 0);
     AVFormatContext *fmt = s->fmt;
-    int e = avformat_open_input(&fmt, NULL, NULL, &opt);
-    av_dict_free(&opt);
+    int e = ff.avformat_open_input(&fmt, NULL, NULL, &opt);
+    ff.av_dict_free(&opt);
     if (e < 0) {
         s->fmt = NULL;   /* freed by avformat_open_input */
         source_close(s);
         return fail_av(path, "not a video FFmpeg reads", e);
     }
-    ra_status st = RA_OK;
     const AVCodec *codec_ = NULL;
-    if ((e = avformat_find_stream_info(s->fmt, NULL)) < 0)
+    if ((e = ff.avformat_find_stream_info(s->fmt, NULL)) < 0)
         st = fail_av(path, "cannot read the stream information", e);
     /* the first video stream, as PyAV's streams.video[0] and decord */
     AVStream *vs = NULL;
@@ -187,7 +277,7 @@ static ra_status source_open(source *s, const char *path, const ra_video_limits 
     if (!st) {
         const AVCodecParameters *p = vs->codecpar;
         snprintf(format, nformat, "%s", s->fmt->iformat->name);
-        snprintf(codec, ncodec, "%s", avcodec_get_name(p->codec_id));
+        snprintf(codec, ncodec, "%s", ff.avcodec_get_name(p->codec_id));
         if (p->width < 0 || p->height < 0 || p->width > RA_IMAGE_MAX_SIDE ||
             p->height > RA_IMAGE_MAX_SIDE || (int64_t)p->width * p->height > lim->max_pixels)
             st = rai_fail(RA_ERR_FORMAT, "video '%s' is %dx%d, above the limit of %lld pixels "
@@ -200,11 +290,11 @@ static ra_status source_open(source *s, const char *path, const ra_video_limits 
                  s->fmt->duration / (double)AV_TIME_BASE > lim->max_seconds)
             st = rai_fail(RA_ERR_FORMAT, "video '%s' lasts %.0f s, above the limit of %.0f s", path,
                           s->fmt->duration / (double)AV_TIME_BASE, lim->max_seconds);
-        else if (!(codec_ = avcodec_find_decoder(p->codec_id)))
+        else if (!(codec_ = ff.avcodec_find_decoder(p->codec_id)))
             st = rai_fail(RA_ERR_FORMAT, "video '%s': no decoder for its codec (%s)", path, codec);
-        else if (!(s->dec = avcodec_alloc_context3(codec_)))
+        else if (!(s->dec = ff.avcodec_alloc_context3(codec_)))
             st = rai_fail(RA_ERR_NOMEM, "video '%s': out of memory", path);
-        else if ((e = avcodec_parameters_to_context(s->dec, p)) < 0)
+        else if ((e = ff.avcodec_parameters_to_context(s->dec, p)) < 0)
             st = fail_av(path, "bad codec parameters", e);
     }
     if (!st) {
@@ -212,7 +302,7 @@ static ra_status source_open(source *s, const char *path, const ra_video_limits 
         s->dec->err_recognition |= AV_EF_EXPLODE | AV_EF_CRCCHECK;
         s->dec->max_pixels = lim->max_pixels;
         s->dec->pkt_timebase = vs->time_base;
-        if ((e = avcodec_open2(s->dec, codec_, NULL)) < 0)
+        if ((e = ff.avcodec_open2(s->dec, codec_, NULL)) < 0)
             st = fail_av(path, "cannot open its decoder", e);
     }
     if (st) source_close(s);
@@ -223,7 +313,7 @@ static ra_status source_open(source *s, const char *path, const ra_video_limits 
 static int source_next(source *s, const char *path, ra_status *st) {
     char b[128];
     for (;;) {
-        int e = avcodec_receive_frame(s->dec, s->frame);
+        int e = ff.avcodec_receive_frame(s->dec, s->frame);
         if (e == 0) {
             if (s->frame->flags & AV_FRAME_FLAG_CORRUPT || s->frame->decode_error_flags) {
                 *st = rai_fail(RA_ERR_FORMAT, "video '%s': corrupt frame", path);
@@ -236,21 +326,21 @@ static int source_next(source *s, const char *path, ra_status *st) {
             *st = fail_av(path, "corrupt stream", e);
             return -1;
         }
-        while ((e = av_read_frame(s->fmt, s->pkt)) >= 0 && s->pkt->stream_index != s->stream)
-            av_packet_unref(s->pkt);
+        while ((e = ff.av_read_frame(s->fmt, s->pkt)) >= 0 && s->pkt->stream_index != s->stream)
+            ff.av_packet_unref(s->pkt);
         if (e == AVERROR_EOF) {
-            e = avcodec_send_packet(s->dec, NULL);   /* drain */
+            e = ff.avcodec_send_packet(s->dec, NULL);   /* drain */
         } else if (e < 0) {
             *st = fail_av(path, "cannot read the file", e);
             return -1;
         } else {
             if (s->pkt->flags & AV_PKT_FLAG_CORRUPT) {
-                av_packet_unref(s->pkt);
+                ff.av_packet_unref(s->pkt);
                 *st = rai_fail(RA_ERR_FORMAT, "video '%s': corrupt packet", path);
                 return -1;
             }
-            e = avcodec_send_packet(s->dec, s->pkt);
-            av_packet_unref(s->pkt);
+            e = ff.avcodec_send_packet(s->dec, s->pkt);
+            ff.av_packet_unref(s->pkt);
         }
         if (e < 0 && e != AVERROR_EOF) {
             *st = rai_fail(RA_ERR_FORMAT, "video '%s': corrupt stream (%s)", path,
@@ -264,8 +354,8 @@ static ra_status frame_check(const AVFrame *f, const ra_video *v, int64_t i) {
     if (f->width != v->info.width || f->height != v->info.height)
         return rai_fail(RA_ERR_FORMAT, "video '%s': frame %lld is %dx%d, the first %dx%d", v->path,
                         (long long)i, f->width, f->height, v->info.width, v->info.height);
-    if (f->format < 0 || !av_pix_fmt_desc_get(f->format) ||
-        !sws_isSupportedInput((enum AVPixelFormat)f->format))
+    if (f->format < 0 || !ff.av_pix_fmt_desc_get(f->format) ||
+        !ff.sws_isSupportedInput((enum AVPixelFormat)f->format))
         return rai_fail(RA_ERR_FORMAT, "video '%s': pixel format %d is not converted", v->path,
                         f->format);
     return RA_OK;
@@ -318,7 +408,7 @@ static ra_status open_file(ra_video *v) {
             v->times = g;
         }
         v->times[n++] = t;
-        av_frame_unref(s.frame);
+        ff.av_frame_unref(s.frame);
     }
     if (!st && n == 0) st = rai_fail(RA_ERR_FORMAT, "video '%s': no frame decoded", v->path);
     if (!st && vs->nb_frames > 0 && n < vs->nb_frames)
@@ -492,7 +582,7 @@ static ra_status decode_file(ra_video *v, const uint8_t *want, ra_video_frame_fn
         if ((st = frame_check(s.frame, v, i))) break;
         if (want[i]) {
             const AVFrame *f = s.frame;
-            const AVPixFmtDescriptor *d = av_pix_fmt_desc_get(f->format);
+            const AVPixFmtDescriptor *d = ff.av_pix_fmt_desc_get(f->format);
             const int yuv = !(d->flags & AV_PIX_FMT_FLAG_RGB) && d->nb_components >= 3;
             const int full = f->color_range == AVCOL_RANGE_JPEG || f->format == AV_PIX_FMT_YUVJ420P ||
                              f->format == AV_PIX_FMT_YUVJ422P || f->format == AV_PIX_FMT_YUVJ444P ||
@@ -500,12 +590,12 @@ static ra_status decode_file(ra_video *v, const uint8_t *want, ra_video_frame_fn
             const int space = f->colorspace == AVCOL_SPC_UNSPECIFIED || f->colorspace == AVCOL_SPC_RGB
                                   ? SWS_CS_DEFAULT : (int)f->colorspace;
             if (!sws || f->format != sws_fmt || full != sws_full || space != sws_space) {
-                sws_freeContext(sws);
-                sws = sws_getContext(w, h, (enum AVPixelFormat)f->format, w, h, AV_PIX_FMT_RGB24,
+                ff.sws_freeContext(sws);
+                sws = ff.sws_getContext(w, h, (enum AVPixelFormat)f->format, w, h, AV_PIX_FMT_RGB24,
                                      SWS_BICUBIC, NULL, NULL, NULL);
                 if (sws && yuv)
-                    sws_setColorspaceDetails(sws, sws_getCoefficients(space), full,
-                                             sws_getCoefficients(SWS_CS_DEFAULT), 1, 0, 1 << 16,
+                    ff.sws_setColorspaceDetails(sws, ff.sws_getCoefficients(space), full,
+                                             ff.sws_getCoefficients(SWS_CS_DEFAULT), 1, 0, 1 << 16,
                                              1 << 16);
                 sws_fmt = f->format, sws_full = full, sws_space = space;
                 if (!sws) {
@@ -516,19 +606,19 @@ static ra_status decode_file(ra_video *v, const uint8_t *want, ra_video_frame_fn
             }
             uint8_t *dst[4] = {rgb, NULL, NULL, NULL};
             int stride[4] = {pitch, 0, 0, 0};
-            if (sws_scale(sws, (const uint8_t *const *)f->data, f->linesize, 0, h, dst, stride) != h)
+            if (ff.sws_scale(sws, (const uint8_t *const *)f->data, f->linesize, 0, h, dst, stride) != h)
                 st = rai_fail(RA_ERR_FORMAT, "video '%s': frame %lld not converted", v->path,
                               (long long)i);
             for (int y = 1; y < h; y++)
                 memmove(rgb + (size_t)y * 3 * w, rgb + (size_t)y * pitch, (size_t)3 * w);
             if (!st) st = fn(ctx, i, rgb, w, h);
         }
-        av_frame_unref(s.frame);
+        ff.av_frame_unref(s.frame);
         i++;
     }
     if (!st && i != v->info.frames)
         st = rai_fail(RA_ERR_FORMAT, "video '%s' changed since it was opened", v->path);
-    sws_freeContext(sws);
+    ff.sws_freeContext(sws);
     free(rgb);
     source_close(&s);
     return st;
