@@ -119,14 +119,6 @@ void rai_bf16_round_rows_avx512(uint16_t *a, int64_t lda, const float *x, int64_
     }
 }
 
-/* sum[0 .. 16) += the 16 lanes of v, in double */
-static inline void sum16(double *sum, __m512 v) {
-    _mm512_storeu_pd(sum, _mm512_add_pd(_mm512_loadu_pd(sum), _mm512_cvtps_pd(_mm512_castps512_ps256(v))));
-    _mm512_storeu_pd(sum + 8, _mm512_add_pd(_mm512_loadu_pd(sum + 8),
-                                            _mm512_cvtps_pd(_mm256_castsi256_ps(
-                                                _mm512_extracti64x4_epi64(_mm512_castps_si512(v), 1)))));
-}
-
 /* The 16 pairs (r0[j], r1[j]) as the packed panel holds them, by
  * VCVTNE2PS2BF16, whose rounding is rai_bf16_bits's (nearest even, a NaN
  * kept quiet with its bit 6 set) except for subnormal inputs, which it
