@@ -551,7 +551,7 @@ ra_status rai_swin3d_run_begin(swin3d_run *r, const swin3d_block *s, const float
                         .mlp_chunk = SWIN3D_MLP_CHUNK, .n1w = s->n1w, .n1b = s->n1b,
                         .n2w = s->n2w, .n2b = s->n2b, .fc1w = s->f1w, .fc1b = s->f1b,
                         .fc2w = s->f2w, .fc2b = s->f2b, .nkw = s->nkw, .nkb = s->nkb,
-                        .own = &r->ops};
+                        .drop_path = s->drop_path, .own = &r->ops};
     return RA_OK;
 }
 

@@ -31,6 +31,7 @@ typedef struct swin3d_block {
     int qkv_bias, has_qk_scale;
     float qk_scale, scale;
     double mlp_ratio;
+    float drop_path;         /* stochastic depth of both branches (training; the network's) */
     int64_t n1, n2, rows;    /* the constructor's window tokens, table rows */
     int32_t *idx;            /* (n1, n2) the constructor's index */
     const float *n1w, *n1b, *nkw, *nkb, *n2w, *n2b, *table;

@@ -71,7 +71,7 @@ typedef struct s3_tape {
 typedef struct s3_net {
     int in_chans, patch[3], embed, nstages, depths[S3_MAX_STAGES], heads[S3_MAX_STAGES];
     int win[3], num_classes, features, nblocks, patch_norm, scheme, frames;
-    double mlp_ratio;
+    double mlp_ratio, drop_path_rate;   /* stochastic depth: rate * i / (blocks - 1), block i */
     int first[S3_MAX_STAGES + 1];
     swin3d_block *blocks;
     const float *pw, *pb, *pnw, *pnb;   /* Conv3d (E, Cin, Pt, Ph, Pw), (E); the norm */
@@ -145,6 +145,10 @@ static ra_status net_declare(ra_model *m, const ra_st_file *f) {
     if (!st) st = rai_meta_mlp_ratio(f, &n->mlp_ratio);
     if (!st) st = rai_meta_bool_opt(f, "patch_norm", &n->patch_norm);
     if (!st) st = rai_meta_int_opt(f, "num_frames", &n->frames, 1, SWIN3D_MAX_SIZE);
+    if (!st) st = rai_meta_double_opt(f, "drop_path_rate", &n->drop_path_rate, NULL);
+    if (!st && !(n->drop_path_rate >= 0.0 && n->drop_path_rate <= 1.0))
+        st = rai_fail(RA_ERR_FORMAT, "metadata drop_path_rate = %g is not in [0, 1]",
+                      n->drop_path_rate);
     if (st) return st;
     if ((int64_t)n->embed << (n->nstages - 1) > SWIN3D_MAX_DIM)
         return rai_fail(RA_ERR_FORMAT, "embed_dim %d over %d stages exceeds %d channels",
@@ -175,6 +179,10 @@ static ra_status net_declare(ra_model *m, const ra_st_file *f) {
             b->qkv_bias = 1, b->qkv_naming = 1;
             for (int a = 0; a < 3; a++) b->win[a] = n->win[a], b->shift[a] = j % 2 ? n->win[a] / 2 : 0;
             b->fq = b->fkv = n->win[0];
+            /* torchvision's stochastic_depth_prob * id / (blocks - 1); the official
+             * linspace(0, drop_path_rate, sum(depths)): the same rates */
+            const int id = n->first[s] + j;
+            b->drop_path = n->nblocks > 1 ? (float)(n->drop_path_rate * id / (n->nblocks - 1)) : 0;
             if ((st = rai_swin3d_geometry(b))) {
                 char why[300];
                 snprintf(why, sizeof why, "%s", ra_last_error());
@@ -431,8 +439,8 @@ static ra_status net_embed(const s3_net *n, s3_tape *t, rai_arena *a, float **ou
 
 /* Block i on *x (B, T, H, W, C): inference in place; training into a
  * buffer of its own (*x then that one), the input kept for the backward. */
-static ra_status net_block_run(const s3_net *n, s3_tape *t, int i, float **x, int B, int T,
-                               int H, int W, rai_arena *a) {
+static ra_status net_block_run(const s3_net *n, s3_tape *t, ra_rng *rng, int i, float **x,
+                               int B, int T, int H, int W, rai_arena *a) {
     const swin3d_block *b = &n->blocks[i];
     if (!t) return rai_swin3d_forward(b, *x, *x, NULL, B, T, H, W, a);
     s3_btape *bt = &t->blocks[i];
@@ -446,14 +454,16 @@ static ra_status net_block_run(const s3_net *n, s3_tape *t, int i, float **x, in
     if (!base || !y) return nomem();
     rai_block_tape_layout(&bt->bt, &bt->r.blk, &bt->r.l, base);
     bt->bt.x = *x;
-    if ((st = rai_block_forward_train(&bt->r.blk, &bt->bt, y, 1, a, NULL))) return st;
+    if ((st = rai_block_forward_train(&bt->r.blk, &bt->bt, y, 1, a, rng))) return st;
     *x = y;
     return RA_OK;
 }
 
 /* The network: x (B, Cin, T, H, W) -> y (B, num_classes) logits (the pooled
- * features without a head). t NULL: inference; else training (t begun). */
-static ra_status net_run(s3_net *n, s3_tape *t, float **y, int *y_ndim, int64_t y_shape[4],
+ * features without a head). t NULL: inference; else training (t begun),
+ * with rng for the drop-path (a draw per clip and branch, block after block). */
+static ra_status net_run(s3_net *n, s3_tape *t, ra_rng *rng, float **y, int *y_ndim,
+                         int64_t y_shape[4],
                          const float *x, int x_ndim, const int64_t *x_shape) {
     int d[4] = {0}, g[3] = {0};
     ra_status st = net_input(n, x_ndim, x_shape, t != NULL, d);
@@ -466,7 +476,7 @@ static ra_status net_run(s3_net *n, s3_tape *t, float **y, int *y_ndim, int64_t 
     for (int s = 0; s < n->nstages && !st; s++) {
         if (t) t->sh[s] = h, t->sw[s] = w;
         for (int i = n->first[s]; i < n->first[s + 1] && !st; i++)
-            st = net_block_run(n, t, i, &tok, B, T, h, w, a);
+            st = net_block_run(n, t, rng, i, &tok, B, T, h, w, a);
         if (s < n->nstages - 1 && !st) {   /* per frame: B*T maps */
             float *m = rai_arena_floats(a, (size_t)B * T * ((h + 1) / 2) * ((w + 1) / 2) * 2 * C);
             st = m ? rai_merge_forward(&n->merge[s], m, t ? &t->merge[s] : NULL, tok, B * T, h,
@@ -499,14 +509,16 @@ static ra_status net_run(s3_net *n, s3_tape *t, float **y, int *y_ndim, int64_t 
 
 static ra_status net_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                              const float *x, int x_ndim, const int64_t *x_shape) {
-    return net_run(m->impl, NULL, y, y_ndim, y_shape, x, x_ndim, x_shape);
+    return net_run(m->impl, NULL, NULL, y, y_ndim, y_shape, x, x_ndim, x_shape);
 }
 
 static ra_status net_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                                    const float *x, int x_ndim, const int64_t *x_shape,
                                    ra_rng *rng) {
-    (void)rng;   /* no stochastic depth here (docs/reference.md) */
     s3_net *n = m->impl;
+    if (n->drop_path_rate > 0 && n->nblocks > 1 && !rng)
+        return rai_fail(RA_ERR_ARG, "swin3d: drop_path_rate %g needs a random generator for the "
+                        "training forward", n->drop_path_rate);
     s3_tape *t = n->tape;
     if (!t) {
         if (!(t = n->tape = calloc(1, sizeof *t))) return nomem();
@@ -516,7 +528,7 @@ static ra_status net_forward_train(ra_model *m, float **y, int *y_ndim, int64_t 
     if (t->a) rai_arena_end(&t->cache, t->a);
     t->a = rai_arena_begin(&t->cache, &t->local);
     t->live = 0;
-    return net_run(n, t, y, y_ndim, y_shape, x, x_ndim, x_shape);
+    return net_run(n, t, rng, y, y_ndim, y_shape, x, x_ndim, x_shape);
 }
 
 /* ---- the backward --------------------------------------------------------- */
