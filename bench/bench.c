@@ -5,9 +5,10 @@
  * bench/run.sh runs it beside its PyTorch twin (bench/bench_torch.py) and
  * bench/summary.py sets the two side by side (bench/README.md).
  *
- *   relattn_bench [--threads 1,2] [--reps R] [--what all|layers|nets]
+ *   relattn_bench [--threads 1,2] [--reps R] [--what all|layers|nets|video3d]
  *                 [--models DIR] [--batches 1,8] [--kernels all|default]
- *                 [--rows TEXT] [--precisions fp32,bf16,int8] [--results FILE]
+ *                 [--rows TEXT] [--precisions fp32,bf16,int8] [--clip T,S]
+ *                 [--results FILE]
  *
  * --threads: every row runs at each of these thread counts (default 1 and
  *   every core); the tables show each count's GFLOP/s, its share of the peak
@@ -27,6 +28,12 @@
  *   forward of a batch of random images, and for swin_t a training step:
  *   ra_model_forward_train + ra_model_backward of a random dL/dy (relattn's
  *   swin has no stochastic depth; the twin turns torchvision's off).
+ *   "all" is the layer rows and these.
+ * --what video3d: the video network swin3d_t (torchvision >= 0.15's, as
+ *   tools/export.py --torchvision swin3d_t writes it) alone, the inference
+ *   forward of one clip of --clip T,S (default 32,224: 1 x 3 x 32 x 224 x
+ *   224; the row "swin3d_t B=1 32x224x224"), its flops counted at T frames
+ *   (the model loaded with num_frames = T); --batches does not apply.
  * --rows TEXT keeps the rows whose name contains TEXT.
  * --precisions: the networks' inference forward in each of these
  *   (ra_model_set_precision; default all three), the model loaded again
@@ -478,13 +485,17 @@ static void bench_layer(const run *R, const shape *s) {
 static const struct {
     const char *name;   /* DIR/NAME.safetensors */
     int train;          /* also time a training step (forward + backward) */
-    int size;           /* image side */
-} nets[] = {{"swin_t", 1, 224}, {"vit_b_16", 0, 224}, {"swin_v2_t", 1, 256}};
+    int size;           /* image side (a video network: --clip's) */
+    int video;          /* clips (B, 3, T, S, S) of --clip's T x S x S (--what video3d) */
+} nets[] = {{"swin_t", 1, 224, 0}, {"vit_b_16", 0, 224, 0}, {"swin_v2_t", 1, 256, 0},
+            {"swin3d_t", 0, 224, 1}};
 
 typedef struct {
     ra_model *m;
-    int64_t xs[4];
-    float *x, *dy, *grad;   /* images (B, 3, S, S), dL/dy (B, classes), gradient */
+    int nx;                 /* 4 (images) or 5 (clips) */
+    int64_t xs[5];
+    float *x, *dy, *grad;   /* images (B, 3, S, S) or clips (B, 3, T, S, S), dL/dy (B,
+                               classes), gradient */
 } net_case;
 
 static void run_net_fwd(void *p) {
@@ -492,7 +503,7 @@ static void run_net_fwd(void *p) {
     float *y = NULL;
     int nd;
     int64_t ys[4];
-    must(ra_model_forward(c->m, &y, &nd, ys, c->x, 4, c->xs), "network forward");
+    must(ra_model_forward(c->m, &y, &nd, ys, c->x, c->nx, c->xs), "network forward");
     free(y);
 }
 
@@ -502,7 +513,8 @@ static void run_net_step(void *p) {
     int nd;
     int64_t ys[4];
     memset(c->grad, 0, (size_t)ra_model_param_total(c->m) * sizeof *c->grad);
-    must(ra_model_forward_train(c->m, &y, &nd, ys, c->x, 4, c->xs, NULL), "training forward");
+    must(ra_model_forward_train(c->m, &y, &nd, ys, c->x, c->nx, c->xs, NULL),
+         "training forward");
     must(ra_model_backward(c->m, c->grad, NULL, c->dy), "backward");
     free(y);
 }
@@ -514,14 +526,21 @@ static void print_net_header(const run *R) {
 }
 
 /* The network in precision p at every batch size: the inference forward
- * of batches of random size x size images, and for fp32 and bf16 (train)
- * a training step. The model is loaded for each precision: it goes from
- * fp32 to one other precision only. */
+ * of batches of random size x size images (frames > 0: clips of frames x
+ * size x size, a video network's), and for fp32 and bf16 (train) a
+ * training step. The model is loaded for each precision: it goes from
+ * fp32 to one other precision only. A video network is loaded with
+ * num_frames = frames, the clip ra_model_flops counts. */
 static void bench_net_precision(const run *R, const char *path, const char *name, int train,
-                                int size, const int *batches, int nb, ra_precision p) {
+                                int size, int frames, const int *batches, int nb,
+                                ra_precision p) {
     const char *pname = ra_precision_name(p);
-    net_case c = {0};
-    if (ra_model_load(&c.m, path)) {
+    net_case c = {.nx = frames ? 5 : 4};
+    char set_frames[32];
+    snprintf(set_frames, sizeof set_frames, "num_frames=%d", frames);
+    const char *const set[] = {set_frames};
+    const ra_load_options lo = {.set = set, .nset = frames ? 1 : 0};
+    if (ra_model_open(&c.m, path, &lo)) {
         printf("%-40s %-9s skipped: %s\n", name, pname, ra_last_error());
         return;
     }
@@ -536,18 +555,20 @@ static void bench_net_precision(const run *R, const char *path, const char *name
     train = train && p != RA_PRECISION_INT8 && ra_model_trainable(c.m);
     for (int i = 0; i < nb; i++) {
         const int b = batches[i];
-        char row[80], shown[64];   /* the results' row name; the table's (no precision) */
-        snprintf(shown, sizeof shown, "%s B=%d", name, b);
+        char row[96], shown[80];   /* the results' row name; the table's (no precision) */
+        if (frames) snprintf(shown, sizeof shown, "%s B=%d %dx%dx%d", name, b, frames, size, size);
+        else snprintf(shown, sizeof shown, "%s B=%d", name, b);
         snprintf(row, sizeof row, "%s%s%s", shown, p == RA_PRECISION_FP32 ? "" : " ",
                  p == RA_PRECISION_FP32 ? "" : pname);
         ra_rng rng;
         ra_rng_seed(&rng, 11);
-        c.xs[0] = b, c.xs[1] = 3, c.xs[2] = c.xs[3] = size;
-        c.x = rnd((size_t)b * 3 * size * size, 2, &rng);
+        c.xs[0] = b, c.xs[1] = 3, c.xs[2] = c.xs[3] = c.xs[4] = size;
+        if (frames) c.xs[2] = frames;
+        c.x = rnd((size_t)b * 3 * (frames ? frames : 1) * size * size, 2, &rng);
         float *y = NULL;
         int nd;
         int64_t ys[4];
-        must(ra_model_forward(c.m, &y, &nd, ys, c.x, 4, c.xs), "network forward");
+        must(ra_model_forward(c.m, &y, &nd, ys, c.x, c.nx, c.xs), "network forward");
         free(y);
         c.dy = rnd((size_t)(ys[0] * ys[1]), 1, &rng);
         c.grad = train ? zeros((size_t)ra_model_param_total(c.m)) : NULL;
@@ -574,11 +595,11 @@ static void bench_net_precision(const run *R, const char *path, const char *name
 }
 
 static void bench_net(const run *R, const char *dir, const char *name, int train, int size,
-                      const int *batches, int nb) {
+                      int frames, const int *batches, int nb) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s.safetensors", dir, name);
     for (int i = 0; i < R->nprecisions; i++)
-        bench_net_precision(R, path, name, train, size, batches, nb, R->precisions[i]);
+        bench_net_precision(R, path, name, train, size, frames, batches, nb, R->precisions[i]);
 }
 
 /* ---- main ----------------------------------------------------------------- */
@@ -681,7 +702,7 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);   /* rows show as they are done, through a pipe too */
     run R = {.reps = 9, .nprecisions = NPRECISIONS,
              .precisions = {RA_PRECISION_FP32, RA_PRECISION_BF16, RA_PRECISION_INT8}};
-    int batches[8] = {1, 8}, nb = 2, all_kernels = 1;
+    int batches[8] = {1, 8}, nb = 2, all_kernels = 1, clip[2] = {32, 224};
     const char *what = "all", *models = getenv("RELATTN_BENCH_MODELS"), *rows = "";
     const char *threads = NULL, *results = NULL;
     for (int i = 1; i < argc; i += 2) {
@@ -695,6 +716,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--rows")) rows = v;
         else if (!strcmp(o, "--results")) results = v;
         else if (!strcmp(o, "--batches")) ok = (nb = parse_list(v, batches, 8)) > 0;
+        else if (!strcmp(o, "--clip")) ok = parse_list(v, clip, 2) == 2;
         else if (!strcmp(o, "--precisions")) ok = parse_precisions(&R, v) > 0;
         else if (!strcmp(o, "--kernels"))
             ok = !strcmp(v, "all") || !strcmp(v, "default"), all_kernels = !strcmp(v, "all");
@@ -704,9 +726,11 @@ int main(int argc, char **argv) {
             return 64;
         }
     }
-    const int do_nets = strcmp(what, "layers") != 0, do_layers = strcmp(what, "nets") != 0;
-    if (!do_nets && !do_layers)
-        return fprintf(stderr, "relattn_bench: --what all|layers|nets\n"), 64;
+    const int video = !strcmp(what, "video3d");
+    const int do_nets = strcmp(what, "layers") != 0;
+    const int do_layers = !strcmp(what, "all") || !strcmp(what, "layers");
+    if (!video && !do_layers && strcmp(what, "nets"))
+        return fprintf(stderr, "relattn_bench: --what all|layers|nets|video3d\n"), 64;
     if (threads) {
         if (!(R.nthreads = parse_list(threads, R.threads, MAX_THREAD_COUNTS)))
             return fprintf(stderr, "relattn_bench: --threads 1,2 (up to %d counts)\n",
@@ -754,9 +778,11 @@ int main(int argc, char **argv) {
     if (do_nets) {
         print_net_header(&R);
         if (!models) printf("(no --models DIR or RELATTN_BENCH_MODELS: networks skipped)\n");
+        const int one[1] = {1};   /* a video network: one clip, the 1 x 3 x T x S x S */
         for (size_t i = 0; models && i < sizeof nets / sizeof *nets; i++)
-            if (strstr(nets[i].name, rows))
-                bench_net(&R, models, nets[i].name, nets[i].train, nets[i].size, batches, nb);
+            if (strstr(nets[i].name, rows) && nets[i].video == video)
+                bench_net(&R, models, nets[i].name, nets[i].train, video ? clip[1] : nets[i].size,
+                          video ? clip[0] : 0, video ? one : batches, video ? 1 : nb);
         printf("\n");
     }
     if (do_layers) {

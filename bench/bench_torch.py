@@ -6,9 +6,9 @@ networks' forward) every reduced precision PyTorch offers there, timed the
 same way: one warm-up call, then the median of R calls.
 
     OPENBLAS_CORETYPE=... OPENBLAS_NUM_THREADS=T /usr/bin/python3 bench/bench_torch.py
-        --threads T [--reps R] [--what all|layers|nets] [--models DIR]
+        --threads T [--reps R] [--what all|layers|nets|video3d] [--models DIR]
         [--batches 1,8] [--rows TEXT] [--precisions fp32,bf16,int8] [--memory]
-        [--results FILE]
+        [--clip T,S] [--rss WAY | --list-ways] [--results FILE]
 
 One process measures one BLAS setting: OpenBLAS reads OPENBLAS_CORETYPE
 (its kernel set) when it is loaded, and the size of its thread pool from
@@ -52,12 +52,24 @@ OpenBLAS's). A way that fails (torchvision's swin_t calls F.linear on the
 .weight of its attention's Linear modules, a method in a dynamic quantized
 Linear) is a "fail" line with the error's first line, not a crash.
 
+--what video3d: the video network swin3d_t alone, tools/swin3d_net_twin.py's
+Swin3d (torchvision >= 0.15's SwinTransformer3d; Debian's torchvision 0.14
+has none) with the weights of --models' swin3d_t.safetensors (tools/export.py
+--torchvision swin3d_t), the inference forward of one random clip (1, 3, T,
+S, S) of --clip T,S (default 32,224) in every way of --precisions, as the
+image networks' (row "swin3d_t B=1 32x224x224"). --rss WAY measures,
+instead, the memory of that one way's inference in this process (one
+process per way: resident memory once the model is ready, the peak over
+two forwards, the process's peak), as bench_video.c's rss measures
+relattn's; --list-ways prints the ways of --precisions.
+
 Flops are not counted here: bench/summary.py takes them from bench.c's
 lines, the same work for both. --results FILE appends tab-separated lines:
     info    torch KEY VALUE
     time    torch ROW MEASURE KERNEL THREADS SETTING SECONDS 0 IMAGES
     fail    torch ROW MEASURE KERNEL THREADS SETTING REASON
     memory  torch ROW N BYTES_WITH_TABLES BYTES_WITHOUT
+    rss     torch ROW SETTING READY_KB FORWARD_PEAK_KB PROCESS_PEAK_KB
 """
 import argparse
 import contextlib
@@ -94,8 +106,10 @@ LAYERS = [
 ]
 MEASURES = ["core fwd", "core bwd", "fwd", "bwd", "fwd+bwd"]
 
-# name, also time a training step, image side
-NETS = [("swin_t", True, 224), ("vit_b_16", False, 224), ("swin_v2_t", True, 256)]
+# name, also time a training step, image side, video (--what video3d: clips
+# of --clip's T x S x S, S in place of the side)
+NETS = [("swin_t", True, 224, False), ("vit_b_16", False, 224, False),
+        ("swin_v2_t", True, 256, False), ("swin3d_t", False, 224, True)]
 PRECISION_NAMES = ("fp32", "bf16", "int8")
 # the quantized engines tried for int8, those of them PyTorch has
 INT8_ENGINES = ("fbgemm", "qnnpack", "onednn", "x86")
@@ -401,21 +415,44 @@ def precision_ways(model, precisions):
     return ways
 
 
-def bench_net(a, th, res, name, train, size):
+def load_net(a, name):
+    """The float32 model in eval mode with the weights of --models' file,
+    or None if the file is missing. swin3d_t: tools/swin3d_net_twin.py's
+    Swin3d (torchvision >= 0.15's SwinTransformer3d written again: Debian's
+    torchvision 0.14 has none), swin3d_t's widths by default."""
     import torchvision
     import st
     path = os.path.join(a.models, name + ".safetensors")
     if not os.path.exists(path):
         print("%-40s skipped: %s is missing" % (name, path))
-        return
+        return None
     tensors, _ = st.read(path)
-    model = getattr(torchvision.models, name)()
+    if name == "swin3d_t":
+        from swin3d_net_twin import Swin3d
+        model = Swin3d()
+    else:
+        model = getattr(torchvision.models, name)()
     model.load_state_dict({k: torch.from_numpy(v) for k, v in tensors.items()})
     del tensors
     for mod in model.modules():   # no stochastic depth in training: relattn's swin has none
         if isinstance(mod, torchvision.ops.StochasticDepth):
             mod.p = 0.0
-    model.eval()
+    return model.eval()
+
+
+def net_input(a, name, b, size, video):
+    """(row name without the precision, input shape): images (b, 3, S, S),
+    or one clip of --clip T,S (b is 1), named as bench.c names them."""
+    if video:
+        t, s = a.clip
+        return "%s B=%d %dx%dx%d" % (name, b, t, s, s), (b, 3, t, s, s)
+    return "%s B=%d" % (name, b), (b, 3, size, size)
+
+
+def bench_net(a, th, res, name, train, size, video):
+    model = load_net(a, name)
+    if model is None:
+        return
     for precision, way, make in precision_ways(model, a.precisions):
         m, dtype, context, failed, setting = None, torch.float32, None, None, way
         try:
@@ -425,9 +462,10 @@ def bench_net(a, th, res, name, train, size):
         except Exception as e:   # noqa: BLE001 (a way PyTorch refuses is a result)
             failed = one_line(e)
         splits = th.splits if precision == "fp32" else [th.splits[-1]]
-        for b in a.batches:
-            row = "%s B=%d" % (name, b) + ("" if precision == "fp32" else " " + precision)
-            x = torch.randn(b, 3, size, size).to(dtype)
+        for b in [1] if video else a.batches:
+            row, shape = net_input(a, name, b, size, video)
+            row += "" if precision == "fp32" else " " + precision
+            x = torch.randn(*shape).to(dtype)
             dy = torch.randn(b, 1000)
 
             def fwd():
@@ -474,13 +512,70 @@ def bench_net(a, th, res, name, train, size):
         model.zero_grad(set_to_none=True)   # no gradients in the next way's copy
 
 
+def rss_net(a, th, res, name, size, video, way_name):
+    """The memory of one way's inference in this process (run alone, one
+    process per way, as bench_video.c's rss): resident memory once the
+    model is ready (loaded, converted, the input made), the peak during two
+    forwards (VmHWM reset through /proc/self/clear_refs), the process's
+    peak over its life (ru_maxrss: loading included), in kB."""
+    import resource
+    model = load_net(a, name)
+    if model is None:
+        return
+    ways = [w for w in precision_ways(model, PRECISION_NAMES) if w[1] == way_name]
+    if not ways:
+        sys.exit("bench_torch.py: --rss %r is not a way of %s (--list-ways)" % (way_name, name))
+    precision, way, make = ways[0]
+    omp, blas = th.splits[-1]
+    th.use(omp, blas)
+    row, shape = net_input(a, name, 1, size, video)
+    row += "" if precision == "fp32" else " " + precision
+    setting = way + "; " + th.setting(omp, blas)
+    try:
+        t0 = time.perf_counter()
+        m, dtype, context = make()
+        x = torch.randn(*shape).to(dtype)
+        del model
+        t1 = time.perf_counter()
+        ready = _status_kb("VmRSS")
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        sec = []
+        with torch.no_grad(), stderr_to_null(way.endswith("engine qnnpack")):
+            for _ in range(2):
+                t = time.perf_counter()
+                if context:
+                    with context():
+                        m(x)
+                else:
+                    m(x)
+                sec.append(time.perf_counter() - t)
+    except Exception as e:   # noqa: BLE001 (a way PyTorch refuses is a result)
+        print("%-40s %s: failed: %s" % (row, way, one_line(e)))
+        res.line("fail", "torch", row, "rss", "torch", max(omp, blas), setting, one_line(e))
+        return
+    peak = _status_kb("VmHWM")
+    life = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print("%-32s %-40s ready %8.1f MiB, forward peak %8.1f MiB, process peak %8.1f MiB "
+          "(made in %.1f s; forwards %.2f s, %.2f s)" % (row, way, ready / 1024, peak / 1024,
+                                                       life / 1024, t1 - t0, sec[0], sec[1]))
+    res.line("rss", "torch", row, setting, ready, peak, life)
+
+
 # --------------------------------------------------------------------------
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--reps", type=int, default=9)
-    ap.add_argument("--what", choices=("all", "layers", "nets"), default="all")
+    ap.add_argument("--what", choices=("all", "layers", "nets", "video3d"), default="all",
+                    help="video3d: swin3d_t alone (one clip of --clip)")
+    ap.add_argument("--clip", default="32,224", help="video3d: T,S, clips (1, 3, T, S, S)")
+    ap.add_argument("--rss", metavar="WAY",
+                    help="only the memory of one way's inference (--list-ways) of the "
+                         "networks of --what, in this process")
+    ap.add_argument("--list-ways", action="store_true",
+                    help="print the ways of --precisions, one a line, and stop")
     ap.add_argument("--models", default=os.environ.get("RELATTN_BENCH_MODELS"))
     ap.add_argument("--batches", default="1,8")
     ap.add_argument("--rows", default="", help="only the rows whose name contains this")
@@ -495,6 +590,15 @@ def main():
     for v in a.precisions:
         if v not in PRECISION_NAMES:
             ap.error("--precisions: %s is not one of %s" % (v, ",".join(PRECISION_NAMES)))
+    try:
+        a.clip = [int(v) for v in a.clip.split(",")]
+        if len(a.clip) != 2 or min(a.clip) < 1:
+            raise ValueError
+    except ValueError:
+        ap.error("--clip T,S: two positive integers")
+    if a.list_ways:
+        print("\n".join(w[1] for w in precision_ways(None, a.precisions)))
+        return
     torch.manual_seed(0)
     th = Threads(a.threads)
     res = Results(a.results)
@@ -511,16 +615,22 @@ def main():
             print("load average: " + f.read().strip())
     except OSError:
         pass
+    video = a.what == "video3d"
+    if a.rss:
+        for name, train, size, v in NETS if a.models else []:
+            if a.rows in name and v == video:
+                rss_net(a, th, res, name, size, v, a.rss)
+        return
     if a.what != "layers":
         print("%-40s %-8s %-7s %10s %10s  %s" % ("network", "measure", "threads", "images/s",
                                                  "ms", "precision"))
         if not a.models:
             print("(no --models DIR or RELATTN_BENCH_MODELS: networks skipped)")
-        for name, train, size in NETS if a.models and a.precisions else []:
-            if a.rows in name:
-                bench_net(a, th, res, name, train, size)
+        for name, train, size, v in NETS if a.models and a.precisions else []:
+            if a.rows in name and v == video:
+                bench_net(a, th, res, name, train, size, v)
         print()
-    if a.what != "nets":
+    if a.what in ("all", "layers"):
         print("%-40s %-12s %-7s" % ("layer (ms)", "form", "threads") +
               "".join(" %9s" % ms for ms in MEASURES))
         for row in LAYERS:

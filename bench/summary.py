@@ -44,6 +44,15 @@ SCALING = 1.7           # largest thread count over 1 thread, every row and kern
 MEMORY_FLOOR = 64 << 10  # bytes: less is no memory at all (page granularity)
 NOTES = {"fwd+bwd": "training step; no stochastic depth on either side"}
 PRECISIONS = ("fp32", "bf16", "int8")
+# The video network's targets (issue 36, "as for swin_t"), on its row at
+# whatever clip the run measured ("swin3d_t B=1 32x224x224"): relattn's bf16
+# forward over its fp32 forward, and over PyTorch's best at any precision
+# and setting; the classify path's decoding + sampling + transform of one
+# clip at least as fast as the network's fastest forward (clips/s), so that
+# the network never waits on the decoder.
+VIDEO_NET = "swin3d_t B=1 "
+VIDEO_BF16_OVER_FP32 = 1.7
+VIDEO_BF16_OVER_TORCH = 1.5
 
 
 def precision_of(row):
@@ -60,6 +69,7 @@ def read(paths):
     info = defaultdict(set)
     peak, mem = defaultdict(dict), defaultdict(dict)   # peak[precision][threads]
     times, fails = [], defaultdict(list)
+    decode, rss = [], []   # bench_video.c's decode lines; both sides' rss lines
     for path in paths:
         with open(path) as f:
             for line in f:
@@ -75,15 +85,23 @@ def read(paths):
                     times.append(dict(side=side, row=row, measure=measure, kernel=kernel,
                                       threads=int(threads), setting=setting, s=float(s),
                                       flops=float(flops), images=int(images)))
+                elif p[0] == "decode":
+                    side, video, measure, threads, s, frames, clips = p[1:]
+                    decode.append(dict(video=video, measure=measure, threads=int(threads),
+                                       s=float(s), frames=int(frames), clips=int(clips)))
+                elif p[0] == "rss":
+                    side, row, setting, ready, top, life = p[1:]
+                    rss.append(dict(side=side, row=row, setting=setting, ready=int(ready),
+                                    peak=int(top), life=int(life)))
                 elif p[0] == "fail":   # a setting that refused the row
                     side, row, measure, kernel, threads, setting, reason = p[1:]
                     fails[(row, measure)].append(dict(side=side, setting=setting, reason=reason))
-    return info, peak, mem, times, fails
+    return info, peak, mem, times, fails, decode, rss
 
 
 class Bench:
     def __init__(self, paths):
-        self.info, self.peaks, self.mem, times, self.fails = read(paths)
+        self.info, self.peaks, self.mem, times, self.fails, self.decode, self.rss = read(paths)
         self.peak = self.peaks.get("fp32", {})   # {threads: (GFLOP/s, ISA)}
         self.rel = {(t["row"], t["measure"], t["kernel"], t["threads"]): t
                     for t in times if t["side"] == "relattn"}
@@ -137,13 +155,18 @@ def fpct(v):
     return "%.1f%%" % (100 * v) if v is not None else "-"
 
 
+def unit(row):
+    """What a network's row counts: clips of a video network, else images."""
+    return "clips/s" if row.startswith(VIDEO_NET) else "img/s"
+
+
 def speed(b, t):
-    """A record's speed: GFLOP/s, after images/s for a network."""
+    """A record's speed: GFLOP/s, after images/s (clips/s) for a network."""
     if t is None:
         return "-"
     g = b.gflops(t)
     gs = "%.1f GFLOP/s" % g if g else "%.1f ms" % (1e3 * t["s"])
-    return "%.2f img/s, %s" % (t["images"] / t["s"], gs) if t["images"] else gs
+    return "%.2f %s, %s" % (t["images"] / t["s"], unit(t["row"]), gs) if t["images"] else gs
 
 
 def mib(v):
@@ -234,7 +257,7 @@ NETWORK_HEAD = ["precision", "relattn", "of peak", "PyTorch best", "of peak", "r
 
 
 def images(t):
-    return "%.2f img/s" % (t["images"] / t["s"]) if t else "-"
+    return "%.2f %s" % (t["images"] / t["s"], unit(t["row"])) if t else "-"
 
 
 def peak_text(b, precision, threads):
@@ -264,7 +287,10 @@ def target_lines(b):
     lines = []
     targets = TARGETS + [(row, "bwd", "peak", LAYER_BWD_PEAK)
                          for row, measure in b.rows if measure == "bwd"]
+    measured = {k[0] for k in b.rel} | {k[1] for k in b.mem}
     for row, measure, kind, want in targets:
+        if row not in measured:   # a row this run left out (--what, --rows)
+            continue
         name = "%s, %s" % (row, measure)
         if measure in NOTES and " B=" in row:   # the networks' training step
             name += " (%s)" % NOTES[measure]
@@ -284,6 +310,7 @@ def target_lines(b):
                       "%s with %s" % (speed(b, t), t["setting"]) if t else "-",
                       fx(ratio), fpct(share), fx(b.scaling(row, measure)), wanted,
                       None if got is None else got >= want))
+    lines += video_target_lines(b)
     for kernel in sorted({k[2] for k in b.rel}, key=lambda k: k != b.kernel):
         if b.tn == b.t1:
             break
@@ -299,6 +326,101 @@ def target_lines(b):
                       "-", "-", "-", fx(worst[0]), "%s >= %.1fx" % (b.label_scaling(), SCALING),
                       below == 0))
     return lines
+
+
+def video_rows(b):
+    """The video network's fp32 forward rows the run measured."""
+    return [row for row, measure in b.rows
+            if row.startswith(VIDEO_NET) and measure == "fwd" and precision_of(row) == "fp32"]
+
+
+def video_target_lines(b):
+    """The video network's targets (VIDEO_*), as target_lines' tuples."""
+    lines = []
+    for row in video_rows(b):
+        f32 = b.relattn(row, "fwd")
+        bf = b.relattn(with_precision(row, "bf16"), "fwd")
+        pt = [b.torch.get((with_precision(row, p), "fwd", "torch")) for p in PRECISIONS]
+        best = min((t for t in pt if t), key=lambda t: t["s"], default=None)
+        r1 = f32["s"] / bf["s"] if f32 and bf else None
+        lines.append(("%s, fwd: bf16 over relattn's fp32" % row, speed(b, bf),
+                      "-", fx(r1), fpct(b.share(bf)) if bf else "-",
+                      fx(b.scaling(with_precision(row, "bf16"), "fwd")),
+                      ">= %.1fx relattn fp32 (%s)" % (VIDEO_BF16_OVER_FP32, speed(b, f32)),
+                      None if r1 is None else r1 >= VIDEO_BF16_OVER_FP32))
+        r2 = best["s"] / bf["s"] if best and bf else None
+        lines.append(("%s, fwd: bf16 over PyTorch's best (any precision)" % row, speed(b, bf),
+                      "%s: %s with %s" % (precision_of(best["row"]), speed(b, best),
+                                          best["setting"]) if best else "-",
+                      fx(r2), fpct(b.share(bf)) if bf else "-", "-",
+                      ">= %.1fx PyTorch's best" % VIDEO_BF16_OVER_TORCH,
+                      None if r2 is None else r2 >= VIDEO_BF16_OVER_TORCH))
+        # the network's fastest forward, relattn at N threads in any precision
+        net = [t for t in (b.relattn(with_precision(row, p), "fwd") for p in PRECISIONS) if t]
+        fast = min(net, key=lambda t: t["s"], default=None)
+        for d in b.decode:
+            if d["measure"] != "open+clips":
+                continue
+            cps = d["clips"] / d["s"]
+            ratio = cps * fast["s"] / fast["images"] if fast else None
+            lines.append(("%s: decoding + sampling + transform of one clip (%s), %d threads" % (
+                row, d["video"], d["threads"]),
+                "%.2f clips/s, %.1f frames/s" % (cps, d["frames"] / d["s"]), "-", fx(ratio),
+                "-", "-", ">= the network's fastest (%s, %s)" % (
+                    precision_of(fast["row"]), speed(b, fast)) if fast else ">= the network's",
+                None if ratio is None else ratio >= 1.0))
+    return lines
+
+
+def video_tables(b):
+    """[(title, head, [cells])]: the video network's memory, each side in a
+    process per precision (PyTorch: per way), and the decoding of its
+    clips beside its forward."""
+    out = []
+    if b.rss:
+        lines = [[r["side"], precision_of(r["row"]), "%.0f" % (r["ready"] / 1024),
+                  "%.0f" % (r["peak"] / 1024), "%.0f" % (max(r["life"], r["peak"]) / 1024),
+                  r["setting"]] for r in b.rss]
+        fails = [[f["side"], precision_of(row), "-", "-", "-",
+                  "%s: failed: %s" % (f["setting"], f["reason"])]
+                 for (row, measure), fs in b.fails.items() if measure == "rss" for f in fs]
+        row = b.rss[0]["row"]
+        if precision_of(row) != "fp32":
+            row = row.rsplit(" ", 1)[0]
+        out.append(("%s: resident memory of an inference (MiB), a process each: ready (the "
+                    "model loaded and converted, the input made), the peak over two forwards, "
+                    "the process's peak (loading included)" % row,
+                    ["side", "precision", "ready", "forward peak", "process peak", "setting"],
+                    lines + fails))
+    if b.decode:
+        lines = []
+        for d in b.decode:
+            lines.append([d["video"], d["measure"], "%.1f" % (1e3 * d["s"]),
+                          "%.1f" % (d["frames"] / d["s"]),
+                          "%.2f" % (d["clips"] / d["s"]) if d["clips"] else "-"])
+        for row in video_rows(b):
+            for p in PRECISIONS:
+                for side, t in (("relattn", b.relattn(with_precision(row, p), "fwd")),
+                                ("PyTorch best", b.torch.get((with_precision(row, p), "fwd",
+                                                              "torch")))):
+                    if t:
+                        lines.append(["the network, %s %s" % (side, p), "forward",
+                                      "%.1f" % (1e3 * t["s"]), "-",
+                                      "%.2f" % (t["images"] / t["s"])])
+        out.append(("decoding + sampling + transform of one clip (ra_video_open: the whole "
+                    "stream decoded and counted; ra_video_clips: the clip's frames decoded, "
+                    "RGB, transformed), beside the network's forward",
+                    ["what", "measure", "ms", "frames/s", "clips/s"], lines))
+    return out
+
+
+def print_video(b, tables):
+    for title, head, lines in tables:
+        print(title)
+        widths = [max(len(str(c)) for c in col) for col in zip(head, *lines)]
+        for cells in [head] + lines:
+            print("  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip())
+        print()
 
 
 def yes_no(met):
@@ -352,7 +474,7 @@ def machine_line(b):
                 one("relattn", "load").split(" ")[0] if b.info.get(("relattn", "load")) else "?"))
 
 
-def write_markdown(path, b, lines, tables):
+def write_markdown(path, b, lines, tables, vtables=()):
     head = ["target", "relattn (%d threads)" % b.tn, "PyTorch best (setting)", "ratio",
             "share of peak", b.label_scaling(), "target", "met"]
     with open(path, "w") as f:
@@ -371,6 +493,10 @@ def write_markdown(path, b, lines, tables):
                 f.write("| " + " | ".join(c.replace("|", "/") for c in cells) + " |\n")
             if notes:
                 f.write("\n" + "".join("- %s\n" % n.replace("|", "/") for n in notes))
+        for title, head, rows in vtables:
+            f.write("\n%s\n\n| %s |\n|%s\n" % (title, " | ".join(head), "---|" * len(head)))
+            for cells in rows:
+                f.write("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |\n")
 
 
 def main():
@@ -386,10 +512,12 @@ def main():
     print_all(b)
     tables = network_tables(b)
     print_networks(b, tables)
+    vtables = video_tables(b)
+    print_video(b, vtables)
     lines = target_lines(b)
     print_targets(b, lines)
     if a.markdown:
-        write_markdown(a.markdown, b, lines, tables)
+        write_markdown(a.markdown, b, lines, tables, vtables)
         print("markdown summary: " + a.markdown)
 
 

@@ -36,6 +36,10 @@ Models (random weights from --seed; no downloads):
   --torchvision swin_v2_t  torchvision.models.swin_v2_t (256 x 256, window 8),
                       metadata arch=swinv2; --torchvision swinv2 lets --set
                       choose the hyperparameters
+  --torchvision swin3d_t  torchvision >= 0.15's video swin3d_t as
+                      tools/swin3d_net_twin.py writes it again: its
+                      state_dict alone (no metadata; relattn infers arch
+                      swin3d); its --example is clips (B, 3, num_frames, H, W)
 
 --set KEY=VALUE overrides a constructor argument (repeatable), e.g.
 --set img_size=32 --set depths=2,2 --set num_heads=1,2. --init fixture
@@ -232,6 +236,40 @@ def example_swin_block_3d(m, hp, batch, size):
     return torch.randn(D, H, W, hp["dim"])
 
 
+# --------------------------------------------------------------------------
+# Video Swin (tools/swin3d_net_twin.py: torchvision >= 0.15's SwinTransformer3d)
+# --------------------------------------------------------------------------
+
+# torchvision's swin3d_t builder (400 Kinetics classes)
+SWIN3D_T = dict(patch_size=[2, 4, 4], in_chans=3, num_classes=400, embed_dim=96,
+                depths=[2, 2, 6, 2], num_heads=[3, 6, 12, 24], window_size=[8, 7, 7],
+                mlp_ratio=4.0, num_frames=32)
+
+
+def build_torchvision_swin3d(hp):
+    """The twin of torchvision's SwinTransformer3d with these
+    hyperparameters (swin3d_t's by default), its bias tables drawn as
+    torchvision draws them (truncated normal, std 0.02). No metadata: the
+    file is the state_dict torchvision would save, and relattn reads the
+    hyperparameters off its names and shapes (and, at swin3d_t's widths,
+    the builder's weights' transform), as of a downloaded checkpoint."""
+    from swin3d_net_twin import Swin3d
+    m = Swin3d(patch=hp["patch_size"], embed=hp["embed_dim"], depths=hp["depths"],
+               heads=hp["num_heads"], window=hp["window_size"], mlp_ratio=hp["mlp_ratio"],
+               classes=hp["num_classes"], in_chans=hp["in_chans"])
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            if name.endswith("relative_position_bias_table"):
+                torch.nn.init.trunc_normal_(p, std=0.02)
+    return m, None
+
+
+def example_swin3d(m, hp, batch, size):
+    """Clips (batch, C_in, num_frames, H, W), 224 x 224 or --size."""
+    H, W = size if size else (224, 224)
+    return torch.randn(batch, hp["in_chans"], hp["num_frames"], H, W)
+
+
 def swinv2_builders():
     import swinv2_twin as v2
     return v2
@@ -256,6 +294,8 @@ TORCHVISION = {
     # SwinV2 blocks and merging (tools/swinv2_twin.py); swin_v2_t at 256 x 256
     "swin_v2_t": (lambda hp: swinv2_builders().build_torchvision_swinv2(hp), example_swin, None),
     "swinv2": (lambda hp: swinv2_builders().build_torchvision_swinv2(hp), example_swin, None),
+    # Video Swin (tools/swin3d_net_twin.py), torchvision's names, no metadata
+    "swin3d_t": (build_torchvision_swin3d, example_swin3d, SWIN3D_T),
 }
 DEFAULTS_OF = {("arch", "swinv2"): "SWINV2_DEFAULTS",
                ("arch", "swinv2_window_attention"): "LAYER_DEFAULTS",
@@ -349,7 +389,7 @@ def main(argv=None):
     nbytes, sd = export(model, meta, args.out, args.naming)
     nparams = sum(p.numel() for p in model.parameters())
     print("%s: %s, %d tensors, %d parameters, %d bytes"
-          % (args.out, meta["arch"], len(sd), nparams, nbytes))
+          % (args.out, meta["arch"] if meta else "no metadata", len(sd), nparams, nbytes))
     if args.example:
         size = tuple(int(v) for v in args.size.split(",")) if args.size else None
         torch.manual_seed(common.seed_of(args.example))

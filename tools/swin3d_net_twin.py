@@ -87,6 +87,7 @@ class WindowAttention3d(nn.Module):
         if shifted:
             nw = g[0] * g[1] * g[2]
             mask = _region_mask((pt, ph, pw), win, sh)
+            mask = mask.to(a.dtype)   # as torchvision's, made in x's dtype (bfloat16 runs)
             a = (a.view(b, nw, self.heads, n, n) + mask[None, :, None]).view(-1, self.heads, n, n)
         x = (a.softmax(-1) @ v).transpose(1, 2).reshape(-1, n, c)
         x = self.proj(x)
