@@ -12,7 +12,8 @@
  *    same bits where the products are relattn's own; in bf16 and int8, y
  *    the forward's bits and the normalised last stage, pooled, y again; a
  *    features run (ra_run_create_features) gives the same names, shapes and
- *    bits; refusals (RA_ERR_ARG): a stage the model has not, 65 indices,
+ *    bits; with a head, the head on the pooled normalised last stage is
+ *    the forward's logits; refusals (RA_ERR_ARG): a stage the model has not, 65 indices,
  *    an unknown layout, prefix tokens; an input of the wrong channels or
  *    dimensions (RA_ERR_SHAPE).
  * 2. vit without head or pooling (global_pool "": y the final norm's
@@ -77,6 +78,61 @@ static double pooled_apart(const ra_tensor *t, const float *y) {
     return worst;
 }
 
+/* The parameter of m named name, or NULL. */
+static const float *param(ra_model *m, const char *name) {
+    for (int i = 0; i < ra_model_param_count(m); i++) {
+        const ra_param_info *p = ra_model_param(m, i);
+        if (!strcmp(p->name, name) && p->offset >= 0) return ra_model_weights(m) + p->offset;
+    }
+    return NULL;
+}
+
+/* meta (a network without head) with a head of K classes: the last
+ * stage's map through the final norm, pooled, then through head.weight
+ * and head.bias, is the forward's logits. */
+static void logits_from_last_stage(const char *const *meta, int nmeta, int x_ndim,
+                                   const int64_t *xs, const float *x) {
+    enum { K = 5 };
+    const char *with[64];
+    memcpy(with, meta, (size_t)(2 * nmeta) * sizeof *with);
+    for (int k = 0; k < 2 * nmeta; k += 2)
+        if (!strcmp(with[k], "num_classes")) with[k + 1] = "5";
+    ra_model *m = NULL;
+    float *y = NULL;
+    ra_tensor *t = NULL;
+    int nd = 0, nt = 0;
+    int64_t ys[4];
+    ra_features_options fin = {.count = 1, .index = {-1}, .norm = RA_FEATURES_NORM_FINAL};
+    ra_status st = ra_model_create(&m, with, nmeta, 5);
+    if (!st) st = ra_model_forward(m, &y, &nd, ys, x, x_ndim, xs);
+    if (!st) st = ra_model_features(m, &t, &nt, NULL, NULL, NULL, x, x_ndim, xs, &fin);
+    const float *hw = m ? param(m, "head.weight") : NULL, *hb = m ? param(m, "head.bias") : NULL;
+    CHECK(st == RA_OK && nt == 1 && hw && hb && nd == 2 && ys[1] == K, "%s with a head: %s",
+          meta[1], ra_last_error());
+    if (!st && nt == 1 && hw && hb) {
+        const int64_t B = t->shape[0], C = t->shape[t->ndim - 1], P = numel(t) / (B * C);
+        double worst = 0, scale = 0;
+        for (int64_t b = 0; b < B; b++)
+            for (int k = 0; k < K; k++) {
+                double z = hb[k];
+                for (int64_t ch = 0; ch < C; ch++) {
+                    double sum = 0;
+                    for (int64_t p = 0; p < P; p++) sum += t->data[(b * P + p) * C + ch];
+                    z += hw[k * C + ch] * sum / (double)P;
+                }
+                worst = fmax(worst, fabs(z - y[b * K + k]));
+                scale = fmax(scale, fabs(z));
+            }
+        printf("%s: the head on the pooled last stage: %.3g from the logits (of %.3g)\n",
+               meta[1], worst, scale);
+        CHECK(scale > 0 && worst <= 1e-5 * scale, "%s: the head on the pooled last stage is "
+              "%.3g from the logits", meta[1], worst);
+    }
+    ra_features_free(t, nt);
+    free(y);
+    ra_model_free(m);
+}
+
 /* A network without head (y: the mean of the final norm's tokens, (B, C)),
  * its stages' maps of x (x_ndim dims: images or clips) against what they
  * must be whatever the weights: want[s] the NHWC shape of stage s (x_ndim
@@ -85,7 +141,8 @@ static double pooled_apart(const ra_tensor *t, const float *y) {
  * maps on 1 thread and on 3 (shards) the same bits where the products are
  * relattn's own; in bf16 and int8, y the forward's bits and the normalised
  * last stage, pooled, y again; a features run (ra_run) gives the same maps;
- * the refusals. */
+ * the same model with a head: its logits from the last stage; the
+ * refusals. */
 static void network(const char *const *meta, int nmeta, int x_ndim, const int64_t *xs,
                     int nst, const int64_t want[][5]) {
     const char *arch = meta[1];
@@ -232,6 +289,7 @@ static void network(const char *const *meta, int nmeta, int x_ndim, const int64_
     CHECK(ra_model_features(m, &e, &ne, NULL, NULL, NULL, x, x_ndim - 1, xs, NULL) ==
               RA_ERR_SHAPE, "%s: x of %d dims", arch, x_ndim - 1);
     CHECK(e == NULL && ne == 0, "%s: a refusal left maps", arch);
+    logits_from_last_stage(meta, nmeta, x_ndim, xs, x);
     ra_features_free(a, na), ra_features_free(b, nb), ra_features_free(c, nc);
     ra_features_free(d, ndd);
     free(y), free(y2), free(x);
