@@ -89,28 +89,22 @@ def twin_swin_stages(m, x):
     return out, m.norm
 
 
-def stage_outputs(features, x, first):
-    """The outputs of children first, first + 2, ... of a Sequential of
-    stages and mergings, run child by child."""
-    out = []
-    for i, child in enumerate(features):
-        x = child(x)
-        if i % 2 == first:
-            out.append(x)
-    return out
-
-
 def torchvision_swin_stages(m, x):
-    """torchvision's SwinTransformer: features[2s + 1]'s outputs (NHWC as
-    its stages are; features[0] is the stem)."""
-    return stage_outputs(m.features, x, 1), m.norm
+    """torchvision's SwinTransformer: features[2s + 1]'s outputs, child by
+    child (NHWC as its stages are)."""
+    out = []
+    for i, child in enumerate(m.features):
+        x = child(x)
+        if i % 2 == 1:
+            out.append(x)
+    return out, m.norm
 
 
 def twin_swin3d_stages(m, x):
     """tools/swin3d_net_twin.py, torchvision's SwinTransformer3d: the
     outputs of features[2s] (the stages; features[2s + 1] the merging, the
     stem patch_embed apart), (B, T, H, W, C)."""
-    return stage_outputs(m.features, m.patch_embed(x), 0), m.norm
+    return m.stages(x), m.norm
 
 
 def twin_vit_blocks(m, x):
