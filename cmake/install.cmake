@@ -114,8 +114,8 @@ if(RELATTN_TESTS AND NOT RELATTN_SANITIZE AND NOT RELATTN_TSAN AND NOT RELATTN_F
   relattn_python_test(test_finetune_opts test_finetune_opts.py $<TARGET_FILE:relattn_cli>
                       ${RA_SRC}/python)
   set_tests_properties(test_finetune_opts PROPERTIES TIMEOUT 900)
-  # the feature maps of swin, swinv2 and vit (forward --features, Model.features)
-  # against the twins and torchvision's own networks, stage by stage
+  # the feature maps of swin, swinv2, swin3d and vit (forward --features,
+  # Model.features) against the twins and torchvision's own networks, stage by stage
   relattn_python_test(test_features_torch test_features.py $<TARGET_FILE:relattn_cli>
                       ${RA_SRC}/python)
   set_tests_properties(test_features_torch PROPERTIES TIMEOUT 600)

@@ -1412,7 +1412,7 @@ ra_status ra_swin_attention_maps(const ra_model *m, float *maps, int *gh, int *g
  *   forward           y; with RA_RUN_FORWARD_ATTN also attn (B_, nH, N1, N2)
  *                     (attention layers only, at most RA_MAX_ATTN_MAP floats)
  *   features          y, then features.I (and features.I.prefix) of
- *                     ra_model_features (swin, swinv2, vit)
+ *                     ra_model_features (swin, swinv2, swin3d, vit)
  *   backward          y, grad.x (grad.q, and grad.kv when kv was given), and
  *                     grad.NAME for every parameter (NAME: the canonical name
  *                     for attention layers, the file's own name for networks)
@@ -1436,6 +1436,10 @@ typedef struct ra_tensor {
  *                 which is the output of torchvision's features[2s + 1],
  *                 of timm's layers.s (features_only, forward_intermediates)
  *                 and transformers' hidden_states_before_downsampling[s]
+ *   swin3d        stage s's output as swin's (torchvision's features[2s]
+ *                 of SwinTransformer3d), (B, T', H', W', C) channels last:
+ *                 the unpadded patch grid, H' and W' halved (rounded up) by
+ *                 each merging
  *   vit           block i's output (timm's forward_intermediates), the
  *                 prefix tokens (class, registers) apart
  * Indices count from 0 (stages, blocks); a negative one counts from the
@@ -1448,7 +1452,7 @@ typedef struct ra_tensor {
 #define RA_MAX_FEATURES 64
 
 typedef enum ra_layout {
-    RA_LAYOUT_DEFAULT = 0,   /* swin: NHWC (transformers backbone: NCHW); vit: NCHW */
+    RA_LAYOUT_DEFAULT = 0,   /* swin, swin3d: NHWC (transformers backbone: NCHW); vit: NCHW */
     RA_LAYOUT_NHWC = 1,      /* channels last (B, H, W, C): torchvision's stages */
     RA_LAYOUT_NCHW = 2,      /* channels first (B, C, H, W): timm's forward_intermediates */
     RA_LAYOUT_NLC = 3        /* tokens (B, H*W, C): timm's output_fmt='NLC' */
@@ -1459,14 +1463,15 @@ typedef enum ra_features_norm {
                                      hidden_states_norms, else none */
     RA_FEATURES_NORM_NONE = 1,    /* the maps as the blocks leave them */
     RA_FEATURES_NORM_FINAL = 2    /* timm's norm=True: the final norm on the
-                                     last stage of a Swin, on every block of a
-                                     ViT (a ViT without that norm: none) */
+                                     last stage of a Swin (Video Swin too), on
+                                     every block of a ViT (a ViT without that
+                                     norm: none) */
 } ra_features_norm;
 
 typedef struct ra_features_options {
     int all;                      /* every stage or block (timm's indices=None) */
     int count;                    /* indices given; 0 (and all 0): the default maps */
-    int index[RA_MAX_FEATURES];   /* stages (swin, swinv2) or blocks (vit) */
+    int index[RA_MAX_FEATURES];   /* stages (swin, swinv2, swin3d) or blocks (vit) */
     ra_layout layout;
     ra_features_norm norm;
     int prefix_tokens;            /* vit: also the prefix tokens of each map,
@@ -1474,7 +1479,8 @@ typedef struct ra_features_options {
 } ra_features_options;
 
 /* The feature maps of images x (B, C_in, H, W) for a swin, swinv2 or vit
- * model, from the one forward that also gives y (as ra_model_forward's;
+ * model, of clips x (B, C_in, T, H, W) for a swin3d model, from the one
+ * forward that also gives y (as ra_model_forward's;
  * y may be NULL: not wanted). o NULL: the defaults. *maps gets *nmaps
  * tensors named "features.I" (I the absolute stage or block) and, with
  * prefix_tokens, "features.I.prefix" after each; free them with

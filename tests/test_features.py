@@ -1,4 +1,4 @@
-"""test_features.py - the feature maps of swin, swinv2 and vit (a network as
+"""test_features.py - the feature maps of swin, swinv2, swin3d and vit (a network as
 a backbone: `relattn forward --features`, Python's Model.features, the C
 API's ra_model_features through ra_run) against PyTorch, map by map:
 
@@ -12,6 +12,11 @@ API's ra_model_features through ra_run) against PyTorch, map by map:
   - torchvision 0.14's own SwinTransformer (v1 and v2 blocks) and
     VisionTransformer: the output of features[2s + 1], run child by child,
     and of encoder.layers[i];
+  - the Video Swin network (swin3d) against tools/swin3d_net_twin.py,
+    torchvision's SwinTransformer3d (>= 0.15, which Debian's 0.14 lacks):
+    the output of features[2s], run child by child, (B, T, H, W, C) and
+    (B, C, T, H, W), on clips whose T, H and W are no multiples of the
+    patch or the window (the maps unpadded as torchvision's), a batch of 2;
   - NHWC, NCHW and NLC; an image that is no multiple of the window (the
     padded windows) or of the patch (torchvision's crop); a batch of 3 on 2
     threads (shards) and on 1.
@@ -56,11 +61,12 @@ def compare(label, got, want):
 
 
 def layout(t, fmt):
-    """t (B, H, W, C) as fmt."""
+    """t channels last, (B, H, W, C) or (B, T, H, W, C), as fmt."""
+    last = t.dim() - 1
     if fmt == "nchw":
-        return t.permute(0, 3, 1, 2)
+        return t.permute(0, last, *range(1, last))
     if fmt == "nlc":
-        return t.reshape(t.shape[0], -1, t.shape[3])
+        return t.reshape(t.shape[0], -1, t.shape[last])
     return t
 
 
@@ -92,6 +98,13 @@ def torchvision_swin_stages(m, x):
         if i % 2 == 1:
             out.append(x)
     return out, m.norm
+
+
+def twin_swin3d_stages(m, x):
+    """tools/swin3d_net_twin.py, torchvision's SwinTransformer3d: the
+    outputs of features[2s] (the stages; features[2s + 1] the merging, the
+    stem patch_embed apart), (B, T, H, W, C)."""
+    return m.stages(x), m.norm
 
 
 def twin_vit_blocks(m, x):
@@ -323,6 +336,20 @@ try:
     with torch.no_grad():
         y = m(xi)
     run_vit("torchvision vit", path, m, torchvision_vit_blocks, xi, y)
+
+    # Video Swin (swin3d): torchvision's SwinTransformer3d as the twin writes
+    # it, its state_dict as a .pth; clips of 5 x 19 x 23 (patch 2 x 4 x 4:
+    # a 3 x 5 x 6 grid, the window 2 x 3 x 3 padding T and H, clamped on the
+    # last stages)
+    from swin3d_net_twin import Swin3d
+    m = Swin3d(patch=(2, 4, 4), embed=24, depths=(1, 1, 2, 1), heads=(2, 2, 4, 4),
+               window=(2, 3, 3), classes=5).randomize(7).eval()
+    path = os.path.join(tmp, "swin3d.pth")
+    torch.save(m.state_dict(), path)
+    xc = torch.randn(2, 3, 5, 19, 23, generator=g)
+    with torch.no_grad():
+        y = m(xc)
+    run_swin("swin3d twin", path, m, twin_swin3d_stages, xc, y)
 
     # transformers' SwinBackbone (a folder: config.json with out_features,
     # hidden_states_norms.* in the weights) and Swinv2Backbone

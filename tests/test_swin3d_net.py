@@ -17,7 +17,8 @@ here (random weights, norms included), in a temporary directory:
      as the original;
   3. bf16 and int8 (--precision): the products of the Linear layers as
      relattn's scalar reference path computes them, against the twin with
-     the same roundings (tools/precision_twin.py's);
+     the same roundings (tools/precision_twin.py's): the logits, and each
+     stage's feature map (forward --features) against the twin's stages;
   4. inconsistent files are refused with one line and exit 65.
 Exit 77 (skipped) without PyTorch, or a failure with RELATTN_REQUIRE_TORCH=1.
   5. `relattn convert --inflate swin3d` of a 2-D Swin (a fixture) against
@@ -131,12 +132,27 @@ def test_exact(tmp):
                 check(False, "config %d %s: backward failed" % (ci, form))
 
 
+def moved_as_twin(label, r, f, tw):
+    """relattn's r in a reduced precision against fp32's f and the twin's
+    tw in that precision: r moves from f by what the twin does (0.5x to
+    2x) and stays as close to the twin (test_precision.sh's criterion: a
+    reduced precision turns on values at rounding boundaries, which the
+    last bit of a float32 sum moves). The three distances (relative)."""
+    n2 = np.linalg.norm
+    r, f, tw = (np.asarray(a, dtype=np.float64) for a in (r, f, tw))
+    if r.shape != f.shape:
+        check(False, "%s: shape %s, fp32's %s" % (label, r.shape, f.shape))
+        return 0.0, 0.0, 0.0
+    et, er, d = n2(tw - f) / n2(f), n2(r - f) / n2(f), n2(r - tw) / n2(tw)
+    check(0.5 * et <= er <= 2 * et and d <= 2 * et,
+          "%s: relattn %.2e, twin %.2e, apart %.2e" % (label, er, et, d))
+    return er, et, d
+
+
 def test_precisions(tmp):
     """--precision bf16 / int8 against the twin with the same rounding
-    points (tools/precision_twin.py): relattn must move the logits from
-    fp32 by what the twin does (0.5x to 2x) and stay as close to the twin
-    (test_precision.sh's criterion: a reduced precision turns on values at
-    rounding boundaries, which the last bit of a float32 sum moves)."""
+    points (tools/precision_twin.py), moved_as_twin's criterion: the logits,
+    and each stage's feature map (forward --features all)."""
     n2 = np.linalg.norm
     for ci, (cfg, shape) in enumerate(CONFIGS[:2]):
         torch.manual_seed(20 + ci)
@@ -159,11 +175,9 @@ def test_precisions(tmp):
                 check(False, "config %d %s: forward failed" % (ci, p))
                 continue
             r = st.read(out)[0]["y"].astype(np.float64)
-            et, er, d = n2(tw - f) / n2(f), n2(r - f) / n2(f), n2(r - tw) / n2(tw)
+            er, et, d = moved_as_twin("config %d %s" % (ci, p), r, f, tw)
             print("config %d %s: relattn moves the logits by %.2e, the twin by %.2e; they differ "
                   "by %.2e" % (ci, p, er, et, d))
-            check(0.5 * et <= er <= 2 * et and d <= 2 * et,
-                  "config %d %s: relattn %.2e, twin %.2e, apart %.2e" % (ci, p, er, et, d))
             # the scalar reference kernels (RELATTN_KERNEL=ref): the same rounding
             # points, the sums in another order
             ref = os.path.join(tmp, "pr.safetensors")
@@ -174,6 +188,19 @@ def test_precisions(tmp):
                 print("config %d %s: the reference path is %.2e from the default kernels"
                       % (ci, p, dr))
                 check(dr <= 2 * et, "config %d %s: reference path %.2e apart" % (ci, p, dr))
+            # the feature maps from the forward in that precision, on 2 threads
+            if run("forward", path, inp, "-o", out, "--precision", p, "--features", "all",
+                   "--threads", 2).returncode == 0:
+                maps = st.read(out)[0]
+                with torch.no_grad():
+                    fs, ts = m.stages(x), t.stages(x)
+                for s, (fm, tm) in enumerate(zip(fs, ts)):
+                    got = maps.get("features.%d" % s, np.zeros(0))
+                    ms = moved_as_twin("config %d %s stage %d" % (ci, p, s), got, fm, tm)
+                    print("config %d %s stage %d: relattn moves the map by %.2e, the twin by "
+                          "%.2e; they differ by %.2e" % ((ci, p, s) + ms))
+            else:
+                check(False, "config %d %s: forward --features failed" % (ci, p))
         # training in bf16: the gradient moves from fp32's by the precision's step,
         # on the default kernels and on the reference path alike
         inb = os.path.join(tmp, "pb.safetensors")

@@ -12,7 +12,8 @@ those weights maps them.
     from swin3d_net_twin import Swin3d, to_official, from_official
     m = Swin3d(patch=(2, 4, 4), embed=16, depths=(1, 2), heads=(2, 4),
                window=(2, 3, 3), classes=5)
-    y = m(x)          # x (B, C_in, T, H, W)"""
+    y = m(x)          # x (B, C_in, T, H, W)
+    maps = m.stages(x)  # each stage's output (B, T', H', W', C)"""
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -164,6 +165,15 @@ class Swin3d(nn.Module):
     def forward(self, x):
         x = self.norm(self.features(self.patch_embed(x)))
         return self.head(x.mean(dim=(1, 2, 3)))
+
+    def stages(self, x):
+        """Each stage's output (B, T', H', W', C), features[2s]'s, before the
+        next merging and the final norm: the feature maps relattn hands out."""
+        maps, t = [], self.patch_embed(x)
+        for i, child in enumerate(self.features):
+            t = child(t)
+            maps += [t] if i % 2 == 0 else []
+        return maps
 
     def randomize(self, seed, scale=0.5):
         """Every parameter random (norms around 1), the buffers kept."""

@@ -224,14 +224,16 @@ class Model:
         return "relattn.Model(%r, arch=%r)" % (self.path, self.arch)
 
     def features(self, x, indices=None, layout=None, norm=None, prefix_tokens=False):
-        """The feature maps of images x (B, C, H, W) (swin, swinv2, vit), from
-        the forward that also gives y: {"y", "features.I", ...} as `relattn
-        forward --features` writes them (docs/reference.md, section 3).
-        indices: stages (swin) or blocks (vit) from 0, negative from the end,
-        "all", or None for the model's default (every stage of a Swin, a
-        SwinBackbone's out_indices, a ViT's last 3 blocks); layout: "nhwc",
-        "nchw", "nlc" or None (NHWC for swin, NCHW for vit and a
-        SwinBackbone); norm: None (the model's: a SwinBackbone's own
+        """The feature maps of images x (B, C, H, W) (swin, swinv2, vit) or
+        clips x (B, C, T, H, W) (swin3d), from the forward that also gives y:
+        {"y", "features.I", ...} as `relattn forward --features` writes them
+        (docs/reference.md, section 3). indices: stages (swin, swin3d) or
+        blocks (vit) from 0, negative from the end, "all", or None for the
+        model's default (every stage of a Swin, a SwinBackbone's
+        out_indices, a ViT's last 3 blocks); layout: "nhwc", "nchw", "nlc"
+        or None (NHWC for swin and swin3d, NCHW for vit and a SwinBackbone;
+        a swin3d map is (B, T, H, W, C) channels last, (B, C, T, H, W)
+        channels first); norm: None (the model's: a SwinBackbone's own
         norms), "none" or "final" (timm's norm=True); prefix_tokens: a ViT's
         class and register tokens too, as "features.I.prefix"."""
         o = FeaturesOptions()

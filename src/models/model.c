@@ -11,6 +11,7 @@
  * buffer with named pointers into it.
  * How an arch plugs in: models/model.h; which archs there are: registry.c. */
 #include "models/model.h"
+#include "base/arena.h"
 #include "nn/precision.h"
 
 
@@ -516,20 +517,61 @@ ra_status ra_model_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_
 
 /* ---- feature maps --------------------------------------------------------- */
 
-void rai_feat_write(float *out, ra_layout layout, const float *tok, int B, int64_t hw, int C) {
+void rai_feat_write(float *out, ra_layout layout, const float *tok, int B, int64_t L, int C) {
     if (layout != RA_LAYOUT_NCHW) {
-        memcpy(out, tok, (size_t)B * (size_t)hw * (size_t)C * sizeof *out);
+        memcpy(out, tok, (size_t)B * (size_t)L * (size_t)C * sizeof *out);
         return;
     }
-    for (int b = 0; b < B; b++) {   /* (hw, C) -> (C, hw), in tiles of 16 tokens */
-        const float *t = tok + (int64_t)b * hw * C;
-        float *o = out + (int64_t)b * hw * C;
-        for (int64_t p0 = 0; p0 < hw; p0 += 16) {
-            const int64_t p1 = p0 + 16 < hw ? p0 + 16 : hw;
+    for (int b = 0; b < B; b++) {   /* (L, C) -> (C, L), in tiles of 16 tokens */
+        const float *t = tok + (int64_t)b * L * C;
+        float *o = out + (int64_t)b * L * C;
+        for (int64_t p0 = 0; p0 < L; p0 += 16) {
+            const int64_t p1 = p0 + 16 < L ? p0 + 16 : L;
             for (int c = 0; c < C; c++)
-                for (int64_t p = p0; p < p1; p++) o[(int64_t)c * hw + p] = t[p * C + c];
+                for (int64_t p = p0; p < p1; p++) o[(int64_t)c * L + p] = t[p * C + c];
         }
     }
+}
+
+void rai_feat_shape(rai_feat *f, int i, int64_t B, int nsp, const int64_t *sp, int64_t C) {
+    int64_t *d = f->shape[i], L = 1;
+    for (int k = 0; k < nsp; k++) L *= sp[k];
+    d[0] = B;
+    if (f->layout == RA_LAYOUT_NLC) {
+        f->ndim[i] = 3, d[1] = L, d[2] = C;
+    } else {   /* the sides after B (NHWC) or after C (NCHW) */
+        const int first = f->layout == RA_LAYOUT_NCHW;
+        f->ndim[i] = 2 + nsp;
+        d[first ? 1 : 1 + nsp] = C;
+        for (int k = 0; k < nsp; k++) d[1 + first + k] = sp[k];
+    }
+    f->per[i] = L * C;
+}
+
+int rai_feat_find(const rai_feat *f, int at) {
+    for (int i = 0; i < f->n; i++)
+        if (f->at[i] == at) return i;
+    return -1;
+}
+
+ra_status rai_feat_put(const rai_feat *f, int i, rai_arena *a, const float *tok, int B,
+                       int64_t L, int C, const float *nw, const float *nb, float eps) {
+    const int64_t rows = B * L;
+    if (!nw) {
+        rai_feat_write(f->out[i], f->layout, tok, B, L, C);
+        return RA_OK;
+    }
+    if (f->layout != RA_LAYOUT_NCHW) {   /* the rows are the map's */
+        ra_layernorm_forward(f->out[i], NULL, NULL, tok, nw, nb, rows, C, eps);
+        return RA_OK;
+    }
+    const size_t mark = rai_arena_mark(a);
+    float *t = rai_arena_floats(a, (size_t)(rows * C));
+    if (!t) return rai_fail(RA_ERR_NOMEM, "features: out of memory for a normalised map");
+    ra_layernorm_forward(t, NULL, NULL, tok, nw, nb, rows, C, eps);
+    rai_feat_write(f->out[i], f->layout, t, B, L, C);
+    rai_arena_reset(a, mark);
+    return RA_OK;
 }
 
 ra_status rai_feat_indices(rai_feat *f, const ra_features_options *o, const int *def, int ndef,
@@ -581,7 +623,7 @@ ra_status ra_model_features(const ra_model *m, ra_tensor **maps, int *nmaps, flo
     *maps = NULL, *nmaps = 0;
     if (y) *y = NULL;
     if (!m->ops->features_plan || !m->ops->forward_features)
-        return rai_fail(RA_ERR_ARG, "%s has no feature maps (swin, swinv2 and vit have)",
+        return rai_fail(RA_ERR_ARG, "%s has no feature maps (swin, swinv2, swin3d and vit have)",
                         m->ops->name);
     rai_feat *f = calloc(1, sizeof *f);
     if (!f) return rai_fail(RA_ERR_NOMEM, "model features: out of memory");

@@ -25,8 +25,8 @@ typedef struct rai_arch_ops rai_arch_ops;
 /* The feature maps one forward hands out (ra_model_features): planned by
  * ops->features_plan for an input's shape, filled by ops->forward_features,
  * the same forward as ops->forward with a hand-out point after each stage
- * (Swin) or block (ViT). A 3-D network plugs in the same way, its maps of
- * 5 dimensions (B, T, H, W, C) / (B, C, T, H, W). */
+ * (Swin, Video Swin) or block (ViT). A 3-D network's maps have 5
+ * dimensions, (B, T, H, W, C) / (B, C, T, H, W). */
 enum { RAI_FEAT_NORM_NONE, RAI_FEAT_NORM_FINAL, RAI_FEAT_NORM_MODEL };
 typedef struct rai_feat {
     int n;                              /* maps */
@@ -42,9 +42,22 @@ typedef struct rai_feat {
     float *pre[RA_MAX_FEATURES];        /* its prefix tokens (B, prefix, C), or NULL */
 } rai_feat;
 
-/* tok (B, h*w, C) token rows of a map into out in f's layout (NHWC and NLC
- * the rows as they are, NCHW transposed per sample). */
-void rai_feat_write(float *out, ra_layout layout, const float *tok, int B, int64_t hw, int C);
+/* tok (B, L, C) token rows of a map into out in f's layout (NHWC and NLC
+ * the rows as they are, NCHW transposed per sample): L is h*w of a 2-D
+ * map, T*h*w of a 3-D one, whose channels-first layout is the same
+ * transpose. */
+void rai_feat_write(float *out, ra_layout layout, const float *tok, int B, int64_t L, int C);
+/* Map i's shape in f's layout for B samples of nsp sides sp (h, w or
+ * T, h, w) and C channels: (B, sp.., C), (B, C, sp..) or (B, L, C); and
+ * its floats per sample. */
+void rai_feat_shape(rai_feat *f, int i, int64_t B, int nsp, const int64_t *sp, int64_t C);
+/* The map f wants of stage or block at (its index in f), or -1. */
+int rai_feat_find(const rai_feat *f, int at);
+/* tok (B, L, C) into map i of f, through the LayerNorm (nw, nb, eps) first
+ * when nw is not NULL (its scratch from a, released). */
+struct rai_arena;
+ra_status rai_feat_put(const rai_feat *f, int i, struct rai_arena *a, const float *tok, int B,
+                       int64_t L, int C, const float *nw, const float *nb, float eps);
 /* The indices of o (count 0: def[0..ndef-1]) resolved against n stages or
  * blocks (negative from the end) into f->at, ascending and once each:
  * RA_ERR_ARG naming an index out of range, or for a layout or norm o's

@@ -181,6 +181,10 @@ static ra_status create_layer(ra_run *r, const ra_tensor *in, int n) {
     return RA_OK;
 }
 
+static ra_status no_maps(const char *arch) {
+    return rai_fail(RA_ERR_ARG, "%s has no feature maps (swin, swinv2, swin3d and vit have)", arch);
+}
+
 static ra_status create_network(ra_run *r, const ra_tensor *in, int n) {
     const char *arch = arch_of(r->m);
     const int is3d = ra_model_arch(r->m) == RA_ARCH_SWIN_BLOCK_3D;
@@ -192,7 +196,7 @@ static ra_status create_network(ra_run *r, const ra_tensor *in, int n) {
         return rai_fail(RA_ERR_ARG, "the attention map is for a single attention layer, not %s",
                         arch);
     if (r->mode == RA_RUN_FEATURES && is3d)
-        return rai_fail(RA_ERR_ARG, "%s has no feature maps (swin, swinv2 and vit have)", arch);
+        return no_maps(arch);
     r->x = find(in, n, "x");
     r->kv = find(in, n, "kv");
     r->dy = find(in, n, "dy");
@@ -228,7 +232,7 @@ static ra_status create_network(ra_run *r, const ra_tensor *in, int n) {
         const rai_arch_ops *ops = r->m->ops;
         st = ops->features_plan
                  ? ops->features_plan(r->m, f, &r->fo, r->x->ndim, r->x->shape)
-                 : rai_fail(RA_ERR_ARG, "%s has no feature maps (swin, swinv2 and vit have)", arch);
+                 : no_maps(arch);
         r->nmaps_max = f->n * (f->per_prefix ? 2 : 1);
         free(f);
         if (st) return st;
@@ -257,8 +261,7 @@ static ra_status run_create(ra_run **out, ra_model *m, ra_run_mode mode,
     if (mode == RA_RUN_BACKWARD && !ra_model_attn(m) && !ra_model_trainable(m))
         return rai_fail(RA_ERR_ARG, "%s has no backward", arch_of(m));
     if (mode == RA_RUN_FEATURES && ra_model_attn(m))
-        return rai_fail(RA_ERR_ARG, "%s has no feature maps (swin, swinv2 and vit have)",
-                        arch_of(m));
+        return no_maps(arch_of(m));
     ra_run *r = calloc(1, sizeof *r);
     if (!r) return rai_fail(RA_ERR_NOMEM, "out of memory");
     r->m = m, r->mode = mode;

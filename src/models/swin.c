@@ -944,28 +944,12 @@ static ra_status net_merge(const swin_net *n, swin_tape *t, int s, rai_arena *a,
  * only; a transformers SwinBackbone its hidden_states_norms of the stage. */
 static ra_status net_feature(const swin_net *n, const rai_feat *f, int s, rai_arena *a,
                              const float *tok, int B, int h, int w, int C) {
-    int i = 0;
-    while (i < f->n && f->at[i] != s) i++;
-    if (i == f->n) return RA_OK;
+    const int i = rai_feat_find(f, s);
+    if (i < 0) return RA_OK;
     const float *nw = NULL, *nb = NULL;
     if (f->norm == RAI_FEAT_NORM_FINAL && s == n->nstages - 1) nw = n->head.nw, nb = n->head.nb;
     if (f->norm == RAI_FEAT_NORM_MODEL) nw = n->out_nw[s], nb = n->out_nb[s];
-    const int64_t hw = (int64_t)h * w, rows = B * hw;
-    if (!nw) {
-        rai_feat_write(f->out[i], f->layout, tok, B, hw, C);
-        return RA_OK;
-    }
-    if (f->layout != RA_LAYOUT_NCHW) {   /* the rows are the map's */
-        ra_layernorm_forward(f->out[i], NULL, NULL, tok, nw, nb, rows, C, SWIN_EPS);
-        return RA_OK;
-    }
-    const size_t mark = rai_arena_mark(a);
-    float *t = rai_arena_floats(a, (size_t)(rows * C));
-    if (!t) return nomem();
-    ra_layernorm_forward(t, NULL, NULL, tok, nw, nb, rows, C, SWIN_EPS);
-    rai_feat_write(f->out[i], f->layout, t, B, hw, C);
-    rai_arena_reset(a, mark);
-    return RA_OK;
+    return rai_feat_put(f, i, a, tok, B, (int64_t)h * w, C, nw, nb, SWIN_EPS);
 }
 
 /* The network's forward: x (B, Cin, H, W) images -> y (B, num_classes)
@@ -1064,15 +1048,7 @@ static ra_status net_features_plan(const ra_model *m, rai_feat *f, const ra_feat
                             "the backbone's out_indices)", m->ops->name, f->at[i]);
     f->layout = o && o->layout ? o->layout : bb ? RA_LAYOUT_NCHW : RA_LAYOUT_NHWC;
     for (int s = 0, i = 0, C = n->embed_dim; s < n->nstages && i < f->n; s++) {
-        if (f->at[i] == s) {
-            int64_t *d = f->shape[i];
-            d[0] = B;
-            if (f->layout == RA_LAYOUT_NHWC) f->ndim[i] = 4, d[1] = h, d[2] = w, d[3] = C;
-            else if (f->layout == RA_LAYOUT_NCHW) f->ndim[i] = 4, d[1] = C, d[2] = h, d[3] = w;
-            else f->ndim[i] = 3, d[1] = (int64_t)h * w, d[2] = C;
-            f->per[i] = (int64_t)h * w * C;
-            i++;
-        }
+        if (f->at[i] == s) rai_feat_shape(f, i++, B, 2, (const int64_t[]){h, w}, C);
         h = (h + 1) / 2, w = (w + 1) / 2, C *= 2;
     }
     return RA_OK;

@@ -15,7 +15,8 @@
  *                padded, LayerNorm(4C), Linear(4C, 2C) without bias)
  *   head         LayerNorm, mean over T', H', W', Linear (head.c)
  * One forward (net_run) serves inference and training: with a tape it
- * keeps what the backward reads. LayerNorm eps 1e-5 everywhere.
+ * keeps what the backward reads; with a features plan (inference) it hands
+ * out each stage's map (ra_model_features). LayerNorm eps 1e-5 everywhere.
  *
  * Naming schemes (the canonical names are torchvision's):
  *   torchvision  patch_embed.proj / .norm, features.{2i}.{j}.{norm1,
@@ -459,12 +460,27 @@ static ra_status net_block_run(const s3_net *n, s3_tape *t, ra_rng *rng, int i, 
     return RA_OK;
 }
 
+/* Stage s's output tok (B, T*h*w, C), its unpadded map (each block crops
+ * what it padded), into the map f wants of it (if any); timm's norm=True
+ * (the official Video Swin backbone's output): the final norm on the last
+ * stage only. */
+static ra_status net_feature(const s3_net *n, const rai_feat *f, int s, rai_arena *a,
+                             const float *tok, int B, int T, int h, int w, int C) {
+    const int i = rai_feat_find(f, s);
+    if (i < 0) return RA_OK;
+    const int last = f->norm == RAI_FEAT_NORM_FINAL && s == n->nstages - 1;
+    return rai_feat_put(f, i, a, tok, B, (int64_t)T * h * w, C, last ? n->head.nw : NULL,
+                        last ? n->head.nb : NULL, SWIN3D_EPS);
+}
+
 /* The network: x (B, Cin, T, H, W) -> y (B, num_classes) logits (the pooled
  * features without a head). t NULL: inference; else training (t begun),
- * with rng for the drop-path (a draw per clip and branch, block after block). */
-static ra_status net_run(s3_net *n, s3_tape *t, ra_rng *rng, float **y, int *y_ndim,
-                         int64_t y_shape[4],
-                         const float *x, int x_ndim, const int64_t *x_shape) {
+ * with rng for the drop-path (a draw per clip and branch, block after block).
+ * f (inference only; NULL: none): the feature maps handed out after each
+ * stage's blocks, before the next patch merging. */
+static ra_status net_run(s3_net *n, s3_tape *t, ra_rng *rng, const rai_feat *f, float **y,
+                         int *y_ndim, int64_t y_shape[4], const float *x, int x_ndim,
+                         const int64_t *x_shape) {
     int d[4] = {0}, g[3] = {0};
     ra_status st = net_input(n, x_ndim, x_shape, t != NULL, d);
     if (st) return st;
@@ -477,6 +493,7 @@ static ra_status net_run(s3_net *n, s3_tape *t, ra_rng *rng, float **y, int *y_n
         if (t) t->sh[s] = h, t->sw[s] = w;
         for (int i = n->first[s]; i < n->first[s + 1] && !st; i++)
             st = net_block_run(n, t, rng, i, &tok, B, T, h, w, a);
+        if (f && !st) st = net_feature(n, f, s, a, tok, B, T, h, w, C);
         if (s < n->nstages - 1 && !st) {   /* per frame: B*T maps */
             float *m = rai_arena_floats(a, (size_t)B * T * ((h + 1) / 2) * ((w + 1) / 2) * 2 * C);
             st = m ? rai_merge_forward(&n->merge[s], m, t ? &t->merge[s] : NULL, tok, B * T, h,
@@ -509,7 +526,38 @@ static ra_status net_run(s3_net *n, s3_tape *t, ra_rng *rng, float **y, int *y_n
 
 static ra_status net_forward(const ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
                              const float *x, int x_ndim, const int64_t *x_shape) {
-    return net_run(m->impl, NULL, NULL, y, y_ndim, y_shape, x, x_ndim, x_shape);
+    return net_run(m->impl, NULL, NULL, NULL, y, y_ndim, y_shape, x, x_ndim, x_shape);
+}
+
+static ra_status net_forward_features(const ra_model *m, const rai_feat *f, float **y,
+                                      int *y_ndim, int64_t y_shape[4], const float *x,
+                                      int x_ndim, const int64_t *x_shape) {
+    return net_run(m->impl, NULL, NULL, f, y, y_ndim, y_shape, x, x_ndim, x_shape);
+}
+
+/* Every stage's map by default, channels last (B, T', H', W', C) as
+ * torchvision's stages give them; T', H', W' the patch grid (the clip padded
+ * to the patch), H' and W' then halved, rounded up, by each merging. */
+static ra_status net_features_plan(const ra_model *m, rai_feat *f, const ra_features_options *o,
+                                   int x_ndim, const int64_t *x_shape) {
+    const s3_net *n = m->impl;
+    int d[4] = {0};
+    ra_status st = net_input(n, x_ndim, x_shape, 0, d);
+    if (st) return st;
+    int all[S3_MAX_STAGES];
+    for (int s = 0; s < n->nstages; s++) all[s] = s;
+    if ((st = rai_feat_indices(f, o, all, n->nstages, n->nstages, "stage"))) return st;
+    if (o && o->prefix_tokens)
+        return rai_fail(RA_ERR_ARG, "%s has no prefix tokens", m->ops->name);
+    f->norm = o && o->norm == RA_FEATURES_NORM_FINAL ? RAI_FEAT_NORM_FINAL : RAI_FEAT_NORM_NONE;
+    f->layout = o && o->layout ? o->layout : RA_LAYOUT_NHWC;
+    int64_t g[3];
+    for (int k = 0; k < 3; k++) g[k] = (d[1 + k] + n->patch[k] - 1) / n->patch[k];
+    for (int s = 0, i = 0, C = n->embed; s < n->nstages && i < f->n; s++) {
+        if (f->at[i] == s) rai_feat_shape(f, i++, d[0], 3, g, C);
+        g[1] = (g[1] + 1) / 2, g[2] = (g[2] + 1) / 2, C *= 2;
+    }
+    return RA_OK;
 }
 
 static ra_status net_forward_train(ra_model *m, float **y, int *y_ndim, int64_t y_shape[4],
@@ -528,7 +576,7 @@ static ra_status net_forward_train(ra_model *m, float **y, int *y_ndim, int64_t 
     if (t->a) rai_arena_end(&t->cache, t->a);
     t->a = rai_arena_begin(&t->cache, &t->local);
     t->live = 0;
-    return net_run(n, t, rng, y, y_ndim, y_shape, x, x_ndim, x_shape);
+    return net_run(n, t, rng, NULL, y, y_ndim, y_shape, x, x_ndim, x_shape);
 }
 
 /* ---- the backward --------------------------------------------------------- */
@@ -672,7 +720,8 @@ const rai_arch_ops rai_swin3d_ops = {
     .name = "swin3d", .arch = RA_ARCH_SWIN3D, .batched = 1, .declare = net_declare,
     .canonical = net_canonical, .detect = net_detect, .build = net_build,
     .destroy = net_destroy, .forward = net_forward, .forward_train = net_forward_train,
-    .backward = net_backward, .flops = net_flops, .layer_of = net_layer_of};
+    .backward = net_backward, .flops = net_flops, .layer_of = net_layer_of,
+    .features_plan = net_features_plan, .forward_features = net_forward_features};
 
 /* ---- a 2-D Swin inflated (the official Video Swin's inflate_weights) ------ */
 

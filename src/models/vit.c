@@ -787,9 +787,8 @@ static int par_threads(int64_t work) { return work >= VIT_PAR_MIN ? ra_threads_g
  * are, as timm's Identity). */
 static ra_status vit_feature(const vit_impl *v, const rai_feat *f, int blk, rai_arena *ar,
                              const float *X, const vit_dims *d) {
-    int i = 0;
-    while (i < f->n && f->at[i] != blk) i++;
-    if (i == f->n) return RA_OK;
+    const int i = rai_feat_find(f, blk);
+    if (i < 0) return RA_OK;
     const int C = v->dim;
     const size_t mark = rai_arena_mark(ar);
     if (f->norm == RAI_FEAT_NORM_FINAL && v->head.nw) {
@@ -905,14 +904,7 @@ static ra_status vit_features_plan(const ra_model *m, rai_feat *f, const ra_feat
         f->prefix = v->prefix;
         f->per_prefix = (int64_t)v->prefix * C;
     }
-    for (int i = 0; i < f->n; i++) {
-        int64_t *s = f->shape[i];
-        s[0] = d.B;
-        if (f->layout == RA_LAYOUT_NHWC) f->ndim[i] = 4, s[1] = d.gh, s[2] = d.gw, s[3] = C;
-        else if (f->layout == RA_LAYOUT_NCHW) f->ndim[i] = 4, s[1] = C, s[2] = d.gh, s[3] = d.gw;
-        else f->ndim[i] = 3, s[1] = d.L, s[2] = C;
-        f->per[i] = d.L * C;
-    }
+    for (int i = 0; i < f->n; i++) rai_feat_shape(f, i, d.B, 2, (const int64_t[]){d.gh, d.gw}, C);
     return RA_OK;
 }
 
