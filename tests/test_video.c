@@ -4,7 +4,10 @@
  *                                    ffmpeg writes them); N frames expected
  *   test_video refuse FILE           ra_video_open or the decoding fails with
  *                                    RA_ERR_FORMAT (or RA_ERR_IO), never a crash
- *   test_video subset VIDEO DIR      frames 3, 0, 3, last: each handed once, in order */
+ *   test_video subset VIDEO DIR      frames 3, 0, 3, last: each handed once, in order
+ *   test_video head VIDEO N          a video whose later frames are corrupt: it opens
+ *                                    (its packets counted, not decoded), frames
+ *                                    0..N-1 decode, all of them are refused */
 #include "check.h"
 
 #include <relattn.h>
@@ -114,11 +117,35 @@ static int run_refuse(const char *file) {
     return 0;
 }
 
+static int run_head(const char *file, int64_t n) {
+    ra_video *v = NULL;
+    ra_status st = ra_video_open(&v, file, NULL);
+    CHECK(st == RA_OK, "%s: not opened: %s", file, ra_last_error());
+    if (st) return 1;
+    const ra_video_info *in = ra_video_get_info(v);
+    CHECK(in->frames > n, "%s: %lld frames", file, (long long)in->frames);
+    int64_t *all = xmalloc(sizeof *all * (size_t)in->frames), seen = 0;
+    for (int64_t i = 0; i < in->frames; i++) all[i] = i;
+    st = ra_video_decode(v, all, n, count, &seen);
+    CHECK(st == RA_OK && seen == n, "%s: frames 0..%lld: %s", file, (long long)n - 1,
+          st ? ra_last_error() : "");
+    seen = 0;
+    st = ra_video_decode(v, all, in->frames, count, &seen);
+    CHECK(st == RA_ERR_FORMAT && seen < in->frames, "%s: its corrupt frames accepted (%d)", file,
+          (int)st);
+    printf("%s: %lld frames, the first %lld decoded, all refused: %s\n", file,
+           (long long)in->frames, (long long)n, ra_last_error());
+    free(all);
+    ra_video_free(v);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc >= 5 && !strcmp(argv[1], "compare")) run_compare(argv[2], argv[3], atoll(argv[4]));
     else if (argc >= 4 && !strcmp(argv[1], "subset")) run_subset(argv[2], argv[3]);
     else if (argc >= 3 && !strcmp(argv[1], "refuse")) run_refuse(argv[2]);
-    else return fprintf(stderr, "usage: test_video compare|subset|refuse ...\n"), 2;
+    else if (argc >= 4 && !strcmp(argv[1], "head")) run_head(argv[2], atoll(argv[3]));
+    else return fprintf(stderr, "usage: test_video compare|subset|refuse|head ...\n"), 2;
     printf("%d passed, %d failed\n", check_passed, check_failed);
     return check_failed != 0;
 }

@@ -78,6 +78,29 @@ for o in range(3000, min(len(d) - 100, 20000), 7):
     d[o] = (d[o] * 31 + 17) & 0xFF
 open(sys.argv[2], 'wb').write(bytes(d))
 PY
+# the last third of an MJPEG's frames scribbled over: it opens (the packets are
+# counted, not decoded), its first frames decode, and all of them are refused
+ffmpeg -v error -nostdin -y -f lavfi -i testsrc=size=64x48:rate=10:duration=3 -c:v mjpeg \
+    -pix_fmt yuvj420p "$T/tail.avi" &&
+python3 - "$T/tail.avi" "$T/tail_corrupt.avi" <<'PY'
+import struct, sys
+d = bytearray(open(sys.argv[1], 'rb').read())
+# the frames' chunks ('00dc', size, JPEG) of the movi list, in order: the
+# entropy-coded data of the last third scribbled over, the chunks kept whole
+o, chunks = d.find(b'movi') + 4, []
+while o + 8 <= len(d) and d[o:o + 2] == b'00':
+    n = struct.unpack('<I', d[o + 4:o + 8])[0]
+    chunks.append((o + 8, n))
+    o += 8 + n + (n & 1)
+for start, n in chunks[len(chunks) * 2 // 3:]:
+    sos = d.find(b'\xff\xda', start, start + n)   # after the scan header
+    for k in range(sos + 20, start + n - 4, 3):
+        d[k] = (d[k] * 31 + 17) & 0x7F
+open(sys.argv[2], 'wb').write(bytes(d))
+PY
+if out=$("$TV" head "$T/tail_corrupt.avi" 10 2>&1); then ok; echo "$out" | head -1
+else bad "tail_corrupt.avi: $out"; fi
+
 for f in truncated.mp4 truncated_half.mp4 garbage.mp4 text.mp4 huge.y4m huge2.y4m wide.y4m empty.mp4 nofolder corrupt.avi fifo.mp4; do
     if out=$("$TV" refuse "$T/$f" 2>&1); then ok; echo "$out" | head -1
     else bad "$f: $out"; fi

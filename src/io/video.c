@@ -13,12 +13,16 @@
  * is set to quiet once, process-wide): a failure is one line from
  * ra_last_error().
  *
- * Opening decodes the stream once to count the frames and keep their
- * times (a container's frame count is a claim, the decoder's output is
- * the fact); ra_video_decode decodes it again and converts only the
- * frames asked for. Frame i is the i-th frame the decoder outputs
- * (presentation order), as PyAV, decord and the ffmpeg command number
- * them.
+ * Opening reads the stream's packets without decoding them (but the
+ * first frame, for the size): a frame a packet, their times the packets'
+ * presentation times in increasing order, as torchvision's
+ * read_video_timestamps and decord's index count them (a container's
+ * declared count is a claim, checked against the packets);
+ * ra_video_decode decodes from the start up to the last frame asked for,
+ * converts only those, and refuses a stream whose decoder gives fewer
+ * frames than it has packets. Frame i is the i-th frame the decoder
+ * outputs (presentation order), as PyAV, decord and the ffmpeg command
+ * number them.
  *
  * RGB: libswscale from the decoder's pixel format to RGB24 at the same
  * size with the ffmpeg command's defaults (bicubic flags, the frame's
@@ -178,6 +182,10 @@ typedef struct {
     AVPacket *pkt;
     AVFrame *frame;
     int stream;
+    /* opening: the times of the stream's packets as they are read (NULL:
+     * not kept), seconds (NAN without a time) */
+    double *times, tb, max_seconds;
+    int64_t npkt, cap, max_frames;
 } source;
 
 static int io_read(void *opaque, uint8_t *buf, int n) {
@@ -309,6 +317,38 @@ static ra_status source_open(source *s, const char *path, const ra_video_limits 
     return st;
 }
 
+/* s->pkt, a packet of the stream, into the log of its times (when kept):
+ * 0, or -1 with *st. */
+static int source_log(source *s, const char *path, ra_status *st) {
+    if (s->pkt->flags & AV_PKT_FLAG_CORRUPT) {
+        *st = rai_fail(RA_ERR_FORMAT, "video '%s': corrupt packet", path);
+        return -1;
+    }
+    if (!s->times) return 0;
+    if (s->npkt == s->max_frames) {
+        *st = rai_fail(RA_ERR_FORMAT, "video '%s': more than %lld frames", path,
+                       (long long)s->max_frames);
+        return -1;
+    }
+    const int64_t p = s->pkt->pts != AV_NOPTS_VALUE ? s->pkt->pts : s->pkt->dts;
+    const double t = p == AV_NOPTS_VALUE ? NAN : p * s->tb;
+    if (isfinite(t) && fabs(t) > s->max_seconds) {
+        *st = rai_fail(RA_ERR_FORMAT, "video '%s': a frame at %.0f s, beyond the limit of %.0f s",
+                       path, t, s->max_seconds);
+        return -1;
+    }
+    if (s->npkt == s->cap) {
+        double *g = realloc(s->times, sizeof *g * (size_t)(s->cap *= 2));
+        if (!g) {
+            *st = rai_fail(RA_ERR_NOMEM, "video '%s': out of memory", path);
+            return -1;
+        }
+        s->times = g;
+    }
+    s->times[s->npkt++] = t;
+    return 0;
+}
+
 /* The next frame into s->frame: 1, 0 at the end, or an error. */
 static int source_next(source *s, const char *path, ra_status *st) {
     char b[128];
@@ -334,9 +374,8 @@ static int source_next(source *s, const char *path, ra_status *st) {
             *st = fail_av(path, "cannot read the file", e);
             return -1;
         } else {
-            if (s->pkt->flags & AV_PKT_FLAG_CORRUPT) {
+            if (source_log(s, path, st)) {
                 ff.av_packet_unref(s->pkt);
-                *st = rai_fail(RA_ERR_FORMAT, "video '%s': corrupt packet", path);
                 return -1;
             }
             e = ff.avcodec_send_packet(s->dec, s->pkt);
@@ -361,6 +400,18 @@ static ra_status frame_check(const AVFrame *f, const ra_video *v, int64_t i) {
     return RA_OK;
 }
 
+static int by_time(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The frames are counted by the stream's packets, a frame each, and their
+ * times are the packets' presentation times in increasing order (as
+ * torchvision's read_video_timestamps and decord's index count them),
+ * without decoding them: opening costs a demuxing pass, not a decoding
+ * one. Only the first frame is decoded, for the frames' size (the
+ * decoder's, which a container may state otherwise). ra_video_decode
+ * checks that the decoder gives each frame it is asked for. */
 static ra_status open_file(ra_video *v) {
     source s;
     ra_status st = source_open(&s, v->path, &v->lim, v->codec, sizeof v->codec, v->format,
@@ -371,50 +422,42 @@ static ra_status open_file(ra_video *v) {
     AVRational r = vs->avg_frame_rate.num > 0 && vs->avg_frame_rate.den > 0 ? vs->avg_frame_rate
                                                                             : vs->r_frame_rate;
     v->info.fps = r.num > 0 && r.den > 0 ? av_q2d(r) : 0;
-    const double tb = av_q2d(vs->time_base);
-    int64_t cap = 0, n = 0;
-    int k;
-    while ((k = source_next(&s, v->path, &st)) == 1) {
-        if (n == 0 && (s.frame->width != v->info.width || s.frame->height != v->info.height)) {
-            v->info.width = s.frame->width, v->info.height = s.frame->height;   /* the decoder's */
-            if (v->info.width < 1 || v->info.height < 1 || v->info.width > RA_IMAGE_MAX_SIDE ||
-                v->info.height > RA_IMAGE_MAX_SIDE ||
-                (int64_t)v->info.width * v->info.height > v->lim.max_pixels) {
-                st = rai_fail(RA_ERR_FORMAT, "video '%s': frames of %dx%d, above the limit",
-                              v->path, v->info.width, v->info.height);
-                break;
-            }
-        }
-        if ((st = frame_check(s.frame, v, n))) break;
-        if (n == v->lim.max_frames) {
-            st = rai_fail(RA_ERR_FORMAT, "video '%s': more than %lld frames", v->path,
-                          (long long)v->lim.max_frames);
-            break;
-        }
-        const int64_t pts = s.frame->best_effort_timestamp;
-        const double t = pts == AV_NOPTS_VALUE ? NAN : pts * tb;
-        if (isfinite(t) && fabs(t) > v->lim.max_seconds) {
-            st = rai_fail(RA_ERR_FORMAT, "video '%s': a frame at %.0f s, beyond the limit of %.0f s",
-                          v->path, t, v->lim.max_seconds);
-            break;
-        }
-        if (n == cap) {
-            cap = cap ? 2 * cap : 256;
-            double *g = realloc(v->times, sizeof *g * (size_t)cap);
-            if (!g) {
-                st = rai_fail(RA_ERR_NOMEM, "video '%s': out of memory", v->path);
-                break;
-            }
-            v->times = g;
-        }
-        v->times[n++] = t;
-        ff.av_frame_unref(s.frame);
+    s.tb = av_q2d(vs->time_base), s.max_seconds = v->lim.max_seconds;
+    s.max_frames = v->lim.max_frames, s.cap = 256;
+    if (!(s.times = malloc(sizeof *s.times * (size_t)s.cap))) {
+        source_close(&s);
+        return rai_fail(RA_ERR_NOMEM, "video '%s': out of memory", v->path);
     }
-    if (!st && n == 0) st = rai_fail(RA_ERR_FORMAT, "video '%s': no frame decoded", v->path);
+    const int k = source_next(&s, v->path, &st);
+    if (k == 0) st = rai_fail(RA_ERR_FORMAT, "video '%s': no frame decoded", v->path);
+    if (k == 1 && (s.frame->width != v->info.width || s.frame->height != v->info.height)) {
+        v->info.width = s.frame->width, v->info.height = s.frame->height;   /* the decoder's */
+        if (v->info.width < 1 || v->info.height < 1 || v->info.width > RA_IMAGE_MAX_SIDE ||
+            v->info.height > RA_IMAGE_MAX_SIDE ||
+            (int64_t)v->info.width * v->info.height > v->lim.max_pixels)
+            st = rai_fail(RA_ERR_FORMAT, "video '%s': frames of %dx%d, above the limit", v->path,
+                          v->info.width, v->info.height);
+    }
+    if (!st) st = frame_check(s.frame, v, 0);
+    int e = 0;
+    while (!st && (e = ff.av_read_frame(s.fmt, s.pkt)) >= 0) {
+        if (s.pkt->stream_index == s.stream) source_log(&s, v->path, &st);
+        ff.av_packet_unref(s.pkt);
+    }
+    if (!st && e != AVERROR_EOF) st = fail_av(v->path, "cannot read the file", e);
+    const int64_t n = s.npkt;
     if (!st && vs->nb_frames > 0 && n < vs->nb_frames)
         st = rai_fail(RA_ERR_FORMAT, "video '%s': truncated (%lld of the %lld frames it declares)",
                       v->path, (long long)n, (long long)vs->nb_frames);
-    v->info.frames = n;
+    if (!st) {
+        int timed = 1;
+        for (int64_t i = 0; i < n; i++) timed &= !isnan(s.times[i]);
+        if (timed) qsort(s.times, (size_t)n, sizeof *s.times, by_time);
+        else for (int64_t i = 0; i < n; i++) s.times[i] = NAN;   /* some untimed: none known */
+        v->times = s.times, s.times = NULL;
+        v->info.frames = n;
+    }
+    free(s.times);
     source_close(&s);
     return st;
 }
@@ -572,13 +615,10 @@ static ra_status decode_file(ra_video *v, const uint8_t *want, ra_video_frame_fn
     struct SwsContext *sws = NULL;
     int sws_fmt = -1, sws_full = -1, sws_space = -1;
     if (!rgb) st = rai_fail(RA_ERR_NOMEM, "video '%s': out of memory", v->path);
-    int64_t i = 0;
+    int64_t i = 0, last = v->info.frames - 1;
+    while (last >= 0 && !want[last]) last--;
     int k = 0;
-    while (!st && (k = source_next(&s, v->path, &st)) == 1) {
-        if (i == v->info.frames) {
-            st = rai_fail(RA_ERR_FORMAT, "video '%s' changed since it was opened", v->path);
-            break;
-        }
+    while (!st && i <= last && (k = source_next(&s, v->path, &st)) == 1) {
         if ((st = frame_check(s.frame, v, i))) break;
         if (want[i]) {
             const AVFrame *f = s.frame;
@@ -616,8 +656,10 @@ static ra_status decode_file(ra_video *v, const uint8_t *want, ra_video_frame_fn
         ff.av_frame_unref(s.frame);
         i++;
     }
-    if (!st && i != v->info.frames)
-        st = rai_fail(RA_ERR_FORMAT, "video '%s' changed since it was opened", v->path);
+    if (!st && i <= last)   /* fewer frames than packets, or a file changed since */
+        st = rai_fail(RA_ERR_FORMAT, "video '%s': the stream ends after %lld frames, before frame "
+                      "%lld (of the %lld it has packets for)", v->path, (long long)i,
+                      (long long)last, (long long)v->info.frames);
     ff.sws_freeContext(sws);
     free(rgb);
     source_close(&s);
