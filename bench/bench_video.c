@@ -8,9 +8,10 @@
  *                       [--threads N] [--results FILE]
  *
  * decode: the classify path up to the network's input, through the public
- *   API: ra_video_open (FFmpeg reads the file and decodes the whole stream
- *   once, counting the frames) and ra_video_clips (the clip's frames
- *   decoded again, converted to RGB and transformed) of one clip of T
+ *   API: ra_video_open (FFmpeg reads the file's packets, counting the
+ *   frames, and decodes the first) and ra_video_clips (the stream decoded
+ *   up to the clip's last frame, the clip's frames converted to RGB and
+ *   transformed) of one clip of T
  *   frames (default 32) at an interval of S (default 2): the official
  *   test's sampler (mmaction's SampleFrames, test mode) with one clip and
  *   one crop, and MODEL's frame transform (ra_model_video_transform: for
