@@ -1865,6 +1865,13 @@ typedef struct ra_image_folder {
     char **class_names;   /* (classes), sorted */
 } ra_image_folder;
 ra_status ra_image_folder_scan(ra_image_folder *f, const char *dir);
+/* A video folder, DIR/<class>/<video>: the classes as above; a class's
+ * videos are its own entries, not hidden, not walked further: the files
+ * named as videos (.mp4 .m4v .mov .mkv .webm .avi .mpg .mpeg .ts .ivf .flv
+ * .nut .ogv .ogg .gif .y4m .mjpeg .h264 .264 .hevc, in any case) and the
+ * subfolders (folders of frames, ra_video_open), sorted by name (bytes).
+ * paths are the videos; the same refusals (a class without a video). */
+ra_status ra_video_folder_scan(ra_image_folder *f, const char *dir);
 void ra_image_folder_free(ra_image_folder *f);   /* zeroes f */
 /* x (b, C, oh, ow), C = 1 with t->grey else 3: the images idx[0..b) of f,
  * decoded (at most 64 megapixels each) and transformed by t

@@ -4,7 +4,10 @@
  *                                    ffmpeg writes them); N frames expected
  *   test_video refuse FILE           ra_video_open or the decoding fails with
  *                                    RA_ERR_FORMAT (or RA_ERR_IO), never a crash
- *   test_video subset VIDEO DIR      frames 3, 0, 3, last: each handed once, in order */
+ *   test_video subset VIDEO DIR      frames 3, 0, 3, last: each handed once, in order
+ *   test_video model OUT SEED        writes a small swin3d (2 classes, frames to
+ *                                    32 x 32, 2 clips of 4 frames, one crop) made
+ *                                    from SEED, for tests of eval and train */
 #include "check.h"
 
 #include <relattn.h>
@@ -114,11 +117,26 @@ static int run_refuse(const char *file) {
     return 0;
 }
 
+static void run_model(const char *out, uint64_t seed) {
+    const char *meta[] = {"arch", "swin3d", "patch_size", "2,4,4", "in_chans", "3",
+                          "num_classes", "2", "embed_dim", "16", "depths", "1,1",
+                          "num_heads", "2,4", "window_size", "2,4,4",
+                          "transform.resize", "shorter 32", "transform.crop", "32x32",
+                          "video.clips", "2", "num_frames", "4", "video.frame_interval", "2",
+                          "video.crops", "1"};
+    ra_model *m = NULL;
+    ra_status st = ra_model_create(&m, meta, (int)(sizeof meta / sizeof *meta / 2), seed);
+    CHECK(st == RA_OK, "create: %s", ra_last_error());
+    if (!st) CHECK((st = ra_model_save(m, out, RA_DTYPE_F32)) == RA_OK, "save: %s", ra_last_error());
+    ra_model_free(m);
+}
+
 int main(int argc, char **argv) {
     if (argc >= 5 && !strcmp(argv[1], "compare")) run_compare(argv[2], argv[3], atoll(argv[4]));
     else if (argc >= 4 && !strcmp(argv[1], "subset")) run_subset(argv[2], argv[3]);
     else if (argc >= 3 && !strcmp(argv[1], "refuse")) run_refuse(argv[2]);
-    else return fprintf(stderr, "usage: test_video compare|subset|refuse ...\n"), 2;
+    else if (argc >= 4 && !strcmp(argv[1], "model")) run_model(argv[2], strtoull(argv[3], NULL, 10));
+    else return fprintf(stderr, "usage: test_video compare|subset|refuse|model ...\n"), 2;
     printf("%d passed, %d failed\n", check_passed, check_failed);
     return check_failed != 0;
 }
