@@ -252,10 +252,11 @@ typedef struct {
 int is_image_folder(const char *dir, const char *split);
 /* The training and evaluation data of dir: IDX files, or an image folder
  * (DIR/train + DIR/val, or DIR with val_split > 0 held out by seed) at
- * size x size, decoded once (stream 0) or listed for loaders (stream 1).
+ * size x size, decoded once (stream 0) or listed for loaders (stream 1);
+ * with video, a video folder (ra_video_folder_scan) listed for loaders.
  * The exit code; on failure nothing is held. */
 int train_data(train_set *ts, const char *dir, int size, double val_split, uint64_t seed,
-               int skip_bad, int stream);
+               int skip_bad, int stream, int video);
 void train_data_free(train_set *ts);
 
 /* ---- the processes of a data-parallel run (procs.c) ---------------------- */
