@@ -880,9 +880,10 @@ static int train(const opt *o, const procs *pc) {
     const int64_t stop = max_steps > 0 && max_steps < total ? max_steps : total;
     progress pr = {.tty = lead && isatty(2), .json = json};
     if (lead && (!json || pr.tty)) {
-        fprintf(stderr, "%s: %s, %lld parameters, %lld training images, %lld steps of batch %d "
+        fprintf(stderr, "%s: %s, %lld parameters, %lld training %s, %lld steps of batch %d "
                 "(%lld per epoch), %d threads", cmd, resume ? "resuming" : "training",
-                (long long)ra_model_param_total(m), (long long)train.n, (long long)total,
+                (long long)ra_model_param_total(m), (long long)train.n,
+                video ? "videos" : "images", (long long)total,
                 c.batch, (long long)spe, ra_threads_get());
         if (ra_model_precision(m) != RA_PRECISION_FP32)
             fprintf(stderr, ", products in %s", ra_precision_name(ra_model_precision(m)));
@@ -1012,8 +1013,9 @@ done:
     ra_trainer_free(t);
     ra_model_free(m);
     if (tl && lead && ra_loader_skipped(tl) + ra_loader_skipped(vl))
-        fprintf(stderr, "%s: skipped %lld images that did not decode\n", cmd,
-                (long long)(ra_loader_skipped(tl) + ra_loader_skipped(vl)));
+        fprintf(stderr, "%s: skipped %lld %s that did not decode\n", cmd,
+                (long long)(ra_loader_skipped(tl) + ra_loader_skipped(vl)),
+                video ? "videos" : "images");
     ra_loader_free(tl), ra_loader_free(vl), free(vown);
     train_data_free(&ts);
     return code;

@@ -15,7 +15,7 @@
 #     checkpoint counts what the run's last evaluation counted; --resume
 #     ends with the tensors of an uninterrupted run; --arch swin3d_t from
 #     scratch (small frames) writes a checkpoint eval reads; a broken
-#     training video is 65 naming it.
+#     training video is 65 naming it, or with --skip-bad replaced and counted.
 #   bash tests/test_video_folder.sh RELATTN TEST_VIDEO_BINARY
 # Exit 77 (skipped) without the ffmpeg command.
 set -u
@@ -179,6 +179,10 @@ out=$("$R" train --init "$T/m.safetensors" "${common[@]}" --batch 9 --epochs 1 \
 rc=$?
 if [ $rc -eq 65 ] && echo "$out" | grep -q "broken.mp4"; then ok
 else bad "broken training video: exit $rc, $out"; fi
+# with --skip-bad it is replaced by the next video of the list, and counted
+if out=$("$R" train --init "$T/m.safetensors" "${common[@]}" --batch 9 --epochs 1 --skip-bad \
+        -o "$T/c.safetensors" 2>&1 >/dev/null) && echo "$out" | grep -q "skipped 1 videos"; then ok
+else bad "--skip-bad in training: $out"; fi
 # video options on images, image recipes on videos: usage errors
 out=$("$R" train --init "$T/m.safetensors" --data "$V" --augment timm 2>&1)
 if [ $? -eq 64 ]; then ok; else bad "--augment timm on videos: $out"; fi
