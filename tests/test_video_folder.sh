@@ -10,6 +10,8 @@
 #   - a video that does not decode: 65 naming it, or with --skip-bad
 #     counted in "skipped" and left out;
 #   - --clips / --clip-len / --frame-interval / --crops reach the views;
+#   - the training clip's first frame uniform over 0..n-L, a short video
+#     looped (test_video train-clips);
 #   - train --init of the small model on a learnable 2-class split: the loss
 #     of its 11th step (and the run's mean) below its first; eval of the
 #     checkpoint counts what the run's last evaluation counted; --resume
@@ -105,6 +107,8 @@ if [ $? -eq 65 ] && echo "$out" | grep -q "holds no video"; then ok; else bad "e
 rmdir "$D/empty"
 
 # ---- train ------------------------------------------------------------------
+# the training clip's frames (ra_clip_indices_train)
+if out=$("$TV" train-clips 2>&1); then ok; else bad "train-clips: $out"; fi
 # DIR/train + DIR/val of the two classes; one step an epoch (batch 8), so
 # that each --json line but the last holds its step's loss
 V=$T/split
