@@ -3,7 +3,7 @@
 # videos per class (docs/reference.md, "relattn eval", "relattn train"):
 # tiny videos made by the ffmpeg command, two classes (a red clip with
 # noise, testsrc), one of them as a folder of frames; a small swin3d made
-# by `test_video model`.
+# by `test_video_folder model` (tests/test_video_folder.c).
 #   - eval's top-1 equals the share of videos whose classify top-1 is
 #     their folder's class (classify run on each video, the same options);
 #     top-5, correct, images, the confusion matrix agree with those counts;
@@ -11,17 +11,17 @@
 #     counted in "skipped" and left out;
 #   - --clips / --clip-len / --frame-interval / --crops reach the views;
 #   - the training clip's first frame uniform over 0..n-L, a short video
-#     looped (test_video train-clips);
+#     looped (test_video_folder train-clips);
 #   - train --init of the small model on a learnable 2-class split: the loss
 #     of its 11th step (and the run's mean) below its first; eval of the
 #     checkpoint counts what the run's last evaluation counted; --resume
 #     ends with the tensors of an uninterrupted run; --arch swin3d_t from
 #     scratch (small frames) writes a checkpoint eval reads; a broken
 #     training video is 65 naming it, or with --skip-bad replaced and counted.
-#   bash tests/test_video_folder.sh RELATTN TEST_VIDEO_BINARY
+#   bash tests/test_video_folder.sh RELATTN TEST_VIDEO_FOLDER_BINARY
 # Exit 77 (skipped) without the ffmpeg command.
 set -u
-[ $# -eq 2 ] || { echo "usage: $0 RELATTN TEST_VIDEO_BINARY" >&2; exit 2; }
+[ $# -eq 2 ] || { echo "usage: $0 RELATTN TEST_VIDEO_FOLDER_BINARY" >&2; exit 2; }
 R=$1 TV=$2
 command -v ffmpeg >/dev/null 2>&1 || { echo "skipped: no ffmpeg command (scripts/deps.sh)"; exit 77; }
 T=$(mktemp -d "${TMPDIR:-/tmp}/relattn_test_video_folder.XXXXXX") || exit 2
@@ -44,7 +44,7 @@ mkdir -p "$D/test/t5_frames"   # a folder of frames is a video too
 ff -i "$D/test/t1.mkv" -vf hflip "$D/test/t5_frames/%04d.png"
 printf 'not a video\n' >"$D/test/notes.txt"   # not named as a video: not listed
 # seed 1: a model that gets some videos wrong
-"$TV" model "$T/m.safetensors" 1 >/dev/null || bad "test_video model"
+"$TV" model "$T/m.safetensors" 1 >/dev/null || bad "test_video_folder model"
 
 # eval against classify, video by video: OPTIONS...
 check_eval() {
