@@ -325,7 +325,8 @@ static int init_model(ra_model **m, const char *init, const char *arch, const tr
     if (video) {   /* what the run evaluates: one centre clip, one crop (the training's clip) */
         static const char *const kv[] = {"video.sampler", "mmaction", "video.clips", "1",
                                          "video.crops", "1"};
-        for (int i = 0; i < 3; i++) set[2 * nset] = kv[2 * i], set[2 * nset + 1] = kv[2 * i + 1], nset++;
+        for (int i = 0; i < 3; i++)
+            set[2 * nset] = kv[2 * i], set[2 * nset + 1] = kv[2 * i + 1], nset++;
         set[2 * nset] = "video.frame_interval";
         set[2 * nset + 1] = get(o, "--frame-interval") ? get(o, "--frame-interval") : "2";
         nset++;
@@ -350,8 +351,8 @@ static int init_model(ra_model **m, const char *init, const char *arch, const tr
     if (video && get(o, "--img-size") && !(st = ra_model_video_transform(&cs, &vt, NULL, src))) {
         /* the frames' crop to S, their resize scaled with it (as the presets) */
         snprintf(crop, sizeof crop, "%dx%d", size, size);
-        snprintf(shorter, sizeof shorter, "shorter %d",
-                 (int)((double)vt.frame.resize_h * size / (vt.frame.crop_h > 0 ? vt.frame.crop_h : size)));
+        const int c0 = vt.frame.crop_h > 0 ? vt.frame.crop_h : size;
+        snprintf(shorter, sizeof shorter, "shorter %d", (int)((double)vt.frame.resize_h * size / c0));
         set[2 * nset] = "transform.crop", set[2 * nset + 1] = crop, nset++;
         set[2 * nset] = "transform.resize", set[2 * nset + 1] = shorter, nset++;
     }

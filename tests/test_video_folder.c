@@ -21,7 +21,8 @@ static void run_model(const char *out, uint64_t seed) {
     ra_model *m = NULL;
     ra_status st = ra_model_create(&m, meta, (int)(sizeof meta / sizeof *meta / 2), seed);
     CHECK(st == RA_OK, "create: %s", ra_last_error());
-    if (!st) CHECK((st = ra_model_save(m, out, RA_DTYPE_F32)) == RA_OK, "save: %s", ra_last_error());
+    if (!st)
+        CHECK((st = ra_model_save(m, out, RA_DTYPE_F32)) == RA_OK, "save: %s", ra_last_error());
     ra_model_free(m);
 }
 
@@ -39,9 +40,11 @@ static void run_train_clips(void) {
         if (idx[0] >= 0 && idx[0] < 8) seen[idx[0]]++;
     }
     for (int f = 0; f < 8; f++)   /* 4000 / 8 = 500 each, expected */
-        CHECK(seen[f] > 400 && seen[f] < 600, "first frame %d drawn %lld times", f, (long long)seen[f]);
+        CHECK(seen[f] > 400 && seen[f] < 600, "first frame %d drawn %lld times", f,
+              (long long)seen[f]);
     CHECK(ra_clip_indices_train(idx, T, S, 5, &rng) == RA_OK, "%s", ra_last_error());
-    CHECK(idx[0] == 0 && idx[1] == 3 && idx[2] == 1 && idx[3] == 4, "a short video: %lld %lld %lld %lld",
+    CHECK(idx[0] == 0 && idx[1] == 3 && idx[2] == 1 && idx[3] == 4,
+          "a short video: %lld %lld %lld %lld",
           (long long)idx[0], (long long)idx[1], (long long)idx[2], (long long)idx[3]);
     CHECK(ra_clip_indices_train(idx, T, S, 12, &rng) == RA_OK && idx[0] == 0 && idx[3] == 9,
           "a video of exactly L frames");

@@ -216,7 +216,8 @@ static ra_status train_clip(const ra_loader *l, float *x, const char *path, ra_r
     lim.max_pixels = c->max_pixels;
     ra_status st = idx && px && crop ? RA_OK : rai_fail(RA_ERR_NOMEM, "loader: out of memory");
     if (!st) st = ra_video_open(&v, path, &lim);
-    if (!st) st = ra_clip_indices_train(idx, T, c->frame_interval, ra_video_get_info(v)->frames, rng);
+    if (!st)
+        st = ra_clip_indices_train(idx, T, c->frame_interval, ra_video_get_info(v)->frames, rng);
     clip_frames cf = {c, idx + T, 0, px, 0, 0};
     if (!st) {   /* the distinct frames, ascending */
         memcpy(idx + T, idx, sizeof *idx * (size_t)T);

@@ -826,8 +826,8 @@ static ra_status evaluate_loader(const ra_model *m, ra_loader *l, int64_t *corre
         float *y = NULL;
         int64_t ys[4];
         st = ra_loader_batch(l, bi, x, lab, bad, &b);
-        if (!st) st = T > 0 ? ra_model_predict(m, &y, &nd, ys, x, 5, (const int64_t[]){b, C, T, S, S})
-                            : ra_model_predict(m, &y, &nd, ys, x, 4, (const int64_t[]){b, C, S, S});
+        const int64_t xs5[5] = {b, C, T, S, S}, xs4[4] = {b, C, S, S};
+        if (!st) st = ra_model_predict(m, &y, &nd, ys, x, T > 0 ? 5 : 4, T > 0 ? xs5 : xs4);
         if (!st && (nd != 2 || ys[1] < ra_loader_classes(l)))
             st = rai_fail(RA_ERR_ARG, "evaluate: the model gives %lld outputs for %d classes",
                           (long long)ys[1], ra_loader_classes(l));
