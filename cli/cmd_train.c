@@ -722,9 +722,9 @@ static int train(const opt *o, const procs *pc) {
         return usage_error("--workers '%s': need 0..256", get(o, "--workers"));
     if (get(o, "--no-augment")) c.crop_pad = 0, c.flip = 0;
     if (video && (strcmp(rc.ra, "none") || rc.reprob > 0 || c.mixup_alpha > 0 ||
-                  c.cutmix_alpha > 0 || get(o, "--crop-pct")))
+                  c.cutmix_alpha > 0 || get(o, "--crop-pct") || get(o, "--tta")))
         return usage_error("a video's clips take --augment rrc+flip, flip or none: RandAugment, "
-                           "random erasing, mixup, cutmix and --crop-pct are for images");
+                           "random erasing, mixup, cutmix, --crop-pct and --tta are for images");
     if (video && get(o, "--no-augment")) recipe_augment(&rc, "none");
     if ((init || arch) && !rc.on) {   /* the model's images go through loaders: its transform */
         if (c.crop_pad) return usage_error("--augment crop is for IDX-like data; with %s: "
