@@ -209,6 +209,29 @@ int job_run_features(const char *model, const char *input, const char *outp,
  * top-1, top-5, per-class accuracy and the confusion matrix, in batches of
  * `batch`; skip_bad counts and skips images that do not decode. The exit code. */
 int eval_folder(ra_model *m, const char *dir, int json, int skip_bad, int batch);
+/* The same for a video model on a video folder (ra_video_folder_scan),
+ * each video scored by its probabilities averaged over the views of
+ * cs x vt (video_probs), as classify gives them. */
+int eval_video_folder(ra_model *m, const char *dir, int json, int skip_bad,
+                      const ra_clip_spec *cs, const ra_video_transform *vt, const char *source);
+
+/* ---- a video model's views (video_views.c) -------------------------------- */
+
+/* The softmax of y (k) into p, in double. */
+void softmax_probs(double *p, const float *y, int k);
+/* The clips and frame transform of a video model (its metadata; *source
+ * where they came from, source may be NULL) with the options --clips,
+ * --clip-len, --frame-interval, --crops, --frame-rate of opts and crop /
+ * resize (0: the model's): EX_OK or the exit code after a message. */
+int video_options(ra_clip_spec *cs, ra_video_transform *vt, const char **source, const ra_model *m,
+                  const opt *opts, int crop, int resize);
+/* The video at path through m: every view (clip x crop) run one at a time,
+ * their softmax probabilities averaged (mmaction's average_clips='prob')
+ * into *probs (k; free()). EX_OK, or the exit code after a message; with
+ * bad, a video that does not open or decode (RA_ERR_FORMAT, RA_ERR_IO) sets
+ * *bad = 1 and returns EX_OK, silently, with no probabilities. */
+int video_probs(double **probs, int *k, ra_model *m, const char *path, const ra_clip_spec *cs,
+                const ra_video_transform *vt, int *bad);
 
 /* ---- the data of relattn train (train_data.c) ------------------------------ */
 
@@ -229,10 +252,11 @@ typedef struct {
 int is_image_folder(const char *dir, const char *split);
 /* The training and evaluation data of dir: IDX files, or an image folder
  * (DIR/train + DIR/val, or DIR with val_split > 0 held out by seed) at
- * size x size, decoded once (stream 0) or listed for loaders (stream 1).
+ * size x size, decoded once (stream 0) or listed for loaders (stream 1);
+ * with video, a video folder (ra_video_folder_scan) listed for loaders.
  * The exit code; on failure nothing is held. */
 int train_data(train_set *ts, const char *dir, int size, double val_split, uint64_t seed,
-               int skip_bad, int stream);
+               int skip_bad, int stream, int video);
 void train_data_free(train_set *ts);
 
 /* ---- the processes of a data-parallel run (procs.c) ---------------------- */

@@ -66,14 +66,6 @@ static ra_status apply_overrides(ra_transform *t, const ra_model *m, int crop, i
     return ra_transform_check(t);
 }
 
-/* The softmax of y (k) into p, in double. */
-static void softmax(double *p, const float *y, int k) {
-    double mx = -INFINITY, sum = 0;
-    for (int c = 0; c < k; c++) mx = y[c] > mx ? y[c] : mx;
-    for (int c = 0; c < k; c++) sum += p[c] = exp(y[c] - mx);
-    for (int c = 0; c < k; c++) p[c] /= sum;
-}
-
 /* The metadata's labels (or none): 0 if they are not a JSON array. */
 static int load_labels(json_t **labels, const ra_model *m) {
     *labels = NULL;
@@ -124,40 +116,16 @@ static void print_top(jw *jo, const char *key, const char *input, double *p, int
 /* ---- videos ------------------------------------------------------------------------ */
 
 /* Each video (or frame folder): its clips x crops views through the model
- * one at a time, their softmax probabilities averaged (mmaction's
- * average_clips='prob'). */
+ * one at a time, their softmax probabilities averaged (video_probs). */
 static int classify_videos(ra_model *m, const opt *opts, const char *const *videos, int n,
                            int top, int crop, int resize) {
-    ra_clip_spec cs;
-    ra_video_transform vt;
-    ra_status st = ra_model_video_transform(&cs, &vt, NULL, m);
-    if (st) return lib_fail(st);
-    int crops = vt.crops;
     if (get(opts, "--interpolation") || get(opts, "--crop-mode"))
         return usage_error("--interpolation and --crop-mode are for images (a video's frames are "
                            "resized bilinearly, as torchvision's tensors)");
-    if (get(opts, "--clips") && !parse_int(&cs.clips, get(opts, "--clips"), 1, 1024))
-        return usage_error("--clips '%s': need 1..1024", get(opts, "--clips"));
-    if (get(opts, "--clip-len") && !parse_int(&cs.clip_len, get(opts, "--clip-len"), 1, 4096))
-        return usage_error("--clip-len '%s': need 1..4096", get(opts, "--clip-len"));
-    if (get(opts, "--frame-interval") &&
-        !parse_int(&cs.frame_interval, get(opts, "--frame-interval"), 1, 4096))
-        return usage_error("--frame-interval '%s': need 1..4096", get(opts, "--frame-interval"));
-    if (get(opts, "--crops") && (!parse_int(&crops, get(opts, "--crops"), 1, 3) || crops == 2))
-        return usage_error("--crops '%s': need 1 or 3", get(opts, "--crops"));
-    if (get(opts, "--frame-rate")) {
-        char *end;
-        const char *v = get(opts, "--frame-rate");
-        cs.frame_rate = strtod(v, &end);
-        if (end == v || *end || !(cs.frame_rate >= 0 && cs.frame_rate <= 1000))
-            return usage_error("--frame-rate '%s': need 0..1000 (0: the video's own)", v);
-    }
-    if (cs.sampler == RA_CLIPS_TORCHVISION && cs.frame_interval != 1)
-        return usage_error("--frame-interval: torchvision's clips are consecutive frames (its "
-                           "--frame-rate resamples)");
-    vt.crops = crops;   /* one: the recipe's centre crop (mmaction's CenterCrop: floored) */
-    if (crop) vt.frame.crop_h = vt.frame.crop_w = crop;
-    if (resize) vt.frame.resize_h = vt.frame.resize_w = resize;
+    ra_clip_spec cs;
+    ra_video_transform vt;
+    int code = video_options(&cs, &vt, NULL, m, opts, crop, resize);
+    if (code) return code;
     json_t *labels = NULL;
     if (!load_labels(&labels, m)) {
         json_decref(labels);
@@ -166,45 +134,14 @@ static int classify_videos(ra_model *m, const opt *opts, const char *const *vide
     const int json = get(opts, "--json") != NULL;
     jw jo = {0};
     if (json) jw_array(&jo);
-    int code = EX_OK;
-    float *x = NULL, *y = NULL;
-    double *p = NULL, *sum = NULL;
     for (int i = 0; i < n && code == EX_OK; i++) {
-        ra_video *v = NULL;
-        int64_t shape[5];
-        if ((st = ra_video_open(&v, videos[i], NULL)) || (st = ra_video_clips(&x, shape, v, &cs, &vt))) {
-            ra_video_free(v);
-            code = lib_fail(st);
-            break;
-        }
-        ra_video_free(v);
-        const size_t view = (size_t)shape[1] * shape[2] * shape[3] * shape[4];
-        int k = 0;
-        for (int64_t w = 0; w < shape[0] && code == EX_OK; w++) {
-            int yn;
-            int64_t ys[4];
-            const int64_t one[5] = {1, shape[1], shape[2], shape[3], shape[4]};
-            if ((st = ra_model_predict(m, &y, &yn, ys, x + (size_t)w * view, 5, one))) {
-                code = lib_fail(st);
-                break;
-            }
-            if (w == 0) {
-                k = (int)ys[yn - 1];
-                free(p), free(sum);
-                p = malloc(sizeof *p * (size_t)k), sum = calloc((size_t)k, sizeof *sum);
-                if (!p || !sum) code = fail(EX_DATAERR, "out of memory");
-            }
-            if (code == EX_OK && (int)ys[yn - 1] == k) {
-                softmax(p, y, k);
-                for (int c = 0; c < k; c++) sum[c] += p[c] / (double)shape[0];
-            }
-            free(y), y = NULL;
-        }
-        free(x), x = NULL;
-        if (code == EX_OK) print_top(json ? &jo : NULL, "video", videos[i], sum, k, top, labels);
+        double *sum;
+        int k;
+        if ((code = video_probs(&sum, &k, m, videos[i], &cs, &vt, NULL))) break;
+        print_top(json ? &jo : NULL, "video", videos[i], sum, k, top, labels);
+        free(sum);
     }
     if (json && code == EX_OK) jw_end(&jo, ']'), jw_line(&jo);
-    free(x), free(y), free(p), free(sum);
     json_decref(labels);
     return code;
 }
@@ -303,7 +240,7 @@ int cmd_classify(int argc, char **argv) {
             code = fail(EX_DATAERR, "out of memory");
             break;
         }
-        softmax(p, y, k);
+        softmax_probs(p, y, k);
         print_top(json ? &jo : NULL, "image", pos[im], p, k, top, labels);
         free(y), y = NULL;
     }

@@ -11,6 +11,8 @@
 static const char eval_help[] =
     "usage: relattn eval MODEL [--data DIR] [--json] [--threads N] [--compare P]\n"
     "                    [--batch B] [--skip-bad]\n"
+    "       relattn eval VIDEO_MODEL --data DIR [--clips N] [--crops 1|3] [--clip-len T]\n"
+    "                    [--frame-interval S] [--frame-rate F] [--json] [--skip-bad]\n"
     "\n"
     "Classifies the test images of DIR (IDX files; default: Debian's\n"
     "dataset-fashion-mnist) with MODEL (a checkpoint of 'relattn train', or any\n"
@@ -24,8 +26,13 @@ static const char eval_help[] =
     "DIR may also be an image folder, DIR/<class>/... or DIR/val/<class>/... (as\n"
     "torchvision's ImageFolder lists it): top-1, top-5, each class's accuracy and the\n"
     "confusion matrix, each image through the model's own transform (as classify).\n"
+    "A video model (swin3d) reads a video folder, DIR/<class>/<video> (video files\n"
+    "or folders of frames): each video classified as classify does (its clips x crops\n"
+    "views, probabilities averaged) and scored as an image is.\n"
     "  --batch B        images per batch of a folder (32)\n"
-    "  --skip-bad       count and leave out images that do not decode (else 65)\n"
+    "  --skip-bad       count and leave out images (videos) that do not decode (else 65)\n"
+    "  --clips N --crops 1|3 --clip-len T --frame-interval S --frame-rate F\n"
+    "                   a video model's views, as for classify (default: its metadata)\n"
     "  --compare P      also classify the images with MODEL in precision P (fp32,\n"
     "                   bf16 or int8) and print the top-1 agreement of the two\n"
     "                   (the share of images given the same class) and P's\n"
@@ -50,8 +57,9 @@ static int predict_in(const char *path, ra_precision p, const ra_dataset *test, 
 int cmd_eval(int argc, char **argv) {
     if (!take_model_options(&argc, argv)) return EX_USAGE;
     opt o[] = {{"--data", 1, 0}, {"--json", 0, 0}, {"--threads", 1, 0}, {"--compare", 1, 0},
-               {"--skip-bad", 0, 0}, {"--batch", 1, 0}, {"--help", 0, 0}, {"-h", 0, 0},
-               {0, 0, 0}};
+               {"--skip-bad", 0, 0}, {"--batch", 1, 0}, {"--clips", 1, 0}, {"--crops", 1, 0},
+               {"--clip-len", 1, 0}, {"--frame-interval", 1, 0}, {"--frame-rate", 1, 0},
+               {"--help", 0, 0}, {"-h", 0, 0}, {0, 0, 0}};
     const char *pos[1];
     int npos = 0;
     if (!parse_args(argc, argv, o, pos, 1, &npos)) return EX_USAGE;
@@ -68,6 +76,27 @@ int cmd_eval(int argc, char **argv) {
     ra_model *m = NULL;
     ra_status st = open_model(&m, pos[0]);
     if (st) return lib_fail(st);
+    const int video = ra_model_is_video(m);
+    if (!video && (get(o, "--clips") || get(o, "--crops") || get(o, "--clip-len") ||
+                   get(o, "--frame-interval") || get(o, "--frame-rate"))) {
+        ra_model_free(m);
+        return usage_error("--clips, --crops, --clip-len, --frame-interval and --frame-rate are "
+                           "for a video model");
+    }
+    if (video) {   /* DIR/<class>/<video>: each video as classify sees it */
+        ra_clip_spec cs;
+        ra_video_transform vt;
+        const char *source;
+        int code = other >= 0 ? usage_error("--compare is for IDX test sets")
+                   : !get(o, "--data") ? usage_error("a video model needs --data DIR, a folder "
+                                                     "of videos per class")
+                                       : video_options(&cs, &vt, &source, m, o, 0, 0);
+        if (!code)
+            code = eval_video_folder(m, dir, get(o, "--json") != NULL,
+                                     get(o, "--skip-bad") != NULL, &cs, &vt, source);
+        ra_model_free(m);
+        return code;
+    }
     if (is_image_folder(dir, "t10k")) {   /* DIR/<class>/<image>, not IDX files */
         if (other >= 0) {
             ra_model_free(m);

@@ -68,13 +68,24 @@ static const char train_help[] =
     "fine-tuning:\n"
     "  --init MODEL        start from any model source (a .pth, safetensors file, timm\n"
     "                      or Hugging Face folder; --key, --set) of arch swin, swinv2\n"
-    "                      or vit, on an image folder through its own transform, with\n"
+    "                      or vit (swin3d: a video folder), on an image folder through\n"
+    "                      its own transform, with\n"
     "                      a head for the folder's classes (--num-classes K); at\n"
     "                      another --img-size or --window, bias tables resized\n"
     "                      bicubically (--table-resize swin) or as timm (timm)\n"
     "  --arch NAME         a released size from scratch on an image folder: swin_t,\n"
     "                      swin_s, swin_b, swin_v2_t, swin_v2_s, swin_v2_b, vit_ti_16,\n"
-    "                      vit_s_16, vit_b_16, vit_b_32, vit_l_16, vit_l_32, vit_h_14\n"
+    "                      vit_s_16, vit_b_16, vit_b_32, vit_l_16, vit_l_32, vit_h_14;\n"
+    "                      on a video folder swin3d_t, swin3d_s, swin3d_b\n"
+    "videos (--arch swin3d_t|swin3d_s|swin3d_b, or --init of a swin3d model):\n"
+    "  --data DIR          a video folder, DIR/<class>/<video> (video files or folders\n"
+    "                      of frames; DIR/train + DIR/val, or --val-split F): each\n"
+    "                      sample one clip at a random first frame (the official\n"
+    "                      Video Swin training's SampleFrames), the shorter side to\n"
+    "                      the model's resize, RandomResizedCrop to its crop and a\n"
+    "                      flip (--augment rrc+flip, the default; flip, none)\n"
+    "  --clip-len T        frames a clip (the model's num_frames)\n"
+    "  --frame-interval S  frames between two of a clip (2)\n"
     "  --in-chans N        N input channels (1: grey images); --init adapts the patch\n"
     "                      embedding as timm's adapt_input_conv\n"
     "  --drop-path R       stochastic depth, R * i / (L - 1) for block i of L (0)\n"
@@ -213,6 +224,9 @@ static int recipe_of_checkpoint(recipe *r, const ra_st_file *f) {
            r->crop_pct > 0 && r->crop_pct <= 1 && strlen(a) < sizeof r->augment;
 }
 
+static int loaders_of(ra_loader **tl, ra_loader **vl, int64_t **own, const train_set *ts,
+                      ra_loader_config *lc, int eval_batch, const procs *pc);
+
 /* The training and evaluation loaders of a streamed folder, at the size of
  * the evaluation transform tf (the model's: ra_model_transform), which
  * also gives the normalisation; *own the indices of this process's share
@@ -236,8 +250,40 @@ static int make_loaders(ra_loader **tl, ra_loader **vl, int64_t **own, const tra
         lc.randaugment = 1;
         if ((st = ra_randaugment_parse(&lc.ra, r->ra))) return lib_fail(st);
     }
-    if ((st = ra_loader_create(tl, &ts->tf, ts->tidx, ts->train.n, &lc))) return lib_fail(st);
-    lc.train = 0, lc.batch = 100;
+    return loaders_of(tl, vl, own, ts, &lc, 100, pc);
+}
+
+/* The same for a video folder, at the model's video transform (its
+ * metadata: the clip's frames and interval, the shorter side, the crop,
+ * the normalisation). */
+static int make_video_loaders(ra_loader **tl, ra_loader **vl, int64_t **own, const train_set *ts,
+                              const recipe *r, const ra_train_config *c, const ra_model *m,
+                              int skip_bad, const procs *pc) {
+    ra_clip_spec cs;
+    ra_video_transform vt;
+    ra_status st = ra_model_video_transform(&cs, &vt, NULL, m);
+    if (st) return lib_fail(st);
+    if (vt.frame.crop == RA_CROP_NONE || vt.frame.crop_h != vt.frame.crop_w)
+        return fail(EX_DATAERR, "the model's video transform does not crop square frames "
+                    "(%dx%d): it cannot be trained on a folder here", vt.frame.crop_h,
+                    vt.frame.crop_w);
+    ra_loader_config lc = ra_loader_config_default();
+    lc.size = vt.frame.crop_h, lc.batch = c->batch, lc.seed = c->seed, lc.interp = r->interp;
+    lc.workers = r->workers, lc.skip_bad = skip_bad, lc.shuffle = c->shuffle;
+    lc.random_crop = r->random_crop, lc.hflip = r->hflip;
+    lc.clip_len = cs.clip_len, lc.frame_interval = cs.frame_interval;
+    lc.short_side = vt.frame.resize != RA_RESIZE_NONE ? vt.frame.resize_h : vt.frame.crop_h;
+    lc.video_eval = vt, lc.video_eval.crops = 1;
+    return loaders_of(tl, vl, own, ts, &lc, 4, pc);
+}
+
+/* The training loader of lc and the evaluation loader of this process's
+ * share of the evaluation part, eval_batch samples a batch. */
+static int loaders_of(ra_loader **tl, ra_loader **vl, int64_t **own, const train_set *ts,
+                      ra_loader_config *lc, int eval_batch, const procs *pc) {
+    ra_status st;
+    if ((st = ra_loader_create(tl, &ts->tf, ts->tidx, ts->train.n, lc))) return lib_fail(st);
+    lc->train = 0, lc->batch = eval_batch;
     const int64_t n = ts->test.n, first = n * pc->rank / pc->size;
     const int64_t part = n * (pc->rank + 1) / pc->size - first;
     const ra_image_folder *vf = ts->vf.n ? &ts->vf : &ts->tf;
@@ -247,7 +293,7 @@ static int make_loaders(ra_loader **tl, ra_loader **vl, int64_t **own, const tra
     if (part < 1)
         return fail(EX_DATAERR, "%lld evaluation images for %d processes", (long long)n,
                     pc->size);
-    st = ra_loader_create(vl, vf, ts->vidx ? ts->vidx + first : *own, part, &lc);
+    st = ra_loader_create(vl, vf, ts->vidx ? ts->vidx + first : *own, part, lc);
     return st ? lib_fail(st) : EX_OK;
 }
 
@@ -257,7 +303,7 @@ static int make_loaders(ra_loader **tl, ra_loader **vl, int64_t **own, const tra
  * released size made anew) for the folder's classes, with --num-classes,
  * --img-size, --window, --drop-path and --table-resize. */
 static int init_model(ra_model **m, const char *init, const char *arch, const train_set *ts,
-                      const opt *o, uint64_t seed, int size, double drop_path) {
+                      const opt *o, uint64_t seed, int size, double drop_path, int video) {
     char classes[16], img[32], dp[32];
     int k = ts->train.classes, window = 0, chans = 0;
     if (get(o, "--in-chans") && !parse_int(&chans, get(o, "--in-chans"), 1, 64))
@@ -274,8 +320,19 @@ static int init_model(ra_model **m, const char *init, const char *arch, const tr
     snprintf(classes, sizeof classes, "%d", k);
     snprintf(img, sizeof img, "%d,%d", size, size);
     snprintf(dp, sizeof dp, "%.12g", drop_path);
-    const char *set[12] = {"num_classes", classes, "labels", ts->labels};
+    const char *set[32] = {"num_classes", classes, "labels", ts->labels};
     int nset = 2;
+    if (video) {   /* what the run evaluates: one centre clip, one crop (the training's clip) */
+        static const char *const kv[] = {"video.sampler", "mmaction", "video.clips", "1",
+                                         "video.crops", "1"};
+        for (int i = 0; i < 3; i++)
+            set[2 * nset] = kv[2 * i], set[2 * nset + 1] = kv[2 * i + 1], nset++;
+        set[2 * nset] = "video.frame_interval";
+        set[2 * nset + 1] = get(o, "--frame-interval") ? get(o, "--frame-interval") : "2";
+        nset++;
+        if (get(o, "--clip-len"))
+            set[2 * nset] = "video.clip_len", set[2 * nset + 1] = get(o, "--clip-len"), nset++;
+    }
     if (get(o, "--img-size")) set[2 * nset] = "img_size", set[2 * nset + 1] = img, nset++;
     if (window) set[2 * nset] = "window_size", set[2 * nset + 1] = get(o, "--window"), nset++;
     if (get(o, "--drop-path")) set[2 * nset] = "drop_path_rate", set[2 * nset + 1] = dp, nset++;
@@ -288,7 +345,18 @@ static int init_model(ra_model **m, const char *init, const char *arch, const tr
     ra_model *src = NULL;
     ra_status st = open_model(&src, init);
     if (st) return lib_fail(st);
-    st = ra_model_derive(m, src, set, nset, seed);
+    char crop[32], shorter[32];
+    ra_clip_spec cs;
+    ra_video_transform vt;
+    if (video && get(o, "--img-size") && !(st = ra_model_video_transform(&cs, &vt, NULL, src))) {
+        /* the frames' crop to S, their resize scaled with it (as the presets) */
+        snprintf(crop, sizeof crop, "%dx%d", size, size);
+        const int c0 = vt.frame.crop_h > 0 ? vt.frame.crop_h : size;
+        snprintf(shorter, sizeof shorter, "shorter %d", (int)((double)vt.frame.resize_h * size / c0));
+        set[2 * nset] = "transform.crop", set[2 * nset + 1] = crop, nset++;
+        set[2 * nset] = "transform.resize", set[2 * nset + 1] = shorter, nset++;
+    }
+    if (!st) st = ra_model_derive(m, src, set, nset, seed);
     ra_model_free(src);
     return st ? lib_fail(st) : EX_OK;
 }
@@ -471,6 +539,7 @@ int cmd_train(int argc, char **argv) {
                {"--sched", 1, 0},      {"--freeze", 0, 0},     {"--arch", 1, 0},
                {"--accum", 1, 0},      {"--layer-decay", 1, 0}, {"--drop-path", 1, 0},
                {"--table-resize", 1, 0}, {"--in-chans", 1, 0},
+               {"--clip-len", 1, 0},   {"--frame-interval", 1, 0},
                {"--help", 0, 0},
                {"-h", 0, 0},           {0, 0, 0}};
     const char *pos[1];
@@ -555,6 +624,22 @@ static int train(const opt *o, const procs *pc) {
         }
         if (!known) return usage_error("--arch '%s': one of %s", arch, names);
     }
+    /* a video model (swin3d) trains on a video folder */
+    int video = arch && !strncmp(arch, "swin3d", 6);
+    if (init) {
+        ra_model *vm = NULL;
+        video = !open_model(&vm, init) && ra_model_is_video(vm);
+        ra_model_free(vm);
+    }
+    int clip_len = 0, frame_interval = 0;
+    if (get(o, "--clip-len") && !parse_int(&clip_len, get(o, "--clip-len"), 1, 4096))
+        return usage_error("--clip-len '%s': need 1..4096", get(o, "--clip-len"));
+    if (get(o, "--frame-interval") &&
+        !parse_int(&frame_interval, get(o, "--frame-interval"), 1, 4096))
+        return usage_error("--frame-interval '%s': need 1..4096", get(o, "--frame-interval"));
+    if ((clip_len || frame_interval) && !video)
+        return usage_error("--clip-len and --frame-interval are for a video model (--arch "
+                           "swin3d_t, --init of a swin3d model)");
     if (get(o, "--num-classes") && !init && !arch)
         return usage_error("--num-classes is for --init and --arch");
     if (get(o, "--table-resize") && !init) return usage_error("--table-resize is for --init");
@@ -590,6 +675,11 @@ static int train(const opt *o, const procs *pc) {
         else return usage_error("--augment '%s': need timm, rrc+flip, crop+flip, crop, flip "
                                 "or none", a);
     }
+    if (video && !get(o, "--augment")) {   /* the official Video Swin training's */
+        recipe_augment(&rc, "rrc+flip");
+        c.crop_pad = 0, c.flip = 0;
+    }
+    if (video && !get(o, "--interpolation")) rc.interp = RA_INTERP_BILINEAR;   /* mmcv's */
     if (get(o, "--mixup") &&
         (!((c.mixup_alpha = strtof(get(o, "--mixup"), &end)) >= 0) || *end || c.mixup_alpha > 1e4f ||
          (c.mixup_alpha > 0 && c.mixup_alpha < 1e-3f)))
@@ -631,6 +721,11 @@ static int train(const opt *o, const procs *pc) {
     if (get(o, "--workers") && !parse_int(&rc.workers, get(o, "--workers"), 0, 256))
         return usage_error("--workers '%s': need 0..256", get(o, "--workers"));
     if (get(o, "--no-augment")) c.crop_pad = 0, c.flip = 0;
+    if (video && (strcmp(rc.ra, "none") || rc.reprob > 0 || c.mixup_alpha > 0 ||
+                  c.cutmix_alpha > 0 || get(o, "--crop-pct") || get(o, "--tta")))
+        return usage_error("a video's clips take --augment rrc+flip, flip or none: RandAugment, "
+                           "random erasing, mixup, cutmix, --crop-pct and --tta are for images");
+    if (video && get(o, "--no-augment")) recipe_augment(&rc, "none");
     if ((init || arch) && !rc.on) {   /* the model's images go through loaders: its transform */
         if (c.crop_pad) return usage_error("--augment crop is for IDX-like data; with %s: "
                                            "timm, rrc+flip, flip or none", init ? "--init" : "--arch");
@@ -658,7 +753,8 @@ static int train(const opt *o, const procs *pc) {
                                             "--crop-pct", "--init", "--num-classes",
                                             "--no-shuffle", "--sched", "--freeze", "--arch",
                                             "--accum", "--layer-decay", "--drop-path",
-                                            "--table-resize", "--in-chans"};
+                                            "--table-resize", "--in-chans", "--clip-len",
+                                            "--frame-interval"};
         for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
             if (get(o, fixed[i]))
                 return usage_error("%s cannot change a resumed run (the checkpoint has it)",
@@ -685,6 +781,7 @@ static int train(const opt *o, const procs *pc) {
         ra_status rs = ra_st_open(&ck, resume);
         const char *is = ck ? ra_st_meta(ck, "img_size") : NULL;
         if (is) img_size = atoi(is);
+        video = ck && ra_st_meta(ck, "arch") && !strcmp(ra_st_meta(ck, "arch"), "swin3d");
         const int rok = ck ? recipe_of_checkpoint(&rc, ck) : 1;
         ra_st_close(ck);
         /* the loaders draw by the run's seed, batch and order */
@@ -695,7 +792,7 @@ static int train(const opt *o, const procs *pc) {
     const int skip_bad = get(o, "--skip-bad") != NULL;
     if ((init || arch) && !is_image_folder(dir, "train"))
         return usage_error("%s trains on an image folder (--data DIR)", init ? "--init" : "--arch");
-    int code = train_data(&ts, dir, img_size, val_split, c.seed, skip_bad, rc.on);
+    int code = train_data(&ts, dir, img_size, val_split, c.seed, skip_bad, rc.on, video);
     if (code) return code;
     ra_loader *tl = NULL, *vl = NULL;
     int64_t *vown = NULL;
@@ -724,11 +821,15 @@ static int train(const opt *o, const procs *pc) {
         goto done;
     }
     if (!resume && (init || arch) &&
-        (code = init_model(&m, init, arch, &ts, o, c.seed, img_size, drop_path)))
+        (code = init_model(&m, init, arch, &ts, o, c.seed, img_size, drop_path, video)))
         goto done;
     if (!resume && !init && !arch && (code = build_model(&m, o, &ts, dir, &c, &rc, drop_path)))
         goto done;
-    if (rc.on) {   /* the folder through loaders, at the model's transform */
+    if (rc.on && video) {   /* the videos through loaders, at the model's video transform */
+        code = make_video_loaders(&tl, &vl, &vown, &ts, &rc, &c, probe ? probe : m, skip_bad, pc);
+        ra_model_free(probe);
+        if (code) goto done;
+    } else if (rc.on) {   /* the folder through loaders, at the model's transform */
         ra_transform tf;
         st = ra_model_transform(&tf, NULL, probe ? probe : m);
         ra_model_free(probe);
@@ -780,9 +881,10 @@ static int train(const opt *o, const procs *pc) {
     const int64_t stop = max_steps > 0 && max_steps < total ? max_steps : total;
     progress pr = {.tty = lead && isatty(2), .json = json};
     if (lead && (!json || pr.tty)) {
-        fprintf(stderr, "%s: %s, %lld parameters, %lld training images, %lld steps of batch %d "
+        fprintf(stderr, "%s: %s, %lld parameters, %lld training %s, %lld steps of batch %d "
                 "(%lld per epoch), %d threads", cmd, resume ? "resuming" : "training",
-                (long long)ra_model_param_total(m), (long long)train.n, (long long)total,
+                (long long)ra_model_param_total(m), (long long)train.n,
+                video ? "videos" : "images", (long long)total,
                 c.batch, (long long)spe, ra_threads_get());
         if (ra_model_precision(m) != RA_PRECISION_FP32)
             fprintf(stderr, ", products in %s", ra_precision_name(ra_model_precision(m)));
@@ -912,8 +1014,9 @@ done:
     ra_trainer_free(t);
     ra_model_free(m);
     if (tl && lead && ra_loader_skipped(tl) + ra_loader_skipped(vl))
-        fprintf(stderr, "%s: skipped %lld images that did not decode\n", cmd,
-                (long long)(ra_loader_skipped(tl) + ra_loader_skipped(vl)));
+        fprintf(stderr, "%s: skipped %lld %s that did not decode\n", cmd,
+                (long long)(ra_loader_skipped(tl) + ra_loader_skipped(vl)),
+                video ? "videos" : "images");
     ra_loader_free(tl), ra_loader_free(vl), free(vown);
     train_data_free(&ts);
     return code;

@@ -58,7 +58,7 @@ void train_data_free(train_set *ts) {
 }
 
 int train_data(train_set *ts, const char *dir, int size, double val_split, uint64_t seed,
-               int skip_bad, int stream) {
+               int skip_bad, int stream, int video) {
     ra_status st;
     memset(ts, 0, sizeof *ts);
     if (!is_image_folder(dir, "train")) {
@@ -85,8 +85,10 @@ int train_data(train_set *ts, const char *dir, int size, double val_split, uint6
     ra_image_folder tf = {0}, vf = {0};
     int64_t *idx = NULL, skipped = 0, sk2 = 0;
     int code = EX_OK;
-    if ((st = ra_image_folder_scan(&tf, split ? dir : tdir)) ||
-        (!split && (st = ra_image_folder_scan(&vf, vdir)))) {
+    ra_status (*scan)(ra_image_folder *, const char *) =
+        video ? ra_video_folder_scan : ra_image_folder_scan;
+    if (video && !stream) return usage_error("videos are decoded for every batch (loaders)");
+    if ((st = scan(&tf, split ? dir : tdir)) || (!split && (st = scan(&vf, vdir)))) {
         code = lib_fail(st);
         goto done;
     }
@@ -97,8 +99,8 @@ int train_data(train_set *ts, const char *dir, int size, double val_split, uint6
     if (split) {   /* a permutation by the seed: its first share is held out, each part in order */
         const int64_t n = tf.n, nv = (int64_t)llround(val_split * (double)n);
         if (nv < 1 || nv >= n) {
-            code = fail(EX_DATAERR, "--val-split %g of %lld images leaves no images on one side",
-                        val_split, (long long)n);
+            code = fail(EX_DATAERR, "--val-split %g of %lld %s leaves none on one side",
+                        val_split, (long long)n, video ? "videos" : "images");
             goto done;
         }
         int64_t *perm = malloc(sizeof *perm * (size_t)n);

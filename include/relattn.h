@@ -1687,6 +1687,13 @@ typedef struct ra_clip_spec {
  * (fewer frames than clip_len after resampling: it skips such a video);
  * mmaction's loops over a short video (its out_of_bound_opt 'loop'). */
 ra_status ra_clip_indices(int64_t *idx, const ra_clip_spec *s, int64_t frames, double fps);
+/* idx (clip_len): the frames of one training clip, as the official Video
+ * Swin training's SampleFrames(clip_len, frame_interval, num_clips=1):
+ * L = clip_len * frame_interval; its first frame uniform in 0..frames-L
+ * (one ra_rng_below draw) when frames >= L, else 0 (no draw); frame k at
+ * first + k * frame_interval, modulo frames (a short video loops). */
+ra_status ra_clip_indices_train(int64_t *idx, int clip_len, int frame_interval, int64_t frames,
+                                ra_rng *rng);
 
 /* The frames' transform: torchvision's VideoClassification (resize on
  * tensors, bilinear, no antialias, then centre crop, / 255, normalise) or
@@ -1871,6 +1878,13 @@ typedef struct ra_image_folder {
     char **class_names;   /* (classes), sorted */
 } ra_image_folder;
 ra_status ra_image_folder_scan(ra_image_folder *f, const char *dir);
+/* A video folder, DIR/<class>/<video>: the classes as above; a class's
+ * videos are its own entries, not hidden, not walked further: the files
+ * named as videos (.mp4 .m4v .mov .mkv .webm .avi .mpg .mpeg .ts .ivf .flv
+ * .nut .ogv .ogg .gif .y4m .mjpeg .h264 .264 .hevc, in any case) and the
+ * subfolders (folders of frames, ra_video_open), sorted by name (bytes).
+ * paths are the videos; the same refusals (a class without a video). */
+ra_status ra_video_folder_scan(ra_image_folder *f, const char *dir);
 void ra_image_folder_free(ra_image_folder *f);   /* zeroes f */
 /* x (b, C, oh, ow), C = 1 with t->grey else 3: the images idx[0..b) of f,
  * decoded (at most 64 megapixels each) and transformed by t
@@ -1960,6 +1974,23 @@ typedef struct ra_loader_config {
     int depth;                /* batches decoded ahead: 2 */
     int skip_bad;
     int64_t max_pixels;       /* per image: 64 megapixels */
+    /* Videos (a folder of ra_video_folder_scan) when clip_len > 0: a sample
+     * is a clip x (3, T, S, S), T = clip_len. Training: the frames of
+     * ra_clip_indices_train(clip_len, frame_interval) at a random first
+     * frame; with random_crop, each frame's shorter side to short_side
+     * (ra_resize_bilinear_tensor_u8, the longer int(short_side * long /
+     * short)), then one RandomResizedCrop box for the whole clip (scale,
+     * ratio, as for images), each frame's box resized to S x S with interp
+     * (PIL's bytes); without, each frame through video_eval's frame
+     * transform; the whole clip flipped with probability hflip; then the
+     * table of video_eval.frame (rescale, normalise, its mean and std; mean
+     * and std above are not used). RandAugment, erasing and grey are
+     * refused. Evaluation: the centre clip (ra_clip_indices, mmaction,
+     * one clip of clip_len at frame_interval) through video_eval (one crop,
+     * S x S): ra_video_clips. The draws of a training sample: the first
+     * frame, RandomResizedCrop's box, the flip. */
+    int clip_len, frame_interval, short_side;
+    ra_video_transform video_eval;
 } ra_loader_config;
 typedef struct ra_loader ra_loader;   /* opaque */
 

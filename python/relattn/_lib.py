@@ -252,6 +252,11 @@ def check(status):
         raise RelattnError(status, why or lib.ra_status_str(status).decode())
 
 
+class VideoTransform(ctypes.Structure):
+    """ra_video_transform: a video's frames (relattn.h, section 14)."""
+    _fields_ = [("frame", Transform), ("size_round", _I), ("crops", _I)]
+
+
 class LoaderConfig(ctypes.Structure):
     """ra_loader_config: an image folder's batches (relattn.h, section 15)."""
     _fields_ = [("train", _I), ("random_crop", _I), ("shuffle", _I), ("size", _I),
@@ -260,7 +265,9 @@ class LoaderConfig(ctypes.Structure):
                 ("hflip", ctypes.c_double), ("randaugment", _I), ("ra", RandAugment),
                 ("reprob", ctypes.c_double), ("mean", ctypes.c_float * 3),
                 ("std", ctypes.c_float * 3), ("eval", Transform), ("workers", _I),
-                ("depth", _I), ("skip_bad", _I), ("max_pixels", _I64)]
+                ("depth", _I), ("skip_bad", _I), ("max_pixels", _I64),
+                ("clip_len", _I), ("frame_interval", _I), ("short_side", _I),
+                ("video_eval", VideoTransform)]
 
 
 _sig("ra_loader_config_default", LoaderConfig)

@@ -81,6 +81,22 @@ ra_status ra_clip_indices(int64_t *idx, const ra_clip_spec *s, int64_t n, double
     return RA_OK;
 }
 
+/* The training clip of Video-Swin-Transformer's mmaction SampleFrames
+ * (num_clips 1, test_mode False): L = clip_len * frame_interval; the
+ * offset uniform in 0..n-L (its randint(n - L + 1)) when n >= L, else 0;
+ * frames offset + k * frame_interval modulo n (out_of_bound_opt 'loop'). */
+ra_status ra_clip_indices_train(int64_t *idx, int clip_len, int frame_interval, int64_t n,
+                                ra_rng *rng) {
+    if (!idx || !rng || clip_len < 1 || clip_len > MAX_CLIP_LEN || frame_interval < 1 ||
+        frame_interval > MAX_CLIP_LEN || n < 1)
+        return rai_fail(RA_ERR_ARG, "training clip: %d frames at an interval of %d, from %lld "
+                        "frames", clip_len, frame_interval, (long long)n);
+    const int64_t L = (int64_t)clip_len * frame_interval;
+    const int64_t start = n >= L ? (int64_t)ra_rng_below(rng, (uint64_t)(n - L) + 1) : 0;
+    for (int k = 0; k < clip_len; k++) idx[k] = (start + (int64_t)k * frame_interval) % n;
+    return RA_OK;
+}
+
 /* ---- the model's input ------------------------------------------------------------ */
 
 typedef struct {

@@ -14,7 +14,11 @@
  * RA_FOLDER_MAX_DEPTH levels, and the counts and lengths are bounded
  * (RA_FOLDER_MAX_FILES, RA_FOLDER_MAX_CLASSES, PATH_MAX); hidden entries
  * are listed as ImageFolder lists them; a class with no image is refused
- * by name, as ImageFolder refuses it. */
+ * by name, as ImageFolder refuses it.
+ *
+ * A video folder (ra_video_folder_scan) has the same classes; each class's
+ * videos are its own entries, not walked: the files named as videos
+ * (video_name) and the subfolders (folders of frames), sorted by name. */
 #define _POSIX_C_SOURCE 200809L
 #include "base/internal.h"
 
@@ -69,6 +73,41 @@ static int image_name(const char *s) {
         if (n >= k && !strcasecmp(s + n - k, ext[i])) return 1;
     }
     return 0;
+}
+
+/* The containers relattn's FFmpeg build reads (docs/reference.md, "Videos"),
+ * by their usual extensions, matched without case. */
+static int video_name(const char *s) {
+    static const char *const ext[] = {".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg",
+                                      ".mpeg", ".ts", ".ivf", ".flv", ".nut", ".ogv", ".ogg",
+                                      ".gif", ".y4m", ".mjpeg", ".h264", ".264", ".hevc"};
+    const size_t n = strlen(s);
+    for (size_t i = 0; i < sizeof ext / sizeof *ext; i++) {
+        const size_t k = strlen(ext[i]);
+        if (n >= k && !strcasecmp(s + n - k, ext[i])) return 1;
+    }
+    return 0;
+}
+
+/* The videos of a class folder into out, in no order: its video files and
+ * its subfolders (frames), not hidden, not walked further. */
+static ra_status list_videos(names *out, const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return rai_fail(RA_ERR_IO, "cannot read '%s': %s", dir, strerror(errno));
+    ra_status s = RA_OK;
+    char path[PATH_MAX];
+    for (struct dirent *e; !s && (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= sizeof path) {
+            s = rai_fail(RA_ERR_FORMAT, "a path in '%.200s' is longer than %d bytes", dir, PATH_MAX);
+            break;
+        }
+        struct stat es;
+        if ((stat(path, &es) == 0 && S_ISDIR(es.st_mode)) || video_name(e->d_name))
+            s = push(out, path);
+    }
+    closedir(d);
+    return s;
 }
 
 typedef struct {
@@ -129,7 +168,8 @@ void ra_image_folder_free(ra_image_folder *f) {
     *f = (ra_image_folder){0};
 }
 
-ra_status ra_image_folder_scan(ra_image_folder *f, const char *dir) {
+/* The classes of dir and their images (video 0) or videos (video 1). */
+static ra_status scan(ra_image_folder *f, const char *dir, int video) {
     if (!f || !dir) return rai_fail(RA_ERR_ARG, "image folder: NULL argument");
     *f = (ra_image_folder){0};
     DIR *d = opendir(dir);
@@ -164,14 +204,16 @@ ra_status ra_image_folder_scan(ra_image_folder *f, const char *dir) {
     for (int64_t c = 0; !s && c < cls.n; c++) {
         const int64_t before = files.n;
         snprintf(path, sizeof path, "%s/%s", dir, cls.v[c]);
-        s = walk(&files, path, 1, &wp);
+        s = video ? list_videos(&files, path) : walk(&files, path, 1, &wp);
         if (s) break;
         if (files.n == before) {
-            s = rai_fail(RA_ERR_FORMAT, "class folder '%s' holds no image (.png, .jpg, .jpeg, ...)",
-                         path);
+            s = rai_fail(RA_ERR_FORMAT, video ? "class folder '%s' holds no video (.mp4, .mkv, "
+                         ".webm, .avi, ... or a folder of frames)"
+                         : "class folder '%s' holds no image (.png, .jpg, .jpeg, ...)", path);
             break;
         }
-        qsort(files.v + before, (size_t)(files.n - before), sizeof *files.v, by_dir_then_name);
+        qsort(files.v + before, (size_t)(files.n - before), sizeof *files.v,
+              video ? by_bytes : by_dir_then_name);
         int32_t *l = realloc(labels, sizeof *l * (size_t)files.n);
         if (!l) {
             s = rai_fail(RA_ERR_NOMEM, "image folder: out of memory");
@@ -187,6 +229,9 @@ ra_status ra_image_folder_scan(ra_image_folder *f, const char *dir) {
     *f = (ra_image_folder){files.n, (int)cls.n, files.v, labels, cls.v};
     return RA_OK;
 }
+
+ra_status ra_image_folder_scan(ra_image_folder *f, const char *dir) { return scan(f, dir, 0); }
+ra_status ra_video_folder_scan(ra_image_folder *f, const char *dir) { return scan(f, dir, 1); }
 
 /* ---- batches of images ------------------------------------------------------------ */
 

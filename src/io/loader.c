@@ -63,6 +63,11 @@ struct ra_loader {
  * in both modes), else three. */
 static int planes_of(const ra_loader_config *c) { return c->eval.grey ? 1 : 3; }
 
+/* The floats of a sample: (C, S, S), or a video's (3, T, S, S). */
+static size_t sample_floats(const ra_loader_config *c) {
+    return (size_t)planes_of(c) * (c->clip_len > 0 ? c->clip_len : 1) * c->size * c->size;
+}
+
 ra_loader_config ra_loader_config_default(void) {
     ra_loader_config c = {.train = 1, .size = 224, .batch = 64, .scale = {0.08, 1.0},
                           .ratio = {3.0 / 4.0, 4.0 / 3.0}, .interp = RA_INTERP_BICUBIC,
@@ -157,9 +162,133 @@ static ra_status train_sample(const ra_loader *l, float *x, const uint8_t *rgb, 
     return st;
 }
 
+/* ---- one video sample ------------------------------------------------------------ */
+
+/* The frames of a training clip as they are decoded: each distinct frame
+ * (its shorter side resized, or through the evaluation transform) kept once. */
+typedef struct {
+    const ra_loader_config *c;
+    const int64_t *want;   /* (n) the clip's distinct frames, ascending */
+    int n;
+    uint8_t **px;          /* (n) each frame's bytes (h, w, 3) */
+    int w, h;              /* their size (every frame's) */
+} clip_frames;
+
+static ra_status keep_frame(void *ctx, int64_t index, const uint8_t *rgb, int w, int h) {
+    clip_frames *cf = ctx;
+    const ra_loader_config *c = cf->c;
+    int k = 0;
+    while (k < cf->n && cf->want[k] != index) k++;
+    if (k == cf->n) return RA_OK;
+    int ow, oh;
+    ra_transform shorter = {.resize = RA_RESIZE_SHORTER, .resize_h = c->short_side,
+                            .resize_w = c->short_side, .interp = RA_INTERP_BILINEAR};
+    ra_status st = ra_transform_size(c->random_crop ? &shorter : &c->video_eval.frame, w, h, &ow,
+                                     &oh);
+    if (st) return st;
+    if (cf->px[k] || (cf->w && (ow != cf->w || oh != cf->h)))
+        return rai_fail(RA_ERR_FORMAT, "a clip's frames change size");
+    cf->w = ow, cf->h = oh;
+    if (!(cf->px[k] = malloc((size_t)ow * oh * 3)))
+        return rai_fail(RA_ERR_NOMEM, "loader: out of memory");
+    if (c->random_crop)   /* torchvision's / mmcv's resize of the frame, bilinear */
+        return ra_resize_bilinear_tensor_u8(cf->px[k], ow, oh, rgb, w, h, 3);
+    ra_video_transform one = c->video_eval;
+    one.crops = 1;
+    return ra_video_frame_bytes(cf->px[k], &one, rgb, w, h);
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* A training clip of the video at path into x (3, T, S, S). */
+static ra_status train_clip(const ra_loader *l, float *x, const char *path, ra_rng *rng) {
+    const ra_loader_config *c = &l->c;
+    const int T = c->clip_len, S = c->size;
+    const size_t plane = (size_t)S * S;
+    ra_video *v = NULL;
+    int64_t *idx = malloc(sizeof *idx * (size_t)T * 2);
+    uint8_t **px = calloc((size_t)T, sizeof *px), *crop = malloc(plane * 3 * (size_t)T);
+    ra_video_limits lim;
+    ra_video_limits_default(&lim);
+    lim.max_pixels = c->max_pixels;
+    ra_status st = idx && px && crop ? RA_OK : rai_fail(RA_ERR_NOMEM, "loader: out of memory");
+    if (!st) st = ra_video_open(&v, path, &lim);
+    if (!st)
+        st = ra_clip_indices_train(idx, T, c->frame_interval, ra_video_get_info(v)->frames, rng);
+    clip_frames cf = {c, idx + T, 0, px, 0, 0};
+    if (!st) {   /* the distinct frames, ascending */
+        memcpy(idx + T, idx, sizeof *idx * (size_t)T);
+        qsort(idx + T, (size_t)T, sizeof *idx, cmp_i64);
+        for (int k = 0; k < T; k++)
+            if (!cf.n || idx[T + k] != idx[T + cf.n - 1]) idx[T + cf.n++] = idx[T + k];
+        st = ra_video_decode(v, idx + T, cf.n, keep_frame, &cf);
+    }
+    for (int k = 0; !st && k < cf.n; k++)
+        if (!px[k]) st = rai_fail(RA_ERR_FORMAT, "video '%s': frame %lld was not decoded", path,
+                                  (long long)idx[T + k]);
+    int box[4] = {0, 0, cf.w, cf.h};
+    if (!st && c->random_crop) ra_random_resized_crop(cf.w, cf.h, c->scale, c->ratio, rng, box);
+    const int flip = !st && c->hflip > 0 && ra_rng_uniform(rng) < c->hflip;
+    for (int t = 0; !st && t < T; t++) {
+        int k = 0;
+        while (idx[T + k] != idx[t]) k++;
+        uint8_t *o = crop + (size_t)t * plane * 3;
+        if (c->random_crop)
+            st = rai_image_resize_region(o, S, S, px[k] + ((size_t)box[1] * cf.w + box[0]) * 3,
+                                         (size_t)cf.w * 3, box[2], box[3], 3, c->interp);
+        else if (cf.w != S || cf.h != S)
+            st = rai_fail(RA_ERR_ARG, "loader: the video transform gives %dx%d frames, not %dx%d",
+                          cf.w, cf.h, S, S);
+        else memcpy(o, px[k], plane * 3);
+        if (st) break;
+        for (size_t p = 0; p < plane; p++) {   /* x (3, T, S, S) */
+            const size_t q = flip ? p - p % S + (S - 1 - p % S) : p;
+            for (int ch = 0; ch < 3; ch++)
+                x[((size_t)ch * T + t) * plane + q] = l->lut[ch][o[3 * p + ch]];
+        }
+    }
+    for (int k = 0; px && k < T; k++) free(px[k]);
+    free(px), free(idx), free(crop);
+    ra_video_free(v);
+    return st;
+}
+
+/* The evaluation clip of the video at path into x (3, T, S, S). */
+static ra_status eval_clip(const ra_loader *l, float *x, const char *path) {
+    const ra_loader_config *c = &l->c;
+    const ra_clip_spec cs = {RA_CLIPS_MMACTION, 1, c->clip_len, c->frame_interval, 0};
+    ra_video_transform one = c->video_eval;
+    one.crops = 1;
+    ra_video_limits lim;
+    ra_video_limits_default(&lim);
+    lim.max_pixels = c->max_pixels;
+    ra_video *v = NULL;
+    float *y = NULL;
+    int64_t shape[5];
+    ra_status st = ra_video_open(&v, path, &lim);
+    if (!st) st = ra_video_clips(&y, shape, v, &cs, &one);
+    ra_video_free(v);
+    if (!st && (shape[3] != c->size || shape[4] != c->size))
+        st = rai_fail(RA_ERR_ARG, "loader: the video transform gives %lldx%lld frames, not %dx%d",
+                      (long long)shape[4], (long long)shape[3], c->size, c->size);
+    if (!st) memcpy(x, y, sizeof *x * sample_floats(c));
+    rai_free(y);
+    return st;
+}
+
 /* Sample s of batch `step` (image i of the folder) into its place in x. */
 static ra_status one_sample(const ra_loader *l, int64_t step, int s, int64_t i, float *x) {
     const ra_loader_config *c = &l->c;
+    if (c->clip_len > 0 && !c->train) return eval_clip(l, x, l->f->paths[i]);
+    if (c->clip_len > 0) {
+        ra_rng rng;
+        ra_rng_seed(&rng, rai_mix64(rai_mix64(c->seed ^ 0x6c6f61646572ull, (uint64_t)step),
+                                    (uint64_t)s));   /* "loader" */
+        return train_clip(l, x, l->f->paths[i], &rng);
+    }
     uint8_t *rgb = NULL;
     int w, h;
     ra_status st = ra_image_load_u8(&rgb, &w, &h, l->f->paths[i], c->max_pixels);
@@ -180,7 +309,7 @@ static ra_status one_sample(const ra_loader *l, int64_t step, int s, int64_t i, 
  * in the folder's order (the same class, as a rule), an evaluation image is
  * marked bad; *skips counts the failures. */
 static ra_status fill(const ra_loader *l, slot *q, int s, int64_t *skips) {
-    const size_t size = (size_t)planes_of(&l->c) * l->c.size * l->c.size;
+    const size_t size = sample_floats(&l->c);
     float *x = q->x + s * size;
     for (int64_t k = 0; k < l->n; k++) {
         const int64_t img = image_of(l, (q->idx[s] + k) % l->n);
@@ -308,7 +437,7 @@ ra_status ra_loader_batch(ra_loader *l, int64_t step, float *x, int32_t *labels,
         pthread_mutex_unlock(&l->lock);   /* q is complete: no worker claims from it */
         st = q->st;
     }
-    const size_t size = (size_t)planes_of(&l->c) * l->c.size * l->c.size;
+    const size_t size = sample_floats(&l->c);
     memcpy(x, q->x, (size_t)q->b * size * sizeof *x);
     memcpy(labels, q->labels, (size_t)q->b * sizeof *labels);
     if (bad) memcpy(bad, q->bad, (size_t)q->b);
@@ -341,7 +470,26 @@ static ra_status check_config(const ra_loader_config *c, int64_t n) {
         return rai_fail(RA_ERR_ARG, "loader: %d workers (0..%d), depth %d (1..%d)", c->workers,
                         LOADER_MAX_WORKERS, c->depth, LOADER_MAX_DEPTH);
     if (c->max_pixels < 1) return rai_fail(RA_ERR_ARG, "loader: max_pixels < 1");
-    if (!c->train || !c->random_crop) {
+    if (c->clip_len < 0 || c->clip_len > 4096)
+        return rai_fail(RA_ERR_ARG, "loader: clips of %d frames (0: images)", c->clip_len);
+    if (c->clip_len > 0) {   /* videos */
+        ra_status st = ra_transform_check(&c->video_eval.frame);
+        if (st) return st;
+        int ow, oh;
+        ra_transform_size(&c->video_eval.frame, 1, 1, &ow, &oh);
+        if (c->video_eval.frame.crop == RA_CROP_NONE || ow != c->size || oh != c->size)
+            return rai_fail(RA_ERR_ARG, "loader: the video transform must crop %dx%d frames",
+                            c->size, c->size);
+        if (c->frame_interval < 1 || c->frame_interval > 4096 ||
+            (c->train && c->random_crop && (c->short_side < 1 || c->short_side > 65535)))
+            return rai_fail(RA_ERR_ARG, "loader: frame interval %d (1..4096), shorter side %d",
+                            c->frame_interval, c->short_side);
+        if (c->randaugment || c->reprob > 0 || c->eval.grey)
+            return rai_fail(RA_ERR_ARG, "loader: RandAugment, random erasing and grey models are "
+                            "for images, not videos");
+        if (!c->train) return RA_OK;
+    }
+    if (c->clip_len == 0 && (!c->train || !c->random_crop)) {
         ra_status st = ra_transform_check(&c->eval);
         if (st) return st;
         const int fixed = c->eval.crop != RA_CROP_NONE ? c->eval.crop_h == c->size &&
@@ -403,7 +551,9 @@ ra_status ra_loader_create(ra_loader **out, const ra_image_folder *f, const int6
     ra_loader *l = calloc(1, sizeof *l);
     if (!l) return rai_fail(RA_ERR_NOMEM, "loader: out of memory");
     l->c = *cfg, l->f = f, l->idx = idx, l->n = n, l->perm_epoch = -1;
-    rai_byte_table(l->lut, 0, 1, cfg->mean, cfg->std);
+    const ra_transform *vf = &cfg->video_eval.frame;   /* a video's frames: its table */
+    if (cfg->clip_len > 0) rai_byte_table(l->lut, vf->rescale, vf->normalize, vf->mean, vf->std);
+    else rai_byte_table(l->lut, 0, 1, cfg->mean, cfg->std);
     if (cfg->randaugment) {   /* timm: the crop's filter, the mean as the fill */
         l->c.ra.interp = cfg->interp;
         rai_mean_bytes(l->c.ra.fill, cfg->mean);
@@ -414,7 +564,7 @@ ra_status ra_loader_create(ra_loader **out, const ra_image_folder *f, const int6
     l->slots = calloc((size_t)l->nslots, sizeof *l->slots);
     l->perm = cfg->train ? malloc(sizeof *l->perm * (size_t)n) : NULL;
     st = l->slots && (l->perm || !cfg->train) ? RA_OK : rai_fail(RA_ERR_NOMEM, "loader: out of memory");
-    const size_t size = (size_t)planes_of(cfg) * cfg->size * cfg->size;
+    const size_t size = sample_floats(cfg);
     for (int k = 0; !st && k < l->nslots; k++) {
         slot *q = &l->slots[k];
         q->step = -1;

@@ -31,6 +31,7 @@ struct ra_trainer {
     ra_loader *loader;              /* decoded and augmented by a loader */
     int64_t n;                      /* training images */
     int dc, dh, dw;                 /* their channels, rows, columns */
+    int dt;                         /* a video loader's frames a clip (x (B, C, T, H, W)); 0 */
     float *targets;                 /* (B, K) mixup / cutmix's soft targets, or NULL */
     ra_train_config cfg;
     int64_t step, spe, total, warmup;
@@ -144,6 +145,14 @@ static ra_status create(ra_trainer **out, ra_model *m, const ra_train_config *cf
     const int dh = data ? data->h : lc->size;
     const int dw = data ? data->w : lc->size;
     const int classes = data ? data->classes : ra_loader_classes(loader);
+    const int dt = lc && lc->clip_len > 0 ? lc->clip_len : 0;
+    if (dt && !ra_model_is_video(m))
+        return rai_fail(RA_ERR_ARG, "the loader gives video clips: the model (%s) takes images",
+                        m->ops->name);
+    if (!dt && ra_model_is_video(m))
+        return rai_fail(RA_ERR_ARG, "a video model (%s) trains on a video loader", m->ops->name);
+    if (dt && mixing(cfg))
+        return rai_fail(RA_ERR_ARG, "mixup and cutmix are for images, not video clips");
     const int k = model_classes(m);
     if (k < classes)
         return rai_fail(RA_ERR_ARG, "the model has %d classes, the data %d", k, classes);
@@ -162,13 +171,13 @@ static ra_status create(ra_trainer **out, ra_model *m, const ra_train_config *cf
     ra_trainer *t = calloc(1, sizeof *t);
     if (!t) return rai_fail(RA_ERR_NOMEM, "trainer: out of memory");
     t->m = m, t->data = data, t->loader = loader, t->cfg = *cfg, t->classes = k;
-    t->n = n, t->dc = dc, t->dh = dh, t->dw = dw, t->perm_epoch = -1;
+    t->n = n, t->dc = dc, t->dh = dh, t->dw = dw, t->dt = dt, t->perm_epoch = -1;
     t->comm = (ra_train_comm){.rank = 0, .size = 1};
     t->p1 = m->nparams;
     t->spe = n / cfg->batch;
     t->total = t->spe * cfg->epochs;
     t->warmup = (int64_t)llround(cfg->warmup_epochs * (double)t->spe);
-    const int64_t P = m->total, B = cfg->batch, px = (int64_t)dc * dh * dw;
+    const int64_t P = m->total, B = cfg->batch, px = (int64_t)dc * (dt ? dt : 1) * dh * dw;
     t->grad = rai_calloc((size_t)P + 1, sizeof(float));
     t->mom1 = rai_calloc((size_t)P + 1, sizeof(float));
     t->mom2 = rai_calloc((size_t)P + 1, sizeof(float));
@@ -287,13 +296,14 @@ static ra_status make_batch(ra_trainer *t) {
 static ra_status micro_step(ra_trainer *t, int i0, int i1, ra_rng *rng, float *loss) {
     ra_model *m = t->m;
     const int B = t->cfg.batch, K = t->classes, nb = i1 - i0;
-    const int64_t px = (int64_t)t->dc * t->dh * t->dw;
+    const int64_t px = (int64_t)t->dc * (t->dt ? t->dt : 1) * t->dh * t->dw;
     float *logits = NULL, *probs = t->probs + (size_t)i0 * K, *dl = t->dlogits + (size_t)i0 * K;
     const float *soft = t->targets ? t->targets + (size_t)i0 * K : NULL;
     int nd;
     int64_t ys[4];
-    const int64_t xs[4] = {nb, t->dc, t->dh, t->dw};
-    ra_status st = ra_model_forward_train(m, &logits, &nd, ys, t->x + i0 * px, 4, xs, rng);
+    const int64_t xs[5] = {nb, t->dc, t->dt, t->dh, t->dw}, xi[4] = {nb, t->dc, t->dh, t->dw};
+    ra_status st = ra_model_forward_train(m, &logits, &nd, ys, t->x + i0 * px, t->dt ? 5 : 4,
+                                          t->dt ? xs : xi, rng);
     if (st) return st;
     float mean = 0;
     if (nd != 2 || ys[1] != K) st = rai_fail(RA_ERR_INTERNAL, "trainer: logits of %lld classes",
@@ -803,9 +813,9 @@ static ra_status evaluate_loader(const ra_model *m, ra_loader *l, int64_t *corre
                                  int64_t *confusion, int k, int64_t *seen) {
     const ra_loader_config *lc = ra_loader_config_of(l);
     if (lc->train) return rai_fail(RA_ERR_ARG, "evaluate: the loader is a training loader");
-    const int B = lc->batch, S = lc->size;
+    const int B = lc->batch, S = lc->size, T = lc->clip_len;
     const int C = lc->eval.grey ? 1 : 3;
-    float *x = rai_alloc((size_t)B * C * S * S, sizeof *x);
+    float *x = rai_alloc((size_t)B * C * (T > 0 ? T : 1) * S * S, sizeof *x);
     int32_t *lab = malloc((size_t)B * sizeof *lab);
     uint8_t *bad = malloc((size_t)B);
     ra_status st = x && lab && bad ? RA_OK : rai_fail(RA_ERR_NOMEM, "evaluate: out of memory");
@@ -816,7 +826,8 @@ static ra_status evaluate_loader(const ra_model *m, ra_loader *l, int64_t *corre
         float *y = NULL;
         int64_t ys[4];
         st = ra_loader_batch(l, bi, x, lab, bad, &b);
-        if (!st) st = ra_model_predict(m, &y, &nd, ys, x, 4, (const int64_t[]){b, C, S, S});
+        const int64_t xs5[5] = {b, C, T, S, S}, xs4[4] = {b, C, S, S};
+        if (!st) st = ra_model_predict(m, &y, &nd, ys, x, T > 0 ? 5 : 4, T > 0 ? xs5 : xs4);
         if (!st && (nd != 2 || ys[1] < ra_loader_classes(l)))
             st = rai_fail(RA_ERR_ARG, "evaluate: the model gives %lld outputs for %d classes",
                           (long long)ys[1], ra_loader_classes(l));
