@@ -407,9 +407,10 @@ def video_tables(b):
                         lines.append(["the network, %s %s" % (side, p), "forward",
                                       "%.1f" % (1e3 * t["s"]), "-",
                                       "%.2f" % (t["images"] / t["s"])])
-        out.append(("decoding + sampling + transform of one clip (ra_video_open: the whole "
-                    "stream decoded and counted; ra_video_clips: the clip's frames decoded, "
-                    "RGB, transformed), beside the network's forward",
+        out.append(("decoding + sampling + transform of one clip (ra_video_open: the "
+                    "packets counted, the first frame decoded; ra_video_clips: the stream "
+                    "decoded up to the clip's last frame, its frames RGB, transformed), beside "
+                    "the network's forward",
                     ["what", "measure", "ms", "frames/s", "clips/s"], lines))
     return out
 
