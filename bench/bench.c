@@ -125,19 +125,6 @@ static void time_medians(bench_fn fn, bench_fn prep, void *ctx, int reps, const 
  * of fn, or -1 where it cannot be told (Linux with glibc only): freed heap
  * pages are handed back first, then /proc/self/clear_refs resets the peak
  * (VmHWM) to the current size (VmRSS). */
-#ifdef HAVE_PEAK_RSS
-static long long status_kb(const char *key) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long long kb = -1;
-    const size_t n = strlen(key);
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, key, n) && line[n] == ':') kb = atoll(line + n + 1);
-    if (f) fclose(f);
-    return kb;
-}
-#endif
-
 static double peak_extra_bytes(bench_fn fn, void *ctx) {
 #ifdef HAVE_PEAK_RSS
     malloc_trim(0);
@@ -145,9 +132,9 @@ static double peak_extra_bytes(bench_fn fn, void *ctx) {
     if (!f) return -1;
     const int ok = fputs("5", f) >= 0;
     if (fclose(f) || !ok) return -1;
-    const long long rss = status_kb("VmRSS");
+    const long long rss = bench_status_kb("VmRSS");
     fn(ctx);
-    const long long hwm = status_kb("VmHWM");
+    const long long hwm = bench_status_kb("VmHWM");
     return rss < 0 || hwm < 0 ? -1 : 1024.0 * (double)(hwm - rss);
 #else
     (void)fn, (void)ctx;

@@ -59,18 +59,6 @@ static double median(double *t, int n) {
     return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
-/* kB of a /proc/self/status line ("VmRSS", "VmHWM"), -1 if unknown. */
-static long long status_kb(const char *key) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long long kb = -1;
-    const size_t n = strlen(key);
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, key, n) && line[n] == ':') kb = atoll(line + n + 1);
-    if (f) fclose(f);
-    return kb;
-}
-
 /* The peak resident memory (VmHWM) set back to the current (VmRSS). */
 static int reset_peak(void) {
     FILE *f = fopen("/proc/self/clear_refs", "w");
@@ -175,7 +163,7 @@ static int bench_rss(const char *model, ra_precision p, int frames, int size, FI
     ra_rng_seed(&rng, 11);
     ra_rng_fill_uniform(&rng, x, (int64_t)n, -2, 2);
     const double t1 = bench_now();
-    const long long ready = status_kb("VmRSS");
+    const long long ready = bench_status_kb("VmRSS");
     const int reset = reset_peak();
     double sec[2];
     for (int i = 0; i < 2; i++) {
@@ -187,7 +175,7 @@ static int bench_rss(const char *model, ra_precision p, int frames, int size, FI
         sec[i] = bench_now() - a;
         free(y);
     }
-    const long long peak = reset ? status_kb("VmHWM") : -1;
+    const long long peak = reset ? bench_status_kb("VmHWM") : -1;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     char row[96];

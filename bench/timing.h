@@ -1,11 +1,14 @@
 /* timing.h - the benchmarks' clock, the comparison their medians sort
  * by (bench.c, bench_gemm.c, bench_layers.c, bench_onednn.c, bench_train.c,
- * peak.c) and the products' random operands (bench_gemm.c, bench_onednn.c). */
+ * peak.c) and the products' random operands (bench_gemm.c, bench_onednn.c);
+ * the process's memory (bench.c, bench_video.c). */
 #ifndef RA_BENCH_TIMING_H
 #define RA_BENCH_TIMING_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 /* Seconds on clock id (CLOCK_MONOTONIC: the wall; CLOCK_PROCESS_CPUTIME_ID:
@@ -32,6 +35,19 @@ static inline float *bench_random_floats(int64_t n, uint64_t s, float scale) {
         p[i] = scale * (float)((int32_t)(s >> 32)) * (1.0f / 2147483648.0f);
     }
     return p;
+}
+
+/* kB of a /proc/self/status line ("VmRSS", "VmHWM"), -1 if unknown
+ * (bench.c, bench_video.c). */
+static inline long long bench_status_kb(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long long kb = -1;
+    const size_t n = strlen(key);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n) && line[n] == ':') kb = atoll(line + n + 1);
+    if (f) fclose(f);
+    return kb;
 }
 
 #endif
