@@ -195,6 +195,12 @@ int main(void) {
     for (int train = 0; train < 2; train++)
         for (int grey = 0; grey < 2; grey++) evaluation(train, grey);
     bad_files();
+    /* python/relattn/_lib.py's LoaderConfig mirrors the struct (ctypes; the
+     * default is returned by value): test_loader.py checks its size against
+     * the same number. A change of the struct changes both. */
+    CHECK(sizeof(ra_loader_config) == 392, "sizeof(ra_loader_config) is %zu: update 392 here, "
+          "in tests/test_loader.py and python/relattn/_lib.py's LoaderConfig",
+          sizeof(ra_loader_config));
     for (int i = npaths - 1; i >= 0; i--) remove(paths[i]);
     rmdir(dir);
     return check_done();

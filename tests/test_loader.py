@@ -48,9 +48,12 @@ NAMES = ["astronaut.png", "chelsea.png", "coffee.png", "rocket.jpg", "motorcycle
 need_photos(NAMES)
 sys.path.insert(0, sys.argv[1])
 import relattn  # noqa: E402
-from relattn._lib import ImageFolder, Rng, lib  # noqa: E402
+from relattn._lib import ImageFolder, LoaderConfig, Rng, lib  # noqa: E402
 
-
+# the C struct is 392 bytes (tests/test_loader.c checks sizeof): the ctypes
+# mirror must be too, or ra_loader_config_default writes past it
+check(ctypes.sizeof(LoaderConfig) == 392,
+      "ctypes LoaderConfig is %d bytes, the C struct 392" % ctypes.sizeof(LoaderConfig))
 
 MEAN = np.array([0.485, 0.456, 0.406], np.float32)
 STD = np.array([0.229, 0.224, 0.225], np.float32)
