@@ -1635,7 +1635,7 @@ void ra_video_limits_default(ra_video_limits *l);
 
 typedef struct ra_video_info {
     int width, height;
-    int64_t frames;        /* frames the decoder gave (a folder: its image files) */
+    int64_t frames;        /* the stream's packets, a frame each (a folder: its image files) */
     double fps;            /* the stream's average frame rate (PyAV's average_rate),
                               else its r_frame_rate; 0 if unknown (a folder) */
     const char *codec;     /* FFmpeg's codec name ("h264", "vp9", "mjpeg"); "images" */
@@ -1643,27 +1643,32 @@ typedef struct ra_video_info {
 } ra_video_info;
 
 typedef struct ra_video ra_video;
-/* Open path (a regular file, or a directory of frames) and decode it once:
- * the frames are counted and their times kept; nothing is converted. lim
- * NULL: ra_video_limits_default. A corrupt or truncated stream, an
- * unsupported codec or container, a frame over the limits:
- * RA_ERR_FORMAT with the reason; RA_ERR_IO if it cannot be read. FFmpeg's
- * own log is silenced (process-wide) the first time. */
+/* Open path (a regular file, or a directory of frames): the stream's
+ * packets are read and counted, a frame each, and their times kept; only
+ * the first frame is decoded (the frames' size), nothing is converted.
+ * lim NULL: ra_video_limits_default. A corrupt or truncated container, an
+ * unsupported codec, a first frame that does not decode, sizes over the
+ * limits: RA_ERR_FORMAT with the reason (also when FFmpeg's libraries,
+ * opened here the first time, are not installed); RA_ERR_IO if it cannot
+ * be read. FFmpeg's own log is silenced (process-wide) the first time. */
 ra_status ra_video_open(ra_video **v, const char *path, const ra_video_limits *lim);
 void ra_video_free(ra_video *v);
 const ra_video_info *ra_video_get_info(const ra_video *v);
-/* (frames) each frame's presentation time in seconds (the decoder's best
- * effort timestamp x the stream's time base; NAN where it has none, and
- * for a folder). */
+/* (frames) each frame's presentation time in seconds (the packets'
+ * presentation times, else their decoding times, x the stream's time base,
+ * in increasing order; all NAN if a packet has none, and for a folder). */
 const double *ra_video_times(const ra_video *v);
 /* Called once per frame asked for, in frame order: rgb (h, w, 3), valid
  * during the call. A status other than RA_OK stops the decoding. */
 typedef ra_status (*ra_video_frame_fn)(void *ctx, int64_t index, const uint8_t *rgb, int w, int h);
-/* Decode the video again and hand the frames idx[0..n) (any order,
- * repeats allowed; each handed once) to fn as RGB24: libswscale with the
- * ffmpeg command's defaults (bicubic flags, the frame's colour matrix,
- * BT.601 if unspecified, its range), the bytes `ffmpeg -i V -pix_fmt
- * rgb24 F%d.png` writes. RA_ERR_ARG for an index outside 0..frames-1. */
+/* Decode the video from its start up to the last frame asked for and hand
+ * the frames idx[0..n) (any order, repeats allowed; each handed once) to
+ * fn as RGB24: libswscale with the ffmpeg command's defaults (bicubic
+ * flags, the frame's colour matrix, BT.601 if unspecified, its range), the
+ * bytes `ffmpeg -i V -pix_fmt rgb24 F%d.png` writes. RA_ERR_ARG for an
+ * index outside 0..frames-1; RA_ERR_FORMAT for a frame that does not
+ * decode, or a stream that ends before a frame asked for (fewer frames
+ * than packets). */
 ra_status ra_video_decode(ra_video *v, const int64_t *idx, int64_t n, ra_video_frame_fn fn,
                           void *ctx);
 
