@@ -24,6 +24,7 @@
 #include "check.h"
 #include "relattn.h"
 #include "grad_check.h"
+#include "net_grad_check.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -37,28 +38,6 @@ static void compare(const char *cs, const char *what, const float *a, const floa
     const double r = rel_err(a, e, n);
     CHECK(r <= 1e-4, "%s: %s: max error %.3g of its scale", cs, what, r);
     if (r > *worst) *worst = r, snprintf(wname, 200, "%s", what);
-}
-
-typedef struct {
-    ra_model *m;
-    float *x, *dy;
-    const ra_st_tensor *tx;
-    int64_t ny;
-    const ra_rng *rng;   /* drop-path: each training forward draws from a copy */
-} case_io;
-
-/* One training step: y (allocated), the flat gradient and dx (allocated). */
-static ra_status step(case_io *c, float **y, float **grad, float **dx) {
-    int nd;
-    int64_t sh[4];
-    *grad = calloc((size_t)ra_model_param_total(c->m) + 1, sizeof **grad);
-    *dx = calloc((size_t)c->tx->numel, sizeof **dx);
-    *y = NULL;
-    ra_rng r = c->rng ? *c->rng : (ra_rng){{0}};
-    ra_status s = ra_model_forward_train(c->m, y, &nd, sh, c->x, c->tx->ndim, c->tx->shape,
-                                         c->rng ? &r : NULL);
-    if (!s) s = ra_model_backward(c->m, *grad, *dx, c->dy);
-    return s;
 }
 
 static void run_case(const char *name) {
@@ -134,69 +113,6 @@ out:
     ra_model_free(c.m);
 }
 
-/* L = sum(y * dy) in double; with c->rng, of a training forward drawing
- * from a copy of it (the same drop-path draws at every call) */
-static double loss_of(case_io *c) {
-    float *y = NULL;
-    int nd;
-    int64_t sh[4];
-    ra_rng r = c->rng ? *c->rng : (ra_rng){{0}};
-    if (c->rng ? ra_model_forward_train(c->m, &y, &nd, sh, c->x, c->tx->ndim, c->tx->shape, &r)
-               : ra_model_forward(c->m, &y, &nd, sh, c->x, c->tx->ndim, c->tx->shape))
-        return NAN;
-    double l = 0;
-    for (int64_t i = 0; i < c->ny; i++) l += (double)y[i] * c->dy[i];
-    free(y);
-    return l;
-}
-
-/* Central differences in float32 against the analytic gradient, for the
- * largest-gradient entries of the parameters named in want (the bias table
- * or Shaw's tables, a qkv weight, a norm, the patch embedding, ...) of a
- * small network m on input x; rng: the training forward's draws (NULL:
- * none, the loss then of the inference forward). */
-static void fd_check(ra_model *m, float *x, const ra_st_tensor *tx, const char *const *want,
-                     int nwant, const ra_rng *rng) {
-    case_io c = {.m = m, .x = x, .tx = tx, .rng = rng};
-    float *y = NULL, *grad = NULL, *dx = NULL;
-    int nd;
-    int64_t sh[4];
-    if (c.x && !ra_model_forward(c.m, &y, &nd, sh, c.x, c.tx->ndim, c.tx->shape)) {
-        c.ny = sh[0] * sh[1];
-        c.dy = malloc((size_t)c.ny * sizeof *c.dy);
-        ra_rng r;
-        ra_rng_seed(&r, 5);
-        ra_rng_fill_normal(&r, c.dy, c.ny, 0, 1);
-        free(y);
-        CHECK(step(&c, &y, &grad, &dx) == RA_OK, "fd: step: %s", ra_last_error());
-        float *w = ra_model_weights(c.m);
-        int tested = 0;
-        for (int i = 0; i < ra_model_param_count(c.m); i++) {
-            const ra_param_info *pi = ra_model_param(c.m, i);
-            int hit = 0;
-            for (int k = 0; k < nwant; k++) hit |= !strcmp(pi->name, want[k]);
-            if (!hit) continue;
-            int64_t at = 0;   /* the entry with the largest gradient */
-            for (int64_t e = 1; e < pi->numel; e++)
-                if (fabsf(grad[pi->offset + e]) > fabsf(grad[pi->offset + at])) at = e;
-            float *v = w + pi->offset + at;
-            const float keep = *v, hstep = 1e-2f;
-            *v = keep + hstep;
-            const double lp = loss_of(&c);
-            *v = keep - hstep;
-            const double lm = loss_of(&c);
-            *v = keep;
-            const double fd = (lp - lm) / (2.0 * hstep), an = grad[pi->offset + at];
-            CHECK(fabs(fd - an) <= 2e-2 * fabs(an) + 1e-3, "fd %s[%lld]: numeric %.6g, analytic %.6g",
-                  pi->name, (long long)at, fd, an);
-            printf("  finite difference %-52s %.5g vs %.5g\n", pi->name, fd, an);
-            tested++;
-        }
-        CHECK(tested == nwant, "fd: %d parameters tested of %d", tested, nwant);
-    }
-    free(y), free(grad), free(dx), free(c.dy);
-}
-
 static void finite_differences(const char *name, const char *const *want, int nwant) {
     char p[512];
     ra_model *m = NULL;
@@ -252,52 +168,13 @@ static void created_variants(void) {
     }
 }
 
-/* Stochastic depth: a created network (swin or swinv2) with
- * drop_path_rate, its three blocks dropping with rates 0, 0.3, 0.6 (block
- * i of all: rate * i / (blocks - 1)), each sample on its own: the
- * backward against finite differences of the training forward with the
- * same draws; the draws change y; no generator, or a rate outside [0, 1],
- * is refused. */
+/* Stochastic depth (net_grad_check.h) on a created swin or swinv2 of three
+ * blocks (rates 0, 0.3, 0.6), 6 images of 2 x 12 x 12. */
 static void drop_path_case(const char *arch) {
     const int v2 = !strcmp(arch, "swinv2");
     const char *meta[] = {"arch", arch, "img_size", "12", "patch_size", "2", "in_chans", "2",
                           "num_classes", "3", "embed_dim", "8", "depths", "2,1",
                           "num_heads", "2,2", "window_size", "3", "drop_path_rate", "0.6"};
-    ra_model *m = NULL;
-    ra_status s = ra_model_create(&m, meta, 10, 7);
-    CHECK(s == RA_OK, "%s drop_path create: %s", arch, ra_last_error());
-    if (s) return;
-    float *w = ra_model_weights(m);
-    ra_rng r;
-    ra_rng_seed(&r, 13);
-    for (int i = 0; i < ra_model_param_count(m); i++) {   /* every term of the loss matters */
-        const ra_param_info *pi = ra_model_param(m, i);
-        if (pi->ndim >= 2) ra_rng_fill_normal(&r, w + pi->offset, pi->numel, 0, 0.3f);
-    }
-    enum { B = 6, NX = B * 2 * 12 * 12 };
-    float x[NX];
-    ra_rng_fill_normal(&r, x, NX, 0, 1);
-    const ra_st_tensor tx = {.name = "x", .dtype = RA_DTYPE_F32, .ndim = 4,
-                             .shape = {B, 2, 12, 12}, .numel = NX};
-    float *y = NULL, *yi = NULL, *y2 = NULL;
-    int nd;
-    int64_t sh[4];
-    CHECK(ra_model_forward_train(m, &y, &nd, sh, x, 4, tx.shape, NULL) == RA_ERR_ARG,
-          "%s: drop_path without a random generator: %s", arch, ra_last_error());
-    ra_rng draws, d1, d2;
-    ra_rng_seed(&draws, 99);
-    d1 = d2 = draws;
-    s = ra_model_forward_train(m, &y, &nd, sh, x, 4, tx.shape, &d1);
-    if (!s) s = ra_model_forward_train(m, &y2, &nd, sh, x, 4, tx.shape, &d2);
-    if (!s) s = ra_model_forward(m, &yi, &nd, sh, x, 4, tx.shape);
-    CHECK(s == RA_OK, "%s drop_path forwards: %s", arch, ra_last_error());
-    if (!s) {
-        double diff = 0;
-        for (int64_t i = 0; i < sh[0] * sh[1]; i++) diff += fabs(y[i] - yi[i]);
-        CHECK(diff > 1e-3, "%s: the training forward dropped nothing (%g)", arch, diff);
-        CHECK(!memcmp(y, y2, (size_t)(sh[0] * sh[1]) * sizeof *y),
-              "%s: the same draws gave another y", arch);
-    }
     static const char *const want[] = {
         "layers.0.blocks.1.attn.qkv.weight", "layers.0.blocks.1.mlp.fc1.weight",
         "layers.1.blocks.0.norm1.weight", "layers.1.blocks.0.mlp.fc2.bias",
@@ -306,59 +183,15 @@ static void drop_path_case(const char *arch) {
         "layers.0.blocks.1.attn.logit_scale", "layers.0.blocks.1.mlp.fc1.weight",
         "layers.1.blocks.0.norm1.weight", "layers.1.blocks.0.norm2.bias",
         "layers.0.downsample.reduction.weight", "patch_embed.proj.weight"};
-    printf("%s with drop_path_rate 0.6:\n", arch);
-    fd_check(m, x, &tx, v2 ? want_v2 : want, 6, &draws);
-    free(y), free(y2), free(yi);
-    y = yi = NULL;
-    ra_model_free(m);
-
-    meta[19] = "1.5";   /* outside [0, 1] */
-    CHECK(ra_model_create(&m, meta, 10, 7) == RA_ERR_FORMAT &&
-              strstr(ra_last_error(), "drop_path_rate"),
-          "%s: drop_path_rate 1.5 accepted or not named: %s", arch, ra_last_error());
-
-    /* rate 1 over two blocks: the first never drops, the last always (its
-     * rate is the whole rate), whatever the draws: the training forward is
-     * the inference of the model whose last block adds nothing (the
-     * weights that end its branches zeroed), and that block's parameters
-     * get no gradient */
-    meta[13] = "1,1", meta[19] = "1";
-    s = ra_model_create(&m, meta, 10, 7);
-    CHECK(s == RA_OK, "%s rate 1: %s", arch, ra_last_error());
-    if (s) return;
-    w = ra_model_weights(m);
-    for (int i = 0; i < ra_model_param_count(m); i++) {
-        const ra_param_info *pi = ra_model_param(m, i);
-        if (pi->ndim >= 2) ra_rng_fill_normal(&r, w + pi->offset, pi->numel, 0, 0.3f);
-    }
-    float dy[B * 3], *grad = calloc((size_t)ra_model_param_total(m), sizeof *grad);
-    ra_rng_fill_normal(&r, dy, B * 3, 0, 1);
-    d1 = draws;
-    s = ra_model_forward_train(m, &y, &nd, sh, x, 4, tx.shape, &d1);
-    if (!s) s = ra_model_backward(m, grad, NULL, dy);
-    CHECK(s == RA_OK, "%s rate 1 step: %s", arch, ra_last_error());
     static const char *const ends[] = {"attn.proj.weight", "attn.proj.bias", "mlp.fc2.weight",
                                        "mlp.fc2.bias"};
     static const char *const ends_v2[] = {"norm1.weight", "norm1.bias", "norm2.weight",
                                           "norm2.bias"};
-    const char *last = "layers.1.blocks.0.";
-    int zeroed = 0;
-    for (int i = 0; !s && i < ra_model_param_count(m); i++) {
-        const ra_param_info *pi = ra_model_param(m, i);
-        if (strncmp(pi->name, last, strlen(last))) continue;
-        double g = 0;
-        for (int64_t e = 0; e < pi->numel; e++) g += fabs(grad[pi->offset + e]);
-        CHECK(g == 0, "%s rate 1: %s has gradient %g", arch, pi->name, g);
-        for (int k = 0; k < 4; k++)
-            if (!strcmp(pi->name + strlen(last), (v2 ? ends_v2 : ends)[k]))
-                memset(w + pi->offset, 0, (size_t)pi->numel * sizeof *w), zeroed++;
-    }
-    if (!s) s = ra_model_forward(m, &yi, &nd, sh, x, 4, tx.shape);
-    CHECK(s == RA_OK && zeroed == 4 && rel_err(y, yi, sh[0] * sh[1]) <= 1e-5,
-          "%s rate 1: the training forward is not the model without its last block (%d zeroed, "
-          "%.3g)", arch, zeroed, s ? -1.0 : rel_err(y, yi, sh[0] * sh[1]));
-    free(y), free(yi), free(grad);
-    ra_model_free(m);
+    const drop_path_spec sp = {.name = arch, .meta = meta, .nmeta = 10, .rate_at = 19,
+                               .depths_at = 13, .x_ndim = 4, .x_shape = {6, 2, 12, 12},
+                               .want = v2 ? want_v2 : want, .nwant = 6, .depths1 = "1,1",
+                               .last = "layers.1.blocks.0.", .ends = v2 ? ends_v2 : ends};
+    drop_path_check(&sp);
 }
 
 /* ra_model_create: PyTorch's initial values by parameter, and the seed. */

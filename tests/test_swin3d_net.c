@@ -9,16 +9,19 @@
  *     patch, the same logits one clip at a time as in a batch, saved and
  *     read back to the same bits; its backward's dx against central
  *     differences of the loss; the layers of layer-wise decay; FLOPs;
- *   - stochastic depth (metadata drop_path_rate): refused without a random
+ *   - stochastic depth (metadata drop_path_rate), the checks the 2-D
+ *     networks take (tests/net_grad_check.h): refused without a random
  *     generator and outside [0, 1]; the same draws give the same y, other
- *     than the inference's; dx and a few weights' gradients against
- *     central differences of training forwards with the same draws; at
- *     rate 1 the last block always drops: its parameters get no gradient
- *     and y is the inference of the model whose last block adds nothing;
+ *     than the inference's; six weights' gradients against central
+ *     differences of training forwards with the same draws; at rate 1 the
+ *     last block always drops: its parameters get no gradient and y is the
+ *     inference of the model whose last block adds nothing;
  *   - refusals of inconsistent metadata and inputs (RA_ERR_FORMAT /
  *     RA_ERR_SHAPE, never a crash). */
 #include "check.h"
 #include "relattn.h"
+#include "grad_check.h"
+#include "net_grad_check.h"
 
 #include <stdint.h>
 #include <unistd.h>
@@ -154,142 +157,22 @@ static void small_model(void) {
     ra_model_free(m);
 }
 
-/* sum(y * dy) of a training forward drawing from a copy of *rng */
-static double loss_train(ra_model *m, const float *x, const int64_t *shape, const float *dy,
-                         const ra_rng *rng) {
-    float *y = NULL;
-    int nd;
-    int64_t ys[4];
-    ra_rng r = *rng;
-    if (ra_model_forward_train(m, &y, &nd, ys, x, 5, shape, &r) != RA_OK) return NAN;
-    double s = 0;
-    for (int64_t i = 0; i < ys[0] * ys[1]; i++) s += (double)y[i] * dy[i];
-    free(y);
-    return s;
-}
-
+/* Stochastic depth (net_grad_check.h) on a small swin3d of four blocks
+ * (rates 0, 0.2, 0.4, 0.6), 4 clips of 3 x 4 x 12 x 12. */
 static void drop_path(void) {
     const char *meta[] = {"arch", "swin3d", "patch_size", "2,4,4", "in_chans", "3",
                           "num_classes", "5", "embed_dim", "8", "depths", "2,2",
                           "num_heads", "2,4", "window_size", "2,3,3", "drop_path_rate", "0.6"};
-    ra_model *m = NULL;
-    CHECK(ra_model_create(&m, meta, 9, 7) == RA_OK, "drop_path create: %s", ra_last_error());
-    if (!m) return;
-    enum { B = 4 };
-    const int64_t shape[5] = {B, 3, 4, 12, 12}, n = B * 3 * 4 * 12 * 12;
-    float *x = xmalloc((size_t)n * sizeof *x), *dx = calloc((size_t)n, sizeof *dx);
-    uint64_t s = 11;
-    for (int64_t i = 0; i < n; i++) x[i] = lcg(&s);
-    float *w = ra_model_weights(m);   /* every term of the loss matters */
-    for (int i = 0; i < ra_model_param_count(m); i++) {
-        const ra_param_info *pi = ra_model_param(m, i);
-        if (pi->ndim >= 2)
-            for (int64_t e = 0; e < pi->numel; e++) w[pi->offset + e] = 0.3f * lcg(&s);
-    }
-    float dy[B * 5], *y = NULL, *y2 = NULL, *yi = NULL;
-    for (int k = 0; k < B * 5; k++) dy[k] = lcg(&s);
-    int nd;
-    int64_t ys[4];
-    CHECK(ra_model_forward_train(m, &y, &nd, ys, x, 5, shape, NULL) == RA_ERR_ARG &&
-              strstr(ra_last_error(), "drop_path_rate"),
-          "drop_path without a random generator: %s", ra_last_error());
-    ra_rng draws, d1, d2;
-    ra_rng_seed(&draws, 99);
-    d1 = d2 = draws;
-    ra_status st = ra_model_forward_train(m, &y, &nd, ys, x, 5, shape, &d1);
-    if (!st) st = ra_model_forward_train(m, &y2, &nd, ys, x, 5, shape, &d2);
-    if (!st) st = ra_model_forward(m, &yi, &nd, ys, x, 5, shape);
-    CHECK(st == RA_OK, "drop_path forwards: %s", ra_last_error());
-    if (!st) {
-        double diff = 0;
-        for (int k = 0; k < B * 5; k++) diff += fabs(y[k] - yi[k]);
-        CHECK(diff > 1e-3, "the training forward dropped nothing (%g)", diff);
-        CHECK(!memcmp(y, y2, B * 5 * sizeof *y), "the same draws gave another y");
-    }
-    free(y), free(y2), free(yi);
-    /* the gradients of the step with those draws against central differences */
-    float *g = calloc((size_t)ra_model_param_total(m) + 1, sizeof *g);
-    d1 = draws;
-    st = ra_model_forward_train(m, &y, &nd, ys, x, 5, shape, &d1);
-    if (!st) st = ra_model_backward(m, g, dx, dy);
-    CHECK(st == RA_OK, "drop_path step: %s", ra_last_error());
-    free(y);
-    double worst = 0;
-    const int64_t probe[] = {0, 97, n / 3, n / 2 + 5, n - 1};
-    for (size_t k = 0; !st && k < sizeof probe / sizeof *probe; k++) {
-        const float keep = x[probe[k]], h = 1e-2f;
-        x[probe[k]] = keep + h;
-        const double lp = loss_train(m, x, shape, dy, &draws);
-        x[probe[k]] = keep - h;
-        const double lm = loss_train(m, x, shape, dy, &draws);
-        x[probe[k]] = keep;
-        const double cd = (lp - lm) / (2.0 * h), e = fabs(cd - dx[probe[k]]) / (1e-3 + fabs(cd));
-        if (!(e <= worst)) worst = e;
-    }
     static const char *const want[] = {"features.0.1.attn.qkv.weight", "features.0.1.mlp.0.weight",
                                        "features.2.0.norm1.weight", "features.2.1.mlp.3.bias",
                                        "features.1.reduction.weight", "patch_embed.proj.weight"};
-    for (size_t k = 0; !st && k < sizeof want / sizeof *want; k++) {
-        const ra_param_info *pi = NULL;
-        for (int i = 0; i < ra_model_param_count(m); i++)
-            if (!strcmp(ra_model_param(m, i)->name, want[k])) pi = ra_model_param(m, i);
-        CHECK(pi != NULL, "no parameter %s", want[k]);
-        if (!pi) continue;
-        const int64_t e0 = pi->offset + pi->numel / 2;
-        const float keep = w[e0], h = 1e-2f;
-        w[e0] = keep + h;
-        const double lp = loss_train(m, x, shape, dy, &draws);
-        w[e0] = keep - h;
-        const double lm = loss_train(m, x, shape, dy, &draws);
-        w[e0] = keep;
-        const double cd = (lp - lm) / (2.0 * h), e = fabs(cd - g[e0]) / (1e-3 + fabs(cd));
-        CHECK(e < 2e-2, "%s: gradient %g, central difference %g", want[k], g[e0], cd);
-        if (!(e <= worst)) worst = e;
-    }
-    CHECK(worst < 2e-2, "drop_path: against central differences, worst %.3g", worst);
-    printf("swin3d drop_path_rate 0.6: gradients against central differences, worst %.3g\n",
-           worst);
-    ra_model_free(m);
-
-    meta[17] = "1.5";   /* outside [0, 1] */
-    CHECK(ra_model_create(&m, meta, 9, 7) == RA_ERR_FORMAT && strstr(ra_last_error(), "drop_path_rate"),
-          "drop_path_rate 1.5 accepted or not named: %s", ra_last_error());
-
-    /* rate 1 over two blocks: the last always drops, whatever the draws */
-    meta[11] = "1,1", meta[13] = "2,2", meta[17] = "1";
-    CHECK(ra_model_create(&m, meta, 9, 7) == RA_OK, "rate 1: %s", ra_last_error());
-    if (m) {
-        w = ra_model_weights(m);
-        memset(g, 0, (size_t)ra_model_param_total(m) * sizeof *g);
-        d1 = draws;
-        st = ra_model_forward_train(m, &y, &nd, ys, x, 5, shape, &d1);
-        if (!st) st = ra_model_backward(m, g, NULL, dy);
-        CHECK(st == RA_OK, "rate 1 step: %s", ra_last_error());
-        const char *last = "features.2.0.";
-        static const char *const ends[] = {"attn.proj.weight", "attn.proj.bias", "mlp.3.weight",
-                                           "mlp.3.bias"};
-        int zeroed = 0;
-        for (int i = 0; !st && i < ra_model_param_count(m); i++) {
-            const ra_param_info *pi = ra_model_param(m, i);
-            if (strncmp(pi->name, last, strlen(last))) continue;
-            double gs = 0;
-            for (int64_t e = 0; e < pi->numel; e++) gs += fabs(g[pi->offset + e]);
-            CHECK(gs == 0, "rate 1: %s has gradient %g", pi->name, gs);
-            for (int k = 0; k < 4; k++)
-                if (!strcmp(pi->name + strlen(last), ends[k]))
-                    memset(w + pi->offset, 0, (size_t)pi->numel * sizeof *w), zeroed++;
-        }
-        if (!st) st = ra_model_forward(m, &yi, &nd, ys, x, 5, shape);
-        double far = 0;
-        for (int k = 0; !st && k < B * 5; k++)
-            far = fmax(far, fabs(y[k] - yi[k]) / (1e-3 + fabs(yi[k])));
-        CHECK(st == RA_OK && zeroed == 4 && far <= 1e-5,
-              "rate 1: the training forward is not the model without its last block (%d zeroed, "
-              "%.3g)", zeroed, far);
-        free(y), free(yi);
-        ra_model_free(m);
-    }
-    free(g), free(x), free(dx);
+    static const char *const ends[] = {"attn.proj.weight", "attn.proj.bias", "mlp.3.weight",
+                                       "mlp.3.bias"};
+    const drop_path_spec sp = {.name = "swin3d", .meta = meta, .nmeta = 9, .rate_at = 17,
+                               .depths_at = 11, .x_ndim = 5, .x_shape = {4, 3, 4, 12, 12},
+                               .want = want, .nwant = 6, .depths1 = "1,1",
+                               .last = "features.2.0.", .ends = ends};
+    drop_path_check(&sp);
 }
 
 static void refusals(void) {
