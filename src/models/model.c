@@ -548,6 +548,15 @@ void rai_feat_shape(rai_feat *f, int i, int64_t B, int nsp, const int64_t *sp, i
     f->per[i] = L * C;
 }
 
+void rai_feat_stage_shapes(rai_feat *f, int64_t B, int nsp, const int64_t *sp, int64_t C) {
+    int64_t g[3] = {0};
+    for (int k = 0; k < nsp; k++) g[k] = sp[k];
+    for (int s = 0, i = 0; i < f->n; s++) {
+        if (f->at[i] == s) rai_feat_shape(f, i++, B, nsp, g, C);
+        g[nsp - 2] = (g[nsp - 2] + 1) / 2, g[nsp - 1] = (g[nsp - 1] + 1) / 2, C *= 2;
+    }
+}
+
 int rai_feat_find(const rai_feat *f, int at) {
     for (int i = 0; i < f->n; i++)
         if (f->at[i] == at) return i;
@@ -579,7 +588,7 @@ ra_status rai_feat_indices(rai_feat *f, const ra_features_options *o, const int 
     if (o && ((unsigned)o->layout > RA_LAYOUT_NLC || (unsigned)o->norm > RA_FEATURES_NORM_FINAL))
         return rai_fail(RA_ERR_ARG, "features: unknown layout %d or norm %d", (int)o->layout,
                         (int)o->norm);
-    if (o && o->all) {
+    if ((o && o->all) || (!def && !(o && o->count))) {
         if (n > RA_MAX_FEATURES)
             return rai_fail(RA_ERR_ARG, "features: all %d %ss are more than %d maps", n, what,
                             RA_MAX_FEATURES);

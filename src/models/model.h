@@ -51,6 +51,10 @@ void rai_feat_write(float *out, ra_layout layout, const float *tok, int B, int64
  * T, h, w) and C channels: (B, sp.., C), (B, C, sp..) or (B, L, C); and
  * its floats per sample. */
 void rai_feat_shape(rai_feat *f, int i, int64_t B, int nsp, const int64_t *sp, int64_t C);
+/* The shapes of the stage maps f wants of a hierarchical network (swin,
+ * swinv2, swin3d): stage 0 of nsp sides sp and C channels, each patch
+ * merging halving the last two sides (rounded up) and doubling C. */
+void rai_feat_stage_shapes(rai_feat *f, int64_t B, int nsp, const int64_t *sp, int64_t C);
 /* The map f wants of stage or block at (its index in f), or -1. */
 int rai_feat_find(const rai_feat *f, int at);
 /* tok (B, L, C) into map i of f, through the LayerNorm (nw, nb, eps) first
@@ -58,7 +62,7 @@ int rai_feat_find(const rai_feat *f, int at);
 struct rai_arena;
 ra_status rai_feat_put(const rai_feat *f, int i, struct rai_arena *a, const float *tok, int B,
                        int64_t L, int C, const float *nw, const float *nb, float eps);
-/* The indices of o (count 0: def[0..ndef-1]) resolved against n stages or
+/* The indices of o (count 0: def[0..ndef-1]; def NULL: all n) resolved against n stages or
  * blocks (negative from the end) into f->at, ascending and once each:
  * RA_ERR_ARG naming an index out of range, or for a layout or norm o's
  * enums do not have. what: "stage" or "block". */

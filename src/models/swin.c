@@ -1028,11 +1028,8 @@ static ra_status net_features_plan(const ra_model *m, rai_feat *f, const ra_feat
     int hc, wc, h, w;
     if ((st = rai_stem_grid(&n->stem, (int)H, (int)W, &hc, &wc, &h, &w)))
         return rai_fail(st, "swin: %s", ra_last_error());
-    int all[SWIN_MAX_STAGES];
-    for (int s = 0; s < n->nstages; s++) all[s] = s;
     const int bb = n->nout > 0;
-    if ((st = rai_feat_indices(f, o, bb ? n->out : all, bb ? n->nout : n->nstages, n->nstages,
-                               "stage")))
+    if ((st = rai_feat_indices(f, o, bb ? n->out : NULL, n->nout, n->nstages, "stage")))
         return st;
     if (o && o->prefix_tokens)
         return rai_fail(RA_ERR_ARG, "%s has no prefix tokens", m->ops->name);
@@ -1047,10 +1044,7 @@ static ra_status net_features_plan(const ra_model *m, rai_feat *f, const ra_feat
             return rai_fail(RA_ERR_ARG, "%s: stage %d has no norm of its own (hidden_states_norms: "
                             "the backbone's out_indices)", m->ops->name, f->at[i]);
     f->layout = o && o->layout ? o->layout : bb ? RA_LAYOUT_NCHW : RA_LAYOUT_NHWC;
-    for (int s = 0, i = 0, C = n->embed_dim; s < n->nstages && i < f->n; s++) {
-        if (f->at[i] == s) rai_feat_shape(f, i++, B, 2, (const int64_t[]){h, w}, C);
-        h = (h + 1) / 2, w = (w + 1) / 2, C *= 2;
-    }
+    rai_feat_stage_shapes(f, B, 2, (const int64_t[]){h, w}, n->embed_dim);
     return RA_OK;
 }
 

@@ -544,19 +544,14 @@ static ra_status net_features_plan(const ra_model *m, rai_feat *f, const ra_feat
     int d[4] = {0};
     ra_status st = net_input(n, x_ndim, x_shape, 0, d);
     if (st) return st;
-    int all[S3_MAX_STAGES];
-    for (int s = 0; s < n->nstages; s++) all[s] = s;
-    if ((st = rai_feat_indices(f, o, all, n->nstages, n->nstages, "stage"))) return st;
+    if ((st = rai_feat_indices(f, o, NULL, 0, n->nstages, "stage"))) return st;
     if (o && o->prefix_tokens)
         return rai_fail(RA_ERR_ARG, "%s has no prefix tokens", m->ops->name);
     f->norm = o && o->norm == RA_FEATURES_NORM_FINAL ? RAI_FEAT_NORM_FINAL : RAI_FEAT_NORM_NONE;
     f->layout = o && o->layout ? o->layout : RA_LAYOUT_NHWC;
     int64_t g[3];
     for (int k = 0; k < 3; k++) g[k] = (d[1 + k] + n->patch[k] - 1) / n->patch[k];
-    for (int s = 0, i = 0, C = n->embed; s < n->nstages && i < f->n; s++) {
-        if (f->at[i] == s) rai_feat_shape(f, i++, d[0], 3, g, C);
-        g[1] = (g[1] + 1) / 2, g[2] = (g[2] + 1) / 2, C *= 2;
-    }
+    rai_feat_stage_shapes(f, d[0], 3, g, n->embed);
     return RA_OK;
 }
 
