@@ -342,6 +342,12 @@ ra_status ra_window_reverse_backward(float *dwindows, const float *dx, int b, in
  * (a single region on an axis whose shift is 0). */
 ra_status ra_window_mask(float *mask, const ra_window_spec *g);
 
+/* The same mask as labels (nW, N): the region of each token of each
+ * window (ra_window_mask's m[i, j] is 0 where labels i and j are equal,
+ * -100 elsewhere), N floats' worth instead of N x N: what
+ * ra_attn_desc.regions takes. */
+ra_status ra_window_regions(int32_t *regions, const ra_window_spec *g);
+
 /* ======================================================================== */
 /* 5. The attention core: ra_attention_*                                     */
 /* ======================================================================== */
@@ -388,6 +394,22 @@ typedef struct ra_attn_desc {
      * Decomposed relative positions stack Rh and Rw in one table, rel picks
      * the row of Rh, rel2 that of Rw: R = (2H-1) + (2W-1) rows */
     const int32_t *rel2;
+    /* the arithmetic of the core's two products (ra_precision, section 12):
+     * RA_PRECISION_FP32 (0, the default) or RA_PRECISION_BF16: q, k, v and
+     * the probabilities p rounded to bfloat16 (nearest even) as they enter
+     * q·k^T and p·v, float32 sums (VDPBF16PS where the CPU has AVX512_BF16),
+     * softmax, scale, bias, mask and the Shaw tables float32; forward only
+     * (ra_attention_backward refuses it). The attention layers ask for it
+     * in the inference of a model in precision bf16. */
+    int precision;
+    /* optional shifted-window mask as region labels (ra_window_regions):
+     * (nW, N1 + N2), window w's N1 query labels then its N2 key labels;
+     * the logit of a query and a key with different labels gets -100
+     * added (ra_window_mask's value, after mask if both are given);
+     * window b takes (w0 + b) % nW's labels, as mask; nw counts them.
+     * Video Swin's masks are 0.6 MB a window as floats, read at every
+     * head; the labels are 3 KB. */
+    const int32_t *regions;
 } ra_attn_desc;
 
 /* Check a description (sizes, index ranges) before running it. */

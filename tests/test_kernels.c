@@ -151,6 +151,124 @@ static void compare(const cfg *c) {
     free_inputs(&in);
 }
 
+/* ---- the bf16 core ------------------------------------------------------- */
+
+static float bf(float x) {   /* x rounded to bfloat16, as a float */
+    const uint32_t u = (uint32_t)rai_bf16_bits(x) << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* The bf16 core by its definition, in double: p_ref the softmax of the
+ * logits of rounded scale q and k (Shaw's key term with rounded scale q and
+ * the float32 table), out_ref (sentinels between rows, as run() leaves them) the sums
+ * of rounded p times rounded v (and the float32 value table) where p is
+ * the kernel's own attn: a kernel's p and its use of p are checked apart,
+ * so that the rare p whose float32 bits round the other way in another
+ * kernel (their exps differ in the last bit) cannot hide a wrong product. */
+static void bf16_naive(const cfg *c, const inputs *in, const float *attn, float *p_ref,
+                       float *out_ref) {
+    const size_t nn = (size_t)c->n1 * c->n2;
+    const size_t nout = (size_t)c->b_ * c->n1 * c->ldo + 1;
+    for (size_t e = 0; e < nout; e++) out_ref[e] = 12345.0f;
+    double *l = malloc((size_t)c->n2 * sizeof *l);
+    for (int b = 0; b < c->b_; b++)
+        for (int h = 0; h < c->nh; h++)
+            for (int i = 0; i < c->n1; i++) {
+                const float *q0 = in->q + 1 + (size_t)(b * c->n1 + i) * c->ldq + h * c->hd;
+                float q[64];   /* scale q, as the bf16 core rounds it */
+                for (int d = 0; d < c->hd; d++) q[d] = c->scale * q0[d];
+                double mx = -INFINITY;
+                for (int j = 0; j < c->n2; j++) {
+                    const float *k = in->k + 1 + (size_t)(b * c->n2 + j) * c->ldk + h * c->hd;
+                    double acc = 0;
+                    for (int d = 0; d < c->hd; d++) {
+                        acc += (double)bf(q[d]) * bf(k[d]);
+                        if (c->rel_k)
+                            acc += (double)bf(q[d]) * in->rel_k[(size_t)in->rel[(size_t)i * c->n2 + j] * c->hd + d];
+                    }
+                    double v = acc;   /* the scale is on q */
+                    if (c->bias) v += in->table[(size_t)in->idx[(size_t)i * c->n2 + j] * c->nh + h];
+                    if (c->mask) v += in->mask[(size_t)(b % c->nw) * nn + (size_t)i * c->n2 + j];
+                    l[j] = v;
+                    if (v > mx) mx = v;
+                }
+                double sum = 0;
+                for (int j = 0; j < c->n2; j++) sum += l[j] = mx == -INFINITY ? 0 : exp(l[j] - mx);
+                const size_t row = ((size_t)(b * c->nh + h) * c->n1 + i) * c->n2;
+                for (int j = 0; j < c->n2; j++) p_ref[row + j] = mx == -INFINITY ? 0.0f : (float)(l[j] / sum);
+                for (int d = 0; d < c->hd; d++) {
+                    double acc = 0;
+                    for (int j = 0; j < c->n2; j++) {
+                        const float pj = bf(attn[row + j]);
+                        acc += (double)pj * bf(in->v[1 + (size_t)(b * c->n2 + j) * c->ldv + h * c->hd + d]);
+                        if (c->rel_v) acc += (double)pj * in->rel_v[(size_t)in->rel[(size_t)i * c->n2 + j] * c->hd + d];
+                    }
+                    out_ref[1 + (size_t)(b * c->n1 + i) * c->ldo + h * c->hd + d] = (float)acc;
+                }
+            }
+    free(l);
+}
+
+/* The bf16 core (ra_attn_desc.precision) under every kernel set: its
+ * probabilities and its output against the definition (bf16_naive), its
+ * probabilities against the oracle's (ref), and, for the shapes that
+ * matter (check_fp32), a result that is not float32's. Its backward is
+ * refused. */
+static void compare_bf16(const cfg *c0, int check_fp32) {
+    cfg c = *c0;
+    c.attn = 1;
+    inputs in;
+    make_inputs(&in, &c);
+    in.d.precision = RA_PRECISION_BF16;
+    const size_t nout = (size_t)c.b_ * c.n1 * c.ldo + 1;
+    const size_t natt = (size_t)c.b_ * c.nh * c.n1 * c.n2;
+    float *out = malloc(nout * sizeof(float)), *attn = malloc(natt * sizeof(float));
+    float *out_ref = malloc(nout * sizeof(float)), *p_ref = malloc(natt * sizeof(float));
+    float *oracle_attn = malloc(natt * sizeof(float));
+    char what[256];
+    snprintf(what, sizeof what, "bf16 B_=%d nH=%d N1=%d N2=%d hd=%d bias=%d mask=%d%s rel_k=%d "
+             "rel_v=%d threads=%d", c.b_, c.nh, c.n1, c.n2, c.hd, c.bias, c.mask,
+             c.masked_row ? "(full row)" : "", c.rel_k, c.rel_v, c.threads);
+    for (int id = RA_KERNEL_REF; id < RA_KERNEL_COUNT; id++) {
+        if (!ra_kernel_supported((ra_kernel_id)id)) continue;
+        char name[300];
+        snprintf(name, sizeof name, "%s %s", ra_kernel_name((ra_kernel_id)id), what);
+        CHECK(run(&c, &in, (ra_kernel_id)id, out, attn) == RA_OK, "%s", name);
+        bf16_naive(&c, &in, attn, p_ref, out_ref);
+        CHECK_CLOSE(attn, p_ref, (long)natt, 2e-5, 2e-6, name);
+        CHECK_CLOSE(out, out_ref, (long)nout, 1e-5, 1e-5, name);
+        CHECK(!any_nan(out, nout) && !any_nan(attn, natt), "NaN: %s", name);
+        if (id == RA_KERNEL_REF) memcpy(oracle_attn, attn, natt * sizeof *attn);
+        else CHECK_CLOSE(attn, oracle_attn, (long)natt, 1e-5, 1e-6, name);
+    }
+    if (check_fp32) {   /* the rounding is there: float32's output differs */
+        float *out32 = malloc(nout * sizeof(float));
+        CHECK(run(&c, &in, RA_KERNEL_REF, out, NULL) == RA_OK, "%s", what);
+        in.d.precision = RA_PRECISION_FP32;
+        CHECK(run(&c, &in, RA_KERNEL_REF, out32, NULL) == RA_OK, "%s", what);
+        double worst = 0;
+        for (size_t e = 0; e < nout; e++) worst = fmax(worst, fabs((double)out[e] - out32[e]));
+        CHECK(worst > 1e-4 && worst < 5e-2, "%s: bf16 moves out by %.3g from fp32's", what, worst);
+        free(out32);
+        /* no backward in bf16 */
+        in.d.precision = RA_PRECISION_BF16;
+        const size_t ws = ra_attention_backward_workspace_size(&in.d, 1);
+        void *work = malloc(ws);
+        float *g = calloc(nout, sizeof(float));
+        CHECK(ra_attention_backward(g, c.ldo, g, c.ldo, g, c.ldo, NULL, NULL, NULL, in.q + 1,
+                                    c.ldq, in.q + 1, c.ldq, in.k + 1, c.ldk, in.v + 1, c.ldv,
+                                    &in.d, work, ws) == RA_ERR_ARG,
+              "%s: backward refused", what);
+        free(work), free(g);
+        in.d.precision = 2;
+        CHECK(ra_attention_check(&in.d) == RA_ERR_ARG, "precision 2 refused");
+    }
+    free(out), free(attn), free(out_ref), free(p_ref), free(oracle_attn);
+    free_inputs(&in);
+}
+
 /* ---- backward ------------------------------------------------------------ */
 
 /* Where the gradients live in one flat array: [dq/dk/dv region][dtable]
@@ -326,6 +444,69 @@ static void fully_masked_row_backward(void) {
     free_inputs(&in);
 }
 
+/* ---- the mask as region labels ------------------------------------------- */
+
+/* ra_attn_desc.regions against the float mask it stands for: random labels
+ * (0..3) per window for the queries and the keys, their mask
+ * (0 / -100) built here; forward (out, attn) and backward (every gradient),
+ * in fp32 and the bf16 core, bit for bit under every kernel. A mask of
+ * labels that all agree would change nothing: the test also checks that
+ * the labels moved the output. */
+static void regions_as_mask(const cfg *c0) {
+    cfg c = *c0;
+    c.mask = 1, c.masked_row = 0, c.attn = 1;
+    if (!c.nw) c.nw = 1;
+    inputs in;
+    make_inputs(&in, &c);
+    const size_t nn = (size_t)c.n1 * c.n2, nl = (size_t)c.n1 + c.n2;
+    int32_t *labels = malloc((size_t)c.nw * nl * sizeof *labels);
+    for (size_t e = 0; e < (size_t)c.nw * nl; e++) labels[e] = irand(0, 3);
+    for (int w = 0; w < c.nw; w++)
+        for (int i = 0; i < c.n1; i++)
+            for (int j = 0; j < c.n2; j++)
+                in.mask[(size_t)w * nn + (size_t)i * c.n2 + j] =
+                    labels[w * nl + i] == labels[w * nl + c.n1 + j] ? 0.0f : -100.0f;
+    const size_t nout = (size_t)c.b_ * c.n1 * c.ldo + 1;
+    const size_t natt = (size_t)c.b_ * c.nh * nn;
+    float *o1 = malloc(nout * sizeof(float)), *o2 = malloc(nout * sizeof(float));
+    float *a1 = malloc(natt * sizeof(float)), *a2 = malloc(natt * sizeof(float));
+    const glayout g = make_layout(&c, 0);
+    float *dout = fill(nout, -1, 1), *init = fill(g.total, -1, 1);
+    float *g1 = malloc(g.total * sizeof(float)), *g2 = malloc(g.total * sizeof(float));
+    int moved = 0;
+    for (int id = RA_KERNEL_REF; id < RA_KERNEL_COUNT; id++) {
+        if (!ra_kernel_supported((ra_kernel_id)id)) continue;
+        for (int p = 0; p < 2; p++) {
+            char name[160];
+            snprintf(name, sizeof name, "%s %s regions B_=%d nH=%d N1=%d N2=%d hd=%d nw=%d",
+                     ra_kernel_name((ra_kernel_id)id), p ? "bf16" : "fp32", c.b_, c.nh, c.n1,
+                     c.n2, c.hd, c.nw);
+            in.d.precision = p;
+            in.d.mask = in.mask, in.d.regions = NULL;
+            CHECK(run(&c, &in, (ra_kernel_id)id, o1, a1) == RA_OK, "%s", name);
+            in.d.mask = NULL, in.d.regions = labels;
+            CHECK(run(&c, &in, (ra_kernel_id)id, o2, a2) == RA_OK, "%s", name);
+            CHECK(memcmp(o1, o2, nout * sizeof *o1) == 0 && memcmp(a1, a2, natt * sizeof *a1) == 0,
+                  "%s: forward differs from the float mask's", name);
+            if (p) continue;   /* no backward in bf16 */
+            in.d.mask = NULL, in.d.regions = NULL;
+            CHECK(run(&c, &in, (ra_kernel_id)id, o1, NULL) == RA_OK, "%s", name);
+            for (size_t e = 0; e < nout && !moved; e++) moved = o1[e] != o2[e];
+            in.d.mask = in.mask;
+            CHECK(run_backward(&c, &in, &g, (ra_kernel_id)id, dout, init, g1) == RA_OK, "%s", name);
+            in.d.mask = NULL, in.d.regions = labels;
+            CHECK(run_backward(&c, &in, &g, (ra_kernel_id)id, dout, init, g2) == RA_OK, "%s", name);
+            CHECK(memcmp(g1, g2, g.total * sizeof *g1) == 0,
+                  "%s: backward differs from the float mask's", name);
+        }
+    }
+    CHECK(moved || c.n2 == 1, "the labels changed nothing (N1=%d N2=%d)", c.n1, c.n2);
+    in.d.precision = 0, in.d.regions = labels, in.d.mask = NULL, in.d.nw = 0;
+    CHECK(ra_attention_check(&in.d) == RA_ERR_SHAPE, "regions without nw refused");
+    free(labels), free(o1), free(o2), free(a1), free(a2), free(dout), free(init), free(g1), free(g2);
+    free_inputs(&in);
+}
+
 static int pick_n(void) {
     static const int special[] = {1, 49, 64, 2, 7, 8, 9, 16, 17};
     return irand(0, 2) == 0 ? special[irand(0, 8)] : irand(1, 70);
@@ -411,16 +592,20 @@ int main(int argc, char **argv) {
                 .attn = 1, .threads = 2, .ldq = 288, .ldk = 288, .ldv = 288, .ldo = 96,
                 .scale = 0.17677669f};
     compare(&swin);
+    compare_bf16(&swin, 1);
+    regions_as_mask(&swin);
     compare_backward(&swin, 1);
     compare_backward(&swin, 0);
     cfg vit = {.b_ = 2, .nh = 2, .n1 = 197, .n2 = 197, .hd = 64, .attn = 0, .threads = 1,
                .ldq = 384, .ldk = 384, .ldv = 384, .ldo = 128, .scale = 0.125f};
     compare(&vit);
+    compare_bf16(&vit, 1);
     compare_backward(&vit, 1);
     cfg shaw = {.b_ = 2, .nh = 2, .n1 = 20, .n2 = 20, .hd = 24, .r = 9, .rel_k = 1, .rel_v = 1,
                 .attn = 1, .threads = 2, .ldq = 51, .ldk = 49, .ldv = 53, .ldo = 48,
                 .scale = 0.2041f};
     compare(&shaw);
+    compare_bf16(&shaw, 0);
     compare_backward(&shaw, 0);
     shaw.threads = 1;
     compare_backward(&shaw, 1);
@@ -440,6 +625,8 @@ int main(int argc, char **argv) {
     for (int s = 0; s < 400; s++) {
         cfg c = random_cfg(s);
         compare(&c);
+        if (s % 2 == 0) compare_bf16(&c, 0);
+        if (s % 4 == 1) regions_as_mask(&c);
         compare_backward(&c, s % 3 == 0);
         if (s % 8 == 0) backward_set_bits(&c, s % 3 == 0);
     }

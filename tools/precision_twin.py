@@ -10,8 +10,10 @@ the precision put into it: every Linear's weight rounded (bf16: to
 bfloat16, nearest even; int8: per output channel, symmetric, scale
 max|w| / 127, q = round-half-even(w / scale) clamped to +-127, the value
 q x scale) and its input rounded as it enters (bf16: the same way; int8:
-per row, 7 bits with a zero point, as src/kernels/gemm_i8.c); SwinV2's CPB MLP, the patch embedding, norms and attention in
-float32. It also prints, for each case, the relative error of the bf16
+per row, 7 bits with a zero point, as src/kernels/gemm_i8.c); bf16 also
+the attention core's products (q * scale @ k^T, p @ v: their operands
+rounded, _Bf16Core); SwinV2's CPB MLP, the patch embedding, norms and
+int8's attention core in float32. It also prints, for each case, the relative error of the bf16
 and int8 logits against fp32 and that of PyTorch's own bfloat16 (the
 model and x in torch.bfloat16) and PyTorch's own dynamic int8
 (quantize_dynamic), the figures of docs/reference.md. "full": torchvision's
@@ -75,11 +77,54 @@ def u7_rows(t):
     return torch.where(ok, (q - z) * s1, torch.zeros_like(t))
 
 
+class _Bf16Core:
+    """relattn's bf16 attention core (docs/reference.md, "Precisions"):
+    while an attention module runs, both operands of every product of two
+    activations (q * scale @ k^T and p @ v: a matmul, bmm or baddbmm of
+    tensors of 3 or more dimensions) are rounded to bfloat16 as they enter
+    it, the sums float32, as PyTorch's autocast runs them. Installed by
+    patching those functions for the module's forward (nested calls
+    counted); the Linear layers (F.linear) are not touched."""
+    depth = 0
+    saved = None
+
+    @classmethod
+    def enter(cls, *_):
+        if cls.depth == 0:
+            cls.saved = (torch.Tensor.__matmul__, torch.Tensor.matmul, torch.matmul, torch.bmm,
+                         torch.baddbmm)
+
+            def wrap(f, first=0):
+                def g(*args, **kw):
+                    args = list(args)
+                    a, b = args[first], args[first + 1]
+                    if torch.is_tensor(a) and torch.is_tensor(b) and a.dim() >= 3 and b.dim() >= 3:
+                        args[first], args[first + 1] = round_bf16(a), round_bf16(b)
+                    return f(*args, **kw)
+                return g
+            mm, tmm, fmm, bmm, badd = cls.saved
+            torch.Tensor.__matmul__, torch.Tensor.matmul = wrap(mm), wrap(tmm)
+            torch.matmul, torch.bmm, torch.baddbmm = wrap(fmm), wrap(bmm), wrap(badd, 1)
+        cls.depth += 1
+
+    @classmethod
+    def leave(cls, *_):
+        cls.depth -= 1
+        if cls.depth == 0:
+            (torch.Tensor.__matmul__, torch.Tensor.matmul, torch.matmul, torch.bmm,
+             torch.baddbmm) = cls.saved
+
+
 def put_precision(model, prec):
-    """Round the Linear weights in place and round every Linear's input."""
+    """Round the Linear weights in place and round every Linear's input;
+    bf16: the attention cores' products too (_Bf16Core), on every module
+    whose class is an attention (its name holds "Attention")."""
     rnd = round_bf16 if prec == "bf16" else int8_rows
     rnd_in = round_bf16 if prec == "bf16" else u7_rows
     for name, mod in model.named_modules():
+        if prec == "bf16" and "Attention" in type(mod).__name__:
+            mod.register_forward_pre_hook(_Bf16Core.enter)
+            mod.register_forward_hook(_Bf16Core.leave)
         if not isinstance(mod, nn.Linear) or "cpb_mlp" in name:
             continue
         with torch.no_grad():

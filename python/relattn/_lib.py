@@ -46,7 +46,8 @@ class AttnDesc(ctypes.Structure):
                 ("nw", ctypes.c_int), ("w0", ctypes.c_int),
                 ("rel_k", ctypes.c_void_p), ("rel_v", ctypes.c_void_p),
                 ("rel", ctypes.c_void_p), ("rel_ld", ctypes.c_int64), ("r", ctypes.c_int),
-                ("rel2", ctypes.c_void_p)]
+                ("rel2", ctypes.c_void_p), ("precision", ctypes.c_int),
+                ("regions", ctypes.c_void_p)]
 
 
 def _candidates():

@@ -34,7 +34,7 @@ ra_status ra_attention_check(const ra_attn_desc *d) {
                                 "the table's %lld rows", (long long)e, d->idx[e],
                                 (long long)d->table_rows);
     }
-    if (d->mask && (d->nw < 1 || d->w0 < 0))
+    if ((d->mask || d->regions) && (d->nw < 1 || d->w0 < 0))
         return rai_fail(RA_ERR_SHAPE, "attention: a mask of %d windows from window %d",
                         d->nw, d->w0);
     if (d->rel_k || d->rel_v) {
@@ -51,6 +51,9 @@ ra_status ra_attention_check(const ra_attn_desc *d) {
                                     v < 0 || v >= d->r ? v : v2, d->r - 1);
             }
     }
+    if (d->precision != RA_PRECISION_FP32 && d->precision != RA_PRECISION_BF16)
+        return rai_fail(RA_ERR_ARG, "attention: precision %d is neither fp32 (0) nor bf16 (1)",
+                        d->precision);
     if (d->rel2 && (!d->rel_k || d->rel_v))
         return rai_fail(RA_ERR_ARG, "attention: a second index needs a key table and no value "
                         "table");
@@ -65,15 +68,56 @@ static size_t bias_floats(const ra_attn_desc *d) {
 
 static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
 
+/* The forward's kernel for d; *round_qkv: 1 when the framework rounds q,
+ * k and v to bfloat16 for it (the bf16 core on a float32 kernel, which
+ * rounds p itself): where the kernel set has no kernel of its own for the
+ * bf16 core, and for the Shaw tables, which only ref's handles. */
+static const rai_attn_kernel *forward_kernel(const ra_attn_desc *d, int *round_qkv) {
+    *round_qkv = 0;
+    if (d->precision != RA_PRECISION_BF16) return rai_kernel_active();
+    const rai_attn_kernel *k = rai_kernel_bf16();
+    if (k && (k == &rai_kernel_ref || !(d->rel_k || d->rel_v))) return k;
+    *round_qkv = 1;
+    return rai_kernel_active();
+}
+
+/* A task's rows of q (N1, hd), then k and v (N2, hd), rounded, when the
+ * framework rounds them: after the kernel's scratch in the slice. */
+static size_t rounded_floats(const ra_attn_desc *d) {
+    return round16((size_t)d->n1 * d->hd) + 2 * round16((size_t)d->n2 * d->hd);
+}
+
+/* A thread's slice; in bf16 at least float32's, so that a caller may run
+ * the same description in float32 in the same workspace (a training
+ * step's forward, layer.c). */
 static size_t slice_floats(const ra_attn_desc *d) {
-    return round16(rai_kernel_active()->work_floats(d->n1, d->n2, d->hd,
-                                                    (d->rel_k || d->rel_v) ? d->r : 0));
+    int round_qkv;
+    const rai_attn_kernel *k = forward_kernel(d, &round_qkv);
+    const int r = (d->rel_k || d->rel_v) ? d->r : 0;
+    const size_t n = round16(k->work_floats(d->n1, d->n2, d->hd, r)) +
+                     (round_qkv ? rounded_floats(d) : 0);
+    const size_t f32 = round16(rai_kernel_active()->work_floats(d->n1, d->n2, d->hd, r));
+    return n > f32 ? n : f32;
+}
+
+/* dst (n, hd), packed = s * src (n rows, stride ld) rounded to bfloat16. */
+static void round_rows(float *dst, const float *src, int ld, int n, int hd, float s) {
+    for (int i = 0; i < n; i++)
+        for (int e = 0; e < hd; e++) {
+            const uint32_t u = (uint32_t)rai_bf16_bits(s * src[(size_t)i * ld + e]) << 16;
+            memcpy(dst + (size_t)i * hd + e, &u, sizeof u);
+        }
 }
 
 /* Where the rows of a task (sample task / nh, head task % nh) begin in a
  * (B_ * n, ld) tensor: its q, k, v, out and their gradients (n = N1 or N2). */
 static inline size_t task_off(int ld, int n, int task, const ra_attn_desc *d) {
     return (size_t)(task / d->nh) * n * ld + (size_t)(task % d->nh) * d->hd;
+}
+
+/* Window b's region labels (N1 queries, then N2 keys), or NULL. */
+static inline const int32_t *region_row(const ra_attn_desc *d, int b) {
+    return d->regions ? d->regions + (size_t)((d->w0 + b) % d->nw) * (d->n1 + d->n2) : NULL;
 }
 
 /* bias (nH, N1, N2): bias[h, e] = table[idx[e], h], once for all windows */
@@ -108,11 +152,13 @@ ra_status ra_attention_forward(float *out, int ldo, float *attn,
         return rai_fail(RA_ERR_ARG, "attention: workspace of %zu bytes, %zu needed",
                         work_size, ra_attention_workspace_size(d, nt));
 
-    const rai_attn_kernel *kern = rai_kernel_active();
+    int round_qkv;
+    const rai_attn_kernel *kern = forward_kernel(d, &round_qkv);
     const size_t nn = (size_t)d->n1 * d->n2;
     float *bias = work;
     float *slices = bias + round16(bias_floats(d));
     const size_t slice = slice_floats(d);
+    const size_t rounded_at = slice - (round_qkv ? rounded_floats(d) : 0);
 
     gather_bias(bias, d);
 
@@ -128,13 +174,24 @@ ra_status ra_attention_forward(float *out, int ldo, float *attn,
             .attn = attn ? attn + (size_t)task * nn : NULL,
             .bias = d->table ? bias + h * nn : NULL,
             .mask = d->mask ? d->mask + (size_t)((d->w0 + b) % d->nw) * nn : NULL,
+            .rq = region_row(d, b), .rk = d->regions ? region_row(d, b) + d->n1 : NULL,
             .rel_k = d->rel_k, .rel_v = d->rel_v, .rel = d->rel, .r = d->r,
             .rel_ld = d->rel_ld ? d->rel_ld : d->n2, .rel2 = d->rel2,
             .work = slices + (size_t)omp_get_thread_num() * slice,
+            .bf16 = d->precision == RA_PRECISION_BF16,
         };
         if (task + 1 < ntasks) {   /* likely this thread's next (static schedule) */
+            t.next_q = q + task_off(ldq, d->n1, task + 1, d);
             t.next_k = k + task_off(ldk, d->n2, task + 1, d);
             t.next_v = v + task_off(ldv, d->n2, task + 1, d);
+        }
+        if (round_qkv) {
+            float *qr = t.work + rounded_at, *kr = qr + round16((size_t)d->n1 * d->hd);
+            float *vr = kr + round16((size_t)d->n2 * d->hd);
+            round_rows(qr, t.q, ldq, d->n1, d->hd, d->scale);   /* bf16(scale q): ref.c */
+            round_rows(kr, t.k, ldk, d->n2, d->hd, 1.0f);
+            round_rows(vr, t.v, ldv, d->n2, d->hd, 1.0f);
+            t.q = qr, t.k = kr, t.v = vr, t.ldq = t.ldk = t.ldv = d->hd, t.scale = 1.0f;
         }
         kern->forward(&t);
     }
@@ -194,6 +251,9 @@ ra_status rai_attention_backward_set(float *dq, int lddq, float *dk, int lddk, f
                                      int set) {
     ra_status st = ra_attention_check(d);
     if (st) return st;
+    if (d->precision != RA_PRECISION_FP32)
+        return rai_fail(RA_ERR_ARG, "attention backward: the bf16 core is for inference; "
+                        "its backward is fp32's (precision 0)");
     const int C = d->nh * d->hd;
     if (!dq || !dk || !dv || !dout || !q || !k || !v || !work)
         return rai_fail(RA_ERR_ARG, "attention backward: missing buffer");
@@ -231,6 +291,7 @@ ra_status rai_attention_backward_set(float *dq, int lddq, float *dk, int lddk, f
             .v = v + task_off(ldv, d->n2, task, d), .ldv = ldv,
             .bias = d->table ? bias + h * nn : NULL,
             .mask = d->mask ? d->mask + (size_t)((d->w0 + b) % d->nw) * nn : NULL,
+            .rq = region_row(d, b), .rk = d->regions ? region_row(d, b) + d->n1 : NULL,
             .rel_k = d->rel_k, .rel_v = d->rel_v, .rel = d->rel, .r = d->r,
             .rel_ld = d->rel_ld ? d->rel_ld : d->n2, .rel2 = d->rel2,
             .work = mine,

@@ -305,6 +305,7 @@ static ra_status pass_prepare(pass *ps, const ra_attn_layer *l, const float *x,
                         then the check sees that there is one) */
         d->scale = 1.0f, d->table = l->coords;
     rai_pos_desc(pc, mask, nw, d);
+    if (!backward) d->precision = rai_core_precision_get();
     if ((st = ra_attention_check(d))) return pass_end(ps), st;
 
     const int nt = ra_threads_get();

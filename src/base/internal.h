@@ -48,6 +48,12 @@ ra_precision rai_precision_get(void);
 ra_precision rai_precision_set(ra_precision p);
 void rai_precision_fail(void);
 int rai_precision_failed(void);
+/* The precision of the calling thread's attention cores
+ * (ra_attn_desc.precision): bf16 in the inference of a model in bf16
+ * (ra_model_forward sets it, rai_run_parts hands it on), fp32 otherwise:
+ * a training step's core stays float32, as its backward recomputes it. */
+ra_precision rai_core_precision_get(void);
+ra_precision rai_core_precision_set(ra_precision p);
 
 /* ra_clip_grad_norm in two halves, for gradients spread over processes:
  * the sum of the squared per-tensor norms (each rounded to a float, as

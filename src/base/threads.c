@@ -25,7 +25,7 @@ int ra_threads_get(void) {
     return requested > 0 ? requested : omp_get_max_threads();
 }
 
-static _Thread_local ra_precision precision;
+static _Thread_local ra_precision precision, core_precision;
 static _Thread_local int precision_failed;
 
 ra_precision rai_precision_get(void) { return precision; }
@@ -33,6 +33,14 @@ ra_precision rai_precision_get(void) { return precision; }
 ra_precision rai_precision_set(ra_precision p) {
     const ra_precision was = precision;
     precision = p;
+    return was;
+}
+
+ra_precision rai_core_precision_get(void) { return core_precision; }
+
+ra_precision rai_core_precision_set(ra_precision p) {
+    const ra_precision was = core_precision;
+    core_precision = p;
     return was;
 }
 
@@ -44,14 +52,17 @@ int rai_precision_failed(void) {
     return f;
 }
 
-/* Task s on the calling thread in the caller's precision; failures
- * recorded in st[s], why (the first reason) and *failed. */
-static void run_task(ra_status (*fn)(void *, int), void *ctx, int s, ra_precision prec,
+/* Task s on the calling thread in the caller's precisions (prec[0] the
+ * products', prec[1] the attention cores'); failures recorded in st[s],
+ * why (the first reason) and *failed. */
+static void run_task(ra_status (*fn)(void *, int), void *ctx, int s, const ra_precision prec[2],
                      ra_status *st, char *why, size_t nwhy, int *failed) {
-    const ra_precision was = rai_precision_set(prec);
+    const ra_precision was = rai_precision_set(prec[0]);
+    const ra_precision core_was = rai_core_precision_set(prec[1]);
     st[s] = fn(ctx, s);
     *failed |= rai_precision_failed();
     rai_precision_set(was);
+    rai_core_precision_set(core_was);
     if (st[s]) {   /* the reason is this thread's: keep it */
         #pragma omp critical(rai_run_parts)
         if (!why[0]) snprintf(why, nwhy, "%s", ra_last_error());
@@ -71,7 +82,7 @@ ra_status rai_run_parts(int n, ra_status (*part)(void *ctx, int s), void *ctx) {
     if (n == 1) return part(ctx, 0);
     ra_status st[RA_MAX_PARTS];
     char why[512] = "";
-    const ra_precision prec = precision;   /* the parts compute as the caller does */
+    const ra_precision prec[2] = {precision, core_precision};   /* as the caller */
     int failed = 0;
     #pragma omp parallel for num_threads(n) schedule(static, 1) reduction(| : failed)
     for (int s = 0; s < n; s++) run_task(part, ctx, s, prec, st, why, sizeof why, &failed);
@@ -83,7 +94,7 @@ ra_status rai_run_tasks(int n, int threads, ra_status (*task)(void *ctx, int s),
     ra_status *st = calloc((size_t)n, sizeof *st);
     if (!st) return rai_fail(RA_ERR_NOMEM, "%d tasks: out of memory", n);
     char why[512] = "";
-    const ra_precision prec = precision;
+    const ra_precision prec[2] = {precision, core_precision};
     int failed = 0;
     #pragma omp parallel for num_threads(threads > 1 ? threads : 1) schedule(dynamic, 1) \
         reduction(| : failed)

@@ -213,6 +213,12 @@ static void softmax_row(const rai_attn_task *t, int i, float *s, const float *qr
         l = _mm256_mul_ps(scale, l);
         if (t->bias) l = _mm256_add_ps(l, load_n(t->bias + row + j, n));
         if (t->mask) l = _mm256_add_ps(l, load_n(t->mask + row + j, n));
+        if (t->rq) {   /* -100 where the key's region is not the query's */
+            const __m256i rk = n >= 8 ? _mm256_loadu_si256((const __m256i *)(t->rk + j))
+                                      : _mm256_maskload_epi32((const int *)(t->rk + j), lanes(n));
+            const __m256 same = _mm256_castsi256_ps(_mm256_cmpeq_epi32(rk, _mm256_set1_epi32(t->rq[i])));
+            l = _mm256_add_ps(l, _mm256_andnot_ps(same, _mm256_set1_ps(RAI_REGION_OFF)));
+        }
         if (n < 8) l = _mm256_blendv_ps(ninf, l, _mm256_castsi256_ps(lanes(n)));
         _mm256_storeu_ps(s + j, l);
         vmax = _mm256_max_ps(vmax, l);
@@ -236,6 +242,20 @@ static void softmax_row(const rai_attn_task *t, int i, float *s, const float *qr
         __m256 p = _mm256_mul_ps(_mm256_loadu_ps(s + j), inv);
         _mm256_storeu_ps(s + j, p);
         if (attn) store_n(attn + j, p, n2 - j);
+    }
+}
+
+/* p (n floats, n a multiple of 8) rounded to bfloat16 in place (nearest
+ * even; rai_bf16_bits's, NaN kept): p as the bf16 core multiplies it. */
+static void round_row_bf16(float *p, size_t n) {
+    for (size_t j = 0; j < n; j += 8) {
+        const __m256 x = _mm256_loadu_ps(p + j);
+        const __m256i u = _mm256_castps_si256(x);
+        const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+        __m256i r = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), odd);
+        r = _mm256_and_si256(r, _mm256_set1_epi32((int)0xFFFF0000u));
+        const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+        _mm256_storeu_ps(p + j, _mm256_blendv_ps(_mm256_castsi256_ps(r), x, nan));
     }
 }
 
@@ -323,6 +343,8 @@ static void avx2_forward(const rai_attn_task *t) {
         if (t->rel_k) rows_times_bt(qr, rp, qrow, hd, rkt, rp, (int)rp);
         for (int r = 0; r < nr; r++) {
             softmax_row(t, i0 + r, s + r * n2p, t->rel_k ? qr + r * rp : NULL);
+            if (t->bf16) round_row_bf16(s + r * n2p, n2p);   /* q, k, v came rounded */
+
             if (t->rel_v)   /* bucket p by rel */
                 bucket_row(pb + r * rp, s + r * n2p, rai_rel_row(t, i0 + r), n2, nrel);
         }

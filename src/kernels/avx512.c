@@ -27,6 +27,7 @@
  * the task, keeps p and scale*ds in the workspace (N1 x N2p each) and forms
  * dq, dk, dv with the same block_fma. */
 #include "kernels.h"
+#include "attn_avx512.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -36,76 +37,10 @@
 #define NVMAX 4 /* accumulator vectors per row: RB x NVMAX = 16 zmm */
 _Static_assert(NVMAX == 4, "the nv switches below have cases 1 .. 4");
 
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
-
 static inline size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
 static inline size_t round_rb(size_t n) { return (n + RB - 1) / RB * RB; }
 
-/* Lanes 0..n-1 set: all 16 when n >= 16, none when n <= 0. */
-static inline __mmask16 lanes(int n) {
-    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
-}
-
-/* e^x for x <= 0 (softmax inputs; larger x up to 88 also work), the
- * algorithm of avx2.c's exp_ps: x = n ln2 + r, |r| <= ln2/2, ln2 split in
- * two so n*ln2 loses no bits; e^r = 1 + r + r^2 P(r), P of degree 4; 2^n
- * applied with scalef. Below ln(FLT_MIN) = -87.34 and for -inf the result
- * is exactly 0; NaN stays NaN. */
-static inline __m512 exp_ps(__m512 x) {
-    const __m512 lo = _mm512_set1_ps(-87.33654f);
-    /* max returns its second operand for NaN: this order keeps NaN */
-    __m512 xc = _mm512_min_ps(_mm512_set1_ps(88.0f), _mm512_max_ps(lo, x));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269502f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e43p-1f), xc);    /* ln2 hi */
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-0x1.05c61p-29f), r);          /* ln2 lo */
-    __m512 p = _mm512_set1_ps(0x1.6d10fcp-10f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0x1.120b62p-7f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0x1.55551ap-5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0x1.5554dep-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    /* lanes below lo become 0; NaN compares unordered and is kept */
-    return _mm512_maskz_scalef_ps(_mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ), p, n);
-}
-
 /* ---- data movement ------------------------------------------------------ */
-
-/* a[0..15] (16 rows of 16) transposed in place: unpack pairs, then quads
- * within 128-bit lanes, then two rounds of 128-bit lane shuffles. */
-ALWAYS_INLINE void transpose16(__m512 a[16]) {
-    __m512 b[16];
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; i += 2) {
-        b[i] = _mm512_unpacklo_ps(a[i], a[i + 1]);
-        b[i + 1] = _mm512_unpackhi_ps(a[i], a[i + 1]);
-    }
-    /* a[4g+k], 128-bit lane L: column 4L+k of rows 4g .. 4g+3 */
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; i += 4) {
-        a[i] = _mm512_shuffle_ps(b[i], b[i + 2], 0x44);
-        a[i + 1] = _mm512_shuffle_ps(b[i], b[i + 2], 0xEE);
-        a[i + 2] = _mm512_shuffle_ps(b[i + 1], b[i + 3], 0x44);
-        a[i + 3] = _mm512_shuffle_ps(b[i + 1], b[i + 3], 0xEE);
-    }
-    /* b[k] = lanes 0, 2 of a[k] and a[k+4]; b[k+4] lanes 1, 3; likewise
-     * b[k+8], b[k+12] from a[k+8], a[k+12] */
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; k++) {
-        b[k] = _mm512_shuffle_f32x4(a[k], a[k + 4], 0x88);
-        b[k + 4] = _mm512_shuffle_f32x4(a[k], a[k + 4], 0xDD);
-        b[k + 8] = _mm512_shuffle_f32x4(a[k + 8], a[k + 12], 0x88);
-        b[k + 12] = _mm512_shuffle_f32x4(a[k + 8], a[k + 12], 0xDD);
-    }
-    /* row 4L+k of the result: lane L of the old a[k], a[k+4], a[k+8], a[k+12] */
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; k++) {
-        a[k] = _mm512_shuffle_f32x4(b[k], b[k + 8], 0x88);
-        a[k + 8] = _mm512_shuffle_f32x4(b[k], b[k + 8], 0xDD);
-        a[k + 4] = _mm512_shuffle_f32x4(b[k + 4], b[k + 12], 0x88);
-        a[k + 12] = _mm512_shuffle_f32x4(b[k + 4], b[k + 12], 0xDD);
-    }
-}
 
 /* dst (cols, ldd) = src (rows, cols; row stride lds) transposed, with
  * columns rows..round16(rows)-1 of dst zeroed (ldd >= round16(rows)).
@@ -130,17 +65,6 @@ static void transpose(float *dst, size_t ldd, const float *src, size_t lds, int 
     }
 }
 
-/* Asks for rows i0 .. i1-1 (clipped to n) of p (row stride ld, hd floats
- * each) to be brought into L1. */
-static inline void prefetch_rows(const float *p, size_t ld, int i0, int i1, int n, int hd) {
-    const size_t bytes = (size_t)hd * sizeof *p;
-    for (int r = i0; r < i1 && r < n; r++) {
-        const char *row = (const char *)(p + (size_t)r * ld);
-        for (size_t c = 0; c < bytes; c += 64) __builtin_prefetch(row + c, 0, 3);
-        __builtin_prefetch(row + bytes - 1, 0, 3);
-    }
-}
-
 /* Asks for rows i .. i+RB-1 (of n; none when i >= n) of p (row stride ld,
  * hd floats each) to be brought into the cache. The rows of one head are
  * far apart in the caller's (tokens, C) layout, and the caches are cold
@@ -156,20 +80,6 @@ static inline void prefetch_rows(const float *p, size_t ld, int i0, int i1, int 
 #define PF 2
 static void prefetch_block(const float *p, size_t ld, int i, int n, int hd) {
     prefetch_rows(p, ld, i, i + RB, n, hd);
-}
-
-/* The next task's k and v (and with q, dout, the backward's q and dout)
- * rows of a block: the share of block i0 .. i0+rb of n1 rows, so the
- * next task's rows have all been asked for when this one ends. */
-static inline void prefetch_next(const rai_attn_task *t, int i0, int rb, int n1, int qdo) {
-    if (!t->next_k) return;
-    const int j0 = (int)((int64_t)i0 * t->n2 / n1), j1 = (int)((int64_t)(i0 + rb) * t->n2 / n1);
-    prefetch_rows(t->next_k, (size_t)t->ldk, j0, j1, t->n2, t->hd);
-    prefetch_rows(t->next_v, (size_t)t->ldv, j0, j1, t->n2, t->hd);
-    if (qdo && t->next_q) {
-        prefetch_rows(t->next_q, (size_t)t->ldq, i0, i0 + rb, n1, t->hd);
-        prefetch_rows(t->next_do, (size_t)t->lddo, i0, i0 + rb, n1, t->hd);
-    }
 }
 
 /* dst (rows, cols) packed, row stride cols = src (row stride lds). */
@@ -313,6 +223,12 @@ ALWAYS_INLINE __m512 logit_epilogue(const logits_rows *lr, int r, int j, __mmask
     l = _mm512_mul_ps(_mm512_set1_ps(t->scale), l);
     if (t->bias) l = _mm512_add_ps(l, _mm512_maskz_loadu_ps(m, t->bias + row));
     if (t->mask) l = _mm512_add_ps(l, _mm512_maskz_loadu_ps(m, t->mask + row));
+    if (t->rq) {
+        const int i = lr->i0 + (r < lr->nr ? r : lr->nr - 1);
+        const __mmask16 off = _mm512_mask_cmpneq_epi32_mask(
+            m, _mm512_maskz_loadu_epi32(m, t->rk + j), _mm512_set1_epi32(t->rq[i]));
+        l = _mm512_mask_add_ps(l, off, l, _mm512_set1_ps(RAI_REGION_OFF));
+    }
     return m == 0xFFFF ? l : _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), m, l);
 }
 
@@ -399,6 +315,21 @@ static void scale_row(float *dst, const float *src, int n, float inv) {
     for (int j = 0; j < n; j += 16) {
         const __mmask16 m = lanes(n - j);
         _mm512_mask_storeu_ps(dst + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, src + j), v));
+    }
+}
+
+/* e (n floats, n a multiple of 16) = e * inv rounded to bfloat16 (nearest
+ * even; rai_bf16_bits's, NaN kept): p as the bf16 core multiplies it. */
+static void round_row_bf16(float *e, size_t n, float inv) {
+    const __m512 v = _mm512_set1_ps(inv);
+    for (size_t j = 0; j < n; j += 16) {
+        const __m512 p = _mm512_mul_ps(_mm512_loadu_ps(e + j), v);
+        const __m512i u = _mm512_castps_si512(p);
+        const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+        __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), odd);
+        r = _mm512_and_si512(r, _mm512_set1_epi32((int)0xFFFF0000u));
+        const __mmask16 nan = _mm512_cmp_ps_mask(p, p, _CMP_UNORD_Q);
+        _mm512_storeu_ps(e + j, _mm512_mask_mov_ps(_mm512_castsi512_ps(r), nan, p));
     }
 }
 
@@ -495,6 +426,10 @@ static void avx512_forward(const rai_attn_task *t) {
         exp_rows(s, n2p, mx, inv);
         for (int r = 0; r < nr; r++) {
             if (t->attn) scale_row(t->attn + (size_t)(i0 + r) * n2, s + r * n2p, n2, inv[r]);
+            if (t->bf16) {   /* q, k, v came rounded (core.c); p is rounded here */
+                round_row_bf16(s + r * n2p, n2p, inv[r]);
+                inv[r] = 1.0f;
+            }
             if (t->rel_v)
                 bucket_row(eb + r * rp, s + r * n2p, rai_rel_row(t, i0 + r), n2, nrel);
         }

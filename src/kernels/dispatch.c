@@ -98,6 +98,14 @@ ra_kernel_id ra_kernel_current(void) {
 
 const rai_attn_kernel *rai_kernel_active(void) { return table[ra_kernel_current()]; }
 
+const rai_attn_kernel *rai_kernel_bf16(void) {
+    if (ra_kernel_current() == RA_KERNEL_REF) return &rai_kernel_ref;
+#ifdef RA_HAVE_X86_KERNELS
+    if (rai_bf16_micro() == RA_GEMM_BF16_AVX512) return &rai_kernel_avx512_bf16;
+#endif
+    return NULL;
+}
+
 static _Atomic int vnni_hidden;
 
 int rai_cpu_hide_vnni(int hide) {

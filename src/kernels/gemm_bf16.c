@@ -21,6 +21,7 @@
  * CPU lacks AVX512_BF16) agrees with this one to float32 rounding, not bit
  * for bit. */
 #include "kernels/gemm_kernels.h"
+#include "kernels/bf16.h"
 #include "base/internal.h"
 #include "base/arena.h"
 
@@ -41,21 +42,6 @@ void rai_bf16_round_rows(uint16_t *a, int64_t lda, const float *x, int64_t ldx, 
     }
 }
 
-/* x as VDPBF16PS reads it: a subnormal is 0 (its sign kept). */
-static inline float daz(float x) { return fabsf(x) < 0x1p-126f ? copysignf(0.0f, x) : x; }
-
-static inline float bf16_value(uint16_t h) {
-    const uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-/* One step of the chain: acc + a b rounded once, subnormals flushed. */
-static inline float dot_step(float acc, uint16_t a, uint16_t b) {
-    return daz(fmaf(daz(bf16_value(a)), daz(bf16_value(b)), daz(acc)));
-}
-
 void rai_gemm_bf16_micro_ref(int kp, const uint16_t *a, int64_t lda, int64_t aq, const uint16_t *bp,
                              float *c, int64_t ldc, const float *bias) {
     float acc[MR][NR] = {{0}};
@@ -63,8 +49,8 @@ void rai_gemm_bf16_micro_ref(int kp, const uint16_t *a, int64_t lda, int64_t aq,
         for (int r = 0; r < MR; r++) {
             const uint16_t *ar = a + r * lda + q * aq;
             for (int j = 0; j < NR; j++) {
-                acc[r][j] = dot_step(acc[r][j], ar[1], bp[2 * j + 1]);
-                acc[r][j] = dot_step(acc[r][j], ar[0], bp[2 * j]);
+                acc[r][j] = rai_bf16_dot_step(acc[r][j], ar[1], bp[2 * j + 1]);
+                acc[r][j] = rai_bf16_dot_step(acc[r][j], ar[0], bp[2 * j]);
             }
         }
     for (int r = 0; r < MR; r++, c += ldc)

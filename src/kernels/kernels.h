@@ -22,6 +22,8 @@ typedef struct rai_attn_task {
     float *attn;                 /* (N1, N2) probabilities, or NULL         */
     const float *bias;           /* (N1, N2) bias of head h, or NULL        */
     const float *mask;           /* (N1, N2) mask of window b % nW, or NULL */
+    const int32_t *rq, *rk;      /* (N1), (N2) region labels of window b % nW,
+                                    or NULL: -100 where rq[i] != rk[j] */
     const float *rel_k;          /* (R, hd) Shaw key table, or NULL         */
     const float *rel_v;          /* (R, hd) Shaw value table, or NULL       */
     const int32_t *rel;          /* (N1, N2) in 0..R-1 when a table is used: */
@@ -44,6 +46,12 @@ typedef struct rai_attn_task {
     float *drel_k, *drel_v;      /* (R, hd) this thread's, or NULL          */
     int set;                     /* dq, dk, dv get 0 + the sums instead of
                                     += (only for a kernel with sets_grads) */
+    int bf16;                    /* forward of the bf16 core: q, k, v and p
+                                    rounded to bfloat16 as they enter the
+                                    products. The ref and avx512_bf16
+                                    kernels round q, k, v themselves; the
+                                    float32 kernels get them rounded by the
+                                    framework and round p (core.c) */
 } rai_attn_task;
 
 typedef struct rai_attn_kernel {
@@ -62,6 +70,9 @@ extern const rai_attn_kernel rai_kernel_ref;
 #ifdef RA_HAVE_X86_KERNELS
 extern const rai_attn_kernel rai_kernel_avx2;
 extern const rai_attn_kernel rai_kernel_avx512;
+/* The bf16 core on VDPBF16PS (attn_bf16_avx512.c): forward only, no Shaw
+ * tables; run only where rai_kernel_bf16 returns it. */
+extern const rai_attn_kernel rai_kernel_avx512_bf16;
 #endif
 
 /* Row i of the task's Shaw index (N2 entries), and of its second key index. */
@@ -72,8 +83,16 @@ static inline const int32_t *rai_rel2_row(const rai_attn_task *t, int i) {
     return t->rel2 + (ptrdiff_t)i * t->rel_ld;
 }
 
+/* The shifted-window mask's value between two regions (ra_window_mask). */
+#define RAI_REGION_OFF (-100.0f)
+
 /* The kernel chosen now (never NULL). */
 const rai_attn_kernel *rai_kernel_active(void);
+/* The kernel of the bf16 core's forward for the kernel set chosen now: one
+ * that rounds q, k and v itself (ref: the oracle; avx512 where the CPU has
+ * AVX512_BF16: avx512_bf16), or NULL: the set's float32 kernel on values
+ * the framework rounds. */
+const rai_attn_kernel *rai_kernel_bf16(void);
 
 /* Softmax of one row in place with the row maximum subtracted; a row whose
  * logits are all -inf becomes all zeros (not NaN). Shared by kernels whose

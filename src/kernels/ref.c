@@ -7,8 +7,21 @@
  *   o   = sum_j p_j (v_j + rel_v[rel_ij])
  * The Shaw terms never form the (N1, N2, hd) tensor of a_ij: the key term is
  * q·rel_k^T, R numbers per row, gathered by rel; the value term sums p into
- * R buckets by rel and multiplies the buckets by rel_v. */
+ * R buckets by rel and multiplies the buckets by rel_v.
+ *
+ * The bf16 core (t->bf16): scale * q (in float32), k, v and p rounded to
+ * bfloat16 (nearest even) as they enter the products, as PyTorch's
+ * autocast runs Swin's and ViT's q * scale @ k^T: the logit is
+ * bf16(scale q)·bf16(k_j) + bias + mask, without a scale after. q·k_j and
+ * p·v[:, d] are each one chain of VDPBF16PS steps over pairs of the sum's
+ * index in order (bf16.h: the odd term first, one rounding per term,
+ * subnormals flushed), the last pair padded with zeros; the Shaw terms
+ * float32 sums of the rounded scale q and p with the float32 tables. The
+ * oracle of attn_bf16_avx512.c's products, and the core of the ref kernel
+ * set in bf16. */
 #include "kernels.h"
+#include "bf16.h"
+#include "base/internal.h"
 
 #include <math.h>
 #include <string.h>
@@ -29,13 +42,35 @@ void rai_softmax_row(float *s, int n) {
     for (int j = 0; j < n; j++) s[j] *= inv;
 }
 
+/* Element e of a (n) as bfloat16 bits, 0 past the end (a pair's padding). */
+static inline uint16_t bf16_at(const float *a, size_t stride, int e, int n) {
+    return e < n ? rai_bf16_bits(a[(size_t)e * stride]) : 0;
+}
+
+/* sum_e a[e] b[e] over n elements (strides sa, sb) as VDPBF16PS chains it. */
+static float bf16_dot(const float *a, size_t sa, const float *b, size_t sb, int n) {
+    float acc = 0;
+    for (int e = 0; e < n; e += 2) {
+        acc = rai_bf16_dot_step(acc, bf16_at(a, sa, e + 1, n), bf16_at(b, sb, e + 1, n));
+        acc = rai_bf16_dot_step(acc, bf16_at(a, sa, e, n), bf16_at(b, sb, e, n));
+    }
+    return acc;
+}
+
+static inline float round_bf16(float x) { return rai_bf16_value(rai_bf16_bits(x)); }
+
 /* Row i of the probabilities into s (N2): the logits with every term, then
- * the softmax; qr (R) receives q_i·rel_k^T when there is a key table. */
-static void probabilities_row(float *s, float *qr, const rai_attn_task *t, int i) {
+ * the softmax; qr (R) receives q_i·rel_k^T when there is a key table.
+ * sq (hd): scratch for the bf16 core's scale q. */
+static void probabilities_row(float *s, float *qr, float *sq, const rai_attn_task *t, int i) {
     const int n2 = t->n2, hd = t->hd;
     const float *qi = t->q + (size_t)i * t->ldq;
     const int32_t *reli = t->rel ? rai_rel_row(t, i) : NULL;
     const int32_t *rel2i = t->rel2 ? rai_rel2_row(t, i) : NULL;
+    if (t->bf16) {   /* scale q, rounded; its products carry the scale */
+        for (int d = 0; d < hd; d++) sq[d] = round_bf16(t->scale * qi[d]);
+        qi = sq;
+    }
     if (t->rel_k)
         for (int m = 0; m < t->r; m++) {
             float acc = 0;
@@ -45,20 +80,25 @@ static void probabilities_row(float *s, float *qr, const rai_attn_task *t, int i
     for (int j = 0; j < n2; j++) {
         const float *kj = t->k + (size_t)j * t->ldk;
         float acc = 0;
-        for (int d = 0; d < hd; d++) acc += qi[d] * kj[d];
+        if (t->bf16)
+            acc = bf16_dot(qi, 1, kj, 1, hd);
+        else
+            for (int d = 0; d < hd; d++) acc += qi[d] * kj[d];
         if (t->rel_k) acc += qr[reli[j]];
         if (rel2i) acc += qr[rel2i[j]];
-        float l = t->scale * acc;
+        float l = t->bf16 ? acc : t->scale * acc;
         if (t->bias) l += t->bias[(size_t)i * n2 + j];
         if (t->mask) l += t->mask[(size_t)i * n2 + j];
+        if (t->rq && t->rq[i] != t->rk[j]) l += RAI_REGION_OFF;
         s[j] = l;
     }
     rai_softmax_row(s, n2);
 }
 
 static size_t ref_work_floats(int n1, int n2, int hd, int r) {
-    (void)n1; (void)hd;
-    return (size_t)n2 + 2 * (size_t)r;   /* logits row, q·rel_k, p buckets */
+    (void)n1;
+    /* logits row, q·rel_k, p buckets, the bf16 core's scale q */
+    return (size_t)n2 + 2 * (size_t)r + (size_t)hd;
 }
 
 static void ref_forward(const rai_attn_task *t) {
@@ -66,16 +106,22 @@ static void ref_forward(const rai_attn_task *t) {
     float *s = t->work;          /* (N2) */
     float *qr = s + n2;          /* (R)  */
     float *pb = qr + r;          /* (R)  */
+    float *sq = pb + r;          /* (hd) */
     for (int i = 0; i < t->n1; i++) {
         const int32_t *reli = t->rel ? rai_rel_row(t, i) : NULL;
-        probabilities_row(s, qr, t, i);
+        probabilities_row(s, qr, sq, t, i);
         if (t->attn) memcpy(t->attn + (size_t)i * n2, s, (size_t)n2 * sizeof *s);
 
         float *oi = t->out + (size_t)i * t->ldo;
-        for (int d = 0; d < hd; d++) oi[d] = 0;
-        for (int j = 0; j < n2; j++) {
-            const float *vj = t->v + (size_t)j * t->ldv;
-            for (int d = 0; d < hd; d++) oi[d] += s[j] * vj[d];
+        if (t->bf16) {
+            for (int d = 0; d < hd; d++) oi[d] = bf16_dot(s, 1, t->v + d, (size_t)t->ldv, n2);
+            for (int j = 0; j < n2; j++) s[j] = round_bf16(s[j]);   /* for the buckets */
+        } else {
+            for (int d = 0; d < hd; d++) oi[d] = 0;
+            for (int j = 0; j < n2; j++) {
+                const float *vj = t->v + (size_t)j * t->ldv;
+                for (int d = 0; d < hd; d++) oi[d] += s[j] * vj[d];
+            }
         }
         if (t->rel_v) {
             for (int m = 0; m < r; m++) pb[m] = 0;
@@ -113,7 +159,7 @@ static void ref_backward(const rai_attn_task *t) {
         const float *doi = t->dout + (size_t)i * t->lddo;
         float *dqi = t->dq + (size_t)i * t->lddq;
         const int32_t *reli = t->rel ? rai_rel_row(t, i) : NULL;
-        probabilities_row(s, qr, t, i);   /* the forward's, recomputed */
+        probabilities_row(s, qr, NULL, t, i);   /* the forward's, recomputed (fp32) */
 
         /* dp, dv, and the value table */
         if (t->rel_v)

@@ -66,6 +66,8 @@ struct rai_block_layout {
     const int32_t *map;       /* (b_*n) the row of x each sequence row reads, -1 padding;
                                  NULL: x's rows in order (m = b_*n) */
     const float *mask;        /* (nw, n, n2) or NULL */
+    const int32_t *regions;   /* or the mask as labels (nw, n + n2; ra_attn_desc.regions),
+                                 for an attention of the network's own (rai_block_attn) */
     int nw;
     /* cross-attention (pre-norm only); kv NULL: self-attention */
     const float *kv;          /* (mkv, C) the key/value input (the caller's; only read) */

@@ -416,6 +416,8 @@ static ra_status forward_in_precision(const ra_model *m, const rai_feat *feat, f
                                       int *y_ndim, int64_t y_shape[4], const float *x,
                                       int x_ndim, const int64_t *x_shape) {
     const ra_precision was = rai_precision_set(m->precision);
+    const ra_precision core_was = rai_core_precision_set(
+        m->precision == RA_PRECISION_BF16 ? RA_PRECISION_BF16 : RA_PRECISION_FP32);
     const rai_packed *packed_was = rai_packed_set(m->packed);
     rai_precision_failed();
     ra_status st = feat ? m->ops->forward_features(m, feat, y, y_ndim, y_shape, x, x_ndim, x_shape)
@@ -426,6 +428,7 @@ static ra_status forward_in_precision(const ra_model *m, const rai_feat *feat, f
                      ra_precision_name(m->precision));
     }
     rai_precision_set(was);
+    rai_core_precision_set(core_was);
     rai_packed_set(packed_was);
     return st;
 }

@@ -324,21 +324,6 @@ static const int32_t *run_index(const swin3d_block *s, const swin3d_plan *p, int
     return out;
 }
 
-/* RSTT's attn_mask_qkv (nW, N1, N2) from the spatial mask m2 (nW, T, T),
- * T = Wh*Ww: the regions depend on (h, w) only, so every (query frame,
- * key frame) block is m2. */
-static void expand_mask(float *mask, const float *m2, int64_t nw, int64_t t, int fq, int fkv) {
-    const int64_t n1 = fq * t, n2 = fkv * t;
-    for (int64_t k = 0; k < nw; k++)
-        for (int a = 0; a < fq; a++)
-            for (int64_t i = 0; i < t; i++) {
-                float *row = mask + (k * n1 + a * t + i) * n2;
-                for (int e = 0; e < fkv; e++)
-                    memcpy(row + e * t, m2 + (k * t + i) * t, (size_t)t * sizeof *row);
-            }
-}
-
-
 static ra_status sizes_of(const swin3d_block *s, const swin3d_plan *pp, int B, int H, int W, swin3d_sizes *z) {
     const int C = s->dim;
     const swin3d_plan p = *pp;
@@ -355,32 +340,48 @@ static ra_status sizes_of(const swin3d_block *s, const swin3d_plan *pp, int B, i
              rai_mul_i64(&z->rows1, z->bw, p.n1) && rai_mul_i64(&z->rows2, z->bw, p.n2) &&
              rai_mul_i64(&z->nwin1, z->rows1, C) &&
              rai_mul_i64(&z->nwin2, s->cross ? z->rows2 : 0, C) &&
-             rai_mul_i64(&z->nmask, p.shifted ? p.nw * p.n1 : 0, p.n2) &&
+             rai_mul_i64(&z->nlabels, p.shifted ? p.nw : 0, p.n1 + p.n2) &&
              rai_mul_i64(&nproj, z->rows1 + z->rows2, 3 * (int64_t)C) &&
              rai_mul_i64(&z->nhid, z->M1, s->hidden);
     if (ok && s->cross && p.shifted) {
         z->t2 = (int64_t)p.gq.wh * p.gq.ww;
-        ok = rai_mul_i64(&z->nm2, p.nw * z->t2, z->t2);
+        ok = rai_mul_i64(&z->nl2, p.nw, z->t2);
     }
     if (!ok || z->nx > SWIN3D_MAX_FLOATS || z->nkx > SWIN3D_MAX_FLOATS ||
         z->nwin1 > SWIN3D_MAX_FLOATS || z->nwin2 > SWIN3D_MAX_FLOATS ||
-        z->nmask > SWIN3D_MAX_FLOATS || z->nm2 > SWIN3D_MAX_FLOATS ||
+        z->nlabels > SWIN3D_MAX_FLOATS || z->nl2 > SWIN3D_MAX_FLOATS ||
         nproj > SWIN3D_MAX_FLOATS)
         return rai_fail(RA_ERR_SHAPE, "swin_block_3d: %d clips of %dx%dx%dx%d are too large", B,
                         dq, H, W, C);
     return RA_OK;
 }
 
-/* The attention mask (nW, N1, N2) of a shifted plan into mask; a cross
- * block builds its spatial mask in m2 (nW, T, T) first. */
-static ra_status build_mask(const swin3d_block *s, const swin3d_plan *p, int H, int W, float *mask,
-                             float *m2, int64_t t2) {
-    if (!mask) return RA_OK;
-    if (!s->cross) return ra_window_mask(mask, &p->gq);
+/* The attention mask of a shifted plan as region labels (nW, N1 + N2;
+ * ra_attn_desc.regions): each window's query labels, then its key labels.
+ * A cross block (RSTT's attn_mask_qkv, whose (query frame, key frame)
+ * blocks are all the spatial mask) labels each frame's tokens with the
+ * spatial window's labels (nW, T), built in l2 first. */
+static ra_status build_labels(const swin3d_block *s, const swin3d_plan *p, int H, int W,
+                              int32_t *labels, int32_t *l2, int64_t t2) {
+    if (!labels) return RA_OK;
+    const int64_t n1 = p->n1, n2 = p->n2, nl = n1 + n2;
+    if (!s->cross) {   /* self-attention: the keys are the queries */
+        ra_status st = ra_window_regions(l2, &p->gq);
+        for (int64_t k = 0; !st && k < p->nw; k++) {
+            memcpy(labels + k * nl, l2 + k * n1, (size_t)n1 * sizeof *labels);
+            memcpy(labels + k * nl + n1, l2 + k * n1, (size_t)n1 * sizeof *labels);
+        }
+        return st;
+    }
     const ra_window_spec g2 = {.d = 1, .h = H, .w = W, .wd = 1, .wh = p->gq.wh, .ww = p->gq.ww,
                                .sh = p->gq.sh, .sw = p->gq.sw};
-    ra_status st = ra_window_mask(m2, &g2);
-    if (!st) expand_mask(mask, m2, p->nw, t2, s->fq, s->fkv);
+    ra_status st = ra_window_regions(l2, &g2);
+    for (int64_t k = 0; !st && k < p->nw; k++) {
+        for (int a = 0; a < s->fq; a++)
+            memcpy(labels + k * nl + a * t2, l2 + k * t2, (size_t)t2 * sizeof *labels);
+        for (int e = 0; e < s->fkv; e++)
+            memcpy(labels + k * nl + n1 + e * t2, l2 + k * t2, (size_t)t2 * sizeof *labels);
+    }
     return st;
 }
 
@@ -404,8 +405,8 @@ static ra_attn_desc attn_desc(const window_attn_3d *r, const rai_block_layout *l
     const swin3d_block *s = r->s;
     return (ra_attn_desc){.b_ = l->b_, .nh = s->heads, .n1 = l->n, .n2 = rai_block_keys(l),
                           .hd = s->dim / s->heads, .scale = s->scale, .table = s->table,
-                          .idx = r->idx, .table_rows = s->rows, .mask = l->mask,
-                          .nw = l->mask ? l->nw : 0};
+                          .idx = r->idx, .table_rows = s->rows, .regions = l->regions,
+                          .nw = l->regions ? l->nw : 0, .precision = rai_core_precision_get()};
 }
 
 /* Bytes of the parts (the core's wbytes last); laid out in base if given. */
@@ -534,14 +535,15 @@ ra_status rai_swin3d_run_begin(swin3d_run *r, const swin3d_block *s, const float
 
     int32_t *map = rai_arena_bytes(a, (size_t)z.rows1 * sizeof *map);
     int32_t *kvmap = s->cross ? rai_arena_bytes(a, (size_t)z.rows2 * sizeof *kvmap) : NULL;
-    float *mask = p.shifted ? rai_arena_floats(a, (size_t)z.nmask) : NULL;
-    float *m2 = z.nm2 ? rai_arena_floats(a, (size_t)z.nm2) : NULL;
-    if (!map || (s->cross && !kvmap) || (p.shifted && !mask) || (z.nm2 && !m2)) return nomem();
+    int32_t *labels = p.shifted ? rai_arena_bytes(a, (size_t)z.nlabels * sizeof *labels) : NULL;
+    const int64_t nl2 = s->cross ? z.nl2 : (int64_t)p.nw * p.n1;   /* ra_window_regions' */
+    int32_t *l2 = p.shifted ? rai_arena_bytes(a, (size_t)nl2 * sizeof *l2) : NULL;
+    if (!map || (s->cross && !kvmap) || (p.shifted && (!labels || !l2))) return nomem();
     st = rai_window_rowmap(map, B, &p.gq);
     if (!st && s->cross) st = rai_window_rowmap(kvmap, B, &p.gkv);
-    if (!st) st = build_mask(s, &p, H, W, mask, m2, z.t2);
+    if (!st) st = build_labels(s, &p, H, W, labels, l2, z.t2);
     if (st) return st;
-    r->l.map = map, r->l.mask = mask, r->l.nw = mask ? (int)p.nw : 0;
+    r->l.map = map, r->l.regions = labels, r->l.nw = labels ? (int)p.nw : 0;
     if (s->cross) r->l.kv = kv, r->l.mkv = z.M2, r->l.kvmap = kvmap;
 
     r->ops = (rai_block_attn){.ctx = &r->attn, .forward_ws_size = attn_forward_ws_size,

@@ -53,7 +53,8 @@ typedef struct swin3d_sizes {
     int64_t nx, nkx;         /* floats of x and kv (M * C) */
     int64_t bw, rows1, rows2;   /* windows of the batch, their query / key-value rows */
     int64_t nwin1, nwin2;    /* floats of the windows (rows * C) */
-    int64_t nmask, t2, nm2;  /* the mask (nW, N1, N2), a cross block's spatial mask */
+    int64_t nlabels, t2, nl2; /* the mask's labels (nW, N1 + N2), a cross block's spatial
+                                labels (nW, T) */
     int64_t nhid;            /* M1 * hidden */
 } swin3d_sizes;
 

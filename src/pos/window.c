@@ -291,6 +291,38 @@ static inline int ra_region(int64_t pos, int64_t P, int64_t w, int64_t s) {
     return pos < P - s ? 1 : 2;
 }
 
+/* The region labels of window k's N tokens, as floats (f) or ints (r). */
+static void window_labels(const ra_wplan *p, int64_t k, float *f, int32_t *r) {
+    int64_t kw[3];
+    ra_window_coords(p, k, kw);
+    int64_t t = 0;
+    for (int64_t td = 0; td < p->win[0]; td++) {
+        const int rd = ra_region(kw[0] * p->win[0] + td, p->pad[0], p->win[0], p->shift[0]);
+        for (int64_t th = 0; th < p->win[1]; th++) {
+            const int rh = ra_region(kw[1] * p->win[1] + th, p->pad[1], p->win[1], p->shift[1]);
+            for (int64_t tw = 0; tw < p->win[2]; tw++, t++) {
+                const int rw = ra_region(kw[2] * p->win[2] + tw, p->pad[2], p->win[2], p->shift[2]);
+                if (f) f[t] = (float)(rd * 9 + rh * 3 + rw);
+                else r[t] = rd * 9 + rh * 3 + rw;
+            }
+        }
+    }
+}
+
+ra_status ra_window_regions(int32_t *regions,   /* (nW, N) */
+                            const ra_window_spec *g) {
+    ra_wplan p = {0};
+    ra_status st = ra_window_plan(&p, g, "ra_window_regions");
+    if (st != RA_OK) return st;
+    int64_t total = 0;
+    if (!rai_mul_i64(&total, p.n, p.nw) || total > RA_MAX_FLOATS)
+        return rai_fail(RA_ERR_ARG, "ra_window_regions: %lld windows of %lld overflows",
+                        (long long)p.nw, (long long)p.n);
+    if (!regions) return rai_fail(RA_ERR_ARG, "ra_window_regions: NULL regions");
+    for (int64_t k = 0; k < p.nw; k++) window_labels(&p, k, NULL, regions + k * p.n);
+    return RA_OK;
+}
+
 ra_status ra_window_mask(float *mask,   /* (nW, N, N) */
                          const ra_window_spec *g) {
     ra_wplan p = {0};
@@ -308,22 +340,10 @@ ra_status ra_window_mask(float *mask,   /* (nW, N, N) */
 #pragma omp parallel for schedule(static) num_threads(ra_threads_get()) if (total >= RA_WINDOW_PAR_MIN)
 #endif
     for (int64_t k = 0; k < p.nw; k++) {
-        int64_t kw[3];
-        ra_window_coords(&p, k, kw);
         float *m = mask + k * N * N;
         /* Row 0 of the window's block holds the token labels until last,
          * so no scratch is needed. */
-        int64_t t = 0;
-        for (int64_t td = 0; td < p.win[0]; td++) {
-            int rd = ra_region(kw[0] * p.win[0] + td, p.pad[0], p.win[0], p.shift[0]);
-            for (int64_t th = 0; th < p.win[1]; th++) {
-                int rh = ra_region(kw[1] * p.win[1] + th, p.pad[1], p.win[1], p.shift[1]);
-                for (int64_t tw = 0; tw < p.win[2]; tw++, t++) {
-                    int rw = ra_region(kw[2] * p.win[2] + tw, p.pad[2], p.win[2], p.shift[2]);
-                    m[t] = (float)(rd * 9 + rh * 3 + rw);
-                }
-            }
-        }
+        window_labels(&p, k, m, NULL);
         for (int64_t i = N - 1; i >= 0; i--) {
             const float li = m[i];
             float *row = m + i * N;
