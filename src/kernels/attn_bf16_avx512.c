@@ -30,7 +30,7 @@
 #include <string.h>
 
 #define RB 8     /* query rows per block */
-#define NVMAX 2  /* accumulator vectors per row: RB x NVMAX = 16 zmm */
+#define NVMAX 3  /* accumulator vectors per row: RB x NVMAX = 24 zmm */
 
 static inline size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
 
@@ -119,12 +119,12 @@ ALWAYS_INLINE void block_dp(__m512 acc[RB][NVMAX], const int nv, const uint32_t 
                             const uint32_t *b, size_t ldb, size_t np) {
     for (size_t m = 0; m < np; m++) {
         __m512bh x[NVMAX];
-#pragma GCC unroll 2
+#pragma GCC unroll 3
         for (int v = 0; v < nv; v++) x[v] = (__m512bh)_mm512_loadu_si512(b + m * ldb + 16 * v);
 #pragma GCC unroll 8
         for (int r = 0; r < RB; r++) {
             const __m512bh p = (__m512bh)_mm512_set1_epi32((int)a[r * lda + m]);
-#pragma GCC unroll 2
+#pragma GCC unroll 3
             for (int v = 0; v < nv; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], p, x[v]);
         }
     }
@@ -133,7 +133,7 @@ ALWAYS_INLINE void block_dp(__m512 acc[RB][NVMAX], const int nv, const uint32_t 
 ALWAYS_INLINE void zero_acc(__m512 acc[RB][NVMAX]) {
 #pragma GCC unroll 8
     for (int r = 0; r < RB; r++)
-#pragma GCC unroll 2
+#pragma GCC unroll 3
         for (int v = 0; v < NVMAX; v++) acc[r][v] = _mm512_setzero_ps();
 }
 
@@ -142,26 +142,42 @@ ALWAYS_INLINE void zero_acc(__m512 acc[RB][NVMAX]) {
  * bias, mask in ref.c's order (the scale is on q), -inf past N2. (The row maxima are
  * taken in softmax_pairs: RB running maxima here would push the
  * accumulators out of the registers.) */
-ALWAYS_INLINE void logits_chunk(const rai_attn_task *t, const dims *g, int i0, int nr,
+/* What the logits of a block of rows add to q·k: its rows of the bias and
+ * the mask (row r of the block: task row i0 + r, the last repeated past
+ * nr) and its queries' region labels. */
+typedef struct block_terms {
+    const float *bias[RB], *mask[RB];   /* NULL: none */
+    int32_t rq[RB];
+} block_terms;
+
+static void terms_of(block_terms *b, const rai_attn_task *t, int i0, int nr) {
+    for (int r = 0; r < RB; r++) {
+        const int i = i0 + (r < nr ? r : nr - 1);
+        b->bias[r] = t->bias ? t->bias + (size_t)i * t->n2 : NULL;
+        b->mask[r] = t->mask ? t->mask + (size_t)i * t->n2 : NULL;
+        b->rq[r] = t->rq ? t->rq[i] : 0;
+    }
+}
+
+ALWAYS_INLINE void logits_chunk(const rai_attn_task *t, const dims *g, const block_terms *bt,
                                 const uint32_t *qp, const uint32_t *kp, float *s, int j0,
                                 const int nv) {
     __m512 acc[RB][NVMAX];
     zero_acc(acc);
     block_dp(acc, nv, qp, g->hqp, kp + j0, g->n2p, g->hq);
-#pragma GCC unroll 2
+#pragma GCC unroll 3
     for (int v = 0; v < nv; v++) {
         const int j = j0 + 16 * v;
         const __mmask16 m = lanes(t->n2 - j);
+        const __m512i rk = t->rq ? _mm512_maskz_loadu_epi32(m, t->rk + j) : _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int r = 0; r < RB; r++) {
-            const size_t row = (size_t)(i0 + (r < nr ? r : nr - 1)) * t->n2 + j;
             __m512 l = acc[r][v];
-            if (t->bias) l = _mm512_add_ps(l, _mm512_maskz_loadu_ps(m, t->bias + row));
-            if (t->mask) l = _mm512_add_ps(l, _mm512_maskz_loadu_ps(m, t->mask + row));
+            if (bt->bias[0]) l = _mm512_add_ps(l, _mm512_maskz_loadu_ps(m, bt->bias[r] + j));
+            if (bt->mask[0]) l = _mm512_add_ps(l, _mm512_maskz_loadu_ps(m, bt->mask[r] + j));
             if (t->rq) {
-                const __mmask16 off = _mm512_mask_cmpneq_epi32_mask(
-                    m, _mm512_maskz_loadu_epi32(m, t->rk + j),
-                    _mm512_set1_epi32(t->rq[i0 + (r < nr ? r : nr - 1)]));
+                const __mmask16 off =
+                    _mm512_mask_cmpneq_epi32_mask(m, rk, _mm512_set1_epi32(bt->rq[r]));
                 l = _mm512_mask_add_ps(l, off, l, _mm512_set1_ps(RAI_REGION_OFF));
             }
             if (m != 0xFFFF) l = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), m, l);
@@ -246,9 +262,12 @@ static void bf16_forward(const rai_attn_task *t) {
             for (int c0 = 0; c0 < hd; c0 += 32)
                 _mm512_storeu_si512(qp + (size_t)r * g.hqp + c0 / 2, pairs32(q + c0, hd - c0, scale));
         }
+        block_terms bt;
+        terms_of(&bt, t, i0, nr);
         int j0 = 0;
-        for (; j0 + 32 <= (int)g.n2p; j0 += 32) logits_chunk(t, &g, i0, nr, qp, kp, s, j0, 2);
-        if (j0 < (int)g.n2p) logits_chunk(t, &g, i0, nr, qp, kp, s, j0, 1);
+        for (; j0 + 48 <= (int)g.n2p; j0 += 48) logits_chunk(t, &g, &bt, qp, kp, s, j0, 3);
+        if ((int)g.n2p - j0 == 32) logits_chunk(t, &g, &bt, qp, kp, s, j0, 2);
+        else if ((int)g.n2p - j0 == 16) logits_chunk(t, &g, &bt, qp, kp, s, j0, 1);
         softmax_pairs(t, &g, i0, nr, s, pp);
         int d0 = 0;
         for (; d0 + 32 <= (int)g.hdp; d0 += 32) pv_chunk(t, &g, i0, nr, pp, vp, d0, 2);
