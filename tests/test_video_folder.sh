@@ -18,11 +18,17 @@
 #     ends with the tensors of an uninterrupted run; --arch swin3d_t from
 #     scratch (small frames) writes a checkpoint eval reads; a broken
 #     training video is 65 naming it, or with --skip-bad replaced and counted.
-#   bash tests/test_video_folder.sh RELATTN TEST_VIDEO_FOLDER_BINARY
+#   - with LIB and SRC (the shared library and the source tree; not under
+#     the sanitizers) and a python3 with NumPy: the Python package's
+#     Model.video_clips + Model.predict, softmax averaged over the views,
+#     give classify's probabilities (a file, a folder of frames; 1 and
+#     6 views).
+#   bash tests/test_video_folder.sh RELATTN TEST_VIDEO_FOLDER_BINARY [LIB SRC]
 # Exit 77 (skipped) without the ffmpeg command.
 set -u
-[ $# -eq 2 ] || { echo "usage: $0 RELATTN TEST_VIDEO_FOLDER_BINARY" >&2; exit 2; }
-R=$1 TV=$2
+[ $# -eq 2 ] || [ $# -eq 4 ] ||
+    { echo "usage: $0 RELATTN TEST_VIDEO_FOLDER_BINARY [LIB SRC]" >&2; exit 2; }
+R=$1 TV=$2 LIB=${3:-} SRC=${4:-}
 command -v ffmpeg >/dev/null 2>&1 || { echo "skipped: no ffmpeg command (scripts/deps.sh)"; exit 77; }
 T=$(mktemp -d "${TMPDIR:-/tmp}/relattn_test_video_folder.XXXXXX") || exit 2
 trap 'rm -rf "$T"' EXIT
@@ -87,6 +93,52 @@ PY
 check_eval
 check_eval --clips 3 --clip-len 2 --frame-interval 3
 check_eval --crops 3 --clips 1
+
+# the Python package: what classify feeds the model and how it averages
+if [ -n "$LIB" ] && /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+    for args in "" "--clips 2 --crops 3 --clip-len 3"; do
+        for v in "$D/red/r2.mp4" "$D/test/t5_frames"; do
+            # shellcheck disable=SC2086
+            out=$("$R" classify "$T/m.safetensors" "$v" --json --top 2 $args 2>&1) ||
+                { bad "classify $v $args: $out"; continue; }
+            if py=$(RELATTN_LIBRARY=$LIB PYTHONPATH=$SRC/python PYTHONDONTWRITEBYTECODE=1 \
+                    /usr/bin/python3 - "$T/m.safetensors" "$v" "$out" $args <<'PY'
+import json, sys
+import numpy as np
+import relattn
+model, video, out = sys.argv[1:4]
+opts = dict(zip(sys.argv[4::2], sys.argv[5::2]))
+kw = {k[2:].replace("-", "_"): int(v) for k, v in opts.items()}
+m = relattn.Model(model)
+x = m.video_clips(video, **kw)
+views = x.shape[0]   # the model's own clips x crops without options
+assert x.ndim == 5 and x.shape[1] == 3 and x.shape[2] == kw.get("clip_len", x.shape[2]), x.shape
+assert "clips" not in kw or views == kw["clips"] * kw["crops"], (x.shape, kw)
+y = m.predict(x).astype(np.float64)
+p = np.exp(y - y.max(axis=1, keepdims=True))
+p = (p / p.sum(axis=1, keepdims=True)).mean(axis=0)
+top = json.loads(out)[0]["top"]
+for t in top:
+    assert abs(p[t["class"]] - t["probability"]) <= 1e-6, (t, p)
+assert [t["class"] for t in top] == list(np.argsort(-p, kind="stable")[:len(top)]), (top, p)
+try:
+    m.video_clips(video, crops=2)
+    raise SystemExit("crops=2 accepted")
+except ValueError:
+    pass
+try:
+    m.video_clips(video + ".missing")
+    raise SystemExit("a missing video accepted")
+except relattn.RelattnError:
+    pass
+print("%d views of %s: %s" % (views, video.split("/")[-1], [round(float(q), 6) for q in p]))
+PY
+            ); then ok; echo "python: $py"; else bad "python video_clips $v $args: $py"; fi
+        done
+    done
+else
+    echo "python: not checked (no LIB, or no python3 with NumPy)"
+fi
 
 # a broken video: 65 naming it; --skip-bad leaves it out and counts it
 head -c 3000 /dev/urandom >"$D/red/broken.mp4"

@@ -19,8 +19,8 @@ library's one-line reason.
 import ctypes
 import os
 
-from ._lib import (FeaturesOptions, LoadOptions, RelattnError, Tensor, Transform, check, lib,
-                   path as library_path)
+from ._lib import (ClipSpec, FeaturesOptions, LoadOptions, RelattnError, Tensor, Transform,
+                   VideoTransform, check, lib, path as library_path)
 
 __all__ = ["relpos_index", "window_mask", "load", "Model", "RelattnError", "archs", "version",
            "set_threads", "library_path"]
@@ -181,6 +181,8 @@ class Model:
     .backward(**inputs) -> {"y", "grad.x", ..., "grad.NAME", ...}
     .features(x, indices=None, layout=None, norm=None, prefix_tokens=False)
                 -> {"y", "features.I", ...}: a network as a backbone
+    .predict(x), .preprocess(image), .video_clips(video): a classifier's
+                outputs and the inputs classify feeds it
     Inputs are named as in an INPUT file of `relattn forward`: x (or q and kv),
     mask, dy. Outputs are named as `relattn forward/backward` writes them.
     """
@@ -341,6 +343,49 @@ class Model:
         finally:
             _libc.free(px)
         return out[None]
+
+    def video_clips(self, video_path, clips=None, crops=None, clip_len=None,
+                    frame_interval=None):
+        """The input `relattn classify` feeds a video model (swin3d) for a
+        video file or a folder of frames: (views, 3, T, S, S) float32, views =
+        crops x clips, crop-major (view = crop * clips + clip), each clip
+        sampled and its frames transformed as the family's test pipeline
+        (the official Video Swin test's or torchvision's Kinetics-400
+        evaluation: docs/reference.md, "Videos"); clips, crops (1 or 3),
+        clip_len and frame_interval as classify's --clips, --crops,
+        --clip-len, --frame-interval. classify's probabilities are the mean
+        over the views of the softmax of Model.predict(x)."""
+        np = _np()
+        if not self._h:
+            raise ValueError("relattn.Model: closed")
+        cs, vt = ClipSpec(), VideoTransform()
+        check(lib.ra_model_video_transform(ctypes.byref(cs), ctypes.byref(vt), None, self._h))
+        for name, value, lo, hi in (("clips", clips, 1, 1024), ("clip_len", clip_len, 1, 4096),
+                                    ("frame_interval", frame_interval, 1, 4096),
+                                    ("crops", crops, 1, 3)):
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi \
+                    or (name == "crops" and value == 2):
+                raise ValueError("%s=%r: need %s" % (name, value, "1 or 3" if name == "crops"
+                                                      else "an integer in %d..%d" % (lo, hi)))
+            if name == "crops":
+                vt.crops = value
+            else:
+                setattr(cs, name, value)
+        v = ctypes.c_void_p()
+        check(lib.ra_video_open(ctypes.byref(v), os.fsencode(video_path), None))
+        x = ctypes.POINTER(ctypes.c_float)()
+        shape = (ctypes.c_int64 * 5)()
+        try:
+            check(lib.ra_video_clips(ctypes.byref(x), shape, v, ctypes.byref(cs),
+                                     ctypes.byref(vt)))
+        finally:
+            lib.ra_video_free(v)
+        try:
+            return np.ctypeslib.as_array(x, shape=tuple(shape)).copy()
+        finally:
+            _libc.free(x)
 
     def backward(self, **inputs):
         """The gradients for dy: {"y", "grad.x" (or "grad.q", "grad.kv"), "grad.NAME"...}."""

@@ -258,6 +258,20 @@ class VideoTransform(ctypes.Structure):
     _fields_ = [("frame", Transform), ("size_round", _I), ("crops", _I)]
 
 
+class ClipSpec(ctypes.Structure):
+    """ra_clip_spec: the clips of a video (relattn.h, section 14)."""
+    _fields_ = [("sampler", _I), ("clips", _I), ("clip_len", _I), ("frame_interval", _I),
+                ("frame_rate", ctypes.c_double)]
+
+
+_sig("ra_model_video_transform", _I, ctypes.POINTER(ClipSpec), ctypes.POINTER(VideoTransform),
+     ctypes.POINTER(ctypes.c_char_p), _P)
+_sig("ra_video_open", _I, ctypes.POINTER(_P), _S, _P)
+_sig("ra_video_clips", _I, ctypes.POINTER(ctypes.POINTER(ctypes.c_float)),
+     ctypes.POINTER(_I64), _P, ctypes.POINTER(ClipSpec), ctypes.POINTER(VideoTransform))
+_sig("ra_video_free", None, _P)
+
+
 class LoaderConfig(ctypes.Structure):
     """ra_loader_config: an image folder's batches (relattn.h, section 15)."""
     _fields_ = [("train", _I), ("random_crop", _I), ("shuffle", _I), ("size", _I),
