@@ -398,6 +398,17 @@ static void test_fixture(const char *dir, const char *name) {
         st = ra_window_mask(m, &g);
         CHECK(st == RA_OK && memcmp(m, mref, sizeof(float) * nm) == 0,
               "%s: mask differs from PyTorch", what);
+        /* the same mask as labels (ra_attn_desc.regions): -100 where two differ */
+        int32_t *lab = xmalloc(sizeof(int32_t) * (size_t)(nw * n));
+        st = ra_window_regions(lab, &g);
+        int same = st == RA_OK;
+        for (int64_t k = 0; same && k < nw; k++)
+            for (int64_t i = 0; same && i < n; i++)
+                for (int64_t j = 0; same && j < n; j++)
+                    same = mref[(k * n + i) * n + j] ==
+                           (lab[k * n + i] == lab[k * n + j] ? 0.0f : -100.0f);
+        CHECK(same, "%s: labels do not give PyTorch's mask", what);
+        free(lab);
         free(m);
     }
     free(x);
@@ -586,6 +597,7 @@ static void test_sizes(void) {
 
 static void test_errors(void) {
     float x[64], w[64], m[64];
+    int32_t lab[64];
     memset(x, 0, sizeof x);
     const ra_window_spec ok = geom(1, 4, 4, 1, 2, 2, 0, 1, 1);
     CHECK(ra_window_partition(w, x, 1, 2, &ok) == RA_OK, "valid call");
@@ -615,6 +627,8 @@ static void test_errors(void) {
         CHECK_ARG(ra_window_reverse(x, w, 1, 1, &bad[i].g), what);
         snprintf(what, sizeof what, "mask, %s", bad[i].what);
         CHECK_ARG(ra_window_mask(m, &bad[i].g), what);
+        snprintf(what, sizeof what, "regions, %s", bad[i].what);
+        CHECK_ARG(ra_window_regions(lab, &bad[i].g), what);
         CHECK(ra_window_count(&bad[i].g) == 0, "count of %s is 0", bad[i].what);
     }
     CHECK_ARG(ra_window_partition(w, x, 1, 1, NULL), "partition, NULL geometry");
@@ -625,6 +639,8 @@ static void test_errors(void) {
     CHECK_ARG(ra_window_reverse(NULL, w, 1, 1, &ok), "reverse, NULL x");
     CHECK_ARG(ra_window_reverse(x, NULL, 1, 1, &ok), "reverse, NULL windows");
     CHECK_ARG(ra_window_mask(NULL, &ok), "mask, NULL mask");
+    CHECK_ARG(ra_window_regions(NULL, &ok), "regions, NULL regions");
+    CHECK_ARG(ra_window_regions(lab, NULL), "regions, NULL geometry");
     CHECK_ARG(ra_window_partition(w, x, 0, 1, &ok), "partition, b = 0");
     CHECK_ARG(ra_window_partition(w, x, 1, 0, &ok), "partition, c = 0");
     CHECK_ARG(ra_window_reverse(x, w, -1, 1, &ok), "reverse, b < 0");
