@@ -153,13 +153,6 @@ static void compare(const cfg *c) {
 
 /* ---- the bf16 core ------------------------------------------------------- */
 
-static float bf(float x) {   /* x rounded to bfloat16, as a float */
-    const uint32_t u = (uint32_t)rai_bf16_bits(x) << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 /* The bf16 core by its definition, in double: p_ref the softmax of the
  * logits of rounded scale q and k (Shaw's key term with rounded scale q and
  * the float32 table), out_ref (sentinels between rows, as run() leaves them) the sums
@@ -184,9 +177,9 @@ static void bf16_naive(const cfg *c, const inputs *in, const float *attn, float 
                     const float *k = in->k + 1 + (size_t)(b * c->n2 + j) * c->ldk + h * c->hd;
                     double acc = 0;
                     for (int d = 0; d < c->hd; d++) {
-                        acc += (double)bf(q[d]) * bf(k[d]);
+                        acc += (double)rai_round_bf16(q[d]) * rai_round_bf16(k[d]);
                         if (c->rel_k)
-                            acc += (double)bf(q[d]) * in->rel_k[(size_t)in->rel[(size_t)i * c->n2 + j] * c->hd + d];
+                            acc += (double)rai_round_bf16(q[d]) * in->rel_k[(size_t)in->rel[(size_t)i * c->n2 + j] * c->hd + d];
                     }
                     double v = acc;   /* the scale is on q */
                     if (c->bias) v += in->table[(size_t)in->idx[(size_t)i * c->n2 + j] * c->nh + h];
@@ -201,8 +194,8 @@ static void bf16_naive(const cfg *c, const inputs *in, const float *attn, float 
                 for (int d = 0; d < c->hd; d++) {
                     double acc = 0;
                     for (int j = 0; j < c->n2; j++) {
-                        const float pj = bf(attn[row + j]);
-                        acc += (double)pj * bf(in->v[1 + (size_t)(b * c->n2 + j) * c->ldv + h * c->hd + d]);
+                        const float pj = rai_round_bf16(attn[row + j]);
+                        acc += (double)pj * rai_round_bf16(in->v[1 + (size_t)(b * c->n2 + j) * c->ldv + h * c->hd + d]);
                         if (c->rel_v) acc += (double)pj * in->rel_v[(size_t)in->rel[(size_t)i * c->n2 + j] * c->hd + d];
                     }
                     out_ref[1 + (size_t)(b * c->n1 + i) * c->ldo + h * c->hd + d] = (float)acc;

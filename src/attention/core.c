@@ -87,26 +87,18 @@ static size_t rounded_floats(const ra_attn_desc *d) {
     return round16((size_t)d->n1 * d->hd) + 2 * round16((size_t)d->n2 * d->hd);
 }
 
-/* A thread's slice; in bf16 at least float32's, so that a caller may run
- * the same description in float32 in the same workspace (a training
- * step's forward, layer.c). */
 static size_t slice_floats(const ra_attn_desc *d) {
     int round_qkv;
     const rai_attn_kernel *k = forward_kernel(d, &round_qkv);
-    const int r = (d->rel_k || d->rel_v) ? d->r : 0;
-    const size_t n = round16(k->work_floats(d->n1, d->n2, d->hd, r)) +
-                     (round_qkv ? rounded_floats(d) : 0);
-    const size_t f32 = round16(rai_kernel_active()->work_floats(d->n1, d->n2, d->hd, r));
-    return n > f32 ? n : f32;
+    return round16(k->work_floats(d->n1, d->n2, d->hd, (d->rel_k || d->rel_v) ? d->r : 0)) +
+           (round_qkv ? rounded_floats(d) : 0);
 }
 
 /* dst (n, hd), packed = s * src (n rows, stride ld) rounded to bfloat16. */
 static void round_rows(float *dst, const float *src, int ld, int n, int hd, float s) {
     for (int i = 0; i < n; i++)
-        for (int e = 0; e < hd; e++) {
-            const uint32_t u = (uint32_t)rai_bf16_bits(s * src[(size_t)i * ld + e]) << 16;
-            memcpy(dst + (size_t)i * hd + e, &u, sizeof u);
-        }
+        for (int e = 0; e < hd; e++)
+            dst[(size_t)i * hd + e] = rai_round_bf16(s * src[(size_t)i * ld + e]);
 }
 
 /* Where the rows of a task (sample task / nh, head task % nh) begin in a

@@ -138,6 +138,13 @@ static inline uint16_t rai_bf16_bits(float x) {
     return (uint16_t)((u + 0x7FFFu + (u >> 16 & 1u)) >> 16);
 }
 
+/* x rounded to bfloat16 (rai_bf16_bits), as a float. */
+static inline float rai_round_bf16(float x) {
+    const uint32_t u = (uint32_t)rai_bf16_bits(x) << 16;
+    __builtin_memcpy(&x, &u, sizeof x);
+    return x;
+}
+
 /* Allocation of n elements of size sz, 64-byte aligned, NULL on overflow or
  * failure. Free with rai_free. */
 void *rai_alloc(size_t n, size_t sz);

@@ -137,11 +137,6 @@ ALWAYS_INLINE void zero_acc(__m512 acc[RB][NVMAX]) {
         for (int v = 0; v < NVMAX; v++) acc[r][v] = _mm512_setzero_ps();
 }
 
-/* Logit columns j0 .. j0 + 16 nv of the block's rows (task rows i0 + r,
- * the last repeated past nr) into s (row stride N2p): q·k, then
- * bias, mask in ref.c's order (the scale is on q), -inf past N2. (The row maxima are
- * taken in softmax_pairs: RB running maxima here would push the
- * accumulators out of the registers.) */
 /* What the logits of a block of rows add to q·k: its rows of the bias and
  * the mask (row r of the block: task row i0 + r, the last repeated past
  * nr) and its queries' region labels. */
@@ -159,6 +154,10 @@ static void terms_of(block_terms *b, const rai_attn_task *t, int i0, int nr) {
     }
 }
 
+/* Logit columns j0 .. j0 + 16 nv of the block's rows into s (row stride
+ * N2p): q·k, then bias, mask and labels in ref.c's order (the scale is on
+ * q), -inf past N2. (The row maxima are taken in softmax_pairs: RB
+ * running maxima here would push the accumulators out of the registers.) */
 ALWAYS_INLINE void logits_chunk(const rai_attn_task *t, const dims *g, const block_terms *bt,
                                 const uint32_t *qp, const uint32_t *kp, float *s, int j0,
                                 const int nv) {

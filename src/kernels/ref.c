@@ -57,8 +57,6 @@ static float bf16_dot(const float *a, size_t sa, const float *b, size_t sb, int 
     return acc;
 }
 
-static inline float round_bf16(float x) { return rai_bf16_value(rai_bf16_bits(x)); }
-
 /* Row i of the probabilities into s (N2): the logits with every term, then
  * the softmax; qr (R) receives q_i·rel_k^T when there is a key table.
  * sq (hd): scratch for the bf16 core's scale q. */
@@ -68,7 +66,7 @@ static void probabilities_row(float *s, float *qr, float *sq, const rai_attn_tas
     const int32_t *reli = t->rel ? rai_rel_row(t, i) : NULL;
     const int32_t *rel2i = t->rel2 ? rai_rel2_row(t, i) : NULL;
     if (t->bf16) {   /* scale q, rounded; its products carry the scale */
-        for (int d = 0; d < hd; d++) sq[d] = round_bf16(t->scale * qi[d]);
+        for (int d = 0; d < hd; d++) sq[d] = rai_round_bf16(t->scale * qi[d]);
         qi = sq;
     }
     if (t->rel_k)
@@ -115,7 +113,7 @@ static void ref_forward(const rai_attn_task *t) {
         float *oi = t->out + (size_t)i * t->ldo;
         if (t->bf16) {
             for (int d = 0; d < hd; d++) oi[d] = bf16_dot(s, 1, t->v + d, (size_t)t->ldv, n2);
-            for (int j = 0; j < n2; j++) s[j] = round_bf16(s[j]);   /* for the buckets */
+            for (int j = 0; j < n2; j++) s[j] = rai_round_bf16(s[j]);   /* for the buckets */
         } else {
             for (int d = 0; d < hd; d++) oi[d] = 0;
             for (int j = 0; j < n2; j++) {

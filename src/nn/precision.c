@@ -9,12 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-float rai_round_bf16(float v) {
-    const uint32_t u = (uint32_t)rai_bf16_bits(v) << 16;
-    memcpy(&v, &u, sizeof v);
-    return v;
-}
-
 float rai_int8_row(int8_t *q, const float *x, int64_t n) {
     int32_t sum;
     float t;

@@ -67,7 +67,4 @@ int64_t rai_precision_max_inputs(ra_precision p);
  * q x scale, as precision int8 holds it. */
 float rai_int8_row(int8_t *q, const float *x, int64_t n);
 
-/* v rounded to bfloat16 (rai_bf16_bits), as a float. */
-float rai_round_bf16(float v);
-
 #endif
